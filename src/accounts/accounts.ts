@@ -1,0 +1,74 @@
+import { Problem } from '../http/problems.ts';
+import type { ChangeFeed } from '../store/changes.ts';
+import { RecordCache } from '../store/changes.ts';
+import type { Queryable } from '../store/pool.ts';
+import { installBuiltins } from '../definitions/definitions.ts';
+import { effectiveLimits, LIMIT_NAMES, type LimitOverrides, type Limits } from './limits.ts';
+import * as q from './queries.ts';
+
+export interface Account {
+  id: string;
+  name: string;
+  region: string;
+  /** Only the overrides; see `limits` for the limits in force. */
+  limit_overrides: LimitOverrides;
+  limits: Limits;
+  created_at: string;
+}
+
+const TOPIC = 'account';
+
+function view(row: q.AccountRow): Account {
+  return { id: row.account_id, name: row.name, region: row.region, limit_overrides: row.limits, limits: effectiveLimits(row.limits), created_at: row.created_at.toISOString() };
+}
+
+function checkLimitNames(limits: LimitOverrides): void {
+  for (const name of Object.keys(limits)) {
+    if (!(LIMIT_NAMES as string[]).includes(name)) throw new Problem('AUD-0', `limits.${name} is not a limit; the limits are ${LIMIT_NAMES.join(', ')}`);
+  }
+}
+
+/** Creates an account with the keyspaces and channels every account has. */
+export async function createAccount(tx: Queryable, feed: ChangeFeed, vendor: string, input: { name: string; region: string; limits?: LimitOverrides }): Promise<Account> {
+  checkLimitNames(input.limits ?? {});
+  const row = await q.insertAccount(tx, { name: input.name, region: input.region, limits: input.limits ?? {} });
+  await installBuiltins(tx, feed, vendor, row.account_id);
+  return view(row);
+}
+
+export async function getAccount(db: Queryable, accountId: string): Promise<Account> {
+  const row = await q.findAccountById(db, accountId);
+  if (!row) throw new Problem('AUD-1110', `Account "${accountId}" does not exist`);
+  return view(row);
+}
+
+export async function listAccounts(db: Queryable): Promise<Account[]> {
+  return (await q.listAccounts(db)).map(view);
+}
+
+export async function countAccounts(db: Queryable): Promise<number> {
+  return q.countAccounts(db);
+}
+
+/** Renames an account or replaces its limit overrides. */
+export async function updateAccount(tx: Queryable, feed: ChangeFeed, accountId: string, changes: { name?: string; limits?: LimitOverrides }): Promise<Account> {
+  if (changes.limits) checkLimitNames(changes.limits);
+  const row = await q.updateAccount(tx, accountId, changes);
+  if (!row) throw new Problem('AUD-1110', `Account "${accountId}" does not exist`);
+  await feed.publish(tx, TOPIC, accountId);
+  return view(row);
+}
+
+/** Accounts by id, cached for the per-request needs (region, limits). */
+export class AccountDirectory {
+  private readonly cache: RecordCache<Account | null>;
+  constructor(db: Queryable, feed: ChangeFeed) {
+    this.cache = new RecordCache(feed, TOPIC, async (id) => {
+      const row = await q.findAccountById(db, id);
+      return row ? view(row) : null;
+    });
+  }
+  get(accountId: string): Promise<Account | null> {
+    return this.cache.get(accountId);
+  }
+}

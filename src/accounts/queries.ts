@@ -1,0 +1,43 @@
+import type { Queryable } from '../store/pool.ts';
+import type { LimitOverrides } from './limits.ts';
+
+export interface AccountRow {
+  account_id: string;
+  name: string;
+  region: string;
+  limits: LimitOverrides;
+  created_at: Date;
+}
+
+export async function insertAccount(db: Queryable, account: { name: string; region: string; limits: LimitOverrides }): Promise<AccountRow> {
+  const { rows } = await db.query<AccountRow>(
+    'insert into accounts (name, region, limits) values ($1, $2, $3) returning *',
+    [account.name, account.region, account.limits],
+  );
+  return rows[0];
+}
+
+export async function findAccountById(db: Queryable, accountId: string): Promise<AccountRow | undefined> {
+  if (!/^\d{1,18}$/.test(accountId)) return undefined;
+  const { rows } = await db.query<AccountRow>('select * from accounts where account_id = $1::bigint', [accountId]);
+  return rows[0];
+}
+
+export async function listAccounts(db: Queryable): Promise<AccountRow[]> {
+  const { rows } = await db.query<AccountRow>('select * from accounts order by account_id');
+  return rows;
+}
+
+export async function countAccounts(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ n: number }>('select count(*)::int as n from accounts');
+  return rows[0].n;
+}
+
+export async function updateAccount(db: Queryable, accountId: string, changes: { name?: string; limits?: LimitOverrides }): Promise<AccountRow | undefined> {
+  const { rows } = await db.query<AccountRow>(
+    `update accounts set name = coalesce($2, name), limits = coalesce($3, limits)
+     where account_id = $1::bigint returning *`,
+    [accountId, changes.name ?? null, changes.limits ?? null],
+  );
+  return rows[0];
+}

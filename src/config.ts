@@ -1,0 +1,50 @@
+import path from 'node:path';
+
+/** Every setting of the program, read once from the environment (README "Configuration"). */
+export interface Config {
+  port: number;
+  host: string;
+  /** Unset: the embedded PostgreSQL in `dataDir`. */
+  databaseUrl: string | undefined;
+  dataDir: string;
+  /** The vendor word of built-in identifiers (`com.<vendor>1.…`) and of the `x-<vendor>-auth` header. */
+  vendor: string;
+  /** The region this process serves (SPEC §1.8): tokens of other regions are refused. */
+  region: string;
+  publicUrl: string;
+  filesUrl: string | undefined;
+  smtpUrl: string | undefined;
+  redisUrl: string | undefined;
+  logLevel: string;
+  /** Unset: generated once into `dataDir/admin-token`. */
+  adminToken: string | undefined;
+  /** Create the demo account when the database holds no account. */
+  demoAccount: boolean;
+}
+
+export const REGIONS = ['eu', 'apac'] as const;
+
+/** Reads the configuration from `env`; throws naming the variable at fault. */
+export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const port = Number(env.PORT ?? 8080);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be a port number, got "${env.PORT}"`);
+  const vendor = env.VENDOR ?? 'vendor';
+  if (!/^[a-z][a-z0-9-]*$/.test(vendor)) throw new Error(`VENDOR must be a lower-case word, got "${vendor}"`);
+  const region = env.REGION ?? 'eu';
+  if (!(REGIONS as readonly string[]).includes(region)) throw new Error(`REGION must be one of ${REGIONS.join(', ')}, got "${region}"`);
+  return {
+    port,
+    host: env.HOST ?? '0.0.0.0',
+    databaseUrl: env.DATABASE_URL || undefined,
+    dataDir: path.resolve(env.DATA_DIR ?? './data'),
+    vendor,
+    region,
+    publicUrl: (env.PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, ''),
+    filesUrl: env.FILES_URL || undefined,
+    smtpUrl: env.SMTP_URL || undefined,
+    redisUrl: env.REDIS_URL || undefined,
+    logLevel: env.LOG_LEVEL ?? 'info',
+    adminToken: env.ADMIN_TOKEN || undefined,
+    demoAccount: (env.DEMO_ACCOUNT ?? 'true') !== 'false',
+  };
+}

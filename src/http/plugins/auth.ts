@@ -1,0 +1,66 @@
+import crypto from 'node:crypto';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Caller } from '../../identity/identity.ts';
+import { DEFAULT_LIMITS, type LimitName } from '../../accounts/limits.ts';
+import type { Services } from '../../services.ts';
+import { Problem } from '../problems.ts';
+
+/** How a route is guarded: the public API's bearer token, the operator token, or nothing. */
+export type RouteAuth = 'bearer' | 'admin' | 'none';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: RouteAuth;
+    /** A limit of SPEC §8 that this route spends from, on top of requests_per_second. */
+    rateLimit?: LimitName;
+  }
+  interface FastifyRequest {
+    caller: Caller;
+  }
+}
+
+/** The window of each rate, by the unit its name ends in. */
+function windowOf(limit: LimitName): number {
+  return limit.endsWith('_per_minute') ? 60_000 : 1000;
+}
+
+/** Spends one request of `limit` from bucket `key`, or throws 429 with Retry-After; a null account has the default limits. */
+export async function spend(services: Services, accountId: string | null, key: string, limit: LimitName): Promise<void> {
+  const value = accountId === null ? DEFAULT_LIMITS[limit] : (await services.accounts.get(accountId))?.limits[limit];
+  if (value === null || value === undefined) return;
+  const taken = await services.buckets.take(`${key}:${limit}`, value, windowOf(limit));
+  if (!taken.ok) {
+    throw new Problem('AUD-1002', `Request capacity reached: at most ${value} ${limit.replaceAll('_', ' ')}; retry later`, { 'retry-after': String(taken.retryAfter) });
+  }
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const ha = crypto.createHash('sha256').update(a).digest();
+  const hb = crypto.createHash('sha256').update(b).digest();
+  return crypto.timingSafeEqual(ha, hb);
+}
+
+/**
+ * Checks every request before its body is read: a bearer token for the public API (SPEC §5),
+ * the operator token for /admin; then the account's rate limits (SPEC §8).
+ */
+export function registerAuth(app: FastifyInstance, services: Services): void {
+  app.decorateRequest('caller', null as unknown as Caller);
+  app.addHook('onRequest', async (request: FastifyRequest) => {
+    // An unknown route answers 404 (or 405) whoever asks.
+    const auth = request.is404 ? 'none' : request.routeOptions.config.auth ?? 'bearer';
+    if (auth === 'none') return;
+    if (auth === 'admin') {
+      const header = request.headers.authorization ?? '';
+      if (!/^Bearer /i.test(header) || !sameSecret(header.slice(7).trim(), services.adminToken)) {
+        throw new Problem('AUD-8', 'The operator API needs "Authorization: Bearer <ADMIN_TOKEN>"', { 'www-authenticate': 'Bearer' });
+      }
+      return;
+    }
+    const caller = await services.identity.authenticate(request.headers.authorization);
+    request.caller = caller;
+    await spend(services, caller.accountId, caller.accountId, 'requests_per_second');
+    const routeLimit = request.routeOptions.config.rateLimit;
+    if (routeLimit) await spend(services, caller.accountId, caller.accountId, routeLimit);
+  });
+}

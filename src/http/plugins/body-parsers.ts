@@ -1,0 +1,51 @@
+import type { FastifyInstance } from 'fastify';
+import { Problem } from '../problems.ts';
+
+/**
+ * Parses `a[0][b]=x&a[1][b]=y` into `{a: [{b: 'x'}, {b: 'y'}]}`: the form bodies that existing
+ * clients send to /oauth/token, merges and evaluations (ENDPOINTS.md "Profiles").
+ */
+export function parseBracketForm(body: string): Record<string, unknown> {
+  const root: Record<string, unknown> = {};
+  for (const [key, value] of new URLSearchParams(body)) {
+    const path = key.match(/^([^[\]]+)((?:\[[^[\]]*\])*)$/);
+    if (!path) throw new Problem('AUD-1004', `Form field name "${key}" is not of the form name[key][key]…`);
+    const parts = [path[1], ...[...path[2].matchAll(/\[([^[\]]*)\]/g)].map((m) => m[1])];
+    let node: Record<string, unknown> = root;
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i] === '' ? String(Object.keys(node).length) : parts[i];
+      if (['__proto__', 'constructor', 'prototype'].includes(part)) throw new Problem('AUD-1004', `Form field name "${key}" is not allowed`);
+      if (i === parts.length - 1) {
+        node[part] = value;
+      } else {
+        const next = node[part];
+        if (next !== undefined && (typeof next !== 'object' || next === null)) throw new Problem('AUD-1004', `Form field "${key}" conflicts with another field`);
+        node = (next ?? (node[part] = {})) as Record<string, unknown>;
+      }
+    }
+  }
+  return arraysFromIndexes(root) as Record<string, unknown>;
+}
+
+/** Objects whose keys are exactly 0..n-1 become arrays. */
+function arraysFromIndexes(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  const obj = value as Record<string, unknown>;
+  for (const k of Object.keys(obj)) obj[k] = arraysFromIndexes(obj[k]);
+  const keys = Object.keys(obj);
+  if (keys.length > 0 && keys.every((k, i) => k === String(i))) return keys.map((k) => obj[k]);
+  return obj;
+}
+
+/** JSON, JSON merge patch (SPEC §1.1) and form bodies. */
+export function registerBodyParsers(app: FastifyInstance): void {
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, json);
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
+    try {
+      done(null, parseBracketForm(body as string));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
+}

@@ -1,0 +1,80 @@
+import { Redis } from 'ioredis';
+import type { Clock } from '../../clock.ts';
+
+export interface Taken {
+  ok: boolean;
+  /** Whole seconds until one more request fits. */
+  retryAfter: number;
+}
+
+/** Token buckets holding at most `limit` tokens, refilled at `limit` per `windowMs` (SPEC §8). */
+export interface Buckets {
+  take(key: string, limit: number, windowMs: number): Promise<Taken>;
+  close(): Promise<void>;
+}
+
+function refill(tokens: number, elapsedMs: number, limit: number, windowMs: number): number {
+  return Math.min(limit, tokens + (elapsedMs * limit) / windowMs);
+}
+
+function retryAfter(tokens: number, limit: number, windowMs: number): number {
+  return Math.max(1, Math.ceil(((1 - tokens) * windowMs) / limit / 1000));
+}
+
+/** Buckets in this process's memory: right when one process serves the API. */
+export class MemoryBuckets implements Buckets {
+  private readonly state = new Map<string, { tokens: number; at: number }>();
+  private readonly clock: Clock;
+  constructor(clock: Clock) {
+    this.clock = clock;
+  }
+
+  async take(key: string, limit: number, windowMs: number): Promise<Taken> {
+    const now = this.clock();
+    const s = this.state.get(key);
+    const tokens = s ? refill(s.tokens, now - s.at, limit, windowMs) : limit;
+    if (this.state.size > 100_000 && !s) this.state.clear();
+    if (tokens >= 1) {
+      this.state.set(key, { tokens: tokens - 1, at: now });
+      return { ok: true, retryAfter: 0 };
+    }
+    this.state.set(key, { tokens, at: now });
+    return { ok: false, retryAfter: retryAfter(tokens, limit, windowMs) };
+  }
+
+  async close(): Promise<void> {}
+}
+
+// One atomic step of a token bucket; returns the tokens left, negative when refused.
+const TAKE = `
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local s = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = limit
+if s[1] then tokens = math.min(limit, tonumber(s[1]) + (now - tonumber(s[2])) * limit / window) end
+local ok = 0
+if tokens >= 1 then tokens = tokens - 1; ok = 1 end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], window * 2)
+return {ok, tostring(tokens)}
+`;
+
+/** Buckets in Redis (`REDIS_URL`): several API processes share one budget per account. */
+export class RedisBuckets implements Buckets {
+  private readonly redis: Redis;
+  private readonly clock: Clock;
+  constructor(url: string, clock: Clock) {
+    this.redis = new Redis(url, { maxRetriesPerRequest: 2, lazyConnect: false });
+    this.clock = clock;
+  }
+
+  async take(key: string, limit: number, windowMs: number): Promise<Taken> {
+    const [ok, tokens] = (await this.redis.eval(TAKE, 1, `audience:rate:${key}`, limit, windowMs, this.clock())) as [number, string];
+    return ok === 1 ? { ok: true, retryAfter: 0 } : { ok: false, retryAfter: retryAfter(Number(tokens), limit, windowMs) };
+  }
+
+  async close(): Promise<void> {
+    await this.redis.quit().catch(() => {});
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * Every error the service answers, once: its HTTP status, its title and its code (the `type`
+ * of the problem document is `/errors/<code>`). Published codes of the platform are kept
+ * (ENDPOINTS.md "Facts"); the others follow the same form, grouped by area:
+ * AUD-10xx request and platform, AUD-11xx definitions, AUD-12xx profiles.
+ */
+export const PROBLEMS = {
+  'AUD-0': { status: 400, title: 'Bad request' },
+  'AUD-1': { status: 404, title: 'Resource not found' },
+  'AUD-2': { status: 503, title: 'Service unavailable' },
+  'AUD-4': { status: 500, title: 'Internal error' },
+  'AUD-6': { status: 400, title: 'Client-side error' },
+  'AUD-8': { status: 401, title: 'Authorization failure' },
+  'AUD-9': { status: 403, title: 'Access denied' },
+  'AUD-1001': { status: 413, title: 'Request body too large' },
+  'AUD-1002': { status: 429, title: 'Rate limit reached' },
+  'AUD-1003': { status: 400, title: 'Request body lacks expected fields' },
+  'AUD-1004': { status: 400, title: 'Malformed request body' },
+  'AUD-1005': { status: 415, title: 'Unsupported media type' },
+  'AUD-1006': { status: 405, title: 'Method not allowed' },
+  'AUD-1007': { status: 413, title: 'List limit exceeded' },
+  'AUD-1008': { status: 400, title: 'Invalid client credentials request' },
+  'AUD-1009': { status: 401, title: 'Invalid client credentials' },
+  'AUD-1101': { status: 404, title: 'Keyspace not found' },
+  'AUD-1102': { status: 404, title: 'Section not found' },
+  'AUD-1103': { status: 404, title: 'Tag not found' },
+  'AUD-1104': { status: 404, title: 'Segment not found' },
+  'AUD-1105': { status: 404, title: 'Segment version not found' },
+  'AUD-1106': { status: 403, title: 'Keyspace not allowed' },
+  'AUD-1107': { status: 403, title: 'Section access denied' },
+  'AUD-1108': { status: 400, title: 'Tag limit exceeded' },
+  'AUD-1109': { status: 409, title: 'Same discriminator with a different specification' },
+  'AUD-1110': { status: 404, title: 'Account not found' },
+  'AUD-1111': { status: 400, title: 'Target not found' },
+} as const satisfies Record<string, { status: number; title: string }>;
+
+export type ProblemCode = keyof typeof PROBLEMS;
+
+/** The `type` URI of a code; `GET /errors/<code>` describes it. */
+export function problemType(code: ProblemCode): string {
+  return `/errors/${code}`;
+}
+
+/** An error the client caused or must know of: written as `application/problem+json`. */
+export class Problem extends Error {
+  readonly code: ProblemCode;
+  readonly status: number;
+  readonly title: string;
+  readonly detail: string;
+  readonly headers: Record<string, string>;
+
+  constructor(code: ProblemCode, detail: string, headers: Record<string, string> = {}) {
+    super(detail);
+    this.code = code;
+    this.status = PROBLEMS[code].status;
+    this.title = PROBLEMS[code].title;
+    this.detail = detail;
+    this.headers = headers;
+  }
+
+  toJSON(): ProblemBody {
+    return { type: problemType(this.code), title: this.title, status: this.status, status_code: this.status, detail: this.detail };
+  }
+}
+
+export interface ProblemBody {
+  type: string;
+  title: string;
+  status: number;
+  status_code: number;
+  detail: string;
+}

@@ -1,0 +1,121 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { REGIONS } from '../../config.ts';
+import type { Services } from '../../services.ts';
+import * as accounts from '../../accounts/accounts.ts';
+import { LIMIT_NAMES } from '../../accounts/limits.ts';
+import * as definitions from '../../definitions/definitions.ts';
+import { Manifest } from '../../definitions/schemas.ts';
+import { withTransaction } from '../../store/pool.ts';
+import { Problem } from '../problems.ts';
+import { DateTime } from '../schemas/common.ts';
+import { NoContent, responses } from '../schemas/problem.ts';
+
+const LimitValue = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
+const LimitsSchema = Type.Object(Object.fromEntries(LIMIT_NAMES.map((n) => [n, Type.Optional(LimitValue)])), { additionalProperties: false, description: 'Limit overrides; null lifts a limit' });
+const Account = Type.Object({
+  id: Type.String(), name: Type.String(), region: Type.String(),
+  limit_overrides: Type.Record(Type.String(), Type.Union([Type.Integer(), Type.Null()])),
+  limits: Type.Record(Type.String(), Type.Union([Type.Integer(), Type.Null()]), { description: 'The limits in force' }),
+  created_at: DateTime,
+});
+const AccountParams = Type.Object({ account_id: Type.String({ pattern: '^[0-9]+$', description: 'Account id' }) });
+const KeyParams = Type.Object({ account_id: Type.String({ pattern: '^[0-9]+$' }), client_id: Type.String() });
+const ApiKey = Type.Object({
+  client_id: Type.String(), name: Type.String(), section_ids: Type.Union([Type.Array(Type.String()), Type.Null()]), created_at: DateTime,
+  client_secret: Type.Optional(Type.String({ description: 'Shown only when the key is created' })),
+});
+
+/** The operator API (/admin): accounts, API keys, manifests and signing keys. Everything the public API only reads is written here. */
+export function adminRoutes(services: Services) {
+  const { pool, feed } = services;
+  const { vendor } = services.config;
+  return async (root: FastifyInstance) => {
+    const app = root.withTypeProvider<TypeBoxTypeProvider>();
+    const config = { auth: 'admin' as const };
+    const tags = ['operator'];
+
+    app.get('/admin/accounts', { config, schema: { tags, summary: 'List accounts', response: responses({ 200: Type.Object({ items: Type.Array(Account) }) }) } },
+      async () => ({ items: await accounts.listAccounts(pool) }));
+
+    app.post('/admin/accounts', {
+      config,
+      schema: {
+        tags, summary: 'Create an account',
+        body: Type.Object({ name: Type.String({ minLength: 1 }), region: Type.Optional(Type.Union(REGIONS.map((r) => Type.Literal(r)))), limits: Type.Optional(LimitsSchema) }, { additionalProperties: false }),
+        response: responses({ 201: Account }),
+      },
+    }, async (request, reply) => {
+      const account = await withTransaction(pool, (tx) => accounts.createAccount(tx, feed, vendor, { region: services.config.region, ...request.body }));
+      return reply.code(201).send(account);
+    });
+
+    app.get('/admin/accounts/:account_id', { config, schema: { tags, summary: 'Get an account', params: AccountParams, response: responses({ 200: Account }) } },
+      async (request) => accounts.getAccount(pool, request.params.account_id));
+
+    app.patch('/admin/accounts/:account_id', {
+      config,
+      schema: {
+        tags, summary: 'Rename an account or replace its limit overrides', params: AccountParams,
+        body: Type.Object({ name: Type.Optional(Type.String({ minLength: 1 })), limits: Type.Optional(LimitsSchema) }, { additionalProperties: false }),
+        response: responses({ 200: Account }),
+      },
+    }, async (request) => withTransaction(pool, (tx) => accounts.updateAccount(tx, feed, request.params.account_id, request.body)));
+
+    app.put('/admin/accounts/:account_id/manifest', {
+      config,
+      bodyLimit: 10 * 1024 * 1024,
+      schema: { tags, summary: 'Apply a manifest to an account (idempotent)', params: AccountParams, body: Manifest, response: responses({ 204: NoContent }) },
+    }, async (request, reply) => {
+      const accountId = request.params.account_id;
+      await withTransaction(pool, async (tx) => {
+        await accounts.getAccount(tx, accountId);
+        const { account, ...rest } = request.body;
+        if (account && (account.name !== undefined || account.limits !== undefined)) {
+          await accounts.updateAccount(tx, feed, accountId, { name: account.name, limits: account.limits as accounts.Account['limit_overrides'] | undefined });
+        }
+        await definitions.applyManifest(tx, feed, vendor, accountId, rest);
+      });
+      return reply.code(204).send();
+    });
+
+    app.get('/admin/accounts/:account_id/keys', { config, schema: { tags, summary: 'List API keys', params: AccountParams, response: responses({ 200: Type.Object({ items: Type.Array(ApiKey) }) }) } },
+      async (request) => {
+        await accounts.getAccount(pool, request.params.account_id);
+        return { items: await services.identity.listApiKeys(pool, request.params.account_id) };
+      });
+
+    app.post('/admin/accounts/:account_id/keys', {
+      config,
+      schema: {
+        tags, summary: 'Create an API key; its secret is shown once', params: AccountParams,
+        body: Type.Object({
+          name: Type.Optional(Type.String()),
+          section_discriminators: Type.Optional(Type.Array(Type.String(), { description: 'Sections the key may use; all when omitted' })),
+        }, { additionalProperties: false }),
+        response: responses({ 201: ApiKey }),
+      },
+    }, async (request, reply) => {
+      const accountId = request.params.account_id;
+      await accounts.getAccount(pool, accountId);
+      const defs = await services.definitions.get(accountId);
+      const sectionIds = request.body?.section_discriminators?.map((d) => {
+        const section = defs.sections.find((s) => s.discriminator === d);
+        if (!section) throw new Problem('AUD-1111', `section_discriminators names the unknown section "${d}"`);
+        return section.id;
+      });
+      const key = await services.identity.createApiKey(pool, accountId, { name: request.body?.name, sectionIds: sectionIds ?? null });
+      return reply.code(201).send(key);
+    });
+
+    app.delete('/admin/accounts/:account_id/keys/:client_id', { config, schema: { tags, summary: 'Delete an API key', params: KeyParams, response: responses({ 204: NoContent }) } },
+      async (request, reply) => {
+        await withTransaction(pool, (tx) => services.identity.deleteApiKey(tx, request.params.account_id, request.params.client_id));
+        return reply.code(204).send();
+      });
+
+    app.post('/admin/signing-keys', { config, schema: { tags, summary: 'Rotate the token signing key', response: responses({ 201: Type.Object({ kid: Type.String() }) }) } },
+      async (_request, reply) => reply.code(201).send(await services.identity.rotateSigningKey()));
+  };
+}

@@ -1,0 +1,18 @@
+import { Type } from 'typebox';
+import type { TSchema } from 'typebox';
+
+/** The problem document of SPEC §7.1 (RFC 9457). */
+export const ProblemSchema = Type.Object({
+  type: Type.String({ description: 'Error code reference, /errors/AUD-<n>' }),
+  title: Type.String({ description: 'Short summary of the error code' }),
+  status: Type.Integer({ description: 'HTTP status' }),
+  status_code: Type.Integer({ description: 'The HTTP status again, for clients that read this name' }),
+  detail: Type.String({ description: 'What is wrong, naming the field or value at fault' }),
+});
+
+export const NoContent = Type.Null({ description: 'No content' });
+
+/** A route's declared answers: its successes, and problem documents for every error. */
+export function responses(success: Record<number, TSchema>): Record<string, TSchema> {
+  return { ...success, '4xx': ProblemSchema, '5xx': ProblemSchema };
+}

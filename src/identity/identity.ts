@@ -1,0 +1,235 @@
+import crypto from 'node:crypto';
+import type pg from 'pg';
+import * as jose from "jose";
+import type { JWK } from "jose";
+import type { Clock } from '../clock.ts';
+import { Problem } from '../http/problems.ts';
+import type { ChangeFeed } from '../store/changes.ts';
+import { RecordCache } from '../store/changes.ts';
+import { withTransaction, type Queryable } from '../store/pool.ts';
+import * as q from './queries.ts';
+
+/** Who is calling: established from a verified bearer token. */
+export interface Caller {
+  accountId: string;
+  clientId: string;
+  /** Sections the API key may use; null: all. */
+  sectionIds: string[] | null;
+}
+
+export interface IssuedToken {
+  access_token: string;
+  expires_in: number;
+  token_type: 'Bearer';
+}
+
+/** Seconds a token lives (SPEC §5.4 allows up to 24 hours). */
+export const TOKEN_LIFETIME_SECONDS = 3600;
+/** A rotated signing key keeps verifying for the longest a token it signed can live. */
+const ROTATION_GRACE_SECONDS = 24 * 3600;
+const ISSUER = 'audience';
+const KEYS_TOPIC = 'api_key';
+const SIGNING_TOPIC = 'signing_key';
+
+/** The audience claim of the tokens of a region (SPEC §1.8: a token serves one region). */
+export function regionAudience(region: string): string {
+  return `audience-${region}`;
+}
+
+function hashSecret(secret: string): Buffer {
+  return crypto.createHash('sha256').update(secret, 'utf8').digest();
+}
+
+function unauthorized(detail: string): Problem {
+  return new Problem('AUD-8', detail, { 'www-authenticate': 'Bearer' });
+}
+
+interface VerifyingKey {
+  kid: string;
+  key: jose.CryptoKey;
+  publicJwk: JWK;
+}
+
+interface SigningKeys {
+  signing: { kid: string; key: jose.CryptoKey } | undefined;
+  verifying: Map<string, VerifyingKey>;
+}
+
+/**
+ * API keys and access tokens (SPEC §5): issues ES256 JWTs to API keys, and turns a bearer
+ * header into a Caller. A verified token is remembered until it expires, so steady-state
+ * requests pay no signature check; deleting its API key ends it at once in every process.
+ */
+export class Identity {
+  private readonly pool: pg.Pool;
+  private readonly feed: ChangeFeed;
+  private readonly clock: Clock;
+  private readonly region: string;
+  private readonly apiKeys: RecordCache<q.ApiKeyRow | null>;
+  private readonly signingKeys: RecordCache<SigningKeys>;
+  private verified = new Map<string, { caller: Caller; expMs: number }>();
+
+  constructor(options: { pool: pg.Pool; feed: ChangeFeed; clock: Clock; region: string }) {
+    this.pool = options.pool;
+    this.feed = options.feed;
+    this.clock = options.clock;
+    this.region = options.region;
+    this.apiKeys = new RecordCache(this.feed, KEYS_TOPIC, async (clientId) => (await q.findApiKeyByClientId(this.pool, clientId)) ?? null);
+    this.signingKeys = new RecordCache(this.feed, SIGNING_TOPIC, () => this.loadSigningKeys());
+    this.feed.on(KEYS_TOPIC, () => this.verified.clear());
+  }
+
+  /** Creates an API key for `accountId`; the secret is returned here once and stored only as a hash. */
+  async createApiKey(db: Queryable, accountId: string, options: { name?: string; sectionIds?: string[] | null } = {}) {
+    const clientId = crypto.randomUUID();
+    const secret = crypto.randomBytes(32).toString('base64url');
+    const row = await q.insertApiKey(db, { accountId, clientId, secretHash: hashSecret(secret), name: options.name ?? '', sectionIds: options.sectionIds ?? null });
+    return { client_id: clientId, client_secret: secret, name: row.name, section_ids: row.section_ids, created_at: row.created_at.toISOString() };
+  }
+
+  async listApiKeys(db: Queryable, accountId: string) {
+    const rows = await q.listApiKeysByAccount(db, accountId);
+    return rows.map((r) => ({ client_id: r.client_id, name: r.name, section_ids: r.section_ids, created_at: r.created_at.toISOString() }));
+  }
+
+  /** Deletes an API key; it and every token it obtained stop working at once. */
+  async deleteApiKey(db: Queryable, accountId: string, clientId: string): Promise<void> {
+    if (!(await q.markApiKeyDeleted(db, accountId, clientId))) throw new Problem('AUD-1', `No API key with client_id "${clientId}" in account ${accountId}`);
+    await this.feed.publish(db, KEYS_TOPIC, clientId);
+  }
+
+  /**
+   * The client-credentials grant (SPEC §4.1). `accountRegion` tells which region the key's account
+   * belongs to; a key is only served in its own region.
+   */
+  async issueToken(clientId: string, clientSecret: string, accountRegion: (accountId: string) => Promise<string | undefined>): Promise<IssuedToken> {
+    const key = await this.apiKeys.get(clientId);
+    const given = hashSecret(clientSecret);
+    if (!key || key.deleted_at || !crypto.timingSafeEqual(key.secret_hash, given)) {
+      throw new Problem('AUD-1009', 'The client_id and client_secret do not match an API key');
+    }
+    const region = await accountRegion(key.account_id);
+    if (region !== this.region) {
+      throw new Problem('AUD-1009', `The account of this API key belongs to region "${region}"; request tokens at that region's base address`);
+    }
+    const keys = await this.signingKeys.get('all');
+    if (!keys.signing) throw new Error('no signing key');
+    const now = Math.floor(this.clock() / 1000);
+    const token = await new jose.SignJWT({ account: key.account_id })
+      .setProtectedHeader({ alg: 'ES256', kid: keys.signing.kid, typ: 'JWT' })
+      .setIssuer(ISSUER)
+      .setAudience(regionAudience(this.region))
+      .setSubject(clientId)
+      .setIssuedAt(now)
+      .setExpirationTime(now + TOKEN_LIFETIME_SECONDS)
+      .setJti(crypto.randomUUID())
+      .sign(keys.signing.key);
+    return { access_token: token, expires_in: TOKEN_LIFETIME_SECONDS, token_type: 'Bearer' };
+  }
+
+  /** The account an API key belongs to, for rate-limiting token requests before the secret is checked. */
+  async accountOfClient(clientId: string): Promise<string | undefined> {
+    const key = await this.apiKeys.get(clientId);
+    return key && !key.deleted_at ? key.account_id : undefined;
+  }
+
+  /** Turns an Authorization header into a Caller, or throws the 401 of SPEC §5.7 naming the cause. */
+  async authenticate(header: string | undefined): Promise<Caller> {
+    if (header === undefined || header.trim() === '') throw unauthorized('Missing signed bearer token: send the header "Authorization: Bearer <access token>"');
+    if (!/^Bearer /i.test(header)) throw unauthorized('The Authorization header does not start with "Bearer"');
+    const token = header.slice(7).trim();
+    const nowMs = this.clock();
+    const hit = this.verified.get(token);
+    if (hit && hit.expMs > nowMs) return this.checkKey(hit.caller);
+    if (hit) throw unauthorized('The bearer token has expired');
+
+    let header_: jose.ProtectedHeaderParameters;
+    let claims: jose.JWTPayload;
+    try {
+      header_ = jose.decodeProtectedHeader(token);
+      claims = jose.decodeJwt(token);
+    } catch {
+      throw unauthorized('The bearer token cannot be decoded as a JWT');
+    }
+    const keys = await this.signingKeys.get('all');
+    const kid = header_.kid;
+    const key = kid === undefined ? undefined : keys.verifying.get(kid);
+    if (!key) throw unauthorized(kid === undefined ? 'The bearer token has no key ID (kid)' : `The token's key ID "${kid}" is not in the issuer's key set`);
+    try {
+      await jose.compactVerify(token, key.key, { algorithms: ['ES256'] });
+    } catch {
+      throw unauthorized('The signature of the bearer token cannot be verified');
+    }
+    const audience = regionAudience(this.region);
+    const auds = Array.isArray(claims.aud) ? claims.aud : claims.aud === undefined ? [] : [claims.aud];
+    if (!auds.includes(audience)) throw unauthorized(`The token's audience "${auds.join(', ')}" is not recognised here; this base address serves "${audience}"`);
+    for (const claim of ['exp', 'iat'] as const) {
+      if (typeof claims[claim] !== 'number') throw unauthorized(`The bearer token's claim "${claim}" is missing or invalid`);
+    }
+    for (const claim of ['sub', 'account'] as const) {
+      if (typeof claims[claim] !== 'string' || claims[claim] === '') throw unauthorized(`The bearer token's claim "${claim}" is missing or invalid`);
+    }
+    if (claims.iss !== ISSUER) throw unauthorized('The bearer token\'s claim "iss" is missing or invalid');
+    const expMs = (claims.exp as number) * 1000;
+    if (expMs <= nowMs) throw unauthorized('The bearer token has expired');
+    const apiKey = await this.apiKeys.get(claims.sub as string);
+    if (!apiKey || apiKey.account_id !== claims.account) throw unauthorized('The bearer token\'s claim "sub" does not name an API key of its account');
+    const caller: Caller = { accountId: apiKey.account_id, clientId: apiKey.client_id, sectionIds: apiKey.section_ids };
+    if (this.verified.size > 100_000) this.verified.clear();
+    this.verified.set(token, { caller, expMs });
+    return this.checkKey(caller);
+  }
+
+  private async checkKey(caller: Caller): Promise<Caller> {
+    const key = await this.apiKeys.get(caller.clientId);
+    if (!key || key.deleted_at) throw unauthorized('The API key that obtained this token was deleted');
+    return { ...caller, sectionIds: key.section_ids };
+  }
+
+  /** The public keys that verify tokens (RFC 7517), served at /.well-known/jwks.json. */
+  async jwks(): Promise<{ keys: JWK[] }> {
+    const keys = await this.signingKeys.get('all');
+    return { keys: [...keys.verifying.values()].map((k) => k.publicJwk) };
+  }
+
+  /** Makes a new signing key current; the old ones keep verifying until their tokens have expired. */
+  async rotateSigningKey(): Promise<{ kid: string }> {
+    return withTransaction(this.pool, async (tx) => {
+      await q.lockSigningKeys(tx);
+      const kid = await this.insertNewSigningKey(tx);
+      await q.retireSigningKeysExcept(tx, kid, ROTATION_GRACE_SECONDS);
+      await this.feed.publish(tx, SIGNING_TOPIC, 'all');
+      return { kid };
+    });
+  }
+
+  /** Creates the first signing key when there is none. */
+  async ensureSigningKey(): Promise<void> {
+    await withTransaction(this.pool, async (tx) => {
+      await q.lockSigningKeys(tx);
+      if ((await q.listVerifyingSigningKeys(tx)).length > 0) return;
+      await this.insertNewSigningKey(tx);
+      await this.feed.publish(tx, SIGNING_TOPIC, 'all');
+    });
+  }
+
+  private async insertNewSigningKey(tx: Queryable): Promise<string> {
+    const { privateKey, publicKey } = await jose.generateKeyPair('ES256', { extractable: true });
+    const kid = crypto.randomBytes(12).toString('base64url');
+    const privateJwk = await jose.exportJWK(privateKey);
+    const publicJwk = { ...(await jose.exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' };
+    await q.insertSigningKey(tx, { kid, privateJwk, publicJwk });
+    return kid;
+  }
+
+  private async loadSigningKeys(): Promise<SigningKeys> {
+    const rows = await q.listVerifyingSigningKeys(this.pool);
+    const verifying = new Map<string, VerifyingKey>();
+    for (const row of rows) {
+      verifying.set(row.kid, { kid: row.kid, key: (await jose.importJWK(row.public_jwk as jose.JWK, 'ES256')) as jose.CryptoKey, publicJwk: row.public_jwk });
+    }
+    const current = rows.find((r) => r.retired_at === null);
+    const signing = current ? { kid: current.kid, key: (await jose.importJWK(current.private_jwk as jose.JWK, 'ES256')) as jose.CryptoKey } : undefined;
+    return { signing, verifying };
+  }
+}

@@ -1,0 +1,88 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+import type { Config } from './config.ts';
+import { systemClock } from './clock.ts';
+import * as accounts from './accounts/accounts.ts';
+import { applyManifest } from './definitions/definitions.ts';
+import type { Manifest } from './definitions/schemas.ts';
+import { buildApp, type App } from './http/app.ts';
+import { createServices, type Services } from './services.ts';
+import { startEmbeddedDatabase, type EmbeddedDatabase } from './store/embedded.ts';
+import { migrate } from './store/migrate.ts';
+import { createPool, withTransaction } from './store/pool.ts';
+
+export const DEMO_MANIFEST = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'manifests', 'demo.json');
+// Serialises the first-start demo account between processes sharing one database.
+const DEMO_LOCK = 7_418_303;
+
+/** The database of the configuration: `DATABASE_URL`, or the embedded one in the data directory. */
+export async function openDatabase(config: Config): Promise<{ pool: pg.Pool; embedded: EmbeddedDatabase | undefined }> {
+  const embedded = config.databaseUrl ? undefined : await startEmbeddedDatabase(path.join(config.dataDir, 'postgres'));
+  const pool = createPool(config.databaseUrl ?? embedded!.url, 20);
+  return { pool, embedded };
+}
+
+/** ADMIN_TOKEN, or the token generated once into the data directory. */
+export async function adminTokenOf(config: Config, create: boolean): Promise<string | undefined> {
+  if (config.adminToken) return config.adminToken;
+  const file = path.join(config.dataDir, 'admin-token');
+  try {
+    return (await fs.readFile(file, 'utf8')).trim();
+  } catch {
+    if (!create) return undefined;
+    const token = crypto.randomBytes(32).toString('base64url');
+    await fs.mkdir(config.dataDir, { recursive: true });
+    await fs.writeFile(file, token + '\n', { mode: 0o600, flag: 'wx' }).catch(async () => {});
+    return (await fs.readFile(file, 'utf8')).trim();
+  }
+}
+
+/** On a database without accounts: the demo account of manifests/demo.json and an API key for it. */
+export async function createDemoAccount(services: Services): Promise<{ account_id: string; client_id: string; client_secret: string } | undefined> {
+  const manifest = JSON.parse(await fs.readFile(DEMO_MANIFEST, 'utf8')) as Manifest;
+  const { vendor, region } = services.config;
+  return withTransaction(services.pool, async (tx) => {
+    await tx.query('select pg_advisory_xact_lock($1)', [DEMO_LOCK]);
+    if ((await accounts.countAccounts(tx)) > 0) return undefined;
+    const { account, ...definitions } = manifest;
+    const created = await accounts.createAccount(tx, services.feed, vendor, { name: account?.name ?? 'Demo', region, limits: account?.limits as accounts.Account['limit_overrides'] });
+    await applyManifest(tx, services.feed, vendor, created.id, definitions);
+    const key = await services.identity.createApiKey(tx, created.id, { name: 'demo' });
+    return { account_id: created.id, client_id: key.client_id, client_secret: key.client_secret };
+  });
+}
+
+/** `audience serve`: the API (and, later, the worker) in this process, until SIGTERM or SIGINT. */
+export async function serve(config: Config): Promise<void> {
+  const { pool, embedded } = await openDatabase(config);
+  await migrate(pool);
+  const adminToken = (await adminTokenOf(config, true))!;
+  const services = await createServices(config, pool, systemClock, adminToken);
+  if (config.demoAccount) {
+    const demo = await createDemoAccount(services);
+    if (demo) {
+      const file = path.join(config.dataDir, 'demo-credentials.json');
+      await fs.mkdir(config.dataDir, { recursive: true });
+      await fs.writeFile(file, JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
+      console.log(`Demo account ${demo.account_id} created.\n  client_id:     ${demo.client_id}\n  client_secret: ${demo.client_secret}\n(also saved in ${file})`);
+    }
+  }
+  const app: App = await buildApp(services);
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    app.log.info({ signal }, 'draining in-flight requests');
+    await app.close();
+    await services.close();
+    await pool.end();
+    await embedded?.stop();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+  await app.listen({ port: config.port, host: config.host });
+}

@@ -1,0 +1,40 @@
+import type pg from 'pg';
+import type { Config } from './config.ts';
+import type { Clock } from './clock.ts';
+import { AccountDirectory } from './accounts/accounts.ts';
+import { DefinitionsCache } from './definitions/definitions.ts';
+import { Identity } from './identity/identity.ts';
+import { ChangeFeed } from './store/changes.ts';
+import { MemoryBuckets, RedisBuckets, type Buckets } from './http/plugins/rate-limits.ts';
+
+/** The long-lived parts of one process, shared by the HTTP routes, the worker and the CLI. */
+export interface Services {
+  config: Config;
+  pool: pg.Pool;
+  clock: Clock;
+  feed: ChangeFeed;
+  identity: Identity;
+  accounts: AccountDirectory;
+  definitions: DefinitionsCache;
+  buckets: Buckets;
+  /** The operator token guarding /admin. */
+  adminToken: string;
+  close(): Promise<void>;
+}
+
+export async function createServices(config: Config, pool: pg.Pool, clock: Clock, adminToken: string): Promise<Services> {
+  const feed = new ChangeFeed(pool);
+  await feed.start();
+  const identity = new Identity({ pool, feed, clock, region: config.region });
+  await identity.ensureSigningKey();
+  const buckets = config.redisUrl ? new RedisBuckets(config.redisUrl, clock) : new MemoryBuckets(clock);
+  return {
+    config, pool, clock, feed, identity, buckets, adminToken,
+    accounts: new AccountDirectory(pool, feed),
+    definitions: new DefinitionsCache(pool, feed),
+    async close() {
+      await buckets.close();
+      await feed.close();
+    },
+  };
+}

@@ -1,0 +1,102 @@
+import type pg from 'pg';
+import type { Queryable } from './pool.ts';
+
+const CHANNEL = 'audience_changes';
+
+type Listener = (id: string) => void;
+
+/**
+ * Tells every process of the program that some cached record changed, so that caches of
+ * definitions, API keys and accounts stay right when several API processes share one database.
+ * A change is announced inside the writing transaction (PostgreSQL delivers it on commit) and
+ * applied to this process's caches at once.
+ */
+export class ChangeFeed {
+  private listeners = new Map<string, Listener[]>();
+  private client: pg.PoolClient | undefined;
+  private closed = false;
+  private readonly pool: pg.Pool;
+
+  constructor(pool: pg.Pool) {
+    this.pool = pool;
+  }
+
+  /** Calls `listener` with the id of every changed record of `topic`, and with '*' after a lost connection. */
+  on(topic: string, listener: Listener): void {
+    const list = this.listeners.get(topic) ?? [];
+    list.push(listener);
+    this.listeners.set(topic, list);
+  }
+
+  /** Announces within `tx` that record `id` of `topic` changed. */
+  async publish(tx: Queryable, topic: string, id: string): Promise<void> {
+    this.deliver(topic, id);
+    await tx.query('select pg_notify($1, $2)', [CHANNEL, `${topic}:${id}`]);
+  }
+
+  /** Starts listening; call once at start-up. */
+  async start(): Promise<void> {
+    const client = await this.pool.connect();
+    this.client = client;
+    client.on('notification', (msg) => {
+      const payload = msg.payload ?? '';
+      const at = payload.indexOf(':');
+      if (at > 0) this.deliver(payload.slice(0, at), payload.slice(at + 1));
+    });
+    client.on('error', () => this.reconnect());
+    await client.query(`listen ${CHANNEL}`);
+  }
+
+  private reconnect(): void {
+    if (this.closed) return;
+    this.client?.release(true);
+    this.client = undefined;
+    // Whatever changed while we were deaf is unknown: drop every cache.
+    for (const topic of this.listeners.keys()) this.deliver(topic, '*');
+    setTimeout(() => this.start().catch(() => this.reconnect()), 1000).unref();
+  }
+
+  private deliver(topic: string, id: string): void {
+    for (const listener of this.listeners.get(topic) ?? []) listener(id);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const client = this.client;
+    this.client = undefined;
+    if (client) {
+      await client.query(`unlisten ${CHANNEL}`).catch(() => {});
+      client.release();
+    }
+  }
+}
+
+/**
+ * A read-through cache of records by id, dropped record by record through the change feed.
+ * A load that started before a change is not kept, so a slow reader cannot store stale data.
+ */
+export class RecordCache<V> {
+  private values = new Map<string, V>();
+  private generation = 0;
+  private readonly load: (id: string) => Promise<V>;
+
+  constructor(feed: ChangeFeed, topic: string, load: (id: string) => Promise<V>) {
+    this.load = load;
+    feed.on(topic, (id) => this.drop(id));
+  }
+
+  async get(id: string): Promise<V> {
+    const hit = this.values.get(id);
+    if (hit !== undefined) return hit;
+    const generation = this.generation;
+    const value = await this.load(id);
+    if (generation === this.generation) this.values.set(id, value);
+    return value;
+  }
+
+  drop(id: string): void {
+    this.generation++;
+    if (id === '*') this.values.clear();
+    else this.values.delete(id);
+  }
+}

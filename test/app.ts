@@ -1,0 +1,160 @@
+import crypto from 'node:crypto';
+import pg from 'pg';
+import { inject } from 'vitest';
+import { readConfig, type Config } from '../src/config.ts';
+import { buildApp, type App } from '../src/http/app.ts';
+import { createServices, type Services } from '../src/services.ts';
+import { withDatabase } from '../src/store/embedded.ts';
+import { createPool } from '../src/store/pool.ts';
+import type { Manifest } from '../src/definitions/schemas.ts';
+
+/** A clock the test moves by hand. */
+export class TestClock {
+  now = Date.now();
+  readonly read = () => this.now;
+  advance(ms: number): void {
+    this.now += ms;
+  }
+}
+
+let database: Promise<string> | undefined;
+
+/** This test file's own database, cloned from the migrated template. */
+export function testDatabase(): Promise<string> {
+  database ??= (async () => {
+    const server = inject('databaseUrl');
+    const name = `test_${crypto.randomBytes(6).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: server });
+    await admin.connect();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.query(`create database ${name} template audience_template`);
+        break;
+      } catch (err) {
+        // Two files cloning at once: "source database is being accessed by other users".
+        if (attempt > 20) throw err;
+        await new Promise((r) => setTimeout(r, 100 + Math.random() * 200));
+      }
+    }
+    await admin.end();
+    return withDatabase(server, name);
+  })();
+  return database;
+}
+
+export interface Response {
+  status: number;
+  headers: Headers;
+  /** Parsed JSON when the answer is JSON, else the text. */
+  body: any;
+  text: string;
+}
+
+export interface Credentials {
+  accountId: string;
+  clientId: string;
+  clientSecret: string;
+}
+
+/** A running server on a loopback port, its services, and helpers to call it. */
+export class TestServer {
+  readonly url: string;
+  readonly app: App;
+  readonly services: Services;
+  readonly clock: TestClock;
+  private readonly pool: pg.Pool;
+
+  private constructor(url: string, app: App, services: Services, clock: TestClock, pool: pg.Pool) {
+    this.url = url;
+    this.app = app;
+    this.services = services;
+    this.clock = clock;
+    this.pool = pool;
+  }
+
+  static async start(env: Record<string, string> = {}): Promise<TestServer> {
+    const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env });
+    const pool = createPool(await testDatabase(), 10);
+    const clock = new TestClock();
+    const services = await createServices(config, pool, clock.read, crypto.randomBytes(16).toString('hex'));
+    const app = await buildApp(services, { logger: false });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const address = app.server.address() as { port: number };
+    return new TestServer(`http://127.0.0.1:${address.port}`, app, services, clock, pool);
+  }
+
+  async close(): Promise<void> {
+    await this.app.close();
+    await this.services.close();
+    await this.pool.end();
+  }
+
+  /** Calls the server. `body` is sent as JSON unless `raw` is given. */
+  async request(method: string, path: string, options: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {}): Promise<Response> {
+    const headers: Record<string, string> = { ...options.headers };
+    if (options.token) headers.authorization = `Bearer ${options.token}`;
+    let body: string | undefined = options.raw;
+    if (options.body !== undefined) {
+      body = JSON.stringify(options.body);
+      headers['content-type'] ??= 'application/json';
+    }
+    const res = await fetch(this.url + path, { method, headers, body });
+    const text = await res.text();
+    const type = res.headers.get('content-type') ?? '';
+    return { status: res.status, headers: res.headers, text, body: /json/.test(type) && text ? JSON.parse(text) : text };
+  }
+
+  /** Calls the operator API. */
+  admin(method: string, path: string, body?: unknown): Promise<Response> {
+    return this.request(method, path, { token: this.services.adminToken, body });
+  }
+
+  /** A new account through the operator API, with `manifest` applied and one API key. */
+  async createAccount(manifest: Manifest = {}, options: { region?: string; limits?: Record<string, number | null> } = {}): Promise<Credentials> {
+    const account = await this.admin('POST', '/admin/accounts', { name: `test ${crypto.randomUUID()}`, ...options });
+    if (account.status !== 201) throw new Error(`account: ${account.text}`);
+    const applied = await this.admin('PUT', `/admin/accounts/${account.body.id}/manifest`, manifest);
+    if (applied.status !== 204) throw new Error(`manifest: ${applied.text}`);
+    return { accountId: account.body.id, ...(await this.createKey(account.body.id)) };
+  }
+
+  async createKey(accountId: string, body: Record<string, unknown> = {}): Promise<{ clientId: string; clientSecret: string }> {
+    const key = await this.admin('POST', `/admin/accounts/${accountId}/keys`, body);
+    if (key.status !== 201) throw new Error(`key: ${key.text}`);
+    return { clientId: key.body.client_id, clientSecret: key.body.client_secret };
+  }
+
+  /** An access token for the credentials. */
+  async token(credentials: { clientId: string; clientSecret: string }): Promise<string> {
+    const res = await this.request('POST', '/oauth/token', { body: { grant_type: 'client_credentials', client_id: credentials.clientId, client_secret: credentials.clientSecret } });
+    if (res.status !== 200) throw new Error(`token: ${res.text}`);
+    return res.body.access_token;
+  }
+
+  /** A new account (rate limits lifted unless given) and a token for it. */
+  async login(manifest: Manifest = {}, limits: Record<string, number | null> = { requests_per_second: null, token_requests_per_minute: null }): Promise<Credentials & { token: string }> {
+    const credentials = await this.createAccount(manifest, { limits });
+    return { ...credentials, token: await this.token(credentials) };
+  }
+}
+
+/** One section with a bit of everything, for definition tests. */
+export const SHOP: Manifest = {
+  sections: [{
+    name: 'Shop',
+    ecommerce_connected: false,
+    attributes: [
+      { name: 'Points', versions: [{ type: ['Number'], deprecated_at: '2026-01-01T00:00:00Z' }, { type: ['Number with decimal'] }] },
+      { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
+      { name: 'Basket value', ecommerce: true, versions: [{ type: ['Number'] }] },
+    ],
+    tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
+    events: [{ name: 'Page view', discriminator: 'com.vendor1.events.page-view', versions: [{ type: ['activityId', 'device', 'id', 'location', 'title', 'url'].map((name) => ({ name, type: 'Text' })) }] }],
+    topic_folders: [{ name: 'News' }, { name: 'Weekly', parent: 'com.vendor1.topic-folders.user-created.news' }],
+    topics: [
+      { name: 'Weekly news', folder: 'com.vendor1.topic-folders.user-created.weekly' },
+      { name: 'SMS offers', channel: 'com.vendor1.channels.sms' },
+    ],
+  }],
+  segments: [{ name: 'Big spenders', section: 'com.vendor1.sections.user-created.shop', versions: [{ query: 'section({section}).attribute({attribute:com.vendor1.attributes.user-created.points@2}).gt(100)' }] }],
+};

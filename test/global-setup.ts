@@ -1,0 +1,46 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { startEmbeddedDatabase, withDatabase } from '../src/store/embedded.ts';
+import { migrate } from '../src/store/migrate.ts';
+import { createPool } from '../src/store/pool.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** Server URL of the test PostgreSQL; database `audience_template` holds the migrated schema. */
+    databaseUrl: string;
+  }
+}
+
+export const TEMPLATE = 'audience_template';
+
+/**
+ * Starts one PostgreSQL for the whole run (DATABASE_URL when set, else the embedded one) and
+ * migrates a template database that each test file clones.
+ */
+export default async function setup(project: TestProject) {
+  let dir: string | undefined;
+  let stop = async () => {};
+  let url = process.env.DATABASE_URL;
+  if (!url) {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-test-'));
+    const db = await startEmbeddedDatabase(dir, { persistent: false });
+    url = db.url;
+    stop = db.stop;
+  }
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
+  await admin.query(`drop database if exists ${TEMPLATE}`);
+  await admin.query(`create database ${TEMPLATE}`);
+  await admin.end();
+  const pool = createPool(withDatabase(url, TEMPLATE), 2);
+  await migrate(pool);
+  await pool.end();
+  project.provide('databaseUrl', url);
+  return async () => {
+    await stop();
+    if (dir) await fs.rm(dir, { recursive: true, force: true });
+  };
+}
