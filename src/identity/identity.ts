@@ -46,6 +46,8 @@ function unauthorized(detail: string): Problem {
 
 interface VerifyingKey {
   kid: string;
+  /** After this instant (ms) the key verifies nothing; null while it signs. */
+  retiredAtMs: number | null;
   key: jose.CryptoKey;
   publicJwk: JWK;
 }
@@ -153,7 +155,8 @@ export class Identity {
     }
     const keys = await this.signingKeys.get('all');
     const kid = header_.kid;
-    const key = kid === undefined ? undefined : keys.verifying.get(kid);
+    const found = kid === undefined ? undefined : keys.verifying.get(kid);
+    const key = found && (found.retiredAtMs === null || found.retiredAtMs > nowMs) ? found : undefined;
     if (!key) throw unauthorized(kid === undefined ? 'The bearer token has no key ID (kid)' : `The token's key ID "${kid}" is not in the issuer's key set`);
     try {
       await jose.compactVerify(token, key.key, { algorithms: ['ES256'] });
@@ -226,7 +229,7 @@ export class Identity {
     const rows = await q.listVerifyingSigningKeys(this.pool);
     const verifying = new Map<string, VerifyingKey>();
     for (const row of rows) {
-      verifying.set(row.kid, { kid: row.kid, key: (await jose.importJWK(row.public_jwk as jose.JWK, 'ES256')) as jose.CryptoKey, publicJwk: row.public_jwk });
+      verifying.set(row.kid, { kid: row.kid, retiredAtMs: row.retired_at?.getTime() ?? null, key: (await jose.importJWK(row.public_jwk as jose.JWK, 'ES256')) as jose.CryptoKey, publicJwk: row.public_jwk });
     }
     const current = rows.find((r) => r.retired_at === null);
     const signing = current ? { kid: current.kid, key: (await jose.importJWK(current.private_jwk as jose.JWK, 'ES256')) as jose.CryptoKey } : undefined;

@@ -40,11 +40,11 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
   });
   const initialised = await fs.stat(path.join(clusterDir, 'PG_VERSION')).then(() => true, () => false);
   if (!initialised) {
-    // The cluster directory's parents must be traversable by the postgres user when running as root.
-    await fs.chmod(dir, 0o755);
+    if (process.getuid?.() === 0) await letPostgresUserReach(dir);
     await db.initialise();
     await fs.writeFile(passwordFile, password + '\n', { mode: 0o600 });
   }
+  await stopOrphanedServer(clusterDir);
   await db.start();
   const url = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   return { url, stop: () => db.stop() };
@@ -66,4 +66,44 @@ export function withDatabase(url: string, database: string): string {
   const u = new URL(url);
   u.pathname = '/' + database;
   return u.toString();
+}
+
+/**
+ * A program killed without its shutdown (SIGKILL, a crash) leaves its PostgreSQL running on the
+ * cluster. Stop it cleanly (SIGINT: fast shutdown, committed data kept) so this start can take over.
+ */
+async function stopOrphanedServer(clusterDir: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number((await fs.readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  } catch {
+    return;
+  }
+  const alive = () => {
+    try {
+      process.kill(pid, 0);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!Number.isInteger(pid) || pid <= 0 || !alive()) return;
+  // After a reboot the number may belong to another program: only a postgres process is stopped.
+  const command = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  if (!command.includes('postgres')) return;
+  process.kill(pid, 'SIGINT');
+  for (let i = 0; i < 600 && alive(); i++) await new Promise((r) => setTimeout(r, 50));
+  if (alive()) throw new Error(`PostgreSQL (pid ${pid}) still runs on ${clusterDir}; stop it and start again`);
+}
+
+/**
+ * As root, PostgreSQL runs as the postgres user, who must be able to pass through every folder
+ * above its cluster: add the search (x) permission for others where it is missing, nothing more.
+ */
+async function letPostgresUserReach(dir: string): Promise<void> {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    const { mode } = await fs.stat(d);
+    if ((mode & 0o001) === 0) await fs.chmod(d, (mode & 0o7777) | 0o001);
+    if (path.dirname(d) === d) return;
+  }
 }

@@ -1,0 +1,135 @@
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const NODE = path.join(ROOT, 'node_modules', '.bin', 'node');
+const run = promisify(execFile);
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** `audience serve` as `npm start` runs it, in its own process, on a data directory of its own. */
+class Program {
+  child!: ChildProcess;
+  output = '';
+  readonly dataDir: string;
+  readonly port: number;
+  constructor(dataDir: string, port: number) {
+    this.dataDir = dataDir;
+    this.port = port;
+  }
+  get env() {
+    return { ...process.env, DATA_DIR: this.dataDir, PORT: String(this.port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATABASE_URL: '' };
+  }
+  async start(): Promise<void> {
+    this.child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child.stdout!.on('data', (d) => (this.output += d));
+    this.child.stderr!.on('data', (d) => (this.output += d));
+    for (let i = 0; i < 600; i++) {
+      if (this.child.exitCode !== null) throw new Error(`serve exited: ${this.output}`);
+      const ready = await fetch(`http://127.0.0.1:${this.port}/readyz`).then((r) => r.ok, () => false);
+      if (ready) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`serve did not become ready: ${this.output}`);
+  }
+  stop(signal: NodeJS.Signals): Promise<number | null> {
+    return new Promise((resolve) => {
+      this.child.once('exit', (code) => resolve(code));
+      this.child.kill(signal);
+    });
+  }
+  /** The command line, against this server. */
+  async cli(...args: string[]): Promise<any> {
+    const { stdout } = await run(path.join(ROOT, 'bin', 'audience'), args, { env: this.env });
+    return JSON.parse(stdout);
+  }
+  url(p: string): string {
+    return `http://127.0.0.1:${this.port}${p}`;
+  }
+}
+
+async function tokenFor(program: Program, clientId: string, clientSecret: string): Promise<Response> {
+  return fetch(program.url('/oauth/token'), {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret }),
+  });
+}
+
+let dataDir: string;
+let program: Program;
+beforeAll(async () => {
+  dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-'));
+  program = new Program(dataDir, await freePort());
+  await program.start();
+});
+afterAll(async () => {
+  if (program?.child.exitCode === null) await program.stop('SIGTERM');
+  await fs.rm(dataDir, { recursive: true, force: true });
+});
+
+describe('audience serve (npm start)', () => {
+  it('creates the demo account on first start, saves its credentials with mode 0600, and serves them a token and the definitions', async () => {
+    const file = path.join(dataDir, 'demo-credentials.json');
+    expect((await fs.stat(file)).mode & 0o777).toBe(0o600);
+    const demo = JSON.parse(await fs.readFile(file, 'utf8'));
+    expect(program.output).toContain(demo.client_secret);
+    const token = await tokenFor(program, demo.client_id, demo.client_secret);
+    expect(token.status).toBe(200);
+    const { access_token } = await token.json();
+    const sections = await fetch(program.url('/audience/sections'), { headers: { authorization: `Bearer ${access_token}` } });
+    const body = await sections.json();
+    expect(body.items.map((s: { name: string }) => s.name)).toEqual(['Shop', 'Magazine']);
+    const segments = await (await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })).json();
+    expect(segments.items[0].versions[0].query).toMatch(/^section\(\d+\)\.attribute\(\d+\)\.gt\(100\)$/);
+  });
+
+  it('drives the operator API from the command line: account, key, manifest, signing key', async () => {
+    const account = await program.cli('account', 'create', '--name', 'Shop two', '--region', 'eu');
+    expect(account).toMatchObject({ name: 'Shop two', region: 'eu' });
+    const manifest = path.join(dataDir, 'manifest.json');
+    await fs.writeFile(manifest, JSON.stringify({ sections: [{ name: 'Outlet', tags: [{ name: 'Bargain hunter' }] }] }));
+    const applied = await program.cli('apply', manifest, '--account', account.id);
+    expect(applied.id).toBe(account.id);
+    // Applying twice changes nothing.
+    await program.cli('apply', manifest, '--account', account.id);
+    const key = await program.cli('key', 'create', '--account', account.id, '--name', 'ci');
+    const token = await tokenFor(program, key.client_id, key.client_secret);
+    const { access_token } = await token.json();
+    const tags = await (await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), { headers: { authorization: `Bearer ${access_token}` } })).json();
+    expect(tags.items).toEqual([{ discriminator: 'com.vendor1.tags.user-created.bargain-hunter', name: 'Bargain hunter', id: expect.any(String) }]);
+    const rotated = await program.cli('signing-key', 'rotate');
+    expect(rotated.kid).toEqual(expect.any(String));
+    const again = await fetch(program.url('/audience/sections'), { headers: { authorization: `Bearer ${access_token}` } });
+    expect(again.status).toBe(200);
+    await program.cli('key', 'delete', '--account', account.id, '--client-id', key.client_id);
+    expect((await tokenFor(program, key.client_id, key.client_secret)).status).toBe(401);
+  });
+
+  it('drains and stops its database on SIGTERM, and keeps every account after a SIGKILL', async () => {
+    const before = await program.cli('account', 'list');
+    expect(await program.stop('SIGTERM')).toBe(0);
+    await expect(fs.stat(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'))).rejects.toThrow();
+
+    await program.start();
+    const created = await program.cli('account', 'create', '--name', 'Written before the kill');
+    await program.stop('SIGKILL');
+    await program.start();
+    const after = await program.cli('account', 'list');
+    expect(after.items.map((a: { id: string }) => a.id)).toEqual([...before.items.map((a: { id: string }) => a.id), created.id]);
+    // No second demo account on a database that has accounts.
+    expect(after.items.filter((a: { name: string }) => a.name === 'Demo')).toHaveLength(1);
+  });
+});
