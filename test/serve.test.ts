@@ -88,11 +88,11 @@ describe('audience serve (npm start)', () => {
     expect(program.output).toContain(demo.client_secret);
     const token = await tokenFor(program, demo.client_id, demo.client_secret);
     expect(token.status).toBe(200);
-    const { access_token } = await token.json();
+    const { access_token } = (await token.json()) as { access_token: string };
     const sections = await fetch(program.url('/audience/sections'), { headers: { authorization: `Bearer ${access_token}` } });
-    const body = await sections.json();
+    const body = (await sections.json()) as any;
     expect(body.items.map((s: { name: string }) => s.name)).toEqual(['Shop', 'Magazine']);
-    const segments = await (await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })).json();
+    const segments = (await (await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
     expect(segments.items[0].versions[0].query).toMatch(/^section\(\d+\)\.attribute\(\d+\)\.gt\(100\)$/);
   });
 
@@ -107,8 +107,8 @@ describe('audience serve (npm start)', () => {
     await program.cli('apply', manifest, '--account', account.id);
     const key = await program.cli('key', 'create', '--account', account.id, '--name', 'ci');
     const token = await tokenFor(program, key.client_id, key.client_secret);
-    const { access_token } = await token.json();
-    const tags = await (await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), { headers: { authorization: `Bearer ${access_token}` } })).json();
+    const { access_token } = (await token.json()) as { access_token: string };
+    const tags = (await (await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
     expect(tags.items).toEqual([{ discriminator: 'com.vendor1.tags.user-created.bargain-hunter', name: 'Bargain hunter', id: expect.any(String) }]);
     const rotated = await program.cli('signing-key', 'rotate');
     expect(rotated.kid).toEqual(expect.any(String));

@@ -276,7 +276,7 @@ export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: str
       const stored = await q.findTypeVersionByOrdinal(tx, kind, accountId, ownerId, i + 1);
       if (!stored) {
         await q.insertTypeVersion(tx, kind, accountId, { ownerId, ordinal: i + 1, type: v.type, deprecatedAt: v.deprecated_at ?? null, validFrom: v.valid_from ?? null });
-      } else if (JSON.stringify(stored.type) !== JSON.stringify(v.type)) {
+      } else if (JSON.stringify(canonicalJson(stored.type)) !== JSON.stringify(canonicalJson(v.type))) {
         throw new Problem('AUD-1109', `${kind} "${discriminator}" version ${i + 1} is stored with another type; add a new version instead of changing it`);
       } else if (v.deprecated_at !== undefined && (stored.deprecated_at?.toISOString() ?? null) !== (v.deprecated_at && new Date(v.deprecated_at).toISOString())) {
         await q.updateTypeVersionDeprecation(tx, kind, accountId, stored.version_id, v.deprecated_at);
@@ -327,6 +327,16 @@ export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: str
       if (parent === folderIds.get(f.discriminator)) throw new Problem('AUD-0', `${where}: folder "${f.discriminator}" cannot be its own parent`);
       await q.updateFolderParent(tx, accountId, folderIds.get(f.discriminator)!, parent);
     }
+    // Every folder must hang from the root, or the tree (DEF-18) would leave it and its topics out.
+    const stored = (await q.listFoldersByAccount(tx, accountId)).filter((f) => f.section_id === sectionId);
+    const parentOf = new Map(stored.map((f) => [f.folder_id, f.parent_folder_id]));
+    for (const f of stored) {
+      const seen = new Set<string>();
+      for (let at: string | null = f.folder_id; at !== null; at = parentOf.get(at) ?? null) {
+        if (seen.has(at)) throw new Problem('AUD-0', `${where}: the parents of folder "${f.discriminator}" form a cycle`);
+        seen.add(at);
+      }
+    }
     for (const t of s.topics ?? []) {
       const td = t.discriminator ?? userCreatedDiscriminator(vendor, 'topics', t.name);
       const channel = t.channel === undefined ? undefined : channels.find((c) => c.discriminator === t.channel);
@@ -350,6 +360,15 @@ export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: str
     }
   }
   await announce(feed, tx, accountId);
+}
+
+/** A JSON value with the keys of its objects sorted: jsonb does not keep key order, so stored and given types compare this way. */
+function canonicalJson(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(canonicalJson);
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonicalJson((value as Record<string, unknown>)[k])]));
+  }
+  return value;
 }
 
 /**

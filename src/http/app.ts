@@ -98,18 +98,22 @@ export async function buildApp(services: Services, options: { logger?: boolean |
   const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 2000 });
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) if (method !== 'HEAD') router.on(method as 'GET', route.url, () => {});
-    // COMP-12: array query parameters arrive comma-separated or as a repeated key.
+    // COMP-12: array query parameters arrive comma-separated or as a repeated key; booleans in
+    // any case (Python clients send `True`).
     const query = route.schema?.querystring as { properties?: Record<string, { type?: string }> } | undefined;
-    const arrays = Object.entries(query?.properties ?? {}).filter(([, s]) => s.type === 'array').map(([k]) => k);
-    if (arrays.length > 0) {
-      const split = async (request: FastifyRequest) => {
+    const propertiesOf = (type: string) => Object.entries(query?.properties ?? {}).filter(([, s]) => s.type === type).map(([k]) => k);
+    const arrays = propertiesOf('array');
+    const booleans = propertiesOf('boolean');
+    if (arrays.length > 0 || booleans.length > 0) {
+      const normalise = async (request: FastifyRequest) => {
         const q = request.query as Record<string, unknown>;
         for (const name of arrays) {
           const value = q[name];
           if (value !== undefined) q[name] = [value].flat().flatMap((v) => String(v).split(',')).map((v) => v.trim()).filter((v) => v !== '');
         }
+        for (const name of booleans) if (typeof q[name] === 'string') q[name] = (q[name] as string).toLowerCase();
       };
-      route.preValidation = [split, ...[route.preValidation ?? []].flat()];
+      route.preValidation = [normalise, ...[route.preValidation ?? []].flat()];
     }
   });
 

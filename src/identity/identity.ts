@@ -69,7 +69,8 @@ export class Identity {
   private readonly region: string;
   private readonly apiKeys: RecordCache<q.ApiKeyRow | null>;
   private readonly signingKeys: RecordCache<SigningKeys>;
-  private verified = new Map<string, { caller: Caller; expMs: number }>();
+  /** Tokens already verified, until they expire or their signing key retires. */
+  private verified = new Map<string, { caller: Caller; validUntilMs: number }>();
 
   constructor(options: { pool: pg.Pool; feed: ChangeFeed; clock: Clock; region: string }) {
     this.pool = options.pool;
@@ -137,13 +138,17 @@ export class Identity {
 
   /** Turns an Authorization header into a Caller, or throws the 401 of SPEC §5.7 naming the cause. */
   async authenticate(header: string | undefined): Promise<Caller> {
-    if (header === undefined || header.trim() === '') throw unauthorized('Missing signed bearer token: send the header "Authorization: Bearer <access token>"');
-    if (!/^Bearer /i.test(header)) throw unauthorized('The Authorization header does not start with "Bearer"');
-    const token = header.slice(7).trim();
+    const missing = 'Missing signed bearer token: send the header "Authorization: Bearer <access token>"';
+    if (header === undefined || header.trim() === '') throw unauthorized(missing);
+    if (!/^Bearer(\s|$)/i.test(header)) throw unauthorized('The Authorization header does not start with "Bearer"');
+    const token = header.slice(6).trim();
+    // "Bearer" alone (clients send it when they have no token yet): the token is missing.
+    if (token === '') throw unauthorized(missing);
     const nowMs = this.clock();
     const hit = this.verified.get(token);
-    if (hit && hit.expMs > nowMs) return this.checkKey(hit.caller);
-    if (hit) throw unauthorized('The bearer token has expired');
+    if (hit && hit.validUntilMs > nowMs) return this.checkKey(hit.caller);
+    // Past its expiry or its key's retirement: verified again below, which names the cause.
+    if (hit) this.verified.delete(token);
 
     let header_: jose.ProtectedHeaderParameters;
     let claims: jose.JWTPayload;
@@ -179,7 +184,7 @@ export class Identity {
     if (!apiKey || apiKey.account_id !== claims.account) throw unauthorized('The bearer token\'s claim "sub" does not name an API key of its account');
     const caller: Caller = { accountId: apiKey.account_id, clientId: apiKey.client_id, sectionIds: apiKey.section_ids };
     if (this.verified.size > 100_000) this.verified.clear();
-    this.verified.set(token, { caller, expMs });
+    this.verified.set(token, { caller, validUntilMs: Math.min(expMs, key.retiredAtMs ?? Infinity) });
     return this.checkKey(caller);
   }
 

@@ -16,6 +16,7 @@ export function parseBracketForm(body: string): Record<string, unknown> {
       const part = parts[i] === '' ? String(Object.keys(node).length) : parts[i];
       if (['__proto__', 'constructor', 'prototype'].includes(part)) throw new Problem('AUD-1004', `Form field name "${key}" is not allowed`);
       if (i === parts.length - 1) {
+        if (typeof node[part] === 'object') throw new Problem('AUD-1004', `Form field "${key}" conflicts with another field`);
         node[part] = value;
       } else {
         const next = node[part];
@@ -37,8 +38,11 @@ function arraysFromIndexes(value: unknown): unknown {
   return obj;
 }
 
-/** JSON, JSON merge patch (SPEC §1.1) and form bodies. */
+/** JSON, JSON merge patch (SPEC §1.1) and form bodies; any other type (text/plain included) → 415. */
 export function registerBodyParsers(app: FastifyInstance): void {
+  // Fastify reads text/plain as a string by default; no route takes text, and a JSON document sent
+  // without its type (fetch's default) should hear "send application/json", not "body must be object".
+  app.removeContentTypeParser('text/plain');
   const json = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, json);
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {

@@ -1,0 +1,441 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SHOP, TestServer, type Response } from '../../test/app.ts';
+import { parseBracketForm } from './plugins/body-parsers.ts';
+import { Problem } from './problems.ts';
+
+let server: TestServer;
+beforeAll(async () => {
+  server = await TestServer.start();
+});
+afterAll(async () => server?.close());
+
+const SHOP_SECTION = 'com.vendor1.sections.user-created.shop';
+const TAGS = `/audience/sections/${SHOP_SECTION}/tags`;
+
+/** ERR-01/02/03/04/09: the problem document every error is answered with. */
+function expectProblem(res: Response, status: number, code?: string): void {
+  expect(res.status).toBe(status);
+  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json\b/);
+  expect(Number.isInteger(res.body.status)).toBe(true);
+  expect(res.body.status).toBe(status);
+  expect(typeof res.body.title).toBe('string');
+  expect(res.body.title).not.toBe('');
+  expect(typeof res.body.detail).toBe('string');
+  expect(res.body.detail).not.toBe('');
+  expect(res.body.type).toMatch(/\/AUD-\d+$/);
+  if (code !== undefined) expect(res.body.type).toBe(`/errors/${code}`);
+  if ('status_code' in res.body) expect(res.body.status_code).toBe(status);
+}
+
+/** ERR-20: a success body never carries a top-level integer `status`. */
+function expectSuccessBody(res: Response): void {
+  expect(res.status).toBeLessThan(300);
+  if (res.body && typeof res.body === 'object') expect(Number.isInteger(res.body.status)).toBe(false);
+}
+
+describe('problem documents (ERR-01, ERR-02, ERR-03, ERR-04, ERR-09)', () => {
+  it('401 without a token is a problem document with AUD-8 (ERR-01..04, ERR-09, AUTH-09)', async () => {
+    const res = await server.request('GET', '/audience/sections');
+    expectProblem(res, 401, 'AUD-8');
+    expect(res.headers.get('www-authenticate')).toMatch(/^Bearer/);
+  });
+
+  it('an unknown route answers 404 with AUD-1, with or without a token (ERR-01..04, ERR-09, ERR-11)', async () => {
+    const { token } = await server.login();
+    expectProblem(await server.request('GET', '/audience/nothing-here'), 404, 'AUD-1');
+    const res = await server.request('GET', '/audience/nothing-here', { token });
+    expectProblem(res, 404, 'AUD-1');
+    expect(res.body.detail).toContain('/audience/nothing-here');
+  });
+
+  it('a known path with another method answers 405 with an Allow header (ERR-01..04, ERR-09)', async () => {
+    const res = await server.request('DELETE', '/audience/sections');
+    expectProblem(res, 405);
+    expect(res.headers.get('allow')).toBe('GET');
+    const tags = await server.request('DELETE', TAGS);
+    expectProblem(tags, 405);
+    expect(tags.headers.get('allow')?.split(', ').sort()).toEqual(['GET', 'POST']);
+  });
+
+  it('an unsupported Content-Type answers 415 (ERR-01..04, ERR-09)', async () => {
+    const { token } = await server.login(SHOP);
+    for (const type of ['text/plain', 'text/plain;charset=UTF-8', 'application/xml']) {
+      const res = await server.request('POST', TAGS, { token, raw: '{"name":"Typed"}', headers: { 'content-type': type } });
+      expectProblem(res, 415, 'AUD-1005');
+      expect(res.body.detail).toContain(type);
+    }
+    expect((await server.request('GET', TAGS, { token })).body.items.map((t: { name: string }) => t.name)).toEqual(['VIP']);
+  });
+
+  it('malformed JSON answers 400 (ERR-01..04, ERR-09, ERR-10)', async () => {
+    const { token } = await server.login(SHOP);
+    const res = await server.request('POST', TAGS, { token, raw: '{"name": "VIP', headers: { 'content-type': 'application/json' } });
+    expectProblem(res, 400);
+    expect(res.body.detail).toMatch(/JSON/);
+  });
+
+  it('a wrong field type answers 400 naming the field (ERR-01..04, ERR-09, ERR-10)', async () => {
+    const { token } = await server.login(SHOP);
+    const res = await server.request('POST', TAGS, { token, body: { name: ['VIP'] } });
+    expectProblem(res, 400);
+    expect(res.body.detail).toContain('"name"');
+  });
+
+  it('a missing required field answers 400 naming the field (ERR-01..04, ERR-09, ERR-10)', async () => {
+    const { token } = await server.login(SHOP);
+    const res = await server.request('POST', TAGS, { token, body: {} });
+    expectProblem(res, 400);
+    expect(res.body.detail).toContain('"name"');
+    expect(res.body.detail).toMatch(/required/);
+  });
+
+  it('an unknown body key answers 400 naming the key (ERR-01..04, ERR-09, ERR-10)', async () => {
+    const { token } = await server.login(SHOP);
+    const res = await server.request('POST', TAGS, { token, body: { name: 'New', colour: 'red' } });
+    expectProblem(res, 400);
+    expect(res.body.detail).toContain('"colour"');
+  });
+
+  it('a body over 100 KB answers 413, as JSON or raw (LIM-08, ERR-17, ERR-01..04, ERR-09)', async () => {
+    const { token } = await server.login(SHOP);
+    const big = await server.request('POST', TAGS, { token, body: { name: 'x'.repeat(101 * 1024) } });
+    expectProblem(big, 413);
+    const raw = await server.request('POST', TAGS, { token, raw: ' '.repeat(150 * 1024), headers: { 'content-type': 'application/json' } });
+    expectProblem(raw, 413);
+    // Nothing was created.
+    const list = await server.request('GET', TAGS, { token });
+    expect(list.body.items.map((t: { name: string }) => t.name)).toEqual(['VIP']);
+  });
+
+  it('a body just under 100 KB is read and then validated (LIM-08)', async () => {
+    const { token } = await server.login(SHOP);
+    const res = await server.request('POST', TAGS, { token, body: { name: 'x'.repeat(99 * 1024) } });
+    expectProblem(res, 400);
+    expect(res.body.detail).toContain('"name"');
+  });
+
+  it('success bodies carry no integer status (ERR-20)', async () => {
+    const { token, clientId, clientSecret } = await server.login(SHOP);
+    expectSuccessBody(await server.request('GET', '/audience/sections', { token }));
+    expectSuccessBody(await server.request('GET', TAGS, { token }));
+    expectSuccessBody(await server.request('POST', TAGS, { token, body: { name: 'Status' } }));
+    expectSuccessBody(await server.request('POST', '/oauth/token', { body: { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret } }));
+    expectSuccessBody(await server.request('GET', '/healthz'));
+    expectSuccessBody(await server.request('GET', '/errors/AUD-8'));
+  });
+});
+
+describe('body validation (STYLE practice 4)', () => {
+  it('does not coerce body values: a tag name sent as the number 12 is refused, not stored as "12" (ERR-10)', async () => {
+    const { token } = await server.login(SHOP);
+    const res = await server.request('POST', TAGS, { token, body: { name: 12 } });
+    expectProblem(res, 400);
+    expect(res.body.detail).toContain('"name"');
+    const list = await server.request('GET', TAGS, { token });
+    expect(list.body.items.map((t: { name: string }) => t.name)).not.toContain('12');
+  });
+
+  it('rejects unknown keys instead of dropping them, and accepts the same body without them (ERR-10)', async () => {
+    const { token } = await server.login(SHOP);
+    const refused = await server.request('POST', TAGS, { token, body: { name: 'Extra', extra: true } });
+    expectProblem(refused, 400);
+    expect(refused.body.detail).toContain('"extra"');
+    expect((await server.request('GET', TAGS, { token })).body.items.map((t: { name: string }) => t.name)).not.toContain('Extra');
+    const accepted = await server.request('POST', TAGS, { token, body: { name: 'Extra' } });
+    expect(accepted.status).toBe(201);
+    expect(accepted.body).toEqual({ discriminator: expect.any(String), name: 'Extra', id: expect.stringMatching(/^\d+$/) });
+  });
+
+  it('coerces query values: include_keyspace_permissions=true is read as a boolean (DEF-06)', async () => {
+    const { token } = await server.login(SHOP);
+    const res = await server.request('GET', `${TAGS}?include_keyspace_permissions=true`, { token });
+    expect(res.status).toBe(200);
+    expect(res.body.items[0].keyspace_permissions).toBeTypeOf('object');
+    const wrong = await server.request('GET', `${TAGS}?include_keyspace_permissions=perhaps`, { token });
+    expectProblem(wrong, 400);
+    expect(wrong.body.detail).toContain('include_keyspace_permissions');
+  });
+});
+
+describe('ERR-19: an unexpected failure', () => {
+  it('answers 500 as a problem document with AUD-4 when the database is gone (ERR-19, ERR-01..04)', async () => {
+    const broken = await TestServer.start();
+    const { token } = await broken.login(SHOP);
+    // The pool is ended for real: every query of this server now fails. The change feed still
+    // holds its client, so end() settles only once the services are closed below.
+    const ended = broken.services.pool.end();
+    try {
+      // Creating a tag needs a transaction, which no cache can answer.
+      const res = await broken.request('POST', TAGS, { token, body: { name: 'Lost' } });
+      expectProblem(res, 500, 'AUD-4');
+      expect(res.body.detail).not.toMatch(/pool/i);
+    } finally {
+      await broken.app.close();
+      await broken.services.close();
+      await ended;
+    }
+  });
+});
+
+describe('rate limits (LIM-01)', () => {
+  const sections = (token: string) => server.request('GET', '/audience/sections', { token });
+
+  it('the 101st request within one second answers 429 with Retry-After, and the next second passes (LIM-01, ERR-18, ERR-01)', async () => {
+    const { token } = await server.login({}, { requests_per_second: 100 });
+    for (let i = 0; i < 100; i++) expect((await sections(token)).status).toBe(200);
+    const refused = await sections(token);
+    expectProblem(refused, 429, 'AUD-1002');
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(refused.body.detail).toMatch(/retry later/);
+    server.clock.advance(1000);
+    expect((await sections(token)).status).toBe(200);
+  });
+
+  it('is shared by all API keys of one account (LIM-01, AUTH-06)', async () => {
+    const first = await server.login({}, { requests_per_second: 100 });
+    const token2 = await server.token(await server.createKey(first.accountId));
+    for (let i = 0; i < 50; i++) expect((await sections(first.token)).status).toBe(200);
+    for (let i = 0; i < 50; i++) expect((await sections(token2)).status).toBe(200);
+    expectProblem(await sections(token2), 429, 'AUD-1002');
+    expectProblem(await sections(first.token), 429, 'AUD-1002');
+    // Another account has its own budget.
+    const other = await server.login({}, { requests_per_second: 100 });
+    expect((await sections(other.token)).status).toBe(200);
+  });
+
+  it('a limit lifted with null allows many more (LIM-01, LIM-12)', async () => {
+    const { token } = await server.login({}, { requests_per_second: null });
+    for (let i = 0; i < 250; i++) expect((await sections(token)).status).toBe(200);
+  });
+
+  it('an operator change of the limits takes effect at once (LIM-12)', async () => {
+    const { accountId, token } = await server.login();
+    expect((await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 3 } })).status).toBe(200);
+    for (let i = 0; i < 3; i++) expect((await sections(token)).status).toBe(200);
+    expectProblem(await sections(token), 429, 'AUD-1002');
+    const lifted = await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: null } });
+    expect(lifted.status).toBe(200);
+    expect(lifted.body.limits.requests_per_second).toBeNull();
+    expect((await sections(token)).status).toBe(200);
+  });
+});
+
+describe('path handling (COMP-09, COMP-10, COMP-11)', () => {
+  const section = 'com.vendor1.sections.user-created.a+b@c.d';
+  const tag = 'com.vendor1.tags.x+y@z.json';
+  const manifest = { sections: [{ name: 'X', discriminator: section, tags: [{ name: 'T', discriminator: tag }] }] };
+
+  it('percent-encoded and raw segments address the same section and tag (COMP-09)', async () => {
+    const { token } = await server.login(manifest);
+    const raw = await server.request('GET', `/audience/sections/${section}/tags/${tag}`, { token });
+    expect(raw.status).toBe(200);
+    expect(raw.body).toMatchObject({ discriminator: tag, name: 'T' });
+    const encoded = await server.request('GET', `/audience/sections/${encodeURIComponent(section)}/tags/${encodeURIComponent(tag)}`, { token });
+    expect(encoded.status).toBe(200);
+    expect(encoded.body).toEqual(raw.body);
+    const list = await server.request('GET', `/audience/sections/com.vendor1.sections.user-created.a%2Bb%40c.d/tags`, { token });
+    expect(list.status).toBe(200);
+    expect(list.body.items.map((t: { discriminator: string }) => t.discriminator)).toEqual([tag]);
+  });
+
+  it('a + in a path segment stays + and is never read as a space (COMP-10)', async () => {
+    const { token } = await server.login(manifest);
+    expect((await server.request('GET', `/audience/sections/${section}/tags`, { token })).status).toBe(200);
+    const spaced = await server.request('GET', '/audience/sections/com.vendor1.sections.user-created.a%20b@c.d/tags', { token });
+    expectProblem(spaced, 404, 'AUD-1102');
+    expect(spaced.body.detail).toContain('a b@c.d');
+    const tagSpaced = await server.request('GET', `/audience/sections/${section}/tags/com.vendor1.tags.x%20y@z.json`, { token });
+    expectProblem(tagSpaced, 404, 'AUD-1103');
+  });
+
+  it('dots are part of the discriminator, never a format suffix (COMP-11)', async () => {
+    const { token } = await server.login(manifest);
+    const res = await server.request('GET', `/audience/sections/${section}/tags/${tag}`, { token });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+    expect(res.body.discriminator).toBe(tag);
+    // Without its ".json" the tag is another (unknown) identifier.
+    expectProblem(await server.request('GET', `/audience/sections/${section}/tags/com.vendor1.tags.x+y@z`, { token }), 404, 'AUD-1103');
+    expectProblem(await server.request('GET', `/audience/sections/com.vendor1.sections.user-created.a+b@c/tags`, { token }), 404, 'AUD-1102');
+  });
+});
+
+describe('form bodies (COMP-13, AUTH-02)', () => {
+  it('parseBracketForm turns bracket keys into arrays of objects (COMP-13)', () => {
+    expect(parseBracketForm('profiles[0][keyspace_discriminator]=a&profiles[1][profile_key]=b')).toEqual({
+      profiles: [{ keyspace_discriminator: 'a' }, { profile_key: 'b' }],
+    });
+    expect(parseBracketForm('profiles[0][keyspace_discriminator]=com.vendor1.keyspaces.email&profiles[0][profile_key]=a%2Bb%40c.com&x=1')).toEqual({
+      profiles: [{ keyspace_discriminator: 'com.vendor1.keyspaces.email', profile_key: 'a+b@c.com' }],
+      x: '1',
+    });
+    expect(parseBracketForm('ids[]=a&ids[]=b')).toEqual({ ids: ['a', 'b'] });
+    expect(parseBracketForm('a[2]=x')).toEqual({ a: { 2: 'x' } });
+  });
+
+  it('parseBracketForm refuses prototype-pollution keys and conflicting fields (COMP-13)', () => {
+    for (const body of ['__proto__[polluted]=1', 'a[__proto__][polluted]=1', 'constructor[prototype][polluted]=1', 'a[0][prototype]=1']) {
+      expect(() => parseBracketForm(body), body).toThrow(Problem);
+    }
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(() => parseBracketForm('a=1&a[b]=2')).toThrow(Problem);
+    expect(() => parseBracketForm('a]b=1')).toThrow(Problem);
+  });
+
+  it('POST /oauth/token accepts a form body (AUTH-02, COMP-13)', async () => {
+    const { clientId, clientSecret } = await server.createAccount();
+    const raw = new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret }).toString();
+    const res = await server.request('POST', '/oauth/token', { raw, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ access_token: expect.any(String), token_type: 'Bearer', expires_in: expect.any(Number) });
+    expect((await server.request('GET', '/audience/sections', { token: res.body.access_token })).status).toBe(200);
+  });
+
+  it('POST /oauth/token refuses a form body with a prototype key as a 400 problem (COMP-13)', async () => {
+    const res = await server.request('POST', '/oauth/token', { raw: '__proto__[x]=1&grant_type=client_credentials', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    expectProblem(res, 400);
+  });
+});
+
+describe('operations', () => {
+  it('GET /healthz and /readyz answer 200 without a token', async () => {
+    const health = await server.request('GET', '/healthz');
+    expect(health.status).toBe(200);
+    expect(health.body).toEqual({ state: 'up' });
+    const ready = await server.request('GET', '/readyz');
+    expect(ready.status).toBe(200);
+    expect(ready.body).toEqual({ state: 'ready' });
+  });
+
+  it('GET /metrics answers Prometheus text with http_request_duration_seconds', async () => {
+    await server.request('GET', '/healthz');
+    const res = await server.request('GET', '/metrics');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
+    expect(res.text).toContain('# TYPE http_request_duration_seconds histogram');
+    expect(res.text).toMatch(/http_request_duration_seconds_count\{[^}]*route="\/healthz"[^}]*\} \d+/);
+  });
+
+  it('GET /openapi.json is an OpenAPI 3 document listing /audience/sections', async () => {
+    const res = await server.request('GET', '/openapi.json');
+    expect(res.status).toBe(200);
+    expect(res.body.openapi).toMatch(/^3\./);
+    expect(res.body.paths['/audience/sections']).toHaveProperty('get');
+    expect(res.body.paths['/audience/sections/{section_discriminator}/tags']).toHaveProperty('post');
+  });
+
+  it('GET /docs answers 200 HTML without a token', async () => {
+    const res = await server.request('GET', '/docs');
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toMatch(/^text\/html/);
+    expect(res.text).toMatch(/<html/i);
+  });
+
+  it('GET /errors/AUD-8 describes the code (ERR-04)', async () => {
+    const res = await server.request('GET', '/errors/AUD-8');
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ type: '/errors/AUD-8', code: 'AUD-8', title: 'Authorization failure', http_status: 401 });
+    expectProblem(await server.request('GET', '/errors/AUD-99999'), 404, 'AUD-1');
+  });
+});
+
+describe('operator API', () => {
+  it('refuses requests without the admin token with a 401 problem (AUTH-09)', async () => {
+    expectProblem(await server.request('GET', '/admin/accounts'), 401, 'AUD-8');
+    expectProblem(await server.request('POST', '/admin/accounts', { body: { name: 'intruder' } }), 401, 'AUD-8');
+    expectProblem(await server.request('GET', '/admin/accounts', { token: 'not-the-admin-token' }), 401, 'AUD-8');
+  });
+
+  it('refuses a public API token (AUTH-09)', async () => {
+    const { accountId, token } = await server.login();
+    expectProblem(await server.request('GET', '/admin/accounts', { token }), 401, 'AUD-8');
+    expectProblem(await server.request('PATCH', `/admin/accounts/${accountId}`, { token, body: { limits: { requests_per_second: null } } }), 401, 'AUD-8');
+  });
+});
+
+describe('tenant isolation (AUTH-17)', () => {
+  it("an account's token reads nothing of another account", async () => {
+    const alpha = { sections: [{ name: 'Alpha', tags: [{ name: 'A tag' }] }] };
+    const beta = { sections: [{ name: 'Beta', tags: [{ name: 'B tag' }] }] };
+    const a = await server.login(alpha);
+    const b = await server.login(beta);
+    const seenByA = await server.request('GET', '/audience/sections', { token: a.token });
+    expect(seenByA.body.items.map((s: { discriminator: string }) => s.discriminator)).toEqual(['com.vendor1.sections.user-created.alpha']);
+    const betaTags = '/audience/sections/com.vendor1.sections.user-created.beta/tags';
+    expect((await server.request('GET', betaTags, { token: b.token })).status).toBe(200);
+    expectProblem(await server.request('GET', betaTags, { token: a.token }), 404, 'AUD-1102');
+    expectProblem(await server.request('POST', betaTags, { token: a.token, body: { name: 'Sneaky' } }), 404, 'AUD-1102');
+    const bList = await server.request('GET', betaTags, { token: b.token });
+    expect(bList.body.items.map((t: { name: string }) => t.name)).toEqual(['B tag']);
+  });
+});
+
+// ---- RedisBuckets: several API processes share one budget per account ----
+
+const redisBinary = spawnSync('which', ['redis-server']).status === 0;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as net.AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts redis-server and resolves once it accepts connections. */
+function startRedis(port: number): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.includes('Ready to accept connections')) resolve(child);
+    });
+    child.once('error', reject);
+    child.once('exit', (code) => reject(new Error(`redis-server exited with ${code}: ${output}`)));
+  });
+}
+
+describe.skipIf(!redisBinary)('RedisBuckets (LIM-01 across processes)', () => {
+  let redis: ChildProcess | undefined;
+  let url = '';
+  beforeAll(async () => {
+    const port = await freePort();
+    redis = await startRedis(port);
+    url = `redis://127.0.0.1:${port}`;
+  });
+  afterAll(async () => {
+    if (!redis || redis.exitCode !== null) return;
+    const exited = new Promise((resolve) => redis!.once('exit', resolve));
+    redis.kill();
+    await exited;
+  });
+
+  it('two servers with one REDIS_URL share one budget per account (LIM-01)', async () => {
+    const first = await TestServer.start({ REDIS_URL: url });
+    const second = await TestServer.start({ REDIS_URL: url });
+    try {
+      // Both processes read the same instant, as machines with synchronised clocks do.
+      second.clock.now = first.clock.now;
+      const { token } = await first.login({}, { requests_per_second: 5 });
+      const other = await first.login({}, { requests_per_second: 5 });
+      for (let i = 0; i < 5; i++) expect((await first.request('GET', '/audience/sections', { token })).status).toBe(200);
+      const refused = await second.request('GET', '/audience/sections', { token });
+      expectProblem(refused, 429, 'AUD-1002');
+      expect(refused.headers.get('retry-after')).toBe('1');
+      // Another account's budget is untouched.
+      expect((await second.request('GET', '/audience/sections', { token: other.token })).status).toBe(200);
+      first.clock.advance(1000);
+      second.clock.advance(1000);
+      expect((await second.request('GET', '/audience/sections', { token })).status).toBe(200);
+    } finally {
+      await first.close();
+      await second.close();
+    }
+  });
+});
