@@ -25,19 +25,24 @@ export async function openDatabase(config: Config): Promise<{ pool: pg.Pool; emb
   return { pool, embedded };
 }
 
-/** ADMIN_TOKEN, or the token generated once into the data directory. */
-export async function adminTokenOf(config: Config, create: boolean): Promise<string | undefined> {
-  if (config.adminToken) return config.adminToken;
-  const file = path.join(config.dataDir, 'admin-token');
+/** A secret given in the environment, or generated once into `DATA_DIR/<file>` (mode 0600). */
+export async function secretOf(config: Config, given: string | undefined, file: string, create: boolean): Promise<string | undefined> {
+  if (given) return given;
+  const at = path.join(config.dataDir, file);
   try {
-    return (await fs.readFile(file, 'utf8')).trim();
+    return (await fs.readFile(at, 'utf8')).trim();
   } catch {
     if (!create) return undefined;
-    const token = crypto.randomBytes(32).toString('base64url');
     await fs.mkdir(config.dataDir, { recursive: true });
-    await fs.writeFile(file, token + '\n', { mode: 0o600, flag: 'wx' }).catch(async () => {});
-    return (await fs.readFile(file, 'utf8')).trim();
+    // 'wx': when two processes start together, the first one's secret wins.
+    await fs.writeFile(at, crypto.randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' }).catch(() => {});
+    return (await fs.readFile(at, 'utf8')).trim();
   }
+}
+
+/** ADMIN_TOKEN, or the operator token generated once into the data directory. */
+export function adminTokenOf(config: Config, create: boolean): Promise<string | undefined> {
+  return secretOf(config, config.adminToken, 'admin-token', create);
 }
 
 /** On a database without accounts: the demo account of manifests/demo.json and an API key for it. */
@@ -60,7 +65,8 @@ export async function serve(config: Config): Promise<void> {
   const { pool, embedded } = await openDatabase(config);
   await migrate(pool);
   const adminToken = (await adminTokenOf(config, true))!;
-  const services = await createServices(config, pool, systemClock, adminToken);
+  const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', true))!;
+  const services = await createServices(config, pool, systemClock, { adminToken, serverSecret });
   if (config.demoAccount) {
     const demo = await createDemoAccount(services);
     if (demo) {

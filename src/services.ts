@@ -19,17 +19,19 @@ export interface Services {
   buckets: Buckets;
   /** The operator token guarding /admin. */
   adminToken: string;
+  /** Key of the hashes of locked identities. */
+  serverSecret: string;
   close(): Promise<void>;
 }
 
-export async function createServices(config: Config, pool: pg.Pool, clock: Clock, adminToken: string): Promise<Services> {
+export async function createServices(config: Config, pool: pg.Pool, clock: Clock, secrets: { adminToken: string; serverSecret: string }): Promise<Services> {
   const feed = new ChangeFeed(pool);
   await feed.start();
   const identity = new Identity({ pool, feed, clock, region: config.region });
   await identity.ensureSigningKey();
   const buckets = config.redisUrl ? new RedisBuckets(config.redisUrl, clock) : new MemoryBuckets(clock);
   return {
-    config, pool, clock, feed, identity, buckets, adminToken,
+    config, pool, clock, feed, identity, buckets, ...secrets,
     accounts: new AccountDirectory(pool, feed),
     definitions: new DefinitionsCache(pool, feed),
     async close() {

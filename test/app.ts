@@ -76,7 +76,11 @@ export class TestServer {
     const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env });
     const pool = createPool(await testDatabase(), 10);
     const clock = new TestClock();
-    const services = await createServices(config, pool, clock.read, crypto.randomBytes(16).toString('hex'));
+    const services = await createServices(config, pool, clock.read, {
+      adminToken: crypto.randomBytes(16).toString('hex'),
+      // Servers of one test file share their database, so they share the secret of its locked identities.
+      serverSecret: env.SERVER_SECRET ?? 'test-server-secret',
+    });
     const app = await buildApp(services, { logger: false });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const address = app.server.address() as { port: number };

@@ -14,6 +14,7 @@ import { identityRoutes } from './routes/identity.ts';
 import { definitionsRoutes } from './routes/definitions.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { operationsRoutes } from './routes/operations.ts';
+import { profilesRoutes } from './routes/profiles.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -60,7 +61,7 @@ function toProblem(error: FastifyError | Problem | Error, request: FastifyReques
   if (e.validation) return validationProblem(e);
   switch (e.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new Problem('AUD-1001', `The request body is over the limit of ${BODY_LIMIT} bytes`);
+      return new Problem(request.routeOptions.config.bodyTooLarge ?? 'AUD-1001', `The request body is over the limit of ${BODY_LIMIT} bytes`);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new Problem('AUD-1005', `Content-Type "${request.headers['content-type'] ?? ''}" is not accepted; send application/json`);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -153,6 +154,7 @@ export async function buildApp(services: Services, options: { logger?: boolean |
   await app.register(operationsRoutes(services, registry));
   await app.register(identityRoutes(services));
   await app.register(definitionsRoutes(services));
+  await app.register(profilesRoutes(services));
   await app.register(adminRoutes(services));
   return app;
 }

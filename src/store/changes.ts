@@ -74,9 +74,13 @@ export class ChangeFeed {
 /**
  * A read-through cache of records by id, dropped record by record through the change feed.
  * A load that started before a change is not kept, so a slow reader cannot store stale data.
+ * Callers missing the same record at once share one load, so that a burst of requests on a
+ * cold (or just dropped) record costs one load rather than one per request.
  */
 export class RecordCache<V> {
   private values = new Map<string, V>();
+  /** Loads under way; a change to a record forgets its load, so later callers load afresh. */
+  private loading = new Map<string, Promise<V>>();
   private generation = 0;
   private readonly load: (id: string) => Promise<V>;
 
@@ -88,15 +92,37 @@ export class RecordCache<V> {
   async get(id: string): Promise<V> {
     const hit = this.values.get(id);
     if (hit !== undefined) return hit;
+    return this.loading.get(id) ?? this.startLoad(id);
+  }
+
+  private startLoad(id: string): Promise<V> {
     const generation = this.generation;
-    const value = await this.load(id);
-    if (generation === this.generation) this.values.set(id, value);
-    return value;
+    const done = () => {
+      if (this.loading.get(id) === loaded) this.loading.delete(id);
+    };
+    const loaded: Promise<V> = this.load(id).then(
+      (value) => {
+        done();
+        if (generation === this.generation) this.values.set(id, value);
+        return value;
+      },
+      (err: unknown) => {
+        done();
+        throw err;
+      },
+    );
+    this.loading.set(id, loaded);
+    return loaded;
   }
 
   drop(id: string): void {
     this.generation++;
-    if (id === '*') this.values.clear();
-    else this.values.delete(id);
+    if (id === '*') {
+      this.values.clear();
+      this.loading.clear();
+    } else {
+      this.values.delete(id);
+      this.loading.delete(id);
+    }
   }
 }

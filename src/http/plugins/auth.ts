@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Caller } from '../../identity/identity.ts';
 import { DEFAULT_LIMITS, type LimitName } from '../../accounts/limits.ts';
 import type { Services } from '../../services.ts';
-import { Problem } from '../problems.ts';
+import { Problem, type ProblemCode } from '../problems.ts';
 
 /** How a route is guarded: the public API's bearer token, the operator token, or nothing. */
 export type RouteAuth = 'bearer' | 'admin' | 'none';
@@ -13,6 +13,8 @@ declare module 'fastify' {
     auth?: RouteAuth;
     /** A limit of SPEC §8 that this route spends from, on top of requests_per_second. */
     rateLimit?: LimitName;
+    /** The error of a body over the size limit, where the spec names one (profile updates). */
+    bodyTooLarge?: ProblemCode;
   }
   interface FastifyRequest {
     caller: Caller;

@@ -43,7 +43,12 @@ export function registerBodyParsers(app: FastifyInstance): void {
   // Fastify reads text/plain as a string by default; no route takes text, and a JSON document sent
   // without its type (fetch's default) should hear "send application/json", not "body must be object".
   app.removeContentTypeParser('text/plain');
-  const json = app.getDefaultJsonParser('error', 'error');
+  const strict = app.getDefaultJsonParser('error', 'error');
+  // An empty body with a JSON type (clients send one on PUT …/locks and DELETE) is no body;
+  // routes that need one say so through their schema.
+  const json: typeof strict = (request, body, done) => (body === '' ? done(null, undefined) : strict(request, body, done));
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, json);
   app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, json);
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
     try {

@@ -1,0 +1,255 @@
+import crypto from 'node:crypto';
+import type { Limits } from '../accounts/limits.ts';
+import { keyspaceForProfileAccess, sectionOf, type Definitions, type SectionDefs } from '../definitions/definitions.ts';
+import type { KeyspaceRow } from '../definitions/queries.ts';
+import { Problem } from '../http/problems.ts';
+import type { Queryable } from '../store/pool.ts';
+import { normaliseKey } from './keys.ts';
+import * as q from './queries.ts';
+
+/** What every profile operation needs to know of its account and moment. */
+export interface ProfileScope {
+  accountId: string;
+  defs: Definitions;
+  limits: Limits;
+  /** Key of the hashes of locked identities. */
+  secret: string;
+  now: Date;
+}
+
+/** A profile found through one of its unique identifiers. */
+export interface Located {
+  keyspace: KeyspaceRow;
+  key: string;
+  /** The member profile that owns the identifier. */
+  profileId: string;
+  /** The canonical profile of its cluster, which holds the data. */
+  canonicalId: string;
+}
+
+export interface UniqueIdentifier {
+  keyspace_discriminator: string;
+  profile_key: string;
+}
+
+/** The keyed hash that remains of a locked identifier (SPEC §3.2). */
+export function identityHash(scope: ProfileScope, keyspaceId: string, key: string): Buffer {
+  return crypto.createHmac('sha256', scope.secret).update(`${scope.accountId}\n${keyspaceId}\n${key}`).digest();
+}
+
+/** A keyspace and a normalised key from a path or body, checked for API access. */
+export function identifierOf(scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string, field = 'profile_key'): { keyspace: KeyspaceRow; key: string } {
+  const keyspace = keyspaceForProfileAccess(scope.defs, keyspaceDiscriminator);
+  return { keyspace, key: normaliseKey(keyspace.kind, rawKey, field) };
+}
+
+async function refuseLocked(db: Queryable, scope: ProfileScope, keyspace: KeyspaceRow, key: string): Promise<void> {
+  if (await q.findLockedIdentity(db, scope.accountId, [identityHash(scope, keyspace.keyspace_id, key)])) {
+    throw new Problem('AUD-1202', `The profile with ${keyspace.discriminator} key "${key}" is locked`);
+  }
+}
+
+/** Finds a profile by unique identifier; 404 when there is none, 410 when it was locked. */
+export async function locate(db: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<Located> {
+  const { keyspace, key } = identifierOf(scope, keyspaceDiscriminator, rawKey);
+  const found = await q.findProfileByKey(db, scope.accountId, keyspace.keyspace_id, key);
+  if (found) return { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id };
+  await refuseLocked(db, scope, keyspace, key);
+  throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
+}
+
+/** Refuses writes through the export keyspace, which is read-only for profile data (SPEC §2.1). */
+export function refuseReadOnly(keyspace: KeyspaceRow): void {
+  if (keyspace.kind === 'export') {
+    throw new Problem('AUD-1203', `The keyspace "${keyspace.discriminator}" is not authorised to update profiles: it is read-only for profile data`);
+  }
+}
+
+/** The current (latest, not deprecated) version of an attribute, by discriminator. */
+export function currentVersionId(section: SectionDefs, attributeDiscriminator: string): string | undefined {
+  const attribute = section.attributes.find((a) => a.discriminator === attributeDiscriminator);
+  const versions = attribute?.versions.filter((v) => v.deprecated_at === null) ?? [];
+  return versions.at(-1)?.id;
+}
+
+/** Creates a standalone profile with one identifier (and its export key); false when the key is taken. */
+export async function insertNewProfile(tx: Queryable, scope: ProfileScope, keyspace: KeyspaceRow, key: string): Promise<string | undefined> {
+  const exportKeyspace = scope.defs.keyspaces.find((k) => k.kind === 'export');
+  const exportKey = crypto.randomUUID();
+  const profileId = await q.insertProfile(tx, scope.accountId, exportKey, scope.now);
+  if (exportKeyspace) await q.insertIdentifier(tx, scope.accountId, exportKeyspace.keyspace_id, exportKey, profileId);
+  if (!(await q.insertIdentifier(tx, scope.accountId, keyspace.keyspace_id, key, profileId))) return undefined;
+  return profileId;
+}
+
+/** Writes attribute values and tags of a cluster's section, and keeps the history of attribute changes. */
+export async function writeSectionData(tx: Queryable, scope: ProfileScope, canonicalId: string, sectionId: string, attributes: q.ValueMap, tags: Record<string, boolean> = {}): Promise<void> {
+  await q.patchSectionData(tx, scope.accountId, canonicalId, sectionId, attributes, tags);
+  await q.insertAttributeHistory(tx, scope.accountId, canonicalId, sectionId, Object.entries(attributes).map(([versionId, value]) => ({ versionId, value })), scope.now);
+}
+
+/**
+ * Creates a profile (SPEC §4.3): 409 when the key exists, 410 when it was locked; sets the
+ * keyspace's mapped attribute in the section to the key (SPEC §1 rule 5).
+ */
+export async function createProfile(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, sectionDiscriminator: string, rawKey: string): Promise<UniqueIdentifier> {
+  const { keyspace, key } = identifierOf(scope, keyspaceDiscriminator, rawKey);
+  const section = sectionOf(scope.defs, sectionDiscriminator);
+  refuseReadOnly(keyspace);
+  await refuseLocked(tx, scope, keyspace, key);
+  const profileId = await insertNewProfile(tx, scope, keyspace, key);
+  if (!profileId) throw new Problem('AUD-1204', `A profile with ${keyspace.discriminator} key "${key}" already exists`);
+  const mapped = keyspace.mapped_attribute ? currentVersionId(section, keyspace.mapped_attribute) : undefined;
+  if (mapped) await writeSectionData(tx, scope, profileId, section.id, { [mapped]: key });
+  return { keyspace_discriminator: keyspace.discriminator, profile_key: key };
+}
+
+/** Every member of the cluster a located profile belongs to, canonical first, locked for this transaction. */
+async function clusterOf(tx: Queryable, scope: ProfileScope, located: Located): Promise<string[]> {
+  return (await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId])).map((m) => m.profile_id);
+}
+
+/** Deletes a profile, its whole cluster, with all identifiers, data and events (SPEC §3.2). */
+export async function deleteProfile(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<void> {
+  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
+  await q.deleteProfiles(tx, scope.accountId, await clusterOf(tx, scope, located));
+}
+
+async function lockCluster(tx: Queryable, scope: ProfileScope, members: string[]): Promise<void> {
+  const identifiers = await q.listIdentifiersByProfiles(tx, scope.accountId, members);
+  await q.insertLockedIdentities(tx, scope.accountId, identifiers.map((i) => identityHash(scope, i.keyspace_id, i.profile_key)));
+  await q.deleteProfiles(tx, scope.accountId, members);
+}
+
+/**
+ * Locks a profile for good (SPEC §3.2): deletes its whole cluster and keeps only keyed hashes of
+ * its identifiers, which refuse any later use of them.
+ */
+export async function lockProfile(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<void> {
+  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
+  await lockCluster(tx, scope, await clusterOf(tx, scope, located));
+}
+
+/** The key attributes (mapped to the email, mobile and CRM keyspaces) whose values block a merge when they differ. */
+function blockingVersionIds(scope: ProfileScope): Map<string, string> {
+  const blocking = new Set(scope.defs.keyspaces.filter((k) => ['email', 'mobile', 'crm-id'].includes(k.kind) && k.mapped_attribute).map((k) => k.mapped_attribute!));
+  const versions = new Map<string, string>();
+  for (const section of scope.defs.sections) {
+    for (const a of section.attributes) if (blocking.has(a.discriminator)) for (const v of a.versions) versions.set(v.id, a.discriminator);
+  }
+  return versions;
+}
+
+/**
+ * Joins two clusters (SPEC §3.2, §4.3). The canonical profile is the earliest-created member, and
+ * the cluster shows, per attribute and tag, the entry of the earliest-created member that has one,
+ * so that the order and grouping of merges do not matter.
+ */
+export async function joinClusters(tx: Queryable, scope: ProfileScope, a: string, b: string, options: { checkConflicts: boolean }): Promise<string> {
+  const members = await q.lockClusterMembers(tx, scope.accountId, [a, b]);
+  const all = members.map((m) => m.profile_id);
+  const canonicalId = all[0];
+  if (a === b) return canonicalId;
+  const limit = scope.limits.merges_per_profile;
+  if (limit !== null && all.length > limit) throw new Problem('AUD-1216', `The merge would make a cluster of ${all.length} profiles; at most ${limit} can be merged`);
+  if (options.checkConflicts) {
+    const blocking = blockingVersionIds(scope);
+    const [left, right] = [await q.listSectionDataByProfile(tx, scope.accountId, a), await q.listSectionDataByProfile(tx, scope.accountId, b)];
+    for (const [sectionId, data] of left) {
+      const other = right.get(sectionId);
+      for (const [versionId, discriminator] of blocking) {
+        const x = data.attributes[versionId];
+        const y = other?.attributes[versionId];
+        if (x !== undefined && y !== undefined && x !== y) {
+          throw new Problem('AUD-1215', `The profiles have different values of ${discriminator} (${JSON.stringify(x)} and ${JSON.stringify(y)}); they cannot be merged`);
+        }
+      }
+    }
+  }
+  // The former canonical profiles stop leading: their own values stay as they are.
+  for (const former of [a, b]) if (former !== canonicalId) await q.settleSectionData(tx, scope.accountId, former, false);
+  await q.setCanonical(tx, scope.accountId, all, canonicalId);
+  await q.recomputeClusterData(tx, scope.accountId, canonicalId, all);
+  return canonicalId;
+}
+
+/** Merges two profiles given by unique identifier; missing ones are created, a locked one locks the other (SPEC §3.2). */
+export async function mergeProfiles(tx: Queryable, scope: ProfileScope, profiles: UniqueIdentifier[]): Promise<void> {
+  if (profiles.length !== 2) throw new Problem('AUD-1214', `profiles must hold exactly two profiles, not ${profiles.length}`);
+  const sides: { canonicalId?: string; locked: boolean }[] = [];
+  for (const [i, ref] of profiles.entries()) {
+    const { keyspace, key } = identifierOf(scope, ref.keyspace_discriminator, ref.profile_key, `profiles[${i}].profile_key`);
+    const found = await q.findProfileByKey(tx, scope.accountId, keyspace.keyspace_id, key);
+    if (found) {
+      sides.push({ canonicalId: found.canonical_id, locked: false });
+    } else if (await q.findLockedIdentity(tx, scope.accountId, [identityHash(scope, keyspace.keyspace_id, key)])) {
+      sides.push({ locked: true });
+    } else {
+      if (keyspace.kind === 'export') throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
+      const created = await insertNewProfile(tx, scope, keyspace, key);
+      if (!created) throw new Problem('AUD-1204', `A profile with ${keyspace.discriminator} key "${key}" was created at the same time; retry`);
+      sides.push({ canonicalId: created, locked: false });
+    }
+  }
+  const [x, y] = sides;
+  if (x.locked || y.locked) {
+    const unlocked = [x, y].filter((s) => !s.locked).map((s) => s.canonicalId!);
+    if (unlocked.length > 0) await lockCluster(tx, scope, (await q.lockClusterMembers(tx, scope.accountId, unlocked)).map((m) => m.profile_id));
+    return;
+  }
+  await joinClusters(tx, scope, x.canonicalId!, y.canonicalId!, { checkConflicts: true });
+}
+
+/**
+ * Takes a non-canonical member out of its cluster (SPEC §3.2): it becomes standalone with its own
+ * identifiers, its own values and its own events; the cluster keeps the values it showed.
+ */
+export async function unmergeProfile(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<void> {
+  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
+  const members = await clusterOf(tx, scope, located);
+  if (members.length === 1) return;
+  if (located.profileId === located.canonicalId) {
+    throw new Problem('AUD-1217', `The profile with ${located.keyspace.discriminator} key "${located.key}" is the canonical profile of its merge cluster and cannot be unmerged`);
+  }
+  const remaining = members.filter((m) => m !== located.profileId);
+  await q.settleSectionData(tx, scope.accountId, located.canonicalId, true);
+  await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId);
+  if (remaining.length > 1) await q.recomputeClusterData(tx, scope.accountId, located.canonicalId, remaining);
+}
+
+/**
+ * Switches a unique identifier of a profile (SPEC §4.3): `from` must be one of its identifiers,
+ * `to` must be new to the account and agree with the section's mapped attribute (for the email
+ * keyspace, the email attribute must hold it). `from` is removed unless another section still
+ * holds it as its mapped attribute.
+ */
+export async function switchIdentifier(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string, from: UniqueIdentifier, to: UniqueIdentifier): Promise<void> {
+  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
+  const section = sectionOf(scope.defs, sectionDiscriminator);
+  const source = identifierOf(scope, from.keyspace_discriminator, from.profile_key, 'from.profile_key');
+  const target = identifierOf(scope, to.keyspace_discriminator, to.profile_key, 'to.profile_key');
+  refuseReadOnly(target.keyspace);
+  const members = (await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId])).map((m) => m.profile_id);
+  const owner = (await q.listIdentifiersByProfiles(tx, scope.accountId, members))
+    .find((i) => i.keyspace_id === source.keyspace.keyspace_id && i.profile_key === source.key);
+  if (!owner) throw new Problem('AUD-1221', `from: ${source.keyspace.discriminator} key "${source.key}" is not an identifier of this profile`);
+  await refuseLocked(tx, scope, target.keyspace, target.key);
+  if (await q.findProfileByKey(tx, scope.accountId, target.keyspace.keyspace_id, target.key)) {
+    throw new Problem('AUD-1222', `to: ${target.keyspace.discriminator} key "${target.key}" already identifies a profile`);
+  }
+  const data = await q.listSectionDataByProfile(tx, scope.accountId, located.canonicalId);
+  const mappedValue = (keyspace: KeyspaceRow, s: SectionDefs) => {
+    const versionId = keyspace.mapped_attribute ? currentVersionId(s, keyspace.mapped_attribute) : undefined;
+    return versionId === undefined ? undefined : data.get(s.id)?.attributes[versionId];
+  };
+  const held = mappedValue(target.keyspace, section);
+  if (target.keyspace.kind === 'email' && held === undefined) {
+    throw new Problem('AUD-1223', `to: the profile has no ${target.keyspace.mapped_attribute} in section "${section.discriminator}" equal to "${target.key}"`);
+  }
+  if (held !== undefined && held !== target.key) {
+    throw new Problem('AUD-1223', `to: the section "${section.discriminator}" holds ${target.keyspace.mapped_attribute} "${String(held)}", not "${target.key}"`);
+  }
+  const keptElsewhere = scope.defs.sections.some((s) => s.id !== section.id && mappedValue(source.keyspace, s) === source.key);
+  if (!keptElsewhere) await q.deleteIdentifier(tx, scope.accountId, source.keyspace.keyspace_id, source.key);
+  await q.insertIdentifier(tx, scope.accountId, target.keyspace.keyspace_id, target.key, owner.profile_id);
+}

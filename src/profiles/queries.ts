@@ -1,0 +1,211 @@
+import type { Queryable } from '../store/pool.ts';
+
+export type ValueMap = Record<string, unknown>;
+
+export interface LocatedRow {
+  profile_id: string;
+  canonical_id: string;
+}
+
+/** The member profile owning a key, and the canonical profile of its cluster. */
+export async function findProfileByKey(db: Queryable, accountId: string, keyspaceId: string, key: string): Promise<LocatedRow | undefined> {
+  const { rows } = await db.query<LocatedRow>(
+    `select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id
+     from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+     where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = $3`,
+    [accountId, keyspaceId, key],
+  );
+  return rows[0];
+}
+
+export async function insertProfile(db: Queryable, accountId: string, exportKey: string, createdAt: Date): Promise<string> {
+  const { rows } = await db.query<{ profile_id: string }>(
+    'insert into profiles (account_id, export_key, created_at) values ($1::bigint, $2, $3) returning profile_id',
+    [accountId, exportKey, createdAt],
+  );
+  return rows[0].profile_id;
+}
+
+/** Adds an identifier; false when the key is taken. */
+export async function insertIdentifier(db: Queryable, accountId: string, keyspaceId: string, key: string, profileId: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id) values ($1::bigint, $2::bigint, $3, $4::bigint)
+     on conflict do nothing`,
+    [accountId, keyspaceId, key, profileId],
+  );
+  return rowCount === 1;
+}
+
+export async function deleteIdentifier(db: Queryable, accountId: string, keyspaceId: string, key: string): Promise<void> {
+  await db.query('delete from profile_identifiers where account_id = $1::bigint and keyspace_id = $2::bigint and profile_key = $3', [accountId, keyspaceId, key]);
+}
+
+export interface IdentifierRow { keyspace_id: string; profile_key: string; profile_id: string }
+
+export async function listIdentifiersByProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<IdentifierRow[]> {
+  const { rows } = await db.query<IdentifierRow>(
+    'select keyspace_id, profile_key, profile_id from profile_identifiers where account_id = $1::bigint and profile_id = any($2::bigint[]) order by profile_id, keyspace_id',
+    [accountId, profileIds],
+  );
+  return rows;
+}
+
+/** The members of a cluster, earliest created (the canonical profile) first. */
+export async function listClusterMembers(db: Queryable, accountId: string, canonicalId: string): Promise<string[]> {
+  const { rows } = await db.query<{ profile_id: string }>(
+    `select profile_id from profiles where account_id = $1::bigint and (profile_id = $2::bigint or canonical_id = $2::bigint) order by profile_id`,
+    [accountId, canonicalId],
+  );
+  return rows.map((r) => r.profile_id);
+}
+
+/** The members of clusters, canonical first (earliest created first), locked for the transaction. */
+export async function lockClusterMembers(db: Queryable, accountId: string, canonicalIds: string[]): Promise<{ profile_id: string; canonical_id: string }[]> {
+  const { rows } = await db.query<{ profile_id: string; canonical_id: string }>(
+    `select profile_id, coalesce(canonical_id, profile_id) as canonical_id from profiles
+     where account_id = $1::bigint and (profile_id = any($2::bigint[]) or canonical_id = any($2::bigint[]))
+     order by profile_id for update`,
+    [accountId, canonicalIds],
+  );
+  return rows;
+}
+
+export async function setCanonical(db: Queryable, accountId: string, profileIds: string[], canonicalId: string | null): Promise<void> {
+  await db.query(
+    `update profiles set canonical_id = case when profile_id = $3::bigint then null else $3::bigint end
+     where account_id = $1::bigint and profile_id = any($2::bigint[])`,
+    [accountId, profileIds, canonicalId],
+  );
+}
+
+export async function deleteProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
+  await db.query('delete from profiles where account_id = $1::bigint and profile_id = any($2::bigint[])', [accountId, profileIds]);
+}
+
+export async function findLockedIdentity(db: Queryable, accountId: string, hashes: Buffer[]): Promise<boolean> {
+  const { rowCount } = await db.query('select 1 from locked_identities where account_id = $1::bigint and identity_hash = any($2::bytea[]) limit 1', [accountId, hashes]);
+  return (rowCount ?? 0) > 0;
+}
+
+export async function insertLockedIdentities(db: Queryable, accountId: string, hashes: Buffer[]): Promise<void> {
+  await db.query(
+    'insert into locked_identities (account_id, identity_hash) select $1::bigint, h from unnest($2::bytea[]) as h on conflict do nothing',
+    [accountId, hashes],
+  );
+}
+
+export interface SectionDataRow { attributes: ValueMap; tags: Record<string, boolean> }
+
+/** What a profile (a canonical one) shows in a section: the cluster's values, or its own. */
+export async function findSectionData(db: Queryable, accountId: string, profileId: string, sectionId: string): Promise<SectionDataRow> {
+  const { rows } = await db.query<SectionDataRow>(
+    `select jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) as attributes, coalesce(cluster_tags, tags) as tags
+     from profile_sections where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint`,
+    [accountId, profileId, sectionId],
+  );
+  const row = rows[0] ?? { attributes: {}, tags: {} };
+  return { attributes: row.attributes, tags: Object.fromEntries(Object.entries(row.tags).filter(([, v]) => v === true)) };
+}
+
+/** What a profile shows in every section that has data: section id → values. */
+export async function listSectionDataByProfile(db: Queryable, accountId: string, profileId: string): Promise<Map<string, SectionDataRow>> {
+  const { rows } = await db.query<SectionDataRow & { section_id: string }>(
+    `select section_id, jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) as attributes, coalesce(cluster_tags, tags) as tags
+     from profile_sections where account_id = $1::bigint and profile_id = $2::bigint`,
+    [accountId, profileId],
+  );
+  return new Map(rows.map((r) => [r.section_id, { attributes: r.attributes, tags: Object.fromEntries(Object.entries(r.tags).filter(([, v]) => v === true)) }]));
+}
+
+/**
+ * Applies a merge patch of attributes (version id → value, null clears) and tags (tag id →
+ * boolean) to a canonical profile's section. A standalone profile drops cleared entries; the
+ * canonical profile of a cluster keeps them in its own maps, so that they hide members' older
+ * values, and updates the cluster's values.
+ */
+export async function patchSectionData(db: Queryable, accountId: string, profileId: string, sectionId: string, attributes: ValueMap, tags: Record<string, boolean>): Promise<void> {
+  await db.query(
+    `insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags)
+     values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb))
+     on conflict (account_id, profile_id, section_id) do update set
+       attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end,
+       cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || $4::jsonb),
+       tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || $5::jsonb) else ps.tags || $5::jsonb end,
+       cluster_tags = profile_true_tags(ps.cluster_tags || $5::jsonb),
+       updated_at = now()`,
+    [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags)],
+  );
+}
+
+/**
+ * Sets the cluster values of a canonical profile from its members' own values: for each
+ * attribute and tag, the entry of the earliest-created member that has one. This depends only
+ * on the members, so merging is commutative and associative (docs/profiles.md "Merge").
+ */
+export async function recomputeClusterData(db: Queryable, accountId: string, canonicalId: string, memberIds: string[]): Promise<void> {
+  await db.query(
+    `with member_rows as (
+       select section_id, profile_id, attributes, tags from profile_sections
+       where account_id = $1::bigint and profile_id = any($2::bigint[])
+     ), first_attributes as (
+       select distinct on (section_id, key) section_id, key, value from member_rows, jsonb_each(attributes)
+       order by section_id, key, profile_id
+     ), first_tags as (
+       select distinct on (section_id, key) section_id, key, value from member_rows, jsonb_each(tags)
+       order by section_id, key, profile_id
+     ), sections as (select distinct section_id from member_rows)
+     insert into profile_sections as ps (account_id, profile_id, section_id, cluster_attributes, cluster_tags)
+     select $1::bigint, $3::bigint, s.section_id,
+       coalesce((select jsonb_strip_nulls(jsonb_object_agg(key, value)) from first_attributes a where a.section_id = s.section_id), '{}'),
+       coalesce((select profile_true_tags(jsonb_object_agg(key, value)) from first_tags t where t.section_id = s.section_id), '{}')
+     from sections s
+     on conflict (account_id, profile_id, section_id) do update set
+       cluster_attributes = excluded.cluster_attributes, cluster_tags = excluded.cluster_tags, updated_at = now()`,
+    [accountId, memberIds, canonicalId],
+  );
+}
+
+/** Makes a profile's shown values its own and forgets cluster values (it no longer leads a cluster, or keeps the data on unmerge). */
+export async function settleSectionData(db: Queryable, accountId: string, profileId: string, keepClusterValues: boolean): Promise<void> {
+  await db.query(
+    `update profile_sections set
+       attributes = case when $3 then jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) else attributes end,
+       tags = case when $3 then profile_true_tags(coalesce(cluster_tags, tags)) else tags end,
+       cluster_attributes = null, cluster_tags = null
+     where account_id = $1::bigint and profile_id = $2::bigint`,
+    [accountId, profileId, keepClusterValues],
+  );
+}
+
+export async function insertAttributeHistory(db: Queryable, accountId: string, profileId: string, sectionId: string, changes: { versionId: string; value: unknown }[], changedAt: Date): Promise<void> {
+  if (changes.length === 0) return;
+  await db.query(
+    `insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
+     select $1::bigint, $2::bigint, $3::bigint, c.version_id, c.value, $6
+     from unnest($4::bigint[], $5::jsonb[]) as c(version_id, value)`,
+    [accountId, profileId, sectionId, changes.map((c) => c.versionId), changes.map((c) => (c.value === null ? null : JSON.stringify(c.value))), changedAt],
+  );
+}
+
+export interface EventRow { event_time: Date; created_at: Date; version_id: string; correlation_id: string; data: unknown }
+
+export async function insertEvents(db: Queryable, accountId: string, profileId: string, sectionId: string, events: { eventTime: string; versionId: string; correlationId: string; data: unknown }[], createdAt: Date): Promise<void> {
+  await db.query(
+    `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
+     select $1::bigint, $2::bigint, $3::bigint, e.version_id, e.event_time, $8, e.correlation_id, e.data
+     from unnest($4::bigint[], $5::timestamptz[], $6::text[], $7::jsonb[]) as e(version_id, event_time, correlation_id, data)`,
+    [accountId, profileId, sectionId, events.map((e) => e.versionId), events.map((e) => e.eventTime), events.map((e) => e.correlationId), events.map((e) => JSON.stringify(e.data)), createdAt],
+  );
+}
+
+/** A cluster's events in a section, newest first; `versionIds` null for every version. */
+export async function listEventsByProfiles(db: Queryable, accountId: string, profileIds: string[], sectionId: string, versionIds: string[] | null, limit: number): Promise<EventRow[]> {
+  const { rows } = await db.query<EventRow>(
+    `select event_time, created_at, version_id::text, correlation_id, data from profile_events
+     where account_id = $1::bigint and profile_id = any($2::bigint[]) and section_id = $3::bigint
+       and ($4::bigint[] is null or version_id = any($4::bigint[]))
+     order by event_time desc, event_id desc limit $5`,
+    [accountId, profileIds, sectionId, versionIds, limit],
+  );
+  return rows;
+}
