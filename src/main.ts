@@ -12,6 +12,9 @@ const USAGE = `usage: audience <command>
   key create --account ID [--name N] [--section DISCRIMINATOR]...
   key delete --account ID --client-id ID
   apply FILE [--account ID]                    apply a manifest; without --account it creates the account
+  suppression add --account ID --channel DISCRIMINATOR --address A --reason R
+  suppression remove --account ID --channel DISCRIMINATOR --address A
+  suppression list --account ID
   signing-key rotate                           start signing tokens with a new key
 Every command but serve and migrate calls the operator API of a running server:
 AUDIENCE_URL (default http://127.0.0.1:$PORT), with ADMIN_TOKEN or the token in $DATA_DIR/admin-token.`;
@@ -43,6 +46,7 @@ async function main(argv: string[]): Promise<void> {
     options: {
       name: { type: 'string' }, region: { type: 'string' }, account: { type: 'string' },
       'client-id': { type: 'string' }, section: { type: 'string', multiple: true }, help: { type: 'boolean', short: 'h' },
+      channel: { type: 'string' }, address: { type: 'string' }, reason: { type: 'string' },
     },
   });
   const [command, sub] = positionals;
@@ -51,7 +55,7 @@ async function main(argv: string[]): Promise<void> {
     if (typeof v !== 'string') throw new Error(`--${name} is required\n${USAGE}`);
     return v;
   };
-  switch (`${command ?? ''} ${['account', 'key', 'signing-key'].includes(command ?? '') ? sub ?? '' : ''}`.trim()) {
+  switch (`${command ?? ''} ${['account', 'key', 'signing-key', 'suppression'].includes(command ?? '') ? sub ?? '' : ''}`.trim()) {
     case 'serve':
       return serve(readConfig());
     case 'migrate': {
@@ -82,6 +86,14 @@ async function main(argv: string[]): Promise<void> {
       await admin('PUT', `/admin/accounts/${encodeURIComponent(accountId)}/manifest`, manifest);
       return print(await admin('GET', `/admin/accounts/${encodeURIComponent(accountId)}`));
     }
+    case 'suppression add':
+      await admin('PUT', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`, { channel_discriminator: need('channel'), address: need('address'), reason: need('reason') });
+      return print(await admin('GET', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`));
+    case 'suppression remove':
+      await admin('DELETE', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions/${encodeURIComponent(need('channel'))}/${encodeURIComponent(need('address'))}`);
+      return print(await admin('GET', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`));
+    case 'suppression list':
+      return print(await admin('GET', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`));
     case 'signing-key rotate':
       return print(await admin('POST', '/admin/signing-keys'));
     default:

@@ -6,7 +6,7 @@ import type pg from 'pg';
 import type { Config } from './config.ts';
 import { systemClock } from './clock.ts';
 import * as accounts from './accounts/accounts.ts';
-import { applyManifest } from './definitions/definitions.ts';
+import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
 import { createServices, type Services } from './services.ts';
@@ -52,9 +52,8 @@ export async function createDemoAccount(services: Services): Promise<{ account_i
   return withTransaction(services.pool, async (tx) => {
     await tx.query('select pg_advisory_xact_lock($1)', [DEMO_LOCK]);
     if ((await accounts.countAccounts(tx)) > 0) return undefined;
-    const { account, ...definitions } = manifest;
-    const created = await accounts.createAccount(tx, services.feed, vendor, { name: account?.name ?? 'Demo', region, limits: account?.limits as accounts.Account['limit_overrides'] });
-    await applyManifest(tx, services.feed, vendor, created.id, definitions);
+    const created = await accounts.createAccount(tx, services.feed, vendor, { name: manifest.account?.name ?? 'Demo', region });
+    await applyAccountManifest(tx, services.feed, vendor, created.id, manifest);
     const key = await services.identity.createApiKey(tx, created.id, { name: 'demo' });
     return { account_id: created.id, client_id: key.client_id, client_secret: key.client_secret };
   });

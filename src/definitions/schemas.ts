@@ -171,6 +171,11 @@ export const Manifest = Type.Object({
     section: Type.Optional(Text('Section whose ids {section}, {attribute:…} and {event:…} in the queries refer to')),
     versions: Type.Array(Type.Object({ query: Text('AQL query; may hold {section}, {attribute:DISCRIMINATOR@N}, {event:DISCRIMINATOR@N}') }, { additionalProperties: false }), { minItems: 1 }),
   }, { additionalProperties: false }))),
+  suppressions: Type.Optional(Type.Array(Type.Object({
+    channel_discriminator: Text('Channel of the address'),
+    address: Text('The address that receives no marketing on the channel'),
+    reason: Text('Why'),
+  }, { additionalProperties: false }))),
 }, { additionalProperties: false, description: 'A declarative description of an account (docs/manifest.md)' });
 
 export type Manifest = Static<typeof Manifest>;

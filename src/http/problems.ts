@@ -56,6 +56,17 @@ export const PROBLEMS = {
   'AUD-1222': { status: 409, title: 'Identifier already exists' },
   'AUD-1223': { status: 400, title: 'Identifier does not match the mapped attribute' },
   'AUD-1402': { status: 400, title: 'No such field' },
+  'AUD-1601': { status: 400, title: 'No address to consent' },
+  'AUD-1602': { status: 400, title: 'Consent state value unsupported' },
+  'AUD-1603': { status: 400, title: 'Consent type not supported by the API yet' },
+  'AUD-1604': { status: 409, title: 'Current consent state already pending' },
+  'AUD-1605': { status: 409, title: 'Consent transition not supported' },
+  'AUD-1606': { status: 400, title: 'Topic channel differs from the channel in the request' },
+  'AUD-1607': { status: 400, title: 'Channel ID not found' },
+  'AUD-1608': { status: 400, title: 'Communication type invalid for channel' },
+  'AUD-1609': { status: 403, title: 'Keyspace does not manage subscriptions' },
+  'AUD-1610': { status: 400, title: 'Topic not found' },
+  'AUD-1611': { status: 400, title: 'Consent request invalid' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

@@ -253,3 +253,13 @@ export async function switchIdentifier(tx: Queryable, scope: ProfileScope, keysp
   if (!keptElsewhere) await q.deleteIdentifier(tx, scope.accountId, source.keyspace.keyspace_id, source.key);
   await q.insertIdentifier(tx, scope.accountId, target.keyspace.keyspace_id, target.key, owner.profile_id);
 }
+
+/** The members of a located profile's cluster, earliest created (the canonical profile) first. */
+export function clusterMembers(db: Queryable, scope: ProfileScope, canonicalId: string): Promise<string[]> {
+  return q.listClusterMembers(db, scope.accountId, canonicalId);
+}
+
+/** The attribute values (version id → value) a profile shows in a section. */
+export async function sectionValues(db: Queryable, scope: ProfileScope, canonicalId: string, sectionId: string): Promise<q.ValueMap> {
+  return (await q.findSectionData(db, scope.accountId, canonicalId, sectionId)).attributes;
+}

@@ -5,7 +5,9 @@ import { REGIONS } from '../../config.ts';
 import type { Services } from '../../services.ts';
 import * as accounts from '../../accounts/accounts.ts';
 import { LIMIT_NAMES } from '../../accounts/limits.ts';
-import * as definitions from '../../definitions/definitions.ts';
+import { applyAccountManifest } from '../../accounts/manifest.ts';
+import * as consents from '../../consents/consents.ts';
+import { Suppression } from '../../consents/schemas.ts';
 import { Manifest } from '../../definitions/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { Problem } from '../problems.ts';
@@ -68,15 +70,34 @@ export function adminRoutes(services: Services) {
       bodyLimit: 10 * 1024 * 1024,
       schema: { tags, summary: 'Apply a manifest to an account (idempotent)', params: AccountParams, body: Manifest, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
+      await withTransaction(pool, (tx) => applyAccountManifest(tx, feed, vendor, request.params.account_id, request.body));
+      return reply.code(204).send();
+    });
+
+    app.get('/admin/accounts/:account_id/suppressions', {
+      config, schema: { tags, summary: 'List suppressed addresses', params: AccountParams, response: responses({ 200: Type.Object({ items: Type.Array(Suppression) }) }) },
+    }, async (request) => {
       const accountId = request.params.account_id;
-      await withTransaction(pool, async (tx) => {
-        await accounts.getAccount(tx, accountId);
-        const { account, ...rest } = request.body;
-        if (account && (account.name !== undefined || account.limits !== undefined)) {
-          await accounts.updateAccount(tx, feed, accountId, { name: account.name, limits: account.limits as accounts.Account['limit_overrides'] | undefined });
-        }
-        await definitions.applyManifest(tx, feed, vendor, accountId, rest);
-      });
+      await accounts.getAccount(pool, accountId);
+      return { items: await consents.listSuppressions(pool, { accountId, defs: await services.definitions.get(accountId) }) };
+    });
+
+    app.put('/admin/accounts/:account_id/suppressions', {
+      config, schema: { tags, summary: 'Suppress an address on a channel', params: AccountParams, body: Suppression, response: responses({ 204: NoContent }) },
+    }, async (request, reply) => {
+      const accountId = request.params.account_id;
+      await accounts.getAccount(pool, accountId);
+      await consents.addSuppression(pool, { accountId, defs: await services.definitions.get(accountId) }, request.body);
+      return reply.code(204).send();
+    });
+
+    app.delete('/admin/accounts/:account_id/suppressions/:channel_discriminator/:address', {
+      config,
+      schema: { tags, summary: 'Lift a suppression', params: Type.Object({ account_id: Type.String({ pattern: '^[0-9]+$' }), channel_discriminator: Type.String(), address: Type.String() }), response: responses({ 204: NoContent }) },
+    }, async (request, reply) => {
+      const { account_id: accountId, channel_discriminator, address } = request.params;
+      await accounts.getAccount(pool, accountId);
+      await consents.removeSuppression(pool, { accountId, defs: await services.definitions.get(accountId) }, channel_discriminator, address);
       return reply.code(204).send();
     });
 

@@ -10,7 +10,17 @@ import {
 } from '../../profiles/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { spend } from '../plugins/auth.ts';
+import { consentsRoutes } from './consents.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
+
+/** What the profile operations of a request need: the caller's account, definitions, limits and the time. */
+export function profileScopeOf(services: Services) {
+  return async (request: FastifyRequest): Promise<profiles.ProfileScope> => {
+    const { accountId } = request.caller;
+    const account = await services.accounts.get(accountId);
+    return { accountId, defs: await services.definitions.get(accountId), limits: account!.limits, secret: services.serverSecret, now: new Date(services.clock()) };
+  };
+}
 
 /** The profile data plane of SPEC §4.3 and §4.4 on the routes of ENDPOINTS.md "Profiles". */
 export function profilesRoutes(services: Services) {
@@ -19,11 +29,7 @@ export function profilesRoutes(services: Services) {
     const tags = ['profiles'];
     const updates = { bodyTooLarge: 'AUD-1210' as const };
 
-    const scopeOf = async (request: FastifyRequest): Promise<profiles.ProfileScope> => {
-      const { accountId } = request.caller;
-      const account = await services.accounts.get(accountId);
-      return { accountId, defs: await services.definitions.get(accountId), limits: account!.limits, secret: services.serverSecret, now: new Date(services.clock()) };
-    };
+    const scopeOf = profileScopeOf(services);
     const write = <T>(request: FastifyRequest, work: (tx: Parameters<Parameters<typeof withTransaction>[1]>[0], scope: profiles.ProfileScope) => Promise<T>) =>
       scopeOf(request).then((scope) => withTransaction(services.pool, (tx) => work(tx, scope)));
 
@@ -78,6 +84,8 @@ export function profilesRoutes(services: Services) {
       await write(request, (tx, scope) => profiles.switchIdentifier(tx, scope, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.body.from, request.body.to));
       return reply.code(204).send();
     });
+
+    await app.register(consentsRoutes(services, scopeOf));
 
     const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
 

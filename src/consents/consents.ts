@@ -1,0 +1,196 @@
+import { sectionOf, type SectionDefs } from '../definitions/definitions.ts';
+import type { ChannelRow, KeyspaceRow } from '../definitions/queries.ts';
+import { Problem } from '../http/problems.ts';
+import type { Caller } from '../identity/identity.ts';
+import { clusterMembers, currentVersionId, locate, refuseReadOnly, sectionValues, type ProfileScope } from '../profiles/profiles.ts';
+import { normaliseKey } from '../profiles/keys.ts';
+import type { Queryable } from '../store/pool.ts';
+import * as q from './queries.ts';
+
+export const CONSENT_TYPES = ['opt-in', 'opt-out', 'pending-opt-in', 'confirmed-opt-in'] as const;
+export type ConsentType = (typeof CONSENT_TYPES)[number];
+/** The source of a consent given without one (ENDPOINTS.md "Facts"). */
+export const DEFAULT_SOURCE = 'One API';
+/** Consent types that permit marketing (SPEC §2.11). */
+const PERMITTING = new Set(['opt-in', 'confirmed-opt-in']);
+
+export interface ConsentRequest { topic_discriminator: string; channel_discriminator: string; type: string; reason: string; source?: string }
+export interface Consent { topic_discriminator: string; channel_discriminator: string; type: string; reason: string; source: string; modified_at: string }
+export interface Suppression { channel_discriminator: string; address: string; reason: string }
+
+function manageable(keyspace: KeyspaceRow): void {
+  if (!keyspace.manage_subscriptions) {
+    throw new Problem('AUD-1609', `Consents cannot be managed through the keyspace "${keyspace.discriminator}": it does not manage subscriptions`);
+  }
+}
+
+function channelByDiscriminator(scope: ProfileScope, discriminator: string): ChannelRow {
+  const channel = scope.defs.channels.find((c) => c.discriminator === discriminator);
+  if (!channel) throw new Problem('AUD-1607', `channel_discriminator: channel ID "${discriminator}" not found`);
+  return channel;
+}
+
+/** The profile's address on a channel in a section: the value of the channel's address attribute. */
+function addressOf(values: Record<string, unknown>, section: SectionDefs, channel: ChannelRow): string | undefined {
+  const versionId = channel.address_attribute ? currentVersionId(section, channel.address_attribute) : undefined;
+  const value = versionId === undefined ? undefined : values[versionId];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+/**
+ * Creates or changes a consent (SPEC §3.1, §4.5): `created` for a new one (201), `changed` for a
+ * supported move (204); 409 for the type it already has; pending-opt-in and confirmed-opt-in
+ * cannot be requested through the API yet.
+ */
+export async function createConsent(tx: Queryable, scope: ProfileScope, caller: Caller, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string, request: ConsentRequest): Promise<'created' | 'changed'> {
+  if (!(CONSENT_TYPES as readonly string[]).includes(request.type)) {
+    throw new Problem('AUD-1602', `type: consent state value "${request.type}" is unsupported; use one of ${CONSENT_TYPES.join(', ')}`);
+  }
+  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
+  refuseReadOnly(located.keyspace);
+  manageable(located.keyspace);
+  const section = sectionOf(scope.defs, sectionDiscriminator, caller);
+  const topic = section.topics.find((t) => t.discriminator === request.topic_discriminator);
+  if (!topic) throw new Problem('AUD-1610', `topic_discriminator: topic "${request.topic_discriminator}" not found in section "${section.discriminator}"`);
+  const channel = channelByDiscriminator(scope, request.channel_discriminator);
+  if (!channel.address_attribute) throw new Problem('AUD-1608', `channel_discriminator: communication type invalid for the channel "${channel.discriminator}": it takes no consents`);
+  if (topic.channel_id !== null && topic.channel_id !== channel.channel_id) {
+    const topicChannel = scope.defs.channels.find((c) => c.channel_id === topic.channel_id)!;
+    throw new Problem('AUD-1606', `The topic "${topic.discriminator}" is for the channel "${topicChannel.discriminator}", which differs from the channel "${channel.discriminator}" in the request`);
+  }
+  const members = await clusterMembers(tx, scope, located.canonicalId);
+  const current = (await q.listClusterConsents(tx, scope.accountId, members, section.id)).find((c) => c.topic_id === topic.topic_id && c.channel_id === channel.channel_id);
+  if (request.type === 'pending-opt-in' && current?.type === 'pending-opt-in') {
+    throw new Problem('AUD-1604', `The consent to "${topic.discriminator}" on "${channel.discriminator}" is already pending`);
+  }
+  if (request.type === 'pending-opt-in' || request.type === 'confirmed-opt-in') {
+    throw new Problem('AUD-1603', `type: ${request.type} is not supported by the API yet; use opt-in or opt-out`);
+  }
+  const address = addressOf(await sectionValues(tx, scope, located.canonicalId, section.id), section, channel);
+  if (address === undefined) {
+    throw new Problem('AUD-1601', `The profile has no ${channel.address_attribute} in section "${section.discriminator}" to consent with on "${channel.discriminator}"`);
+  }
+  if (current?.type === request.type) {
+    throw new Problem('AUD-1605', `The consent to "${topic.discriminator}" on "${channel.discriminator}" is already ${request.type}`);
+  }
+  await q.upsertConsents(tx, scope.accountId, located.canonicalId, [{
+    topicId: topic.topic_id, channelId: channel.channel_id, sectionId: section.id, type: request.type,
+    reason: request.reason, source: request.source ?? DEFAULT_SOURCE, address, modifiedAt: scope.now,
+  }]);
+  return current ? 'changed' : 'created';
+}
+
+/**
+ * GET …/consents (SPEC §4.5): the profile's consents on the section's topics, of some types or
+ * all, and the suppressions of the address used as profile key and of the address asked about.
+ */
+export async function getConsents(db: Queryable, scope: ProfileScope, caller: Caller, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string, query: { consent_types?: string[]; suppression_channel_discriminator?: string; suppression_address?: string }): Promise<{ items: Consent[]; suppression: Suppression[] }> {
+  for (const type of query.consent_types ?? []) {
+    if (!(CONSENT_TYPES as readonly string[]).includes(type)) throw new Problem('AUD-1602', `consent_types: "${type}" is not a consent type; use ${CONSENT_TYPES.join(', ')}`);
+  }
+  if ((query.suppression_channel_discriminator === undefined) !== (query.suppression_address === undefined)) {
+    throw new Problem('AUD-1611', 'suppression_channel_discriminator and suppression_address go together: give both or neither');
+  }
+  const located = await locate(db, scope, keyspaceDiscriminator, rawKey);
+  const section = sectionOf(scope.defs, sectionDiscriminator, caller);
+  const members = await clusterMembers(db, scope, located.canonicalId);
+  const consents = await q.listClusterConsents(db, scope.accountId, members, section.id);
+  const topics = new Map(section.topics.map((t) => [t.topic_id, t.discriminator]));
+  const channels = new Map(scope.defs.channels.map((c) => [c.channel_id, c.discriminator]));
+  const items = consents
+    .filter((c) => topics.has(c.topic_id) && (!query.consent_types || query.consent_types.includes(c.type)))
+    .map((c) => ({ topic_discriminator: topics.get(c.topic_id)!, channel_discriminator: channels.get(c.channel_id)!, type: c.type, reason: c.reason, source: c.source, modified_at: c.modified_at.toISOString() }));
+  // The profile key is an address on the channels whose address attribute its keyspace maps to.
+  const wanted = scope.defs.channels
+    .filter((c) => c.address_attribute !== null && c.address_attribute === located.keyspace.mapped_attribute)
+    .map((c) => ({ channelId: c.channel_id, address: located.key }));
+  if (query.suppression_channel_discriminator !== undefined) {
+    const channel = channelByDiscriminator(scope, query.suppression_channel_discriminator);
+    wanted.push({ channelId: channel.channel_id, address: normaliseAddress(scope, channel, query.suppression_address!, 'suppression_address') });
+  }
+  const suppressions = await q.listSuppressionsByAddresses(db, scope.accountId, wanted.map((w) => w.channelId), wanted.map((w) => w.address));
+  return { items, suppression: suppressions.map((s) => ({ channel_discriminator: channels.get(s.channel_id)!, address: s.address, reason: s.reason })) };
+}
+
+/** DELETE /v2/…/consents/opt-out-all: every opt-in and confirmed-opt-in of the profile, in every section, becomes opt-out. */
+export async function optOutAll(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<void> {
+  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
+  refuseReadOnly(located.keyspace);
+  manageable(located.keyspace);
+  const members = await clusterMembers(tx, scope, located.canonicalId);
+  const permitting = (await q.listClusterConsents(tx, scope.accountId, members, null)).filter((c) => PERMITTING.has(c.type));
+  await q.upsertConsents(tx, scope.accountId, located.canonicalId, permitting.map((c) => ({
+    topicId: c.topic_id, channelId: c.channel_id, sectionId: c.section_id, type: 'opt-out',
+    reason: 'Opted out of all communication', source: DEFAULT_SOURCE, address: c.address, modifiedAt: scope.now,
+  })));
+}
+
+/**
+ * Whether a profile may receive marketing on a topic and channel (SPEC §2.11): it has an opt-in or
+ * confirmed-opt-in for them, and its address on the channel is not suppressed. Exports and sendings
+ * decide with this.
+ */
+export async function maySend(db: Queryable, scope: ProfileScope, canonicalId: string, topicDiscriminator: string, channelDiscriminator: string): Promise<boolean> {
+  const section = scope.defs.sections.find((s) => s.topics.some((t) => t.discriminator === topicDiscriminator));
+  const topic = section?.topics.find((t) => t.discriminator === topicDiscriminator);
+  const channel = scope.defs.channels.find((c) => c.discriminator === channelDiscriminator);
+  if (!section || !topic || !channel) return false;
+  const members = await clusterMembers(db, scope, canonicalId);
+  const consent = (await q.listClusterConsents(db, scope.accountId, members, section.id)).find((c) => c.topic_id === topic.topic_id && c.channel_id === channel.channel_id);
+  if (!consent || !PERMITTING.has(consent.type)) return false;
+  const address = addressOf(await sectionValues(db, scope, canonicalId, section.id), section, channel);
+  if (address === undefined) return false;
+  return (await q.listSuppressionsByAddresses(db, scope.accountId, [channel.channel_id], [address])).length === 0;
+}
+
+/** On unmerge: the cluster keeps the consents it showed, as consents of its canonical profile. */
+export async function keepClusterConsents(tx: Queryable, accountId: string, canonicalId: string, memberIds: string[]): Promise<void> {
+  const shown = await q.listClusterConsents(tx, accountId, memberIds, null);
+  await q.upsertConsents(tx, accountId, canonicalId, shown.filter((c) => c.profile_id !== canonicalId).map((c) => ({
+    topicId: c.topic_id, channelId: c.channel_id, sectionId: c.section_id, type: c.type, reason: c.reason, source: c.source, address: c.address, modifiedAt: c.modified_at,
+  })));
+}
+
+/** Copies a profile's active consents (opt-in, confirmed-opt-in) of a section to another profile, at `address`. */
+export async function moveActiveConsents(tx: Queryable, scope: ProfileScope, fromCanonicalId: string, toCanonicalId: string, sectionId: string, address: string | null): Promise<void> {
+  const members = await clusterMembers(tx, scope, fromCanonicalId);
+  const active = (await q.listClusterConsents(tx, scope.accountId, members, sectionId)).filter((c) => PERMITTING.has(c.type));
+  await q.upsertConsents(tx, scope.accountId, toCanonicalId, active.map((c) => ({
+    topicId: c.topic_id, channelId: c.channel_id, sectionId: c.section_id, type: c.type, reason: c.reason, source: c.source, address: address ?? c.address, modifiedAt: scope.now,
+  })));
+}
+
+/** When an address attribute changes, the consents given for the old address follow it (SPEC §4.4). */
+export async function followAddress(tx: Queryable, scope: ProfileScope, canonicalId: string, section: SectionDefs, attributeDiscriminator: string, from: string, to: string): Promise<void> {
+  const channels = scope.defs.channels.filter((c) => c.address_attribute === attributeDiscriminator).map((c) => c.channel_id);
+  if (channels.length === 0 || from === to) return;
+  await q.updateConsentAddress(tx, scope.accountId, await clusterMembers(tx, scope, canonicalId), section.id, channels, from, to);
+}
+
+// ---- Suppressions (operator API and manifest) ----
+
+export async function listSuppressions(db: Queryable, scope: Pick<ProfileScope, 'accountId' | 'defs'>): Promise<Suppression[]> {
+  const channels = new Map(scope.defs.channels.map((c) => [c.channel_id, c.discriminator]));
+  return (await q.listSuppressionsByAccount(db, scope.accountId)).map((s) => ({ channel_discriminator: channels.get(s.channel_id)!, address: s.address, reason: s.reason }));
+}
+
+/** An address as profile keys of the channel's keyspace are written (email lower-cased, mobile in E.164). */
+function normaliseAddress(scope: Pick<ProfileScope, 'defs'>, channel: ChannelRow, address: string, field: string): string {
+  const keyspace = scope.defs.keyspaces.find((k) => k.mapped_attribute !== null && k.mapped_attribute === channel.address_attribute);
+  return keyspace ? normaliseKey(keyspace.kind, address, field) : address;
+}
+
+/** Suppresses an address on a channel (or changes the reason). */
+export async function addSuppression(db: Queryable, scope: Pick<ProfileScope, 'accountId' | 'defs'>, s: Suppression): Promise<void> {
+  const channel = scope.defs.channels.find((c) => c.discriminator === s.channel_discriminator);
+  if (!channel) throw new Problem('AUD-1607', `channel_discriminator: channel ID "${s.channel_discriminator}" not found`);
+  await q.upsertSuppression(db, scope.accountId, { channelId: channel.channel_id, address: normaliseAddress(scope, channel, s.address, 'address'), reason: s.reason });
+}
+
+export async function removeSuppression(db: Queryable, scope: Pick<ProfileScope, 'accountId' | 'defs'>, channelDiscriminator: string, address: string): Promise<void> {
+  const channel = scope.defs.channels.find((c) => c.discriminator === channelDiscriminator);
+  if (!channel || !(await q.deleteSuppression(db, scope.accountId, channel.channel_id, normaliseAddress(scope, channel, address, 'address')))) {
+    throw new Problem('AUD-1', `No suppression of "${address}" on "${channelDiscriminator}"`);
+  }
+}
+

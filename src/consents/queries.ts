@@ -1,0 +1,97 @@
+import type { Queryable } from '../store/pool.ts';
+
+export interface ConsentRow {
+  profile_id: string;
+  topic_id: string;
+  channel_id: string;
+  section_id: string;
+  type: string;
+  reason: string;
+  source: string;
+  address: string | null;
+  modified_at: Date;
+}
+
+/** What a cluster shows: per topic and channel, its members' most recently modified consent. */
+export async function listClusterConsents(db: Queryable, accountId: string, memberIds: string[], sectionId: string | null): Promise<ConsentRow[]> {
+  const { rows } = await db.query<ConsentRow>(
+    `select distinct on (topic_id, channel_id) profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at
+     from consents where account_id = $1::bigint and profile_id = any($2::bigint[]) and ($3::bigint is null or section_id = $3::bigint)
+     order by topic_id, channel_id, modified_at desc, profile_id`,
+    [accountId, memberIds, sectionId],
+  );
+  return rows;
+}
+
+export interface ConsentWrite {
+  topicId: string;
+  channelId: string;
+  sectionId: string;
+  type: string;
+  reason: string;
+  source: string;
+  address: string | null;
+  modifiedAt: Date;
+}
+
+/** Writes consents on one profile and appends them to the history. */
+export async function upsertConsents(db: Queryable, accountId: string, profileId: string, consents: ConsentWrite[]): Promise<void> {
+  if (consents.length === 0) return;
+  const columns = [
+    consents.map((c) => c.topicId), consents.map((c) => c.channelId), consents.map((c) => c.sectionId), consents.map((c) => c.type),
+    consents.map((c) => c.reason), consents.map((c) => c.source), consents.map((c) => c.address), consents.map((c) => c.modifiedAt),
+  ];
+  await db.query(
+    `with given as (
+       select * from unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[])
+         as g(topic_id, channel_id, section_id, type, reason, source, address, modified_at)
+     ), written as (
+       insert into consents (account_id, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at)
+       select $1::bigint, $2::bigint, topic_id, channel_id, section_id, type, reason, source, address, modified_at from given
+       on conflict (account_id, profile_id, topic_id, channel_id) do update set
+         type = excluded.type, reason = excluded.reason, source = excluded.source, address = excluded.address, modified_at = excluded.modified_at
+     )
+     insert into consent_history (account_id, profile_id, topic_id, channel_id, section_id, type, reason, source, address, changed_at)
+     select $1::bigint, $2::bigint, topic_id, channel_id, section_id, type, reason, source, address, modified_at from given`,
+    [accountId, profileId, ...columns],
+  );
+}
+
+/** Points a cluster's consents given for `from` on some channels of a section at the address `to`. */
+export async function updateConsentAddress(db: Queryable, accountId: string, memberIds: string[], sectionId: string, channelIds: string[], from: string, to: string): Promise<void> {
+  await db.query(
+    `update consents set address = $6 where account_id = $1::bigint and profile_id = any($2::bigint[])
+       and section_id = $3::bigint and channel_id = any($4::bigint[]) and address = $5`,
+    [accountId, memberIds, sectionId, channelIds, from, to],
+  );
+}
+
+export interface SuppressionRow { channel_id: string; address: string; reason: string; created_at: Date }
+
+export async function listSuppressionsByAddresses(db: Queryable, accountId: string, channelIds: string[], addresses: string[]): Promise<SuppressionRow[]> {
+  const { rows } = await db.query<SuppressionRow>(
+    `select s.channel_id, s.address, s.reason, s.created_at from suppressions s
+     join unnest($2::bigint[], $3::text[]) as w(channel_id, address) on w.channel_id = s.channel_id and w.address = s.address
+     where s.account_id = $1::bigint order by s.channel_id, s.address`,
+    [accountId, channelIds, addresses],
+  );
+  return rows;
+}
+
+export async function listSuppressionsByAccount(db: Queryable, accountId: string): Promise<SuppressionRow[]> {
+  const { rows } = await db.query<SuppressionRow>('select channel_id, address, reason, created_at from suppressions where account_id = $1::bigint order by channel_id, address', [accountId]);
+  return rows;
+}
+
+export async function upsertSuppression(db: Queryable, accountId: string, s: { channelId: string; address: string; reason: string }): Promise<void> {
+  await db.query(
+    `insert into suppressions (account_id, channel_id, address, reason) values ($1::bigint, $2::bigint, $3, $4)
+     on conflict (account_id, channel_id, address) do update set reason = excluded.reason`,
+    [accountId, s.channelId, s.address, s.reason],
+  );
+}
+
+export async function deleteSuppression(db: Queryable, accountId: string, channelId: string, address: string): Promise<boolean> {
+  const { rowCount } = await db.query('delete from suppressions where account_id = $1::bigint and channel_id = $2::bigint and address = $3', [accountId, channelId, address]);
+  return rowCount === 1;
+}

@@ -1,0 +1,42 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Services } from '../../services.ts';
+import * as consents from '../../consents/consents.ts';
+import { ConsentRequest, Consents, ConsentsQuery } from '../../consents/schemas.ts';
+import type { ProfileScope } from '../../profiles/profiles.ts';
+import { ProfileParams, ProfileSectionParams } from '../../profiles/schemas.ts';
+import { withTransaction } from '../../store/pool.ts';
+import { NoContent, responses } from '../schemas/problem.ts';
+
+/** Consents (SPEC §4.5) and opt-out-all (§4.4) on the routes of ENDPOINTS.md "Consents". */
+export function consentsRoutes(services: Services, scopeOf: (request: FastifyRequest) => Promise<ProfileScope>) {
+  return async (root: FastifyInstance) => {
+    const app = root.withTypeProvider<TypeBoxTypeProvider>();
+    const tags = ['consents'];
+    const base = '/v2/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key';
+
+    app.post(`${base}/sections/:section_discriminator/consents`, {
+      schema: { summary: 'Create or change a consent', tags, params: ProfileSectionParams, body: ConsentRequest, response: responses({ 201: NoContent, 204: NoContent }) },
+    }, async (request, reply) => {
+      const p = request.params;
+      const scope = await scopeOf(request);
+      const outcome = await withTransaction(services.pool, (tx) => consents.createConsent(tx, scope, request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.body));
+      return reply.code(outcome === 'created' ? 201 : 204).send();
+    });
+
+    app.get(`${base}/sections/:section_discriminator/consents`, {
+      schema: { summary: 'Consents of a profile', tags, params: ProfileSectionParams, querystring: ConsentsQuery, response: responses({ 200: Consents }) },
+    }, async (request) => {
+      const p = request.params;
+      return consents.getConsents(services.pool, await scopeOf(request), request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.query);
+    });
+
+    app.delete(`${base}/consents/opt-out-all`, {
+      schema: { summary: 'Opt a profile out of everything', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
+    }, async (request, reply) => {
+      const scope = await scopeOf(request);
+      await withTransaction(services.pool, (tx) => consents.optOutAll(tx, scope, request.params.keyspace_discriminator, request.params.profile_key));
+      return reply.code(204).send();
+    });
+  };
+}
