@@ -2,7 +2,8 @@
  * Every error the service answers, once: its HTTP status, its title and its code (the `type`
  * of the problem document is `/errors/<code>`). Published codes of the platform are kept
  * (ENDPOINTS.md "Facts"); the others follow the same form, grouped by area:
- * AUD-10xx request and platform, AUD-11xx definitions, AUD-12xx profiles.
+ * AUD-10xx request and platform, AUD-11xx definitions, AUD-12xx profiles, AUD-14xx types,
+ * AUD-16xx consents, AUD-17xx segments and AQL.
  */
 export const PROBLEMS = {
   'AUD-0': { status: 400, title: 'Bad request' },
@@ -55,7 +56,11 @@ export const PROBLEMS = {
   'AUD-1221': { status: 400, title: 'Identifier does not belong to the profile' },
   'AUD-1222': { status: 409, title: 'Identifier already exists' },
   'AUD-1223': { status: 400, title: 'Identifier does not match the mapped attribute' },
+  'AUD-1400': { status: 400, title: 'Invalid type definition' },
+  'AUD-1401': { status: 400, title: 'Type processing error' },
   'AUD-1402': { status: 400, title: 'No such field' },
+  'AUD-1403': { status: 400, title: 'Array types unsupported' },
+  'AUD-1404': { status: 400, title: 'Field condition on a non-primitive type' },
   'AUD-1601': { status: 400, title: 'No address to consent' },
   'AUD-1602': { status: 400, title: 'Consent state value unsupported' },
   'AUD-1603': { status: 400, title: 'Consent type not supported by the API yet' },
@@ -67,6 +72,19 @@ export const PROBLEMS = {
   'AUD-1609': { status: 403, title: 'Keyspace does not manage subscriptions' },
   'AUD-1610': { status: 400, title: 'Topic not found' },
   'AUD-1611': { status: 400, title: 'Consent request invalid' },
+  'AUD-1701': { status: 400, title: 'AQL syntax error' },
+  'AUD-1702': { status: 400, title: 'Invalid section specifier' },
+  'AUD-1703': { status: 400, title: 'Invalid attribute or event specifier' },
+  'AUD-1704': { status: 400, title: 'Wrong data selector' },
+  'AUD-1705': { status: 400, title: 'Missing condition' },
+  'AUD-1706': { status: 400, title: 'Missing string constant' },
+  'AUD-1707': { status: 400, title: 'Invalid time-window syntax' },
+  'AUD-1708': { status: 400, title: 'Several event expressions' },
+  'AUD-1709': { status: 400, title: 'Unsupported expression' },
+  'AUD-1710': { status: 400, title: 'Generated query size limit reached' },
+  'AUD-1711': { status: 400, title: 'Segment not found' },
+  'AUD-1712': { status: 400, title: 'Time zone not recognised' },
+  'AUD-1713': { status: 400, title: 'Version ID belongs to another segment' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

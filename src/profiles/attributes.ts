@@ -8,13 +8,21 @@ import { normaliseKey } from './keys.ts';
 import { currentVersionId, identityHash, insertNewProfile, joinClusters, locate, refuseReadOnly, writeSectionData, type Located, type ProfileScope } from './profiles.ts';
 import * as q from './queries.ts';
 
+/** A calendar date (`2026-02-28`), optionally with a time; impossible days such as Feb 30 are not dates. */
+function isDate(value: string): boolean {
+  const m = /^(\d{4})-(\d{2})-(\d{2})([T ].*)?$/.exec(value);
+  if (!m || Number.isNaN(Date.parse(value))) return false;
+  const day = new Date(Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3])));
+  return day.getUTCMonth() === Number(m[2]) - 1 && day.getUTCDate() === Number(m[3]);
+}
+
 /** Whether a value fits an attribute type of SPEC §2.5 (null always does: it clears). */
 export function conforms(typeName: string, value: unknown): boolean {
   if (value === null) return true;
   switch (typeName) {
     case 'Text': return typeof value === 'string';
     case 'True/False': return typeof value === 'boolean';
-    case 'Date': return typeof value === 'string' && /^\d{4}-\d{2}-\d{2}([T ].*)?$/.test(value) && !Number.isNaN(Date.parse(value));
+    case 'Date': return typeof value === 'string' && isDate(value);
     case 'Timestamp': return Number.isSafeInteger(value);
     case 'Number':
     case 'Number with decimal': return typeof value === 'number' && Number.isFinite(value);

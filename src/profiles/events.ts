@@ -54,10 +54,11 @@ export async function listEvents(db: Queryable, scope: ProfileScope, caller: Cal
   const members = await q.listClusterMembers(db, scope.accountId, located.canonicalId);
   const rows = await q.listEventsByProfiles(db, scope.accountId, members, section.id, wanted, ROWS_READ);
   const items: StoredEvent[] = [];
-  let size = 2;
+  // The answer's bytes as sent: the frame of a truncated answer, each item, a comma between items.
+  let size = Buffer.byteLength('{"items":[],"truncated":true}');
   for (const row of rows) {
     const item = { event_time: row.event_time.toISOString(), version_id: row.version_id, data: row.data, correlation_id: row.correlation_id, created_at: row.created_at.toISOString() };
-    size += Buffer.byteLength(JSON.stringify(item)) + 1;
+    size += Buffer.byteLength(JSON.stringify(item)) + (items.length > 0 ? 1 : 0);
     if (size > EVENTS_ANSWER_LIMIT) return { items, truncated: true };
     items.push(item);
   }

@@ -212,7 +212,8 @@ export async function unmergeProfile(tx: Queryable, scope: ProfileScope, keyspac
     throw new Problem('AUD-1217', `The profile with ${located.keyspace.discriminator} key "${located.key}" is the canonical profile of its merge cluster and cannot be unmerged`);
   }
   const remaining = members.filter((m) => m !== located.profileId);
-  await q.settleSectionData(tx, scope.accountId, located.canonicalId, true);
+  // Cleared entries of a cluster that stays merged must keep hiding its members' older values.
+  await q.settleSectionData(tx, scope.accountId, located.canonicalId, true, remaining.length > 1);
   await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId);
   if (remaining.length > 1) await q.recomputeClusterData(tx, scope.accountId, located.canonicalId, remaining);
 }
@@ -228,6 +229,8 @@ export async function switchIdentifier(tx: Queryable, scope: ProfileScope, keysp
   const section = sectionOf(scope.defs, sectionDiscriminator);
   const source = identifierOf(scope, from.keyspace_discriminator, from.profile_key, 'from.profile_key');
   const target = identifierOf(scope, to.keyspace_discriminator, to.profile_key, 'to.profile_key');
+  // The export key is service-assigned: it can be neither given nor taken away.
+  refuseReadOnly(source.keyspace);
   refuseReadOnly(target.keyspace);
   const members = (await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId])).map((m) => m.profile_id);
   const owner = (await q.listIdentifiersByProfiles(tx, scope.accountId, members))
@@ -262,4 +265,17 @@ export function clusterMembers(db: Queryable, scope: ProfileScope, canonicalId: 
 /** The attribute values (version id → value) a profile shows in a section. */
 export async function sectionValues(db: Queryable, scope: ProfileScope, canonicalId: string, sectionId: string): Promise<q.ValueMap> {
   return (await q.findSectionData(db, scope.accountId, canonicalId, sectionId)).attributes;
+}
+
+/** Everything segments evaluate of a profile: its values in every section and its events of some versions. */
+export async function profileFacts(db: Queryable, scope: ProfileScope, canonicalId: string, eventVersionIds: string[]) {
+  const members = await q.listClusterMembers(db, scope.accountId, canonicalId);
+  const [sections, events] = await Promise.all([
+    q.listSectionDataByProfile(db, scope.accountId, canonicalId),
+    q.listEventsOfVersions(db, scope.accountId, members, eventVersionIds),
+  ]);
+  return {
+    attributes: new Map([...sections].map(([sectionId, data]) => [sectionId, data.attributes])),
+    events: events.map((e) => ({ sectionId: e.section_id, versionId: e.version_id, time: e.event_time.getTime(), data: e.data })),
+  };
 }

@@ -165,15 +165,24 @@ export async function recomputeClusterData(db: Queryable, accountId: string, can
   );
 }
 
-/** Makes a profile's shown values its own and forgets cluster values (it no longer leads a cluster, or keeps the data on unmerge). */
-export async function settleSectionData(db: Queryable, accountId: string, profileId: string, keepClusterValues: boolean): Promise<void> {
+/**
+ * Makes a profile's shown values its own and forgets cluster values (it no longer leads a cluster,
+ * or keeps the data on unmerge). `keepCleared`, for a profile that goes on leading a cluster, also
+ * keeps the entries cleared after the merge (null, false), so that they go on hiding the values of
+ * the other members when the cluster values are computed again.
+ */
+export async function settleSectionData(db: Queryable, accountId: string, profileId: string, keepClusterValues: boolean, keepCleared = false): Promise<void> {
   await db.query(
     `update profile_sections set
-       attributes = case when $3 then jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) else attributes end,
-       tags = case when $3 then profile_true_tags(coalesce(cluster_tags, tags)) else tags end,
+       attributes = case when not $3 then attributes
+         when $4 then (select coalesce(jsonb_object_agg(key, value), '{}') from jsonb_each(attributes) where value = 'null'::jsonb) || jsonb_strip_nulls(coalesce(cluster_attributes, attributes))
+         else jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) end,
+       tags = case when not $3 then tags
+         when $4 then (select coalesce(jsonb_object_agg(key, value), '{}') from jsonb_each(tags) where value = 'false'::jsonb) || profile_true_tags(coalesce(cluster_tags, tags))
+         else profile_true_tags(coalesce(cluster_tags, tags)) end,
        cluster_attributes = null, cluster_tags = null
      where account_id = $1::bigint and profile_id = $2::bigint`,
-    [accountId, profileId, keepClusterValues],
+    [accountId, profileId, keepClusterValues, keepCleared],
   );
 }
 
@@ -206,6 +215,17 @@ export async function listEventsByProfiles(db: Queryable, accountId: string, pro
        and ($4::bigint[] is null or version_id = any($4::bigint[]))
      order by event_time desc, event_id desc limit $5`,
     [accountId, profileIds, sectionId, versionIds, limit],
+  );
+  return rows;
+}
+
+/** A cluster's events of some versions, in any section, for evaluating segments. */
+export async function listEventsOfVersions(db: Queryable, accountId: string, profileIds: string[], versionIds: string[]): Promise<{ section_id: string; version_id: string; event_time: Date; data: Record<string, unknown> }[]> {
+  if (versionIds.length === 0) return [];
+  const { rows } = await db.query<{ section_id: string; version_id: string; event_time: Date; data: Record<string, unknown> }>(
+    `select section_id::text, version_id::text, event_time, data from profile_events
+     where account_id = $1::bigint and profile_id = any($2::bigint[]) and version_id = any($3::bigint[])`,
+    [accountId, profileIds, versionIds],
   );
   return rows;
 }

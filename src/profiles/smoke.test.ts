@@ -44,3 +44,29 @@ describe('smoke', () => {
     expect(r.status).toBe(410);
   });
 });
+
+describe('smoke: segments', () => {
+  it('evaluates, counts and trends', async () => {
+    const { token } = await server.login(SHOP);
+    for (const [key, points] of [['a@x.io', 150], ['b@x.io', 50]] as const) {
+      let r = await server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${S}/profiles`, { token, body: { profile_key: key } });
+      expect(r.status, r.text).toBe(201);
+      r = await server.request('PATCH', `/v2/audience/keyspaces/${EMAIL}/profiles/${key}/sections/${S}/attributes`, { token, body: { 'com.vendor1.attributes.user-created.points': points } });
+      expect(r.status, r.text).toBe(204);
+    }
+    const seg = 'com.vendor1.segments.user-created.big-spenders';
+    let r = await server.request('POST', `/audience/keyspaces/${EMAIL}/profiles/a@x.io/evaluations`, { token, body: { segments: [{ discriminator: seg }], time_zone: 'Europe/Oslo' } });
+    expect(r.status, r.text).toBe(200);
+    expect(r.body).toEqual({ matches: { segments: { [seg]: true } } });
+    r = await server.request('POST', '/audience/profiles/reports/segments/count', { token, body: { section_discriminator: S, segment: { timezone: 'UTC', segment_discriminator: seg }, known_profiles: true } });
+    expect(r.status, r.text).toBe(200);
+    expect(r.body).toEqual({ profile_count: 1 });
+    server.clock.advance(1000);
+    r = await server.request('POST', '/audience/profiles/reports/segments/count', { token, body: { section_discriminator: S, segment: { timezone: 'UTC', segment_definition: 'section(1).attribute("x").eq(1)' } } });
+    expect(r.status, r.text).toBe(400);
+    const now = new Date(Date.now() + 60_000).toISOString();
+    r = await server.request('POST', `/audience/sections/${S}/segments/${seg}/trend`, { token, body: { sampling_points: ['2020-01-01T00:00:00Z', now], timezone: 'UTC' } });
+    expect(r.status, r.text).toBe(200);
+    expect(r.body).toEqual({ matching_profile_count: { '2020-01-01T00:00:00Z': { known: 0, unknown: 0 }, [now]: { known: 1, unknown: 0 } } });
+  });
+});

@@ -4,6 +4,7 @@ import type { Services } from '../../services.ts';
 import * as attributes from '../../profiles/attributes.ts';
 import * as events from '../../profiles/events.ts';
 import * as profiles from '../../profiles/profiles.ts';
+import { normaliseKey } from '../../profiles/keys.ts';
 import {
   AttributeParams, AttributeValues, CreateProfile, CreateProfileParams, Events, EventsQuery, KeyUpdateQuery, Merge, MergePatch, NewEvents,
   ProfileParams, ProfileSectionParams, Switch, TagValues, UniqueIdentifier, VersionParams,
@@ -11,6 +12,7 @@ import {
 import { withTransaction } from '../../store/pool.ts';
 import { spend } from '../plugins/auth.ts';
 import { consentsRoutes } from './consents.ts';
+import { segmentsRoutes } from './segments.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
 
 /** What the profile operations of a request need: the caller's account, definitions, limits and the time. */
@@ -38,7 +40,15 @@ export function profilesRoutes(services: Services) {
       const params = request.params as { keyspace_discriminator?: string; profile_key?: string };
       if (params.profile_key === undefined) return;
       const { accountId } = request.caller;
-      await spend(services, accountId, `${accountId}:${params.keyspace_discriminator}:${params.profile_key}`, 'profile_key_operations_per_second');
+      // Counted per normalised key, so that another spelling of one address is the same key.
+      const keyspace = (await services.definitions.get(accountId)).keyspaces.find((k) => k.discriminator === params.keyspace_discriminator);
+      let key = params.profile_key;
+      try {
+        if (keyspace) key = normaliseKey(keyspace.kind, key);
+      } catch {
+        // An invalid key is refused by the route itself.
+      }
+      await spend(services, accountId, `${accountId}:${params.keyspace_discriminator}:${key}`, 'profile_key_operations_per_second');
     });
 
     app.post('/audience/keyspaces/:keyspace_discriminator/sections/:section_discriminator/profiles', {
@@ -86,6 +96,7 @@ export function profilesRoutes(services: Services) {
     });
 
     await app.register(consentsRoutes(services, scopeOf));
+    await app.register(segmentsRoutes(services, scopeOf));
 
     const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
 

@@ -1,0 +1,45 @@
+/** The typed syntax tree of an AQL query (docs/aql.md). Positions are 0-based character offsets. */
+
+export type Comparator = 'eq' | 'neq' | 'lt' | 'lte' | 'gt' | 'gte';
+export const COMPARATORS: readonly Comparator[] = ['eq', 'neq', 'lt', 'lte', 'gt', 'gte'];
+
+export type Constant = string | number | boolean;
+
+export interface Condition {
+  comparator: Comparator;
+  value: Constant;
+  /** Field path inside a struct attribute or event data (`attributeData` / `eventData`); empty for the value itself. */
+  path: string[];
+  at: number;
+}
+
+export type TimeUnit = 'minute' | 'hour' | 'day' | 'week' | 'month';
+
+export type TimeWindow =
+  | { kind: 'inLast'; unit: TimeUnit; from: number; to: number; at: number }
+  | { kind: 'betweenDates'; start: string; end: string; at: number };
+
+export interface AttributeTerm {
+  kind: 'attribute';
+  sectionId: string;
+  versionId: string;
+  condition: Condition;
+  at: number;
+}
+
+export interface EventTerm {
+  kind: 'event';
+  sectionId: string;
+  versionId: string;
+  /** All hold for one and the same event. */
+  conditions: Condition[];
+  window: TimeWindow | undefined;
+  at: number;
+}
+
+export interface Logical {
+  kind: 'and' | 'or';
+  terms: Expression[];
+}
+
+export type Expression = AttributeTerm | EventTerm | Logical;

@@ -1,0 +1,84 @@
+import { Problem } from '../http/problems.ts';
+import type { TimeWindow } from './ast.ts';
+
+/** Refuses a time zone that is not an IANA name this runtime knows (SPEC §7.3 "time zone not recognised"). */
+export function checkTimeZone(timeZone: string, field: string): string {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone });
+    return timeZone;
+  } catch {
+    throw new Problem('AUD-1712', `${field}: time zone "${timeZone}" is not recognised; use an IANA name such as "Europe/Oslo" or "UTC"`);
+  }
+}
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+/** The wall-clock fields of an instant in a time zone. */
+function wallClock(ms: number, timeZone: string): number[] {
+  let f = formatters.get(timeZone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+    formatters.set(timeZone, f);
+  }
+  const parts = Object.fromEntries(f.formatToParts(ms).map((p) => [p.type, p.value]));
+  return [Number(parts.year), Number(parts.month), Number(parts.day), Number(parts.hour), Number(parts.minute), Number(parts.second), ms % 1000];
+}
+
+/** The instant of a wall-clock time in a time zone (the earlier one when a DST change repeats it). */
+function fromWallClock(fields: number[], timeZone: string): number {
+  const [y, mo, d, h, mi, s, ms] = fields;
+  const asUtc = Date.UTC(y, mo - 1, d, h, mi, s, ms);
+  let guess = asUtc;
+  for (let k = 0; k < 3; k++) {
+    const [gy, gmo, gd, gh, gmi, gs] = wallClock(guess, timeZone);
+    const offset = Date.UTC(gy, gmo - 1, gd, gh, gmi, gs, ms) - guess;
+    const next = asUtc - offset;
+    if (next === guess) break;
+    guess = next;
+  }
+  return guess;
+}
+
+const DURATION = { minute: 60_000, hour: 3_600_000, day: 86_400_000, week: 604_800_000 } as const;
+
+/**
+ * The instants [start, end] a time window covers at evaluation time `now` in `timeZone`
+ * (docs/aql.md "Time windows"). Both back ends use these bounds, so they agree.
+ */
+export function windowBounds(window: TimeWindow, now: number, timeZone: string): { start: number; end: number } {
+  if (window.kind === 'inLast') {
+    if (window.unit === 'month') {
+      const wall = wallClock(now, timeZone);
+      const monthsBack = (n: number) => {
+        const [y, mo, d, ...rest] = wall;
+        const total = y * 12 + (mo - 1) - n;
+        const ty = Math.floor(total / 12);
+        const tm = (total % 12) + 1;
+        const lastDay = new Date(Date.UTC(ty, tm, 0)).getUTCDate();
+        return fromWallClock([ty, tm, Math.min(d, lastDay), ...rest], timeZone);
+      };
+      return { start: monthsBack(window.to), end: monthsBack(window.from) };
+    }
+    const unit = DURATION[window.unit];
+    return { start: now - window.to * unit, end: now - window.from * unit };
+  }
+  return { start: dateStart(window.start, timeZone), end: dateEnd(window.end, timeZone) };
+}
+
+/** A date or date-time of a query as an instant: a date is local midnight in the time zone; a date-time without offset is local. */
+function dateStart(text: string, timeZone: string): number {
+  if (/[zZ]|[+-]\d{2}:\d{2}$/.test(text)) return Date.parse(text);
+  const [date, time = '00:00:00'] = text.split('T');
+  const [y, mo, d] = date.split('-').map(Number);
+  const [h, mi, s = '0'] = time.split(':');
+  const seconds = Number(s);
+  return fromWallClock([y, mo, d, Number(h), Number(mi), Math.floor(seconds), Math.round((seconds % 1) * 1000)], timeZone);
+}
+
+/** The end of a date of a query: the last millisecond of that day in the time zone; a date-time is itself. */
+function dateEnd(text: string, timeZone: string): number {
+  if (text.length > 10) return dateStart(text, timeZone);
+  const [y, mo, d] = text.split('-').map(Number);
+  const next = new Date(Date.UTC(y, mo - 1, d + 1));
+  return fromWallClock([next.getUTCFullYear(), next.getUTCMonth() + 1, next.getUTCDate(), 0, 0, 0, 0], timeZone) - 1;
+}

@@ -1,0 +1,108 @@
+import type { Expression } from '../aql/ast.ts';
+import { check } from '../aql/check.ts';
+import { compilePairs, compilePredicate, SqlValues } from '../aql/compile-sql.ts';
+import { evaluate } from '../aql/evaluate.ts';
+import { parse } from '../aql/parser.ts';
+import { checkTimeZone } from '../aql/time.ts';
+import type { Definitions } from '../definitions/definitions.ts';
+import { sectionOf } from '../definitions/definitions.ts';
+import { Problem } from '../http/problems.ts';
+import type { Caller } from '../identity/identity.ts';
+import { locate, profileFacts, type ProfileScope } from '../profiles/profiles.ts';
+import type { Queryable } from '../store/pool.ts';
+import * as q from './queries.ts';
+
+/** Parses and checks an AQL query against the account's definitions (docs/aql.md). */
+export function compileQuery(defs: Definitions, text: string): Expression {
+  const expression = parse(text);
+  check(expression, defs, text);
+  return expression;
+}
+
+export interface SegmentRef { discriminator: string; version_id?: string }
+
+/** The query of a segment at a version, or its latest; 400 for an unknown segment or another segment's version. */
+function segmentQuery(defs: Definitions, ref: SegmentRef, field: string): string {
+  const segment = defs.segments.find((s) => s.discriminator === ref.discriminator);
+  if (!segment) throw new Problem('AUD-1711', `${field}: segment "${ref.discriminator}" not found`);
+  if (ref.version_id === undefined) {
+    const latest = segment.versions.at(-1);
+    if (!latest) throw new Problem('AUD-1711', `${field}: segment "${ref.discriminator}" has no version`);
+    return latest.query;
+  }
+  const version = segment.versions.find((v) => v.id === ref.version_id);
+  if (!version) throw new Problem('AUD-1713', `${field}: version ID "${ref.version_id}" does not belong to segment "${ref.discriminator}"`);
+  return version.query;
+}
+
+/** Which keyspaces make a profile known: every one but the web and export keyspaces (docs/aql.md "Known profiles"). */
+export function knownKeyspaceIds(defs: Definitions): string[] {
+  return defs.keyspaces.filter((k) => k.kind !== 'web' && k.kind !== 'export').map((k) => k.keyspace_id);
+}
+
+/**
+ * Evaluates a profile against segments (SPEC §4.3) with the in-memory evaluator: the answer maps
+ * each discriminator (or `discriminator|version_id`) to whether the profile matches now.
+ */
+export async function evaluateProfile(db: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string, body: { segments: SegmentRef[]; time_zone: string }): Promise<{ matches: { segments: Record<string, boolean> } }> {
+  const timeZone = checkTimeZone(body.time_zone, 'time_zone');
+  const queries = body.segments.map((ref, i) => ({
+    key: ref.version_id === undefined ? ref.discriminator : `${ref.discriminator}|${ref.version_id}`,
+    expression: compileQuery(scope.defs, segmentQuery(scope.defs, ref, `segments[${i}]`)),
+  }));
+  const located = await locate(db, scope, keyspaceDiscriminator, rawKey);
+  const versions = new Set<string>();
+  const collect = (e: Expression): void => {
+    if ('terms' in e) e.terms.forEach(collect);
+    else if (e.kind === 'event') versions.add(e.versionId);
+  };
+  queries.forEach((x) => collect(x.expression));
+  const facts = await profileFacts(db, scope, located.canonicalId, [...versions]);
+  const now = scope.now.getTime();
+  return { matches: { segments: Object.fromEntries(queries.map((x) => [x.key, evaluate(x.expression, facts, now, timeZone)])) } };
+}
+
+export interface SegmentChoice { timezone: string; segment_discriminator?: string; segment_definition?: string }
+
+/** The query of a request's `segment`: a stored segment by discriminator, or an inline definition (validated here). */
+function chosenQuery(defs: Definitions, segment: SegmentChoice): Expression {
+  if ((segment.segment_discriminator === undefined) === (segment.segment_definition === undefined)) {
+    throw new Problem('AUD-0', 'segment: give either segment_discriminator or segment_definition');
+  }
+  const text = segment.segment_definition ?? segmentQuery(defs, { discriminator: segment.segment_discriminator! }, 'segment.segment_discriminator');
+  return compileQuery(defs, text);
+}
+
+/** Profile in segment count (POST /audience/profiles/reports/segments/count): profiles matching now, all, known or unknown. */
+export async function countSegment(db: Queryable, scope: ProfileScope, caller: Caller, body: { section_discriminator: string; segment: SegmentChoice; known_profiles?: boolean | null }): Promise<{ profile_count: number }> {
+  sectionOf(scope.defs, body.section_discriminator, caller);
+  const timeZone = checkTimeZone(body.segment.timezone, 'segment.timezone');
+  const expression = chosenQuery(scope.defs, body.segment);
+  const values = new SqlValues();
+  const text = compilePredicate(expression, { now: scope.now.getTime(), timeZone }, values);
+  const known = body.known_profiles === undefined || body.known_profiles === null ? null : { keyspaceIds: knownKeyspaceIds(scope.defs), wanted: body.known_profiles };
+  return { profile_count: await q.countProfilesMatching(db, scope.accountId, { text, values: values.values }, known) };
+}
+
+/**
+ * Count matching profiles over time (POST /audience/sections/{s}/segments/{seg}/trend): for each
+ * sampling point, the known and unknown profiles that matched the segment's latest version then.
+ */
+export async function segmentTrend(db: Queryable, scope: ProfileScope, caller: Caller, sectionDiscriminator: string, segmentDiscriminator: string, body: { sampling_points: string[]; timezone: string }): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }> }> {
+  sectionOf(scope.defs, sectionDiscriminator, caller);
+  const timeZone = checkTimeZone(body.timezone, 'timezone');
+  const segment = scope.defs.segments.find((s) => s.discriminator === segmentDiscriminator);
+  if (!segment) throw new Problem('AUD-1104', `Segment "${segmentDiscriminator}" does not exist`);
+  const expression = compileQuery(scope.defs, segmentQuery(scope.defs, { discriminator: segmentDiscriminator }, 'segment'));
+  const points = body.sampling_points.map((p) => Date.parse(p));
+  const values = new SqlValues();
+  const accountParam = values.add(scope.accountId, 'bigint');
+  const text = compilePairs(expression, { accountParam, points, timeZone }, values);
+  const counts = await q.countPairsByPoint(db, { text, values: values.values, accountParam }, points.map((t) => new Date(t)), knownKeyspaceIds(scope.defs));
+  const result: Record<string, { known: number; unknown: number }> = {};
+  body.sampling_points.forEach((point, i) => {
+    const found = counts.find((c) => c.i === i + 1);
+    result[point] = { known: found?.known ?? 0, unknown: found?.unknown ?? 0 };
+  });
+  return { matching_profile_count: result };
+}
