@@ -1,4 +1,6 @@
 import type { Static } from 'typebox';
+import { check } from '../aql/check.ts';
+import { parse } from '../aql/parser.ts';
 import { Problem } from '../http/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
@@ -355,6 +357,8 @@ export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: str
     for (const [i, v] of g.versions.entries()) {
       const stored = await q.findSegmentVersionByOrdinal(tx, accountId, segmentId, i + 1);
       const query = resolve(v.query);
+      // Stored segments are valid AQL for this account (docs/aql.md).
+      check(parse(query), defs!, query);
       if (!stored) await q.insertSegmentVersion(tx, accountId, { segmentId, ordinal: i + 1, query });
       else if (stored.query !== query) throw new Problem('AUD-1109', `segment "${gd}" version ${i + 1} is stored with another query; add a new version instead of changing it`);
     }
