@@ -430,7 +430,7 @@ describe('segments', () => {
     ...SHOP,
     segments: [
       ...SHOP.segments!,
-      { name: 'Everyone', description: 'All of the shop', section: SHOP_SECTION, versions: [{ query: 'section({section})' }, { query: 'section({section:com.vendor1.sections.user-created.shop})' }] },
+      { name: 'Everyone', description: 'All of the shop', section: SHOP_SECTION, versions: [{ query: 'section({section}).attribute({attribute:com.vendor1.attributes.email}).neq("")' }, { query: 'section({section:com.vendor1.sections.user-created.shop}).attribute({attribute:com.vendor1.attributes.email@1}).neq("")' }] },
     ],
   };
 
@@ -458,7 +458,10 @@ describe('segments', () => {
       .find((a: { discriminator: string }) => a.discriminator === `${NS}.attributes.user-created.points`);
     const segments = (await get(token, '/audience/segments')).items;
     expect(segments[0].versions.map((v: { query: string }) => v.query)).toEqual([`section(${section.id}).attribute(${points.versions[1].id}).gt(100)`]);
-    expect(segments[1].versions.map((v: { query: string }) => v.query)).toEqual([`section(${section.id})`, `section(${section.id})`]);
+    const email = (await get(token, `/audience/sections/${SHOP_SECTION}/attributes`)).items
+      .find((a: { discriminator: string }) => a.discriminator === `${NS}.attributes.email`);
+    const everyone = `section(${section.id}).attribute(${email.versions[0].id}).neq("")`;
+    expect(segments[1].versions.map((v: { query: string }) => v.query)).toEqual([everyone, everyone]);
   });
 
   it('gets one segment, and 404 for an unknown one (DEF-20)', async () => {
@@ -552,7 +555,7 @@ describe('discriminators in paths', () => {
 
 describe('tenant isolation', () => {
   it('never shows one account the sections, tags or segments of another (DEF-04, DEF-14, DEF-20, DEF-21, DEF-22, AUTH-17)', async () => {
-    const a = await server.login({ ...SHOP, sections: [{ ...SHOP.sections![0], name: 'Alpha', discriminator: `${NS}.sections.user-created.alpha` }], segments: [{ name: 'Alpha people', section: `${NS}.sections.user-created.alpha`, versions: [{ query: 'section({section})' }] }] });
+    const a = await server.login({ ...SHOP, sections: [{ ...SHOP.sections![0], name: 'Alpha', discriminator: `${NS}.sections.user-created.alpha` }], segments: [{ name: 'Alpha people', section: `${NS}.sections.user-created.alpha`, versions: [{ query: 'section({section}).attribute({attribute:com.vendor1.attributes.email}).neq("")' }] }] });
     const b = await server.login({ sections: [{ name: 'Beta', tags: [{ name: 'Beta tag' }] }] });
     const aSections = (await get(a.token, '/audience/sections')).items;
     const bSections = (await get(b.token, '/audience/sections')).items;
@@ -671,7 +674,7 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
     event.sections![0].events![0].versions[0].type = [{ name: 'url', type: 'Text' }];
     expectProblem(await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, event), 409, `${NS}.events.page-view`);
     const segment = copy(SHOP);
-    segment.segments![0].versions[0].query = 'section({section})';
+    segment.segments![0].versions[0].query = 'section({section}).attribute({attribute:com.vendor1.attributes.email}).neq("")';
     expectProblem(await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, segment), 409, `${NS}.segments.user-created.big-spenders`);
   });
 
@@ -710,6 +713,15 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
     const { accountId } = await server.login(SHOP);
     const manifest: Manifest = { segments: [{ name: 'Bad', section: SHOP_SECTION, versions: [{ query: `section({section}).attribute({attribute:${NS}.attributes.user-created.points@9}).gt(1)` }] }] };
     expectProblem(await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, manifest), 400, 'points');
+  });
+
+  it('refuses a segment whose query is not valid AQL, with the AQL error (AQL-12, AQL-25)', async () => {
+    const { accountId, token } = await server.login(SHOP);
+    const manifest: Manifest = { segments: [{ name: 'Named', versions: [{ query: 'section("shop").attribute(1).eq(1)' }] }] };
+    const res = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, manifest);
+    expectProblem(res, 400, 'section specifier');
+    expect(res.body.type).toMatch(/AUD-1702$/);
+    expect((await get(token, '/audience/segments')).items.map((x: { name: string }) => x.name)).toEqual(['Big spenders']);
   });
 
   it('refuses an invalid manifest with 400 naming the field at fault (ERR-10)', async () => {
