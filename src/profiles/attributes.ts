@@ -1,3 +1,4 @@
+import { followAddress, moveActiveConsents } from '../consents/consents.ts';
 import type { AttributeDef, SectionDefs } from '../definitions/definitions.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import type { KeyspaceRow } from '../definitions/queries.ts';
@@ -152,6 +153,7 @@ export async function patchAttributesV2(tx: Queryable, scope: ProfileScope, call
     // another section still holds it as its mapped attribute.
     const moved = (await q.findSectionData(tx, scope.accountId, located.canonicalId, section.id)).attributes;
     await writeSectionData(tx, scope, holder.canonical_id, section.id, { ...moved, ...changes });
+    await moveActiveConsents(tx, scope, located.canonicalId, holder.canonical_id, section.id, newKey);
     const stillUsed = [...(await q.listSectionDataByProfile(tx, scope.accountId, located.canonicalId))]
       .some(([sectionId, data]) => sectionId !== section.id && data.attributes[currentVersionId(scope.defs.sections.find((s) => s.id === sectionId)!, change.attribute.discriminator) ?? ''] === old.profile_key);
     if (!stillUsed) await q.deleteIdentifier(tx, scope.accountId, key.keyspace.keyspace_id, old.profile_key);
@@ -161,6 +163,15 @@ export async function patchAttributesV2(tx: Queryable, scope: ProfileScope, call
       await q.deleteProfiles(tx, scope.accountId, [...new Set(left.map((i) => i.profile_id))]);
     }
     return;
+  }
+  // Consents given for an old address follow it to the new one (SPEC §4.4).
+  const before = (await q.findSectionData(tx, scope.accountId, located.canonicalId, section.id)).attributes;
+  for (const [versionId, value] of Object.entries(changes)) {
+    const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === versionId))!;
+    const old = before[versionId];
+    if (typeof old === 'string' && typeof value === 'string' && old !== value) {
+      await followAddress(tx, scope, located.canonicalId, section, attribute.discriminator, old, value);
+    }
   }
   await writeSectionData(tx, scope, located.canonicalId, section.id, changes);
 }

@@ -201,24 +201,6 @@ export async function mergeProfiles(tx: Queryable, scope: ProfileScope, profiles
 }
 
 /**
- * Takes a non-canonical member out of its cluster (SPEC §3.2): it becomes standalone with its own
- * identifiers, its own values and its own events; the cluster keeps the values it showed.
- */
-export async function unmergeProfile(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<void> {
-  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
-  const members = await clusterOf(tx, scope, located);
-  if (members.length === 1) return;
-  if (located.profileId === located.canonicalId) {
-    throw new Problem('AUD-1217', `The profile with ${located.keyspace.discriminator} key "${located.key}" is the canonical profile of its merge cluster and cannot be unmerged`);
-  }
-  const remaining = members.filter((m) => m !== located.profileId);
-  // Cleared entries of a cluster that stays merged must keep hiding its members' older values.
-  await q.settleSectionData(tx, scope.accountId, located.canonicalId, true, remaining.length > 1);
-  await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId);
-  if (remaining.length > 1) await q.recomputeClusterData(tx, scope.accountId, located.canonicalId, remaining);
-}
-
-/**
  * Switches a unique identifier of a profile (SPEC §4.3): `from` must be one of its identifiers,
  * `to` must be new to the account and agree with the section's mapped attribute (for the email
  * keyspace, the email attribute must hold it). `from` is removed unless another section still

@@ -4,6 +4,7 @@ import type { Services } from '../../services.ts';
 import * as attributes from '../../profiles/attributes.ts';
 import * as events from '../../profiles/events.ts';
 import * as profiles from '../../profiles/profiles.ts';
+import * as unmerge from '../../profiles/unmerge.ts';
 import { normaliseKey } from '../../profiles/keys.ts';
 import {
   AttributeParams, AttributeValues, CreateProfile, CreateProfileParams, Events, EventsQuery, KeyUpdateQuery, Merge, MergePatch, NewEvents,
@@ -83,7 +84,7 @@ export function profilesRoutes(services: Services) {
     app.delete('/audience/profiles/merges/keyspaces/:keyspace_discriminator/profiles/:profile_key', {
       schema: { summary: 'Unmerge a profile from its cluster', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => profiles.unmergeProfile(tx, scope, request.params.keyspace_discriminator, request.params.profile_key));
+      await write(request, (tx, scope) => unmerge.unmergeProfile(tx, scope, request.params.keyspace_discriminator, request.params.profile_key));
       return reply.code(204).send();
     });
 
