@@ -2,7 +2,7 @@ import { sectionOf, type SectionDefs } from '../definitions/definitions.ts';
 import type { ChannelRow, KeyspaceRow } from '../definitions/queries.ts';
 import { Problem } from '../http/problems.ts';
 import type { Caller } from '../identity/identity.ts';
-import { clusterMembers, currentVersionId, locate, refuseReadOnly, sectionValues, type ProfileScope } from '../profiles/profiles.ts';
+import { clusterMembers, currentVersionId, identityHash, locate, refuseReadOnly, sectionValues, type ProfileScope } from '../profiles/profiles.ts';
 import { normaliseKey } from '../profiles/keys.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
@@ -38,6 +38,20 @@ function addressOf(values: Record<string, unknown>, section: SectionDefs, channe
 }
 
 /**
+ * SPEC §3.2: a locked identity blocks any later opt-in that matches it, in all keyspaces, so an
+ * opt-in for an address that is the locked key of the channel's keyspace is refused whichever
+ * profile carries the address.
+ */
+async function refuseLockedAddress(tx: Queryable, scope: ProfileScope, channel: ChannelRow, address: string): Promise<void> {
+  const hashes = scope.defs.keyspaces
+    .filter((k) => k.mapped_attribute !== null && k.mapped_attribute === channel.address_attribute)
+    .map((k) => identityHash(scope, k.keyspace_id, comparableAddress(scope, channel, address)));
+  if (hashes.length > 0 && (await q.hasLockedIdentity(tx, scope.accountId, hashes))) {
+    throw new Problem('AUD-1202', `The address "${address}" on "${channel.discriminator}" belongs to a locked profile and cannot be opted in`);
+  }
+}
+
+/**
  * Creates or changes a consent (SPEC §3.1, §4.5): `created` for a new one (201), `changed` for a
  * supported move (204); 409 for the type it already has; pending-opt-in and confirmed-opt-in
  * cannot be requested through the API yet.
@@ -70,6 +84,7 @@ export async function createConsent(tx: Queryable, scope: ProfileScope, caller: 
   if (address === undefined) {
     throw new Problem('AUD-1601', `The profile has no ${channel.address_attribute} in section "${section.discriminator}" to consent with on "${channel.discriminator}"`);
   }
+  if (request.type === 'opt-in') await refuseLockedAddress(tx, scope, channel, address);
   if (current?.type === request.type) {
     throw new Problem('AUD-1605', `The consent to "${topic.discriminator}" on "${channel.discriminator}" is already ${request.type}`);
   }
@@ -95,10 +110,12 @@ export async function getConsents(db: Queryable, scope: ProfileScope, caller: Ca
   const section = sectionOf(scope.defs, sectionDiscriminator, caller);
   const members = await clusterMembers(db, scope, located.canonicalId);
   const consents = await q.listClusterConsents(db, scope.accountId, members, section.id);
+  // `consent_types=` with no value is no filter, as without the parameter.
+  const types = query.consent_types?.length ? query.consent_types : undefined;
   const topics = new Map(section.topics.map((t) => [t.topic_id, t.discriminator]));
   const channels = new Map(scope.defs.channels.map((c) => [c.channel_id, c.discriminator]));
   const items = consents
-    .filter((c) => topics.has(c.topic_id) && (!query.consent_types || query.consent_types.includes(c.type)))
+    .filter((c) => topics.has(c.topic_id) && (!types || types.includes(c.type)))
     .map((c) => ({ topic_discriminator: topics.get(c.topic_id)!, channel_discriminator: channels.get(c.channel_id)!, type: c.type, reason: c.reason, source: c.source, modified_at: c.modified_at.toISOString() }));
   // The profile key is an address on the channels whose address attribute its keyspace maps to.
   const wanted = scope.defs.channels
@@ -128,19 +145,25 @@ export async function optOutAll(tx: Queryable, scope: ProfileScope, keyspaceDisc
 /**
  * Whether a profile may receive marketing on a topic and channel (SPEC §2.11): it has an opt-in or
  * confirmed-opt-in for them, and its address on the channel is not suppressed. Exports and sendings
- * decide with this.
+ * decide with this. Topic discriminators are unique per section only: give the section to decide
+ * in it; without one, any section's topic of that discriminator that permits sending will do.
  */
-export async function maySend(db: Queryable, scope: ProfileScope, canonicalId: string, topicDiscriminator: string, channelDiscriminator: string): Promise<boolean> {
-  const section = scope.defs.sections.find((s) => s.topics.some((t) => t.discriminator === topicDiscriminator));
-  const topic = section?.topics.find((t) => t.discriminator === topicDiscriminator);
+export async function maySend(db: Queryable, scope: ProfileScope, canonicalId: string, topicDiscriminator: string, channelDiscriminator: string, sectionDiscriminator?: string): Promise<boolean> {
   const channel = scope.defs.channels.find((c) => c.discriminator === channelDiscriminator);
-  if (!section || !topic || !channel) return false;
+  if (!channel) return false;
+  const sections = scope.defs.sections.filter((s) => (sectionDiscriminator === undefined || s.discriminator === sectionDiscriminator) && s.topics.some((t) => t.discriminator === topicDiscriminator));
+  if (sections.length === 0) return false;
   const members = await clusterMembers(db, scope, canonicalId);
-  const consent = (await q.listClusterConsents(db, scope.accountId, members, section.id)).find((c) => c.topic_id === topic.topic_id && c.channel_id === channel.channel_id);
-  if (!consent || !PERMITTING.has(consent.type)) return false;
-  const address = addressOf(await sectionValues(db, scope, canonicalId, section.id), section, channel);
-  if (address === undefined) return false;
-  return (await q.listSuppressionsByAddresses(db, scope.accountId, [channel.channel_id], [address])).length === 0;
+  for (const section of sections) {
+    const topic = section.topics.find((t) => t.discriminator === topicDiscriminator)!;
+    const consent = (await q.listClusterConsents(db, scope.accountId, members, section.id)).find((c) => c.topic_id === topic.topic_id && c.channel_id === channel.channel_id);
+    if (!consent || !PERMITTING.has(consent.type)) continue;
+    const address = addressOf(await sectionValues(db, scope, canonicalId, section.id), section, channel);
+    if (address === undefined) continue;
+    // Suppressions are stored normalised; the attribute may hold the address written otherwise.
+    if ((await q.listSuppressionsByAddresses(db, scope.accountId, [channel.channel_id], [comparableAddress(scope, channel, address)])).length === 0) return true;
+  }
+  return false;
 }
 
 /** On unmerge: the cluster keeps the consents it showed, as consents of its canonical profile. */
@@ -178,6 +201,15 @@ export async function listSuppressions(db: Queryable, scope: Pick<ProfileScope, 
 function normaliseAddress(scope: Pick<ProfileScope, 'defs'>, channel: ChannelRow, address: string, field: string): string {
   const keyspace = scope.defs.keyspaces.find((k) => k.mapped_attribute !== null && k.mapped_attribute === channel.address_attribute);
   return keyspace ? normaliseKey(keyspace.kind, address, field) : address;
+}
+
+/** An address held by a profile, normalised as suppressions and keys are when it can be; as it is otherwise. */
+function comparableAddress(scope: Pick<ProfileScope, 'defs'>, channel: ChannelRow, address: string): string {
+  try {
+    return normaliseAddress(scope, channel, address, 'address');
+  } catch {
+    return address;
+  }
 }
 
 /** Suppresses an address on a channel (or changes the reason). */

@@ -95,3 +95,9 @@ export async function deleteSuppression(db: Queryable, accountId: string, channe
   const { rowCount } = await db.query('delete from suppressions where account_id = $1::bigint and channel_id = $2::bigint and address = $3', [accountId, channelId, address]);
   return rowCount === 1;
 }
+
+/** Whether any of the keyed hashes is a locked identity (SPEC §3.2). */
+export async function hasLockedIdentity(db: Queryable, accountId: string, hashes: Buffer[]): Promise<boolean> {
+  const { rowCount } = await db.query('select 1 from locked_identities where account_id = $1::bigint and identity_hash = any($2::bytea[]) limit 1', [accountId, hashes]);
+  return (rowCount ?? 0) > 0;
+}
