@@ -5,7 +5,8 @@ import { adminTokenOf, openDatabase, serve } from './server.ts';
 import { migrate } from './store/migrate.ts';
 
 const USAGE = `usage: audience <command>
-  serve                                        serve the API (what npm start runs)
+  serve                                        serve the API and run the worker (what npm start runs)
+  api | worker                                 only one of the two roles (several processes can share a database)
   migrate                                      apply the database migrations and exit
   account create --name N [--region eu|apac]   create an account
   account list                                 list accounts
@@ -58,6 +59,10 @@ async function main(argv: string[]): Promise<void> {
   switch (`${command ?? ''} ${['account', 'key', 'signing-key', 'suppression'].includes(command ?? '') ? sub ?? '' : ''}`.trim()) {
     case 'serve':
       return serve(readConfig());
+    case 'api':
+      return serve(readConfig(), { api: true, worker: false });
+    case 'worker':
+      return serve(readConfig(), { api: false, worker: true });
     case 'migrate': {
       const { pool, embedded } = await openDatabase(readConfig());
       print({ applied: await migrate(pool) });

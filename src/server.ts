@@ -9,6 +9,7 @@ import * as accounts from './accounts/accounts.ts';
 import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
+import { startWorker } from './jobs/worker.ts';
 import { createServices, type Services } from './services.ts';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';
@@ -59,8 +60,8 @@ export async function createDemoAccount(services: Services): Promise<{ account_i
   });
 }
 
-/** `audience serve`: the API (and, later, the worker) in this process, until SIGTERM or SIGINT. */
-export async function serve(config: Config): Promise<void> {
+/** `audience serve`: the API and the worker in this process (or one of them), until SIGTERM or SIGINT. */
+export async function serve(config: Config, roles: { api: boolean; worker: boolean } = { api: true, worker: true }): Promise<void> {
   const { pool, embedded } = await openDatabase(config);
   await migrate(pool);
   const adminToken = (await adminTokenOf(config, true))!;
@@ -75,13 +76,16 @@ export async function serve(config: Config): Promise<void> {
       console.log(`Demo account ${demo.account_id} created.\n  client_id:     ${demo.client_id}\n  client_secret: ${demo.client_secret}\n(also saved in ${file})`);
     }
   }
-  const app: App = await buildApp(services);
+  const app: App | undefined = roles.api ? await buildApp(services) : undefined;
+  const log = (err: unknown) => console.error(JSON.stringify({ level: 50, msg: 'job failed', err: String((err as Error)?.stack ?? err) }));
+  const worker = roles.worker ? await startWorker(services, log) : undefined;
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app.log.info({ signal }, 'draining in-flight requests');
-    await app.close();
+    app?.log.info({ signal }, 'draining in-flight requests and the running job');
+    await app?.close();
+    await worker?.stop();
     await services.close();
     await pool.end();
     await embedded?.stop();
@@ -89,5 +93,5 @@ export async function serve(config: Config): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-  await app.listen({ port: config.port, host: config.host });
+  await app?.listen({ port: config.port, host: config.host });
 }

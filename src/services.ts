@@ -1,4 +1,8 @@
+import crypto from 'node:crypto';
+import path from 'node:path';
 import type pg from 'pg';
+import { FileStore } from './files/store.ts';
+import { UploadSigner } from './files/upload-form.ts';
 import type { Config } from './config.ts';
 import type { Clock } from './clock.ts';
 import { AccountDirectory } from './accounts/accounts.ts';
@@ -21,6 +25,10 @@ export interface Services {
   adminToken: string;
   /** Key of the hashes of locked identities. */
   serverSecret: string;
+  /** Uploaded and produced files. */
+  files: FileStore;
+  /** Signs and checks the upload forms of imports. */
+  uploads: UploadSigner;
   close(): Promise<void>;
 }
 
@@ -30,8 +38,15 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
   const identity = new Identity({ pool, feed, clock, region: config.region });
   await identity.ensureSigningKey();
   const buckets = config.redisUrl ? new RedisBuckets(config.redisUrl, clock) : new MemoryBuckets(clock);
+  const uploads = new UploadSigner({
+    accessKey: 'audience',
+    secret: crypto.createHmac('sha256', secrets.serverSecret).update('uploads').digest('hex'),
+    region: config.region,
+    url: `${config.publicUrl}/files/uploads`,
+  });
   return {
-    config, pool, clock, feed, identity, buckets, ...secrets,
+    config, pool, clock, feed, identity, buckets, ...secrets, uploads,
+    files: new FileStore(path.join(config.dataDir, 'files')),
     accounts: new AccountDirectory(pool, feed),
     definitions: new DefinitionsCache(pool, feed),
     async close() {

@@ -6,6 +6,8 @@ import { buildApp, type App } from '../src/http/app.ts';
 import { createServices, type Services } from '../src/services.ts';
 import { withDatabase } from '../src/store/embedded.ts';
 import { createPool } from '../src/store/pool.ts';
+import { startWorker } from '../src/jobs/worker.ts';
+import type { Worker } from '../src/jobs/queue.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
 
 /** A clock the test moves by hand. */
@@ -72,7 +74,8 @@ export class TestServer {
     this.pool = pool;
   }
 
-  static async start(env: Record<string, string> = {}): Promise<TestServer> {
+  /** Starts a server; with `worker`, also a worker that runs jobs (imports). */
+  static async start(env: Record<string, string> = {}, options: { worker?: boolean } = {}): Promise<TestServer> {
     const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env });
     const pool = createPool(await testDatabase(), 10);
     const clock = new TestClock();
@@ -84,11 +87,17 @@ export class TestServer {
     const app = await buildApp(services, { logger: false });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const address = app.server.address() as { port: number };
-    return new TestServer(`http://127.0.0.1:${address.port}`, app, services, clock, pool);
+    const server = new TestServer(`http://127.0.0.1:${address.port}`, app, services, clock, pool);
+    if (options.worker) server.worker = await startWorker(services, (err) => console.error('job failed', err));
+    return server;
   }
+
+  /** The worker, when started. */
+  worker: Worker | undefined;
 
   async close(): Promise<void> {
     await this.app.close();
+    await this.worker?.stop();
     await this.services.close();
     await this.pool.end();
   }

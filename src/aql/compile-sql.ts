@@ -11,9 +11,13 @@ export class SqlValues {
   }
 }
 
-/** The SQL of a condition on the jsonb value `x`, agreeing with `holds` of the evaluator. */
+/**
+ * The SQL of a condition on the jsonb value `x`, agreeing with `holds` of the evaluator. Each step
+ * of a data path selects a field of an object (`->` with a text key, null on anything else), never
+ * an element of an array, as `#>` would for a step such as "0".
+ */
 function condition(x: string, c: Condition, values: SqlValues): string {
-  const target = c.path.length > 0 ? `(${x} #> ${values.add(c.path, 'text[]')})` : x;
+  const target = c.path.reduce((t, key) => `(${t} -> ${values.add(key, 'text')})`, x);
   const op = { eq: '=', neq: '<>', lt: '<', lte: '<=', gt: '>', gte: '>=' }[c.comparator];
   switch (typeof c.value) {
     case 'string':
@@ -77,7 +81,8 @@ export function compilePairs(expression: Expression, options: { accountParam: st
         where ${condition('x.value', expression.condition, values)}`;
     case 'event': {
       const windows = options.points.map((t) => {
-        const bounds = expression.window ? windowBounds(expression.window, t, options.timeZone) : { start: -8.64e15, end: t };
+        if (!expression.window) return { start: '-infinity', end: new Date(t).toISOString() };
+        const bounds = windowBounds(expression.window, t, options.timeZone);
         return { start: new Date(bounds.start).toISOString(), end: new Date(Math.min(bounds.end, t)).toISOString() };
       });
       const where = [

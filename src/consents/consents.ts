@@ -226,3 +226,24 @@ export async function removeSuppression(db: Queryable, scope: Pick<ProfileScope,
   }
 }
 
+
+export interface ImportedConsent { canonicalId: string; topicId: string; channelId: string; sectionId: string; type: string; address: string; resubscribe: boolean }
+
+/**
+ * Consents of an import batch (SPEC §2.13): each is written unless the profile already has that
+ * type, and an opted-out consent is turned back only when the mapping says resubscribe_if_opted_out.
+ */
+export async function importConsents(tx: Queryable, scope: ProfileScope, items: ImportedConsent[], label: string): Promise<void> {
+  if (items.length === 0) return;
+  const current = new Map((await q.listClusterConsentsBulk(tx, scope.accountId, [...new Set(items.map((i) => i.canonicalId))]))
+    .map((c) => [`${c.canonical_id}/${c.topic_id}/${c.channel_id}`, c.type]));
+  const writes = new Map<string, q.ConsentWrite & { profileId: string }>();
+  for (const item of items) {
+    const id = `${item.canonicalId}/${item.topicId}/${item.channelId}`;
+    const type = writes.get(id)?.type ?? current.get(id);
+    if (type === item.type) continue;
+    if (type === 'opt-out' && item.type !== 'opt-out' && !item.resubscribe) continue;
+    writes.set(id, { profileId: item.canonicalId, topicId: item.topicId, channelId: item.channelId, sectionId: item.sectionId, type: item.type, reason: label, source: label, address: item.address, modifiedAt: scope.now });
+  }
+  await q.upsertConsentsBulk(tx, scope.accountId, [...writes.values()]);
+}

@@ -36,25 +36,43 @@ export interface ConsentWrite {
 
 /** Writes consents on one profile and appends them to the history. */
 export async function upsertConsents(db: Queryable, accountId: string, profileId: string, consents: ConsentWrite[]): Promise<void> {
+  await upsertConsentsBulk(db, accountId, consents.map((c) => ({ ...c, profileId })));
+}
+
+/** Writes consents of many profiles and appends them to the history. */
+export async function upsertConsentsBulk(db: Queryable, accountId: string, consents: (ConsentWrite & { profileId: string })[]): Promise<void> {
   if (consents.length === 0) return;
   const columns = [
-    consents.map((c) => c.topicId), consents.map((c) => c.channelId), consents.map((c) => c.sectionId), consents.map((c) => c.type),
+    consents.map((c) => c.profileId), consents.map((c) => c.topicId), consents.map((c) => c.channelId), consents.map((c) => c.sectionId), consents.map((c) => c.type),
     consents.map((c) => c.reason), consents.map((c) => c.source), consents.map((c) => c.address), consents.map((c) => c.modifiedAt),
   ];
   await db.query(
     `with given as (
-       select * from unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[])
-         as g(topic_id, channel_id, section_id, type, reason, source, address, modified_at)
+       select * from unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[])
+         as g(profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at)
      ), written as (
        insert into consents (account_id, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at)
-       select $1::bigint, $2::bigint, topic_id, channel_id, section_id, type, reason, source, address, modified_at from given
+       select $1::bigint, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at from given
        on conflict (account_id, profile_id, topic_id, channel_id) do update set
          type = excluded.type, reason = excluded.reason, source = excluded.source, address = excluded.address, modified_at = excluded.modified_at
      )
      insert into consent_history (account_id, profile_id, topic_id, channel_id, section_id, type, reason, source, address, changed_at)
-     select $1::bigint, $2::bigint, topic_id, channel_id, section_id, type, reason, source, address, modified_at from given`,
-    [accountId, profileId, ...columns],
+     select $1::bigint, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at from given`,
+    [accountId, ...columns],
   );
+}
+
+/** What many clusters show: canonical profile id → their consents (per topic and channel, the latest). */
+export async function listClusterConsentsBulk(db: Queryable, accountId: string, canonicalIds: string[]): Promise<(ConsentRow & { canonical_id: string })[]> {
+  const { rows } = await db.query<ConsentRow & { canonical_id: string }>(
+    `select distinct on (coalesce(m.canonical_id, m.profile_id), c.topic_id, c.channel_id)
+       coalesce(m.canonical_id, m.profile_id) as canonical_id, c.profile_id, c.topic_id, c.channel_id, c.section_id, c.type, c.reason, c.source, c.address, c.modified_at
+     from consents c join profiles m on m.account_id = c.account_id and m.profile_id = c.profile_id
+     where c.account_id = $1::bigint and (m.profile_id = any($2::bigint[]) or m.canonical_id = any($2::bigint[]))
+     order by coalesce(m.canonical_id, m.profile_id), c.topic_id, c.channel_id, c.modified_at desc, c.profile_id`,
+    [accountId, canonicalIds],
+  );
+  return rows;
 }
 
 /** Points a cluster's consents given for `from` on some channels of a section at the address `to`. */

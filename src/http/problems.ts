@@ -3,7 +3,7 @@
  * of the problem document is `/errors/<code>`). Published codes of the platform are kept
  * (ENDPOINTS.md "Facts"); the others follow the same form, grouped by area:
  * AUD-10xx request and platform, AUD-11xx definitions, AUD-12xx profiles, AUD-14xx types,
- * AUD-16xx consents, AUD-17xx segments and AQL.
+ * AUD-16xx consents, AUD-17xx segments and AQL, AUD-18xx imports.
  */
 export const PROBLEMS = {
   'AUD-0': { status: 400, title: 'Bad request' },
@@ -72,6 +72,16 @@ export const PROBLEMS = {
   'AUD-1609': { status: 403, title: 'Keyspace does not manage subscriptions' },
   'AUD-1610': { status: 400, title: 'Topic not found' },
   'AUD-1611': { status: 400, title: 'Consent request invalid' },
+  'AUD-1801': { status: 400, title: 'Several keyspace mappings with channel-specific topics' },
+  'AUD-1802': { status: 400, title: 'Channel required for the topic' },
+  'AUD-1803': { status: 400, title: 'Conflicting consent updates for the same topic and channel' },
+  'AUD-1804': { status: 429, title: 'Pending import limit reached' },
+  'AUD-1805': { status: 404, title: 'Import not found' },
+  'AUD-1806': { status: 403, title: 'Upload refused' },
+  'AUD-1807': { status: 403, title: 'Upload window expired' },
+  'AUD-1808': { status: 413, title: 'Import file too large' },
+  'AUD-1809': { status: 409, title: 'Import not waiting for a file' },
+  'AUD-1810': { status: 400, title: 'Upload form invalid' },
   'AUD-1701': { status: 400, title: 'AQL syntax error' },
   'AUD-1702': { status: 400, title: 'Invalid section specifier' },
   'AUD-1703': { status: 400, title: 'Invalid attribute or event specifier' },

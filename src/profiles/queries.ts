@@ -229,3 +229,84 @@ export async function listEventsOfVersions(db: Queryable, accountId: string, pro
   );
   return rows;
 }
+
+// ---- Bulk statements, for imports: one statement per batch of rows ----
+
+export async function findProfilesByKeys(db: Queryable, accountId: string, keyspaceId: string, keys: string[]): Promise<{ profile_key: string; canonical_id: string }[]> {
+  const { rows } = await db.query<{ profile_key: string; canonical_id: string }>(
+    `select i.profile_key, coalesce(p.canonical_id, p.profile_id) as canonical_id
+     from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+     where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = any($3::text[])`,
+    [accountId, keyspaceId, keys],
+  );
+  return rows;
+}
+
+export async function listLockedIdentities(db: Queryable, accountId: string, hashes: Buffer[]): Promise<Buffer[]> {
+  const { rows } = await db.query<{ identity_hash: Buffer }>(
+    'select identity_hash from locked_identities where account_id = $1::bigint and identity_hash = any($2::bytea[])',
+    [accountId, hashes],
+  );
+  return rows.map((r) => r.identity_hash);
+}
+
+/** Creates profiles with the given export keys; returns export key → profile id. */
+export async function insertProfilesBulk(db: Queryable, accountId: string, exportKeys: string[], createdAt: Date): Promise<Map<string, string>> {
+  const { rows } = await db.query<{ profile_id: string; export_key: string }>(
+    `insert into profiles (account_id, export_key, created_at) select $1::bigint, k, $3 from unnest($2::text[]) as k
+     returning profile_id, export_key`,
+    [accountId, exportKeys, createdAt],
+  );
+  return new Map(rows.map((r) => [r.export_key, r.profile_id]));
+}
+
+/** Adds identifiers (a key taken meanwhile by another writer fails the statement, and so the batch). */
+export async function insertIdentifiersBulk(db: Queryable, accountId: string, identifiers: { keyspaceId: string; key: string; profileId: string }[]): Promise<void> {
+  await db.query(
+    `insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id)
+     select $1::bigint, k, pk, p from unnest($2::bigint[], $3::text[], $4::bigint[]) as x(k, pk, p)`,
+    [accountId, identifiers.map((i) => i.keyspaceId), identifiers.map((i) => i.key), identifiers.map((i) => i.profileId)],
+  );
+}
+
+/** What canonical profiles show in one section: profile id → values. */
+export async function listSectionDataByProfiles(db: Queryable, accountId: string, profileIds: string[], sectionId: string): Promise<Map<string, SectionDataRow>> {
+  const { rows } = await db.query<SectionDataRow & { profile_id: string }>(
+    `select profile_id, jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) as attributes, coalesce(cluster_tags, tags) as tags
+     from profile_sections where account_id = $1::bigint and profile_id = any($2::bigint[]) and section_id = $3::bigint`,
+    [accountId, profileIds, sectionId],
+  );
+  return new Map(rows.map((r) => [r.profile_id, { attributes: r.attributes, tags: Object.fromEntries(Object.entries(r.tags).filter(([, v]) => v === true)) }]));
+}
+
+/** patchSectionData for many canonical profiles of one section at once. */
+export async function patchSectionDataBulk(db: Queryable, accountId: string, sectionId: string, patches: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[]): Promise<void> {
+  if (patches.length === 0) return;
+  await db.query(
+    `with patch as (select * from unnest($3::bigint[], $4::jsonb[], $5::jsonb[]) as x(p, a, t)),
+     updated as (
+       update profile_sections ps set
+         attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end,
+         cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || patch.a),
+         tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || patch.t) else ps.tags || patch.t end,
+         cluster_tags = profile_true_tags(ps.cluster_tags || patch.t),
+         updated_at = now()
+       from patch where ps.account_id = $1::bigint and ps.section_id = $2::bigint and ps.profile_id = patch.p
+       returning ps.profile_id
+     )
+     insert into profile_sections (account_id, profile_id, section_id, attributes, tags)
+     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t) from patch
+     where p not in (select profile_id from updated)`,
+    [accountId, sectionId, patches.map((p) => p.profileId), patches.map((p) => JSON.stringify(p.attributes)), patches.map((p) => JSON.stringify(p.tags))],
+  );
+}
+
+/** Appends attribute changes of many profiles of one section to the history. */
+export async function insertAttributeHistoryBulk(db: Queryable, accountId: string, sectionId: string, changes: { profileId: string; versionId: string; value: unknown }[], changedAt: Date): Promise<void> {
+  if (changes.length === 0) return;
+  await db.query(
+    `insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
+     select $1::bigint, c.p, $2::bigint, c.v, c.val, $6 from unnest($3::bigint[], $4::bigint[], $5::jsonb[]) as c(p, v, val)`,
+    [accountId, sectionId, changes.map((c) => c.profileId), changes.map((c) => c.versionId), changes.map((c) => (c.value === null ? null : JSON.stringify(c.value))), changedAt],
+  );
+}

@@ -14,6 +14,7 @@ import { withTransaction } from '../../store/pool.ts';
 import { spend } from '../plugins/auth.ts';
 import { consentsRoutes } from './consents.ts';
 import { segmentsRoutes } from './segments.ts';
+import { importsRoutes } from './imports.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
 
 /** What the profile operations of a request need: the caller's account, definitions, limits and the time. */
@@ -98,6 +99,7 @@ export function profilesRoutes(services: Services) {
 
     await app.register(consentsRoutes(services, scopeOf));
     await app.register(segmentsRoutes(services, scopeOf));
+    await app.register(importsRoutes(services, scopeOf));
 
     const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
 

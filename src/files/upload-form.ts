@@ -1,0 +1,107 @@
+import crypto from 'node:crypto';
+
+/**
+ * S3-style signed POST forms (SPEC §2.13): the service hands out form fields whose policy is signed
+ * (AWS Signature V4 over the base64 policy); an upload must carry them unchanged, before the
+ * expiry, within the size range. The field names are those of SPEC §2.13 (`x-store-…`).
+ */
+export interface UploadForm {
+  url: string;
+  fields: Record<string, string>;
+  expiresAt: Date;
+}
+
+export interface UploadGrant {
+  key: string;
+  metaId: string;
+  contentType: string;
+  maxBytes: number;
+  expiresAt: Date;
+}
+
+function hmac(key: Buffer | string, data: string): Buffer {
+  return crypto.createHmac('sha256', key).update(data).digest();
+}
+
+function stamp(date: Date): { day: string; time: string } {
+  const iso = date.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+  return { day: iso.slice(0, 8), time: iso };
+}
+
+export class UploadSigner {
+  private readonly accessKey: string;
+  private readonly secret: string;
+  private readonly region: string;
+  private readonly url: string;
+
+  constructor(options: { accessKey: string; secret: string; region: string; url: string }) {
+    this.accessKey = options.accessKey;
+    this.secret = options.secret;
+    this.region = options.region;
+    this.url = options.url;
+  }
+
+  private signature(policy: string, day: string): string {
+    const key = hmac(hmac(hmac(hmac(`AWS4${this.secret}`, day), this.region), 's3'), 'aws4_request');
+    return crypto.createHmac('sha256', key).update(policy).digest('hex');
+  }
+
+  /** The form fields, in the order they must be sent, for one upload. */
+  form(grant: UploadGrant, now: Date): UploadForm {
+    const { day, time } = stamp(now);
+    const credential = `${this.accessKey}/${day}/${this.region}/s3/aws4_request`;
+    const policy = Buffer.from(JSON.stringify({
+      expiration: grant.expiresAt.toISOString(),
+      conditions: [
+        { key: grant.key },
+        { success_action_status: '204' },
+        { 'content-type': grant.contentType },
+        ['content-length-range', 0, grant.maxBytes],
+        { 'x-store-meta-id': grant.metaId },
+        { 'x-store-algorithm': 'AWS4-HMAC-SHA256' },
+        { 'x-store-credential': credential },
+        { 'x-store-date': time },
+      ],
+    })).toString('base64');
+    return {
+      url: this.url,
+      expiresAt: grant.expiresAt,
+      fields: {
+        key: grant.key,
+        success_action_status: '204',
+        policy,
+        'content-type': grant.contentType,
+        'x-store-meta-id': grant.metaId,
+        'x-store-algorithm': 'AWS4-HMAC-SHA256',
+        'x-store-credential': credential,
+        'x-store-date': time,
+        'x-store-signature': this.signature(policy, day),
+      },
+    };
+  }
+
+  /**
+   * Checks the fields of an upload against their signed policy; returns the grant, or the reason
+   * it is refused ('signature', 'expired' or a field name).
+   */
+  verify(fields: Record<string, string>, now: Date): { grant: UploadGrant } | { refused: string } {
+    const policy = fields.policy;
+    const day = fields['x-store-date']?.slice(0, 8) ?? '';
+    const given = fields['x-store-signature'] ?? '';
+    if (!policy || !/^[0-9a-f]{64}$/.test(given)) return { refused: 'signature' };
+    const expected = this.signature(policy, day);
+    if (!crypto.timingSafeEqual(Buffer.from(expected), Buffer.from(given))) return { refused: 'signature' };
+    const decoded = JSON.parse(Buffer.from(policy, 'base64').toString('utf8')) as { expiration: string; conditions: (Record<string, string> | [string, number, number])[] };
+    let maxBytes = 0;
+    for (const condition of decoded.conditions) {
+      if (Array.isArray(condition)) {
+        maxBytes = condition[2];
+        continue;
+      }
+      for (const [name, value] of Object.entries(condition)) if (fields[name] !== value) return { refused: name };
+    }
+    const expiresAt = new Date(decoded.expiration);
+    if (now.getTime() > expiresAt.getTime()) return { refused: 'expired' };
+    return { grant: { key: fields.key, metaId: fields['x-store-meta-id'], contentType: fields['content-type'], maxBytes, expiresAt } };
+  }
+}

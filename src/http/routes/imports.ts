@@ -1,0 +1,64 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import multipart from '@fastify/multipart';
+import type { Services } from '../../services.ts';
+import * as imports from '../../imports/imports.ts';
+import { ImportCreated, ImportParams, ImportStatus, ImportV1, ImportV2 } from '../../imports/schemas.ts';
+import type { ProfileScope } from '../../profiles/profiles.ts';
+import { SectionParams } from '../schemas/common.ts';
+import { withTransaction } from '../../store/pool.ts';
+import { Problem } from '../problems.ts';
+import { NoContent, responses } from '../schemas/problem.ts';
+
+/** Profile imports (SPEC §4.6) on the routes of ENDPOINTS.md "Imports", and the upload of their files. */
+export function importsRoutes(services: Services, scopeOf: (request: FastifyRequest) => Promise<ProfileScope>) {
+  return async (root: FastifyInstance) => {
+    const app = root.withTypeProvider<TypeBoxTypeProvider>();
+    const tags = ['imports'];
+    const config = { rateLimit: 'import_requests_per_minute' as const };
+
+    for (const [version, path, body] of [[1, '/audience/sections/:section_discriminator/imports', ImportV1], [2, '/v2/audience/sections/:section_discriminator/imports', ImportV2]] as const) {
+      app.post(path, {
+        config,
+        schema: { summary: `Create an import (version ${version})`, tags, params: SectionParams, body, response: responses({ 201: ImportCreated }) },
+      }, async (request, reply) => {
+        const scope = await scopeOf(request);
+        const created = await withTransaction(services.pool, (tx) => imports.createImport(tx, scope, request.caller, services.uploads, request.params.section_discriminator, version, request.body as never));
+        return reply.code(201).send(created);
+      });
+    }
+
+    app.get('/audience/sections/:section_discriminator/imports/:import_id', {
+      schema: { summary: 'Status and report of an import', tags, params: ImportParams, response: responses({ 200: ImportStatus }) },
+    }, async (request) => imports.getImport(services.pool, await scopeOf(request), request.caller, request.params.section_discriminator, request.params.import_id));
+
+    // The upload: an S3-style signed POST form, with no bearer token (ENDPOINTS.md "Imports").
+    await app.register(async (upload) => {
+      await upload.register(multipart, { limits: { fields: 20, fieldSize: 8192, files: 1, fileSize: imports.MAX_FILE_BYTES } });
+      upload.post('/files/uploads', {
+        config: { auth: 'none' },
+        schema: { summary: 'Upload an import file with its signed form', tags, security: [], consumes: ['multipart/form-data'], response: responses({ 204: NoContent }) },
+      }, async (request, reply) => {
+        if (!request.isMultipart()) throw new Problem('AUD-1810', 'The upload is a multipart/form-data form: the fields of file_upload_body, then the part "file"');
+        const fields: Record<string, string> = {};
+        for await (const part of request.parts()) {
+          if (part.type === 'field') {
+            fields[part.fieldname] = String(part.value);
+            continue;
+          }
+          if (part.fieldname !== 'file') throw new Problem('AUD-1810', `Unexpected file part "${part.fieldname}": the file goes in the part "file"`);
+          const checked = services.uploads.verify(fields, new Date(services.clock()));
+          if ('refused' in checked) {
+            part.file.resume();
+            if (checked.refused === 'expired') throw new Problem('AUD-1807', 'The upload window of this form has passed; create a new import');
+            throw new Problem('AUD-1806', `The upload form was changed or is incomplete (${checked.refused === 'signature' ? 'the signature does not match' : `field "${checked.refused}"`})`);
+          }
+          const [accountId, importId] = checked.grant.metaId.split('/');
+          await imports.acceptUpload(services.pool, services.files, accountId, importId, checked.grant.key, part.file);
+          return reply.code(204).send();
+        }
+        throw new Problem('AUD-1810', 'The upload has no part "file"');
+      });
+    });
+  };
+}

@@ -1,0 +1,278 @@
+import { parse as parseCsv } from 'csv-parse';
+import type pg from 'pg';
+import { importConsents, type ImportedConsent } from '../consents/consents.ts';
+import { Problem } from '../http/problems.ts';
+import type { Job } from '../jobs/queue.ts';
+import { importProfileRows, type ImportRow } from '../profiles/bulk.ts';
+import { normaliseKey } from '../profiles/keys.ts';
+import { currentVersionId, joinClusters, locate, type ProfileScope } from '../profiles/profiles.ts';
+import type { FileStore } from '../files/store.ts';
+import { withTransaction, type Queryable } from '../store/pool.ts';
+import { planImport, type ImportPlan } from './imports.ts';
+import * as q from './queries.ts';
+import type { ImportV1, ImportV2 } from './schemas.ts';
+
+/** Rows written per transaction: large enough for set-based statements, small enough to resume cheaply. */
+export const BATCH_ROWS = 2000;
+const IMPORT_LABEL = 'Profile import';
+
+class RowError extends Error {}
+
+const FALSE_CELLS = new Set(['', '0', 'false', 'no', 'n']);
+
+/** A cell as a value of an attribute type (docs/imports.md "Cells"): dates in the formats people send become the type's form. */
+export function convertCell(typeName: string, cell: string, column: string): unknown {
+  const text = cell.trim();
+  const fail = (what: string) => new RowError(`column "${column}": "${cell}" is not ${what}`);
+  switch (typeName) {
+    case 'Text':
+      return cell;
+    case 'Number':
+    case 'Number with decimal': {
+      const n = Number(/^-?\d+,\d+$/.test(text) ? text.replace(',', '.') : text);
+      if (text === '' || !Number.isFinite(n)) throw fail('a number');
+      return n;
+    }
+    case 'True/False': {
+      const t = text.toLowerCase();
+      if (['true', 'yes', 'y', '1'].includes(t)) return true;
+      if (['false', 'no', 'n', '0'].includes(t)) return false;
+      throw fail('true or false');
+    }
+    case 'Date': {
+      const date = parseDate(text);
+      if (!date) throw fail('a date');
+      return date;
+    }
+    case 'Timestamp': {
+      if (/^-?\d+$/.test(text)) return Number(text);
+      const date = parseDate(text, true);
+      if (!date) throw fail('a timestamp');
+      return Date.parse(date.length === 10 ? `${date}T00:00:00Z` : date);
+    }
+    case 'Struct': {
+      try {
+        const value = JSON.parse(text);
+        if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value;
+      } catch {
+        // falls through to the error below
+      }
+      throw fail('a JSON object');
+    }
+    default:
+      throw fail(`a value of type ${typeName}`);
+  }
+}
+
+/**
+ * A date cell as `YYYY-MM-DD` (or, with `keepTime`, an RFC 3339 date-time): ISO dates and
+ * date-times, `YYYY/MM/DD`, `YYYYMMDD`, and day-first `DD.MM.YYYY`, `DD/MM/YYYY`, `DD-MM-YYYY`.
+ */
+function parseDate(text: string, keepTime = false): string | undefined {
+  let y: number, m: number, d: number;
+  let match: RegExpExecArray | null;
+  if ((match = /^(\d{4})-(\d{2})-(\d{2})([T ].+)?$/.exec(text))) {
+    if (match[4] && keepTime) return Number.isNaN(Date.parse(text.replace(' ', 'T'))) ? undefined : new Date(text.replace(' ', 'T')).toISOString();
+    [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  } else if ((match = /^(\d{4})\/(\d{1,2})\/(\d{1,2})$/.exec(text)) || (match = /^(\d{4})(\d{2})(\d{2})$/.exec(text))) {
+    [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  } else if ((match = /^(\d{1,2})[./-](\d{1,2})[./-](\d{4})$/.exec(text))) {
+    [d, m, y] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  } else {
+    return undefined;
+  }
+  const day = new Date(Date.UTC(y, m - 1, d));
+  if (day.getUTCFullYear() !== y || day.getUTCMonth() !== m - 1 || day.getUTCDate() !== d) return undefined;
+  return `${String(y).padStart(4, '0')}-${String(m).padStart(2, '0')}-${String(d).padStart(2, '0')}`;
+}
+
+interface Parsed { line: number; key: string; keys: { keyspaceIndex: number; key: string }[]; attributes: Record<string, unknown>; consents: { index: number; address: string | undefined }[] }
+
+/** Turns a data record into what the row writes, by the plan; throws RowError for a bad cell. */
+function parseRecord(plan: ImportPlan, columns: Map<string, number>, record: string[], line: number): Parsed {
+  const cell = (column: string) => record[columns.get(column)!] ?? '';
+  const keys = plan.keyspaces.map((k, keyspaceIndex) => ({ keyspaceIndex, key: cell(k.column).trim() })).filter((k) => k.key !== '');
+  if (keys.length === 0) throw new RowError(`no key: column "${plan.keyspaces[0].column}" is empty`);
+  const attributes: Record<string, unknown> = {};
+  for (const a of plan.attributes) {
+    const text = cell(a.column);
+    if (text.trim() === '') {
+      if (plan.clearExisting) attributes[a.versionId] = null;
+      continue;
+    }
+    attributes[a.versionId] = convertCell(a.typeName, text, a.column);
+  }
+  const consents = plan.consents
+    .map((c, index) => ({ index, set: !FALSE_CELLS.has(cell(c.column).trim().toLowerCase()), address: c.addressColumn ? cell(c.addressColumn).trim() || undefined : undefined }))
+    .filter((c) => c.set)
+    .map(({ index, address }) => ({ index, address }));
+  return { line, key: keys[0].key, keys, attributes, consents };
+}
+
+export interface IngestDeps {
+  pool: pg.Pool;
+  files: FileStore;
+  scopeOf(accountId: string): Promise<ProfileScope>;
+}
+
+/**
+ * The worker's import job: streams the file (never whole), parses it as CSV with a header row,
+ * and writes rows in batches, each in one transaction with the import's progress, so that a worker
+ * killed in the middle resumes after the last committed batch without losing or repeating a row.
+ */
+export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Promise<void> }): Promise<void> {
+  const { accountId } = job;
+  const importId = String(job.payload.import_id);
+  const row = await q.findImport(deps.pool, accountId, importId);
+  if (!row || row.status === 'completed' || row.status === 'error') return;
+  await q.setImportStatus(deps.pool, accountId, importId, 'in_progress');
+  let scope = await deps.scopeOf(accountId);
+  const section = scope.defs.sections.find((s) => s.id === row.section_id);
+  let plan: ImportPlan;
+  try {
+    if (!section) throw new Problem('AUD-1102', 'The section of the import no longer exists');
+    plan = planImport(scope.defs, section, row.version as 1 | 2, row.request as ImportV1 | ImportV2);
+  } catch (err) {
+    if (!(err instanceof Problem)) throw err;
+    await q.setImportStatus(deps.pool, accountId, importId, 'error', err.detail);
+    return;
+  }
+
+  const parser = deps.files.read(row.file_key).pipe(parseCsv({
+    bom: true, delimiter: [',', ';'], relax_column_count: true, relax_quotes: true, skip_empty_lines: true, info: true, trim: false,
+  }));
+  let columns: Map<string, number> | undefined;
+  let rowsRead = 0;
+  let batch: { line: number; record: string[] }[] = [];
+  const flush = async () => {
+    if (batch.length === 0) return;
+    scope = await deps.scopeOf(accountId);
+    await withTransaction(deps.pool, (tx) => applyBatch(tx, scope, plan, columns!, importId, batch, rowsRead));
+    batch = [];
+    await lease.renew();
+  };
+  try {
+    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
+      if (!columns) {
+        columns = new Map(record.map((name, i) => [name.trim(), i]));
+        const needed = [...plan.keyspaces.map((k) => k.column), ...plan.attributes.map((a) => a.column), ...plan.consents.flatMap((c) => [c.column, ...(c.addressColumn ? [c.addressColumn] : [])])];
+        const missing = needed.filter((c) => !columns!.has(c));
+        if (missing.length > 0) {
+          await q.setImportStatus(deps.pool, accountId, importId, 'error', `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})`);
+          parser.destroy();
+          return;
+        }
+        continue;
+      }
+      rowsRead++;
+      if (rowsRead <= row.rows_done) continue;
+      batch.push({ line: info.lines, record });
+      if (batch.length >= BATCH_ROWS) await flush();
+    }
+  } catch (err) {
+    if (err instanceof Error && 'code' in err && String((err as { code: unknown }).code).startsWith('CSV_')) {
+      await flush().catch(() => {});
+      await q.setImportStatus(deps.pool, accountId, importId, 'error', `The file is not valid CSV: ${err.message}`);
+      return;
+    }
+    throw err;
+  }
+  await flush();
+  if (!columns) {
+    await q.setImportStatus(deps.pool, accountId, importId, 'error', 'The file is empty: a header row is needed');
+    return;
+  }
+  await q.setImportStatus(deps.pool, accountId, importId, 'completed');
+}
+
+/** Writes one batch of rows and records it, in the caller's transaction. */
+async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, columns: Map<string, number>, importId: string, batch: { line: number; record: string[] }[], rowsDone: number): Promise<void> {
+  const failures: { line: number; reason: string }[] = [];
+  const parsed: Parsed[] = [];
+  for (const { line, record } of batch) {
+    try {
+      parsed.push(parseRecord(plan, columns, record, line));
+    } catch (err) {
+      if (!(err instanceof RowError)) throw err;
+      failures.push({ line, reason: err.message });
+    }
+  }
+  const counts = { new: 0, updated: 0, notChanged: 0 };
+  const tags = Object.fromEntries(plan.tagIds.map((id) => [id, true]));
+  // Rows are located by their first keyspace with a key; rows of the same keyspace go together.
+  const byKeyspace = new Map<number, Parsed[]>();
+  for (const p of parsed) byKeyspace.set(p.keys[0].keyspaceIndex, [...(byKeyspace.get(p.keys[0].keyspaceIndex) ?? []), p]);
+  const consents: ImportedConsent[] = [];
+  for (const [index, rows] of byKeyspace) {
+    const keyspace = plan.keyspaces[index].keyspace;
+    const importRows: ImportRow[] = rows.map((p) => ({ line: p.line, key: p.keys[0].key, attributes: p.attributes, tags }));
+    const outcomes = await importProfileRows(tx, scope, keyspace, plan.section, importRows, { updateExisting: plan.updateExisting });
+    for (const [i, outcome] of outcomes.entries()) {
+      const p = rows[i];
+      if ('failed' in outcome) {
+        failures.push({ line: outcome.line, reason: outcome.failed });
+        continue;
+      }
+      const other = await linkOtherKeys(tx, scope, plan, p, outcome.canonicalId);
+      if (other) {
+        failures.push({ line: p.line, reason: other });
+        continue;
+      }
+      let failed: string | undefined;
+      const rowConsents: ImportedConsent[] = [];
+      for (const c of p.consents) {
+        const mapping = plan.consents[c.index];
+        const addressVersion = currentVersionId(plan.section, mapping.addressAttribute);
+        const raw = c.address ?? (addressVersion ? outcome.values[addressVersion] : undefined);
+        if (typeof raw !== 'string' || raw.trim() === '') {
+          failed = `no address to consent: the profile has no ${mapping.addressAttribute}`;
+          break;
+        }
+        const addressKind = scope.defs.keyspaces.find((k) => k.mapped_attribute === mapping.addressAttribute)?.kind ?? 'crm-id';
+        let address: string;
+        try {
+          address = normaliseKey(addressKind, raw, 'address');
+        } catch (err) {
+          if (!(err instanceof Problem)) throw err;
+          failed = err.detail;
+          break;
+        }
+        rowConsents.push({ canonicalId: outcome.canonicalId, topicId: mapping.topicId, channelId: mapping.channelId, sectionId: plan.section.id, type: mapping.type, address, resubscribe: mapping.resubscribe });
+      }
+      if (failed) {
+        failures.push({ line: p.line, reason: failed });
+        continue;
+      }
+      consents.push(...rowConsents);
+      if (outcome.outcome === 'new') counts.new++;
+      else if (outcome.outcome === 'updated' || rowConsents.length > 0) counts.updated++;
+      else counts.notChanged++;
+    }
+  }
+  await importConsents(tx, scope, consents, IMPORT_LABEL);
+  await q.recordImportBatch(tx, scope.accountId, importId, { rowsDone: rowsDone, found: batch.length, ...counts, failures });
+}
+
+/**
+ * Version 1: the row's keys in its other keyspaces: a missing profile is created, and with
+ * `merge_profiles` it is merged with the row's profile (the row's values go to the profile of its
+ * first key). Returns the reason of a failure (a locked key, a merge conflict).
+ */
+async function linkOtherKeys(tx: Queryable, scope: ProfileScope, plan: ImportPlan, row: Parsed, canonicalId: string): Promise<string | undefined> {
+  for (const { keyspaceIndex, key } of row.keys.slice(1)) {
+    const mapping = plan.keyspaces[keyspaceIndex];
+    try {
+      const other = await locate(tx, scope, mapping.keyspace.discriminator, key);
+      if (other.canonicalId !== canonicalId && mapping.mergeProfiles) await joinClusters(tx, scope, canonicalId, other.canonicalId, { checkConflicts: true });
+    } catch (err) {
+      if (!(err instanceof Problem)) throw err;
+      if (err.code !== 'AUD-1201') return err.detail;
+      const normalised = normaliseKey(mapping.keyspace.kind, key, 'key');
+      const added = await importProfileRows(tx, scope, mapping.keyspace, plan.section, [{ line: row.line, key: normalised, attributes: {}, tags: {} }], { updateExisting: true });
+      const outcome = added[0];
+      if ('failed' in outcome) return outcome.failed;
+      if (mapping.mergeProfiles) await joinClusters(tx, scope, canonicalId, outcome.canonicalId, { checkConflicts: true });
+    }
+  }
+  return undefined;
+}

@@ -1,0 +1,89 @@
+import type { Queryable } from '../store/pool.ts';
+
+export interface ImportRowDb {
+  import_id: string;
+  section_id: string;
+  version: number;
+  request: Record<string, unknown>;
+  status: string;
+  file_key: string;
+  upload_expires_at: Date;
+  rows_done: number;
+  profiles_found: number;
+  profiles_processed: number;
+  profiles_failed: number;
+  profiles_new: number;
+  profiles_updated: number;
+  profiles_not_changed: number;
+  message: string | null;
+}
+
+export async function insertImport(db: Queryable, accountId: string, i: { importId: string; sectionId: string; version: number; request: unknown; fileKey: string; uploadExpiresAt: Date }): Promise<void> {
+  await db.query(
+    `insert into imports (account_id, import_id, section_id, version, request, status, file_key, upload_expires_at)
+     values ($1::bigint, $2::uuid, $3::bigint, $4, $5, 'waiting_for_file', $6, $7)`,
+    [accountId, i.importId, i.sectionId, i.version, i.request, i.fileKey, i.uploadExpiresAt],
+  );
+}
+
+export async function findImport(db: Queryable, accountId: string, importId: string, forUpdate = false): Promise<ImportRowDb | undefined> {
+  if (!/^[0-9a-f-]{36}$/i.test(importId)) return undefined;
+  const { rows } = await db.query<ImportRowDb>(
+    `select import_id::text, section_id::text, version, request, status, file_key, upload_expires_at, rows_done, profiles_found, profiles_processed,
+       profiles_failed, profiles_new, profiles_updated, profiles_not_changed, message
+     from imports where account_id = $1::bigint and import_id = $2::uuid ${forUpdate ? 'for update' : ''}`,
+    [accountId, importId],
+  );
+  return rows[0];
+}
+
+/** Imports that hold a place: queued or running, or waiting for a file that may still come. */
+export async function countPendingImports(db: Queryable, accountId: string, now: Date): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `select count(*)::int as n from imports where account_id = $1::bigint
+       and (status in ('queued', 'in_progress') or (status = 'waiting_for_file' and upload_expires_at > $2))`,
+    [accountId, now],
+  );
+  return rows[0].n;
+}
+
+/** Serialises import requests of one account, so the pending limit holds under concurrency. */
+export async function lockAccountImports(db: Queryable, accountId: string): Promise<void> {
+  await db.query("select pg_advisory_xact_lock(hashtext('imports'), $1::bigint::int)", [accountId]);
+}
+
+export async function setImportStatus(db: Queryable, accountId: string, importId: string, status: string, message: string | null = null): Promise<void> {
+  await db.query(
+    `update imports set status = $3, message = coalesce($4, message),
+       finished_at = case when $3 in ('completed', 'error') then now() else finished_at end
+     where account_id = $1::bigint and import_id = $2::uuid`,
+    [accountId, importId, status, message],
+  );
+}
+
+/** Records a processed batch: counters, the rows read so far, and the failed rows. */
+export async function recordImportBatch(db: Queryable, accountId: string, importId: string, batch: { rowsDone: number; found: number; new: number; updated: number; notChanged: number; failures: { line: number; reason: string }[] }): Promise<void> {
+  await db.query(
+    `update imports set rows_done = $3, profiles_found = profiles_found + $4,
+       profiles_processed = profiles_processed + $5 + $6 + $7, profiles_new = profiles_new + $5,
+       profiles_updated = profiles_updated + $6, profiles_not_changed = profiles_not_changed + $7,
+       profiles_failed = profiles_failed + $8
+     where account_id = $1::bigint and import_id = $2::uuid`,
+    [accountId, importId, batch.rowsDone, batch.found, batch.new, batch.updated, batch.notChanged, batch.failures.length],
+  );
+  if (batch.failures.length > 0) {
+    await db.query(
+      `insert into import_failures (account_id, import_id, line, reason)
+       select $1::bigint, $2::uuid, l, r from unnest($3::int[], $4::text[]) as f(l, r) on conflict do nothing`,
+      [accountId, importId, batch.failures.map((f) => f.line), batch.failures.map((f) => f.reason)],
+    );
+  }
+}
+
+export async function listImportFailures(db: Queryable, accountId: string, importId: string, limit: number): Promise<{ line: number; reason: string }[]> {
+  const { rows } = await db.query<{ line: number; reason: string }>(
+    'select line, reason from import_failures where account_id = $1::bigint and import_id = $2::uuid order by line limit $3',
+    [accountId, importId, limit],
+  );
+  return rows;
+}

@@ -1,0 +1,124 @@
+import type pg from 'pg';
+import type { Queryable } from '../store/pool.ts';
+
+/** A job as its handler sees it. */
+export interface Job {
+  accountId: string;
+  jobId: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  attempts: number;
+}
+
+export type JobHandler = (job: Job, lease: { renew(): Promise<void> }) => Promise<void>;
+
+const CHANNEL = 'audience_jobs';
+/** How long a job stays leased without renewal; a dead worker's job is taken up after this. */
+export const LEASE_SECONDS = 15;
+const MAX_ATTEMPTS = 5;
+
+/** Enqueues a job in the caller's transaction, so it exists exactly when the record it serves does. */
+export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>): Promise<void> {
+  await tx.query('insert into jobs (account_id, kind, payload) values ($1::bigint, $2, $3)', [accountId, kind, payload]);
+  await tx.query('select pg_notify($1, $2)', [CHANNEL, kind]);
+}
+
+interface JobRow { account_id: string; job_id: string; kind: string; payload: Record<string, unknown>; attempts: number }
+
+/**
+ * Runs jobs from the `jobs` table. Any number of workers in any number of processes share the
+ * table: each takes a job with FOR UPDATE SKIP LOCKED and a lease it renews while the job runs.
+ * (A library queue was the design's choice; both candidates keep a crashed worker's job locked for
+ * minutes to hours, where an import must resume within seconds of a restart.)
+ */
+export class Worker {
+  private readonly pool: pg.Pool;
+  private readonly handlers: Record<string, JobHandler>;
+  private running = false;
+  private wake: (() => void) | undefined;
+  private loop: Promise<void> | undefined;
+  private listener: pg.PoolClient | undefined;
+  private readonly onError: (err: unknown, job?: Job) => void;
+
+  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void) {
+    this.pool = pool;
+    this.handlers = handlers;
+    this.onError = onError;
+  }
+
+  async start(): Promise<void> {
+    this.running = true;
+    this.listener = await this.pool.connect();
+    this.listener.on('notification', () => this.wake?.());
+    this.listener.on('error', () => {});
+    await this.listener.query(`listen ${CHANNEL}`);
+    this.loop = this.run();
+  }
+
+  /** Stops taking jobs and waits for the running one. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    await this.loop;
+    if (this.listener) {
+      await this.listener.query(`unlisten ${CHANNEL}`).catch(() => {});
+      this.listener.release();
+    }
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      let worked = false;
+      try {
+        worked = await this.runOne();
+      } catch (err) {
+        this.onError(err);
+      }
+      if (!worked && this.running) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 1000);
+          this.wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        this.wake = undefined;
+      }
+    }
+  }
+
+  /** Takes and runs one ready job; false when there was none. */
+  async runOne(): Promise<boolean> {
+    const { rows } = await this.pool.query<JobRow>(
+      `update jobs set locked_until = now() + make_interval(secs => $2), attempts = attempts + 1
+       where (account_id, job_id) = (
+         select account_id, job_id from jobs
+         where kind = any($1::text[]) and run_at <= now() and (locked_until is null or locked_until < now())
+         order by run_at, job_id for update skip locked limit 1)
+       returning account_id, job_id, kind, payload, attempts`,
+      [Object.keys(this.handlers), LEASE_SECONDS],
+    );
+    const row = rows[0];
+    if (!row) return false;
+    const job: Job = { accountId: row.account_id, jobId: row.job_id, kind: row.kind, payload: row.payload, attempts: row.attempts };
+    const renew = async () => {
+      await this.pool.query('update jobs set locked_until = now() + make_interval(secs => $3) where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId, LEASE_SECONDS]);
+    };
+    const heartbeat = setInterval(() => renew().catch(() => {}), (LEASE_SECONDS * 1000) / 3);
+    try {
+      await this.handlers[job.kind](job, { renew });
+      await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
+    } catch (err) {
+      this.onError(err, job);
+      const last = job.attempts >= MAX_ATTEMPTS;
+      await this.pool.query(
+        last ? 'delete from jobs where account_id = $1::bigint and job_id = $2::bigint'
+          : `update jobs set locked_until = null, run_at = now() + make_interval(secs => $3), last_error = $4 where account_id = $1::bigint and job_id = $2::bigint`,
+        last ? [job.accountId, job.jobId] : [job.accountId, job.jobId, 2 ** job.attempts, String((err as Error)?.message ?? err)],
+      );
+    } finally {
+      clearInterval(heartbeat);
+    }
+    return true;
+  }
+}
