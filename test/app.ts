@@ -1,4 +1,7 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import { inject } from 'vitest';
 import { readConfig, type Config } from '../src/config.ts';
@@ -76,7 +79,9 @@ export class TestServer {
 
   /** Starts a server; with `worker`, also a worker that runs jobs (imports). */
   static async start(env: Record<string, string> = {}, options: { worker?: boolean } = {}): Promise<TestServer> {
-    const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env });
+    // Files (import uploads) go to a folder of this server's own unless the test names one.
+    const dataDir = env.DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'audience-files-')));
+    const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env, DATA_DIR: dataDir });
     const pool = createPool(await testDatabase(), 10);
     const clock = new TestClock();
     const services = await createServices(config, pool, clock.read, {
