@@ -10,7 +10,10 @@ export interface Condition {
   value: Constant;
   /** Field path inside a struct attribute or event data (`attributeData` / `eventData`); empty for the value itself. */
   path: string[];
+  /** Where the comparator, the data path's string (when there is one) and the constant are. */
   at: number;
+  pathAt?: number;
+  valueAt: number;
 }
 
 export type TimeUnit = 'minute' | 'hour' | 'day' | 'week' | 'month';
@@ -24,7 +27,10 @@ export interface AttributeTerm {
   sectionId: string;
   versionId: string;
   condition: Condition;
+  /** Where the term, its section id and its version id are. */
   at: number;
+  sectionAt: number;
+  versionAt: number;
 }
 
 export interface EventTerm {
@@ -35,6 +41,8 @@ export interface EventTerm {
   conditions: Condition[];
   window: TimeWindow | undefined;
   at: number;
+  sectionAt: number;
+  versionAt: number;
 }
 
 export interface Logical {

@@ -11,6 +11,26 @@ export class SqlValues {
   }
 }
 
+/** The first instant PostgreSQL's timestamptz holds (4714-11-24 BC) and the last of a four-digit year, in ms since 1970. */
+const FIRST_INSTANT = -210_866_803_200_000;
+const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * An instant (ms since 1970, maybe ±Infinity) as timestamptz input. PostgreSQL reads neither ISO
+ * years before 1 AD ("-000712-…") nor six-digit ones ("+010000-…"), nor instants before its first
+ * one: years before 1 AD are written with "BC", instants before its range as -infinity and after
+ * the year 9999 as infinity, where no event lies (event times are RFC 3339 date-times).
+ */
+export function timestamp(ms: number): string {
+  if (ms < FIRST_INSTANT) return '-infinity';
+  if (ms > LAST_INSTANT) return 'infinity';
+  const iso = new Date(ms).toISOString();
+  if (!iso.startsWith('-') && !iso.startsWith('0000')) return iso;
+  // The astronomical year y ≤ 0 is the year 1 − y BC.
+  const [, year, rest] = /^([+-]?\d+)(-.*)$/.exec(iso)!;
+  return `${String(1 - Number(year)).padStart(4, '0')}${rest.replace('T', ' ').replace('Z', '+00')} BC`;
+}
+
 /**
  * The SQL of a condition on the jsonb value `x`, agreeing with `holds` of the evaluator. Each step
  * of a data path selects a field of an object (`->` with a text key, null on anything else), never
@@ -50,7 +70,7 @@ export function compilePredicate(expression: Expression, options: { now: number;
       ];
       if (expression.window) {
         const { start, end } = windowBounds(expression.window, options.now, options.timeZone);
-        where.push(`e.event_time >= ${values.add(new Date(start).toISOString(), 'timestamptz')}`, `e.event_time <= ${values.add(new Date(end).toISOString(), 'timestamptz')}`);
+        where.push(`e.event_time >= ${values.add(timestamp(start), 'timestamptz')}`, `e.event_time <= ${values.add(timestamp(end), 'timestamptz')}`);
       }
       for (const c of expression.conditions) where.push(condition('e.data', c, values));
       return `p.profile_id in (select coalesce(m.canonical_id, m.profile_id) from profile_events e
@@ -83,7 +103,7 @@ export function compilePairs(expression: Expression, options: { accountParam: st
       const windows = options.points.map((t) => {
         if (!expression.window) return { start: '-infinity', end: new Date(t).toISOString() };
         const bounds = windowBounds(expression.window, t, options.timeZone);
-        return { start: new Date(bounds.start).toISOString(), end: new Date(Math.min(bounds.end, t)).toISOString() };
+        return { start: timestamp(bounds.start), end: timestamp(Math.min(bounds.end, t)) };
       });
       const where = [
         `e.account_id = ${options.accountParam}`,

@@ -1,17 +1,21 @@
-import { aqlError } from './errors.ts';
-
-export type TokenKind = 'name' | 'number' | 'string' | 'punct' | 'end';
+export type TokenKind = 'name' | 'number' | 'string' | 'punct' | 'invalid' | 'end';
 
 export interface Token {
   kind: TokenKind;
   /** The text for names and punctuation, the decoded value for strings, the digits for numbers. */
   value: string;
   at: number;
+  /** For an `invalid` token (an unexpected character, an unclosed string): what is wrong. */
+  message?: string;
 }
 
 const PUNCT = ['&&', '||', '(', ')', '.', ',', '!', '[', ']'];
 
-/** Splits AQL text into tokens that carry their positions. */
+/**
+ * Splits AQL text into tokens that carry their positions. Text that is no token ends the list
+ * with an `invalid` token: the parser reports it only when it gets there, so that a fault before it
+ * (such as a discriminator in `section(…)`) is named in its own terms.
+ */
 export function tokenize(text: string): Token[] {
   const tokens: Token[] = [];
   let i = 0;
@@ -42,12 +46,18 @@ export function tokenize(text: string): Token[] {
           value += text[i++];
         }
       }
-      if (i >= text.length) throw aqlError('AUD-1701', text, start, 'Expected the end of a string constant, found the end of the query');
+      if (i >= text.length) {
+        tokens.push({ kind: 'invalid', value: text.slice(start), at: start, message: 'Expected the end of a string constant, found the end of the query' });
+        break;
+      }
       i++;
       tokens.push({ kind: 'string', value, at: start });
     } else {
       const p = PUNCT.find((p) => text.startsWith(p, i));
-      if (!p) throw aqlError('AUD-1701', text, i, `Unexpected character "${c}"`);
+      if (!p) {
+        tokens.push({ kind: 'invalid', value: c, at: i, message: `Unexpected character "${c}"` });
+        break;
+      }
       tokens.push({ kind: 'punct', value: p, at: i });
       i += p.length;
     }

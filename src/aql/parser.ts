@@ -13,6 +13,7 @@ export function parse(text: string): Expression {
 function describe(token: Token): string {
   switch (token.kind) {
     case 'end': return 'the end of the query';
+    case 'invalid': return `"${token.value}"`;
     case 'string': return `the string "${token.value}"`;
     case 'number': return `the number ${token.value}`;
     default: return `"${token.value}"`;
@@ -37,12 +38,14 @@ class Parser {
     return this.token.kind === kind && (value === undefined || this.token.value === value);
   }
 
-  private expect(value: string, what = `"${value}"`): Token {
-    if (!this.is('punct', value)) throw this.error('AUD-1701', `Expected ${what}, found ${describe(this.token)}`);
+  private expect(value: string, what = `"${value}"`, code: 'AUD-1701' | 'AUD-1707' = 'AUD-1701'): Token {
+    if (!this.is('punct', value)) throw this.error(code, `${code === 'AUD-1707' ? 'Invalid time-window syntax: expected' : 'Expected'} ${what}, found ${describe(this.token)}`);
     return this.tokens[this.i++];
   }
 
+  /** The problem of a fault at `at`; at text that is no token, that is the fault. */
   private error(code: Parameters<typeof aqlError>[0], message: string, at = this.token.at) {
+    if (this.token.kind === 'invalid' && at === this.token.at) return aqlError('AUD-1701', this.text, at, this.token.message!);
     return aqlError(code, this.text, at, message);
   }
 
@@ -86,15 +89,15 @@ class Parser {
     return this.parseTerm();
   }
 
-  /** natural = digits, as in section(12) */
-  private parseNatural(code: 'AUD-1702' | 'AUD-1703', what: string): string {
+  /** natural = digits, as in section(12); its value and where it is */
+  private parseNatural(code: 'AUD-1702' | 'AUD-1703', what: string): [string, number] {
     const token = this.token;
     if (token.kind !== 'number' || !/^\d+$/.test(token.value)) {
-      const hint = token.kind === 'string' ? ' (not a quoted string)' : token.kind === 'name' ? ' (not a name)' : '';
+      const hint = token.kind === 'string' ? ' (not a quoted string)' : token.kind === 'name' ? ' (not a name or discriminator)' : '';
       throw this.error(code, `Invalid ${what} specifier: expected a natural number${hint}, found ${describe(token)}`);
     }
     this.i++;
-    return String(BigInt(token.value));
+    return [String(BigInt(token.value)), token.at];
   }
 
   /** term = "section" "(" natural ")" "." ( attribute_term | event_term ) */
@@ -103,22 +106,22 @@ class Parser {
     if (!this.is('name', 'section')) throw this.error('AUD-1709', `Unsupported expression: expected a term starting with section(<id>), found ${describe(this.token)}`);
     this.i++;
     this.expect('(', '"(" after section');
-    const sectionId = this.parseNatural('AUD-1702', 'section');
+    const [sectionId, sectionAt] = this.parseNatural('AUD-1702', 'section');
     this.expect(')');
     this.expect('.', '".attribute(<id>)" or ".event(<id>)"');
     const kind = this.token;
-    if (kind.kind === 'name' && kind.value === 'attribute') return this.parseAttributeTerm(sectionId, at);
-    if (kind.kind === 'name' && kind.value === 'event') return this.parseEventTerm(sectionId, at);
+    if (kind.kind === 'name' && kind.value === 'attribute') return this.parseAttributeTerm(sectionId, at, sectionAt);
+    if (kind.kind === 'name' && kind.value === 'event') return this.parseEventTerm(sectionId, at, sectionAt);
     throw this.error('AUD-1703', `Invalid attribute or event specifier: expected attribute(<id>) or event(<id>), found ${describe(kind)}`);
   }
 
   /** attribute_term = "attribute" "(" natural ")" [ "." "attributeData" "(" path ")" ] "." condition */
-  private parseAttributeTerm(sectionId: string, at: number): Expression {
+  private parseAttributeTerm(sectionId: string, at: number, sectionAt: number): Expression {
     this.i++;
     this.expect('(', '"(" after attribute');
-    const versionId = this.parseNatural('AUD-1703', 'attribute');
+    const [versionId, versionAt] = this.parseNatural('AUD-1703', 'attribute');
     this.expect(')');
-    let path: string[] = [];
+    let path: [string[], number] | undefined;
     if (this.is('punct', '.') && this.tokens[this.i + 1]?.kind === 'name' && ['attributeData', 'eventData'].includes(this.tokens[this.i + 1].value)) {
       this.i++;
       if (this.token.value === 'eventData') throw this.error('AUD-1704', 'Wrong data selector: an attribute takes attributeData("<field>"), not eventData');
@@ -129,14 +132,14 @@ class Parser {
     this.i++;
     if (this.is('name', 'inLast') || this.is('name', 'betweenDates')) throw this.error('AUD-1707', 'Invalid time-window syntax: time windows apply to events, not attributes');
     if (this.is('name', 'attribute') || this.is('name', 'event')) throw this.error('AUD-1708', 'Several attribute or event expressions in one term; join terms with && or ||');
-    return { kind: 'attribute', sectionId, versionId, condition: this.parseCondition(path), at };
+    return { kind: 'attribute', sectionId, versionId, condition: this.parseCondition(path), at, sectionAt, versionAt };
   }
 
   /** event_term = "event" "(" natural ")" { "." ( "eventData" "(" path ")" "." condition | time_window ) } */
-  private parseEventTerm(sectionId: string, at: number): Expression {
+  private parseEventTerm(sectionId: string, at: number, sectionAt: number): Expression {
     this.i++;
     this.expect('(', '"(" after event');
-    const versionId = this.parseNatural('AUD-1703', 'event');
+    const [versionId, versionAt] = this.parseNatural('AUD-1703', 'event');
     this.expect(')');
     const conditions: Condition[] = [];
     let window: TimeWindow | undefined;
@@ -160,11 +163,11 @@ class Parser {
         throw this.error('AUD-1709', `Unsupported expression: expected eventData, inLast or betweenDates, found ${describe(name)}`);
       }
     }
-    return { kind: 'event', sectionId, versionId, conditions, window, at };
+    return { kind: 'event', sectionId, versionId, conditions, window, at, sectionAt, versionAt };
   }
 
-  /** path = "(" string ")", a dotted field path without array markers */
-  private parsePath(): string[] {
+  /** path = "(" string ")", a dotted field path without array markers; the path and where its string is */
+  private parsePath(): [string[], number] {
     this.expect('(', '"(" and a field name');
     const token = this.token;
     if (token.kind !== 'string') throw this.error('AUD-1706', `Missing string constant: a field name is a quoted string, found ${describe(token)}`);
@@ -174,20 +177,22 @@ class Parser {
     if (token.value.includes('[]') || token.value.includes('[')) throw this.error('AUD-1403', `Array markers [] in data paths are not supported: "${token.value}"`, token.at);
     const path = token.value.split('.');
     if (path.some((p) => p === '')) throw this.error('AUD-1402', `The data path "${token.value}" does not point to a field`, token.at);
-    return path;
+    return [path, token.at];
   }
 
   /** condition = comparator "(" constant ")"; comparator = eq | neq | lt | lte | gt | gte */
-  private parseCondition(path: string[]): Condition {
+  private parseCondition(path: [string[], number] | undefined): Condition {
     const name = this.token;
     if (name.kind !== 'name' || !(COMPARATORS as readonly string[]).includes(name.value)) {
       throw this.error('AUD-1705', `Missing condition: expected one of ${COMPARATORS.join(', ')}, found ${describe(name)}`);
     }
     this.i++;
-    this.expect('(', `"(" after ${name.value}`);
+    if (!this.is('punct', '(')) throw this.error('AUD-1706', `Missing string constant: expected "(" and a constant after ${name.value}, found ${describe(this.token)}`);
+    this.i++;
+    const valueAt = this.token.at;
     const value = this.parseConstant();
     this.expect(')');
-    return { comparator: name.value as Comparator, value, path, at: name.at };
+    return { comparator: name.value as Comparator, value, path: path?.[0] ?? [], at: name.at, ...(path ? { pathAt: path[1] } : {}), valueAt };
   }
 
   /** constant = string | number | "true" | "false" */
@@ -212,7 +217,7 @@ class Parser {
   private parseInLast(): TimeWindow {
     const at = this.token.at;
     this.i++;
-    this.expect('(', '"(" after inLast');
+    this.expect('(', '"(" after inLast', 'AUD-1707');
     const unitToken = this.token;
     const unit = unitToken.kind === 'string' ? unitToken.value.replace(/^events\./, '') : '';
     if (unitToken.kind !== 'string' || !unitToken.value.startsWith('events.') || !(UNITS as readonly string[]).includes(unit)) {
@@ -221,13 +226,13 @@ class Parser {
     this.i++;
     const bounds: number[] = [];
     for (let k = 0; k < 2; k++) {
-      this.expect(',', 'a "," and a natural number');
+      this.expect(',', 'a "," and a natural number', 'AUD-1707');
       const n = this.token;
       if (n.kind !== 'number' || !/^\d+$/.test(n.value)) throw this.error('AUD-1707', `Invalid time-window syntax: expected a natural number, found ${describe(n)}`);
       bounds.push(Number(n.value));
       this.i++;
     }
-    this.expect(')', '")" after the window');
+    this.expect(')', '")" after the window', 'AUD-1707');
     if (bounds[0] > bounds[1]) throw this.error('AUD-1707', `Invalid time-window syntax: the window's start (${bounds[0]}) is after its end (${bounds[1]})`, at);
     return { kind: 'inLast', unit: unit as TimeUnit, from: bounds[0], to: bounds[1], at };
   }
@@ -236,12 +241,12 @@ class Parser {
   private parseBetweenDates(): TimeWindow {
     const at = this.token.at;
     this.i++;
-    this.expect('(', '"(" after betweenDates');
+    this.expect('(', '"(" after betweenDates', 'AUD-1707');
     if (!this.is('string', 'events')) throw this.error('AUD-1707', `Invalid time-window syntax: expected "events", found ${describe(this.token)}`);
     this.i++;
     const dates: string[] = [];
     for (let k = 0; k < 2; k++) {
-      this.expect(',', 'a "," and a date');
+      this.expect(',', 'a "," and a date', 'AUD-1707');
       const d = this.token;
       if (d.kind !== 'string' || !DATE.test(d.value) || Number.isNaN(Date.parse(d.value.length === 10 ? `${d.value}T00:00:00Z` : d.value))) {
         throw this.error('AUD-1707', `Invalid time-window syntax: expected a date such as "2026-01-31", found ${describe(d)}`);
@@ -249,7 +254,7 @@ class Parser {
       dates.push(d.value);
       this.i++;
     }
-    this.expect(')', '")" after the dates');
+    this.expect(')', '")" after the dates', 'AUD-1707');
     return { kind: 'betweenDates', start: dates[0], end: dates[1], at };
   }
 }

@@ -13,25 +13,34 @@ export function checkTimeZone(timeZone: string, field: string): string {
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
 
-/** The wall-clock fields of an instant in a time zone. */
+/** 400 Gregorian years, in ms: the calendar repeats after them. */
+const GREGORIAN_CYCLE = 146_097 * 86_400_000;
+
+/** Date.UTC for every year: Date.UTC itself takes the years 0 to 99 for 1900 to 1999. */
+function utc(y: number, mo: number, d: number, h = 0, mi = 0, s = 0, ms = 0): number {
+  return y >= 0 && y <= 99 ? Date.UTC(y + 400, mo, d, h, mi, s, ms) - GREGORIAN_CYCLE : Date.UTC(y, mo, d, h, mi, s, ms);
+}
+
+/** The wall-clock fields of an instant in a time zone; years before 1 AD count astronomically (0 is 1 BC). */
 function wallClock(ms: number, timeZone: string): number[] {
   let f = formatters.get(timeZone);
   if (!f) {
-    f = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+    f = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', era: 'short', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' });
     formatters.set(timeZone, f);
   }
   const parts = Object.fromEntries(f.formatToParts(ms).map((p) => [p.type, p.value]));
-  return [Number(parts.year), Number(parts.month), Number(parts.day), Number(parts.hour), Number(parts.minute), Number(parts.second), ms % 1000];
+  const year = parts.era === 'BC' ? 1 - Number(parts.year) : Number(parts.year);
+  return [year, Number(parts.month), Number(parts.day), Number(parts.hour), Number(parts.minute), Number(parts.second), ((ms % 1000) + 1000) % 1000];
 }
 
 /** The instant of a wall-clock time in a time zone (the earlier one when a DST change repeats it). */
 function fromWallClock(fields: number[], timeZone: string): number {
   const [y, mo, d, h, mi, s, ms] = fields;
-  const asUtc = Date.UTC(y, mo - 1, d, h, mi, s, ms);
+  const asUtc = utc(y, mo - 1, d, h, mi, s, ms);
   let guess = asUtc;
   for (let k = 0; k < 3; k++) {
     const [gy, gmo, gd, gh, gmi, gs] = wallClock(guess, timeZone);
-    const offset = Date.UTC(gy, gmo - 1, gd, gh, gmi, gs, ms) - guess;
+    const offset = utc(gy, gmo - 1, gd, gh, gmi, gs, ms) - guess;
     const next = asUtc - offset;
     if (next === guess) break;
     guess = next;
@@ -41,9 +50,13 @@ function fromWallClock(fields: number[], timeZone: string): number {
 
 const DURATION = { minute: 60_000, hour: 3_600_000, day: 86_400_000, week: 604_800_000 } as const;
 
+/** Years of the range of ECMAScript dates (±8.64e15 ms), with a margin for time zone offsets. */
+const FIRST_YEAR = -271_820;
+
 /**
  * The instants [start, end] a time window covers at evaluation time `now` in `timeZone`
- * (docs/aql.md "Time windows"). Both back ends use these bounds, so they agree.
+ * (docs/aql.md "Time windows"). Both back ends use these bounds, so they agree. A bound further
+ * back than dates reach (inLast with a huge count) is -Infinity.
  */
 export function windowBounds(window: TimeWindow, now: number, timeZone: string): { start: number; end: number } {
   if (window.kind === 'inLast') {
@@ -53,8 +66,9 @@ export function windowBounds(window: TimeWindow, now: number, timeZone: string):
         const [y, mo, d, ...rest] = wall;
         const total = y * 12 + (mo - 1) - n;
         const ty = Math.floor(total / 12);
-        const tm = (total % 12) + 1;
-        const lastDay = new Date(Date.UTC(ty, tm, 0)).getUTCDate();
+        if (!(ty >= FIRST_YEAR)) return -Infinity;
+        const tm = total - ty * 12 + 1;
+        const lastDay = new Date(utc(ty, tm, 0)).getUTCDate();
         return fromWallClock([ty, tm, Math.min(d, lastDay), ...rest], timeZone);
       };
       return { start: monthsBack(window.to), end: monthsBack(window.from) };
@@ -79,6 +93,6 @@ function dateStart(text: string, timeZone: string): number {
 function dateEnd(text: string, timeZone: string): number {
   if (text.length > 10) return dateStart(text, timeZone);
   const [y, mo, d] = text.split('-').map(Number);
-  const next = new Date(Date.UTC(y, mo - 1, d + 1));
+  const next = new Date(utc(y, mo - 1, d + 1));
   return fromWallClock([next.getUTCFullYear(), next.getUTCMonth() + 1, next.getUTCDate(), 0, 0, 0, 0], timeZone) - 1;
 }
