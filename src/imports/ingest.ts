@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import { parse as parseCsv } from 'csv-parse';
 import type pg from 'pg';
 import { importConsents, type ImportedConsent } from '../consents/consents.ts';
@@ -72,7 +73,12 @@ function parseDate(text: string, keepTime = false): string | undefined {
   let y: number, m: number, d: number;
   let match: RegExpExecArray | null;
   if ((match = /^(\d{4})-(\d{2})-(\d{2})([T ].+)?$/.exec(text))) {
-    if (match[4] && keepTime) return Number.isNaN(Date.parse(text.replace(' ', 'T'))) ? undefined : new Date(text.replace(' ', 'T')).toISOString();
+    if (match[4] && keepTime) {
+      // A date-time without an offset is UTC (SPEC §1.2), never the server's local time.
+      const iso = text.replace(' ', 'T');
+      const ms = Date.parse(/(Z|[+-]\d{2}(:?\d{2})?)$/i.test(iso) ? iso : `${iso}Z`);
+      return Number.isNaN(ms) ? undefined : new Date(ms).toISOString();
+    }
     [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
   } else if ((match = /^(\d{4})\/(\d{1,2})\/(\d{1,2})$/.exec(text)) || (match = /^(\d{4})(\d{2})(\d{2})$/.exec(text))) {
     [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
@@ -109,6 +115,35 @@ function parseRecord(plan: ImportPlan, columns: Map<string, number>, record: str
   return { line, key: keys[0].key, keys, attributes, consents };
 }
 
+/**
+ * The delimiter of a file, from its header line: `;` when that line has more semicolons than commas
+ * outside quotes, else `,`. One delimiter per file, so that the other character stays data (a
+ * decimal comma in a semicolon file, a semicolon in a text cell of a comma file).
+ */
+async function sniffDelimiter(source: Readable): Promise<',' | ';'> {
+  let quoted = false;
+  let commas = 0;
+  let semicolons = 0;
+  let bytes = 0;
+  try {
+    for await (const chunk of source as AsyncIterable<Buffer>) {
+      // Quotes, delimiters and line breaks are ASCII: one byte each in UTF-8.
+      for (const ch of chunk.toString('latin1')) {
+        if (ch === '"') quoted = !quoted;
+        else if (quoted) continue;
+        else if (ch === '\n' || ch === '\r') return semicolons > commas ? ';' : ',';
+        else if (ch === ',') commas++;
+        else if (ch === ';') semicolons++;
+      }
+      bytes += chunk.length;
+      if (bytes > 1024 * 1024) break;
+    }
+  } finally {
+    source.destroy();
+  }
+  return semicolons > commas ? ';' : ',';
+}
+
 export interface IngestDeps {
   pool: pg.Pool;
   files: FileStore;
@@ -138,11 +173,14 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
     return;
   }
 
+  const delimiter = await sniffDelimiter(deps.files.read(row.file_key));
   const parser = deps.files.read(row.file_key).pipe(parseCsv({
-    bom: true, delimiter: [',', ';'], relax_column_count: true, relax_quotes: true, skip_empty_lines: true, info: true, trim: false,
+    bom: true, delimiter, relax_column_count: true, relax_quotes: true, skip_empty_lines: true, info: true, trim: false,
   }));
   let columns: Map<string, number> | undefined;
   let rowsRead = 0;
+  // csv-parse counts a CR LF inside a quoted cell as two lines; these are the ones counted so far.
+  let doubleCounted = 0;
   let batch: { line: number; record: string[] }[] = [];
   const flush = async () => {
     if (batch.length === 0) return;
@@ -153,6 +191,14 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
   };
   try {
     for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
+      // info.lines is the record's last line; a row is reported at its first line.
+      let breaks = 0;
+      for (const cell of record) {
+        if (!/[\r\n]/.test(cell)) continue;
+        breaks += cell.match(/\r\n|\r|\n/g)!.length;
+        doubleCounted += cell.match(/\r\n/g)?.length ?? 0;
+      }
+      const line = info.lines - doubleCounted - breaks;
       if (!columns) {
         columns = new Map(record.map((name, i) => [name.trim(), i]));
         const needed = [...plan.keyspaces.map((k) => k.column), ...plan.attributes.map((a) => a.column), ...plan.consents.flatMap((c) => [c.column, ...(c.addressColumn ? [c.addressColumn] : [])])];
@@ -166,7 +212,7 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
       }
       rowsRead++;
       if (rowsRead <= row.rows_done) continue;
-      batch.push({ line: info.lines, record });
+      batch.push({ line, record });
       if (batch.length >= BATCH_ROWS) await flush();
     }
   } catch (err) {
@@ -197,6 +243,31 @@ async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, 
       failures.push({ line, reason: err.message });
     }
   }
+  // A row can fail after its profile was written (no address to consent, a merge refused): the
+  // batch is then written again without it, so that a failed row changes nothing.
+  await tx.query('savepoint import_batch');
+  let rows = parsed;
+  for (;;) {
+    const written = await writeRows(tx, scope, plan, rows);
+    if (written.late.length === 0) {
+      await importConsents(tx, scope, written.consents, IMPORT_LABEL);
+      await q.recordImportBatch(tx, scope.accountId, importId, { rowsDone: rowsDone, found: batch.length, ...written.counts, failures: [...failures, ...written.failures] });
+      return;
+    }
+    await tx.query('rollback to savepoint import_batch');
+    failures.push(...written.late);
+    const late = new Set(written.late.map((f) => f.line));
+    rows = rows.filter((p) => !late.has(p.line));
+  }
+}
+
+/**
+ * Writes parsed rows: `failures` are rows refused before anything of theirs was written, `late`
+ * rows that failed after their profile was written.
+ */
+async function writeRows(tx: Queryable, scope: ProfileScope, plan: ImportPlan, parsed: Parsed[]) {
+  const failures: { line: number; reason: string }[] = [];
+  const late: { line: number; reason: string }[] = [];
   const counts = { new: 0, updated: 0, notChanged: 0 };
   const tags = Object.fromEntries(plan.tagIds.map((id) => [id, true]));
   // Rows are located by their first keyspace with a key; rows of the same keyspace go together.
@@ -215,7 +286,7 @@ async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, 
       }
       const other = await linkOtherKeys(tx, scope, plan, p, outcome.canonicalId);
       if (other) {
-        failures.push({ line: p.line, reason: other });
+        late.push({ line: p.line, reason: other });
         continue;
       }
       let failed: string | undefined;
@@ -240,7 +311,7 @@ async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, 
         rowConsents.push({ canonicalId: outcome.canonicalId, topicId: mapping.topicId, channelId: mapping.channelId, sectionId: plan.section.id, type: mapping.type, address, resubscribe: mapping.resubscribe });
       }
       if (failed) {
-        failures.push({ line: p.line, reason: failed });
+        late.push({ line: p.line, reason: failed });
         continue;
       }
       consents.push(...rowConsents);
@@ -249,8 +320,7 @@ async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, 
       else counts.notChanged++;
     }
   }
-  await importConsents(tx, scope, consents, IMPORT_LABEL);
-  await q.recordImportBatch(tx, scope.accountId, importId, { rowsDone: rowsDone, found: batch.length, ...counts, failures });
+  return { failures, late, counts, consents };
 }
 
 /**

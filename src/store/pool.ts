@@ -14,6 +14,15 @@ export function createPool(connectionString: string, max = 10): pg.Pool {
 /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
 export async function withTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();
+  // pg-pool listens for errors only on idle clients. Without a listener here, a backend that ends
+  // while this client is checked out (PostgreSQL stopping, pg_terminate_backend, a dropped
+  // connection) emits an unhandled 'error' event, which crashes the process; with it, the
+  // transaction's next query fails instead and the broken client is discarded, not reused.
+  let broken: Error | undefined;
+  const onError = (err: Error) => {
+    broken = err;
+  };
+  client.on('error', onError);
   try {
     await client.query('begin');
     const result = await work(client);
@@ -23,6 +32,7 @@ export async function withTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient
     await client.query('rollback').catch(() => {});
     throw err;
   } finally {
-    client.release();
+    client.removeListener('error', onError);
+    client.release(broken);
   }
 }
