@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHOP, TestServer, type Response } from '../../test/app.ts';
+import { freePort } from '../store/embedded.ts';
 import { parseBracketForm } from './plugins/body-parsers.ts';
 import { Problem } from './problems.ts';
 
@@ -376,16 +376,6 @@ describe('tenant isolation (AUTH-17)', () => {
 
 const redisBinary = spawnSync('which', ['redis-server']).status === 0;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 /** Starts redis-server and resolves once it accepts connections. */
 function startRedis(port: number): Promise<ChildProcess> {

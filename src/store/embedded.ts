@@ -50,7 +50,8 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
   return { url, stop: () => db.stop() };
 }
 
-async function freePort(): Promise<number> {
+/** A TCP port free on the loopback address now (for servers this program and its tests start). */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once('error', reject);
