@@ -6,7 +6,7 @@ import { Problem } from '../http/problems.ts';
 import type { Caller } from '../identity/identity.ts';
 import type { Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
-import { currentVersionId, identityHash, insertNewProfile, joinClusters, locate, refuseReadOnly, writeSectionData, type Located, type ProfileScope } from './profiles.ts';
+import { currentVersionId, identityHash, insertNewProfile, joinClusters, locate, locateWithSectionData, refuseReadOnly, writeSectionData, type Located, type ProfileScope } from './profiles.ts';
 import * as q from './queries.ts';
 
 /** A calendar date (`2026-02-28`), optionally with a time; impossible days such as Feb 30 are not dates. */
@@ -52,9 +52,8 @@ function checkWrite(section: SectionDefs, keyspace: KeyspaceRow, attribute: Attr
 
 /** GET …/attributes: attribute version id → value, for the attributes readable through the keyspace. */
 export async function getAttributes(db: Queryable, scope: ProfileScope, caller: Caller, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string): Promise<q.ValueMap> {
-  const located = await locate(db, scope, keyspaceDiscriminator, rawKey);
   const section = sectionOf(scope.defs, sectionDiscriminator, caller);
-  const data = await q.findSectionData(db, scope.accountId, located.canonicalId, section.id);
+  const { located, data } = await locateWithSectionData(db, scope, keyspaceDiscriminator, rawKey, section);
   const readable = new Set(section.attributes.filter((a) => !a.hidden && allows(a.keyspace_permissions, located.keyspace, 'read')).flatMap((a) => a.versions.map((v) => v.id)));
   return Object.fromEntries(Object.entries(data.attributes).filter(([versionId]) => readable.has(versionId)));
 }
@@ -165,8 +164,10 @@ export async function patchAttributesV2(tx: Queryable, scope: ProfileScope, call
     return;
   }
   // Consents given for an old address follow it to the new one (SPEC §4.4).
-  const before = (await q.findSectionData(tx, scope.accountId, located.canonicalId, section.id)).attributes;
-  for (const [versionId, value] of Object.entries(changes)) {
+  const addressAttributes = new Set(scope.defs.channels.map((c) => c.address_attribute));
+  const addressChanges = Object.entries(changes).filter(([versionId]) => section.attributes.some((a) => addressAttributes.has(a.discriminator) && a.versions.some((v) => v.id === versionId)));
+  const before = addressChanges.length > 0 ? (await q.findSectionData(tx, scope.accountId, located.canonicalId, section.id)).attributes : {};
+  for (const [versionId, value] of addressChanges) {
     const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === versionId))!;
     const old = before[versionId];
     if (typeof old === 'string' && typeof value === 'string' && old !== value) {
@@ -209,9 +210,8 @@ async function clear(tx: Queryable, scope: ProfileScope, located: Located, secti
 
 /** GET …/tags: tag discriminator → true for the set tags readable through the keyspace. */
 export async function getTags(db: Queryable, scope: ProfileScope, caller: Caller, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string): Promise<Record<string, boolean>> {
-  const located = await locate(db, scope, keyspaceDiscriminator, rawKey);
   const section = sectionOf(scope.defs, sectionDiscriminator, caller);
-  const data = await q.findSectionData(db, scope.accountId, located.canonicalId, section.id);
+  const { located, data } = await locateWithSectionData(db, scope, keyspaceDiscriminator, rawKey, section);
   const result: Record<string, boolean> = {};
   for (const tag of section.tags) {
     if (data.tags[tag.tag_id] && !tag.hidden && allows(tag.keyspace_permissions, located.keyspace, 'read')) result[tag.discriminator] = true;

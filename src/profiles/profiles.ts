@@ -49,6 +49,15 @@ async function refuseLocked(db: Queryable, scope: ProfileScope, keyspace: Keyspa
   }
 }
 
+/** Finds a profile by unique identifier with what it shows in a section, in one round trip; 404 or 410 as `locate`. */
+export async function locateWithSectionData(db: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string, section: SectionDefs): Promise<{ located: Located; data: q.SectionDataRow }> {
+  const { keyspace, key } = identifierOf(scope, keyspaceDiscriminator, rawKey);
+  const found = await q.findSectionDataByKey(db, scope.accountId, keyspace.keyspace_id, key, section.id);
+  if (found) return { located: { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id }, data: found };
+  await refuseLocked(db, scope, keyspace, key);
+  throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
+}
+
 /** Finds a profile by unique identifier; 404 when there is none, 410 when it was locked. */
 export async function locate(db: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<Located> {
   const { keyspace, key } = identifierOf(scope, keyspaceDiscriminator, rawKey);
@@ -84,8 +93,7 @@ export async function insertNewProfile(tx: Queryable, scope: ProfileScope, keysp
 
 /** Writes attribute values and tags of a cluster's section, and keeps the history of attribute changes. */
 export async function writeSectionData(tx: Queryable, scope: ProfileScope, canonicalId: string, sectionId: string, attributes: q.ValueMap, tags: Record<string, boolean> = {}): Promise<void> {
-  await q.patchSectionData(tx, scope.accountId, canonicalId, sectionId, attributes, tags);
-  await q.insertAttributeHistory(tx, scope.accountId, canonicalId, sectionId, Object.entries(attributes).map(([versionId, value]) => ({ versionId, value })), scope.now);
+  await q.patchSectionData(tx, scope.accountId, canonicalId, sectionId, attributes, tags, scope.now);
 }
 
 /**

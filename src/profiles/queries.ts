@@ -8,14 +8,33 @@ export interface LocatedRow {
 }
 
 /** The member profile owning a key, and the canonical profile of its cluster. */
+// The statements of every profile request are named, so PostgreSQL parses and plans them once per
+// connection (about a fifth of their cost unnamed; bench/profiles.ts).
 export async function findProfileByKey(db: Queryable, accountId: string, keyspaceId: string, key: string): Promise<LocatedRow | undefined> {
-  const { rows } = await db.query<LocatedRow>(
-    `select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id
+  const { rows } = await db.query<LocatedRow>({
+    name: 'profiles.find-profile-by-key',
+    text: `select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id
      from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
      where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = $3`,
-    [accountId, keyspaceId, key],
-  );
+    values: [accountId, keyspaceId, key],
+  });
   return rows[0];
+}
+
+/** A profile found by key together with what it shows in one section, in one round trip. */
+export async function findSectionDataByKey(db: Queryable, accountId: string, keyspaceId: string, key: string, sectionId: string): Promise<(LocatedRow & SectionDataRow) | undefined> {
+  const { rows } = await db.query<LocatedRow & { attributes: ValueMap | null; tags: Record<string, boolean> | null }>({
+    name: 'profiles.find-section-data-by-key',
+    text: `select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id,
+       jsonb_strip_nulls(coalesce(ps.cluster_attributes, ps.attributes)) as attributes, coalesce(ps.cluster_tags, ps.tags) as tags
+     from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+     left join profile_sections ps on ps.account_id = p.account_id and ps.profile_id = coalesce(p.canonical_id, p.profile_id) and ps.section_id = $4::bigint
+     where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = $3`,
+    values: [accountId, keyspaceId, key, sectionId],
+  });
+  const row = rows[0];
+  if (!row) return undefined;
+  return { ...row, attributes: row.attributes ?? {}, tags: Object.fromEntries(Object.entries(row.tags ?? {}).filter(([, v]) => v === true)) };
 }
 
 export async function insertProfile(db: Queryable, accountId: string, exportKey: string, createdAt: Date): Promise<string> {
@@ -119,13 +138,18 @@ export async function listSectionDataByProfile(db: Queryable, accountId: string,
 
 /**
  * Applies a merge patch of attributes (version id → value, null clears) and tags (tag id →
- * boolean) to a canonical profile's section. A standalone profile drops cleared entries; the
- * canonical profile of a cluster keeps them in its own maps, so that they hide members' older
- * values, and updates the cluster's values.
+ * boolean) to a canonical profile's section, and appends the attribute changes to the history. A
+ * standalone profile drops cleared entries; the canonical profile of a cluster keeps them in its
+ * own maps, so that they hide members' older values, and updates the cluster's values.
  */
-export async function patchSectionData(db: Queryable, accountId: string, profileId: string, sectionId: string, attributes: ValueMap, tags: Record<string, boolean>): Promise<void> {
-  await db.query(
-    `insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags)
+export async function patchSectionData(db: Queryable, accountId: string, profileId: string, sectionId: string, attributes: ValueMap, tags: Record<string, boolean>, changedAt: Date): Promise<void> {
+  await db.query({
+    name: 'profiles.patch-section-data',
+    text: `with history as (
+       insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
+       select $1::bigint, $2::bigint, $3::bigint, key::bigint, nullif(value, 'null'::jsonb), $6 from jsonb_each($4::jsonb)
+     )
+     insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags)
      values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb))
      on conflict (account_id, profile_id, section_id) do update set
        attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end,
@@ -133,8 +157,8 @@ export async function patchSectionData(db: Queryable, accountId: string, profile
        tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || $5::jsonb) else ps.tags || $5::jsonb end,
        cluster_tags = profile_true_tags(ps.cluster_tags || $5::jsonb),
        updated_at = now()`,
-    [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags)],
-  );
+    values: [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags), changedAt],
+  });
 }
 
 /**
@@ -183,16 +207,6 @@ export async function settleSectionData(db: Queryable, accountId: string, profil
        cluster_attributes = null, cluster_tags = null
      where account_id = $1::bigint and profile_id = $2::bigint`,
     [accountId, profileId, keepClusterValues, keepCleared],
-  );
-}
-
-export async function insertAttributeHistory(db: Queryable, accountId: string, profileId: string, sectionId: string, changes: { versionId: string; value: unknown }[], changedAt: Date): Promise<void> {
-  if (changes.length === 0) return;
-  await db.query(
-    `insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
-     select $1::bigint, $2::bigint, $3::bigint, c.version_id, c.value, $6
-     from unnest($4::bigint[], $5::jsonb[]) as c(version_id, value)`,
-    [accountId, profileId, sectionId, changes.map((c) => c.versionId), changes.map((c) => (c.value === null ? null : JSON.stringify(c.value))), changedAt],
   );
 }
 
