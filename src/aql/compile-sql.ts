@@ -1,4 +1,4 @@
-import type { Condition, Expression } from './ast.ts';
+import type { AttributeTerm, Condition, EventTerm, Expression } from './ast.ts';
 import { windowBounds } from './time.ts';
 
 /** Collects the bound values of a statement: the compiler never pastes a value into SQL text. */
@@ -31,29 +31,42 @@ export function timestamp(ms: number): string {
   return `${String(1 - Number(year)).padStart(4, '0')}${rest.replace('T', ' ').replace('Z', '+00')} BC`;
 }
 
+/** jsonpath's comparison operators. */
+const JSONPATH_OPERATORS = { eq: '==', neq: '!=', lt: '<', lte: '<=', gt: '>', gte: '>=' } as const;
+
 /**
- * The SQL of a condition on the jsonb value `x`, agreeing with `holds` of the evaluator. Each step
- * of a data path selects a field of an object (`->` with a text key, null on anything else), never
- * an element of an array, as `#>` would for a step such as "0".
+ * The SQL of a condition on the field `keys` of the jsonb value `x` (then the condition's data
+ * path), agreeing with `holds` of the evaluator: jsonb_path_exists with a strict SQL/JSON path,
+ * which reads the value once, without copying each step out as `->` does (the attribute term of a
+ * count runs this on every profile). Strict mode makes a step select a field of an object and
+ * nothing else (no array element, no unwrapping of arrays); a missing field is an error that
+ * `silent` turns into null, which matches nothing, as does a comparison between different JSON
+ * types. Strings compare by code point (binary UTF-8, like the "C" collation), numbers as numeric.
+ * Only `!=` holds between null and a non-null value in SQL/JSON, hence the type test for neq.
+ * Keys and constant are bound values: the keys as string literals inside the path (JSON escapes
+ * are jsonpath escapes), the constant as the variable $c.
  */
-function condition(x: string, c: Condition, values: SqlValues): string {
-  const target = c.path.reduce((t, key) => `(${t} -> ${values.add(key, 'text')})`, x);
-  const op = { eq: '=', neq: '<>', lt: '<', lte: '<=', gt: '>', gte: '>=' }[c.comparator];
-  switch (typeof c.value) {
-    case 'string':
-      return `(case when jsonb_typeof(${target}) = 'string' then (${target} #>> '{}') end) collate "C" ${op} ${values.add(c.value, 'text')}`;
-    case 'number':
-      return `(case when jsonb_typeof(${target}) = 'number' then (${target} #>> '{}')::numeric end) ${op} ${values.add(c.value, 'numeric')}`;
-    default:
-      return `(case when jsonb_typeof(${target}) = 'boolean' then (${target} #>> '{}')::boolean end) ${op} ${values.add(c.value, 'boolean')}`;
-  }
+function condition(x: string, keys: string[], c: Condition, values: SqlValues): string {
+  // Lone surrogates travel as U+FFFD, as they do in text parameters (and in the evaluator's UTF-8).
+  const well = (v: string) => v.toWellFormed();
+  const path = ['strict $', ...[...keys, ...c.path].map((k) => JSON.stringify(well(k)))].join('.');
+  const type = typeof c.value === 'string' ? 'string' : typeof c.value === 'number' ? 'number' : 'boolean';
+  const filter = c.comparator === 'neq' ? `@.type() == "${type}" && @ != $c` : `@ ${JSONPATH_OPERATORS[c.comparator]} $c`;
+  const constant = typeof c.value === 'string' ? well(c.value) : c.value;
+  return `jsonb_path_exists(${x}, ${values.add(`${path} ? (${filter})`, 'jsonpath')}, ${values.add(JSON.stringify({ c: constant }), 'jsonb')}, true)`;
 }
 
 /**
  * Compiles a checked query into a predicate over the canonical profile `p` (a row of `profiles`)
  * as it is now: attribute values of its section rows, events of every member of its cluster.
+ *
+ * `clusters: false` says that the account has no merge clusters, so that every profile is its
+ * own cluster: an event term is then a plain semi-join on the event's profile, which PostgreSQL can
+ * run as a parallel hash semi-join. With clusters (the default), an event counts for the canonical
+ * profile of the member that received it: a left join with the members (profiles with a
+ * canonical profile, few), never a join with all profiles.
  */
-export function compilePredicate(expression: Expression, options: { now: number; timeZone: string }, values: SqlValues): string {
+export function compilePredicate(expression: Expression, options: { now: number; timeZone: string; clusters?: boolean }, values: SqlValues): string {
   switch (expression.kind) {
     case 'and':
     case 'or':
@@ -61,10 +74,9 @@ export function compilePredicate(expression: Expression, options: { now: number;
     case 'attribute':
       return `exists (select 1 from profile_sections ps where ps.account_id = p.account_id and ps.profile_id = p.profile_id
         and ps.section_id = ${values.add(expression.sectionId, 'bigint')}
-        and ${condition(`(coalesce(ps.cluster_attributes, ps.attributes) -> ${values.add(expression.versionId, 'text')})`, expression.condition, values)})`;
+        and ${condition('coalesce(ps.cluster_attributes, ps.attributes)', [expression.versionId], expression.condition, values)})`;
     case 'event': {
       const where = [
-        'e.account_id = p.account_id',
         `e.section_id = ${values.add(expression.sectionId, 'bigint')}`,
         `e.version_id = ${values.add(expression.versionId, 'bigint')}`,
       ];
@@ -72,50 +84,105 @@ export function compilePredicate(expression: Expression, options: { now: number;
         const { start, end } = windowBounds(expression.window, options.now, options.timeZone);
         where.push(`e.event_time >= ${values.add(timestamp(start), 'timestamptz')}`, `e.event_time <= ${values.add(timestamp(end), 'timestamptz')}`);
       }
-      for (const c of expression.conditions) where.push(condition('e.data', c, values));
-      return `p.profile_id in (select coalesce(m.canonical_id, m.profile_id) from profile_events e
-        join profiles m on m.account_id = e.account_id and m.profile_id = e.profile_id where ${where.join(' and ')})`;
+      for (const c of expression.conditions) where.push(condition('e.data', [], c, values));
+      if (options.clusters === false) {
+        return `exists (select 1 from profile_events e where e.account_id = p.account_id and e.profile_id = p.profile_id and ${where.join(' and ')})`;
+      }
+      return `p.profile_id in (select coalesce(m.canonical_id, e.profile_id) from profile_events e
+        left join profiles m on m.account_id = e.account_id and m.profile_id = e.profile_id and m.canonical_id is not null
+        where e.account_id = p.account_id and ${where.join(' and ')})`;
     }
   }
 }
 
+/** At most this many sampling points: their bits fill a bigint. */
+export const MAX_POINTS = 62;
+
+/** `1 << k` - `1 << lo`: the bits lo … k - 1 of a bigint mask (none when k <= lo). */
+const bits = (k: string, lo: string) => `((1::bigint << greatest(${k}, ${lo})) - (1::bigint << ${lo}))`;
+
+/** Whether a sequence never decreases (-Infinity and Infinity included). */
+const ascending = (xs: number[]) => xs.every((x, i) => i === 0 || xs[i - 1] <= x);
+
 /**
- * Compiles a checked query into a set of (profile_id, i) pairs: the canonical profiles that
- * matched it at sampling point i, judged by the attribute history and the events up to that
- * point, with time windows counted back from it. `points` holds `pts(i, t)` rows in the statement
- * that uses the result.
+ * Compiles a checked query for a trend: which canonical profiles matched it at which sampling
+ * points, judged by the attribute history and the events up to each point, with time windows
+ * counted back from it. `points` must be in ascending order; `pointsParam` is the placeholder of the
+ * same instants as a timestamptz[]. Point i is bit i - 1 of a bigint mask.
+ *
+ * Answers `rows`, the SQL of rows (profile_id, term, mask) with term 1, 2, … for the query's terms
+ * in order (the canonical profile, and the points at which one attribute value or event makes the
+ * term hold), and `mask`, an aggregate over those rows of one profile, aliased `t`: the points at
+ * which the whole query holds, && and || being & and | of the terms' masks. The caller groups the
+ * rows by profile. Nothing grows with the number of points: an attribute value held from
+ * `changed_at` until the next change covers the points in between, a contiguous run of bits found
+ * with width_bucket; so does an event, whose windows start and end later for later points (when
+ * they do not, e.g. windows of calendar months around a change of daylight saving time, the event
+ * is joined with each window instead). `clusters: false` (an account without merge clusters) leaves
+ * out the mapping of members to their canonical profile, as in compilePredicate.
  */
-export function compilePairs(expression: Expression, options: { accountParam: string; points: number[]; timeZone: string }, values: SqlValues): string {
-  switch (expression.kind) {
-    case 'and':
-    case 'or':
-      return expression.terms.map((t) => `(${compilePairs(t, options, values)})`).join(expression.kind === 'and' ? ' intersect ' : ' union ');
-    case 'attribute':
-      return `select x.canonical_id as profile_id, pts.i from (
-          select coalesce(m.canonical_id, m.profile_id) as canonical_id, h.value, h.changed_at,
-            lead(h.changed_at) over (partition by h.profile_id order by h.changed_at) as until
-          from attribute_history h join profiles m on m.account_id = h.account_id and m.profile_id = h.profile_id
-          where h.account_id = ${options.accountParam} and h.section_id = ${values.add(expression.sectionId, 'bigint')}
-            and h.version_id = ${values.add(expression.versionId, 'bigint')}
-        ) x join pts on x.changed_at <= pts.t and (x.until is null or x.until > pts.t)
-        where ${condition('x.value', expression.condition, values)}`;
-    case 'event': {
-      const windows = options.points.map((t) => {
-        if (!expression.window) return { start: '-infinity', end: new Date(t).toISOString() };
-        const bounds = windowBounds(expression.window, t, options.timeZone);
-        return { start: timestamp(bounds.start), end: timestamp(Math.min(bounds.end, t)) };
-      });
-      const where = [
-        `e.account_id = ${options.accountParam}`,
-        `e.section_id = ${values.add(expression.sectionId, 'bigint')}`,
-        `e.version_id = ${values.add(expression.versionId, 'bigint')}`,
-        ...expression.conditions.map((c) => condition('e.data', c, values)),
-      ];
-      return `select distinct coalesce(m.canonical_id, m.profile_id) as profile_id, w.i from profile_events e
-        join profiles m on m.account_id = e.account_id and m.profile_id = e.profile_id
-        join unnest(${values.add(windows.map((w) => w.start), 'timestamptz[]')}, ${values.add(windows.map((w) => w.end), 'timestamptz[]')}) with ordinality as w(start_at, end_at, i)
-          on e.event_time >= w.start_at and e.event_time <= w.end_at
-        where ${where.join(' and ')}`;
+export function compileMasks(expression: Expression, options: { accountParam: string; points: number[]; pointsParam: string; timeZone: string; clusters?: boolean }, values: SqlValues): { rows: string; mask: string } {
+  const { accountParam: account, points, pointsParam: pts } = options;
+  const clusters = options.clusters !== false;
+  if (points.length > MAX_POINTS) throw new Error(`at most ${MAX_POINTS} sampling points`);
+  if (!ascending(points)) throw new Error('sampling points must be in ascending order');
+  const leaves: string[] = [];
+  /** The SQL of the (profile_id, term, mask) rows of a term; answers the term's number. */
+  const leaf = (term: AttributeTerm | EventTerm): number => {
+    const k = leaves.length + 1;
+    if (term.kind === 'attribute') {
+      // Bits of the points t with changed_at <= t < until: (number of points before until) minus
+      // (number of points before changed_at); width_bucket counts the points <= its operand.
+      leaves.push(`select ${clusters ? 'coalesce(m.canonical_id, x.profile_id)' : 'x.profile_id'} as profile_id, ${k} as term,
+          ${bits(`coalesce(width_bucket(x.until - interval '1 microsecond', ${pts}), cardinality(${pts}))`, `width_bucket(x.changed_at - interval '1 microsecond', ${pts})`)} as mask
+        from (
+          select h.profile_id, h.value, h.changed_at, lead(h.changed_at) over (partition by h.profile_id order by h.changed_at) as until
+          from attribute_history h
+          where h.account_id = ${account} and h.section_id = ${values.add(term.sectionId, 'bigint')} and h.version_id = ${values.add(term.versionId, 'bigint')}
+        ) x ${clusters ? `left join profiles m on m.account_id = ${account} and m.profile_id = x.profile_id and m.canonical_id is not null` : ''}
+        where ${condition('x.value', [], term.condition, values)}`);
+      return k;
     }
-  }
+    const windows = points.map((t) => {
+      if (!term.window) return { start: -Infinity, end: t };
+      const bounds = windowBounds(term.window, t, options.timeZone);
+      return { start: bounds.start, end: Math.min(bounds.end, t) };
+    });
+    const starts = values.add(windows.map((w) => timestamp(w.start)), 'timestamptz[]');
+    const ends = values.add(windows.map((w) => timestamp(w.end)), 'timestamptz[]');
+    const where = [
+      `e.account_id = ${account}`,
+      `e.section_id = ${values.add(term.sectionId, 'bigint')}`,
+      `e.version_id = ${values.add(term.versionId, 'bigint')}`,
+      ...term.conditions.map((c) => condition('e.data', [], c, values)),
+    ];
+    const from = clusters
+      ? 'from profile_events e left join profiles m on m.account_id = e.account_id and m.profile_id = e.profile_id and m.canonical_id is not null'
+      : 'from profile_events e';
+    const profile = clusters ? 'coalesce(m.canonical_id, e.profile_id)' : 'e.profile_id';
+    if (ascending(windows.map((w) => w.start)) && ascending(windows.map((w) => w.end))) {
+      // An event at te lies in the windows i with start_i <= te <= end_i: with both bounds
+      // ascending, those after the (number of ends before te) and up to the (number of starts
+      // at or before te). Events before the first start or after the last end lie in none.
+      const first = values.add(timestamp(windows[0].start), 'timestamptz');
+      const last = values.add(timestamp(windows[windows.length - 1].end), 'timestamptz');
+      leaves.push(`select ${profile} as profile_id, ${k} as term,
+          ${bits(`width_bucket(e.event_time, ${starts})`, `width_bucket(e.event_time - interval '1 microsecond', ${ends})`)} as mask
+        ${from}
+        where ${where.join(' and ')} and e.event_time >= ${first} and e.event_time <= ${last}`);
+    } else {
+      leaves.push(`select ${profile} as profile_id, ${k} as term, 1::bigint << (w.i - 1)::int as mask
+        ${from}
+        join unnest(${starts}, ${ends}) with ordinality as w(start_at, end_at, i) on e.event_time >= w.start_at and e.event_time <= w.end_at
+        where ${where.join(' and ')}`);
+    }
+    return k;
+  };
+  /** The mask of a (sub)query: an aggregate over the rows `t` of a profile, with & for && and | for ||. */
+  const combine = (e: Expression): string => {
+    if ('terms' in e) return `(${e.terms.map(combine).join(e.kind === 'and' ? ' & ' : ' | ')})`;
+    return `coalesce(bit_or(t.mask) filter (where t.term = ${leaf(e)}), 0)`;
+  };
+  const mask = combine(expression);
+  return { rows: leaves.map((l) => `(${l})`).join(' union all '), mask };
 }

@@ -1,49 +1,84 @@
 import type { Queryable } from '../store/pool.ts';
 
+/** Whether any profile of the account belongs to a merge cluster as a member (profiles_by_canonical). */
+const HAS_CLUSTERS = (account: string) => `exists (select 1 from profiles c where c.account_id = ${account} and c.canonical_id is not null)`;
+
 /**
  * Counts the canonical profiles of an account that satisfy a compiled AQL predicate over `p`
  * (src/aql/compile-sql.ts); `known` true or false keeps only known or unknown profiles, by the
  * keyspaces that make a profile known.
+ *
+ * The predicate comes compiled twice (compilePredicate): `text` for any account and `simple` for
+ * one without merge clusters, whose plans are far cheaper (semi-joins on the profile itself). One
+ * statement picks the one that holds in its own snapshot, so a merge committed meanwhile cannot
+ * make the count use the wrong one; PostgreSQL runs only the branch it takes.
  */
-export async function countProfilesMatching(db: Queryable, accountId: string, predicate: { text: string; values: unknown[] }, known: { keyspaceIds: string[]; wanted: boolean } | null): Promise<number> {
+export async function countProfilesMatching(db: Queryable, accountId: string, predicate: { text: string; simple: string; values: unknown[] }, known: { keyspaceIds: string[]; wanted: boolean } | null): Promise<number> {
   const values = [...predicate.values, accountId];
   const account = `$${values.length}::bigint`;
   let knownClause = '';
+  let simpleKnownClause = '';
   if (known) {
     values.push(known.keyspaceIds);
-    knownClause = `and ${known.wanted ? '' : 'not '}exists (select 1 from profile_identifiers i join profiles m on m.account_id = i.account_id and m.profile_id = i.profile_id
+    const not = known.wanted ? '' : 'not ';
+    knownClause = `and ${not}exists (select 1 from profile_identifiers i join profiles m on m.account_id = i.account_id and m.profile_id = i.profile_id
       where i.account_id = p.account_id and (m.profile_id = p.profile_id or m.canonical_id = p.profile_id) and i.keyspace_id = any($${values.length}::bigint[]))`;
+    simpleKnownClause = `and ${not}exists (select 1 from profile_identifiers i
+      where i.account_id = p.account_id and i.profile_id = p.profile_id and i.keyspace_id = any($${values.length}::bigint[]))`;
   }
+  const count = (text: string, clause: string) => `(select count(*) from profiles p where p.account_id = ${account} and p.canonical_id is null and ${text} ${clause})`;
   const { rows } = await db.query<{ n: string }>(
-    `select count(*) as n from profiles p where p.account_id = ${account} and p.canonical_id is null and ${predicate.text} ${knownClause}`,
+    `select case when ${HAS_CLUSTERS(account)} then ${count(predicate.text, knownClause)} else ${count(predicate.simple, simpleKnownClause)} end as n`,
     values,
   );
   return Number(rows[0].n);
 }
 
 /**
- * Counts, per sampling point, the canonical profiles in a set of (profile_id, i) pairs compiled
- * from AQL (compilePairs), split into known and unknown, counting only profiles created by then.
+ * Counts, per sampling point, the canonical profiles that matched a query compiled for a trend
+ * (compileMasks: its `rows` and `mask`, bit i - 1 for point i; the points ascending, the array
+ * behind `pointsParam`), split into known and unknown, counting only profiles created by then.
+ *
+ * One GROUP BY per profile over the terms' rows, a row per canonical profile with the points from
+ * its creation on (term 0), and a row per identifier that makes it known (term -1): no join of
+ * large sets, whose sizes PostgreSQL cannot estimate after a UNION ALL. A profile without a term 0
+ * row (a member of a cluster) gets mask 0 and is left out. The query comes compiled twice, as the
+ * count's predicate does: `general` for any account, `simple` for one without merge clusters; one
+ * statement runs the one that holds in its snapshot. The database answers one row per distinct
+ * (mask, known), a few dozen; the points are counted from their bits here.
  */
-export async function countPairsByPoint(db: Queryable, pairs: { text: string; values: unknown[]; accountParam: string }, points: Date[], knownKeyspaceIds: string[]): Promise<{ i: number; known: number; unknown: number }[]> {
-  const values = [...pairs.values, points, knownKeyspaceIds];
-  const n = pairs.values.length;
-  const account = pairs.accountParam;
-  const { rows } = await db.query<{ i: string; known: string; unknown: string }>(
-    `with pts as (select t, i from unnest($${n + 1}::timestamptz[]) with ordinality as pts(t, i)),
-     matched as (${pairs.text}),
-     known as (
-       select distinct coalesce(m.canonical_id, m.profile_id) as profile_id from profile_identifiers i
-       join profiles m on m.account_id = i.account_id and m.profile_id = i.profile_id
-       where i.account_id = ${account} and i.keyspace_id = any($${n + 2}::bigint[])
-     )
-     select matched.i, count(k.profile_id) as known, count(*) - count(k.profile_id) as unknown
-     from matched
-     join profiles p on p.account_id = ${account} and p.profile_id = matched.profile_id and p.canonical_id is null
-     join pts on pts.i = matched.i and p.created_at <= pts.t
-     left join known k on k.profile_id = p.profile_id
-     group by matched.i`,
+export async function countMasksByPoint(db: Queryable, compiled: { general: { rows: string; mask: string }; simple: { rows: string; mask: string }; values: unknown[]; accountParam: string; pointsParam: string }, knownKeyspaceIds: string[]): Promise<{ i: number; known: number; unknown: number }[]> {
+  const values = [...compiled.values, knownKeyspaceIds];
+  const { accountParam: account, pointsParam: pts } = compiled;
+  const keyspaces = `$${values.length}::bigint[]`;
+  // The points from the profile's creation on: all but the (number of points before created_at).
+  const created = `select p.profile_id, 0 as term, (1::bigint << cardinality(${pts})) - (1::bigint << width_bucket(p.created_at - interval '1 microsecond', ${pts})) as mask
+       from profiles p where p.account_id = ${account} and p.canonical_id is null`;
+  const known = `select coalesce(m.canonical_id, i.profile_id) as profile_id, -1 as term, 0::bigint as mask from profile_identifiers i
+       left join profiles m on m.account_id = i.account_id and m.profile_id = i.profile_id and m.canonical_id is not null
+       where i.account_id = ${account} and i.keyspace_id = any(${keyspaces})`;
+  const simpleKnown = `select i.profile_id, -1 as term, 0::bigint as mask from profile_identifiers i where i.account_id = ${account} and i.keyspace_id = any(${keyspaces})`;
+  const counted = (q: { rows: string; mask: string }, knownRows: string) => `select x.mask, x.known, count(*) as n from (
+       select ${q.mask} & coalesce(bit_or(t.mask) filter (where t.term = 0), 0) as mask, bool_or(t.term = -1) as known
+       from (${q.rows} union all (${created}) union all (${knownRows})) t
+       group by t.profile_id
+     ) x
+     where x.mask <> 0
+     group by x.mask, x.known`;
+  const { rows } = await db.query<{ mask: string; known: boolean; n: string }>(
+    `with clustered as (select ${HAS_CLUSTERS(account)} as yes)
+     select * from (${counted(compiled.general, known)}) general where (select yes from clustered)
+     union all
+     select * from (${counted(compiled.simple, simpleKnown)}) simple where not (select yes from clustered)`,
     values,
   );
-  return rows.map((r) => ({ i: Number(r.i), known: Number(r.known), unknown: Number(r.unknown) }));
+  const n = Math.max(0, ...rows.map((r) => BigInt(r.mask).toString(2).length));
+  const counts = Array.from({ length: n }, (_, b) => ({ i: b + 1, known: 0, unknown: 0 }));
+  for (const r of rows) {
+    const mask = BigInt(r.mask);
+    for (let b = 0; b < n; b++) {
+      if ((mask >> BigInt(b)) & 1n) counts[b][r.known ? 'known' : 'unknown'] += Number(r.n);
+    }
+  }
+  return counts.filter((c) => c.known + c.unknown > 0);
 }

@@ -1,6 +1,6 @@
 import type { Expression } from '../aql/ast.ts';
 import { check } from '../aql/check.ts';
-import { compilePairs, compilePredicate, SqlValues } from '../aql/compile-sql.ts';
+import { compileMasks, compilePredicate, SqlValues } from '../aql/compile-sql.ts';
 import { evaluate } from '../aql/evaluate.ts';
 import { parse } from '../aql/parser.ts';
 import { checkTimeZone } from '../aql/time.ts';
@@ -16,6 +16,24 @@ import * as q from './queries.ts';
 export function compileQuery(defs: Definitions, text: string): Expression {
   const expression = parse(text);
   check(expression, defs, text);
+  return expression;
+}
+
+/** Stored segment queries, parsed and checked, per definitions snapshot (immutable; replaced when definitions change). */
+const storedExpressions = new WeakMap<Definitions, Map<string, Expression>>();
+
+/** compileQuery of a stored segment's query, once per definitions snapshot: evaluations ask for many segments per request. */
+function storedExpression(defs: Definitions, text: string): Expression {
+  let cache = storedExpressions.get(defs);
+  if (!cache) {
+    cache = new Map();
+    storedExpressions.set(defs, cache);
+  }
+  let expression = cache.get(text);
+  if (!expression) {
+    expression = compileQuery(defs, text);
+    cache.set(text, expression);
+  }
   return expression;
 }
 
@@ -48,7 +66,7 @@ export async function evaluateProfile(db: Queryable, scope: ProfileScope, keyspa
   const timeZone = checkTimeZone(body.time_zone, 'time_zone');
   const queries = body.segments.map((ref, i) => ({
     key: ref.version_id === undefined ? ref.discriminator : `${ref.discriminator}|${ref.version_id}`,
-    expression: compileQuery(scope.defs, segmentQuery(scope.defs, ref, `segments[${i}]`)),
+    expression: storedExpression(scope.defs, segmentQuery(scope.defs, ref, `segments[${i}]`)),
   }));
   const located = await locate(db, scope, keyspaceDiscriminator, rawKey);
   const versions = new Set<string>();
@@ -69,8 +87,8 @@ function chosenQuery(defs: Definitions, segment: SegmentChoice): Expression {
   if ((segment.segment_discriminator === undefined) === (segment.segment_definition === undefined)) {
     throw new Problem('AUD-0', 'segment: give either segment_discriminator or segment_definition');
   }
-  const text = segment.segment_definition ?? segmentQuery(defs, { discriminator: segment.segment_discriminator! }, 'segment.segment_discriminator');
-  return compileQuery(defs, text);
+  if (segment.segment_definition !== undefined) return compileQuery(defs, segment.segment_definition);
+  return storedExpression(defs, segmentQuery(defs, { discriminator: segment.segment_discriminator! }, 'segment.segment_discriminator'));
 }
 
 /** Profile in segment count (POST /audience/profiles/reports/segments/count): profiles matching now, all, known or unknown. */
@@ -79,9 +97,11 @@ export async function countSegment(db: Queryable, scope: ProfileScope, caller: C
   const timeZone = checkTimeZone(body.segment.timezone, 'segment.timezone');
   const expression = chosenQuery(scope.defs, body.segment);
   const values = new SqlValues();
-  const text = compilePredicate(expression, { now: scope.now.getTime(), timeZone }, values);
+  const now = scope.now.getTime();
+  const text = compilePredicate(expression, { now, timeZone }, values);
+  const simple = compilePredicate(expression, { now, timeZone, clusters: false }, values);
   const known = body.known_profiles === undefined || body.known_profiles === null ? null : { keyspaceIds: knownKeyspaceIds(scope.defs), wanted: body.known_profiles };
-  return { profile_count: await q.countProfilesMatching(db, scope.accountId, { text, values: values.values }, known) };
+  return { profile_count: await q.countProfilesMatching(db, scope.accountId, { text, simple, values: values.values }, known) };
 }
 
 /**
@@ -93,16 +113,21 @@ export async function segmentTrend(db: Queryable, scope: ProfileScope, caller: C
   const timeZone = checkTimeZone(body.timezone, 'timezone');
   const segment = scope.defs.segments.find((s) => s.discriminator === segmentDiscriminator);
   if (!segment) throw new Problem('AUD-1104', `Segment "${segmentDiscriminator}" does not exist`);
-  const expression = compileQuery(scope.defs, segmentQuery(scope.defs, { discriminator: segmentDiscriminator }, 'segment'));
-  const points = body.sampling_points.map((p) => Date.parse(p));
+  const expression = storedExpression(scope.defs, segmentQuery(scope.defs, { discriminator: segmentDiscriminator }, 'segment'));
+  // The points in ascending order, as compileMasks wants them; `order[j]` is the request's index of the j-th.
+  const requested = body.sampling_points.map((p) => Date.parse(p));
+  const order = requested.map((_, i) => i).sort((a, b) => requested[a] - requested[b]);
+  const points = order.map((i) => requested[i]);
   const values = new SqlValues();
   const accountParam = values.add(scope.accountId, 'bigint');
-  const text = compilePairs(expression, { accountParam, points, timeZone }, values);
-  const counts = await q.countPairsByPoint(db, { text, values: values.values, accountParam }, points.map((t) => new Date(t)), knownKeyspaceIds(scope.defs));
+  const pointsParam = values.add(points.map((t) => new Date(t)), 'timestamptz[]');
+  const general = compileMasks(expression, { accountParam, points, pointsParam, timeZone }, values);
+  const simple = compileMasks(expression, { accountParam, points, pointsParam, timeZone, clusters: false }, values);
+  const counts = await q.countMasksByPoint(db, { general, simple, values: values.values, accountParam, pointsParam }, knownKeyspaceIds(scope.defs));
   const result: Record<string, { known: number; unknown: number }> = {};
-  body.sampling_points.forEach((point, i) => {
-    const found = counts.find((c) => c.i === i + 1);
-    result[point] = { known: found?.known ?? 0, unknown: found?.unknown ?? 0 };
+  order.forEach((i, j) => {
+    const found = counts.find((c) => c.i === j + 1);
+    result[body.sampling_points[i]] = { known: found?.known ?? 0, unknown: found?.unknown ?? 0 };
   });
   return { matching_profile_count: result };
 }

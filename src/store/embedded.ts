@@ -34,7 +34,9 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
     persistent: options.persistent ?? true,
     createPostgresUser: true,
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=`],
+    // work_mem: segment counts and trends hash and group a row per profile (docs/benchmarks.md
+    // "Segments"); at the default 4 MB, a million profiles spill to disk in batches.
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=`, '-c', 'work_mem=64MB'],
     onLog: () => {},
     onError: () => {},
   });

@@ -1,0 +1,365 @@
+/**
+ * What the benches share: starting the audience server (own temp DATA_DIR, embedded PostgreSQL,
+ * demo account with lifted limits, a bearer token) and the bare `node:http` reference server
+ * (bench/bare.ts) in child processes on loopback, measuring one target with autocannon (with the
+ * CPU time of the server and of its PostgreSQL), time bounds, and clean-up of child processes
+ * and the temp dir on success, failure, deadline, SIGINT and SIGTERM.
+ *
+ * Settings from the environment: BENCH_CONNECTIONS (50), BENCH_WARMUP_S (3), BENCH_DURATION_S (10),
+ * BENCH_ROUNDS (2, at most 5), BENCH_SERVER_ARGS (extra node flags for the audience server, e.g.
+ * "--cpu-prof --cpu-prof-dir=/tmp/prof").
+ */
+import { fork, spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+// ---- autocannon's API, as far as the benches use it ----
+
+export interface Histogram { average: number; mean: number; p50: number; p99: number; max: number }
+export interface Result {
+  requests: Histogram & { total: number; sent: number };
+  latency: Histogram;
+  throughput: Histogram;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  duration: number;
+}
+/** The instance autocannon returns: a thenable of the result, which can be stopped. */
+export interface Run extends PromiseLike<Result> { stop(): void }
+/** What autocannon sends; `setupRequest` may change it before each request. */
+export interface RequestData { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer }
+export interface AutocannonRequest extends RequestData { setupRequest?: (request: RequestData & { headers: Record<string, string> }) => RequestData }
+export interface Load extends RequestData {
+  /** Per-request variation, e.g. a random profile key in the path; see autocannon's `requests`. */
+  requests?: AutocannonRequest[];
+}
+type Autocannon = (options: Load & { url: string; connections: number; duration: number; pipelining: number; timeout: number }) => Run;
+
+const require = createRequire(import.meta.url);
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const NODE = process.execPath;
+
+export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
+export const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 3);
+export const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
+export const ROUNDS = Math.min(5, Math.max(1, Number(process.env.BENCH_ROUNDS ?? 2)));
+
+export interface Server { url: string; pid: number | undefined }
+
+export interface Measured {
+  target: string; round: number; rps: number; mean: number; p50: number; p99: number;
+  non2xx: number; errors: number; timeouts: number; total: number;
+  /** The server process's CPU time (user + system) per answered request, from /proc. */
+  serverCpuUsPerRequest: number | undefined;
+  serverCpuShare: number | undefined;
+  /** The CPU time of the server's child processes (its embedded PostgreSQL) per answered request. */
+  dbCpuUsPerRequest: number | undefined;
+  dbCpuShare: number | undefined;
+  /** This process's (autocannon's) CPU time over wall time: near 1 means the client was the limit. */
+  clientCpuShare: number;
+}
+
+// ---- Output ----
+
+export function log(message: string): void {
+  process.stderr.write(`[bench] ${message}\n`);
+}
+
+export function table(rows: string[][]): string {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  const line = (r: string[]) => '| ' + r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ') + ' |';
+  return [line(rows[0]), '|' + widths.map((w, i) => (i === 0 ? '-'.repeat(w + 1) + '-' : '-'.repeat(w + 1) + ':')).join('|') + '|', ...rows.slice(1).map(line)].join('\n');
+}
+
+/** The machine and settings lines every bench prints first. */
+export function printSetting(): void {
+  const cpus = os.cpus();
+  console.log(`machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown model'}; ${os.platform()} ${os.release()}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(`node ${process.version}; autocannon ${CONNECTIONS} connections, keep-alive, ${WARMUP_S} s warm-up + ${DURATION_S} s measured per run, ${ROUNDS} alternating rounds`);
+}
+
+// ---- Time bounds and clean-up ----
+
+const children: { child: ChildProcess; name: string; postmasterPidFile?: string }[] = [];
+const cleanupHooks: (() => Promise<void>)[] = [];
+let tempDir: string | undefined;
+let cleaning: Promise<void> | undefined;
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Rejects after `ms` with `what` in the message. */
+export function within<T>(ms: number, what: string, promise: PromiseLike<T>): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    Promise.resolve(promise).finally(() => clearTimeout(timer)),
+    new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms); }),
+  ]);
+}
+
+/** Runs `hook` at clean-up, before the child processes are stopped (e.g. to close a database connection). */
+export function onCleanup(hook: () => Promise<void>): void {
+  cleanupHooks.push(hook);
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`; for the audience server also its PostgreSQL if it outlived it. */
+async function stopChild(entry: (typeof children)[number], graceMs: number): Promise<void> {
+  const { child, name } = entry;
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill('SIGTERM');
+    try {
+      await within(graceMs, `${name} stop`, exited(child));
+    } catch {
+      log(`${name} did not stop within ${graceMs} ms; killing it`);
+      child.kill('SIGKILL');
+      await within(5000, `${name} kill`, exited(child)).catch(() => {});
+    }
+  }
+  if (entry.postmasterPidFile) {
+    // The embedded PostgreSQL this server started, when the server could not stop it itself.
+    const pid = Number((await fs.readFile(entry.postmasterPidFile, 'utf8').catch(() => '')).split('\n')[0]);
+    // Only that PostgreSQL: a stale pid file must not make us signal another process.
+    const cmdline = Number.isInteger(pid) && pid > 1 ? await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '') : '';
+    if (cmdline.includes(path.dirname(entry.postmasterPidFile))) {
+      try {
+        process.kill(pid, 'SIGTERM');
+        log(`stopped the leftover PostgreSQL (pid ${pid})`);
+        for (let i = 0; i < 50; i++) {
+          await sleep(100);
+          process.kill(pid, 0);
+        }
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }
+  }
+}
+
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    for (const hook of cleanupHooks) await within(10_000, 'clean-up', hook()).catch((err: Error) => log(`clean-up: ${err.message}`));
+    await Promise.all(children.map((c) => stopChild(c, 30_000)));
+    if (tempDir) await fs.rm(tempDir, { recursive: true, force: true }).catch((err: Error) => log(`could not remove ${tempDir}: ${err.message}`));
+  })();
+  return cleaning;
+}
+
+/**
+ * Runs a bench: `main` gets autocannon; on success, failure, the deadline (`deadlineMs`, the whole
+ * run), SIGINT or SIGTERM everything is cleaned up. A failure sets exit code 1.
+ */
+export async function runBench(deadlineMs: number, main: (autocannon: Autocannon) => Promise<void>): Promise<void> {
+  const deadline = setTimeout(() => {
+    log(`the run took over ${Math.round(deadlineMs / 1000)} s; stopping`);
+    void cleanup().finally(() => process.exit(1));
+  }, deadlineMs);
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`${signal}: cleaning up`);
+      void cleanup().finally(() => process.exit(130));
+    });
+  }
+  try {
+    await main(require('autocannon') as Autocannon);
+  } catch (err) {
+    log(`failed: ${(err as Error).stack ?? err}`);
+    process.exitCode = 1;
+  } finally {
+    await cleanup();
+    clearTimeout(deadline);
+  }
+}
+
+// ---- The servers ----
+
+export async function request(url: string, init: RequestInit = {}): Promise<{ status: number; text: string }> {
+  const res = await fetch(url, { ...init, signal: AbortSignal.timeout(10_000) });
+  return { status: res.status, text: await res.text() };
+}
+
+/** The reference: bench/bare.ts in a child process, answering GET with `body` and other methods with 204. */
+export async function startBare(body: string): Promise<Server> {
+  const child = fork(path.join(ROOT, 'bench', 'bare.ts'), [], { env: { ...process.env, BENCH_BODY: body }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  children.push({ child, name: 'bare server' });
+  const port = await within(15_000, 'bare server start', new Promise<number>((resolve, reject) => {
+    child.once('message', (m) => resolve((m as { port: number }).port));
+    child.once('exit', (code) => reject(new Error(`bare server exited with ${code}`)));
+  }));
+  return { url: `http://127.0.0.1:${port}`, pid: child.pid };
+}
+
+export interface Audience extends Server {
+  token: string;
+  dataDir: string;
+  accountId: string;
+  adminToken: string;
+}
+
+/**
+ * `node src/main.ts serve` with a new temp DATA_DIR (its own embedded PostgreSQL) on a free
+ * loopback port; waits for /readyz, lifts the demo account's `lift` limits through the operator
+ * API and gets a bearer token for it.
+ */
+export async function startAudience(lift: string[] = ['requests_per_second', 'token_requests_per_minute']): Promise<Audience> {
+  tempDir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-bench-'));
+  // As root, the embedded PostgreSQL runs as the postgres user, which must traverse the data directory.
+  await fs.chmod(tempDir, 0o755);
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const extraArgs = (process.env.BENCH_SERVER_ARGS ?? '').split(/\s+/).filter((a) => a !== '');
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: tempDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
+  // Always the embedded database of the temp dir, never one the caller's environment points at.
+  delete env.DATABASE_URL;
+  const child = spawn(NODE, [...extraArgs, 'src/main.ts', 'serve'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  children.push({ child, name: 'audience server', postmasterPidFile: path.join(tempDir, 'postgres', 'cluster', 'postmaster.pid') });
+  let exitCode: number | null | undefined;
+  child.once('exit', (code) => { exitCode = code; });
+
+  // Ready: /readyz answers 200 (the embedded PostgreSQL initialises its cluster first).
+  const started = Date.now();
+  for (;;) {
+    if (exitCode !== undefined) throw new Error(`audience server exited with ${exitCode} before it was ready`);
+    if (Date.now() - started > 90_000) throw new Error('audience server not ready within 90 s');
+    const ready = await request(`${url}/readyz`).catch(() => undefined);
+    if (ready?.status === 200) break;
+    await sleep(250);
+  }
+  log(`audience server ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+
+  const demo = JSON.parse(await fs.readFile(path.join(tempDir, 'demo-credentials.json'), 'utf8')) as { account_id: string; client_id: string; client_secret: string };
+  const adminToken = (await fs.readFile(path.join(tempDir, 'admin-token'), 'utf8')).trim();
+  const lifted = await request(`${url}/admin/accounts/${encodeURIComponent(demo.account_id)}`, {
+    method: 'PATCH',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ limits: Object.fromEntries(lift.map((l) => [l, null])) }),
+  });
+  if (lifted.status !== 200) throw new Error(`lifting the demo account's limits: ${lifted.status} ${lifted.text}`);
+  const issued = await request(`${url}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ grant_type: 'client_credentials', client_id: demo.client_id, client_secret: demo.client_secret }),
+  });
+  if (issued.status !== 200) throw new Error(`token: ${issued.status} ${issued.text}`);
+  const token = (JSON.parse(issued.text) as { access_token: string }).access_token;
+  return { url, pid: child.pid, token, dataDir: tempDir, accountId: demo.account_id, adminToken };
+}
+
+/** The URL of the audience server's embedded PostgreSQL: password from DATA_DIR/postgres/password, port from postmaster.pid. */
+export async function embeddedDatabaseUrl(dataDir: string): Promise<string> {
+  const password = (await fs.readFile(path.join(dataDir, 'postgres', 'password'), 'utf8')).trim();
+  // postmaster.pid: pid, data directory, start time, port, …
+  const port = Number((await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8')).split('\n')[3]);
+  if (!Number.isInteger(port) || port <= 0) throw new Error('no port in the embedded PostgreSQL\'s postmaster.pid');
+  return `postgres://audience:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+}
+
+// ---- Measuring ----
+
+/** [pid, parent pid, CPU ms] of every process, from /proc; empty where there is no /proc. */
+async function processes(): Promise<[number, number, number][]> {
+  const pids = (await fs.readdir('/proc').catch(() => [] as string[])).filter((d) => /^\d+$/.test(d));
+  const rows = await Promise.all(pids.map(async (pid): Promise<[number, number, number] | undefined> => {
+    const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+    if (!stat) return undefined;
+    // Fields after the command name (which may hold spaces): state is field 3, ppid 4, utime 14, stime 15, in 1/100 s.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return [Number(pid), Number(fields[1]), (Number(fields[11]) + Number(fields[12])) * 10];
+  }));
+  return rows.filter((r) => r !== undefined);
+}
+
+/** CPU time (ms) so far of a process and, apart, of all its descendants (for the audience server: its PostgreSQL). */
+async function cpuMsOf(pid: number | undefined): Promise<{ own: number; descendants: number } | undefined> {
+  if (pid === undefined) return undefined;
+  const all = await processes();
+  const self = all.find(([p]) => p === pid);
+  if (!self) return undefined;
+  const tree = new Set([pid]);
+  let descendants = 0;
+  for (let grown = true; grown;) {
+    grown = false;
+    for (const [p, parent, cpu] of all) {
+      if (!tree.has(p) && tree.has(parent)) {
+        tree.add(p);
+        descendants += cpu;
+        grown = true;
+      }
+    }
+  }
+  return { own: self[2], descendants };
+}
+
+/** One warm-up (not counted) and one measured autocannon run of `load` against `server`. */
+export async function measure(autocannon: Autocannon, target: string, round: number, server: Server, load: Load): Promise<Measured> {
+  const common = { ...load, url: `${server.url}${load.path ?? ''}`, connections: CONNECTIONS, pipelining: 1, timeout: 10 };
+  const run = async (what: string, duration: number): Promise<Result> => {
+    const instance = autocannon({ ...common, duration });
+    try {
+      return await within(duration * 1000 + 30_000, `${target} ${what}`, Promise.resolve(instance));
+    } catch (err) {
+      instance.stop();
+      throw err;
+    }
+  };
+  if (WARMUP_S > 0) await run('warm-up', WARMUP_S);
+  const serverBefore = await cpuMsOf(server.pid);
+  const clientBefore = process.cpuUsage();
+  const started = performance.now();
+  const r = await run('run', DURATION_S);
+  const elapsedMs = performance.now() - started;
+  const clientUsage = process.cpuUsage(clientBefore);
+  const serverAfter = await cpuMsOf(server.pid);
+  const own = serverBefore && serverAfter ? serverAfter.own - serverBefore.own : undefined;
+  // Processes that ended during the run take their CPU time with them, so this is a lower bound.
+  const db = serverBefore && serverAfter ? Math.max(0, serverAfter.descendants - serverBefore.descendants) : undefined;
+  const m: Measured = {
+    target, round, rps: r.requests.average, mean: r.latency.mean,
+    serverCpuUsPerRequest: own === undefined ? undefined : (own * 1000) / r.requests.total,
+    serverCpuShare: own === undefined ? undefined : own / elapsedMs,
+    dbCpuUsPerRequest: db === undefined ? undefined : (db * 1000) / r.requests.total,
+    dbCpuShare: db === undefined ? undefined : db / elapsedMs,
+    clientCpuShare: (clientUsage.user + clientUsage.system) / 1000 / elapsedMs, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, total: r.requests.total };
+  const cpu = m.serverCpuUsPerRequest === undefined ? '' : `, server CPU ${m.serverCpuUsPerRequest.toFixed(0)} µs/request (${(100 * m.serverCpuShare!).toFixed(0)}% of a core)`;
+  const dbCpu = m.dbCpuUsPerRequest === undefined || m.dbCpuShare! < 0.01 ? '' : `, database CPU ${m.dbCpuUsPerRequest.toFixed(0)} µs/request (${(100 * m.dbCpuShare!).toFixed(0)}% of a core)`;
+  log(`round ${round} ${target}: ${m.rps.toFixed(0)} req/s, mean ${m.mean.toFixed(2)} ms, p50 ${m.p50} ms, p99 ${m.p99} ms, ${m.total} requests, ${m.non2xx} non-2xx, ${m.errors} errors${cpu}${dbCpu}, autocannon ${(100 * m.clientCpuShare).toFixed(0)}% of a core`);
+  return m;
+}
+
+/** The run of `target` with the most requests/s. */
+export function best(results: Measured[], target: string): Measured {
+  return results.filter((r) => r.target === target).reduce((a, b) => (b.rps > a.rps ? b : a));
+}
+
+/** Prints a warning for every run with non-2xx answers, errors or timeouts, and sets exit code 1. */
+export function failOnBadRuns(results: Measured[]): void {
+  for (const r of results.filter((x) => x.non2xx > 0 || x.errors > 0 || x.timeouts > 0)) {
+    console.log(`WARNING: round ${r.round} ${r.target}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
+    process.exitCode = 1;
+  }
+}
+
+export const usPerRequest = (v: number | undefined) => (v === undefined ? 'n/a' : v.toFixed(0));
+export const share = (v: number | undefined) => (v === undefined ? 'n/a' : `${(100 * v).toFixed(0)}%`);
