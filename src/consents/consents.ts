@@ -232,10 +232,13 @@ export interface ImportedConsent { canonicalId: string; topicId: string; channel
 /**
  * Consents of an import batch (SPEC §2.13): each is written unless the profile already has that
  * type, and an opted-out consent is turned back only when the mapping says resubscribe_if_opted_out.
+ * `newProfiles`: canonical profiles the caller created in this transaction and merged with none,
+ * which have no consents to look up yet.
  */
-export async function importConsents(tx: Queryable, scope: ProfileScope, items: ImportedConsent[], label: string): Promise<void> {
+export async function importConsents(tx: Queryable, scope: ProfileScope, items: ImportedConsent[], label: string, newProfiles: ReadonlySet<string> = new Set()): Promise<void> {
   if (items.length === 0) return;
-  const current = new Map((await q.listClusterConsentsBulk(tx, scope.accountId, [...new Set(items.map((i) => i.canonicalId))]))
+  const known = [...new Set(items.map((i) => i.canonicalId))].filter((id) => !newProfiles.has(id));
+  const current = new Map((known.length === 0 ? [] : await q.listClusterConsentsBulk(tx, scope.accountId, known))
     .map((c) => [`${c.canonical_id}/${c.topic_id}/${c.channel_id}`, c.type]));
   const writes = new Map<string, q.ConsentWrite & { profileId: string }>();
   for (const item of items) {

@@ -161,7 +161,7 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
   const row = await q.findImport(deps.pool, accountId, importId);
   if (!row || row.status === 'completed' || row.status === 'error') return;
   await q.setImportStatus(deps.pool, accountId, importId, 'in_progress');
-  let scope = await deps.scopeOf(accountId);
+  const scope = await deps.scopeOf(accountId);
   const section = scope.defs.sections.find((s) => s.id === row.section_id);
   let plan: ImportPlan;
   try {
@@ -182,12 +182,24 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
   // csv-parse counts a CR LF inside a quoted cell as two lines; these are the ones counted so far.
   let doubleCounted = 0;
   let batch: { line: number; record: string[] }[] = [];
+  // One batch is written while the next one is read and parsed: `writing` is the batch in flight.
+  // Batches still commit one after the other, in file order.
+  let writing: Promise<void> = Promise.resolve();
+  const write = async (parsed: ParsedBatch, rowsDone: number) => {
+    const scope = await deps.scopeOf(accountId);
+    await withTransaction(deps.pool, (tx) => applyBatch(tx, scope, plan, importId, parsed, rowsDone));
+    await lease.renew();
+  };
+  /** Parses the batch read so far, waits for the batch in flight, and starts writing this one. */
   const flush = async () => {
     if (batch.length === 0) return;
-    scope = await deps.scopeOf(accountId);
-    await withTransaction(deps.pool, (tx) => applyBatch(tx, scope, plan, columns!, importId, batch, rowsRead));
+    const parsed = parseBatch(plan, columns!, batch);
+    const rowsDone = rowsRead;
     batch = [];
-    await lease.renew();
+    await writing;
+    writing = write(parsed, rowsDone);
+    // Awaited by the next flush or at the end; until then its failure must not count as unhandled.
+    writing.catch(() => {});
   };
   try {
     for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
@@ -217,13 +229,15 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
     }
   } catch (err) {
     if (err instanceof Error && 'code' in err && String((err as { code: unknown }).code).startsWith('CSV_')) {
-      await flush().catch(() => {});
+      await writing;
+      await flush().then(() => writing).catch(() => {});
       await q.setImportStatus(deps.pool, accountId, importId, 'error', `The file is not valid CSV: ${err.message}`);
       return;
     }
     throw err;
   }
   await flush();
+  await writing;
   if (!columns) {
     await q.setImportStatus(deps.pool, accountId, importId, 'error', 'The file is empty: a header row is needed');
     return;
@@ -231,8 +245,10 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
   await q.setImportStatus(deps.pool, accountId, importId, 'completed');
 }
 
-/** Writes one batch of rows and records it, in the caller's transaction. */
-async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, columns: Map<string, number>, importId: string, batch: { line: number; record: string[] }[], rowsDone: number): Promise<void> {
+/** A batch of data records parsed by the plan: the rows to write, and the rows refused by their cells. */
+interface ParsedBatch { found: number; parsed: Parsed[]; failures: { line: number; reason: string }[] }
+
+function parseBatch(plan: ImportPlan, columns: Map<string, number>, batch: { line: number; record: string[] }[]): ParsedBatch {
   const failures: { line: number; reason: string }[] = [];
   const parsed: Parsed[] = [];
   for (const { line, record } of batch) {
@@ -243,15 +259,21 @@ async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, 
       failures.push({ line, reason: err.message });
     }
   }
+  return { found: batch.length, parsed, failures };
+}
+
+/** Writes one parsed batch of rows and records it, in the caller's transaction. */
+async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, importId: string, batch: ParsedBatch, rowsDone: number): Promise<void> {
+  const failures = [...batch.failures];
   // A row can fail after its profile was written (no address to consent, a merge refused): the
   // batch is then written again without it, so that a failed row changes nothing.
   await tx.query('savepoint import_batch');
-  let rows = parsed;
+  let rows = batch.parsed;
   for (;;) {
     const written = await writeRows(tx, scope, plan, rows);
     if (written.late.length === 0) {
-      await importConsents(tx, scope, written.consents, IMPORT_LABEL);
-      await q.recordImportBatch(tx, scope.accountId, importId, { rowsDone: rowsDone, found: batch.length, ...written.counts, failures: [...failures, ...written.failures] });
+      await importConsents(tx, scope, written.consents, IMPORT_LABEL, written.newProfiles);
+      await q.recordImportBatch(tx, scope.accountId, importId, { rowsDone: rowsDone, found: batch.found, ...written.counts, failures: [...failures, ...written.failures] });
       return;
     }
     await tx.query('rollback to savepoint import_batch');
@@ -274,6 +296,8 @@ async function writeRows(tx: Queryable, scope: ProfileScope, plan: ImportPlan, p
   const byKeyspace = new Map<number, Parsed[]>();
   for (const p of parsed) byKeyspace.set(p.keys[0].keyspaceIndex, [...(byKeyspace.get(p.keys[0].keyspaceIndex) ?? []), p]);
   const consents: ImportedConsent[] = [];
+  // Profiles this batch created, when no row links other keys to them (version 1 with one keyspace, or version 2).
+  const newProfiles = new Set<string>();
   for (const [index, rows] of byKeyspace) {
     const keyspace = plan.keyspaces[index].keyspace;
     const importRows: ImportRow[] = rows.map((p) => ({ line: p.line, key: p.keys[0].key, attributes: p.attributes, tags }));
@@ -315,12 +339,13 @@ async function writeRows(tx: Queryable, scope: ProfileScope, plan: ImportPlan, p
         continue;
       }
       consents.push(...rowConsents);
+      if (outcome.outcome === 'new' && plan.keyspaces.length === 1) newProfiles.add(outcome.canonicalId);
       if (outcome.outcome === 'new') counts.new++;
       else if (outcome.outcome === 'updated' || rowConsents.length > 0) counts.updated++;
       else counts.notChanged++;
     }
   }
-  return { failures, late, counts, consents };
+  return { failures, late, counts, consents, newProfiles };
 }
 
 /**

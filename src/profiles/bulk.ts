@@ -21,7 +21,8 @@ export type RowOutcome =
   | { line: number; outcome: 'new' | 'updated' | 'not_changed'; canonicalId: string; values: q.ValueMap }
   | { line: number; failed: string };
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+/** Whether two attribute values are the same value (as their JSON): equal primitives, or objects with the same JSON. */
+const same = (a: unknown, b: unknown) => a === b || (typeof a === 'object' && a !== null && typeof b === 'object' && b !== null && JSON.stringify(a) === JSON.stringify(b));
 
 /**
  * Writes a batch of import rows into one section with a handful of set-based statements: finds or
@@ -60,7 +61,7 @@ export async function importProfileRows(tx: Queryable, scope: ProfileScope, keys
     });
     await q.insertIdentifiersBulk(tx, scope.accountId, identifiers);
   }
-  const current = await q.listSectionDataByProfiles(tx, scope.accountId, [...existing.values()], section.id);
+  const current = existing.size > 0 ? await q.listSectionDataByProfiles(tx, scope.accountId, [...existing.values()], section.id) : new Map<string, q.SectionDataRow>();
   const mapped = keyspace.mapped_attribute ? currentVersionId(section, keyspace.mapped_attribute) : undefined;
 
   // The state of each profile as the batch goes, so that a key repeated in the file counts right.
@@ -78,25 +79,47 @@ export async function importProfileRows(tx: Queryable, scope: ProfileScope, keys
       outcomes.set(row.line, { line: row.line, outcome: 'not_changed', canonicalId, values: before.attributes });
       continue;
     }
-    const wanted: q.ValueMap = { ...row.attributes, ...(isNew && mapped ? { [mapped]: row.normalised } : {}) };
+    const wanted: q.ValueMap = isNew && mapped ? { ...row.attributes, [mapped]: row.normalised } : row.attributes;
+    // What changes. The maps of this loop are never changed once made: `before` may be shared.
     const attributes: q.ValueMap = {};
-    for (const [versionId, value] of Object.entries(wanted)) {
-      if (value === null ? before.attributes[versionId] !== undefined : !same(before.attributes[versionId], value)) attributes[versionId] = value;
+    let attributesChanged = false;
+    for (const versionId of Object.keys(wanted)) {
+      const value = wanted[versionId];
+      if (value === null ? before.attributes[versionId] !== undefined : !same(before.attributes[versionId], value)) {
+        attributes[versionId] = value;
+        attributesChanged = true;
+      }
     }
     const tags: Record<string, boolean> = {};
-    for (const [tagId, value] of Object.entries(row.tags)) if ((before.tags[tagId] === true) !== value) tags[tagId] = value;
-    const after = {
-      attributes: Object.fromEntries(Object.entries({ ...before.attributes, ...attributes }).filter(([, v]) => v !== null)),
-      tags: Object.fromEntries(Object.entries({ ...before.tags, ...tags }).filter(([, v]) => v)),
-    };
+    let tagsChanged = false;
+    for (const tagId of Object.keys(row.tags)) {
+      const value = row.tags[tagId];
+      if ((before.tags[tagId] === true) !== value) {
+        tags[tagId] = value;
+        tagsChanged = true;
+      }
+    }
+    // The values after the row: a null clears an attribute, a false removes a tag.
+    const after = { attributes: before.attributes, tags: before.tags };
+    if (attributesChanged) {
+      after.attributes = { ...before.attributes, ...attributes };
+      for (const versionId of Object.keys(attributes)) if (attributes[versionId] === null) delete after.attributes[versionId];
+    }
+    if (tagsChanged) {
+      after.tags = { ...before.tags, ...tags };
+      for (const tagId of Object.keys(tags)) if (!tags[tagId]) delete after.tags[tagId];
+    }
     state.set(row.normalised, after);
-    const patch = patches.get(canonicalId) ?? { attributes: {}, tags: {} };
-    patches.set(canonicalId, { attributes: { ...patch.attributes, ...attributes }, tags: { ...patch.tags, ...tags } });
-    const changed = Object.keys(attributes).length + Object.keys(tags).length > 0;
+    const patch = patches.get(canonicalId);
+    patches.set(canonicalId, patch ? { attributes: { ...patch.attributes, ...attributes }, tags: { ...patch.tags, ...tags } } : { attributes, tags });
+    const changed = attributesChanged || tagsChanged;
     outcomes.set(row.line, { line: row.line, outcome: isNew ? 'new' : changed ? 'updated' : 'not_changed', canonicalId, values: after.attributes });
   }
   const writes = [...patches].filter(([, p]) => Object.keys(p.attributes).length + Object.keys(p.tags).length > 0);
-  await q.patchSectionDataBulk(tx, scope.accountId, section.id, writes.map(([profileId, p]) => ({ profileId, ...p })));
+  // Profiles created above have no section data yet: a plain insert, no update to try first.
+  const createdIds = new Set(created.values());
+  await q.insertSectionDataBulk(tx, scope.accountId, section.id, writes.filter(([profileId]) => createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })));
+  await q.patchSectionDataBulk(tx, scope.accountId, section.id, writes.filter(([profileId]) => !createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })));
   await q.insertAttributeHistoryBulk(tx, scope.accountId, section.id, writes.flatMap(([profileId, p]) => Object.entries(p.attributes).map(([versionId, value]) => ({ profileId, versionId, value }))), scope.now);
   return rows.map((r) => outcomes.get(r.line)!);
 }

@@ -248,9 +248,17 @@ export async function listEventsOfVersions(db: Queryable, accountId: string, pro
 
 export async function findProfilesByKeys(db: Queryable, accountId: string, keyspaceId: string, keys: string[]): Promise<{ profile_key: string; canonical_id: string }[]> {
   const { rows } = await db.query<{ profile_key: string; canonical_id: string }>(
-    `select i.profile_key, coalesce(p.canonical_id, p.profile_id) as canonical_id
-     from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-     where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = any($3::text[])`,
+    // One primary-key lookup per key (the lateral subquery with its limit cannot be flattened into a
+    // join). With `profile_key = any(…)` the planner chose, by the table's size, between index
+    // lookups and a (parallel) scan of the whole table for a batch of a few thousand keys.
+    `select k.key as profile_key, x.canonical_id
+     from (select distinct unnest($3::text[]) as key) k
+     cross join lateral (
+       select coalesce(p.canonical_id, p.profile_id) as canonical_id
+       from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+       where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = k.key
+       limit 1
+     ) x`,
     [accountId, keyspaceId, keys],
   );
   return rows;
@@ -291,6 +299,16 @@ export async function listSectionDataByProfiles(db: Queryable, accountId: string
     [accountId, profileIds, sectionId],
   );
   return new Map(rows.map((r) => [r.profile_id, { attributes: r.attributes, tags: Object.fromEntries(Object.entries(r.tags).filter(([, v]) => v === true)) }]));
+}
+
+/** The section data of profiles created in the caller's transaction, which have none yet (the insert of patchSectionDataBulk). */
+export async function insertSectionDataBulk(db: Queryable, accountId: string, sectionId: string, rows: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[]): Promise<void> {
+  if (rows.length === 0) return;
+  await db.query(
+    `insert into profile_sections (account_id, profile_id, section_id, attributes, tags)
+     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t) from unnest($3::bigint[], $4::jsonb[], $5::jsonb[]) as x(p, a, t)`,
+    [accountId, sectionId, rows.map((p) => p.profileId), rows.map((p) => JSON.stringify(p.attributes)), rows.map((p) => JSON.stringify(p.tags))],
+  );
 }
 
 /** patchSectionData for many canonical profiles of one section at once. */
