@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 import { readConfig, type Config } from '../src/config.ts';
 import { buildApp, type App } from '../src/http/app.ts';
 import { createServices, type Services } from '../src/services.ts';
@@ -176,3 +176,21 @@ export const SHOP: Manifest = {
   }],
   segments: [{ name: 'Big spenders', section: 'com.vendor1.sections.user-created.shop', versions: [{ query: 'section({section}).attribute({attribute:com.vendor1.attributes.user-created.points@2}).gt(100)' }] }],
 };
+
+/**
+ * Asserts a problem document of SPEC §7 (ERR-01..04, ERR-09): the status, the media type, integer
+ * `status` (and `status_code`) equal to it, a title, a detail and an `AUD-<n>` type — `code` when
+ * given. Returns the detail.
+ */
+export function expectProblem(res: Response, status: number, code?: string): string {
+  expect(res.status, res.text).toBe(status);
+  expect(res.headers.get('content-type') ?? '').toMatch(/^application\/problem\+json\b/);
+  expect(Number.isInteger(res.body.status)).toBe(true);
+  expect(res.body.status).toBe(status);
+  expect(res.body.title).toEqual(expect.stringMatching(/\S/));
+  expect(res.body.detail).toEqual(expect.stringMatching(/\S/));
+  expect(res.body.type).toMatch(/\/AUD-\d+$/);
+  if (code !== undefined) expect(res.body.type).toBe(`/errors/${code}`);
+  if ('status_code' in res.body) expect(res.body.status_code).toBe(status);
+  return res.body.detail;
+}

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP, TestServer, testDatabase, type Response } from '../../test/app.ts';
+import { SHOP, TestServer, testDatabase, type Response, expectProblem } from '../../test/app.ts';
 import { loadDefinitions } from '../definitions/definitions.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { locate, type ProfileScope } from '../profiles/profiles.ts';
@@ -69,14 +69,6 @@ async function account(manifest: Manifest = MANIFEST): Promise<Account> {
 const enc = encodeURIComponent;
 const consentsPath = (ks: string, key: string, section = S) => `/v2/audience/keyspaces/${ks}/profiles/${enc(key)}/sections/${section}/consents`;
 
-function expectProblem(r: Response, status: number, code?: string): void {
-  expect(r.status, r.text).toBe(status);
-  expect(r.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(r.body.status).toBe(status);
-  expect(typeof r.body.title).toBe('string');
-  expect(typeof r.body.detail).toBe('string');
-  if (code) expect(r.body.type).toMatch(new RegExp(`${code}$`));
-}
 
 function expectEmpty(r: Response, status: 201 | 204): void {
   expect(r.status, r.text).toBe(status);

@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP, TestServer, type Response } from '../../test/app.ts';
+import { SHOP, TestServer, type Response, expectProblem } from '../../test/app.ts';
 import { freePort } from '../store/embedded.ts';
 import { parseBracketForm } from './plugins/body-parsers.ts';
 import { Problem } from './problems.ts';
@@ -14,20 +14,6 @@ afterAll(async () => server?.close());
 const SHOP_SECTION = 'com.vendor1.sections.user-created.shop';
 const TAGS = `/audience/sections/${SHOP_SECTION}/tags`;
 
-/** ERR-01/02/03/04/09: the problem document every error is answered with. */
-function expectProblem(res: Response, status: number, code?: string): void {
-  expect(res.status).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json\b/);
-  expect(Number.isInteger(res.body.status)).toBe(true);
-  expect(res.body.status).toBe(status);
-  expect(typeof res.body.title).toBe('string');
-  expect(res.body.title).not.toBe('');
-  expect(typeof res.body.detail).toBe('string');
-  expect(res.body.detail).not.toBe('');
-  expect(res.body.type).toMatch(/\/AUD-\d+$/);
-  if (code !== undefined) expect(res.body.type).toBe(`/errors/${code}`);
-  if ('status_code' in res.body) expect(res.body.status_code).toBe(status);
-}
 
 /** ERR-20: a success body never carries a top-level integer `status`. */
 function expectSuccessBody(res: Response): void {

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import pg from 'pg';
 import * as jose from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer, testDatabase, type Credentials, type Response } from '../../test/app.ts';
+import { TestServer, testDatabase, type Credentials, type Response, expectProblem as expectSpecProblem } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 
 let server: TestServer;
@@ -24,15 +24,9 @@ const TWO_SECTIONS: Manifest = { sections: [{ name: 'Alpha' }, { name: 'Beta' }]
 
 /** Checks a problem document (ERR-01, ERR-02, ERR-03) and returns its detail. */
 function expectProblem(res: Response, status: number, code?: string): string {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(res.body.status).toBe(status);
-  expect(res.body.title).toEqual(expect.any(String));
-  expect(res.body.detail).toEqual(expect.any(String));
-  expect(res.body.detail).not.toBe('');
-  if (code) expect(res.body.type).toBe(`/errors/${code}`);
+  const detail = expectSpecProblem(res, status, code);
   expect(res.body.access_token).toBeUndefined();
-  return res.body.detail;
+  return detail;
 }
 
 /** A 401 of SPEC §5.7: AUD-8 with the RFC 6750 challenge; returns the detail. */

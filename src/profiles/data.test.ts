@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer, type Response } from '../../test/app.ts';
+import { TestServer, type Response, expectProblem } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 
 /**
@@ -129,15 +129,6 @@ function fresh(prefix = 'p'): string {
 const profile = (ks: string, key: string, section = S) => `/audience/keyspaces/${ks}/profiles/${encodeURIComponent(key)}/sections/${section}`;
 const v2 = (ks: string, key: string, section = S) => `/v2${profile(ks, key, section)}`;
 
-/** Every error is a problem document whose status is the HTTP status. */
-function expectProblem(res: Response, status: number, code?: string): void {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(res.body.status).toBe(status);
-  expect(typeof res.body.title).toBe('string');
-  expect(res.body.detail).toEqual(expect.stringMatching(/\S/));
-  if (code !== undefined) expect(res.body.type).toMatch(new RegExp(`${code}$`));
-}
 
 /** COMP-08: writes that return nothing answer 204 with an empty body. */
 function expectNoContent(res: Response): void {

@@ -4,7 +4,7 @@ import crypto from 'node:crypto';
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP, TestServer, testDatabase, type Response } from '../../test/app.ts';
+import { SHOP, TestServer, testDatabase, type Response, expectProblem } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 
 const NS = 'com.vendor1';
@@ -56,14 +56,6 @@ const profilePath = (ks: string, pk: string) => `/audience/keyspaces/${ks}/profi
 const sectionPath = (ks: string, pk: string, s: string) => `${profilePath(ks, pk)}/sections/${s}`;
 const id = (keyspace_discriminator: string, profile_key: string) => ({ keyspace_discriminator, profile_key });
 
-/** Every error is a problem document whose `status` is the HTTP status (ERR-01, ERR-02). */
-function expectProblem(r: Response, status: number, code?: string): void {
-  expect(r.status, r.text).toBe(status);
-  expect(r.headers.get('content-type') ?? '').toMatch(/^application\/problem\+json/);
-  expect(r.body.status).toBe(status);
-  expect(typeof r.body.detail).toBe('string');
-  if (code) expect(r.body.type).toBe(`/errors/${code}`);
-}
 
 function expectNoContent(r: Response): void {
   expect(r.status, r.text).toBe(204);

@@ -4,7 +4,7 @@
  * queries refer to ids through the manifest placeholders (docs/manifest.md).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer, type Response } from '../../test/app.ts';
+import { TestServer, type Response, expectProblem } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 
 let server: TestServer;
@@ -57,14 +57,6 @@ const MANIFEST: Manifest = {
 /** Rate limits lifted, so that tests may count as often as they like. */
 const OPEN = { requests_per_second: null, token_requests_per_minute: null, profile_export_requests_per_second: null, profile_key_operations_per_second: null };
 
-function expectProblem(r: Response, status: number, code?: string): void {
-  expect(r.status, r.text).toBe(status);
-  expect(r.headers.get('content-type') ?? '').toMatch(/^application\/problem\+json/);
-  expect(r.body.status).toBe(status);
-  expect(typeof r.body.title).toBe('string');
-  expect(r.body.detail).toEqual(expect.stringMatching(/\S/));
-  if (code !== undefined) expect(r.body.type).toBe(`/errors/${code}`);
-}
 
 function expectNoContent(r: Response): void {
   expect(r.status, r.text).toBe(204);
