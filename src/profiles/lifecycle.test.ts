@@ -394,12 +394,15 @@ describe('profiles: delete', () => {
   it('PROF-14 after delete the data and events are gone in every section and no identifier locates it', async () => {
     const email = mail('p14');
     const cookie = uid('cookie');
+    const name = uid('gone');
     expect((await create(EMAIL, email)).status).toBe(201);
     expectNoContent(await merge(id(EMAIL, email), id(WEB, cookie)));
-    expect((await patchV2(EMAIL, email, { [A_FIRST]: 'Gone' }, CLUB_S)).status).toBe(204);
+    expect((await patchV2(EMAIL, email, { [A_FIRST]: name }, CLUB_S)).status).toBe(204);
     expect((await patchTags(EMAIL, email, { [VIP]: true })).status).toBe(204);
     expect((await addPageView(WEB, cookie, 'gone page')).status).toBe(204);
     const ek = await exportKeyOf(EMAIL, email);
+    // The attribute history holds the value (a trigger, not a foreign key, deletes it: migration 0006).
+    expect(await findPlaintext(name)).toContain('attribute_history.value');
 
     expectNoContent(await remove(WEB, cookie));
     for (const [ks, key] of [[EMAIL, email], [WEB, cookie], [EXPORT, ek]]) {
@@ -413,6 +416,7 @@ describe('profiles: delete', () => {
     expect(await findPlaintext(email)).toEqual([]);
     expect(await findPlaintext(cookie)).toEqual([]);
     expect(await findPlaintext('gone page')).toEqual([]);
+    expect(await findPlaintext(name)).toEqual([]);
   });
 
   it('PROF-15 a deleted profile can be created again with the same key and starts empty', async () => {
