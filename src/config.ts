@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { parseFilesUrl, type S3Location } from './files/s3.ts';
 
 /** Every setting of the program, read once from the environment (README "Configuration"). */
 export interface Config {
@@ -12,7 +13,8 @@ export interface Config {
   /** The region this process serves (SPEC §1.8): tokens of other regions are refused. */
   region: string;
   publicUrl: string;
-  filesUrl: string | undefined;
+  /** FILES_URL: the bucket that keeps files. Unset: the folder `dataDir/files`. */
+  files: S3Location | undefined;
   smtpUrl: string | undefined;
   redisUrl: string | undefined;
   logLevel: string;
@@ -42,7 +44,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     vendor,
     region,
     publicUrl: (env.PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, ''),
-    filesUrl: env.FILES_URL || undefined,
+    files: env.FILES_URL ? parseFilesUrl(env.FILES_URL) : undefined,
     smtpUrl: env.SMTP_URL || undefined,
     redisUrl: env.REDIS_URL || undefined,
     logLevel: env.LOG_LEVEL ?? 'info',

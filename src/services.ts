@@ -1,7 +1,6 @@
 import crypto from 'node:crypto';
-import path from 'node:path';
 import type pg from 'pg';
-import { FileStore } from './files/store.ts';
+import { openFileStore, type FileStore } from './files/store.ts';
 import { UploadSigner } from './files/upload-form.ts';
 import type { Config } from './config.ts';
 import type { Clock } from './clock.ts';
@@ -46,7 +45,7 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
   });
   return {
     config, pool, clock, feed, identity, buckets, ...secrets, uploads,
-    files: new FileStore(path.join(config.dataDir, 'files')),
+    files: openFileStore(config),
     accounts: new AccountDirectory(pool, feed),
     definitions: new DefinitionsCache(pool, feed),
     async close() {

@@ -3,9 +3,27 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { Config } from '../config.ts';
+import { S3FileStore } from './s3.ts';
 
-/** Where uploaded and produced files live (DESIGN.md "Files"): a local folder. */
-export class FileStore {
+/** Where uploaded and produced files live (DESIGN.md "Files"): a local folder or an S3-compatible bucket. */
+export interface FileStore {
+  /** Writes a stream under `key` and answers its size; the file appears whole or not at all. */
+  put(key: string, content: Readable): Promise<number>;
+  /** Reads the file under `key` as a stream; a missing file is an error of the stream. */
+  read(key: string): Readable;
+  exists(key: string): Promise<boolean>;
+  /** Removes the file under `key`, if there is one. */
+  remove(key: string): Promise<void>;
+}
+
+/** The store of the configuration: the bucket of FILES_URL, else the folder `DATA_DIR/files`. */
+export function openFileStore(config: Pick<Config, 'files' | 'dataDir'>): FileStore {
+  return config.files ? new S3FileStore(config.files) : new LocalFileStore(path.join(config.dataDir, 'files'));
+}
+
+/** Files in a local folder. */
+export class LocalFileStore implements FileStore {
   private readonly dir: string;
   constructor(dir: string) {
     this.dir = dir;
@@ -17,7 +35,6 @@ export class FileStore {
     return full;
   }
 
-  /** Writes a stream under `key`; the file appears whole or not at all. */
   async put(key: string, content: Readable): Promise<number> {
     const target = this.pathOf(key);
     await fs.mkdir(path.dirname(target), { recursive: true });
@@ -34,7 +51,6 @@ export class FileStore {
     return bytes;
   }
 
-  /** Reads the file under `key` as a stream. */
   read(key: string): Readable {
     return createReadStream(this.pathOf(key));
   }

@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { scope, sign, stamp } from './sigv4.ts';
 
 /**
  * S3-style signed POST forms (SPEC §2.13): the service hands out form fields whose policy is signed
@@ -19,15 +20,6 @@ export interface UploadGrant {
   expiresAt: Date;
 }
 
-function hmac(key: Buffer | string, data: string): Buffer {
-  return crypto.createHmac('sha256', key).update(data).digest();
-}
-
-function stamp(date: Date): { day: string; time: string } {
-  const iso = date.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
-  return { day: iso.slice(0, 8), time: iso };
-}
-
 export class UploadSigner {
   private readonly accessKey: string;
   private readonly secret: string;
@@ -42,14 +34,13 @@ export class UploadSigner {
   }
 
   private signature(policy: string, day: string): string {
-    const key = hmac(hmac(hmac(hmac(`AWS4${this.secret}`, day), this.region), 's3'), 'aws4_request');
-    return crypto.createHmac('sha256', key).update(policy).digest('hex');
+    return sign(this.secret, day, this.region, policy);
   }
 
   /** The form fields, in the order they must be sent, for one upload. */
   form(grant: UploadGrant, now: Date): UploadForm {
     const { day, time } = stamp(now);
-    const credential = `${this.accessKey}/${day}/${this.region}/s3/aws4_request`;
+    const credential = `${this.accessKey}/${scope(day, this.region)}`;
     const policy = Buffer.from(JSON.stringify({
       expiration: grant.expiresAt.toISOString(),
       conditions: [

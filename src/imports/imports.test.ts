@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabase, TestServer, type Response } from '../../test/app.ts';
+import { startS3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -841,6 +842,39 @@ describe('limits', () => {
     server.clock.advance(5 * 60 * 1000 + 1);
     await created(a, 2, b2);
     await created(a, 1, b1);
+  });
+});
+
+describe('files in an S3-compatible bucket (FILES_URL)', () => {
+  let s3: Awaited<ReturnType<typeof startS3>>;
+  let onS3: TestServer;
+
+  beforeAll(async () => {
+    // The in-process worker of `server` reads its own folder; the worker of `onS3` must take the job.
+    await server.worker?.stop();
+    server.worker = undefined;
+    s3 = await startS3();
+    onS3 = await TestServer.start({ FILES_URL: s3.filesUrl('audience/files') }, { worker: true });
+  });
+  afterAll(async () => {
+    await onS3?.close();
+    await s3?.close();
+  });
+
+  it('IMP-05 the upload is written into the bucket, and the worker imports the file from there', async () => {
+    const a = await account(MANIFEST, NO_LIMITS, onS3);
+    const c = await created(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), onS3);
+    const csv = 'email,first\nbucket@x.io,Bucket\nsecond@x.io,Second\n';
+    const up = await upload(c, csv, { on: onS3 });
+    expect(up.status, up.text).toBe(204);
+    const done = await finished(a, c.import_id, onS3);
+    expect(done.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 2, profiles_failed: 0 });
+    expect((await onS3.request('GET', `/audience/keyspaces/${EMAIL}/profiles/bucket@x.io/sections/${S}/attributes`, { token: a.token })).body).toMatchObject({ [a.v.firstname]: 'Bucket' });
+    // The object is in the bucket under the prefix (read from the emulator, which serves unsigned reads), and not in the local folder.
+    const object = await fetch(`${s3.endpoint}/${s3.bucket}/audience/files/imports/${a.accountId}/${c.import_id}.csv`);
+    expect(object.status).toBe(200);
+    expect(await object.text()).toBe(csv);
+    expect(await storedFiles(a.accountId, onS3)).toEqual([]);
   });
 });
 

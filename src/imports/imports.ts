@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import type { Readable } from 'node:stream';
+import { pipeline, Transform, type Readable } from 'node:stream';
 import { CONSENT_TYPES } from '../consents/consents.ts';
 import { sectionOf, type Definitions, type SectionDefs } from '../definitions/definitions.ts';
 import type { KeyspaceRow } from '../definitions/queries.ts';
@@ -146,12 +146,15 @@ export async function acceptUpload(pool: pg.Pool, store: FileStore, accountId: s
   const row = await q.findImport(pool, accountId, importId);
   if (!row || row.file_key !== fileKey) throw new Problem('AUD-1806', 'The upload form does not belong to an import');
   if (row.status !== 'waiting_for_file') throw new Problem('AUD-1809', `The import ${importId} already has its file (status ${row.status})`);
-  await store.put(fileKey, file);
-  // A part cut at the size limit arrives short: it is no file to import.
-  if (file.truncated) {
-    await store.remove(fileKey);
-    throw new Problem('AUD-1808', `The file is over the limit of ${MAX_FILE_BYTES} bytes`);
-  }
+  // A part cut at the size limit arrives short: it is no file to import. Failing the stream at its
+  // end keeps it out of the store, which writes a file whole or not at all.
+  const whole = new Transform({
+    transform: (chunk, _encoding, done) => done(null, chunk),
+    flush: (done) => done(file.truncated ? new Problem('AUD-1808', `The file is over the limit of ${MAX_FILE_BYTES} bytes`) : null),
+  });
+  // Hands the part's own errors on to `whole`, whose reader, the store, reports them.
+  pipeline(file, whole, () => {});
+  await store.put(fileKey, whole);
   await withTransaction(pool, async (tx) => {
     const locked = await q.findImport(tx, accountId, importId, true);
     if (locked?.status !== 'waiting_for_file') throw new Problem('AUD-1809', `The import ${importId} already has its file`);

@@ -1,0 +1,180 @@
+import crypto from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { PassThrough, Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { ReadableStream } from 'node:stream/web';
+import { scope, sign, stamp } from './sigv4.ts';
+import type { FileStore } from './store.ts';
+
+/** A bucket of an S3-compatible service, and the folder in it that holds the files (FILES_URL). */
+export interface S3Location {
+  /** `http(s)://host[:port]`: TLS when https. */
+  endpoint: string;
+  bucket: string;
+  /** Prepended to every key, with a `/`; empty for the bucket's root. */
+  prefix: string;
+  region: string;
+  accessKey: string;
+  secret: string;
+}
+
+const FORM = 'http(s)://ACCESS_KEY:SECRET@host[:port]/bucket[/prefix][?region=REGION]';
+
+/** Reads FILES_URL; throws naming what is wrong, never repeating the secret. */
+export function parseFilesUrl(text: string): S3Location {
+  const fail = (why: string) => new Error(`FILES_URL must be ${FORM}: ${why}`);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw fail('it is not a URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw fail(`the scheme is "${url.protocol.slice(0, -1)}"`);
+  if (!url.username || !url.password) throw fail('the access key or the secret is missing');
+  const [bucket, ...rest] = url.pathname.split('/').filter((part) => part !== '');
+  // S3's rule for bucket names.
+  if (!bucket || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) throw fail(bucket ? `"${bucket}" is no bucket name` : 'no bucket');
+  for (const name of url.searchParams.keys()) if (name !== 'region') throw fail(`unknown parameter "${name}"`);
+  const region = url.searchParams.get('region') ?? 'us-east-1';
+  if (!/^[a-z0-9-]+$/.test(region)) throw fail(`"${region}" is no region`);
+  try {
+    return {
+      endpoint: url.origin,
+      bucket,
+      prefix: rest.map(decodeURIComponent).join('/'),
+      region,
+      accessKey: decodeURIComponent(url.username),
+      secret: decodeURIComponent(url.password),
+    };
+  } catch {
+    throw fail('a percent-encoding is broken');
+  }
+}
+
+/** RFC 3986 encoding of a path segment, as SigV4 signs it (encodeURIComponent leaves !'()* alone). */
+function encodeSegment(segment: string): string {
+  return encodeURIComponent(segment).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+const EMPTY_SHA256 = crypto.createHash('sha256').digest('hex');
+
+/**
+ * Files in a bucket of any S3-compatible service (AWS, MinIO, Ceph …), addressed path-style
+ * (`endpoint/bucket/key`) and signed with AWS Signature V4. Bodies are streamed both ways.
+ */
+export class S3FileStore implements FileStore {
+  private readonly location: S3Location;
+  constructor(location: S3Location) {
+    this.location = location;
+  }
+
+  /** The encoded path of a key, which is both the request path and the signed canonical URI. */
+  private pathOf(key: string): string {
+    const segments = key.split('/');
+    // URLs resolve "." and "..", so such a key would name another object.
+    if (segments.some((s) => s === '' || s === '.' || s === '..')) throw new Error(`file key "${key}" leaves the file store`);
+    const { bucket, prefix } = this.location;
+    return `/${[bucket, ...(prefix ? prefix.split('/') : []), ...segments].map(encodeSegment).join('/')}`;
+  }
+
+  private async request(method: string, key: string, options: { body?: Readable; length?: number; sha256?: string; signal?: AbortSignal } = {}): Promise<Response> {
+    const { endpoint, region, accessKey, secret } = this.location;
+    const url = new URL(this.pathOf(key), endpoint);
+    const { day, time } = stamp(new Date());
+    const amz = { 'x-amz-content-sha256': options.sha256 ?? EMPTY_SHA256, 'x-amz-date': time };
+    // fetch sends the host of the URL; it is signed too.
+    const signed: Record<string, string> = { host: url.host, ...amz };
+    const names = Object.keys(signed).sort();
+    const canonical = [method, url.pathname, '', names.map((n) => `${n}:${signed[n]}\n`).join(''), names.join(';'), amz['x-amz-content-sha256']].join('\n');
+    const toSign = ['AWS4-HMAC-SHA256', time, scope(day, region), crypto.createHash('sha256').update(canonical).digest('hex')].join('\n');
+    const authorization = `AWS4-HMAC-SHA256 Credential=${accessKey}/${scope(day, region)}, SignedHeaders=${names.join(';')}, Signature=${sign(secret, day, region, toSign)}`;
+    try {
+      return await fetch(url, {
+        method,
+        headers: { ...amz, authorization, ...(options.length !== undefined ? { 'content-length': String(options.length) } : {}) },
+        body: options.body ? (Readable.toWeb(options.body) as globalThis.ReadableStream) : undefined,
+        duplex: 'half',
+        signal: options.signal,
+      } as RequestInit);
+    } catch (err) {
+      // fetch says only "fetch failed"; the reason (refused, unknown host …) is its cause.
+      const reason = err instanceof Error && err.cause instanceof Error ? err.cause.message : String(err);
+      throw new Error(`${this.describe(method, key)}: ${reason}`, { cause: err });
+    }
+  }
+
+  private describe(method: string, key: string): string {
+    return `S3 ${method} ${key} (bucket ${this.location.bucket} at ${this.location.endpoint})`;
+  }
+
+  /** The error of a refused request, with S3's status and error code. */
+  private async failure(method: string, key: string, res: Response): Promise<Error> {
+    const body = method === 'HEAD' ? '' : await res.text().catch(() => '');
+    const code = /<Code>([^<]*)<\/Code>/.exec(body)?.[1];
+    const message = /<Message>([^<]*)<\/Message>/.exec(body)?.[1];
+    return new Error(`${this.describe(method, key)}: ${res.status}${code ? ` ${code}` : ''}${message ? `: ${message}` : ''}`);
+  }
+
+  /**
+   * Writes a stream under `key`. S3 needs the length before the body, so the stream is spooled to a
+   * temporary file first (hashed on the way, so that the service can check what it receives); a
+   * failing stream therefore sends nothing, and S3 stores an object whole or not at all.
+   */
+  async put(key: string, content: Readable): Promise<number> {
+    this.pathOf(key); // a key leaving the store is refused before the stream is read
+    const spool = path.join(os.tmpdir(), `audience-${crypto.randomUUID()}.partial`);
+    try {
+      const hash = crypto.createHash('sha256');
+      let bytes = 0;
+      const count = new Transform({
+        transform(chunk: Buffer, _encoding, done) {
+          hash.update(chunk);
+          bytes += chunk.length;
+          done(null, chunk);
+        },
+      });
+      // Import files hold personal data; the temporary folder is shared.
+      await pipeline(content, count, createWriteStream(spool, { mode: 0o600 }));
+      const res = await this.request('PUT', key, { body: createReadStream(spool), length: bytes, sha256: hash.digest('hex') });
+      if (!res.ok) throw await this.failure('PUT', key, res);
+      await res.body?.cancel();
+      return bytes;
+    } finally {
+      await fs.rm(spool, { force: true });
+    }
+  }
+
+  /**
+   * Reads the object under `key` as a stream, at once: the stream is fed when the service answers,
+   * and fails with the service's error. Destroying it early cancels the request.
+   */
+  read(key: string): Readable {
+    const out = new PassThrough();
+    const cancel = new AbortController();
+    out.once('close', () => cancel.abort());
+    this.request('GET', key, { signal: cancel.signal })
+      .then(async (res) => {
+        if (!res.ok || !res.body) throw await this.failure('GET', key, res);
+        await pipeline(Readable.fromWeb(res.body as ReadableStream<Uint8Array>), out);
+      })
+      .catch((err: Error) => out.destroy(err));
+    return out;
+  }
+
+  async exists(key: string): Promise<boolean> {
+    const res = await this.request('HEAD', key);
+    if (res.status === 404) return false;
+    if (!res.ok) throw await this.failure('HEAD', key, res);
+    return true;
+  }
+
+  async remove(key: string): Promise<void> {
+    const res = await this.request('DELETE', key);
+    // Deleting a missing object is no error, as in the local store.
+    if (!res.ok && res.status !== 404) throw await this.failure('DELETE', key, res);
+    await res.body?.cancel();
+  }
+}
