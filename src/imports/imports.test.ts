@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabase, TestServer, type Response } from '../../test/app.ts';
 import { startS3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
+import { BATCH_ROWS } from './ingest.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const V = 'com.vendor1';
@@ -574,6 +575,32 @@ describe('ingestion', () => {
     expect(rows[0].n).toBe(1);
   });
 
+  it('IMP-27 a key\'s rows apply in file order across batches and parallel lanes, whatever form the key is written in', async () => {
+    const a = await account();
+    const body = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname), attr('points', a.v.points)] });
+    // Each of the two lanes takes about half the rows, BATCH_ROWS at a time: the repeated key, in
+    // three spellings, is in three batches of its lane. (Within one batch, history keeps a key's
+    // last value: its rows share one instant.)
+    const rows = Array.from({ length: 5 * BATCH_ROWS }, (_, i) => `k${i}@order.io,Person ${i},${i}`);
+    rows[1] = 'same@order.io,First,1';
+    rows[Math.floor(2.5 * BATCH_ROWS)] = ' SAME@Order.io,Second,2';
+    rows[rows.length - 1] = 'Same@ORDER.io,Third,3';
+    const s = await runImport(a, 2, body, `email,first,points\n${rows.join('\n')}\n`);
+    expect(s.result).toEqual({ status: 'completed', profiles_found: rows.length, profiles_processed: rows.length, profiles_failed: 0 });
+    expect(s.report).toMatchObject({ profiles_new: rows.length - 2, profiles_updated: 2, profiles_not_changed: 0 });
+    expect((await attributesOf(a, EMAIL, 'same@order.io')).body).toMatchObject({ [a.v.firstname]: 'Third', [a.v.points]: 3 });
+    const { rows: history } = await db.query(
+      `select h.value from attribute_history h join profile_identifiers i on i.account_id = h.account_id and i.profile_id = h.profile_id
+       join keyspaces k on k.account_id = i.account_id and k.keyspace_id = i.keyspace_id
+       where h.account_id = $1 and k.discriminator = $2 and i.profile_key = 'same@order.io' and h.version_id = $3 order by h.changed_at, h.ctid`,
+      [a.accountId, EMAIL, a.v.firstname],
+    );
+    expect(history.map((r) => r.value)).toEqual(['First', 'Second', 'Third']);
+    // The import ran in two lanes.
+    const { rows: [imported] } = await db.query('select lanes_done from imports where account_id = $1 and import_id = $2', [a.accountId, s.import_id]);
+    expect(imported.lanes_done).toHaveLength(2);
+  });
+
   it('IMP-27 the report counts profiles as new, updated, not changed and failed, with each failed row\'s line and reason', async () => {
     const a = await account();
     const body = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname), attr('points', a.v.points)] });
@@ -916,8 +943,9 @@ describe('a worker killed in the middle of an import', () => {
     return child;
   }
 
-  async function progress(a: Account, importId: string): Promise<{ status: string; rows_done: number }> {
-    const { rows } = await db.query('select status, rows_done from imports where account_id = $1 and import_id = $2', [a.accountId, importId]);
+  /** The import's state, and the rows it has found (read, in committed batches) so far. */
+  async function progress(a: Account, importId: string): Promise<{ status: string; found: number; lanes: number[] | null }> {
+    const { rows } = await db.query('select status, profiles_found as found, lanes_done as lanes from imports where account_id = $1 and import_id = $2', [a.accountId, importId]);
     return rows[0];
   }
 
@@ -939,23 +967,24 @@ describe('a worker killed in the middle of an import', () => {
     expect((await db.query('select kind, payload from jobs where account_id = $1', [a.accountId])).rows).toEqual([{ kind: 'import', payload: { import_id: c.import_id } }]);
 
     const first = await startWorkerProcess();
-    let seen: { status: string; rows_done: number } | undefined;
+    let seen: { status: string; found: number } | undefined;
     for (let i = 0; i < 3000; i++) {
       seen = await progress(a, c.import_id);
-      if (seen.rows_done > 0) break;
+      if (seen.found > 0) break;
       await sleep(10);
     }
-    expect(seen!.rows_done, output.join('')).toBeGreaterThan(0);
+    expect(seen!.found, output.join('')).toBeGreaterThan(0);
     first.kill('SIGKILL');
     await new Promise((r) => (first.exitCode !== null || first.signalCode !== null ? r(null) : first.once('exit', r)));
     const atKill = await progress(a, c.import_id);
-    // Killed in the middle: some batches committed, not all.
-    expect(atKill.rows_done).toBeGreaterThan(0);
-    expect(atKill.rows_done).toBeLessThan(ROWS);
+    // Killed in the middle: some batches committed, not all. The file's one keyspace gives two lanes.
+    expect(atKill.found).toBeGreaterThan(0);
+    expect(atKill.found).toBeLessThan(ROWS);
+    expect(atKill.lanes).toHaveLength(2);
     expect(atKill.status).toBe('in_progress');
     const mid = (await status(a, c.import_id, S, api)).body;
     expect(mid.result.status).toBe('in_progress');
-    expect(mid.result.profiles_found).toBe(atKill.rows_done);
+    expect(mid.result.profiles_found).toBe(atKill.found);
 
     const second = await startWorkerProcess();
     const done = await finished(a, c.import_id, api, 1200);

@@ -1,4 +1,4 @@
-import type { Readable } from 'node:stream';
+import { pipeline, type Readable } from 'node:stream';
 import { parse as parseCsv } from 'csv-parse';
 import type pg from 'pg';
 import { importConsents, type ImportedConsent } from '../consents/consents.ts';
@@ -15,6 +15,14 @@ import type { ImportV1, ImportV2 } from './schemas.ts';
 
 /** Rows written per transaction: large enough for set-based statements, small enough to resume cheaply. */
 export const BATCH_ROWS = 2000;
+/**
+ * Batches written at once, each by its own connection, for imports with one keyspace (with
+ * several, a row can reach profiles of other keys, which would then be written in two lanes).
+ */
+export const LANES = 2;
+/** Errors of a batch that met a concurrent write of the same profile, and the tries it gets. */
+const RETRIED_CODES = new Set(['40P01', '40001', '23505']);
+const WRITE_ATTEMPTS = 3;
 const IMPORT_LABEL = 'Profile import';
 
 class RowError extends Error {}
@@ -92,6 +100,7 @@ function parseDate(text: string, keepTime = false): string | undefined {
   return `${String(y).padStart(4, '0')}-${String(m).padStart(2, '0')}-${String(d).padStart(2, '0')}`;
 }
 
+/** A data row as written: `key` is the first key found, normalised; `keys` holds it and the others as given. */
 interface Parsed { line: number; key: string; keys: { keyspaceIndex: number; key: string }[]; attributes: Record<string, unknown>; consents: { index: number; address: string | undefined }[] }
 
 /** Turns a data record into what the row writes, by the plan; throws RowError for a bad cell. */
@@ -99,6 +108,12 @@ function parseRecord(plan: ImportPlan, columns: Map<string, number>, record: str
   const cell = (column: string) => record[columns.get(column)!] ?? '';
   const keys = plan.keyspaces.map((k, keyspaceIndex) => ({ keyspaceIndex, key: cell(k.column).trim() })).filter((k) => k.key !== '');
   if (keys.length === 0) throw new RowError(`no key: column "${plan.keyspaces[0].column}" is empty`);
+  try {
+    keys[0].key = normaliseKey(plan.keyspaces[keys[0].keyspaceIndex].keyspace.kind, keys[0].key, 'key');
+  } catch (err) {
+    if (!(err instanceof Problem)) throw err;
+    throw new RowError(err.detail);
+  }
   const attributes: Record<string, unknown> = {};
   for (const a of plan.attributes) {
     const text = cell(a.column);
@@ -174,32 +189,45 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
   }
 
   const delimiter = await sniffDelimiter(deps.files.read(row.file_key));
-  const parser = deps.files.read(row.file_key).pipe(parseCsv({
+  // pipeline, not pipe: a failing read (a disk or network error) fails the parser, and so the job.
+  const parser = pipeline(deps.files.read(row.file_key), parseCsv({
     bom: true, delimiter, relax_column_count: true, relax_quotes: true, skip_empty_lines: true, info: true, trim: false,
-  }));
+  }), () => {});
+  // The lanes of this import: those of its first run, so that a resumed import skips the same rows.
+  const laneCount = row.lanes_done?.length ?? (plan.keyspaces.length === 1 ? LANES : 1);
+  if (!row.lanes_done) await q.startImportLanes(deps.pool, accountId, importId, laneCount);
+  const lanes: Lane[] = Array.from({ length: laneCount }, (_, index) => ({ index, done: row.lanes_done?.[index] ?? 0, batch: emptyBatch(), writing: Promise.resolve() }));
   let columns: Map<string, number> | undefined;
   let rowsRead = 0;
   // csv-parse counts a CR LF inside a quoted cell as two lines; these are the ones counted so far.
   let doubleCounted = 0;
-  let batch: { line: number; record: string[] }[] = [];
-  // One batch is written while the next one is read and parsed: `writing` is the batch in flight.
-  // Batches still commit one after the other, in file order.
-  let writing: Promise<void> = Promise.resolve();
-  const write = async (parsed: ParsedBatch, rowsDone: number) => {
-    const scope = await deps.scopeOf(accountId);
-    await withTransaction(deps.pool, (tx) => applyBatch(tx, scope, plan, importId, parsed, rowsDone));
+  const write = async (lane: Lane, batch: ParsedBatch, rowsDone: number) => {
+    for (let attempt = 1; ; attempt++) {
+      const scope = await deps.scopeOf(accountId);
+      try {
+        await withTransaction(deps.pool, (tx) => applyBatch(tx, scope, plan, importId, lane.index, batch, rowsDone));
+        break;
+      } catch (err) {
+        // The other lane, or an API request, wrote the same profile at the same time: the batch
+        // is written again, and then finds that profile.
+        if (attempt >= WRITE_ATTEMPTS || !RETRIED_CODES.has(String((err as { code?: unknown }).code))) throw err;
+      }
+    }
     await lease.renew();
   };
-  /** Parses the batch read so far, waits for the batch in flight, and starts writing this one. */
-  const flush = async () => {
-    if (batch.length === 0) return;
-    const parsed = parseBatch(plan, columns!, batch);
-    const rowsDone = rowsRead;
-    batch = [];
-    await writing;
-    writing = write(parsed, rowsDone);
+  /** Waits for the lane's batch in flight, and starts writing the one it has read. */
+  const flush = async (lane: Lane) => {
+    if (lane.batch.found === 0) return;
+    const batch = lane.batch;
+    lane.batch = emptyBatch();
+    await lane.writing;
+    lane.writing = write(lane, batch, rowsRead);
     // Awaited by the next flush or at the end; until then its failure must not count as unhandled.
-    writing.catch(() => {});
+    lane.writing.catch(() => {});
+  };
+  const finish = async () => {
+    for (const lane of lanes) await flush(lane);
+    for (const lane of lanes) await lane.writing;
   };
   try {
     for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
@@ -223,21 +251,32 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
         continue;
       }
       rowsRead++;
-      if (rowsRead <= row.rows_done) continue;
-      batch.push({ line, record });
-      if (batch.length >= BATCH_ROWS) await flush();
+      let parsed: Parsed | undefined;
+      let failure: string | undefined;
+      try {
+        parsed = parseRecord(plan, columns, record, line);
+      } catch (err) {
+        if (!(err instanceof RowError)) throw err;
+        failure = err.message;
+      }
+      // A key's rows go to one lane, and so are written in file order; a refused row to any.
+      const lane = lanes[parsed ? laneOf(parsed.key, lanes.length) : rowsRead % lanes.length];
+      if (rowsRead <= lane.done) continue;
+      lane.batch.found++;
+      if (parsed) lane.batch.parsed.push(parsed);
+      else lane.batch.failures.push({ line, reason: failure! });
+      if (lane.batch.found >= BATCH_ROWS) await flush(lane);
     }
   } catch (err) {
     if (err instanceof Error && 'code' in err && String((err as { code: unknown }).code).startsWith('CSV_')) {
-      await writing;
-      await flush().then(() => writing).catch(() => {});
+      // The rows before the fault are written; the import ends there.
+      await finish().catch(() => {});
       await q.setImportStatus(deps.pool, accountId, importId, 'error', `The file is not valid CSV: ${err.message}`);
       return;
     }
     throw err;
   }
-  await flush();
-  await writing;
+  await finish();
   if (!columns) {
     await q.setImportStatus(deps.pool, accountId, importId, 'error', 'The file is empty: a header row is needed');
     return;
@@ -245,25 +284,27 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
   await q.setImportStatus(deps.pool, accountId, importId, 'completed');
 }
 
-/** A batch of data records parsed by the plan: the rows to write, and the rows refused by their cells. */
+/** Rows of a lane read since its last batch: the rows to write, and the rows refused by their cells. */
 interface ParsedBatch { found: number; parsed: Parsed[]; failures: { line: number; reason: string }[] }
 
-function parseBatch(plan: ImportPlan, columns: Map<string, number>, batch: { line: number; record: string[] }[]): ParsedBatch {
-  const failures: { line: number; reason: string }[] = [];
-  const parsed: Parsed[] = [];
-  for (const { line, record } of batch) {
-    try {
-      parsed.push(parseRecord(plan, columns, record, line));
-    } catch (err) {
-      if (!(err instanceof RowError)) throw err;
-      failures.push({ line, reason: err.message });
-    }
-  }
-  return { found: batch.length, parsed, failures };
+const emptyBatch = (): ParsedBatch => ({ found: 0, parsed: [], failures: [] });
+
+/**
+ * One of the writers of an import: the rows whose key hashes to it, in file order. `done` is the
+ * number of data rows read when its last batch committed: its rows among them are written.
+ */
+interface Lane { index: number; done: number; batch: ParsedBatch; writing: Promise<void> }
+
+/** The lane of a normalised key (FNV-1a), the same in every run. */
+function laneOf(key: string, lanes: number): number {
+  if (lanes === 1) return 0;
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) hash = Math.imul(hash ^ key.charCodeAt(i), 0x01000193);
+  return (hash >>> 0) % lanes;
 }
 
 /** Writes one parsed batch of rows and records it, in the caller's transaction. */
-async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, importId: string, batch: ParsedBatch, rowsDone: number): Promise<void> {
+async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, importId: string, lane: number, batch: ParsedBatch, rowsDone: number): Promise<void> {
   const failures = [...batch.failures];
   // A row can fail after its profile was written (no address to consent, a merge refused): the
   // batch is then written again without it, so that a failed row changes nothing.
@@ -273,7 +314,7 @@ async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, 
     const written = await writeRows(tx, scope, plan, rows);
     if (written.late.length === 0) {
       await importConsents(tx, scope, written.consents, IMPORT_LABEL, written.newProfiles);
-      await q.recordImportBatch(tx, scope.accountId, importId, { rowsDone: rowsDone, found: batch.found, ...written.counts, failures: [...failures, ...written.failures] });
+      await q.recordImportBatch(tx, scope.accountId, importId, { lane, rowsDone, found: batch.found, ...written.counts, failures: [...failures, ...written.failures] });
       return;
     }
     await tx.query('rollback to savepoint import_batch');

@@ -8,7 +8,7 @@ export interface ImportRowDb {
   status: string;
   file_key: string;
   upload_expires_at: Date;
-  rows_done: number;
+  lanes_done: number[] | null;
   profiles_found: number;
   profiles_processed: number;
   profiles_failed: number;
@@ -29,7 +29,7 @@ export async function insertImport(db: Queryable, accountId: string, i: { import
 export async function findImport(db: Queryable, accountId: string, importId: string, forUpdate = false): Promise<ImportRowDb | undefined> {
   if (!/^[0-9a-f-]{36}$/i.test(importId)) return undefined;
   const { rows } = await db.query<ImportRowDb>(
-    `select import_id::text, section_id::text, version, request, status, file_key, upload_expires_at, rows_done, profiles_found, profiles_processed,
+    `select import_id::text, section_id::text, version, request, status, file_key, upload_expires_at, lanes_done, profiles_found, profiles_processed,
        profiles_failed, profiles_new, profiles_updated, profiles_not_changed, message
      from imports where account_id = $1::bigint and import_id = $2::uuid ${forUpdate ? 'for update' : ''}`,
     [accountId, importId],
@@ -61,15 +61,20 @@ export async function setImportStatus(db: Queryable, accountId: string, importId
   );
 }
 
-/** Records a processed batch: counters, the rows read so far, and the failed rows. */
-export async function recordImportBatch(db: Queryable, accountId: string, importId: string, batch: { rowsDone: number; found: number; new: number; updated: number; notChanged: number; failures: { line: number; reason: string }[] }): Promise<void> {
+/** Gives an import starting its first run its lanes, none with a row done yet. */
+export async function startImportLanes(db: Queryable, accountId: string, importId: string, lanes: number): Promise<void> {
+  await db.query('update imports set lanes_done = array_fill(0, array[$3::int]) where account_id = $1::bigint and import_id = $2::uuid and lanes_done is null', [accountId, importId, lanes]);
+}
+
+/** Records a processed batch of a lane: counters, the rows read so far, and the failed rows. */
+export async function recordImportBatch(db: Queryable, accountId: string, importId: string, batch: { lane: number; rowsDone: number; found: number; new: number; updated: number; notChanged: number; failures: { line: number; reason: string }[] }): Promise<void> {
   await db.query(
-    `update imports set rows_done = $3, profiles_found = profiles_found + $4,
+    `update imports set lanes_done[$9::int + 1] = $3, profiles_found = profiles_found + $4,
        profiles_processed = profiles_processed + $5 + $6 + $7, profiles_new = profiles_new + $5,
        profiles_updated = profiles_updated + $6, profiles_not_changed = profiles_not_changed + $7,
        profiles_failed = profiles_failed + $8
      where account_id = $1::bigint and import_id = $2::uuid`,
-    [accountId, importId, batch.rowsDone, batch.found, batch.new, batch.updated, batch.notChanged, batch.failures.length],
+    [accountId, importId, batch.rowsDone, batch.found, batch.new, batch.updated, batch.notChanged, batch.failures.length, batch.lane],
   );
   if (batch.failures.length > 0) {
     await db.query(

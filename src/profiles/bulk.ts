@@ -1,15 +1,14 @@
 import crypto from 'node:crypto';
 import type { SectionDefs } from '../definitions/definitions.ts';
 import type { KeyspaceRow } from '../definitions/queries.ts';
-import { Problem } from '../http/problems.ts';
 import type { Queryable } from '../store/pool.ts';
-import { normaliseKey } from './keys.ts';
 import { currentVersionId, identityHash, type ProfileScope } from './profiles.ts';
 import * as q from './queries.ts';
 
 /** One row of an import: a profile key and the values to write in the section. */
 export interface ImportRow {
   line: number;
+  /** Normalised by the keyspace's kind (normaliseKey). */
   key: string;
   /** Attribute version id → value; null clears. */
   attributes: q.ValueMap;
@@ -26,22 +25,13 @@ const same = (a: unknown, b: unknown) => a === b || (typeof a === 'object' && a 
 
 /**
  * Writes a batch of import rows into one section with a handful of set-based statements: finds or
- * creates each row's profile by key (a new one gets the keyspace's mapped attribute), and writes
+ * creates each row's profile by its (normalised) key (a new one gets the keyspace's mapped attribute), and writes
  * only what changes. Rows matching a locked identity fail; with `updateExisting` false, existing
  * profiles are left as they are.
  */
 export async function importProfileRows(tx: Queryable, scope: ProfileScope, keyspace: KeyspaceRow, section: SectionDefs, rows: ImportRow[], options: { updateExisting: boolean }): Promise<RowOutcome[]> {
   const outcomes = new Map<number, RowOutcome>();
-  const valid: (ImportRow & { normalised: string })[] = [];
-  for (const row of rows) {
-    try {
-      valid.push({ ...row, normalised: normaliseKey(keyspace.kind, row.key, 'key') });
-    } catch (err) {
-      if (!(err instanceof Problem)) throw err;
-      outcomes.set(row.line, { line: row.line, failed: err.detail });
-    }
-  }
-  const keys = [...new Set(valid.map((r) => r.normalised))];
+  const keys = [...new Set(rows.map((r) => r.key))];
   const hashes = new Map(keys.map((k) => [identityHash(scope, keyspace.keyspace_id, k).toString('hex'), k]));
   const locked = new Set((await q.listLockedIdentities(tx, scope.accountId, [...hashes.keys()].map((h) => Buffer.from(h, 'hex')))).map((h) => hashes.get(h.toString('hex'))!));
   const existing = new Map((await q.findProfilesByKeys(tx, scope.accountId, keyspace.keyspace_id, keys)).map((r) => [r.profile_key, r.canonical_id]));
@@ -67,19 +57,19 @@ export async function importProfileRows(tx: Queryable, scope: ProfileScope, keys
   // The state of each profile as the batch goes, so that a key repeated in the file counts right.
   const state = new Map<string, { attributes: q.ValueMap; tags: Record<string, boolean> }>();
   const patches = new Map<string, { attributes: q.ValueMap; tags: Record<string, boolean> }>();
-  for (const row of valid) {
-    if (locked.has(row.normalised)) {
-      outcomes.set(row.line, { line: row.line, failed: `The key "${row.normalised}" belongs to a locked profile` });
+  for (const row of rows) {
+    if (locked.has(row.key)) {
+      outcomes.set(row.line, { line: row.line, failed: `The key "${row.key}" belongs to a locked profile` });
       continue;
     }
-    const isNew = created.has(row.normalised) && !state.has(row.normalised);
-    const canonicalId = created.get(row.normalised) ?? existing.get(row.normalised)!;
-    const before = state.get(row.normalised) ?? (created.has(row.normalised) ? { attributes: {}, tags: {} } : current.get(canonicalId) ?? { attributes: {}, tags: {} });
-    if (!isNew && !created.has(row.normalised) && !options.updateExisting) {
+    const isNew = created.has(row.key) && !state.has(row.key);
+    const canonicalId = created.get(row.key) ?? existing.get(row.key)!;
+    const before = state.get(row.key) ?? (created.has(row.key) ? { attributes: {}, tags: {} } : current.get(canonicalId) ?? { attributes: {}, tags: {} });
+    if (!isNew && !created.has(row.key) && !options.updateExisting) {
       outcomes.set(row.line, { line: row.line, outcome: 'not_changed', canonicalId, values: before.attributes });
       continue;
     }
-    const wanted: q.ValueMap = isNew && mapped ? { ...row.attributes, [mapped]: row.normalised } : row.attributes;
+    const wanted: q.ValueMap = isNew && mapped ? { ...row.attributes, [mapped]: row.key } : row.attributes;
     // What changes. The maps of this loop are never changed once made: `before` may be shared.
     const attributes: q.ValueMap = {};
     let attributesChanged = false;
@@ -109,7 +99,7 @@ export async function importProfileRows(tx: Queryable, scope: ProfileScope, keys
       after.tags = { ...before.tags, ...tags };
       for (const tagId of Object.keys(tags)) if (!tags[tagId]) delete after.tags[tagId];
     }
-    state.set(row.normalised, after);
+    state.set(row.key, after);
     const patch = patches.get(canonicalId);
     patches.set(canonicalId, patch ? { attributes: { ...patch.attributes, ...attributes }, tags: { ...patch.tags, ...tags } } : { attributes, tags });
     const changed = attributesChanged || tagsChanged;
