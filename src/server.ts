@@ -9,7 +9,7 @@ import * as accounts from './accounts/accounts.ts';
 import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
-import { startWorker } from './jobs/worker.ts';
+import { startWorkerThread } from './jobs/thread.ts';
 import { createServices, type Services } from './services.ts';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';
@@ -20,10 +20,10 @@ export const DEMO_MANIFEST = path.join(path.dirname(fileURLToPath(import.meta.ur
 const DEMO_LOCK = 7_418_303;
 
 /** The database of the configuration: `DATABASE_URL`, or the embedded one in the data directory. */
-export async function openDatabase(config: Config): Promise<{ pool: pg.Pool; embedded: EmbeddedDatabase | undefined }> {
+export async function openDatabase(config: Config): Promise<{ pool: pg.Pool; url: string; embedded: EmbeddedDatabase | undefined }> {
   const embedded = config.databaseUrl ? undefined : await startEmbeddedDatabase(path.join(config.dataDir, 'postgres'));
-  const pool = createPool(config.databaseUrl ?? embedded!.url, 20);
-  return { pool, embedded };
+  const url = config.databaseUrl ?? embedded!.url;
+  return { pool: createPool(url, 20), url, embedded };
 }
 
 /** A secret given in the environment, or generated once into `DATA_DIR/<file>` (mode 0600). */
@@ -62,7 +62,7 @@ export async function createDemoAccount(services: Services): Promise<{ account_i
 
 /** `audience serve`: the API and the worker in this process (or one of them), until SIGTERM or SIGINT. */
 export async function serve(config: Config, roles: { api: boolean; worker: boolean } = { api: true, worker: true }): Promise<void> {
-  const { pool, embedded } = await openDatabase(config);
+  const { pool, url, embedded } = await openDatabase(config);
   await migrate(pool);
   const adminToken = (await adminTokenOf(config, true))!;
   const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', true))!;
@@ -77,8 +77,8 @@ export async function serve(config: Config, roles: { api: boolean; worker: boole
     }
   }
   const app: App | undefined = roles.api ? await buildApp(services) : undefined;
-  const log = (err: unknown) => console.error(JSON.stringify({ level: 50, msg: 'job failed', err: String((err as Error)?.stack ?? err) }));
-  const worker = roles.worker ? await startWorker(services, log) : undefined;
+  const log = (msg: string, err?: unknown) => console.error(JSON.stringify({ level: 50, msg, ...(err ? { err: String((err as Error)?.stack ?? err) } : {}) }));
+  const worker = roles.worker ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log) : undefined;
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;

@@ -1,0 +1,35 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { testDatabase } from '../../test/app.ts';
+import { readConfig } from '../config.ts';
+import { freePort } from '../store/embedded.ts';
+import { startWorkerThread } from './thread.ts';
+
+// The thread at work (an import through `audience worker`, killed and started again) is tested in
+// src/imports/imports.test.ts; these are its start and stop.
+describe('the worker thread', () => {
+  const dirs: string[] = [];
+  const secrets = { adminToken: 'thread-test-admin', serverSecret: 'thread-test-secret' };
+  const configIn = async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-thread-'));
+    dirs.push(dir);
+    return readConfig({ DATA_DIR: dir, LOG_LEVEL: 'silent' });
+  };
+  afterAll(async () => {
+    for (const dir of dirs) await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  it('starts against the database, and stop() ends it', async () => {
+    const logged: string[] = [];
+    const thread = await startWorkerThread({ config: await configIn(), databaseUrl: await testDatabase(), secrets }, (msg) => logged.push(msg));
+    await thread.stop();
+    expect(logged).toEqual([]);
+  });
+
+  it('refuses to start when its database cannot be reached, with the reason', async () => {
+    const databaseUrl = `postgres://nobody:nothing@127.0.0.1:${await freePort()}/none`;
+    await expect(startWorkerThread({ config: await configIn(), databaseUrl, secrets }, () => {})).rejects.toThrow(/ECONNREFUSED/);
+  });
+});

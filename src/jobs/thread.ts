@@ -1,0 +1,65 @@
+import { Worker as Thread } from 'node:worker_threads';
+import type { Config } from '../config.ts';
+
+/** What the worker thread needs to build its own services (src/jobs/thread-entry.ts). */
+export interface ThreadData {
+  config: Config;
+  databaseUrl: string;
+  secrets: { adminToken: string; serverSecret: string };
+}
+
+/**
+ * The heap of the worker thread, in MB. Ingestion holds 30–50 MB of live objects whatever the file
+ * size, but allocates fast, and V8 grows a young generation to 128 MB on a large machine: with it,
+ * the process held 470–580 MB during a 50 MB import; with 16 MB, 360 MB, for about a fifth more CPU
+ * in the thread (docs/benchmarks.md "Imports"). The old generation's limit only guards against a
+ * leak (a tighter one made V8 collect far more often); the API's heap keeps V8's defaults.
+ */
+const HEAP_LIMITS = { maxYoungGenerationSizeMb: 16, maxOldGenerationSizeMb: 512 };
+/** Wait before a thread that died (out of memory, a bug) is started again; its job resumes then. */
+const RESTART_MS = 1000;
+
+export interface WorkerThread {
+  /** Stops taking jobs, waits for the running one, and ends the thread. */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs the worker role (src/jobs/worker.ts) in a thread of its own: jobs such as imports do not
+ * hold up the API's event loop, and their heap has its own, smaller limits. A thread that dies is
+ * started again; the job it had is taken up when its lease runs out.
+ */
+export async function startWorkerThread(data: ThreadData, log: (msg: string, err?: unknown) => void): Promise<WorkerThread> {
+  let stopping = false;
+  let current: Thread | undefined;
+  const spawn = () => new Promise<Thread>((resolve, reject) => {
+    const thread = new Thread(new URL('./thread-entry.ts', import.meta.url), { workerData: data, resourceLimits: HEAP_LIMITS });
+    let ready = false;
+    thread.on('message', (message) => {
+      if (message !== 'ready') return;
+      ready = true;
+      resolve(thread);
+    });
+    thread.on('error', (err) => (ready ? log('worker thread failed', err) : reject(err)));
+    thread.on('exit', (code) => {
+      if (!ready) return reject(new Error(`the worker thread ended while starting (exit code ${code})`));
+      current = undefined;
+      if (stopping) return;
+      log(`worker thread ended (exit code ${code}); starting it again`);
+      setTimeout(() => {
+        if (!stopping) spawn().then((t) => (current = t), (err) => log('worker thread did not start again', err));
+      }, RESTART_MS).unref();
+    });
+  });
+  current = await spawn();
+  return {
+    async stop() {
+      stopping = true;
+      const thread = current;
+      if (!thread) return;
+      const ended = new Promise((resolve) => thread.once('exit', resolve));
+      thread.postMessage('stop');
+      await ended;
+    },
+  };
+}
