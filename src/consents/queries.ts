@@ -1,3 +1,4 @@
+import { idArray } from '../store/arrays.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export interface ConsentRow {
@@ -43,13 +44,14 @@ export async function upsertConsents(db: Queryable, accountId: string, profileId
 export async function upsertConsentsBulk(db: Queryable, accountId: string, consents: (ConsentWrite & { profileId: string })[]): Promise<void> {
   if (consents.length === 0) return;
   const columns = [
-    consents.map((c) => c.profileId), consents.map((c) => c.topicId), consents.map((c) => c.channelId), consents.map((c) => c.sectionId), consents.map((c) => c.type),
-    consents.map((c) => c.reason), consents.map((c) => c.source), consents.map((c) => c.address), consents.map((c) => c.modifiedAt),
+    idArray(consents.map((c) => c.profileId)), idArray(consents.map((c) => c.topicId)), idArray(consents.map((c) => c.channelId)), idArray(consents.map((c) => c.sectionId)),
+    JSON.stringify(consents.map((c) => [c.type, c.reason, c.source, c.address, c.modifiedAt])),
   ];
   await db.query(
     `with given as (
-       select * from unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[])
-         as g(profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at)
+       select g.profile_id, g.topic_id, g.channel_id, g.section_id, g.c->>0 as type, g.c->>1 as reason, g.c->>2 as source, g.c->>3 as address, (g.c->>4)::timestamptz as modified_at
+       from rows from (unnest($2::bigint[]), unnest($3::bigint[]), unnest($4::bigint[]), unnest($5::bigint[]), jsonb_array_elements($6::jsonb))
+         as g(profile_id, topic_id, channel_id, section_id, c)
      ), written as (
        insert into consents (account_id, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at)
        select $1::bigint, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at from given

@@ -1,3 +1,4 @@
+import { idArray } from '../store/arrays.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export type ValueMap = Record<string, unknown>;
@@ -252,14 +253,14 @@ export async function findProfilesByKeys(db: Queryable, accountId: string, keysp
     // join). With `profile_key = any(…)` the planner chose, by the table's size, between index
     // lookups and a (parallel) scan of the whole table for a batch of a few thousand keys.
     `select k.key as profile_key, x.canonical_id
-     from (select distinct unnest($3::text[]) as key) k
+     from (select distinct jsonb_array_elements_text($3::jsonb) as key) k
      cross join lateral (
        select coalesce(p.canonical_id, p.profile_id) as canonical_id
        from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
        where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = k.key
        limit 1
      ) x`,
-    [accountId, keyspaceId, keys],
+    [accountId, keyspaceId, JSON.stringify(keys)],
   );
   return rows;
 }
@@ -275,9 +276,9 @@ export async function listLockedIdentities(db: Queryable, accountId: string, has
 /** Creates profiles with the given export keys; returns export key → profile id. */
 export async function insertProfilesBulk(db: Queryable, accountId: string, exportKeys: string[], createdAt: Date): Promise<Map<string, string>> {
   const { rows } = await db.query<{ profile_id: string; export_key: string }>(
-    `insert into profiles (account_id, export_key, created_at) select $1::bigint, k, $3 from unnest($2::text[]) as k
+    `insert into profiles (account_id, export_key, created_at) select $1::bigint, k, $3 from jsonb_array_elements_text($2::jsonb) as k
      returning profile_id, export_key`,
-    [accountId, exportKeys, createdAt],
+    [accountId, JSON.stringify(exportKeys), createdAt],
   );
   return new Map(rows.map((r) => [r.export_key, r.profile_id]));
 }
@@ -286,8 +287,8 @@ export async function insertProfilesBulk(db: Queryable, accountId: string, expor
 export async function insertIdentifiersBulk(db: Queryable, accountId: string, identifiers: { keyspaceId: string; key: string; profileId: string }[]): Promise<void> {
   await db.query(
     `insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id)
-     select $1::bigint, k, pk, p from unnest($2::bigint[], $3::text[], $4::bigint[]) as x(k, pk, p)`,
-    [accountId, identifiers.map((i) => i.keyspaceId), identifiers.map((i) => i.key), identifiers.map((i) => i.profileId)],
+     select $1::bigint, k, pk, p from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[])) as x(k, pk, p)`,
+    [accountId, idArray(identifiers.map((i) => i.keyspaceId)), JSON.stringify(identifiers.map((i) => i.key)), idArray(identifiers.map((i) => i.profileId))],
   );
 }
 
@@ -306,8 +307,9 @@ export async function insertSectionDataBulk(db: Queryable, accountId: string, se
   if (rows.length === 0) return;
   await db.query(
     `insert into profile_sections (account_id, profile_id, section_id, attributes, tags)
-     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t) from unnest($3::bigint[], $4::jsonb[], $5::jsonb[]) as x(p, a, t)`,
-    [accountId, sectionId, rows.map((p) => p.profileId), rows.map((p) => JSON.stringify(p.attributes)), rows.map((p) => JSON.stringify(p.tags))],
+     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t)
+     from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)`,
+    [accountId, sectionId, idArray(rows.map((p) => p.profileId)), JSON.stringify(rows.map((p) => p.attributes)), JSON.stringify(rows.map((p) => p.tags))],
   );
 }
 
@@ -315,7 +317,7 @@ export async function insertSectionDataBulk(db: Queryable, accountId: string, se
 export async function patchSectionDataBulk(db: Queryable, accountId: string, sectionId: string, patches: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[]): Promise<void> {
   if (patches.length === 0) return;
   await db.query(
-    `with patch as (select * from unnest($3::bigint[], $4::jsonb[], $5::jsonb[]) as x(p, a, t)),
+    `with patch as (select * from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)),
      updated as (
        update profile_sections ps set
          attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end,
@@ -329,7 +331,7 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
      insert into profile_sections (account_id, profile_id, section_id, attributes, tags)
      select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t) from patch
      where p not in (select profile_id from updated)`,
-    [accountId, sectionId, patches.map((p) => p.profileId), patches.map((p) => JSON.stringify(p.attributes)), patches.map((p) => JSON.stringify(p.tags))],
+    [accountId, sectionId, idArray(patches.map((p) => p.profileId)), JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.tags))],
   );
 }
 
@@ -338,7 +340,9 @@ export async function insertAttributeHistoryBulk(db: Queryable, accountId: strin
   if (changes.length === 0) return;
   await db.query(
     `insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
-     select $1::bigint, c.p, $2::bigint, c.v, c.val, $6 from unnest($3::bigint[], $4::bigint[], $5::jsonb[]) as c(p, v, val)`,
-    [accountId, sectionId, changes.map((c) => c.profileId), changes.map((c) => c.versionId), changes.map((c) => (c.value === null ? null : JSON.stringify(c.value))), changedAt],
+     select $1::bigint, c.p, $2::bigint, c.v, nullif(c.val, 'null'), $6
+     from rows from (unnest($3::bigint[]), unnest($4::bigint[]), jsonb_array_elements($5::jsonb)) as c(p, v, val)`,
+    // A null value (cleared) is JSON null in the array, and SQL null in the history.
+    [accountId, sectionId, idArray(changes.map((c) => c.profileId)), idArray(changes.map((c) => c.versionId)), JSON.stringify(changes.map((c) => c.value)), changedAt],
   );
 }
