@@ -265,6 +265,11 @@ export async function findProfilesByKeys(db: Queryable, accountId: string, keysp
   return rows;
 }
 
+export async function hasLockedIdentities(db: Queryable, accountId: string): Promise<boolean> {
+  const { rows } = await db.query<{ any: boolean }>('select exists (select 1 from locked_identities where account_id = $1::bigint) as any', [accountId]);
+  return rows[0].any;
+}
+
 export async function listLockedIdentities(db: Queryable, accountId: string, hashes: Buffer[]): Promise<Buffer[]> {
   const { rows } = await db.query<{ identity_hash: Buffer }>(
     'select identity_hash from locked_identities where account_id = $1::bigint and identity_hash = any($2::bytea[])',
