@@ -9,6 +9,7 @@ import * as accounts from './accounts/accounts.ts';
 import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
+import { checkFileStore, openFileStore } from './files/store.ts';
 import { startWorkerThread } from './jobs/thread.ts';
 import { createServices, type Services } from './services.ts';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './store/embedded.ts';
@@ -62,6 +63,7 @@ export async function createDemoAccount(services: Services): Promise<{ account_i
 
 /** `audience serve`: the API and the worker in this process (or one of them), until SIGTERM or SIGINT. */
 export async function serve(config: Config, roles: { api: boolean; worker: boolean } = { api: true, worker: true }): Promise<void> {
+  await checkFileStore(openFileStore(config), config.files ? 'FILES_URL' : 'DATA_DIR/files');
   const { pool, url, embedded } = await openDatabase(config);
   await migrate(pool);
   const adminToken = (await adminTokenOf(config, true))!;

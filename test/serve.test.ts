@@ -124,4 +124,25 @@ describe('audience serve (npm start)', () => {
     // No second demo account on a database that has accounts.
     expect(after.items.filter((a: { name: string }) => a.name === 'Demo')).toHaveLength(1);
   });
+
+  it('refuses to start when the file store cannot be used, naming it and the reason, before starting its database', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-files-'));
+    try {
+      const closed = await freePort();
+      const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
+        env: { ...process.env, DATA_DIR: dir, PORT: String(await freePort()), LOG_LEVEL: 'warn', DATABASE_URL: '', FILES_URL: `http://key:secret@127.0.0.1:${closed}/uploads` },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout!.on('data', (d) => (output += d));
+      child.stderr!.on('data', (d) => (output += d));
+      const code = await new Promise((resolve) => child.once('exit', resolve));
+      expect(code).toBe(1);
+      expect(output).toMatch(/The file store \(FILES_URL\) cannot be used: S3 PUT start-checks\/\S+ \(bucket uploads at http:\/\/127\.0\.0\.1:\d+\): connect ECONNREFUSED/);
+      expect(output).not.toContain('secret@');
+      await expect(fs.stat(path.join(dir, 'postgres'))).rejects.toThrow();
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
 });

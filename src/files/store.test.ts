@@ -8,7 +8,7 @@ import { startS3 } from '../../test/s3.ts';
 import { readConfig } from '../config.ts';
 import { freePort } from '../store/embedded.ts';
 import { S3FileStore } from './s3.ts';
-import { LocalFileStore, openFileStore, type FileStore } from './store.ts';
+import { checkFileStore, LocalFileStore, openFileStore, type FileStore } from './store.ts';
 
 const MB = 1024 * 1024;
 
@@ -110,6 +110,14 @@ describe.each(stores)('files in %s', (_name, open) => {
   it('reads a missing file as a stream that fails', async () => {
     await expect(text(open().read('missing.csv'))).rejects.toThrow();
   });
+
+  it('passes the start-up check, which leaves no file behind', async () => {
+    const store = open();
+    await checkFileStore(store, 'here');
+    await checkFileStore(store, 'here');
+    const left = await fs.readdir(path.join(dir, 'start-checks')).catch(() => []);
+    expect(left).toEqual([]);
+  });
 });
 
 describe('files in an S3 bucket', () => {
@@ -134,6 +142,17 @@ describe('files in an S3 bucket', () => {
     const closed = await freePort();
     const unreachable = openFileStore(readConfig({ FILES_URL: `http://key:secret@127.0.0.1:${closed}/bucket` }));
     await expect(unreachable.exists('x.csv')).rejects.toThrow(`S3 HEAD x.csv (bucket bucket at http://127.0.0.1:${closed}): connect ECONNREFUSED`);
+  });
+
+  it('fail the start-up check with the reason: a wrong secret, a missing bucket', async () => {
+    await expect(checkFileStore(openFileStore(readConfig({ FILES_URL: s3.filesUrl('', 'not the secret') })), 'FILES_URL')).rejects.toThrow(/^The file store \(FILES_URL\) cannot be used: S3 PUT start-checks\/.* 403 SignatureDoesNotMatch/);
+    const noBucket = openFileStore(readConfig({ FILES_URL: s3.filesUrl().replace(`/${s3.bucket}`, '/no-such-bucket') }));
+    await expect(checkFileStore(noBucket, 'FILES_URL')).rejects.toThrow(/404 NoSuchBucket/);
+    // A check that passes leaves nothing in the bucket.
+    await checkFileStore(openFileStore(readConfig({ FILES_URL: s3.filesUrl() })), 'FILES_URL');
+    const listing = await (await fetch(`${s3.endpoint}/${s3.bucket}?prefix=start-checks/`)).text();
+    expect(listing).toContain('<ListBucketResult');
+    expect(listing).not.toContain('<Key>start-checks/');
   });
 
   it('stops downloading when the reader stops early', async () => {

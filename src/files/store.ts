@@ -1,7 +1,8 @@
+import crypto from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Config } from '../config.ts';
 import { S3FileStore } from './s3.ts';
@@ -20,6 +21,21 @@ export interface FileStore {
 /** The store of the configuration: the bucket of FILES_URL, else the folder `DATA_DIR/files`. */
 export function openFileStore(config: Pick<Config, 'files' | 'dataDir'>): FileStore {
   return config.files ? new S3FileStore(config.files) : new LocalFileStore(path.join(config.dataDir, 'files'));
+}
+
+/**
+ * Writes and removes a small file, so that a store that cannot be used (a wrong FILES_URL secret, a
+ * missing bucket, a folder that cannot be written) stops the program at start with the reason,
+ * rather than failing the first upload. Each check has its own key: processes may start together.
+ */
+export async function checkFileStore(store: FileStore, where: string): Promise<void> {
+  const key = `start-checks/${crypto.randomUUID()}`;
+  try {
+    await store.put(key, Readable.from(['audience\n']));
+    await store.remove(key);
+  } catch (err) {
+    throw new Error(`The file store (${where}) cannot be used: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** Files in a local folder. */
