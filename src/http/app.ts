@@ -15,6 +15,10 @@ import { definitionsRoutes } from './routes/definitions.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { operationsRoutes } from './routes/operations.ts';
 import { profilesRoutes } from './routes/profiles.ts';
+import { consentsRoutes } from './routes/consents.ts';
+import { segmentsRoutes } from './routes/segments.ts';
+import { importsRoutes } from './routes/imports.ts';
+import { profileDataPlane } from './plugins/profile-data.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -154,7 +158,7 @@ export async function buildApp(services: Services, options: { logger?: boolean |
   await app.register(operationsRoutes(services, registry));
   await app.register(identityRoutes(services));
   await app.register(definitionsRoutes(services));
-  await app.register(profilesRoutes(services));
+  await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes]));
   await app.register(adminRoutes(services));
   return app;
 }

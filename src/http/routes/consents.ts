@@ -1,15 +1,15 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.ts';
+import type { ScopeOf } from '../plugins/profile-data.ts';
 import * as consents from '../../consents/consents.ts';
 import { ConsentRequest, Consents, ConsentsQuery } from '../../consents/schemas.ts';
-import type { ProfileScope } from '../../profiles/profiles.ts';
 import { ProfileParams, ProfileSectionParams } from '../../profiles/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
 
 /** Consents (SPEC §4.5) and opt-out-all (§4.4) on the routes of ENDPOINTS.md "Consents". */
-export function consentsRoutes(services: Services, scopeOf: (request: FastifyRequest) => Promise<ProfileScope>) {
+export function consentsRoutes(services: Services, scopeOf: ScopeOf) {
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const tags = ['consents'];

@@ -1,17 +1,17 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import multipart from '@fastify/multipart';
 import type { Services } from '../../services.ts';
+import type { ScopeOf } from '../plugins/profile-data.ts';
 import * as imports from '../../imports/imports.ts';
 import { ImportCreated, ImportParams, ImportStatus, ImportV1, ImportV2 } from '../../imports/schemas.ts';
-import type { ProfileScope } from '../../profiles/profiles.ts';
 import { SectionParams } from '../schemas/common.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { Problem } from '../problems.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
 
 /** Profile imports (SPEC §4.6) on the routes of ENDPOINTS.md "Imports", and the upload of their files. */
-export function importsRoutes(services: Services, scopeOf: (request: FastifyRequest) => Promise<ProfileScope>) {
+export function importsRoutes(services: Services, scopeOf: ScopeOf) {
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const tags = ['imports'];

@@ -5,53 +5,23 @@ import * as attributes from '../../profiles/attributes.ts';
 import * as events from '../../profiles/events.ts';
 import * as profiles from '../../profiles/profiles.ts';
 import * as unmerge from '../../profiles/unmerge.ts';
-import { normaliseKey } from '../../profiles/keys.ts';
 import {
   AttributeParams, AttributeValues, CreateProfile, CreateProfileParams, Events, EventsQuery, KeyUpdateQuery, Merge, MergePatch, NewEvents,
   ProfileParams, ProfileSectionParams, Switch, TagValues, UniqueIdentifier, VersionParams,
 } from '../../profiles/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
-import { spend } from '../plugins/auth.ts';
-import { consentsRoutes } from './consents.ts';
-import { segmentsRoutes } from './segments.ts';
-import { importsRoutes } from './imports.ts';
+import type { ScopeOf } from '../plugins/profile-data.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
 
-/** What the profile operations of a request need: the caller's account, definitions, limits and the time. */
-export function profileScopeOf(services: Services) {
-  return async (request: FastifyRequest): Promise<profiles.ProfileScope> => {
-    const { accountId } = request.caller;
-    const account = await services.accounts.get(accountId);
-    return { accountId, defs: await services.definitions.get(accountId), limits: account!.limits, secret: services.serverSecret, now: new Date(services.clock()) };
-  };
-}
-
-/** The profile data plane of SPEC §4.3 and §4.4 on the routes of ENDPOINTS.md "Profiles". */
-export function profilesRoutes(services: Services) {
+/** Profiles (SPEC §4.3 and §4.4) on the routes of ENDPOINTS.md "Profiles". */
+export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const tags = ['profiles'];
     const updates = { bodyTooLarge: 'AUD-1210' as const };
 
-    const scopeOf = profileScopeOf(services);
     const write = <T>(request: FastifyRequest, work: (tx: Parameters<Parameters<typeof withTransaction>[1]>[0], scope: profiles.ProfileScope) => Promise<T>) =>
       scopeOf(request).then((scope) => withTransaction(services.pool, (tx) => work(tx, scope)));
-
-    // SPEC §8: at most 10 consecutive operations per second on one profile key.
-    app.addHook('preHandler', async (request) => {
-      const params = request.params as { keyspace_discriminator?: string; profile_key?: string };
-      if (params.profile_key === undefined) return;
-      const { accountId } = request.caller;
-      // Counted per normalised key, so that another spelling of one address is the same key.
-      const keyspace = (await services.definitions.get(accountId)).keyspaces.find((k) => k.discriminator === params.keyspace_discriminator);
-      let key = params.profile_key;
-      try {
-        if (keyspace) key = normaliseKey(keyspace.kind, key);
-      } catch {
-        // An invalid key is refused by the route itself.
-      }
-      await spend(services, accountId, `${accountId}:${params.keyspace_discriminator}:${key}`, 'profile_key_operations_per_second');
-    });
 
     app.post('/audience/keyspaces/:keyspace_discriminator/sections/:section_discriminator/profiles', {
       schema: { summary: 'Create a profile', tags, params: CreateProfileParams, body: CreateProfile, response: responses({ 201: UniqueIdentifier }) },
@@ -96,10 +66,6 @@ export function profilesRoutes(services: Services) {
       await write(request, (tx, scope) => profiles.switchIdentifier(tx, scope, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.body.from, request.body.to));
       return reply.code(204).send();
     });
-
-    await app.register(consentsRoutes(services, scopeOf));
-    await app.register(segmentsRoutes(services, scopeOf));
-    await app.register(importsRoutes(services, scopeOf));
 
     const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
 

@@ -1,14 +1,14 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.ts';
-import type { ProfileScope } from '../../profiles/profiles.ts';
+import type { ScopeOf } from '../plugins/profile-data.ts';
 import { ProfileParams } from '../../profiles/schemas.ts';
 import * as segments from '../../segments/segments.ts';
 import { Evaluation, Matches, ProfileCount, SegmentCount, Trend, TrendCounts, TrendParams } from '../../segments/schemas.ts';
 import { responses } from '../schemas/problem.ts';
 
 /** Segment evaluation, trends and counts (SPEC §4.3, §4.7) on the routes of ENDPOINTS.md. */
-export function segmentsRoutes(services: Services, scopeOf: (request: FastifyRequest) => Promise<ProfileScope>) {
+export function segmentsRoutes(services: Services, scopeOf: ScopeOf) {
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const tags = ['segments'];

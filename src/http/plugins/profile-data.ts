@@ -1,0 +1,42 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { ProfileScope } from '../../profiles/profiles.ts';
+import { normaliseKey } from '../../profiles/keys.ts';
+import type { Services } from '../../services.ts';
+import { spend } from './auth.ts';
+
+/** What the profile operations of a request need: the caller's account, definitions, limits and the time. */
+export type ScopeOf = (request: FastifyRequest) => Promise<ProfileScope>;
+
+export function profileScopeOf(services: Services): ScopeOf {
+  return async (request) => {
+    const { accountId } = request.caller;
+    const account = await services.accounts.get(accountId);
+    return { accountId, defs: await services.definitions.get(accountId), limits: account!.limits, secret: services.serverSecret, now: new Date(services.clock()) };
+  };
+}
+
+/**
+ * The profile data plane (profiles, consents, segments, imports): its route modules, registered
+ * together under the limit of SPEC §8 of at most 10 consecutive operations per second on one
+ * profile key, with one way of getting a request's profile scope.
+ */
+export function profileDataPlane(services: Services, routes: ((services: Services, scopeOf: ScopeOf) => (app: FastifyInstance) => Promise<void>)[]) {
+  return async (app: FastifyInstance) => {
+    app.addHook('preHandler', async (request) => {
+      const params = request.params as { keyspace_discriminator?: string; profile_key?: string };
+      if (params.profile_key === undefined) return;
+      const { accountId } = request.caller;
+      // Counted per normalised key, so that another spelling of one address is the same key.
+      const keyspace = (await services.definitions.get(accountId)).keyspaces.find((k) => k.discriminator === params.keyspace_discriminator);
+      let key = params.profile_key;
+      try {
+        if (keyspace) key = normaliseKey(keyspace.kind, key);
+      } catch {
+        // An invalid key is refused by the route itself.
+      }
+      await spend(services, accountId, `${accountId}:${params.keyspace_discriminator}:${key}`, 'profile_key_operations_per_second');
+    });
+    const scopeOf = profileScopeOf(services);
+    for (const register of routes) await app.register(register(services, scopeOf));
+  };
+}
