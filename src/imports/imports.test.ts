@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testDatabase, TestServer, type Response } from '../../test/app.ts';
+import { expectProblem as expectProblemDocument, testDatabase, TestServer, type Response } from '../../test/app.ts';
 import { startS3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { BATCH_ROWS } from './ingest.ts';
@@ -79,13 +79,10 @@ async function account(manifest: Manifest = MANIFEST, limits: Record<string, num
   return { accountId, token, v };
 }
 
+/** A problem document (test/app.ts) whose detail matches `detail`. */
 function expectProblem(res: Response, status: number, detail?: RegExp): void {
-  expect(res.status, res.text).toBe(status);
-  expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-  expect(res.body.status).toBe(status);
-  expect(typeof res.body.title).toBe('string');
-  expect(typeof res.body.detail).toBe('string');
-  if (detail) expect(res.body.detail).toMatch(detail);
+  const text = expectProblemDocument(res, status);
+  if (detail) expect(text).toMatch(detail);
 }
 
 function create(a: Account, version: 1 | 2, body: unknown, section = S, on: TestServer = server): Promise<Response> {
