@@ -57,6 +57,25 @@ function condition(x: string, keys: string[], c: Condition, values: SqlValues): 
 }
 
 /**
+ * The sections in which every profile the query matches has a row: those of its attribute terms
+ * that it cannot do without (any term of an "and", every branch of an "or").
+ */
+export function requiredSections(expression: Expression): string[] {
+  switch (expression.kind) {
+    case 'attribute':
+      return [expression.sectionId];
+    case 'event':
+      return [];
+    case 'and':
+      return [...new Set(expression.terms.flatMap(requiredSections))];
+    case 'or': {
+      const [first, ...rest] = expression.terms.map(requiredSections);
+      return first.filter((s) => rest.every((r) => r.includes(s)));
+    }
+  }
+}
+
+/**
  * Compiles a checked query into a predicate over the canonical profile `p` (a row of `profiles`)
  * as it is now: attribute values of its section rows, events of every member of its cluster.
  *
@@ -65,13 +84,20 @@ function condition(x: string, keys: string[], c: Condition, values: SqlValues): 
  * run as a parallel hash semi-join. With clusters (the default), an event counts for the canonical
  * profile of the member that received it: a left join with the members (profiles with a
  * canonical profile, few), never a join with all profiles.
+ *
+ * `sectionRow` (with `clusters: false`, and a section of requiredSections) makes `p` the profile's
+ * row of `profile_sections` in that section instead: its attribute terms are then conditions on
+ * that row, and a count reads the section's rows alone, without the join with every profile.
  */
-export function compilePredicate(expression: Expression, options: { now: number; timeZone: string; clusters?: boolean }, values: SqlValues): string {
+export function compilePredicate(expression: Expression, options: { now: number; timeZone: string; clusters?: boolean; sectionRow?: string }, values: SqlValues): string {
+  if (options.sectionRow !== undefined && options.clusters !== false) throw new Error('sectionRow needs clusters: false');
   switch (expression.kind) {
     case 'and':
     case 'or':
       return `(${expression.terms.map((t) => compilePredicate(t, options, values)).join(expression.kind === 'and' ? ' and ' : ' or ')})`;
     case 'attribute':
+      // As the semi-join below: a condition that is null (unknown) does not hold.
+      if (expression.sectionId === options.sectionRow) return `coalesce(${condition('coalesce(p.cluster_attributes, p.attributes)', [expression.versionId], expression.condition, values)}, false)`;
       return `exists (select 1 from profile_sections ps where ps.account_id = p.account_id and ps.profile_id = p.profile_id
         and ps.section_id = ${values.add(expression.sectionId, 'bigint')}
         and ${condition('coalesce(ps.cluster_attributes, ps.attributes)', [expression.versionId], expression.condition, values)})`;

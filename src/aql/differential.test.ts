@@ -17,7 +17,7 @@ import { loadDefinitions, type Definitions } from '../definitions/definitions.ts
 import type { Manifest } from '../definitions/schemas.ts';
 import type { Expression } from './ast.ts';
 import { check } from './check.ts';
-import { compilePredicate, SqlValues } from './compile-sql.ts';
+import { compilePredicate, requiredSections, SqlValues } from './compile-sql.ts';
 import { evaluate, type ProfileFacts } from './evaluate.ts';
 import { parse } from './parser.ts';
 import { windowBounds } from './time.ts';
@@ -339,17 +339,34 @@ async function facts(profileIds: string[]): Promise<Map<string, ProfileFacts>> {
   return result;
 }
 
-/** The ids of the profiles each predicate selects, all predicates in one statement. */
-async function selected(expressions: Expression[], now: number, timeZone: string): Promise<Set<string>[]> {
+/** The ids of the profiles each predicate selects, all predicates in one statement (as `m0`, `m1`, …) over `from` (aliased p). */
+async function select(from: string, compile: (e: Expression, values: SqlValues) => string, expressions: Expression[], where: (values: SqlValues) => string = () => 'true'): Promise<Set<string>[]> {
   const values = new SqlValues();
-  const columns = expressions.map((e, i) => `(${compilePredicate(e, { now, timeZone }, values)}) as m${i}`);
+  const columns = expressions.map((e, i) => `(${compile(e, values)}) as m${i}`);
   const account = values.add(accountId, 'bigint');
   const { rows } = await pool.query<Record<string, unknown>>(
-    `select p.profile_id::text as profile_id, ${columns.join(', ')} from profiles p where p.account_id = ${account} and p.canonical_id is null`,
+    `select p.profile_id::text as profile_id, ${columns.join(', ')} from ${from} p where p.account_id = ${account} and ${where(values)}`,
     values.values,
   );
   // As in a where clause, null (unknown) selects nothing.
   return expressions.map((_, i) => new Set(rows.filter((r) => r[`m${i}`] === true).map((r) => r.profile_id as string)));
+}
+
+/**
+ * What each predicate selects, compiled as for an account with clusters (`general`), and as the
+ * count compiles it without clusters, which is the case of these populations: over the profiles
+ * (`simple`), and, for a query that needs a section row, over that section's rows (`sectionRows`).
+ */
+async function selected(expressions: Expression[], now: number, timeZone: string) {
+  const general = await select('profiles', (e, v) => compilePredicate(e, { now, timeZone }, v), expressions, () => 'p.canonical_id is null');
+  const simple = await select('profiles', (e, v) => compilePredicate(e, { now, timeZone, clusters: false }, v), expressions, () => 'p.canonical_id is null');
+  const sectionRows: (Set<string> | undefined)[] = [];
+  for (const e of expressions) {
+    const [section] = requiredSections(e);
+    sectionRows.push(section === undefined ? undefined
+      : (await select('profile_sections', (x, v) => compilePredicate(x, { now, timeZone, clusters: false, sectionRow: section }, v), [e], (v) => `p.section_id = ${v.add(section, 'bigint')}`))[0]);
+  }
+  return { general, simple, sectionRows };
 }
 
 beforeAll(async () => {
@@ -375,7 +392,7 @@ function constants(q: QuerySpec | Expression): unknown[] {
 }
 
 /** Tally of the comparisons made. */
-const tally = { cases: 0, decisions: 0, matches: 0 };
+const tally = { cases: 0, decisions: 0, matches: 0, sectionRows: 0 };
 
 /**
  * Stores the population, then judges every profile by every query with both back ends; throws on
@@ -393,11 +410,15 @@ async function compare(w: World, texts: string[], specs?: QuerySpec[]): Promise<
   const known = await facts(profileIds);
   const bySql = await selected(expressions, w.now, w.timeZone);
   return expressions.map((expression, i) => {
+    // The forms for accounts without clusters select what the general one does.
+    expect([...bySql.simple[i]].sort(), `without clusters: ${texts[i]}`).toEqual([...bySql.general[i]].sort());
+    if (bySql.sectionRows[i]) expect([...bySql.sectionRows[i]!].sort(), `over section rows: ${texts[i]}`).toEqual([...bySql.general[i]].sort());
+    if (bySql.sectionRows[i]) tally.sectionRows++;
     const disagreements: string[] = [];
     const matched: number[] = [];
     profileIds.forEach((id, k) => {
       const inMemory = evaluate(expression, known.get(id)!, w.now, w.timeZone);
-      const inSql = bySql[i].has(id);
+      const inSql = bySql.general[i].has(id);
       tally.decisions++;
       if (inMemory) {
         tally.matches++;
@@ -430,6 +451,8 @@ describe('the evaluator and the SQL compiler agree', () => {
     const cases = tally.cases - before.cases;
     const matches = (tally.matches - before.matches) / (tally.decisions - before.decisions);
     expect(cases).toBeGreaterThanOrEqual(10_000);
+    // Many of them were also compared over section rows.
+    expect(tally.sectionRows - before.sectionRows).toBeGreaterThan(cases / 10);
     // Not vacuous: the queries select some profiles and leave others.
     expect(matches).toBeGreaterThan(0.1);
     expect(matches).toBeLessThan(0.9);

@@ -9,11 +9,12 @@ const HAS_CLUSTERS = (account: string) => `exists (select 1 from profiles c wher
  * keyspaces that make a profile known.
  *
  * The predicate comes compiled twice (compilePredicate): `text` for any account and `simple` for
- * one without merge clusters, whose plans are far cheaper (semi-joins on the profile itself). One
- * statement picks the one that holds in its own snapshot, so a merge committed meanwhile cannot
- * make the count use the wrong one; PostgreSQL runs only the branch it takes.
+ * one without merge clusters, whose plans are far cheaper (semi-joins on the profile itself; with
+ * `simple.section`, over the rows of that section, with no join of all profiles). One statement
+ * picks the one that holds in its own snapshot, so a merge committed meanwhile cannot make the
+ * count use the wrong one; PostgreSQL runs only the branch it takes.
  */
-export async function countProfilesMatching(db: Queryable, accountId: string, predicate: { text: string; simple: string; values: unknown[] }, known: { keyspaceIds: string[]; wanted: boolean } | null): Promise<number> {
+export async function countProfilesMatching(db: Queryable, accountId: string, predicate: { text: string; simple: { text: string; section?: string }; values: unknown[] }, known: { keyspaceIds: string[]; wanted: boolean } | null): Promise<number> {
   const values = [...predicate.values, accountId];
   const account = `$${values.length}::bigint`;
   let knownClause = '';
@@ -27,8 +28,13 @@ export async function countProfilesMatching(db: Queryable, accountId: string, pr
       where i.account_id = p.account_id and i.profile_id = p.profile_id and i.keyspace_id = any($${values.length}::bigint[]))`;
   }
   const count = (text: string, clause: string) => `(select count(*) from profiles p where p.account_id = ${account} and p.canonical_id is null and ${text} ${clause})`;
+  const { simple } = predicate;
+  // Without clusters every profile is canonical, and a profile has one row in a section.
+  const simpleCount = simple.section === undefined
+    ? count(simple.text, simpleKnownClause)
+    : `(select count(*) from profile_sections p where p.account_id = ${account} and p.section_id = ${simple.section} and ${simple.text} ${simpleKnownClause})`;
   const { rows } = await db.query<{ n: string }>(
-    `select case when ${HAS_CLUSTERS(account)} then ${count(predicate.text, knownClause)} else ${count(predicate.simple, simpleKnownClause)} end as n`,
+    `select case when ${HAS_CLUSTERS(account)} then ${count(predicate.text, knownClause)} else ${simpleCount} end as n`,
     values,
   );
   return Number(rows[0].n);

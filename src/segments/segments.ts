@@ -1,6 +1,6 @@
 import type { Expression } from '../aql/ast.ts';
 import { check } from '../aql/check.ts';
-import { compileMasks, compilePredicate, SqlValues } from '../aql/compile-sql.ts';
+import { compileMasks, compilePredicate, requiredSections, SqlValues } from '../aql/compile-sql.ts';
 import { evaluate } from '../aql/evaluate.ts';
 import { parse } from '../aql/parser.ts';
 import { checkTimeZone } from '../aql/time.ts';
@@ -99,7 +99,11 @@ export async function countSegment(db: Queryable, scope: ProfileScope, caller: C
   const values = new SqlValues();
   const now = scope.now.getTime();
   const text = compilePredicate(expression, { now, timeZone }, values);
-  const simple = compilePredicate(expression, { now, timeZone, clusters: false }, values);
+  // Without clusters, a query that needs a section row counts that section's rows (docs/benchmarks.md "Segments").
+  const [section] = requiredSections(expression);
+  const simple = section === undefined
+    ? { text: compilePredicate(expression, { now, timeZone, clusters: false }, values) }
+    : { section: values.add(section, 'bigint'), text: compilePredicate(expression, { now, timeZone, clusters: false, sectionRow: section }, values) };
   const known = body.known_profiles === undefined || body.known_profiles === null ? null : { keyspaceIds: knownKeyspaceIds(scope.defs), wanted: body.known_profiles };
   return { profile_count: await q.countProfilesMatching(db, scope.accountId, { text, simple, values: values.values }, known) };
 }
