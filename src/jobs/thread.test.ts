@@ -28,6 +28,20 @@ describe('the worker thread', () => {
     expect(logged).toEqual([]);
   });
 
+  it('starts a thread that ended again, a second later, until it is stopped', { timeout: 20_000 }, async () => {
+    const logged: string[] = [];
+    const entry = new URL('../../test/fixtures/short-lived-thread.ts', import.meta.url);
+    const thread = await startWorkerThread({ config: await configIn(), databaseUrl: 'unused', secrets }, (msg) => logged.push(msg), entry);
+    const ended = () => logged.filter((m) => m === 'worker thread ended (exit code 3); starting it again').length;
+    while (ended() < 3) await new Promise((r) => setTimeout(r, 50));
+    await thread.stop();
+    const after = ended();
+    await new Promise((r) => setTimeout(r, 2500));
+    // Stopped: no thread ends or starts any more.
+    expect(ended()).toBe(after);
+    expect(logged.every((m) => m.startsWith('worker thread ended (exit code 3)'))).toBe(true);
+  });
+
   it('refuses to start when its database cannot be reached, with the reason', async () => {
     const databaseUrl = `postgres://nobody:nothing@127.0.0.1:${await freePort()}/none`;
     await expect(startWorkerThread({ config: await configIn(), databaseUrl, secrets }, () => {})).rejects.toThrow(/ECONNREFUSED/);

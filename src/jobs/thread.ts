@@ -27,13 +27,30 @@ export interface WorkerThread {
 /**
  * Runs the worker role (src/jobs/worker.ts) in a thread of its own: jobs such as imports do not
  * hold up the API's event loop, and their heap has its own, smaller limits. A thread that dies is
- * started again; the job it had is taken up when its lease runs out.
+ * started again (and again, a second apart, while it fails to start); the job it had is taken up
+ * when its lease runs out. `entry` is the thread's module (tests give one of their own).
  */
-export async function startWorkerThread(data: ThreadData, log: (msg: string, err?: unknown) => void): Promise<WorkerThread> {
+export async function startWorkerThread(data: ThreadData, log: (msg: string, err?: unknown) => void, entry = new URL('./thread-entry.ts', import.meta.url)): Promise<WorkerThread> {
   let stopping = false;
   let current: Thread | undefined;
+  const ask = (thread: Thread) => {
+    const ended = new Promise((resolve) => thread.once('exit', resolve));
+    thread.postMessage('stop');
+    return ended;
+  };
+  const restart = () => setTimeout(() => {
+    if (stopping) return;
+    spawn().then((thread) => {
+      current = thread;
+      // Stopped while it started.
+      if (stopping) void ask(thread);
+    }, (err) => {
+      log('worker thread did not start again', err);
+      restart();
+    });
+  }, RESTART_MS).unref();
   const spawn = () => new Promise<Thread>((resolve, reject) => {
-    const thread = new Thread(new URL('./thread-entry.ts', import.meta.url), { workerData: data, resourceLimits: HEAP_LIMITS });
+    const thread = new Thread(entry, { workerData: data, resourceLimits: HEAP_LIMITS });
     let ready = false;
     thread.on('message', (message) => {
       if (message !== 'ready') return;
@@ -43,23 +60,17 @@ export async function startWorkerThread(data: ThreadData, log: (msg: string, err
     thread.on('error', (err) => (ready ? log('worker thread failed', err) : reject(err)));
     thread.on('exit', (code) => {
       if (!ready) return reject(new Error(`the worker thread ended while starting (exit code ${code})`));
-      current = undefined;
+      if (current === thread) current = undefined;
       if (stopping) return;
       log(`worker thread ended (exit code ${code}); starting it again`);
-      setTimeout(() => {
-        if (!stopping) spawn().then((t) => (current = t), (err) => log('worker thread did not start again', err));
-      }, RESTART_MS).unref();
+      restart();
     });
   });
   current = await spawn();
   return {
     async stop() {
       stopping = true;
-      const thread = current;
-      if (!thread) return;
-      const ended = new Promise((resolve) => thread.once('exit', resolve));
-      thread.postMessage('stop');
-      await ended;
+      if (current) await ask(current);
     },
   };
 }
