@@ -404,6 +404,8 @@ describe('status of an import', () => {
     expect(empty.result.message).toMatch(/empty|header/i);
     const headerOnly = await runImport(a, 2, body, 'email,first\r\n');
     expect(headerOnly.result).toEqual({ status: 'completed', profiles_found: 0, profiles_processed: 0, profiles_failed: 0 });
+    // An import that ended, in error or not, keeps no file.
+    expect(await storedFiles(a.accountId)).toEqual([]);
   });
 
   it('IMP-11 an unknown import id, one of another section or of another account → 404', async () => {
@@ -421,15 +423,17 @@ describe('status of an import', () => {
 describe('the upload', () => {
   const body = (a: Account) => v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] });
 
-  it('IMP-05 a multipart POST of every form field in order, then the part file (text/csv), without a bearer token → 204; the file is stored and queued', async () => {
+  it('IMP-05 a multipart POST of every form field in order, then the part file (text/csv), without a bearer token → 204; the file is stored, imported, then removed', async () => {
     const a = await account();
     const c = await created(a, 2, body(a));
     const res = await upload(c, 'email,first\nup@x.io,Up\n');
     expect(res.status, res.text).toBe(204);
     expect(res.text).toBe('');
-    expect(await storedFiles(a.accountId)).toEqual([`${c.import_id}.csv`]);
     const done = await finished(a, c.import_id);
     expect(done.result).toEqual({ status: 'completed', profiles_found: 1, profiles_processed: 1, profiles_failed: 0 });
+    expect((await attributesOf(a, EMAIL, 'up@x.io')).body[a.v.firstname]).toBe('Up');
+    // The file holds personal data: it goes once the import has ended (docs/imports.md).
+    expect(await storedFiles(a.accountId)).toEqual([]);
     // The same form cannot deliver a second file.
     expectProblem(await upload(c, 'email,first\nagain@x.io,Again\n'), 409);
   });
@@ -885,7 +889,7 @@ describe('files in an S3-compatible bucket (FILES_URL)', () => {
     await s3?.close();
   });
 
-  it('IMP-05 the upload is written into the bucket, and the worker imports the file from there', async () => {
+  it('IMP-05 the upload is written into the bucket, and the worker imports the file from there, then removes it', async () => {
     const a = await account(MANIFEST, NO_LIMITS, onS3);
     const c = await created(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), onS3);
     const csv = 'email,first\nbucket@x.io,Bucket\nsecond@x.io,Second\n';
@@ -894,11 +898,11 @@ describe('files in an S3-compatible bucket (FILES_URL)', () => {
     const done = await finished(a, c.import_id, onS3);
     expect(done.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 2, profiles_failed: 0 });
     expect((await onS3.request('GET', `/audience/keyspaces/${EMAIL}/profiles/bucket@x.io/sections/${S}/attributes`, { token: a.token })).body).toMatchObject({ [a.v.firstname]: 'Bucket' });
-    // The object is in the bucket under the prefix (read from the emulator, which serves unsigned reads), and not in the local folder.
-    const object = await fetch(`${s3.endpoint}/${s3.bucket}/audience/files/imports/${a.accountId}/${c.import_id}.csv`);
-    expect(object.status).toBe(200);
-    expect(await object.text()).toBe(csv);
+    // The file was never in the local folder, and once the import has ended it is gone from the
+    // bucket too (read from the emulator, which serves unsigned reads).
     expect(await storedFiles(a.accountId, onS3)).toEqual([]);
+    const object = await fetch(`${s3.endpoint}/${s3.bucket}/audience/files/imports/${a.accountId}/${c.import_id}.csv`);
+    expect(object.status).toBe(404);
   });
 });
 

@@ -174,7 +174,17 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
   const { accountId } = job;
   const importId = String(job.payload.import_id);
   const row = await q.findImport(deps.pool, accountId, importId);
-  if (!row || row.status === 'completed' || row.status === 'error') return;
+  if (!row) return;
+  /**
+   * Ends the import. Its file goes then: it holds personal data, and the report keeps what is
+   * needed of failed rows (line and reason). A job that ended the import but not the removal (a
+   * crash, the store unreachable) removes the file when it runs again.
+   */
+  const end = async (status: 'completed' | 'error', message?: string) => {
+    if (row.status !== status) await q.setImportStatus(deps.pool, accountId, importId, status, message);
+    await deps.files.remove(row.file_key);
+  };
+  if (row.status === 'completed' || row.status === 'error') return end(row.status);
   await q.setImportStatus(deps.pool, accountId, importId, 'in_progress');
   const scope = await deps.scopeOf(accountId);
   const section = scope.defs.sections.find((s) => s.id === row.section_id);
@@ -184,8 +194,7 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
     plan = planImport(scope.defs, section, row.version as 1 | 2, row.request as ImportV1 | ImportV2);
   } catch (err) {
     if (!(err instanceof Problem)) throw err;
-    await q.setImportStatus(deps.pool, accountId, importId, 'error', err.detail);
-    return;
+    return end('error', err.detail);
   }
 
   const delimiter = await sniffDelimiter(deps.files.read(row.file_key));
@@ -244,9 +253,8 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
         const needed = [...plan.keyspaces.map((k) => k.column), ...plan.attributes.map((a) => a.column), ...plan.consents.flatMap((c) => [c.column, ...(c.addressColumn ? [c.addressColumn] : [])])];
         const missing = needed.filter((c) => !columns!.has(c));
         if (missing.length > 0) {
-          await q.setImportStatus(deps.pool, accountId, importId, 'error', `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})`);
           parser.destroy();
-          return;
+          return end('error', `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})`);
         }
         continue;
       }
@@ -271,17 +279,15 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
     if (err instanceof Error && 'code' in err && String((err as { code: unknown }).code).startsWith('CSV_')) {
       // The rows before the fault are written; the import ends there.
       await finish().catch(() => {});
-      await q.setImportStatus(deps.pool, accountId, importId, 'error', `The file is not valid CSV: ${err.message}`);
-      return;
+      return end('error', `The file is not valid CSV: ${err.message}`);
     }
     throw err;
   }
   await finish();
   if (!columns) {
-    await q.setImportStatus(deps.pool, accountId, importId, 'error', 'The file is empty: a header row is needed');
-    return;
+    return end('error', 'The file is empty: a header row is needed');
   }
-  await q.setImportStatus(deps.pool, accountId, importId, 'completed');
+  await end('completed');
 }
 
 /** Rows of a lane read since its last batch: the rows to write, and the rows refused by their cells. */
