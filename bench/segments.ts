@@ -42,13 +42,14 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import { loadDefinitions, type Definitions } from '../src/definitions/definitions.ts';
-import type { ProfileScope } from '../src/profiles/profiles.ts';
+import { loadDefinitions } from '../src/definitions/definitions.ts';
 import { countSegment, segmentTrend } from '../src/segments/segments.ts';
 import type { Queryable } from '../src/store/pool.ts';
 import {
   DURATION_S, embeddedDatabaseUrl, log, onCleanup, printSetting, request, runBench, sleep, startAudience, table, WARMUP_S, within, type Audience, type Result, type Run,
 } from './harness.ts';
+import type { Definitions } from '../src/core/definitions.ts';
+import type { AccountScope } from '../src/core/scope.ts';
 
 const PROFILES = Math.max(100, Number(process.env.BENCH_PROFILES ?? 1_000_000));
 const LOAD_CONNECTIONS = Math.min(8, Math.max(1, Number(process.env.BENCH_LOAD_CONNECTIONS ?? 2)));
@@ -572,12 +573,12 @@ await runBench(DEADLINE_MS, async (autocannon) => {
 
   // ---- 4. The plans ----
   // The statements the service sends: its own functions, with a database that keeps them.
-  const scope = { accountId: audience.accountId, defs, limits: {} as ProfileScope['limits'], secret: '', now: new Date() };
   const caller = { accountId: audience.accountId, clientId: 'bench', sectionIds: null };
+  const scope: AccountScope = { accountId: audience.accountId, defs, limits: {} as AccountScope['limits'], secret: '', now: new Date(), caller };
   const countSql = capture([{ n: '0' }]);
-  await countSegment(countSql.db, scope, caller, { section_discriminator: ids.shop.discriminator, segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] } });
+  await countSegment(countSql.db, scope, { section_discriminator: ids.shop.discriminator, segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] } });
   const trendSql = capture([]);
-  await segmentTrend(trendSql.db, scope, caller, ids.shop.discriminator, segmentDiscriminators[0], { sampling_points: points, timezone: TIME_ZONE });
+  await segmentTrend(trendSql.db, scope, ids.shop.discriminator, segmentDiscriminators[0], { sampling_points: points, timezone: TIME_ZONE });
   await db.query(`set statement_timeout = ${Math.round(QUERY_TIMEOUT_MS * 2)}`);
   const countPlan = await explain(db, countSql.sql());
   const trendPlan = await explain(db, trendSql.sql());

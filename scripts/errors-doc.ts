@@ -1,7 +1,7 @@
 // Writes the table of docs/errors.md from src/http/problems.ts: `npm run docs:errors`.
 import fs from 'node:fs';
 import path from 'node:path';
-import { PROBLEMS } from '../src/http/problems.ts';
+import { PROBLEMS } from '../src/core/problems.ts';
 
 const file = path.resolve(import.meta.dirname, '..', 'docs', 'errors.md');
 const text = fs.readFileSync(file, 'utf8');

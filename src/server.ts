@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { Config } from './config.ts';
-import { systemClock } from './clock.ts';
+import { systemClock } from './core/clock.ts';
 import * as accounts from './accounts/accounts.ts';
 import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
@@ -56,7 +56,7 @@ export async function createDemoAccount(services: Services): Promise<{ account_i
     if ((await accounts.countAccounts(tx)) > 0) return undefined;
     const created = await accounts.createAccount(tx, services.feed, vendor, { name: manifest.account?.name ?? 'Demo', region });
     await applyAccountManifest(tx, services.feed, vendor, created.id, manifest);
-    const key = await services.identity.createApiKey(tx, created.id, { name: 'demo' });
+    const key = await services.apiKeys.createApiKey(tx, created.id, { name: 'demo' });
     return { account_id: created.id, client_id: key.client_id, client_secret: key.client_secret };
   });
 }

@@ -3,12 +3,13 @@ import type pg from 'pg';
 import { openFileStore, type FileStore } from './files/store.ts';
 import { UploadSigner } from './files/upload-form.ts';
 import type { Config } from './config.ts';
-import type { Clock } from './clock.ts';
+import type { Clock } from './core/clock.ts';
 import { AccountDirectory } from './accounts/accounts.ts';
 import { DefinitionsCache } from './definitions/definitions.ts';
-import { Identity } from './identity/identity.ts';
+import { ApiKeys } from './api-keys/api-keys.ts';
 import { ChangeFeed } from './store/changes.ts';
-import { MemoryBuckets, RedisBuckets, type Buckets } from './http/plugins/rate-limits.ts';
+import { MemoryBuckets, RedisBuckets, type Buckets } from './core/rate-limits.ts';
+import type { AccountScope, Caller } from './core/scope.ts';
 
 /** The long-lived parts of one process, shared by the HTTP routes, the worker and the CLI. */
 export interface Services {
@@ -16,7 +17,7 @@ export interface Services {
   pool: pg.Pool;
   clock: Clock;
   feed: ChangeFeed;
-  identity: Identity;
+  apiKeys: ApiKeys;
   accounts: AccountDirectory;
   definitions: DefinitionsCache;
   buckets: Buckets;
@@ -34,8 +35,8 @@ export interface Services {
 export async function createServices(config: Config, pool: pg.Pool, clock: Clock, secrets: { adminToken: string; serverSecret: string }): Promise<Services> {
   const feed = new ChangeFeed(pool);
   await feed.start();
-  const identity = new Identity({ pool, feed, clock, region: config.region });
-  await identity.ensureSigningKey();
+  const apiKeys = new ApiKeys({ pool, feed, clock, region: config.region });
+  await apiKeys.ensureSigningKey();
   const buckets = config.redisUrl ? new RedisBuckets(config.redisUrl, clock) : new MemoryBuckets(clock);
   const uploads = new UploadSigner({
     accessKey: 'audience',
@@ -44,7 +45,7 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
     url: `${config.publicUrl}/files/uploads`,
   });
   return {
-    config, pool, clock, feed, identity, buckets, ...secrets, uploads,
+    config, pool, clock, feed, apiKeys, buckets, ...secrets, uploads,
     files: openFileStore(config),
     accounts: new AccountDirectory(pool, feed),
     definitions: new DefinitionsCache(pool, feed),
@@ -53,4 +54,15 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
       await feed.close();
     },
   };
+}
+
+/**
+ * The scope of a domain operation on an account: at the start of a request (with its caller) or
+ * of a job (without one). Throws when the account no longer exists.
+ */
+export async function accountScope(services: Services, accountId: string, caller?: Caller): Promise<AccountScope> {
+  const account = await services.accounts.get(accountId);
+  if (!account) throw new Error(`account ${accountId} no longer exists`);
+  const defs = await services.definitions.get(accountId);
+  return { accountId, defs, limits: account.limits, secret: services.serverSecret, now: new Date(services.clock()), ...(caller ? { caller } : {}) };
 }

@@ -1,9 +1,9 @@
-import { Problem } from '../http/problems.ts';
+import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import { installBuiltins } from '../definitions/definitions.ts';
-import { effectiveLimits, LIMIT_NAMES, type LimitOverrides, type Limits } from './limits.ts';
+import { effectiveLimits, LIMIT_NAMES, type LimitOverrides, type Limits } from '../core/limits.ts';
 import * as q from './queries.ts';
 
 export interface Account {

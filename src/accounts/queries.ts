@@ -1,5 +1,5 @@
 import type { Queryable } from '../store/pool.ts';
-import type { LimitOverrides } from './limits.ts';
+import type { LimitOverrides } from '../core/limits.ts';
 
 export interface AccountRow {
   account_id: string;

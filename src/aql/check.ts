@@ -1,4 +1,4 @@
-import type { Definitions } from '../definitions/definitions.ts';
+import { attributeTypeOf, eventFieldsOf, JSON_KIND_OF, type AttributeType, type Definitions } from '../core/definitions.ts';
 import type { AttributeTerm, Condition, EventTerm, Expression } from './ast.ts';
 import { aqlError } from './errors.ts';
 
@@ -7,10 +7,6 @@ export const MAX_TERMS = 64;
 
 /** What a checked term reads: the JSON type its conditions compare with. */
 type Primitive = 'string' | 'number' | 'boolean';
-
-const PRIMITIVE_OF: Record<string, Primitive | 'struct'> = {
-  Text: 'string', Date: 'string', 'True/False': 'boolean', Timestamp: 'number', Number: 'number', 'Number with decimal': 'number', Struct: 'struct',
-};
 
 /**
  * Checks a parsed query against an account's definitions: sections, attribute and event versions
@@ -25,15 +21,14 @@ export function check(expression: Expression, defs: Definitions, text: string): 
       return;
     }
     const e: AttributeTerm | EventTerm = expression;
-    const term = e;
-    if (++terms > MAX_TERMS) throw aqlError('AUD-1710', text, term.at, `Generated query size limit reached: at most ${MAX_TERMS} terms`);
+    if (++terms > MAX_TERMS) throw aqlError('AUD-1710', text, e.at, `Generated query size limit reached: at most ${MAX_TERMS} terms`);
     const section = defs.sections.find((s) => s.id === e.sectionId);
     if (!section) throw aqlError('AUD-1111', text, e.sectionAt, `Section ${e.sectionId} not found`);
     if (e.kind === 'attribute') {
       const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === e.versionId));
       if (!attribute) throw aqlError('AUD-1111', text, e.versionAt, `Attribute version ${e.versionId} not found in section ${e.sectionId}`);
-      const typeName = String(attribute.versions.find((v) => v.id === e.versionId)!.type[0]);
-      const kind = PRIMITIVE_OF[typeName];
+      const typeName = attributeTypeOf(attribute.versions.find((v) => v.id === e.versionId)!);
+      const kind = JSON_KIND_OF[typeName];
       if (kind === 'struct') {
         if (e.condition.path.length === 0) throw aqlError('AUD-1404', text, e.condition.at, `Field condition on the struct attribute ${e.versionId}: select a field with attributeData("<field>")`);
         // Struct layouts are not defined, so the field's type is the constant's.
@@ -46,11 +41,11 @@ export function check(expression: Expression, defs: Definitions, text: string): 
     }
     const event = section.events.find((ev) => ev.versions.some((v) => v.id === e.versionId));
     if (!event) throw aqlError('AUD-1111', text, e.versionAt, `Event version ${e.versionId} not found in section ${e.sectionId}`);
-    const fields = new Map((event.versions.find((v) => v.id === e.versionId)!.type as { name: string; type: string }[]).map((f) => [f.name, f.type]));
+    const fields = eventFieldsOf(event.versions.find((v) => v.id === e.versionId)!);
     for (const condition of e.conditions) {
       const fieldType = fields.get(condition.path[0]);
       if (fieldType === undefined) throw aqlError('AUD-1402', text, condition.pathAt ?? condition.at, `No such field "${condition.path.join('.')}" in event version ${e.versionId}`);
-      const kind = PRIMITIVE_OF[fieldType] ?? 'string';
+      const kind = JSON_KIND_OF[fieldType as AttributeType] ?? 'string';
       if (kind === 'struct') {
         if (condition.path.length === 1) throw aqlError('AUD-1404', text, condition.pathAt ?? condition.at, `Field condition on the struct field "${condition.path[0]}": select a field inside it`);
         checkConstant(condition, typeof condition.value as Primitive, 'Struct field', text);

@@ -13,7 +13,7 @@ import fc from 'fast-check';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestServer } from '../../test/app.ts';
-import { loadDefinitions, type Definitions } from '../definitions/definitions.ts';
+import { loadDefinitions } from '../definitions/definitions.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import type { Expression } from './ast.ts';
 import { check } from './check.ts';
@@ -21,6 +21,7 @@ import { compilePredicate, requiredSections, SqlValues } from './compile-sql.ts'
 import { evaluate, type ProfileFacts } from './evaluate.ts';
 import { parse } from './parser.ts';
 import { windowBounds } from './time.ts';
+import type { Definitions } from '../core/definitions.ts';
 
 const RUNS = 100;
 const QUERIES_PER_RUN = 100;

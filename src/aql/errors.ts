@@ -1,4 +1,4 @@
-import { Problem, type ProblemCode } from '../http/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 
 /** Line and column (1-based) of an offset in the query text. */
 export function position(text: string, at: number): { line: number; column: number } {

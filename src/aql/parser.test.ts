@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestServer } from '../../test/app.ts';
-import { loadDefinitions, type Definitions } from '../definitions/definitions.ts';
+import { loadDefinitions } from '../definitions/definitions.ts';
 import type { Manifest } from '../definitions/schemas.ts';
-import { Problem } from '../http/problems.ts';
+import { Problem } from '../core/problems.ts';
 import type { Expression } from './ast.ts';
 import { check, MAX_TERMS } from './check.ts';
 import { parse } from './parser.ts';
+import type { Definitions } from '../core/definitions.ts';
 
 /** A section with one attribute of every type and an event whose fields are typed, one of them a Struct. */
 const MANIFEST: Manifest = {

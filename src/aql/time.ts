@@ -1,4 +1,4 @@
-import { Problem } from '../http/problems.ts';
+import { Problem } from '../core/problems.ts';
 import type { TimeWindow } from './ast.ts';
 
 /** Refuses a time zone that is not an IANA name this runtime knows (SPEC §7.3 "time zone not recognised"). */

@@ -8,8 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHOP, TestServer, testDatabase, type Response, expectProblem } from '../../test/app.ts';
 import { loadDefinitions } from '../definitions/definitions.ts';
 import type { Manifest } from '../definitions/schemas.ts';
-import { locate, type ProfileScope } from '../profiles/profiles.ts';
+import { locate } from '../profiles/profiles.ts';
 import { maySend } from './consents.ts';
+import type { AccountScope } from '../core/scope.ts';
 
 /**
  * Consents and suppressions through real HTTP against a real database (CHECKLIST "Consents and
@@ -156,7 +157,7 @@ function suppress(a: Account, channel: string, address: string, reason = 'Hard b
   return server.admin('PUT', `/admin/accounts/${a.accountId}/suppressions`, { channel_discriminator: channel, address, reason });
 }
 
-async function scopeOf(a: Account): Promise<ProfileScope> {
+async function scopeOf(a: Account): Promise<AccountScope> {
   const pool = server.services.pool;
   return {
     accountId: a.accountId,
@@ -170,7 +171,7 @@ async function scopeOf(a: Account): Promise<ProfileScope> {
 async function may(a: Account, ks: string, key: string, topic: string, channel: string): Promise<boolean> {
   const pool = server.services.pool;
   const scope = await scopeOf(a);
-  const { canonicalId } = await locate(pool, scope, ks, key);
+  const { canonicalId } = await locate(pool, scope, { keyspace_discriminator: ks, profile_key: key });
   return maySend(pool, scope, canonicalId, topic, channel);
 }
 
@@ -665,7 +666,7 @@ describe('may send (SPEC §2.11)', () => {
     expect(await typesOf(a, EMAIL, 'ann@example.com', S)).toEqual({});
     const pool = server.services.pool;
     const scope = await scopeOf(a);
-    const { canonicalId } = await locate(pool, scope, EMAIL, 'ann@example.com');
+    const { canonicalId } = await locate(pool, scope, { keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' });
     expect(await maySend(pool, scope, canonicalId, NEWS, EMAIL_CH, CLUB)).toBe(true);
     expect(await maySend(pool, scope, canonicalId, NEWS, EMAIL_CH, S)).toBe(false);
     // Without a section: any section's topic of that discriminator.

@@ -1,9 +1,10 @@
-import { sectionOf, type SectionDefs } from '../definitions/definitions.ts';
-import type { ChannelRow, KeyspaceRow } from '../definitions/queries.ts';
-import { Problem } from '../http/problems.ts';
-import type { Caller } from '../identity/identity.ts';
-import { clusterMembers, currentVersionId, identityHash, locate, refuseReadOnly, sectionValues, type ProfileScope } from '../profiles/profiles.ts';
+import type { ChannelRow, KeyspaceRow, SectionDefs } from '../core/definitions.ts';
+import { Problem } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
+import { sectionOf } from '../definitions/definitions.ts';
 import { normaliseKey } from '../profiles/keys.ts';
+import { clusterMembers, currentVersionId, identityHash, locate, refuseReadOnly, sectionValues, type ProfileFollower } from '../profiles/profiles.ts';
+import type { IdentifierInSection, UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
 
@@ -24,7 +25,7 @@ function manageable(keyspace: KeyspaceRow): void {
   }
 }
 
-function channelByDiscriminator(scope: ProfileScope, discriminator: string): ChannelRow {
+function channelByDiscriminator(scope: AccountScope, discriminator: string): ChannelRow {
   const channel = scope.defs.channels.find((c) => c.discriminator === discriminator);
   if (!channel) throw new Problem('AUD-1607', `channel_discriminator: channel ID "${discriminator}" not found`);
   return channel;
@@ -42,7 +43,7 @@ function addressOf(values: Record<string, unknown>, section: SectionDefs, channe
  * opt-in for an address that is the locked key of the channel's keyspace is refused whichever
  * profile carries the address.
  */
-async function refuseLockedAddress(tx: Queryable, scope: ProfileScope, channel: ChannelRow, address: string): Promise<void> {
+async function refuseLockedAddress(tx: Queryable, scope: AccountScope, channel: ChannelRow, address: string): Promise<void> {
   const hashes = scope.defs.keyspaces
     .filter((k) => k.mapped_attribute !== null && k.mapped_attribute === channel.address_attribute)
     .map((k) => identityHash(scope, k.keyspace_id, comparableAddress(scope, channel, address)));
@@ -56,14 +57,14 @@ async function refuseLockedAddress(tx: Queryable, scope: ProfileScope, channel: 
  * supported move (204); 409 for the type it already has; pending-opt-in and confirmed-opt-in
  * cannot be requested through the API yet.
  */
-export async function createConsent(tx: Queryable, scope: ProfileScope, caller: Caller, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string, request: ConsentRequest): Promise<'created' | 'changed'> {
+export async function createConsent(tx: Queryable, scope: AccountScope, id: IdentifierInSection, request: ConsentRequest): Promise<'created' | 'changed'> {
   if (!(CONSENT_TYPES as readonly string[]).includes(request.type)) {
     throw new Problem('AUD-1602', `type: consent state value "${request.type}" is unsupported; use one of ${CONSENT_TYPES.join(', ')}`);
   }
-  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
+  const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
   manageable(located.keyspace);
-  const section = sectionOf(scope.defs, sectionDiscriminator, caller);
+  const section = sectionOf(scope, id.section_discriminator);
   const topic = section.topics.find((t) => t.discriminator === request.topic_discriminator);
   if (!topic) throw new Problem('AUD-1610', `topic_discriminator: topic "${request.topic_discriminator}" not found in section "${section.discriminator}"`);
   const channel = channelByDiscriminator(scope, request.channel_discriminator);
@@ -99,15 +100,15 @@ export async function createConsent(tx: Queryable, scope: ProfileScope, caller: 
  * GET …/consents (SPEC §4.5): the profile's consents on the section's topics, of some types or
  * all, and the suppressions of the address used as profile key and of the address asked about.
  */
-export async function getConsents(db: Queryable, scope: ProfileScope, caller: Caller, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string, query: { consent_types?: string[]; suppression_channel_discriminator?: string; suppression_address?: string }): Promise<{ items: Consent[]; suppression: Suppression[] }> {
+export async function getConsents(db: Queryable, scope: AccountScope, id: IdentifierInSection, query: { consent_types?: string[]; suppression_channel_discriminator?: string; suppression_address?: string }): Promise<{ items: Consent[]; suppression: Suppression[] }> {
   for (const type of query.consent_types ?? []) {
     if (!(CONSENT_TYPES as readonly string[]).includes(type)) throw new Problem('AUD-1602', `consent_types: "${type}" is not a consent type; use ${CONSENT_TYPES.join(', ')}`);
   }
   if ((query.suppression_channel_discriminator === undefined) !== (query.suppression_address === undefined)) {
     throw new Problem('AUD-1611', 'suppression_channel_discriminator and suppression_address go together: give both or neither');
   }
-  const located = await locate(db, scope, keyspaceDiscriminator, rawKey);
-  const section = sectionOf(scope.defs, sectionDiscriminator, caller);
+  const located = await locate(db, scope, id);
+  const section = sectionOf(scope, id.section_discriminator);
   const members = await clusterMembers(db, scope, located.canonicalId);
   const consents = await q.listClusterConsents(db, scope.accountId, members, section.id);
   // `consent_types=` with no value is no filter, as without the parameter.
@@ -130,8 +131,8 @@ export async function getConsents(db: Queryable, scope: ProfileScope, caller: Ca
 }
 
 /** DELETE /v2/…/consents/opt-out-all: every opt-in and confirmed-opt-in of the profile, in every section, becomes opt-out. */
-export async function optOutAll(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<void> {
-  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
+export async function optOutAll(tx: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<void> {
+  const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
   manageable(located.keyspace);
   const members = await clusterMembers(tx, scope, located.canonicalId);
@@ -148,7 +149,7 @@ export async function optOutAll(tx: Queryable, scope: ProfileScope, keyspaceDisc
  * decide with this. Topic discriminators are unique per section only: give the section to decide
  * in it; without one, any section's topic of that discriminator that permits sending will do.
  */
-export async function maySend(db: Queryable, scope: ProfileScope, canonicalId: string, topicDiscriminator: string, channelDiscriminator: string, sectionDiscriminator?: string): Promise<boolean> {
+export async function maySend(db: Queryable, scope: AccountScope, canonicalId: string, topicDiscriminator: string, channelDiscriminator: string, sectionDiscriminator?: string): Promise<boolean> {
   const channel = scope.defs.channels.find((c) => c.discriminator === channelDiscriminator);
   if (!channel) return false;
   const sections = scope.defs.sections.filter((s) => (sectionDiscriminator === undefined || s.discriminator === sectionDiscriminator) && s.topics.some((t) => t.discriminator === topicDiscriminator));
@@ -166,45 +167,51 @@ export async function maySend(db: Queryable, scope: ProfileScope, canonicalId: s
   return false;
 }
 
-/** On unmerge: the cluster keeps the consents it showed, as consents of its canonical profile. */
-export async function keepClusterConsents(tx: Queryable, accountId: string, canonicalId: string, memberIds: string[]): Promise<void> {
-  const shown = await q.listClusterConsents(tx, accountId, memberIds, null);
-  await q.upsertConsents(tx, accountId, canonicalId, shown.filter((c) => c.profile_id !== canonicalId).map((c) => ({
-    topicId: c.topic_id, channelId: c.channel_id, sectionId: c.section_id, type: c.type, reason: c.reason, source: c.source, address: c.address, modifiedAt: c.modified_at,
-  })));
-}
+/**
+ * Consents follow the profile writes that move what they hang on: the profile write reports its
+ * changes here, within its transaction (its caller hands this follower to it).
+ */
+export const consentsFollowProfiles: ProfileFollower = {
+  /** On unmerge: the cluster keeps the consents it showed, as consents of its canonical profile. */
+  async memberLeaving(tx, scope, { canonicalId, memberIds }) {
+    const shown = await q.listClusterConsents(tx, scope.accountId, memberIds, null);
+    await q.upsertConsents(tx, scope.accountId, canonicalId, shown.filter((c) => c.profile_id !== canonicalId).map((c) => ({
+      topicId: c.topic_id, channelId: c.channel_id, sectionId: c.section_id, type: c.type, reason: c.reason, source: c.source, address: c.address, modifiedAt: c.modified_at,
+    })));
+  },
 
-/** Copies a profile's active consents (opt-in, confirmed-opt-in) of a section to another profile, at `address`. */
-export async function moveActiveConsents(tx: Queryable, scope: ProfileScope, fromCanonicalId: string, toCanonicalId: string, sectionId: string, address: string | null): Promise<void> {
-  const members = await clusterMembers(tx, scope, fromCanonicalId);
-  const active = (await q.listClusterConsents(tx, scope.accountId, members, sectionId)).filter((c) => PERMITTING.has(c.type));
-  await q.upsertConsents(tx, scope.accountId, toCanonicalId, active.map((c) => ({
-    topicId: c.topic_id, channelId: c.channel_id, sectionId: c.section_id, type: c.type, reason: c.reason, source: c.source, address: address ?? c.address, modifiedAt: scope.now,
-  })));
-}
+  /** A section moved to another profile (key update method delete): its active consents (opt-in, confirmed-opt-in) are copied there, at the new address. */
+  async sectionMoved(tx, scope, { fromCanonicalId, toCanonicalId, sectionId, address }) {
+    const members = await clusterMembers(tx, scope, fromCanonicalId);
+    const active = (await q.listClusterConsents(tx, scope.accountId, members, sectionId)).filter((c) => PERMITTING.has(c.type));
+    await q.upsertConsents(tx, scope.accountId, toCanonicalId, active.map((c) => ({
+      topicId: c.topic_id, channelId: c.channel_id, sectionId: c.section_id, type: c.type, reason: c.reason, source: c.source, address, modifiedAt: scope.now,
+    })));
+  },
 
-/** When an address attribute changes, the consents given for the old address follow it (SPEC §4.4). */
-export async function followAddress(tx: Queryable, scope: ProfileScope, canonicalId: string, section: SectionDefs, attributeDiscriminator: string, from: string, to: string): Promise<void> {
-  const channels = scope.defs.channels.filter((c) => c.address_attribute === attributeDiscriminator).map((c) => c.channel_id);
-  if (channels.length === 0 || from === to) return;
-  await q.updateConsentAddress(tx, scope.accountId, await clusterMembers(tx, scope, canonicalId), section.id, channels, from, to);
-}
+  /** When an address attribute changes, the consents given for the old address follow it (SPEC §4.4). */
+  async addressChanged(tx, scope, { canonicalId, section, attributeDiscriminator, from, to }) {
+    const channels = scope.defs.channels.filter((c) => c.address_attribute === attributeDiscriminator).map((c) => c.channel_id);
+    if (channels.length === 0 || from === to) return;
+    await q.updateConsentAddress(tx, scope.accountId, await clusterMembers(tx, scope, canonicalId), section.id, channels, from, to);
+  },
+};
 
 // ---- Suppressions (operator API and manifest) ----
 
-export async function listSuppressions(db: Queryable, scope: Pick<ProfileScope, 'accountId' | 'defs'>): Promise<Suppression[]> {
+export async function listSuppressions(db: Queryable, scope: Pick<AccountScope, 'accountId' | 'defs'>): Promise<Suppression[]> {
   const channels = new Map(scope.defs.channels.map((c) => [c.channel_id, c.discriminator]));
   return (await q.listSuppressionsByAccount(db, scope.accountId)).map((s) => ({ channel_discriminator: channels.get(s.channel_id)!, address: s.address, reason: s.reason }));
 }
 
 /** An address as profile keys of the channel's keyspace are written (email lower-cased, mobile in E.164). */
-function normaliseAddress(scope: Pick<ProfileScope, 'defs'>, channel: ChannelRow, address: string, field: string): string {
+function normaliseAddress(scope: Pick<AccountScope, 'defs'>, channel: ChannelRow, address: string, field: string): string {
   const keyspace = scope.defs.keyspaces.find((k) => k.mapped_attribute !== null && k.mapped_attribute === channel.address_attribute);
   return keyspace ? normaliseKey(keyspace.kind, address, field) : address;
 }
 
 /** An address held by a profile, normalised as suppressions and keys are when it can be; as it is otherwise. */
-function comparableAddress(scope: Pick<ProfileScope, 'defs'>, channel: ChannelRow, address: string): string {
+function comparableAddress(scope: Pick<AccountScope, 'defs'>, channel: ChannelRow, address: string): string {
   try {
     return normaliseAddress(scope, channel, address, 'address');
   } catch {
@@ -213,13 +220,13 @@ function comparableAddress(scope: Pick<ProfileScope, 'defs'>, channel: ChannelRo
 }
 
 /** Suppresses an address on a channel (or changes the reason). */
-export async function addSuppression(db: Queryable, scope: Pick<ProfileScope, 'accountId' | 'defs'>, s: Suppression): Promise<void> {
+export async function addSuppression(db: Queryable, scope: Pick<AccountScope, 'accountId' | 'defs'>, s: Suppression): Promise<void> {
   const channel = scope.defs.channels.find((c) => c.discriminator === s.channel_discriminator);
   if (!channel) throw new Problem('AUD-1607', `channel_discriminator: channel ID "${s.channel_discriminator}" not found`);
   await q.upsertSuppression(db, scope.accountId, { channelId: channel.channel_id, address: normaliseAddress(scope, channel, s.address, 'address'), reason: s.reason });
 }
 
-export async function removeSuppression(db: Queryable, scope: Pick<ProfileScope, 'accountId' | 'defs'>, channelDiscriminator: string, address: string): Promise<void> {
+export async function removeSuppression(db: Queryable, scope: Pick<AccountScope, 'accountId' | 'defs'>, channelDiscriminator: string, address: string): Promise<void> {
   const channel = scope.defs.channels.find((c) => c.discriminator === channelDiscriminator);
   if (!channel || !(await q.deleteSuppression(db, scope.accountId, channel.channel_id, normaliseAddress(scope, channel, address, 'address')))) {
     throw new Problem('AUD-1', `No suppression of "${address}" on "${channelDiscriminator}"`);
@@ -235,7 +242,7 @@ export interface ImportedConsent { canonicalId: string; topicId: string; channel
  * `newProfiles`: canonical profiles the caller created in this transaction and merged with none,
  * which have no consents to look up yet.
  */
-export async function importConsents(tx: Queryable, scope: ProfileScope, items: ImportedConsent[], label: string, newProfiles: ReadonlySet<string> = new Set()): Promise<void> {
+export async function importConsents(tx: Queryable, scope: AccountScope, items: ImportedConsent[], label: string, newProfiles: ReadonlySet<string> = new Set()): Promise<void> {
   if (items.length === 0) return;
   const known = [...new Set(items.map((i) => i.canonicalId))].filter((id) => !newProfiles.has(id));
   const current = new Map((known.length === 0 ? [] : await q.listClusterConsentsBulk(tx, scope.accountId, known))

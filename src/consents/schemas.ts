@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { DateTime } from '../http/schemas/common.ts';
+import { DateTime } from '../core/schemas.ts';
 
 export const ConsentRequest = Type.Object({
   topic_discriminator: Type.String({ description: 'Topic of the consent' }),

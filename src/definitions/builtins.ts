@@ -66,6 +66,3 @@ export function userCreatedDiscriminator(vendor: string, kind: 'sections' | 'att
 export function rootFolderDiscriminator(vendor: string): string {
   return `${namespace(vendor)}.topic-folders.root`;
 }
-
-/** Attribute value types of SPEC §2.5. */
-export const ATTRIBUTE_TYPES = ['Text', 'True/False', 'Date', 'Timestamp', 'Number', 'Number with decimal', 'Struct'] as const;

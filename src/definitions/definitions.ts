@@ -1,32 +1,15 @@
 import type { Static } from 'typebox';
 import { check } from '../aql/check.ts';
 import { parse } from '../aql/parser.ts';
-import { Problem } from '../http/problems.ts';
+import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
-import type { Caller } from '../identity/identity.ts';
 import { builtinChannels, builtinKeyspaces, defaultAttributes, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
+import type { Definitions, KeyspaceRow, Permissions, SectionDefs, TagRow, TypeVersion } from '../core/definitions.ts';
+import type { Caller } from '../core/scope.ts';
 import * as q from './queries.ts';
 import type { AttributeDefinition, EventDefinition, FolderNode, Manifest, Segment, Tag, Topic } from './schemas.ts';
-
-export interface TypeVersion { id: string; type: unknown[]; deprecated_at: string | null; valid_from: string }
-export interface AttributeDef extends Omit<q.AttributeRow, 'attribute_id'> { id: string; versions: TypeVersion[] }
-export interface EventDef extends Omit<q.EventRow, 'event_id'> { id: string; versions: TypeVersion[] }
-export interface SectionDefs {
-  id: string; discriminator: string; name: string; description: string; ecommerce_connected: boolean;
-  attributes: AttributeDef[]; tags: q.TagRow[]; events: EventDef[]; folders: q.FolderRow[]; topics: q.TopicRow[];
-}
-export interface SegmentDef { id: string; discriminator: string; name: string; description: string; versions: { id: string; query: string }[] }
-
-/** Everything an account defines (SPEC §2.1–2.9), as one immutable snapshot. */
-export interface Definitions {
-  accountId: string;
-  keyspaces: q.KeyspaceRow[];
-  channels: q.ChannelRow[];
-  sections: SectionDefs[];
-  segments: SegmentDef[];
-}
 
 const TOPIC = 'definitions';
 
@@ -97,7 +80,8 @@ async function announce(feed: ChangeFeed, tx: Queryable, accountId: string): Pro
 // ---- Lookups used by every area ----
 
 /** The section named in a path, or 404; 403 when the caller's API key is not granted it (SPEC §5.7). */
-export function sectionOf(defs: Definitions, discriminator: string, caller?: Caller): SectionDefs {
+export function sectionOf(scope: { defs: Definitions; caller?: Caller }, discriminator: string): SectionDefs {
+  const { defs, caller } = scope;
   const section = defs.sections.find((s) => s.discriminator === discriminator);
   if (!section) throw new Problem('AUD-1102', `Section "${discriminator}" does not exist`);
   if (caller?.sectionIds && !caller.sectionIds.includes(section.id)) {
@@ -110,7 +94,7 @@ export function sectionOf(defs: Definitions, discriminator: string, caller?: Cal
  * The keyspace of a profile route, or 404; 403 with the detail of SPEC §2.1 when the account
  * does not permit profile access through it.
  */
-export function keyspaceForProfileAccess(defs: Definitions, discriminator: string): q.KeyspaceRow {
+export function keyspaceForProfileAccess(defs: Definitions, discriminator: string): KeyspaceRow {
   const keyspace = defs.keyspaces.find((k) => k.discriminator === discriminator);
   if (!keyspace) throw new Problem('AUD-1101', `Keyspace "${discriminator}" does not exist`);
   if (!keyspace.api_access) throw new Problem('AUD-1106', `Access via the API is not allowed through the keyspace "${discriminator}"`);
@@ -144,7 +128,7 @@ export function listAttributes(section: SectionDefs, withPermissions: boolean): 
     }));
 }
 
-function tagView(t: q.TagRow, withPermissions: boolean): Static<typeof Tag> {
+function tagView(t: TagRow, withPermissions: boolean): Static<typeof Tag> {
   return { discriminator: t.discriminator, name: t.name, id: t.tag_id, ...(withPermissions ? { keyspace_permissions: t.keyspace_permissions } : {}) };
 }
 
@@ -202,8 +186,8 @@ export function getSegmentVersion(defs: Definitions, discriminator: string, vers
 // ---- Writes ----
 
 /** What a type's values allow through each keyspace when a definition does not say: read and write, read only through the export keyspace. */
-export function defaultPermissions(keyspaces: q.KeyspaceRow[]): q.Permissions {
-  const permissions: q.Permissions = {};
+export function defaultPermissions(keyspaces: KeyspaceRow[]): Permissions {
+  const permissions: Permissions = {};
   for (const k of keyspaces) if (k.api_access) permissions[k.discriminator] = k.kind === 'export' ? ['read'] : ['read', 'write'];
   return permissions;
 }
@@ -266,7 +250,7 @@ export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: str
   }
   const keyspaces = await q.listKeyspacesByAccount(tx, accountId);
   const channels = await q.listChannelsByAccount(tx, accountId);
-  const permissionsOf = (given: q.Permissions | undefined, where: string): q.Permissions => {
+  const permissionsOf = (given: Permissions | undefined, where: string): Permissions => {
     if (!given) return defaultPermissions(keyspaces);
     for (const ks of Object.keys(given)) {
       if (!keyspaces.some((k) => k.discriminator === ks)) throw new Problem('AUD-1111', `${where}: keyspace_permissions names the unknown keyspace "${ks}"`);

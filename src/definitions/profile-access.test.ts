@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestServer } from '../../test/app.ts';
-import { Problem } from '../http/problems.ts';
+import { Problem } from '../core/problems.ts';
 import { keyspaceForProfileAccess, loadDefinitions } from './definitions.ts';
 
 // The profile routes (issue "Profiles") locate profiles through this function; until they exist it

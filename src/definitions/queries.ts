@@ -1,22 +1,7 @@
+import type { AttributeRow, ChannelRow, EventRow, FolderRow, KeyspaceRow, Permissions, SectionRow, TagRow, TopicRow } from '../core/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
 
-export type Permissions = Record<string, ('read' | 'write')[]>;
-
-export interface KeyspaceRow {
-  keyspace_id: string; discriminator: string; name: string; description: string;
-  manage_subscriptions: boolean; api_access: boolean; kind: string; mapped_attribute: string | null;
-}
-export interface ChannelRow { channel_id: string; discriminator: string; name: string; description: string; address_attribute: string | null }
-export interface SectionRow { section_id: string; discriminator: string; name: string; description: string; ecommerce_connected: boolean }
-export interface AttributeRow {
-  attribute_id: string; section_id: string; discriminator: string; name: string; description: string;
-  hidden: boolean; ecommerce: boolean; keyspace_permissions: Permissions;
-}
 export interface VersionRow { version_id: string; owner_id: string; ordinal: number; type: unknown[]; deprecated_at: Date | null; valid_from: Date }
-export interface TagRow { tag_id: string; section_id: string; discriminator: string; name: string; hidden: boolean; keyspace_permissions: Permissions }
-export interface EventRow { event_id: string; section_id: string; discriminator: string; name: string; description: string; hidden: boolean; keyspace_permissions: Permissions }
-export interface FolderRow { folder_id: string; section_id: string; discriminator: string; name: string; parent_folder_id: string | null }
-export interface TopicRow { topic_id: string; section_id: string; discriminator: string; name: string; description: string; folder_id: string | null; channel_id: string | null }
 export interface SegmentRow { segment_id: string; discriminator: string; name: string; description: string }
 export interface SegmentVersionRow { version_id: string; segment_id: string; ordinal: number; query: string }
 

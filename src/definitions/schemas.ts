@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
-import { DateTime, KeyspacePermissions } from '../http/schemas/common.ts';
-import { ATTRIBUTE_TYPES } from './builtins.ts';
+import { DateTime, KeyspacePermissions } from '../core/schemas.ts';
+import { ATTRIBUTE_TYPES, type AttributeType } from '../core/definitions.ts';
 
 export const Keyspace = Type.Object({
   discriminator: Type.String({ description: 'Keyspace identifier' }),
@@ -135,7 +135,7 @@ export const Manifest = Type.Object({
       hidden: Type.Optional(Type.Boolean()),
       ecommerce: Type.Optional(Type.Boolean({ description: 'Listed only while an e-commerce integration is connected' })),
       keyspace_permissions: Permissions,
-      versions: Type.Array(ManifestVersion(Type.Unsafe<(typeof ATTRIBUTE_TYPES)[number]>({ type: 'string', enum: [...ATTRIBUTE_TYPES], description: 'Type name of SPEC §2.5' })), { minItems: 1 }),
+      versions: Type.Array(ManifestVersion(Type.Unsafe<AttributeType>({ type: 'string', enum: [...ATTRIBUTE_TYPES], description: 'Type name of SPEC §2.5' })), { minItems: 1 }),
     }, { additionalProperties: false }))),
     tags: Type.Optional(Type.Array(Type.Object({
       name: Type.String({ minLength: 1, maxLength: 255 }),

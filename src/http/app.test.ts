@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHOP, TestServer, type Response, expectProblem } from '../../test/app.ts';
 import { freePort } from '../store/embedded.ts';
 import { parseBracketForm } from './plugins/body-parsers.ts';
-import { Problem } from './problems.ts';
+import { Problem } from '../core/problems.ts';
 
 let server: TestServer;
 beforeAll(async () => {

@@ -9,8 +9,8 @@ import client from 'prom-client';
 import type { Services } from '../services.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerBodyParsers } from './plugins/body-parsers.ts';
-import { Problem } from './problems.ts';
-import { identityRoutes } from './routes/identity.ts';
+import { Problem } from '../core/problems.ts';
+import { apiKeysRoutes } from './routes/api-keys.ts';
 import { definitionsRoutes } from './routes/definitions.ts';
 import { adminRoutes } from './routes/admin.ts';
 import { operationsRoutes } from './routes/operations.ts';
@@ -156,7 +156,7 @@ export async function buildApp(services: Services, options: { logger?: boolean |
 
   registerAuth(app, services);
   await app.register(operationsRoutes(services, registry));
-  await app.register(identityRoutes(services));
+  await app.register(apiKeysRoutes(services));
   await app.register(definitionsRoutes(services));
   await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes]));
   await app.register(adminRoutes(services));

@@ -1,19 +1,18 @@
 import crypto from 'node:crypto';
 import { pipeline, Transform, type Readable } from 'node:stream';
 import { CONSENT_TYPES } from '../consents/consents.ts';
-import { sectionOf, type Definitions, type SectionDefs } from '../definitions/definitions.ts';
-import type { KeyspaceRow } from '../definitions/queries.ts';
+import { sectionOf } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
 import type { UploadSigner } from '../files/upload-form.ts';
-import { Problem } from '../http/problems.ts';
-import type { Caller } from '../identity/identity.ts';
+import { Problem } from '../core/problems.ts';
 import { enqueue } from '../jobs/queue.ts';
 import { keyspaceForProfileAccess } from '../definitions/definitions.ts';
-import type { ProfileScope } from '../profiles/profiles.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
 import type { ImportV1, ImportV2 } from './schemas.ts';
+import type { Definitions, KeyspaceRow, SectionDefs } from '../core/definitions.ts';
+import type { AccountScope } from '../core/scope.ts';
 
 /** SPEC §8: the upload window and the largest file. */
 export const UPLOAD_WINDOW_MS = 5 * 60 * 1000;
@@ -101,8 +100,8 @@ export function planImport(defs: Definitions, section: SectionDefs, version: 1 |
  * Creates an import (SPEC §4.6): checks the request, holds one of the account's pending places,
  * and answers the signed upload form, valid for 5 minutes.
  */
-export async function createImport(tx: Queryable, scope: ProfileScope, caller: Caller, signer: UploadSigner, sectionDiscriminator: string, version: 1 | 2, body: ImportV1 | ImportV2) {
-  const section = sectionOf(scope.defs, sectionDiscriminator, caller);
+export async function createImport(tx: Queryable, scope: AccountScope, signer: UploadSigner, sectionDiscriminator: string, version: 1 | 2, body: ImportV1 | ImportV2) {
+  const section = sectionOf(scope, sectionDiscriminator);
   planImport(scope.defs, section, version, body);
   await q.lockAccountImports(tx, scope.accountId);
   const pending = await q.countPendingImports(tx, scope.accountId, scope.now);
@@ -117,8 +116,8 @@ export async function createImport(tx: Queryable, scope: ProfileScope, caller: C
 }
 
 /** GET …/imports/{id}: the status, counts and report of an import of the section. */
-export async function getImport(db: Queryable, scope: ProfileScope, caller: Caller, sectionDiscriminator: string, importId: string) {
-  const section = sectionOf(scope.defs, sectionDiscriminator, caller);
+export async function getImport(db: Queryable, scope: AccountScope, sectionDiscriminator: string, importId: string) {
+  const section = sectionOf(scope, sectionDiscriminator);
   const row = await q.findImport(db, scope.accountId, importId);
   if (!row || row.section_id !== section.id) throw new Problem('AUD-1805', `No import "${importId}" in section "${section.discriminator}"`);
   const expired = row.status === 'waiting_for_file' && row.upload_expires_at.getTime() < scope.now.getTime();

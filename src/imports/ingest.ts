@@ -2,16 +2,17 @@ import { pipeline, type Readable } from 'node:stream';
 import { parse as parseCsv } from 'csv-parse';
 import type pg from 'pg';
 import { importConsents, type ImportedConsent } from '../consents/consents.ts';
-import { Problem } from '../http/problems.ts';
+import { Problem } from '../core/problems.ts';
 import type { Job } from '../jobs/queue.ts';
 import { importProfileRows, type ImportRow } from '../profiles/bulk.ts';
 import { normaliseKey } from '../profiles/keys.ts';
-import { currentVersionId, joinClusters, locate, type ProfileScope } from '../profiles/profiles.ts';
+import { currentVersionId, joinClusters, locate } from '../profiles/profiles.ts';
 import type { FileStore } from '../files/store.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { planImport, type ImportPlan } from './imports.ts';
 import * as q from './queries.ts';
 import type { ImportV1, ImportV2 } from './schemas.ts';
+import type { AccountScope } from '../core/scope.ts';
 
 /** Rows written per transaction: large enough for set-based statements, small enough to resume cheaply. */
 export const BATCH_ROWS = 2000;
@@ -162,7 +163,7 @@ async function sniffDelimiter(source: Readable): Promise<',' | ';'> {
 export interface IngestDeps {
   pool: pg.Pool;
   files: FileStore;
-  scopeOf(accountId: string): Promise<ProfileScope>;
+  scopeOf(accountId: string): Promise<AccountScope>;
 }
 
 /**
@@ -310,7 +311,7 @@ function laneOf(key: string, lanes: number): number {
 }
 
 /** Writes one parsed batch of rows and records it, in the caller's transaction. */
-async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, importId: string, lane: number, batch: ParsedBatch, rowsDone: number): Promise<void> {
+async function applyBatch(tx: Queryable, scope: AccountScope, plan: ImportPlan, importId: string, lane: number, batch: ParsedBatch, rowsDone: number): Promise<void> {
   const failures = [...batch.failures];
   // A row can fail after its profile was written (no address to consent, a merge refused): the
   // batch is then written again without it, so that a failed row changes nothing.
@@ -334,7 +335,7 @@ async function applyBatch(tx: Queryable, scope: ProfileScope, plan: ImportPlan, 
  * Writes parsed rows: `failures` are rows refused before anything of theirs was written, `late`
  * rows that failed after their profile was written.
  */
-async function writeRows(tx: Queryable, scope: ProfileScope, plan: ImportPlan, parsed: Parsed[]) {
+async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, parsed: Parsed[]) {
   const failures: { line: number; reason: string }[] = [];
   const late: { line: number; reason: string }[] = [];
   const counts = { new: 0, updated: 0, notChanged: 0 };
@@ -400,11 +401,11 @@ async function writeRows(tx: Queryable, scope: ProfileScope, plan: ImportPlan, p
  * `merge_profiles` it is merged with the row's profile (the row's values go to the profile of its
  * first key). Returns the reason of a failure (a locked key, a merge conflict).
  */
-async function linkOtherKeys(tx: Queryable, scope: ProfileScope, plan: ImportPlan, row: Parsed, canonicalId: string): Promise<string | undefined> {
+async function linkOtherKeys(tx: Queryable, scope: AccountScope, plan: ImportPlan, row: Parsed, canonicalId: string): Promise<string | undefined> {
   for (const { keyspaceIndex, key } of row.keys.slice(1)) {
     const mapping = plan.keyspaces[keyspaceIndex];
     try {
-      const other = await locate(tx, scope, mapping.keyspace.discriminator, key);
+      const other = await locate(tx, scope, { keyspace_discriminator: mapping.keyspace.discriminator, profile_key: key });
       if (other.canonicalId !== canonicalId && mapping.mergeProfiles) await joinClusters(tx, scope, canonicalId, other.canonicalId, { checkConflicts: true });
     } catch (err) {
       if (!(err instanceof Problem)) throw err;

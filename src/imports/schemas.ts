@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { DateTime } from '../http/schemas/common.ts';
+import { DateTime } from '../core/schemas.ts';
 
 const Column = (description: string) => Type.String({ minLength: 1, description });
 

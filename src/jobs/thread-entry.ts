@@ -1,5 +1,5 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { systemClock } from '../clock.ts';
+import { systemClock } from '../core/clock.ts';
 import { createServices } from '../services.ts';
 import { createPool } from '../store/pool.ts';
 import type { ThreadData } from './thread.ts';

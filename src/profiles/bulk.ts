@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
-import type { SectionDefs } from '../definitions/definitions.ts';
-import type { KeyspaceRow } from '../definitions/queries.ts';
 import type { Queryable } from '../store/pool.ts';
-import { currentVersionId, identityHash, type ProfileScope } from './profiles.ts';
+import { currentVersionId, identityHash } from './profiles.ts';
 import * as q from './queries.ts';
+import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
+import type { AccountScope } from '../core/scope.ts';
 
 /** One row of an import: a profile key and the values to write in the section. */
 export interface ImportRow {
@@ -29,7 +29,7 @@ const same = (a: unknown, b: unknown) => a === b || (typeof a === 'object' && a 
  * only what changes. Rows matching a locked identity fail; with `updateExisting` false, existing
  * profiles are left as they are.
  */
-export async function importProfileRows(tx: Queryable, scope: ProfileScope, keyspace: KeyspaceRow, section: SectionDefs, rows: ImportRow[], options: { updateExisting: boolean }): Promise<RowOutcome[]> {
+export async function importProfileRows(tx: Queryable, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, rows: ImportRow[], options: { updateExisting: boolean }): Promise<RowOutcome[]> {
   const outcomes = new Map<number, RowOutcome>();
   const keys = [...new Set(rows.map((r) => r.key))];
   const existing = new Map((await q.findProfilesByKeys(tx, scope.accountId, keyspace.keyspace_id, keys)).map((r) => [r.profile_key, r.canonical_id]));

@@ -1,14 +1,12 @@
 import crypto from 'node:crypto';
+import { conforms, eventFieldsOf, grants, requireWrite } from '../core/definitions.ts';
+import { Problem } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import { Problem } from '../http/problems.ts';
-import type { Caller } from '../identity/identity.ts';
 import type { Queryable } from '../store/pool.ts';
-import { conforms } from './attributes.ts';
-import { locate, refuseReadOnly, type ProfileScope } from './profiles.ts';
+import { locate, refuseReadOnly } from './profiles.ts';
 import * as q from './queries.ts';
-
-export interface NewEvent { event_time: string; version_id: string; data: Record<string, unknown> }
-export interface StoredEvent { event_time: string; version_id: string; data: unknown; correlation_id: string; created_at: string }
+import type { IdentifierInSection, NewEvent, StoredEvent } from './schemas.ts';
 
 /** SPEC §8: the events of one answer stop at 300 KB; the newest are kept. */
 export const EVENTS_ANSWER_LIMIT = 300 * 1024;
@@ -16,20 +14,18 @@ export const EVENTS_ANSWER_LIMIT = 300 * 1024;
 const ROWS_READ = 20_000;
 
 /** POST …/events: appends up to 100 events, each checked against its event version's fields. */
-export async function addEvents(tx: Queryable, scope: ProfileScope, caller: Caller, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string, items: NewEvent[] | undefined): Promise<void> {
+export async function addEvents(tx: Queryable, scope: AccountScope, id: IdentifierInSection, items: NewEvent[] | undefined): Promise<void> {
   if (items === undefined) throw new Problem('AUD-1219', 'The body has no "items" property: send {"items": [{"event_time", "version_id", "data"}]}');
-  const section = sectionOf(scope.defs, sectionDiscriminator, caller);
-  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
+  const section = sectionOf(scope, id.section_discriminator);
+  const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
   const events = items.map((item, i) => {
     const event = section.events.find((e) => e.versions.some((v) => v.id === item.version_id));
     const version = event?.versions.find((v) => v.id === item.version_id);
     if (!event || !version || event.hidden) throw new Problem('AUD-1220', `items[${i}].version_id "${item.version_id}" is not an event version of section "${section.discriminator}"`);
     if (version.deprecated_at !== null) throw new Problem('AUD-1207', `items[${i}].version_id: version ${item.version_id} of event "${event.discriminator}" is deprecated`);
-    if (!(event.keyspace_permissions[located.keyspace.discriminator] ?? []).includes('write')) {
-      throw new Problem('AUD-1208', `The event "${event.discriminator}" is not writable through the keyspace "${located.keyspace.discriminator}"`);
-    }
-    const fields = new Map((version.type as { name: string; type: string }[]).map((f) => [f.name, f.type]));
+    requireWrite('event', event, located.keyspace);
+    const fields = eventFieldsOf(version);
     for (const [name, value] of Object.entries(item.data)) {
       const type = fields.get(name);
       if (type === undefined) throw new Problem('AUD-1402', `items[${i}].data.${name}: event "${event.discriminator}" version ${version.id} has no such field`);
@@ -44,11 +40,11 @@ export async function addEvents(tx: Queryable, scope: ProfileScope, caller: Call
  * GET …/events: the profile's events in the section, newest first by event time, optionally of
  * some versions only. Above 300 KB the older events are left out and `truncated` is true.
  */
-export async function listEvents(db: Queryable, scope: ProfileScope, caller: Caller, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string, versionIds: string[] | undefined): Promise<{ items: StoredEvent[]; truncated?: true }> {
-  const located = await locate(db, scope, keyspaceDiscriminator, rawKey);
-  const section = sectionOf(scope.defs, sectionDiscriminator, caller);
+export async function listEvents(db: Queryable, scope: AccountScope, id: IdentifierInSection, versionIds: string[] | undefined): Promise<{ items: StoredEvent[]; truncated?: true }> {
+  const located = await locate(db, scope, id);
+  const section = sectionOf(scope, id.section_discriminator);
   const readable = section.events
-    .filter((e) => !e.hidden && (e.keyspace_permissions[located.keyspace.discriminator] ?? []).includes('read'))
+    .filter((e) => !e.hidden && grants(e.keyspace_permissions, located.keyspace, 'read'))
     .flatMap((e) => e.versions.map((v) => v.id));
   const wanted = versionIds === undefined ? readable : readable.filter((id) => versionIds.includes(id));
   const members = await q.listClusterMembers(db, scope.accountId, located.canonicalId);

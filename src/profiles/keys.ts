@@ -1,5 +1,5 @@
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
-import { Problem } from '../http/problems.ts';
+import { Problem } from '../core/problems.ts';
 
 // A practical address check: one @, a local part and a dotted domain, no spaces (RFC 5321 limits).
 const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[^\s@"(),:;<>[\\\]]+\.[^\s@"(),:;<>[\\\].]{2,}$/;

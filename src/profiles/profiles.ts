@@ -1,21 +1,12 @@
 import crypto from 'node:crypto';
-import type { Limits } from '../accounts/limits.ts';
-import { keyspaceForProfileAccess, sectionOf, type Definitions, type SectionDefs } from '../definitions/definitions.ts';
-import type { KeyspaceRow } from '../definitions/queries.ts';
-import { Problem } from '../http/problems.ts';
+import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
+import { Problem } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
+import { keyspaceForProfileAccess, sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
 import * as q from './queries.ts';
-
-/** What every profile operation needs to know of its account and moment. */
-export interface ProfileScope {
-  accountId: string;
-  defs: Definitions;
-  limits: Limits;
-  /** Key of the hashes of locked identities. */
-  secret: string;
-  now: Date;
-}
+import type { IdentifierInSection, UniqueIdentifier } from './schemas.ts';
 
 /** A profile found through one of its unique identifiers. */
 export interface Located {
@@ -27,31 +18,41 @@ export interface Located {
   canonicalId: string;
 }
 
-export interface UniqueIdentifier {
-  keyspace_discriminator: string;
-  profile_key: string;
+/**
+ * What a profile write changes that data kept beside profiles must follow (consents follow an
+ * address, a section moved to another profile, a member leaving its cluster). The write reports
+ * each change when it happens, inside its transaction, to the follower its caller hands it, so
+ * that profiles know nothing of the areas that follow them.
+ */
+export interface ProfileFollower {
+  /** An address attribute of a cluster's section changed value. */
+  addressChanged(tx: Queryable, scope: AccountScope, change: { canonicalId: string; section: SectionDefs; attributeDiscriminator: string; from: string; to: string }): Promise<void>;
+  /** A section's values moved to the cluster holding `address` as its key (key update method delete); the source cluster may be deleted next. */
+  sectionMoved(tx: Queryable, scope: AccountScope, move: { fromCanonicalId: string; toCanonicalId: string; sectionId: string; address: string }): Promise<void>;
+  /** A member is about to leave the cluster (unmerge): the cluster keeps what it showed. */
+  memberLeaving(tx: Queryable, scope: AccountScope, cluster: { canonicalId: string; memberIds: string[] }): Promise<void>;
 }
 
 /** The keyed hash that remains of a locked identifier (SPEC §3.2). */
-export function identityHash(scope: ProfileScope, keyspaceId: string, key: string): Buffer {
+export function identityHash(scope: AccountScope, keyspaceId: string, key: string): Buffer {
   return crypto.createHmac('sha256', scope.secret).update(`${scope.accountId}\n${keyspaceId}\n${key}`).digest();
 }
 
 /** A keyspace and a normalised key from a path or body, checked for API access. */
-export function identifierOf(scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string, field = 'profile_key'): { keyspace: KeyspaceRow; key: string } {
-  const keyspace = keyspaceForProfileAccess(scope.defs, keyspaceDiscriminator);
-  return { keyspace, key: normaliseKey(keyspace.kind, rawKey, field) };
+export function identifierOf(scope: AccountScope, id: UniqueIdentifier, field = 'profile_key'): { keyspace: KeyspaceRow; key: string } {
+  const keyspace = keyspaceForProfileAccess(scope.defs, id.keyspace_discriminator);
+  return { keyspace, key: normaliseKey(keyspace.kind, id.profile_key, field) };
 }
 
-async function refuseLocked(db: Queryable, scope: ProfileScope, keyspace: KeyspaceRow, key: string): Promise<void> {
+async function refuseLocked(db: Queryable, scope: AccountScope, keyspace: KeyspaceRow, key: string): Promise<void> {
   if (await q.findLockedIdentity(db, scope.accountId, [identityHash(scope, keyspace.keyspace_id, key)])) {
     throw new Problem('AUD-1202', `The profile with ${keyspace.discriminator} key "${key}" is locked`);
   }
 }
 
 /** Finds a profile by unique identifier with what it shows in a section, in one round trip; 404 or 410 as `locate`. */
-export async function locateWithSectionData(db: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string, section: SectionDefs): Promise<{ located: Located; data: q.SectionDataRow }> {
-  const { keyspace, key } = identifierOf(scope, keyspaceDiscriminator, rawKey);
+export async function locateWithSectionData(db: Queryable, scope: AccountScope, id: UniqueIdentifier, section: SectionDefs): Promise<{ located: Located; data: q.SectionDataRow }> {
+  const { keyspace, key } = identifierOf(scope, id);
   const found = await q.findSectionDataByKey(db, scope.accountId, keyspace.keyspace_id, key, section.id);
   if (found) return { located: { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id }, data: found };
   await refuseLocked(db, scope, keyspace, key);
@@ -59,8 +60,8 @@ export async function locateWithSectionData(db: Queryable, scope: ProfileScope, 
 }
 
 /** Finds a profile by unique identifier; 404 when there is none, 410 when it was locked. */
-export async function locate(db: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<Located> {
-  const { keyspace, key } = identifierOf(scope, keyspaceDiscriminator, rawKey);
+export async function locate(db: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<Located> {
+  const { keyspace, key } = identifierOf(scope, id);
   const found = await q.findProfileByKey(db, scope.accountId, keyspace.keyspace_id, key);
   if (found) return { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id };
   await refuseLocked(db, scope, keyspace, key);
@@ -82,7 +83,7 @@ export function currentVersionId(section: SectionDefs, attributeDiscriminator: s
 }
 
 /** Creates a standalone profile with one identifier (and its export key); false when the key is taken. */
-export async function insertNewProfile(tx: Queryable, scope: ProfileScope, keyspace: KeyspaceRow, key: string): Promise<string | undefined> {
+export async function insertNewProfile(tx: Queryable, scope: AccountScope, keyspace: KeyspaceRow, key: string): Promise<string | undefined> {
   const exportKeyspace = scope.defs.keyspaces.find((k) => k.kind === 'export');
   const exportKey = crypto.randomUUID();
   const profileId = await q.insertProfile(tx, scope.accountId, exportKey, scope.now);
@@ -92,7 +93,7 @@ export async function insertNewProfile(tx: Queryable, scope: ProfileScope, keysp
 }
 
 /** Writes attribute values and tags of a cluster's section, and keeps the history of attribute changes. */
-export async function writeSectionData(tx: Queryable, scope: ProfileScope, canonicalId: string, sectionId: string, attributes: q.ValueMap, tags: Record<string, boolean> = {}): Promise<void> {
+export async function writeSectionData(tx: Queryable, scope: AccountScope, canonicalId: string, sectionId: string, attributes: q.ValueMap, tags: Record<string, boolean> = {}): Promise<void> {
   await q.patchSectionData(tx, scope.accountId, canonicalId, sectionId, attributes, tags, scope.now);
 }
 
@@ -100,9 +101,9 @@ export async function writeSectionData(tx: Queryable, scope: ProfileScope, canon
  * Creates a profile (SPEC §4.3): 409 when the key exists, 410 when it was locked; sets the
  * keyspace's mapped attribute in the section to the key (SPEC §1 rule 5).
  */
-export async function createProfile(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, sectionDiscriminator: string, rawKey: string): Promise<UniqueIdentifier> {
-  const { keyspace, key } = identifierOf(scope, keyspaceDiscriminator, rawKey);
-  const section = sectionOf(scope.defs, sectionDiscriminator);
+export async function createProfile(tx: Queryable, scope: AccountScope, id: IdentifierInSection): Promise<UniqueIdentifier> {
+  const { keyspace, key } = identifierOf(scope, id);
+  const section = sectionOf(scope, id.section_discriminator);
   refuseReadOnly(keyspace);
   await refuseLocked(tx, scope, keyspace, key);
   const profileId = await insertNewProfile(tx, scope, keyspace, key);
@@ -112,18 +113,18 @@ export async function createProfile(tx: Queryable, scope: ProfileScope, keyspace
   return { keyspace_discriminator: keyspace.discriminator, profile_key: key };
 }
 
-/** Every member of the cluster a located profile belongs to, canonical first, locked for this transaction. */
-async function clusterOf(tx: Queryable, scope: ProfileScope, located: Located): Promise<string[]> {
-  return (await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId])).map((m) => m.profile_id);
+/** Every member of the clusters of some canonical profiles, canonical first, locked for this transaction. */
+export function lockedClusters(tx: Queryable, scope: AccountScope, canonicalIds: string[]): Promise<string[]> {
+  return q.lockClusterMembers(tx, scope.accountId, canonicalIds);
 }
 
 /** Deletes a profile, its whole cluster, with all identifiers, data and events (SPEC §3.2). */
-export async function deleteProfile(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<void> {
-  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
-  await q.deleteProfiles(tx, scope.accountId, await clusterOf(tx, scope, located));
+export async function deleteProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<void> {
+  const located = await locate(tx, scope, id);
+  await q.deleteProfiles(tx, scope.accountId, await lockedClusters(tx, scope, [located.canonicalId]));
 }
 
-async function lockCluster(tx: Queryable, scope: ProfileScope, members: string[]): Promise<void> {
+async function lockMembers(tx: Queryable, scope: AccountScope, members: string[]): Promise<void> {
   const identifiers = await q.listIdentifiersByProfiles(tx, scope.accountId, members);
   await q.insertLockedIdentities(tx, scope.accountId, identifiers.map((i) => identityHash(scope, i.keyspace_id, i.profile_key)));
   await q.deleteProfiles(tx, scope.accountId, members);
@@ -133,13 +134,13 @@ async function lockCluster(tx: Queryable, scope: ProfileScope, members: string[]
  * Locks a profile for good (SPEC §3.2): deletes its whole cluster and keeps only keyed hashes of
  * its identifiers, which refuse any later use of them.
  */
-export async function lockProfile(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string): Promise<void> {
-  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
-  await lockCluster(tx, scope, await clusterOf(tx, scope, located));
+export async function lockProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<void> {
+  const located = await locate(tx, scope, id);
+  await lockMembers(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]));
 }
 
 /** The key attributes (mapped to the email, mobile and CRM keyspaces) whose values block a merge when they differ. */
-function blockingVersionIds(scope: ProfileScope): Map<string, string> {
+function blockingVersionIds(scope: AccountScope): Map<string, string> {
   const blocking = new Set(scope.defs.keyspaces.filter((k) => ['email', 'mobile', 'crm-id'].includes(k.kind) && k.mapped_attribute).map((k) => k.mapped_attribute!));
   const versions = new Map<string, string>();
   for (const section of scope.defs.sections) {
@@ -153,9 +154,8 @@ function blockingVersionIds(scope: ProfileScope): Map<string, string> {
  * the cluster shows, per attribute and tag, the entry of the earliest-created member that has one,
  * so that the order and grouping of merges do not matter.
  */
-export async function joinClusters(tx: Queryable, scope: ProfileScope, a: string, b: string, options: { checkConflicts: boolean }): Promise<string> {
-  const members = await q.lockClusterMembers(tx, scope.accountId, [a, b]);
-  const all = members.map((m) => m.profile_id);
+export async function joinClusters(tx: Queryable, scope: AccountScope, a: string, b: string, options: { checkConflicts: boolean }): Promise<string> {
+  const all = await lockedClusters(tx, scope, [a, b]);
   const canonicalId = all[0];
   if (a === b) return canonicalId;
   const limit = scope.limits.merges_per_profile;
@@ -182,11 +182,11 @@ export async function joinClusters(tx: Queryable, scope: ProfileScope, a: string
 }
 
 /** Merges two profiles given by unique identifier; missing ones are created, a locked one locks the other (SPEC §3.2). */
-export async function mergeProfiles(tx: Queryable, scope: ProfileScope, profiles: UniqueIdentifier[]): Promise<void> {
+export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles: UniqueIdentifier[]): Promise<void> {
   if (profiles.length !== 2) throw new Problem('AUD-1214', `profiles must hold exactly two profiles, not ${profiles.length}`);
   const sides: { canonicalId?: string; locked: boolean }[] = [];
   for (const [i, ref] of profiles.entries()) {
-    const { keyspace, key } = identifierOf(scope, ref.keyspace_discriminator, ref.profile_key, `profiles[${i}].profile_key`);
+    const { keyspace, key } = identifierOf(scope, ref, `profiles[${i}].profile_key`);
     const found = await q.findProfileByKey(tx, scope.accountId, keyspace.keyspace_id, key);
     if (found) {
       sides.push({ canonicalId: found.canonical_id, locked: false });
@@ -202,7 +202,7 @@ export async function mergeProfiles(tx: Queryable, scope: ProfileScope, profiles
   const [x, y] = sides;
   if (x.locked || y.locked) {
     const unlocked = [x, y].filter((s) => !s.locked).map((s) => s.canonicalId!);
-    if (unlocked.length > 0) await lockCluster(tx, scope, (await q.lockClusterMembers(tx, scope.accountId, unlocked)).map((m) => m.profile_id));
+    if (unlocked.length > 0) await lockMembers(tx, scope, await lockedClusters(tx, scope, unlocked));
     return;
   }
   await joinClusters(tx, scope, x.canonicalId!, y.canonicalId!, { checkConflicts: true });
@@ -214,15 +214,15 @@ export async function mergeProfiles(tx: Queryable, scope: ProfileScope, profiles
  * keyspace, the email attribute must hold it). `from` is removed unless another section still
  * holds it as its mapped attribute.
  */
-export async function switchIdentifier(tx: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string, sectionDiscriminator: string, from: UniqueIdentifier, to: UniqueIdentifier): Promise<void> {
-  const located = await locate(tx, scope, keyspaceDiscriminator, rawKey);
-  const section = sectionOf(scope.defs, sectionDiscriminator);
-  const source = identifierOf(scope, from.keyspace_discriminator, from.profile_key, 'from.profile_key');
-  const target = identifierOf(scope, to.keyspace_discriminator, to.profile_key, 'to.profile_key');
+export async function switchIdentifier(tx: Queryable, scope: AccountScope, id: IdentifierInSection, change: { from: UniqueIdentifier; to: UniqueIdentifier }): Promise<void> {
+  const located = await locate(tx, scope, id);
+  const section = sectionOf(scope, id.section_discriminator);
+  const source = identifierOf(scope, change.from, 'from.profile_key');
+  const target = identifierOf(scope, change.to, 'to.profile_key');
   // The export key is service-assigned: it can be neither given nor taken away.
   refuseReadOnly(source.keyspace);
   refuseReadOnly(target.keyspace);
-  const members = (await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId])).map((m) => m.profile_id);
+  const members = await lockedClusters(tx, scope, [located.canonicalId]);
   const owner = (await q.listIdentifiersByProfiles(tx, scope.accountId, members))
     .find((i) => i.keyspace_id === source.keyspace.keyspace_id && i.profile_key === source.key);
   if (!owner) throw new Problem('AUD-1221', `from: ${source.keyspace.discriminator} key "${source.key}" is not an identifier of this profile`);
@@ -247,18 +247,38 @@ export async function switchIdentifier(tx: Queryable, scope: ProfileScope, keysp
   await q.insertIdentifier(tx, scope.accountId, target.keyspace.keyspace_id, target.key, owner.profile_id);
 }
 
+/**
+ * Takes a non-canonical member out of its cluster (SPEC §3.2): it becomes standalone with its own
+ * identifiers, its own values, consents and events; the cluster keeps the values it showed, and
+ * `follower` keeps what it holds of the cluster (consents).
+ */
+export async function unmergeProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier, follower: ProfileFollower): Promise<void> {
+  const located = await locate(tx, scope, id);
+  const members = await lockedClusters(tx, scope, [located.canonicalId]);
+  if (members.length === 1) return;
+  if (located.profileId === located.canonicalId) {
+    throw new Problem('AUD-1217', `The profile with ${located.keyspace.discriminator} key "${located.key}" is the canonical profile of its merge cluster and cannot be unmerged`);
+  }
+  const remaining = members.filter((m) => m !== located.profileId);
+  await follower.memberLeaving(tx, scope, { canonicalId: located.canonicalId, memberIds: members });
+  // Cleared entries of a cluster that stays merged must keep hiding its members' older values.
+  await q.settleSectionData(tx, scope.accountId, located.canonicalId, true, remaining.length > 1);
+  await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId);
+  if (remaining.length > 1) await q.recomputeClusterData(tx, scope.accountId, located.canonicalId, remaining);
+}
+
 /** The members of a located profile's cluster, earliest created (the canonical profile) first. */
-export function clusterMembers(db: Queryable, scope: ProfileScope, canonicalId: string): Promise<string[]> {
+export function clusterMembers(db: Queryable, scope: AccountScope, canonicalId: string): Promise<string[]> {
   return q.listClusterMembers(db, scope.accountId, canonicalId);
 }
 
 /** The attribute values (version id → value) a profile shows in a section. */
-export async function sectionValues(db: Queryable, scope: ProfileScope, canonicalId: string, sectionId: string): Promise<q.ValueMap> {
+export async function sectionValues(db: Queryable, scope: AccountScope, canonicalId: string, sectionId: string): Promise<q.ValueMap> {
   return (await q.findSectionData(db, scope.accountId, canonicalId, sectionId)).attributes;
 }
 
 /** Everything segments evaluate of a profile: its values in every section and its events of some versions. */
-export async function profileFacts(db: Queryable, scope: ProfileScope, canonicalId: string, eventVersionIds: string[]) {
+export async function profileFacts(db: Queryable, scope: AccountScope, canonicalId: string, eventVersionIds: string[]) {
   const members = await q.listClusterMembers(db, scope.accountId, canonicalId);
   const [sections, events] = await Promise.all([
     q.listSectionDataByProfile(db, scope.accountId, canonicalId),

@@ -3,14 +3,20 @@ import type { Queryable } from '../store/pool.ts';
 
 export type ValueMap = Record<string, unknown>;
 
+/** The tags a profile has: stored maps keep removed tags as false while a merge cluster needs them. */
+function trueTags(tags: Record<string, boolean>): Record<string, boolean> {
+  return Object.fromEntries(Object.entries(tags).filter(([, v]) => v === true));
+}
+
 export interface LocatedRow {
   profile_id: string;
   canonical_id: string;
 }
 
 /** The member profile owning a key, and the canonical profile of its cluster. */
-// The statements of every profile request are named, so PostgreSQL parses and plans them once per
-// connection (about a fifth of their cost unnamed; bench/profiles.ts).
+// The three statements of the hottest profile requests (this one, findSectionDataByKey and
+// patchSectionData) are named, so PostgreSQL parses and plans them once per connection (about a
+// fifth of their cost unnamed; bench/profiles.ts). The others are not worth a plan per connection.
 export async function findProfileByKey(db: Queryable, accountId: string, keyspaceId: string, key: string): Promise<LocatedRow | undefined> {
   const { rows } = await db.query<LocatedRow>({
     name: 'profiles.find-profile-by-key',
@@ -35,7 +41,7 @@ export async function findSectionDataByKey(db: Queryable, accountId: string, key
   });
   const row = rows[0];
   if (!row) return undefined;
-  return { ...row, attributes: row.attributes ?? {}, tags: Object.fromEntries(Object.entries(row.tags ?? {}).filter(([, v]) => v === true)) };
+  return { ...row, attributes: row.attributes ?? {}, tags: trueTags(row.tags ?? {}) };
 }
 
 export async function insertProfile(db: Queryable, accountId: string, exportKey: string, createdAt: Date): Promise<string> {
@@ -80,14 +86,14 @@ export async function listClusterMembers(db: Queryable, accountId: string, canon
 }
 
 /** The members of clusters, canonical first (earliest created first), locked for the transaction. */
-export async function lockClusterMembers(db: Queryable, accountId: string, canonicalIds: string[]): Promise<{ profile_id: string; canonical_id: string }[]> {
-  const { rows } = await db.query<{ profile_id: string; canonical_id: string }>(
-    `select profile_id, coalesce(canonical_id, profile_id) as canonical_id from profiles
+export async function lockClusterMembers(db: Queryable, accountId: string, canonicalIds: string[]): Promise<string[]> {
+  const { rows } = await db.query<{ profile_id: string }>(
+    `select profile_id from profiles
      where account_id = $1::bigint and (profile_id = any($2::bigint[]) or canonical_id = any($2::bigint[]))
      order by profile_id for update`,
     [accountId, canonicalIds],
   );
-  return rows;
+  return rows.map((r) => r.profile_id);
 }
 
 export async function setCanonical(db: Queryable, accountId: string, profileIds: string[], canonicalId: string | null): Promise<void> {
@@ -124,7 +130,7 @@ export async function findSectionData(db: Queryable, accountId: string, profileI
     [accountId, profileId, sectionId],
   );
   const row = rows[0] ?? { attributes: {}, tags: {} };
-  return { attributes: row.attributes, tags: Object.fromEntries(Object.entries(row.tags).filter(([, v]) => v === true)) };
+  return { attributes: row.attributes, tags: trueTags(row.tags) };
 }
 
 /** What a profile shows in every section that has data: section id → values. */
@@ -134,7 +140,7 @@ export async function listSectionDataByProfile(db: Queryable, accountId: string,
      from profile_sections where account_id = $1::bigint and profile_id = $2::bigint`,
     [accountId, profileId],
   );
-  return new Map(rows.map((r) => [r.section_id, { attributes: r.attributes, tags: Object.fromEntries(Object.entries(r.tags).filter(([, v]) => v === true)) }]));
+  return new Map(rows.map((r) => [r.section_id, { attributes: r.attributes, tags: trueTags(r.tags) }]));
 }
 
 /**
@@ -304,7 +310,7 @@ export async function listSectionDataByProfiles(db: Queryable, accountId: string
      from profile_sections where account_id = $1::bigint and profile_id = any($2::bigint[]) and section_id = $3::bigint`,
     [accountId, profileIds, sectionId],
   );
-  return new Map(rows.map((r) => [r.profile_id, { attributes: r.attributes, tags: Object.fromEntries(Object.entries(r.tags).filter(([, v]) => v === true)) }]));
+  return new Map(rows.map((r) => [r.profile_id, { attributes: r.attributes, tags: trueTags(r.tags) }]));
 }
 
 /** The section data of profiles created in the caller's transaction, which have none yet (the insert of patchSectionDataBulk). */

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { DateTime } from '../http/schemas/common.ts';
+import { DateTime } from '../core/schemas.ts';
 
 export const Evaluation = Type.Object({
   segments: Type.Array(Type.Object({

@@ -4,13 +4,14 @@ import { compileMasks, compilePredicate, requiredSections, SqlValues } from '../
 import { evaluate } from '../aql/evaluate.ts';
 import { parse } from '../aql/parser.ts';
 import { checkTimeZone } from '../aql/time.ts';
-import type { Definitions } from '../definitions/definitions.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import { Problem } from '../http/problems.ts';
-import type { Caller } from '../identity/identity.ts';
-import { locate, profileFacts, type ProfileScope } from '../profiles/profiles.ts';
+import { Problem } from '../core/problems.ts';
+import { locate, profileFacts } from '../profiles/profiles.ts';
+import type { UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
+import type { Definitions } from '../core/definitions.ts';
+import type { AccountScope } from '../core/scope.ts';
 
 /** Parses and checks an AQL query against the account's definitions (docs/aql.md). */
 export function compileQuery(defs: Definitions, text: string): Expression {
@@ -62,13 +63,13 @@ export function knownKeyspaceIds(defs: Definitions): string[] {
  * Evaluates a profile against segments (SPEC §4.3) with the in-memory evaluator: the answer maps
  * each discriminator (or `discriminator|version_id`) to whether the profile matches now.
  */
-export async function evaluateProfile(db: Queryable, scope: ProfileScope, keyspaceDiscriminator: string, rawKey: string, body: { segments: SegmentRef[]; time_zone: string }): Promise<{ matches: { segments: Record<string, boolean> } }> {
+export async function evaluateProfile(db: Queryable, scope: AccountScope, id: UniqueIdentifier, body: { segments: SegmentRef[]; time_zone: string }): Promise<{ matches: { segments: Record<string, boolean> } }> {
   const timeZone = checkTimeZone(body.time_zone, 'time_zone');
   const queries = body.segments.map((ref, i) => ({
     key: ref.version_id === undefined ? ref.discriminator : `${ref.discriminator}|${ref.version_id}`,
     expression: storedExpression(scope.defs, segmentQuery(scope.defs, ref, `segments[${i}]`)),
   }));
-  const located = await locate(db, scope, keyspaceDiscriminator, rawKey);
+  const located = await locate(db, scope, id);
   const versions = new Set<string>();
   const collect = (e: Expression): void => {
     if ('terms' in e) e.terms.forEach(collect);
@@ -92,8 +93,8 @@ function chosenQuery(defs: Definitions, segment: SegmentChoice): Expression {
 }
 
 /** Profile in segment count (POST /audience/profiles/reports/segments/count): profiles matching now, all, known or unknown. */
-export async function countSegment(db: Queryable, scope: ProfileScope, caller: Caller, body: { section_discriminator: string; segment: SegmentChoice; known_profiles?: boolean | null }): Promise<{ profile_count: number }> {
-  sectionOf(scope.defs, body.section_discriminator, caller);
+export async function countSegment(db: Queryable, scope: AccountScope, body: { section_discriminator: string; segment: SegmentChoice; known_profiles?: boolean | null }): Promise<{ profile_count: number }> {
+  sectionOf(scope, body.section_discriminator);
   const timeZone = checkTimeZone(body.segment.timezone, 'segment.timezone');
   const expression = chosenQuery(scope.defs, body.segment);
   const values = new SqlValues();
@@ -112,8 +113,8 @@ export async function countSegment(db: Queryable, scope: ProfileScope, caller: C
  * Count matching profiles over time (POST /audience/sections/{s}/segments/{seg}/trend): for each
  * sampling point, the known and unknown profiles that matched the segment's latest version then.
  */
-export async function segmentTrend(db: Queryable, scope: ProfileScope, caller: Caller, sectionDiscriminator: string, segmentDiscriminator: string, body: { sampling_points: string[]; timezone: string }): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }> }> {
-  sectionOf(scope.defs, sectionDiscriminator, caller);
+export async function segmentTrend(db: Queryable, scope: AccountScope, sectionDiscriminator: string, segmentDiscriminator: string, body: { sampling_points: string[]; timezone: string }): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }> }> {
+  sectionOf(scope, sectionDiscriminator);
   const timeZone = checkTimeZone(body.timezone, 'timezone');
   const segment = scope.defs.segments.find((s) => s.discriminator === segmentDiscriminator);
   if (!segment) throw new Problem('AUD-1104', `Segment "${segmentDiscriminator}" does not exist`);

@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Caller } from '../../identity/identity.ts';
-import { DEFAULT_LIMITS, type LimitName } from '../../accounts/limits.ts';
+import { DEFAULT_LIMITS, type LimitName } from '../../core/limits.ts';
 import type { Services } from '../../services.ts';
-import { Problem, type ProblemCode } from '../problems.ts';
+import { Problem, type ProblemCode } from '../../core/problems.ts';
+import type { Caller } from '../../core/scope.ts';
 
 /** How a route is guarded: the public API's bearer token, the operator token, or nothing. */
 export type RouteAuth = 'bearer' | 'admin' | 'none';
@@ -59,7 +59,7 @@ export function registerAuth(app: FastifyInstance, services: Services): void {
       }
       return;
     }
-    const caller = await services.identity.authenticate(request.headers.authorization);
+    const caller = await services.apiKeys.authenticate(request.headers.authorization);
     request.caller = caller;
     await spend(services, caller.accountId, caller.accountId, 'requests_per_second');
     const routeLimit = request.routeOptions.config.rateLimit;

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { Problem } from '../problems.ts';
+import { Problem } from '../../core/problems.ts';
 
 /**
  * Parses `a[0][b]=x&a[1][b]=y` into `{a: [{b: 'x'}, {b: 'y'}]}`: the form bodies that existing

@@ -1,19 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { ProfileScope } from '../../profiles/profiles.ts';
 import { normaliseKey } from '../../profiles/keys.ts';
-import type { Services } from '../../services.ts';
+import type { AccountScope } from '../../core/scope.ts';
+import { accountScope, type Services } from '../../services.ts';
 import { spend } from './auth.ts';
 
-/** What the profile operations of a request need: the caller's account, definitions, limits and the time. */
-export type ScopeOf = (request: FastifyRequest) => Promise<ProfileScope>;
-
-export function profileScopeOf(services: Services): ScopeOf {
-  return async (request) => {
-    const { accountId } = request.caller;
-    const account = await services.accounts.get(accountId);
-    return { accountId, defs: await services.definitions.get(accountId), limits: account!.limits, secret: services.serverSecret, now: new Date(services.clock()) };
-  };
-}
+/** What the domain operations of a request need: the caller, its account's definitions and limits, and the time. */
+export type ScopeOf = (request: FastifyRequest) => Promise<AccountScope>;
 
 /**
  * The profile data plane (profiles, consents, segments, imports): its route modules, registered
@@ -36,7 +28,7 @@ export function profileDataPlane(services: Services, routes: ((services: Service
       }
       await spend(services, accountId, `${accountId}:${params.keyspace_discriminator}:${key}`, 'profile_key_operations_per_second');
     });
-    const scopeOf = profileScopeOf(services);
+    const scopeOf: ScopeOf = (request) => accountScope(services, request.caller.accountId, request.caller);
     for (const register of routes) await app.register(register(services, scopeOf));
   };
 }

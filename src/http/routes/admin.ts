@@ -4,14 +4,14 @@ import { Type } from 'typebox';
 import { REGIONS } from '../../config.ts';
 import type { Services } from '../../services.ts';
 import * as accounts from '../../accounts/accounts.ts';
-import { LIMIT_NAMES } from '../../accounts/limits.ts';
+import { LIMIT_NAMES } from '../../core/limits.ts';
 import { applyAccountManifest } from '../../accounts/manifest.ts';
 import * as consents from '../../consents/consents.ts';
 import { Suppression } from '../../consents/schemas.ts';
 import { Manifest } from '../../definitions/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
-import { Problem } from '../problems.ts';
-import { DateTime } from '../schemas/common.ts';
+import { Problem } from '../../core/problems.ts';
+import { DateTime } from '../../core/schemas.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
 
 const LimitValue = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
@@ -104,7 +104,7 @@ export function adminRoutes(services: Services) {
     app.get('/admin/accounts/:account_id/keys', { config, schema: { tags, summary: 'List API keys', params: AccountParams, response: responses({ 200: Type.Object({ items: Type.Array(ApiKey) }) }) } },
       async (request) => {
         await accounts.getAccount(pool, request.params.account_id);
-        return { items: await services.identity.listApiKeys(pool, request.params.account_id) };
+        return { items: await services.apiKeys.listApiKeys(pool, request.params.account_id) };
       });
 
     app.post('/admin/accounts/:account_id/keys', {
@@ -126,17 +126,17 @@ export function adminRoutes(services: Services) {
         if (!section) throw new Problem('AUD-1111', `section_discriminators names the unknown section "${d}"`);
         return section.id;
       });
-      const key = await services.identity.createApiKey(pool, accountId, { name: request.body?.name, sectionIds: sectionIds ?? null });
+      const key = await services.apiKeys.createApiKey(pool, accountId, { name: request.body?.name, sectionIds: sectionIds ?? null });
       return reply.code(201).send(key);
     });
 
     app.delete('/admin/accounts/:account_id/keys/:client_id', { config, schema: { tags, summary: 'Delete an API key', params: KeyParams, response: responses({ 204: NoContent }) } },
       async (request, reply) => {
-        await withTransaction(pool, (tx) => services.identity.deleteApiKey(tx, request.params.account_id, request.params.client_id));
+        await withTransaction(pool, (tx) => services.apiKeys.deleteApiKey(tx, request.params.account_id, request.params.client_id));
         return reply.code(204).send();
       });
 
     app.post('/admin/signing-keys', { config, schema: { tags, summary: 'Rotate the token signing key', response: responses({ 201: Type.Object({ kid: Type.String() }) }) } },
-      async (_request, reply) => reply.code(201).send(await services.identity.rotateSigningKey()));
+      async (_request, reply) => reply.code(201).send(await services.apiKeys.rotateSigningKey()));
   };
 }

@@ -18,24 +18,22 @@ export function consentsRoutes(services: Services, scopeOf: ScopeOf) {
     app.post(`${base}/sections/:section_discriminator/consents`, {
       schema: { summary: 'Create or change a consent', tags, params: ProfileSectionParams, body: ConsentRequest, response: responses({ 201: NoContent, 204: NoContent }) },
     }, async (request, reply) => {
-      const p = request.params;
       const scope = await scopeOf(request);
-      const outcome = await withTransaction(services.pool, (tx) => consents.createConsent(tx, scope, request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.body));
+      const outcome = await withTransaction(services.pool, (tx) => consents.createConsent(tx, scope, request.params, request.body));
       return reply.code(outcome === 'created' ? 201 : 204).send();
     });
 
     app.get(`${base}/sections/:section_discriminator/consents`, {
       schema: { summary: 'Consents of a profile', tags, params: ProfileSectionParams, querystring: ConsentsQuery, response: responses({ 200: Consents }) },
     }, async (request) => {
-      const p = request.params;
-      return consents.getConsents(services.pool, await scopeOf(request), request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.query);
+      return consents.getConsents(services.pool, await scopeOf(request), request.params, request.query);
     });
 
     app.delete(`${base}/consents/opt-out-all`, {
       schema: { summary: 'Opt a profile out of everything', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
       const scope = await scopeOf(request);
-      await withTransaction(services.pool, (tx) => consents.optOutAll(tx, scope, request.params.keyspace_discriminator, request.params.profile_key));
+      await withTransaction(services.pool, (tx) => consents.optOutAll(tx, scope, request.params));
       return reply.code(204).send();
     });
   };

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import type { Caller } from '../../core/scope.ts';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { Services } from '../../services.ts';
@@ -18,6 +19,8 @@ export function definitionsRoutes(services: Services) {
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const defsOf = (accountId: string) => services.definitions.get(accountId);
+    /** The section of a path, as the caller may see it. */
+    const sectionFor = async (caller: Caller, discriminator: string) => definitions.sectionOf({ defs: await defsOf(caller.accountId), caller }, discriminator);
     const tags = ['definitions'];
 
     app.get('/audience/keyspaces', { schema: { summary: 'List keyspaces', tags, response: responses({ 200: Items(Keyspace, 'Keyspaces') }) } },
@@ -32,14 +35,14 @@ export function definitionsRoutes(services: Services) {
     app.get('/audience/sections/:section_discriminator/attributes', {
       schema: { summary: 'List attribute definitions', tags, params: SectionParams, querystring: PermissionsQuery, response: responses({ 200: Items(AttributeDefinition, 'Attribute definitions') }) },
     }, async (request) => {
-      const section = definitions.sectionOf(await defsOf(request.caller.accountId), request.params.section_discriminator, request.caller);
+      const section = await sectionFor(request.caller, request.params.section_discriminator);
       return { items: definitions.listAttributes(section, request.query.include_keyspace_permissions === true) };
     });
 
     app.get('/audience/sections/:section_discriminator/tags', {
       schema: { summary: 'List tags', tags, params: SectionParams, querystring: PermissionsQuery, response: responses({ 200: Items(Tag, 'Tags') }) },
     }, async (request) => {
-      const section = definitions.sectionOf(await defsOf(request.caller.accountId), request.params.section_discriminator, request.caller);
+      const section = await sectionFor(request.caller, request.params.section_discriminator);
       return { items: definitions.listTags(section, request.query.include_keyspace_permissions === true) };
     });
 
@@ -47,7 +50,7 @@ export function definitionsRoutes(services: Services) {
       schema: { summary: 'Create a tag', tags, params: SectionParams, body: TagName, response: responses({ 201: Tag }) },
     }, async (request, reply) => {
       const { accountId } = request.caller;
-      const section = definitions.sectionOf(await defsOf(accountId), request.params.section_discriminator, request.caller);
+      const section = await sectionFor(request.caller, request.params.section_discriminator);
       const limit = (await services.accounts.get(accountId))?.limits.tags_per_section ?? null;
       const tag = await withTransaction(services.pool, (tx) => definitions.createTag(tx, services.feed, vendor, accountId, section, request.body.name, limit));
       return reply.code(201).send(tag);
@@ -56,7 +59,7 @@ export function definitionsRoutes(services: Services) {
     app.get('/audience/sections/:section_discriminator/tags/:tag_discriminator', {
       schema: { summary: 'Get a tag', tags, params: TagParams, querystring: PermissionsQuery, response: responses({ 200: Tag }) },
     }, async (request) => {
-      const section = definitions.sectionOf(await defsOf(request.caller.accountId), request.params.section_discriminator, request.caller);
+      const section = await sectionFor(request.caller, request.params.section_discriminator);
       return definitions.getTag(section, request.params.tag_discriminator, request.query.include_keyspace_permissions === true);
     });
 
@@ -64,28 +67,28 @@ export function definitionsRoutes(services: Services) {
       schema: { summary: 'Rename a tag', tags, params: TagParams, body: TagName, response: responses({ 200: Tag }) },
     }, async (request) => {
       const { accountId } = request.caller;
-      const section = definitions.sectionOf(await defsOf(accountId), request.params.section_discriminator, request.caller);
+      const section = await sectionFor(request.caller, request.params.section_discriminator);
       return withTransaction(services.pool, (tx) => definitions.renameTag(tx, services.feed, accountId, section, request.params.tag_discriminator, request.body.name));
     });
 
     app.get('/audience/sections/:section_discriminator/events', {
       schema: { summary: 'List event definitions', tags, params: SectionParams, querystring: PermissionsQuery, response: responses({ 200: Items(EventDefinition, 'Event definitions') }) },
     }, async (request) => {
-      const section = definitions.sectionOf(await defsOf(request.caller.accountId), request.params.section_discriminator, request.caller);
+      const section = await sectionFor(request.caller, request.params.section_discriminator);
       return { items: definitions.listEvents(section, request.query.include_keyspace_permissions === true) };
     });
 
     app.get('/v2/audience/sections/:section_discriminator/topics', {
       schema: { summary: 'List topics', tags, params: SectionParams, response: responses({ 200: Items(Topic, 'Topics') }) },
     }, async (request) => {
-      const section = definitions.sectionOf(await defsOf(request.caller.accountId), request.params.section_discriminator, request.caller);
+      const section = await sectionFor(request.caller, request.params.section_discriminator);
       return { items: definitions.listTopics(section, vendor) };
     });
 
     app.get('/folders/topic/sections/:section_discriminator/folders', {
       schema: { summary: 'Topic folder tree', tags, params: SectionParams, response: responses({ 200: FolderTree }) },
     }, async (request) => {
-      const section = definitions.sectionOf(await defsOf(request.caller.accountId), request.params.section_discriminator, request.caller);
+      const section = await sectionFor(request.caller, request.params.section_discriminator);
       return definitions.topicFolderTree(section, vendor);
     });
 

@@ -7,7 +7,7 @@ import * as imports from '../../imports/imports.ts';
 import { ImportCreated, ImportParams, ImportStatus, ImportV1, ImportV2 } from '../../imports/schemas.ts';
 import { SectionParams } from '../schemas/common.ts';
 import { withTransaction } from '../../store/pool.ts';
-import { Problem } from '../problems.ts';
+import { Problem } from '../../core/problems.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
 
 /** Profile imports (SPEC §4.6) on the routes of ENDPOINTS.md "Imports", and the upload of their files. */
@@ -23,14 +23,14 @@ export function importsRoutes(services: Services, scopeOf: ScopeOf) {
         schema: { summary: `Create an import (version ${version})`, tags, params: SectionParams, body, response: responses({ 201: ImportCreated }) },
       }, async (request, reply) => {
         const scope = await scopeOf(request);
-        const created = await withTransaction(services.pool, (tx) => imports.createImport(tx, scope, request.caller, services.uploads, request.params.section_discriminator, version, request.body as never));
+        const created = await withTransaction(services.pool, (tx) => imports.createImport(tx, scope, services.uploads, request.params.section_discriminator, version, request.body as never));
         return reply.code(201).send(created);
       });
     }
 
     app.get('/audience/sections/:section_discriminator/imports/:import_id', {
       schema: { summary: 'Status and report of an import', tags, params: ImportParams, response: responses({ 200: ImportStatus }) },
-    }, async (request) => imports.getImport(services.pool, await scopeOf(request), request.caller, request.params.section_discriminator, request.params.import_id));
+    }, async (request) => imports.getImport(services.pool, await scopeOf(request), request.params.section_discriminator, request.params.import_id));
 
     // The upload: an S3-style signed POST form, with no bearer token (ENDPOINTS.md "Imports").
     await app.register(async (upload) => {

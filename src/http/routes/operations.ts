@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type client from 'prom-client';
 import type { Services } from '../../services.ts';
-import { PROBLEMS, Problem, problemType, type ProblemCode } from '../problems.ts';
+import { PROBLEMS, Problem, problemType, type ProblemCode } from '../../core/problems.ts';
 import { responses } from '../schemas/problem.ts';
 
 const ErrorCode = Type.Object({ type: Type.String(), code: Type.String(), title: Type.String(), http_status: Type.Integer() });

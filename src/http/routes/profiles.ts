@@ -1,10 +1,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.ts';
+import { consentsFollowProfiles } from '../../consents/consents.ts';
+import type { AccountScope } from '../../core/scope.ts';
 import * as attributes from '../../profiles/attributes.ts';
 import * as events from '../../profiles/events.ts';
 import * as profiles from '../../profiles/profiles.ts';
-import * as unmerge from '../../profiles/unmerge.ts';
 import {
   AttributeParams, AttributeValues, CreateProfile, CreateProfileParams, Events, EventsQuery, KeyUpdateQuery, Merge, MergePatch, NewEvents,
   ProfileParams, ProfileSectionParams, Switch, TagValues, UniqueIdentifier, VersionParams,
@@ -20,28 +21,27 @@ export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
     const tags = ['profiles'];
     const updates = { bodyTooLarge: 'AUD-1210' as const };
 
-    const write = <T>(request: FastifyRequest, work: (tx: Parameters<Parameters<typeof withTransaction>[1]>[0], scope: profiles.ProfileScope) => Promise<T>) =>
+    const write = <T>(request: FastifyRequest, work: (tx: Parameters<Parameters<typeof withTransaction>[1]>[0], scope: AccountScope) => Promise<T>) =>
       scopeOf(request).then((scope) => withTransaction(services.pool, (tx) => work(tx, scope)));
 
     app.post('/audience/keyspaces/:keyspace_discriminator/sections/:section_discriminator/profiles', {
       schema: { summary: 'Create a profile', tags, params: CreateProfileParams, body: CreateProfile, response: responses({ 201: UniqueIdentifier }) },
     }, async (request, reply) => {
-      const { keyspace_discriminator, section_discriminator } = request.params;
-      const created = await write(request, (tx, scope) => profiles.createProfile(tx, scope, keyspace_discriminator, section_discriminator, request.body.profile_key));
+      const created = await write(request, (tx, scope) => profiles.createProfile(tx, scope, { ...request.params, profile_key: request.body.profile_key }));
       return reply.code(201).send(created);
     });
 
     app.put('/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/locks', {
       schema: { summary: 'Lock a profile for good', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => profiles.lockProfile(tx, scope, request.params.keyspace_discriminator, request.params.profile_key));
+      await write(request, (tx, scope) => profiles.lockProfile(tx, scope, request.params));
       return reply.code(204).send();
     });
 
     app.delete('/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key', {
       schema: { summary: 'Delete a profile', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => profiles.deleteProfile(tx, scope, request.params.keyspace_discriminator, request.params.profile_key));
+      await write(request, (tx, scope) => profiles.deleteProfile(tx, scope, request.params));
       return reply.code(204).send();
     });
 
@@ -55,15 +55,14 @@ export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
     app.delete('/audience/profiles/merges/keyspaces/:keyspace_discriminator/profiles/:profile_key', {
       schema: { summary: 'Unmerge a profile from its cluster', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => unmerge.unmergeProfile(tx, scope, request.params.keyspace_discriminator, request.params.profile_key));
+      await write(request, (tx, scope) => profiles.unmergeProfile(tx, scope, request.params, consentsFollowProfiles));
       return reply.code(204).send();
     });
 
     app.put('/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator', {
       schema: { summary: 'Switch a unique identifier', tags, params: ProfileSectionParams, body: Switch, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      const p = request.params;
-      await write(request, (tx, scope) => profiles.switchIdentifier(tx, scope, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.body.from, request.body.to));
+      await write(request, (tx, scope) => profiles.switchIdentifier(tx, scope, request.params, request.body));
       return reply.code(204).send();
     });
 
@@ -72,32 +71,28 @@ export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
     app.get(`${base}/tags`, {
       schema: { summary: 'Tags of a profile', tags, params: ProfileSectionParams, response: responses({ 200: TagValues }) },
     }, async (request) => {
-      const p = request.params;
-      return attributes.getTags(services.pool, await scopeOf(request), request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator);
+      return attributes.getTags(services.pool, await scopeOf(request), request.params);
     });
 
     app.patch(`${base}/tags`, {
       config: updates,
       schema: { summary: 'Set and remove tags', tags, params: ProfileSectionParams, body: MergePatch, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      const p = request.params;
-      await write(request, (tx, scope) => attributes.patchTags(tx, scope, request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.body));
+      await write(request, (tx, scope) => attributes.patchTags(tx, scope, request.params, request.body));
       return reply.code(204).send();
     });
 
     app.get(`${base}/attributes`, {
       schema: { summary: 'Attributes of a profile', tags, params: ProfileSectionParams, response: responses({ 200: AttributeValues }) },
     }, async (request) => {
-      const p = request.params;
-      return attributes.getAttributes(services.pool, await scopeOf(request), request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator);
+      return attributes.getAttributes(services.pool, await scopeOf(request), request.params);
     });
 
     app.patch(`${base}/attributes`, {
       config: updates,
       schema: { summary: 'Set attributes (version 1: keys are version ids; creates the profile)', tags, params: ProfileSectionParams, body: MergePatch, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      const p = request.params;
-      await write(request, (tx, scope) => attributes.patchAttributesV1(tx, scope, request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.body));
+      await write(request, (tx, scope) => attributes.patchAttributesV1(tx, scope, request.params, request.body));
       return reply.code(204).send();
     });
 
@@ -105,40 +100,35 @@ export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
       config: updates,
       schema: { summary: 'Set attributes (version 2: keys are discriminators)', tags, params: ProfileSectionParams, querystring: KeyUpdateQuery, body: MergePatch, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      const p = request.params;
-      await write(request, (tx, scope) => attributes.patchAttributesV2(tx, scope, request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.body, request.query.profile_key_update_method));
+      await write(request, (tx, scope) => attributes.patchAttributesV2(tx, scope, request.params, request.body, request.query.profile_key_update_method, consentsFollowProfiles));
       return reply.code(204).send();
     });
 
     app.delete(`${base}/attributes/:version_id`, {
       schema: { summary: 'Clear an attribute version', tags, params: VersionParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      const p = request.params;
-      await write(request, (tx, scope) => attributes.clearAttributeVersion(tx, scope, request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, p.version_id));
+      await write(request, (tx, scope) => attributes.clearAttributeVersion(tx, scope, request.params, request.params.version_id));
       return reply.code(204).send();
     });
 
     app.delete(`/v2${base}/attributes/:attribute_discriminator`, {
       schema: { summary: 'Clear every version of an attribute', tags, params: AttributeParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      const p = request.params;
-      await write(request, (tx, scope) => attributes.clearAttribute(tx, scope, request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, p.attribute_discriminator));
+      await write(request, (tx, scope) => attributes.clearAttribute(tx, scope, request.params, request.params.attribute_discriminator));
       return reply.code(204).send();
     });
 
     app.get(`${base}/events`, {
       schema: { summary: 'Events of a profile', tags, params: ProfileSectionParams, querystring: EventsQuery, response: responses({ 200: Events }) },
     }, async (request) => {
-      const p = request.params;
-      return events.listEvents(services.pool, await scopeOf(request), request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.query.event_version_ids);
+      return events.listEvents(services.pool, await scopeOf(request), request.params, request.query.event_version_ids);
     });
 
     app.post(`${base}/events`, {
       config: updates,
       schema: { summary: 'Add events', tags, params: ProfileSectionParams, body: NewEvents, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      const p = request.params;
-      await write(request, (tx, scope) => events.addEvents(tx, scope, request.caller, p.keyspace_discriminator, p.profile_key, p.section_discriminator, request.body.items));
+      await write(request, (tx, scope) => events.addEvents(tx, scope, request.params, request.body.items));
       return reply.code(204).send();
     });
   };

@@ -15,15 +15,15 @@ export function segmentsRoutes(services: Services, scopeOf: ScopeOf) {
 
     app.post('/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/evaluations', {
       schema: { summary: 'Evaluate a profile against segments', tags, params: ProfileParams, body: Evaluation, response: responses({ 200: Matches }) },
-    }, async (request) => segments.evaluateProfile(services.pool, await scopeOf(request), request.params.keyspace_discriminator, request.params.profile_key, request.body));
+    }, async (request) => segments.evaluateProfile(services.pool, await scopeOf(request), request.params, request.body));
 
     app.post('/audience/sections/:section_discriminator/segments/:segment_discriminator/trend', {
       schema: { summary: 'Count matching profiles over time', tags, params: TrendParams, body: Trend, response: responses({ 200: TrendCounts }) },
-    }, async (request) => segments.segmentTrend(services.pool, await scopeOf(request), request.caller, request.params.section_discriminator, request.params.segment_discriminator, request.body));
+    }, async (request) => segments.segmentTrend(services.pool, await scopeOf(request), request.params.section_discriminator, request.params.segment_discriminator, request.body));
 
     app.post('/audience/profiles/reports/segments/count', {
       config: { rateLimit: 'profile_export_requests_per_second' },
       schema: { summary: 'Count profiles in a segment', tags, body: SegmentCount, response: responses({ 200: ProfileCount }) },
-    }, async (request) => segments.countSegment(services.pool, await scopeOf(request), request.caller, request.body));
+    }, async (request) => segments.countSegment(services.pool, await scopeOf(request), request.body));
   };
 }

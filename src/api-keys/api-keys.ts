@@ -2,20 +2,13 @@ import crypto from 'node:crypto';
 import type pg from 'pg';
 import * as jose from "jose";
 import type { JWK } from "jose";
-import type { Clock } from '../clock.ts';
-import { Problem } from '../http/problems.ts';
+import type { Clock } from '../core/clock.ts';
+import { Problem } from '../core/problems.ts';
+import type { Caller } from '../core/scope.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
-
-/** Who is calling: established from a verified bearer token. */
-export interface Caller {
-  accountId: string;
-  clientId: string;
-  /** Sections the API key may use; null: all. */
-  sectionIds: string[] | null;
-}
 
 export interface IssuedToken {
   access_token: string;
@@ -62,7 +55,7 @@ interface SigningKeys {
  * header into a Caller. A verified token is remembered until it expires, so steady-state
  * requests pay no signature check; deleting its API key ends it at once in every process.
  */
-export class Identity {
+export class ApiKeys {
   private readonly pool: pg.Pool;
   private readonly feed: ChangeFeed;
   private readonly clock: Clock;

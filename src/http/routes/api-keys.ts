@@ -20,7 +20,7 @@ const TokenResponse = Type.Object({
 const Jwks = Type.Object({ keys: Type.Array(Type.Record(Type.String(), Type.Unknown()), { description: 'Public keys that verify tokens' }) });
 
 /** POST /oauth/token (SPEC §4.1) and the public signing keys. */
-export function identityRoutes(services: Services) {
+export function apiKeysRoutes(services: Services) {
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     app.post('/oauth/token', {
@@ -29,15 +29,15 @@ export function identityRoutes(services: Services) {
     }, async (request) => {
       const { client_id, client_secret } = request.body;
       // SPEC §8: token requests are limited per account; unknown clients per address.
-      const accountId = await services.identity.accountOfClient(client_id);
+      const accountId = await services.apiKeys.accountOfClient(client_id);
       if (accountId) await spend(services, accountId, accountId, 'token_requests_per_minute');
       else await spend(services, null, `ip:${request.ip}`, 'token_requests_per_minute');
-      return services.identity.issueToken(client_id, client_secret, async (id) => (await services.accounts.get(id))?.region);
+      return services.apiKeys.issueToken(client_id, client_secret, async (id) => (await services.accounts.get(id))?.region);
     });
 
     app.get('/.well-known/jwks.json', {
       config: { auth: 'none' },
       schema: { summary: 'Public keys that verify access tokens', tags: ['auth'], security: [], response: responses({ 200: Jwks }) },
-    }, async () => services.identity.jwks());
+    }, async () => services.apiKeys.jwks());
   };
 }

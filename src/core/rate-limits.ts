@@ -1,5 +1,5 @@
 import { Redis } from 'ioredis';
-import type { Clock } from '../../clock.ts';
+import type { Clock } from './clock.ts';
 
 export interface Taken {
   ok: boolean;
