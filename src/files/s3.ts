@@ -7,7 +7,6 @@ import { PassThrough, Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream } from 'node:stream/web';
 import { scope, sign, stamp } from './sigv4.ts';
-import type { FileStore } from './store.ts';
 
 /** A bucket of an S3-compatible service, and the folder in it that holds the files (FILES_URL). */
 export interface S3Location {
@@ -65,7 +64,7 @@ const EMPTY_SHA256 = crypto.createHash('sha256').digest('hex');
  * Files in a bucket of any S3-compatible service (AWS, MinIO, Ceph …), addressed path-style
  * (`endpoint/bucket/key`) and signed with AWS Signature V4. Bodies are streamed both ways.
  */
-export class S3FileStore implements FileStore {
+export class S3FileStore {
   private readonly location: S3Location;
   constructor(location: S3Location) {
     this.location = location;

@@ -4,8 +4,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { Config } from '../config.ts';
-import { S3FileStore } from './s3.ts';
+import { S3FileStore, type S3Location } from './s3.ts';
 
 /** Where uploaded and produced files live (DESIGN.md "Files"): a local folder or an S3-compatible bucket. */
 export interface FileStore {
@@ -18,8 +17,8 @@ export interface FileStore {
   remove(key: string): Promise<void>;
 }
 
-/** The store of the configuration: the bucket of FILES_URL, else the folder `DATA_DIR/files`. */
-export function openFileStore(config: Pick<Config, 'files' | 'dataDir'>): FileStore {
+/** The store of the configuration: the bucket of FILES_URL, else the folder `DATA_DIR/files`. (S3FileStore is a FileStore by its shape, checked here, so that s3.ts needs nothing of this module.) */
+export function openFileStore(config: { files: S3Location | undefined; dataDir: string }): FileStore {
   return config.files ? new S3FileStore(config.files) : new LocalFileStore(path.join(config.dataDir, 'files'));
 }
 
