@@ -1,4 +1,4 @@
-// Writes the table of docs/errors.md from src/http/problems.ts: `npm run docs:errors`.
+// Writes the table of docs/errors.md from src/core/problems.ts: `npm run docs:errors`.
 import fs from 'node:fs';
 import path from 'node:path';
 import { PROBLEMS } from '../src/core/problems.ts';

@@ -1,8 +1,8 @@
-import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import { Ajv, type ErrorObject } from 'ajv';
+import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import FindMyWay from 'find-my-way';
 import client from 'prom-client';
@@ -10,6 +10,7 @@ import type { Services } from '../services.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerBodyParsers } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
+import { sendProblem, toProblem } from './problems.ts';
 import { apiKeysRoutes } from './routes/api-keys.ts';
 import { definitionsRoutes } from './routes/definitions.ts';
 import { adminRoutes } from './routes/admin.ts';
@@ -33,55 +34,6 @@ function makeAjv(coerce: boolean): Ajv {
   const ajv = new Ajv({ coerceTypes: coerce ? 'array' : false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false });
   addFormats(ajv);
   return ajv;
-}
-
-/** The field an Ajv error is about, written as clients write it: `profiles[0].profile_key`. */
-function fieldOf(error: ErrorObject): string {
-  const parts = error.instancePath.split('/').slice(1).map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
-  if (error.keyword === 'required') parts.push((error.params as { missingProperty: string }).missingProperty);
-  if (error.keyword === 'additionalProperties') parts.push((error.params as { additionalProperty: string }).additionalProperty);
-  return parts.reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
-}
-
-const PART_NAMES: Record<string, string> = { body: 'body', querystring: 'query parameter', params: 'path parameter', headers: 'header' };
-
-/** Turns a schema validation failure into the 400 naming the field at fault. */
-function validationProblem(error: FastifyError): Problem {
-  const first = error.validation![0] as ErrorObject;
-  const part = PART_NAMES[error.validationContext ?? 'body'] ?? 'field';
-  const field = fieldOf(first);
-  if (first.keyword === 'required') return new Problem('AUD-1003', `The ${part} field "${field}" is required`);
-  if (first.keyword === 'additionalProperties') return new Problem('AUD-0', `The ${part} field "${field}" is not allowed here`);
-  if (first.keyword === 'maxItems') return new Problem('AUD-1007', `The ${part} field "${field}" ${first.message}`);
-  const where = field ? `The ${part} field "${field}"` : `The request ${part}`;
-  const allowed = first.keyword === 'enum' ? `: ${(first.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}` : '';
-  return new Problem('AUD-0', `${where} ${first.message}${allowed}`);
-}
-
-/** Maps any error to the problem document it is answered with. */
-function toProblem(error: FastifyError | Problem | Error, request: FastifyRequest): Problem {
-  if (error instanceof Problem) return error;
-  const e = error as FastifyError;
-  if (e.validation) return validationProblem(e);
-  switch (e.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new Problem(request.routeOptions.config.bodyTooLarge ?? 'AUD-1001', `The request body is over the limit of ${BODY_LIMIT} bytes`);
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new Problem('AUD-1005', `Content-Type "${request.headers['content-type'] ?? ''}" is not accepted; send application/json`);
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new Problem('AUD-1004', 'The request body is empty; a JSON document was expected');
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return new Problem('AUD-1004', `The request body is not valid JSON: ${e.message}`);
-  }
-  if (e instanceof SyntaxError) return new Problem('AUD-1004', `The request body is not valid JSON: ${e.message}`);
-  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return new Problem('AUD-6', e.message);
-  request.log.error({ err: error }, 'unexpected failure');
-  return new Problem('AUD-4', `An unexpected error occurred; the service log has it under request id ${request.id}`);
-}
-
-function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply {
-  for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
-  return reply.code(problem.status).type('application/problem+json').send(problem.toJSON());
 }
 
 /** Builds the HTTP application: parsers, validation, problems, auth, metrics, OpenAPI and every route module. */
@@ -132,7 +84,7 @@ export async function buildApp(services: Services, options: { logger?: boolean |
     duration.observe({ method: request.method, route: request.routeOptions.url ?? 'unknown', status: reply.statusCode }, reply.elapsedTime / 1000);
   });
 
-  app.setErrorHandler((error: Error, request, reply) => sendProblem(reply, toProblem(error, request)));
+  app.setErrorHandler((error: Error, request, reply) => sendProblem(reply, toProblem(error, request, BODY_LIMIT)));
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0];
     const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => router.find(m as 'GET', path));

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP, TestServer } from '../../test/app.ts';
+import { SHOP, TestServer } from './app.ts';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -10,7 +10,7 @@ afterAll(async () => server?.close());
 const S = 'com.vendor1.sections.user-created.shop';
 const EMAIL = 'com.vendor1.keyspaces.email';
 
-describe('smoke', () => {
+describe('end to end: one profile', () => {
   it('creates, reads, patches, merges, unmerges, adds events, locks', async () => {
     const { token } = await server.login(SHOP);
     const attrs = await server.request('GET', `/audience/sections/${S}/attributes`, { token });
@@ -45,7 +45,7 @@ describe('smoke', () => {
   });
 });
 
-describe('smoke: segments', () => {
+describe('end to end: segments', () => {
   it('evaluates, counts and trends', async () => {
     const { token } = await server.login(SHOP);
     for (const [key, points] of [['a@x.io', 150], ['b@x.io', 50]] as const) {

@@ -1,0 +1,58 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { ErrorObject } from 'ajv';
+import { Problem } from '../core/problems.ts';
+
+// The writing of problem documents (SPEC §7.1): domain code throws core's Problem; Fastify's own
+// errors (validation, body parsing, limits) are mapped here; anything else is a 500 that names
+// the request id under which the log keeps the cause.
+
+/** The field an Ajv error is about, written as clients write it: `profiles[0].profile_key`. */
+function fieldOf(error: ErrorObject): string {
+  const parts = error.instancePath.split('/').slice(1).map((p) => p.replaceAll('~1', '/').replaceAll('~0', '~'));
+  if (error.keyword === 'required') parts.push((error.params as { missingProperty: string }).missingProperty);
+  if (error.keyword === 'additionalProperties') parts.push((error.params as { additionalProperty: string }).additionalProperty);
+  return parts.reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
+}
+
+const PART_NAMES: Record<string, string> = { body: 'body', querystring: 'query parameter', params: 'path parameter', headers: 'header' };
+
+/** Turns a schema validation failure into the 400 naming the field at fault. */
+function validationProblem(error: FastifyError): Problem {
+  const first = error.validation![0] as ErrorObject;
+  const part = PART_NAMES[error.validationContext ?? 'body'] ?? 'field';
+  const field = fieldOf(first);
+  if (first.keyword === 'required') return new Problem('AUD-1003', `The ${part} field "${field}" is required`);
+  if (first.keyword === 'additionalProperties') return new Problem('AUD-0', `The ${part} field "${field}" is not allowed here`);
+  if (first.keyword === 'maxItems') return new Problem('AUD-1007', `The ${part} field "${field}" ${first.message}`);
+  const where = field ? `The ${part} field "${field}"` : `The request ${part}`;
+  const allowed = first.keyword === 'enum' ? `: ${(first.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}` : '';
+  return new Problem('AUD-0', `${where} ${first.message}${allowed}`);
+}
+
+/** Maps any error to the problem document it is answered with; `bodyLimit` is the app's body limit in bytes. */
+export function toProblem(error: FastifyError | Problem | Error, request: FastifyRequest, bodyLimit: number): Problem {
+  if (error instanceof Problem) return error;
+  const e = error as FastifyError;
+  if (e.validation) return validationProblem(e);
+  switch (e.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new Problem(request.routeOptions.config.bodyTooLarge ?? 'AUD-1001', `The request body is over the limit of ${bodyLimit} bytes`);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new Problem('AUD-1005', `Content-Type "${request.headers['content-type'] ?? ''}" is not accepted; send application/json`);
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new Problem('AUD-1004', 'The request body is empty; a JSON document was expected');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new Problem('AUD-1004', `The request body is not valid JSON: ${e.message}`);
+  }
+  if (e instanceof SyntaxError) return new Problem('AUD-1004', `The request body is not valid JSON: ${e.message}`);
+  if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return new Problem('AUD-6', e.message);
+  request.log.error({ err: error }, 'unexpected failure');
+  return new Problem('AUD-4', `An unexpected error occurred; the service log has it under request id ${request.id}`);
+}
+
+/** Writes a problem as `application/problem+json`, with its headers (Retry-After, Allow, WWW-Authenticate). */
+export function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply {
+  for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
+  return reply.code(problem.status).type('application/problem+json').send(problem.toJSON());
+}
+
