@@ -1,5 +1,6 @@
 import { addSuppression } from '../consents/consents.ts';
-import { applyManifest, loadDefinitions } from '../definitions/definitions.ts';
+import { loadDefinitions } from '../definitions/definitions.ts';
+import { applyManifest } from '../definitions/manifest.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';

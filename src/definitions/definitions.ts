@@ -1,15 +1,13 @@
 import type { Static } from 'typebox';
-import { check } from '../aql/check.ts';
-import { parse } from '../aql/parser.ts';
 import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
-import { builtinChannels, builtinKeyspaces, defaultAttributes, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
+import { builtinChannels, builtinKeyspaces, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
 import type { Definitions, KeyspaceRow, Permissions, SectionDefs, TagRow, TypeVersion } from '../core/definitions.ts';
 import type { Caller } from '../core/scope.ts';
 import * as q from './queries.ts';
-import type { AttributeDefinition, EventDefinition, FolderNode, Manifest, Segment, Tag, Topic } from './schemas.ts';
+import type { AttributeDefinition, EventDefinition, FolderNode, Segment, Tag, Topic } from './schemas.ts';
 
 const TOPIC = 'definitions';
 
@@ -73,7 +71,8 @@ export class DefinitionsCache {
   }
 }
 
-async function announce(feed: ChangeFeed, tx: Queryable, accountId: string): Promise<void> {
+/** Tells every instance that an account's definitions changed, so that their caches reload them. */
+export async function announce(feed: ChangeFeed, tx: Queryable, accountId: string): Promise<void> {
   await feed.publish(tx, TOPIC, accountId);
 }
 
@@ -222,161 +221,4 @@ export async function renameTag(tx: Queryable, feed: ChangeFeed, accountId: stri
   const row = await q.updateTagName(tx, accountId, tag.tag_id, name);
   await announce(feed, tx, accountId);
   return tagView(row, false);
-}
-
-/**
- * Applies a manifest (docs/manifest.md) to an account, idempotently: items are matched by
- * discriminator and versions by position; nothing absent from the manifest is removed. A version
- * whose type or query differs from the stored one is refused, because stored data depends on it.
- */
-export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, input: Manifest): Promise<void> {
-  const m = JSON.parse(JSON.stringify(input).replaceAll('{vendor}', vendor)) as Manifest;
-  for (const k of m.keyspaces ?? []) {
-    const builtin = builtinKeyspaces(vendor).find((b) => b.discriminator === k.discriminator);
-    const current = (await q.listKeyspacesByAccount(tx, accountId)).find((c) => c.discriminator === k.discriminator);
-    const base = current ?? builtin;
-    await q.upsertKeyspace(tx, accountId, {
-      discriminator: k.discriminator,
-      name: k.name ?? base?.name ?? k.discriminator,
-      description: k.description ?? base?.description ?? '',
-      manage_subscriptions: k.manage_subscriptions ?? base?.manage_subscriptions ?? false,
-      api_access: k.api_access ?? current?.api_access ?? true,
-      kind: base?.kind ?? 'integration',
-      mapped_attribute: k.mapped_attribute !== undefined ? k.mapped_attribute : base?.mapped_attribute ?? null,
-    });
-  }
-  for (const c of m.channels ?? []) {
-    await q.upsertChannel(tx, accountId, { discriminator: c.discriminator, name: c.name, description: c.description ?? '', address_attribute: c.address_attribute ?? null });
-  }
-  const keyspaces = await q.listKeyspacesByAccount(tx, accountId);
-  const channels = await q.listChannelsByAccount(tx, accountId);
-  const permissionsOf = (given: Permissions | undefined, where: string): Permissions => {
-    if (!given) return defaultPermissions(keyspaces);
-    for (const ks of Object.keys(given)) {
-      if (!keyspaces.some((k) => k.discriminator === ks)) throw new Problem('AUD-1111', `${where}: keyspace_permissions names the unknown keyspace "${ks}"`);
-    }
-    return given;
-  };
-  const applyVersions = async (kind: 'attribute' | 'event', ownerId: string, discriminator: string, versions: { type: unknown[]; deprecated_at?: string | null; valid_from?: string }[]) => {
-    for (const [i, v] of versions.entries()) {
-      const stored = await q.findTypeVersionByOrdinal(tx, kind, accountId, ownerId, i + 1);
-      if (!stored) {
-        await q.insertTypeVersion(tx, kind, accountId, { ownerId, ordinal: i + 1, type: v.type, deprecatedAt: v.deprecated_at ?? null, validFrom: v.valid_from ?? null });
-      } else if (JSON.stringify(canonicalJson(stored.type)) !== JSON.stringify(canonicalJson(v.type))) {
-        throw new Problem('AUD-1109', `${kind} "${discriminator}" version ${i + 1} is stored with another type; add a new version instead of changing it`);
-      } else if (v.deprecated_at !== undefined && (stored.deprecated_at?.toISOString() ?? null) !== (v.deprecated_at && new Date(v.deprecated_at).toISOString())) {
-        await q.updateTypeVersionDeprecation(tx, kind, accountId, stored.version_id, v.deprecated_at);
-      }
-    }
-  };
-
-  for (const s of m.sections ?? []) {
-    const discriminator = s.discriminator ?? userCreatedDiscriminator(vendor, 'sections', s.name);
-    const { section_id: sectionId, created } = await q.upsertSection(tx, accountId, {
-      discriminator, name: s.name, description: s.description ?? '', ecommerce_connected: s.ecommerce_connected ?? false,
-    });
-    const where = `section "${discriminator}"`;
-    const attributes = [...(created ? defaultAttributes(vendor) : []), ...(s.attributes ?? [])];
-    for (const a of attributes) {
-      const ad = a.discriminator ?? userCreatedDiscriminator(vendor, 'attributes', a.name);
-      const full = a as NonNullable<typeof s.attributes>[number];
-      const id = await q.upsertAttribute(tx, accountId, {
-        section_id: sectionId, discriminator: ad, name: a.name, description: a.description ?? '',
-        hidden: full.hidden ?? false, ecommerce: full.ecommerce ?? false, keyspace_permissions: permissionsOf(full.keyspace_permissions, `${where}, attribute "${ad}"`),
-      });
-      await applyVersions('attribute', id, ad, a.versions);
-    }
-    for (const t of s.tags ?? []) {
-      const td = t.discriminator ?? userCreatedDiscriminator(vendor, 'tags', t.name);
-      await q.upsertTag(tx, accountId, { section_id: sectionId, discriminator: td, name: t.name, hidden: t.hidden ?? false, keyspace_permissions: permissionsOf(t.keyspace_permissions, `${where}, tag "${td}"`) });
-    }
-    for (const e of s.events ?? []) {
-      const ed = e.discriminator ?? userCreatedDiscriminator(vendor, 'events', e.name);
-      const id = await q.upsertEvent(tx, accountId, {
-        section_id: sectionId, discriminator: ed, name: e.name, description: e.description ?? '',
-        hidden: e.hidden ?? false, keyspace_permissions: permissionsOf(e.keyspace_permissions, `${where}, event "${ed}"`),
-      });
-      await applyVersions('event', id, ed, e.versions);
-    }
-    const folderIds = new Map((await q.listFoldersByAccount(tx, accountId)).filter((f) => f.section_id === sectionId).map((f) => [f.discriminator, f.folder_id]));
-    const folders = (s.topic_folders ?? []).map((f) => ({ ...f, discriminator: f.discriminator ?? userCreatedDiscriminator(vendor, 'topic-folders', f.name) }));
-    for (const f of folders) folderIds.set(f.discriminator, await q.upsertFolder(tx, accountId, { sectionId, discriminator: f.discriminator, name: f.name }));
-    const root = rootFolderDiscriminator(vendor);
-    const folderId = (ref: string | undefined, what: string): string | null => {
-      if (ref === undefined || ref === root) return null;
-      const id = folderIds.get(ref);
-      if (!id) throw new Problem('AUD-1111', `${where}: ${what} names the unknown topic folder "${ref}"`);
-      return id;
-    };
-    for (const f of folders) {
-      const parent = folderId(f.parent, `folder "${f.discriminator}"`);
-      if (parent === folderIds.get(f.discriminator)) throw new Problem('AUD-0', `${where}: folder "${f.discriminator}" cannot be its own parent`);
-      await q.updateFolderParent(tx, accountId, folderIds.get(f.discriminator)!, parent);
-    }
-    // Every folder must hang from the root, or the tree (DEF-18) would leave it and its topics out.
-    const stored = (await q.listFoldersByAccount(tx, accountId)).filter((f) => f.section_id === sectionId);
-    const parentOf = new Map(stored.map((f) => [f.folder_id, f.parent_folder_id]));
-    for (const f of stored) {
-      const seen = new Set<string>();
-      for (let at: string | null = f.folder_id; at !== null; at = parentOf.get(at) ?? null) {
-        if (seen.has(at)) throw new Problem('AUD-0', `${where}: the parents of folder "${f.discriminator}" form a cycle`);
-        seen.add(at);
-      }
-    }
-    for (const t of s.topics ?? []) {
-      const td = t.discriminator ?? userCreatedDiscriminator(vendor, 'topics', t.name);
-      const channel = t.channel === undefined ? undefined : channels.find((c) => c.discriminator === t.channel);
-      if (t.channel !== undefined && !channel) throw new Problem('AUD-1111', `${where}: topic "${td}" names the unknown channel "${t.channel}"`);
-      await q.upsertTopic(tx, accountId, {
-        section_id: sectionId, discriminator: td, name: t.name, description: t.description ?? '',
-        folder_id: folderId(t.folder, `topic "${td}"`), channel_id: channel?.channel_id ?? null,
-      });
-    }
-  }
-  const defs = m.segments?.length ? await loadDefinitions(tx, accountId) : undefined;
-  for (const g of m.segments ?? []) {
-    const gd = g.discriminator ?? userCreatedDiscriminator(vendor, 'segments', g.name);
-    const resolve = (query: string) => resolveManifestIds(defs!, g.section, query, `segment "${gd}"`);
-    const segmentId = await q.upsertSegment(tx, accountId, { discriminator: gd, name: g.name, description: g.description ?? '' });
-    for (const [i, v] of g.versions.entries()) {
-      const stored = await q.findSegmentVersionByOrdinal(tx, accountId, segmentId, i + 1);
-      const query = resolve(v.query);
-      // Stored segments are valid AQL for this account (docs/aql.md).
-      check(parse(query), defs!, query);
-      if (!stored) await q.insertSegmentVersion(tx, accountId, { segmentId, ordinal: i + 1, query });
-      else if (stored.query !== query) throw new Problem('AUD-1109', `segment "${gd}" version ${i + 1} is stored with another query; add a new version instead of changing it`);
-    }
-  }
-  await announce(feed, tx, accountId);
-}
-
-/** A JSON value with the keys of its objects sorted: jsonb does not keep key order, so stored and given types compare this way. */
-function canonicalJson(value: unknown): unknown {
-  if (Array.isArray(value)) return value.map(canonicalJson);
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonicalJson((value as Record<string, unknown>)[k])]));
-  }
-  return value;
-}
-
-/**
- * Replaces the references a manifest can make in AQL, whose ids are only known once applied:
- * `{section}` or `{section:DISCRIMINATOR}` by a section id, `{attribute:DISCRIMINATOR@N}` and
- * `{event:DISCRIMINATOR@N}` by the id of version N (default 1) in the segment's section.
- */
-function resolveManifestIds(defs: Definitions, sectionDiscriminator: string | undefined, query: string, where: string): string {
-  const sectionNamed = (d: string | undefined) => {
-    if (d === undefined) throw new Problem('AUD-0', `${where}: the query refers to ids, so the segment needs "section"`);
-    const section = defs.sections.find((s) => s.discriminator === d);
-    if (!section) throw new Problem('AUD-1111', `${where}: unknown section "${d}"`);
-    return section;
-  };
-  return query.replace(/\{(section|attribute|event)(?::([^{}@]+?)(?:@(\d+))?)?\}/g, (_all, kind: string, ref?: string, n?: string) => {
-    if (kind === 'section') return sectionNamed(ref ?? sectionDiscriminator).id;
-    const section = sectionNamed(sectionDiscriminator);
-    const owner = (kind === 'attribute' ? section.attributes : section.events).find((x) => x.discriminator === ref);
-    const version = owner?.versions[Number(n ?? 1) - 1];
-    if (!version) throw new Problem('AUD-1111', `${where}: no version ${n ?? 1} of ${kind} "${ref}" in section "${section.discriminator}"`);
-    return version.id;
-  });
 }
