@@ -193,7 +193,7 @@ export const consentsFollowProfiles: ProfileFollower = {
   async addressChanged(tx, scope, { canonicalId, section, attributeDiscriminator, from, to }) {
     const channels = scope.defs.channels.filter((c) => c.address_attribute === attributeDiscriminator).map((c) => c.channel_id);
     if (channels.length === 0 || from === to) return;
-    await q.updateConsentAddress(tx, scope.accountId, await clusterMembers(tx, scope, canonicalId), section.id, channels, from, to);
+    await q.updateConsentAddress(tx, scope.accountId, { memberIds: await clusterMembers(tx, scope, canonicalId), sectionId: section.id, channelIds: channels, from, to });
   },
 };
 

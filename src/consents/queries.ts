@@ -78,7 +78,9 @@ export async function listClusterConsentsBulk(db: Queryable, accountId: string, 
 }
 
 /** Points a cluster's consents given for `from` on some channels of a section at the address `to`. */
-export async function updateConsentAddress(db: Queryable, accountId: string, memberIds: string[], sectionId: string, channelIds: string[], from: string, to: string): Promise<void> {
+/** Moves the consents of a cluster's section on some channels from one address to another. */
+export async function updateConsentAddress(db: Queryable, accountId: string, move: { memberIds: string[]; sectionId: string; channelIds: string[]; from: string; to: string }): Promise<void> {
+  const { memberIds, sectionId, channelIds, from, to } = move;
   await db.query(
     `update consents set address = $6 where account_id = $1::bigint and profile_id = any($2::bigint[])
        and section_id = $3::bigint and channel_id = any($4::bigint[]) and address = $5`,

@@ -1,3 +1,5 @@
+import type { ManifestAttribute } from './schemas.ts';
+
 /**
  * The identifiers every account has (SPEC §1 rule 5, §2.1, §2.3; ENDPOINTS.md "What existing
  * clients rely on"). They are built from the configured vendor word, never written out, so that an
@@ -44,9 +46,9 @@ export function builtinChannels(vendor: string) {
 }
 
 /** The default attributes of every section: same discriminators everywhere, values per section (SPEC §1 rule 6). */
-export function defaultAttributes(vendor: string) {
+export function defaultAttributes(vendor: string): ManifestAttribute[] {
   const ns = namespace(vendor);
-  const text = (key: string, name: string, description: string) => ({ discriminator: `${ns}.attributes.${key}`, name, description, versions: [{ type: ['Text'] }] });
+  const text = (key: string, name: string, description: string): ManifestAttribute => ({ discriminator: `${ns}.attributes.${key}`, name, description, versions: [{ type: ['Text'] }] });
   return [
     text('email', 'Email', 'Email address; mapped to the email keyspace'),
     text('mobile', 'Mobile', 'Mobile phone number; mapped to the mobile keyspace'),

@@ -5,7 +5,7 @@ import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import { builtinChannels, builtinKeyspaces, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
 import type { Definitions, KeyspaceRow, Permissions, SectionDefs, TagRow, TypeVersion } from '../core/definitions.ts';
-import type { Caller } from '../core/scope.ts';
+import type { AccountScope, Caller } from '../core/scope.ts';
 import * as q from './queries.ts';
 import type { AttributeDefinition, EventDefinition, FolderNode, Segment, Tag, Topic } from './schemas.ts';
 
@@ -199,7 +199,10 @@ export async function installBuiltins(tx: Queryable, feed: ChangeFeed, vendor: s
 }
 
 /** Creates a tag in a section (SPEC §4.2) within the account's tag limit. */
-export async function createTag(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, section: SectionDefs, name: string, tagLimit: number | null) {
+export async function createTag(tx: Queryable, scope: AccountScope, feed: ChangeFeed, vendor: string, sectionDiscriminator: string, name: string) {
+  const { accountId } = scope;
+  const section = sectionOf(scope, sectionDiscriminator);
+  const tagLimit = scope.limits.tags_per_section;
   await q.lockSection(tx, accountId, section.id);
   if (tagLimit !== null && (await q.countTagsBySection(tx, accountId, section.id)) >= tagLimit) {
     throw new Problem('AUD-1108', `Section "${section.discriminator}" already has the most tags allowed (${tagLimit})`);
@@ -215,10 +218,11 @@ export async function createTag(tx: Queryable, feed: ChangeFeed, vendor: string,
 }
 
 /** Gives a tag a new name; its discriminator stays. */
-export async function renameTag(tx: Queryable, feed: ChangeFeed, accountId: string, section: SectionDefs, tagDiscriminator: string, name: string) {
-  const tag = section.tags.find((t) => t.discriminator === tagDiscriminator);
-  if (!tag) throw new Problem('AUD-1103', `Tag "${tagDiscriminator}" does not exist in section "${section.discriminator}"`);
-  const row = await q.updateTagName(tx, accountId, tag.tag_id, name);
-  await announce(feed, tx, accountId);
+export async function renameTag(tx: Queryable, scope: AccountScope, feed: ChangeFeed, ref: { section_discriminator: string; tag_discriminator: string }, name: string) {
+  const section = sectionOf(scope, ref.section_discriminator);
+  const tag = section.tags.find((t) => t.discriminator === ref.tag_discriminator);
+  if (!tag) throw new Problem('AUD-1103', `Tag "${ref.tag_discriminator}" does not exist in section "${section.discriminator}"`);
+  const row = await q.updateTagName(tx, scope.accountId, tag.tag_id, name);
+  await announce(feed, tx, scope.accountId);
   return tagView(row, false);
 }

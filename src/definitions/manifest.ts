@@ -7,12 +7,11 @@ import type { Queryable } from '../store/pool.ts';
 import { builtinKeyspaces, defaultAttributes, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
 import { announce, defaultPermissions, loadDefinitions } from './definitions.ts';
 import * as q from './queries.ts';
-import type { Manifest } from './schemas.ts';
+import type { Manifest, ManifestAttribute } from './schemas.ts';
 
 type ManifestKeyspace = NonNullable<Manifest['keyspaces']>[number];
 type ManifestChannel = NonNullable<Manifest['channels']>[number];
 type ManifestSection = NonNullable<Manifest['sections']>[number];
-type ManifestAttribute = NonNullable<ManifestSection['attributes']>[number];
 type ManifestSegment = NonNullable<Manifest['segments']>[number];
 interface ManifestVersion { type: unknown[]; deprecated_at?: string | null; valid_from?: string }
 
@@ -91,13 +90,12 @@ async function applySection(ctx: ManifestContext, s: ManifestSection): Promise<v
 }
 
 /** Upserts a section's attributes and their versions. */
-async function applyAttributes(ctx: ManifestContext, section: SectionTarget, attributes: (ManifestAttribute | ReturnType<typeof defaultAttributes>[number])[]): Promise<void> {
+async function applyAttributes(ctx: ManifestContext, section: SectionTarget, attributes: ManifestAttribute[]): Promise<void> {
   for (const a of attributes) {
     const ad = a.discriminator ?? userCreatedDiscriminator(ctx.vendor, 'attributes', a.name);
-    const full = a as ManifestAttribute;
     const id = await q.upsertAttribute(ctx.tx, ctx.accountId, {
       section_id: section.id, discriminator: ad, name: a.name, description: a.description ?? '',
-      hidden: full.hidden ?? false, ecommerce: full.ecommerce ?? false, keyspace_permissions: permissionsOf(ctx.keyspaces, full.keyspace_permissions, `${section.where}, attribute "${ad}"`),
+      hidden: a.hidden ?? false, ecommerce: a.ecommerce ?? false, keyspace_permissions: permissionsOf(ctx.keyspaces, a.keyspace_permissions, `${section.where}, attribute "${ad}"`),
     });
     await applyVersions(ctx, { kind: 'attribute', id, discriminator: ad }, a.versions);
   }

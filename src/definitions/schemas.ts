@@ -179,3 +179,5 @@ export const Manifest = Type.Object({
 }, { additionalProperties: false, description: 'A declarative description of an account (docs/manifest.md)' });
 
 export type Manifest = Static<typeof Manifest>;
+/** An attribute as a manifest declares it. */
+export type ManifestAttribute = NonNullable<NonNullable<Manifest['sections']>[number]['attributes']>[number];

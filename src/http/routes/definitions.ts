@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Caller } from '../../core/scope.ts';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../../services.ts';
+import { accountScope, type Services } from '../../services.ts';
 import * as definitions from '../../definitions/definitions.ts';
 import { AttributeDefinition, Channel, EventDefinition, FolderTree, Keyspace, Section, Segment, SegmentVersion, Tag, TagName, Topic } from '../../definitions/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
@@ -49,10 +49,8 @@ export function definitionsRoutes(services: Services) {
     app.post('/audience/sections/:section_discriminator/tags', {
       schema: { summary: 'Create a tag', tags, params: SectionParams, body: TagName, response: responses({ 201: Tag }) },
     }, async (request, reply) => {
-      const { accountId } = request.caller;
-      const section = await sectionFor(request.caller, request.params.section_discriminator);
-      const limit = (await services.accounts.get(accountId))?.limits.tags_per_section ?? null;
-      const tag = await withTransaction(services.pool, (tx) => definitions.createTag(tx, services.feed, vendor, accountId, section, request.body.name, limit));
+      const scope = await accountScope(services, request.caller.accountId, request.caller);
+      const tag = await withTransaction(services.pool, (tx) => definitions.createTag(tx, scope, services.feed, vendor, request.params.section_discriminator, request.body.name));
       return reply.code(201).send(tag);
     });
 
@@ -66,9 +64,8 @@ export function definitionsRoutes(services: Services) {
     app.put('/audience/sections/:section_discriminator/tags/:tag_discriminator', {
       schema: { summary: 'Rename a tag', tags, params: TagParams, body: TagName, response: responses({ 200: Tag }) },
     }, async (request) => {
-      const { accountId } = request.caller;
-      const section = await sectionFor(request.caller, request.params.section_discriminator);
-      return withTransaction(services.pool, (tx) => definitions.renameTag(tx, services.feed, accountId, section, request.params.tag_discriminator, request.body.name));
+      const scope = await accountScope(services, request.caller.accountId, request.caller);
+      return withTransaction(services.pool, (tx) => definitions.renameTag(tx, scope, services.feed, request.params, request.body.name));
     });
 
     app.get('/audience/sections/:section_discriminator/events', {
