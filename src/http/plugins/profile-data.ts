@@ -10,7 +10,7 @@ export type ScopeOf = (request: FastifyRequest) => Promise<AccountScope>;
 /**
  * The profile data plane (profiles, consents, segments, imports): its route modules, registered
  * together under the limit of SPEC §8 of at most 10 consecutive operations per second on one
- * profile key, with one way of getting a request's profile scope.
+ * profile key, with one way of getting a request's scope.
  */
 export function profileDataPlane(services: Services, routes: ((services: Services, scopeOf: ScopeOf) => (app: FastifyInstance) => Promise<void>)[]) {
   return async (app: FastifyInstance) => {
