@@ -3,7 +3,7 @@ import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import { installBuiltins } from '../definitions/definitions.ts';
-import { effectiveLimits, LIMIT_NAMES, type LimitOverrides, type Limits } from '../core/limits.ts';
+import { effectiveLimits, LIMIT_NAMES, LIMIT_RANGES, type LimitName, type LimitOverrides, type Limits } from '../core/limits.ts';
 import * as q from './queries.ts';
 
 export interface Account {
@@ -22,15 +22,20 @@ function view(row: q.AccountRow): Account {
   return { id: row.account_id, name: row.name, region: row.region, limit_overrides: row.limits, limits: effectiveLimits(row.limits), created_at: row.created_at.toISOString() };
 }
 
-function checkLimitNames(limits: LimitOverrides): void {
-  for (const name of Object.keys(limits)) {
+/** Refuses overrides that name no limit or leave a limit's range (the manifest's `account.limits` reaches here unchecked by a schema). */
+function checkLimits(limits: LimitOverrides): void {
+  for (const [name, value] of Object.entries(limits)) {
     if (!(LIMIT_NAMES as string[]).includes(name)) throw new Problem('AUD-0', `limits.${name} is not a limit; the limits are ${LIMIT_NAMES.join(', ')}`);
+    const range = LIMIT_RANGES[name as LimitName];
+    if (range && value !== null && (value < range.minimum || value > range.maximum)) {
+      throw new Problem('AUD-0', `limits.${name} must be from ${range.minimum} to ${range.maximum}, or null for the default`);
+    }
   }
 }
 
 /** Creates an account with the keyspaces and channels every account has. */
 export async function createAccount(tx: Queryable, feed: ChangeFeed, vendor: string, input: { name: string; region: string; limits?: LimitOverrides }): Promise<Account> {
-  checkLimitNames(input.limits ?? {});
+  checkLimits(input.limits ?? {});
   const row = await q.insertAccount(tx, { name: input.name, region: input.region, limits: input.limits ?? {} });
   await installBuiltins(tx, feed, vendor, row.account_id);
   return view(row);
@@ -52,7 +57,7 @@ export async function countAccounts(db: Queryable): Promise<number> {
 
 /** Renames an account or replaces its limit overrides. */
 export async function updateAccount(tx: Queryable, feed: ChangeFeed, accountId: string, changes: { name?: string; limits?: LimitOverrides }): Promise<Account> {
-  if (changes.limits) checkLimitNames(changes.limits);
+  if (changes.limits) checkLimits(changes.limits);
   const row = await q.updateAccount(tx, accountId, changes);
   if (!row) throw new Problem('AUD-1110', `Account "${accountId}" does not exist`);
   await feed.publish(tx, TOPIC, accountId);

@@ -193,6 +193,47 @@ describe('POST /oauth/token', () => {
 
 // ---- Bearer authentication ----
 
+describe('Token lifetime', () => {
+  // The PrestaShop and Drupal clients refresh once now + expires_in - 3600 has passed: with a
+  // one-hour token they asked on every call and ran into the token limit.
+  it('AUTH-07 tokens live 24 hours by default, with exp to match, and serve for the 23 hours such clients keep them', async () => {
+    const own = await TestServer.start();
+    try {
+      const creds = await own.createAccount();
+      const res = await tokenJson(grant(creds), own);
+      expect(res.status).toBe(200);
+      expect(res.body.expires_in).toBe(24 * 3600);
+      const payload = jose.decodeJwt(res.body.access_token);
+      expect(payload.exp! - payload.iat!).toBe(24 * 3600);
+      own.clock.advance((24 * 3600 - 3600) * 1000);
+      expect((await sections(res.body.access_token, own)).status).toBe(200);
+      own.clock.advance(3600 * 1000 + 1000);
+      expect401(await sections(res.body.access_token, own));
+    } finally {
+      await own.close();
+    }
+  });
+
+  it('AUTH-07 an account may shorten it, to no less than 2 hours; null restores the 24 hours', async () => {
+    const creds = await server.createAccount({}, { limits: { token_lifetime_seconds: 7200 } });
+    let res = await tokenJson(grant(creds));
+    expect(res.body.expires_in).toBe(7200);
+    const payload = jose.decodeJwt(res.body.access_token);
+    expect(payload.exp! - payload.iat!).toBe(7200);
+    for (const wrong of [3600, 24 * 3600 + 1]) {
+      const refused = await server.admin('PATCH', `/admin/accounts/${creds.accountId}`, { limits: { token_lifetime_seconds: wrong } });
+      expectSpecProblem(refused, 400);
+      expect(refused.body.detail).toContain('token_lifetime_seconds');
+    }
+    const manifest = await server.admin('PUT', `/admin/accounts/${creds.accountId}/manifest`, { account: { limits: { token_lifetime_seconds: 60 } } });
+    expectSpecProblem(manifest, 400);
+    expect(manifest.body.detail).toContain('token_lifetime_seconds');
+    expect((await server.admin('PATCH', `/admin/accounts/${creds.accountId}`, { limits: { token_lifetime_seconds: null } })).status).toBe(200);
+    res = await tokenJson(grant(creds));
+    expect(res.body.expires_in).toBe(24 * 3600);
+  });
+});
+
 describe('Bearer authentication', () => {
   it('AUTH-08 a token is accepted for any number of calls until its exp passes', async () => {
     const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null, requests_per_second: null } });

@@ -3,6 +3,7 @@ import type pg from 'pg';
 import * as jose from "jose";
 import type { JWK } from "jose";
 import type { Clock } from '../core/clock.ts';
+import { DEFAULT_LIMITS, type Limits } from '../core/limits.ts';
 import { Problem } from '../core/problems.ts';
 import type { Caller } from '../core/scope.ts';
 import type { ChangeFeed } from '../store/changes.ts';
@@ -16,8 +17,6 @@ export interface IssuedToken {
   token_type: 'Bearer';
 }
 
-/** Seconds a token lives (SPEC §5.4 allows up to 24 hours). */
-export const TOKEN_LIFETIME_SECONDS = 3600;
 /** A rotated signing key keeps verifying for the longest a token it signed can live. */
 const ROTATION_GRACE_SECONDS = 24 * 3600;
 const ISSUER = 'audience';
@@ -95,32 +94,34 @@ export class ApiKeys {
   }
 
   /**
-   * The client-credentials grant (SPEC §4.1). `accountRegion` tells which region the key's account
-   * belongs to; a key is only served in its own region.
+   * The client-credentials grant (SPEC §4.1). `accountOf` tells the region the key's account
+   * belongs to (a key is only served in its own region) and how long its tokens live.
    */
-  async issueToken(clientId: string, clientSecret: string, accountRegion: (accountId: string) => Promise<string | undefined>): Promise<IssuedToken> {
+  async issueToken(clientId: string, clientSecret: string, accountOf: (accountId: string) => Promise<{ region: string; limits: Limits } | undefined>): Promise<IssuedToken> {
     const key = await this.apiKeys.get(clientId);
     const given = hashSecret(clientSecret);
     if (!key || key.deleted_at || !crypto.timingSafeEqual(key.secret_hash, given)) {
       throw new Problem('AUD-1009', 'The client_id and client_secret do not match an API key');
     }
-    const region = await accountRegion(key.account_id);
-    if (region !== this.region) {
+    const account = await accountOf(key.account_id);
+    const region = account?.region;
+    if (!account || region !== this.region) {
       throw new Problem('AUD-1009', `The account of this API key belongs to region "${region}"; request tokens at that region's base address`);
     }
     const keys = await this.signingKeys.get('all');
     if (!keys.signing) throw new Error('no signing key');
     const now = Math.floor(this.clock() / 1000);
+    const lifetime = account.limits.token_lifetime_seconds ?? DEFAULT_LIMITS.token_lifetime_seconds;
     const token = await new jose.SignJWT({ account: key.account_id })
       .setProtectedHeader({ alg: 'ES256', kid: keys.signing.kid, typ: 'JWT' })
       .setIssuer(ISSUER)
       .setAudience(regionAudience(this.region))
       .setSubject(clientId)
       .setIssuedAt(now)
-      .setExpirationTime(now + TOKEN_LIFETIME_SECONDS)
+      .setExpirationTime(now + lifetime)
       .setJti(crypto.randomUUID())
       .sign(keys.signing.key);
-    return { access_token: token, expires_in: TOKEN_LIFETIME_SECONDS, token_type: 'Bearer' };
+    return { access_token: token, expires_in: lifetime, token_type: 'Bearer' };
   }
 
   /** The account an API key belongs to, for rate-limiting token requests before the secret is checked. */
@@ -198,7 +199,8 @@ export class ApiKeys {
     return withTransaction(this.pool, async (tx) => {
       await q.lockSigningKeys(tx);
       const kid = await this.insertNewSigningKey(tx);
-      await q.retireSigningKeysExcept(tx, kid, ROTATION_GRACE_SECONDS);
+      // The service's clock, which decides when a token expires, also decides when its key retires.
+      await q.retireSigningKeysExcept(tx, kid, new Date(this.clock() + ROTATION_GRACE_SECONDS * 1000));
       await this.feed.publish(tx, SIGNING_TOPIC, 'all');
       return { kid };
     });

@@ -62,11 +62,10 @@ export async function insertSigningKey(db: Queryable, key: { kid: string; privat
 }
 
 /** Stops every signing key but `kid` from signing; they keep verifying for `graceSeconds`. */
-export async function retireSigningKeysExcept(db: Queryable, kid: string, graceSeconds: number): Promise<void> {
+export async function retireSigningKeysExcept(db: Queryable, kid: string, retiredAt: Date): Promise<void> {
   await db.query(
-    `update signing_keys set retired_at = now() + make_interval(secs => $2)
-     where kid <> $1 and retired_at is null`,
-    [kid, graceSeconds],
+    `update signing_keys set retired_at = $2 where kid <> $1 and retired_at is null`,
+    [kid, retiredAt],
   );
 }
 

@@ -16,6 +16,12 @@ export const DEFAULT_LIMITS = {
   pending_imports: 3,
   pending_exports: 10,
   merges_per_profile: 500,
+  /**
+   * Seconds an access token lives (SPEC §5.4: up to 24 hours). Real clients refresh when
+   * `expires_in - 3600` has passed, so a shorter lifetime makes them ask on nearly every call;
+   * an account may shorten it to no less than 2 hours, and null means the 24 hours.
+   */
+  token_lifetime_seconds: 86_400,
 } as const;
 
 export type LimitName = keyof typeof DEFAULT_LIMITS;
@@ -23,6 +29,11 @@ export type Limits = { [K in LimitName]: number | null };
 export type LimitOverrides = Partial<Limits>;
 
 export const LIMIT_NAMES = Object.keys(DEFAULT_LIMITS) as LimitName[];
+
+/** The range of each limit that has one, beyond being a whole number of at least 0. */
+export const LIMIT_RANGES: Partial<Record<LimitName, { minimum: number; maximum: number }>> = {
+  token_lifetime_seconds: { minimum: 2 * 3600, maximum: 24 * 3600 },
+};
 
 /** The limits in force for an account: its overrides over the defaults. */
 export function effectiveLimits(overrides: LimitOverrides): Limits {

@@ -72,6 +72,20 @@ export async function buildApp(services: Services, options: { logger?: boolean |
       };
       route.preValidation = [normalise, ...[route.preValidation ?? []].flat()];
     }
+    // Unknown top-level fields of a body are ignored, as the platform does: real clients send
+    // their own (the Drupal module sends time_zone with every merge). Bodies whose keys are data
+    // (merge-patch attribute and tag maps) have no fixed fields and are checked as data; the
+    // operator API (manifests included) stays strict, where an unknown field is a typo to report.
+    const body = route.schema?.body as { type?: string; properties?: Record<string, unknown>; additionalProperties?: unknown } | undefined;
+    if (body?.type === 'object' && body.properties && body.additionalProperties === false && route.config?.auth !== 'admin') {
+      const known = new Set(Object.keys(body.properties));
+      const ignoreUnknownFields = async (request: FastifyRequest) => {
+        const fields = request.body;
+        if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) return;
+        for (const name of Object.keys(fields)) if (!known.has(name)) delete (fields as Record<string, unknown>)[name];
+      };
+      route.preValidation = [ignoreUnknownFields, ...[route.preValidation ?? []].flat()];
+    }
   });
 
   const registry = new client.Registry();

@@ -764,6 +764,22 @@ describe('profiles: merge', () => {
     expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, raw: conflict, headers }), 409, 'AUD-1215');
   });
 
+  it('COMP-13 the Drupal module\'s form-encoded merge, which adds time_zone, merges: unknown top-level fields are ignored', async () => {
+    const a = mail('drupal');
+    const b = uid('cookie');
+    expect((await create(EMAIL, a)).status).toBe(201);
+    const raw = `profiles[0][keyspace_discriminator]=${EMAIL}&profiles[0][profile_key]=${encodeURIComponent(a)}&profiles[1][keyspace_discriminator]=${WEB}&profiles[1][profile_key]=${b}&time_zone=Europe%2FOslo`;
+    expectNoContent(await server.request('PUT', '/audience/profiles/merges', { token, raw, headers: { 'content-type': 'application/x-www-form-urlencoded' } }));
+    expect(await attrs(WEB, b)).toEqual({ [A_EMAIL]: a });
+    // The same in JSON; fields inside a profile reference are not top-level and stay checked.
+    const c = uid('cookie');
+    expectNoContent(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: a }, { keyspace_discriminator: WEB, profile_key: c }], time_zone: 'Europe/Oslo' } }));
+    expect(await attrs(WEB, c)).toEqual({ [A_EMAIL]: a });
+    const nested = await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: a, extra: 1 }, { keyspace_discriminator: WEB, profile_key: uid('cookie') }] } });
+    expectProblem(nested, 400);
+    expect(nested.body.detail).toContain('profiles[0].extra');
+  });
+
   it('COMP-15 COMP-16 web visitors merge like other profiles; after a 409 a new web key merges with the known profile', async () => {
     const ann = mail('ann');
     const bob = mail('bob');

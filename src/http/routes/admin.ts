@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import { REGIONS } from '../../config.ts';
 import type { Services } from '../../services.ts';
 import * as accounts from '../../accounts/accounts.ts';
-import { LIMIT_NAMES } from '../../core/limits.ts';
+import { LIMIT_NAMES, LIMIT_RANGES } from '../../core/limits.ts';
 import { applyAccountManifest } from '../../accounts/manifest.ts';
 import * as consents from '../../consents/consents.ts';
 import { Suppression } from '../../consents/schemas.ts';
@@ -14,8 +14,10 @@ import { Problem } from '../../core/problems.ts';
 import { DateTime } from '../../core/schemas.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
 
-const LimitValue = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
-const LimitsSchema = Type.Object(Object.fromEntries(LIMIT_NAMES.map((n) => [n, Type.Optional(LimitValue)])), { additionalProperties: false, description: 'Limit overrides; null lifts a limit' });
+const LimitsSchema = Type.Object(
+  Object.fromEntries(LIMIT_NAMES.map((n) => [n, Type.Optional(Type.Union([Type.Integer(LIMIT_RANGES[n] ?? { minimum: 0 }), Type.Null()]))])),
+  { additionalProperties: false, description: 'Limit overrides; null lifts a limit (token_lifetime_seconds: back to 24 hours)' },
+);
 const Account = Type.Object({
   id: Type.String(), name: Type.String(), region: Type.String(),
   limit_overrides: Type.Record(Type.String(), Type.Union([Type.Integer(), Type.Null()])),

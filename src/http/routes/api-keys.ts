@@ -32,7 +32,7 @@ export function apiKeysRoutes(services: Services) {
       const accountId = await services.apiKeys.accountOfClient(client_id);
       if (accountId) await spend(services, accountId, accountId, 'token_requests_per_minute');
       else await spend(services, null, `ip:${request.ip}`, 'token_requests_per_minute');
-      return services.apiKeys.issueToken(client_id, client_secret, async (id) => (await services.accounts.get(id))?.region);
+      return services.apiKeys.issueToken(client_id, client_secret, async (id) => (await services.accounts.get(id)) ?? undefined);
     });
 
     app.get('/.well-known/jwks.json', {
