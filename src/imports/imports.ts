@@ -10,8 +10,8 @@ import { keyspaceForProfileAccess } from '../definitions/definitions.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
-import type { ImportV1, ImportV2 } from './schemas.ts';
-import type { Definitions, KeyspaceRow, SectionDefs } from '../core/definitions.ts';
+import type { ImportRequest } from './schemas.ts';
+import { attributeTypeOf, requireWrite, type AttributeType, type Definitions, type KeyspaceRow, type SectionDefs } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
 
 /** SPEC §8: the upload window and the largest file. */
@@ -23,23 +23,36 @@ const FAILURES_SHOWN = 1000;
 /** What an import writes, resolved against the account's definitions. */
 export interface ImportPlan {
   section: SectionDefs;
-  keyspaces: { keyspace: KeyspaceRow; column: string; mergeProfiles: boolean }[];
+  keyspaces: PlannedKeyspace[];
   updateExisting: boolean;
   clearExisting: boolean;
-  attributes: { column: string; versionId: string; typeName: string }[];
+  attributes: { column: string; versionId: string; typeName: AttributeType }[];
   tagIds: string[];
   consents: { column: string; addressColumn: string | undefined; topicId: string; channelId: string; addressAttribute: string; type: string; resubscribe: boolean }[];
 }
 
-function writable(permissions: Record<string, string[]>, keyspace: KeyspaceRow): boolean {
-  return permissions[keyspace.discriminator]?.includes('write') ?? false;
-}
+/** A keyspace an import locates profiles in, and the column holding its keys. */
+interface PlannedKeyspace { keyspace: KeyspaceRow; column: string; mergeProfiles: boolean }
 
 /** Checks an import request against SPEC §4.6 and resolves what it writes; throws the problem of the first fault. */
-export function planImport(defs: Definitions, section: SectionDefs, version: 1 | 2, body: ImportV1 | ImportV2): ImportPlan {
-  const mappings = version === 1
-    ? (body as ImportV1).keyspace_mappings.map((m, i) => ({ discriminator: m.keyspace_discriminator, column: m.field_selector, merge: m.merge_profiles ?? false, field: `keyspace_mappings[${i}]` }))
-    : [{ discriminator: (body as ImportV2).keyspace_mapping.keyspace_discriminator, column: (body as ImportV2).keyspace_mapping.field_selector, merge: false, field: 'keyspace_mapping' }];
+export function planImport(defs: Definitions, section: SectionDefs, request: ImportRequest): ImportPlan {
+  // In this order: the problem answered is that of the first fault.
+  const keyspaces = planKeyspaces(defs, request);
+  const attributes = planAttributes(section, request.body, keyspaces);
+  const tagIds = planTags(section, request.body, keyspaces);
+  const consents = planConsents(defs, section, request);
+  return {
+    section, keyspaces, attributes, tagIds, consents,
+    updateExisting: request.body.options?.update_existing_profiles ?? true,
+    clearExisting: request.body.options?.clear_existing_attributes ?? false,
+  };
+}
+
+/** The keyspace mappings: keyspaces that manage subscriptions and take writes, one only beside channel-specific topics (version 1). */
+function planKeyspaces(defs: Definitions, request: ImportRequest): PlannedKeyspace[] {
+  const mappings = request.version === 1
+    ? request.body.keyspace_mappings.map((m, i) => ({ discriminator: m.keyspace_discriminator, column: m.field_selector, merge: m.merge_profiles ?? false, field: `keyspace_mappings[${i}]` }))
+    : [{ discriminator: request.body.keyspace_mapping.keyspace_discriminator, column: request.body.keyspace_mapping.field_selector, merge: false, field: 'keyspace_mapping' }];
   const keyspaces = mappings.map((m) => {
     const keyspace = keyspaceForProfileAccess(defs, m.discriminator);
     if (!keyspace.manage_subscriptions) throw new Problem('AUD-1609', `${m.field}.keyspace_discriminator: "${keyspace.discriminator}" does not manage subscriptions and cannot be used for imports`);
@@ -47,27 +60,44 @@ export function planImport(defs: Definitions, section: SectionDefs, version: 1 |
     return { keyspace, column: m.column, mergeProfiles: m.merge };
   });
   const channelSpecific = defs.sections.some((s) => s.topics.some((t) => t.channel_id !== null));
-  if (version === 1 && keyspaces.length > 1 && channelSpecific) {
+  if (request.version === 1 && keyspaces.length > 1 && channelSpecific) {
     throw new Problem('AUD-1801', 'keyspace_mappings: with channel-specific topics on the account, an import (version 1) takes one keyspace mapping');
   }
-  const attributes = body.attribute_mappings.map((m, i) => {
+  return keyspaces;
+}
+
+/** The attribute mappings: current, visible attribute versions of the section, writable through every keyspace. */
+function planAttributes(section: SectionDefs, body: ImportRequest['body'], keyspaces: PlannedKeyspace[]): ImportPlan['attributes'] {
+  return body.attribute_mappings.map((m, i) => {
     const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === m.attribute_version_id));
     const field = `attribute_mappings[${i}].attribute_version_id`;
     if (!attribute) throw new Problem('AUD-1206', `${field}: attribute version "${m.attribute_version_id}" is not defined in section "${section.discriminator}"`);
     if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
     const v = attribute.versions.find((x) => x.id === m.attribute_version_id)!;
     if (v.deprecated_at !== null) throw new Problem('AUD-1207', `${field}: version ${v.id} of "${attribute.discriminator}" is deprecated`);
-    for (const k of keyspaces) if (!writable(attribute.keyspace_permissions, k.keyspace)) throw new Problem('AUD-1208', `${field}: "${attribute.discriminator}" is not writable through the keyspace "${k.keyspace.discriminator}"`);
-    return { column: m.field_selector, versionId: v.id, typeName: String(v.type[0]) };
+    for (const k of keyspaces) requireWrite('attribute', attribute, k.keyspace, field);
+    return { column: m.field_selector, versionId: v.id, typeName: attributeTypeOf(v) };
   });
-  const tagIds = (body.tag_mappings ?? []).map((m, i) => {
+}
+
+/** The tag mappings: visible tags of the section, writable through every keyspace. */
+function planTags(section: SectionDefs, body: ImportRequest['body'], keyspaces: PlannedKeyspace[]): string[] {
+  return (body.tag_mappings ?? []).map((m, i) => {
     const tag = section.tags.find((t) => t.discriminator === m.tag_discriminator);
     if (!tag || tag.hidden) throw new Problem('AUD-1218', `tag_mappings[${i}].tag_discriminator: tag "${m.tag_discriminator}" is not defined in section "${section.discriminator}"`);
-    for (const k of keyspaces) if (!writable(tag.keyspace_permissions, k.keyspace)) throw new Problem('AUD-1208', `tag_mappings[${i}]: the tag "${tag.discriminator}" is not writable through the keyspace "${k.keyspace.discriminator}"`);
+    for (const k of keyspaces) requireWrite('tag', tag, k.keyspace, `tag_mappings[${i}]`);
     return tag.tag_id;
   });
+}
+
+/** The consent mappings: each a topic of the section on a channel with an address attribute, each topic and channel once. */
+function planConsents(defs: Definitions, section: SectionDefs, request: ImportRequest): ImportPlan['consents'] {
+  // Only version 1 names an address column; version 2 reads the address from the profile.
+  const mappings = request.version === 1
+    ? (request.body.consent_mappings ?? []).map((m) => m.consents.map((c) => ({ ...c, addressColumn: c.address_field_selector })))
+    : (request.body.consent_mappings ?? []).map((m) => m.consents.map((c) => ({ ...c, addressColumn: undefined })));
   const seen = new Set<string>();
-  const consents = (body.consent_mappings ?? []).flatMap((mapping, i) => mapping.consents.map((c, j) => {
+  return mappings.flatMap((consents, i) => consents.map((c, j) => {
     const field = `consent_mappings[${i}].consents[${j}]`;
     const topic = section.topics.find((t) => t.discriminator === c.topic_discriminator);
     if (!topic) throw new Problem('AUD-1610', `${field}.topic_discriminator: topic "${c.topic_discriminator}" not found in section "${section.discriminator}"`);
@@ -85,24 +115,19 @@ export function planImport(defs: Definitions, section: SectionDefs, version: 1 |
     if (seen.has(id)) throw new Problem('AUD-1803', `${field}: another consent mapping already updates the topic "${topic.discriminator}" on "${channel!.discriminator}"`);
     seen.add(id);
     return {
-      column: c.field_selector, addressColumn: version === 1 ? (c as { address_field_selector?: string }).address_field_selector : undefined,
+      column: c.field_selector, addressColumn: c.addressColumn,
       topicId: topic.topic_id, channelId: channel!.channel_id, addressAttribute: channel!.address_attribute!, type: c.type, resubscribe: c.resubscribe_if_opted_out ?? false,
     };
   }));
-  return {
-    section, keyspaces, attributes, tagIds, consents,
-    updateExisting: body.options?.update_existing_profiles ?? true,
-    clearExisting: body.options?.clear_existing_attributes ?? false,
-  };
 }
 
 /**
  * Creates an import (SPEC §4.6): checks the request, holds one of the account's pending places,
  * and answers the signed upload form, valid for 5 minutes.
  */
-export async function createImport(tx: Queryable, scope: AccountScope, signer: UploadSigner, sectionDiscriminator: string, version: 1 | 2, body: ImportV1 | ImportV2) {
+export async function createImport(tx: Queryable, scope: AccountScope, signer: UploadSigner, sectionDiscriminator: string, request: ImportRequest) {
   const section = sectionOf(scope, sectionDiscriminator);
-  planImport(scope.defs, section, version, body);
+  planImport(scope.defs, section, request);
   await q.lockAccountImports(tx, scope.accountId);
   const pending = await q.countPendingImports(tx, scope.accountId, scope.now);
   const limit = scope.limits.pending_imports;
@@ -110,7 +135,7 @@ export async function createImport(tx: Queryable, scope: AccountScope, signer: U
   const importId = crypto.randomUUID();
   const fileKey = `imports/${scope.accountId}/${importId}.csv`;
   const expiresAt = new Date(scope.now.getTime() + UPLOAD_WINDOW_MS);
-  await q.insertImport(tx, scope.accountId, { importId, sectionId: section.id, version, request: body, fileKey, uploadExpiresAt: expiresAt });
+  await q.insertImport(tx, scope.accountId, { importId, sectionId: section.id, request, fileKey, uploadExpiresAt: expiresAt });
   const form = signer.form({ key: fileKey, metaId: `${scope.accountId}/${importId}`, contentType: 'text/csv', maxBytes: MAX_FILE_BYTES, expiresAt }, scope.now);
   return { import_id: importId, file_upload_url: form.url, file_upload_body: form.fields, file_upload_url_expires_at: expiresAt.toISOString() };
 }

@@ -11,8 +11,8 @@ import type { FileStore } from '../files/store.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { planImport, type ImportPlan } from './imports.ts';
 import * as q from './queries.ts';
-import type { ImportV1, ImportV2 } from './schemas.ts';
 import type { AccountScope } from '../core/scope.ts';
+import type { AttributeType } from '../core/definitions.ts';
 
 /** Rows written per transaction: large enough for set-based statements, small enough to resume cheaply. */
 export const BATCH_ROWS = 2000;
@@ -31,7 +31,7 @@ class RowError extends Error {}
 const FALSE_CELLS = new Set(['', '0', 'false', 'no', 'n']);
 
 /** A cell as a value of an attribute type (docs/imports.md "Cells"): dates in the formats people send become the type's form. */
-export function convertCell(typeName: string, cell: string, column: string): unknown {
+export function convertCell(typeName: AttributeType, cell: string, column: string): unknown {
   const text = cell.trim();
   const fail = (what: string) => new RowError(`column "${column}": "${cell}" is not ${what}`);
   switch (typeName) {
@@ -166,6 +166,15 @@ export interface IngestDeps {
   scopeOf(accountId: string): Promise<AccountScope>;
 }
 
+/** A row refused, with its line in the file. */
+interface RowFailure { line: number; reason: string }
+
+/** How an import ends: its last status and, for an error, the reason its status shows. */
+interface Ending { status: 'completed' | 'error'; message?: string }
+
+/** One run of an import job, with what its batches are written by. */
+interface ImportRun { deps: IngestDeps; accountId: string; importId: string; plan: ImportPlan; lease: { renew(): Promise<void> } }
+
 /**
  * The worker's import job: streams the file (never whole), parses it as CSV with a header row,
  * and writes rows in batches, each in one transaction with the import's progress, so that a worker
@@ -176,123 +185,106 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
   const importId = String(job.payload.import_id);
   const row = await q.findImport(deps.pool, accountId, importId);
   if (!row) return;
-  /**
-   * Ends the import. Its file goes then: it holds personal data, and the report keeps what is
-   * needed of failed rows (line and reason). A job that ended the import but not the removal (a
-   * crash, the store unreachable) removes the file when it runs again.
-   */
-  const end = async (status: 'completed' | 'error', message?: string) => {
-    if (row.status !== status) await q.setImportStatus(deps.pool, accountId, importId, status, message);
-    await deps.files.remove(row.file_key);
-  };
-  if (row.status === 'completed' || row.status === 'error') return end(row.status);
+  if (row.status === 'completed' || row.status === 'error') return endImport(deps, accountId, importId, row, { status: row.status });
   await q.setImportStatus(deps.pool, accountId, importId, 'in_progress');
   const scope = await deps.scopeOf(accountId);
   const section = scope.defs.sections.find((s) => s.id === row.section_id);
   let plan: ImportPlan;
   try {
     if (!section) throw new Problem('AUD-1102', 'The section of the import no longer exists');
-    plan = planImport(scope.defs, section, row.version as 1 | 2, row.request as ImportV1 | ImportV2);
+    plan = planImport(scope.defs, section, q.importRequestOf(row));
   } catch (err) {
     if (!(err instanceof Problem)) throw err;
-    return end('error', err.detail);
+    return endImport(deps, accountId, importId, row, { status: 'error', message: err.detail });
   }
+  await endImport(deps, accountId, importId, row, await ingestFile({ deps, accountId, importId, plan, lease }, row));
+}
 
+/**
+ * Ends the import. Its file goes then: it holds personal data, and the report keeps what is
+ * needed of failed rows (line and reason). A job that ended the import but not the removal (a
+ * crash, the store unreachable) removes the file when it runs again.
+ */
+async function endImport(deps: IngestDeps, accountId: string, importId: string, row: q.ImportRowDb, ending: Ending): Promise<void> {
+  if (row.status !== ending.status) await q.setImportStatus(deps.pool, accountId, importId, ending.status, ending.message);
+  await deps.files.remove(row.file_key);
+}
+
+/** Reads the import's file and writes its data rows through the lanes; answers how the import ends. */
+async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
+  const { deps, plan } = run;
   const delimiter = await sniffDelimiter(deps.files.read(row.file_key));
   // pipeline, not pipe: a failing read (a disk or network error) fails the parser, and so the job.
   const parser = pipeline(deps.files.read(row.file_key), parseCsv({
     bom: true, delimiter, relax_column_count: true, relax_quotes: true, skip_empty_lines: true, info: true, trim: false,
   }), () => {});
   // The lanes of this import: those of its first run, so that a resumed import skips the same rows.
-  const laneCount = row.lanes_done?.length ?? (plan.keyspaces.length === 1 ? LANES : 1);
-  if (!row.lanes_done) await q.startImportLanes(deps.pool, accountId, importId, laneCount);
-  const lanes: Lane[] = Array.from({ length: laneCount }, (_, index) => ({ index, done: row.lanes_done?.[index] ?? 0, batch: emptyBatch(), writing: Promise.resolve() }));
+  const lanesDone = row.lanes_done ?? new Array<number>(plan.keyspaces.length === 1 ? LANES : 1).fill(0);
+  if (!row.lanes_done) await q.startImportLanes(deps.pool, run.accountId, run.importId, lanesDone.length);
+  const lanes = new ImportLanes(run, lanesDone);
   let columns: Map<string, number> | undefined;
-  let rowsRead = 0;
   // csv-parse counts a CR LF inside a quoted cell as two lines; these are the ones counted so far.
   let doubleCounted = 0;
-  const write = async (lane: Lane, batch: ParsedBatch, rowsDone: number) => {
-    for (let attempt = 1; ; attempt++) {
-      const scope = await deps.scopeOf(accountId);
-      try {
-        await withTransaction(deps.pool, (tx) => applyBatch(tx, scope, plan, importId, lane.index, batch, rowsDone));
-        break;
-      } catch (err) {
-        // The other lane, or an API request, wrote the same profile at the same time: the batch
-        // is written again, and then finds that profile.
-        if (attempt >= WRITE_ATTEMPTS || !RETRIED_CODES.has(String((err as { code?: unknown }).code))) throw err;
-      }
-    }
-    await lease.renew();
-  };
-  /** Waits for the lane's batch in flight, and starts writing the one it has read. */
-  const flush = async (lane: Lane) => {
-    if (lane.batch.found === 0) return;
-    const batch = lane.batch;
-    lane.batch = emptyBatch();
-    await lane.writing;
-    lane.writing = write(lane, batch, rowsRead);
-    // Awaited by the next flush or at the end; until then its failure must not count as unhandled.
-    lane.writing.catch(() => {});
-  };
-  const finish = async () => {
-    for (const lane of lanes) await flush(lane);
-    for (const lane of lanes) await lane.writing;
-  };
   try {
     for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
       // info.lines is the record's last line; a row is reported at its first line.
-      let breaks = 0;
-      for (const cell of record) {
-        if (!/[\r\n]/.test(cell)) continue;
-        breaks += cell.match(/\r\n|\r|\n/g)!.length;
-        doubleCounted += cell.match(/\r\n/g)?.length ?? 0;
-      }
-      const line = info.lines - doubleCounted - breaks;
+      const breaks = lineBreaksIn(record);
+      doubleCounted += breaks.crlf;
+      const line = info.lines - doubleCounted - breaks.all;
       if (!columns) {
         columns = new Map(record.map((name, i) => [name.trim(), i]));
-        const needed = [...plan.keyspaces.map((k) => k.column), ...plan.attributes.map((a) => a.column), ...plan.consents.flatMap((c) => [c.column, ...(c.addressColumn ? [c.addressColumn] : [])])];
-        const missing = needed.filter((c) => !columns!.has(c));
+        const missing = missingColumns(plan, columns);
         if (missing.length > 0) {
           parser.destroy();
-          return end('error', `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})`);
+          return { status: 'error', message: `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})` };
         }
         continue;
       }
-      rowsRead++;
-      let parsed: Parsed | undefined;
-      let failure: string | undefined;
-      try {
-        parsed = parseRecord(plan, columns, record, line);
-      } catch (err) {
-        if (!(err instanceof RowError)) throw err;
-        failure = err.message;
-      }
-      // A key's rows go to one lane, and so are written in file order; a refused row to any.
-      const lane = lanes[parsed ? laneOf(parsed.key, lanes.length) : rowsRead % lanes.length];
-      if (rowsRead <= lane.done) continue;
-      lane.batch.found++;
-      if (parsed) lane.batch.parsed.push(parsed);
-      else lane.batch.failures.push({ line, reason: failure! });
-      if (lane.batch.found >= BATCH_ROWS) await flush(lane);
+      await lanes.add(readRow(plan, columns, record, line));
     }
   } catch (err) {
-    if (err instanceof Error && 'code' in err && String((err as { code: unknown }).code).startsWith('CSV_')) {
+    if (err instanceof Error && 'code' in err && String(err.code).startsWith('CSV_')) {
       // The rows before the fault are written; the import ends there.
-      await finish().catch(() => {});
-      return end('error', `The file is not valid CSV: ${err.message}`);
+      await lanes.finish().catch(() => {});
+      return { status: 'error', message: `The file is not valid CSV: ${err.message}` };
     }
     throw err;
   }
-  await finish();
-  if (!columns) {
-    return end('error', 'The file is empty: a header row is needed');
+  await lanes.finish();
+  if (!columns) return { status: 'error', message: 'The file is empty: a header row is needed' };
+  return { status: 'completed' };
+}
+
+/** Line breaks inside a record's cells: all of them, and the CR LF ones, which csv-parse counts as two lines. */
+function lineBreaksIn(record: string[]): { all: number; crlf: number } {
+  let all = 0;
+  let crlf = 0;
+  for (const cell of record) {
+    if (!/[\r\n]/.test(cell)) continue;
+    all += cell.match(/\r\n|\r|\n/g)!.length;
+    crlf += cell.match(/\r\n/g)?.length ?? 0;
   }
-  await end('completed');
+  return { all, crlf };
+}
+
+/** The columns the plan reads that the file's header lacks. */
+function missingColumns(plan: ImportPlan, columns: Map<string, number>): string[] {
+  const needed = [...plan.keyspaces.map((k) => k.column), ...plan.attributes.map((a) => a.column), ...plan.consents.flatMap((c) => [c.column, ...(c.addressColumn ? [c.addressColumn] : [])])];
+  return needed.filter((c) => !columns.has(c));
+}
+
+/** A data record parsed by the plan, or refused for a bad cell. */
+function readRow(plan: ImportPlan, columns: Map<string, number>, record: string[], line: number): Parsed | RowFailure {
+  try {
+    return parseRecord(plan, columns, record, line);
+  } catch (err) {
+    if (!(err instanceof RowError)) throw err;
+    return { line, reason: err.message };
+  }
 }
 
 /** Rows of a lane read since its last batch: the rows to write, and the rows refused by their cells. */
-interface ParsedBatch { found: number; parsed: Parsed[]; failures: { line: number; reason: string }[] }
+interface ParsedBatch { found: number; parsed: Parsed[]; failures: RowFailure[] }
 
 const emptyBatch = (): ParsedBatch => ({ found: 0, parsed: [], failures: [] });
 
@@ -301,6 +293,69 @@ const emptyBatch = (): ParsedBatch => ({ found: 0, parsed: [], failures: [] });
  * number of data rows read when its last batch committed: its rows among them are written.
  */
 interface Lane { index: number; done: number; batch: ParsedBatch; writing: Promise<void> }
+
+/**
+ * The lanes of one run of an import and the count of data rows read, which each batch records as
+ * its lane's progress. A lane gathers its next batch while its last one is being written.
+ */
+class ImportLanes {
+  private readonly run: ImportRun;
+  private readonly lanes: Lane[];
+  private rowsRead = 0;
+
+  constructor(run: ImportRun, lanesDone: number[]) {
+    this.run = run;
+    this.lanes = lanesDone.map((done, index) => ({ index, done, batch: emptyBatch(), writing: Promise.resolve() }));
+  }
+
+  /** Takes the next data row of the file into its lane's batch, unless an earlier run wrote it; writes a full batch. */
+  async add(row: Parsed | RowFailure): Promise<void> {
+    this.rowsRead++;
+    // A key's rows go to one lane, and so are written in file order; a refused row to any.
+    const lane = this.lanes['reason' in row ? this.rowsRead % this.lanes.length : laneOf(row.key, this.lanes.length)];
+    if (this.rowsRead <= lane.done) return;
+    lane.batch.found++;
+    if ('reason' in row) lane.batch.failures.push(row);
+    else lane.batch.parsed.push(row);
+    if (lane.batch.found >= BATCH_ROWS) await this.flush(lane);
+  }
+
+  /** Writes what every lane holds, and waits for all the writes. */
+  async finish(): Promise<void> {
+    for (const lane of this.lanes) await this.flush(lane);
+    for (const lane of this.lanes) await lane.writing;
+  }
+
+  /** Waits for the lane's batch in flight, and starts writing the one it has read. */
+  private async flush(lane: Lane): Promise<void> {
+    if (lane.batch.found === 0) return;
+    const batch = lane.batch;
+    lane.batch = emptyBatch();
+    await lane.writing;
+    lane.writing = writeBatch(this.run, lane.index, batch, this.rowsRead);
+    // Awaited by the next flush or at the end; until then its failure must not count as unhandled.
+    lane.writing.catch(() => {});
+  }
+}
+
+/**
+ * Writes a lane's batch in one transaction with the lane's progress (`rowsDone`), again when it met
+ * a concurrent write of the same profile; then renews the job's lease.
+ */
+async function writeBatch(run: ImportRun, lane: number, batch: ParsedBatch, rowsDone: number): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const scope = await run.deps.scopeOf(run.accountId);
+    try {
+      await withTransaction(run.deps.pool, (tx) => applyBatch(tx, scope, run.plan, run.importId, lane, batch, rowsDone));
+      break;
+    } catch (err) {
+      // The other lane, or an API request, wrote the same profile at the same time: the batch
+      // is written again, and then finds that profile.
+      if (attempt >= WRITE_ATTEMPTS || !RETRIED_CODES.has(String((err as { code?: unknown }).code))) throw err;
+    }
+  }
+  await run.lease.renew();
+}
 
 /** The lane of a normalised key (FNV-1a), the same in every run. */
 function laneOf(key: string, lanes: number): number {
@@ -336,8 +391,8 @@ async function applyBatch(tx: Queryable, scope: AccountScope, plan: ImportPlan, 
  * rows that failed after their profile was written.
  */
 async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, parsed: Parsed[]) {
-  const failures: { line: number; reason: string }[] = [];
-  const late: { line: number; reason: string }[] = [];
+  const failures: RowFailure[] = [];
+  const late: RowFailure[] = [];
   const counts = { new: 0, updated: 0, notChanged: 0 };
   const tags = Object.fromEntries(plan.tagIds.map((id) => [id, true]));
   // Rows are located by their first keyspace with a key; rows of the same keyspace go together.

@@ -1,10 +1,12 @@
 import type { Queryable } from '../store/pool.ts';
+import type { ImportRequest, ImportV1, ImportV2 } from './schemas.ts';
 
-export interface ImportRowDb {
+/** The columns `version` and `request`: a body checked against its version's schema when the import was created. */
+type StoredRequest = { version: 1; request: ImportV1 } | { version: 2; request: ImportV2 };
+
+export type ImportRowDb = StoredRequest & {
   import_id: string;
   section_id: string;
-  version: number;
-  request: Record<string, unknown>;
   status: string;
   file_key: string;
   upload_expires_at: Date;
@@ -16,13 +18,18 @@ export interface ImportRowDb {
   profiles_updated: number;
   profiles_not_changed: number;
   message: string | null;
+};
+
+/** The request an import was created with, as its row stores it. */
+export function importRequestOf(row: StoredRequest): ImportRequest {
+  return row.version === 1 ? { version: 1, body: row.request } : { version: 2, body: row.request };
 }
 
-export async function insertImport(db: Queryable, accountId: string, i: { importId: string; sectionId: string; version: number; request: unknown; fileKey: string; uploadExpiresAt: Date }): Promise<void> {
+export async function insertImport(db: Queryable, accountId: string, i: { importId: string; sectionId: string; request: ImportRequest; fileKey: string; uploadExpiresAt: Date }): Promise<void> {
   await db.query(
     `insert into imports (account_id, import_id, section_id, version, request, status, file_key, upload_expires_at)
      values ($1::bigint, $2::uuid, $3::bigint, $4, $5, 'waiting_for_file', $6, $7)`,
-    [accountId, i.importId, i.sectionId, i.version, i.request, i.fileKey, i.uploadExpiresAt],
+    [accountId, i.importId, i.sectionId, i.request.version, i.request.body, i.fileKey, i.uploadExpiresAt],
   );
 }
 

@@ -1,23 +1,24 @@
-import { Type, type Static } from 'typebox';
+import { Type, type Static, type TProperties, type TSchema } from 'typebox';
 import { DateTime } from '../core/schemas.ts';
 
 const Column = (description: string) => Type.String({ minLength: 1, description });
 
-const Consent = (version: 1 | 2) => Type.Object({
+/** A consent of a consent mapping; `address` holds version 1's address column, a parameter so each version's static type is exact. */
+const Consent = <A extends TProperties>(address: A) => Type.Object({
   resubscribe_if_opted_out: Type.Optional(Type.Boolean({ description: 'Turn an opted-out consent back' })),
   field_selector: Column('Column whose cell says whether to set the consent (empty, 0, false, no: not)'),
-  ...(version === 1 ? { address_field_selector: Type.Optional(Column('Column holding the address')) } : {}),
+  ...address,
   channel_discriminator: Type.Optional(Type.String({ description: 'Channel; inferred from a channel-specific topic' })),
   topic_discriminator: Type.String({ description: 'Topic of the consent' }),
   type: Type.String({ description: 'Consent type to set' }),
 }, { additionalProperties: false });
 
-const common = (version: 1 | 2) => ({
+const common = <C extends TSchema>(consent: C) => ({
   options: Type.Optional(Type.Object({
     update_existing_profiles: Type.Optional(Type.Boolean({ description: 'Update profiles that exist (default true)' })),
     clear_existing_attributes: Type.Optional(Type.Boolean({ description: 'Let an empty cell clear the attribute (default false)' })),
   }, { additionalProperties: false })),
-  consent_mappings: Type.Optional(Type.Array(Type.Object({ consents: Type.Array(Consent(version)) }, { additionalProperties: false }), { maxItems: 5, description: 'At most 5' })),
+  consent_mappings: Type.Optional(Type.Array(Type.Object({ consents: Type.Array(consent) }, { additionalProperties: false }), { maxItems: 5, description: 'At most 5' })),
   tag_mappings: Type.Optional(Type.Array(Type.Object({ tag_discriminator: Type.String({ description: 'Tag set on every imported profile' }) }, { additionalProperties: false }), { maxItems: 100, description: 'At most 100' })),
   attribute_mappings: Type.Array(Type.Object({
     field_selector: Column('Column of the file'),
@@ -31,7 +32,7 @@ export const ImportV1 = Type.Object({
     field_selector: Column('Column holding the key'),
     merge_profiles: Type.Optional(Type.Boolean({ description: 'Merge profiles a row names in several keyspaces' })),
   }, { additionalProperties: false }), { minItems: 1, maxItems: 10, description: '1 to 10' }),
-  ...common(1),
+  ...common(Consent({ address_field_selector: Type.Optional(Column('Column holding the address')) })),
 }, { additionalProperties: false });
 
 export const ImportV2 = Type.Object({
@@ -39,11 +40,13 @@ export const ImportV2 = Type.Object({
     keyspace_discriminator: Type.String(),
     field_selector: Column('Column holding the key'),
   }, { additionalProperties: false }),
-  ...common(2),
+  ...common(Consent({})),
 }, { additionalProperties: false });
 
 export type ImportV1 = Static<typeof ImportV1>;
 export type ImportV2 = Static<typeof ImportV2>;
+/** An import request with the version whose schema its body was checked against: code narrows on `version`. */
+export type ImportRequest = { version: 1; body: ImportV1 } | { version: 2; body: ImportV2 };
 
 export const ImportCreated = Type.Object({
   import_id: Type.String(),

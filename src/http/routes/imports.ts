@@ -1,10 +1,11 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { TSchema } from 'typebox';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import multipart from '@fastify/multipart';
 import type { Services } from '../../services.ts';
 import type { ScopeOf } from '../plugins/profile-data.ts';
 import * as imports from '../../imports/imports.ts';
-import { ImportCreated, ImportParams, ImportStatus, ImportV1, ImportV2 } from '../../imports/schemas.ts';
+import { ImportCreated, ImportParams, ImportStatus, ImportV1, ImportV2, type ImportRequest } from '../../imports/schemas.ts';
 import { SectionParams } from '../schemas/common.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { Problem } from '../../core/problems.ts';
@@ -17,16 +18,22 @@ export function importsRoutes(services: Services, scopeOf: ScopeOf) {
     const tags = ['imports'];
     const config = { rateLimit: 'import_requests_per_minute' as const };
 
-    for (const [version, path, body] of [[1, '/audience/sections/:section_discriminator/imports', ImportV1], [2, '/v2/audience/sections/:section_discriminator/imports', ImportV2]] as const) {
-      app.post(path, {
-        config,
-        schema: { summary: `Create an import (version ${version})`, tags, params: SectionParams, body, response: responses({ 201: ImportCreated }) },
-      }, async (request, reply) => {
-        const scope = await scopeOf(request);
-        const created = await withTransaction(services.pool, (tx) => imports.createImport(tx, scope, services.uploads, request.params.section_discriminator, version, request.body as never));
-        return reply.code(201).send(created);
-      });
-    }
+    /** The schema of the create route of one version. */
+    const createSchema = <B extends TSchema>(version: ImportRequest['version'], body: B) => (
+      { summary: `Create an import (version ${version})`, tags, params: SectionParams, body, response: responses({ 201: ImportCreated }) }
+    );
+    /** Creates the import in one transaction, in the scope of the request's account. */
+    const create = async (request: FastifyRequest, sectionDiscriminator: string, importRequest: ImportRequest) => {
+      const scope = await scopeOf(request);
+      return withTransaction(services.pool, (tx) => imports.createImport(tx, scope, services.uploads, sectionDiscriminator, importRequest));
+    };
+    // One route per version, so that each body is typed by its own schema and paired with its version.
+    app.post('/audience/sections/:section_discriminator/imports', { config, schema: createSchema(1, ImportV1) }, async (request, reply) => (
+      reply.code(201).send(await create(request, request.params.section_discriminator, { version: 1, body: request.body }))
+    ));
+    app.post('/v2/audience/sections/:section_discriminator/imports', { config, schema: createSchema(2, ImportV2) }, async (request, reply) => (
+      reply.code(201).send(await create(request, request.params.section_discriminator, { version: 2, body: request.body }))
+    ));
 
     app.get('/audience/sections/:section_discriminator/imports/:import_id', {
       schema: { summary: 'Status and report of an import', tags, params: ImportParams, response: responses({ 200: ImportStatus }) },
