@@ -9,7 +9,7 @@ afterAll(async () => server?.close());
 
 const S = 'com.vendor1.sections.user-created.shop';
 
-describe('import smoke', () => {
+describe('an import end to end', () => {
   it('creates, uploads, ingests and reports', async () => {
     const { token } = await server.login(SHOP);
     const attrs = (await server.request('GET', `/audience/sections/${S}/attributes`, { token })).body.items;
