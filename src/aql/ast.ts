@@ -51,3 +51,8 @@ export interface Logical {
 }
 
 export type Expression = AttributeTerm | EventTerm | Logical;
+
+/** The attribute and event terms of an expression, in the order they are written. */
+export function termsOf(expression: Expression): (AttributeTerm | EventTerm)[] {
+  return 'terms' in expression ? expression.terms.flatMap(termsOf) : [expression];
+}

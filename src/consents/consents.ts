@@ -1,7 +1,7 @@
 import type { ChannelRow, KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { sectionOf } from '../definitions/definitions.ts';
+import { requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import { normaliseKey } from '../profiles/keys.ts';
 import { clusterMembers, currentVersionId, identityHash, locate, refuseReadOnly, sectionValues, type ProfileFollower } from '../profiles/profiles.ts';
 import type { IdentifierInSection, UniqueIdentifier } from '../profiles/schemas.ts';
@@ -132,6 +132,7 @@ export async function getConsents(db: Queryable, scope: AccountScope, id: Identi
 
 /** DELETE /v2/…/consents/opt-out-all: every opt-in and confirmed-opt-in of the profile, in every section, becomes opt-out. */
 export async function optOutAll(tx: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<void> {
+  requireAllSections(scope, 'opting out of all communication');
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
   manageable(located.keyspace);

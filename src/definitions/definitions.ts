@@ -90,6 +90,19 @@ export function sectionOf(scope: { defs: Definitions; caller?: Caller }, discrim
 }
 
 /**
+ * Refuses (403) an operation that reaches a profile's data in every section (delete, lock, merge,
+ * unmerge, switch, opt-out-all) unless the caller's API key is granted every section: a key
+ * restricted to sections would otherwise erase or move data it may not read (SPEC §5.7, §7.3).
+ */
+export function requireAllSections(scope: { defs: Definitions; caller?: Caller }, what: string): void {
+  const granted = scope.caller?.sectionIds;
+  const denied = granted ? scope.defs.sections.find((s) => !granted.includes(s.id)) : undefined;
+  if (denied) {
+    throw new Problem('AUD-1107', `Access denied: ${what} reaches the profile's data in every section, and the API key is not granted the section "${denied.discriminator}"`);
+  }
+}
+
+/**
  * The keyspace of a profile route, or 404; 403 with the detail of SPEC §2.1 when the account
  * does not permit profile access through it.
  */

@@ -1,12 +1,11 @@
 import crypto from 'node:crypto';
 import { pipeline, Transform, type Readable } from 'node:stream';
 import { CONSENT_TYPES } from '../consents/consents.ts';
-import { sectionOf } from '../definitions/definitions.ts';
+import { keyspaceForProfileAccess, requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
 import type { UploadSigner } from '../files/upload-form.ts';
 import { Problem } from '../core/problems.ts';
 import { enqueue } from '../jobs/queue.ts';
-import { keyspaceForProfileAccess } from '../definitions/definitions.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
@@ -127,7 +126,9 @@ function planConsents(defs: Definitions, section: SectionDefs, request: ImportRe
  */
 export async function createImport(tx: Queryable, scope: AccountScope, signer: UploadSigner, sectionDiscriminator: string, request: ImportRequest) {
   const section = sectionOf(scope, sectionDiscriminator);
-  planImport(scope.defs, section, request);
+  const plan = planImport(scope.defs, section, request);
+  // Merging the profiles a row names joins their data in every section.
+  if (plan.keyspaces.some((k) => k.mergeProfiles)) requireAllSections(scope, 'an import with merge_profiles');
   await q.lockAccountImports(tx, scope.accountId);
   const pending = await q.countPendingImports(tx, scope.accountId, scope.now);
   const limit = scope.limits.pending_imports;

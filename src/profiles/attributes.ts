@@ -1,7 +1,7 @@
 import { attributeTypeOf, conforms, grants, requireWrite, type AttributeDef, type KeyspaceRow, type SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { sectionOf } from '../definitions/definitions.ts';
+import { requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
 import {
@@ -136,6 +136,7 @@ async function changeKey(tx: Queryable, scope: AccountScope, located: Located, s
   if (!method) {
     throw new Problem('AUD-1213', `${newKey} is already the ${key.keyspace.discriminator} key of another profile; give profile_key_update_method delete or merge`);
   }
+  requireAllSections(scope, `profile_key_update_method ${method}`);
   if (method === 'merge') return { value: newKey, mergedInto: await joinClusters(tx, scope, located.canonicalId, holder.canonical_id, { checkConflicts: false }) };
   return { value: newKey, movesTo: { canonicalId: holder.canonical_id, keyspace: key.keyspace, oldKey: old.profile_key, attribute: change.attribute } };
 }

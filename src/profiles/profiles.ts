@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { keyspaceForProfileAccess, sectionOf } from '../definitions/definitions.ts';
+import { keyspaceForProfileAccess, requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
 import * as q from './queries.ts';
@@ -120,6 +120,7 @@ export function lockedClusters(tx: Queryable, scope: AccountScope, canonicalIds:
 
 /** Deletes a profile, its whole cluster, with all identifiers, data and events (SPEC §3.2). */
 export async function deleteProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<void> {
+  requireAllSections(scope, 'deleting a profile');
   const located = await locate(tx, scope, id);
   await q.deleteProfiles(tx, scope.accountId, await lockedClusters(tx, scope, [located.canonicalId]));
 }
@@ -135,6 +136,7 @@ async function lockMembers(tx: Queryable, scope: AccountScope, members: string[]
  * its identifiers, which refuse any later use of them.
  */
 export async function lockProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<void> {
+  requireAllSections(scope, 'locking a profile');
   const located = await locate(tx, scope, id);
   await lockMembers(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]));
 }
@@ -184,6 +186,7 @@ export async function joinClusters(tx: Queryable, scope: AccountScope, a: string
 /** Merges two profiles given by unique identifier; missing ones are created, a locked one locks the other (SPEC §3.2). */
 export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles: UniqueIdentifier[]): Promise<void> {
   if (profiles.length !== 2) throw new Problem('AUD-1214', `profiles must hold exactly two profiles, not ${profiles.length}`);
+  requireAllSections(scope, 'merging profiles');
   const sides: { canonicalId?: string; locked: boolean }[] = [];
   for (const [i, ref] of profiles.entries()) {
     const { keyspace, key } = identifierOf(scope, ref, `profiles[${i}].profile_key`);
@@ -215,6 +218,7 @@ export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles
  * holds it as its mapped attribute.
  */
 export async function switchIdentifier(tx: Queryable, scope: AccountScope, id: IdentifierInSection, change: { from: UniqueIdentifier; to: UniqueIdentifier }): Promise<void> {
+  requireAllSections(scope, 'switching an identifier');
   const located = await locate(tx, scope, id);
   const section = sectionOf(scope, id.section_discriminator);
   const source = identifierOf(scope, change.from, 'from.profile_key');
@@ -253,6 +257,7 @@ export async function switchIdentifier(tx: Queryable, scope: AccountScope, id: I
  * `follower` keeps what it holds of the cluster (consents).
  */
 export async function unmergeProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier, follower: ProfileFollower): Promise<void> {
+  requireAllSections(scope, 'unmerging a profile');
   const located = await locate(tx, scope, id);
   const members = await lockedClusters(tx, scope, [located.canonicalId]);
   if (members.length === 1) return;

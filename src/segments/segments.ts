@@ -1,4 +1,5 @@
-import type { Expression } from '../aql/ast.ts';
+import { termsOf, type Expression } from '../aql/ast.ts';
+import { aqlError } from '../aql/errors.ts';
 import { check } from '../aql/check.ts';
 import { compileMasks, compilePredicate, requiredSections, SqlValues } from '../aql/compile-sql.ts';
 import { evaluate } from '../aql/evaluate.ts';
@@ -40,6 +41,17 @@ function storedExpression(defs: Definitions, text: string): Expression {
 
 export interface SegmentRef { discriminator: string; version_id?: string }
 
+/**
+ * Refuses (403) a query that reads a section the caller's API key is not granted: its count or
+ * evaluation would answer from data the key may not read (SPEC §5.7; docs/security.md).
+ */
+function requireReadable(scope: AccountScope, query: { expression: Expression; text: string }, field: string): Expression {
+  const granted = scope.caller?.sectionIds;
+  const denied = granted ? termsOf(query.expression).find((t) => !granted.includes(t.sectionId)) : undefined;
+  if (denied) throw aqlError('AUD-1107', query.text, denied.sectionAt, `${field} reads the section ${denied.sectionId}, which the API key is not granted`);
+  return query.expression;
+}
+
 /** The query of a segment at a version, or its latest; 400 for an unknown segment or another segment's version. */
 function segmentQuery(defs: Definitions, ref: SegmentRef, field: string): string {
   const segment = defs.segments.find((s) => s.discriminator === ref.discriminator);
@@ -65,17 +77,15 @@ export function knownKeyspaceIds(defs: Definitions): string[] {
  */
 export async function evaluateProfile(db: Queryable, scope: AccountScope, id: UniqueIdentifier, body: { segments: SegmentRef[]; time_zone: string }): Promise<{ matches: { segments: Record<string, boolean> } }> {
   const timeZone = checkTimeZone(body.time_zone, 'time_zone');
-  const queries = body.segments.map((ref, i) => ({
-    key: ref.version_id === undefined ? ref.discriminator : `${ref.discriminator}|${ref.version_id}`,
-    expression: storedExpression(scope.defs, segmentQuery(scope.defs, ref, `segments[${i}]`)),
-  }));
+  const queries = body.segments.map((ref, i) => {
+    const text = segmentQuery(scope.defs, ref, `segments[${i}]`);
+    return {
+      key: ref.version_id === undefined ? ref.discriminator : `${ref.discriminator}|${ref.version_id}`,
+      expression: requireReadable(scope, { expression: storedExpression(scope.defs, text), text }, `segments[${i}]`),
+    };
+  });
   const located = await locate(db, scope, id);
-  const versions = new Set<string>();
-  const collect = (e: Expression): void => {
-    if ('terms' in e) e.terms.forEach(collect);
-    else if (e.kind === 'event') versions.add(e.versionId);
-  };
-  queries.forEach((x) => collect(x.expression));
+  const versions = new Set(queries.flatMap((x) => termsOf(x.expression)).filter((t) => t.kind === 'event').map((t) => t.versionId));
   const facts = await profileFacts(db, scope, located.canonicalId, [...versions]);
   const now = scope.now.getTime();
   return { matches: { segments: Object.fromEntries(queries.map((x) => [x.key, evaluate(x.expression, facts, now, timeZone)])) } };
@@ -84,19 +94,20 @@ export async function evaluateProfile(db: Queryable, scope: AccountScope, id: Un
 export interface SegmentChoice { timezone: string; segment_discriminator?: string; segment_definition?: string }
 
 /** The query of a request's `segment`: a stored segment by discriminator, or an inline definition (validated here). */
-function chosenQuery(defs: Definitions, segment: SegmentChoice): Expression {
+function chosenQuery(defs: Definitions, segment: SegmentChoice): { expression: Expression; text: string } {
   if ((segment.segment_discriminator === undefined) === (segment.segment_definition === undefined)) {
     throw new Problem('AUD-0', 'segment: give either segment_discriminator or segment_definition');
   }
-  if (segment.segment_definition !== undefined) return compileQuery(defs, segment.segment_definition);
-  return storedExpression(defs, segmentQuery(defs, { discriminator: segment.segment_discriminator! }, 'segment.segment_discriminator'));
+  if (segment.segment_definition !== undefined) return { expression: compileQuery(defs, segment.segment_definition), text: segment.segment_definition };
+  const text = segmentQuery(defs, { discriminator: segment.segment_discriminator! }, 'segment.segment_discriminator');
+  return { expression: storedExpression(defs, text), text };
 }
 
 /** Profile in segment count (POST /audience/profiles/reports/segments/count): profiles matching now, all, known or unknown. */
 export async function countSegment(db: Queryable, scope: AccountScope, body: { section_discriminator: string; segment: SegmentChoice; known_profiles?: boolean | null }): Promise<{ profile_count: number }> {
   sectionOf(scope, body.section_discriminator);
   const timeZone = checkTimeZone(body.segment.timezone, 'segment.timezone');
-  const expression = chosenQuery(scope.defs, body.segment);
+  const expression = requireReadable(scope, chosenQuery(scope.defs, body.segment), 'segment');
   const values = new SqlValues();
   const now = scope.now.getTime();
   const text = compilePredicate(expression, { now, timeZone }, values);
@@ -118,7 +129,8 @@ export async function segmentTrend(db: Queryable, scope: AccountScope, sectionDi
   const timeZone = checkTimeZone(body.timezone, 'timezone');
   const segment = scope.defs.segments.find((s) => s.discriminator === segmentDiscriminator);
   if (!segment) throw new Problem('AUD-1104', `Segment "${segmentDiscriminator}" does not exist`);
-  const expression = storedExpression(scope.defs, segmentQuery(scope.defs, { discriminator: segmentDiscriminator }, 'segment'));
+  const text = segmentQuery(scope.defs, { discriminator: segmentDiscriminator }, 'segment');
+  const expression = requireReadable(scope, { expression: storedExpression(scope.defs, text), text }, 'segment');
   // The points in ascending order, as compileMasks wants them; `order[j]` is the request's index of the j-th.
   const requested = body.sampling_points.map((p) => Date.parse(p));
   const order = requested.map((_, i) => i).sort((a, b) => requested[a] - requested[b]);
