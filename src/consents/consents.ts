@@ -1,4 +1,4 @@
-import type { ChannelRow, KeyspaceRow, SectionDefs } from '../core/definitions.ts';
+import type { ChannelRow, Definitions, KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections, sectionOf } from '../definitions/definitions.ts';
@@ -19,13 +19,27 @@ export interface ConsentRequest { topic_discriminator: string; channel_discrimin
 export interface Consent { topic_discriminator: string; channel_discriminator: string; type: string; reason: string; source: string; modified_at: string }
 export interface Suppression { channel_discriminator: string; address: string; reason: string }
 
-function manageable(keyspace: KeyspaceRow): void {
+/** Refuses (403 AUD-1609) consents managed through a keyspace without manage_subscriptions (SPEC §2.1). */
+export function refuseUnmanaged(keyspace: KeyspaceRow): void {
   if (!keyspace.manage_subscriptions) {
     throw new Problem('AUD-1609', `Consents cannot be managed through the keyspace "${keyspace.discriminator}": it does not manage subscriptions`);
   }
 }
 
-function channelByDiscriminator(scope: AccountScope, discriminator: string): ChannelRow {
+/** Whether a consent type permits marketing: opt-in or confirmed-opt-in (SPEC §2.11). */
+export function permits(type: string): boolean {
+  return PERMITTING.has(type);
+}
+
+/** Refuses (400 AUD-1602) a value that is not one of the four consent types; `field` names where it came from. */
+export function requireConsentType(type: string, field: string): void {
+  if (!(CONSENT_TYPES as readonly string[]).includes(type)) {
+    throw new Problem('AUD-1602', `${field}: consent state value "${type}" is unsupported; use one of ${CONSENT_TYPES.join(', ')}`);
+  }
+}
+
+/** A channel by discriminator; 400 AUD-1607 naming channel_discriminator when there is none. */
+export function channelByDiscriminator(scope: Pick<AccountScope, 'defs'>, discriminator: string): ChannelRow {
   const channel = scope.defs.channels.find((c) => c.discriminator === discriminator);
   if (!channel) throw new Problem('AUD-1607', `channel_discriminator: channel ID "${discriminator}" not found`);
   return channel;
@@ -58,12 +72,10 @@ async function refuseLockedAddress(tx: Queryable, scope: AccountScope, channel: 
  * cannot be requested through the API yet.
  */
 export async function createConsent(tx: Queryable, scope: AccountScope, id: IdentifierInSection, request: ConsentRequest): Promise<'created' | 'changed'> {
-  if (!(CONSENT_TYPES as readonly string[]).includes(request.type)) {
-    throw new Problem('AUD-1602', `type: consent state value "${request.type}" is unsupported; use one of ${CONSENT_TYPES.join(', ')}`);
-  }
+  requireConsentType(request.type, 'type');
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
-  manageable(located.keyspace);
+  refuseUnmanaged(located.keyspace);
   const section = sectionOf(scope, id.section_discriminator);
   const topic = section.topics.find((t) => t.discriminator === request.topic_discriminator);
   if (!topic) throw new Problem('AUD-1610', `topic_discriminator: topic "${request.topic_discriminator}" not found in section "${section.discriminator}"`);
@@ -101,9 +113,7 @@ export async function createConsent(tx: Queryable, scope: AccountScope, id: Iden
  * all, and the suppressions of the address used as profile key and of the address asked about.
  */
 export async function getConsents(db: Queryable, scope: AccountScope, id: IdentifierInSection, query: { consent_types?: string[]; suppression_channel_discriminator?: string; suppression_address?: string }): Promise<{ items: Consent[]; suppression: Suppression[] }> {
-  for (const type of query.consent_types ?? []) {
-    if (!(CONSENT_TYPES as readonly string[]).includes(type)) throw new Problem('AUD-1602', `consent_types: "${type}" is not a consent type; use ${CONSENT_TYPES.join(', ')}`);
-  }
+  for (const type of query.consent_types ?? []) requireConsentType(type, 'consent_types');
   if ((query.suppression_channel_discriminator === undefined) !== (query.suppression_address === undefined)) {
     throw new Problem('AUD-1611', 'suppression_channel_discriminator and suppression_address go together: give both or neither');
   }
@@ -135,9 +145,9 @@ export async function optOutAll(tx: Queryable, scope: AccountScope, id: UniqueId
   requireAllSections(scope, 'opting out of all communication');
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
-  manageable(located.keyspace);
+  refuseUnmanaged(located.keyspace);
   const members = await clusterMembers(tx, scope, located.canonicalId);
-  const permitting = (await q.listClusterConsents(tx, scope.accountId, members, null)).filter((c) => PERMITTING.has(c.type));
+  const permitting = (await q.listClusterConsents(tx, scope.accountId, members, null)).filter((c) => permits(c.type));
   await q.upsertConsents(tx, scope.accountId, located.canonicalId, permitting.map((c) => ({
     topicId: c.topic_id, channelId: c.channel_id, sectionId: c.section_id, type: 'opt-out',
     reason: 'Opted out of all communication', source: DEFAULT_SOURCE, address: c.address, modifiedAt: scope.now,
@@ -159,7 +169,7 @@ export async function maySend(db: Queryable, scope: AccountScope, canonicalId: s
   for (const section of sections) {
     const topic = section.topics.find((t) => t.discriminator === topicDiscriminator)!;
     const consent = (await q.listClusterConsents(db, scope.accountId, members, section.id)).find((c) => c.topic_id === topic.topic_id && c.channel_id === channel.channel_id);
-    if (!consent || !PERMITTING.has(consent.type)) continue;
+    if (!consent || !permits(consent.type)) continue;
     const address = addressOf(await sectionValues(db, scope, canonicalId, section.id), section, channel);
     if (address === undefined) continue;
     // Suppressions are stored normalised; the attribute may hold the address written otherwise.
@@ -184,7 +194,7 @@ export const consentsFollowProfiles: ProfileFollower = {
   /** A section moved to another profile (key update method delete): its active consents (opt-in, confirmed-opt-in) are copied there, at the new address. */
   async sectionMoved(tx, scope, { fromCanonicalId, toCanonicalId, sectionId, address }) {
     const members = await clusterMembers(tx, scope, fromCanonicalId);
-    const active = (await q.listClusterConsents(tx, scope.accountId, members, sectionId)).filter((c) => PERMITTING.has(c.type));
+    const active = (await q.listClusterConsents(tx, scope.accountId, members, sectionId)).filter((c) => permits(c.type));
     await q.upsertConsents(tx, scope.accountId, toCanonicalId, active.map((c) => ({
       topicId: c.topic_id, channelId: c.channel_id, sectionId: c.section_id, type: c.type, reason: c.reason, source: c.source, address, modifiedAt: scope.now,
     })));
@@ -205,9 +215,14 @@ export async function listSuppressions(db: Queryable, scope: Pick<AccountScope, 
   return (await q.listSuppressionsByAccount(db, scope.accountId)).map((s) => ({ channel_discriminator: channels.get(s.channel_id)!, address: s.address, reason: s.reason }));
 }
 
-/** An address as profile keys of the channel's keyspace are written (email lower-cased, mobile in E.164). */
-function normaliseAddress(scope: Pick<AccountScope, 'defs'>, channel: ChannelRow, address: string, field: string): string {
-  const keyspace = scope.defs.keyspaces.find((k) => k.mapped_attribute !== null && k.mapped_attribute === channel.address_attribute);
+/** The keyspace whose keys are a channel's addresses: the one mapped to its address attribute (the email keyspace for the email channel). */
+export function addressKeyspace(defs: Pick<Definitions, 'keyspaces'>, channel: ChannelRow): KeyspaceRow | undefined {
+  return defs.keyspaces.find((k) => k.mapped_attribute !== null && k.mapped_attribute === channel.address_attribute);
+}
+
+/** An address as profile keys of the channel's keyspace are written (email lower-cased, mobile in E.164); 400 naming `field` when it is not one. */
+export function normaliseAddress(scope: Pick<AccountScope, 'defs'>, channel: ChannelRow, address: string, field: string): string {
+  const keyspace = addressKeyspace(scope.defs, channel);
   return keyspace ? normaliseKey(keyspace.kind, address, field) : address;
 }
 

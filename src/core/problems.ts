@@ -72,6 +72,7 @@ export const PROBLEMS = {
   'AUD-1609': { status: 403, title: 'Keyspace does not manage subscriptions' },
   'AUD-1610': { status: 400, title: 'Topic not found' },
   'AUD-1611': { status: 400, title: 'Consent request invalid' },
+  'AUD-1612': { status: 404, title: 'Consent list not found' },
   'AUD-1801': { status: 400, title: 'Several keyspace mappings with channel-specific topics' },
   'AUD-1802': { status: 400, title: 'Channel required for the topic' },
   'AUD-1803': { status: 400, title: 'Conflicting consent updates for the same topic and channel' },

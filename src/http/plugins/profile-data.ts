@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { addressKeyspace } from '../../consents/consents.ts';
 import { normaliseKey } from '../../profiles/keys.ts';
 import type { AccountScope } from '../../core/scope.ts';
 import { accountScope, type Services } from '../../services.ts';
@@ -15,18 +16,22 @@ export type ScopeOf = (request: FastifyRequest) => Promise<AccountScope>;
 export function profileDataPlane(services: Services, routes: ((services: Services, scopeOf: ScopeOf) => (app: FastifyInstance) => Promise<void>)[]) {
   return async (app: FastifyInstance) => {
     app.addHook('preHandler', async (request) => {
-      const params = request.params as { keyspace_discriminator?: string; profile_key?: string };
-      if (params.profile_key === undefined) return;
+      const params = request.params as { keyspace_discriminator?: string; profile_key?: string; channel_discriminator?: string; address?: string };
+      const raw = params.profile_key ?? params.address;
+      if (raw === undefined) return;
       const { accountId } = request.caller;
+      const defs = await services.definitions.get(accountId);
+      // The legacy consent routes name a profile by its address on a channel: its key in the keyspace of the channel's addresses.
+      const channel = params.address === undefined ? undefined : defs.channels.find((c) => c.discriminator === params.channel_discriminator);
+      const keyspace = channel ? addressKeyspace(defs, channel) : defs.keyspaces.find((k) => k.discriminator === params.keyspace_discriminator);
       // Counted per normalised key, so that another spelling of one address is the same key.
-      const keyspace = (await services.definitions.get(accountId)).keyspaces.find((k) => k.discriminator === params.keyspace_discriminator);
-      let key = params.profile_key;
+      let key = raw;
       try {
         if (keyspace) key = normaliseKey(keyspace.kind, key);
       } catch {
         // An invalid key is refused by the route itself.
       }
-      await spend(services, accountId, `${accountId}:${params.keyspace_discriminator}:${key}`, 'profile_key_operations_per_second');
+      await spend(services, accountId, `${accountId}:${keyspace?.discriminator ?? params.keyspace_discriminator ?? params.channel_discriminator}:${key}`, 'profile_key_operations_per_second');
     });
     const scopeOf: ScopeOf = (request) => accountScope(services, request.caller.accountId, request.caller);
     for (const register of routes) await app.register(register(services, scopeOf));
