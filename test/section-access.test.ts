@@ -12,13 +12,16 @@ const EMAIL = `${NS}.keyspaces.email`;
 const WEB = `${NS}.keyspaces.web`;
 const ALPHA = `${NS}.sections.user-created.alpha`;
 const BETA = `${NS}.sections.user-created.beta`;
+const EMAIL_CHANNEL = `${NS}.channels.email`;
+const NEWS = `${NS}.topics.user-created.news`;
+const ROOT_LIST = `${NS}.topic-folders.root`;
 
 const sectionWith = (name: string): NonNullable<Manifest['sections']>[number] => ({
   name,
   attributes: [{ name: 'Score', versions: [{ type: ['Number'] }] }],
   tags: [{ name: 'VIP' }],
   events: [{ name: 'Visit', versions: [{ type: [{ name: 'url', type: 'Text' }] }] }],
-  topics: [{ name: 'News', channel: `${NS}.channels.email` }],
+  topics: [{ name: 'News', channel: 'com.vendor1.channels.email' }],
 });
 const MANIFEST: Manifest = {
   sections: [sectionWith('Alpha'), sectionWith('Beta')],
@@ -140,7 +143,7 @@ const OPERATIONS: Record<string, Operation> = {
   'POST /v2/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/consents': {
     access: 'section',
     call: async (token, s) => server.request('POST', `/v2${profilePath(await profile(), s)}/consents`, {
-      token, body: { topic_discriminator: `${NS}.topics.user-created.news`, channel_discriminator: `${NS}.channels.email`, type: 'opt-out', reason: 'test' },
+      token, body: { topic_discriminator: NEWS, channel_discriminator: EMAIL_CHANNEL, type: 'opt-out', reason: 'test' },
     }),
   },
   'POST /audience/sections/{section_discriminator}/imports': { access: 'section', call: (token, s) => server.request('POST', `/audience/sections/${s}/imports`, { token, body: importBody(1, s) }) },
@@ -162,6 +165,20 @@ const OPERATIONS: Record<string, Operation> = {
   // Every segment an evaluation names.
   'POST /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/evaluations': {
     access: 'section', call: async (token, s) => server.request('POST', `/audience/keyspaces/${EMAIL}/profiles/${await profile()}/evaluations`, { token, body: { segments: [{ discriminator: ids[s].segment }], time_zone: 'UTC' } }),
+  },
+  // The legacy consent routes (docs/consents.md); a section's root topic folder is its first consent list.
+  'GET /audience/sections/{section_discriminator}/consent-lists': { access: 'section', call: (token, s) => server.request('GET', `/audience/sections/${s}/consent-lists`, { token }) },
+  'GET /audience/sections/{section_discriminator}/consent-lists/{consent_list_discriminator}/topics': {
+    access: 'section', call: (token, s) => server.request('GET', `/audience/sections/${s}/consent-lists/${ROOT_LIST}/topics`, { token }),
+  },
+  'POST /audience/channels/{channel_discriminator}/addresses/{address}/consents': {
+    access: 'section', call: async (token, s) => server.request('POST', `/audience/channels/${EMAIL_CHANNEL}/addresses/${await profile()}/consents`, { token, body: { section_discriminator: s, topic_discriminator: NEWS, type: 'opt-in' } }),
+  },
+  'GET /audience/channels/{channel_discriminator}/addresses/{address}/consents/sections/{section_discriminator}/consent-lists/{consent_list_discriminator}/evaluations': {
+    access: 'section', call: async (token, s) => server.request('GET', `/audience/channels/${EMAIL_CHANNEL}/addresses/${await profile()}/consents/sections/${s}/consent-lists/${ROOT_LIST}/evaluations`, { token }),
+  },
+  'POST /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/subscriptions': {
+    access: 'section', call: async (token, s) => server.request('POST', `${profilePath(await profile(), s)}/subscriptions`, { token, body: { topic_discriminator: NEWS } }),
   },
   'DELETE /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}': {
     access: 'every-section', call: async (token) => server.request('DELETE', `/audience/keyspaces/${EMAIL}/profiles/${await profile()}`, { token }),

@@ -204,11 +204,13 @@ describe('consents by address', () => {
     expect((await rowCounts(a)).profiles).toBe(1);
   });
 
-  it('CONS-03: the type a consent already has answers 409 AUD-1605, whether set through v2 or here', async () => {
+  it('CONS-03: the type a consent already has changes nothing and succeeds here (shops send it again), while v2 answers 409 AUD-1605', async () => {
     const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
     expect((await postV2(a, EMAIL, 'ann@example.com', OFFERS, EMAIL_CH, 'opt-in')).status).toBe(201);
-    expectProblem(await consentAt(a, EMAIL_CH, 'ann@example.com', { section_discriminator: S, topic_discriminator: OFFERS, type: 'opt-in' }), 409, 'AUD-1605');
+    const before = (await server.request('GET', v2Path(EMAIL, 'ann@example.com'), { token: a.token })).body.items;
+    expectNoContent(await consentAt(a, EMAIL_CH, 'ann@example.com', { section_discriminator: S, topic_discriminator: OFFERS, type: 'opt-in' }));
+    expect((await server.request('GET', v2Path(EMAIL, 'ann@example.com'), { token: a.token })).body.items).toEqual(before);
     expectNoContent(await consentAt(a, EMAIL_CH, 'ann@example.com', { section_discriminator: S, topic_discriminator: OFFERS, type: 'opt-out' }));
     expectProblem(await postV2(a, EMAIL, 'ann@example.com', OFFERS, EMAIL_CH, 'opt-out'), 409, 'AUD-1605');
   });
@@ -228,13 +230,13 @@ describe('consents by address', () => {
     expect(await rowCounts(a)).toEqual({ profiles: 2, consents: 2 });
   });
 
-  it('without a topic, consents to every topic of the list for the channel, or of the section without a list; 409 only when none changes', async () => {
+  it('without a topic, consents to every topic of the list for the channel, or of the section without a list', async () => {
     const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
     await withMobile(a, 'ann@example.com', '+4741234567');
     expectNoContent(await consentAt(a, EMAIL_CH, 'ann@example.com', { section_discriminator: S, consent_list_discriminator: NEWS_LIST, type: 'opt-in' }));
     expect(await v2Types(a, EMAIL, 'ann@example.com')).toEqual({ [`${DAILY} ${EMAIL_CH}`]: 'opt-in', [`${PRESS} ${EMAIL_CH}`]: 'opt-in' });
-    expectProblem(await consentAt(a, EMAIL_CH, 'ann@example.com', { section_discriminator: S, consent_list_discriminator: NEWS_LIST, type: 'opt-in' }), 409, 'AUD-1605');
+    expectNoContent(await consentAt(a, EMAIL_CH, 'ann@example.com', { section_discriminator: S, consent_list_discriminator: NEWS_LIST, type: 'opt-in' }));
     // One topic changed through v2: the list-wide opt-in changes it back and leaves the other.
     expect((await postV2(a, EMAIL, 'ann@example.com', PRESS, EMAIL_CH, 'opt-out')).status).toBe(204);
     expectNoContent(await consentAt(a, EMAIL_CH, 'ann@example.com', { section_discriminator: S, consent_list_discriminator: NEWS_LIST, type: 'opt-in' }));
@@ -368,8 +370,10 @@ describe('subscriptions', () => {
     expect(r.body.items).toEqual([{ topic_discriminator: DAILY, channel_discriminator: EMAIL_CH, type: 'opt-in', reason: LEGACY_REASON, source: 'One API', modified_at: expect.any(String) }]);
     expect(await evaluated(a, EMAIL_CH, 'ann@example.com', NEWS_LIST)).toEqual([DAILY]);
 
-    // CONS-03: already opted in.
-    expectProblem(await subscribe(a, EMAIL, 'ann@example.com', { consent_list_discriminator: NEWS_LIST, topic_discriminator: DAILY }), 409, 'AUD-1605');
+    // CONS-03: already opted in: nothing changes, and the client gets the id it needs.
+    const repeated = await subscribe(a, EMAIL, 'ann@example.com', { consent_list_discriminator: NEWS_LIST, topic_discriminator: DAILY });
+    expect(repeated.status, repeated.text).toBe(201);
+    expect(repeated.body.id).toBe(first.body.id);
     // Opted out through v2, subscribed again (without a list): the same consent, the same id.
     expect((await postV2(a, EMAIL, 'ann@example.com', DAILY, EMAIL_CH, 'opt-out')).status).toBe(204);
     const again = await subscribe(a, EMAIL, 'Ann@Example.com', { topic_discriminator: DAILY });

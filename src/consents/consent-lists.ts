@@ -82,7 +82,9 @@ export function listConsentListTopics(scope: AccountScope, vendor: string, ref: 
  * POST /audience/channels/{channel}/addresses/{address}/consents: the consent of the profile at
  * the address to the named topic or, without one, to every topic of the list (of the section,
  * without a list) that is for this channel or for none. Each goes through createConsent, with
- * every rule of the v2 route; a list-wide request answers 409 only when no topic changes.
+ * every rule of the v2 route but one: a consent that already has the type is left as it is and the
+ * request succeeds, since released shops send the same consent again on every account update and
+ * read anything but success as a failure.
  * An address no profile has gets one, as set attributes version 1 does, so that a shop's consent
  * for a new customer is not lost; createProfile also gives it the address in the section, which
  * a consent needs (AUD-1601).
@@ -105,16 +107,18 @@ export async function consentAtAddress(tx: Queryable, scope: AccountScope, vendo
     if (!(err instanceof Problem) || err.code !== 'AUD-1201') throw err;
     await createProfile(tx, scope, id);
   }
-  const unchanged: Problem[] = [];
   for (const topic of topics) {
-    try {
-      await createConsent(tx, scope, id, { topic_discriminator: topic.discriminator, channel_discriminator: channel.discriminator, type: request.type, reason: LEGACY_REASON });
-    } catch (err) {
-      if (!(err instanceof Problem) || err.code !== 'AUD-1605') throw err;
-      unchanged.push(err);
-    }
+    await keepingSameType(createConsent(tx, scope, id, { topic_discriminator: topic.discriminator, channel_discriminator: channel.discriminator, type: request.type, reason: LEGACY_REASON }));
   }
-  if (unchanged.length === topics.length) throw unchanged[0];
+}
+
+/** A consent write of these routes: one the consent already has (409 AUD-1605 in the v2 route) changes nothing and is no failure. */
+async function keepingSameType(write: Promise<unknown>): Promise<void> {
+  try {
+    await write;
+  } catch (err) {
+    if (!(err instanceof Problem) || err.code !== 'AUD-1605') throw err;
+  }
 }
 
 /**
@@ -156,6 +160,6 @@ export async function subscribe(tx: Queryable, scope: AccountScope, vendor: stri
   if (!channel) {
     throw new Problem('AUD-1611', `topic_discriminator: the topic "${topic.discriminator}" is for every channel and keys of "${located.keyspace.discriminator}" are no channel's addresses; subscribe through the keyspace of the channel's addresses`);
   }
-  await createConsent(tx, scope, id, { topic_discriminator: topic.discriminator, channel_discriminator: channel.discriminator, type: 'opt-in', reason: LEGACY_REASON });
+  await keepingSameType(createConsent(tx, scope, id, { topic_discriminator: topic.discriminator, channel_discriminator: channel.discriminator, type: 'opt-in', reason: LEGACY_REASON }));
   return { id: `${located.canonicalId}-${topic.topic_id}-${channel.channel_id}` };
 }
