@@ -10,7 +10,8 @@ import type { Services } from '../services.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerBodyParsers } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
-import { sendProblem, toProblem } from './problems.ts';
+import { sendProblem, toProblem, writeClientProblem } from './problems.ts';
+import { registerNulGuard } from './plugins/nul-guard.ts';
 import { apiKeysRoutes } from './routes/api-keys.ts';
 import { definitionsRoutes } from './routes/definitions.ts';
 import { adminRoutes } from './routes/admin.ts';
@@ -44,12 +45,16 @@ export async function buildApp(services: Services, options: { logger?: boolean |
     // Profile keys and discriminators are longer than the default 100 characters.
     routerOptions: { maxParamLength: 2000, ignoreTrailingSlash: true },
     trustProxy: true,
+    // Errors met before a route's handlers (a malformed URL; bytes Node's parser refuses) are problem documents too.
+    frameworkErrors: (error, request, reply) => sendProblem(reply, toProblem(error, request, BODY_LIMIT)),
+    clientErrorHandler: writeClientProblem,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   const bodyAjv = makeAjv(false);
   const textAjv = makeAjv(true);
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
   registerBodyParsers(app);
+  registerNulGuard(app);
 
   // Every route's path, to tell an unknown path (404) from a known path with another method (405).
   const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 2000 });

@@ -1,3 +1,5 @@
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorObject } from 'ajv';
 import { Problem } from '../core/problems.ts';
@@ -41,6 +43,8 @@ export function toProblem(error: FastifyError | Problem | Error, request: Fastif
       return new Problem('AUD-1005', `Content-Type "${request.headers['content-type'] ?? ''}" is not accepted; send application/json`);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
       return new Problem('AUD-1004', 'The request body is empty; a JSON document was expected');
+    case 'FST_ERR_BAD_URL':
+      return new Problem('AUD-0', `The path "${request.url.split('?')[0]}" is not a valid URL: a % must start an escape such as %40`);
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
       return new Problem('AUD-1004', `The request body is not valid JSON: ${e.message}`);
   }
@@ -54,5 +58,22 @@ export function toProblem(error: FastifyError | Problem | Error, request: Fastif
 export function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply {
   for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
   return reply.code(problem.status).type('application/problem+json').send(problem.toJSON());
+}
+
+
+/**
+ * Answers a request that Node's HTTP parser refused before Fastify saw it (a request line or
+ * headers over 16 KB, bytes that are no HTTP, a request that took too long) with a problem
+ * document, like every other error, then closes the connection.
+ */
+export function writeClientProblem(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || !socket.writable) return;
+  const problem = error.code === 'HPE_HEADER_OVERFLOW'
+    ? new Problem('AUD-1010', 'The request line and headers are over the 16 KB the server reads: send a shorter URL, or fewer or shorter headers')
+    : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new Problem('AUD-1011', 'The request did not arrive in time')
+      : new Problem('AUD-0', 'The request is not valid HTTP: a path with bytes outside ASCII (percent-encode them), a malformed header or request line');
+  const body = JSON.stringify(problem.toJSON());
+  socket.end(`HTTP/1.1 ${problem.status} ${STATUS_CODES[problem.status]}\r\ncontent-type: application/problem+json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
 }
 

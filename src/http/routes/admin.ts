@@ -24,8 +24,10 @@ const Account = Type.Object({
   limits: Type.Record(Type.String(), Type.Union([Type.Integer(), Type.Null()]), { description: 'The limits in force' }),
   created_at: DateTime,
 });
-const AccountParams = Type.Object({ account_id: Type.String({ pattern: '^[0-9]+$', description: 'Account id' }) });
-const KeyParams = Type.Object({ account_id: Type.String({ pattern: '^[0-9]+$' }), client_id: Type.String() });
+// Account ids are bigints: more than 18 digits could not be one, and PostgreSQL would refuse the cast.
+const AccountId = Type.String({ pattern: '^[0-9]{1,18}$', description: 'Account id' });
+const AccountParams = Type.Object({ account_id: AccountId });
+const KeyParams = Type.Object({ account_id: AccountId, client_id: Type.String() });
 const ApiKey = Type.Object({
   client_id: Type.String(), name: Type.String(), section_ids: Type.Union([Type.Array(Type.String()), Type.Null()]), created_at: DateTime,
   client_secret: Type.Optional(Type.String({ description: 'Shown only when the key is created' })),
@@ -95,7 +97,7 @@ export function adminRoutes(services: Services) {
 
     app.delete('/admin/accounts/:account_id/suppressions/:channel_discriminator/:address', {
       config,
-      schema: { tags, summary: 'Lift a suppression', params: Type.Object({ account_id: Type.String({ pattern: '^[0-9]+$' }), channel_discriminator: Type.String(), address: Type.String() }), response: responses({ 204: NoContent }) },
+      schema: { tags, summary: 'Lift a suppression', params: Type.Object({ account_id: AccountId, channel_discriminator: Type.String(), address: Type.String() }), response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
       const { account_id: accountId, channel_discriminator, address } = request.params;
       await accounts.getAccount(pool, accountId);

@@ -48,21 +48,34 @@ export function importsRoutes(services: Services, scopeOf: ScopeOf) {
       }, async (request, reply) => {
         if (!request.isMultipart()) throw new Problem('AUD-1810', 'The upload is a multipart/form-data form: the fields of file_upload_body, then the part "file"');
         const fields: Record<string, string> = {};
-        for await (const part of request.parts()) {
-          if (part.type === 'field') {
-            fields[part.fieldname] = String(part.value);
-            continue;
+        // A form that breaks off (a truncated body, a malformed part) is the client's fault: a 400, not a 500.
+        let fileError: Error | undefined;
+        let storing = false;
+        try {
+          for await (const part of request.parts()) {
+            if (part.type === 'field') {
+              fields[part.fieldname] = String(part.value);
+              continue;
+            }
+            part.file.once('error', (err: Error) => (fileError = err));
+            if (part.fieldname !== 'file') throw new Problem('AUD-1810', `Unexpected file part "${part.fieldname}": the file goes in the part "file"`);
+            const checked = services.uploads.verify(fields, new Date(services.clock()));
+            if ('refused' in checked) {
+              part.file.resume();
+              if (checked.refused === 'expired') throw new Problem('AUD-1807', 'The upload window of this form has passed; create a new import');
+              throw new Problem('AUD-1806', `The upload form was changed or is incomplete (${checked.refused === 'signature' ? 'the signature does not match' : `field "${checked.refused}"`})`);
+            }
+            const [accountId, importId] = checked.grant.metaId.split('/');
+            storing = true;
+            await imports.acceptUpload(services.pool, services.files, accountId, importId, checked.grant.key, part.file);
+            return reply.code(204).send();
           }
-          if (part.fieldname !== 'file') throw new Problem('AUD-1810', `Unexpected file part "${part.fieldname}": the file goes in the part "file"`);
-          const checked = services.uploads.verify(fields, new Date(services.clock()));
-          if ('refused' in checked) {
-            part.file.resume();
-            if (checked.refused === 'expired') throw new Problem('AUD-1807', 'The upload window of this form has passed; create a new import');
-            throw new Problem('AUD-1806', `The upload form was changed or is incomplete (${checked.refused === 'signature' ? 'the signature does not match' : `field "${checked.refused}"`})`);
-          }
-          const [accountId, importId] = checked.grant.metaId.split('/');
-          await imports.acceptUpload(services.pool, services.files, accountId, importId, checked.grant.key, part.file);
-          return reply.code(204).send();
+        } catch (err) {
+          if (err instanceof Problem) throw err;
+          // Reading the parts fails only for the form; storing the file, for the form when its stream failed.
+          const formError = storing ? fileError : (err as Error);
+          if (formError) throw new Problem('AUD-1810', `The upload is not a complete multipart/form-data body: ${formError.message}`);
+          throw err;
         }
         throw new Problem('AUD-1810', 'The upload has no part "file"');
       });
