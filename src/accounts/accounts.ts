@@ -55,7 +55,7 @@ export async function countAccounts(db: Queryable): Promise<number> {
   return q.countAccounts(db);
 }
 
-/** Renames an account or replaces its limit overrides. */
+/** Renames an account or changes the limit overrides it names; the others stay as they are. */
 export async function updateAccount(tx: Queryable, feed: ChangeFeed, accountId: string, changes: { name?: string; limits?: LimitOverrides }): Promise<Account> {
   if (changes.limits) checkLimits(changes.limits);
   const row = await q.updateAccount(tx, accountId, changes);

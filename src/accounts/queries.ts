@@ -35,7 +35,7 @@ export async function countAccounts(db: Queryable): Promise<number> {
 
 export async function updateAccount(db: Queryable, accountId: string, changes: { name?: string; limits?: LimitOverrides }): Promise<AccountRow | undefined> {
   const { rows } = await db.query<AccountRow>(
-    `update accounts set name = coalesce($2, name), limits = coalesce($3, limits)
+    `update accounts set name = coalesce($2, name), limits = limits || coalesce($3::jsonb, '{}')
      where account_id = $1::bigint returning *`,
     [accountId, changes.name ?? null, changes.limits ?? null],
   );

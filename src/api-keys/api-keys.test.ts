@@ -102,6 +102,10 @@ describe('POST /oauth/token', () => {
     expect(res.text).toMatch(/"expires_in":\d+[,}]/);
     expect(res.body.status).toBeUndefined();
     expect(res.body.access_token.split('.')).toHaveLength(3);
+    // RFC 6749 §5.1: no cache keeps it, and neither an answer refusing credentials.
+    expect(res.headers.get('cache-control')).toBe('no-store');
+    expect(res.headers.get('pragma')).toBe('no-cache');
+    expect((await tokenJson({ ...grant(creds), client_secret: 'wrong' })).headers.get('cache-control')).toBe('no-store');
     // The token works.
     expect((await sections(res.body.access_token)).status).toBe(200);
   });
@@ -366,6 +370,11 @@ describe('Bearer authentication', () => {
       [without(claims, 'iat'), /"iat"/],
       [without(claims, 'iss'), /"iss"/],
       [{ ...claims, iss: 'someone-else' }, /"iss"/],
+      // Validly signed, and still not a token the service could have issued.
+      [{ ...claims, iat: nowSeconds() + 3600, exp: nowSeconds() + 7200 }, /"iat".*future/],
+      [{ ...claims, nbf: nowSeconds() + 3600 }, /"nbf"/],
+      [{ ...claims, nbf: 'later' }, /"nbf"/],
+      [{ ...claims, iat: nowSeconds(), exp: nowSeconds() + 24 * 3600 + 1 }, /24 hours/],
     ];
     for (const [forged, detail] of cases) expect(expect401(await sections(await sign(forged)))).toMatch(detail);
 
@@ -663,9 +672,9 @@ describe('Retired signing keys', () => {
     const rotated = await server.admin('POST', '/admin/signing-keys');
     expect(rotated.status).toBe(201);
     expect(rotated.body.kid).not.toBe(old.kid);
-    // Tokens of the old key that would live two days (forged: the service issues shorter ones);
-    // each is first presented at the moment checked, since a verified token is remembered until its exp.
-    const longLived = () => sign({ ...claims, exp: nowSeconds() + 2 * 86400, jti: crypto.randomUUID() }, { kid: old.kid, key: old.key });
+    // Tokens of the old key living the longest allowed, each issued and first presented at the
+    // moment checked, since a verified token is remembered until its exp.
+    const longLived = () => sign({ ...claims, iat: nowSeconds(), exp: nowSeconds() + 86400, jti: crypto.randomUUID() }, { kid: old.kid, key: old.key });
     expect((await sections(await longLived())).status).toBe(200);
     // The grace period ends at the retired_at the rotation stored (earlier tests moved the clock already).
     const { rows } = await db.query<{ retired_at: Date; grace: string }>('select retired_at, extract(epoch from retired_at - now()) as grace from signing_keys where kid = $1', [old.kid]);

@@ -17,8 +17,12 @@ export interface IssuedToken {
   token_type: 'Bearer';
 }
 
+/** SPEC §5.4: tokens are valid up to 24 hours. */
+const MAX_TOKEN_LIFETIME_SECONDS = 24 * 3600;
 /** A rotated signing key keeps verifying for the longest a token it signed can live. */
-const ROTATION_GRACE_SECONDS = 24 * 3600;
+const ROTATION_GRACE_SECONDS = MAX_TOKEN_LIFETIME_SECONDS;
+/** How far apart the clocks of the processes of a deployment may be. */
+const CLOCK_SKEW_MS = 60_000;
 const ISSUER = 'audience';
 const KEYS_TOPIC = 'api_key';
 const SIGNING_TOPIC = 'signing_key';
@@ -174,6 +178,12 @@ export class ApiKeys {
     if (claims.iss !== ISSUER) throw unauthorized('The bearer token\'s claim "iss" is missing or invalid');
     const expMs = (claims.exp as number) * 1000;
     if (expMs <= nowMs) throw unauthorized('The bearer token has expired');
+    // A validly signed token still has to be one this service could have issued: not from the
+    // future (beyond the clock skew between processes), and living no longer than SPEC §5.4 allows.
+    const iatMs = (claims.iat as number) * 1000;
+    if (iatMs > nowMs + CLOCK_SKEW_MS) throw unauthorized('The bearer token\'s claim "iat" is in the future');
+    if (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf * 1000 > nowMs + CLOCK_SKEW_MS)) throw unauthorized('The bearer token\'s claim "nbf" is invalid or in the future: it is not valid yet');
+    if (expMs - iatMs > MAX_TOKEN_LIFETIME_SECONDS * 1000) throw unauthorized(`The bearer token lives longer than ${MAX_TOKEN_LIFETIME_SECONDS / 3600} hours (claims "iat" and "exp")`);
     const apiKey = await this.apiKeys.get(claims.sub as string);
     if (!apiKey || apiKey.account_id !== claims.account) throw unauthorized('The bearer token\'s claim "sub" does not name an API key of its account');
     const caller: Caller = { accountId: apiKey.account_id, clientId: apiKey.client_id, sectionIds: apiKey.section_ids };

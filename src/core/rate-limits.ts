@@ -13,8 +13,13 @@ export interface Buckets {
   close(): Promise<void>;
 }
 
-function refill(tokens: number, elapsedMs: number, limit: number, windowMs: number): number {
-  return Math.min(limit, tokens + (elapsedMs * limit) / windowMs);
+/**
+ * The tokens of a bucket now: refilled for the time passed and, when the limit was changed since,
+ * moved by the change, so that a raised limit serves at once and a lowered one binds at once.
+ */
+function refill(s: { tokens: number; at: number; limit: number }, now: number, limit: number, windowMs: number): number {
+  const tokens = limit > s.limit ? s.tokens + (limit - s.limit) : Math.min(s.tokens, limit);
+  return Math.min(limit, tokens + ((now - s.at) * limit) / windowMs);
 }
 
 function retryAfter(tokens: number, limit: number, windowMs: number): number {
@@ -23,7 +28,7 @@ function retryAfter(tokens: number, limit: number, windowMs: number): number {
 
 /** Buckets in this process's memory: right when one process serves the API. */
 export class MemoryBuckets implements Buckets {
-  private readonly state = new Map<string, { tokens: number; at: number }>();
+  private readonly state = new Map<string, { tokens: number; at: number; limit: number }>();
   private readonly clock: Clock;
   constructor(clock: Clock) {
     this.clock = clock;
@@ -32,13 +37,13 @@ export class MemoryBuckets implements Buckets {
   async take(key: string, limit: number, windowMs: number): Promise<Taken> {
     const now = this.clock();
     const s = this.state.get(key);
-    const tokens = s ? refill(s.tokens, now - s.at, limit, windowMs) : limit;
+    const tokens = s ? refill(s, now, limit, windowMs) : limit;
     if (this.state.size > 100_000 && !s) this.state.clear();
     if (tokens >= 1) {
-      this.state.set(key, { tokens: tokens - 1, at: now });
+      this.state.set(key, { tokens: tokens - 1, at: now, limit });
       return { ok: true, retryAfter: 0 };
     }
-    this.state.set(key, { tokens, at: now });
+    this.state.set(key, { tokens, at: now, limit });
     return { ok: false, retryAfter: retryAfter(tokens, limit, windowMs) };
   }
 
@@ -50,12 +55,17 @@ const TAKE = `
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local now = tonumber(ARGV[3])
-local s = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local s = redis.call('HMGET', KEYS[1], 'tokens', 'at', 'limit')
 local tokens = limit
-if s[1] then tokens = math.min(limit, tonumber(s[1]) + (now - tonumber(s[2])) * limit / window) end
+if s[1] then
+  tokens = tonumber(s[1])
+  local before = tonumber(s[3] or limit)
+  if limit > before then tokens = tokens + (limit - before) else tokens = math.min(tokens, limit) end
+  tokens = math.min(limit, tokens + (now - tonumber(s[2])) * limit / window)
+end
 local ok = 0
 if tokens >= 1 then tokens = tokens - 1; ok = 1 end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now), 'limit', tostring(limit))
 redis.call('PEXPIRE', KEYS[1], window * 2)
 return {ok, tostring(tokens)}
 `;

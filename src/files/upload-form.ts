@@ -73,7 +73,8 @@ export class UploadSigner {
 
   /**
    * Checks the fields of an upload against their signed policy; returns the grant, or the reason
-   * it is refused ('signature', 'expired' or a field name).
+   * it is refused ('signature', 'expired' or a field name). A field the policy does not name is
+   * refused too: nothing unsigned rides along with a signed form.
    */
   verify(fields: Record<string, string>, now: Date): { grant: UploadGrant } | { refused: string } {
     const policy = fields.policy;
@@ -84,13 +85,19 @@ export class UploadSigner {
     if (!crypto.timingSafeEqual(Buffer.from(expected), Buffer.from(given))) return { refused: 'signature' };
     const decoded = JSON.parse(Buffer.from(policy, 'base64').toString('utf8')) as { expiration: string; conditions: (Record<string, string> | [string, number, number])[] };
     let maxBytes = 0;
+    const signed = new Set(['policy', 'x-store-signature']);
     for (const condition of decoded.conditions) {
       if (Array.isArray(condition)) {
         maxBytes = condition[2];
         continue;
       }
-      for (const [name, value] of Object.entries(condition)) if (fields[name] !== value) return { refused: name };
+      for (const [name, value] of Object.entries(condition)) {
+        if (fields[name] !== value) return { refused: name };
+        signed.add(name);
+      }
     }
+    const unsigned = Object.keys(fields).find((name) => !signed.has(name));
+    if (unsigned !== undefined) return { refused: unsigned };
     const expiresAt = new Date(decoded.expiration);
     if (now.getTime() > expiresAt.getTime()) return { refused: 'expired' };
     return { grant: { key: fields.key, metaId: fields['x-store-meta-id'], contentType: fields['content-type'], maxBytes, expiresAt } };

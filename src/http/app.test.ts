@@ -217,6 +217,30 @@ describe('rate limits (LIM-01)', () => {
     expect(lifted.body.limits.requests_per_second).toBeNull();
     expect((await sections(token)).status).toBe(200);
   });
+
+  it('a raised limit serves at once: 5 per second spent, raised to 100, the next requests pass (LIM-12)', async () => {
+    const { accountId, token } = await server.login({}, { requests_per_second: 5, token_requests_per_minute: null });
+    for (let i = 0; i < 5; i++) expect((await sections(token)).status).toBe(200);
+    expectProblem(await sections(token), 429, 'AUD-1002');
+    expect((await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 100 } })).status).toBe(200);
+    // The test clock stands still: no refill, only the raise.
+    for (let i = 0; i < 8; i++) expect((await sections(token)).status).toBe(200);
+    // Lowered again, it binds at once.
+    expect((await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 2 } })).status).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await sections(token)).status).toBe(200);
+    expectProblem(await sections(token), 429, 'AUD-1002');
+  });
+
+  it('a patch of the limits changes only the limits it names; an empty one changes none', async () => {
+    const { accountId } = await server.login({}, { requests_per_second: 7, tags_per_section: 9, token_requests_per_minute: null });
+    let res = await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { tags_per_section: 4 } });
+    expect(res.body.limits).toMatchObject({ requests_per_second: 7, tags_per_section: 4 });
+    res = await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: {} });
+    expect(res.body.limit_overrides).toEqual({ requests_per_second: 7, tags_per_section: 4, token_requests_per_minute: null });
+    // A manifest's account.limits are changes too: nothing absent from it is removed.
+    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, { account: { limits: { merges_per_profile: 10 } } })).status).toBe(204);
+    expect((await server.admin('GET', `/admin/accounts/${accountId}`)).body.limits).toMatchObject({ requests_per_second: 7, tags_per_section: 4, merges_per_profile: 10 });
+  });
 });
 
 describe('path handling (COMP-09, COMP-10, COMP-11)', () => {

@@ -476,6 +476,8 @@ describe('the upload', () => {
       { fields: { 'x-store-credential': f['x-store-credential'].replace(/^[^/]+/, 'someone') } },
       { fields: { 'content-type': 'application/octet-stream' } },
       { fields: { success_action_status: '201' } },
+      // A field the policy does not sign.
+      { fields: { 'x-store-meta-extra': 'anything' } },
       ...FORM_FIELDS.map((name) => ({ omit: [name] })),
       { fileFirst: true },
     ];

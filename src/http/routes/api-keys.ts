@@ -26,7 +26,9 @@ export function apiKeysRoutes(services: Services) {
     app.post('/oauth/token', {
       config: { auth: 'none' },
       schema: { summary: 'Obtain an access token', tags: ['auth'], security: [], body: TokenRequest, response: responses({ 200: TokenResponse }) },
-    }, async (request) => {
+    }, async (request, reply) => {
+      // RFC 6749 §5.1: no cache keeps a token, nor an answer about credentials.
+      reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
       const { client_id, client_secret } = request.body;
       // SPEC §8: token requests are limited per account; unknown clients per address.
       const accountId = await services.apiKeys.accountOfClient(client_id);
