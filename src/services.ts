@@ -35,8 +35,12 @@ export interface Services {
 export async function createServices(config: Config, pool: pg.Pool, clock: Clock, secrets: { adminToken: string; serverSecret: string }): Promise<Services> {
   const feed = new ChangeFeed(pool);
   await feed.start();
-  const apiKeys = new ApiKeys({ pool, feed, clock, region: config.region });
-  await apiKeys.ensureSigningKey();
+  const apiKeys = new ApiKeys({ pool, feed, clock, region: config.region, serverSecret: secrets.serverSecret });
+  // A start that fails here (a SERVER_SECRET that opens no signing key) leaves no listener behind.
+  await apiKeys.ensureSigningKey().catch(async (err) => {
+    await feed.close();
+    throw err;
+  });
   const buckets = config.redisUrl ? new RedisBuckets(config.redisUrl, clock) : new MemoryBuckets(clock);
   const uploads = new UploadSigner({
     accessKey: 'audience',

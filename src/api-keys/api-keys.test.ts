@@ -4,6 +4,8 @@ import * as jose from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestServer, testDatabase, type Credentials, type Response, expectProblem as expectSpecProblem } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
+import { SIGNING_KEY_SEALING } from './api-keys.ts';
+import { sealingKey, unseal } from './sealing.ts';
 
 let server: TestServer;
 let db: pg.Client;
@@ -59,11 +61,14 @@ function sections(token: string, s: TestServer = server): Promise<Response> {
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64url');
 
-/** The current signing key of the service, read from its database (tests only: to forge claims). */
+/** The servers' SERVER_SECRET in tests (test/app.ts), which seals the signing keys. */
+const SEALING = sealingKey('test-server-secret', SIGNING_KEY_SEALING);
+
+/** The current signing key of the service, read from its database and opened (tests only: to forge claims). */
 async function serverSigningKey(): Promise<{ kid: string; key: jose.CryptoKey }> {
-  const { rows } = await db.query<{ kid: string; private_jwk: jose.JWK }>('select kid, private_jwk from signing_keys where retired_at is null');
+  const { rows } = await db.query<{ kid: string; private_key_sealed: Buffer }>('select kid, private_key_sealed from signing_keys where retired_at is null');
   expect(rows).toHaveLength(1);
-  return { kid: rows[0].kid, key: (await jose.importJWK(rows[0].private_jwk, 'ES256')) as jose.CryptoKey };
+  return { kid: rows[0].kid, key: (await jose.importJWK(JSON.parse(unseal(SEALING, rows[0].private_key_sealed)), 'ES256')) as jose.CryptoKey };
 }
 
 /** Signs `claims` as an ES256 JWT; by default with the service's own key and kid. */
@@ -660,6 +665,32 @@ describe('Failure details', () => {
     expect(new Set(details.values()).size).toBe(details.size);
     // The genuine token is unaffected by all of this.
     expect((await sections(token)).status).toBe(200);
+  });
+});
+
+describe('Signing keys at rest', () => {
+  it('keeps no private half in plain text: sealed under SERVER_SECRET, and one stored before sealing is sealed at the next start', async () => {
+    const { rows } = await db.query<{ private_jwk: unknown; private_key_sealed: Buffer }>('select private_jwk, private_key_sealed from signing_keys');
+    expect(rows.length).toBeGreaterThan(0);
+    for (const row of rows) {
+      expect(row.private_jwk).toBeNull();
+      const jwk = JSON.parse(unseal(SEALING, row.private_key_sealed));
+      // The sealed bytes do not hold the private scalar.
+      expect(row.private_key_sealed.includes(Buffer.from(jwk.d))).toBe(false);
+    }
+    // A key as programs before sealing stored it (retired, so it signs nothing here).
+    const { privateKey, publicKey } = await jose.generateKeyPair('ES256', { extractable: true });
+    const plain = await jose.exportJWK(privateKey);
+    await db.query(`insert into signing_keys (kid, private_jwk, public_jwk, retired_at) values ('legacy', $1, $2, now() + interval '1 hour')`, [plain, await jose.exportJWK(publicKey)]);
+    const next = await TestServer.start();
+    await next.close();
+    const legacy = (await db.query<{ private_jwk: unknown; private_key_sealed: Buffer }>(`select private_jwk, private_key_sealed from signing_keys where kid = 'legacy'`)).rows[0];
+    expect(legacy.private_jwk).toBeNull();
+    expect(JSON.parse(unseal(SEALING, legacy.private_key_sealed))).toEqual(plain);
+  });
+
+  it('refuses to start with another SERVER_SECRET, which could not open the signing key, naming the cause', async () => {
+    await expect(TestServer.start({ SERVER_SECRET: 'another-secret' })).rejects.toThrow(/cannot be opened with this SERVER_SECRET/);
   });
 });
 

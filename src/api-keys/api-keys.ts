@@ -10,6 +10,7 @@ import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
+import { seal, sealingKey, unseal } from './sealing.ts';
 
 export interface IssuedToken {
   access_token: string;
@@ -26,6 +27,8 @@ const CLOCK_SKEW_MS = 60_000;
 const ISSUER = 'audience';
 const KEYS_TOPIC = 'api_key';
 const SIGNING_TOPIC = 'signing_key';
+/** The purpose of the key that seals signing keys (sealing.ts). */
+export const SIGNING_KEY_SEALING = 'signing-keys';
 
 /** The audience claim of the tokens of a region (SPEC §1.8: a token serves one region). */
 export function regionAudience(region: string): string {
@@ -63,16 +66,19 @@ export class ApiKeys {
   private readonly feed: ChangeFeed;
   private readonly clock: Clock;
   private readonly region: string;
+  /** Seals the signing keys' private halves in the database. */
+  private readonly sealing: Buffer;
   private readonly apiKeys: RecordCache<q.ApiKeyRow | null>;
   private readonly signingKeys: RecordCache<SigningKeys>;
   /** Tokens already verified, until they expire or their signing key retires. */
   private verified = new Map<string, { caller: Caller; validUntilMs: number }>();
 
-  constructor(options: { pool: pg.Pool; feed: ChangeFeed; clock: Clock; region: string }) {
+  constructor(options: { pool: pg.Pool; feed: ChangeFeed; clock: Clock; region: string; serverSecret: string }) {
     this.pool = options.pool;
     this.feed = options.feed;
     this.clock = options.clock;
     this.region = options.region;
+    this.sealing = sealingKey(options.serverSecret, SIGNING_KEY_SEALING);
     this.apiKeys = new RecordCache(this.feed, KEYS_TOPIC, async (clientId) => (await q.findApiKeyByClientId(this.pool, clientId)) ?? null);
     this.signingKeys = new RecordCache(this.feed, SIGNING_TOPIC, () => this.loadSigningKeys());
     this.feed.on(KEYS_TOPIC, () => this.verified.clear());
@@ -216,14 +222,33 @@ export class ApiKeys {
     });
   }
 
-  /** Creates the first signing key when there is none. */
+  /**
+   * At start: seals the private halves still in plain text, checks that SERVER_SECRET opens the
+   * signing key (every process of a deployment needs the same one), and creates the first signing
+   * key when there is none.
+   */
   async ensureSigningKey(): Promise<void> {
     await withTransaction(this.pool, async (tx) => {
       await q.lockSigningKeys(tx);
-      if ((await q.listVerifyingSigningKeys(tx)).length > 0) return;
+      for (const row of await q.listUnsealedSigningKeys(tx)) await q.sealSigningKey(tx, row.kid, seal(this.sealing, JSON.stringify(row.private_jwk)));
+      const current = (await q.listVerifyingSigningKeys(tx)).find((k) => k.retired_at === null);
+      if (current) {
+        this.privateJwkOf(current);
+        return;
+      }
       await this.insertNewSigningKey(tx);
       await this.feed.publish(tx, SIGNING_TOPIC, 'all');
     });
+  }
+
+  /** The private half of a stored signing key. */
+  private privateJwkOf(row: q.SigningKeyRow): JWK {
+    if (row.private_jwk) return row.private_jwk;
+    try {
+      return JSON.parse(unseal(this.sealing, row.private_key_sealed!)) as JWK;
+    } catch (err) {
+      throw new Error(`The signing key ${row.kid} cannot be opened with this SERVER_SECRET: every process of a deployment needs the secret that sealed it (${(err as Error).message})`, { cause: err });
+    }
   }
 
   private async insertNewSigningKey(tx: Queryable): Promise<string> {
@@ -231,7 +256,7 @@ export class ApiKeys {
     const kid = crypto.randomBytes(12).toString('base64url');
     const privateJwk = await jose.exportJWK(privateKey);
     const publicJwk = { ...(await jose.exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' };
-    await q.insertSigningKey(tx, { kid, privateJwk, publicJwk });
+    await q.insertSigningKey(tx, { kid, privateKeySealed: seal(this.sealing, JSON.stringify(privateJwk)), publicJwk });
     return kid;
   }
 
@@ -242,7 +267,7 @@ export class ApiKeys {
       verifying.set(row.kid, { kid: row.kid, retiredAtMs: row.retired_at?.getTime() ?? null, key: (await jose.importJWK(row.public_jwk as jose.JWK, 'ES256')) as jose.CryptoKey, publicJwk: row.public_jwk });
     }
     const current = rows.find((r) => r.retired_at === null);
-    const signing = current ? { kid: current.kid, key: (await jose.importJWK(current.private_jwk as jose.JWK, 'ES256')) as jose.CryptoKey } : undefined;
+    const signing = current ? { kid: current.kid, key: (await jose.importJWK(this.privateJwkOf(current), 'ES256')) as jose.CryptoKey } : undefined;
     return { signing, verifying };
   }
 }

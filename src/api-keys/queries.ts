@@ -43,7 +43,9 @@ export async function markApiKeyDeleted(db: Queryable, accountId: string, client
 
 export interface SigningKeyRow {
   kid: string;
-  private_jwk: JWK;
+  /** Only in keys stored before private halves were sealed, until a program seals them. */
+  private_jwk: JWK | null;
+  private_key_sealed: Buffer | null;
   public_jwk: JWK;
   created_at: Date;
   retired_at: Date | null;
@@ -57,8 +59,19 @@ export async function listVerifyingSigningKeys(db: Queryable): Promise<SigningKe
   return rows;
 }
 
-export async function insertSigningKey(db: Queryable, key: { kid: string; privateJwk: JWK; publicJwk: JWK }): Promise<void> {
-  await db.query('insert into signing_keys (kid, private_jwk, public_jwk) values ($1, $2, $3)', [key.kid, key.privateJwk, key.publicJwk]);
+export async function insertSigningKey(db: Queryable, key: { kid: string; privateKeySealed: Buffer; publicJwk: JWK }): Promise<void> {
+  await db.query('insert into signing_keys (kid, private_key_sealed, public_jwk) values ($1, $2, $3)', [key.kid, key.privateKeySealed, key.publicJwk]);
+}
+
+/** Signing keys whose private half is still in plain text (stored before sealing). */
+export async function listUnsealedSigningKeys(db: Queryable): Promise<{ kid: string; private_jwk: JWK }[]> {
+  const { rows } = await db.query<{ kid: string; private_jwk: JWK }>('select kid, private_jwk from signing_keys where private_jwk is not null');
+  return rows;
+}
+
+/** Replaces a key's plain private half by its sealed form. */
+export async function sealSigningKey(db: Queryable, kid: string, privateKeySealed: Buffer): Promise<void> {
+  await db.query('update signing_keys set private_key_sealed = $2, private_jwk = null where kid = $1', [kid, privateKeySealed]);
 }
 
 /** Stops every signing key but `kid` from signing; they keep verifying for `graceSeconds`. */
