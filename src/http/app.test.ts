@@ -427,6 +427,22 @@ describe.skipIf(!redisBinary)('RedisBuckets (LIM-01 across processes)', () => {
     await exited;
   });
 
+  it('a raised or lowered limit takes effect at once in the shared buckets too (LIM-12)', async () => {
+    const shared = await TestServer.start({ REDIS_URL: url });
+    try {
+      const { accountId, token } = await shared.login({}, { requests_per_second: 5, token_requests_per_minute: null });
+      for (let i = 0; i < 5; i++) expect((await shared.request('GET', '/audience/sections', { token })).status).toBe(200);
+      expectProblem(await shared.request('GET', '/audience/sections', { token }), 429, 'AUD-1002');
+      expect((await shared.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 100 } })).status).toBe(200);
+      for (let i = 0; i < 8; i++) expect((await shared.request('GET', '/audience/sections', { token })).status).toBe(200);
+      expect((await shared.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 1 } })).status).toBe(200);
+      expect((await shared.request('GET', '/audience/sections', { token })).status).toBe(200);
+      expectProblem(await shared.request('GET', '/audience/sections', { token }), 429, 'AUD-1002');
+    } finally {
+      await shared.close();
+    }
+  });
+
   it('two servers with one REDIS_URL share one budget per account (LIM-01)', async () => {
     const first = await TestServer.start({ REDIS_URL: url });
     const second = await TestServer.start({ REDIS_URL: url });
