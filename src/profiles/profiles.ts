@@ -125,7 +125,8 @@ export async function deleteProfile(tx: Queryable, scope: AccountScope, id: Uniq
   await q.deleteProfiles(tx, scope.accountId, await lockedClusters(tx, scope, [located.canonicalId]));
 }
 
-async function lockMembers(tx: Queryable, scope: AccountScope, members: string[]): Promise<void> {
+/** Locks profiles for good (SPEC §3.2): keyed hashes of their identifiers stay, the profiles go. */
+async function lockForGood(tx: Queryable, scope: AccountScope, members: string[]): Promise<void> {
   const identifiers = await q.listIdentifiersByProfiles(tx, scope.accountId, members);
   await q.insertLockedIdentities(tx, scope.accountId, identifiers.map((i) => identityHash(scope, i.keyspace_id, i.profile_key)));
   await q.deleteProfiles(tx, scope.accountId, members);
@@ -138,7 +139,7 @@ async function lockMembers(tx: Queryable, scope: AccountScope, members: string[]
 export async function lockProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<void> {
   requireAllSections(scope, 'locking a profile');
   const located = await locate(tx, scope, id);
-  await lockMembers(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]));
+  await lockForGood(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]));
 }
 
 /** The key attributes (mapped to the email, mobile and CRM keyspaces) whose values block a merge when they differ. */
@@ -205,7 +206,7 @@ export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles
   const [x, y] = sides;
   if (x.locked || y.locked) {
     const unlocked = [x, y].filter((s) => !s.locked).map((s) => s.canonicalId!);
-    if (unlocked.length > 0) await lockMembers(tx, scope, await lockedClusters(tx, scope, unlocked));
+    if (unlocked.length > 0) await lockForGood(tx, scope, await lockedClusters(tx, scope, unlocked));
     return;
   }
   await joinClusters(tx, scope, x.canonicalId!, y.canonicalId!, { checkConflicts: true });
