@@ -186,13 +186,13 @@ describe('GET /audience/sections/{s}/attributes', () => {
 
     const connected = copy(SHOP);
     connected.sections![0].ecommerce_connected = true;
-    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, connected)).status).toBe(204);
+    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, connected)).body.changed).toEqual([`section ${SHOP_SECTION}`]);
     const during = (await get(token, path)).items.map((a: { discriminator: string }) => a.discriminator);
     expect(during).toContain(basket);
     expect(during).not.toContain(`${NS}.attributes.user-created.secret`);
     expect(during.length).toBe(before.length + 1);
 
-    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, SHOP)).status).toBe(204);
+    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, SHOP)).status).toBe(200);
     expect((await get(token, path)).items.map((a: { discriminator: string }) => a.discriminator)).not.toContain(basket);
   });
 
@@ -614,8 +614,8 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
     const before = await snapshot(token);
     for (let i = 0; i < 2; i++) {
       const res = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, SHOP);
-      expect(res.status, res.text).toBe(204);
-      expect(res.text).toBe('');
+      expect(res.status, res.text).toBe(200);
+      expect(res.body).toMatchObject({ created: [], changed: [] });
     }
     expect(await snapshot(token)).toEqual(before);
   });
@@ -630,7 +630,7 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
     const { token, accountId } = await server.login(manifest);
     const before = await snapshot(token);
     const res = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, manifest);
-    expect(res.status, res.text).toBe(204);
+    expect(res.body, res.text).toMatchObject({ created: [], changed: [] });
     expect(await snapshot(token)).toEqual(before);
     const [purchase] = before.events.items;
     expect(purchase.versions[0].type).toEqual([{ name: 'orderId', type: 'Text' }, { name: 'total', description: 'Sum paid', type: 'Number with decimal' }]);
@@ -642,7 +642,12 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
     const next = copy(SHOP);
     next.sections![0].attributes![0].versions.push({ type: ['Text'] });
     next.sections![0].tags!.push({ name: 'Gold' });
-    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, next)).status).toBe(204);
+    const applied = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, next);
+    expect(applied.status).toBe(200);
+    // The summary names what changed: a new tag, and the attribute with a new version.
+    expect(applied.body.created).toEqual([`tag ${NS}.tags.user-created.gold in section ${SHOP_SECTION}`]);
+    expect(applied.body.changed).toEqual([`attribute ${NS}.attributes.user-created.points in section ${SHOP_SECTION}`]);
+    expect(applied.body.unchanged).toEqual(expect.arrayContaining([`account ${accountId}`, `section ${SHOP_SECTION}`, `keyspace ${NS}.keyspaces.email`]));
     const after = await snapshot(token);
     const points = (x: typeof before) => x.attributes.items.find((a: { discriminator: string }) => a.discriminator === `${NS}.attributes.user-created.points`);
     expect(points(after).versions.slice(0, 2)).toEqual(points(before).versions);
@@ -737,7 +742,8 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
   it('applies the demo manifest cleanly (DEF-02, DEF-08, DEF-24, COMP-17)', async () => {
     const demo = JSON.parse(await readFile(new URL('../../manifests/demo.json', import.meta.url), 'utf8')) as Manifest;
     const { token, accountId } = await server.login(demo);
-    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, demo)).status).toBe(204);
+    const again = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, demo);
+    expect(again.body).toMatchObject({ created: [], changed: [] });
     const keyspaces = (await get(token, '/audience/keyspaces')).items.map((k: { discriminator: string }) => k.discriminator);
     expect(keyspaces).toContain(`${NS}.integrations.keyspaces.5f2b9c1e.shop`);
     const sections = (await get(token, '/audience/sections')).items;

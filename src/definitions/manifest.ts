@@ -7,7 +7,7 @@ import type { Queryable } from '../store/pool.ts';
 import { builtinKeyspaces, defaultAttributes, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
 import { announce, defaultPermissions, loadDefinitions } from './definitions.ts';
 import * as q from './queries.ts';
-import type { Manifest, ManifestAttribute } from './schemas.ts';
+import type { Manifest, ManifestAttribute, ManifestSummary } from './schemas.ts';
 
 type ManifestKeyspace = NonNullable<Manifest['keyspaces']>[number];
 type ManifestChannel = NonNullable<Manifest['channels']>[number];
@@ -28,8 +28,10 @@ interface SectionFolders { root: string; ids: Map<string, string> }
  * Applies a manifest (docs/manifest.md) to an account, idempotently: items are matched by
  * discriminator and versions by position; nothing absent from the manifest is removed. A version
  * whose type or query differs from the stored one is refused, because stored data depends on it.
+ * Answers what it created, changed and left alone, from the definitions before and after.
  */
-export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, input: Manifest): Promise<void> {
+export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, input: Manifest): Promise<ManifestSummary> {
+  const before = await loadDefinitions(tx, accountId);
   const m = withVendor(input, vendor);
   await applyKeyspaces({ tx, accountId, vendor }, m.keyspaces ?? []);
   await applyChannels({ tx, accountId }, m.channels ?? []);
@@ -41,6 +43,37 @@ export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: str
   for (const s of m.sections ?? []) await applySection(ctx, s);
   await applySegments(ctx, m.segments ?? []);
   await announce(feed, tx, accountId);
+  return summarise(definitionItems(before), definitionItems(await loadDefinitions(tx, accountId)));
+}
+
+/** Each item of a definitions snapshot, named by kind and discriminator, with its stored state as JSON. */
+function definitionItems(defs: Definitions): Map<string, string> {
+  const items = new Map<string, string>();
+  const add = (name: string, item: unknown) => items.set(name, JSON.stringify(item));
+  for (const k of defs.keyspaces) add(`keyspace ${k.discriminator}`, k);
+  for (const c of defs.channels) add(`channel ${c.discriminator}`, c);
+  for (const { attributes, tags, events, folders, topics, ...section } of defs.sections) {
+    add(`section ${section.discriminator}`, section);
+    // Default attributes have the same discriminator in every section.
+    const within = ` in section ${section.discriminator}`;
+    for (const a of attributes) add(`attribute ${a.discriminator}${within}`, a);
+    for (const t of tags) add(`tag ${t.discriminator}${within}`, t);
+    for (const e of events) add(`event ${e.discriminator}${within}`, e);
+    for (const f of folders) add(`topic folder ${f.discriminator}${within}`, f);
+    for (const t of topics) add(`topic ${t.discriminator}${within}`, t);
+  }
+  for (const g of defs.segments) add(`segment ${g.discriminator}`, g);
+  return items;
+}
+
+/** Compares named items before and after an apply; nothing is ever removed, so every item is in `after`. */
+export function summarise(before: Map<string, string>, after: Map<string, string>): ManifestSummary {
+  const summary: ManifestSummary = { created: [], changed: [], unchanged: [] };
+  for (const [name, state] of after) {
+    const was = before.get(name);
+    (was === undefined ? summary.created : was === state ? summary.unchanged : summary.changed).push(name);
+  }
+  return summary;
 }
 
 /** The manifest with every `{vendor}` replaced by the configured vendor word. */

@@ -179,5 +179,14 @@ export const Manifest = Type.Object({
 }, { additionalProperties: false, description: 'A declarative description of an account (docs/manifest.md)' });
 
 export type Manifest = Static<typeof Manifest>;
+
+const Items = (description: string) => Type.Array(Type.String(), { description });
+/** What applying a manifest did, each item named by its kind and discriminator ("section com.vendor1.sections.user-created.shop"). */
+export const ManifestSummary = Type.Object({
+  created: Items('Items the manifest created'),
+  changed: Items('Items whose settings the manifest changed'),
+  unchanged: Items('The account, its definitions and suppressions that stayed as they were'),
+});
+export type ManifestSummary = Static<typeof ManifestSummary>;
 /** An attribute as a manifest declares it. */
 export type ManifestAttribute = NonNullable<NonNullable<Manifest['sections']>[number]['attributes']>[number];

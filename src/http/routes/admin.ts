@@ -8,7 +8,7 @@ import { LIMIT_NAMES, LIMIT_RANGES } from '../../core/limits.ts';
 import { applyAccountManifest } from '../../accounts/manifest.ts';
 import * as consents from '../../consents/consents.ts';
 import { Suppression } from '../../consents/schemas.ts';
-import { Manifest } from '../../definitions/schemas.ts';
+import { Manifest, ManifestSummary } from '../../definitions/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { Problem } from '../../core/problems.ts';
 import { DateTime } from '../../core/schemas.ts';
@@ -70,11 +70,8 @@ export function adminRoutes(services: Services) {
     app.put('/admin/accounts/:account_id/manifest', {
       config,
       bodyLimit: 10 * 1024 * 1024,
-      schema: { tags, summary: 'Apply a manifest to an account (idempotent)', params: AccountParams, body: Manifest, response: responses({ 204: NoContent }) },
-    }, async (request, reply) => {
-      await withTransaction(pool, (tx) => applyAccountManifest(tx, feed, vendor, request.params.account_id, request.body));
-      return reply.code(204).send();
-    });
+      schema: { tags, summary: 'Apply a manifest to an account (idempotent); answers what it created, changed and left alone', params: AccountParams, body: Manifest, response: responses({ 200: ManifestSummary }) },
+    }, async (request) => withTransaction(pool, (tx) => applyAccountManifest(tx, feed, vendor, request.params.account_id, request.body)));
 
     app.get('/admin/accounts/:account_id/suppressions', {
       config, schema: { tags, summary: 'List suppressed addresses', params: AccountParams, response: responses({ 200: Type.Object({ items: Type.Array(Suppression) }) }) },
