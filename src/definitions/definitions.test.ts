@@ -762,6 +762,66 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
   });
 });
 
+describe('/admin/accounts/{id}/integrations (COMP-17)', () => {
+  const MAGENTO = /^com\.vendor1\.integrations\.keyspaces\.[0-9a-f]{8}\.magento$/;
+  const integrations = (accountId: string) => `/admin/accounts/${accountId}/integrations`;
+
+  it('creates an integration keyspace once per system, lists it, and /audience/keyspaces shows it (COMP-17, DEF-02)', async () => {
+    const { token, accountId } = await server.login(SHOP);
+    const first = await server.admin('POST', integrations(accountId), { system: 'magento' });
+    expect(first.status).toBe(201);
+    expect(first.body).toEqual({ system: 'magento', discriminator: expect.stringMatching(MAGENTO) });
+    // Connecting it again answers the keyspace it has.
+    const again = await server.admin('POST', integrations(accountId), { system: 'magento' });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    expect((await server.admin('GET', integrations(accountId))).body).toEqual({ items: [first.body] });
+    expect((await get(token, '/audience/keyspaces')).items).toContainEqual({
+      discriminator: first.body.discriminator, name: 'magento customer id', description: 'Customer ids of the magento integration', manage_subscriptions: false,
+    });
+  });
+
+  it('locates profiles and writes what the other keyspaces may by default, not what a manifest restricted (COMP-17, PROF-01)', async () => {
+    const restricted = `${NS}.attributes.user-created.restricted`;
+    const { token, accountId } = await server.login({
+      sections: [{ name: 'Shop', attributes: [{ name: 'Restricted', keyspace_permissions: { [`${NS}.keyspaces.email`]: ['read'] }, versions: [{ type: ['Text'] }] }] }],
+    });
+    const ks = (await server.admin('POST', integrations(accountId), { system: 'magento' })).body.discriminator;
+    const attributes = (await get(token, `/audience/sections/${SHOP_SECTION}/attributes?include_keyspace_permissions=true`)).items;
+    const attribute = (d: string) => attributes.find((a: { discriminator: string }) => a.discriminator === d);
+    expect(attribute(`${NS}.attributes.firstname`).keyspace_permissions[ks]).toEqual(['read', 'write']);
+    expect(attribute(restricted).keyspace_permissions).toEqual({ [`${NS}.keyspaces.email`]: ['read'] });
+
+    const profile = `/audience/keyspaces/${ks}/profiles/customer-42/sections/${SHOP_SECTION}`;
+    expect((await server.request('POST', `/audience/keyspaces/${ks}/sections/${SHOP_SECTION}/profiles`, { token, body: { profile_key: 'customer-42' } })).status).toBe(201);
+    const firstname = attribute(`${NS}.attributes.firstname`).versions[0].id;
+    const patch = await server.request('PATCH', `${profile}/attributes`, { token, body: { [firstname]: 'Ann' }, headers: { 'content-type': 'application/merge-patch+json' } });
+    expect(patch.status, patch.text).toBe(204);
+    expect(await get(token, `${profile}/attributes`)).toEqual({ [firstname]: 'Ann' });
+  });
+
+  it('connects the integrations a manifest lists, keeping the keyspace of one connected before (COMP-17)', async () => {
+    const { accountId } = await server.login(SHOP);
+    const magento = (await server.admin('POST', integrations(accountId), { system: 'magento' })).body;
+    const applied = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, { integrations: [{ system: 'magento' }, { system: 'shopware' }] });
+    expect(applied.status).toBe(200);
+    expect(applied.body.created).toEqual([expect.stringMatching(/^keyspace com\.vendor1\.integrations\.keyspaces\.[0-9a-f]{8}\.shopware$/)]);
+    expect(applied.body.unchanged).toContain(`keyspace ${magento.discriminator}`);
+    // The new keyspace joins the default permissions of the attributes there.
+    expect(applied.body.changed).toContain(`attribute ${NS}.attributes.email in section ${SHOP_SECTION}`);
+    const listed = (await server.admin('GET', integrations(accountId))).body.items;
+    expect(listed.map((i: { system: string }) => i.system)).toEqual(['magento', 'shopware']);
+  });
+
+  it('refuses a system that is not a lower-case word, naming the field, and answers 404 for an unknown account (ERR-01)', async () => {
+    const { accountId } = await server.login(SHOP);
+    expectProblem(await server.admin('POST', integrations(accountId), { system: 'Magento 2' }), 400, 'system');
+    expectProblem(await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, { integrations: [{ system: '' }] }), 400, 'integrations[0].system');
+    expectProblem(await server.admin('POST', integrations('999999999'), { system: 'magento' }), 404);
+    expectProblem(await server.admin('GET', integrations('999999999')), 404);
+  });
+});
+
 describe('VENDOR configuration (COMP-01)', () => {
   let acme: TestServer;
   beforeAll(async () => {

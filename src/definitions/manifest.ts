@@ -5,7 +5,8 @@ import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import { builtinKeyspaces, defaultAttributes, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
-import { announce, defaultPermissions, loadDefinitions } from './definitions.ts';
+import { announce, defaultPermissions, followDefaultPermissions, loadDefinitions } from './definitions.ts';
+import { connectIntegration } from './integrations.ts';
 import * as q from './queries.ts';
 import type { Manifest, ManifestAttribute, ManifestSummary } from './schemas.ts';
 
@@ -34,6 +35,7 @@ export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: str
   const before = await loadDefinitions(tx, accountId);
   const m = withVendor(input, vendor);
   await applyKeyspaces({ tx, accountId, vendor }, m.keyspaces ?? []);
+  for (const i of m.integrations ?? []) await connectIntegration(tx, vendor, accountId, i.system);
   await applyChannels({ tx, accountId }, m.channels ?? []);
   const ctx: ManifestContext = {
     tx, accountId, vendor,
@@ -81,9 +83,14 @@ function withVendor(input: Manifest, vendor: string): Manifest {
   return JSON.parse(JSON.stringify(input).replaceAll('{vendor}', vendor)) as Manifest;
 }
 
-/** Upserts keyspaces; what one leaves out comes from the stored keyspace, else from the built-in one. */
+/**
+ * Upserts keyspaces; what one leaves out comes from the stored keyspace, else from the built-in one.
+ * Items with the default permissions keep them, new keyspaces included.
+ */
 async function applyKeyspaces(ctx: Pick<ManifestContext, 'tx' | 'accountId' | 'vendor'>, keyspaces: ManifestKeyspace[]): Promise<void> {
   const { tx, accountId, vendor } = ctx;
+  if (!keyspaces.length) return;
+  const before = await q.listKeyspacesByAccount(tx, accountId);
   for (const k of keyspaces) {
     const builtin = builtinKeyspaces(vendor).find((b) => b.discriminator === k.discriminator);
     const current = (await q.listKeyspacesByAccount(tx, accountId)).find((c) => c.discriminator === k.discriminator);
@@ -98,6 +105,7 @@ async function applyKeyspaces(ctx: Pick<ManifestContext, 'tx' | 'accountId' | 'v
       mapped_attribute: k.mapped_attribute !== undefined ? k.mapped_attribute : base?.mapped_attribute ?? null,
     });
   }
+  await followDefaultPermissions(tx, accountId, before);
 }
 
 /** Upserts channels. */
