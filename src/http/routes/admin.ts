@@ -48,7 +48,7 @@ export function adminRoutes(services: Services) {
       config,
       schema: {
         tags, summary: 'Create an account',
-        body: Type.Object({ name: Type.String({ minLength: 1 }), region: Type.Optional(Type.Union(REGIONS.map((r) => Type.Literal(r)))), limits: Type.Optional(LimitsSchema) }, { additionalProperties: false }),
+        body: Type.Object({ name: Type.String({ minLength: 1 }), region: Type.Optional(Type.Enum(REGIONS, { description: 'The region the account belongs to' })), limits: Type.Optional(LimitsSchema) }, { additionalProperties: false }),
         response: responses({ 201: Account }),
       },
     }, async (request, reply) => {
