@@ -504,7 +504,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const applied = await request(`${audience.url}/admin/accounts/${encodeURIComponent(audience.accountId)}/manifest`, {
     method: 'PUT', headers: { authorization: `Bearer ${audience.adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify(manifest),
   });
-  if (applied.status !== 204) throw new Error(`applying the segments: ${applied.status} ${applied.text}`);
+  if (applied.status !== 200) throw new Error(`applying the segments: ${applied.status} ${applied.text}`);
   const defs = await loadDefinitions(db, audience.accountId);
   const ids = idsOf(defs);
   const segmentDiscriminators = SEGMENTS.map((s) => `${ids.ns}.segments.user-created.${slug(s.name)}`);

@@ -1,113 +1,304 @@
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { readConfig } from './config.ts';
-import { adminTokenOf, openDatabase, serve } from './server.ts';
-import { migrate } from './store/migrate.ts';
 
-const USAGE = `usage: audience <command>
-  serve                                        serve the API and run the worker (what npm start runs)
-  api | worker                                 only one of the two roles (several processes can share a database)
-  migrate                                      apply the database migrations and exit
-  account create --name N [--region eu|apac]   create an account
-  account list                                 list accounts
-  key create --account ID [--name N] [--section DISCRIMINATOR]...
-  key delete --account ID --client-id ID
-  apply FILE [--account ID]                    apply a manifest; without --account it creates the account
-  suppression add --account ID --channel DISCRIMINATOR --address A --reason R
-  suppression remove --account ID --channel DISCRIMINATOR --address A
-  suppression list --account ID
-  signing-key rotate                           start signing tokens with a new key
-Every command but serve and migrate calls the operator API of a running server:
-AUDIENCE_URL (default http://127.0.0.1:$PORT), with ADMIN_TOKEN or the token in $DATA_DIR/admin-token.`;
+// Loaded when a command needs it, so that --help, --version and usage errors answer at once
+// (loading the server takes 0.4 s).
+const server = () => import('./server.ts');
 
-async function admin(method: string, path: string, body?: unknown): Promise<unknown> {
-  const config = readConfig();
-  const base = process.env.AUDIENCE_URL ?? `http://127.0.0.1:${config.port}`;
-  const token = await adminTokenOf(config, false);
-  if (!token) throw new Error(`no operator token: set ADMIN_TOKEN or start the server once with DATA_DIR=${config.dataDir}`);
-  const res = await fetch(base + path, {
-    method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  const json = text ? JSON.parse(text) : {};
-  if (!res.ok) throw new Error(`${res.status} ${json.title ?? ''}: ${json.detail ?? text}`);
-  return json;
+const OPTIONS = {
+  name: { type: 'string' }, region: { type: 'string' }, account: { type: 'string' }, 'client-id': { type: 'string' },
+  section: { type: 'string', multiple: true }, channel: { type: 'string' }, address: { type: 'string' }, reason: { type: 'string' },
+  system: { type: 'string' }, rename: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' },
+} as const;
+
+type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+type Option = Exclude<keyof Values, 'help' | 'version'>;
+
+/** A wrong command line: exits 2 with the usage of the command, or of all. */
+class UsageError extends Error {
+  usage: string | undefined;
+  constructor(message: string, usage?: string) {
+    super(message);
+    this.usage = usage;
+  }
 }
 
-function print(value: unknown): void {
-  console.log(JSON.stringify(value, null, 2));
+interface Command {
+  /** The arguments after the command's words, as the usage shows them. */
+  args: string;
+  what: string;
+  options: Option[];
+  /** The command's one positional argument (apply's FILE), when it takes one. */
+  file?: true;
+  run(values: Values, file: string): Promise<unknown>;
+}
+
+const account = (v: Values) => `/admin/accounts/${encodeURIComponent(need(v, 'account'))}`;
+
+const COMMANDS: Record<string, Command> = {
+  serve: { args: '', what: 'serve the API and run the worker (what npm start runs)', options: [], run: async () => (await server()).serve(readConfig()) },
+  api: { args: '', what: 'only the HTTP API: api and worker processes can share a database', options: [], run: async () => (await server()).serve(readConfig(), { api: true, worker: false }) },
+  worker: { args: '', what: 'only the worker (imports)', options: [], run: async () => (await server()).serve(readConfig(), { api: false, worker: true }) },
+  migrate: {
+    args: '', what: 'apply the database migrations and exit', options: [],
+    async run() {
+      const { pool, embedded } = await (await server()).openDatabase(readConfig());
+      try {
+        return { applied: await (await import('./store/migrate.ts')).migrate(pool) };
+      } finally {
+        await pool.end();
+        await embedded?.stop();
+      }
+    },
+  },
+  'account create': {
+    args: '--name N [--region eu|apac]', what: 'create an account; prints it, with its id', options: ['name', 'region'],
+    run: (v) => admin('POST', '/admin/accounts', { name: need(v, 'name'), region: v.region }),
+  },
+  'account list': { args: '', what: 'list accounts', options: [], run: () => admin('GET', '/admin/accounts') },
+  'key create': {
+    args: '--account ID [--name N] [--section DISCRIMINATOR]...', what: 'create an API key; its client_secret is shown only now', options: ['account', 'name', 'section'],
+    run: (v) => admin('POST', `${account(v)}/keys`, { name: v.name, section_discriminators: v.section }),
+  },
+  'key list': { args: '--account ID', what: 'list the API keys of an account (without secrets)', options: ['account'], run: (v) => admin('GET', `${account(v)}/keys`) },
+  'key delete': {
+    args: '--account ID --client-id ID', what: 'delete an API key; its tokens stop at once', options: ['account', 'client-id'],
+    async run(v) {
+      await admin('DELETE', `${account(v)}/keys/${encodeURIComponent(need(v, 'client-id'))}`);
+      return { deleted: v['client-id'] };
+    },
+  },
+  apply: {
+    args: 'FILE [--account ID [--rename]] [--region eu|apac]', file: true, options: ['account', 'rename', 'region'],
+    what: 'apply a manifest; prints what it created, changed and left alone.\nWithout --account it creates the account named by account.name; an existing account keeps its name unless --rename',
+    async run(v, file) {
+      const manifest = await readManifest(file);
+      let id = v.account;
+      if (id === undefined) {
+        const name = manifest.account?.name;
+        if (typeof name !== 'string') throw new UsageError(`${file} has no account.name to name a new account: give --account ID to apply it to an existing one`);
+        id = ((await admin('POST', '/admin/accounts', { name, region: v.region })) as { id: string }).id;
+      } else if (v.region !== undefined) {
+        throw new UsageError('--region is for the account apply creates; an existing account keeps its region');
+      } else if (!v.rename && manifest.account) {
+        // A manifest applied to an account of its own (a template such as the demo) must not rename it unasked.
+        delete manifest.account.name;
+      }
+      const path = `/admin/accounts/${encodeURIComponent(id)}`;
+      const summary = (await admin('PUT', `${path}/manifest`, manifest)) as object;
+      return { account: await admin('GET', path), ...summary };
+    },
+  },
+  'integration add': {
+    args: '--account ID --system SYSTEM', what: 'connect an integration (magento, shopware …): prints its keyspace, the same one when run again', options: ['account', 'system'],
+    run: (v) => admin('POST', `${account(v)}/integrations`, { system: need(v, 'system') }),
+  },
+  'integration list': { args: '--account ID', what: 'list the integrations of an account and their keyspaces', options: ['account'], run: (v) => admin('GET', `${account(v)}/integrations`) },
+  'suppression add': {
+    args: '--account ID --channel DISCRIMINATOR --address A --reason R', what: 'no marketing to the address on the channel', options: ['account', 'channel', 'address', 'reason'],
+    async run(v) {
+      await admin('PUT', `${account(v)}/suppressions`, { channel_discriminator: need(v, 'channel'), address: need(v, 'address'), reason: need(v, 'reason') });
+      return admin('GET', `${account(v)}/suppressions`);
+    },
+  },
+  'suppression remove': {
+    args: '--account ID --channel DISCRIMINATOR --address A', what: 'lift a suppression', options: ['account', 'channel', 'address'],
+    async run(v) {
+      await admin('DELETE', `${account(v)}/suppressions/${encodeURIComponent(need(v, 'channel'))}/${encodeURIComponent(need(v, 'address'))}`);
+      return admin('GET', `${account(v)}/suppressions`);
+    },
+  },
+  'suppression list': { args: '--account ID', what: 'list suppressed addresses', options: ['account'], run: (v) => admin('GET', `${account(v)}/suppressions`) },
+  'signing-key rotate': { args: '', what: 'sign tokens with a new key; tokens of the old one stay valid until they expire', options: [], run: () => admin('POST', '/admin/signing-keys') },
+};
+
+const FOOTER = `Every command but serve, api, worker and migrate calls the operator API of a running server:
+AUDIENCE_URL (default http://127.0.0.1:$PORT), with ADMIN_TOKEN or the token in $DATA_DIR/admin-token.
+audience COMMAND --help shows one command; audience --version the version.`;
+
+/** The usage of the commands whose name starts with `prefix` (all of them for ''). */
+function usage(prefix = ''): string {
+  const commands = Object.entries(COMMANDS).filter(([name]) => `${name} `.startsWith(prefix));
+  const line = ([name, c]: [string, Command]) => `audience ${name} ${c.args}`.trim();
+  const what = (c: Command, indent: string) => c.what.split('\n').map((l) => indent + l).join('\n');
+  if (commands.length === 1) return `usage: ${line(commands[0])}\n${what(commands[0][1], '  ')}\n\n${FOOTER}`;
+  return `usage: audience COMMAND [OPTIONS]\n\n${commands.map((c) => `  ${line(c)}\n${what(c[1], '      ')}`).join('\n')}\n\n${FOOTER}`;
+}
+
+function need(values: Values, name: Option): string {
+  const value = values[name];
+  if (typeof value !== 'string') throw new UsageError(`--${name} is required`);
+  return value;
+}
+
+/** A manifest file's JSON; errors name the file and, for bad JSON, the line and column. */
+async function readManifest(file: string): Promise<{ account?: { name?: unknown } } & Record<string, unknown>> {
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read the manifest ${file}: ${(err as Error).message}`);
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new Error(`the manifest ${file} is not valid JSON: ${jsonError(text) ?? (err as Error).message}`);
+  }
+}
+
+/**
+ * Where JSON text first goes wrong, "unexpected "]" at line 3 column 5"; undefined when it is
+ * valid. JSON.parse leaves the position out of some messages (where a value was expected, as in
+ * `[1,]`, the commonest slip in a hand-written manifest), so the text is scanned once more here.
+ */
+function jsonError(text: string): string | undefined {
+  let i = 0;
+  const check = (ok: boolean) => {
+    if (!ok) throw i;
+  };
+  const blank = () => {
+    while (i < text.length && ' \t\n\r'.includes(text[i])) i++;
+  };
+  const string = () => {
+    for (i++; text[i] !== '"'; i++) {
+      check(i < text.length && text.charCodeAt(i) >= 0x20);
+      if (text[i] === '\\') {
+        i++;
+        check(/^(?:["\\/bfnrt]|u[0-9a-fA-F]{4})/.test(text.slice(i, i + 5)));
+        if (text[i] === 'u') i += 4;
+      }
+    }
+    i++;
+  };
+  const scalar = /true|false|null|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
+  const value = (): void => {
+    blank();
+    if (text[i] === '"') return string();
+    if (text[i] === '{' || text[i] === '[') {
+      const close = text[i] === '{' ? '}' : ']';
+      i++;
+      blank();
+      if (text[i] === close) return void i++;
+      for (;;) {
+        if (close === '}') {
+          blank();
+          check(text[i] === '"');
+          string();
+          blank();
+          check(text[i] === ':');
+          i++;
+        }
+        value();
+        blank();
+        if (text[i] !== ',') break;
+        i++;
+      }
+      check(text[i] === close);
+      return void i++;
+    }
+    scalar.lastIndex = i;
+    check(scalar.test(text));
+    i = scalar.lastIndex;
+  };
+  try {
+    value();
+    blank();
+    check(i === text.length);
+    return undefined;
+  } catch (at) {
+    if (typeof at !== 'number') throw at;
+    const line = text.slice(0, at).split('\n').length;
+    const column = at - text.lastIndexOf('\n', at - 1);
+    return `${at < text.length ? `unexpected ${JSON.stringify(text[at])}` : 'unexpected end'} at line ${line} column ${column}`;
+  }
+}
+
+const NETWORK_ERRORS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused', ENOTFOUND: 'host not found', EAI_AGAIN: 'host not found', ECONNRESET: 'connection reset',
+  ETIMEDOUT: 'connection timed out', EHOSTUNREACH: 'host unreachable', ENETUNREACH: 'network unreachable',
+};
+
+/** Why the server could not be reached, in words: fetch itself only says "fetch failed" and keeps the cause beneath. */
+function unreachable(base: string, err: Error): string {
+  const cause = err.cause as (Error & { code?: string; errors?: { code?: string }[] }) | undefined;
+  const code = cause?.code ?? cause?.errors?.[0]?.code ?? '';
+  return `${NETWORK_ERRORS[code] ?? cause?.message ?? err.message} at ${base}: is the server running there? (AUDIENCE_URL, or PORT for http://127.0.0.1:PORT)`;
+}
+
+/** Calls the operator API of the running server; errors name the server and the cause. */
+async function admin(method: string, path: string, body?: unknown): Promise<unknown> {
+  const config = readConfig();
+  const base = (process.env.AUDIENCE_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, '');
+  if (!/^https?:\/\/[^/]/.test(base)) throw new Error(`AUDIENCE_URL must be the server's address, such as http://127.0.0.1:8080; got "${base}"`);
+  const token = await (await server()).adminTokenOf(config, false);
+  if (!token) throw new Error(`no operator token: set ADMIN_TOKEN, or start the server once with DATA_DIR=${config.dataDir} so that it writes ${config.dataDir}/admin-token`);
+  let res: Response;
+  try {
+    res = await fetch(base + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new Error(unreachable(base, err as Error));
+  }
+  const text = await res.text();
+  let json: { title?: string; detail?: string } | undefined;
+  try {
+    json = text ? JSON.parse(text) : {};
+  } catch {
+    json = undefined;
+  }
+  if (res.ok && json) return json;
+  const cause = json?.detail ?? (text.slice(0, 200) || res.statusText);
+  const hint = res.status === 401 ? ' (the operator token, ADMIN_TOKEN or $DATA_DIR/admin-token, is not the one of the server)' : '';
+  throw new Error(`${method} ${path} at ${base}: ${res.status} ${json?.title ?? res.statusText}: ${cause}${hint}`);
+}
+
+async function version(): Promise<string> {
+  return JSON.parse(await fs.readFile(new URL('../package.json', import.meta.url), 'utf8')).version;
 }
 
 async function main(argv: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({
-    args: argv,
-    allowPositionals: true,
-    options: {
-      name: { type: 'string' }, region: { type: 'string' }, account: { type: 'string' },
-      'client-id': { type: 'string' }, section: { type: 'string', multiple: true }, help: { type: 'boolean', short: 'h' },
-      channel: { type: 'string' }, address: { type: 'string' }, reason: { type: 'string' },
-    },
-  });
-  const [command, sub] = positionals;
-  const need = (name: keyof typeof values) => {
-    const v = values[name];
-    if (typeof v !== 'string') throw new Error(`--${name} is required\n${USAGE}`);
-    return v;
-  };
-  switch (`${command ?? ''} ${['account', 'key', 'signing-key', 'suppression'].includes(command ?? '') ? sub ?? '' : ''}`.trim()) {
-    case 'serve':
-      return serve(readConfig());
-    case 'api':
-      return serve(readConfig(), { api: true, worker: false });
-    case 'worker':
-      return serve(readConfig(), { api: false, worker: true });
-    case 'migrate': {
-      const { pool, embedded } = await openDatabase(readConfig());
-      print({ applied: await migrate(pool) });
-      await pool.end();
-      await embedded?.stop();
-      return;
-    }
-    case 'account create':
-      return print(await admin('POST', '/admin/accounts', { name: need('name'), ...(values.region ? { region: values.region } : {}) }));
-    case 'account list':
-      return print(await admin('GET', '/admin/accounts'));
-    case 'key create':
-      return print(await admin('POST', `/admin/accounts/${encodeURIComponent(need('account'))}/keys`, { name: values.name, section_discriminators: values.section }));
-    case 'key delete':
-      await admin('DELETE', `/admin/accounts/${encodeURIComponent(need('account'))}/keys/${encodeURIComponent(need('client-id'))}`);
-      return print({ deleted: values['client-id'] });
-    case 'apply': {
-      if (!sub) throw new Error(`apply needs a manifest file\n${USAGE}`);
-      const manifest = JSON.parse(await fs.readFile(sub, 'utf8'));
-      let accountId = values.account;
-      if (!accountId) {
-        const name = manifest.account?.name;
-        if (!name) throw new Error('without --account, the manifest needs account.name to create the account');
-        accountId = ((await admin('POST', '/admin/accounts', { name, ...(values.region ? { region: values.region } : {}) })) as { id: string }).id;
-      }
-      await admin('PUT', `/admin/accounts/${encodeURIComponent(accountId)}/manifest`, manifest);
-      return print(await admin('GET', `/admin/accounts/${encodeURIComponent(accountId)}`));
-    }
-    case 'suppression add':
-      await admin('PUT', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`, { channel_discriminator: need('channel'), address: need('address'), reason: need('reason') });
-      return print(await admin('GET', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`));
-    case 'suppression remove':
-      await admin('DELETE', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions/${encodeURIComponent(need('channel'))}/${encodeURIComponent(need('address'))}`);
-      return print(await admin('GET', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`));
-    case 'suppression list':
-      return print(await admin('GET', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`));
-    case 'signing-key rotate':
-      return print(await admin('POST', '/admin/signing-keys'));
-    default:
-      console.log(USAGE);
-      if (!values.help) process.exitCode = 2;
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const { values, positionals } = parsed;
+  if (values.version) return console.log(await version());
+  const words = positionals.length > 1 && COMMANDS[`${positionals[0]} ${positionals[1]}`] ? 2 : 1;
+  const name = positionals.slice(0, words).join(' ');
+  const command = COMMANDS[name];
+  if (!command) {
+    const group = positionals[0] ?? '';
+    const inGroup = Object.keys(COMMANDS).some((c) => c.startsWith(`${group} `));
+    const shown = inGroup ? usage(`${group} `) : usage();
+    // `audience --help`, and a bare group: `audience key --help`.
+    if (values.help && (group === '' || inGroup) && positionals.length === (group === '' ? 0 : 1)) return console.log(shown);
+    if (group === '') throw new UsageError('a command is needed', shown);
+    throw new UsageError(inGroup ? `${group} needs one of the subcommands below${positionals[1] ? `, not "${positionals[1]}"` : ''}` : `unknown command "${group}"`, shown);
+  }
+  const commandUsage = usage(`${name} `);
+  if (values.help) return console.log(commandUsage);
+  try {
+    const given = (Object.keys(values) as (keyof Values)[]).filter((o) => o !== 'help' && o !== 'version');
+    const stray = given.find((o) => !command.options.includes(o as Option));
+    if (stray) throw new UsageError(`${name} takes no --${stray}`);
+    const args = positionals.slice(words);
+    if (args.length !== (command.file ? 1 : 0)) throw new UsageError(command.file ? `${name} needs one FILE` : `${name} takes no argument "${args[0]}"`);
+    const result = await command.run(values, args[0]);
+    if (result !== undefined) console.log(JSON.stringify(result, null, 2));
+  } catch (err) {
+    if (err instanceof UsageError && !err.usage) err.usage = commandUsage;
+    throw err;
   }
 }
 
 main(process.argv.slice(2)).catch((err: Error) => {
   console.error(`audience: ${err.message}`);
-  process.exit(1);
+  if (err instanceof UsageError) console.error(err.usage ?? usage());
+  process.exit(err instanceof UsageError ? 2 : 1);
 });

@@ -132,7 +132,7 @@ export class TestServer {
     const account = await this.admin('POST', '/admin/accounts', { name: `test ${crypto.randomUUID()}`, ...options });
     if (account.status !== 201) throw new Error(`account: ${account.text}`);
     const applied = await this.admin('PUT', `/admin/accounts/${account.body.id}/manifest`, manifest);
-    if (applied.status !== 204) throw new Error(`manifest: ${applied.text}`);
+    if (applied.status !== 200) throw new Error(`manifest: ${applied.text}`);
     return { accountId: account.body.id, ...(await this.createKey(account.body.id)) };
   }
 

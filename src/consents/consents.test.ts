@@ -886,8 +886,11 @@ describe('suppressions: operator API, manifest and CLI', () => {
       { channel_discriminator: EMAIL_CH, address: 'blocked@example.com', reason: 'Legal hold' },
       { channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' },
     ]);
-    // Applying it again changes nothing.
-    expectEmpty(await server.admin('PUT', `/admin/accounts/${a.accountId}/manifest`, manifest), 204);
+    // Applying it again changes nothing, and says so.
+    const again = await server.admin('PUT', `/admin/accounts/${a.accountId}/manifest`, manifest);
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ created: [], changed: [] });
+    expect(again.body.unchanged).toEqual(expect.arrayContaining([`suppression of blocked@example.com on ${EMAIL_CH}`, `suppression of +4741234567 on ${SMS_CH}`]));
     expect((await server.admin('GET', `/admin/accounts/${a.accountId}/suppressions`)).body.items).toEqual(r.body.items);
 
     await createProfile(a, EMAIL, 'blocked@example.com');

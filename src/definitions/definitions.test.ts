@@ -186,13 +186,13 @@ describe('GET /audience/sections/{s}/attributes', () => {
 
     const connected = copy(SHOP);
     connected.sections![0].ecommerce_connected = true;
-    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, connected)).status).toBe(204);
+    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, connected)).body.changed).toEqual([`section ${SHOP_SECTION}`]);
     const during = (await get(token, path)).items.map((a: { discriminator: string }) => a.discriminator);
     expect(during).toContain(basket);
     expect(during).not.toContain(`${NS}.attributes.user-created.secret`);
     expect(during.length).toBe(before.length + 1);
 
-    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, SHOP)).status).toBe(204);
+    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, SHOP)).status).toBe(200);
     expect((await get(token, path)).items.map((a: { discriminator: string }) => a.discriminator)).not.toContain(basket);
   });
 
@@ -615,8 +615,8 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
     const before = await snapshot(token);
     for (let i = 0; i < 2; i++) {
       const res = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, SHOP);
-      expect(res.status, res.text).toBe(204);
-      expect(res.text).toBe('');
+      expect(res.status, res.text).toBe(200);
+      expect(res.body).toMatchObject({ created: [], changed: [] });
     }
     expect(await snapshot(token)).toEqual(before);
   });
@@ -631,7 +631,7 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
     const { token, accountId } = await server.login(manifest);
     const before = await snapshot(token);
     const res = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, manifest);
-    expect(res.status, res.text).toBe(204);
+    expect(res.body, res.text).toMatchObject({ created: [], changed: [] });
     expect(await snapshot(token)).toEqual(before);
     const [purchase] = before.events.items;
     expect(purchase.versions[0].type).toEqual([{ name: 'orderId', type: 'Text' }, { name: 'total', description: 'Sum paid', type: 'Number with decimal' }]);
@@ -643,7 +643,12 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
     const next = copy(SHOP);
     next.sections![0].attributes![0].versions.push({ type: ['Text'] });
     next.sections![0].tags!.push({ name: 'Gold' });
-    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, next)).status).toBe(204);
+    const applied = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, next);
+    expect(applied.status).toBe(200);
+    // The summary names what changed: a new tag, and the attribute with a new version.
+    expect(applied.body.created).toEqual([`tag ${NS}.tags.user-created.gold in section ${SHOP_SECTION}`]);
+    expect(applied.body.changed).toEqual([`attribute ${NS}.attributes.user-created.points in section ${SHOP_SECTION}`]);
+    expect(applied.body.unchanged).toEqual(expect.arrayContaining([`account ${accountId}`, `section ${SHOP_SECTION}`, `keyspace ${NS}.keyspaces.email`]));
     const after = await snapshot(token);
     const points = (x: typeof before) => x.attributes.items.find((a: { discriminator: string }) => a.discriminator === `${NS}.attributes.user-created.points`);
     expect(points(after).versions.slice(0, 2)).toEqual(points(before).versions);
@@ -738,7 +743,8 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
   it('applies the demo manifest cleanly (DEF-02, DEF-08, DEF-24, COMP-17)', async () => {
     const demo = JSON.parse(await readFile(new URL('../../manifests/demo.json', import.meta.url), 'utf8')) as Manifest;
     const { token, accountId } = await server.login(demo);
-    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, demo)).status).toBe(204);
+    const again = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, demo);
+    expect(again.body).toMatchObject({ created: [], changed: [] });
     const keyspaces = (await get(token, '/audience/keyspaces')).items.map((k: { discriminator: string }) => k.discriminator);
     expect(keyspaces).toContain(`${NS}.integrations.keyspaces.5f2b9c1e.shop`);
     const sections = (await get(token, '/audience/sections')).items;
@@ -754,6 +760,66 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
     expect(segments[0].versions[1].query).toMatch(new RegExp(`^section\\(${sections[0].id}\\)\\.attribute\\(\\d+\\)\\.gt\\(100\\)$`));
     const account = await server.admin('GET', `/admin/accounts/${accountId}`);
     expect(account.body.name).toBe('Demo');
+  });
+});
+
+describe('/admin/accounts/{id}/integrations (COMP-17)', () => {
+  const MAGENTO = /^com\.vendor1\.integrations\.keyspaces\.[0-9a-f]{8}\.magento$/;
+  const integrations = (accountId: string) => `/admin/accounts/${accountId}/integrations`;
+
+  it('creates an integration keyspace once per system, lists it, and /audience/keyspaces shows it (COMP-17, DEF-02)', async () => {
+    const { token, accountId } = await server.login(SHOP);
+    const first = await server.admin('POST', integrations(accountId), { system: 'magento' });
+    expect(first.status).toBe(201);
+    expect(first.body).toEqual({ system: 'magento', discriminator: expect.stringMatching(MAGENTO) });
+    // Connecting it again answers the keyspace it has.
+    const again = await server.admin('POST', integrations(accountId), { system: 'magento' });
+    expect(again.status).toBe(200);
+    expect(again.body).toEqual(first.body);
+    expect((await server.admin('GET', integrations(accountId))).body).toEqual({ items: [first.body] });
+    expect((await get(token, '/audience/keyspaces')).items).toContainEqual({
+      discriminator: first.body.discriminator, name: 'magento customer id', description: 'Customer ids of the magento integration', manage_subscriptions: false,
+    });
+  });
+
+  it('locates profiles and writes what the other keyspaces may by default, not what a manifest restricted (COMP-17, PROF-01)', async () => {
+    const restricted = `${NS}.attributes.user-created.restricted`;
+    const { token, accountId } = await server.login({
+      sections: [{ name: 'Shop', attributes: [{ name: 'Restricted', keyspace_permissions: { [`${NS}.keyspaces.email`]: ['read'] }, versions: [{ type: ['Text'] }] }] }],
+    });
+    const ks = (await server.admin('POST', integrations(accountId), { system: 'magento' })).body.discriminator;
+    const attributes = (await get(token, `/audience/sections/${SHOP_SECTION}/attributes?include_keyspace_permissions=true`)).items;
+    const attribute = (d: string) => attributes.find((a: { discriminator: string }) => a.discriminator === d);
+    expect(attribute(`${NS}.attributes.firstname`).keyspace_permissions[ks]).toEqual(['read', 'write']);
+    expect(attribute(restricted).keyspace_permissions).toEqual({ [`${NS}.keyspaces.email`]: ['read'] });
+
+    const profile = `/audience/keyspaces/${ks}/profiles/customer-42/sections/${SHOP_SECTION}`;
+    expect((await server.request('POST', `/audience/keyspaces/${ks}/sections/${SHOP_SECTION}/profiles`, { token, body: { profile_key: 'customer-42' } })).status).toBe(201);
+    const firstname = attribute(`${NS}.attributes.firstname`).versions[0].id;
+    const patch = await server.request('PATCH', `${profile}/attributes`, { token, body: { [firstname]: 'Ann' }, headers: { 'content-type': 'application/merge-patch+json' } });
+    expect(patch.status, patch.text).toBe(204);
+    expect(await get(token, `${profile}/attributes`)).toEqual({ [firstname]: 'Ann' });
+  });
+
+  it('connects the integrations a manifest lists, keeping the keyspace of one connected before (COMP-17)', async () => {
+    const { accountId } = await server.login(SHOP);
+    const magento = (await server.admin('POST', integrations(accountId), { system: 'magento' })).body;
+    const applied = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, { integrations: [{ system: 'magento' }, { system: 'shopware' }] });
+    expect(applied.status).toBe(200);
+    expect(applied.body.created).toEqual([expect.stringMatching(/^keyspace com\.vendor1\.integrations\.keyspaces\.[0-9a-f]{8}\.shopware$/)]);
+    expect(applied.body.unchanged).toContain(`keyspace ${magento.discriminator}`);
+    // The new keyspace joins the default permissions of the attributes there.
+    expect(applied.body.changed).toContain(`attribute ${NS}.attributes.email in section ${SHOP_SECTION}`);
+    const listed = (await server.admin('GET', integrations(accountId))).body.items;
+    expect(listed.map((i: { system: string }) => i.system)).toEqual(['magento', 'shopware']);
+  });
+
+  it('refuses a system that is not a lower-case word, naming the field, and answers 404 for an unknown account (ERR-01)', async () => {
+    const { accountId } = await server.login(SHOP);
+    expectProblem(await server.admin('POST', integrations(accountId), { system: 'Magento 2' }), 400, 'system');
+    expectProblem(await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, { integrations: [{ system: '' }] }), 400, 'integrations[0].system');
+    expectProblem(await server.admin('POST', integrations('999999999'), { system: 'magento' }), 404);
+    expectProblem(await server.admin('GET', integrations('999999999')), 404);
   });
 });
 

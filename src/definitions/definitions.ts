@@ -204,6 +204,17 @@ export function defaultPermissions(keyspaces: KeyspaceRow[]): Permissions {
   return permissions;
 }
 
+/**
+ * Keeps the attributes, tags and events that have the default keyspace permissions on the defaults
+ * once keyspaces were added or changed (`before`: the keyspaces until then): a keyspace connected
+ * later then reads and writes what the keyspaces there from the start do, as the defaults promise.
+ */
+export async function followDefaultPermissions(tx: Queryable, accountId: string, before: KeyspaceRow[]): Promise<void> {
+  const from = defaultPermissions(before);
+  const to = defaultPermissions(await q.listKeyspacesByAccount(tx, accountId));
+  if (JSON.stringify(from) !== JSON.stringify(to)) await q.updatePermissionsByValue(tx, accountId, from, to);
+}
+
 /** Gives a new account the keyspaces and channels every account has. */
 export async function installBuiltins(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string): Promise<void> {
   for (const k of builtinKeyspaces(vendor)) await q.upsertKeyspace(tx, accountId, { ...k, api_access: true });

@@ -5,9 +5,10 @@ import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import { builtinKeyspaces, defaultAttributes, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
-import { announce, defaultPermissions, loadDefinitions } from './definitions.ts';
+import { announce, defaultPermissions, followDefaultPermissions, loadDefinitions } from './definitions.ts';
+import { connectIntegration } from './integrations.ts';
 import * as q from './queries.ts';
-import type { Manifest, ManifestAttribute } from './schemas.ts';
+import type { Manifest, ManifestAttribute, ManifestSummary } from './schemas.ts';
 
 type ManifestKeyspace = NonNullable<Manifest['keyspaces']>[number];
 type ManifestChannel = NonNullable<Manifest['channels']>[number];
@@ -28,10 +29,13 @@ interface SectionFolders { root: string; ids: Map<string, string> }
  * Applies a manifest (docs/manifest.md) to an account, idempotently: items are matched by
  * discriminator and versions by position; nothing absent from the manifest is removed. A version
  * whose type or query differs from the stored one is refused, because stored data depends on it.
+ * Answers what it created, changed and left alone, from the definitions before and after.
  */
-export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, input: Manifest): Promise<void> {
+export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, input: Manifest): Promise<ManifestSummary> {
+  const before = await loadDefinitions(tx, accountId);
   const m = withVendor(input, vendor);
   await applyKeyspaces({ tx, accountId, vendor }, m.keyspaces ?? []);
+  for (const i of m.integrations ?? []) await connectIntegration(tx, vendor, accountId, i.system);
   await applyChannels({ tx, accountId }, m.channels ?? []);
   const ctx: ManifestContext = {
     tx, accountId, vendor,
@@ -41,6 +45,37 @@ export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: str
   for (const s of m.sections ?? []) await applySection(ctx, s);
   await applySegments(ctx, m.segments ?? []);
   await announce(feed, tx, accountId);
+  return summarise(definitionItems(before), definitionItems(await loadDefinitions(tx, accountId)));
+}
+
+/** Each item of a definitions snapshot, named by kind and discriminator, with its stored state as JSON. */
+function definitionItems(defs: Definitions): Map<string, string> {
+  const items = new Map<string, string>();
+  const add = (name: string, item: unknown) => items.set(name, JSON.stringify(item));
+  for (const k of defs.keyspaces) add(`keyspace ${k.discriminator}`, k);
+  for (const c of defs.channels) add(`channel ${c.discriminator}`, c);
+  for (const { attributes, tags, events, folders, topics, ...section } of defs.sections) {
+    add(`section ${section.discriminator}`, section);
+    // Default attributes have the same discriminator in every section.
+    const within = ` in section ${section.discriminator}`;
+    for (const a of attributes) add(`attribute ${a.discriminator}${within}`, a);
+    for (const t of tags) add(`tag ${t.discriminator}${within}`, t);
+    for (const e of events) add(`event ${e.discriminator}${within}`, e);
+    for (const f of folders) add(`topic folder ${f.discriminator}${within}`, f);
+    for (const t of topics) add(`topic ${t.discriminator}${within}`, t);
+  }
+  for (const g of defs.segments) add(`segment ${g.discriminator}`, g);
+  return items;
+}
+
+/** Compares named items before and after an apply; nothing is ever removed, so every item is in `after`. */
+export function summarise(before: Map<string, string>, after: Map<string, string>): ManifestSummary {
+  const summary: ManifestSummary = { created: [], changed: [], unchanged: [] };
+  for (const [name, state] of after) {
+    const was = before.get(name);
+    (was === undefined ? summary.created : was === state ? summary.unchanged : summary.changed).push(name);
+  }
+  return summary;
 }
 
 /** The manifest with every `{vendor}` replaced by the configured vendor word. */
@@ -48,9 +83,14 @@ function withVendor(input: Manifest, vendor: string): Manifest {
   return JSON.parse(JSON.stringify(input).replaceAll('{vendor}', vendor)) as Manifest;
 }
 
-/** Upserts keyspaces; what one leaves out comes from the stored keyspace, else from the built-in one. */
+/**
+ * Upserts keyspaces; what one leaves out comes from the stored keyspace, else from the built-in one.
+ * Items with the default permissions keep them, new keyspaces included.
+ */
 async function applyKeyspaces(ctx: Pick<ManifestContext, 'tx' | 'accountId' | 'vendor'>, keyspaces: ManifestKeyspace[]): Promise<void> {
   const { tx, accountId, vendor } = ctx;
+  if (!keyspaces.length) return;
+  const before = await q.listKeyspacesByAccount(tx, accountId);
   for (const k of keyspaces) {
     const builtin = builtinKeyspaces(vendor).find((b) => b.discriminator === k.discriminator);
     const current = (await q.listKeyspacesByAccount(tx, accountId)).find((c) => c.discriminator === k.discriminator);
@@ -65,6 +105,7 @@ async function applyKeyspaces(ctx: Pick<ManifestContext, 'tx' | 'accountId' | 'v
       mapped_attribute: k.mapped_attribute !== undefined ? k.mapped_attribute : base?.mapped_attribute ?? null,
     });
   }
+  await followDefaultPermissions(tx, accountId, before);
 }
 
 /** Upserts channels. */

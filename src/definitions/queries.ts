@@ -43,6 +43,22 @@ export async function upsertKeyspace(db: Queryable, accountId: string, k: Omit<K
   );
 }
 
+/** Locks the account's keyspaces, so that two transactions connecting one integration cannot both find its keyspace missing. */
+export async function lockKeyspacesByAccount(db: Queryable, accountId: string): Promise<void> {
+  // `no key update`: profile keys referencing keyspaces stay insertable meanwhile.
+  await db.query('select 1 from keyspaces where account_id = $1::bigint for no key update', [accountId]);
+}
+
+/** Gives the account's attributes, tags and events whose keyspace permissions are `from` the permissions `to`. */
+export async function updatePermissionsByValue(db: Queryable, accountId: string, from: Permissions, to: Permissions): Promise<void> {
+  await db.query(
+    `with a as (update attributes set keyspace_permissions = $3::jsonb where account_id = $1::bigint and keyspace_permissions = $2::jsonb),
+          t as (update tags set keyspace_permissions = $3::jsonb where account_id = $1::bigint and keyspace_permissions = $2::jsonb)
+     update events set keyspace_permissions = $3::jsonb where account_id = $1::bigint and keyspace_permissions = $2::jsonb`,
+    [accountId, JSON.stringify(from), JSON.stringify(to)],
+  );
+}
+
 export async function upsertChannel(db: Queryable, accountId: string, c: Omit<ChannelRow, 'channel_id'>): Promise<void> {
   await db.query(
     `insert into channels (account_id, discriminator, name, description, address_attribute) values ($1::bigint, $2, $3, $4, $5)

@@ -93,6 +93,19 @@ export const TagName = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 255, description: 'Tag name, 1 to 255 characters' }),
 }, { additionalProperties: false });
 
+// ---- Integrations (docs/manifest.md "Integrations") ----
+
+export const IntegrationSystem = Type.String({
+  pattern: '^[a-z0-9]+(-[a-z0-9]+)*$', maxLength: 64,
+  description: 'The connected system, a lower-case word such as magento: the last part of its keyspace discriminator',
+});
+
+export const Integration = Type.Object({
+  system: Type.String({ description: 'The connected system' }),
+  discriminator: Type.String({ description: 'Its keyspace, com.<vendor>1.integrations.keyspaces.<8 hex>.<system>' }),
+});
+export type Integration = Static<typeof Integration>;
+
 // ---- The account manifest (docs/manifest.md) ----
 
 const Permissions = Type.Optional(KeyspacePermissions);
@@ -164,6 +177,9 @@ export const Manifest = Type.Object({
       channel: Type.Optional(Text('Channel discriminator, for a channel-specific topic')),
     }, { additionalProperties: false }))),
   }, { additionalProperties: false }))),
+  integrations: Type.Optional(Type.Array(Type.Object({ system: IntegrationSystem }, { additionalProperties: false }), {
+    description: 'Integrations to connect: each gets its keyspace once, applying again keeps it',
+  })),
   segments: Type.Optional(Type.Array(Type.Object({
     name: Text('Display name'),
     discriminator: Type.Optional(Text('Segment discriminator')),
@@ -179,5 +195,14 @@ export const Manifest = Type.Object({
 }, { additionalProperties: false, description: 'A declarative description of an account (docs/manifest.md)' });
 
 export type Manifest = Static<typeof Manifest>;
+
+const Items = (description: string) => Type.Array(Type.String(), { description });
+/** What applying a manifest did, each item named by its kind and discriminator ("section com.vendor1.sections.user-created.shop"). */
+export const ManifestSummary = Type.Object({
+  created: Items('Items the manifest created'),
+  changed: Items('Items whose settings the manifest changed'),
+  unchanged: Items('The account, its definitions and suppressions that stayed as they were'),
+});
+export type ManifestSummary = Static<typeof ManifestSummary>;
 /** An attribute as a manifest declares it. */
 export type ManifestAttribute = NonNullable<NonNullable<Manifest['sections']>[number]['attributes']>[number];

@@ -27,8 +27,8 @@ function validationProblem(error: FastifyError): Problem {
   if (first.keyword === 'additionalProperties') return new Problem('AUD-0', `The ${part} field "${field}" is not allowed here`);
   if (first.keyword === 'maxItems') return new Problem('AUD-1007', `The ${part} field "${field}" ${first.message}`);
   const where = field ? `The ${part} field "${field}"` : `The request ${part}`;
-  const allowed = first.keyword === 'enum' ? `: ${(first.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}` : '';
-  return new Problem('AUD-0', `${where} ${first.message}${allowed}`);
+  if (first.keyword === 'enum') return new Problem('AUD-0', `${where} must be one of ${(first.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`);
+  return new Problem('AUD-0', `${where} ${first.message}`);
 }
 
 /** Maps any error to the problem document it is answered with; `bodyLimit` is the app's body limit in bytes. */

@@ -8,7 +8,8 @@ import { LIMIT_NAMES, LIMIT_RANGES } from '../../core/limits.ts';
 import { applyAccountManifest } from '../../accounts/manifest.ts';
 import * as consents from '../../consents/consents.ts';
 import { Suppression } from '../../consents/schemas.ts';
-import { Manifest } from '../../definitions/schemas.ts';
+import { addIntegration, listIntegrations } from '../../definitions/integrations.ts';
+import { Integration, IntegrationSystem, Manifest, ManifestSummary } from '../../definitions/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { Problem } from '../../core/problems.ts';
 import { DateTime } from '../../core/schemas.ts';
@@ -49,7 +50,7 @@ export function adminRoutes(services: Services) {
       config,
       schema: {
         tags, summary: 'Create an account',
-        body: Type.Object({ name: Type.String({ minLength: 1 }), region: Type.Optional(Type.Union(REGIONS.map((r) => Type.Literal(r)))), limits: Type.Optional(LimitsSchema) }, { additionalProperties: false }),
+        body: Type.Object({ name: Type.String({ minLength: 1 }), region: Type.Optional(Type.Enum(REGIONS, { description: 'The region the account belongs to' })), limits: Type.Optional(LimitsSchema) }, { additionalProperties: false }),
         response: responses({ 201: Account }),
       },
     }, async (request, reply) => {
@@ -72,10 +73,31 @@ export function adminRoutes(services: Services) {
     app.put('/admin/accounts/:account_id/manifest', {
       config,
       bodyLimit: 10 * 1024 * 1024,
-      schema: { tags, summary: 'Apply a manifest to an account (idempotent)', params: AccountParams, body: Manifest, response: responses({ 204: NoContent }) },
+      schema: { tags, summary: 'Apply a manifest to an account (idempotent); answers what it created, changed and left alone', params: AccountParams, body: Manifest, response: responses({ 200: ManifestSummary }) },
+    }, async (request) => withTransaction(pool, (tx) => applyAccountManifest(tx, feed, vendor, request.params.account_id, request.body)));
+
+    app.get('/admin/accounts/:account_id/integrations', {
+      config, schema: { tags, summary: 'List connected integrations', params: AccountParams, response: responses({ 200: Type.Object({ items: Type.Array(Integration) }) }) },
+    }, async (request) => {
+      const accountId = request.params.account_id;
+      await accounts.getAccount(pool, accountId);
+      return { items: listIntegrations((await services.definitions.get(accountId)).keyspaces, vendor) };
+    });
+
+    app.post('/admin/accounts/:account_id/integrations', {
+      config,
+      schema: {
+        tags, summary: 'Connect an integration: creates its keyspace (201), or answers the one the account has for that system (200)', params: AccountParams,
+        body: Type.Object({ system: IntegrationSystem }, { additionalProperties: false }),
+        response: responses({ 200: Integration, 201: Integration }),
+      },
     }, async (request, reply) => {
-      await withTransaction(pool, (tx) => applyAccountManifest(tx, feed, vendor, request.params.account_id, request.body));
-      return reply.code(204).send();
+      const accountId = request.params.account_id;
+      const { created, ...integration } = await withTransaction(pool, async (tx) => {
+        await accounts.getAccount(tx, accountId);
+        return addIntegration(tx, feed, vendor, accountId, request.body.system);
+      });
+      return reply.code(created ? 201 : 200).send(integration);
     });
 
     app.get('/admin/accounts/:account_id/suppressions', {
