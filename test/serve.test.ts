@@ -22,7 +22,7 @@ class Program {
     this.port = port;
   }
   get env() {
-    return { ...process.env, DATA_DIR: this.dataDir, PORT: String(this.port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATABASE_URL: '' };
+    return { ...process.env, DATA_DIR: this.dataDir, PORT: String(this.port), HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '' };
   }
   async start(): Promise<void> {
     this.child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -49,6 +49,15 @@ class Program {
   }
   url(p: string): string {
     return `http://127.0.0.1:${this.port}${p}`;
+  }
+  /** The whole JSON lines of the output so far, parsed. */
+  logLines(): Array<Record<string, any>> {
+    return this.output.split('\n').slice(0, -1).filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  }
+  /** The log lines, once one matches: the program's output arrives apart from its answers. */
+  async logLinesWith(match: (line: Record<string, any>) => boolean): Promise<Array<Record<string, any>>> {
+    for (let i = 0; i < 100 && !this.logLines().some(match); i++) await new Promise((r) => setTimeout(r, 50));
+    return this.logLines();
   }
 }
 
@@ -77,7 +86,9 @@ describe('audience serve (npm start)', () => {
     const file = path.join(dataDir, 'demo-credentials.json');
     expect((await fs.stat(file)).mode & 0o777).toBe(0o600);
     const demo = JSON.parse(await fs.readFile(file, 'utf8'));
-    expect(program.output).toContain(demo.client_secret);
+    // The log names the file; the secret stays in it.
+    expect(program.output).not.toContain(demo.client_secret);
+    expect(program.logLines().find((l) => l.msg.startsWith('demo account created'))).toMatchObject({ account: demo.account_id, file });
     const token = await tokenFor(program, demo.client_id, demo.client_secret);
     expect(token.status).toBe(200);
     const { access_token } = (await token.json()) as { access_token: string };
@@ -86,6 +97,39 @@ describe('audience serve (npm start)', () => {
     expect(body.items.map((s: { name: string }) => s.name)).toEqual(['Shop', 'Magazine']);
     const segments = (await (await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
     expect(segments.items[0].versions[0].query).toMatch(/^section\(\d+\)\.attribute\(\d+\)\.gt\(100\)$/);
+  });
+
+  it('logs where its database, files and secrets are, never a secret, and requests without profile keys or credentials', async () => {
+    const started = program.logLines().find((l) => l.msg === 'starting');
+    expect(started).toMatchObject({
+      roles: ['api', 'worker'],
+      database: `embedded, in ${path.join(dataDir, 'postgres')}`,
+      files: path.join(dataDir, 'files'),
+      adminToken: path.join(dataDir, 'admin-token'),
+      serverSecret: path.join(dataDir, 'server-secret'),
+      demoCredentials: path.join(dataDir, 'demo-credentials.json'),
+      region: 'eu',
+      vendor: 'vendor',
+    });
+    const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
+    expect(program.output).not.toContain(adminToken);
+
+    const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
+    const { access_token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as { access_token: string };
+    const headers = { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' };
+    const keyspace = 'com.vendor1.keyspaces.email';
+    const section = 'com.vendor1.sections.user-created.shop';
+    const created = await fetch(program.url(`/audience/keyspaces/${keyspace}/sections/${section}/profiles`), { method: 'POST', headers, body: JSON.stringify({ profile_key: 'ann.logged@example.com' }) });
+    expect(created.status).toBe(201);
+    const read = await fetch(program.url(`/audience/keyspaces/${keyspace}/profiles/ann.logged@example.com/sections/${section}/attributes`), { headers });
+    expect(read.status).toBe(200);
+    // The request was logged, by its route, with the key left out.
+    const route = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes';
+    const lines = (await program.logLinesWith((l) => l.req?.route === route && l.msg === 'incoming request')).filter((l) => l.req?.route === route);
+    expect(lines.map((l) => l.req.url)).toEqual([`/audience/keyspaces/${keyspace}/profiles/[redacted]/sections/${section}/attributes`]);
+    expect(program.output).not.toContain('ann.logged');
+    expect(program.output).not.toContain(access_token);
+    expect(program.output).not.toContain(demo.client_secret);
   });
 
   it('drives the operator API from the command line: account, key, manifest, signing key', async () => {

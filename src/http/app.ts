@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -20,6 +20,7 @@ import { consentsRoutes } from './routes/consents.ts';
 import { segmentsRoutes } from './routes/segments.ts';
 import { importsRoutes } from './routes/imports.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
+import { createLogger } from './logging.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -37,9 +38,9 @@ function makeAjv(coerce: boolean): Ajv {
 }
 
 /** Builds the HTTP application: parsers, validation, problems, auth, metrics, OpenAPI and every route module. */
-export async function buildApp(services: Services, options: { logger?: boolean | object } = {}): Promise<App> {
+export async function buildApp(services: Services, options: { logger?: FastifyBaseLogger } = {}): Promise<App> {
   const app = Fastify({
-    logger: options.logger ?? { level: services.config.logLevel },
+    loggerInstance: options.logger ?? createLogger(services.config.logLevel),
     bodyLimit: BODY_LIMIT,
     // Profile keys and discriminators are longer than the default 100 characters.
     routerOptions: { maxParamLength: 2000, ignoreTrailingSlash: true },
