@@ -37,6 +37,18 @@ function makeAjv(coerce: boolean): Ajv {
   return ajv;
 }
 
+/**
+ * The OpenAPI operationId of a route: its method and path, each literal segment in PascalCase, a
+ * last parameter as `By<Name>` (`GET /audience/segments/:segment_discriminator` →
+ * `getAudienceSegmentsBySegmentDiscriminator`). Method and path make a route, so ids are unique
+ * unless two paths differ only in their inner parameters (the OpenAPI lint test would say so).
+ */
+export function operationIdOf(method: string, url: string): string {
+  const pascal = (text: string) => text.split(/[^A-Za-z0-9]+/).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1)).join('');
+  const segments = url.split('/').filter(Boolean);
+  return method.toLowerCase() + segments.map((s, i) => (!s.startsWith(':') ? pascal(s) : i === segments.length - 1 ? `By${pascal(s)}` : '')).join('');
+}
+
 /** Builds the HTTP application: parsers, validation, problems, auth, metrics, OpenAPI and every route module. */
 export async function buildApp(services: Services, options: { logger?: FastifyBaseLogger } = {}): Promise<App> {
   const app = Fastify({
@@ -56,6 +68,7 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
   const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 2000 });
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) if (method !== 'HEAD') router.on(method as 'GET', route.url, () => {});
+    route.schema = { ...route.schema, operationId: route.schema?.operationId ?? operationIdOf([route.method].flat()[0], route.url) };
     // COMP-12: array query parameters arrive comma-separated or as a repeated key; booleans in
     // any case (Python clients send `True`).
     const query = route.schema?.querystring as { properties?: Record<string, { type?: string }> } | undefined;
@@ -111,7 +124,11 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
 
   await app.register(swagger, {
     openapi: {
-      info: { title: 'audience', version: '0.1.0', description: 'Audience and marketing data service' },
+      info: {
+        title: 'audience', version: '0.1.0', description: 'Audience and marketing data service',
+        license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
+      },
+      servers: [{ url: services.config.publicUrl, description: 'This service (PUBLIC_URL)' }],
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
       security: [{ bearer: [] }],
     },
