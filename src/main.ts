@@ -17,6 +17,7 @@ const USAGE = `usage: audience <command>
   suppression remove --account ID --channel DISCRIMINATOR --address A
   suppression list --account ID
   signing-key rotate                           start signing tokens with a new key
+  job list [--state waiting|running|failed]    jobs, oldest first (failed: after their last attempt)
 Every command but serve and migrate calls the operator API of a running server:
 AUDIENCE_URL (default http://127.0.0.1:$PORT), with ADMIN_TOKEN or the token in $DATA_DIR/admin-token.`;
 
@@ -47,7 +48,7 @@ async function main(argv: string[]): Promise<void> {
     options: {
       name: { type: 'string' }, region: { type: 'string' }, account: { type: 'string' },
       'client-id': { type: 'string' }, section: { type: 'string', multiple: true }, help: { type: 'boolean', short: 'h' },
-      channel: { type: 'string' }, address: { type: 'string' }, reason: { type: 'string' },
+      channel: { type: 'string' }, address: { type: 'string' }, reason: { type: 'string' }, state: { type: 'string' },
     },
   });
   const [command, sub] = positionals;
@@ -56,7 +57,7 @@ async function main(argv: string[]): Promise<void> {
     if (typeof v !== 'string') throw new Error(`--${name} is required\n${USAGE}`);
     return v;
   };
-  switch (`${command ?? ''} ${['account', 'key', 'signing-key', 'suppression'].includes(command ?? '') ? sub ?? '' : ''}`.trim()) {
+  switch (`${command ?? ''} ${['account', 'key', 'signing-key', 'suppression', 'job'].includes(command ?? '') ? sub ?? '' : ''}`.trim()) {
     case 'serve':
       return serve(readConfig());
     case 'api':
@@ -99,6 +100,8 @@ async function main(argv: string[]): Promise<void> {
       return print(await admin('GET', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`));
     case 'suppression list':
       return print(await admin('GET', `/admin/accounts/${encodeURIComponent(need('account'))}/suppressions`));
+    case 'job list':
+      return print(await admin('GET', `/admin/jobs${values.state ? `?state=${encodeURIComponent(values.state)}` : ''}`));
     case 'signing-key rotate':
       return print(await admin('POST', '/admin/signing-keys'));
     default:

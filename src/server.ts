@@ -111,15 +111,17 @@ export async function serve(config: Config, roles: { api: boolean; worker: boole
     }
   }
   logger.info({ roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) }, 'starting');
-  const app: App | undefined = roles.api ? await buildApp(services, { logger }) : undefined;
   const log = (msg: string, err?: unknown) => logger.error({ err }, msg);
   const worker = roles.worker ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log) : undefined;
+  // A worker process serves health and metrics too: its container's health check and its job
+  // counters (durations, import rows) need an address.
+  const app: App = await buildApp(services, { logger, operationsOnly: !roles.api, threadMetrics: worker?.metrics });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app?.log.info({ signal }, 'draining in-flight requests and the running job');
-    await app?.close();
+    logger.info({ signal }, 'draining in-flight requests and the running job');
+    await app.close();
     await worker?.stop();
     await services.close();
     await pool.end();
@@ -128,5 +130,5 @@ export async function serve(config: Config, roles: { api: boolean; worker: boole
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-  await app?.listen({ port: config.port, host: config.host });
+  await app.listen({ port: config.port, host: config.host });
 }

@@ -198,3 +198,18 @@ export function expectProblem(res: Response, status: number, code?: string): str
   if ('status_code' in res.body) expect(res.body.status_code).toBe(status);
   return res.body.detail;
 }
+
+/**
+ * The value of a metric in Prometheus text: the sum over its series whose labels include `labels`;
+ * undefined when it has none.
+ */
+export function metric(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  let sum: number | undefined;
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const seen = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]));
+    if (Object.entries(labels).every(([k, v]) => seen[k] === v)) sum = (sum ?? 0) + Number(match[3]);
+  }
+  return sum;
+}

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
+import { metric } from './app.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const NODE = path.join(ROOT, 'node_modules', '.bin', 'node');
@@ -132,6 +133,15 @@ describe('audience serve (npm start)', () => {
     expect(program.output).not.toContain(demo.client_secret);
   });
 
+  it('serves on /metrics the counters of its worker thread with its own', async () => {
+    const text = await (await fetch(program.url('/metrics'))).text();
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'total' })).toBeGreaterThan(0);
+    expect(text).toContain('# TYPE audience_job_duration_seconds histogram');
+    // The process's own metrics stay, the start time among them.
+    expect(metric(text, 'process_start_time_seconds')).toBeGreaterThan(0);
+  });
+
   it('drives the operator API from the command line: account, key, manifest, signing key', async () => {
     const account = await program.cli('account', 'create', '--name', 'Shop two', '--region', 'eu');
     expect(account).toMatchObject({ name: 'Shop two', region: 'eu' });
@@ -146,6 +156,7 @@ describe('audience serve (npm start)', () => {
     const { access_token } = (await token.json()) as { access_token: string };
     const tags = (await (await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
     expect(tags.items).toEqual([{ discriminator: 'com.vendor1.tags.user-created.bargain-hunter', name: 'Bargain hunter', id: expect.any(String) }]);
+    expect(await program.cli('job', 'list', '--state', 'failed')).toEqual({ items: [] });
     const rotated = await program.cli('signing-key', 'rotate');
     expect(rotated.kid).toEqual(expect.any(String));
     const again = await fetch(program.url('/audience/sections'), { headers: { authorization: `Bearer ${access_token}` } });

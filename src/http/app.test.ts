@@ -1,8 +1,9 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP, TestServer, type Response, expectProblem } from '../../test/app.ts';
+import { SHOP, TestServer, type Response, expectProblem, metric } from '../../test/app.ts';
 import { freePort } from '../store/embedded.ts';
+import { enqueue, Worker } from '../jobs/queue.ts';
 import { parseBracketForm } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
 
@@ -181,9 +182,13 @@ describe('rate limits (LIM-01)', () => {
 
   it('the 101st request within one second answers 429 with Retry-After, and the next second passes (LIM-01, ERR-18, ERR-01)', async () => {
     const { token } = await server.login({}, { requests_per_second: 100 });
+    const refusals = async () => metric((await server.request('GET', '/metrics')).text, 'audience_rate_limit_refusals_total', { limit: 'requests_per_second' }) ?? 0;
+    const before = await refusals();
     for (let i = 0; i < 100; i++) expect((await sections(token)).status).toBe(200);
     const refused = await sections(token);
     expectProblem(refused, 429, 'AUD-1002');
+    // Counted by the name of the limit, for /metrics.
+    expect(await refusals()).toBe(before + 1);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(refused.body.detail).toMatch(/retry later/);
     server.clock.advance(1000);
@@ -313,6 +318,54 @@ describe('operations', () => {
     expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
     expect(res.text).toContain('# TYPE http_request_duration_seconds histogram');
     expect(res.text).toMatch(/http_request_duration_seconds_count\{[^}]*route="\/healthz"[^}]*\} \d+/);
+  });
+
+  it('GET /metrics shows the use of the database pool', async () => {
+    const text = (await server.request('GET', '/metrics')).text;
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'total' })).toBeGreaterThan(0);
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'idle' })).toBeGreaterThanOrEqual(0);
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'waiting' })).toBe(0);
+  });
+
+  it('GET /metrics and GET /admin/jobs show waiting jobs by kind, with the age of the oldest, read from the database', async () => {
+    const { accountId } = await server.createAccount();
+    const kind = `waits-${accountId}`;
+    await enqueue(server.services.pool, accountId, kind, { n: 1 });
+    await enqueue(server.services.pool, accountId, kind, { n: 2 });
+    await server.services.pool.query(`update jobs set created_at = now() - interval '90 seconds' where kind = $1 and payload->>'n' = '1'`, [kind]);
+    const text = (await server.request('GET', '/metrics')).text;
+    expect(metric(text, 'audience_jobs', { kind, state: 'waiting' })).toBe(2);
+    expect(metric(text, 'audience_jobs', { kind, state: 'failed' })).toBe(0);
+    expect(metric(text, 'audience_jobs_oldest_waiting_seconds', { kind })).toBeGreaterThanOrEqual(90);
+    const listed = await server.admin('GET', `/admin/jobs?state=waiting&kind=${kind}`);
+    expect(listed.status, listed.text).toBe(200);
+    expect(listed.body.items.map((j: { payload: unknown; state: string; attempts: number }) => [j.payload, j.state, j.attempts])).toEqual([[{ n: 1 }, 'waiting', 0], [{ n: 2 }, 'waiting', 0]]);
+  });
+
+  it('a job that fails its last attempt is kept as failed: GET /admin/jobs?state=failed lists it, /metrics counts it and its runs', async () => {
+    const { accountId } = await server.createAccount();
+    const kind = `always-fails-${accountId}`;
+    await enqueue(server.services.pool, accountId, kind, { n: 1 });
+    const worker = new Worker(server.services.pool, { [kind]: async () => Promise.reject(new Error('the mail server said no')) }, () => {}, server.services.metrics);
+    for (let attempt = 1; attempt <= 5; attempt++) {
+      expect(await worker.runOne()).toBe(true);
+      // The wait before the next attempt, skipped.
+      await server.services.pool.query('update jobs set run_at = now() where kind = $1', [kind]);
+    }
+    // No sixth attempt.
+    expect(await worker.runOne()).toBe(false);
+    const failed = await server.admin('GET', '/admin/jobs?state=failed');
+    expect(failed.status, failed.text).toBe(200);
+    expect(failed.body.items.filter((j: { kind: string }) => j.kind === kind)).toEqual([{
+      account_id: accountId, job_id: expect.stringMatching(/^\d+$/), kind, state: 'failed', payload: { n: 1 }, attempts: 5,
+      last_error: 'the mail server said no', created_at: expect.any(String), run_at: expect.any(String), failed_at: expect.any(String),
+    }]);
+    expect((await server.admin('GET', `/admin/jobs?state=waiting&kind=${kind}`)).body.items).toEqual([]);
+    const text = (await server.request('GET', '/metrics')).text;
+    expect(metric(text, 'audience_jobs', { kind, state: 'failed' })).toBe(1);
+    expect(metric(text, 'audience_jobs', { kind, state: 'waiting' })).toBe(0);
+    expect(metric(text, 'audience_job_duration_seconds_count', { kind, outcome: 'failed' })).toBe(5);
+    expectProblem(await server.admin('GET', '/admin/jobs?state=lost'), 400);
   });
 
   it('GET /openapi.json is an OpenAPI 3 document listing /audience/sections', async () => {

@@ -6,6 +6,7 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import FindMyWay from 'find-my-way';
 import client from 'prom-client';
+import type { MetricsJson } from '../core/metrics.ts';
 import type { Services } from '../services.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerBodyParsers } from './plugins/body-parsers.ts';
@@ -49,8 +50,12 @@ export function operationIdOf(method: string, url: string): string {
   return method.toLowerCase() + segments.map((s, i) => (!s.startsWith(':') ? pascal(s) : i === segments.length - 1 ? `By${pascal(s)}` : '')).join('');
 }
 
-/** Builds the HTTP application: parsers, validation, problems, auth, metrics, OpenAPI and every route module. */
-export async function buildApp(services: Services, options: { logger?: FastifyBaseLogger } = {}): Promise<App> {
+/**
+ * Builds the HTTP application: parsers, validation, problems, auth, metrics, OpenAPI and every
+ * route module; with `operationsOnly`, only health, metrics and the error reference (a worker
+ * process). `threadMetrics` gives the counters of the process's worker thread to /metrics.
+ */
+export async function buildApp(services: Services, options: { logger?: FastifyBaseLogger; operationsOnly?: boolean; threadMetrics?: () => Promise<MetricsJson> } = {}): Promise<App> {
   const app = Fastify({
     loggerInstance: options.logger ?? createLogger(services.config.logLevel),
     bodyLimit: BODY_LIMIT,
@@ -102,8 +107,9 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
     }
   });
 
-  const registry = new client.Registry();
+  const { registry } = services.metrics;
   client.collectDefaultMetrics({ register: registry });
+  services.metrics.watchPool(services.pool, 'main');
   const duration = new client.Histogram({
     name: 'http_request_duration_seconds', help: 'HTTP request duration by route and status',
     labelNames: ['method', 'route', 'status'], registers: [registry], buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
@@ -139,7 +145,8 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
   registerAuth(app, services);
-  await app.register(operationsRoutes(services, registry));
+  await app.register(operationsRoutes(services, options.threadMetrics));
+  if (options.operationsOnly) return app;
   await app.register(apiKeysRoutes(services));
   await app.register(definitionsRoutes(services));
   await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes]));

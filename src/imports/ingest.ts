@@ -164,6 +164,8 @@ export interface IngestDeps {
   pool: pg.Pool;
   files: FileStore;
   scopeOf(accountId: string): Promise<AccountScope>;
+  /** Hears of each batch committed, with its number of data rows (for the rows-per-second metric). */
+  committed(rows: number): void;
 }
 
 /**
@@ -216,6 +218,7 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
       const scope = await deps.scopeOf(accountId);
       try {
         await withTransaction(deps.pool, (tx) => applyBatch(tx, scope, plan, importId, lane.index, batch, rowsDone));
+        deps.committed(batch.found);
         break;
       } catch (err) {
         // The other lane, or an API request, wrote the same profile at the same time: the batch
