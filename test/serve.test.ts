@@ -1,4 +1,4 @@
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, execFile, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,15 +18,18 @@ class Program {
   output = '';
   readonly dataDir: string;
   readonly port: number;
-  constructor(dataDir: string, port: number) {
+  /** The user and group to run as (the tests' own when absent). */
+  readonly user: { uid: number; gid: number } | undefined;
+  constructor(dataDir: string, port: number, user?: { uid: number; gid: number }) {
     this.dataDir = dataDir;
     this.port = port;
+    this.user = user;
   }
   get env() {
     return { ...process.env, DATA_DIR: this.dataDir, PORT: String(this.port), HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '' };
   }
   async start(): Promise<void> {
-    this.child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'], ...this.user });
     this.child.stdout!.on('data', (d) => (this.output += d));
     this.child.stderr!.on('data', (d) => (this.output += d));
     for (let i = 0; i < 600; i++) {
@@ -197,6 +200,29 @@ describe('audience serve (npm start)', () => {
       expect(output).not.toContain('secret@');
       await expect(fs.stat(path.join(dir, 'postgres'))).rejects.toThrow();
     } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// The container image runs as a user of its own, not root. Tests run as root in CI, where the
+// embedded database runs as a `postgres` user instead, so this path is tried as `nobody` there
+// (when that user can read the checkout).
+const NOBODY = { uid: 65534, gid: 65534 };
+const asNobody = process.getuid?.() === 0 && spawnSync(NODE, ['-e', `require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'src', 'main.ts'))})`], NOBODY).status === 0;
+
+describe.skipIf(!asNobody)('audience serve as an unprivileged user (as the container image runs it)', () => {
+  it('initialises and starts its embedded database as that user, serves, and stops on SIGTERM', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-nobody-'));
+    await fs.chown(dir, NOBODY.uid, NOBODY.gid);
+    const unprivileged = new Program(dir, await freePort(), NOBODY);
+    try {
+      await unprivileged.start();
+      expect((await fs.stat(path.join(dir, 'postgres', 'cluster', 'PG_VERSION'))).uid).toBe(NOBODY.uid);
+      expect((await fetch(unprivileged.url('/healthz'))).status).toBe(200);
+      expect(await unprivileged.stop('SIGTERM')).toBe(0);
+    } finally {
+      if (unprivileged.child?.exitCode === null) await unprivileged.stop('SIGKILL');
       await fs.rm(dir, { recursive: true, force: true });
     }
   });
