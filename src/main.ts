@@ -9,7 +9,7 @@ const server = () => import('./server.ts');
 const OPTIONS = {
   name: { type: 'string' }, region: { type: 'string' }, account: { type: 'string' }, 'client-id': { type: 'string' },
   section: { type: 'string', multiple: true }, channel: { type: 'string' }, address: { type: 'string' }, reason: { type: 'string' },
-  system: { type: 'string' }, rename: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' },
+  system: { type: 'string' }, rename: { type: 'boolean' }, state: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -110,6 +110,10 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   'suppression list': { args: '--account ID', what: 'list suppressed addresses', options: ['account'], run: (v) => admin('GET', `${account(v)}/suppressions`) },
+  'job list': {
+    args: '[--state waiting|running|failed]', what: 'jobs, oldest first (failed: kept after their last attempt)', options: ['state'],
+    run: (v) => admin('GET', `/admin/jobs${v.state ? `?state=${encodeURIComponent(v.state)}` : ''}`),
+  },
   'signing-key rotate': { args: '', what: 'sign tokens with a new key; tokens of the old one stay valid until they expire', options: [], run: () => admin('POST', '/admin/signing-keys') },
 };
 

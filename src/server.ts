@@ -9,6 +9,7 @@ import * as accounts from './accounts/accounts.ts';
 import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
+import { createLogger } from './http/logging.ts';
 import { checkFileStore, openFileStore } from './files/store.ts';
 import { startWorkerThread } from './jobs/thread.ts';
 import { createServices, type Services } from './services.ts';
@@ -61,8 +62,38 @@ export async function createDemoAccount(services: Services): Promise<{ account_i
   });
 }
 
+/** A database URL as the log shows it: without its password. */
+function withoutPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.password = '';
+    parsed.searchParams.delete('password');
+    return parsed.toString();
+  } catch {
+    return 'DATABASE_URL (not shown: it is not a URL)';
+  }
+}
+
+/** Where this process finds its database, files and secrets, for the start-up log: places, never a secret. */
+export async function whereThingsAre(config: Config): Promise<Record<string, string>> {
+  const demo = path.join(config.dataDir, 'demo-credentials.json');
+  const hasDemo = await fs.access(demo).then(() => true, () => false);
+  const { files } = config;
+  return {
+    database: config.databaseUrl ? withoutPassword(config.databaseUrl) : `embedded, in ${path.join(config.dataDir, 'postgres')}`,
+    files: files ? `bucket ${files.bucket}${files.prefix ? `/${files.prefix}` : ''} at ${files.endpoint}` : path.join(config.dataDir, 'files'),
+    adminToken: config.adminToken ? 'ADMIN_TOKEN (environment)' : path.join(config.dataDir, 'admin-token'),
+    serverSecret: config.serverSecret ? 'SERVER_SECRET (environment)' : path.join(config.dataDir, 'server-secret'),
+    ...(hasDemo ? { demoCredentials: demo } : {}),
+    region: config.region,
+    vendor: config.vendor,
+    publicUrl: config.publicUrl,
+  };
+}
+
 /** `audience serve`: the API and the worker in this process (or one of them), until SIGTERM or SIGINT. */
 export async function serve(config: Config, roles: { api: boolean; worker: boolean } = { api: true, worker: true }): Promise<void> {
+  const logger = createLogger(config.logLevel);
   await checkFileStore(openFileStore(config), config.files ? 'FILES_URL' : 'DATA_DIR/files');
   const { pool, url, embedded } = await openDatabase(config);
   await migrate(pool);
@@ -75,18 +106,22 @@ export async function serve(config: Config, roles: { api: boolean; worker: boole
       const file = path.join(config.dataDir, 'demo-credentials.json');
       await fs.mkdir(config.dataDir, { recursive: true });
       await fs.writeFile(file, JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
-      console.log(`Demo account ${demo.account_id} created.\n  client_id:     ${demo.client_id}\n  client_secret: ${demo.client_secret}\n(also saved in ${file})`);
+      // Its secret stays in the file: standard output ends up in log stores.
+      logger.info({ account: demo.account_id, file }, 'demo account created; its client_id and client_secret are in the file');
     }
   }
-  const app: App | undefined = roles.api ? await buildApp(services) : undefined;
-  const log = (msg: string, err?: unknown) => console.error(JSON.stringify({ level: 50, msg, ...(err ? { err: String((err as Error)?.stack ?? err) } : {}) }));
+  logger.info({ roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) }, 'starting');
+  const log = (msg: string, err?: unknown) => logger.error({ err }, msg);
   const worker = roles.worker ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log) : undefined;
+  // A worker process serves health and metrics too: its container's health check and its job
+  // counters (durations, import rows) need an address.
+  const app: App = await buildApp(services, { logger, operationsOnly: !roles.api, threadMetrics: worker?.metrics });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    app?.log.info({ signal }, 'draining in-flight requests and the running job');
-    await app?.close();
+    logger.info({ signal }, 'draining in-flight requests and the running job');
+    await app.close();
     await worker?.stop();
     await services.close();
     await pool.end();
@@ -95,5 +130,5 @@ export async function serve(config: Config, roles: { api: boolean; worker: boole
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-  await app?.listen({ port: config.port, host: config.host });
+  await app.listen({ port: config.port, host: config.host });
 }

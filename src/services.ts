@@ -10,6 +10,7 @@ import { ApiKeys } from './api-keys/api-keys.ts';
 import { ChangeFeed } from './store/changes.ts';
 import { MemoryBuckets, RedisBuckets, type Buckets } from './core/rate-limits.ts';
 import type { AccountScope, Caller } from './core/scope.ts';
+import { Metrics } from './core/metrics.ts';
 
 /** The long-lived parts of one process, shared by the HTTP routes, the worker and the CLI. */
 export interface Services {
@@ -29,6 +30,8 @@ export interface Services {
   files: FileStore;
   /** Signs and checks the upload forms of imports. */
   uploads: UploadSigner;
+  /** What this thread counts (src/core/metrics.ts). */
+  metrics: Metrics;
   close(): Promise<void>;
 }
 
@@ -50,6 +53,7 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
   });
   return {
     config, pool, clock, feed, apiKeys, buckets, ...secrets, uploads,
+    metrics: new Metrics(),
     files: openFileStore(config),
     accounts: new AccountDirectory(pool, feed),
     definitions: new DefinitionsCache(pool, feed),

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { expect, inject } from 'vitest';
 import { readConfig, type Config } from '../src/config.ts';
 import { buildApp, type App } from '../src/http/app.ts';
+import { createLogger } from '../src/http/logging.ts';
 import { createServices, type Services } from '../src/services.ts';
 import { withDatabase } from '../src/store/embedded.ts';
 import { createPool } from '../src/store/pool.ts';
@@ -77,8 +78,11 @@ export class TestServer {
     this.pool = pool;
   }
 
-  /** Starts a server; with `worker`, also a worker that runs jobs (imports). */
-  static async start(env: Record<string, string> = {}, options: { worker?: boolean } = {}): Promise<TestServer> {
+  /**
+   * Starts a server; with `worker`, also a worker that runs jobs (imports). Its log (silent unless
+   * `env` sets LOG_LEVEL) goes to `log`, or to standard output.
+   */
+  static async start(env: Record<string, string> = {}, options: { worker?: boolean; log?: { write(line: string): void } } = {}): Promise<TestServer> {
     // Files (import uploads) go to a folder of this server's own unless the test names one.
     const dataDir = env.DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'audience-files-')));
     const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env, DATA_DIR: dataDir });
@@ -89,7 +93,7 @@ export class TestServer {
       // Servers of one test file share their database, so they share the secret of its locked identities.
       serverSecret: env.SERVER_SECRET ?? 'test-server-secret',
     });
-    const app = await buildApp(services, { logger: false });
+    const app = await buildApp(services, { logger: createLogger(config.logLevel, options.log) });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const address = app.server.address() as { port: number };
     const server = new TestServer(`http://127.0.0.1:${address.port}`, app, services, clock, pool);
@@ -193,4 +197,19 @@ export function expectProblem(res: Response, status: number, code?: string): str
   if (code !== undefined) expect(res.body.type).toBe(`/errors/${code}`);
   if ('status_code' in res.body) expect(res.body.status_code).toBe(status);
   return res.body.detail;
+}
+
+/**
+ * The value of a metric in Prometheus text: the sum over its series whose labels include `labels`;
+ * undefined when it has none.
+ */
+export function metric(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  let sum: number | undefined;
+  for (const line of text.split('\n')) {
+    const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!match || match[1] !== name) continue;
+    const seen = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]));
+    if (Object.entries(labels).every(([k, v]) => seen[k] === v)) sum = (sum ?? 0) + Number(match[3]);
+  }
+  return sum;
 }

@@ -1,10 +1,11 @@
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, execFile, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
+import { metric } from './app.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const NODE = path.join(ROOT, 'node_modules', '.bin', 'node');
@@ -17,15 +18,18 @@ class Program {
   output = '';
   readonly dataDir: string;
   readonly port: number;
-  constructor(dataDir: string, port: number) {
+  /** The user and group to run as (the tests' own when absent). */
+  readonly user: { uid: number; gid: number } | undefined;
+  constructor(dataDir: string, port: number, user?: { uid: number; gid: number }) {
     this.dataDir = dataDir;
     this.port = port;
+    this.user = user;
   }
   get env() {
-    return { ...process.env, DATA_DIR: this.dataDir, PORT: String(this.port), HOST: '127.0.0.1', LOG_LEVEL: 'warn', DATABASE_URL: '' };
+    return { ...process.env, DATA_DIR: this.dataDir, PORT: String(this.port), HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '' };
   }
   async start(): Promise<void> {
-    this.child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'], ...this.user });
     this.child.stdout!.on('data', (d) => (this.output += d));
     this.child.stderr!.on('data', (d) => (this.output += d));
     for (let i = 0; i < 600; i++) {
@@ -60,6 +64,15 @@ class Program {
   url(p: string): string {
     return `http://127.0.0.1:${this.port}${p}`;
   }
+  /** The whole JSON lines of the output so far, parsed. */
+  logLines(): Array<Record<string, any>> {
+    return this.output.split('\n').slice(0, -1).filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+  }
+  /** The log lines, once one matches: the program's output arrives apart from its answers. */
+  async logLinesWith(match: (line: Record<string, any>) => boolean): Promise<Array<Record<string, any>>> {
+    for (let i = 0; i < 100 && !this.logLines().some(match); i++) await new Promise((r) => setTimeout(r, 50));
+    return this.logLines();
+  }
 }
 
 async function tokenFor(program: Program, clientId: string, clientSecret: string): Promise<Response> {
@@ -87,7 +100,9 @@ describe('audience serve (npm start)', () => {
     const file = path.join(dataDir, 'demo-credentials.json');
     expect((await fs.stat(file)).mode & 0o777).toBe(0o600);
     const demo = JSON.parse(await fs.readFile(file, 'utf8'));
-    expect(program.output).toContain(demo.client_secret);
+    // The log names the file; the secret stays in it.
+    expect(program.output).not.toContain(demo.client_secret);
+    expect(program.logLines().find((l) => l.msg.startsWith('demo account created'))).toMatchObject({ account: demo.account_id, file });
     const token = await tokenFor(program, demo.client_id, demo.client_secret);
     expect(token.status).toBe(200);
     const { access_token } = (await token.json()) as { access_token: string };
@@ -96,6 +111,48 @@ describe('audience serve (npm start)', () => {
     expect(body.items.map((s: { name: string }) => s.name)).toEqual(['Shop', 'Magazine']);
     const segments = (await (await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
     expect(segments.items[0].versions[0].query).toMatch(/^section\(\d+\)\.attribute\(\d+\)\.gt\(100\)$/);
+  });
+
+  it('logs where its database, files and secrets are, never a secret, and requests without profile keys or credentials', async () => {
+    const started = program.logLines().find((l) => l.msg === 'starting');
+    expect(started).toMatchObject({
+      roles: ['api', 'worker'],
+      database: `embedded, in ${path.join(dataDir, 'postgres')}`,
+      files: path.join(dataDir, 'files'),
+      adminToken: path.join(dataDir, 'admin-token'),
+      serverSecret: path.join(dataDir, 'server-secret'),
+      demoCredentials: path.join(dataDir, 'demo-credentials.json'),
+      region: 'eu',
+      vendor: 'vendor',
+    });
+    const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
+    expect(program.output).not.toContain(adminToken);
+
+    const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
+    const { access_token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as { access_token: string };
+    const headers = { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' };
+    const keyspace = 'com.vendor1.keyspaces.email';
+    const section = 'com.vendor1.sections.user-created.shop';
+    const created = await fetch(program.url(`/audience/keyspaces/${keyspace}/sections/${section}/profiles`), { method: 'POST', headers, body: JSON.stringify({ profile_key: 'ann.logged@example.com' }) });
+    expect(created.status).toBe(201);
+    const read = await fetch(program.url(`/audience/keyspaces/${keyspace}/profiles/ann.logged@example.com/sections/${section}/attributes`), { headers });
+    expect(read.status).toBe(200);
+    // The request was logged, by its route, with the key left out.
+    const route = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes';
+    const lines = (await program.logLinesWith((l) => l.req?.route === route && l.msg === 'incoming request')).filter((l) => l.req?.route === route);
+    expect(lines.map((l) => l.req.url)).toEqual([`/audience/keyspaces/${keyspace}/profiles/[redacted]/sections/${section}/attributes`]);
+    expect(program.output).not.toContain('ann.logged');
+    expect(program.output).not.toContain(access_token);
+    expect(program.output).not.toContain(demo.client_secret);
+  });
+
+  it('serves on /metrics the counters of its worker thread with its own', async () => {
+    const text = await (await fetch(program.url('/metrics'))).text();
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'total' })).toBeGreaterThan(0);
+    expect(text).toContain('# TYPE audience_job_duration_seconds histogram');
+    // The process's own metrics stay, the start time among them.
+    expect(metric(text, 'process_start_time_seconds')).toBeGreaterThan(0);
   });
 
   it('drives the operator API from the command line: account, key, manifest, signing key', async () => {
@@ -112,6 +169,7 @@ describe('audience serve (npm start)', () => {
     const { access_token } = (await token.json()) as { access_token: string };
     const tags = (await (await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
     expect(tags.items).toEqual([{ discriminator: 'com.vendor1.tags.user-created.bargain-hunter', name: 'Bargain hunter', id: expect.any(String) }]);
+    expect(await program.cli('job', 'list', '--state', 'failed')).toEqual({ items: [] });
     const rotated = await program.cli('signing-key', 'rotate');
     expect(rotated.kid).toEqual(expect.any(String));
     const again = await fetch(program.url('/audience/sections'), { headers: { authorization: `Bearer ${access_token}` } });
@@ -249,5 +307,28 @@ describe('the command line (bin/audience)', () => {
     expect(await created.json()).toEqual({ keyspace_discriminator: added.discriminator, profile_key: 'customer-7' });
     const found = await fetch(program.url(`/audience/keyspaces/${added.discriminator}/profiles/customer-7/sections/${section}/attributes`), { headers: auth });
     expect(found.status).toBe(200);
+  });
+});
+
+// The container image runs as a user of its own, not root. Tests run as root in CI, where the
+// embedded database runs as a `postgres` user instead, so this path is tried as `nobody` there
+// (when that user can read the checkout).
+const NOBODY = { uid: 65534, gid: 65534 };
+const asNobody = process.getuid?.() === 0 && spawnSync(NODE, ['-e', `require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'src', 'main.ts'))})`], NOBODY).status === 0;
+
+describe.skipIf(!asNobody)('audience serve as an unprivileged user (as the container image runs it)', () => {
+  it('initialises and starts its embedded database as that user, serves, and stops on SIGTERM', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-nobody-'));
+    await fs.chown(dir, NOBODY.uid, NOBODY.gid);
+    const unprivileged = new Program(dir, await freePort(), NOBODY);
+    try {
+      await unprivileged.start();
+      expect((await fs.stat(path.join(dir, 'postgres', 'cluster', 'PG_VERSION'))).uid).toBe(NOBODY.uid);
+      expect((await fetch(unprivileged.url('/healthz'))).status).toBe(200);
+      expect(await unprivileged.stop('SIGTERM')).toBe(0);
+    } finally {
+      if (unprivileged.child?.exitCode === null) await unprivileged.stop('SIGKILL');
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 });

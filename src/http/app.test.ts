@@ -1,8 +1,10 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
+import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP, TestServer, type Response, expectProblem } from '../../test/app.ts';
+import { SHOP, TestServer, type Response, expectProblem, metric } from '../../test/app.ts';
 import { freePort } from '../store/embedded.ts';
+import { enqueue, Worker } from '../jobs/queue.ts';
 import { parseBracketForm } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
 
@@ -181,9 +183,13 @@ describe('rate limits (LIM-01)', () => {
 
   it('the 101st request within one second answers 429 with Retry-After, and the next second passes (LIM-01, ERR-18, ERR-01)', async () => {
     const { token } = await server.login({}, { requests_per_second: 100 });
+    const refusals = async () => metric((await server.request('GET', '/metrics')).text, 'audience_rate_limit_refusals_total', { limit: 'requests_per_second' }) ?? 0;
+    const before = await refusals();
     for (let i = 0; i < 100; i++) expect((await sections(token)).status).toBe(200);
     const refused = await sections(token);
     expectProblem(refused, 429, 'AUD-1002');
+    // Counted by the name of the limit, for /metrics.
+    expect(await refusals()).toBe(before + 1);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     expect(refused.body.detail).toMatch(/retry later/);
     server.clock.advance(1000);
@@ -339,12 +345,89 @@ describe('operations', () => {
     expect(res.text).toMatch(/http_request_duration_seconds_count\{[^}]*route="\/healthz"[^}]*\} \d+/);
   });
 
+  it('GET /metrics shows the use of the database pool', async () => {
+    const text = (await server.request('GET', '/metrics')).text;
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'total' })).toBeGreaterThan(0);
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'idle' })).toBeGreaterThanOrEqual(0);
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'waiting' })).toBe(0);
+  });
+
+  it('GET /metrics and GET /admin/jobs show waiting jobs by kind, with the age of the oldest, read from the database', async () => {
+    const { accountId } = await server.createAccount();
+    const kind = `waits-${accountId}`;
+    await enqueue(server.services.pool, accountId, kind, { n: 1 });
+    await enqueue(server.services.pool, accountId, kind, { n: 2 });
+    await server.services.pool.query(`update jobs set created_at = now() - interval '90 seconds' where kind = $1 and payload->>'n' = '1'`, [kind]);
+    const text = (await server.request('GET', '/metrics')).text;
+    expect(metric(text, 'audience_jobs', { kind, state: 'waiting' })).toBe(2);
+    expect(metric(text, 'audience_jobs', { kind, state: 'failed' })).toBe(0);
+    expect(metric(text, 'audience_jobs_oldest_waiting_seconds', { kind })).toBeGreaterThanOrEqual(90);
+    const listed = await server.admin('GET', `/admin/jobs?state=waiting&kind=${kind}`);
+    expect(listed.status, listed.text).toBe(200);
+    expect(listed.body.items.map((j: { payload: unknown; state: string; attempts: number }) => [j.payload, j.state, j.attempts])).toEqual([[{ n: 1 }, 'waiting', 0], [{ n: 2 }, 'waiting', 0]]);
+  });
+
+  it('a job that fails its last attempt is kept as failed: GET /admin/jobs?state=failed lists it, /metrics counts it and its runs', async () => {
+    const { accountId } = await server.createAccount();
+    const kind = `always-fails-${accountId}`;
+    await enqueue(server.services.pool, accountId, kind, { n: 1 });
+    const worker = new Worker(server.services.pool, { [kind]: async () => Promise.reject(new Error('the mail server said no')) }, () => {}, server.services.metrics);
+    for (let attempt = 1; attempt <= 5; attempt++) {
+      expect(await worker.runOne()).toBe(true);
+      // The wait before the next attempt, skipped.
+      await server.services.pool.query('update jobs set run_at = now() where kind = $1', [kind]);
+    }
+    // No sixth attempt.
+    expect(await worker.runOne()).toBe(false);
+    const failed = await server.admin('GET', '/admin/jobs?state=failed');
+    expect(failed.status, failed.text).toBe(200);
+    expect(failed.body.items.filter((j: { kind: string }) => j.kind === kind)).toEqual([{
+      account_id: accountId, job_id: expect.stringMatching(/^\d+$/), kind, state: 'failed', payload: { n: 1 }, attempts: 5,
+      last_error: 'the mail server said no', created_at: expect.any(String), run_at: expect.any(String), failed_at: expect.any(String),
+    }]);
+    expect((await server.admin('GET', `/admin/jobs?state=waiting&kind=${kind}`)).body.items).toEqual([]);
+    const text = (await server.request('GET', '/metrics')).text;
+    expect(metric(text, 'audience_jobs', { kind, state: 'failed' })).toBe(1);
+    expect(metric(text, 'audience_jobs', { kind, state: 'waiting' })).toBe(0);
+    expect(metric(text, 'audience_job_duration_seconds_count', { kind, outcome: 'failed' })).toBe(5);
+    expectProblem(await server.admin('GET', '/admin/jobs?state=lost'), 400);
+  });
+
   it('GET /openapi.json is an OpenAPI 3 document listing /audience/sections', async () => {
     const res = await server.request('GET', '/openapi.json');
     expect(res.status).toBe(200);
     expect(res.body.openapi).toMatch(/^3\./);
     expect(res.body.paths['/audience/sections']).toHaveProperty('get');
     expect(res.body.paths['/audience/sections/{section_discriminator}/tags']).toHaveProperty('post');
+  });
+
+  it('GET /openapi.json lints clean (the recommended rules of redocly lint): servers from PUBLIC_URL, unique operationIds, a licence', async () => {
+    const published = await TestServer.start({ PUBLIC_URL: 'https://cdp.shop.test/' });
+    try {
+      const res = await published.request('GET', '/openapi.json');
+      const config = await createConfig({ extends: ['recommended'] });
+      const problems = await lintFromString({ source: res.text, absoluteRef: '/openapi.json', config });
+      expect(problems.map((p) => `${p.severity} ${p.ruleId} at ${p.location[0]?.pointer}: ${p.message}`)).toEqual([]);
+      expect(res.body.servers).toEqual([{ url: 'https://cdp.shop.test', description: expect.any(String) }]);
+      expect(res.body.info.license.name).toBe('Apache-2.0');
+      const operations = Object.values(res.body.paths as Record<string, Record<string, { operationId: string }>>).flatMap((path) => Object.values(path));
+      expect(operations.length).toBeGreaterThan(50);
+      expect(new Set(operations.map((o) => o.operationId)).size).toBe(operations.length);
+      expect(res.body.paths['/audience/segments/{segment_discriminator}'].get.operationId).toBe('getAudienceSegmentsBySegmentDiscriminator');
+    } finally {
+      await published.close();
+    }
+  });
+
+  it('GET /openapi.json declares every error of every operation as application/problem+json, as errors are sent', async () => {
+    const { paths } = (await server.request('GET', '/openapi.json')).body as { paths: Record<string, Record<string, { responses: Record<string, { content: Record<string, unknown> }> }>> };
+    for (const [path, methods] of Object.entries(paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        for (const status of ['4XX', '5XX']) expect(Object.keys(operation.responses[status]?.content ?? {}), `${method} ${path} ${status}`).toEqual(['application/problem+json']);
+      }
+    }
+    const sent = await server.request('GET', '/audience/sections');
+    expectProblem(sent, 401);
   });
 
   it('GET /docs answers 200 HTML without a token', async () => {
@@ -359,6 +442,34 @@ describe('operations', () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ type: '/errors/AUD-8', code: 'AUD-8', title: 'Authorization failure', http_status: 401 });
     expectProblem(await server.request('GET', '/errors/AUD-99999'), 404, 'AUD-1');
+  });
+});
+
+describe('request logs', () => {
+  it('leave out profile keys, addresses, tokens and client secrets, and name the route', async () => {
+    const lines: string[] = [];
+    const logged = await TestServer.start({ LOG_LEVEL: 'info' }, { log: { write: (line) => void lines.push(line) } });
+    try {
+      const { accountId, clientId, clientSecret, token } = await logged.login(SHOP);
+      const email = 'com.vendor1.keyspaces.email';
+      await logged.request('GET', `/audience/keyspaces/${email}/profiles/ann.logged@example.com/sections/${SHOP_SECTION}/attributes`, { token });
+      await logged.request('GET', `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/+4791234567/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=com.vendor1.channels.email&suppression_address=bo.logged%40example.com`, { token });
+      await logged.request('GET', '/audience/channels/com.vendor1.channels.email/addresses/cy.logged@example.com/suppressions', { token });
+      await logged.request('POST', `/oauth/token?grant_type=client_credentials&client_id=${clientId}&client_secret=${clientSecret}`);
+      await logged.admin('DELETE', `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/dee.logged@example.com`);
+      const urls = lines.map((line) => JSON.parse(line)).filter((l) => l.msg === 'incoming request').map((l) => `${l.req.url} ${l.req.route ?? '(no route)'}`);
+      expect(urls).toEqual(expect.arrayContaining([
+        `/audience/keyspaces/${email}/profiles/[redacted]/sections/${SHOP_SECTION}/attributes /audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes`,
+        `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/[redacted]/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=com.vendor1.channels.email&suppression_address=[redacted] /v2/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/consents`,
+        '/audience/channels/com.vendor1.channels.email/addresses/[redacted]/suppressions (no route)',
+        `/oauth/token?grant_type=client_credentials&client_id=${clientId}&client_secret=[redacted] /oauth/token`,
+        `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/[redacted] /admin/accounts/:account_id/suppressions/:channel_discriminator/:address`,
+      ]));
+      const all = lines.join('');
+      for (const secret of ['logged@example.com', 'logged%40example.com', '4791234567', clientSecret, token, logged.services.adminToken]) expect(all).not.toContain(secret);
+    } finally {
+      await logged.close();
+    }
   });
 });
 

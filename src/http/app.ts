@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -6,6 +6,7 @@ import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import FindMyWay from 'find-my-way';
 import client from 'prom-client';
+import type { MetricsJson } from '../core/metrics.ts';
 import type { Services } from '../services.ts';
 import { registerAuth } from './plugins/auth.ts';
 import { registerBodyParsers } from './plugins/body-parsers.ts';
@@ -21,6 +22,7 @@ import { consentsRoutes } from './routes/consents.ts';
 import { segmentsRoutes } from './routes/segments.ts';
 import { importsRoutes } from './routes/imports.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
+import { createLogger } from './logging.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -37,10 +39,26 @@ function makeAjv(coerce: boolean): Ajv {
   return ajv;
 }
 
-/** Builds the HTTP application: parsers, validation, problems, auth, metrics, OpenAPI and every route module. */
-export async function buildApp(services: Services, options: { logger?: boolean | object } = {}): Promise<App> {
+/**
+ * The OpenAPI operationId of a route: its method and path, each literal segment in PascalCase, a
+ * last parameter as `By<Name>` (`GET /audience/segments/:segment_discriminator` →
+ * `getAudienceSegmentsBySegmentDiscriminator`). Method and path make a route, so ids are unique
+ * unless two paths differ only in their inner parameters (the OpenAPI lint test would say so).
+ */
+export function operationIdOf(method: string, url: string): string {
+  const pascal = (text: string) => text.split(/[^A-Za-z0-9]+/).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1)).join('');
+  const segments = url.split('/').filter(Boolean);
+  return method.toLowerCase() + segments.map((s, i) => (!s.startsWith(':') ? pascal(s) : i === segments.length - 1 ? `By${pascal(s)}` : '')).join('');
+}
+
+/**
+ * Builds the HTTP application: parsers, validation, problems, auth, metrics, OpenAPI and every
+ * route module; with `operationsOnly`, only health, metrics and the error reference (a worker
+ * process). `threadMetrics` gives the counters of the process's worker thread to /metrics.
+ */
+export async function buildApp(services: Services, options: { logger?: FastifyBaseLogger; operationsOnly?: boolean; threadMetrics?: () => Promise<MetricsJson> } = {}): Promise<App> {
   const app = Fastify({
-    logger: options.logger ?? { level: services.config.logLevel },
+    loggerInstance: options.logger ?? createLogger(services.config.logLevel),
     bodyLimit: BODY_LIMIT,
     // Profile keys and discriminators are longer than the default 100 characters.
     routerOptions: { maxParamLength: 2000, ignoreTrailingSlash: true },
@@ -60,6 +78,7 @@ export async function buildApp(services: Services, options: { logger?: boolean |
   const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 2000 });
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) if (method !== 'HEAD') router.on(method as 'GET', route.url, () => {});
+    route.schema = { ...route.schema, operationId: route.schema?.operationId ?? operationIdOf([route.method].flat()[0], route.url) };
     // COMP-12: array query parameters arrive comma-separated or as a repeated key; booleans in
     // any case (Python clients send `True`).
     const query = route.schema?.querystring as { properties?: Record<string, { type?: string }> } | undefined;
@@ -93,8 +112,9 @@ export async function buildApp(services: Services, options: { logger?: boolean |
     }
   });
 
-  const registry = new client.Registry();
+  const { registry } = services.metrics;
   client.collectDefaultMetrics({ register: registry });
+  services.metrics.watchPool(services.pool, 'main');
   const duration = new client.Histogram({
     name: 'http_request_duration_seconds', help: 'HTTP request duration by route and status',
     labelNames: ['method', 'route', 'status'], registers: [registry], buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
@@ -115,7 +135,11 @@ export async function buildApp(services: Services, options: { logger?: boolean |
 
   await app.register(swagger, {
     openapi: {
-      info: { title: 'audience', version: '0.1.0', description: 'Audience and marketing data service' },
+      info: {
+        title: 'audience', version: '0.1.0', description: 'Audience and marketing data service',
+        license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
+      },
+      servers: [{ url: services.config.publicUrl, description: 'This service (PUBLIC_URL)' }],
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
       security: [{ bearer: [] }],
     },
@@ -126,7 +150,8 @@ export async function buildApp(services: Services, options: { logger?: boolean |
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
   registerAuth(app, services);
-  await app.register(operationsRoutes(services, registry));
+  await app.register(operationsRoutes(services, options.threadMetrics));
+  if (options.operationsOnly) return app;
   await app.register(apiKeysRoutes(services));
   await app.register(definitionsRoutes(services));
   await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes]));

@@ -5,9 +5,10 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem as expectProblemDocument, testDatabase, TestServer, type Response } from '../../test/app.ts';
+import { expectProblem as expectProblemDocument, metric, testDatabase, TestServer, type Response } from '../../test/app.ts';
 import { startS3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
+import { freePort } from '../store/embedded.ts';
 import { BATCH_ROWS } from './ingest.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -837,7 +838,26 @@ describe('ingestion', () => {
     const { rows } = await db.query('select i.profile_key from profile_identifiers i join keyspaces k using (account_id, keyspace_id) where i.account_id = $1 and k.discriminator = $2 order by 1', [a.accountId, EMAIL]);
     expect(rows.map((r) => r.profile_key)).toEqual(['free@x.io']);
   });
+
+  it('counts the rows it commits and its job run, for /metrics', async () => {
+    const a = await account();
+    const scrape = async () => (await server.request('GET', '/metrics')).text;
+    const completedRuns = (text: string) => metric(text, 'audience_job_duration_seconds_count', { kind: 'import', outcome: 'completed' }) ?? 0;
+    const before = await scrape();
+    const s = await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), 'email,first\nm1@x.io,One\nm2@x.io,Two\nnot-an-address,Bad\n');
+    expect(s.result).toEqual({ status: 'completed', profiles_found: 3, profiles_processed: 2, profiles_failed: 1 });
+    await jobsEnded(a);
+    const after = await scrape();
+    // Refused rows are rows read too.
+    expect(metric(after, 'audience_import_rows_total')! - (metric(before, 'audience_import_rows_total') ?? 0)).toBe(3);
+    expect(completedRuns(after) - completedRuns(before)).toBe(1);
+  });
 });
+
+/** Waits (bounded) until the account's jobs are gone: a job ends a moment after its import has. */
+async function jobsEnded(a: Account): Promise<void> {
+  for (let i = 0; i < 200 && (await db.query('select 1 from jobs where account_id = $1', [a.accountId])).rowCount! > 0; i++) await sleep(25);
+}
 
 describe('limits', () => {
   it('LIM-03 at most 10 import requests per minute per account (both versions); beyond → 429', async () => {
@@ -931,11 +951,13 @@ describe('a worker killed in the middle of an import', () => {
     await api?.close();
   });
 
-  async function startWorkerProcess(): Promise<ChildProcess> {
+  /** `audience worker` in a process of its own; it serves its health and metrics on `port`. */
+  async function startWorkerProcess(port: number): Promise<ChildProcess> {
     const child = spawn(path.join(ROOT, 'node_modules/.bin/node'), ['src/main.ts', 'worker'], {
       cwd: ROOT,
       env: {
         PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: await testDatabase(), DATA_DIR: api.services.config.dataDir,
+        PORT: String(port), HOST: '127.0.0.1',
         SERVER_SECRET: 'test-server-secret', LOG_LEVEL: 'warn', DEMO_ACCOUNT: 'false',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -969,7 +991,7 @@ describe('a worker killed in the middle of an import', () => {
     expect((await status(a, c.import_id, S, api)).body.result.status).toBe('queued');
     expect((await db.query('select kind, payload from jobs where account_id = $1', [a.accountId])).rows).toEqual([{ kind: 'import', payload: { import_id: c.import_id } }]);
 
-    const first = await startWorkerProcess();
+    const first = await startWorkerProcess(await freePort());
     let seen: { status: string; found: number } | undefined;
     for (let i = 0; i < 3000; i++) {
       seen = await progress(a, c.import_id);
@@ -989,9 +1011,17 @@ describe('a worker killed in the middle of an import', () => {
     expect(mid.result.status).toBe('in_progress');
     expect(mid.result.profiles_found).toBe(atKill.found);
 
-    const second = await startWorkerProcess();
+    const secondPort = await freePort();
+    const second = await startWorkerProcess(secondPort);
     const done = await finished(a, c.import_id, api, 1200);
     expect(done.result.status, output.join('')).toBe('completed');
+    // The worker process serves the counters of its worker thread: the rows it committed, after
+    // the first one's, and the job's run.
+    await jobsEnded(a);
+    const metrics = await (await fetch(`http://127.0.0.1:${secondPort}/metrics`)).text();
+    expect(metric(metrics, 'audience_import_rows_total')).toBe(ROWS - atKill.found);
+    expect(metric(metrics, 'audience_job_duration_seconds_count', { kind: 'import', outcome: 'completed' })).toBe(1);
+    expect(metric(metrics, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);
     second.kill('SIGTERM');
     await new Promise((r) => (second.exitCode !== null || second.signalCode !== null ? r(null) : second.once('exit', r)));
 

@@ -164,6 +164,8 @@ export interface IngestDeps {
   pool: pg.Pool;
   files: FileStore;
   scopeOf(accountId: string): Promise<AccountScope>;
+  /** Hears of each batch committed, with its number of data rows (for the rows-per-second metric). */
+  committed(rows: number): void;
 }
 
 /** A row refused, with its line in the file. */
@@ -347,6 +349,7 @@ async function writeBatch(run: ImportRun, lane: number, batch: ParsedBatch, rows
     const scope = await run.deps.scopeOf(run.accountId);
     try {
       await withTransaction(run.deps.pool, (tx) => applyBatch(tx, scope, run.plan, run.importId, lane, batch, rowsDone));
+      run.deps.committed(batch.found);
       break;
     } catch (err) {
       // The other lane, or an API request, wrote the same profile at the same time: the batch

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { Metrics } from '../core/metrics.ts';
 import type { Queryable } from '../store/pool.ts';
 
 /** A job as its handler sees it. */
@@ -17,6 +18,11 @@ const CHANNEL = 'audience_jobs';
 export const LEASE_SECONDS = 15;
 const MAX_ATTEMPTS = 5;
 
+/** Where a job is: waiting its turn (a retry too), leased by a worker, or failed for good. */
+export const JOB_STATES = ['waiting', 'running', 'failed'] as const;
+export type JobState = (typeof JOB_STATES)[number];
+const STATE_OF = `case when failed_at is not null then 'failed' when locked_until > now() then 'running' else 'waiting' end`;
+
 /** Enqueues a job in the caller's transaction, so it exists exactly when the record it serves does. */
 export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>): Promise<void> {
   await tx.query('insert into jobs (account_id, kind, payload) values ($1::bigint, $2, $3)', [accountId, kind, payload]);
@@ -24,6 +30,41 @@ export async function enqueue(tx: Queryable, accountId: string, kind: string, pa
 }
 
 interface JobRow { account_id: string; job_id: string; kind: string; payload: Record<string, unknown>; attempts: number }
+
+/** A job as the operator sees it. */
+export interface JobRecord {
+  account_id: string;
+  job_id: string;
+  kind: string;
+  state: JobState;
+  payload: Record<string, unknown>;
+  attempts: number;
+  last_error: string | null;
+  created_at: Date;
+  run_at: Date;
+  failed_at: Date | null;
+}
+
+/** Jobs in `state` (every state when absent), oldest first. */
+export async function listJobs(db: Queryable, filter: { state?: JobState; kind?: string; limit: number }): Promise<JobRecord[]> {
+  const { rows } = await db.query<JobRecord>(
+    `select account_id::text, job_id::text, kind, state, payload, attempts, last_error, created_at, run_at, failed_at
+     from (select *, ${STATE_OF} as state from jobs) j
+     where ($1::text is null or state = $1) and ($2::text is null or kind = $2)
+     order by created_at, job_id limit $3`,
+    [filter.state ?? null, filter.kind ?? null, filter.limit],
+  );
+  return rows;
+}
+
+/** The queue by kind and state: how many jobs, and the age of the oldest (seconds). */
+export async function jobFigures(db: Queryable): Promise<{ kind: string; state: JobState; count: number; oldest_seconds: number }[]> {
+  const { rows } = await db.query(
+    `select kind, ${STATE_OF} as state, count(*)::int as count, extract(epoch from now() - min(created_at))::float8 as oldest_seconds
+     from jobs group by 1, 2 order by 1, 2`,
+  );
+  return rows;
+}
 
 /**
  * Runs jobs from the `jobs` table. Any number of workers in any number of processes share the
@@ -39,11 +80,13 @@ export class Worker {
   private loop: Promise<void> | undefined;
   private listener: pg.PoolClient | undefined;
   private readonly onError: (err: unknown, job?: Job) => void;
+  private readonly metrics: Metrics;
 
-  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void) {
+  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void, metrics: Metrics) {
     this.pool = pool;
     this.handlers = handlers;
     this.onError = onError;
+    this.metrics = metrics;
   }
 
   async start(): Promise<void> {
@@ -93,7 +136,7 @@ export class Worker {
       `update jobs set locked_until = now() + make_interval(secs => $2), attempts = attempts + 1
        where (account_id, job_id) = (
          select account_id, job_id from jobs
-         where kind = any($1::text[]) and run_at <= now() and (locked_until is null or locked_until < now())
+         where kind = any($1::text[]) and failed_at is null and run_at <= now() and (locked_until is null or locked_until < now())
          order by run_at, job_id for update skip locked limit 1)
        returning account_id, job_id, kind, payload, attempts`,
       [Object.keys(this.handlers), LEASE_SECONDS],
@@ -105,20 +148,27 @@ export class Worker {
       await this.pool.query('update jobs set locked_until = now() + make_interval(secs => $3) where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId, LEASE_SECONDS]);
     };
     const heartbeat = setInterval(() => renew().catch(() => {}), (LEASE_SECONDS * 1000) / 3);
+    const timer = this.metrics.jobDuration.startTimer({ kind: job.kind });
     try {
       await this.handlers[job.kind](job, { renew });
-      await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
     } catch (err) {
+      timer({ outcome: 'failed' });
       this.onError(err, job);
+      // After its last attempt a job is kept, failed, for the operator; before it, it is tried
+      // again later, each wait twice the one before.
       const last = job.attempts >= MAX_ATTEMPTS;
       await this.pool.query(
-        last ? 'delete from jobs where account_id = $1::bigint and job_id = $2::bigint'
-          : `update jobs set locked_until = null, run_at = now() + make_interval(secs => $3), last_error = $4 where account_id = $1::bigint and job_id = $2::bigint`,
-        last ? [job.accountId, job.jobId] : [job.accountId, job.jobId, 2 ** job.attempts, String((err as Error)?.message ?? err)],
+        `update jobs set locked_until = null, last_error = $3,
+           failed_at = case when $4 then now() end, run_at = case when $4 then run_at else now() + make_interval(secs => $5) end
+         where account_id = $1::bigint and job_id = $2::bigint`,
+        [job.accountId, job.jobId, String((err as Error)?.message ?? err), last, 2 ** job.attempts],
       );
+      return true;
     } finally {
       clearInterval(heartbeat);
     }
+    timer({ outcome: 'completed' });
+    await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
     return true;
   }
 }

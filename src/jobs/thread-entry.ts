@@ -10,8 +10,11 @@ const { config, databaseUrl, secrets } = workerData as ThreadData;
 // Each import lane and the job queue's listener hold a connection.
 const pool = createPool(databaseUrl, 6);
 const services = await createServices(config, pool, systemClock, secrets);
+services.metrics.watchPool(pool, 'worker');
 const worker = await startWorker(services, (err) => console.error(JSON.stringify({ level: 50, msg: 'job failed', err: String((err as Error)?.stack ?? err) })));
 parentPort!.on('message', async (message) => {
+  // The process's /metrics asks for this thread's counters (src/jobs/thread.ts).
+  if (typeof message?.metrics === 'number') return parentPort!.postMessage({ metrics: message.metrics, json: await services.metrics.registry.getMetricsAsJSON() });
   if (message !== 'stop') return;
   await worker.stop();
   await services.close();

@@ -1,5 +1,6 @@
 import { Worker as Thread } from 'node:worker_threads';
 import type { Config } from '../config.ts';
+import type { MetricsJson } from '../core/metrics.ts';
 
 /** What the worker thread needs to build its own services (src/jobs/thread-entry.ts). */
 export interface ThreadData {
@@ -18,10 +19,14 @@ export interface ThreadData {
 const HEAP_LIMITS = { maxYoungGenerationSizeMb: 16, maxOldGenerationSizeMb: 512 };
 /** Wait before a thread that died (out of memory, a bug) is started again; its job resumes then. */
 const RESTART_MS = 1000;
+/** How long a scrape waits for the thread's metrics; a scrape must answer even if the thread is stuck. */
+const METRICS_WAIT_MS = 3000;
 
 export interface WorkerThread {
   /** Stops taking jobs, waits for the running one, and ends the thread. */
   stop(): Promise<void>;
+  /** The thread's metrics (job runs, import rows, its pool); none while it starts again. */
+  metrics(): Promise<MetricsJson>;
 }
 
 /**
@@ -67,10 +72,30 @@ export async function startWorkerThread(data: ThreadData, log: (msg: string, err
     });
   });
   current = await spawn();
+  let asked = 0;
   return {
     async stop() {
       stopping = true;
       if (current) await ask(current);
+    },
+    metrics() {
+      const thread = current;
+      if (!thread) return Promise.resolve([]);
+      const id = ++asked;
+      return new Promise((resolve) => {
+        const answer = (message: { metrics?: number; json?: MetricsJson }) => {
+          if (message?.metrics !== id) return;
+          clearTimeout(timeout);
+          thread.off('message', answer);
+          resolve(message.json ?? []);
+        };
+        const timeout = setTimeout(() => {
+          thread.off('message', answer);
+          resolve([]);
+        }, METRICS_WAIT_MS);
+        thread.on('message', answer);
+        thread.postMessage({ metrics: id });
+      });
     },
   };
 }

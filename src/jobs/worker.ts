@@ -5,9 +5,10 @@ import { Worker } from './queue.ts';
 
 /** Starts the worker role: the handlers of every job kind. */
 export async function startWorker(services: Services, onError: (err: unknown) => void): Promise<Worker> {
-  const worker = new Worker(services.pool, {
-    [IMPORT_JOB]: (job, lease) => runImport({ pool: services.pool, files: services.files, scopeOf: (id) => accountScope(services, id) }, job, lease),
-  }, onError);
+  const { pool, files, metrics } = services;
+  const worker = new Worker(pool, {
+    [IMPORT_JOB]: (job, lease) => runImport({ pool, files, scopeOf: (id) => accountScope(services, id), committed: (rows) => metrics.importRows.inc(rows) }, job, lease),
+  }, onError, metrics);
   await worker.start();
   return worker;
 }

@@ -51,7 +51,8 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
     user: USER,
     password,
     persistent: options.persistent ?? true,
-    createPostgresUser: true,
+    // Only root needs (and can create) another user; any other user runs the server itself.
+    createPostgresUser: process.getuid?.() === 0,
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
     // work_mem: segment counts and trends hash and group a row per profile (docs/benchmarks.md
     // "Segments"); at the default 4 MB, a million profiles spill to disk in batches.

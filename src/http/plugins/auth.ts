@@ -32,6 +32,7 @@ export async function spend(services: Services, accountId: string | null, key: s
   if (value === null || value === undefined) return;
   const taken = await services.buckets.take(`${key}:${limit}`, value, windowOf(limit));
   if (!taken.ok) {
+    services.metrics.rateLimitRefusals.inc({ limit });
     throw new Problem('AUD-1002', `Request capacity reached: at most ${value} ${limit.replaceAll('_', ' ')}; retry later`, { 'retry-after': String(taken.retryAfter) });
   }
 }

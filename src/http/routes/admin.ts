@@ -11,6 +11,7 @@ import { Suppression } from '../../consents/schemas.ts';
 import { addIntegration, listIntegrations } from '../../definitions/integrations.ts';
 import { Integration, IntegrationSystem, Manifest, ManifestSummary } from '../../definitions/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
+import { JOB_STATES, listJobs } from '../../jobs/queue.ts';
 import { Problem } from '../../core/problems.ts';
 import { DateTime } from '../../core/schemas.ts';
 import { NoContent, responses } from '../schemas/problem.ts';
@@ -32,6 +33,14 @@ const KeyParams = Type.Object({ account_id: AccountId, client_id: Type.String() 
 const ApiKey = Type.Object({
   client_id: Type.String(), name: Type.String(), section_ids: Type.Union([Type.Array(Type.String()), Type.Null()]), created_at: DateTime,
   client_secret: Type.Optional(Type.String({ description: 'Shown only when the key is created' })),
+});
+
+const JobSchema = Type.Object({
+  account_id: Type.String(), job_id: Type.String(), kind: Type.String(),
+  state: Type.Union(JOB_STATES.map((s) => Type.Literal(s)), { description: 'waiting (a retry too), running, or failed after its last attempt' }),
+  payload: Type.Record(Type.String(), Type.Unknown()), attempts: Type.Integer(),
+  last_error: Type.Union([Type.String(), Type.Null()], { description: 'The error of the last failed attempt' }),
+  created_at: DateTime, run_at: DateTime, failed_at: Type.Union([DateTime, Type.Null()]),
 });
 
 /** The operator API (/admin): accounts, API keys, manifests and signing keys. Everything the public API only reads is written here. */
@@ -161,6 +170,19 @@ export function adminRoutes(services: Services) {
         await withTransaction(pool, (tx) => services.apiKeys.deleteApiKey(tx, request.params.account_id, request.params.client_id));
         return reply.code(204).send();
       });
+
+    app.get('/admin/jobs', {
+      config,
+      schema: {
+        tags, summary: 'List jobs, oldest first: failed ones stay until the account is deleted',
+        querystring: Type.Object({
+          state: Type.Optional(Type.Union(JOB_STATES.map((s) => Type.Literal(s)))),
+          kind: Type.Optional(Type.String()),
+          limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
+        }, { additionalProperties: false }),
+        response: responses({ 200: Type.Object({ items: Type.Array(JobSchema) }) }),
+      },
+    }, async (request) => ({ items: await listJobs(pool, request.query) }));
 
     app.post('/admin/signing-keys', { config, schema: { tags, summary: 'Rotate the token signing key', response: responses({ 201: Type.Object({ kid: Type.String() }) }) } },
       async (_request, reply) => reply.code(201).send(await services.apiKeys.rotateSigningKey()));

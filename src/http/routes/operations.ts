@@ -1,15 +1,61 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type client from 'prom-client';
+import client from 'prom-client';
 import type { Services } from '../../services.ts';
+import type { MetricsJson } from '../../core/metrics.ts';
 import { PROBLEMS, Problem, problemType, type ProblemCode } from '../../core/problems.ts';
+import { JOB_STATES, jobFigures } from '../../jobs/queue.ts';
 import { responses } from '../schemas/problem.ts';
 
 const ErrorCode = Type.Object({ type: Type.String(), code: Type.String(), title: Type.String(), http_status: Type.Integer() });
 
+/**
+ * The job queue's figures, read from the database at each scrape: the jobs are rows, written by
+ * every process, so any process can report them (all report the same; aggregate with max, not sum).
+ * A scrape while the database is away shows none of them rather than failing: /readyz says why.
+ */
+function registerJobGauges(services: Services): void {
+  const registers = [services.metrics.registry];
+  const read = () => jobFigures(services.pool).catch(() => []);
+  new client.Gauge({
+    name: 'audience_jobs', help: 'Jobs by kind and state: waiting (retries too), running, failed (after their last attempt; GET /admin/jobs?state=failed)',
+    labelNames: ['kind', 'state'], registers,
+    async collect() {
+      const figures = await read();
+      this.reset();
+      for (const kind of new Set(figures.map((f) => f.kind))) for (const state of JOB_STATES) this.set({ kind, state }, 0);
+      for (const f of figures) this.set({ kind: f.kind, state: f.state }, f.count);
+    },
+  });
+  new client.Gauge({
+    name: 'audience_jobs_oldest_waiting_seconds', help: 'Age of the oldest job waiting its turn, by kind; 0 when none waits',
+    labelNames: ['kind'], registers,
+    async collect() {
+      const figures = await read();
+      this.reset();
+      for (const f of figures) this.set({ kind: f.kind }, 0);
+      for (const f of figures) if (f.state === 'waiting') this.set({ kind: f.kind }, f.oldest_seconds);
+    },
+  });
+}
+
+/**
+ * This process's metrics, with its worker thread's merged in by name and labels. Merging follows
+ * each metric's cluster aggregator, where `omit` (the process start time) would drop a metric only
+ * this thread has: the process's own are taken as they are.
+ */
+async function exposition(registry: client.Registry, threadMetrics: (() => Promise<MetricsJson>) | undefined): Promise<string> {
+  const theirs = threadMetrics ? await threadMetrics() : [];
+  if (theirs.length === 0) return registry.metrics();
+  const mine = (await registry.getMetricsAsJSON()).map((m) => (m.aggregator === 'omit' ? { ...m, aggregator: 'first' as const } : m));
+  return client.AggregatorRegistry.aggregate([mine, theirs]).metrics();
+}
+
 /** Health, readiness, metrics, the OpenAPI document and the error code reference. */
-export function operationsRoutes(services: Services, registry: client.Registry) {
+export function operationsRoutes(services: Services, threadMetrics?: () => Promise<MetricsJson>) {
+  const { registry } = services.metrics;
+  registerJobGauges(services);
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const config = { auth: 'none' as const };
@@ -30,7 +76,7 @@ export function operationsRoutes(services: Services, registry: client.Registry) 
       });
 
     app.get('/metrics', { config, schema: { tags, security, summary: 'Prometheus metrics', hide: true } }, async (_request, reply) =>
-      reply.type(registry.contentType).send(await registry.metrics()));
+      reply.type(registry.contentType).send(await exposition(registry, threadMetrics)));
 
     app.get('/openapi.json', { config, schema: { tags, security, summary: 'This OpenAPI document', hide: true } }, async () => root.swagger());
 

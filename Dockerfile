@@ -1,0 +1,36 @@
+# syntax=docker/dockerfile:1
+# audience: `docker build -t audience .`, then `docker run -p 8080:8080 -v audience-data:/data audience`
+# (embedded PostgreSQL in /data), or compose.yaml for PostgreSQL, MinIO, Redis and separate roles.
+# docs/operating.md says more.
+
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+# The full install brings the Node.js 24 that the lock file pins (the `node` package, a dev
+# dependency): the image runs that binary, the one `npm start` and the tests run, not the base
+# image's. The development dependencies go afterwards.
+RUN npm ci --no-audit --no-fund \
+ && cp node_modules/node/bin/node /node \
+ && npm prune --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
+COPY bin ./bin
+COPY manifests ./manifests
+COPY src ./src
+
+# Debian, not distroless: the embedded PostgreSQL's initdb and pg_ctl run commands through /bin/sh.
+FROM debian:bookworm-slim
+RUN groupadd --system --gid 10001 audience \
+ && useradd --system --uid 10001 --gid audience --home-dir /app --shell /usr/sbin/nologin audience \
+ && mkdir /data && chown audience:audience /data
+COPY --from=build /node /usr/local/bin/node
+WORKDIR /app
+COPY --from=build /app ./
+ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 PORT=8080
+# Never root: the program, its embedded PostgreSQL and its files run as this user. A new named
+# volume on /data takes the folder's owner from the image.
+USER audience
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s --start-period=90s --retries=3 \
+  CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.PORT}/healthz`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
+ENTRYPOINT ["node", "src/main.ts"]
+CMD ["serve"]

@@ -1,0 +1,47 @@
+import client, { type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import type pg from 'pg';
+
+/** The metrics of a registry, as `getMetricsAsJSON()` gives them and `AggregatorRegistry.aggregate()` merges them. */
+export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
+
+/**
+ * The metrics a process (or its worker thread) counts where the work happens: each thread has its
+ * own, and `/metrics` merges the worker thread's into its process's (src/jobs/thread.ts). Figures
+ * that are rows (the job queue) are read from the database at scrape time instead (src/http/routes/operations.ts).
+ */
+export class Metrics {
+  readonly registry = new client.Registry();
+  readonly rateLimitRefusals = new client.Counter({
+    name: 'audience_rate_limit_refusals_total', help: 'Requests refused with 429, by the limit they met',
+    labelNames: ['limit'], registers: [this.registry],
+  });
+  readonly jobDuration = new client.Histogram({
+    name: 'audience_job_duration_seconds', help: 'Runs of jobs by kind and outcome (completed, failed): a failed run is retried until its last attempt',
+    labelNames: ['kind', 'outcome'], registers: [this.registry], buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900],
+  });
+  readonly importRows = new client.Counter({
+    name: 'audience_import_rows_total', help: 'Data rows of import files committed (written or refused with a reason); rate() gives rows per second',
+    registers: [this.registry],
+  });
+  private readonly pools = new Map<string, pg.Pool>();
+
+  constructor() {
+    const pools = this.pools;
+    new client.Gauge({
+      name: 'audience_db_pool_connections', help: 'Database connections of each pool of this process: total, idle, and callers waiting for one',
+      labelNames: ['pool', 'state'], registers: [this.registry],
+      collect() {
+        for (const [name, pool] of pools) {
+          this.set({ pool: name, state: 'total' }, pool.totalCount);
+          this.set({ pool: name, state: 'idle' }, pool.idleCount);
+          this.set({ pool: name, state: 'waiting' }, pool.waitingCount);
+        }
+      },
+    });
+  }
+
+  /** Reports the use of `pool` under the name of the thread it serves (main, worker). */
+  watchPool(pool: pg.Pool, name: string): void {
+    this.pools.set(name, pool);
+  }
+}
