@@ -301,8 +301,9 @@ async function main(argv: string[]): Promise<void> {
   }
 }
 
-main(process.argv.slice(2)).catch((err: Error) => {
-  console.error(`audience: ${err.message}`);
+// Whatever was thrown (a library may reject with nothing), the reason is printed.
+main(process.argv.slice(2)).catch((err: unknown) => {
+  console.error(`audience: ${err instanceof Error ? err.message : String(err ?? 'failed without a reason')}`);
   if (err instanceof UsageError) console.error(err.usage ?? usage());
   process.exit(err instanceof UsageError ? 2 : 1);
 });

@@ -95,40 +95,52 @@ export async function whereThingsAre(config: Config): Promise<Record<string, str
 export async function serve(config: Config, roles: { api: boolean; worker: boolean } = { api: true, worker: true }): Promise<void> {
   const logger = createLogger(config.logLevel);
   await checkFileStore(openFileStore(config), config.files ? 'FILES_URL' : 'DATA_DIR/files');
-  const { pool, url, embedded } = await openDatabase(config);
-  await migrate(pool);
-  const adminToken = (await adminTokenOf(config, true))!;
-  const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', true))!;
-  const services = await createServices(config, pool, systemClock, { adminToken, serverSecret });
-  if (config.demoAccount) {
-    const demo = await createDemoAccount(services);
-    if (demo) {
-      const file = path.join(config.dataDir, 'demo-credentials.json');
-      await fs.mkdir(config.dataDir, { recursive: true });
-      await fs.writeFile(file, JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
-      // Its secret stays in the file: standard output ends up in log stores.
-      logger.info({ account: demo.account_id, file }, 'demo account created; its client_id and client_secret are in the file');
+  // What this start has started, stopped in the reverse order on SIGTERM or when a later step
+  // fails (a port in use): a failed start leaves no database running without its program.
+  const started: (() => Promise<unknown>)[] = [];
+  const stopStarted = async () => {
+    for (const stop of started.reverse()) await stop().catch((err) => logger.error({ err }, 'stopping failed'));
+  };
+  try {
+    const { pool, url, embedded } = await openDatabase(config);
+    if (embedded) started.push(() => embedded.stop());
+    started.push(() => pool.end());
+    await migrate(pool);
+    const adminToken = (await adminTokenOf(config, true))!;
+    const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', true))!;
+    const services = await createServices(config, pool, systemClock, { adminToken, serverSecret });
+    started.push(() => services.close());
+    if (config.demoAccount) {
+      const demo = await createDemoAccount(services);
+      if (demo) {
+        const file = path.join(config.dataDir, 'demo-credentials.json');
+        await fs.mkdir(config.dataDir, { recursive: true });
+        await fs.writeFile(file, JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
+        // Its secret stays in the file: standard output ends up in log stores.
+        logger.info({ account: demo.account_id, file }, 'demo account created; its client_id and client_secret are in the file');
+      }
     }
+    logger.info({ roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) }, 'starting');
+    const log = (msg: string, err?: unknown) => logger.error({ err }, msg);
+    const worker = roles.worker ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log) : undefined;
+    if (worker) started.push(() => worker.stop());
+    // A worker process serves health and metrics too: its container's health check and its job
+    // counters (durations, import rows) need an address.
+    const app: App = await buildApp(services, { logger, operationsOnly: !roles.api, threadMetrics: worker?.metrics });
+    started.push(() => app.close());
+    await app.listen({ port: config.port, host: config.host });
+  } catch (err) {
+    await stopStarted();
+    throw err;
   }
-  logger.info({ roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) }, 'starting');
-  const log = (msg: string, err?: unknown) => logger.error({ err }, msg);
-  const worker = roles.worker ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log) : undefined;
-  // A worker process serves health and metrics too: its container's health check and its job
-  // counters (durations, import rows) need an address.
-  const app: App = await buildApp(services, { logger, operationsOnly: !roles.api, threadMetrics: worker?.metrics });
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'draining in-flight requests and the running job');
-    await app.close();
-    await worker?.stop();
-    await services.close();
-    await pool.end();
-    await embedded?.stop();
+    await stopStarted();
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-  await app.listen({ port: config.port, host: config.host });
 }

