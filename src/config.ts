@@ -20,6 +20,8 @@ export interface Config {
   logLevel: string;
   /** Unset: generated once into `dataDir/admin-token`. */
   adminToken: string | undefined;
+  /** The token that reads /metrics; unset: the operator token. */
+  metricsToken: string | undefined;
   /** Key of the hashes that keep locked identities (SPEC §3.2). Unset: generated once into `dataDir/server-secret`. */
   serverSecret: string | undefined;
   /** Create the demo account when the database holds no account. */
@@ -49,6 +51,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: env.REDIS_URL || undefined,
     logLevel: env.LOG_LEVEL ?? 'info',
     adminToken: env.ADMIN_TOKEN || undefined,
+    metricsToken: env.METRICS_TOKEN || undefined,
     serverSecret: env.SERVER_SECRET || undefined,
     demoAccount: (env.DEMO_ACCOUNT ?? 'true') !== 'false',
   };

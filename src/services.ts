@@ -24,6 +24,8 @@ export interface Services {
   buckets: Buckets;
   /** The operator token guarding /admin. */
   adminToken: string;
+  /** The token that reads /metrics: METRICS_TOKEN, or the operator token. */
+  metricsToken: string;
   /** Key of the hashes of locked identities. */
   serverSecret: string;
   /** Uploaded and produced files. */
@@ -53,6 +55,7 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
   });
   return {
     config, pool, clock, feed, apiKeys, buckets, ...secrets, uploads,
+    metricsToken: config.metricsToken ?? secrets.adminToken,
     metrics: new Metrics(),
     files: openFileStore(config),
     accounts: new AccountDirectory(pool, feed),

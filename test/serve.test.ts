@@ -148,8 +148,10 @@ describe('audience serve (npm start)', () => {
     expect(program.output).not.toContain(demo.client_secret);
   });
 
-  it('serves on /metrics the counters of its worker thread with its own', async () => {
-    const text = await (await fetch(program.url('/metrics'))).text();
+  it('serves on /metrics, behind the operator token by default, the counters of its worker thread with its own', async () => {
+    expect((await fetch(program.url('/metrics'))).status).toBe(401);
+    const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
+    const text = await (await fetch(program.url('/metrics'), { headers: { authorization: `Bearer ${adminToken}` } })).text();
     expect(metric(text, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);
     expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'total' })).toBeGreaterThan(0);
     expect(text).toContain('# TYPE audience_job_duration_seconds histogram');

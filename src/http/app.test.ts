@@ -183,7 +183,7 @@ describe('rate limits (LIM-01)', () => {
 
   it('the 101st request within one second answers 429 with Retry-After, and the next second passes (LIM-01, ERR-18, ERR-01)', async () => {
     const { token } = await server.login({}, { requests_per_second: 100 });
-    const refusals = async () => metric((await server.request('GET', '/metrics')).text, 'audience_rate_limit_refusals_total', { limit: 'requests_per_second' }) ?? 0;
+    const refusals = async () => metric((await server.request('GET', '/metrics', { token: server.services.metricsToken })).text, 'audience_rate_limit_refusals_total', { limit: 'requests_per_second' }) ?? 0;
     const before = await refusals();
     for (let i = 0; i < 100; i++) expect((await sections(token)).status).toBe(200);
     const refused = await sections(token);
@@ -336,9 +336,22 @@ describe('operations', () => {
     expect(ready.body).toEqual({ state: 'ready' });
   });
 
+  it('GET /metrics needs its token: METRICS_TOKEN when set, else the operator token; without it 401', async () => {
+    expectProblem(await server.request('GET', '/metrics'), 401, 'AUD-8');
+    expectProblem(await server.request('GET', '/metrics', { token: (await server.login()).token }), 401, 'AUD-8');
+    expect((await server.request('GET', '/metrics', { token: server.services.adminToken })).status).toBe(200);
+    const own = await TestServer.start({ METRICS_TOKEN: 'scraper-token' });
+    try {
+      expect((await own.request('GET', '/metrics', { token: 'scraper-token' })).status).toBe(200);
+      expectProblem(await own.request('GET', '/metrics', { token: own.services.adminToken }), 401, 'AUD-8');
+    } finally {
+      await own.close();
+    }
+  });
+
   it('GET /metrics answers Prometheus text with http_request_duration_seconds', async () => {
     await server.request('GET', '/healthz');
-    const res = await server.request('GET', '/metrics');
+    const res = await server.request('GET', '/metrics', { token: server.services.metricsToken });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/plain/);
     expect(res.text).toContain('# TYPE http_request_duration_seconds histogram');
@@ -346,7 +359,7 @@ describe('operations', () => {
   });
 
   it('GET /metrics shows the use of the database pool', async () => {
-    const text = (await server.request('GET', '/metrics')).text;
+    const text = (await server.request('GET', '/metrics', { token: server.services.metricsToken })).text;
     expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'total' })).toBeGreaterThan(0);
     expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'idle' })).toBeGreaterThanOrEqual(0);
     expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'waiting' })).toBe(0);
@@ -358,7 +371,7 @@ describe('operations', () => {
     await enqueue(server.services.pool, accountId, kind, { n: 1 });
     await enqueue(server.services.pool, accountId, kind, { n: 2 });
     await server.services.pool.query(`update jobs set created_at = now() - interval '90 seconds' where kind = $1 and payload->>'n' = '1'`, [kind]);
-    const text = (await server.request('GET', '/metrics')).text;
+    const text = (await server.request('GET', '/metrics', { token: server.services.metricsToken })).text;
     expect(metric(text, 'audience_jobs', { kind, state: 'waiting' })).toBe(2);
     expect(metric(text, 'audience_jobs', { kind, state: 'failed' })).toBe(0);
     expect(metric(text, 'audience_jobs_oldest_waiting_seconds', { kind })).toBeGreaterThanOrEqual(90);
@@ -386,7 +399,7 @@ describe('operations', () => {
       last_error: 'the mail server said no', created_at: expect.any(String), run_at: expect.any(String), failed_at: expect.any(String),
     }]);
     expect((await server.admin('GET', `/admin/jobs?state=waiting&kind=${kind}`)).body.items).toEqual([]);
-    const text = (await server.request('GET', '/metrics')).text;
+    const text = (await server.request('GET', '/metrics', { token: server.services.metricsToken })).text;
     expect(metric(text, 'audience_jobs', { kind, state: 'failed' })).toBe(1);
     expect(metric(text, 'audience_jobs', { kind, state: 'waiting' })).toBe(0);
     expect(metric(text, 'audience_job_duration_seconds_count', { kind, outcome: 'failed' })).toBe(5);

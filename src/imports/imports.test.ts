@@ -841,7 +841,7 @@ describe('ingestion', () => {
 
   it('counts the rows it commits and its job run, for /metrics', async () => {
     const a = await account();
-    const scrape = async () => (await server.request('GET', '/metrics')).text;
+    const scrape = async () => (await server.request('GET', '/metrics', { token: server.services.metricsToken })).text;
     const completedRuns = (text: string) => metric(text, 'audience_job_duration_seconds_count', { kind: 'import', outcome: 'completed' }) ?? 0;
     const before = await scrape();
     const s = await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), 'email,first\nm1@x.io,One\nm2@x.io,Two\nnot-an-address,Bad\n');
@@ -958,7 +958,7 @@ describe('a worker killed in the middle of an import', () => {
       env: {
         PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: await testDatabase(), DATA_DIR: api.services.config.dataDir,
         PORT: String(port), HOST: '127.0.0.1',
-        SERVER_SECRET: 'test-server-secret', LOG_LEVEL: 'warn', DEMO_ACCOUNT: 'false',
+        SERVER_SECRET: 'test-server-secret', METRICS_TOKEN: 'worker-metrics', LOG_LEVEL: 'warn', DEMO_ACCOUNT: 'false',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -1018,7 +1018,7 @@ describe('a worker killed in the middle of an import', () => {
     // The worker process serves the counters of its worker thread: the rows it committed, after
     // the first one's, and the job's run.
     await jobsEnded(a);
-    const metrics = await (await fetch(`http://127.0.0.1:${secondPort}/metrics`)).text();
+    const metrics = await (await fetch(`http://127.0.0.1:${secondPort}/metrics`, { headers: { authorization: 'Bearer worker-metrics' } })).text();
     expect(metric(metrics, 'audience_import_rows_total')).toBe(ROWS - atKill.found);
     expect(metric(metrics, 'audience_job_duration_seconds_count', { kind: 'import', outcome: 'completed' })).toBe(1);
     expect(metric(metrics, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);

@@ -5,8 +5,8 @@ import type { Services } from '../../services.ts';
 import { Problem, type ProblemCode } from '../../core/problems.ts';
 import type { Caller } from '../../core/scope.ts';
 
-/** How a route is guarded: the public API's bearer token, the operator token, or nothing. */
-export type RouteAuth = 'bearer' | 'admin' | 'none';
+/** How a route is guarded: the public API's bearer token, the operator token, the metrics token, or nothing. */
+export type RouteAuth = 'bearer' | 'admin' | 'metrics' | 'none';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -53,11 +53,12 @@ export function registerAuth(app: FastifyInstance, services: Services): void {
     // An unknown route answers 404 (or 405) whoever asks.
     const auth = request.is404 ? 'none' : request.routeOptions.config.auth ?? 'bearer';
     if (auth === 'none') return;
-    if (auth === 'admin') {
+    if (auth === 'admin' || auth === 'metrics') {
       const header = request.headers.authorization ?? '';
-      if (!/^Bearer /i.test(header) || !sameSecret(header.slice(7).trim(), services.adminToken)) {
-        throw new Problem('AUD-8', 'The operator API needs "Authorization: Bearer <ADMIN_TOKEN>"', { 'www-authenticate': 'Bearer' });
-      }
+      const [expected, needs] = auth === 'admin'
+        ? [services.adminToken, 'The operator API needs "Authorization: Bearer <ADMIN_TOKEN>"']
+        : [services.metricsToken, 'Metrics need "Authorization: Bearer <METRICS_TOKEN>" (the operator token when METRICS_TOKEN is unset)'];
+      if (!/^Bearer /i.test(header) || !sameSecret(header.slice(7).trim(), expected)) throw new Problem('AUD-8', needs, { 'www-authenticate': 'Bearer' });
       return;
     }
     const caller = await services.apiKeys.authenticate(request.headers.authorization);

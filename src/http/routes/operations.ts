@@ -75,7 +75,8 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
         return { state: 'ready' };
       });
 
-    app.get('/metrics', { config, schema: { tags, security, summary: 'Prometheus metrics', hide: true } }, async (_request, reply) =>
+    // Metrics tell who calls what and how much: behind a token (METRICS_TOKEN, else the operator token).
+    app.get('/metrics', { config: { auth: 'metrics' }, schema: { tags, summary: 'Prometheus metrics', hide: true } }, async (_request, reply) =>
       reply.type(registry.contentType).send(await exposition(registry, threadMetrics)));
 
     app.get('/openapi.json', { config, schema: { tags, security, summary: 'This OpenAPI document', hide: true } }, async () => root.swagger());
