@@ -66,6 +66,11 @@ function segmentQuery(defs: Definitions, ref: SegmentRef, field: string): string
   return version.query;
 }
 
+/** The checked query of a stored segment's latest version, for statements over many profiles (exports); 400 naming `field` when there is no such segment. */
+export function segmentExpression(defs: Definitions, discriminator: string, field: string): Expression {
+  return storedExpression(defs, segmentQuery(defs, { discriminator }, field));
+}
+
 /** Which keyspaces make a profile known: every one but the web and export keyspaces (docs/aql.md "Known profiles"). */
 export function knownKeyspaceIds(defs: Definitions): string[] {
   return defs.keyspaces.filter((k) => k.kind !== 'web' && k.kind !== 'export').map((k) => k.keyspace_id);
