@@ -1,3 +1,4 @@
+import { EXPORT_JOB, EXPORT_SWEEP_JOB, runExport, sweepExport, type ExportDeps } from '../exports/exports.ts';
 import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
 import { accountScope, type Services } from '../services.ts';
@@ -5,8 +6,12 @@ import { Worker } from './queue.ts';
 
 /** Starts the worker role: the handlers of every job kind. */
 export async function startWorker(services: Services, onError: (err: unknown) => void): Promise<Worker> {
+  const scopeOf = (accountId: string) => accountScope(services, accountId);
+  const exportDeps: ExportDeps = { pool: services.pool, files: services.files, clock: services.clock, scopeOf };
   const worker = new Worker(services.pool, {
-    [IMPORT_JOB]: (job, lease) => runImport({ pool: services.pool, files: services.files, scopeOf: (id) => accountScope(services, id) }, job, lease),
+    [IMPORT_JOB]: (job, lease) => runImport({ pool: services.pool, files: services.files, scopeOf }, job, lease),
+    [EXPORT_JOB]: (job) => runExport(exportDeps, job),
+    [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
   }, onError);
   await worker.start();
   return worker;

@@ -1,0 +1,179 @@
+import type pg from 'pg';
+import type { Expression } from '../aql/ast.ts';
+import { compilePredicate, SqlValues } from '../aql/compile-sql.ts';
+import { checkTimeZone } from '../aql/time.ts';
+import { addressVersionId, maySendSql } from '../consents/consents.ts';
+import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
+import { Problem } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
+import { sectionOf } from '../definitions/definitions.ts';
+import { segmentExpression } from '../segments/segments.ts';
+import type { Queryable } from '../store/pool.ts';
+import * as q from './queries.ts';
+import type { ConsentCountBody, ConsentExportBody } from './schemas.ts';
+import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
+
+/**
+ * The profile in segment by consent export and its count (SPEC §2.16, §4.7; docs/exports.md):
+ * requests checked against the definitions, and the statement that selects their profiles.
+ */
+
+/** A request by consent resolved against the definitions: what the count needs. */
+export interface ByConsentPlan {
+  section: SectionDefs;
+  topicIds: string[];
+  /** Each channel, the column of its addresses, and whether the request named that column (`channels`) or not (`channel_discriminator`). */
+  channels: { channel: ChannelRow; column: string; addressVersionId: string; named: boolean }[];
+  segments: { name: string; expression: Expression }[];
+  timeZone: string;
+  filter: Filter | null;
+  duplicates: 'oldest' | 'latest' | 'keep';
+}
+
+/** The export's own columns and options on top of the count's. */
+export interface ConsentExportPlan extends ByConsentPlan {
+  attributes: { column: string; versionId: string }[];
+  tags: { column: string; tagId: string }[];
+  limit: number | null;
+  excludeUnsubscribed: boolean;
+}
+
+const EXPORT_KEY_COLUMN = 'exportKey';
+const SUBSCRIBED_COLUMN = 'subscribed';
+
+/** A channel of the request that holds addresses in the section; 400 naming `field` otherwise. */
+function addressChannel(scope: AccountScope, section: SectionDefs, discriminator: string, field: string): { channel: ChannelRow; addressVersionId: string; attributeName: string } {
+  const channel = scope.defs.channels.find((c) => c.discriminator === discriminator);
+  if (!channel) throw new Problem('AUD-1607', `${field}: channel ID "${discriminator}" not found`);
+  const versionId = addressVersionId(section, channel);
+  const attribute = section.attributes.find((a) => a.discriminator === channel.address_attribute);
+  if (versionId === undefined || !attribute) throw new Problem('AUD-1608', `${field}: the channel "${discriminator}" holds no addresses in section "${section.discriminator}": use the email or SMS channel`);
+  return { channel, addressVersionId: versionId, attributeName: attribute.name };
+}
+
+/** Checks a request by consent (the fields the export and the count share) against the definitions. */
+export function planByConsent(scope: AccountScope, body: ConsentCountBody): ByConsentPlan {
+  const section = sectionOf(scope, body.section_discriminator);
+  const topicIds = body.topic_discriminators.map((discriminator, i) => {
+    const topic = section.topics.find((t) => t.discriminator === discriminator);
+    if (!topic) throw new Problem('AUD-1610', `topic_discriminators[${i}]: topic "${discriminator}" not found in section "${section.discriminator}"`);
+    return topic.topic_id;
+  });
+  if ((body.channel_discriminator === undefined) === (body.channels === undefined)) {
+    throw new Problem('AUD-1907', `Give either channel_discriminator or channels, ${body.channels === undefined ? 'one of them is required' : 'not both'}`);
+  }
+  // One channel gives a column headed by the name of its address attribute (Email, Mobile); `channels` name theirs.
+  const channels = (body.channels ?? [{ channel_discriminator: body.channel_discriminator!, field_name: undefined }]).map((c, i) => {
+    const found = addressChannel(scope, section, c.channel_discriminator, body.channels ? `channels[${i}].channel_discriminator` : 'channel_discriminator');
+    return { channel: found.channel, addressVersionId: found.addressVersionId, column: c.field_name ?? found.attributeName, named: c.field_name !== undefined };
+  });
+  const segments = Object.entries(body.segments?.segment_discriminators ?? {}).map(([name, discriminator]) => {
+    if (name === '') throw new Problem('AUD-0', 'segments.segment_discriminators: a segment name (a column of the file) must not be empty');
+    return { name, expression: segmentExpression(scope.defs, discriminator, `segments.segment_discriminators.${name}`) };
+  });
+  const names = segments.map((s) => s.name);
+  const timeZone = body.segments ? checkTimeZone(body.segments.timezone, 'segments.timezone') : 'UTC';
+  // Without a filter, the profiles of any of the segments.
+  const filter = !body.segments ? null
+    : body.segments.filter === undefined ? { kind: 'or' as const, terms: names.map((name) => ({ kind: 'name' as const, name })) }
+      : parseFilter(body.segments.filter, new Set(names), 'segments.filter');
+  return { section, topicIds, channels, segments, timeZone, filter, duplicates: body.duplicate_address_filter ?? 'keep' };
+}
+
+/** Refuses (400) a column name given twice; `columns` are [name, field] in the file's order. */
+function requireDistinct(columns: [string, string][]): void {
+  const seen = new Map<string, string>();
+  for (const [name, field] of columns) {
+    const before = seen.get(name);
+    if (before !== undefined) throw new Problem('AUD-1908', `${field}: the column "${name}" is already the column of ${before}; each column of the file needs its own name`);
+    seen.set(name, field);
+  }
+}
+
+/** Checks a consent export request: the shared fields, its attribute and tag columns, and that every column has its own name. */
+export function planConsentExport(scope: AccountScope, body: ConsentExportBody): ConsentExportPlan {
+  const plan = planByConsent(scope, body);
+  const { section } = plan;
+  const attributes = (body.attributes ?? []).map((a, i) => {
+    const attribute = section.attributes.find((x) => x.versions.some((v) => v.id === a.attribute_version_id));
+    const field = `attributes[${i}].attribute_version_id`;
+    if (!attribute) throw new Problem('AUD-1206', `${field}: attribute version "${a.attribute_version_id}" is not defined in section "${section.discriminator}"`);
+    if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
+    return { column: a.field_name, versionId: a.attribute_version_id };
+  });
+  const tags = (body.tags ?? []).map((t, i) => {
+    const tag = section.tags.find((x) => x.discriminator === t.tag_discriminator);
+    if (!tag || tag.hidden) throw new Problem('AUD-1218', `tags[${i}].tag_discriminator: tag "${t.tag_discriminator}" is not defined in section "${section.discriminator}"`);
+    return { column: t.field_name, tagId: tag.tag_id };
+  });
+  const excludeUnsubscribed = body.exclude_unsubscribed_profiles ?? false;
+  requireDistinct([
+    [EXPORT_KEY_COLUMN, 'the export key'],
+    ...attributes.map((a, i): [string, string] => [a.column, `attributes[${i}].field_name`]),
+    ...tags.map((t, i): [string, string] => [t.column, `tags[${i}].field_name`]),
+    ...plan.segments.map((s): [string, string] => [s.name, `segments.segment_discriminators.${s.name}`]),
+    ...plan.channels.map((c, i): [string, string] => [c.column, c.named ? `channels[${i}].field_name` : 'channel_discriminator']),
+    ...(excludeUnsubscribed ? [[SUBSCRIBED_COLUMN, 'exclude_unsubscribed_profiles'] as [string, string]] : []),
+  ]);
+  return { ...plan, attributes, tags, limit: body.limit ?? null, excludeUnsubscribed };
+}
+
+/** Checks a count request: the shared fields, and result names of its own for its channels. */
+export function planConsentCount(scope: AccountScope, body: ConsentCountBody): ByConsentPlan {
+  const plan = planByConsent(scope, body);
+  requireDistinct([
+    ['profile_count', 'the deprecated count'],
+    ['total_profile_count', 'the total count'],
+    ...plan.channels.filter((c) => c.named).map((c, i): [string, string] => [c.column, `channels[${i}].field_name`]),
+  ]);
+  return plan;
+}
+
+/** The statement's selection of a plan, its SQL bound in `values`; segments are evaluated at `scope.now`. */
+function selectionOf(scope: AccountScope, plan: ByConsentPlan, values: SqlValues, fileOptions?: ConsentExportPlan): q.ConsentSelection {
+  const account = values.add(scope.accountId, 'bigint');
+  const now = scope.now.getTime();
+  const segments = plan.segments.map((s) => compilePredicate(s.expression, { now, timeZone: plan.timeZone }, values));
+  const index = new Map(plan.segments.map((s, i) => [s.name, i]));
+  const { filter } = plan;
+  return {
+    account,
+    sectionId: plan.section.id,
+    segments,
+    filter: filter ? (column) => filterSql(filter, (name) => column(index.get(name)!)) : null,
+    channels: plan.channels.map((c) => ({
+      addressVersionId: c.addressVersionId,
+      maySend: (profile, address) => maySendSql(scope, values, { account, profile, address, section: plan.section, topicIds: plan.topicIds, channel: c.channel }),
+    })),
+    duplicates: plan.duplicates,
+    excludeUnsubscribed: fileOptions?.excludeUnsubscribed ?? false,
+    attributes: fileOptions?.attributes.map((a) => a.versionId) ?? [],
+    tags: fileOptions?.tags.map((t) => t.tagId) ?? [],
+    limit: fileOptions?.limit ?? null,
+  };
+}
+
+/** The file of a consent export: its header and its rows, streamed from the database. */
+export function consentExportFile(pool: pg.Pool, scope: AccountScope, plan: ConsentExportPlan): { columns: string[]; rows: AsyncIterable<unknown[]> } {
+  const values = new SqlValues();
+  const selection = selectionOf(scope, plan, values, plan);
+  return {
+    columns: [
+      EXPORT_KEY_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column), ...plan.segments.map((s) => s.name),
+      ...plan.channels.map((c) => c.column), ...(plan.excludeUnsubscribed ? [SUBSCRIBED_COLUMN] : []),
+    ],
+    rows: q.streamConsentExportRows(pool, values, selection),
+  };
+}
+
+/**
+ * The result of a count by consent (ENDPOINTS.md "Facts"): the profiles the export of the same
+ * request would hold (total_profile_count, and the deprecated profile_count with the same value),
+ * and per `channels[].field_name` those of them it would give an address on that channel.
+ */
+export async function consentCountResult(db: Queryable, scope: AccountScope, plan: ByConsentPlan): Promise<Record<string, number>> {
+  const values = new SqlValues();
+  const counts = await q.countConsentExport(db, values, selectionOf(scope, plan, values));
+  const perChannel = plan.channels.flatMap((c, i) => (c.named ? [[c.column, counts.channels[i]] as const] : []));
+  return { profile_count: counts.total, total_profile_count: counts.total, ...Object.fromEntries(perChannel) };
+}
