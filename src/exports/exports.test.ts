@@ -415,6 +415,23 @@ describe('count by consent', () => {
 });
 
 describe('poll URLs', () => {
+  it('EXP-34 (reading: every export): a request that no longer holds when the worker takes it fails the export, and both forms answer 503 with the reason', async () => {
+    const a = await account();
+    const pollUrl = await withoutWorker(async () => {
+      const url = await requestExport(a, { section_discriminator: SHOP, topic_discriminators: [NEWS], channel_discriminator: CH_EMAIL });
+      // As if the topic had gone from the definitions since the request.
+      await db.query(`update exports set request = jsonb_set(request, '{topic_discriminators}', '["${V}.topics.user-created.gone"]') where account_id = $1::bigint`, [a.accountId]);
+      return url;
+    });
+    let res = await server.request('GET', pollPath(pollUrl), { token: a.token });
+    for (let i = 0; i < 200 && res.status === 404; i++) {
+      await sleep(25);
+      res = await server.request('GET', pollPath(pollUrl), { token: a.token });
+    }
+    expect(expectProblem(res, 503, 'AUD-1904')).toMatch(/topic_discriminators\[0\]: topic "com\.vendor1\.topics\.user-created\.gone" not found/);
+    expectProblem(await server.request('GET', v2(pollUrl), { token: a.token }), 503, 'AUD-1904');
+  });
+
   it('EXP-32, EXP-33, AUTH-17: an unknown id is 410 (v2: 404), and so is another account\'s export', async () => {
     const a = await account();
     const other = await account();
