@@ -1,17 +1,15 @@
 import type pg from 'pg';
-import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, SqlValues } from '../aql/compile-sql.ts';
-import { checkTimeZone } from '../aql/time.ts';
-import { addressVersionId, maySendSql } from '../consents/consents.ts';
+import { maySendSql } from '../consents/consents.ts';
 import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import { segmentExpression } from '../segments/segments.ts';
 import type { Queryable } from '../store/pool.ts';
+import { addressChannel, EXPORT_KEY_COLUMN, planAttributes, planSegments, planTags, planTopics, requireDistinct, type NamedSegments } from './plans.ts';
 import * as q from './queries.ts';
 import type { ConsentCountBody, ConsentExportBody } from './schemas.ts';
-import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
+import { filterSql } from './segment-filter.ts';
 
 /**
  * The profile in segment by consent export and its count (SPEC §2.16, §4.7; docs/exports.md):
@@ -19,14 +17,11 @@ import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
  */
 
 /** A request by consent resolved against the definitions: what the count needs. */
-export interface ByConsentPlan {
+export interface ByConsentPlan extends NamedSegments {
   section: SectionDefs;
   topicIds: string[];
   /** Each channel, the column of its addresses, and whether the request named that column (`channels`) or not (`channel_discriminator`). */
   channels: { channel: ChannelRow; column: string; addressVersionId: string; named: boolean }[];
-  segments: { name: string; expression: Expression }[];
-  timeZone: string;
-  filter: Filter | null;
   duplicates: 'oldest' | 'latest' | 'keep';
 }
 
@@ -38,27 +33,12 @@ export interface ConsentExportPlan extends ByConsentPlan {
   excludeUnsubscribed: boolean;
 }
 
-const EXPORT_KEY_COLUMN = 'exportKey';
 const SUBSCRIBED_COLUMN = 'subscribed';
-
-/** A channel of the request that holds addresses in the section; 400 naming `field` otherwise. */
-function addressChannel(scope: AccountScope, section: SectionDefs, discriminator: string, field: string): { channel: ChannelRow; addressVersionId: string; attributeName: string } {
-  const channel = scope.defs.channels.find((c) => c.discriminator === discriminator);
-  if (!channel) throw new Problem('AUD-1607', `${field}: channel ID "${discriminator}" not found`);
-  const versionId = addressVersionId(section, channel);
-  const attribute = section.attributes.find((a) => a.discriminator === channel.address_attribute);
-  if (versionId === undefined || !attribute) throw new Problem('AUD-1608', `${field}: the channel "${discriminator}" holds no addresses in section "${section.discriminator}": use the email or SMS channel`);
-  return { channel, addressVersionId: versionId, attributeName: attribute.name };
-}
 
 /** Checks a request by consent (the fields the export and the count share) against the definitions. */
 export function planByConsent(scope: AccountScope, body: ConsentCountBody): ByConsentPlan {
   const section = sectionOf(scope, body.section_discriminator);
-  const topicIds = body.topic_discriminators.map((discriminator, i) => {
-    const topic = section.topics.find((t) => t.discriminator === discriminator);
-    if (!topic) throw new Problem('AUD-1610', `topic_discriminators[${i}]: topic "${discriminator}" not found in section "${section.discriminator}"`);
-    return topic.topic_id;
-  });
+  const topicIds = planTopics(section, body.topic_discriminators);
   if ((body.channel_discriminator === undefined) === (body.channels === undefined)) {
     throw new Problem('AUD-1907', `Give either channel_discriminator or channels, ${body.channels === undefined ? 'one of them is required' : 'not both'}`);
   }
@@ -67,45 +47,15 @@ export function planByConsent(scope: AccountScope, body: ConsentCountBody): ByCo
     const found = addressChannel(scope, section, c.channel_discriminator, body.channels ? `channels[${i}].channel_discriminator` : 'channel_discriminator');
     return { channel: found.channel, addressVersionId: found.addressVersionId, column: c.field_name ?? found.attributeName, named: c.field_name !== undefined };
   });
-  const segments = Object.entries(body.segments?.segment_discriminators ?? {}).map(([name, discriminator]) => {
-    if (name === '') throw new Problem('AUD-0', 'segments.segment_discriminators: a segment name (a column of the file) must not be empty');
-    return { name, expression: segmentExpression(scope.defs, discriminator, `segments.segment_discriminators.${name}`) };
-  });
-  const names = segments.map((s) => s.name);
-  const timeZone = body.segments ? checkTimeZone(body.segments.timezone, 'segments.timezone') : 'UTC';
-  // Without a filter, the profiles of any of the segments.
-  const filter = !body.segments ? null
-    : body.segments.filter === undefined ? { kind: 'or' as const, terms: names.map((name) => ({ kind: 'name' as const, name })) }
-      : parseFilter(body.segments.filter, new Set(names), 'segments.filter');
-  return { section, topicIds, channels, segments, timeZone, filter, duplicates: body.duplicate_address_filter ?? 'keep' };
-}
-
-/** Refuses (400) a column name given twice; `columns` are [name, field] in the file's order. */
-function requireDistinct(columns: [string, string][]): void {
-  const seen = new Map<string, string>();
-  for (const [name, field] of columns) {
-    const before = seen.get(name);
-    if (before !== undefined) throw new Problem('AUD-1908', `${field}: the column "${name}" is already the column of ${before}; each column of the file needs its own name`);
-    seen.set(name, field);
-  }
+  return { section, topicIds, channels, ...planSegments(scope, body.segments), duplicates: body.duplicate_address_filter ?? 'keep' };
 }
 
 /** Checks a consent export request: the shared fields, its attribute and tag columns, and that every column has its own name. */
 export function planConsentExport(scope: AccountScope, body: ConsentExportBody): ConsentExportPlan {
   const plan = planByConsent(scope, body);
   const { section } = plan;
-  const attributes = (body.attributes ?? []).map((a, i) => {
-    const attribute = section.attributes.find((x) => x.versions.some((v) => v.id === a.attribute_version_id));
-    const field = `attributes[${i}].attribute_version_id`;
-    if (!attribute) throw new Problem('AUD-1206', `${field}: attribute version "${a.attribute_version_id}" is not defined in section "${section.discriminator}"`);
-    if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
-    return { column: a.field_name, versionId: a.attribute_version_id };
-  });
-  const tags = (body.tags ?? []).map((t, i) => {
-    const tag = section.tags.find((x) => x.discriminator === t.tag_discriminator);
-    if (!tag || tag.hidden) throw new Problem('AUD-1218', `tags[${i}].tag_discriminator: tag "${t.tag_discriminator}" is not defined in section "${section.discriminator}"`);
-    return { column: t.field_name, tagId: tag.tag_id };
-  });
+  const attributes = planAttributes(section, body.attributes);
+  const tags = planTags(section, body.tags);
   const excludeUnsubscribed = body.exclude_unsubscribed_profiles ?? false;
   requireDistinct([
     [EXPORT_KEY_COLUMN, 'the export key'],

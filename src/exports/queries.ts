@@ -68,37 +68,36 @@ export async function setExportExpired(db: Queryable, accountId: string, exportI
 }
 
 /**
- * Which profiles an export by consent holds, and what it needs of them (docs/exports.md). Every
- * SQL fragment here binds its values in the `values` the statement is built with.
+ * Which profiles an export holds and what it needs of them (docs/exports.md). Every SQL fragment
+ * here binds its values in the `values` the statement is built with.
  */
-export interface ConsentSelection {
+export interface ProfileSelection {
   /** Placeholder of the account id. */
   account: string;
   sectionId: string;
-  /** Per segment name, a predicate over the canonical profile `p` (compilePredicate). */
+  /** Per segment, a predicate over the canonical profile `p` (compilePredicate). */
   segments: string[];
   /** Which profiles, as SQL over the segment columns named by `column`; null for every profile. */
   filter: ((column: (index: number) => string) => string) | null;
   /** Per channel: the attribute version of its addresses, and maySendSql over a profile id and its address. */
   channels: { addressVersionId: string; maySend: (profile: string, address: string) => string }[];
-  excludeUnsubscribed: boolean;
-  duplicates: 'oldest' | 'latest' | 'keep';
   /** Attribute version ids and tag ids of the file's columns. */
   attributes: string[];
   tags: string[];
   limit: number | null;
 }
 
+export interface ConsentSelection extends ProfileSelection {
+  excludeUnsubscribed: boolean;
+  duplicates: 'oldest' | 'latest' | 'keep';
+}
+
 /**
- * The rows of an export by consent, as a common table expression `chosen` of canonical profiles:
- * those the segment filter selects, less those that may not be contacted on any channel when
- * unsubscribed profiles are excluded, less the duplicates of an address (of the first channel:
- * among profiles with the same address, lower-cased, the least or most recently updated one in the
- * section is kept; profiles without one are never duplicates), then at most `limit` of them chosen
- * at random. Columns: profile_id, export_key, attrs and tags (the cluster's values in the section),
- * s<i> per segment, a<i> (address) and c<i> (may be contacted) per channel.
+ * `base`: the account's canonical profiles (a merge cluster is its canonical profile), with their
+ * cluster's values in the section (attrs, tags, updated_at), s<i> per segment and a<i> (the address)
+ * per channel; `selected`: those the filter selects, with c<i> (may be contacted) per channel.
  */
-function chosenProfiles(values: SqlValues, sel: ConsentSelection): string {
+function selectedProfiles(values: SqlValues, sel: ProfileSelection): string {
   const section = values.add(sel.sectionId, 'bigint');
   const segmentColumns = sel.segments.map((predicate, i) => `, ${predicate} as s${i}`).join('');
   const addressColumns = sel.channels.map((c, i) => {
@@ -107,9 +106,7 @@ function chosenProfiles(values: SqlValues, sel: ConsentSelection): string {
   }).join('');
   const filter = sel.filter ? sel.filter((i) => `b.s${i}`) : null;
   const contactColumns = sel.channels.map((c, i) => `, ${c.maySend('b.profile_id', `b.a${i}`)} as c${i}`).join('');
-  const anyContact = sel.channels.map((_, i) => `k.c${i}`).join(' or ');
-  const order = sel.duplicates === 'latest' ? 'desc' : 'asc';
-  return `with base as (
+  return `base as (
       select p.profile_id, p.export_key, d.attrs, d.tags, d.updated_at${segmentColumns}${addressColumns}
       from profiles p
       left join lateral (
@@ -117,45 +114,100 @@ function chosenProfiles(values: SqlValues, sel: ConsentSelection): string {
         from profile_sections ps where ps.account_id = p.account_id and ps.profile_id = p.profile_id and ps.section_id = ${section}
       ) d on true
       where p.account_id = ${sel.account} and p.canonical_id is null
-    ), contactable as (
+    ), selected as (
       select b.*${contactColumns} from base b ${filter === null ? '' : `where ${filter}`}
-    ), kept as (
-      select k.* from contactable k ${sel.excludeUnsubscribed ? `where ${anyContact}` : ''}
-    ), unique_addresses as (
-      ${sel.duplicates === 'keep' ? 'select * from kept' : `select * from (
-        select k.*, row_number() over (partition by lower(k.a0) order by k.updated_at ${order}, k.profile_id) as nth from kept k
-      ) u where u.nth = 1 or coalesce(u.a0, '') = ''`}
-    ), chosen as (
-      select * from unique_addresses ${sel.limit === null ? '' : `order by random() limit ${values.add(sel.limit, 'bigint')}`}
     )`;
+}
+
+/** `chosen`: the rows of `from`, or `limit` of them chosen at random (each set of that size equally likely). */
+function chosen(values: SqlValues, from: string, limit: number | null): string {
+  return `chosen as (select * from ${from} ${limit === null ? '' : `order by random() limit ${values.add(limit, 'bigint')}`})`;
 }
 
 /** An attribute value as a cell: strings as they are, other JSON as its text, nothing for null. */
 const cell = (json: string) => `case jsonb_typeof(${json}) when 'string' then (${json}) #>> '{}' when 'null' then null else (${json})::text end`;
 
 /**
- * Streams the file rows of an export by consent through a cursor (never whole in memory), in the
- * order of the profiles' creation: export key, attributes, tags (1 or 0), segments (1 or 0), the
- * address per channel where the profile may be contacted on it, and 1 for `subscribed` when
- * unsubscribed profiles are excluded (docs/exports.md).
+ * The cells of a row of `chosen c`: the export key, `leading`, the attributes, the tags (1 or 0),
+ * with `segments` the segments (1 or 0), the address per channel where the profile may be contacted
+ * on it, and `trailing`.
  */
-export function streamConsentExportRows(pool: pg.Pool, values: SqlValues, sel: ConsentSelection): AsyncGenerator<unknown[]> {
-  const chosen = chosenProfiles(values, sel);
-  const columns = [
+function cells(values: SqlValues, sel: ProfileSelection, parts: { leading?: string[]; segments: boolean; trailing?: string[] }): string {
+  return [
     'c.export_key',
+    ...(parts.leading ?? []),
     ...sel.attributes.map((v) => cell(`c.attrs -> ${values.add(v, 'text')}`)),
     ...sel.tags.map((t) => `case when c.tags -> ${values.add(t, 'text')} = 'true'::jsonb then '1' else '0' end`),
-    ...sel.segments.map((_, i) => `case when c.s${i} then '1' else '0' end`),
+    ...(parts.segments ? sel.segments.map((_, i) => `case when c.s${i} then '1' else '0' end`) : []),
     ...sel.channels.map((_, i) => `case when c.c${i} then c.a${i} end`),
-    ...(sel.excludeUnsubscribed ? ["'1'"] : []),
-  ];
-  return cursorRows(pool, { text: `${chosen} select ${columns.join(', ')} from chosen c order by c.profile_id`, values: values.values });
+    ...(parts.trailing ?? []),
+  ].join(', ');
+}
+
+/**
+ * The profiles of an export by consent: those the segment filter selects, less those that may not
+ * be contacted on any channel when unsubscribed profiles are excluded, less the duplicates of an
+ * address (of the first channel: among profiles with the same address, compared lower-cased, the
+ * least or most recently updated in the section is kept; profiles without one are never
+ * duplicates), then at most `limit` of them.
+ */
+function chosenByConsent(values: SqlValues, sel: ConsentSelection): string {
+  const anyContact = sel.channels.map((_, i) => `k.c${i}`).join(' or ');
+  const order = sel.duplicates === 'latest' ? 'desc' : 'asc';
+  return `with ${selectedProfiles(values, sel)}, kept as (
+      select k.* from selected k ${sel.excludeUnsubscribed ? `where ${anyContact}` : ''}
+    ), unique_addresses as (
+      ${sel.duplicates === 'keep' ? 'select * from kept' : `select * from (
+        select k.*, row_number() over (partition by lower(k.a0) order by k.updated_at ${order}, k.profile_id) as nth from kept k
+      ) u where u.nth = 1 or coalesce(u.a0, '') = ''`}
+    ), ${chosen(values, 'unique_addresses', sel.limit)}`;
+}
+
+/**
+ * Streams the file rows of an export by consent through a cursor (never whole in memory), in the
+ * order of the profiles' creation, with 1 for `subscribed` when unsubscribed profiles are excluded.
+ */
+export function streamConsentExportRows(pool: pg.Pool, values: SqlValues, sel: ConsentSelection): AsyncGenerator<unknown[]> {
+  const text = `${chosenByConsent(values, sel)} select ${cells(values, sel, { segments: true, trailing: sel.excludeUnsubscribed ? ["'1'"] : [] })} from chosen c order by c.profile_id`;
+  return cursorRows(pool, { text, values: values.values });
 }
 
 /** The count of an export by consent: its rows, and per channel those whose address it would hold. */
 export async function countConsentExport(db: Queryable, values: SqlValues, sel: ConsentSelection): Promise<{ total: number; channels: number[] }> {
-  const chosen = chosenProfiles(values, sel);
   const perChannel = sel.channels.map((_, i) => `, count(*) filter (where c.c${i})::int as c${i}`).join('');
-  const { rows } = await db.query<Record<string, number>>(`${chosen} select count(*)::int as total${perChannel} from chosen c`, values.values);
+  const { rows } = await db.query<Record<string, number>>(`${chosenByConsent(values, sel)} select count(*)::int as total${perChannel} from chosen c`, values.values);
   return { total: rows[0].total, channels: sel.channels.map((_, i) => rows[0][`c${i}`]) };
+}
+
+/**
+ * Streams the file rows of a duplicate export: of the profiles the filter selects, those whose
+ * value of the attribute version is also another one's (texts compared trimmed and without case,
+ * other values as JSON; no value or an empty text is never a duplicate), then at most `limit` of
+ * them; ordered by that value, so that duplicates follow each other, then by creation. The value
+ * comes right after the export key.
+ */
+export function streamDuplicateExportRows(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { duplicateVersionId: string }): AsyncGenerator<unknown[]> {
+  const value = `k.attrs -> ${values.add(sel.duplicateVersionId, 'text')}`;
+  const text = `with ${selectedProfiles(values, sel)}, keyed as (
+      select k.*, ${cell(value)} as dup_value,
+        case jsonb_typeof(${value}) when 'string' then lower(btrim((${value}) #>> '{}')) when 'null' then null else (${value})::text end as dup_key
+      from selected k
+    ), duplicated as (
+      select * from (select d.*, count(*) over (partition by d.dup_key) as copies from keyed d where d.dup_key <> '') x where x.copies > 1
+    ), ${chosen(values, 'duplicated', sel.limit)}
+    select ${cells(values, sel, { leading: ['c.dup_value'], segments: true })} from chosen c order by c.dup_key, c.profile_id`;
+  return cursorRows(pool, { text, values: values.values });
+}
+
+/**
+ * Streams the file rows of a profile in segment export: the profiles of its one segment, known or
+ * unknown only when `known` (a predicate over a profile id) is given, then at most `limit` of them,
+ * in the order of their creation.
+ */
+export function streamSegmentExportRows(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { known: ((profile: string) => string) | null }): AsyncGenerator<unknown[]> {
+  const text = `with ${selectedProfiles(values, sel)}, wanted as (
+      select * from selected k ${sel.known ? `where ${sel.known('k.profile_id')}` : ''}
+    ), ${chosen(values, 'wanted', sel.limit)}
+    select ${cells(values, sel, { segments: false })} from chosen c order by c.profile_id`;
+  return cursorRows(pool, { text, values: values.values });
 }
