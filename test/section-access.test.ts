@@ -230,6 +230,12 @@ const OPERATIONS: Record<string, Operation> = {
   // Data exports and their poll URLs need a key granted every section (SPEC §7.3, EXP-41).
   'POST /audience/profiles/reports/consents': { access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/reports/consents', { token, body: exportBody }) },
   'POST /audience/profiles/reports/consents/count': { access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/reports/consents/count', { token, body: exportBody }) },
+  'POST /audience/profiles/reports/duplicates': {
+    access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/reports/duplicates', { token, body: { section_discriminator: ALPHA, find_duplicates_by_attribute_version_id: ids[ALPHA].email } }),
+  },
+  'POST /audience/profiles/reports/segments': {
+    access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/reports/segments', { token, body: { section_discriminator: ALPHA, segment: { timezone: 'UTC', segment_discriminator: ids[ALPHA].segment } } }),
+  },
   'GET /audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', await readyExport(), { token }) },
   'GET /v2/audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', `/v2${await readyExport()}`, { token }) },
 };

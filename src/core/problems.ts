@@ -107,6 +107,7 @@ export const PROBLEMS = {
   'AUD-1906': { status: 400, title: 'Invalid segment filter' },
   'AUD-1907': { status: 400, title: 'Give channel_discriminator or channels' },
   'AUD-1908': { status: 400, title: 'Column name used twice' },
+  'AUD-1909': { status: 400, title: 'Topics and channel go together' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

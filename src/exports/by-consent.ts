@@ -1,15 +1,13 @@
 import type pg from 'pg';
-import { compilePredicate, SqlValues } from '../aql/compile-sql.ts';
-import { maySendSql } from '../consents/consents.ts';
+import { SqlValues } from '../aql/compile-sql.ts';
 import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
-import { addressChannel, EXPORT_KEY_COLUMN, planAttributes, planSegments, planTags, planTopics, requireDistinct, type NamedSegments } from './plans.ts';
+import { addressChannel, EXPORT_KEY_COLUMN, planAttributes, planSegments, planTags, planTopics, profileSelection, requireDistinct, type NamedSegments } from './plans.ts';
 import * as q from './queries.ts';
 import type { ConsentCountBody, ConsentExportBody } from './schemas.ts';
-import { filterSql } from './segment-filter.ts';
 
 /**
  * The profile in segment by consent export and its count (SPEC §2.16, §4.7; docs/exports.md):
@@ -79,27 +77,12 @@ export function planConsentCount(scope: AccountScope, body: ConsentCountBody): B
   return plan;
 }
 
-/** The statement's selection of a plan, its SQL bound in `values`; segments are evaluated at `scope.now`. */
+/** The statement's selection of a plan, its SQL bound in `values`. */
 function selectionOf(scope: AccountScope, plan: ByConsentPlan, values: SqlValues, fileOptions?: ConsentExportPlan): q.ConsentSelection {
-  const account = values.add(scope.accountId, 'bigint');
-  const now = scope.now.getTime();
-  const segments = plan.segments.map((s) => compilePredicate(s.expression, { now, timeZone: plan.timeZone }, values));
-  const index = new Map(plan.segments.map((s, i) => [s.name, i]));
-  const { filter } = plan;
   return {
-    account,
-    sectionId: plan.section.id,
-    segments,
-    filter: filter ? (column) => filterSql(filter, (name) => column(index.get(name)!)) : null,
-    channels: plan.channels.map((c) => ({
-      addressVersionId: c.addressVersionId,
-      maySend: (profile, address) => maySendSql(scope, values, { account, profile, address, section: plan.section, topicIds: plan.topicIds, channel: c.channel }),
-    })),
+    ...profileSelection(scope, values, plan, { attributes: fileOptions?.attributes ?? [], tags: fileOptions?.tags ?? [], limit: fileOptions?.limit ?? null }),
     duplicates: plan.duplicates,
     excludeUnsubscribed: fileOptions?.excludeUnsubscribed ?? false,
-    attributes: fileOptions?.attributes.map((a) => a.versionId) ?? [],
-    tags: fileOptions?.tags.map((t) => t.tagId) ?? [],
-    limit: fileOptions?.limit ?? null,
   };
 }
 

@@ -146,8 +146,8 @@ async function download(a: Account, pollUrl: string): Promise<{ header: string[]
   return { header, rows };
 }
 
-async function exportFile(a: Account, body: unknown) {
-  const pollUrl = await requestExport(a, body);
+async function exportFile(a: Account, body: unknown, kind = 'consents') {
+  const pollUrl = await requestExport(a, body, kind);
   await whenReady(a, pollUrl);
   return download(a, pollUrl);
 }
@@ -414,13 +414,141 @@ describe('count by consent', () => {
   });
 });
 
+describe('duplicate export', () => {
+  /** An account whose profiles are keyed by CRM id, with an email address and points; `first` has opted in to News by email. */
+  async function duplicates(): Promise<Account & { sectionId: string }> {
+    const a = await account();
+    const crm = async (id: string, values: Record<string, unknown>) => {
+      await ok(server.request('POST', `/audience/keyspaces/${CRM}/sections/${SHOP}/profiles`, { token: a.token, body: { profile_key: id } }), 201);
+      if (Object.keys(values).length > 0) await ok(server.request('PATCH', `/audience/keyspaces/${CRM}/profiles/${id}/sections/${SHOP}/attributes`, { token: a.token, body: values, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
+    };
+    await crm('first', { [a.v.email]: 'same@example.com', [a.v.points]: 5 });
+    await crm('second', { [a.v.email]: 'SAME@example.com', [a.v.points]: 7 });
+    await crm('third', { [a.v.email]: ' same@example.com ', [a.v.points]: 5 });
+    await crm('other', { [a.v.email]: 'other@example.com', [a.v.points]: 9 });
+    await crm('none', {});
+    await crm('blank-1', { [a.v.email]: '' });
+    await crm('blank-2', { [a.v.email]: '' });
+    await ok(server.request('POST', `/v2/audience/keyspaces/${CRM}/profiles/first/sections/${SHOP}/consents`, { token: a.token, body: { topic_discriminator: NEWS, channel_discriminator: CH_EMAIL, type: 'opt-in', reason: 'test' } }), 201);
+    const sections = (await server.request('GET', '/audience/sections', { token: a.token })).body.items as { discriminator: string; id: string }[];
+    return { ...a, sectionId: sections.find((x) => x.discriminator === SHOP)!.id };
+  }
+
+  it('EXP-17, EXP-19: 201 with a poll URL; the file lists the profiles sharing a value of the attribute (texts trimmed and without case; empty values never), next to each other, with the value as each holds it', async () => {
+    const a = await duplicates();
+    const { header, rows } = await exportFile(a, { section_discriminator: SHOP, find_duplicates_by_attribute_version_id: a.v.email, attributes: [{ field_name: 'crm', attribute_version_id: a.v.crmid }], tags: [{ field_name: 'vip', tag_discriminator: VIP }] }, 'duplicates');
+    expect(header).toEqual(['exportKey', 'duplicateValue', 'crm', 'vip']);
+    expect(rows.map((r) => r[2])).toEqual(['first', 'second', 'third']);
+    for (const [exportKey, value, crmId, vip] of rows) {
+      const held = await holds(a, exportKey);
+      expect([value, crmId, vip]).toEqual([held.attributes[a.v.email], held.attributes[a.v.crmid], '0']);
+    }
+    const byPoints = await exportFile(a, { section_discriminator: SHOP, find_duplicates_by_attribute_version_id: a.v.points, attributes: [{ field_name: 'crm', attribute_version_id: a.v.crmid }] }, 'duplicates');
+    expect(byPoints.rows.map((r) => [r[1], r[2]])).toEqual([['5', 'first'], ['5', 'third']]);
+  });
+
+  it('EXP-18: segment_definitions (AQL by name) in place of segment_discriminators, with a filter; the channel column holds the address of profiles that may be contacted; limit', async () => {
+    const a = await duplicates();
+    const points = (op: string, n: number) => `section(${a.sectionId}).attribute(${a.v.points}).${op}(${n})`;
+    const { header, rows } = await exportFile(a, {
+      section_discriminator: SHOP, find_duplicates_by_attribute_version_id: a.v.email, topic_discriminators: [NEWS], channel_discriminator: CH_EMAIL,
+      segments: { timezone: 'UTC', segment_definitions: { small: points('lt', 6), odd: points('eq', 7) }, filter: 'small | odd' },
+      attributes: [{ field_name: 'crm', attribute_version_id: a.v.crmid }],
+    }, 'duplicates');
+    expect(header).toEqual(['exportKey', 'duplicateValue', 'crm', 'small', 'odd', 'Email']);
+    expect(rows.map((r) => r.slice(2))).toEqual([['first', '1', '0', 'same@example.com'], ['second', '0', '1', ''], ['third', '1', '0', '']]);
+    // Within the segment alone, only first and third share their address.
+    const small = await exportFile(a, { section_discriminator: SHOP, find_duplicates_by_attribute_version_id: a.v.points, segments: { timezone: 'UTC', segment_definitions: { small: points('lt', 6) } } }, 'duplicates');
+    expect(small.rows).toHaveLength(2);
+    const one = await exportFile(a, { section_discriminator: SHOP, find_duplicates_by_attribute_version_id: a.v.email, limit: 1 }, 'duplicates');
+    expect(one.rows).toHaveLength(1);
+  });
+
+  const base = (a: Account) => ({ section_discriminator: SHOP, find_duplicates_by_attribute_version_id: a.v.email });
+  const cases: [string, (a: Account) => Record<string, unknown>, number, string, RegExp][] = [
+    ['EXP-18 section_discriminator missing', (a) => ({ ...base(a), section_discriminator: undefined }), 400, 'AUD-1003', /section_discriminator/],
+    ['EXP-18 find_duplicates_by_attribute_version_id missing', (a) => ({ ...base(a), find_duplicates_by_attribute_version_id: undefined }), 400, 'AUD-1003', /find_duplicates_by_attribute_version_id/],
+    ['EXP-18 an attribute version of no attribute of the section', (a) => ({ ...base(a), find_duplicates_by_attribute_version_id: '999999999' }), 400, 'AUD-1206', /find_duplicates_by_attribute_version_id/],
+    ['EXP-18 over 100 topics', (a) => ({ ...base(a), channel_discriminator: CH_EMAIL, topic_discriminators: Array(101).fill(NEWS) }), 413, 'AUD-1007', /topic_discriminators/],
+    ['EXP-18 over 75 attributes', (a) => ({ ...base(a), attributes: Array.from({ length: 76 }, (_, i) => ({ field_name: `a${i}`, attribute_version_id: a.v.points })) }), 413, 'AUD-1007', /attributes/],
+    ['EXP-18 over 25 tags', (a) => ({ ...base(a), tags: Array.from({ length: 26 }, (_, i) => ({ field_name: `t${i}`, tag_discriminator: VIP })) }), 413, 'AUD-1007', /tags/],
+    ['EXP-18 a channel without topics', (a) => ({ ...base(a), channel_discriminator: CH_EMAIL }), 400, 'AUD-1909', /topic_discriminators/],
+    ['EXP-18 topics without a channel', (a) => ({ ...base(a), topic_discriminators: [NEWS] }), 400, 'AUD-1909', /channel_discriminator/],
+    ['EXP-18 segment_discriminators and segment_definitions together', (a) => ({ ...base(a), segments: { timezone: 'UTC', segment_discriminators: { big: BIG }, segment_definitions: { x: 'section(1)' } } }), 400, 'AUD-0', /either segment_discriminators or segment_definitions/],
+    ['EXP-18 a segment definition that is no AQL', (a) => ({ ...base(a), segments: { timezone: 'UTC', segment_definitions: { broken: 'section(' } } }), 400, 'AUD-1702', /segments\.segment_definitions\.broken: AQL: .* at line 1/],
+  ];
+  for (const [name, body, status, code, detail] of cases) {
+    it(`${name}: a problem document and nothing queued`, async () => {
+      const a = await account();
+      const res = await server.request('POST', '/audience/profiles/reports/duplicates', { token: a.token, body: body(a) });
+      expect(expectProblem(res, status, code)).toMatch(detail);
+      await expectNothingQueued(a);
+    });
+  }
+});
+
+describe('profile in segment export (beta)', () => {
+  const WEB = `${V}.keyspaces.web`;
+
+  it('EXP-20, EXP-22: 201 with file_download_url and file_download_url_v2; known_profiles true, false or absent; the rows agree with the segment count and with what the profiles hold', async () => {
+    const a = await account();
+    await person(a, 'ann@example.com', { points: 150, vip: true });
+    await person(a, 'bob@example.com', { points: 50 });
+    for (const [cookie, points] of [['cookie-1', 200], ['cookie-2', 5]] as const) {
+      await ok(server.request('POST', `/audience/keyspaces/${WEB}/sections/${SHOP}/profiles`, { token: a.token, body: { profile_key: cookie } }), 201);
+      await ok(server.request('PATCH', `/audience/keyspaces/${WEB}/profiles/${cookie}/sections/${SHOP}/attributes`, { token: a.token, body: { [a.v.points]: points }, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
+    }
+    const segment = { timezone: 'UTC', segment_discriminator: BIG };
+    const file = async (known?: boolean | null) => {
+      const res = await ok(server.request('POST', '/audience/profiles/reports/segments', {
+        token: a.token, body: { section_discriminator: SHOP, segment, ...(known === undefined ? {} : { known_profiles: known }), attributes: [{ field_name: 'points', attribute_version_id: a.v.points }], tags: [{ field_name: 'vip', tag_discriminator: VIP }] },
+      }), 201);
+      expect(new URL(res.body.file_download_url_v2).pathname).toBe(`/v2${new URL(res.body.file_download_url).pathname}`);
+      await whenReady(a, res.body.file_download_url);
+      const count = await ok(server.request('POST', '/audience/profiles/reports/segments/count', { token: a.token, body: { section_discriminator: SHOP, segment, known_profiles: known } }), 200);
+      const downloaded = await download(a, res.body.file_download_url);
+      expect(downloaded.rows).toHaveLength(count.body.profile_count);
+      expect(downloaded.header).toEqual(['exportKey', 'points', 'vip']);
+      for (const [exportKey, points, vip] of downloaded.rows) {
+        const held = await holds(a, exportKey);
+        expect([points, vip]).toEqual([String(held.attributes[a.v.points]), held.tags[VIP] ? '1' : '0']);
+      }
+      return downloaded.rows.map((r) => r[1]).sort();
+    };
+    expect(await file()).toEqual(['150', '200']);
+    expect(await file(null)).toEqual(['150', '200']);
+    expect(await file(true)).toEqual(['150']);
+    expect(await file(false)).toEqual(['200']);
+  });
+
+  const base = { section_discriminator: SHOP, segment: { timezone: 'UTC', segment_discriminator: BIG } };
+  const cases: [string, (a: Account) => Record<string, unknown>, number, string, RegExp][] = [
+    ['EXP-21 section_discriminator missing', () => ({ ...base, section_discriminator: undefined }), 400, 'AUD-1003', /section_discriminator/],
+    ['EXP-21 segment missing', () => ({ ...base, segment: undefined }), 400, 'AUD-1003', /segment/],
+    ['EXP-21 neither segment_discriminator nor segment_definition', () => ({ ...base, segment: { timezone: 'UTC' } }), 400, 'AUD-0', /segment_discriminator or segment_definition/],
+    ['EXP-21 both segment_discriminator and segment_definition', () => ({ ...base, segment: { ...base.segment, segment_definition: 'section(1)' } }), 400, 'AUD-0', /segment_discriminator or segment_definition/],
+    ['EXP-21 over 75 attributes', (a) => ({ ...base, attributes: Array.from({ length: 76 }, (_, i) => ({ field_name: `a${i}`, attribute_version_id: a.v.points })) }), 413, 'AUD-1007', /attributes/],
+    ['EXP-21 over 25 tags', () => ({ ...base, tags: Array.from({ length: 26 }, (_, i) => ({ field_name: `t${i}`, tag_discriminator: VIP })) }), 413, 'AUD-1007', /tags/],
+    ['EXP-21 a limit of 0', () => ({ ...base, limit: 0 }), 400, 'AUD-0', /limit/],
+    ['EXP-22 known_profiles not a boolean', () => ({ ...base, known_profiles: 'yes' }), 400, 'AUD-0', /known_profiles/],
+  ];
+  for (const [name, body, status, code, detail] of cases) {
+    it(`${name}: a problem document and nothing queued`, async () => {
+      const a = await account();
+      const res = await server.request('POST', '/audience/profiles/reports/segments', { token: a.token, body: body(a) });
+      expect(expectProblem(res, status, code)).toMatch(detail);
+      await expectNothingQueued(a);
+    });
+  }
+});
+
 describe('poll URLs', () => {
   it('EXP-34 (reading: every export): a request that no longer holds when the worker takes it fails the export, and both forms answer 503 with the reason', async () => {
     const a = await account();
     const pollUrl = await withoutWorker(async () => {
       const url = await requestExport(a, { section_discriminator: SHOP, topic_discriminators: [NEWS], channel_discriminator: CH_EMAIL });
       // As if the topic had gone from the definitions since the request.
-      await db.query(`update exports set request = jsonb_set(request, '{topic_discriminators}', '["${V}.topics.user-created.gone"]') where account_id = $1::bigint`, [a.accountId]);
+      await db.query(`update exports set request = jsonb_set(request::jsonb, '{topic_discriminators}', '["${V}.topics.user-created.gone"]')::json where account_id = $1::bigint`, [a.accountId]);
       return url;
     });
     let res = await server.request('GET', pollPath(pollUrl), { token: a.token });

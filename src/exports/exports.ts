@@ -11,8 +11,10 @@ import type { FileStore } from '../files/store.ts';
 import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { consentCountResult, consentExportFile, planConsentCount, planConsentExport } from './by-consent.ts';
+import { planSegmentExport, segmentExportFile } from './by-segment.ts';
+import { duplicateExportFile, planDuplicateExport } from './duplicates.ts';
 import * as q from './queries.ts';
-import type { ConsentCountBody, ConsentExportBody } from './schemas.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody } from './schemas.ts';
 
 /**
  * Exports and counts (SPEC §2.16, §3.3, §4.7; docs/exports.md): a request is checked and stored
@@ -31,17 +33,49 @@ export const CSV_TYPE = 'text/csv;charset=UTF-8;header=present';
 const SWEEP_RETRY_MS = 60_000;
 
 /** An export request with the kind whose schema its body was checked against: code narrows on `kind`. */
-export type ExportRequest = { kind: 'consents'; body: ConsentExportBody } | { kind: 'consents-count'; body: ConsentCountBody };
+export type ExportRequest =
+  | { kind: 'consents'; body: ConsentExportBody }
+  | { kind: 'consents-count'; body: ConsentCountBody }
+  | { kind: 'duplicates'; body: DuplicateExportBody }
+  | { kind: 'segments'; body: SegmentExportBody };
 
 /** The request of a stored export. Its body was checked against its kind's schema when it was created. */
 function requestOf(row: q.ExportRowDb): ExportRequest {
-  return row.kind === 'consents' ? { kind: row.kind, body: row.request } : { kind: row.kind, body: row.request };
+  switch (row.kind) {
+    case 'consents': return { kind: row.kind, body: row.request };
+    case 'consents-count': return { kind: row.kind, body: row.request };
+    case 'duplicates': return { kind: row.kind, body: row.request };
+    case 'segments': return { kind: row.kind, body: row.request };
+  }
 }
 
-/** Checks a request against the account's definitions (400 naming the field); the worker checks again, as definitions may have changed since. */
-function check(scope: AccountScope, request: ExportRequest): void {
-  if (request.kind === 'consents') planConsentExport(scope, request.body);
-  else planConsentCount(scope, request.body);
+/** What an export produces: a file (its header, its rows as a stream) or a count's result. */
+type Output = { file: { columns: string[]; rows: AsyncIterable<unknown[]> } } | { result: Record<string, number> };
+
+/**
+ * Checks a request against the account's definitions (400 naming the field) and answers how to
+ * produce it; the worker checks again, as definitions may have changed since. Nothing runs until
+ * `produce` is called.
+ */
+function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.Pool): Promise<Output> } {
+  switch (request.kind) {
+    case 'consents': {
+      const p = planConsentExport(scope, request.body);
+      return { produce: async (pool) => ({ file: consentExportFile(pool, scope, p) }) };
+    }
+    case 'consents-count': {
+      const p = planConsentCount(scope, request.body);
+      return { produce: async (pool) => ({ result: await consentCountResult(pool, scope, p) }) };
+    }
+    case 'duplicates': {
+      const p = planDuplicateExport(scope, request.body);
+      return { produce: async (pool) => ({ file: duplicateExportFile(pool, scope, p) }) };
+    }
+    case 'segments': {
+      const p = planSegmentExport(scope, request.body);
+      return { produce: async (pool) => ({ file: segmentExportFile(pool, scope, p) }) };
+    }
+  }
 }
 
 /**
@@ -51,7 +85,7 @@ function check(scope: AccountScope, request: ExportRequest): void {
  */
 export async function createExport(tx: Queryable, scope: AccountScope, request: ExportRequest): Promise<string> {
   requireAllSections(scope, 'a data export');
-  check(scope, request);
+  plan(scope, request);
   await q.lockAccountExports(tx, scope.accountId);
   const pending = await q.countPendingExports(tx, scope.accountId);
   const limit = scope.limits.pending_exports;
@@ -129,16 +163,15 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
   if (!row || (row.status !== 'queued' && row.status !== 'in_progress')) return;
   await q.setExportInProgress(deps.pool, accountId, exportId);
   const scope = await deps.scopeOf(accountId);
-  const request = requestOf(row);
   try {
+    const output = await plan(scope, requestOf(row)).produce(deps.pool);
     let fileKey: string | null = null;
     let result: Record<string, number> | null = null;
-    if (request.kind === 'consents') {
-      const file = consentExportFile(deps.pool, scope, planConsentExport(scope, request.body));
+    if ('file' in output) {
       fileKey = `exports/${accountId}/${exportId}.csv.gz`;
-      await writeCsv(deps.files, fileKey, file.columns, file.rows);
+      await writeCsv(deps.files, fileKey, output.file.columns, output.file.rows);
     } else {
-      result = await consentCountResult(deps.pool, scope, planConsentCount(scope, request.body));
+      result = output.result;
     }
     const readyAt = new Date(deps.clock());
     const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);

@@ -1,12 +1,14 @@
 import type { Expression } from '../aql/ast.ts';
+import { compilePredicate, type SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
-import { addressVersionId } from '../consents/consents.ts';
+import { addressVersionId, maySendSql } from '../consents/consents.ts';
 import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { compileQuery, segmentExpression } from '../segments/segments.ts';
 import type { AttributeColumn, SegmentsByNameOrQuery, TagColumn } from './schemas.ts';
-import { parseFilter, type Filter } from './segment-filter.ts';
+import type { ProfileSelection } from './queries.ts';
+import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 
 /** What several exports check the same way: their attribute and tag columns, their segments by name, the names of their columns. */
 
@@ -98,4 +100,34 @@ export function planSegments(scope: AccountScope, segments: SegmentsByNameOrQuer
     ? { kind: 'or' as const, terms: names.map((name) => ({ kind: 'name' as const, name })) }
     : parseFilter(segments.filter, new Set(names), 'segments.filter');
   return { segments: list, timeZone, filter };
+}
+
+/**
+ * What a statement selects for a plan, its SQL bound in `values`: the section, the segments
+ * compiled to SQL and evaluated at `scope.now` in the plan's time zone, the filter over them, and
+ * per channel its addresses and maySend on the plan's topics.
+ */
+export function profileSelection(
+  scope: AccountScope, values: SqlValues,
+  plan: NamedSegments & { section: SectionDefs; topicIds: string[]; channels: { channel: ChannelRow; addressVersionId: string }[] },
+  file: { attributes: { versionId: string }[]; tags: { tagId: string }[]; limit: number | null },
+): ProfileSelection {
+  const account = values.add(scope.accountId, 'bigint');
+  const now = scope.now.getTime();
+  const segments = plan.segments.map((s) => compilePredicate(s.expression, { now, timeZone: plan.timeZone }, values));
+  const index = new Map(plan.segments.map((s, i) => [s.name, i]));
+  const { filter, section, topicIds } = plan;
+  return {
+    account,
+    sectionId: section.id,
+    segments,
+    filter: filter ? (column) => filterSql(filter, (name) => column(index.get(name)!)) : null,
+    channels: plan.channels.map((c) => ({
+      addressVersionId: c.addressVersionId,
+      maySend: (profile, address) => maySendSql(scope, values, { account, profile, address, section, topicIds, channel: c.channel }),
+    })),
+    attributes: file.attributes.map((a) => a.versionId),
+    tags: file.tags.map((t) => t.tagId),
+    limit: file.limit,
+  };
 }

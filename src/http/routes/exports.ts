@@ -6,7 +6,7 @@ import { Type } from 'typebox';
 import type { Services } from '../../services.ts';
 import type { ScopeOf } from '../plugins/profile-data.ts';
 import * as exports from '../../exports/exports.ts';
-import { ConsentCountBody, ConsentExportBody, PollUrl, ReportParams } from '../../exports/schemas.ts';
+import { ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, PollUrl, ReportParams, SegmentExportBody } from '../../exports/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { responses } from '../schemas/problem.ts';
 
@@ -37,7 +37,7 @@ function sendReady(request: FastifyRequest, reply: FastifyReply, answer: Exclude
   return reply.send(plain);
 }
 
-/** Exports and counts by consent (SPEC §4.7) and their poll URLs (SPEC §3.3), on the routes of ENDPOINTS.md "Exports and counts". */
+/** Exports and counts (SPEC §4.7) and their poll URLs (SPEC §3.3), on the routes of ENDPOINTS.md "Exports and counts". */
 export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
@@ -45,22 +45,35 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
     const requests = { rateLimit: 'profile_export_requests_per_second' as const };
     const downloads = { rateLimit: 'export_downloads_per_minute' as const };
 
-    /** Creates the export in one transaction and answers its poll URL. */
+    /** Creates the export in one transaction and answers its id. */
     const create = async (request: FastifyRequest, exportRequest: exports.ExportRequest) => {
       const scope = await scopeOf(request);
-      const id = await withTransaction(services.pool, (tx) => exports.createExport(tx, scope, exportRequest));
-      return { poll_url: `${services.config.publicUrl}/audience/profiles/reports/${id}` };
+      return withTransaction(services.pool, (tx) => exports.createExport(tx, scope, exportRequest));
     };
+    const pollUrl = (id: string, prefix = '') => `${services.config.publicUrl}${prefix}/audience/profiles/reports/${id}`;
 
     app.post('/audience/profiles/reports/consents', {
       config: requests,
       schema: { summary: 'Profile in segment by consent export', tags, body: ConsentExportBody, response: responses({ 201: PollUrl }) },
-    }, async (request, reply) => reply.code(201).send(await create(request, { kind: 'consents', body: request.body })));
+    }, async (request, reply) => reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'consents', body: request.body })) }));
 
     app.post('/audience/profiles/reports/consents/count', {
       config: requests,
       schema: { summary: 'Count profiles in segment by consent', tags, body: ConsentCountBody, response: responses({ 201: PollUrl }) },
-    }, async (request, reply) => reply.code(201).send(await create(request, { kind: 'consents-count', body: request.body })));
+    }, async (request, reply) => reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'consents-count', body: request.body })) }));
+
+    app.post('/audience/profiles/reports/duplicates', {
+      config: requests,
+      schema: { summary: 'Duplicate profile in segment by consent export', tags, body: DuplicateExportBody, response: responses({ 201: PollUrl }) },
+    }, async (request, reply) => reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'duplicates', body: request.body })) }));
+
+    app.post('/audience/profiles/reports/segments', {
+      config: requests,
+      schema: { summary: 'Profile in segment export (beta)', tags, body: SegmentExportBody, response: responses({ 201: DownloadUrls }) },
+    }, async (request, reply) => {
+      const id = await create(request, { kind: 'segments', body: request.body });
+      return reply.code(201).send({ file_download_url: pollUrl(id), file_download_url_v2: pollUrl(id, '/v2') });
+    });
 
     const ready = Type.Unknown({ description: 'The file (CSV) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip' });
     /** A poll of either form; only the v2 form answers "in progress" without a problem. */

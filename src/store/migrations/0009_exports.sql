@@ -4,10 +4,11 @@
 create table exports (
   account_id bigint not null references accounts on delete cascade,
   export_id uuid not null,
-  -- consents or consents-count (docs/exports.md).
+  -- consents, consents-count, duplicates or segments (docs/exports.md).
   kind text not null,
   -- The request body as it was checked when the export was created; the worker checks it again.
-  request jsonb not null,
+  -- json, not jsonb: the order of the keys of name maps (segments) is the order of the file's columns.
+  request json not null,
   -- queued, in_progress, ready, failed or expired.
   status text not null,
   -- The gzip-compressed file of a ready file export, until it expires.
