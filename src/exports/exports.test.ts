@@ -6,6 +6,7 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem, testDatabase, TestServer, type Response } from '../../test/app.ts';
+import { startS3 } from '../../test/s3.ts';
 import { maySend } from '../consents/consents.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { startWorker } from '../jobs/worker.ts';
@@ -688,5 +689,39 @@ describe('expiry', () => {
     expect(fs.existsSync(file)).toBe(false);
     expectProblem(await server.request('GET', pollPath(pollUrl), { token: a.token }), 410, 'AUD-1902');
     expectProblem(await server.request('GET', v2(pollUrl), { token: a.token }), 410, 'AUD-1902');
+  });
+});
+
+describe('in an S3-compatible bucket', () => {
+  let s3: Awaited<ReturnType<typeof startS3>>;
+  let onS3: TestServer;
+  beforeAll(async () => {
+    // The worker of `server` writes to its own folder: the worker of `onS3` must take the jobs.
+    await server.worker?.stop();
+    server.worker = undefined;
+    s3 = await startS3();
+    onS3 = await TestServer.start({ FILES_URL: s3.filesUrl('audience/files') }, { worker: true });
+  });
+  afterAll(async () => {
+    await onS3?.close();
+    await s3?.close();
+  });
+
+  it('the file is streamed into the bucket and served from there', async () => {
+    const { accountId, token } = await onS3.login(MANIFEST, NO_LIMITS);
+    await ok(onS3.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP}/profiles`, { token, body: { profile_key: 'ann@example.com' } }), 201);
+    await ok(onS3.request('POST', `/v2/audience/keyspaces/${EMAIL}/profiles/ann@example.com/sections/${SHOP}/consents`, { token, body: { topic_discriminator: NEWS, channel_discriminator: CH_EMAIL, type: 'opt-in', reason: 'test' } }), 201);
+    const created = await ok(onS3.request('POST', '/audience/profiles/reports/consents', { token, body: { section_discriminator: SHOP, topic_discriminators: [NEWS], channel_discriminator: CH_EMAIL } }), 201);
+    const path = new URL(created.body.poll_url).pathname;
+    let res = await onS3.request('GET', path, { token });
+    for (let i = 0; i < 400 && res.status === 404; i++) {
+      await sleep(25);
+      res = await onS3.request('GET', path, { token });
+    }
+    expect(res.status, res.text).toBe(200);
+    const [header, ...rows] = parseCsv(res.text) as string[][];
+    expect(header).toEqual(['exportKey', 'Email']);
+    expect(rows.map((r) => r[1])).toEqual(['ann@example.com']);
+    expect(await onS3.services.files.exists(`exports/${accountId}/${path.split('/').pop()}.csv.gz`)).toBe(true);
   });
 });
