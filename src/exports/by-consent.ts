@@ -5,7 +5,7 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
-import { addressChannel, EXPORT_KEY_COLUMN, planAttributes, planSegments, planTags, planTopics, profileSelection, requireDistinct, type NamedSegments } from './plans.ts';
+import { addressChannel, EXPORT_KEY_COLUMN, type ExportFile, type NamedSegments, planAttributes, planSegments, planTags, planTopics, profileSelection, requireDistinct } from './plans.ts';
 import * as q from './queries.ts';
 import type { ConsentCountBody, ConsentExportBody } from './schemas.ts';
 
@@ -87,7 +87,7 @@ function selectionOf(scope: AccountScope, plan: ByConsentPlan, values: SqlValues
 }
 
 /** The file of a consent export: its header and its rows, streamed from the database. */
-export function consentExportFile(pool: pg.Pool, scope: AccountScope, plan: ConsentExportPlan): { columns: string[]; rows: AsyncIterable<unknown[]> } {
+export function consentExportFile(pool: pg.Pool, scope: AccountScope, plan: ConsentExportPlan): ExportFile {
   const values = new SqlValues();
   const selection = selectionOf(scope, plan, values, plan);
   return {

@@ -6,7 +6,7 @@ import type { SectionDefs } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import { chosenQuery, knownProfileSql } from '../segments/segments.ts';
-import { EXPORT_KEY_COLUMN, planAttributes, planTags, profileSelection, requireDistinct } from './plans.ts';
+import { EXPORT_KEY_COLUMN, type ExportFile, planAttributes, planTags, profileSelection, requireDistinct } from './plans.ts';
 import * as q from './queries.ts';
 import type { SegmentExportBody } from './schemas.ts';
 
@@ -38,7 +38,7 @@ export function planSegmentExport(scope: AccountScope, body: SegmentExportBody):
 }
 
 /** The file of a profile in segment export: its header and its rows, streamed from the database. */
-export function segmentExportFile(pool: pg.Pool, scope: AccountScope, plan: SegmentExportPlan): { columns: string[]; rows: AsyncIterable<unknown[]> } {
+export function segmentExportFile(pool: pg.Pool, scope: AccountScope, plan: SegmentExportPlan): ExportFile {
   const values = new SqlValues();
   const base = profileSelection(scope, values, {
     section: plan.section, topicIds: [], channels: [],

@@ -4,7 +4,7 @@ import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import { addressChannel, EXPORT_KEY_COLUMN, planAttributes, planSegments, planTags, planTopics, profileSelection, requireDistinct, type NamedSegments } from './plans.ts';
+import { addressChannel, EXPORT_KEY_COLUMN, type ExportFile, type NamedSegments, planAttributes, planSegments, planTags, planTopics, profileSelection, requireDistinct } from './plans.ts';
 import * as q from './queries.ts';
 import type { DuplicateExportBody } from './schemas.ts';
 
@@ -58,7 +58,7 @@ export function planDuplicateExport(scope: AccountScope, body: DuplicateExportBo
 }
 
 /** The file of a duplicate export: its header and its rows, streamed from the database. */
-export function duplicateExportFile(pool: pg.Pool, scope: AccountScope, plan: DuplicateExportPlan): { columns: string[]; rows: AsyncIterable<unknown[]> } {
+export function duplicateExportFile(pool: pg.Pool, scope: AccountScope, plan: DuplicateExportPlan): ExportFile {
   const values = new SqlValues();
   const selection = { ...profileSelection(scope, values, plan, plan), duplicateVersionId: plan.duplicateVersionId };
   return {

@@ -13,6 +13,7 @@ import { withTransaction, type Queryable } from '../store/pool.ts';
 import { consentCountResult, consentExportFile, planConsentCount, planConsentExport } from './by-consent.ts';
 import { planSegmentExport, segmentExportFile } from './by-segment.ts';
 import { duplicateExportFile, planDuplicateExport } from './duplicates.ts';
+import type { ExportFile } from './plans.ts';
 import * as q from './queries.ts';
 import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody } from './schemas.ts';
 
@@ -50,7 +51,7 @@ function requestOf(row: q.ExportRowDb): ExportRequest {
 }
 
 /** What an export produces: a file (its header, its rows as a stream) or a count's result. */
-type Output = { file: { columns: string[]; rows: AsyncIterable<unknown[]> } } | { result: Record<string, number> };
+type Output = { file: ExportFile } | { result: Record<string, number> };
 
 /**
  * Checks a request against the account's definitions (400 naming the field) and answers how to
@@ -144,10 +145,17 @@ export interface ExportDeps {
 
 /** Writes rows as a gzip-compressed CSV file with a header row, streamed into the store (never whole in memory). */
 async function writeCsv(files: FileStore, key: string, columns: string[], rows: AsyncIterable<unknown[]>): Promise<void> {
+  const source = Readable.from(rows);
   const gzip = zlib.createGzip();
   // A failing read (the database, a broken cursor) fails the gzip stream, and so the store's write, which then keeps nothing.
-  pipeline(Readable.from(rows), stringify({ header: true, columns, record_delimiter: 'windows' }), gzip, () => {});
-  await files.put(key, gzip);
+  pipeline(source, stringify({ header: true, columns, record_delimiter: 'windows' }), gzip, () => {});
+  try {
+    await files.put(key, gzip);
+  } catch (err) {
+    // A failing write stops the read, whose cursor then gives its connection back.
+    source.destroy();
+    throw err;
+  }
 }
 
 /**

@@ -14,6 +14,9 @@ import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 
 export const EXPORT_KEY_COLUMN = 'exportKey';
 
+/** A file an export writes: its header, and its rows as they stream from the database. */
+export interface ExportFile { columns: string[]; rows: AsyncIterable<unknown[]> }
+
 /** Attribute columns: any version of a visible attribute of the section (400 naming `attributes[i]` otherwise). */
 export function planAttributes(section: SectionDefs, attributes: AttributeColumn[] = []): { column: string; versionId: string }[] {
   return attributes.map((a, i) => {
