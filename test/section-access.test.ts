@@ -39,8 +39,14 @@ let alphaOnly: string;
 const ids: Record<string, { section: string; score: string; email: string; event: string; segment: string }> = {};
 
 beforeAll(async () => {
-  server = await TestServer.start();
-  const creds = await server.createAccount(MANIFEST, { limits: { requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null, import_requests_per_minute: null, pending_imports: null, profile_export_requests_per_second: null } });
+  // With a worker: the poll URLs of exports are called once the export is ready.
+  server = await TestServer.start({}, { worker: true });
+  const creds = await server.createAccount(MANIFEST, {
+    limits: {
+      requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null, import_requests_per_minute: null, pending_imports: null,
+      profile_export_requests_per_second: null, pending_exports: null, export_downloads_per_minute: null,
+    },
+  });
   accountId = creds.accountId;
   full = await server.token(creds);
   alphaOnly = await server.token(await server.createKey(accountId, { section_discriminators: [ALPHA] }));
@@ -68,6 +74,16 @@ async function profile(): Promise<string> {
     await server.request('PATCH', `/v2${profilePath(key, section)}/attributes`, { token: full, body: { [`${NS}.attributes.user-created.score`]: 20, [`${NS}.attributes.email`]: key } });
   }
   return key;
+}
+
+const exportBody = { section_discriminator: ALPHA, topic_discriminators: [NEWS], channel_discriminator: EMAIL_CHANNEL };
+
+/** The poll path of a count by consent that a key with every section requested, once it is ready. */
+async function readyExport(): Promise<string> {
+  const created = await server.request('POST', '/audience/profiles/reports/consents/count', { token: full, body: exportBody });
+  const path = new URL(created.body.poll_url).pathname;
+  for (let i = 0; i < 400 && (await server.request('GET', `/v2${path}`, { token: full })).status === 202; i++) await new Promise((r) => setTimeout(r, 25));
+  return path;
 }
 
 const profilePath = (key: string, section: string) => `/audience/keyspaces/${EMAIL}/profiles/${key}/sections/${section}`;
@@ -211,6 +227,17 @@ const OPERATIONS: Record<string, Operation> = {
   'DELETE /v2/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/consents/opt-out-all': {
     access: 'every-section', call: async (token) => server.request('DELETE', `/v2/audience/keyspaces/${EMAIL}/profiles/${await profile()}/consents/opt-out-all`, { token }),
   },
+  // Data exports and their poll URLs need a key granted every section (SPEC §7.3, EXP-41).
+  'POST /audience/profiles/reports/consents': { access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/reports/consents', { token, body: exportBody }) },
+  'POST /audience/profiles/reports/consents/count': { access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/reports/consents/count', { token, body: exportBody }) },
+  'POST /audience/profiles/reports/duplicates': {
+    access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/reports/duplicates', { token, body: { section_discriminator: ALPHA, find_duplicates_by_attribute_version_id: ids[ALPHA].email } }),
+  },
+  'POST /audience/profiles/reports/segments': {
+    access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/reports/segments', { token, body: { section_discriminator: ALPHA, segment: { timezone: 'UTC', segment_discriminator: ids[ALPHA].segment } } }),
+  },
+  'GET /audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', await readyExport(), { token }) },
+  'GET /v2/audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', `/v2${await readyExport()}`, { token }) },
 };
 
 /** The operations of the public interface in the OpenAPI document, as `METHOD /path`. */

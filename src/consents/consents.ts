@@ -1,3 +1,4 @@
+import type { SqlValues } from '../aql/compile-sql.ts';
 import type { ChannelRow, Definitions, KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -45,9 +46,14 @@ export function channelByDiscriminator(scope: Pick<AccountScope, 'defs'>, discri
   return channel;
 }
 
+/** The attribute version that holds profiles' addresses on a channel in a section: the current version of the channel's address attribute. */
+export function addressVersionId(section: SectionDefs, channel: ChannelRow): string | undefined {
+  return channel.address_attribute ? currentVersionId(section, channel.address_attribute) : undefined;
+}
+
 /** The profile's address on a channel in a section: the value of the channel's address attribute. */
 function addressOf(values: Record<string, unknown>, section: SectionDefs, channel: ChannelRow): string | undefined {
-  const versionId = channel.address_attribute ? currentVersionId(section, channel.address_attribute) : undefined;
+  const versionId = addressVersionId(section, channel);
   const value = versionId === undefined ? undefined : values[versionId];
   return typeof value === 'string' && value !== '' ? value : undefined;
 }
@@ -176,6 +182,20 @@ export async function maySend(db: Queryable, scope: AccountScope, canonicalId: s
     if ((await q.listSuppressionsByAddresses(db, scope.accountId, [channel.channel_id], [comparableAddress(scope, channel, address)])).length === 0) return true;
   }
   return false;
+}
+
+/**
+ * maySend for a set of profiles, as a predicate of a statement over many (exports): SQL that holds
+ * for the canonical profile whose id is the SQL `profile` when it may receive marketing on one of
+ * the section's topics (ids) through the channel. `address` is the SQL of its value of the
+ * channel's address attribute (addressVersionId) in the section, as text when it is a string;
+ * `account` the placeholder of the account id. The rule is maySend's; the statement is in queries.ts.
+ */
+export function maySendSql(scope: Pick<AccountScope, 'defs'>, values: SqlValues, target: { account: string; profile: string; address: string; section: SectionDefs; topicIds: string[]; channel: ChannelRow }): string {
+  return q.maySendPredicate(values, {
+    account: target.account, profile: target.profile, address: target.address, sectionId: target.section.id, topicIds: target.topicIds,
+    channelId: target.channel.channel_id, addressKind: addressKeyspace(scope.defs, target.channel)?.kind, permitting: [...PERMITTING],
+  });
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { SqlValues } from '../aql/compile-sql.ts';
 import { idArray } from '../store/arrays.ts';
 import type { Queryable } from '../store/pool.ts';
 
@@ -122,4 +123,51 @@ export async function deleteSuppression(db: Queryable, accountId: string, channe
 export async function hasLockedIdentity(db: Queryable, accountId: string, hashes: Buffer[]): Promise<boolean> {
   const { rowCount } = await db.query('select 1 from locked_identities where account_id = $1::bigint and identity_hash = any($2::bytea[]) limit 1', [accountId, hashes]);
   return (rowCount ?? 0) > 0;
+}
+
+/** What String.prototype.trim removes (white space and line terminators), for btrim. */
+const TRIMMED = '\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff';
+
+/**
+ * The SQL of an address held by a profile as suppressions are written (comparableAddress in
+ * consents.ts): email trimmed and lower-cased; a mobile number in international form (+ or 00)
+ * reduced to + and its digits, which is its E.164 form when written with spaces, dashes, dots or
+ * parentheses; anything else as it is.
+ */
+function comparableAddressSql(values: SqlValues, address: string, kind: string | undefined): string {
+  switch (kind) {
+    case 'email':
+    case 'transactional-email':
+      return `lower(btrim(${address}, ${values.add(TRIMMED, 'text')}))`;
+    case 'mobile':
+    case 'sms': {
+      const trimmed = `btrim(${address}, ${values.add(TRIMMED, 'text')})`;
+      return `case when ${trimmed} ~ '^(\\+|00)' then '+' || regexp_replace(regexp_replace(${trimmed}, '^00', ''), '[^0-9]', '', 'g') else ${address} end`;
+    }
+    default:
+      return address;
+  }
+}
+
+/**
+ * maySend (consents.ts) as a predicate over many profiles, for statements that select sets
+ * (exports): the canonical profile `profile` (SQL of its id) shows an opt-in or confirmed-opt-in
+ * for one of the topics on the channel (per topic, its cluster's most recently modified consent),
+ * its address on the channel (`address`, SQL of the section's address attribute value) is not
+ * empty, and that address is not suppressed on the channel. `account` is the placeholder of the
+ * account id; `addressKind` the kind of the keyspace of the channel's addresses.
+ */
+export function maySendPredicate(values: SqlValues, target: { account: string; profile: string; address: string; sectionId: string; topicIds: string[]; channelId: string; addressKind: string | undefined; permitting: string[] }): string {
+  const { account, profile, address } = target;
+  const channel = values.add(target.channelId, 'bigint');
+  return `(coalesce(${address}, '') <> '' and exists (
+      select 1 from (
+        select distinct on (c.topic_id) c.type from consents c
+        where c.account_id = ${account}
+          and c.profile_id = any(array(select ${profile} union all select m.profile_id from profiles m where m.account_id = ${account} and m.canonical_id = ${profile}))
+          and c.section_id = ${values.add(target.sectionId, 'bigint')} and c.channel_id = ${channel} and c.topic_id = any(${values.add(target.topicIds, 'bigint[]')})
+        order by c.topic_id, c.modified_at desc, c.profile_id
+      ) shown where shown.type = any(${values.add(target.permitting, 'text[]')}))
+    and not exists (select 1 from suppressions s where s.account_id = ${account} and s.channel_id = ${channel}
+      and s.address = ${comparableAddressSql(values, address, target.addressKind)}))`;
 }

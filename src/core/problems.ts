@@ -3,7 +3,7 @@
  * of the problem document is `/errors/<code>`). Published codes of the platform are kept
  * (ENDPOINTS.md "Facts"); the others follow the same form, grouped by area:
  * AUD-10xx request and platform, AUD-11xx definitions, AUD-12xx profiles, AUD-14xx types,
- * AUD-16xx consents, AUD-17xx segments and AQL, AUD-18xx imports.
+ * AUD-16xx consents, AUD-17xx segments and AQL, AUD-18xx imports, AUD-19xx exports.
  */
 export const PROBLEMS = {
   'AUD-0': { status: 400, title: 'Bad request' },
@@ -99,6 +99,15 @@ export const PROBLEMS = {
   'AUD-1711': { status: 400, title: 'Segment not found' },
   'AUD-1712': { status: 400, title: 'Time zone not recognised' },
   'AUD-1713': { status: 400, title: 'Version ID belongs to another segment' },
+  'AUD-1901': { status: 404, title: 'Export in progress' },
+  'AUD-1902': { status: 410, title: 'Export no longer available' },
+  'AUD-1903': { status: 404, title: 'Export not found' },
+  'AUD-1904': { status: 503, title: 'Export processing failed' },
+  'AUD-1905': { status: 429, title: 'Pending export limit reached' },
+  'AUD-1906': { status: 400, title: 'Invalid segment filter' },
+  'AUD-1907': { status: 400, title: 'Give channel_discriminator or channels' },
+  'AUD-1908': { status: 400, title: 'Column name used twice' },
+  'AUD-1909': { status: 400, title: 'Topics and channel go together' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

@@ -21,6 +21,7 @@ import { profilesRoutes } from './routes/profiles.ts';
 import { consentsRoutes } from './routes/consents.ts';
 import { segmentsRoutes } from './routes/segments.ts';
 import { importsRoutes } from './routes/imports.ts';
+import { exportsRoutes } from './routes/exports.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
 import { createLogger } from './logging.ts';
 
@@ -154,7 +155,7 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
   if (options.operationsOnly) return app;
   await app.register(apiKeysRoutes(services));
   await app.register(definitionsRoutes(services));
-  await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes]));
+  await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes, exportsRoutes]));
   await app.register(adminRoutes(services));
   return app;
 }

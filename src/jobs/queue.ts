@@ -16,16 +16,20 @@ export type JobHandler = (job: Job, lease: { renew(): Promise<void> }) => Promis
 const CHANNEL = 'audience_jobs';
 /** How long a job stays leased without renewal; a dead worker's job is taken up after this. */
 export const LEASE_SECONDS = 15;
-const MAX_ATTEMPTS = 5;
+/** Runs of a job before it is given up; a handler that must record its failure checks `attempts` against this. */
+export const MAX_ATTEMPTS = 5;
 
 /** Where a job is: waiting its turn (a retry too), leased by a worker, or failed for good. */
 export const JOB_STATES = ['waiting', 'running', 'failed'] as const;
 export type JobState = (typeof JOB_STATES)[number];
 const STATE_OF = `case when failed_at is not null then 'failed' when locked_until > now() then 'running' else 'waiting' end`;
 
-/** Enqueues a job in the caller's transaction, so it exists exactly when the record it serves does. */
-export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>): Promise<void> {
-  await tx.query('insert into jobs (account_id, kind, payload) values ($1::bigint, $2, $3)', [accountId, kind, payload]);
+/**
+ * Enqueues a job in the caller's transaction, so it exists exactly when the record it serves does;
+ * `runAt` delays it (the database's clock decides when it is due).
+ */
+export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>, runAt?: Date): Promise<void> {
+  await tx.query('insert into jobs (account_id, kind, payload, run_at) values ($1::bigint, $2, $3, coalesce($4::timestamptz, now()))', [accountId, kind, payload, runAt ?? null]);
   await tx.query('select pg_notify($1, $2)', [CHANNEL, kind]);
 }
 

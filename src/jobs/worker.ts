@@ -1,3 +1,4 @@
+import { EXPORT_JOB, EXPORT_SWEEP_JOB, runExport, sweepExport, type ExportDeps } from '../exports/exports.ts';
 import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
 import { accountScope, type Services } from '../services.ts';
@@ -5,9 +6,13 @@ import { Worker } from './queue.ts';
 
 /** Starts the worker role: the handlers of every job kind. */
 export async function startWorker(services: Services, onError: (err: unknown) => void): Promise<Worker> {
-  const { pool, files, metrics } = services;
+  const { pool, files, clock, metrics } = services;
+  const scopeOf = (accountId: string) => accountScope(services, accountId);
+  const exportDeps: ExportDeps = { pool, files, clock, scopeOf };
   const worker = new Worker(pool, {
-    [IMPORT_JOB]: (job, lease) => runImport({ pool, files, scopeOf: (id) => accountScope(services, id), committed: (rows) => metrics.importRows.inc(rows) }, job, lease),
+    [IMPORT_JOB]: (job, lease) => runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job, lease),
+    [EXPORT_JOB]: (job) => runExport(exportDeps, job),
+    [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
   }, onError, metrics);
   await worker.start();
   return worker;

@@ -1,3 +1,4 @@
+import type { SqlValues } from '../aql/compile-sql.ts';
 import type { Queryable } from '../store/pool.ts';
 
 /** Whether any profile of the account belongs to a merge cluster as a member (profiles_by_canonical). */
@@ -87,4 +88,16 @@ export async function countMasksByPoint(db: Queryable, compiled: { general: { ro
     }
   }
   return counts.filter((c) => c.known + c.unknown > 0);
+}
+
+/**
+ * Whether the canonical profile whose id is the SQL `profile` is known: one of its cluster's members
+ * has an identifier in one of the keyspaces (the same rule as countProfilesMatching's), for
+ * statements over many profiles; `account` is the placeholder of the account id.
+ */
+export function knownPredicate(values: SqlValues, target: { account: string; profile: string; keyspaceIds: string[] }): string {
+  const { account, profile } = target;
+  return `exists (select 1 from profile_identifiers i where i.account_id = ${account}
+    and i.profile_id = any(array(select ${profile} union all select m.profile_id from profiles m where m.account_id = ${account} and m.canonical_id = ${profile}))
+    and i.keyspace_id = any(${values.add(target.keyspaceIds, 'bigint[]')}))`;
 }

@@ -66,6 +66,20 @@ function segmentQuery(defs: Definitions, ref: SegmentRef, field: string): string
   return version.query;
 }
 
+/** The checked query of a stored segment's latest version, for statements over many profiles (exports); 400 naming `field` when there is no such segment. */
+export function segmentExpression(defs: Definitions, discriminator: string, field: string): Expression {
+  return storedExpression(defs, segmentQuery(defs, { discriminator }, field));
+}
+
+/**
+ * Whether a profile is known (`wanted` true) or unknown (false), as SQL over the canonical profile
+ * whose id is the SQL `profile`, for statements over many profiles (exports); `account` is the
+ * placeholder of the account id.
+ */
+export function knownProfileSql(scope: Pick<AccountScope, 'defs'>, values: SqlValues, target: { account: string; profile: string; wanted: boolean }): string {
+  return `${target.wanted ? '' : 'not '}${q.knownPredicate(values, { account: target.account, profile: target.profile, keyspaceIds: knownKeyspaceIds(scope.defs) })}`;
+}
+
 /** Which keyspaces make a profile known: every one but the web and export keyspaces (docs/aql.md "Known profiles"). */
 export function knownKeyspaceIds(defs: Definitions): string[] {
   return defs.keyspaces.filter((k) => k.kind !== 'web' && k.kind !== 'export').map((k) => k.keyspace_id);
@@ -93,8 +107,8 @@ export async function evaluateProfile(db: Queryable, scope: AccountScope, id: Un
 
 export interface SegmentChoice { timezone: string; segment_discriminator?: string; segment_definition?: string }
 
-/** The query of a request's `segment`: a stored segment by discriminator, or an inline definition (validated here). */
-function chosenQuery(defs: Definitions, segment: SegmentChoice): { expression: Expression; text: string } {
+/** The query of a request's `segment`: a stored segment by discriminator, or an inline definition (validated here); 400 for neither or both. */
+export function chosenQuery(defs: Definitions, segment: SegmentChoice): { expression: Expression; text: string } {
   if ((segment.segment_discriminator === undefined) === (segment.segment_definition === undefined)) {
     throw new Problem('AUD-0', 'segment: give either segment_discriminator or segment_definition');
   }

@@ -9,7 +9,7 @@ import { spend } from './auth.ts';
 export type ScopeOf = (request: FastifyRequest) => Promise<AccountScope>;
 
 /**
- * The profile data plane (profiles, consents, segments, imports): its route modules, registered
+ * The profile data plane (profiles, consents, segments, imports, exports): its route modules, registered
  * together under the limit of SPEC §8 of at most 10 consecutive operations per second on one
  * profile key, with one way of getting a request's scope.
  */

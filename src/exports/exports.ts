@@ -1,0 +1,213 @@
+import crypto from 'node:crypto';
+import { pipeline, Readable } from 'node:stream';
+import zlib from 'node:zlib';
+import { stringify } from 'csv-stringify';
+import type pg from 'pg';
+import type { Clock } from '../core/clock.ts';
+import { Problem } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
+import { requireAllSections } from '../definitions/definitions.ts';
+import type { FileStore } from '../files/store.ts';
+import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
+import { withTransaction, type Queryable } from '../store/pool.ts';
+import { consentCountResult, consentExportFile, planConsentCount, planConsentExport } from './by-consent.ts';
+import { planSegmentExport, segmentExportFile } from './by-segment.ts';
+import { duplicateExportFile, planDuplicateExport } from './duplicates.ts';
+import type { ExportFile } from './plans.ts';
+import * as q from './queries.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody } from './schemas.ts';
+
+/**
+ * Exports and counts (SPEC §2.16, §3.3, §4.7; docs/exports.md): a request is checked and stored
+ * with its job in one transaction; the worker writes its file (CSV, gzip-compressed in the file
+ * store) or its result; its poll URL answers while it is in progress, serves it for one day once
+ * ready, then answers 410, and a sweeper job removes the file.
+ */
+
+export const EXPORT_JOB = 'export';
+export const EXPORT_SWEEP_JOB = 'export-sweep';
+/** SPEC §3.3, §8: a ready export is served for one day. */
+export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
+/** SPEC §4.7 (EXP-37): CSV with a header row. */
+export const CSV_TYPE = 'text/csv;charset=UTF-8;header=present';
+/** A sweep that comes before the export's expiry (the database's clock ahead of the service's) tries again this much later. */
+const SWEEP_RETRY_MS = 60_000;
+
+/** An export request with the kind whose schema its body was checked against: code narrows on `kind`. */
+export type ExportRequest =
+  | { kind: 'consents'; body: ConsentExportBody }
+  | { kind: 'consents-count'; body: ConsentCountBody }
+  | { kind: 'duplicates'; body: DuplicateExportBody }
+  | { kind: 'segments'; body: SegmentExportBody };
+
+/** The request of a stored export. Its body was checked against its kind's schema when it was created. */
+function requestOf(row: q.ExportRowDb): ExportRequest {
+  switch (row.kind) {
+    case 'consents': return { kind: row.kind, body: row.request };
+    case 'consents-count': return { kind: row.kind, body: row.request };
+    case 'duplicates': return { kind: row.kind, body: row.request };
+    case 'segments': return { kind: row.kind, body: row.request };
+  }
+}
+
+/** What an export produces: a file (its header, its rows as a stream) or a count's result. */
+type Output = { file: ExportFile } | { result: Record<string, number> };
+
+/**
+ * Checks a request against the account's definitions (400 naming the field) and answers how to
+ * produce it; the worker checks again, as definitions may have changed since. Nothing runs until
+ * `produce` is called.
+ */
+function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.Pool): Promise<Output> } {
+  switch (request.kind) {
+    case 'consents': {
+      const p = planConsentExport(scope, request.body);
+      return { produce: async (pool) => ({ file: consentExportFile(pool, scope, p) }) };
+    }
+    case 'consents-count': {
+      const p = planConsentCount(scope, request.body);
+      return { produce: async (pool) => ({ result: await consentCountResult(pool, scope, p) }) };
+    }
+    case 'duplicates': {
+      const p = planDuplicateExport(scope, request.body);
+      return { produce: async (pool) => ({ file: duplicateExportFile(pool, scope, p) }) };
+    }
+    case 'segments': {
+      const p = planSegmentExport(scope, request.body);
+      return { produce: async (pool) => ({ file: segmentExportFile(pool, scope, p) }) };
+    }
+  }
+}
+
+/**
+ * Creates an export or count (SPEC §4.7): needs a key granted every section (SPEC §7.3), checks the
+ * request, holds one of the account's pending places (429 beyond `pending_exports`), and stores it
+ * with its job in the caller's transaction. Answers the export's id, the end of its poll URL.
+ */
+export async function createExport(tx: Queryable, scope: AccountScope, request: ExportRequest): Promise<string> {
+  requireAllSections(scope, 'a data export');
+  plan(scope, request);
+  await q.lockAccountExports(tx, scope.accountId);
+  const pending = await q.countPendingExports(tx, scope.accountId);
+  const limit = scope.limits.pending_exports;
+  if (limit !== null && pending >= limit) throw new Problem('AUD-1905', `Pending export limit reached: the account has ${pending} exports in progress, at most ${limit}; retry when one is ready`);
+  const exportId = crypto.randomUUID();
+  await q.insertExport(tx, scope.accountId, { exportId, kind: request.kind, request: request.body, createdAt: scope.now });
+  await enqueue(tx, scope.accountId, EXPORT_JOB, { export_id: exportId });
+  return exportId;
+}
+
+/** What a poll answers when it does not answer a problem. */
+export type PollAnswer =
+  | { inProgress: true }
+  | { file: Readable; gzip: true; contentType: string }
+  | { result: Record<string, number> };
+
+/**
+ * A poll of an export (SPEC §3.3; ENDPOINTS.md "Facts"). The first form answers 404 while in
+ * progress and 410 for an id that is unknown or no longer available; the v2 form answers
+ * `inProgress` (202), 404 for an unknown id and 410 for one no longer available. A failed export
+ * answers 503 in both. A ready file export answers its file, gzip-compressed as stored.
+ */
+export async function pollExport(db: Queryable, files: FileStore, scope: AccountScope, exportId: string, form: 'v1' | 'v2'): Promise<PollAnswer> {
+  requireAllSections(scope, 'downloading a data export');
+  const gone = new Problem('AUD-1902', `The export "${exportId}" is no longer available (ready exports are kept for one day); request a new one`);
+  const row = await q.findExport(db, scope.accountId, exportId);
+  if (!row) {
+    if (form === 'v2') throw new Problem('AUD-1903', `No export "${exportId}"`);
+    throw new Problem('AUD-1902', `No export "${exportId}" is available: the id is unknown, or the export is no longer available`);
+  }
+  switch (row.status) {
+    case 'queued':
+    case 'in_progress':
+      if (form === 'v2') return { inProgress: true };
+      throw new Problem('AUD-1901', `The export "${exportId}" is in progress; poll again later`);
+    case 'failed':
+      throw new Problem('AUD-1904', `The export "${exportId}" failed (${row.message ?? 'no reason recorded'}); request a new export`);
+    case 'expired':
+      throw gone;
+    case 'ready':
+      if (row.expires_at!.getTime() <= scope.now.getTime()) throw gone;
+      if (row.file_key === null) return { result: row.result! };
+      // A file removed behind the sweeper's back (the store emptied by hand) is gone too.
+      if (!(await files.exists(row.file_key))) throw gone;
+      return { file: files.read(row.file_key), gzip: true, contentType: CSV_TYPE };
+  }
+}
+
+/** What the export jobs work with. */
+export interface ExportDeps {
+  pool: pg.Pool;
+  files: FileStore;
+  clock: Clock;
+  scopeOf: (accountId: string) => Promise<AccountScope>;
+}
+
+/** Writes rows as a gzip-compressed CSV file with a header row, streamed into the store (never whole in memory). */
+async function writeCsv(files: FileStore, key: string, columns: string[], rows: AsyncIterable<unknown[]>): Promise<void> {
+  const source = Readable.from(rows);
+  const gzip = zlib.createGzip();
+  // A failing read (the database, a broken cursor) fails the gzip stream, and so the store's write, which then keeps nothing.
+  pipeline(source, stringify({ header: true, columns, record_delimiter: 'windows' }), gzip, () => {});
+  try {
+    await files.put(key, gzip);
+  } catch (err) {
+    // A failing write stops the read, whose cursor then gives its connection back.
+    source.destroy();
+    throw err;
+  }
+}
+
+/**
+ * The worker's export job: checks the request again in the account's present definitions (a
+ * problem now fails the export with its detail), writes the file or computes the result, and
+ * marks the export ready for one day, with its sweeper job, in one transaction. A job that fails
+ * for another reason is retried; after its last attempt the export fails.
+ */
+export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
+  const { accountId } = job;
+  const exportId = String(job.payload.export_id);
+  const row = await q.findExport(deps.pool, accountId, exportId);
+  if (!row || (row.status !== 'queued' && row.status !== 'in_progress')) return;
+  await q.setExportInProgress(deps.pool, accountId, exportId);
+  const scope = await deps.scopeOf(accountId);
+  try {
+    const output = await plan(scope, requestOf(row)).produce(deps.pool);
+    let fileKey: string | null = null;
+    let result: Record<string, number> | null = null;
+    if ('file' in output) {
+      fileKey = `exports/${accountId}/${exportId}.csv.gz`;
+      await writeCsv(deps.files, fileKey, output.file.columns, output.file.rows);
+    } else {
+      result = output.result;
+    }
+    const readyAt = new Date(deps.clock());
+    const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);
+    await withTransaction(deps.pool, async (tx) => {
+      await q.setExportReady(tx, accountId, exportId, { fileKey, result, readyAt, expiresAt });
+      if (fileKey !== null) await enqueue(tx, accountId, EXPORT_SWEEP_JOB, { export_id: exportId }, expiresAt);
+    });
+  } catch (err) {
+    if (err instanceof Problem) return q.setExportFailed(deps.pool, accountId, exportId, err.detail);
+    if (job.attempts >= MAX_ATTEMPTS) await q.setExportFailed(deps.pool, accountId, exportId, 'the export could not be written');
+    throw err;
+  }
+}
+
+/**
+ * The sweeper job of a ready export, due when it expires: removes its file from the store, then
+ * marks it expired (a crash in between removes nothing twice: removing is idempotent and the job
+ * runs again).
+ */
+export async function sweepExport(deps: ExportDeps, job: Job): Promise<void> {
+  const { accountId } = job;
+  const exportId = String(job.payload.export_id);
+  const row = await q.findExport(deps.pool, accountId, exportId);
+  if (!row || row.status !== 'ready' || row.file_key === null) return;
+  if (row.expires_at!.getTime() > deps.clock()) {
+    await enqueue(deps.pool, accountId, EXPORT_SWEEP_JOB, { export_id: exportId }, new Date(row.expires_at!.getTime() + SWEEP_RETRY_MS));
+    return;
+  }
+  await deps.files.remove(row.file_key);
+  await q.setExportExpired(deps.pool, accountId, exportId);
+}

@@ -1,0 +1,136 @@
+import type { Expression } from '../aql/ast.ts';
+import { compilePredicate, type SqlValues } from '../aql/compile-sql.ts';
+import { checkTimeZone } from '../aql/time.ts';
+import { addressVersionId, maySendSql } from '../consents/consents.ts';
+import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
+import { Problem } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
+import { compileQuery, segmentExpression } from '../segments/segments.ts';
+import type { AttributeColumn, SegmentsByNameOrQuery, TagColumn } from './schemas.ts';
+import type { ProfileSelection } from './queries.ts';
+import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
+
+/** What several exports check the same way: their attribute and tag columns, their segments by name, the names of their columns. */
+
+export const EXPORT_KEY_COLUMN = 'exportKey';
+
+/** A file an export writes: its header, and its rows as they stream from the database. */
+export interface ExportFile { columns: string[]; rows: AsyncIterable<unknown[]> }
+
+/** Attribute columns: any version of a visible attribute of the section (400 naming `attributes[i]` otherwise). */
+export function planAttributes(section: SectionDefs, attributes: AttributeColumn[] = []): { column: string; versionId: string }[] {
+  return attributes.map((a, i) => {
+    const attribute = section.attributes.find((x) => x.versions.some((v) => v.id === a.attribute_version_id));
+    const field = `attributes[${i}].attribute_version_id`;
+    if (!attribute) throw new Problem('AUD-1206', `${field}: attribute version "${a.attribute_version_id}" is not defined in section "${section.discriminator}"`);
+    if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
+    return { column: a.field_name, versionId: a.attribute_version_id };
+  });
+}
+
+/** Tag columns: visible tags of the section (400 naming `tags[i]` otherwise). */
+export function planTags(section: SectionDefs, tags: TagColumn[] = []): { column: string; tagId: string }[] {
+  return tags.map((t, i) => {
+    const tag = section.tags.find((x) => x.discriminator === t.tag_discriminator);
+    if (!tag || tag.hidden) throw new Problem('AUD-1218', `tags[${i}].tag_discriminator: tag "${t.tag_discriminator}" is not defined in section "${section.discriminator}"`);
+    return { column: t.field_name, tagId: tag.tag_id };
+  });
+}
+
+/** Topics of the section, as ids (400 naming `topic_discriminators[i]` otherwise). */
+export function planTopics(section: SectionDefs, discriminators: string[]): string[] {
+  return discriminators.map((discriminator, i) => {
+    const topic = section.topics.find((t) => t.discriminator === discriminator);
+    if (!topic) throw new Problem('AUD-1610', `topic_discriminators[${i}]: topic "${discriminator}" not found in section "${section.discriminator}"`);
+    return topic.topic_id;
+  });
+}
+
+/** A channel of the request that holds addresses in the section; 400 naming `field` otherwise. */
+export function addressChannel(scope: AccountScope, section: SectionDefs, discriminator: string, field: string): { channel: ChannelRow; addressVersionId: string; attributeName: string } {
+  const channel = scope.defs.channels.find((c) => c.discriminator === discriminator);
+  if (!channel) throw new Problem('AUD-1607', `${field}: channel ID "${discriminator}" not found`);
+  const versionId = addressVersionId(section, channel);
+  const attribute = section.attributes.find((a) => a.discriminator === channel.address_attribute);
+  if (versionId === undefined || !attribute) throw new Problem('AUD-1608', `${field}: the channel "${discriminator}" holds no addresses in section "${section.discriminator}": use the email or SMS channel`);
+  return { channel, addressVersionId: versionId, attributeName: attribute.name };
+}
+
+/** Refuses (400) a column name given twice; `columns` are [name, the field that gives it] in the file's order. */
+export function requireDistinct(columns: [string, string][]): void {
+  const seen = new Map<string, string>();
+  for (const [name, field] of columns) {
+    const before = seen.get(name);
+    if (before !== undefined) throw new Problem('AUD-1908', `${field}: the column "${name}" is already the column of ${before}; each column needs its own name`);
+    seen.set(name, field);
+  }
+}
+
+/** Segments by name, checked: each name's query, the time zone of their windows, and which profiles (null: every one). */
+export interface NamedSegments {
+  segments: { name: string; expression: Expression }[];
+  timeZone: string;
+  filter: Filter | null;
+}
+
+/**
+ * The `segments` of a request (SPEC §4.7): names of stored segments (`segment_discriminators`) or,
+ * where the request takes them, of AQL queries (`segment_definitions`), one of the two; without a
+ * `filter`, the profiles of any of them; without `segments`, every profile.
+ */
+export function planSegments(scope: AccountScope, segments: SegmentsByNameOrQuery | undefined): NamedSegments {
+  if (!segments) return { segments: [], timeZone: 'UTC', filter: null };
+  const { segment_discriminators: stored, segment_definitions: defined } = segments;
+  if ((stored === undefined) === (defined === undefined)) {
+    throw new Problem('AUD-0', 'segments: give either segment_discriminators or segment_definitions');
+  }
+  const named = Object.entries(stored ?? defined!);
+  if (named.length === 0) throw new Problem('AUD-0', `segments.${stored ? 'segment_discriminators' : 'segment_definitions'}: name at least one segment`);
+  const list = named.map(([name, text]) => {
+    if (name === '') throw new Problem('AUD-0', 'segments: a segment name (a column of the file) must not be empty');
+    if (stored) return { name, expression: segmentExpression(scope.defs, text, `segments.segment_discriminators.${name}`) };
+    try {
+      return { name, expression: compileQuery(scope.defs, text) };
+    } catch (err) {
+      // AQL's problems say where in the query; this says which query.
+      if (err instanceof Problem) throw new Problem(err.code, `segments.segment_definitions.${name}: ${err.detail}`);
+      throw err;
+    }
+  });
+  const timeZone = checkTimeZone(segments.timezone, 'segments.timezone');
+  const names = list.map((s) => s.name);
+  const filter = segments.filter === undefined
+    ? { kind: 'or' as const, terms: names.map((name) => ({ kind: 'name' as const, name })) }
+    : parseFilter(segments.filter, new Set(names), 'segments.filter');
+  return { segments: list, timeZone, filter };
+}
+
+/**
+ * What a statement selects for a plan, its SQL bound in `values`: the section, the segments
+ * compiled to SQL and evaluated at `scope.now` in the plan's time zone, the filter over them, and
+ * per channel its addresses and maySend on the plan's topics.
+ */
+export function profileSelection(
+  scope: AccountScope, values: SqlValues,
+  plan: NamedSegments & { section: SectionDefs; topicIds: string[]; channels: { channel: ChannelRow; addressVersionId: string }[] },
+  file: { attributes: { versionId: string }[]; tags: { tagId: string }[]; limit: number | null },
+): ProfileSelection {
+  const account = values.add(scope.accountId, 'bigint');
+  const now = scope.now.getTime();
+  const segments = plan.segments.map((s) => compilePredicate(s.expression, { now, timeZone: plan.timeZone }, values));
+  const index = new Map(plan.segments.map((s, i) => [s.name, i]));
+  const { filter, section, topicIds } = plan;
+  return {
+    account,
+    sectionId: section.id,
+    segments,
+    filter: filter ? (column) => filterSql(filter, (name) => column(index.get(name)!)) : null,
+    channels: plan.channels.map((c) => ({
+      addressVersionId: c.addressVersionId,
+      maySend: (profile, address) => maySendSql(scope, values, { account, profile, address, section, topicIds, channel: c.channel }),
+    })),
+    attributes: file.attributes.map((a) => a.versionId),
+    tags: file.tags.map((t) => t.tagId),
+    limit: file.limit,
+  };
+}

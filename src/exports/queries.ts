@@ -1,0 +1,217 @@
+import type pg from 'pg';
+import type { SqlValues } from '../aql/compile-sql.ts';
+import { cursorRows } from '../store/cursor.ts';
+import type { Queryable } from '../store/pool.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody } from './schemas.ts';
+
+export type ExportStatus = 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
+
+/** The columns `kind` and `request`: a body checked against its kind's schema when the export was created. */
+type StoredRequest =
+  | { kind: 'consents'; request: ConsentExportBody }
+  | { kind: 'consents-count'; request: ConsentCountBody }
+  | { kind: 'duplicates'; request: DuplicateExportBody }
+  | { kind: 'segments'; request: SegmentExportBody };
+
+export type ExportRowDb = StoredRequest & {
+  export_id: string;
+  status: ExportStatus;
+  file_key: string | null;
+  result: Record<string, number> | null;
+  message: string | null;
+  expires_at: Date | null;
+};
+
+/** Serialises export requests of one account, so the pending limit holds under concurrency. */
+export async function lockAccountExports(db: Queryable, accountId: string): Promise<void> {
+  await db.query("select pg_advisory_xact_lock(hashtext('exports'), $1::bigint::int)", [accountId]);
+}
+
+/** Exports waiting for the worker or being written. */
+export async function countPendingExports(db: Queryable, accountId: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>("select count(*)::int as n from exports where account_id = $1::bigint and status in ('queued', 'in_progress')", [accountId]);
+  return rows[0].n;
+}
+
+export async function insertExport(db: Queryable, accountId: string, e: { exportId: string; kind: StoredRequest['kind']; request: StoredRequest['request']; createdAt: Date }): Promise<void> {
+  await db.query(
+    "insert into exports (account_id, export_id, kind, request, status, created_at) values ($1::bigint, $2::uuid, $3, $4, 'queued', $5)",
+    [accountId, e.exportId, e.kind, e.request, e.createdAt],
+  );
+}
+
+/** An export of the account; undefined for an id that is none (not a UUID, another account's, unknown). */
+export async function findExport(db: Queryable, accountId: string, exportId: string): Promise<ExportRowDb | undefined> {
+  if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(exportId)) return undefined;
+  const { rows } = await db.query<ExportRowDb>(
+    'select export_id::text, kind, request, status, file_key, result, message, expires_at from exports where account_id = $1::bigint and export_id = $2::uuid',
+    [accountId, exportId],
+  );
+  return rows[0];
+}
+
+export async function setExportInProgress(db: Queryable, accountId: string, exportId: string): Promise<void> {
+  await db.query("update exports set status = 'in_progress' where account_id = $1::bigint and export_id = $2::uuid and status = 'queued'", [accountId, exportId]);
+}
+
+/** Marks an export ready with its file or its result, served until `expiresAt`. */
+export async function setExportReady(db: Queryable, accountId: string, exportId: string, ready: { fileKey: string | null; result: Record<string, number> | null; readyAt: Date; expiresAt: Date }): Promise<void> {
+  await db.query(
+    "update exports set status = 'ready', file_key = $3, result = $4, ready_at = $5, expires_at = $6 where account_id = $1::bigint and export_id = $2::uuid",
+    [accountId, exportId, ready.fileKey, ready.result, ready.readyAt, ready.expiresAt],
+  );
+}
+
+export async function setExportFailed(db: Queryable, accountId: string, exportId: string, message: string): Promise<void> {
+  await db.query("update exports set status = 'failed', message = $3 where account_id = $1::bigint and export_id = $2::uuid", [accountId, exportId, message]);
+}
+
+/** An expired export whose file is removed: the row stays, so that its poll URL answers 410 rather than "unknown". */
+export async function setExportExpired(db: Queryable, accountId: string, exportId: string): Promise<void> {
+  await db.query("update exports set status = 'expired', file_key = null where account_id = $1::bigint and export_id = $2::uuid", [accountId, exportId]);
+}
+
+/**
+ * Which profiles an export holds and what it needs of them (docs/exports.md). Every SQL fragment
+ * here binds its values in the `values` the statement is built with.
+ */
+export interface ProfileSelection {
+  /** Placeholder of the account id. */
+  account: string;
+  sectionId: string;
+  /** Per segment, a predicate over the canonical profile `p` (compilePredicate). */
+  segments: string[];
+  /** Which profiles, as SQL over the segment columns named by `column`; null for every profile. */
+  filter: ((column: (index: number) => string) => string) | null;
+  /** Per channel: the attribute version of its addresses, and maySendSql over a profile id and its address. */
+  channels: { addressVersionId: string; maySend: (profile: string, address: string) => string }[];
+  /** Attribute version ids and tag ids of the file's columns. */
+  attributes: string[];
+  tags: string[];
+  limit: number | null;
+}
+
+export interface ConsentSelection extends ProfileSelection {
+  excludeUnsubscribed: boolean;
+  duplicates: 'oldest' | 'latest' | 'keep';
+}
+
+/**
+ * `base`: the account's canonical profiles (a merge cluster is its canonical profile), with their
+ * cluster's values in the section (attrs, tags, updated_at), s<i> per segment and a<i> (the address)
+ * per channel; `selected`: those the filter selects, with c<i> (may be contacted) per channel.
+ */
+function selectedProfiles(values: SqlValues, sel: ProfileSelection): string {
+  const section = values.add(sel.sectionId, 'bigint');
+  const segmentColumns = sel.segments.map((predicate, i) => `, ${predicate} as s${i}`).join('');
+  const addressColumns = sel.channels.map((c, i) => {
+    const v = values.add(c.addressVersionId, 'text');
+    return `, case when jsonb_typeof(d.attrs -> ${v}) = 'string' then d.attrs ->> ${v} end as a${i}`;
+  }).join('');
+  const filter = sel.filter ? sel.filter((i) => `b.s${i}`) : null;
+  const contactColumns = sel.channels.map((c, i) => `, ${c.maySend('b.profile_id', `b.a${i}`)} as c${i}`).join('');
+  return `base as (
+      select p.profile_id, p.export_key, d.attrs, d.tags, d.updated_at${segmentColumns}${addressColumns}
+      from profiles p
+      left join lateral (
+        select coalesce(ps.cluster_attributes, ps.attributes) as attrs, coalesce(ps.cluster_tags, ps.tags) as tags, ps.updated_at
+        from profile_sections ps where ps.account_id = p.account_id and ps.profile_id = p.profile_id and ps.section_id = ${section}
+      ) d on true
+      where p.account_id = ${sel.account} and p.canonical_id is null
+    ), selected as (
+      select b.*${contactColumns} from base b ${filter === null ? '' : `where ${filter}`}
+    )`;
+}
+
+/** `chosen`: the rows of `from`, or `limit` of them chosen at random (each set of that size equally likely). */
+function chosen(values: SqlValues, from: string, limit: number | null): string {
+  return `chosen as (select * from ${from} ${limit === null ? '' : `order by random() limit ${values.add(limit, 'bigint')}`})`;
+}
+
+/** An attribute value as a cell: strings as they are, other JSON as its text, nothing for null. */
+const cell = (json: string) => `case jsonb_typeof(${json}) when 'string' then (${json}) #>> '{}' when 'null' then null else (${json})::text end`;
+
+/**
+ * The cells of a row of `chosen c`: the export key, `leading`, the attributes, the tags (1 or 0),
+ * with `segments` the segments (1 or 0), the address per channel where the profile may be contacted
+ * on it, and `trailing`.
+ */
+function cells(values: SqlValues, sel: ProfileSelection, parts: { leading?: string[]; segments: boolean; trailing?: string[] }): string {
+  return [
+    'c.export_key',
+    ...(parts.leading ?? []),
+    ...sel.attributes.map((v) => cell(`c.attrs -> ${values.add(v, 'text')}`)),
+    ...sel.tags.map((t) => `case when c.tags -> ${values.add(t, 'text')} = 'true'::jsonb then '1' else '0' end`),
+    ...(parts.segments ? sel.segments.map((_, i) => `case when c.s${i} then '1' else '0' end`) : []),
+    ...sel.channels.map((_, i) => `case when c.c${i} then c.a${i} end`),
+    ...(parts.trailing ?? []),
+  ].join(', ');
+}
+
+/**
+ * The profiles of an export by consent: those the segment filter selects, less those that may not
+ * be contacted on any channel when unsubscribed profiles are excluded, less the duplicates of an
+ * address (of the first channel: among profiles with the same address, compared lower-cased, the
+ * least or most recently updated in the section is kept; profiles without one are never
+ * duplicates), then at most `limit` of them.
+ */
+function chosenByConsent(values: SqlValues, sel: ConsentSelection): string {
+  const anyContact = sel.channels.map((_, i) => `k.c${i}`).join(' or ');
+  const order = sel.duplicates === 'latest' ? 'desc' : 'asc';
+  return `with ${selectedProfiles(values, sel)}, kept as (
+      select k.* from selected k ${sel.excludeUnsubscribed ? `where ${anyContact}` : ''}
+    ), unique_addresses as (
+      ${sel.duplicates === 'keep' ? 'select * from kept' : `select * from (
+        select k.*, row_number() over (partition by lower(k.a0) order by k.updated_at ${order}, k.profile_id) as nth from kept k
+      ) u where u.nth = 1 or coalesce(u.a0, '') = ''`}
+    ), ${chosen(values, 'unique_addresses', sel.limit)}`;
+}
+
+/**
+ * Streams the file rows of an export by consent through a cursor (never whole in memory), in the
+ * order of the profiles' creation, with 1 for `subscribed` when unsubscribed profiles are excluded.
+ */
+export function streamConsentExportRows(pool: pg.Pool, values: SqlValues, sel: ConsentSelection): AsyncGenerator<unknown[]> {
+  const text = `${chosenByConsent(values, sel)} select ${cells(values, sel, { segments: true, trailing: sel.excludeUnsubscribed ? ["'1'"] : [] })} from chosen c order by c.profile_id`;
+  return cursorRows(pool, { text, values: values.values });
+}
+
+/** The count of an export by consent: its rows, and per channel those whose address it would hold. */
+export async function countConsentExport(db: Queryable, values: SqlValues, sel: ConsentSelection): Promise<{ total: number; channels: number[] }> {
+  const perChannel = sel.channels.map((_, i) => `, count(*) filter (where c.c${i})::int as c${i}`).join('');
+  const { rows } = await db.query<Record<string, number>>(`${chosenByConsent(values, sel)} select count(*)::int as total${perChannel} from chosen c`, values.values);
+  return { total: rows[0].total, channels: sel.channels.map((_, i) => rows[0][`c${i}`]) };
+}
+
+/**
+ * Streams the file rows of a duplicate export: of the profiles the filter selects, those whose
+ * value of the attribute version is also another one's (texts compared trimmed and without case,
+ * other values as JSON; no value or an empty text is never a duplicate), then at most `limit` of
+ * them; ordered by that value, so that duplicates follow each other, then by creation. The value
+ * comes right after the export key.
+ */
+export function streamDuplicateExportRows(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { duplicateVersionId: string }): AsyncGenerator<unknown[]> {
+  const value = `k.attrs -> ${values.add(sel.duplicateVersionId, 'text')}`;
+  const text = `with ${selectedProfiles(values, sel)}, keyed as (
+      select k.*, ${cell(value)} as dup_value,
+        case jsonb_typeof(${value}) when 'string' then lower(btrim((${value}) #>> '{}')) when 'null' then null else (${value})::text end as dup_key
+      from selected k
+    ), duplicated as (
+      select * from (select d.*, count(*) over (partition by d.dup_key) as copies from keyed d where d.dup_key <> '') x where x.copies > 1
+    ), ${chosen(values, 'duplicated', sel.limit)}
+    select ${cells(values, sel, { leading: ['c.dup_value'], segments: true })} from chosen c order by c.dup_key, c.profile_id`;
+  return cursorRows(pool, { text, values: values.values });
+}
+
+/**
+ * Streams the file rows of a profile in segment export: the profiles of its one segment, known or
+ * unknown only when `known` (a predicate over a profile id) is given, then at most `limit` of them,
+ * in the order of their creation.
+ */
+export function streamSegmentExportRows(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { known: ((profile: string) => string) | null }): AsyncGenerator<unknown[]> {
+  const text = `with ${selectedProfiles(values, sel)}, wanted as (
+      select * from selected k ${sel.known ? `where ${sel.known('k.profile_id')}` : ''}
+    ), ${chosen(values, 'wanted', sel.limit)}
+    select ${cells(values, sel, { segments: false })} from chosen c order by c.profile_id`;
+  return cursorRows(pool, { text, values: values.values });
+}

@@ -1,0 +1,102 @@
+import { Type, type Static } from 'typebox';
+import { SegmentChoice } from '../segments/schemas.ts';
+
+/** A column name of an export file. */
+const FieldName = Type.String({ minLength: 1, description: 'Name of the column in the file' });
+
+const Timezone = Type.String({ description: 'IANA time zone of the segments\' time windows' });
+const Filter = Type.Optional(Type.String({ description: 'Which profiles: a logical expression over the names with ! (not), & (and), | (or) and parentheses; all names joined by | when omitted' }));
+
+/** The segments of a request by consent: which profiles, and a column per name. */
+export const SegmentsByName = Type.Object({
+  timezone: Timezone,
+  segment_discriminators: Type.Record(Type.String(), Type.String(), {
+    minProperties: 1, description: 'Segment name → discriminator of a stored segment (its latest version); each name is a column of the file',
+  }),
+  filter: Filter,
+}, { additionalProperties: false });
+
+/** The segments of the duplicate export: stored segments or AQL queries, by name. */
+export const SegmentsByNameOrQuery = Type.Object({
+  timezone: Timezone,
+  segment_discriminators: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'Segment name → discriminator of a stored segment (its latest version); not with segment_definitions' })),
+  segment_definitions: Type.Optional(Type.Record(Type.String(), Type.String(), { description: 'Segment name → AQL query; not with segment_discriminators' })),
+  filter: Filter,
+}, { additionalProperties: false });
+export type SegmentsByNameOrQuery = Static<typeof SegmentsByNameOrQuery>;
+
+const AttributeColumn = Type.Object({
+  field_name: FieldName,
+  attribute_version_id: Type.String({ description: 'Attribute version of the section' }),
+}, { additionalProperties: false });
+export type AttributeColumn = Static<typeof AttributeColumn>;
+const TagColumn = Type.Object({
+  field_name: FieldName,
+  tag_discriminator: Type.String({ description: 'Tag of the section; its column holds 1 when set, else 0' }),
+}, { additionalProperties: false });
+export type TagColumn = Static<typeof TagColumn>;
+/** SPEC §8: at most 75 attributes and 25 tags per profile export. */
+const Attributes = Type.Optional(Type.Array(AttributeColumn, { maxItems: 75, description: 'At most 75 attribute columns' }));
+const Tags = Type.Optional(Type.Array(TagColumn, { maxItems: 25, description: 'At most 25 tag columns' }));
+const Limit = Type.Optional(Type.Integer({ minimum: 1, description: 'At most this many profiles, chosen at random' }));
+const ConsentList = Type.Optional(Type.String({ description: 'Deprecated (SPEC §9.3): accepted and not used; the topics say what is exported' }));
+
+/** The fields shared by the consent export and its count (SPEC §4.7). */
+const byConsent = {
+  section_discriminator: Type.String({ description: 'Section of the topics and of the exported values' }),
+  consent_list_discriminator: ConsentList,
+  topic_discriminators: Type.Array(Type.String(), { minItems: 1, maxItems: 100, description: '1 to 100 topics of the section' }),
+  channel_discriminator: Type.Optional(Type.String({ description: 'The email or SMS channel; not together with channels' })),
+  channels: Type.Optional(Type.Array(Type.Object({
+    field_name: FieldName,
+    channel_discriminator: Type.String({ description: 'The email or SMS channel' }),
+  }, { additionalProperties: false }), { minItems: 1, maxItems: 2, description: '1 to 2 channels, each a column holding the address of profiles consented on it; not together with channel_discriminator' })),
+  segments: Type.Optional(SegmentsByName),
+  duplicate_address_filter: Type.Optional(Type.Union([Type.Literal('oldest'), Type.Literal('latest'), Type.Literal('keep')], {
+    description: 'Among profiles sharing an address: keep the least recently updated (oldest), the most recently updated (latest), or all (keep, the default)',
+  })),
+};
+
+export const ConsentExportBody = Type.Object({
+  ...byConsent,
+  attributes: Attributes,
+  tags: Tags,
+  limit: Limit,
+  exclude_unsubscribed_profiles: Type.Optional(Type.Boolean({ description: 'Leave out profiles that may not be contacted on any of the topics through any of the channels, and add the column subscribed' })),
+}, { additionalProperties: false });
+export type ConsentExportBody = Static<typeof ConsentExportBody>;
+
+export const ConsentCountBody = Type.Object(byConsent, { additionalProperties: false });
+export type ConsentCountBody = Static<typeof ConsentCountBody>;
+
+export const DuplicateExportBody = Type.Object({
+  section_discriminator: Type.String({ description: 'Section of the attribute, the topics and every value exported' }),
+  consent_list_discriminator: ConsentList,
+  topic_discriminators: Type.Optional(Type.Array(Type.String(), { minItems: 1, maxItems: 100, description: 'With channel_discriminator: 1 to 100 topics of the section' })),
+  channel_discriminator: Type.Optional(Type.String({ description: 'The email or SMS channel: a column with the address of profiles that may be contacted on it for one of the topics' })),
+  segments: Type.Optional(SegmentsByNameOrQuery),
+  find_duplicates_by_attribute_version_id: Type.String({ description: 'The attribute version whose value profiles share' }),
+  attributes: Attributes,
+  tags: Tags,
+  limit: Limit,
+}, { additionalProperties: false });
+export type DuplicateExportBody = Static<typeof DuplicateExportBody>;
+
+export const SegmentExportBody = Type.Object({
+  section_discriminator: Type.String({ description: 'Section of every value exported' }),
+  segment: SegmentChoice,
+  known_profiles: Type.Optional(Type.Union([Type.Boolean(), Type.Null()], { description: 'true: known profiles only; false: unknown only; null: all' })),
+  attributes: Attributes,
+  tags: Tags,
+  limit: Limit,
+}, { additionalProperties: false });
+export type SegmentExportBody = Static<typeof SegmentExportBody>;
+
+export const DownloadUrls = Type.Object({
+  file_download_url: Type.String({ description: 'The poll URL of the file: 404 while in progress, 200 when ready, 410 when gone' }),
+  file_download_url_v2: Type.String({ description: 'Its v2 form: 202 while in progress, 200 when ready, 404 for an unknown id, 410 when gone' }),
+});
+
+export const PollUrl = Type.Object({ poll_url: Type.String({ description: 'Where to GET the file or result: 404 while in progress, 200 when ready, 410 when gone' }) });
+
+export const ReportParams = Type.Object({ report_id: Type.String({ description: 'The id at the end of a poll URL' }) });

@@ -1,0 +1,33 @@
+import type pg from 'pg';
+
+/**
+ * The rows of a statement as arrays of cells, fetched through a cursor `batch` rows at a time,
+ * so that a result of any size passes through memory a batch at a time. The statement runs in a
+ * read-only snapshot of its own connection (REPEATABLE READ): every row comes from one moment
+ * however long the reader takes. Stopping the iteration early closes the cursor.
+ */
+export async function* cursorRows(pool: pg.Pool, statement: { text: string; values: unknown[] }, batch = 1000): AsyncGenerator<unknown[]> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  const onError = (err: Error) => {
+    broken = err;
+  };
+  client.on('error', onError);
+  let done = false;
+  try {
+    await client.query('begin isolation level repeatable read read only');
+    await client.query({ text: `declare rows no scroll cursor for ${statement.text}`, values: statement.values });
+    for (;;) {
+      const { rows } = await client.query<unknown[]>({ text: `fetch ${batch} from rows`, rowMode: 'array' });
+      yield* rows;
+      if (rows.length < batch) break;
+    }
+    await client.query('commit');
+    done = true;
+  } finally {
+    // After an error or an early return too, the transaction ends and the connection goes back clean.
+    if (!done) await client.query('rollback').catch(() => {});
+    client.removeListener('error', onError);
+    client.release(broken);
+  }
+}
