@@ -87,21 +87,28 @@ function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.P
 export async function createExport(tx: Queryable, scope: AccountScope, request: ExportRequest): Promise<string> {
   requireAllSections(scope, 'a data export');
   plan(scope, request);
+  return queueExport(tx, scope, { kind: request.kind, request: request.body }, EXPORT_JOB);
+}
+
+/**
+ * Holds one of the account's pending places (429 beyond `pending_exports`) and stores a checked
+ * export request with its job of kind `job` in the caller's transaction. Answers the export's id.
+ */
+export async function queueExport(tx: Queryable, scope: AccountScope, stored: Pick<q.StoredRequest, 'kind' | 'request'>, job: string): Promise<string> {
   await q.lockAccountExports(tx, scope.accountId);
   const pending = await q.countPendingExports(tx, scope.accountId);
   const limit = scope.limits.pending_exports;
   if (limit !== null && pending >= limit) throw new Problem('AUD-1905', `Pending export limit reached: the account has ${pending} exports in progress, at most ${limit}; retry when one is ready`);
   const exportId = crypto.randomUUID();
-  await q.insertExport(tx, scope.accountId, { exportId, kind: request.kind, request: request.body, createdAt: scope.now });
-  await enqueue(tx, scope.accountId, EXPORT_JOB, { export_id: exportId });
+  await q.insertExport(tx, scope.accountId, { ...stored, exportId, createdAt: scope.now });
+  await enqueue(tx, scope.accountId, job, { export_id: exportId });
   return exportId;
 }
 
 /** What a poll answers when it does not answer a problem. */
-export type PollAnswer =
-  | { inProgress: true }
-  | { file: Readable; gzip: true; contentType: string }
-  | { result: Record<string, number> };
+export type PollAnswer = { inProgress: true } | ReadyAnswer;
+/** A ready export: its file, or a count's result. */
+export type ReadyAnswer = { file: Readable; gzip: true; contentType: string } | { result: Record<string, number> };
 
 /**
  * A poll of an export (SPEC §3.3; ENDPOINTS.md "Facts"). The first form answers 404 while in
@@ -181,17 +188,35 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
     } else {
       result = output.result;
     }
-    const readyAt = new Date(deps.clock());
-    const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);
-    await withTransaction(deps.pool, async (tx) => {
-      await q.setExportReady(tx, accountId, exportId, { fileKey, result, readyAt, expiresAt });
-      if (fileKey !== null) await enqueue(tx, accountId, EXPORT_SWEEP_JOB, { export_id: exportId }, expiresAt);
-    });
+    await markExportReady(deps, accountId, exportId, { fileKey, result });
   } catch (err) {
-    if (err instanceof Problem) return q.setExportFailed(deps.pool, accountId, exportId, err.detail);
-    if (job.attempts >= MAX_ATTEMPTS) await q.setExportFailed(deps.pool, accountId, exportId, 'the export could not be written');
-    throw err;
+    return failExport(deps, job, exportId, err);
   }
+}
+
+/**
+ * Marks an export ready for one day with its file or its result and, for a file, queues its
+ * sweeper, in one transaction with what `alongside` writes.
+ */
+export async function markExportReady(deps: ExportDeps, accountId: string, exportId: string, ready: { fileKey: string | null; result: Record<string, number> | null }, alongside?: (tx: Queryable) => Promise<void>): Promise<void> {
+  const readyAt = new Date(deps.clock());
+  const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);
+  await withTransaction(deps.pool, async (tx) => {
+    await q.setExportReady(tx, accountId, exportId, { ...ready, readyAt, expiresAt });
+    if (ready.fileKey !== null) await enqueue(tx, accountId, EXPORT_SWEEP_JOB, { export_id: exportId }, expiresAt);
+    await alongside?.(tx);
+  });
+}
+
+/**
+ * What an export's job does with an error: a problem (the request no longer holds) fails the
+ * export with its detail; any other error is thrown again, so that the job is retried, and fails
+ * the export after the job's last attempt.
+ */
+export async function failExport(deps: ExportDeps, job: Job, exportId: string, err: unknown): Promise<void> {
+  if (err instanceof Problem) return q.setExportFailed(deps.pool, job.accountId, exportId, err.detail);
+  if (job.attempts >= MAX_ATTEMPTS) await q.setExportFailed(deps.pool, job.accountId, exportId, 'the export could not be written');
+  throw err;
 }
 
 /**

@@ -7,7 +7,7 @@ import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentE
 export type ExportStatus = 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
 
 /** The columns `kind` and `request`: a body checked against its kind's schema when the export was created. */
-type StoredRequest =
+export type StoredRequest =
   | { kind: 'consents'; request: ConsentExportBody }
   | { kind: 'consents-count'; request: ConsentCountBody }
   | { kind: 'duplicates'; request: DuplicateExportBody }

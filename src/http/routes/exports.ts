@@ -22,7 +22,7 @@ function acceptsGzip(header: string | undefined): boolean {
 }
 
 /** Sends a ready export: compressed when the request takes gzip (EXP-36), else as it is. */
-function sendReady(request: FastifyRequest, reply: FastifyReply, answer: Exclude<exports.PollAnswer, { inProgress: true }>): FastifyReply {
+function sendReady(request: FastifyRequest, reply: FastifyReply, answer: exports.ReadyAnswer): FastifyReply {
   const gzip = acceptsGzip(request.headers['accept-encoding']);
   reply.header('vary', 'accept-encoding');
   if (gzip) reply.header('content-encoding', 'gzip');
