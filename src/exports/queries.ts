@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { SqlValues } from '../aql/compile-sql.ts';
 import { cursorRows } from '../store/cursor.ts';
 import type { Queryable } from '../store/pool.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody } from './schemas.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody, SingleExportRequest } from './schemas.ts';
 
 export type ExportStatus = 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
 
@@ -11,7 +11,8 @@ export type StoredRequest =
   | { kind: 'consents'; request: ConsentExportBody }
   | { kind: 'consents-count'; request: ConsentCountBody }
   | { kind: 'duplicates'; request: DuplicateExportBody }
-  | { kind: 'segments'; request: SegmentExportBody };
+  | { kind: 'segments'; request: SegmentExportBody }
+  | { kind: 'single'; request: SingleExportRequest };
 
 export type ExportRowDb = StoredRequest & {
   export_id: string;
