@@ -159,13 +159,13 @@ export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise
   const exportId = String(job.payload.export_id);
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.kind !== 'single' || (row.status !== 'queued' && row.status !== 'in_progress')) return;
-  if (row.status === 'queued') {
-    const failed = await callBack(deps, row.request.callback_url, VERIFICATION);
-    if (failed?.retry && job.attempts < MAX_ATTEMPTS) throw new Error(`The verification callback failed: ${failed.reason}`);
-    if (failed) return q.setExportFailed(deps.pool, accountId, exportId, `The verification callback failed: ${failed.reason}; no ready callback is sent`);
-    await q.setExportInProgress(deps.pool, accountId, exportId);
-  }
   try {
+    if (row.status === 'queued') {
+      const failed = await callBack(deps, row.request.callback_url, VERIFICATION);
+      if (failed?.retry && job.attempts < MAX_ATTEMPTS) throw new Error(`The verification callback failed: ${failed.reason}`);
+      if (failed) return await q.setExportFailed(deps.pool, accountId, exportId, `The verification callback failed: ${failed.reason}; no ready callback is sent`);
+      await q.setExportInProgress(deps.pool, accountId, exportId);
+    }
     const file = await singleExportFile(deps.pool, await deps.scopeOf(accountId), row.request);
     const fileKey = `exports/${accountId}/${exportId}.json.gz`;
     await deps.files.put(fileKey, Readable.from([await gzip(JSON.stringify(file))]));
