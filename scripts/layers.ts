@@ -14,7 +14,7 @@ import path from 'node:path';
 /** The layers, lowest first. A module not matched by a rule is an area: a new area folder gets the area rule. */
 export const LAYERS = [
   { name: 'core', matches: (m: string) => m.startsWith('core/') || m.startsWith('store/') },
-  { name: 'library', matches: (m: string) => m.startsWith('aql/') || m.startsWith('files/') || m === 'jobs/queue.ts' },
+  { name: 'library', matches: (m: string) => m.startsWith('aql/') || m.startsWith('files/') || m.startsWith('outbound/') || m === 'jobs/queue.ts' },
   { name: 'area', matches: (_m: string) => false },
   { name: 'services', matches: (m: string) => m === 'services.ts' || m === 'config.ts' },
   { name: 'transport', matches: (m: string) => m.startsWith('http/') || m.startsWith('jobs/') },

@@ -26,6 +26,8 @@ export interface Config {
   serverSecret: string | undefined;
   /** Create the demo account when the database holds no account. */
   demoAccount: boolean;
+  /** CALLBACKS_ALLOW_PRIVATE: let callbacks reach loopback and private addresses (development and tests only; docs/security.md). */
+  callbacksAllowPrivate: boolean;
 }
 
 export const REGIONS = ['eu', 'apac'] as const;
@@ -38,6 +40,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!/^[a-z][a-z0-9-]*$/.test(vendor)) throw new Error(`VENDOR must be a lower-case word, got "${vendor}"`);
   const region = env.REGION ?? 'eu';
   if (!(REGIONS as readonly string[]).includes(region)) throw new Error(`REGION must be one of ${REGIONS.join(', ')}, got "${region}"`);
+  // A switch that lowers a guard takes exactly "true": a typo must not open it, nor be ignored.
+  const allowPrivate = env.CALLBACKS_ALLOW_PRIVATE ?? 'false';
+  if (allowPrivate !== 'true' && allowPrivate !== 'false') throw new Error(`CALLBACKS_ALLOW_PRIVATE must be true or false, got "${allowPrivate}"`);
   return {
     port,
     host: env.HOST ?? '0.0.0.0',
@@ -54,5 +59,6 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     metricsToken: env.METRICS_TOKEN || undefined,
     serverSecret: env.SERVER_SECRET || undefined,
     demoAccount: (env.DEMO_ACCOUNT ?? 'true') !== 'false',
+    callbacksAllowPrivate: allowPrivate === 'true',
   };
 }

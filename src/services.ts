@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import type pg from 'pg';
 import { openFileStore, type FileStore } from './files/store.ts';
 import { UploadSigner } from './files/upload-form.ts';
+import { Outbound } from './outbound/outbound.ts';
 import type { Config } from './config.ts';
 import type { Clock } from './core/clock.ts';
 import { AccountDirectory } from './accounts/accounts.ts';
@@ -34,6 +35,8 @@ export interface Services {
   uploads: UploadSigner;
   /** What this thread counts (src/core/metrics.ts). */
   metrics: Metrics;
+  /** HTTP calls to addresses that clients choose (export callbacks), through the address filter. */
+  outbound: Outbound;
   close(): Promise<void>;
 }
 
@@ -53,6 +56,7 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
     region: config.region,
     url: `${config.publicUrl}/files/uploads`,
   });
+  const outbound = new Outbound({ allowPrivate: config.callbacksAllowPrivate });
   return {
     config, pool, clock, feed, apiKeys, buckets, ...secrets, uploads,
     metricsToken: config.metricsToken ?? secrets.adminToken,
@@ -60,7 +64,9 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
     files: openFileStore(config),
     accounts: new AccountDirectory(pool, feed),
     definitions: new DefinitionsCache(pool, feed),
+    outbound,
     async close() {
+      await outbound.close();
       await buckets.close();
       await feed.close();
     },

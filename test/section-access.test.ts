@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Manifest } from '../src/definitions/schemas.ts';
 import { TestServer, expectProblem, type Response } from './app.ts';
+import { CallbackReceiver } from './callbacks.ts';
 
 // API keys restricted to sections (SPEC §5.7; docs/security.md "Section restrictions"), checked on
 // every operation of the public interface: a table names each one (a test below fails when an
@@ -32,6 +33,8 @@ const MANIFEST: Manifest = {
 };
 
 let server: TestServer;
+/** Where the single profile exports' callbacks go. */
+let receiver: CallbackReceiver;
 let accountId: string;
 /** A key granted every section, and one granted Alpha only. */
 let full: string;
@@ -39,8 +42,10 @@ let alphaOnly: string;
 const ids: Record<string, { section: string; score: string; email: string; event: string; segment: string }> = {};
 
 beforeAll(async () => {
-  // With a worker: the poll URLs of exports are called once the export is ready.
-  server = await TestServer.start({}, { worker: true });
+  // With a worker: the poll URLs of exports are called once the export is ready; the single
+  // profile export's callbacks reach a receiver on loopback.
+  server = await TestServer.start({ CALLBACKS_ALLOW_PRIVATE: 'true' }, { worker: true });
+  receiver = await CallbackReceiver.start();
   const creds = await server.createAccount(MANIFEST, {
     limits: {
       requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null, import_requests_per_minute: null, pending_imports: null,
@@ -64,7 +69,10 @@ beforeAll(async () => {
     };
   }
 });
-afterAll(async () => server?.close());
+afterAll(async () => {
+  await server?.close();
+  await receiver?.close();
+});
 
 /** A profile with its email address and a score in both sections, fresh for each call. */
 async function profile(): Promise<string> {
@@ -83,6 +91,22 @@ async function readyExport(): Promise<string> {
   const created = await server.request('POST', '/audience/profiles/reports/consents/count', { token: full, body: exportBody });
   const path = new URL(created.body.poll_url).pathname;
   for (let i = 0; i < 400 && (await server.request('GET', `/v2${path}`, { token: full })).status === 202; i++) await new Promise((r) => setTimeout(r, 25));
+  return path;
+}
+
+/** The export key of a fresh profile. */
+async function exportKey(): Promise<string> {
+  const key = await profile();
+  const { rows } = await server.services.pool.query('select p.export_key from profile_identifiers i join profiles p using (account_id, profile_id) where i.account_id = $1::bigint and i.profile_key = $2', [accountId, key]);
+  return rows[0].export_key;
+}
+
+/** The path of a single profile export's file that a key with every section requested, once it is ready. */
+async function readySingleExport(): Promise<string> {
+  const created = await server.request('POST', `/audience/profiles/export-single/${await exportKey()}`, { token: full, body: { callback_url: receiver.url() } });
+  const url = new URL(created.headers.get('location')!);
+  const path = url.pathname + url.search;
+  for (let i = 0; i < 400 && (await server.request('GET', path, { token: full })).status === 404; i++) await new Promise((r) => setTimeout(r, 25));
   return path;
 }
 
@@ -236,6 +260,10 @@ const OPERATIONS: Record<string, Operation> = {
   'POST /audience/profiles/reports/segments': {
     access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/reports/segments', { token, body: { section_discriminator: ALPHA, segment: { timezone: 'UTC', segment_discriminator: ids[ALPHA].segment } } }),
   },
+  'POST /audience/profiles/export-single/{export_key}': {
+    access: 'every-section', call: async (token) => server.request('POST', `/audience/profiles/export-single/${await exportKey()}`, { token, body: { callback_url: receiver.url() } }),
+  },
+  'GET /audience/profiles/export-single/accounts/{account_id}/definitions/{export_id}': { access: 'every-section', call: async (token) => server.request('GET', await readySingleExport(), { token }) },
   'GET /audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', await readyExport(), { token }) },
   'GET /v2/audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', `/v2${await readyExport()}`, { token }) },
 };

@@ -30,6 +30,8 @@ export const EXPORT_SWEEP_JOB = 'export-sweep';
 export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
 /** SPEC §4.7 (EXP-37): CSV with a header row. */
 export const CSV_TYPE = 'text/csv;charset=UTF-8;header=present';
+/** The single profile export's file. */
+const JSON_TYPE = 'application/json';
 /** A sweep that comes before the export's expiry (the database's clock ahead of the service's) tries again this much later. */
 const SWEEP_RETRY_MS = 60_000;
 
@@ -40,8 +42,8 @@ export type ExportRequest =
   | { kind: 'duplicates'; body: DuplicateExportBody }
   | { kind: 'segments'; body: SegmentExportBody };
 
-/** The request of a stored export. Its body was checked against its kind's schema when it was created. */
-function requestOf(row: q.ExportRowDb): ExportRequest {
+/** The request of a stored file or count export. Its body was checked against its kind's schema when it was created. */
+function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportRequest {
   switch (row.kind) {
     case 'consents': return { kind: row.kind, body: row.request };
     case 'consents-count': return { kind: row.kind, body: row.request };
@@ -87,34 +89,46 @@ function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.P
 export async function createExport(tx: Queryable, scope: AccountScope, request: ExportRequest): Promise<string> {
   requireAllSections(scope, 'a data export');
   plan(scope, request);
+  return queueExport(tx, scope, { kind: request.kind, request: request.body }, EXPORT_JOB);
+}
+
+/**
+ * Holds one of the account's pending places (429 beyond `pending_exports`) and stores a checked
+ * export request with its job of kind `job` in the caller's transaction. Answers the export's id.
+ */
+export async function queueExport(tx: Queryable, scope: AccountScope, stored: Pick<q.StoredRequest, 'kind' | 'request'>, job: string): Promise<string> {
   await q.lockAccountExports(tx, scope.accountId);
   const pending = await q.countPendingExports(tx, scope.accountId);
   const limit = scope.limits.pending_exports;
   if (limit !== null && pending >= limit) throw new Problem('AUD-1905', `Pending export limit reached: the account has ${pending} exports in progress, at most ${limit}; retry when one is ready`);
   const exportId = crypto.randomUUID();
-  await q.insertExport(tx, scope.accountId, { exportId, kind: request.kind, request: request.body, createdAt: scope.now });
-  await enqueue(tx, scope.accountId, EXPORT_JOB, { export_id: exportId });
+  await q.insertExport(tx, scope.accountId, { ...stored, exportId, createdAt: scope.now });
+  await enqueue(tx, scope.accountId, job, { export_id: exportId });
   return exportId;
 }
 
 /** What a poll answers when it does not answer a problem. */
-export type PollAnswer =
-  | { inProgress: true }
-  | { file: Readable; gzip: true; contentType: string }
-  | { result: Record<string, number> };
+export type PollAnswer = { inProgress: true } | ReadyAnswer;
+/** A ready export: its file, or a count's result. */
+export type ReadyAnswer = { file: Readable; gzip: true; contentType: string } | { result: Record<string, number> };
 
 /**
  * A poll of an export (SPEC §3.3; ENDPOINTS.md "Facts"). The first form answers 404 while in
  * progress and 410 for an id that is unknown or no longer available; the v2 form answers
  * `inProgress` (202), 404 for an unknown id and 410 for one no longer available. A failed export
- * answers 503 in both. A ready file export answers its file, gzip-compressed as stored.
+ * answers 503 in both. A ready file export answers its file, gzip-compressed as stored. The
+ * `single` form, the data URL of a single profile export, answers as the first one but 404 for
+ * an unknown id; each form knows only its own exports.
  */
-export async function pollExport(db: Queryable, files: FileStore, scope: AccountScope, exportId: string, form: 'v1' | 'v2'): Promise<PollAnswer> {
+export async function pollExport(db: Queryable, files: FileStore, scope: AccountScope, exportId: string, form: 'v1' | 'single'): Promise<ReadyAnswer>;
+export async function pollExport(db: Queryable, files: FileStore, scope: AccountScope, exportId: string, form: 'v1' | 'v2' | 'single'): Promise<PollAnswer>;
+export async function pollExport(db: Queryable, files: FileStore, scope: AccountScope, exportId: string, form: 'v1' | 'v2' | 'single'): Promise<PollAnswer> {
   requireAllSections(scope, 'downloading a data export');
   const gone = new Problem('AUD-1902', `The export "${exportId}" is no longer available (ready exports are kept for one day); request a new one`);
-  const row = await q.findExport(db, scope.accountId, exportId);
+  const found = await q.findExport(db, scope.accountId, exportId);
+  const row = found && (found.kind === 'single') === (form === 'single') ? found : undefined;
   if (!row) {
-    if (form === 'v2') throw new Problem('AUD-1903', `No export "${exportId}"`);
+    if (form !== 'v1') throw new Problem('AUD-1903', `No export "${exportId}"`);
     throw new Problem('AUD-1902', `No export "${exportId}" is available: the id is unknown, or the export is no longer available`);
   }
   switch (row.status) {
@@ -131,7 +145,7 @@ export async function pollExport(db: Queryable, files: FileStore, scope: Account
       if (row.file_key === null) return { result: row.result! };
       // A file removed behind the sweeper's back (the store emptied by hand) is gone too.
       if (!(await files.exists(row.file_key))) throw gone;
-      return { file: files.read(row.file_key), gzip: true, contentType: CSV_TYPE };
+      return { file: files.read(row.file_key), gzip: true, contentType: row.kind === 'single' ? JSON_TYPE : CSV_TYPE };
   }
 }
 
@@ -168,7 +182,8 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
   const { accountId } = job;
   const exportId = String(job.payload.export_id);
   const row = await q.findExport(deps.pool, accountId, exportId);
-  if (!row || (row.status !== 'queued' && row.status !== 'in_progress')) return;
+  // A single profile export has jobs of its own (single.ts).
+  if (!row || row.kind === 'single' || (row.status !== 'queued' && row.status !== 'in_progress')) return;
   await q.setExportInProgress(deps.pool, accountId, exportId);
   const scope = await deps.scopeOf(accountId);
   try {
@@ -181,17 +196,35 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
     } else {
       result = output.result;
     }
-    const readyAt = new Date(deps.clock());
-    const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);
-    await withTransaction(deps.pool, async (tx) => {
-      await q.setExportReady(tx, accountId, exportId, { fileKey, result, readyAt, expiresAt });
-      if (fileKey !== null) await enqueue(tx, accountId, EXPORT_SWEEP_JOB, { export_id: exportId }, expiresAt);
-    });
+    await markExportReady(deps, accountId, exportId, { fileKey, result });
   } catch (err) {
-    if (err instanceof Problem) return q.setExportFailed(deps.pool, accountId, exportId, err.detail);
-    if (job.attempts >= MAX_ATTEMPTS) await q.setExportFailed(deps.pool, accountId, exportId, 'the export could not be written');
-    throw err;
+    return failExport(deps, job, exportId, err);
   }
+}
+
+/**
+ * Marks an export ready for one day with its file or its result and, for a file, queues its
+ * sweeper, in one transaction with what `alongside` writes.
+ */
+export async function markExportReady(deps: ExportDeps, accountId: string, exportId: string, ready: { fileKey: string | null; result: Record<string, number> | null }, alongside?: (tx: Queryable) => Promise<void>): Promise<void> {
+  const readyAt = new Date(deps.clock());
+  const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);
+  await withTransaction(deps.pool, async (tx) => {
+    await q.setExportReady(tx, accountId, exportId, { ...ready, readyAt, expiresAt });
+    if (ready.fileKey !== null) await enqueue(tx, accountId, EXPORT_SWEEP_JOB, { export_id: exportId }, expiresAt);
+    await alongside?.(tx);
+  });
+}
+
+/**
+ * What an export's job does with an error: a problem (the request no longer holds) fails the
+ * export with its detail; any other error is thrown again, so that the job is retried, and fails
+ * the export after the job's last attempt.
+ */
+export async function failExport(deps: ExportDeps, job: Job, exportId: string, err: unknown): Promise<void> {
+  if (err instanceof Problem) return q.setExportFailed(deps.pool, job.accountId, exportId, err.detail);
+  if (job.attempts >= MAX_ATTEMPTS) await q.setExportFailed(deps.pool, job.accountId, exportId, 'the export could not be written');
+  throw err;
 }
 
 /**

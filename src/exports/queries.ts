@@ -2,16 +2,17 @@ import type pg from 'pg';
 import type { SqlValues } from '../aql/compile-sql.ts';
 import { cursorRows } from '../store/cursor.ts';
 import type { Queryable } from '../store/pool.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody } from './schemas.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody, SingleExportRequest } from './schemas.ts';
 
 export type ExportStatus = 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
 
 /** The columns `kind` and `request`: a body checked against its kind's schema when the export was created. */
-type StoredRequest =
+export type StoredRequest =
   | { kind: 'consents'; request: ConsentExportBody }
   | { kind: 'consents-count'; request: ConsentCountBody }
   | { kind: 'duplicates'; request: DuplicateExportBody }
-  | { kind: 'segments'; request: SegmentExportBody };
+  | { kind: 'segments'; request: SegmentExportBody }
+  | { kind: 'single'; request: SingleExportRequest };
 
 export type ExportRowDb = StoredRequest & {
   export_id: string;

@@ -100,3 +100,24 @@ export const DownloadUrls = Type.Object({
 export const PollUrl = Type.Object({ poll_url: Type.String({ description: 'Where to GET the file or result: 404 while in progress, 200 when ready, 410 when gone' }) });
 
 export const ReportParams = Type.Object({ report_id: Type.String({ description: 'The id at the end of a poll URL' }) });
+
+/** The single profile export (SPEC §4.7, beta; docs/exports.md). */
+export const SingleExportParams = Type.Object({
+  export_key: Type.String({ description: 'The export key of the profile (the key of the export keyspace): letters, digits and hyphens' }),
+});
+
+export const SingleExportBody = Type.Object({
+  callback_url: Type.String({ format: 'uri', description: 'An http or https URL that accepts POST: it receives {"code": 100, "message": "Callback verified"}, then {"code": 200, "message": <the URL of the file>}' }),
+  include_merged_profiles: Type.Optional(Type.Boolean({ description: 'Add the other profiles of the merge cluster, each under its export key with what it holds itself' })),
+  include_attribute_history: Type.Optional(Type.Boolean({ description: 'Add each attribute\'s changes as history, oldest first' })),
+  include_type_definitions: Type.Optional(Type.Boolean({ description: 'Add metadata: the definitions of the attributes, tags and events of the sections in the file' })),
+}, { additionalProperties: false });
+export type SingleExportBody = Static<typeof SingleExportBody>;
+
+/** A single profile export as stored: the body, and the export key of its path. */
+export type SingleExportRequest = SingleExportBody & { export_key: string };
+
+export const SingleExportFileParams = Type.Object({
+  account_id: Type.String({ description: 'The account of the export: that of the bearer token' }),
+  export_id: Type.String({ description: 'The id of the export' }),
+});

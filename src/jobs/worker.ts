@@ -1,4 +1,5 @@
 import { EXPORT_JOB, EXPORT_SWEEP_JOB, runExport, sweepExport, type ExportDeps } from '../exports/exports.ts';
+import { runSingleExport, sendReadyCallback, SINGLE_EXPORT_JOB, SINGLE_EXPORT_READY_JOB, type SingleExportDeps } from '../exports/single.ts';
 import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
 import { accountScope, type Services } from '../services.ts';
@@ -9,10 +10,13 @@ export async function startWorker(services: Services, onError: (err: unknown) =>
   const { pool, files, clock, metrics } = services;
   const scopeOf = (accountId: string) => accountScope(services, accountId);
   const exportDeps: ExportDeps = { pool, files, clock, scopeOf };
+  const singleDeps: SingleExportDeps = { ...exportDeps, outbound: services.outbound, publicUrl: services.config.publicUrl };
   const worker = new Worker(pool, {
     [IMPORT_JOB]: (job, lease) => runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job, lease),
     [EXPORT_JOB]: (job) => runExport(exportDeps, job),
     [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
+    [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
+    [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
   }, onError, metrics);
   await worker.start();
   return worker;

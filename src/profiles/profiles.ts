@@ -62,10 +62,25 @@ export async function locateWithSectionData(db: Queryable, scope: AccountScope, 
 /** Finds a profile by unique identifier; 404 when there is none, 410 when it was locked. */
 export async function locate(db: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<Located> {
   const { keyspace, key } = identifierOf(scope, id);
+  return locateIn(db, scope, keyspace, key);
+}
+
+async function locateIn(db: Queryable, scope: AccountScope, keyspace: KeyspaceRow, key: string): Promise<Located> {
   const found = await q.findProfileByKey(db, scope.accountId, keyspace.keyspace_id, key);
   if (found) return { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id };
   await refuseLocked(db, scope, keyspace, key);
   throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
+}
+
+/**
+ * Finds a profile by its export key, the key the service gave it (SPEC §2.1); 404 when there is
+ * none, 410 when it was locked. Routes that name the export key itself (the single profile
+ * export) need no API access through the export keyspace, which only profile routes check.
+ */
+export async function locateByExportKey(db: Queryable, scope: AccountScope, exportKey: string): Promise<Located> {
+  const keyspace = scope.defs.keyspaces.find((k) => k.kind === 'export');
+  if (!keyspace) throw new Problem('AUD-1201', `No profile with export key "${exportKey}"`);
+  return locateIn(db, scope, keyspace, exportKey);
 }
 
 /** Refuses writes through the export keyspace, which is read-only for profile data (SPEC §2.1). */
@@ -294,4 +309,43 @@ export async function profileFacts(db: Queryable, scope: AccountScope, canonical
     attributes: new Map([...sections].map(([sectionId, data]) => [sectionId, data.attributes])),
     events: events.map((e) => ({ sectionId: e.section_id, versionId: e.version_id, time: e.event_time.getTime(), data: e.data })),
   };
+}
+
+/** What one profile of a data export holds (SPEC §2.16). */
+export interface ProfileRecord {
+  exportKey: string;
+  /** Section id → attribute values (version id → value) and set tags (tag id → true). */
+  sections: Map<string, q.SectionDataRow>;
+  /** Its events in every section, oldest first. */
+  events: q.SectionEventRow[];
+  /** Its attribute changes, oldest first; null when not asked for. */
+  history: q.AttributeChangeRow[] | null;
+}
+
+/**
+ * A located profile as the single profile export shows it (docs/exports.md): first the profile
+ * itself, under the export key it was located by, with what it shows (its cluster's values, and
+ * the events and attribute changes of every member); then, with `members`, each other member of
+ * its cluster under its own export key, with what it holds itself.
+ */
+export async function profileRecords(db: Queryable, scope: AccountScope, located: Located, options: { members: boolean; history: boolean }): Promise<ProfileRecord[]> {
+  const members = await q.listClusterMemberKeys(db, scope.accountId, located.canonicalId);
+  const ids = members.map((m) => m.profile_id);
+  const others = options.members ? members.filter((m) => m.profile_id !== located.profileId) : [];
+  const otherIds = others.map((m) => m.profile_id);
+  const [shown, own, events, history] = await Promise.all([
+    q.listSectionDataByProfile(db, scope.accountId, located.canonicalId),
+    q.listOwnSectionData(db, scope.accountId, otherIds),
+    q.listSectionEventsByProfiles(db, scope.accountId, ids),
+    options.history ? q.listAttributeChangesByProfiles(db, scope.accountId, ids) : null,
+  ]);
+  return [
+    { exportKey: located.key, sections: shown, events, history },
+    ...others.map((m) => ({
+      exportKey: m.export_key,
+      sections: own.get(m.profile_id) ?? new Map(),
+      events: events.filter((e) => e.profile_id === m.profile_id),
+      history: history && history.filter((h) => h.profile_id === m.profile_id),
+    })),
+  ];
 }

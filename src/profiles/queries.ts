@@ -85,6 +85,15 @@ export async function listClusterMembers(db: Queryable, accountId: string, canon
   return rows.map((r) => r.profile_id);
 }
 
+/** The members of a cluster with their export keys, earliest created (the canonical profile) first. */
+export async function listClusterMemberKeys(db: Queryable, accountId: string, canonicalId: string): Promise<{ profile_id: string; export_key: string }[]> {
+  const { rows } = await db.query<{ profile_id: string; export_key: string }>(
+    `select profile_id, export_key from profiles where account_id = $1::bigint and (profile_id = $2::bigint or canonical_id = $2::bigint) order by profile_id`,
+    [accountId, canonicalId],
+  );
+  return rows;
+}
+
 /** The members of clusters, canonical first (earliest created first), locked for the transaction. */
 export async function lockClusterMembers(db: Queryable, accountId: string, canonicalIds: string[]): Promise<string[]> {
   const { rows } = await db.query<{ profile_id: string }>(
@@ -141,6 +150,38 @@ export async function listSectionDataByProfile(db: Queryable, accountId: string,
     [accountId, profileId],
   );
   return new Map(rows.map((r) => [r.section_id, { attributes: r.attributes, tags: trueTags(r.tags) }]));
+}
+
+/**
+ * What profiles hold themselves in every section, not what their clusters show: profile id →
+ * section id → values (a canonical profile's own maps keep entries cleared after a merge as null
+ * and false, which are left out).
+ */
+export async function listOwnSectionData(db: Queryable, accountId: string, profileIds: string[]): Promise<Map<string, Map<string, SectionDataRow>>> {
+  const { rows } = await db.query<SectionDataRow & { profile_id: string; section_id: string }>(
+    `select profile_id, section_id, jsonb_strip_nulls(attributes) as attributes, profile_true_tags(tags) as tags
+     from profile_sections where account_id = $1::bigint and profile_id = any($2::bigint[])`,
+    [accountId, profileIds],
+  );
+  const byProfile = new Map<string, Map<string, SectionDataRow>>();
+  for (const r of rows) {
+    const sections = byProfile.get(r.profile_id) ?? new Map<string, SectionDataRow>();
+    sections.set(r.section_id, { attributes: r.attributes, tags: r.tags });
+    byProfile.set(r.profile_id, sections);
+  }
+  return byProfile;
+}
+
+export interface AttributeChangeRow { profile_id: string; section_id: string; version_id: string; value: unknown; changed_at: Date }
+
+/** The attribute changes of some profiles, oldest first; a null value is a value cleared. */
+export async function listAttributeChangesByProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<AttributeChangeRow[]> {
+  const { rows } = await db.query<AttributeChangeRow>(
+    `select profile_id, section_id, version_id::text, value, changed_at from attribute_history
+     where account_id = $1::bigint and profile_id = any($2::bigint[]) order by changed_at, profile_id`,
+    [accountId, profileIds],
+  );
+  return rows;
 }
 
 /**
@@ -236,6 +277,18 @@ export async function listEventsByProfiles(db: Queryable, accountId: string, pro
        and ($4::bigint[] is null or version_id = any($4::bigint[]))
      order by event_time desc, event_id desc limit $5`,
     [accountId, profileIds, sectionId, versionIds, limit],
+  );
+  return rows;
+}
+
+export interface SectionEventRow extends EventRow { profile_id: string; section_id: string }
+
+/** Every event of some profiles, in every section, oldest first. */
+export async function listSectionEventsByProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<SectionEventRow[]> {
+  const { rows } = await db.query<SectionEventRow>(
+    `select profile_id, section_id, event_time, created_at, version_id::text, correlation_id, data from profile_events
+     where account_id = $1::bigint and profile_id = any($2::bigint[]) order by event_time, event_id`,
+    [accountId, profileIds],
   );
   return rows;
 }

@@ -6,7 +6,10 @@ import { Type } from 'typebox';
 import type { Services } from '../../services.ts';
 import type { ScopeOf } from '../plugins/profile-data.ts';
 import * as exports from '../../exports/exports.ts';
-import { ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, PollUrl, ReportParams, SegmentExportBody } from '../../exports/schemas.ts';
+import {
+  ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, PollUrl, ReportParams, SegmentExportBody, SingleExportBody, SingleExportFileParams, SingleExportParams,
+} from '../../exports/schemas.ts';
+import * as single from '../../exports/single.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { responses } from '../schemas/problem.ts';
 
@@ -22,7 +25,7 @@ function acceptsGzip(header: string | undefined): boolean {
 }
 
 /** Sends a ready export: compressed when the request takes gzip (EXP-36), else as it is. */
-function sendReady(request: FastifyRequest, reply: FastifyReply, answer: Exclude<exports.PollAnswer, { inProgress: true }>): FastifyReply {
+function sendReady(request: FastifyRequest, reply: FastifyReply, answer: exports.ReadyAnswer): FastifyReply {
   const gzip = acceptsGzip(request.headers['accept-encoding']);
   reply.header('vary', 'accept-encoding');
   if (gzip) reply.header('content-encoding', 'gzip');
@@ -73,6 +76,33 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
     }, async (request, reply) => {
       const id = await create(request, { kind: 'segments', body: request.body });
       return reply.code(201).send({ file_download_url: pollUrl(id), file_download_url_v2: pollUrl(id, '/v2') });
+    });
+
+    app.post('/audience/profiles/export-single/:export_key', {
+      config: requests,
+      schema: {
+        summary: 'Single profile export (beta)',
+        description: 'Answers 202 with an empty body (and the URL of the file in Location); then POSTs {"code": 100, "message": "Callback verified"} to callback_url and, once the file is written, {"code": 200, "message": <the URL of the file>}. No second callback when the first is not taken.',
+        tags, params: SingleExportParams, body: SingleExportBody,
+        response: responses({ 202: Type.Null({ description: 'Accepted: the callbacks follow' }) }),
+      },
+    }, async (request, reply) => {
+      const scope = await scopeOf(request);
+      const id = await withTransaction(services.pool, (tx) => single.requestSingleExport(tx, scope, request.params.export_key, request.body));
+      return reply.code(202).header('location', single.singleExportUrl(services.config.publicUrl, scope.accountId, id)).send();
+    });
+
+    app.get('/audience/profiles/export-single/accounts/:account_id/definitions/:export_id', {
+      config: downloads,
+      schema: {
+        summary: 'The file of a single profile export: the URL of its second callback',
+        description: '200 with the file (JSON) when ready, for one day; 404 while in progress or for an unknown id; 503 when the export failed (the detail says why); 410 once gone. The metadata=true of the URL changes nothing: include_type_definitions decides.',
+        tags, params: SingleExportFileParams,
+        response: responses({ 200: Type.Unknown({ description: 'The file (JSON), gzip-compressed when Accept-Encoding takes gzip' }) }),
+      },
+    }, async (request, reply) => {
+      const { account_id: accountId, export_id: exportId } = request.params;
+      return sendReady(request, reply, await single.readSingleExport(services.pool, services.files, await scopeOf(request), accountId, exportId));
     });
 
     const ready = Type.Unknown({ description: 'The file (CSV) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip' });

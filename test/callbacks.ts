@@ -1,0 +1,85 @@
+import http from 'node:http';
+
+/** A request the receiver got. */
+export interface Received {
+  method: string;
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  /** Parsed JSON when the body is JSON, else the text. */
+  body: unknown;
+}
+
+/** How the receiver answers a request: a status and headers, or `hang` to never answer. */
+export type Answer = { status: number; headers?: Record<string, string> } | 'hang';
+
+/**
+ * A real HTTP server on a loopback port that records what it receives (callbacks, DESIGN.md
+ * "Test servers"), answering as `answer` says (200 by default).
+ */
+export class CallbackReceiver {
+  readonly received: Received[] = [];
+  answer: (request: Received) => Answer = () => ({ status: 200 });
+  private readonly server: http.Server;
+  private readonly waiters = new Set<() => void>();
+  readonly port: number;
+
+  private constructor(server: http.Server, port: number) {
+    this.server = server;
+    this.port = port;
+  }
+
+  static async start(host = '127.0.0.1'): Promise<CallbackReceiver> {
+    const server = http.createServer();
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    const receiver = new CallbackReceiver(server, (server.address() as { port: number }).port);
+    server.on('request', (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const text = Buffer.concat(chunks).toString();
+        let body: unknown = text;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          // Not JSON: kept as text.
+        }
+        const received = { method: req.method!, path: req.url!, headers: req.headers, body };
+        receiver.received.push(received);
+        for (const wake of receiver.waiters) wake();
+        const answer = receiver.answer(received);
+        if (answer === 'hang') return;
+        res.writeHead(answer.status, answer.headers).end();
+      });
+    });
+    return receiver;
+  }
+
+  /** The receiver's URL for `path` on `host` (a name or an address literal). */
+  url(path = '/callback', host = '127.0.0.1'): string {
+    return `http://${host.includes(':') ? `[${host}]` : host}:${this.port}${path}`;
+  }
+
+  /** Resolves once `count` requests have arrived; fails after `timeoutMs`. */
+  async waitFor(count: number, timeoutMs = 15_000): Promise<Received[]> {
+    if (this.received.length >= count) return this.received;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.waiters.delete(check);
+        reject(new Error(`${this.received.length} of ${count} requests arrived within ${timeoutMs} ms`));
+      }, timeoutMs);
+      const check = () => {
+        if (this.received.length < count) return;
+        clearTimeout(timer);
+        this.waiters.delete(check);
+        resolve();
+      };
+      this.waiters.add(check);
+    });
+    return this.received;
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
