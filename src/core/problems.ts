@@ -108,6 +108,7 @@ export const PROBLEMS = {
   'AUD-1907': { status: 400, title: 'Give channel_discriminator or channels' },
   'AUD-1908': { status: 400, title: 'Column name used twice' },
   'AUD-1909': { status: 400, title: 'Topics and channel go together' },
+  'AUD-1910': { status: 400, title: 'Event window ends before it starts' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

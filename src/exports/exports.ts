@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { pipeline, Readable } from 'node:stream';
+import { pipeline, Readable, type Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { stringify } from 'csv-stringify';
 import type pg from 'pg';
@@ -13,15 +13,16 @@ import { withTransaction, type Queryable } from '../store/pool.ts';
 import { consentCountResult, consentExportFile, planConsentCount, planConsentExport } from './by-consent.ts';
 import { planSegmentExport, segmentExportFile } from './by-segment.ts';
 import { duplicateExportFile, planDuplicateExport } from './duplicates.ts';
+import { eventExportDocument, planEventExport } from './events.ts';
 import type { ExportFile } from './plans.ts';
 import * as q from './queries.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody } from './schemas.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EventExportBody, SegmentExportBody } from './schemas.ts';
 
 /**
  * Exports and counts (SPEC §2.16, §3.3, §4.7; docs/exports.md): a request is checked and stored
- * with its job in one transaction; the worker writes its file (CSV, gzip-compressed in the file
- * store) or its result; its poll URL answers while it is in progress, serves it for one day once
- * ready, then answers 410, and a sweeper job removes the file.
+ * with its job in one transaction; the worker writes its file (CSV, or JSON for the event export,
+ * gzip-compressed in the file store) or its result; its poll URL answers while it is in progress,
+ * serves it for one day once ready, then answers 410, and a sweeper job removes the file.
  */
 
 export const EXPORT_JOB = 'export';
@@ -30,6 +31,8 @@ export const EXPORT_SWEEP_JOB = 'export-sweep';
 export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
 /** SPEC §4.7 (EXP-37): CSV with a header row. */
 export const CSV_TYPE = 'text/csv;charset=UTF-8;header=present';
+/** SPEC §4.7 (EXP-40): the event export is a JSON document. */
+const JSON_TYPE = 'application/json';
 /** A sweep that comes before the export's expiry (the database's clock ahead of the service's) tries again this much later. */
 const SWEEP_RETRY_MS = 60_000;
 
@@ -38,7 +41,8 @@ export type ExportRequest =
   | { kind: 'consents'; body: ConsentExportBody }
   | { kind: 'consents-count'; body: ConsentCountBody }
   | { kind: 'duplicates'; body: DuplicateExportBody }
-  | { kind: 'segments'; body: SegmentExportBody };
+  | { kind: 'segments'; body: SegmentExportBody }
+  | { kind: 'events'; body: EventExportBody };
 
 /** The request of a stored export. Its body was checked against its kind's schema when it was created. */
 function requestOf(row: q.ExportRowDb): ExportRequest {
@@ -47,11 +51,12 @@ function requestOf(row: q.ExportRowDb): ExportRequest {
     case 'consents-count': return { kind: row.kind, body: row.request };
     case 'duplicates': return { kind: row.kind, body: row.request };
     case 'segments': return { kind: row.kind, body: row.request };
+    case 'events': return { kind: row.kind, body: row.request };
   }
 }
 
-/** What an export produces: a file (its header, its rows as a stream) or a count's result. */
-type Output = { file: ExportFile } | { result: Record<string, number> };
+/** What an export produces: a CSV file (its header, its rows as a stream), a JSON document (its text as a stream) or a count's result. */
+type Output = { file: ExportFile } | { document: AsyncIterable<string> } | { result: Record<string, number> };
 
 /**
  * Checks a request against the account's definitions (400 naming the field) and answers how to
@@ -75,6 +80,10 @@ function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.P
     case 'segments': {
       const p = planSegmentExport(scope, request.body);
       return { produce: async (pool) => ({ file: segmentExportFile(pool, scope, p) }) };
+    }
+    case 'events': {
+      const p = planEventExport(scope, request.body);
+      return { produce: async (pool) => ({ document: eventExportDocument(pool, scope, p) }) };
     }
   }
 }
@@ -131,7 +140,7 @@ export async function pollExport(db: Queryable, files: FileStore, scope: Account
       if (row.file_key === null) return { result: row.result! };
       // A file removed behind the sweeper's back (the store emptied by hand) is gone too.
       if (!(await files.exists(row.file_key))) throw gone;
-      return { file: files.read(row.file_key), gzip: true, contentType: CSV_TYPE };
+      return { file: files.read(row.file_key), gzip: true, contentType: row.kind === 'events' ? JSON_TYPE : CSV_TYPE };
   }
 }
 
@@ -143,12 +152,11 @@ export interface ExportDeps {
   scopeOf: (accountId: string) => Promise<AccountScope>;
 }
 
-/** Writes rows as a gzip-compressed CSV file with a header row, streamed into the store (never whole in memory). */
-async function writeCsv(files: FileStore, key: string, columns: string[], rows: AsyncIterable<unknown[]>): Promise<void> {
-  const source = Readable.from(rows);
+/** Writes what `source` reads, through `transforms`, gzip-compressed into the store: streamed, never whole in memory. */
+async function writeCompressed(files: FileStore, key: string, source: Readable, ...transforms: Transform[]): Promise<void> {
   const gzip = zlib.createGzip();
   // A failing read (the database, a broken cursor) fails the gzip stream, and so the store's write, which then keeps nothing.
-  pipeline(source, stringify({ header: true, columns, record_delimiter: 'windows' }), gzip, () => {});
+  pipeline([source, ...transforms, gzip], () => {});
   try {
     await files.put(key, gzip);
   } catch (err) {
@@ -177,7 +185,10 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
     let result: Record<string, number> | null = null;
     if ('file' in output) {
       fileKey = `exports/${accountId}/${exportId}.csv.gz`;
-      await writeCsv(deps.files, fileKey, output.file.columns, output.file.rows);
+      await writeCompressed(deps.files, fileKey, Readable.from(output.file.rows), stringify({ header: true, columns: output.file.columns, record_delimiter: 'windows' }));
+    } else if ('document' in output) {
+      fileKey = `exports/${accountId}/${exportId}.json.gz`;
+      await writeCompressed(deps.files, fileKey, Readable.from(output.document));
     } else {
       result = output.result;
     }

@@ -6,7 +6,7 @@ import { Type } from 'typebox';
 import type { Services } from '../../services.ts';
 import type { ScopeOf } from '../plugins/profile-data.ts';
 import * as exports from '../../exports/exports.ts';
-import { ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, PollUrl, ReportParams, SegmentExportBody } from '../../exports/schemas.ts';
+import { ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, EventExportBody, FileDownloadUrl, PollUrl, ReportParams, SegmentExportBody } from '../../exports/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { responses } from '../schemas/problem.ts';
 
@@ -43,6 +43,7 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const tags = ['exports'];
     const requests = { rateLimit: 'profile_export_requests_per_second' as const };
+    const eventRequests = { rateLimit: 'event_export_requests_per_minute' as const };
     const downloads = { rateLimit: 'export_downloads_per_minute' as const };
 
     /** Creates the export in one transaction and answers its id. */
@@ -75,7 +76,12 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
       return reply.code(201).send({ file_download_url: pollUrl(id), file_download_url_v2: pollUrl(id, '/v2') });
     });
 
-    const ready = Type.Unknown({ description: 'The file (CSV) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip' });
+    app.post('/audience/profiles/exports', {
+      config: eventRequests,
+      schema: { summary: 'Profile in segment event export', tags, body: EventExportBody, response: responses({ 201: FileDownloadUrl }) },
+    }, async (request, reply) => reply.code(201).send({ file_download_url: pollUrl(await create(request, { kind: 'events', body: request.body })) }));
+
+    const ready = Type.Unknown({ description: 'The file (CSV; JSON for the event export) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip' });
     /** A poll of either form; only the v2 form answers "in progress" without a problem. */
     const poll = (form: 'v1' | 'v2') => async (request: FastifyRequest<{ Params: { report_id: string } }>, reply: FastifyReply) => {
       const answer = await exports.pollExport(services.pool, services.files, await scopeOf(request), request.params.report_id, form);
