@@ -14,6 +14,7 @@ import { consentCountResult, consentExportFile, planConsentCount, planConsentExp
 import { planSegmentExport, segmentExportFile } from './by-segment.ts';
 import { duplicateExportFile, planDuplicateExport } from './duplicates.ts';
 import { eventExportDocument, planEventExport } from './events.ts';
+import { CSV_TYPE, JSON_TYPE, jsonFromCsv, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
 import type { ExportFile } from './plans.ts';
 import * as q from './queries.ts';
 import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EventExportBody, SegmentExportBody } from './schemas.ts';
@@ -29,10 +30,6 @@ export const EXPORT_JOB = 'export';
 export const EXPORT_SWEEP_JOB = 'export-sweep';
 /** SPEC §3.3, §8: a ready export is served for one day. */
 export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
-/** SPEC §4.7 (EXP-37): CSV with a header row. */
-export const CSV_TYPE = 'text/csv;charset=UTF-8;header=present';
-/** SPEC §4.7 (EXP-40): the event export is a JSON document. */
-const JSON_TYPE = 'application/json';
 /** A sweep that comes before the export's expiry (the database's clock ahead of the service's) tries again this much later. */
 const SWEEP_RETRY_MS = 60_000;
 
@@ -106,17 +103,43 @@ export async function createExport(tx: Queryable, scope: AccountScope, request: 
   return exportId;
 }
 
+/**
+ * A ready file: the media types it can be sent as, the stored one first, and how to read it as
+ * one of them (`compressed` when the stream is gzip-compressed, as stored).
+ */
+export interface ExportDownload {
+  types: readonly string[];
+  read(type: string): { stream: Readable; compressed: boolean };
+}
+
 /** What a poll answers when it does not answer a problem. */
 export type PollAnswer =
   | { inProgress: true }
-  | { file: Readable; gzip: true; contentType: string }
+  | { file: ExportDownload }
   | { result: Record<string, number> };
+
+/**
+ * The forms of a stored file (SPEC §4.7, EXP-37 to EXP-40): the event export's JSON; the other
+ * files' CSV, or the same rows as an Excel workbook, and for the segment export as JSON too. The
+ * other forms are produced from the stored CSV while they are sent (docs/exports.md "Excel and
+ * JSON forms": nothing more is stored, and the rows are the CSV's by construction).
+ */
+function downloadOf(files: FileStore, kind: q.ExportRowDb['kind'], key: string): ExportDownload {
+  const types = kind === 'events' ? [JSON_TYPE] : kind === 'segments' ? [CSV_TYPE, XLSX_TYPE, JSON_TYPE] : [CSV_TYPE, XLSX_TYPE];
+  return {
+    types,
+    read(type) {
+      if (type === types[0]) return { stream: files.read(key), compressed: true };
+      return { stream: (type === XLSX_TYPE ? xlsxFromCsv : jsonFromCsv)(files.read(key)), compressed: false };
+    },
+  };
+}
 
 /**
  * A poll of an export (SPEC §3.3; ENDPOINTS.md "Facts"). The first form answers 404 while in
  * progress and 410 for an id that is unknown or no longer available; the v2 form answers
  * `inProgress` (202), 404 for an unknown id and 410 for one no longer available. A failed export
- * answers 503 in both. A ready file export answers its file, gzip-compressed as stored.
+ * answers 503 in both. A ready file export answers its file, in the forms it can be sent in.
  */
 export async function pollExport(db: Queryable, files: FileStore, scope: AccountScope, exportId: string, form: 'v1' | 'v2'): Promise<PollAnswer> {
   requireAllSections(scope, 'downloading a data export');
@@ -140,7 +163,7 @@ export async function pollExport(db: Queryable, files: FileStore, scope: Account
       if (row.file_key === null) return { result: row.result! };
       // A file removed behind the sweeper's back (the store emptied by hand) is gone too.
       if (!(await files.exists(row.file_key))) throw gone;
-      return { file: files.read(row.file_key), gzip: true, contentType: row.kind === 'events' ? JSON_TYPE : CSV_TYPE };
+      return { file: downloadOf(files, row.kind, row.file_key) };
   }
 }
 
