@@ -268,6 +268,38 @@ export async function embeddedDatabaseUrl(dataDir: string): Promise<string> {
 
 // ---- Measuring ----
 
+export interface Memory { rssKb: number; hwmKb: number }
+
+export async function memoryOf(pid: number): Promise<Memory | undefined> {
+  const status = await fs.readFile(`/proc/${pid}/status`, 'utf8').catch(() => undefined);
+  if (!status) return undefined;
+  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') };
+}
+
+/** Samples VmRSS of `pid` every `intervalMs` until stopped: the peak, and the peak of each phase. */
+export function sampleMemory(pid: number, intervalMs: number) {
+  const peaks = new Map<string, number>();
+  let phase = 'before';
+  let peakKb = 0;
+  let samples = 0;
+  let busy = false;
+  const timer = setInterval(() => {
+    if (busy) return;
+    busy = true;
+    void memoryOf(pid).then((m) => {
+      if (!m || !Number.isFinite(m.rssKb)) return;
+      samples++;
+      peakKb = Math.max(peakKb, m.rssKb);
+      peaks.set(phase, Math.max(peaks.get(phase) ?? 0, m.rssKb));
+    }).finally(() => { busy = false; });
+  }, intervalMs);
+  return {
+    phase(name: string) { phase = name; },
+    stop() { clearInterval(timer); return { peakKb, peaks, samples }; },
+  };
+}
+
 /** [pid, parent pid, CPU ms] of every process, from /proc; empty where there is no /proc. */
 async function processes(): Promise<[number, number, number][]> {
   const pids = (await fs.readdir('/proc').catch(() => [] as string[])).filter((d) => /^\d+$/.test(d));
@@ -282,7 +314,7 @@ async function processes(): Promise<[number, number, number][]> {
 }
 
 /** CPU time (ms) so far of a process and, apart, of all its descendants (for the audience server: its PostgreSQL). */
-async function cpuMsOf(pid: number | undefined): Promise<{ own: number; descendants: number } | undefined> {
+export async function cpuMsOf(pid: number | undefined): Promise<{ own: number; descendants: number } | undefined> {
   if (pid === undefined) return undefined;
   const all = await processes();
   const self = all.find(([p]) => p === pid);

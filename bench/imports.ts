@@ -35,7 +35,7 @@ import path from 'node:path';
 import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
-import { embeddedDatabaseUrl, log, onCleanup, request, runBench, sleep, startAudience, table, within, type Audience } from './harness.ts';
+import { embeddedDatabaseUrl, log, memoryOf, onCleanup, request, runBench, sampleMemory, sleep, startAudience, table, within, type Audience } from './harness.ts';
 
 const ROWS = Math.max(100, Number(process.env.BENCH_IMPORT_ROWS ?? 300_000));
 const BYTES = Number(process.env.BENCH_IMPORT_BYTES ?? 52_000_000);
@@ -104,38 +104,6 @@ async function writeCsv(file: string, prefix: string, rows: number, bytes: numbe
 }
 
 // ---- The server's process ----
-
-interface Memory { rssKb: number; hwmKb: number }
-
-async function memoryOf(pid: number): Promise<Memory | undefined> {
-  const status = await fs.readFile(`/proc/${pid}/status`, 'utf8').catch(() => undefined);
-  if (!status) return undefined;
-  const kb = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
-  return { rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') };
-}
-
-/** Samples VmRSS of `pid` every SAMPLE_MS until stopped: the peak, and the peak of each phase. */
-function sampleMemory(pid: number) {
-  const peaks = new Map<string, number>();
-  let phase = 'before';
-  let peakKb = 0;
-  let samples = 0;
-  let busy = false;
-  const timer = setInterval(() => {
-    if (busy) return;
-    busy = true;
-    void memoryOf(pid).then((m) => {
-      if (!m || !Number.isFinite(m.rssKb)) return;
-      samples++;
-      peakKb = Math.max(peakKb, m.rssKb);
-      peaks.set(phase, Math.max(peaks.get(phase) ?? 0, m.rssKb));
-    }).finally(() => { busy = false; });
-  }, SAMPLE_MS);
-  return {
-    phase(name: string) { phase = name; },
-    stop() { clearInterval(timer); return { peakKb, peaks, samples }; },
-  };
-}
 
 /** CPU ms (user + system) of a process and, apart, of its descendants (the embedded PostgreSQL, with its ended backends), from /proc. */
 async function cpuMs(pid: number): Promise<{ own: number; descendants: number }> {
@@ -284,7 +252,7 @@ async function runImport(server: Audience, setting: Setting, label: string, file
   await sleep(500);
   const rssBefore = (await memoryOf(pid))!.rssKb;
   const cpuBefore = await cpuMs(pid);
-  const sampler = sampleMemory(pid);
+  const sampler = sampleMemory(pid, SAMPLE_MS);
   sampler.phase('upload');
   log(`${label}: uploading ${(bytes / 1e6).toFixed(1)} MB (import ${created.import_id})`);
   const started = performance.now();

@@ -64,7 +64,7 @@ function formOf(value: unknown, prefix = ''): string[] {
 
 beforeAll(async () => {
   server = await TestServer.start();
-  const limits = Object.fromEntries(['requests_per_second', 'token_requests_per_minute', 'import_requests_per_minute', 'profile_export_requests_per_second', 'profile_key_operations_per_second', 'pending_imports'].map((n) => [n, null]));
+  const limits = Object.fromEntries(['requests_per_second', 'token_requests_per_minute', 'import_requests_per_minute', 'profile_export_requests_per_second', 'event_export_requests_per_minute', 'profile_key_operations_per_second', 'pending_imports'].map((n) => [n, null]));
   const creds = await server.login(SHOP, limits);
   token = creds.token;
   accountId = creds.accountId;

@@ -49,7 +49,7 @@ beforeAll(async () => {
   const creds = await server.createAccount(MANIFEST, {
     limits: {
       requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null, import_requests_per_minute: null, pending_imports: null,
-      profile_export_requests_per_second: null, pending_exports: null, export_downloads_per_minute: null,
+      profile_export_requests_per_second: null, event_export_requests_per_minute: null, pending_exports: null, export_downloads_per_minute: null,
     },
   });
   accountId = creds.accountId;
@@ -264,6 +264,9 @@ const OPERATIONS: Record<string, Operation> = {
     access: 'every-section', call: async (token) => server.request('POST', `/audience/profiles/export-single/${await exportKey()}`, { token, body: { callback_url: receiver.url() } }),
   },
   'GET /audience/profiles/export-single/accounts/{account_id}/definitions/{export_id}': { access: 'every-section', call: async (token) => server.request('GET', await readySingleExport(), { token }) },
+  'POST /audience/profiles/exports': {
+    access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/exports', { token, body: { attributes: [{ section_discriminator: ALPHA, attribute_version_id: ids[ALPHA].score }] } }),
+  },
   'GET /audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', await readyExport(), { token }) },
   'GET /v2/audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', `/v2${await readyExport()}`, { token }) },
 };

@@ -110,6 +110,7 @@ export const PROBLEMS = {
   'AUD-1909': { status: 400, title: 'Topics and channel go together' },
   'AUD-1920': { status: 400, title: 'Export key invalid' },
   'AUD-1921': { status: 400, title: 'Callback URL scheme not http or https' },
+  'AUD-1910': { status: 400, title: 'Event window ends before it starts' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

@@ -1,55 +1,17 @@
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { parse as parseCsv } from 'csv-parse/sync';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem, testDatabase, TestServer, type Response } from '../../test/app.ts';
+import { expectProblem, testDatabase, TestServer } from '../../test/app.ts';
+import {
+  type Account, BIG, BLOG, CH_EMAIL, CH_SMS, CH_WEB, CRM, CSV, DAILY, DAY, EMAIL, EXPORT, exportHelpers, MANIFEST, MEMBERS, NEWS, NO_LIMITS, pollPath, SHOP, sleep, SMS_OFFERS, V, v2, VIP,
+} from '../../test/exports.ts';
 import { startS3 } from '../../test/s3.ts';
 import { maySend } from '../consents/consents.ts';
-import type { Manifest } from '../definitions/schemas.ts';
-import { startWorker } from '../jobs/worker.ts';
 import { locate } from '../profiles/profiles.ts';
 import { accountScope } from '../services.ts';
-
-const V = 'com.vendor1';
-const SHOP = `${V}.sections.user-created.shop`;
-const BLOG = `${V}.sections.user-created.blog`;
-const EMAIL = `${V}.keyspaces.email`;
-const CRM = `${V}.keyspaces.crm-id`;
-const EXPORT = `${V}.keyspaces.export`;
-const CH_EMAIL = `${V}.channels.email`;
-const CH_SMS = `${V}.channels.sms`;
-const CH_WEB = `${V}.channels.web`;
-const NEWS = `${V}.topics.user-created.news`;
-const SMS_OFFERS = `${V}.topics.user-created.sms-offers`;
-const DAILY = `${V}.topics.user-created.daily`;
-const VIP = `${V}.tags.user-created.vip`;
-const BIG = `${V}.segments.user-created.big`;
-const MEMBERS = `${V}.segments.user-created.members`;
-const CSV = 'text/csv;charset=UTF-8;header=present';
-const DAY = 24 * 60 * 60 * 1000;
-/** Limits lifted for the tests that are not about them. */
-const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, profile_export_requests_per_second: null, export_downloads_per_minute: null, pending_exports: null, profile_key_operations_per_second: null };
-
-const MANIFEST: Manifest = {
-  sections: [{
-    name: 'Shop',
-    attributes: [
-      { name: 'Points', versions: [{ type: ['Number'] }] },
-      { name: 'Birthday', versions: [{ type: ['Date'] }] },
-      { name: 'Member', versions: [{ type: ['True/False'] }] },
-      { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
-    ],
-    tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
-    topics: [{ name: 'News' }, { name: 'SMS offers', channel: CH_SMS }, { name: 'Daily' }],
-  }, { name: 'Blog', topics: [{ name: 'Digest' }] }],
-  segments: [
-    { name: 'Big', section: SHOP, versions: [{ query: `section({section}).attribute({attribute:${V}.attributes.user-created.points}).gt(100)` }] },
-    { name: 'Members', section: SHOP, versions: [{ query: `section({section}).attribute({attribute:${V}.attributes.user-created.member}).eq(true)` }] },
-  ],
-};
 
 let server: TestServer;
 let db: pg.Pool;
@@ -61,91 +23,7 @@ afterAll(async () => {
   await server?.close();
   await db?.end();
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-interface Account { accountId: string; token: string; v: Record<string, string> }
-
-/** A new account with the manifest, and the current version id of each Shop attribute by its last name part ("points", "email" …). */
-async function account(limits: Record<string, number | null> = NO_LIMITS, manifest: Manifest = MANIFEST): Promise<Account> {
-  const { accountId, token } = await server.login(manifest, limits);
-  const attributes = (await server.request('GET', `/audience/sections/${SHOP}/attributes`, { token })).body.items as { discriminator: string; versions: { id: string }[] }[];
-  // Lists leave hidden attributes out: the version of Secret is read from the database.
-  const { rows } = await db.query("select v.version_id::text as id from attribute_versions v join attributes a using (account_id, attribute_id) where a.account_id = $1::bigint and a.hidden", [accountId]);
-  return { accountId, token, v: { ...Object.fromEntries(attributes.map((a) => [a.discriminator.split('.').pop()!, a.versions.at(-1)!.id])), hidden: rows[0].id } };
-}
-
-/** Asserts a success, with the body in the message when it is not. */
-async function ok(res: Promise<Response>, status: number): Promise<Response> {
-  const r = await res;
-  expect(r.status, r.text).toBe(status);
-  return r;
-}
-
-interface Person { points?: number; birthday?: string; member?: boolean; mobile?: string; vip?: boolean; consents?: [topic: string, channel: string, type: string][] }
-
-/** A profile keyed by its email address in Shop, with what `p` gives it, through the public API. */
-async function person(a: Account, email: string, p: Person = {}): Promise<string> {
-  const { token } = a;
-  const at = `/audience/keyspaces/${EMAIL}/profiles/${email}/sections/${SHOP}`;
-  await ok(server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP}/profiles`, { token, body: { profile_key: email } }), 201);
-  const values = Object.fromEntries(Object.entries({ points: p.points, birthday: p.birthday, member: p.member, mobile: p.mobile })
-    .filter(([, x]) => x !== undefined).map(([k, x]) => [k === 'mobile' ? `${V}.attributes.mobile` : `${V}.attributes.user-created.${k}`, x]));
-  if (Object.keys(values).length > 0) await ok(server.request('PATCH', `/v2${at}/attributes`, { token, body: values, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
-  if (p.vip) await ok(server.request('PATCH', `${at}/tags`, { token, body: { [VIP]: true }, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
-  for (const [topic, channel, type] of p.consents ?? []) {
-    const res = await server.request('POST', `/v2${at}/consents`, { token, body: { topic_discriminator: topic, channel_discriminator: channel, type, reason: 'test' } });
-    expect(res.status, res.text).toBeLessThan(300);
-  }
-  return email;
-}
-
-async function suppress(a: Account, channel: string, address: string): Promise<void> {
-  await ok(server.admin('PUT', `/admin/accounts/${a.accountId}/suppressions`, { channel_discriminator: channel, address, reason: 'Hard bounce' }), 204);
-}
-
-/** The poll path of a poll URL, and its v2 form. */
-const pollPath = (pollUrl: string) => new URL(pollUrl).pathname;
-const v2 = (pollUrl: string) => `/v2${pollPath(pollUrl)}`;
-
-async function requestExport(a: Account, body: unknown, kind = 'consents'): Promise<string> {
-  const res = await ok(server.request('POST', `/audience/profiles/reports/${kind}`, { token: a.token, body }), 201);
-  expect(res.body.poll_url).toMatch(/\/audience\/profiles\/reports\/[0-9a-f-]{36}$/);
-  return res.body.poll_url;
-}
-
-/** Waits (a few seconds at most) until the export is ready, polling its v2 form. */
-async function whenReady(a: Account, pollUrl: string): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const res = await server.request('GET', v2(pollUrl), { token: a.token });
-    if (res.status === 200) return;
-    expect(res.status, res.text).toBe(202);
-    await sleep(25);
-  }
-  throw new Error(`export ${pollUrl} not ready`);
-}
-
-/** A GET with exactly the headers given (fetch adds and undoes Accept-Encoding): status, headers and the body's bytes as sent. */
-function rawGet(path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    http.get(server.url + path, { headers }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    }).on('error', reject);
-  });
-}
-
-/** The file of a ready export, uncompressed (no Accept-Encoding), parsed: header and rows. */
-async function download(a: Account, pollUrl: string): Promise<{ header: string[]; rows: string[][] }> {
-  const res = await rawGet(pollPath(pollUrl), { authorization: `Bearer ${a.token}` });
-  expect(res.status, res.body.toString()).toBe(200);
-  expect(res.headers['content-type']).toBe(CSV);
-  expect(res.headers['content-encoding']).toBeUndefined();
-  const [header, ...rows] = parseCsv(res.body, { relax_column_count: false }) as string[][];
-  return { header, rows };
-}
+const { account, ok, person, suppress, requestExport, whenReady, rawGet, download, expectNothingQueued, holds, withoutWorker } = exportHelpers(() => ({ server, db }));
 
 async function exportFile(a: Account, body: unknown, kind = 'consents') {
   const pollUrl = await requestExport(a, body, kind);
@@ -158,20 +36,6 @@ async function countResult(a: Account, body: unknown): Promise<Record<string, nu
   const pollUrl = await requestExport(a, body, 'consents/count');
   await whenReady(a, pollUrl);
   return (await ok(server.request('GET', pollPath(pollUrl), { token: a.token }), 200)).body;
-}
-
-/** Nothing was stored or queued for the account. */
-async function expectNothingQueued(a: Account): Promise<void> {
-  const { rows } = await db.query('select (select count(*) from exports where account_id = $1::bigint)::int as exports, (select count(*) from jobs where account_id = $1::bigint)::int as jobs', [a.accountId]);
-  expect(rows[0]).toEqual({ exports: 0, jobs: 0 });
-}
-
-/** What a profile holds, read through the public API by its export key: attributes (version id → value) and tags. */
-async function holds(a: Account, exportKey: string) {
-  const at = `/audience/keyspaces/${EXPORT}/profiles/${exportKey}/sections/${SHOP}`;
-  const attributes = (await ok(server.request('GET', `${at}/attributes`, { token: a.token }), 200)).body as Record<string, unknown>;
-  const tags = (await ok(server.request('GET', `${at}/tags`, { token: a.token }), 200)).body as Record<string, boolean>;
-  return { attributes, tags };
 }
 
 /** The profile's matches, through the evaluation route. */
@@ -201,16 +65,6 @@ beforeAll(async () => {
   await suppress(shop, CH_EMAIL, 'CID@example.com');
   await suppress(shop, CH_SMS, '+4741234568');
 });
-
-/** Stops the worker for `work`, so that exports stay in progress, then starts it again. */
-async function withoutWorker<T>(work: () => Promise<T>): Promise<T> {
-  await server.worker!.stop();
-  try {
-    return await work();
-  } finally {
-    server.worker = await startWorker(server.services, (err) => console.error('job failed', err));
-  }
-}
 
 const segments = (filter?: string) => ({ timezone: 'Europe/Oslo', segment_discriminators: { big: BIG, members: MEMBERS }, ...(filter === undefined ? {} : { filter }) });
 

@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { pipeline, Readable } from 'node:stream';
+import { pipeline, Readable, type Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { stringify } from 'csv-stringify';
 import type pg from 'pg';
@@ -13,25 +13,23 @@ import { withTransaction, type Queryable } from '../store/pool.ts';
 import { consentCountResult, consentExportFile, planConsentCount, planConsentExport } from './by-consent.ts';
 import { planSegmentExport, segmentExportFile } from './by-segment.ts';
 import { duplicateExportFile, planDuplicateExport } from './duplicates.ts';
+import { eventExportDocument, planEventExport } from './events.ts';
+import { CSV_TYPE, JSON_TYPE, jsonFromCsv, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
 import type { ExportFile } from './plans.ts';
 import * as q from './queries.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody } from './schemas.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EventExportBody, SegmentExportBody } from './schemas.ts';
 
 /**
  * Exports and counts (SPEC §2.16, §3.3, §4.7; docs/exports.md): a request is checked and stored
- * with its job in one transaction; the worker writes its file (CSV, gzip-compressed in the file
- * store) or its result; its poll URL answers while it is in progress, serves it for one day once
- * ready, then answers 410, and a sweeper job removes the file.
+ * with its job in one transaction; the worker writes its file (CSV, or JSON for the event export,
+ * gzip-compressed in the file store) or its result; its poll URL answers while it is in progress,
+ * serves it for one day once ready, then answers 410, and a sweeper job removes the file.
  */
 
 export const EXPORT_JOB = 'export';
 export const EXPORT_SWEEP_JOB = 'export-sweep';
 /** SPEC §3.3, §8: a ready export is served for one day. */
 export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
-/** SPEC §4.7 (EXP-37): CSV with a header row. */
-export const CSV_TYPE = 'text/csv;charset=UTF-8;header=present';
-/** The single profile export's file. */
-const JSON_TYPE = 'application/json';
 /** A sweep that comes before the export's expiry (the database's clock ahead of the service's) tries again this much later. */
 const SWEEP_RETRY_MS = 60_000;
 
@@ -40,7 +38,8 @@ export type ExportRequest =
   | { kind: 'consents'; body: ConsentExportBody }
   | { kind: 'consents-count'; body: ConsentCountBody }
   | { kind: 'duplicates'; body: DuplicateExportBody }
-  | { kind: 'segments'; body: SegmentExportBody };
+  | { kind: 'segments'; body: SegmentExportBody }
+  | { kind: 'events'; body: EventExportBody };
 
 /** The request of a stored file or count export. Its body was checked against its kind's schema when it was created. */
 function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportRequest {
@@ -49,11 +48,12 @@ function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportReque
     case 'consents-count': return { kind: row.kind, body: row.request };
     case 'duplicates': return { kind: row.kind, body: row.request };
     case 'segments': return { kind: row.kind, body: row.request };
+    case 'events': return { kind: row.kind, body: row.request };
   }
 }
 
-/** What an export produces: a file (its header, its rows as a stream) or a count's result. */
-type Output = { file: ExportFile } | { result: Record<string, number> };
+/** What an export produces: a CSV file (its header, its rows as a stream), a JSON document (its text as a stream) or a count's result. */
+type Output = { file: ExportFile } | { document: AsyncIterable<string> } | { result: Record<string, number> };
 
 /**
  * Checks a request against the account's definitions (400 naming the field) and answers how to
@@ -77,6 +77,10 @@ function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.P
     case 'segments': {
       const p = planSegmentExport(scope, request.body);
       return { produce: async (pool) => ({ file: segmentExportFile(pool, scope, p) }) };
+    }
+    case 'events': {
+      const p = planEventExport(scope, request.body);
+      return { produce: async (pool) => ({ document: eventExportDocument(pool, scope, p) }) };
     }
   }
 }
@@ -107,16 +111,42 @@ export async function queueExport(tx: Queryable, scope: AccountScope, stored: Pi
   return exportId;
 }
 
+/**
+ * A ready file: the media types it can be sent as, the stored one first, and how to read it as
+ * one of them (`compressed` when the stream is gzip-compressed, as stored).
+ */
+export interface ExportDownload {
+  types: readonly string[];
+  read(type: string): { stream: Readable; compressed: boolean };
+}
+
 /** What a poll answers when it does not answer a problem. */
 export type PollAnswer = { inProgress: true } | ReadyAnswer;
 /** A ready export: its file, or a count's result. */
-export type ReadyAnswer = { file: Readable; gzip: true; contentType: string } | { result: Record<string, number> };
+export type ReadyAnswer = { file: ExportDownload } | { result: Record<string, number> };
+
+/**
+ * The forms of a stored file (SPEC §4.7, EXP-37 to EXP-40): the event export's and the single
+ * profile export's JSON; the other files' CSV, or the same rows as an Excel workbook, and for the segment export as JSON too. The
+ * other forms are produced from the stored CSV while they are sent (docs/exports.md "Excel and
+ * JSON forms": nothing more is stored, and the rows are the CSV's by construction).
+ */
+function downloadOf(files: FileStore, kind: q.ExportRowDb['kind'], key: string): ExportDownload {
+  const types = kind === 'events' || kind === 'single' ? [JSON_TYPE] : kind === 'segments' ? [CSV_TYPE, XLSX_TYPE, JSON_TYPE] : [CSV_TYPE, XLSX_TYPE];
+  return {
+    types,
+    read(type) {
+      if (type === types[0]) return { stream: files.read(key), compressed: true };
+      return { stream: (type === XLSX_TYPE ? xlsxFromCsv : jsonFromCsv)(files.read(key)), compressed: false };
+    },
+  };
+}
 
 /**
  * A poll of an export (SPEC §3.3; ENDPOINTS.md "Facts"). The first form answers 404 while in
  * progress and 410 for an id that is unknown or no longer available; the v2 form answers
  * `inProgress` (202), 404 for an unknown id and 410 for one no longer available. A failed export
- * answers 503 in both. A ready file export answers its file, gzip-compressed as stored. The
+ * answers 503 in both. A ready file export answers its file, in the forms it can be sent in. The
  * `single` form, the data URL of a single profile export, answers as the first one but 404 for
  * an unknown id; each form knows only its own exports.
  */
@@ -145,7 +175,7 @@ export async function pollExport(db: Queryable, files: FileStore, scope: Account
       if (row.file_key === null) return { result: row.result! };
       // A file removed behind the sweeper's back (the store emptied by hand) is gone too.
       if (!(await files.exists(row.file_key))) throw gone;
-      return { file: files.read(row.file_key), gzip: true, contentType: row.kind === 'single' ? JSON_TYPE : CSV_TYPE };
+      return { file: downloadOf(files, row.kind, row.file_key) };
   }
 }
 
@@ -157,12 +187,11 @@ export interface ExportDeps {
   scopeOf: (accountId: string) => Promise<AccountScope>;
 }
 
-/** Writes rows as a gzip-compressed CSV file with a header row, streamed into the store (never whole in memory). */
-async function writeCsv(files: FileStore, key: string, columns: string[], rows: AsyncIterable<unknown[]>): Promise<void> {
-  const source = Readable.from(rows);
+/** Writes what `source` reads, through `transforms`, gzip-compressed into the store: streamed, never whole in memory. */
+async function writeCompressed(files: FileStore, key: string, source: Readable, ...transforms: Transform[]): Promise<void> {
   const gzip = zlib.createGzip();
   // A failing read (the database, a broken cursor) fails the gzip stream, and so the store's write, which then keeps nothing.
-  pipeline(source, stringify({ header: true, columns, record_delimiter: 'windows' }), gzip, () => {});
+  pipeline([source, ...transforms, gzip], () => {});
   try {
     await files.put(key, gzip);
   } catch (err) {
@@ -192,7 +221,10 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
     let result: Record<string, number> | null = null;
     if ('file' in output) {
       fileKey = `exports/${accountId}/${exportId}.csv.gz`;
-      await writeCsv(deps.files, fileKey, output.file.columns, output.file.rows);
+      await writeCompressed(deps.files, fileKey, Readable.from(output.file.rows), stringify({ header: true, columns: output.file.columns, record_delimiter: 'windows' }));
+    } else if ('document' in output) {
+      fileKey = `exports/${accountId}/${exportId}.json.gz`;
+      await writeCompressed(deps.files, fileKey, Readable.from(output.document));
     } else {
       result = output.result;
     }

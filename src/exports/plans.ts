@@ -2,7 +2,7 @@ import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, type SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
 import { addressVersionId, maySendSql } from '../consents/consents.ts';
-import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
+import type { ChannelRow, SectionDefs, TagRow } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { compileQuery, segmentExpression } from '../segments/segments.ts';
@@ -17,24 +17,31 @@ export const EXPORT_KEY_COLUMN = 'exportKey';
 /** A file an export writes: its header, and its rows as they stream from the database. */
 export interface ExportFile { columns: string[]; rows: AsyncIterable<unknown[]> }
 
+/** Checks that a version is one of a visible attribute of the section (any of its versions); 400 naming `field` otherwise. */
+export function requireAttributeVersion(section: SectionDefs, versionId: string, field: string): void {
+  const attribute = section.attributes.find((x) => x.versions.some((v) => v.id === versionId));
+  if (!attribute) throw new Problem('AUD-1206', `${field}: attribute version "${versionId}" is not defined in section "${section.discriminator}"`);
+  if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
+}
+
+/** A visible tag of the section; 400 naming `field` otherwise. */
+export function visibleTag(section: SectionDefs, discriminator: string, field: string): TagRow {
+  const tag = section.tags.find((x) => x.discriminator === discriminator);
+  if (!tag || tag.hidden) throw new Problem('AUD-1218', `${field}: tag "${discriminator}" is not defined in section "${section.discriminator}"`);
+  return tag;
+}
+
 /** Attribute columns: any version of a visible attribute of the section (400 naming `attributes[i]` otherwise). */
 export function planAttributes(section: SectionDefs, attributes: AttributeColumn[] = []): { column: string; versionId: string }[] {
   return attributes.map((a, i) => {
-    const attribute = section.attributes.find((x) => x.versions.some((v) => v.id === a.attribute_version_id));
-    const field = `attributes[${i}].attribute_version_id`;
-    if (!attribute) throw new Problem('AUD-1206', `${field}: attribute version "${a.attribute_version_id}" is not defined in section "${section.discriminator}"`);
-    if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
+    requireAttributeVersion(section, a.attribute_version_id, `attributes[${i}].attribute_version_id`);
     return { column: a.field_name, versionId: a.attribute_version_id };
   });
 }
 
 /** Tag columns: visible tags of the section (400 naming `tags[i]` otherwise). */
 export function planTags(section: SectionDefs, tags: TagColumn[] = []): { column: string; tagId: string }[] {
-  return tags.map((t, i) => {
-    const tag = section.tags.find((x) => x.discriminator === t.tag_discriminator);
-    if (!tag || tag.hidden) throw new Problem('AUD-1218', `tags[${i}].tag_discriminator: tag "${t.tag_discriminator}" is not defined in section "${section.discriminator}"`);
-    return { column: t.field_name, tagId: tag.tag_id };
-  });
+  return tags.map((t, i) => ({ column: t.field_name, tagId: visibleTag(section, t.tag_discriminator, `tags[${i}].tag_discriminator`).tag_id }));
 }
 
 /** Topics of the section, as ids (400 naming `topic_discriminators[i]` otherwise). */
@@ -88,7 +95,7 @@ export function planSegments(scope: AccountScope, segments: SegmentsByNameOrQuer
   if (named.length === 0) throw new Problem('AUD-0', `segments.${stored ? 'segment_discriminators' : 'segment_definitions'}: name at least one segment`);
   const list = named.map(([name, text]) => {
     if (name === '') throw new Problem('AUD-0', 'segments: a segment name (a column of the file) must not be empty');
-    if (stored) return { name, expression: segmentExpression(scope.defs, text, `segments.segment_discriminators.${name}`) };
+    if (stored) return { name, expression: segmentExpression(scope.defs, { discriminator: text }, `segments.segment_discriminators.${name}`) };
     try {
       return { name, expression: compileQuery(scope.defs, text) };
     } catch (err) {

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import type { SqlValues } from '../aql/compile-sql.ts';
 import { cursorRows } from '../store/cursor.ts';
 import type { Queryable } from '../store/pool.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, SegmentExportBody, SingleExportRequest } from './schemas.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EventExportBody, SegmentExportBody, SingleExportRequest } from './schemas.ts';
 
 export type ExportStatus = 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
 
@@ -12,6 +12,7 @@ export type StoredRequest =
   | { kind: 'consents-count'; request: ConsentCountBody }
   | { kind: 'duplicates'; request: DuplicateExportBody }
   | { kind: 'segments'; request: SegmentExportBody }
+  | { kind: 'events'; request: EventExportBody }
   | { kind: 'single'; request: SingleExportRequest };
 
 export type ExportRowDb = StoredRequest & {
@@ -215,4 +216,61 @@ export function streamSegmentExportRows(pool: pg.Pool, values: SqlValues, sel: P
     ), ${chosen(values, 'wanted', sel.limit)}
     select ${cells(values, sel, { segments: false })} from chosen c order by c.profile_id`;
   return cursorRows(pool, { text, values: values.values });
+}
+
+/** What the statement of an event export selects; its SQL fragments bind their values in the statement's `values`. */
+export interface EventSelection {
+  /** Placeholder of the account id. */
+  account: string;
+  /** A predicate over the canonical profile `p` (compilePredicate); null for every profile. */
+  segment: string | null;
+  sectionIds: string[];
+  /** The values wanted, each with its section: `key` in the file, `stored` in the section's map of attributes (a version id) or of tags (a tag id). */
+  keys: { sectionId: string; key: string; stored: string; tag: boolean }[];
+  /** The cluster's events in the window, as a relation over the SQL of a canonical profile id (clusterEventsSql); null for none. */
+  events: ((profile: string) => string) | null;
+}
+
+/** A row of an event export: a profile's values in a section, or one of its events there. */
+export type EventExportRow =
+  | { kind: 'values'; exportKey: string; sectionId: string; attributes: Record<string, { value: unknown }> }
+  | { kind: 'event'; exportKey: string; sectionId: string; correlationId: string; eventTime: Date; versionId: string; createdAt: Date; data: unknown };
+
+/**
+ * Streams the rows of an event export through a cursor (never whole in memory): per canonical
+ * profile the segment selects (a merge cluster shows its cluster's values and its members'
+ * events), in the order of creation, per requested section in the order of its id, one row of
+ * values — the wanted attributes it has a value of (`{"value": …}`), the wanted tags it has set
+ * (`{"value": null}`) — then its events, oldest first.
+ */
+export async function* streamEventExportRows(pool: pg.Pool, values: SqlValues, sel: EventSelection): AsyncGenerator<EventExportRow> {
+  const { account } = sel;
+  const wanted = `unnest(${values.add(sel.keys.map((k) => k.sectionId), 'bigint[]')}, ${values.add(sel.keys.map((k) => k.key), 'text[]')}, ${values.add(sel.keys.map((k) => k.stored), 'text[]')}, ${values.add(sel.keys.map((k) => k.tag), 'boolean[]')}) w(section_id, key, stored, tag)`;
+  const events = sel.events ? `union all
+      select e.section_id, 1, e.event_time, e.event_id, null, e.correlation_id, e.version_id, e.created_at, e.data from (${sel.events('c.profile_id')}) e` : '';
+  const text = `with chosen as (
+      select p.profile_id, p.export_key from profiles p
+      where p.account_id = ${account} and p.canonical_id is null ${sel.segment === null ? '' : `and ${sel.segment}`}
+    )
+    select c.export_key, x.section_id::text, x.attributes, x.correlation_id, x.event_time, x.version_id::text, x.created_at, x.data
+    from chosen c cross join lateral (
+      select s.section_id, 0 as kind, null::timestamptz as event_time, null::bigint as event_id,
+        (select coalesce(jsonb_object_agg(w.key, jsonb_build_object('value', case when w.tag then null else d.attrs -> w.stored end)), '{}'::jsonb)
+         from ${wanted}
+         where w.section_id = s.section_id
+           and case when w.tag then d.tags -> w.stored = 'true'::jsonb else coalesce(jsonb_typeof(d.attrs -> w.stored), 'null') <> 'null' end) as attributes,
+        null::text as correlation_id, null::bigint as version_id, null::timestamptz as created_at, null::jsonb as data
+      from unnest(${values.add(sel.sectionIds, 'bigint[]')}) s(section_id)
+      left join lateral (
+        select coalesce(ps.cluster_attributes, ps.attributes) as attrs, coalesce(ps.cluster_tags, ps.tags) as tags
+        from profile_sections ps where ps.account_id = ${account} and ps.profile_id = c.profile_id and ps.section_id = s.section_id
+      ) d on true
+      ${events}
+    ) x
+    order by c.profile_id, x.section_id, x.kind, x.event_time, x.event_id`;
+  for await (const [exportKey, sectionId, attributes, correlationId, eventTime, versionId, createdAt, data] of cursorRows(pool, { text, values: values.values })) {
+    yield attributes === null
+      ? { kind: 'event', exportKey: exportKey as string, sectionId: sectionId as string, correlationId: correlationId as string, eventTime: eventTime as Date, versionId: versionId as string, createdAt: createdAt as Date, data }
+      : { kind: 'values', exportKey: exportKey as string, sectionId: sectionId as string, attributes: attributes as Record<string, { value: unknown }> };
+  }
 }

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { DateTime } from '../core/schemas.ts';
 import { SegmentChoice } from '../segments/schemas.ts';
 
 /** A column name of an export file. */
@@ -91,6 +92,36 @@ export const SegmentExportBody = Type.Object({
   limit: Limit,
 }, { additionalProperties: false });
 export type SegmentExportBody = Static<typeof SegmentExportBody>;
+
+/** The profile in segment event export (SPEC §2.16, §4.7): values and events of profiles across sections. */
+export const EventExportBody = Type.Object({
+  segment_filter: Type.Optional(Type.Object({
+    timezone: Timezone,
+    discriminator: Type.String({ description: 'A stored segment' }),
+    version_id: Type.Optional(Type.String({ description: 'A version of the segment; its latest when omitted' })),
+  }, { additionalProperties: false, description: 'Only the profiles that match this segment when the file is written; every profile of the account when omitted' })),
+  attributes: Type.Optional(Type.Array(Type.Object({
+    section_discriminator: Type.String({ description: 'Section of the attribute' }),
+    attribute_version_id: Type.String({ description: 'A version of a visible attribute of the section: the key of its value in the file' }),
+  }, { additionalProperties: false }), { maxItems: 75, description: 'At most 75 attributes; a request with no attribute and no tag exports no profile' })),
+  tags: Type.Optional(Type.Array(Type.Object({
+    section_discriminator: Type.String({ description: 'Section of the tag' }),
+    tag_discriminator: Type.String({ description: 'A visible tag of the section: the key of the tag in the file, present when it is set' }),
+  }, { additionalProperties: false }), { maxItems: 25, description: 'At most 25 tags' })),
+  events: Type.Optional(Type.Object({
+    start_at: DateTime,
+    end_at: Type.Optional(DateTime),
+    types: Type.Optional(Type.Array(Type.Object({
+      section_discriminator: Type.String({ description: 'Section of the event' }),
+      event_version_id: Type.String({ description: 'A version of a visible event of the section' }),
+    }, { additionalProperties: false }), { minItems: 1, description: 'Only events of these versions; every visible event of the sections of the attributes and tags when omitted' })),
+  }, { additionalProperties: false, description: 'The events of each profile with an event time from start_at (inclusive) to end_at (exclusive; one week after start_at when omitted); no events without it' })),
+}, { additionalProperties: false });
+export type EventExportBody = Static<typeof EventExportBody>;
+
+export const FileDownloadUrl = Type.Object({
+  file_download_url: Type.String({ description: 'The poll URL of the file (JSON): 404 while in progress, 200 when ready, 410 when gone, 503 when the export failed' }),
+});
 
 export const DownloadUrls = Type.Object({
   file_download_url: Type.String({ description: 'The poll URL of the file: 404 while in progress, 200 when ready, 410 when gone' }),

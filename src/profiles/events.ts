@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import type { SqlValues } from '../aql/compile-sql.ts';
 import { conforms, eventFieldsOf, grants, requireWrite } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -59,4 +60,12 @@ export async function listEvents(db: Queryable, scope: AccountScope, id: Identif
     items.push(item);
   }
   return rows.length === ROWS_READ ? { items, truncated: true } : { items };
+}
+
+/**
+ * The events of a cluster in a time window, as a relation of a statement over many profiles
+ * (exports): see clusterEventsRelation; the statement is in queries.ts.
+ */
+export function clusterEventsSql(values: SqlValues, target: { account: string; profile: string; versionIds: string[]; from: Date; to: Date }): string {
+  return q.clusterEventsRelation(values, target);
 }

@@ -1,3 +1,4 @@
+import type { SqlValues } from '../aql/compile-sql.ts';
 import { idArray } from '../store/arrays.ts';
 import type { Queryable } from '../store/pool.ts';
 
@@ -291,6 +292,21 @@ export async function listSectionEventsByProfiles(db: Queryable, accountId: stri
     [accountId, profileIds],
   );
   return rows;
+}
+
+/**
+ * The events of a cluster as a relation, for statements over many profiles (exports): those of the
+ * canonical profile whose id is the SQL `profile` and of its members, of the given versions, with
+ * an event time from `from` (inclusive) to `to` (exclusive). `account` is the placeholder of the
+ * account id. Columns: section_id, event_id, version_id, event_time, created_at, correlation_id, data.
+ */
+export function clusterEventsRelation(values: SqlValues, target: { account: string; profile: string; versionIds: string[]; from: Date; to: Date }): string {
+  const { account, profile } = target;
+  return `select e.section_id, e.event_id, e.version_id, e.event_time, e.created_at, e.correlation_id, e.data from profile_events e
+    where e.account_id = ${account}
+      and e.profile_id = any(array(select ${profile} union all select m.profile_id from profiles m where m.account_id = ${account} and m.canonical_id = ${profile}))
+      and e.version_id = any(${values.add(target.versionIds, 'bigint[]')})
+      and e.event_time >= ${values.add(target.from, 'timestamptz')} and e.event_time < ${values.add(target.to, 'timestamptz')}`;
 }
 
 /** A cluster's events of some versions, in any section, for evaluating segments. */

@@ -66,9 +66,12 @@ function segmentQuery(defs: Definitions, ref: SegmentRef, field: string): string
   return version.query;
 }
 
-/** The checked query of a stored segment's latest version, for statements over many profiles (exports); 400 naming `field` when there is no such segment. */
-export function segmentExpression(defs: Definitions, discriminator: string, field: string): Expression {
-  return storedExpression(defs, segmentQuery(defs, { discriminator }, field));
+/**
+ * The checked query of a stored segment at a version, or its latest, for statements over many
+ * profiles (exports); 400 naming `field` when there is no such segment or version.
+ */
+export function segmentExpression(defs: Definitions, ref: SegmentRef, field: string): Expression {
+  return storedExpression(defs, segmentQuery(defs, ref, field));
 }
 
 /**

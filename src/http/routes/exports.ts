@@ -7,24 +7,47 @@ import type { Services } from '../../services.ts';
 import type { ScopeOf } from '../plugins/profile-data.ts';
 import * as exports from '../../exports/exports.ts';
 import {
-  ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, PollUrl, ReportParams, SegmentExportBody, SingleExportBody, SingleExportFileParams, SingleExportParams,
+  ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, EventExportBody, FileDownloadUrl, PollUrl, ReportParams, SegmentExportBody,
+  SingleExportBody, SingleExportFileParams, SingleExportParams,
 } from '../../exports/schemas.ts';
 import * as single from '../../exports/single.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { responses } from '../schemas/problem.ts';
 
+/** The items of an Accept or Accept-Encoding header, lower-cased, each with its weight (RFC 9110 §12.4.2; 1 without a q). */
+function weighted(header: string | undefined): { name: string; q: number }[] {
+  return (header ?? '').split(',').map((part) => {
+    const [name, ...params] = part.split(';').map((p) => p.trim().toLowerCase());
+    const q = params.find((p) => p.startsWith('q='));
+    return { name, q: q === undefined ? 1 : Number(q.slice(2)) };
+  });
+}
+
 /** Whether an Accept-Encoding header takes gzip (RFC 9110 §12.5.3: a q of 0 refuses it). */
 function acceptsGzip(header: string | undefined): boolean {
-  const codings = (header ?? '').split(',').map((part) => {
-    const [name, ...params] = part.split(';').map((p) => p.trim());
-    const q = params.find((p) => p.toLowerCase().startsWith('q='));
-    return { name: name.toLowerCase(), q: q === undefined ? 1 : Number(q.slice(2)) };
-  });
+  const codings = weighted(header);
   const gzip = codings.find((c) => c.name === 'gzip' || c.name === 'x-gzip') ?? codings.find((c) => c.name === '*');
   return gzip !== undefined && gzip.q > 0;
 }
 
-/** Sends a ready export: compressed when the request takes gzip (EXP-36), else as it is. */
+/**
+ * The offered media type an Accept header prefers (RFC 9110 §12.5.1): each weighs as the most
+ * specific range that names it, and the heaviest wins, the default (the first offered) on a tie.
+ * A header that takes none of them gets the default rather than a 406: clients send
+ * `Accept: application/json` on every call (ENDPOINTS.md), and are answered the CSV as before.
+ */
+function preferredType(header: string | undefined, offered: readonly string[]): string {
+  if (header === undefined) return offered[0];
+  const ranges = weighted(header);
+  const weight = (type: string) => {
+    const essence = type.split(';')[0];
+    const range = ranges.find((r) => r.name === essence) ?? ranges.find((r) => r.name === `${essence.split('/')[0]}/*`) ?? ranges.find((r) => r.name === '*/*');
+    return range !== undefined && range.q > 0 ? range.q : 0;
+  };
+  return offered.reduce((best, type) => (weight(type) > weight(best) ? type : best));
+}
+
+/** Sends a ready export: in the form Accept prefers, compressed when the request takes gzip (EXP-36), else not. */
 function sendReady(request: FastifyRequest, reply: FastifyReply, answer: exports.ReadyAnswer): FastifyReply {
   const gzip = acceptsGzip(request.headers['accept-encoding']);
   reply.header('vary', 'accept-encoding');
@@ -33,11 +56,14 @@ function sendReady(request: FastifyRequest, reply: FastifyReply, answer: exports
     const json = Buffer.from(JSON.stringify(answer.result));
     return reply.type('application/json').send(gzip ? zlib.gzipSync(json) : json);
   }
-  reply.type(answer.contentType);
-  if (gzip) return reply.send(answer.file);
-  const plain = zlib.createGunzip();
-  pipeline(answer.file, plain, () => {});
-  return reply.send(plain);
+  const type = preferredType(request.headers.accept, answer.file.types);
+  if (answer.file.types.length > 1) reply.header('vary', 'accept, accept-encoding');
+  const { stream, compressed } = answer.file.read(type);
+  reply.type(type);
+  if (gzip === compressed) return reply.send(stream);
+  const recoded = gzip ? zlib.createGzip() : zlib.createGunzip();
+  pipeline(stream, recoded, () => {});
+  return reply.send(recoded);
 }
 
 /** Exports and counts (SPEC §4.7) and their poll URLs (SPEC §3.3), on the routes of ENDPOINTS.md "Exports and counts". */
@@ -46,6 +72,7 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const tags = ['exports'];
     const requests = { rateLimit: 'profile_export_requests_per_second' as const };
+    const eventRequests = { rateLimit: 'event_export_requests_per_minute' as const };
     const downloads = { rateLimit: 'export_downloads_per_minute' as const };
 
     /** Creates the export in one transaction and answers its id. */
@@ -105,7 +132,12 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
       return sendReady(request, reply, await single.readSingleExport(services.pool, services.files, await scopeOf(request), accountId, exportId));
     });
 
-    const ready = Type.Unknown({ description: 'The file (CSV) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip' });
+    app.post('/audience/profiles/exports', {
+      config: eventRequests,
+      schema: { summary: 'Profile in segment event export', tags, body: EventExportBody, response: responses({ 201: FileDownloadUrl }) },
+    }, async (request, reply) => reply.code(201).send({ file_download_url: pollUrl(await create(request, { kind: 'events', body: request.body })) }));
+
+    const ready = Type.Unknown({ description: 'The file (CSV, or Excel with Accept: application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, and for the segment export JSON with Accept: application/json; the event export\'s JSON) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip' });
     /** A poll of either form; only the v2 form answers "in progress" without a problem. */
     const poll = (form: 'v1' | 'v2') => async (request: FastifyRequest<{ Params: { report_id: string } }>, reply: FastifyReply) => {
       const answer = await exports.pollExport(services.pool, services.files, await scopeOf(request), request.params.report_id, form);
