@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../core/clock.ts';
+import { settleHeap } from '../core/heap.ts';
 import { createServices } from '../services.ts';
 import { createPool } from '../store/pool.ts';
 import type { ThreadData } from './thread.ts';
@@ -21,4 +22,6 @@ parentPort!.on('message', async (message) => {
   await pool.end();
   parentPort!.close();
 });
+// The start-up's garbage goes before the first job (src/core/heap.ts).
+settleHeap();
 parentPort!.postMessage('ready');
