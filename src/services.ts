@@ -46,7 +46,7 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
     await feed.close();
     throw err;
   });
-  const buckets = config.redisUrl ? new RedisBuckets(config.redisUrl, clock) : new MemoryBuckets(clock);
+  const buckets = config.redisUrl ? await RedisBuckets.connect(config.redisUrl, clock) : new MemoryBuckets(clock);
   const uploads = new UploadSigner({
     accessKey: 'audience',
     secret: crypto.createHmac('sha256', secrets.serverSecret).update('uploads').digest('hex'),
