@@ -38,7 +38,7 @@ export interface Load extends RequestData {
   /** Per-request variation, e.g. a random profile key in the path; see autocannon's `requests`. */
   requests?: AutocannonRequest[];
 }
-type Autocannon = (options: Load & { url: string; connections: number; duration: number; pipelining: number; timeout: number }) => Run;
+export type Autocannon = (options: Load & { url: string; connections: number; duration: number; pipelining: number; timeout: number }) => Run;
 
 const require = createRequire(import.meta.url);
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -87,7 +87,7 @@ export function printSetting(): void {
 
 const children: { child: ChildProcess; name: string; postmasterPidFile?: string }[] = [];
 const cleanupHooks: (() => Promise<void>)[] = [];
-let tempDir: string | undefined;
+const tempDirs: string[] = [];
 let cleaning: Promise<void> | undefined;
 
 export function sleep(ms: number): Promise<void> {
@@ -152,7 +152,7 @@ function cleanup(): Promise<void> {
   cleaning ??= (async () => {
     for (const hook of cleanupHooks) await within(10_000, 'clean-up', hook()).catch((err: Error) => log(`clean-up: ${err.message}`));
     await Promise.all(children.map((c) => stopChild(c, 30_000)));
-    if (tempDir) await fs.rm(tempDir, { recursive: true, force: true }).catch((err: Error) => log(`could not remove ${tempDir}: ${err.message}`));
+    for (const dir of tempDirs) await fs.rm(dir, { recursive: true, force: true }).catch((err: Error) => log(`could not remove ${dir}: ${err.message}`));
   })();
   return cleaning;
 }
@@ -208,53 +208,85 @@ export interface Audience extends Server {
   adminToken: string;
 }
 
+/** A program started by `startProgram`: its URL and pid, the temp `DATA_DIR`, and the operator token. */
+export interface Program extends Server {
+  dataDir: string;
+  adminToken: string;
+}
+
 /**
- * `node src/main.ts serve` with a new temp DATA_DIR (its own embedded PostgreSQL) on a free
- * loopback port; waits for /readyz, lifts the demo account's `lift` limits through the operator
- * API and gets a bearer token for it.
+ * `node src/main.ts <role>` (serve, api or worker) with a new temp DATA_DIR (its own embedded
+ * PostgreSQL) on a free loopback port; resolves once /readyz answers 200.
  */
-export async function startAudience(lift: string[] = ['requests_per_second', 'token_requests_per_minute']): Promise<Audience> {
-  tempDir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-bench-'));
+export async function startProgram(role: 'serve' | 'api' | 'worker' = 'serve'): Promise<Program> {
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-bench-'));
+  tempDirs.push(dataDir);
   // As root, the embedded PostgreSQL runs as the postgres user, which must traverse the data directory.
-  await fs.chmod(tempDir, 0o755);
+  await fs.chmod(dataDir, 0o755);
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const extraArgs = (process.env.BENCH_SERVER_ARGS ?? '').split(/\s+/).filter((a) => a !== '');
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: tempDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
   // Always the embedded database of the temp dir, never one the caller's environment points at.
   delete env.DATABASE_URL;
-  const child = spawn(NODE, [...extraArgs, 'src/main.ts', 'serve'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] });
-  children.push({ child, name: 'audience server', postmasterPidFile: path.join(tempDir, 'postgres', 'cluster', 'postmaster.pid') });
+  const child = spawn(NODE, [...extraArgs, 'src/main.ts', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] });
+  children.push({ child, name: `audience ${role}`, postmasterPidFile: path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid') });
   let exitCode: number | null | undefined;
   child.once('exit', (code) => { exitCode = code; });
 
   // Ready: /readyz answers 200 (the embedded PostgreSQL initialises its cluster first).
   const started = Date.now();
   for (;;) {
-    if (exitCode !== undefined) throw new Error(`audience server exited with ${exitCode} before it was ready`);
-    if (Date.now() - started > 90_000) throw new Error('audience server not ready within 90 s');
+    if (exitCode !== undefined) throw new Error(`audience ${role} exited with ${exitCode} before it was ready`);
+    if (Date.now() - started > 90_000) throw new Error(`audience ${role} not ready within 90 s`);
     const ready = await request(`${url}/readyz`).catch(() => undefined);
     if (ready?.status === 200) break;
     await sleep(250);
   }
-  log(`audience server ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  log(`audience ${role} ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
+  return { url, pid: child.pid, dataDir, adminToken };
+}
 
-  const demo = JSON.parse(await fs.readFile(path.join(tempDir, 'demo-credentials.json'), 'utf8')) as { account_id: string; client_id: string; client_secret: string };
-  const adminToken = (await fs.readFile(path.join(tempDir, 'admin-token'), 'utf8')).trim();
+/** Stops a program `startProgram` started (SIGTERM, so that it stops its PostgreSQL) and removes its temp dir. */
+export async function stopProgram(program: Program): Promise<void> {
+  const at = children.findIndex((c) => c.child.pid === program.pid);
+  if (at >= 0) {
+    await stopChild(children[at], 30_000);
+    children.splice(at, 1);
+  }
+  await fs.rm(program.dataDir, { recursive: true, force: true });
+  tempDirs.splice(tempDirs.indexOf(program.dataDir), 1);
+}
+
+/**
+ * `node src/main.ts serve` (see `startProgram`); lifts the demo account's `lift` limits through the
+ * operator API and gets a bearer token for it.
+ */
+export async function startAudience(lift: string[] = ['requests_per_second', 'token_requests_per_minute']): Promise<Audience> {
+  const program = await startProgram('serve');
+  const { url, dataDir, adminToken } = program;
+  const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8')) as { account_id: string; client_id: string; client_secret: string };
   const lifted = await request(`${url}/admin/accounts/${encodeURIComponent(demo.account_id)}`, {
     method: 'PATCH',
     headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
     body: JSON.stringify({ limits: Object.fromEntries(lift.map((l) => [l, null])) }),
   });
   if (lifted.status !== 200) throw new Error(`lifting the demo account's limits: ${lifted.status} ${lifted.text}`);
-  const issued = await request(`${url}/oauth/token`, {
+  const token = await demoToken(program);
+  return { ...program, token, accountId: demo.account_id };
+}
+
+/** A bearer token of the demo account of a program with the API (`POST /oauth/token`). */
+export async function demoToken(program: Program): Promise<string> {
+  const demo = JSON.parse(await fs.readFile(path.join(program.dataDir, 'demo-credentials.json'), 'utf8')) as { client_id: string; client_secret: string };
+  const issued = await request(`${program.url}/oauth/token`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ grant_type: 'client_credentials', client_id: demo.client_id, client_secret: demo.client_secret }),
   });
   if (issued.status !== 200) throw new Error(`token: ${issued.status} ${issued.text}`);
-  const token = (JSON.parse(issued.text) as { access_token: string }).access_token;
-  return { url, pid: child.pid, token, dataDir: tempDir, accountId: demo.account_id, adminToken };
+  return (JSON.parse(issued.text) as { access_token: string }).access_token;
 }
 
 /** The URL of the audience server's embedded PostgreSQL: password from DATA_DIR/postgres/password, port from postmaster.pid. */

@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { Config } from './config.ts';
 import { systemClock } from './core/clock.ts';
+import { settleHeap } from './core/heap.ts';
 import * as accounts from './accounts/accounts.ts';
 import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
@@ -128,6 +129,9 @@ export async function serve(config: Config, roles: { api: boolean; worker: boole
     // counters (durations, import rows) need an address.
     const app: App = await buildApp(services, { logger, operationsOnly: !roles.api, threadMetrics: worker?.metrics });
     started.push(() => app.close());
+    await app.ready();
+    // The start-up's garbage goes before the first request (src/core/heap.ts).
+    settleHeap();
     await app.listen({ port: config.port, host: config.host });
   } catch (err) {
     await stopStarted();

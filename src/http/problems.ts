@@ -1,8 +1,12 @@
-import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorObject } from 'ajv';
 import { Problem } from '../core/problems.ts';
+
+// Node's http module as CommonJS gives it: an ESM import of node:http builds the module's whole
+// namespace, whose lazy WebSocket getter loads Node's fetch implementation (undici; about 2 MB of
+// heap in every process, docs/benchmarks.md "Idle memory").
+const { STATUS_CODES } = process.getBuiltinModule('node:http');
 
 // The writing of problem documents (SPEC §7.1): domain code throws core's Problem; Fastify's own
 // errors (validation, body parsing, limits) are mapped here; anything else is a 500 that names

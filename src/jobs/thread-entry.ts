@@ -1,6 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../core/clock.ts';
-import { createServices } from '../services.ts';
+import { settleHeap } from '../core/heap.ts';
+import { createThreadServices } from '../services.ts';
 import { createPool } from '../store/pool.ts';
 import type { ThreadData } from './thread.ts';
 import { startWorker } from './worker.ts';
@@ -9,7 +10,7 @@ import { startWorker } from './worker.ts';
 const { config, databaseUrl, secrets } = workerData as ThreadData;
 // Each import lane and the job queue's listener hold a connection.
 const pool = createPool(databaseUrl, 6);
-const services = await createServices(config, pool, systemClock, secrets);
+const services = await createThreadServices(config, pool, systemClock, secrets);
 services.metrics.watchPool(pool, 'worker');
 const worker = await startWorker(services, (err) => console.error(JSON.stringify({ level: 50, msg: 'job failed', err: String((err as Error)?.stack ?? err) })));
 parentPort!.on('message', async (message) => {
@@ -21,4 +22,6 @@ parentPort!.on('message', async (message) => {
   await pool.end();
   parentPort!.close();
 });
+// The start-up's garbage goes before the first job (src/core/heap.ts).
+settleHeap();
 parentPort!.postMessage('ready');

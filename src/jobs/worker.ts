@@ -2,11 +2,11 @@ import { EXPORT_JOB, EXPORT_SWEEP_JOB, runExport, sweepExport, type ExportDeps }
 import { runSingleExport, sendReadyCallback, SINGLE_EXPORT_JOB, SINGLE_EXPORT_READY_JOB, type SingleExportDeps } from '../exports/single.ts';
 import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
-import { accountScope, type Services } from '../services.ts';
+import { accountScope, type ThreadServices } from '../services.ts';
 import { Worker } from './queue.ts';
 
 /** Starts the worker role: the handlers of every job kind. */
-export async function startWorker(services: Services, onError: (err: unknown) => void): Promise<Worker> {
+export async function startWorker(services: ThreadServices, onError: (err: unknown) => void): Promise<Worker> {
   const { pool, files, clock, metrics } = services;
   const scopeOf = (accountId: string) => accountScope(services, accountId);
   const exportDeps: ExportDeps = { pool, files, clock, scopeOf };

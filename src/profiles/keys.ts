@@ -1,5 +1,20 @@
-import { parsePhoneNumberFromString } from 'libphonenumber-js';
+import { createRequire } from 'node:module';
+import type { parsePhoneNumberFromString as ParsePhoneNumber } from 'libphonenumber-js';
 import { Problem } from '../core/problems.ts';
+
+const require = createRequire(import.meta.url);
+let parsePhoneNumber: typeof ParsePhoneNumber | undefined;
+
+/**
+ * libphonenumber-js (its default 'min' metadata, as before), loaded by the first mobile or sms key a
+ * thread meets: its 112 modules and metadata take about 2 MB of heap in each thread that loads
+ * them, and most processes never see a phone number (docs/benchmarks.md "Idle memory"). Loading
+ * it takes about 50 ms, once.
+ */
+function phoneParser(): typeof ParsePhoneNumber {
+  parsePhoneNumber ??= (require('libphonenumber-js') as { parsePhoneNumberFromString: typeof ParsePhoneNumber }).parsePhoneNumberFromString;
+  return parsePhoneNumber;
+}
 
 // A practical address check: one @, a local part and a dotted domain, no spaces (RFC 5321 limits).
 const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[^\s@"(),:;<>[\\\]]+\.[^\s@"(),:;<>[\\\].]{2,}$/;
@@ -23,7 +38,7 @@ export function normaliseKey(kind: string, raw: string, field = 'profile_key'): 
     case 'mobile':
     case 'sms': {
       const input = raw.trim().replace(/^00/, '+');
-      const phone = input.startsWith('+') ? parsePhoneNumberFromString(input) : undefined;
+      const phone = input.startsWith('+') ? phoneParser()(input) : undefined;
       if (!phone || !phone.isValid()) throw new Problem('AUD-1205', `${field} "${raw}" is not a valid mobile number in international form (+<country code><number>)`);
       return phone.number;
     }

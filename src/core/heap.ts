@@ -1,0 +1,32 @@
+import v8 from 'node:v8';
+import vm from 'node:vm';
+
+type Gc = (options: { type: 'major'; execution: 'sync'; flavor: 'last-resort' }) => void;
+
+/**
+ * Gives back the memory a thread's start-up took, once it is over: one full garbage collection
+ * that compacts and shrinks the heap (V8's "last resort" collection, as on a low-memory
+ * notification; 30–100 ms, before the thread takes any work).
+ *
+ * Loading and compiling the modules, migrating and building the routes allocate fast, so V8 grows
+ * the young generation to its limit (2 × 32 MB semi-spaces on a large machine) and keeps it: V8
+ * shrinks it only at a collection that sees a low allocation rate, and an idle server allocates
+ * too little to collect at all (V8's memory reducer keeps finding the start-up's "high" rate,
+ * docs/benchmarks.md "Idle memory"). Load grows it again as it needs; its limit is left as it is,
+ * since a smaller one costs requests.
+ *
+ * Node has no function for it without `--expose-gc`, so the flag is set for as long as it takes to
+ * create a context that holds V8's `gc`, and unset again: no other context gets it.
+ */
+export function settleHeap(): void {
+  let gc = (globalThis as { gc?: Gc }).gc;
+  if (typeof gc !== 'function') {
+    v8.setFlagsFromString('--expose-gc');
+    try {
+      gc = vm.runInNewContext('gc') as Gc;
+    } finally {
+      v8.setFlagsFromString('--no-expose-gc');
+    }
+  }
+  gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
+}
