@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -13,6 +14,8 @@ import { createPool } from '../src/store/pool.ts';
 import { startWorker } from '../src/jobs/worker.ts';
 import type { Worker } from '../src/jobs/queue.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
 
 /** A clock the test moves by hand. */
 export class TestClock {
@@ -212,4 +215,32 @@ export function metric(text: string, name: string, labels: Record<string, string
     if (Object.entries(labels).every(([k, v]) => seen[k] === v)) sum = (sum ?? 0) + Number(match[3]);
   }
   return sum;
+}
+
+/**
+ * `audience worker` in a process of its own, on this test file's database and the files of
+ * `dataDir` (those of the test's server); it serves its health and metrics on `port` (metrics
+ * token `worker-metrics`). Its output is added to `output`. A test kills it as it likes.
+ */
+export async function startWorkerProcess(dataDir: string, port: number, output: string[]): Promise<ChildProcess> {
+  const child = spawn(path.join(ROOT, 'node_modules/.bin/node'), ['src/main.ts', 'worker'], {
+    cwd: ROOT,
+    env: {
+      PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: await testDatabase(), DATA_DIR: dataDir,
+      PORT: String(port), HOST: '127.0.0.1',
+      SERVER_SECRET: 'test-server-secret', METRICS_TOKEN: 'worker-metrics', LOG_LEVEL: 'warn', DEMO_ACCOUNT: 'false',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.on('data', (d) => output.push(String(d)));
+  child.stderr!.on('data', (d) => output.push(String(d)));
+  return child;
+}
+
+/** Kills a child process with `signal` (if it still runs) and waits until it has exited. */
+export async function stopProcess(child: ChildProcess, signal: NodeJS.Signals): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill(signal);
+  await exited;
 }

@@ -217,18 +217,17 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
   const scope = await deps.scopeOf(accountId);
   try {
     const output = await plan(scope, requestOf(row)).produce(deps.pool);
-    let fileKey: string | null = null;
-    let result: Record<string, number> | null = null;
+    if ('result' in output) return await markExportReady(deps, accountId, exportId, { fileKey: null, result: output.result });
+    const fileKey = `exports/${accountId}/${exportId}.${'file' in output ? 'csv' : 'json'}.gz`;
+    // A job taken up again after its worker died (its lease ran out) writes the file from the
+    // start; what the dead worker had written of it, under a temporary name, goes first.
+    if (job.attempts > 1) await deps.files.remove(fileKey);
     if ('file' in output) {
-      fileKey = `exports/${accountId}/${exportId}.csv.gz`;
       await writeCompressed(deps.files, fileKey, Readable.from(output.file.rows), stringify({ header: true, columns: output.file.columns, record_delimiter: 'windows' }));
-    } else if ('document' in output) {
-      fileKey = `exports/${accountId}/${exportId}.json.gz`;
-      await writeCompressed(deps.files, fileKey, Readable.from(output.document));
     } else {
-      result = output.result;
+      await writeCompressed(deps.files, fileKey, Readable.from(output.document));
     }
-    await markExportReady(deps, accountId, exportId, { fileKey, result });
+    await markExportReady(deps, accountId, exportId, { fileKey, result: null });
   } catch (err) {
     return failExport(deps, job, exportId, err);
   }

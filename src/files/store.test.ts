@@ -120,6 +120,20 @@ describe.each(stores)('files in %s', (_name, open) => {
   });
 });
 
+describe('files in the local folder', () => {
+  it('removes with a file the partial files of writes of it whose process was killed, and no other file', async () => {
+    const store = new LocalFileStore(dir);
+    await store.put('killed/export.csv.gz', Readable.from(['whole\n']));
+    // What a killed process's write leaves: the key, its pid and time, ".partial".
+    await fs.writeFile(path.join(dir, 'killed', 'export.csv.gz.4242.1767225600000.partial'), 'half');
+    await fs.writeFile(path.join(dir, 'killed', 'export.csv.gz.other'), 'kept');
+    await store.put('killed/export.csv.gz.2', Readable.from(['kept\n']));
+    await fs.writeFile(path.join(dir, 'killed', 'export.csv.gz.2.4242.1767225600000.partial'), 'of another key');
+    await store.remove('killed/export.csv.gz');
+    expect((await fs.readdir(path.join(dir, 'killed'))).sort()).toEqual(['export.csv.gz.2', 'export.csv.gz.2.4242.1767225600000.partial', 'export.csv.gz.other']);
+  });
+});
+
 describe('files in an S3 bucket', () => {
   it('keep their key under the prefix of FILES_URL (path-style)', async () => {
     await openFileStore(readConfig({ FILES_URL: s3.filesUrl('some/prefix') })).put('imports/7/a b.csv', Readable.from(['here\n']));

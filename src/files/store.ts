@@ -13,7 +13,7 @@ export interface FileStore {
   /** Reads the file under `key` as a stream; a missing file is an error of the stream. */
   read(key: string): Readable;
   exists(key: string): Promise<boolean>;
-  /** Removes the file under `key`, if there is one. */
+  /** Removes the file under `key`, if there is one, and what an interrupted write of it left behind. */
   remove(key: string): Promise<void>;
 }
 
@@ -74,7 +74,18 @@ export class LocalFileStore implements FileStore {
     return fs.stat(this.pathOf(key)).then(() => true, () => false);
   }
 
+  /**
+   * Removes the file and the partial files of writes of it that never ended (their process was
+   * killed): a caller removes a key only when no write of it is going on, such as an export job
+   * taken up again after its worker died.
+   */
   async remove(key: string): Promise<void> {
-    await fs.rm(this.pathOf(key), { force: true });
+    const target = this.pathOf(key);
+    await fs.rm(target, { force: true });
+    const base = path.basename(target);
+    // Named as put names them: the key, the writer's pid and time, ".partial".
+    const isPartial = (name: string) => name.startsWith(`${base}.`) && /^\.\d+\.\d+\.partial$/.test(name.slice(base.length));
+    const names = await fs.readdir(path.dirname(target)).catch(() => [] as string[]);
+    await Promise.all(names.filter(isPartial).map((name) => fs.rm(path.join(path.dirname(target), name), { force: true })));
   }
 }

@@ -1,17 +1,15 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem as expectProblemDocument, metric, testDatabase, TestServer, type Response } from '../../test/app.ts';
+import { expectProblem as expectProblemDocument, metric, startWorkerProcess, stopProcess, testDatabase, TestServer, type Response } from '../../test/app.ts';
 import { startS3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { freePort } from '../store/embedded.ts';
 import { BATCH_ROWS } from './ingest.ts';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const V = 'com.vendor1';
 const S = `${V}.sections.user-created.shop`;
 const BLOG = `${V}.sections.user-created.blog`;
@@ -942,28 +940,12 @@ describe('a worker killed in the middle of an import', () => {
     api = await TestServer.start();
   });
   afterAll(async () => {
-    for (const child of children) {
-      if (child.exitCode === null && child.signalCode === null) {
-        child.kill('SIGKILL');
-        await new Promise((r) => child.once('exit', r));
-      }
-    }
+    for (const child of children) await stopProcess(child, 'SIGKILL');
     await api?.close();
   });
 
-  /** `audience worker` in a process of its own; it serves its health and metrics on `port`. */
-  async function startWorkerProcess(port: number): Promise<ChildProcess> {
-    const child = spawn(path.join(ROOT, 'node_modules/.bin/node'), ['src/main.ts', 'worker'], {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: await testDatabase(), DATA_DIR: api.services.config.dataDir,
-        PORT: String(port), HOST: '127.0.0.1',
-        SERVER_SECRET: 'test-server-secret', METRICS_TOKEN: 'worker-metrics', LOG_LEVEL: 'warn', DEMO_ACCOUNT: 'false',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout!.on('data', (d) => output.push(String(d)));
-    child.stderr!.on('data', (d) => output.push(String(d)));
+  async function startWorker(port: number): Promise<ChildProcess> {
+    const child = await startWorkerProcess(api.services.config.dataDir, port, output);
     children.push(child);
     return child;
   }
@@ -991,7 +973,7 @@ describe('a worker killed in the middle of an import', () => {
     expect((await status(a, c.import_id, S, api)).body.result.status).toBe('queued');
     expect((await db.query('select kind, payload from jobs where account_id = $1', [a.accountId])).rows).toEqual([{ kind: 'import', payload: { import_id: c.import_id } }]);
 
-    const first = await startWorkerProcess(await freePort());
+    const first = await startWorker(await freePort());
     let seen: { status: string; found: number } | undefined;
     for (let i = 0; i < 3000; i++) {
       seen = await progress(a, c.import_id);
@@ -999,8 +981,7 @@ describe('a worker killed in the middle of an import', () => {
       await sleep(10);
     }
     expect(seen!.found, output.join('')).toBeGreaterThan(0);
-    first.kill('SIGKILL');
-    await new Promise((r) => (first.exitCode !== null || first.signalCode !== null ? r(null) : first.once('exit', r)));
+    await stopProcess(first, 'SIGKILL');
     const atKill = await progress(a, c.import_id);
     // Killed in the middle: some batches committed, not all. The file's one keyspace gives two lanes.
     expect(atKill.found).toBeGreaterThan(0);
@@ -1012,7 +993,7 @@ describe('a worker killed in the middle of an import', () => {
     expect(mid.result.profiles_found).toBe(atKill.found);
 
     const secondPort = await freePort();
-    const second = await startWorkerProcess(secondPort);
+    const second = await startWorker(secondPort);
     const done = await finished(a, c.import_id, api, 1200);
     expect(done.result.status, output.join('')).toBe('completed');
     // The worker process serves the counters of its worker thread: the rows it committed, after
@@ -1022,8 +1003,7 @@ describe('a worker killed in the middle of an import', () => {
     expect(metric(metrics, 'audience_import_rows_total')).toBe(ROWS - atKill.found);
     expect(metric(metrics, 'audience_job_duration_seconds_count', { kind: 'import', outcome: 'completed' })).toBe(1);
     expect(metric(metrics, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);
-    second.kill('SIGTERM');
-    await new Promise((r) => (second.exitCode !== null || second.signalCode !== null ? r(null) : second.once('exit', r)));
+    await stopProcess(second, 'SIGTERM');
 
     const bad = ROWS / BAD_EVERY;
     const good = ROWS - bad;
