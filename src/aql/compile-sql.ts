@@ -88,8 +88,14 @@ export function requiredSections(expression: Expression): string[] {
  * `sectionRow` (with `clusters: false`, and a section of requiredSections) makes `p` the profile's
  * row of `profile_sections` in that section instead: its attribute terms are then conditions on
  * that row, and a count reads the section's rows alone, without the join with every profile.
+ *
+ * `perProfile` is for a predicate judged for every profile a statement reads (a column of an
+ * export's rows, or beside other terms under `or`), where PostgreSQL cannot join it as a set: an
+ * event term then looks up the events of the cluster's members by the index of events by profile,
+ * section and time. The set form (`p.profile_id in (…)`, correlated by the account) would be run
+ * again for every profile there, reading every event of the window each time.
  */
-export function compilePredicate(expression: Expression, options: { now: number; timeZone: string; clusters?: boolean; sectionRow?: string }, values: SqlValues): string {
+export function compilePredicate(expression: Expression, options: { now: number; timeZone: string; clusters?: boolean; sectionRow?: string; perProfile?: boolean }, values: SqlValues): string {
   if (options.sectionRow !== undefined && options.clusters !== false) throw new Error('sectionRow needs clusters: false');
   switch (expression.kind) {
     case 'and':
@@ -113,6 +119,11 @@ export function compilePredicate(expression: Expression, options: { now: number;
       for (const c of expression.conditions) where.push(condition('e.data', [], c, values));
       if (options.clusters === false) {
         return `exists (select 1 from profile_events e where e.account_id = p.account_id and e.profile_id = p.profile_id and ${where.join(' and ')})`;
+      }
+      if (options.perProfile) {
+        return `exists (select 1 from profile_events e where e.account_id = p.account_id
+          and e.profile_id = any(array(select p.profile_id union all select m.profile_id from profiles m where m.account_id = p.account_id and m.canonical_id = p.profile_id))
+          and ${where.join(' and ')})`;
       }
       return `p.profile_id in (select coalesce(m.canonical_id, e.profile_id) from profile_events e
         left join profiles m on m.account_id = e.account_id and m.profile_id = e.profile_id and m.canonical_id is not null

@@ -354,12 +354,14 @@ async function select(from: string, compile: (e: Expression, values: SqlValues) 
 }
 
 /**
- * What each predicate selects, compiled as for an account with clusters (`general`), and as the
- * count compiles it without clusters, which is the case of these populations: over the profiles
- * (`simple`), and, for a query that needs a section row, over that section's rows (`sectionRows`).
+ * What each predicate selects, compiled as for an account with clusters (`general`), as exports
+ * compile it to judge it profile by profile (`perProfile`), and as the count compiles it without
+ * clusters, which is the case of these populations: over the profiles (`simple`), and, for a query
+ * that needs a section row, over that section's rows (`sectionRows`).
  */
 async function selected(expressions: Expression[], now: number, timeZone: string) {
   const general = await select('profiles', (e, v) => compilePredicate(e, { now, timeZone }, v), expressions, () => 'p.canonical_id is null');
+  const perProfile = await select('profiles', (e, v) => compilePredicate(e, { now, timeZone, perProfile: true }, v), expressions, () => 'p.canonical_id is null');
   const simple = await select('profiles', (e, v) => compilePredicate(e, { now, timeZone, clusters: false }, v), expressions, () => 'p.canonical_id is null');
   const sectionRows: (Set<string> | undefined)[] = [];
   for (const e of expressions) {
@@ -367,7 +369,7 @@ async function selected(expressions: Expression[], now: number, timeZone: string
     sectionRows.push(section === undefined ? undefined
       : (await select('profile_sections', (x, v) => compilePredicate(x, { now, timeZone, clusters: false, sectionRow: section }, v), [e], (v) => `p.section_id = ${v.add(section, 'bigint')}`))[0]);
   }
-  return { general, simple, sectionRows };
+  return { general, perProfile, simple, sectionRows };
 }
 
 beforeAll(async () => {
@@ -413,6 +415,7 @@ async function compare(w: World, texts: string[], specs?: QuerySpec[]): Promise<
   return expressions.map((expression, i) => {
     // The forms for accounts without clusters select what the general one does.
     expect([...bySql.simple[i]].sort(), `without clusters: ${texts[i]}`).toEqual([...bySql.general[i]].sort());
+    expect([...bySql.perProfile[i]].sort(), `profile by profile: ${texts[i]}`).toEqual([...bySql.general[i]].sort());
     if (bySql.sectionRows[i]) expect([...bySql.sectionRows[i]!].sort(), `over section rows: ${texts[i]}`).toEqual([...bySql.general[i]].sort());
     if (bySql.sectionRows[i]) tally.sectionRows++;
     const disagreements: string[] = [];

@@ -124,7 +124,8 @@ export function profileSelection(
 ): ProfileSelection {
   const account = values.add(scope.accountId, 'bigint');
   const now = scope.now.getTime();
-  const segments = plan.segments.map((s) => compilePredicate(s.expression, { now, timeZone: plan.timeZone }, values));
+  // Each segment is a column of every row: judged profile by profile.
+  const segments = plan.segments.map((s) => compilePredicate(s.expression, { now, timeZone: plan.timeZone, perProfile: true }, values));
   const index = new Map(plan.segments.map((s, i) => [s.name, i]));
   const { filter, section, topicIds } = plan;
   return {
