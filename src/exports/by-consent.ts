@@ -95,7 +95,7 @@ export function consentExportFile(pool: pg.Pool, scope: AccountScope, plan: Cons
       EXPORT_KEY_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column), ...plan.segments.map((s) => s.name),
       ...plan.channels.map((c) => c.column), ...(plan.excludeUnsubscribed ? [SUBSCRIBED_COLUMN] : []),
     ],
-    rows: q.streamConsentExportRows(pool, values, selection),
+    rows: q.consentExportCsv(pool, values, selection),
   };
 }
 

@@ -48,6 +48,6 @@ export function segmentExportFile(pool: pg.Pool, scope: AccountScope, plan: Segm
   const selection = { ...base, known: known === null ? null : (profile: string) => knownProfileSql(scope, values, { account: base.account, profile, wanted: known }) };
   return {
     columns: [EXPORT_KEY_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column)],
-    rows: q.streamSegmentExportRows(pool, values, selection),
+    rows: q.segmentExportCsv(pool, values, selection),
   };
 }

@@ -66,6 +66,6 @@ export function duplicateExportFile(pool: pg.Pool, scope: AccountScope, plan: Du
       EXPORT_KEY_COLUMN, DUPLICATE_VALUE_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column),
       ...plan.segments.map((s) => s.name), ...plan.channels.map((c) => c.column),
     ],
-    rows: q.streamDuplicateExportRows(pool, values, selection),
+    rows: q.duplicateExportCsv(pool, values, selection),
   };
 }

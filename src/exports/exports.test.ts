@@ -345,6 +345,37 @@ describe('duplicate export', () => {
 describe('profile in segment export (beta)', () => {
   const WEB = `${V}.keyspaces.web`;
 
+  it('EXP-37, EXP-22: cells with line feeds, quotes, commas, backslashes and empty texts come back as they are; rows end with CRLF; a query constant with quotes and backslashes selects its profile', async () => {
+    const a = await account();
+    const texts = ['two\nlines', 'say "hi", then \'bye\'', '', 'back\\slash \\. and $1::text', '\\.', 'ünï €'];
+    for (const [i, text] of texts.entries()) {
+      await person(a, `tricky${i}@example.com`, { points: i });
+      await ok(server.request('PATCH', `/v2/audience/keyspaces/${EMAIL}/profiles/tricky${i}@example.com/sections/${SHOP}/attributes`, { token: a.token, body: { [`${V}.attributes.firstname`]: text }, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
+    }
+    const sectionId = (await ok(server.request('GET', '/audience/sections', { token: a.token }), 200)).body.items.find((x: { discriminator: string }) => x.discriminator === SHOP).id;
+    const exportOf = async (definition: string) => {
+      const res = await ok(server.request('POST', '/audience/profiles/reports/segments', {
+        token: a.token, body: { section_discriminator: SHOP, segment: { timezone: 'UTC', segment_definition: definition }, attributes: [{ field_name: 'name', attribute_version_id: a.v.firstname }, { field_name: 'points', attribute_version_id: a.v.points }] },
+      }), 201);
+      await whenReady(a, res.body.file_download_url);
+      const raw = await rawGet(pollPath(res.body.file_download_url), { authorization: `Bearer ${a.token}` });
+      expect(raw.status).toBe(200);
+      return raw.body.toString('utf8');
+    };
+    const all = await exportOf(`section(${sectionId}).attribute(${a.v.points}).gte(0)`);
+    const parsed = parseCsv(all) as string[][];
+    expect(parsed[0]).toEqual(['exportKey', 'name', 'points']);
+    expect(parsed.slice(1).map((r) => [r[1], r[2]])).toEqual(texts.map((t, i) => [t, String(i)]));
+    // Every record ends with CRLF; the line feed inside the first value stays a lone line feed.
+    expect(all.split('\r\n')).toHaveLength(texts.length + 2);
+    expect(all.match(/\n/g)).toHaveLength(texts.length + 2);
+    const quote = (t: string) => `"${t.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+    for (const [i, text] of texts.entries()) {
+      const one = parseCsv(await exportOf(`section(${sectionId}).attribute(${a.v.firstname}).eq(${quote(text)})`)) as string[][];
+      expect(one.slice(1).map((r) => r[2]), JSON.stringify(text)).toEqual([String(i)]);
+    }
+  });
+
   it('EXP-20, EXP-22: 201 with file_download_url and file_download_url_v2; known_profiles true, false or absent; the rows agree with the segment count and with what the profiles hold', async () => {
     const a = await account();
     await person(a, 'ann@example.com', { points: 150, vip: true });

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
-import { pipeline, Readable, type Transform } from 'node:stream';
+import { pipeline, Readable, Transform } from 'node:stream';
 import zlib from 'node:zlib';
-import { stringify } from 'csv-stringify';
+import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import type pg from 'pg';
 import type { Clock } from '../core/clock.ts';
 import { Problem } from '../core/problems.ts';
@@ -190,15 +190,63 @@ export interface ExportDeps {
 /** Writes what `source` reads, through `transforms`, gzip-compressed into the store: streamed, never whole in memory. */
 async function writeCompressed(files: FileStore, key: string, source: Readable, ...transforms: Transform[]): Promise<void> {
   const gzip = zlib.createGzip();
-  // A failing read (the database, a broken cursor) fails the gzip stream, and so the store's write, which then keeps nothing.
+  // A failing read (the database, a broken cursor or COPY) fails the gzip stream, and so the store's write, which then keeps nothing.
   pipeline([source, ...transforms, gzip], () => {});
   try {
     await files.put(key, gzip);
   } catch (err) {
-    // A failing write stops the read, whose cursor then gives its connection back.
+    // A failing write stops the read, which then gives its connection back.
     source.destroy();
     throw err;
   }
+}
+
+const LF = 0x0a;
+const QUOTE = 0x22;
+const CRLF = Buffer.from('\r\n');
+
+/**
+ * A CSV file from the rows COPY writes: the header row first, then the rows, each ended by `\r\n`
+ * (RFC 4180) where COPY ends it by `\n`. A line feed inside a quoted cell is part of the value
+ * and stays as it is: quotes open and close such cells (a quote inside one is doubled, which
+ * closes and opens again).
+ */
+function csvFile(columns: string[]): Transform {
+  let header: Buffer | null = Buffer.from(stringifyCsv([columns], { record_delimiter: 'windows' }));
+  let quoted = false;
+  return new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      const parts: Buffer[] = header ? [header] : [];
+      header = null;
+      let from = 0;
+      let nextQuote = chunk.indexOf(QUOTE);
+      for (let at = 0; at < chunk.length;) {
+        if (quoted) {
+          if (nextQuote === -1) break;
+          quoted = false;
+          at = nextQuote + 1;
+          nextQuote = chunk.indexOf(QUOTE, at);
+          continue;
+        }
+        const lf = chunk.indexOf(LF, at);
+        if (nextQuote !== -1 && (lf === -1 || nextQuote < lf)) {
+          quoted = true;
+          at = nextQuote + 1;
+          nextQuote = chunk.indexOf(QUOTE, at);
+          continue;
+        }
+        if (lf === -1) break;
+        parts.push(chunk.subarray(from, lf), CRLF);
+        from = at = lf + 1;
+      }
+      parts.push(chunk.subarray(from));
+      done(null, Buffer.concat(parts));
+    },
+    // A file without rows is its header.
+    flush(done) {
+      done(null, header ?? undefined);
+    },
+  });
 }
 
 /**
@@ -216,16 +264,17 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
   await q.setExportInProgress(deps.pool, accountId, exportId);
   const scope = await deps.scopeOf(accountId);
   try {
-    const output = await plan(scope, requestOf(row)).produce(deps.pool);
-    if ('result' in output) return await markExportReady(deps, accountId, exportId, { fileKey: null, result: output.result });
-    const fileKey = `exports/${accountId}/${exportId}.${'file' in output ? 'csv' : 'json'}.gz`;
+    const planned = plan(scope, requestOf(row));
+    const fileKey = row.kind === 'consents-count' ? null : `exports/${accountId}/${exportId}.${row.kind === 'events' ? 'json' : 'csv'}.gz`;
     // A job taken up again after its worker died (its lease ran out) writes the file from the
     // start; what the dead worker had written of it, under a temporary name, goes first.
-    if (job.attempts > 1) await deps.files.remove(fileKey);
+    if (fileKey !== null && job.attempts > 1) await deps.files.remove(fileKey);
+    const output = await planned.produce(deps.pool);
+    if ('result' in output) return await markExportReady(deps, accountId, exportId, { fileKey: null, result: output.result });
     if ('file' in output) {
-      await writeCompressed(deps.files, fileKey, Readable.from(output.file.rows), stringify({ header: true, columns: output.file.columns, record_delimiter: 'windows' }));
+      await writeCompressed(deps.files, fileKey!, output.file.rows, csvFile(output.file.columns));
     } else {
-      await writeCompressed(deps.files, fileKey, Readable.from(output.document));
+      await writeCompressed(deps.files, fileKey!, Readable.from(output.document));
     }
     await markExportReady(deps, accountId, exportId, { fileKey, result: null });
   } catch (err) {

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, type SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
@@ -14,8 +15,8 @@ import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 
 export const EXPORT_KEY_COLUMN = 'exportKey';
 
-/** A file an export writes: its header, and its rows as they stream from the database. */
-export interface ExportFile { columns: string[]; rows: AsyncIterable<unknown[]> }
+/** A file an export writes: its header, and its rows as CSV as they stream from the database (`\n` after each row). */
+export interface ExportFile { columns: string[]; rows: Readable }
 
 /** Checks that a version is one of a visible attribute of the section (any of its versions); 400 naming `field` otherwise. */
 export function requireAttributeVersion(section: SectionDefs, versionId: string, field: string): void {

@@ -1,5 +1,7 @@
+import type { Readable } from 'node:stream';
 import type pg from 'pg';
 import type { SqlValues } from '../aql/compile-sql.ts';
+import { copyCsvRows } from '../store/copy.ts';
 import { cursorRows } from '../store/cursor.ts';
 import type { Queryable } from '../store/pool.ts';
 import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EventExportBody, SegmentExportBody, SingleExportRequest } from './schemas.ts';
@@ -170,12 +172,12 @@ function chosenByConsent(values: SqlValues, sel: ConsentSelection): string {
 }
 
 /**
- * Streams the file rows of an export by consent through a cursor (never whole in memory), in the
+ * The file rows of an export by consent as CSV, streamed by COPY (never whole in memory), in the
  * order of the profiles' creation, with 1 for `subscribed` when unsubscribed profiles are excluded.
  */
-export function streamConsentExportRows(pool: pg.Pool, values: SqlValues, sel: ConsentSelection): AsyncGenerator<unknown[]> {
+export function consentExportCsv(pool: pg.Pool, values: SqlValues, sel: ConsentSelection): Readable {
   const text = `${chosenByConsent(values, sel)} select ${cells(values, sel, { segments: true, trailing: sel.excludeUnsubscribed ? ["'1'"] : [] })} from chosen c order by c.profile_id`;
-  return cursorRows(pool, { text, values: values.values });
+  return copyCsvRows(pool, { text, values: values.values });
 }
 
 /** The count of an export by consent: its rows, and per channel those whose address it would hold. */
@@ -186,13 +188,13 @@ export async function countConsentExport(db: Queryable, values: SqlValues, sel: 
 }
 
 /**
- * Streams the file rows of a duplicate export: of the profiles the filter selects, those whose
+ * The file rows of a duplicate export as CSV, streamed by COPY: of the profiles the filter selects, those whose
  * value of the attribute version is also another one's (texts compared trimmed and without case,
  * other values as JSON; no value or an empty text is never a duplicate), then at most `limit` of
  * them; ordered by that value, so that duplicates follow each other, then by creation. The value
  * comes right after the export key.
  */
-export function streamDuplicateExportRows(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { duplicateVersionId: string }): AsyncGenerator<unknown[]> {
+export function duplicateExportCsv(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { duplicateVersionId: string }): Readable {
   const value = `k.attrs -> ${values.add(sel.duplicateVersionId, 'text')}`;
   const text = `with ${selectedProfiles(values, sel)}, keyed as (
       select k.*, ${cell(value)} as dup_value,
@@ -202,20 +204,20 @@ export function streamDuplicateExportRows(pool: pg.Pool, values: SqlValues, sel:
       select * from (select d.*, count(*) over (partition by d.dup_key) as copies from keyed d where d.dup_key <> '') x where x.copies > 1
     ), ${chosen(values, 'duplicated', sel.limit)}
     select ${cells(values, sel, { leading: ['c.dup_value'], segments: true })} from chosen c order by c.dup_key, c.profile_id`;
-  return cursorRows(pool, { text, values: values.values });
+  return copyCsvRows(pool, { text, values: values.values });
 }
 
 /**
- * Streams the file rows of a profile in segment export: the profiles of its one segment, known or
+ * The file rows of a profile in segment export as CSV, streamed by COPY: the profiles of its one segment, known or
  * unknown only when `known` (a predicate over a profile id) is given, then at most `limit` of them,
  * in the order of their creation.
  */
-export function streamSegmentExportRows(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { known: ((profile: string) => string) | null }): AsyncGenerator<unknown[]> {
+export function segmentExportCsv(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { known: ((profile: string) => string) | null }): Readable {
   const text = `with ${selectedProfiles(values, sel)}, wanted as (
       select * from selected k ${sel.known ? `where ${sel.known('k.profile_id')}` : ''}
     ), ${chosen(values, 'wanted', sel.limit)}
     select ${cells(values, sel, { segments: false })} from chosen c order by c.profile_id`;
-  return cursorRows(pool, { text, values: values.values });
+  return copyCsvRows(pool, { text, values: values.values });
 }
 
 /** What the statement of an event export selects; its SQL fragments bind their values in the statement's `values`. */
