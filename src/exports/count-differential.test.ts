@@ -193,7 +193,7 @@ async function consentCount(token: string, body: unknown): Promise<Record<string
 }
 
 describe('the count by consent, the segment count and the evaluator agree', () => {
-  it('EXP-15 EXP-16 EXP-10: over generated populations, segments and filters', { timeout: 300_000 }, async () => {
+  it('EXP-07 EXP-15 EXP-16: over generated populations, segments and filters', { timeout: 300_000 }, async () => {
     let cases = 0;
     let selectedSome = 0;
     await fc.assert(fc.asyncProperty(

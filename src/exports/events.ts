@@ -109,7 +109,8 @@ export async function* eventExportDocument(pool: pg.Pool, scope: AccountScope, p
   const { segment, events } = plan;
   const rows = q.streamEventExportRows(pool, values, {
     account,
-    segment: segment ? compilePredicate(segment.expression, { now: scope.now.getTime(), timeZone: segment.timeZone }, values) : null,
+    // Judged profile by profile: under "or" the set form would be run again for every profile.
+    segment: segment ? compilePredicate(segment.expression, { now: scope.now.getTime(), timeZone: segment.timeZone, perProfile: true }, values) : null,
     sectionIds: plan.sectionIds,
     keys: [
       ...plan.attributes.map((a) => ({ sectionId: a.sectionId, key: a.versionId, stored: a.versionId, tag: false })),

@@ -122,6 +122,8 @@ function selectedProfiles(values: SqlValues, sel: ProfileSelection): string {
         from profile_sections ps where ps.account_id = p.account_id and ps.profile_id = p.profile_id and ps.section_id = ${section}
       ) d on true
       where p.account_id = ${sel.account} and p.canonical_id is null
+      -- A fence: the filter below reads the segment columns rather than judging the segments again.
+      offset 0
     ), selected as (
       select b.*${contactColumns} from base b ${filter === null ? '' : `where ${filter}`}
     )`;

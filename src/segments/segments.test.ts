@@ -359,7 +359,7 @@ describe('profile in segment count', () => {
     expect(await a.counted(spenders, null)).toBe(3);
   });
 
-  it('counts by stored discriminator (latest version) or by inline segment_definition', async () => {
+  it('EXP-23: counts by stored discriminator (latest version) or by inline segment_definition, answering 200 {profile_count} at once', async () => {
     const a = await account();
     for (const [key, t, s] of [['a@x.io', 'Gold', 5000], ['b@x.io', 'Gold', 500], ['c@x.io', 'Silver', 500], ['d@x.io', 'Silver', 5]] as const) {
       await a.create(EMAIL, key);
