@@ -185,15 +185,17 @@ export async function maySend(db: Queryable, scope: AccountScope, canonicalId: s
 }
 
 /**
- * maySend for a set of profiles, as a predicate of a statement over many (exports): SQL that holds
- * for the canonical profile whose id is the SQL `profile` when it may receive marketing on one of
- * the section's topics (ids) through the channel. `address` is the SQL of its value of the
- * channel's address attribute (addressVersionId) in the section, as text when it is a string;
- * `account` the placeholder of the account id. The rule is maySend's; the statement is in queries.ts.
+ * maySend for the profiles of a statement over many (exports), as SQL: `permitting`, a relation
+ * (profile_id, in its order) of the canonical profiles whose cluster shows a consent that permits
+ * marketing on one of the section's topics (ids) through the channel, for the statement to join;
+ * and `sendable(address)`, which holds when the SQL `address`, a profile's value of the channel's
+ * address attribute (addressVersionId) in the section as text, is an address that may be sent to.
+ * A profile may receive marketing when it is in `permitting` and its address is sendable.
+ * `account` is the placeholder of the account id. The rule is maySend's; the statement is in queries.ts.
  */
-export function maySendSql(scope: Pick<AccountScope, 'defs'>, values: SqlValues, target: { account: string; profile: string; address: string; section: SectionDefs; topicIds: string[]; channel: ChannelRow }): string {
-  return q.maySendPredicate(values, {
-    account: target.account, profile: target.profile, address: target.address, sectionId: target.section.id, topicIds: target.topicIds,
+export function maySendSql(scope: Pick<AccountScope, 'defs'>, values: SqlValues, target: { account: string; section: SectionDefs; topicIds: string[]; channel: ChannelRow }): { permitting: string; sendable: (address: string) => string } {
+  return q.maySendRelation(values, {
+    account: target.account, sectionId: target.section.id, topicIds: target.topicIds,
     channelId: target.channel.channel_id, addressKind: addressKeyspace(scope.defs, target.channel)?.kind, permitting: [...PERMITTING],
   });
 }

@@ -150,24 +150,28 @@ function comparableAddressSql(values: SqlValues, address: string, kind: string |
 }
 
 /**
- * maySend (consents.ts) as a predicate over many profiles, for statements that select sets
- * (exports): the canonical profile `profile` (SQL of its id) shows an opt-in or confirmed-opt-in
- * for one of the topics on the channel (per topic, its cluster's most recently modified consent),
- * its address on the channel (`address`, SQL of the section's address attribute value) is not
- * empty, and that address is not suppressed on the channel. `account` is the placeholder of the
- * account id; `addressKind` the kind of the keyspace of the channel's addresses.
+ * maySend (consents.ts) for statements over many profiles (exports), in two parts:
+ * `permitting`, a relation (profile_id) of the canonical profiles that show an opt-in or
+ * confirmed-opt-in for one of the topics on the channel (per topic, the most recently modified
+ * consent of any member of the cluster), in the order of profile_id, for the statement to join
+ * with its profiles; and `sendable(address)`, which holds when an address on the channel (SQL of
+ * the section's address attribute value) is not empty and not suppressed on the channel.
+ * `account` is the placeholder of the account id; `addressKind` the kind of the keyspace of the
+ * channel's addresses. (One pass over the consents, rather than a look-up per profile.)
  */
-export function maySendPredicate(values: SqlValues, target: { account: string; profile: string; address: string; sectionId: string; topicIds: string[]; channelId: string; addressKind: string | undefined; permitting: string[] }): string {
-  const { account, profile, address } = target;
+export function maySendRelation(values: SqlValues, target: { account: string; sectionId: string; topicIds: string[]; channelId: string; addressKind: string | undefined; permitting: string[] }): { permitting: string; sendable: (address: string) => string } {
+  const { account } = target;
   const channel = values.add(target.channelId, 'bigint');
-  return `(coalesce(${address}, '') <> '' and exists (
-      select 1 from (
-        select distinct on (c.topic_id) c.type from consents c
-        where c.account_id = ${account}
-          and c.profile_id = any(array(select ${profile} union all select m.profile_id from profiles m where m.account_id = ${account} and m.canonical_id = ${profile}))
-          and c.section_id = ${values.add(target.sectionId, 'bigint')} and c.channel_id = ${channel} and c.topic_id = any(${values.add(target.topicIds, 'bigint[]')})
-        order by c.topic_id, c.modified_at desc, c.profile_id
-      ) shown where shown.type = any(${values.add(target.permitting, 'text[]')}))
-    and not exists (select 1 from suppressions s where s.account_id = ${account} and s.channel_id = ${channel}
-      and s.address = ${comparableAddressSql(values, address, target.addressKind)}))`;
+  const profile = 'coalesce(m.canonical_id, c.profile_id)';
+  return {
+    permitting: `select shown.profile_id from (
+        select distinct on (${profile}, c.topic_id) ${profile} as profile_id, c.type
+        from consents c left join profiles m on m.account_id = c.account_id and m.profile_id = c.profile_id and m.canonical_id is not null
+        where c.account_id = ${account} and c.section_id = ${values.add(target.sectionId, 'bigint')} and c.channel_id = ${channel}
+          and c.topic_id = any(${values.add(target.topicIds, 'bigint[]')})
+        order by ${profile}, c.topic_id, c.modified_at desc, c.profile_id
+      ) shown where shown.type = any(${values.add(target.permitting, 'text[]')}) group by shown.profile_id order by shown.profile_id`,
+    sendable: (address) => `(coalesce(${address}, '') <> '' and not exists (select 1 from suppressions s where s.account_id = ${account} and s.channel_id = ${channel}
+      and s.address = ${comparableAddressSql(values, address, target.addressKind)}))`,
+  };
 }

@@ -4,12 +4,15 @@
  * evaluator"): over generated populations and generated stored segments, the count's
  * `profile_count` for a generated filter over the segments' names is the number of profiles for
  * which the filter, computed here over the evaluator's verdicts (the evaluation route), holds; and
- * the count of each segment alone is the one POST /audience/profiles/reports/segments/count gives.
+ * the count of each segment alone is the one POST /audience/profiles/reports/segments/count gives;
+ * and the count per channel is the number of those for which maySend (consents area, profile by
+ * profile) holds on one of the topics.
  *
  * Each fast-check run makes an account whose manifest holds three generated segments (attribute
  * and event terms, `&&` and `||`, event windows), stores a population straight into the database
  * (values sometimes missing or of another JSON type, profiles without a section row, events inside
- * and outside the windows, some profiles members of the first one's merge cluster), then asks the
+ * and outside the windows, some profiles members of the first one's merge cluster, consents on two
+ * topics given at different times, addresses written otherwise and some suppressed), then asks the
  * three through HTTP.
  */
 import fc from 'fast-check';
@@ -17,13 +20,18 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { testDatabase, TestServer } from '../../test/app.ts';
 import { exportHelpers, NO_LIMITS, pollPath, V } from '../../test/exports.ts';
+import { maySend } from '../consents/consents.ts';
 import type { Manifest } from '../definitions/schemas.ts';
+import { locate } from '../profiles/profiles.ts';
+import { accountScope } from '../services.ts';
 
 const RUNS = 25;
 const SHOP = `${V}.sections.user-created.shop`;
 const EXPORT = `${V}.keyspaces.export`;
 const CH_EMAIL = `${V}.channels.email`;
 const NEWS = `${V}.topics.user-created.news`;
+const OFFERS = `${V}.topics.user-created.offers`;
+const TYPES = ['opt-in', 'confirmed-opt-in', 'opt-out'] as const;
 const PURCHASE = `${V}.events.purchase`;
 const NAMES = ['big', 'fresh', 'buyer'] as const;
 const HOUR = 3_600_000;
@@ -111,8 +119,13 @@ interface Person {
   points: unknown; member: unknown; birthday: unknown;
   /** No row in the section at all (when it has no value either). */
   row: boolean;
-  /** Merged into the first profile (not the first itself): a member, whose events count for the first. */
+  /** Merged into the first profile (not the first itself): a member, whose events and consents count for the first. */
   merged: boolean;
+  /** Its email address (another case, white space around it, empty), and whether it is suppressed. */
+  email: string | undefined;
+  suppressed: boolean;
+  /** Email consents on News (0) or Offers (1), given that many minutes ago. */
+  consents: { topic: 0 | 1; type: (typeof TYPES)[number]; minutesAgo: number }[];
   purchases: { hoursAgo: number; amount: unknown }[];
 }
 const person: fc.Arbitrary<Person> = fc.record({
@@ -120,7 +133,10 @@ const person: fc.Arbitrary<Person> = fc.record({
   member: fc.option(fc.oneof({ weight: 5, arbitrary: fc.boolean() }, { weight: 1, arbitrary: fc.constantFrom('true', 1) }), { nil: undefined, freq: 4 }),
   birthday: fc.option(fc.constantFrom('1970-03-01', '1980-01-01', '1990-12-31', '1995-06-15', '2001-01-01', 'soon'), { nil: undefined, freq: 4 }),
   row: fc.boolean(),
-  merged: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+  merged: fc.oneof({ weight: 2, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+  email: fc.option(fc.constantFrom('a@x.io', 'B@X.io', ' c@x.io ', '', 'd@x.io'), { nil: undefined, freq: 5 }),
+  suppressed: fc.oneof({ weight: 4, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+  consents: fc.array(fc.record({ topic: fc.constantFrom(0 as const, 1 as const), type: fc.constantFrom(...TYPES), minutesAgo: fc.integer({ min: 0, max: 3 }) }), { maxLength: 4 }),
   // Hours ago: well inside or well outside the windows of 1, 7 and 30 days.
   purchases: fc.array(fc.record({ hoursAgo: fc.constantFrom(2, 30, 100, 300, 1000), amount: fc.oneof(fc.integer({ min: 0, max: 4 }), fc.constant('2')) }), { maxLength: 3 }),
 });
@@ -150,10 +166,25 @@ async function store(accountId: string, people: Person[], now: number): Promise<
   const profileOf = new Map(rows.map((r) => [r.export_key, r.profile_id]));
   for (const [i, p] of people.entries()) {
     const profile = profileOf.get(keys[i])!;
-    const values = Object.fromEntries(([['points', p.points], ['member', p.member], ['birthday', p.birthday]] as const)
-      .filter(([, x]) => x !== undefined).map(([name, x]) => [id('attribute', `${V}.attributes.user-created.${name}`), x]));
+    const values = Object.fromEntries(([['user-created.points', p.points], ['user-created.member', p.member], ['user-created.birthday', p.birthday], ['email', p.email]] as const)
+      .filter(([, x]) => x !== undefined).map(([name, x]) => [id('attribute', `${V}.attributes.${name}`), x]));
     if (p.row || Object.keys(values).length > 0) {
       await db.query('insert into profile_sections (account_id, profile_id, section_id, attributes) values ($1::bigint, $2::bigint, $3::bigint, $4)', [accountId, profile, section, values]);
+    }
+    for (const consent of p.consents) {
+      await db.query(
+        `insert into consents (account_id, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at)
+         select $1::bigint, $2::bigint, t.topic_id, c.channel_id, $3::bigint, $5, 'test', 'test', null, $6
+         from topics t, channels c where t.account_id = $1::bigint and t.discriminator = $4 and c.account_id = $1::bigint and c.discriminator = $7
+         on conflict (account_id, profile_id, topic_id, channel_id) do update set type = excluded.type, modified_at = excluded.modified_at`,
+        [accountId, profile, section, [NEWS, OFFERS][consent.topic], consent.type, new Date(now - consent.minutesAgo * 60_000), CH_EMAIL],
+      );
+    }
+    if (p.suppressed && p.email) {
+      await db.query(
+        `insert into suppressions (account_id, channel_id, address, reason) select $1::bigint, channel_id, $2, 'Hard bounce' from channels where account_id = $1::bigint and discriminator = $3 on conflict do nothing`,
+        [accountId, p.email.trim().toLowerCase(), CH_EMAIL],
+      );
     }
     for (const purchase of p.purchases) {
       await db.query(
@@ -174,7 +205,7 @@ const manifest = (queries: Query[]): Manifest => ({
     name: 'Shop',
     attributes: [{ name: 'Points', versions: [{ type: ['Number'] }] }, { name: 'Member', versions: [{ type: ['True/False'] }] }, { name: 'Birthday', versions: [{ type: ['Date'] }] }],
     events: [{ name: 'Purchase', discriminator: PURCHASE, versions: [{ type: [{ name: 'amount', type: 'Number' }] }] }],
-    topics: [{ name: 'News' }],
+    topics: [{ name: 'News' }, { name: 'Offers' }],
   }],
   segments: queries.map((q, i) => ({ name: NAMES[i], section: SHOP, versions: [{ query: render(q) }] })),
 });
@@ -193,23 +224,29 @@ async function consentCount(token: string, body: unknown): Promise<Record<string
 }
 
 describe('the count by consent, the segment count and the evaluator agree', () => {
-  it('EXP-07 EXP-15 EXP-16: over generated populations, segments and filters', { timeout: 300_000 }, async () => {
+  it('EXP-07 EXP-14 EXP-15 EXP-16 CONS-23: over generated populations, segments, filters and consents', { timeout: 300_000 }, async () => {
     let cases = 0;
     let selectedSome = 0;
+    let contacted = 0;
     await fc.assert(fc.asyncProperty(
       fc.tuple(query, query, query), fc.array(person, { minLength: 5, maxLength: 20 }), filter, fc.constantFrom('', ' ', '  '),
       async (queries, people, f, space) => {
         const { accountId, token } = await server.login(manifest(queries), NO_LIMITS);
         const keys = await store(accountId, people, server.clock.now);
-        // The evaluator's verdicts, through the evaluation route, per profile and segment.
+        // The evaluator's verdicts, through the evaluation route, per profile and segment; and
+        // maySend (consents area, profile by profile) on either topic by email.
+        const scope = await accountScope(server.services, accountId);
         const verdicts: Record<string, boolean>[] = [];
+        const sendable: boolean[] = [];
         for (const [i, key] of keys.entries()) {
           // Counted are canonical profiles: a member is judged as its cluster, through the first.
           if (people[i].merged && i > 0) continue;
           const res = await ok(server.request('POST', `/audience/keyspaces/${EXPORT}/profiles/${key}/evaluations`, { token, body: { segments: NAMES.map((n) => ({ discriminator: segmentOf(n) })), time_zone: 'UTC' } }), 200);
           verdicts.push(Object.fromEntries(NAMES.map((n) => [n, res.body.matches.segments[segmentOf(n)] as boolean])));
+          const { canonicalId } = await locate(server.services.pool, scope, { keyspace_discriminator: EXPORT, profile_key: key });
+          sendable.push(await maySend(server.services.pool, scope, canonicalId, NEWS, CH_EMAIL, SHOP) || await maySend(server.services.pool, scope, canonicalId, OFFERS, CH_EMAIL, SHOP));
         }
-        const base = { section_discriminator: SHOP, topic_discriminators: [NEWS], channels: [{ field_name: 'mail', channel_discriminator: CH_EMAIL }] };
+        const base = { section_discriminator: SHOP, topic_discriminators: [NEWS, OFFERS], channels: [{ field_name: 'mail', channel_discriminator: CH_EMAIL }] };
         const segments = Object.fromEntries(NAMES.map((n) => [n, segmentOf(n)]));
         // Each segment alone: the count by consent, the segment count route and the evaluator.
         for (const name of NAMES) {
@@ -225,8 +262,9 @@ describe('the count by consent, the segment count and the evaluator agree', () =
         const expected = verdicts.filter((v) => holds(f, v)).length;
         expect(filtered.profile_count, `filter ${text} over ${queries.map(render).join(' ; ')}`).toBe(expected);
         expect(filtered.total_profile_count).toBe(expected);
-        // Nobody here may be contacted: no consents were given.
-        expect(filtered.mail).toBe(0);
+        // Of them, those that may be contacted by email (CONS-23: suppression wins over consent).
+        expect(filtered.mail, `mail, filter ${text}`).toBe(verdicts.filter((v, i) => holds(f, v) && sendable[i]).length);
+        if (filtered.mail > 0) contacted++;
         const any = await consentCount(token, { ...base, segments: { timezone: 'UTC', segment_discriminators: segments } });
         expect(any.profile_count).toBe(verdicts.filter((v) => NAMES.some((n) => v[n])).length);
         cases++;
@@ -236,5 +274,6 @@ describe('the count by consent, the segment count and the evaluator agree', () =
     expect(cases).toBeGreaterThanOrEqual(RUNS);
     // Not vacuous: some filters selected some profiles and left others.
     expect(selectedSome).toBeGreaterThan(0);
+    expect(contacted).toBeGreaterThan(0);
   });
 });

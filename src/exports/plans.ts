@@ -134,10 +134,7 @@ export function profileSelection(
     sectionId: section.id,
     segments,
     filter: filter ? (column) => filterSql(filter, (name) => column(index.get(name)!)) : null,
-    channels: plan.channels.map((c) => ({
-      addressVersionId: c.addressVersionId,
-      maySend: (profile, address) => maySendSql(scope, values, { account, profile, address, section, topicIds, channel: c.channel }),
-    })),
+    channels: plan.channels.map((c) => ({ addressVersionId: c.addressVersionId, ...maySendSql(scope, values, { account, section, topicIds, channel: c.channel }) })),
     attributes: file.attributes.map((a) => a.versionId),
     tags: file.tags.map((t) => t.tagId),
     limit: file.limit,

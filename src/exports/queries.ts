@@ -87,8 +87,8 @@ export interface ProfileSelection {
   segments: string[];
   /** Which profiles, as SQL over the segment columns named by `column`; null for every profile. */
   filter: ((column: (index: number) => string) => string) | null;
-  /** Per channel: the attribute version of its addresses, and maySendSql over a profile id and its address. */
-  channels: { addressVersionId: string; maySend: (profile: string, address: string) => string }[];
+  /** Per channel: the attribute version of its addresses, and maySendSql's relation of the profiles with a permitting consent and its test of an address. */
+  channels: { addressVersionId: string; permitting: string; sendable: (address: string) => string }[];
   /** Attribute version ids and tag ids of the file's columns. */
   attributes: string[];
   tags: string[];
@@ -113,7 +113,9 @@ function selectedProfiles(values: SqlValues, sel: ProfileSelection): string {
     return `, case when jsonb_typeof(d.attrs -> ${v}) = 'string' then d.attrs ->> ${v} end as a${i}`;
   }).join('');
   const filter = sel.filter ? sel.filter((i) => `b.s${i}`) : null;
-  const contactColumns = sel.channels.map((c, i) => `, ${c.maySend('b.profile_id', `b.a${i}`)} as c${i}`).join('');
+  const contactColumns = sel.channels.map((c, i) => `, (k${i}.profile_id is not null and ${c.sendable(`b.a${i}`)}) as c${i}`).join('');
+  // Joined in the order of profile_id, as base comes, so that rows keep that order.
+  const permitting = sel.channels.map((c, i) => ` left join (${c.permitting}) k${i} on k${i}.profile_id = b.profile_id`).join('');
   return `base as (
       select p.profile_id, p.export_key, d.attrs, d.tags, d.updated_at${segmentColumns}${addressColumns}
       from profiles p
@@ -125,7 +127,7 @@ function selectedProfiles(values: SqlValues, sel: ProfileSelection): string {
       -- A fence: the filter below reads the segment columns rather than judging the segments again.
       offset 0
     ), selected as (
-      select b.*${contactColumns} from base b ${filter === null ? '' : `where ${filter}`}
+      select b.*${contactColumns} from base b${permitting} ${filter === null ? '' : `where ${filter}`}
     )`;
 }
 
