@@ -378,7 +378,8 @@ describe('crashes, restarts and a data directory in use', () => {
       if (crashing.child?.exitCode === null) await crashing.stop('SIGTERM');
       await fs.rm(dir, { recursive: true, force: true });
     }
-  });
+    // Six starts, five of them with PostgreSQL's crash recovery: a loaded machine took over 30 s.
+  }, 120_000);
 
   it('refuses a second program on a data directory in use, naming the owner, and leaves the first one serving', async () => {
     const second = await failedStart(dataDir, await freePort());
