@@ -14,6 +14,9 @@ import {
 /** SPEC §8: the activity lists answer the 500 most recent. */
 export const RECENT_ACTIVITIES = 500;
 
+/** What an operator's write needs of the account's scope (a manifest applies without a request's). */
+export type WriteScope = Pick<AccountScope, 'accountId' | 'defs' | 'now' | 'caller'>;
+
 /** The service's own settings an activity write needs: the vendor word of built-in identifiers, and the feed that announces new definitions. */
 export interface ActivityWriter { feed: ChangeFeed; vendor: string }
 
@@ -32,7 +35,7 @@ function toActivity(row: q.ActivityRow, section: Pick<SectionDefs, 'discriminato
   };
 }
 
-function sectionById(scope: AccountScope, sectionId: string): SectionDefs {
+function sectionById(scope: Pick<AccountScope, 'defs'>, sectionId: string): SectionDefs {
   return scope.defs.sections.find((s) => s.id === sectionId)!;
 }
 
@@ -73,7 +76,7 @@ function detailsOf(input: ActivityInput): Record<string, unknown> {
  * `created_at` stays unless given. A section gets the built-in event types of activities with its
  * first one. Answers the activity and whether it was created.
  */
-export async function putActivity(tx: Queryable, scope: AccountScope, writer: ActivityWriter, id: string | undefined, input: ActivityInput): Promise<{ activity: Activity; created: boolean }> {
+export async function putActivity(tx: Queryable, scope: WriteScope, writer: ActivityWriter, id: string | undefined, input: ActivityInput): Promise<{ activity: Activity; created: boolean }> {
   const section = sectionOf(scope, input.section_discriminator);
   const details = detailsOf(input);
   if (input.created_at !== undefined && input.sent_at && Date.parse(input.sent_at) < Date.parse(input.created_at)) {
@@ -107,7 +110,7 @@ export async function putActivity(tx: Queryable, scope: AccountScope, writer: Ac
 }
 
 /** Gives the section the built-in event types of activities once it has one whose events they record. */
-async function installEventTypes(tx: Queryable, scope: AccountScope, writer: ActivityWriter, section: SectionDefs, kind: ActivityKind, details: Record<string, unknown>): Promise<void> {
+async function installEventTypes(tx: Queryable, scope: WriteScope, writer: ActivityWriter, section: SectionDefs, kind: ActivityKind, details: Record<string, unknown>): Promise<void> {
   if (channelOf({ kind, form_type: details.form_type as Activity['form_type'] })) await installActivityEventTypes(tx, writer.feed, writer.vendor, scope.accountId, section);
 }
 
@@ -126,7 +129,7 @@ export async function archiveActivity(tx: Queryable, scope: AccountScope, activi
 }
 
 /** Every activity of the account for the operator, archived ones included, newest first; optionally of one section or kind. */
-export async function listAllActivities(db: Queryable, scope: AccountScope, filter: { section_discriminator?: string; kind?: ActivityKind }): Promise<Activity[]> {
+export async function listAllActivities(db: Queryable, scope: Pick<AccountScope, 'accountId' | 'defs' | 'caller'>, filter: { section_discriminator?: string; kind?: ActivityKind }): Promise<Activity[]> {
   const sectionId = filter.section_discriminator === undefined ? undefined : sectionOf(scope, filter.section_discriminator).id;
   const rows = await q.listActivities(db, scope.accountId, { sectionId, kind: filter.kind, archived: true, limit: 100_000 });
   return rows.map((r) => toActivity(r, sectionById(scope, r.section_id)));
