@@ -84,12 +84,12 @@ export interface EventWrite {
 }
 
 /**
- * Records a batch of events in one statement: the events not recorded before, the profiles new to
- * an activity and type, and the counters grown by both (in key order, so that concurrent batches
- * lock counter rows in the same order). Answers the events it recorded.
+ * Records a batch of events and the profiles new to an activity and type, in one statement.
+ * Answers the events it recorded, and per activity and type how many events and profiles that
+ * adds to the counters.
  */
-export async function recordEvents(db: Queryable, accountId: string, events: EventWrite[], serverTime: Date): Promise<{ activity_id: string; type: string; correlation_id: string }[]> {
-  const { rows } = await db.query<{ activity_id: string; type: string; correlation_id: string }>(
+export async function recordEvents(db: Queryable, accountId: string, events: EventWrite[], serverTime: Date): Promise<{ added: { activity_id: string; type: string; correlation_id: string }[]; counts: CounterRow[] }> {
+  const { rows } = await db.query<{ activity_id: string; type: string; correlation_id: string | null; events: string | null; profiles: string | null }>(
     `with input as (
        select * from json_to_recordset($2::json) as e(activity_id text, type text, correlation_id text, section_id bigint, profile_id bigint,
          event_time timestamptz, source_time timestamptz, split_id text, variation text, device text, location text,
@@ -107,17 +107,33 @@ export async function recordEvents(db: Queryable, accountId: string, events: Eve
        select distinct $1::bigint, activity_id, type, profile_id from added
        on conflict do nothing
        returning activity_id, type
-     ), grown as (
-       insert into activity_counters (account_id, activity_id, type, events, profiles)
-       select $1::bigint, e.activity_id, e.type, e.events, coalesce(r.profiles, 0)
-       from (select activity_id, type, count(*) as events from added group by 1, 2) e
-       left join (select activity_id, type, count(*) as profiles from recipients group by 1, 2) r using (activity_id, type)
-       order by 2, 3
-       on conflict (account_id, activity_id, type) do update
-         set events = activity_counters.events + excluded.events, profiles = activity_counters.profiles + excluded.profiles
      )
-     select activity_id, type, correlation_id from added`,
+     select activity_id, type, correlation_id, null::text as events, null::text as profiles from added
+     union all
+     select e.activity_id, e.type, null, e.events::text, coalesce(r.profiles, 0)::text
+     from (select activity_id, type, count(*) as events from added group by 1, 2) e
+     left join (select activity_id, type, count(*) as profiles from recipients group by 1, 2) r using (activity_id, type)`,
     [accountId, JSON.stringify(events), serverTime],
   );
-  return rows;
+  return {
+    added: rows.filter((r) => r.correlation_id !== null) as { activity_id: string; type: string; correlation_id: string }[],
+    counts: rows.filter((r) => r.correlation_id === null) as CounterRow[],
+  };
+}
+
+/**
+ * Adds to the counters, in key order so that concurrent batches lock counter rows in the same
+ * order. The last statement of a batch: the rows stay locked until it commits, and every batch
+ * of an activity needs them.
+ */
+export async function addToCounters(db: Queryable, accountId: string, counts: CounterRow[]): Promise<void> {
+  if (counts.length === 0) return;
+  await db.query(
+    `insert into activity_counters (account_id, activity_id, type, events, profiles)
+     select $1::bigint, c.activity_id, c.type, c.events, c.profiles from json_to_recordset($2::json) as c(activity_id text, type text, events bigint, profiles bigint)
+     order by 2, 3
+     on conflict (account_id, activity_id, type) do update
+       set events = activity_counters.events + excluded.events, profiles = activity_counters.profiles + excluded.profiles`,
+    [accountId, JSON.stringify(counts)],
+  );
 }
