@@ -287,6 +287,29 @@ describe('the command line (bin/audience)', () => {
     expect(second.unchanged).toContain(`section ${outlet}`);
   });
 
+  it('writes activities from a manifest and from files, records events of a JSON lines file once, and archives', async () => {
+    const account = await program.cli('account', 'create', '--name', 'Mailer');
+    const shop = 'com.vendor1.sections.user-created.shop';
+    const file = path.join(dataDir, 'mailer.json');
+    await fs.writeFile(file, JSON.stringify({ sections: [{ name: 'Shop' }], activities: [{ id: 'welcome', kind: 'email', section_discriminator: 'com.{vendor}1.sections.user-created.shop', name: 'Welcome', email_subject: 'Hi' }] }));
+    expect((await program.cli('apply', file, '--account', account.id)).created).toContain('activity welcome');
+    expect((await program.cli('apply', file, '--account', account.id)).unchanged).toContain('activity welcome');
+    const activityFile = path.join(dataDir, 'sale.json');
+    await fs.writeFile(activityFile, JSON.stringify({ id: 'sale', kind: 'email', section_discriminator: shop, name: 'Sale', status: 'sent', email_subject: 'Sale' }));
+    expect(await program.cli('activity', 'put', activityFile, '--account', account.id)).toMatchObject({ id: 'sale', status: 'sent' });
+    const events = path.join(dataDir, 'events.jsonl');
+    const line = (type: string, key: string) => JSON.stringify({ activity_id: 'sale', type, keyspace_discriminator: 'com.vendor1.keyspaces.email', profile_key: key, correlation_id: `${type}-${key}` });
+    await fs.writeFile(events, [line('SENT', 'a@example.com'), line('SENT', 'b@example.com'), '', line('OPENED', 'a@example.com')].join('\n'));
+    expect(await program.cli('activity', 'events', events, '--account', account.id)).toEqual({ received: 3, recorded: 3, duplicates: 0, skipped: [] });
+    expect(await program.cli('activity', 'events', events, '--account', account.id)).toEqual({ received: 3, recorded: 0, duplicates: 3, skipped: [] });
+    await fs.appendFile(events, `\n${line('SHOUTED', 'a@example.com')}\n`);
+    const bad = await program.exec(['activity', 'events', events, '--account', account.id]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('line 5.type');
+    expect((await program.cli('activity', 'list', '--account', account.id, '--section', shop)).items.map((a: { id: string }) => a.id).sort()).toEqual(['sale', 'welcome']);
+    expect((await program.cli('activity', 'archive', '--account', account.id, '--id', 'sale')).archived_at).toEqual(expect.any(String));
+  });
+
   it('connects an integration once per system, whose keyspace /audience/keyspaces lists and profiles are created in (COMP-17)', async () => {
     const account = await program.cli('account', 'create', '--name', 'Magento shop');
     const file = path.join(dataDir, 'shop.json');
