@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer } from '../../test/app.ts';
+import { TestServer, expectProblem } from '../../test/app.ts';
 import { SmtpReceiver } from '../../test/smtp.ts';
 import { createPool } from '../store/pool.ts';
 import { testDatabase } from '../../test/app.ts';
@@ -179,5 +179,28 @@ describe('the built-in outbox (SMTP_URL unset)', () => {
     expect(parsed.subject).toBe('Order A-17 for Ann');
     expect(parsed.attachments).toHaveLength(2);
     expect(header(parsed, 'list-unsubscribe-post')).toBe('List-Unsubscribe=One-Click');
+  });
+
+  it('the operator lists, reads and empties an account\'s outbox (/admin/accounts/{id}/outbox); another account\'s message is not found', async () => {
+    const { accountId } = await server.createAccount();
+    const other = await server.createAccount();
+    expect(server.services.mailer.kind).toBe('outbox');
+    const given = input();
+    await server.services.mailer.send(accountId, given.tracking.target.transactionId, (await composeMessage(given)).message);
+    const list = await server.admin('GET', `/admin/accounts/${accountId}/outbox`);
+    expect(list.status).toBe(200);
+    expect(list.body.items).toEqual([{
+      message_id: expect.any(String), transaction_id: given.tracking.target.transactionId, created_at: expect.any(String),
+      sender: 'orders@shop.example', recipients: ['ann@example.com'], subject: 'Order A-17 for Ann', size: expect.any(Number),
+    }]);
+    const id = list.body.items[0].message_id;
+    const read = await server.admin('GET', `/admin/accounts/${accountId}/outbox/${id}`);
+    expect(read.status).toBe(200);
+    expect((await simpleParser(read.body.source)).subject).toBe('Order A-17 for Ann');
+    expect(read.body.source.length).toBe(read.body.size);
+    expectProblem(await server.admin('GET', `/admin/accounts/${other.accountId}/outbox/${id}`), 404, 'AUD-2103');
+    expect((await server.request('GET', `/admin/accounts/${accountId}/outbox`)).status).toBe(401);
+    expect((await server.admin('DELETE', `/admin/accounts/${accountId}/outbox`)).body).toEqual({ deleted: 1 });
+    expect((await server.admin('GET', `/admin/accounts/${accountId}/outbox`)).body.items).toEqual([]);
   });
 });
