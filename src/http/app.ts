@@ -22,6 +22,7 @@ import { consentsRoutes } from './routes/consents.ts';
 import { segmentsRoutes } from './routes/segments.ts';
 import { importsRoutes } from './routes/imports.ts';
 import { exportsRoutes } from './routes/exports.ts';
+import { activitiesRoutes } from './routes/activities.ts';
 import { outboxRoutes } from './routes/transactional.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
 import { createLogger } from './logging.ts';
@@ -158,6 +159,7 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
   await app.register(definitionsRoutes(services));
   await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes, exportsRoutes]));
   await app.register(adminRoutes(services));
+  await app.register(activitiesRoutes(services));
   await app.register(outboxRoutes(services));
   return app;
 }

@@ -426,3 +426,18 @@ export async function insertAttributeHistoryBulk(db: Queryable, accountId: strin
     [accountId, sectionId, idArray(changes.map((c) => c.profileId)), idArray(changes.map((c) => c.versionId)), JSON.stringify(changes.map((c) => c.value)), changedAt],
   );
 }
+
+/** Serialises the creation of profiles by key in an account for the rest of the transaction, so that two writers never create the same key. */
+export async function lockProfileCreation(db: Queryable, accountId: string): Promise<void> {
+  await db.query(`select pg_advisory_xact_lock(hashtextextended('profile-creation', $1::bigint))`, [accountId]);
+}
+
+/** Appends events of many profiles in one section: each row names its profile. */
+export async function insertEventsBulk(db: Queryable, accountId: string, sectionId: string, events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[], createdAt: Date): Promise<void> {
+  await db.query(
+    `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
+     select $1::bigint, e.p, $2::bigint, e.v, e.t, $4, e.c, e.d
+     from json_to_recordset($3::json) as e(p bigint, v bigint, t timestamptz, c text, d jsonb)`,
+    [accountId, sectionId, JSON.stringify(events.map((e) => ({ p: e.profileId, v: e.versionId, t: e.eventTime, c: e.correlationId, d: e.data }))), createdAt],
+  );
+}
