@@ -119,6 +119,9 @@ export const PROBLEMS = {
   'AUD-2101': { status: 400, title: 'Invalid template' },
   'AUD-2102': { status: 404, title: 'Tracking link not recognised' },
   'AUD-2103': { status: 404, title: 'Outbox message not found' },
+  'AUD-2104': { status: 413, title: 'Variables too large' },
+  'AUD-2105': { status: 413, title: 'Attachments too large' },
+  'AUD-2106': { status: 404, title: 'Transaction not found' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

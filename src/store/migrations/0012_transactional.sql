@@ -10,6 +10,8 @@ create table transactional_sends (
   section_id bigint not null,
   keyspace_id bigint not null,
   profile_key text not null,
+  -- The recipient: the address an unsubscribe suppresses.
+  to_address text not null,
   status text not null default 'queued' check (status in ('queued', 'sent', 'delivered', 'bounced', 'failed', 'suppressed')),
   -- Why a send ended failed, bounced or suppressed: the mail server's answer or the rule that stopped it.
   status_reason text,
