@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem, TestServer } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
+import { countSegment } from '../segments/segments.ts';
 import { accountScope } from '../services.ts';
 import { getActivity } from './activities.ts';
 
@@ -136,5 +137,75 @@ describe('events of activities', () => {
     expect(expectProblem(await ingest([event(id, 'SENT', 'e@example.com', 'b1'), { ...event(id, 'SENT', 'e@example.com', 'b2'), type: 'SHOUTED' }]), 400)).toContain('items[1].type');
     expect((await admin('GET', `/activities/${id}`)).status).toBe(200);
     expect((await get(`/emails/sections/${SHOP}/activities/${id}?include_statistics=true`)).body.statistics).toBeUndefined();
+  });
+});
+
+describe('public reads (SPEC §4.8)', () => {
+  it('ACT-01, ACT-02, ACT-03, ACT-07: the email list, newest first, at most 500, without statistics unless asked, without aql_queries', async () => {
+    const login = await server.login(MANIFEST);
+    const put = (id: string, created: string) => server.admin('PUT', `/admin/accounts/${login.accountId}/activities/${id}`, email({ created_at: created, sent_at: null, status: 'draft' }));
+    for (let i = 0; i < 501; i++) await put(`m${i}`, new Date(Date.UTC(2026, 0, 1) + i * 60_000).toISOString());
+    const list = await server.request('GET', `/emails/sections/${SHOP}/activities`, { token: login.token });
+    expect(list.status).toBe(200);
+    expect(list.body.items).toHaveLength(500);
+    expect(list.body.items[0]).toEqual({ id: 'm500', name: 'Spring sale', status: 'draft', created_at: '2026-01-01T08:20:00.000Z', sent_at: null, email_subject: 'Spring is here' });
+    expect(list.body.items.at(-1).id).toBe('m1');
+    const withStatistics = await server.request('GET', `/emails/sections/${SHOP}/activities?include_statistics=true`, { token: login.token });
+    expect(withStatistics.body.items.every((a: object) => !('statistics' in a) && !('aql_queries' in a))).toBe(true);
+  });
+
+  it('ACT-06, ACT-10, ACT-17: single email and SMS activities with aql_queries that pass AQL validation', async () => {
+    const mail = (await admin('PUT', '/activities/single-mail', email())).body;
+    const sms = (await admin('PUT', '/activities/single-sms', { kind: 'sms', section_discriminator: SHOP, name: 'SMS sale', status: 'sent', text: 'Sale!' })).body;
+    const readMail = (await get(`/emails/sections/${SHOP}/activities/${mail.id}`)).body;
+    expect(Object.keys(readMail.aql_queries).sort()).toEqual(['bounces', 'clicks', 'delivered', 'opens', 'sent', 'spam_complaints', 'unsubscribes']);
+    expect(readMail.statistics).toBeUndefined();
+    const readSms = (await get(`/sms/sections/${SHOP}/activities/${sms.id}`)).body;
+    expect(readSms).toEqual({ id: 'single-sms', name: 'SMS sale', status: 'sent', created_at: expect.any(String), aql_queries: expect.any(Object) });
+    expect(Object.keys(readSms.aql_queries).sort()).toEqual(['bounces', 'clicks', 'delivered', 'sent', 'unsubscribes']);
+    // Each passes the segment count's validation (its route allows one count a second, so the domain function counts).
+    const scope = await accountScope(server.services, accountId);
+    for (const query of [...Object.values(readMail.aql_queries), ...Object.values(readSms.aql_queries)] as string[]) {
+      expect(await countSegment(server.services.pool, scope, { section_discriminator: SHOP, segment: { timezone: 'UTC', segment_definition: query } })).toEqual({ profile_count: 0 });
+    }
+    // The built-in event types are listed like any other, and written only by activities.
+    const events = (await get(`/audience/sections/${SHOP}/events`)).body.items.map((e: { discriminator: string }) => e.discriminator);
+    expect(events).toEqual(expect.arrayContaining([`${NS}.events.email`, `${NS}.events.sms`, `${NS}.events.form`]));
+  });
+
+  it('ACT-11, ACT-12, ACT-13: website and marketing automation activities; trigger_types=api filters, another value is 400', async () => {
+    await admin('PUT', '/activities/web-1', { kind: 'website', section_discriminator: BLOG, name: 'Banner', status: 'active' });
+    await admin('PUT', '/activities/flow-api', { kind: 'marketing-automation', section_discriminator: BLOG, name: 'API flow', description: 'Started by the shop', trigger_type: 'api', status: 'active' });
+    await admin('PUT', '/activities/flow-other', { kind: 'marketing-automation', section_discriminator: BLOG, name: 'Birthday flow', status: 'active' });
+    expect((await get(`/website/sections/${BLOG}/activities/web-1`)).body).toEqual({ id: 'web-1', name: 'Banner', status: 'active', created_at: expect.any(String) });
+    const all = (await get(`/marketing-automation/sections/${BLOG}/activities`)).body.items.map((a: { id: string }) => a.id);
+    expect(all.sort()).toEqual(['flow-api', 'flow-other']);
+    expect((await get(`/marketing-automation/sections/${BLOG}/activities?trigger_types=api`)).body.items).toEqual([
+      { id: 'flow-api', name: 'API flow', status: 'active', created_at: expect.any(String), description: 'Started by the shop' },
+    ]);
+    expectProblem(await get(`/marketing-automation/sections/${BLOG}/activities?trigger_types=api,event`), 400, 'AUD-2004');
+    expect((await get(`/marketing-automation/sections/${BLOG}/activities/flow-other`)).body.description).toBe('');
+  });
+
+  it('ACT-14, ACT-15, ACT-16: forms list without elements; a single form with elements once saved, and aql_queries', async () => {
+    const element = { type: 'input_field', id: 'f1', name: 'email', required: true, placeholder: 'Your email', confirm_placeholder: 'Again', confirm: true };
+    await admin('PUT', '/activities/form-new', { kind: 'forms-and-pages', section_discriminator: SHOP, name: 'New form', status: 'draft' });
+    await admin('PUT', '/activities/form-1', { kind: 'forms-and-pages', section_discriminator: SHOP, name: 'Signup', status: 'active', elements: [element] });
+    await admin('PUT', '/activities/page-1', { kind: 'forms-and-pages', section_discriminator: SHOP, name: 'Landing', status: 'active', form_type: 'page' });
+    const list = (await get(`/forms-and-pages/sections/${SHOP}/activities`)).body.items;
+    expect(list.find((a: { id: string }) => a.id === 'form-1')).toEqual({ id: 'form-1', name: 'Signup', status: 'active', created_at: expect.any(String) });
+    const form = (await get(`/forms-and-pages/sections/${SHOP}/activities/form-1`)).body;
+    expect(form.elements).toEqual([element]);
+    expect(Object.keys(form.aql_queries).sort()).toEqual(['rejected', 'started', 'submitted', 'viewed']);
+    expect((await get(`/forms-and-pages/sections/${SHOP}/activities/form-new`)).body.elements).toBeUndefined();
+    expect((await get(`/forms-and-pages/sections/${SHOP}/activities/page-1`)).body).toEqual({ id: 'page-1', name: 'Landing', status: 'active', created_at: expect.any(String) });
+  });
+
+  it('ACT-18: an unknown activity, one of another section or of another kind → 404', async () => {
+    await admin('PUT', '/activities/only-shop', email());
+    expectProblem(await get(`/emails/sections/${SHOP}/activities/unknown`), 404, 'AUD-2001');
+    expectProblem(await get(`/emails/sections/${BLOG}/activities/only-shop`), 404, 'AUD-2001');
+    expectProblem(await get(`/sms/sections/${SHOP}/activities/only-shop`), 404, 'AUD-2001');
+    expectProblem(await get(`/emails/sections/${NS}.sections.user-created.nope/activities`), 404, 'AUD-1102');
   });
 });

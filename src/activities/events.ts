@@ -86,7 +86,9 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
       split_id: e.split_id, variation: e.variation, device: e.device, location: e.location,
       link_id: e.link_id, link_url: e.link_url, link_title: e.link_title, bounce_code: e.bounce_code, unsubscribe_topic: e.unsubscribe_topic,
     };
-    writes.set(`${e.activity_id}\n${e.type}\n${e.correlation_id}`, { c, row });
+    // An event sent twice in one batch is recorded as first sent, like one sent again later.
+    const id = `${e.activity_id}\n${e.type}\n${e.correlation_id}`;
+    if (!writes.has(id)) writes.set(id, { c, row });
   }
   const added = writes.size === 0 ? [] : await q.recordEvents(tx, scope.accountId, [...writes.values()].map((w) => w.row), scope.now);
   const recorded = added.map((a) => writes.get(`${a.activity_id}\n${a.type}\n${a.correlation_id}`)!);
