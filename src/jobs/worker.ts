@@ -6,6 +6,9 @@ import { accountScope, type ThreadServices } from '../services.ts';
 import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
 import { Worker } from './queue.ts';
 
+/** Send jobs run at once besides the main loop's job: each waits on the mail server most of its time. */
+const SEND_LANES = 3;
+
 /** Starts the worker role: the handlers of every job kind. */
 export async function startWorker(services: ThreadServices, onError: (err: unknown) => void): Promise<Worker> {
   const { pool, files, clock, metrics } = services;
@@ -22,7 +25,7 @@ export async function startWorker(services: ThreadServices, onError: (err: unkno
     [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
     [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
     [SEND_JOB]: (job) => runSend(sendDeps, job),
-  }, onError, metrics);
+  }, onError, metrics, { [SEND_JOB]: SEND_LANES });
   await worker.start();
   return worker;
 }

@@ -156,9 +156,11 @@ async function recordEvents(tx: Queryable, scope: AccountScope, vendor: string, 
 
 /** Ends a send that will not be sent: its status, its reason, and its request dropped. */
 async function endSend(deps: SendDeps, send: q.SendRow, status: 'failed' | 'suppressed' | 'bounced', reason: string): Promise<void> {
+  // The scope before the transaction: a job holds one connection at a time, so that the lanes of the worker cannot wait on each other's.
+  const scope = await deps.scopeOf(send.account_id);
   await withTransaction(deps.pool, async (tx) => {
     await q.updateSend(tx, send.account_id, send.transaction_id, { status, reason });
-    if (status === 'bounced') await recordEvents(tx, await deps.scopeOf(send.account_id), deps.vendor, send, [{ type: 'BOUNCED' }]);
+    if (status === 'bounced') await recordEvents(tx, scope, deps.vendor, send, [{ type: 'BOUNCED' }]);
   });
 }
 
