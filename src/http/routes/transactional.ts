@@ -4,7 +4,8 @@ import { Type } from 'typebox';
 import { accountScope, type Services } from '../../services.ts';
 import * as accounts from '../../accounts/accounts.ts';
 import { Problem } from '../../core/problems.ts';
-import { withTransaction } from '../../store/pool.ts';
+import type { AccountScope } from '../../core/scope.ts';
+import { withTransaction, type Queryable } from '../../store/pool.ts';
 import { emptyOutbox, listOutbox, readOutboxMessage } from '../../transactional/outbox.ts';
 import {
   OutboxMessage, OutboxMessageParams, OutboxQuery, SEND_BODY_LIMIT, SendBody, SendParams, TrackingParams, Transaction, TransactionParams, TransactionStatus,
@@ -57,7 +58,7 @@ export function trackingRoutes(services: Services) {
     const config = { auth: 'none' as const };
     const tags = ['transactional email'];
     /** Reads the link, then runs `work` in a transaction with the scope of its account. */
-    const tracked = async <T>(kind: TrackingKind, token: string, work: (tx: Parameters<Parameters<typeof withTransaction>[1]>[0], scope: Awaited<ReturnType<typeof accountScope>>, target: TrackingTarget) => Promise<T>) => {
+    const tracked = async <T>(kind: TrackingKind, token: string, work: (tx: Queryable, scope: AccountScope, target: TrackingTarget) => Promise<T>) => {
       const target = transactional.readTrackingLink(services.serverSecret, kind, token);
       const scope = await accountScope(services, target.accountId).catch(() => {
         throw new Problem('AUD-2102', 'This link\'s account no longer exists');
