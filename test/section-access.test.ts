@@ -312,8 +312,7 @@ const OPERATIONS: Record<string, Operation> = {
 /** The operations of the public interface in the OpenAPI document, as `METHOD /path`. */
 async function publicOperations(): Promise<string[]> {
   const doc = (await server.request('GET', '/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
-  // Tracking links of messages (/mail) take no key: their signature is their credential.
-  const operational = /^\/(admin|oauth|files|errors|docs|openapi\.json|healthz|readyz|metrics|\.well-known|mail)\b/;
+  const operational = /^\/(admin|oauth|files|errors|docs|openapi\.json|healthz|readyz|metrics|\.well-known)\b/;
   return Object.entries(doc.paths)
     .filter(([path]) => !operational.test(path))
     .flatMap(([path, methods]) => Object.keys(methods).filter((m) => m !== 'head').map((m) => `${m.toUpperCase()} ${path}`));

@@ -48,7 +48,8 @@ const NoStore = { 'cache-control': 'no-store' };
 /**
  * The tracking links of messages (docs/mail.md "Tracking"): open pixel, click redirect, and
  * unsubscribe (a page with a button, and RFC 8058's one-click POST). No token: the link's
- * signature is its credential, and a link this service did not sign is 404.
+ * signature is its credential, and a link this service did not sign is 404. They are links in
+ * messages, not operations of the API, so the OpenAPI document leaves them out.
  */
 export function trackingRoutes(services: Services) {
   const { pool } = services;
@@ -69,28 +70,28 @@ export function trackingRoutes(services: Services) {
       .send(`<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${title}</title></head><body style="font-family:sans-serif;max-width:32em;margin:3em auto">${body}</body></html>`);
 
     app.get('/mail/open/:token', {
-      config, schema: { summary: 'Open pixel of a message: records OPENED once', tags, params: TrackingParams, response: responses({ 200: Type.Unknown({ description: 'A 1×1 GIF' }) }) },
+      config, schema: { hide: true, summary: 'Open pixel of a message: records OPENED once', tags, params: TrackingParams, response: responses({ 200: Type.Unknown({ description: 'A 1×1 GIF' }) }) },
     }, async (request, reply) => {
       await tracked('open', request.params.token, (tx, scope, target) => transactional.trackOpen(tx, scope, vendor, target, request.headers['user-agent']));
       return reply.headers(NoStore).type('image/gif').send(PIXEL);
     });
 
     app.get('/mail/click/:token', {
-      config, schema: { summary: 'Click link of a message: records CLICKED once and redirects to the link the message held', tags, params: TrackingParams, response: responses({ 302: Type.Null({ description: 'To the link (Location)' }) }) },
+      config, schema: { hide: true, summary: 'Click link of a message: records CLICKED once and redirects to the link the message held', tags, params: TrackingParams, response: responses({ 302: Type.Null({ description: 'To the link (Location)' }) }) },
     }, async (request, reply) => {
       const url = await tracked('click', request.params.token, (tx, scope, target) => transactional.trackClick(tx, scope, vendor, target, request.headers['user-agent']));
       return reply.headers(NoStore).redirect(url, 302);
     });
 
     app.get('/mail/unsubscribe/:token', {
-      config, schema: { summary: 'Unsubscribe page of a message: a button that unsubscribes (mail scanners follow links, so a GET changes nothing)', tags, params: TrackingParams, response: responses({ 200: Type.Unknown({ description: 'An HTML page' }) }) },
+      config, schema: { hide: true, summary: 'Unsubscribe page of a message: a button that unsubscribes (mail scanners follow links, so a GET changes nothing)', tags, params: TrackingParams, response: responses({ 200: Type.Unknown({ description: 'An HTML page' }) }) },
     }, async (request, reply) => {
       transactional.readTrackingLink(services.serverSecret, 'unsubscribe', request.params.token);
       return page(reply, 'Unsubscribe', `<form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><p>Stop receiving these emails?</p><button type="submit">Unsubscribe</button></form>`);
     });
 
     app.post('/mail/unsubscribe/:token', {
-      config, schema: { summary: 'Unsubscribe, one click (RFC 8058): suppresses the address and records UNSUBSCRIBED once', tags, params: TrackingParams, response: responses({ 200: Type.Unknown({ description: 'An HTML page' }) }) },
+      config, schema: { hide: true, summary: 'Unsubscribe, one click (RFC 8058): suppresses the address and records UNSUBSCRIBED once', tags, params: TrackingParams, response: responses({ 200: Type.Unknown({ description: 'An HTML page' }) }) },
     }, async (request, reply) => {
       await tracked('unsubscribe', request.params.token, (tx, scope, target) => transactional.unsubscribe(tx, scope, vendor, target));
       return page(reply, 'Unsubscribed', '<p>You are unsubscribed: no more of these emails will be sent to this address.</p>');
