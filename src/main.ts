@@ -9,7 +9,7 @@ const server = () => import('./server.ts');
 const OPTIONS = {
   name: { type: 'string' }, region: { type: 'string' }, account: { type: 'string' }, 'client-id': { type: 'string' },
   section: { type: 'string', multiple: true }, channel: { type: 'string' }, address: { type: 'string' }, reason: { type: 'string' },
-  system: { type: 'string' }, id: { type: 'string' }, rename: { type: 'boolean' }, state: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' },
+  system: { type: 'string' }, id: { type: 'string' }, message: { type: 'string' }, rename: { type: 'boolean' }, state: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -161,6 +161,15 @@ const COMMANDS: Record<string, Command> = {
     args: '[--state waiting|running|failed]', what: 'jobs, oldest first (failed: kept after their last attempt)', options: ['state'],
     run: (v) => admin('GET', `/admin/jobs${v.state ? `?state=${encodeURIComponent(v.state)}` : ''}`),
   },
+  'outbox list': {
+    args: '--account ID', what: 'the messages kept in the outbox (mail goes there while SMTP_URL is unset), newest first', options: ['account'],
+    run: (v) => admin('GET', `${account(v)}/outbox`),
+  },
+  'outbox show': {
+    args: '--account ID --message ID', what: 'one message of the outbox, with its source as it would have gone over SMTP', options: ['account', 'message'],
+    run: (v) => admin('GET', `${account(v)}/outbox/${encodeURIComponent(need(v, 'message'))}`),
+  },
+  'outbox empty': { args: '--account ID', what: 'delete the messages of an account\'s outbox', options: ['account'], run: (v) => admin('DELETE', `${account(v)}/outbox`) },
   'signing-key rotate': { args: '', what: 'sign tokens with a new key; tokens of the old one stay valid until they expire', options: [], run: () => admin('POST', '/admin/signing-keys') },
 };
 

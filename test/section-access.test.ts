@@ -117,6 +117,16 @@ async function readySingleExport(): Promise<string> {
   return path;
 }
 
+/** The transactions path of the section's transactional email activity, created (or left as it is) first. */
+async function transactionsPath(section: string): Promise<string> {
+  const id = `tx-${section.split('.').pop()}`;
+  await server.admin('PUT', `/admin/accounts/${accountId}/activities/${id}`, {
+    kind: 'email', section_discriminator: section, name: 'Receipt', transactional: true, email_subject: 'Receipt', sender_email_address: 'shop@shop.example', html: '<p>Thanks</p>',
+  });
+  return `/emails/sections/${section}/activities/transactional/${id}/transactions`;
+}
+const sendBody = () => ({ keyspace_discriminator: EMAIL, profile_key: `${crypto.randomUUID()}@example.com`, to_name: 'Ann', to_email_address: 'ann@example.com' });
+
 const profilePath = (key: string, section: string) => `/audience/keyspaces/${EMAIL}/profiles/${key}/sections/${section}`;
 const importBody = (version: 1 | 2, section: string) => {
   const attribute_mappings = [{ field_selector: 'score', attribute_version_id: ids[section].score }];
@@ -287,6 +297,16 @@ const OPERATIONS: Record<string, Operation> = {
   'GET /forms-and-pages/sections/{section_discriminator}/activities': { access: 'section', call: (token, s) => server.request('GET', `/forms-and-pages/sections/${s}/activities`, { token }) },
   'GET /forms-and-pages/sections/{section_discriminator}/activities/{activity_id}': { access: 'section', call: (token, s) => server.request('GET', `/forms-and-pages/sections/${s}/activities/forms-and-pages-${s.split('.').at(-1)}`, { token }) },
   'GET /v2/audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', `/v2${await readyExport()}`, { token }) },
+  'POST /emails/sections/{section_discriminator}/activities/transactional/{activity_id}/transactions': {
+    access: 'section', call: async (token, section) => server.request('POST', await transactionsPath(section), { token, body: sendBody() }),
+  },
+  'GET /emails/sections/{section_discriminator}/activities/{activity_id}/transactions/{transaction_id}': {
+    access: 'section',
+    call: async (token, section) => {
+      const sent = await server.request('POST', await transactionsPath(section), { token: full, body: sendBody() });
+      return server.request('GET', `/emails/sections/${section}/activities/tx-${section.split('.').pop()}/transactions/${sent.body.id}`, { token });
+    },
+  },
 };
 
 /** The operations of the public interface in the OpenAPI document, as `METHOD /path`. */

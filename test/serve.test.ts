@@ -177,6 +177,11 @@ describe('audience serve (npm start)', () => {
     const tags = (await (await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
     expect(tags.items).toEqual([{ discriminator: 'com.vendor1.tags.user-created.bargain-hunter', name: 'Bargain hunter', id: expect.any(String) }]);
     expect(await program.cli('job', 'list', '--state', 'failed')).toEqual({ items: [] });
+    // Mail kept in the outbox (SMTP_URL is unset): none yet for the new account, and an unknown message is an error naming it.
+    expect(await program.cli('outbox', 'list', '--account', account.id)).toEqual({ items: [] });
+    const none = await program.exec(['outbox', 'show', '--account', account.id, '--message', '999']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('holds no message 999');
     const rotated = await program.cli('signing-key', 'rotate');
     expect(rotated.kid).toEqual(expect.any(String));
     const again = await fetch(program.url('/audience/sections'), { headers: { authorization: `Bearer ${access_token}` } });

@@ -18,7 +18,15 @@ export const RECENT_ACTIVITIES = 500;
 export type WriteScope = Pick<AccountScope, 'accountId' | 'defs' | 'now' | 'caller'>;
 
 /** The service's own settings an activity write needs: the vendor word of built-in identifiers, and the feed that announces new definitions. */
-export interface ActivityWriter { feed: ChangeFeed; vendor: string }
+export interface ActivityWriter {
+  feed: ChangeFeed;
+  vendor: string;
+  /**
+   * Checks an email activity's templates before it is kept (a 400 naming the field): the
+   * transactional mail area's check, handed in by the caller, since that area reads activities.
+   */
+  checkEmail?: (email: ActivityInput) => Promise<void>;
+}
 
 /** The channel whose built-in event type records a kind's events; none for website and automation activities. */
 export function channelOf(activity: Pick<Activity, 'kind' | 'form_type'>): ActivityChannel | undefined {
@@ -79,6 +87,7 @@ function detailsOf(input: ActivityInput): Record<string, unknown> {
 export async function putActivity(tx: Queryable, scope: WriteScope, writer: ActivityWriter, id: string | undefined, input: ActivityInput): Promise<{ activity: Activity; created: boolean }> {
   const section = sectionOf(scope, input.section_discriminator);
   const details = detailsOf(input);
+  if (input.kind === 'email') await writer.checkEmail?.(input);
   if (input.created_at !== undefined && input.sent_at && Date.parse(input.sent_at) < Date.parse(input.created_at)) {
     throw new Problem('AUD-0', 'sent_at: an activity cannot be sent before it was created');
   }

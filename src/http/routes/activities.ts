@@ -5,6 +5,7 @@ import { accountScope, type Services } from '../../services.ts';
 import { getAccount } from '../../accounts/accounts.ts';
 import * as activities from '../../activities/activities.ts';
 import { recordActivityEvents } from '../../activities/events.ts';
+import { checkActivityTemplates } from '../../transactional/transactional.ts';
 import {
   ACTIVITY_KINDS, Activity, ActivityEventBatch, ActivityId, ActivityInput, AutomationActivity, EmailActivity, EmailActivityItem,
   FormActivity, FormActivityItem, IngestionResult, SmsActivity, SmsActivityItem, WebsiteActivity, type ActivityKind,
@@ -49,7 +50,7 @@ function apiTriggeredOnly(values: string[] | undefined): boolean {
 export function activitiesRoutes(services: Services) {
   const { pool } = services;
   const { vendor } = services.config;
-  const writer = { feed: services.feed, vendor };
+  const writer = { feed: services.feed, vendor, checkEmail: checkActivityTemplates };
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const tags = ['activities'];
