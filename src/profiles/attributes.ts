@@ -23,12 +23,28 @@ function checkWrite(section: SectionDefs, keyspace: KeyspaceRow, attribute: Attr
   return versionId;
 }
 
+/** Section → keyspace → the attribute version ids readable through it; both objects belong to one load of the definitions. */
+const readableVersions = new WeakMap<SectionDefs, WeakMap<KeyspaceRow, Set<string>>>();
+
+function readableThrough(section: SectionDefs, keyspace: KeyspaceRow): Set<string> {
+  let bySection = readableVersions.get(section);
+  if (!bySection) readableVersions.set(section, bySection = new WeakMap());
+  let readable = bySection.get(keyspace);
+  if (!readable) {
+    readable = new Set(section.attributes.filter((a) => !a.hidden && grants(a.keyspace_permissions, keyspace, 'read')).flatMap((a) => a.versions.map((v) => v.id)));
+    bySection.set(keyspace, readable);
+  }
+  return readable;
+}
+
 /** GET …/attributes: attribute version id → value, for the attributes readable through the keyspace. */
 export async function getAttributes(db: Queryable, scope: AccountScope, id: IdentifierInSection): Promise<q.ValueMap> {
   const section = sectionOf(scope, id.section_discriminator);
   const { located, data } = await locateWithSectionData(db, scope, id, section);
-  const readable = new Set(section.attributes.filter((a) => !a.hidden && grants(a.keyspace_permissions, located.keyspace, 'read')).flatMap((a) => a.versions.map((v) => v.id)));
-  return Object.fromEntries(Object.entries(data.attributes).filter(([versionId]) => readable.has(versionId)));
+  const readable = readableThrough(section, located.keyspace);
+  const shown: q.ValueMap = {};
+  for (const versionId in data.attributes) if (readable.has(versionId)) shown[versionId] = data.attributes[versionId];
+  return shown;
 }
 
 /**

@@ -1,5 +1,6 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
 import { idArray } from '../store/arrays.ts';
+import { coalesce } from '../store/coalesce.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export type ValueMap = Record<string, unknown>;
@@ -15,7 +16,7 @@ export interface LocatedRow {
 }
 
 /** The member profile owning a key, and the canonical profile of its cluster. */
-// The three statements of the hottest profile requests (this one, findSectionDataByKey and
+// The three statements of the hottest profile requests (this one, findSectionDataByKeys and
 // patchSectionData) are named, so PostgreSQL parses and plans them once per connection (about a
 // fifth of their cost unnamed; bench/profiles.ts). The others are not worth a plan per connection.
 export async function findProfileByKey(db: Queryable, accountId: string, keyspaceId: string, key: string): Promise<LocatedRow | undefined> {
@@ -29,20 +30,44 @@ export async function findProfileByKey(db: Queryable, accountId: string, keyspac
   return rows[0];
 }
 
-/** A profile found by key together with what it shows in one section, in one round trip. */
-export async function findSectionDataByKey(db: Queryable, accountId: string, keyspaceId: string, key: string, sectionId: string): Promise<(LocatedRow & SectionDataRow) | undefined> {
-  const { rows } = await db.query<LocatedRow & { attributes: ValueMap | null; tags: Record<string, boolean> | null }>({
-    name: 'profiles.find-section-data-by-key',
-    text: `select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id,
+interface KeyInSection { keyspaceId: string; key: string; sectionId: string }
+type FoundInSection = LocatedRow & SectionDataRow;
+
+/** Profiles found by key with what each shows in a section, in one statement: one answer per key, in order (undefined where none). */
+async function findSectionDataByKeys(db: Queryable, accountId: string, keys: KeyInSection[]): Promise<(FoundInSection | undefined)[]> {
+  const { rows } = await db.query<LocatedRow & { n: number; attributes: ValueMap | null; tags: Record<string, boolean> | null }>({
+    name: 'profiles.find-section-data-by-keys',
+    // One primary-key lookup per key, as in findProfilesByKeys.
+    text: `select x.n::int as n, f.profile_id, f.canonical_id,
        jsonb_strip_nulls(coalesce(ps.cluster_attributes, ps.attributes)) as attributes, coalesce(ps.cluster_tags, ps.tags) as tags
-     from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-     left join profile_sections ps on ps.account_id = p.account_id and ps.profile_id = coalesce(p.canonical_id, p.profile_id) and ps.section_id = $4::bigint
-     where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = $3`,
-    values: [accountId, keyspaceId, key, sectionId],
+     from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[])) with ordinality as x(keyspace_id, profile_key, section_id, n)
+     cross join lateral (
+       select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id
+       from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+       where i.account_id = $1::bigint and i.keyspace_id = x.keyspace_id and i.profile_key = x.profile_key
+       limit 1
+     ) f
+     left join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = f.canonical_id and ps.section_id = x.section_id`,
+    values: [accountId, idArray(keys.map((k) => k.keyspaceId)), JSON.stringify(keys.map((k) => k.key)), idArray(keys.map((k) => k.sectionId))],
   });
-  const row = rows[0];
-  if (!row) return undefined;
-  return { ...row, attributes: row.attributes ?? {}, tags: trueTags(row.tags ?? {}) };
+  const found: (FoundInSection | undefined)[] = new Array(keys.length);
+  for (const row of rows) {
+    found[row.n - 1] = { profile_id: row.profile_id, canonical_id: row.canonical_id, attributes: row.attributes ?? {}, tags: trueTags(row.tags ?? {}) };
+  }
+  return found;
+}
+
+/** The batched reads of each pool (or client), by account: the reads of one turn of the event loop go as one statement. */
+const sectionReads = new WeakMap<Queryable, (accountId: string, key: KeyInSection) => Promise<FoundInSection | undefined>>();
+
+/** A profile found by key together with what it shows in one section, in one round trip shared with the other reads of the same turn. */
+export function findSectionDataByKey(db: Queryable, accountId: string, keyspaceId: string, key: string, sectionId: string): Promise<FoundInSection | undefined> {
+  let read = sectionReads.get(db);
+  if (!read) {
+    read = coalesce((account: string, keys: KeyInSection[]) => findSectionDataByKeys(db, account, keys));
+    sectionReads.set(db, read);
+  }
+  return read(accountId, { keyspaceId, key, sectionId });
 }
 
 export async function insertProfile(db: Queryable, accountId: string, exportKey: string, createdAt: Date): Promise<string> {
