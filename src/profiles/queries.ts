@@ -235,6 +235,82 @@ export async function patchSectionData(db: Queryable, accountId: string, profile
   });
 }
 
+interface PatchByKey { keyspaceId: string; key: string; sectionId: string; attributes: ValueMap; changedAt: Date }
+
+/**
+ * patchSectionData of profiles given by key, attributes only, in one statement (so without a
+ * transaction around it): one answer per patch, in order, false where no profile has the key
+ * (nothing is written for it). The patches of one section of one profile (a key given twice, or
+ * two keys of a cluster) are applied in order as one, since an upsert may touch a row only once;
+ * the rows are written in the order of their keys, so that two such statements cannot deadlock.
+ */
+async function patchSectionDataByKeys(db: Queryable, accountId: string, patches: PatchByKey[]): Promise<boolean[]> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'profiles.patch-section-data-by-keys',
+    text: `with located as (
+       select x.n, x.section_id, x.patch, x.changed_at::timestamptz as changed_at, f.canonical_id
+       from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[]), jsonb_array_elements($5::jsonb), jsonb_array_elements_text($6::jsonb))
+         with ordinality as x(keyspace_id, profile_key, section_id, patch, changed_at, n)
+       cross join lateral (
+         select coalesce(p.canonical_id, p.profile_id) as canonical_id
+         from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+         where i.account_id = $1::bigint and i.keyspace_id = x.keyspace_id and i.profile_key = x.profile_key
+         limit 1
+       ) f
+     ), history as (
+       insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
+       select $1::bigint, l.canonical_id, l.section_id, e.key::bigint, nullif(e.value, 'null'::jsonb), l.changed_at from located l, jsonb_each(l.patch) e
+     ), merged as (
+       select l.canonical_id, l.section_id, coalesce(jsonb_object_agg(e.key, e.value order by l.n) filter (where e.key is not null), '{}'::jsonb) as patch
+       from located l left join lateral jsonb_each(l.patch) e on true
+       group by l.canonical_id, l.section_id
+     ), written as (
+       insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags)
+       select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), profile_true_tags('{}'::jsonb) from merged m
+       order by m.canonical_id, m.section_id
+       on conflict (account_id, profile_id, section_id) do update set
+         attributes = case when ps.cluster_attributes is null
+           then jsonb_strip_nulls(ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id))
+           else ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id) end,
+         cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id)),
+         tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || '{}'::jsonb) else ps.tags || '{}'::jsonb end,
+         cluster_tags = profile_true_tags(ps.cluster_tags || '{}'::jsonb),
+         updated_at = now()
+     )
+     select n::int as n from located`,
+    values: [accountId, idArray(patches.map((p) => p.keyspaceId)), JSON.stringify(patches.map((p) => p.key)), idArray(patches.map((p) => p.sectionId)),
+      JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.changedAt.toISOString()))],
+  });
+  const found = new Array<boolean>(patches.length).fill(false);
+  for (const row of rows) found[row.n - 1] = true;
+  return found;
+}
+
+/** The batched attribute writes of each pool, by account: the writes of one turn of the event loop go as one statement, and one commit. */
+const sectionWrites = new WeakMap<Queryable, (accountId: string, patch: PatchByKey) => Promise<boolean>>();
+
+/**
+ * patchSectionData of a profile given by key (attributes only), in one statement shared with the
+ * other such writes of the same turn, committed on its own: false when no profile has the key.
+ * A shared statement that fails is tried again one patch at a time, so that one write's failure
+ * (or a deadlock with another transaction) is that write's alone.
+ */
+export function patchSectionDataByKey(db: Queryable, accountId: string, patch: PatchByKey): Promise<boolean> {
+  let write = sectionWrites.get(db);
+  if (!write) {
+    write = coalesce(async (account: string, patches: PatchByKey[]) => {
+      if (patches.length === 1) return patchSectionDataByKeys(db, account, patches);
+      try {
+        return await patchSectionDataByKeys(db, account, patches);
+      } catch {
+        return patches.map(async (p) => (await patchSectionDataByKeys(db, account, [p]))[0]);
+      }
+    });
+    sectionWrites.set(db, write);
+  }
+  return write(accountId, patch);
+}
+
 /**
  * Sets the cluster values of a canonical profile from its members' own values: for each
  * attribute and tag, the entry of the earliest-created member that has one. This depends only

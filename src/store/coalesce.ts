@@ -6,8 +6,8 @@
  * costs PostgreSQL a wake-up, a protocol exchange and an executor start-up whatever its size
  * (docs/benchmarks.md "Profiles").
  */
-export function coalesce<K, T, R>(run: (key: K, items: T[]) => Promise<R[]>, maxItems = 64): (key: K, item: T) => Promise<R> {
-  type Waiting = { item: T; resolve: (result: R) => void; reject: (err: unknown) => void };
+export function coalesce<K, T, R>(run: (key: K, items: T[]) => Promise<(R | PromiseLike<R>)[]>, maxItems = 64): (key: K, item: T) => Promise<R> {
+  type Waiting = { item: T; resolve: (result: R | PromiseLike<R>) => void; reject: (err: unknown) => void };
   let pending: Map<K, Waiting[]> | undefined;
   const flush = () => {
     const batches = pending!;
