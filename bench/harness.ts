@@ -1,16 +1,19 @@
 /**
  * What the benches share: starting the audience server (own temp DATA_DIR, embedded PostgreSQL,
  * demo account with lifted limits, a bearer token) and the bare `node:http` reference server
- * (bench/bare.ts) in child processes on loopback, measuring one target with autocannon (with the
- * CPU time of the server and of its PostgreSQL), time bounds, and clean-up of child processes
- * and the temp dir on success, failure, deadline, SIGINT and SIGTERM.
+ * (bench/bare.ts) in child processes on loopback, measuring one target with wrk or, where wrk is
+ * not installed, autocannon (with the CPU time of the server, of its PostgreSQL and of the load
+ * generator), time bounds, and clean-up of child processes and the temp dir on success, failure,
+ * deadline, SIGINT and SIGTERM.
  *
- * Settings from the environment: BENCH_CONNECTIONS (50), BENCH_WARMUP_S (3), BENCH_DURATION_S (10),
- * BENCH_ROUNDS (2, at most 5), BENCH_SERVER_ARGS (extra node flags for the audience server, e.g.
- * "--cpu-prof --cpu-prof-dir=/tmp/prof").
+ * Settings from the environment: BENCH_GENERATOR (wrk when on the PATH, else autocannon),
+ * BENCH_CONNECTIONS (32 with wrk, 50 with autocannon), BENCH_WARMUP_S (2; 3), BENCH_DURATION_S
+ * (5; 10), BENCH_ROUNDS (3, at most 9; 2, at most 5), BENCH_SERVER_ARGS (extra node flags for the
+ * audience server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
+import { accessSync, constants } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -34,11 +37,17 @@ export interface Run extends PromiseLike<Result> { stop(): void }
 /** What autocannon sends; `setupRequest` may change it before each request. */
 export interface RequestData { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer }
 export interface AutocannonRequest extends RequestData { setupRequest?: (request: RequestData & { headers: Record<string, string> }) => RequestData }
-export interface Load extends RequestData {
-  /** Per-request variation, e.g. a random profile key in the path; see autocannon's `requests`. */
-  requests?: AutocannonRequest[];
+export type Autocannon = (options: RequestData & { requests?: AutocannonRequest[]; url: string; connections: number; duration: number; pipelining: number; timeout: number }) => Run;
+
+/** What `measure` sends, the same with either generator. */
+export interface Load {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  body?: string;
+  /** When set, each request has its own path and body: see N_MARK and R_MARK. */
+  randomUpTo?: number;
 }
-export type Autocannon = (options: Load & { url: string; connections: number; duration: number; pipelining: number; timeout: number }) => Run;
 
 const require = createRequire(import.meta.url);
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -60,8 +69,10 @@ export interface Measured {
   /** The CPU time of the server's child processes (its embedded PostgreSQL) per answered request. */
   dbCpuUsPerRequest: number | undefined;
   dbCpuShare: number | undefined;
-  /** This process's (autocannon's) CPU time over wall time: near 1 means the client was the limit. */
+  /** The load generator's CPU time over wall time (wrk's process, or autocannon's, this one): near 1 means it was the limit. */
   clientCpuShare: number;
+  /** The 1-minute load average at the end of the run. */
+  loadAverage: number;
 }
 
 // ---- Output ----
@@ -80,7 +91,8 @@ export function table(rows: string[][]): string {
 export function printSetting(): void {
   const cpus = os.cpus();
   console.log(`machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown model'}; ${os.platform()} ${os.release()}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-  console.log(`node ${process.version}; autocannon ${CONNECTIONS} connections, keep-alive, ${WARMUP_S} s warm-up + ${DURATION_S} s measured per run, ${ROUNDS} alternating rounds`);
+  const generator = LOAD.generator === 'wrk' ? `wrk (${WRK}, one thread, its own process)` : 'autocannon (in the bench process; no wrk on the PATH)';
+  console.log(`node ${process.version}; load generator ${generator}, ${LOAD.connections} connections, keep-alive, ${LOAD.warmupS} s warm-up + ${LOAD.durationS} s measured per run, ${LOAD.rounds} alternating rounds`);
 }
 
 // ---- Time bounds and clean-up ----
@@ -366,45 +378,209 @@ export async function cpuMsOf(pid: number | undefined): Promise<{ own: number; d
   return { own: self[2], descendants };
 }
 
-/** One warm-up (not counted) and one measured autocannon run of `load` against `server`. */
-export async function measure(autocannon: Autocannon, target: string, round: number, server: Server, load: Load): Promise<Measured> {
-  const common = { ...load, url: `${server.url}${load.path ?? ''}`, connections: CONNECTIONS, pipelining: 1, timeout: 10 };
-  const run = async (what: string, duration: number): Promise<Result> => {
-    const instance = autocannon({ ...common, duration });
+// ---- Load generators ----
+
+/** `wrk` on the PATH, unless BENCH_GENERATOR=autocannon. */
+function findWrk(): string | undefined {
+  if (process.env.BENCH_GENERATOR === 'autocannon') return undefined;
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    const file = path.join(dir || '.', 'wrk');
     try {
-      return await within(duration * 1000 + 30_000, `${target} ${what}`, Promise.resolve(instance));
-    } catch (err) {
-      instance.stop();
-      throw err;
+      accessSync(file, constants.X_OK);
+      return file;
+    } catch {
+      // not here
     }
-  };
-  if (WARMUP_S > 0) await run('warm-up', WARMUP_S);
-  const serverBefore = await cpuMsOf(server.pid);
-  const clientBefore = process.cpuUsage();
+  }
+  if (process.env.BENCH_GENERATOR === 'wrk') throw new Error('BENCH_GENERATOR=wrk, but there is no wrk on the PATH (apt-get install wrk)');
+  return undefined;
+}
+
+const WRK = findWrk();
+
+/**
+ * How `measure` loads a server: wrk (one thread, in a process of its own) when it is installed,
+ * since autocannon in this process takes about a whole core to load the bare server and so becomes
+ * the limit; autocannon otherwise.
+ */
+export const LOAD = WRK
+  ? { generator: 'wrk' as const, connections: Number(process.env.BENCH_CONNECTIONS ?? 32), warmupS: Number(process.env.BENCH_WARMUP_S ?? 2), durationS: Number(process.env.BENCH_DURATION_S ?? 5), rounds: Math.min(9, Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3))) }
+  : { generator: 'autocannon' as const, connections: CONNECTIONS, warmupS: WARMUP_S, durationS: DURATION_S, rounds: ROUNDS };
+
+/** What a load sends: `N_MARK` in the path or body becomes a random integer from 1 to `randomUpTo` in each request, `R_MARK` 8 random letters. */
+export const N_MARK = '__N__';
+export const R_MARK = '__R__';
+
+/** The path and body of one request of `load`, marks filled in. */
+function fill(text: string, randomUpTo: number): string {
+  return text.replaceAll(N_MARK, () => String(1 + Math.floor(Math.random() * randomUpTo))).replaceAll(R_MARK, () => Math.random().toString(36).slice(2, 10).padEnd(8, 'x'));
+}
+
+/** A Lua string literal of any bytes. */
+function luaString(text: string): string {
+  return '"' + [...Buffer.from(text)].map((b) => (b >= 0x20 && b < 0x7f && b !== 0x22 && b !== 0x5c ? String.fromCharCode(b) : `\\${String(b).padStart(3, '0')}`)).join('') + '"';
+}
+
+/** A Lua expression building `text` with its marks filled in for each request. */
+function luaFilled(text: string): string {
+  const parts = text.split(new RegExp(`(${N_MARK}|${R_MARK})`)).filter((p) => p !== '');
+  if (parts.length === 0) return '""';
+  return parts.map((p) => (p === N_MARK ? 'tostring(math.random(1, max))' : p === R_MARK ? 'letters8()' : luaString(p))).join(' .. ');
+}
+
+/**
+ * The wrk script of a load: a new path and body for each request (random profile key, random
+ * value), and a last line with the figures as JSON (latencies in µs).
+ */
+function wrkScript(load: Load): string {
+  const headers = Object.entries(load.headers ?? {}).map(([k, v]) => `[${luaString(k)}] = ${luaString(v)}`).join(', ');
+  return `-- written by bench/harness.ts
+local max = ${Math.max(1, load.randomUpTo ?? 1)}
+local headers = { ${headers} }
+local alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+math.randomseed(${Math.floor(Math.random() * 2 ** 31)})
+local function letters8()
+  local out = {}
+  for i = 1, 8 do
+    local k = math.random(1, #alphabet)
+    out[i] = alphabet:sub(k, k)
+  end
+  return table.concat(out)
+end
+request = function()
+  return wrk.format(${luaString(load.method ?? 'GET')}, ${luaFilled(load.path ?? '/')}, headers, ${load.body === undefined ? 'nil' : luaFilled(load.body)})
+end
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRK_RESULT {"requests":%d,"durationUs":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"meanUs":%.1f,"p50Us":%d,"p99Us":%d}\\n',
+    summary.requests, summary.duration, e.connect, e.read, e.write, e.status, e.timeout, latency.mean, latency:percentile(50), latency:percentile(99)))
+end
+`;
+}
+
+/** This process's waited-for children's CPU time (ms) so far, from /proc/self/stat (cutime + cstime): a wrk run's, once it has exited. */
+async function childrenCpuMs(): Promise<number> {
+  const stat = await fs.readFile('/proc/self/stat', 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[13]) + Number(fields[14])) * (1000 / 100);
+}
+
+interface Generated { rps: number; total: number; mean: number; p50: number; p99: number; non2xx: number; errors: number; timeouts: number; generatorCpuShare: number }
+
+/** One wrk run of `seconds` against `url`; its CPU time from /proc (this process's children's times, before and after). */
+async function runWrk(url: string, load: Load, seconds: number, what: string): Promise<Generated> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-wrk-'));
+  tempDirs.push(dir);
+  const script = path.join(dir, 'load.lua');
+  await fs.writeFile(script, wrkScript(load));
+  const cpuBefore = await childrenCpuMs();
   const started = performance.now();
-  const r = await run('run', DURATION_S);
+  const child = spawn(WRK!, ['-t1', `-c${LOAD.connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', script, url], { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push({ child, name: 'wrk' });
+  let out = '';
+  child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+  try {
+    const code = await within(seconds * 1000 + 30_000, what, new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c))));
+    if (code !== 0) throw new Error(`${what}: wrk exited with ${code}: ${out}`);
+  } finally {
+    children.splice(children.findIndex((c) => c.child === child), 1);
+    if (child.exitCode === null) child.kill('SIGKILL');
+    await fs.rm(dir, { recursive: true, force: true });
+    tempDirs.splice(tempDirs.indexOf(dir), 1);
+  }
+  const wallMs = performance.now() - started;
+  const cpuMs = (await childrenCpuMs()) - cpuBefore;
+  const line = out.split('\n').find((l) => l.startsWith('WRK_RESULT '));
+  if (!line) throw new Error(`${what}: no result from wrk: ${out}`);
+  const r = JSON.parse(line.slice('WRK_RESULT '.length)) as { requests: number; durationUs: number; connect: number; read: number; write: number; status: number; timeout: number; meanUs: number; p50Us: number; p99Us: number };
+  return {
+    rps: r.requests / (r.durationUs / 1e6), total: r.requests, mean: r.meanUs / 1000, p50: r.p50Us / 1000, p99: r.p99Us / 1000,
+    non2xx: r.status, errors: r.connect + r.read + r.write, timeouts: r.timeout, generatorCpuShare: cpuMs / wallMs,
+  };
+}
+
+/** One autocannon run in this process; its CPU time is this process's. */
+async function runAutocannon(autocannon: Autocannon, url: string, load: Load, seconds: number, what: string): Promise<Generated> {
+  const { randomUpTo, ...request } = load;
+  const varies = randomUpTo !== undefined;
+  const instance = autocannon({
+    ...request, url: `${url}${load.path ?? ''}`, connections: LOAD.connections, pipelining: 1, timeout: 10, duration: seconds,
+    ...(varies ? { requests: [{ method: load.method, setupRequest: (r) => ({ ...r, path: fill(load.path ?? '/', randomUpTo), body: load.body === undefined ? undefined : fill(load.body, randomUpTo) }) }] } : {}),
+  });
+  const before = process.cpuUsage();
+  const started = performance.now();
+  let r: Result;
+  try {
+    r = await within(seconds * 1000 + 30_000, what, Promise.resolve(instance));
+  } catch (err) {
+    instance.stop();
+    throw err;
+  }
+  const used = process.cpuUsage(before);
+  return {
+    rps: r.requests.average, total: r.requests.total, mean: r.latency.mean, p50: r.latency.p50, p99: r.latency.p99,
+    non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, generatorCpuShare: (used.user + used.system) / 1000 / (performance.now() - started),
+  };
+}
+
+/** One warm-up (not counted) and one measured run of `load` against `server`, with wrk or autocannon (LOAD). */
+export async function measure(autocannon: Autocannon, target: string, round: number, server: Server, load: Load): Promise<Measured> {
+  const run = (what: string, seconds: number) => (LOAD.generator === 'wrk'
+    ? runWrk(`${server.url}/`, load, seconds, `${target} ${what}`)
+    : runAutocannon(autocannon, server.url, load, seconds, `${target} ${what}`));
+  if (LOAD.warmupS > 0) await run('warm-up', LOAD.warmupS);
+  const serverBefore = await cpuMsOf(server.pid);
+  const started = performance.now();
+  const r = await run('run', LOAD.durationS);
   const elapsedMs = performance.now() - started;
-  const clientUsage = process.cpuUsage(clientBefore);
   const serverAfter = await cpuMsOf(server.pid);
   const own = serverBefore && serverAfter ? serverAfter.own - serverBefore.own : undefined;
   // Processes that ended during the run take their CPU time with them, so this is a lower bound.
   const db = serverBefore && serverAfter ? Math.max(0, serverAfter.descendants - serverBefore.descendants) : undefined;
   const m: Measured = {
-    target, round, rps: r.requests.average, mean: r.latency.mean,
-    serverCpuUsPerRequest: own === undefined ? undefined : (own * 1000) / r.requests.total,
+    target, round, rps: r.rps, mean: r.mean, p50: r.p50, p99: r.p99, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, total: r.total,
+    serverCpuUsPerRequest: own === undefined ? undefined : (own * 1000) / r.total,
     serverCpuShare: own === undefined ? undefined : own / elapsedMs,
-    dbCpuUsPerRequest: db === undefined ? undefined : (db * 1000) / r.requests.total,
+    dbCpuUsPerRequest: db === undefined ? undefined : (db * 1000) / r.total,
     dbCpuShare: db === undefined ? undefined : db / elapsedMs,
-    clientCpuShare: (clientUsage.user + clientUsage.system) / 1000 / elapsedMs, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, total: r.requests.total };
+    clientCpuShare: r.generatorCpuShare,
+    loadAverage: os.loadavg()[0],
+  };
   const cpu = m.serverCpuUsPerRequest === undefined ? '' : `, server CPU ${m.serverCpuUsPerRequest.toFixed(0)} µs/request (${(100 * m.serverCpuShare!).toFixed(0)}% of a core)`;
   const dbCpu = m.dbCpuUsPerRequest === undefined || m.dbCpuShare! < 0.01 ? '' : `, database CPU ${m.dbCpuUsPerRequest.toFixed(0)} µs/request (${(100 * m.dbCpuShare!).toFixed(0)}% of a core)`;
-  log(`round ${round} ${target}: ${m.rps.toFixed(0)} req/s, mean ${m.mean.toFixed(2)} ms, p50 ${m.p50} ms, p99 ${m.p99} ms, ${m.total} requests, ${m.non2xx} non-2xx, ${m.errors} errors${cpu}${dbCpu}, autocannon ${(100 * m.clientCpuShare).toFixed(0)}% of a core`);
+  log(`round ${round} ${target}: ${m.rps.toFixed(0)} req/s, mean ${m.mean.toFixed(2)} ms, p50 ${m.p50} ms, p99 ${m.p99} ms, ${m.total} requests, ${m.non2xx} non-2xx, ${m.errors} errors${cpu}${dbCpu}, ${LOAD.generator} ${(100 * m.clientCpuShare).toFixed(0)}% of a core, load average ${m.loadAverage.toFixed(2)}`);
   return m;
 }
 
-/** The run of `target` with the most requests/s. */
-export function best(results: Measured[], target: string): Measured {
-  return results.filter((r) => r.target === target).reduce((a, b) => (b.rps > a.rps ? b : a));
+export const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+/**
+ * The ratio of `target` to `baseline` in each round (the two measured one after the other) and
+ * their median, with the medians of the CPU figures: the figures the benches report.
+ */
+export function summary(results: Measured[], target: string, baseline: string) {
+  const rounds = results.filter((r) => r.target === target).map((a) => ({ a, b: results.find((r) => r.target === baseline && r.round === a.round)! }));
+  const of = (xs: (number | undefined)[]) => (xs.some((x) => x === undefined) ? undefined : median(xs as number[]));
+  return {
+    ratios: rounds.map(({ a, b }) => a.rps / b.rps),
+    ratio: median(rounds.map(({ a, b }) => a.rps / b.rps)),
+    serverUs: of(rounds.map(({ a }) => a.serverCpuUsPerRequest)),
+    baselineServerUs: of(rounds.map(({ b }) => b.serverCpuUsPerRequest)),
+    dbUs: of(rounds.map(({ a }) => a.dbCpuUsPerRequest)),
+    generator: median(rounds.flatMap(({ a, b }) => [a.clientCpuShare, b.clientCpuShare])),
+    loadAverage: median(rounds.flatMap(({ a, b }) => [a.loadAverage, b.loadAverage])),
+  };
+}
+
+/** The line a bench prints for `op`: median ratio, the rounds' ratios, CPU per request, the generator's share, the load average. */
+export function summaryLine(op: string, s: ReturnType<typeof summary>, aim: number): string {
+  const us = (v: number | undefined) => (v === undefined ? 'n/a' : v.toFixed(0));
+  return `${op}: ratio audience/bare ${s.ratio.toFixed(2)} (median of rounds ${s.ratios.map((r) => r.toFixed(2)).join(', ')}; aim at least ${aim.toFixed(2)}); `
+    + `CPU per request: server ${us(s.serverUs)} µs${s.dbUs !== undefined && s.dbUs > 0 ? `, PostgreSQL ${us(s.dbUs)} µs` : ''}, bare ${us(s.baselineServerUs)} µs; `
+    + `${LOAD.generator} ${(100 * s.generator).toFixed(0)}% of a core; load average ${s.loadAverage.toFixed(2)}`;
 }
 
 /** Prints a warning for every run with non-2xx answers, errors or timeouts, and sets exit code 1. */

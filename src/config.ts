@@ -1,5 +1,7 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { parseFilesUrl, type S3Location } from './files/s3.ts';
+import type { DkimKey } from './transactional/mailer.ts';
 
 /** Every setting of the program, read once from the environment (README "Configuration"). */
 export interface Config {
@@ -15,7 +17,12 @@ export interface Config {
   publicUrl: string;
   /** FILES_URL: the bucket that keeps files. Unset: the folder `dataDir/files`. */
   files: S3Location | undefined;
+  /** SMTP_URL: the server transactional mail is sent through. Unset: the built-in outbox (docs/mail.md). */
   smtpUrl: string | undefined;
+  /** DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY (or DKIM_PRIVATE_KEY_FILE): every message is signed when set. */
+  dkim: DkimKey | undefined;
+  /** TRACKING_URL: the base of the open, click and unsubscribe links in messages. Unset: the public URL. */
+  trackingUrl: string;
   redisUrl: string | undefined;
   logLevel: string;
   /** Unset: generated once into `dataDir/admin-token`. */
@@ -28,6 +35,32 @@ export interface Config {
   demoAccount: boolean;
   /** CALLBACKS_ALLOW_PRIVATE: let callbacks reach loopback and private addresses (development and tests only; docs/security.md). */
   callbacksAllowPrivate: boolean;
+}
+
+/** The DKIM settings: all three or none, so that a half-configured key is an error at start, not unsigned mail. */
+function readDkim(env: NodeJS.ProcessEnv): DkimKey | undefined {
+  const file = env.DKIM_PRIVATE_KEY_FILE || undefined;
+  if (file && env.DKIM_PRIVATE_KEY) throw new Error('Give DKIM_PRIVATE_KEY or DKIM_PRIVATE_KEY_FILE, not both');
+  let privateKey = env.DKIM_PRIVATE_KEY || undefined;
+  if (file) {
+    try {
+      privateKey = fs.readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new Error(`DKIM_PRIVATE_KEY_FILE: cannot read ${file}: ${(err as Error).message}`);
+    }
+  }
+  const domainName = env.DKIM_DOMAIN || undefined;
+  const keySelector = env.DKIM_SELECTOR || undefined;
+  if (!privateKey && !domainName && !keySelector) return undefined;
+  if (!privateKey || !domainName || !keySelector) throw new Error('DKIM signing needs DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY (or DKIM_PRIVATE_KEY_FILE) together');
+  if (!/-----BEGIN (RSA )?PRIVATE KEY-----/.test(privateKey)) throw new Error('DKIM_PRIVATE_KEY must be a PEM private key (-----BEGIN PRIVATE KEY-----)');
+  return { domainName, keySelector, privateKey };
+}
+
+/** An http(s) base address without its trailing slashes; throws naming the variable. */
+function baseUrl(name: string, value: string): string {
+  if (!/^https?:\/\/[^/]/.test(value) || !URL.canParse(value)) throw new Error(`${name} must be an http or https address, got "${value}"`);
+  return value.replace(/\/+$/, '');
 }
 
 export const REGIONS = ['eu', 'apac'] as const;
@@ -43,6 +76,9 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // A switch that lowers a guard takes exactly "true": a typo must not open it, nor be ignored.
   const allowPrivate = env.CALLBACKS_ALLOW_PRIVATE ?? 'false';
   if (allowPrivate !== 'true' && allowPrivate !== 'false') throw new Error(`CALLBACKS_ALLOW_PRIVATE must be true or false, got "${allowPrivate}"`);
+  const smtpUrl = env.SMTP_URL || undefined;
+  if (smtpUrl && !/^smtps?:\/\/[^/]/.test(smtpUrl)) throw new Error(`SMTP_URL must be smtp://[user:password@]host[:port] or smtps://…, got a URL of another form`);
+  const publicUrl = (env.PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, '');
   return {
     port,
     host: env.HOST ?? '0.0.0.0',
@@ -50,9 +86,11 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(env.DATA_DIR ?? './data'),
     vendor,
     region,
-    publicUrl: (env.PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, ''),
+    publicUrl,
     files: env.FILES_URL ? parseFilesUrl(env.FILES_URL) : undefined,
-    smtpUrl: env.SMTP_URL || undefined,
+    smtpUrl,
+    dkim: readDkim(env),
+    trackingUrl: env.TRACKING_URL ? baseUrl('TRACKING_URL', env.TRACKING_URL) : publicUrl,
     redisUrl: env.REDIS_URL || undefined,
     logLevel: env.LOG_LEVEL ?? 'info',
     adminToken: env.ADMIN_TOKEN || undefined,

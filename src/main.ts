@@ -9,7 +9,7 @@ const server = () => import('./server.ts');
 const OPTIONS = {
   name: { type: 'string' }, region: { type: 'string' }, account: { type: 'string' }, 'client-id': { type: 'string' },
   section: { type: 'string', multiple: true }, channel: { type: 'string' }, address: { type: 'string' }, reason: { type: 'string' },
-  system: { type: 'string' }, rename: { type: 'boolean' }, state: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' },
+  system: { type: 'string' }, id: { type: 'string' }, message: { type: 'string' }, rename: { type: 'boolean' }, state: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -110,10 +110,66 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   'suppression list': { args: '--account ID', what: 'list suppressed addresses', options: ['account'], run: (v) => admin('GET', `${account(v)}/suppressions`) },
+  'activity list': {
+    args: '--account ID [--section DISCRIMINATOR]', what: 'list the activities of an account, archived ones included, newest first', options: ['account', 'section'],
+    run: (v) => admin('GET', `${account(v)}/activities${v.section?.length ? `?section_discriminator=${encodeURIComponent(v.section[0])}` : ''}`),
+  },
+  'activity put': {
+    args: 'FILE --account ID', file: true, options: ['account'],
+    what: 'create or change the activity of a JSON file (docs/activities.md); with "id" the activity of that id, without one a new activity',
+    async run(v, file) {
+      const { id, ...activity } = await readManifest(file);
+      if (id === undefined) return admin('POST', `${account(v)}/activities`, activity);
+      return admin('PUT', `${account(v)}/activities/${encodeURIComponent(String(id))}`, activity);
+    },
+  },
+  'activity archive': {
+    args: '--account ID --id ACTIVITY', what: 'archive an activity: it leaves the public routes and takes no more events', options: ['account', 'id'],
+    async run(v) {
+      await admin('DELETE', `${account(v)}/activities/${encodeURIComponent(need(v, 'id'))}`);
+      return admin('GET', `${account(v)}/activities/${encodeURIComponent(need(v, 'id'))}`);
+    },
+  },
+  'activity events': {
+    args: 'FILE --account ID', file: true, options: ['account'],
+    what: 'record the events of a JSON lines file (one event a line, docs/activities.md), 10,000 a request; sending a file again adds nothing',
+    async run(v, file) {
+      const lines = (await fs.readFile(file, 'utf8')).split('\n').map((l, i) => [l, i + 1] as const).filter(([l]) => l.trim() !== '');
+      const total = { received: 0, recorded: 0, duplicates: 0, skipped: [] as { line: number; reason: string }[] };
+      for (let start = 0; start < lines.length; start += 10_000) {
+        const chunk = lines.slice(start, start + 10_000);
+        const events = chunk.map(([l, n]) => {
+          try {
+            return JSON.parse(l);
+          } catch (err) {
+            throw new Error(`line ${n} of ${file} is not valid JSON: ${(err as Error).message}`);
+          }
+        });
+        const result = (await admin('POST', `${account(v)}/activity-events`, events).catch((err: Error) => {
+          // The server names items[i] of this request: say which line of the file that is.
+          throw new Error(err.message.replace(/items\[(\d+)\]/, (_m, i: string) => `line ${chunk[Number(i)][1]}`));
+        })) as { received: number; recorded: number; duplicates: number; skipped: { item: number; reason: string }[] };
+        total.received += result.received;
+        total.recorded += result.recorded;
+        total.duplicates += result.duplicates;
+        total.skipped.push(...result.skipped.map((s) => ({ line: chunk[s.item][1], reason: s.reason })));
+      }
+      return total;
+    },
+  },
   'job list': {
     args: '[--state waiting|running|failed]', what: 'jobs, oldest first (failed: kept after their last attempt)', options: ['state'],
     run: (v) => admin('GET', `/admin/jobs${v.state ? `?state=${encodeURIComponent(v.state)}` : ''}`),
   },
+  'outbox list': {
+    args: '--account ID', what: 'the messages kept in the outbox (mail goes there while SMTP_URL is unset), newest first', options: ['account'],
+    run: (v) => admin('GET', `${account(v)}/outbox`),
+  },
+  'outbox show': {
+    args: '--account ID --message ID', what: 'one message of the outbox, with its source as it would have gone over SMTP', options: ['account', 'message'],
+    run: (v) => admin('GET', `${account(v)}/outbox/${encodeURIComponent(need(v, 'message'))}`),
+  },
+  'outbox empty': { args: '--account ID', what: 'delete the messages of an account\'s outbox', options: ['account'], run: (v) => admin('DELETE', `${account(v)}/outbox`) },
   'signing-key rotate': { args: '', what: 'sign tokens with a new key; tokens of the old one stay valid until they expire', options: [], run: () => admin('POST', '/admin/signing-keys') },
 };
 

@@ -57,7 +57,7 @@ export async function createDemoAccount(services: Services): Promise<{ account_i
     await tx.query('select pg_advisory_xact_lock($1)', [DEMO_LOCK]);
     if ((await accounts.countAccounts(tx)) > 0) return undefined;
     const created = await accounts.createAccount(tx, services.feed, vendor, { name: manifest.account?.name ?? 'Demo', region });
-    await applyAccountManifest(tx, services.feed, vendor, created.id, manifest);
+    await applyAccountManifest(tx, services.feed, vendor, created.id, manifest, new Date(services.clock()));
     const key = await services.apiKeys.createApiKey(tx, created.id, { name: 'demo' });
     return { account_id: created.id, client_id: key.client_id, client_secret: key.client_secret };
   });

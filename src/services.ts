@@ -12,6 +12,7 @@ import { ChangeFeed } from './store/changes.ts';
 import { MemoryBuckets, RedisBuckets, type Buckets } from './core/rate-limits.ts';
 import type { AccountScope, Caller } from './core/scope.ts';
 import { Metrics } from './core/metrics.ts';
+import { openMailer, type Mailer } from './transactional/mailer.ts';
 
 /**
  * The long-lived parts every thread of a process has: what jobs need. The worker thread has only
@@ -32,6 +33,8 @@ export interface ThreadServices {
   metrics: Metrics;
   /** HTTP calls to addresses that clients choose (export callbacks), through the address filter. */
   outbound: Outbound;
+  /** Where transactional mail goes: the SMTP server of SMTP_URL, or the built-in outbox. */
+  mailer: Mailer;
   close(): Promise<void>;
 }
 
@@ -52,6 +55,7 @@ export async function createThreadServices(config: Config, pool: pg.Pool, clock:
   const feed = new ChangeFeed(pool);
   await feed.start();
   const outbound = new Outbound({ allowPrivate: config.callbacksAllowPrivate });
+  const mailer = openMailer({ smtpUrl: config.smtpUrl, dkim: config.dkim }, pool);
   return {
     config, pool, clock, feed, serverSecret: secrets.serverSecret,
     metrics: new Metrics(),
@@ -59,7 +63,9 @@ export async function createThreadServices(config: Config, pool: pg.Pool, clock:
     accounts: new AccountDirectory(pool, feed),
     definitions: new DefinitionsCache(pool, feed),
     outbound,
+    mailer,
     async close() {
+      await mailer.close();
       await outbound.close();
       await feed.close();
     },

@@ -68,6 +68,13 @@ beforeAll(async () => {
       segment: `${NS}.segments.user-created.high-${s}`,
     };
   }
+  // An activity of each kind in each section, with the section's name in its id.
+  for (const s of ['alpha', 'beta']) {
+    for (const kind of ['email', 'sms', 'website', 'marketing-automation', 'forms-and-pages']) {
+      const put = await server.admin('PUT', `/admin/accounts/${accountId}/activities/${kind}-${s}`, { kind, section_discriminator: `${NS}.sections.user-created.${s}`, name: `${kind} ${s}` });
+      if (put.status !== 201) throw new Error(put.text);
+    }
+  }
 });
 afterAll(async () => {
   await server?.close();
@@ -109,6 +116,16 @@ async function readySingleExport(): Promise<string> {
   for (let i = 0; i < 400 && (await server.request('GET', path, { token: full })).status === 404; i++) await new Promise((r) => setTimeout(r, 25));
   return path;
 }
+
+/** The transactions path of the section's transactional email activity, created (or left as it is) first. */
+async function transactionsPath(section: string): Promise<string> {
+  const id = `tx-${section.split('.').pop()}`;
+  await server.admin('PUT', `/admin/accounts/${accountId}/activities/${id}`, {
+    kind: 'email', section_discriminator: section, name: 'Receipt', transactional: true, email_subject: 'Receipt', sender_email_address: 'shop@shop.example', html: '<p>Thanks</p>',
+  });
+  return `/emails/sections/${section}/activities/transactional/${id}/transactions`;
+}
+const sendBody = () => ({ keyspace_discriminator: EMAIL, profile_key: `${crypto.randomUUID()}@example.com`, to_name: 'Ann', to_email_address: 'ann@example.com' });
 
 const profilePath = (key: string, section: string) => `/audience/keyspaces/${EMAIL}/profiles/${key}/sections/${section}`;
 const importBody = (version: 1 | 2, section: string) => {
@@ -268,7 +285,28 @@ const OPERATIONS: Record<string, Operation> = {
     access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/exports', { token, body: { attributes: [{ section_discriminator: ALPHA, attribute_version_id: ids[ALPHA].score }] } }),
   },
   'GET /audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', await readyExport(), { token }) },
+  // Activities: each section's own activity of the kind.
+  'GET /emails/sections/{section_discriminator}/activities': { access: 'section', call: (token, s) => server.request('GET', `/emails/sections/${s}/activities`, { token }) },
+  'GET /emails/sections/{section_discriminator}/activities/{activity_id}': { access: 'section', call: (token, s) => server.request('GET', `/emails/sections/${s}/activities/email-${s.split('.').at(-1)}`, { token }) },
+  'GET /sms/sections/{section_discriminator}/activities': { access: 'section', call: (token, s) => server.request('GET', `/sms/sections/${s}/activities`, { token }) },
+  'GET /sms/sections/{section_discriminator}/activities/{activity_id}': { access: 'section', call: (token, s) => server.request('GET', `/sms/sections/${s}/activities/sms-${s.split('.').at(-1)}`, { token }) },
+  'GET /website/sections/{section_discriminator}/activities': { access: 'section', call: (token, s) => server.request('GET', `/website/sections/${s}/activities`, { token }) },
+  'GET /website/sections/{section_discriminator}/activities/{activity_id}': { access: 'section', call: (token, s) => server.request('GET', `/website/sections/${s}/activities/website-${s.split('.').at(-1)}`, { token }) },
+  'GET /marketing-automation/sections/{section_discriminator}/activities': { access: 'section', call: (token, s) => server.request('GET', `/marketing-automation/sections/${s}/activities`, { token }) },
+  'GET /marketing-automation/sections/{section_discriminator}/activities/{activity_id}': { access: 'section', call: (token, s) => server.request('GET', `/marketing-automation/sections/${s}/activities/marketing-automation-${s.split('.').at(-1)}`, { token }) },
+  'GET /forms-and-pages/sections/{section_discriminator}/activities': { access: 'section', call: (token, s) => server.request('GET', `/forms-and-pages/sections/${s}/activities`, { token }) },
+  'GET /forms-and-pages/sections/{section_discriminator}/activities/{activity_id}': { access: 'section', call: (token, s) => server.request('GET', `/forms-and-pages/sections/${s}/activities/forms-and-pages-${s.split('.').at(-1)}`, { token }) },
   'GET /v2/audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', `/v2${await readyExport()}`, { token }) },
+  'POST /emails/sections/{section_discriminator}/activities/transactional/{activity_id}/transactions': {
+    access: 'section', call: async (token, section) => server.request('POST', await transactionsPath(section), { token, body: sendBody() }),
+  },
+  'GET /emails/sections/{section_discriminator}/activities/{activity_id}/transactions/{transaction_id}': {
+    access: 'section',
+    call: async (token, section) => {
+      const sent = await server.request('POST', await transactionsPath(section), { token: full, body: sendBody() });
+      return server.request('GET', `/emails/sections/${section}/activities/tx-${section.split('.').pop()}/transactions/${sent.body.id}`, { token });
+    },
+  },
 };
 
 /** The operations of the public interface in the OpenAPI document, as `METHOD /path`. */

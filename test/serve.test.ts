@@ -3,11 +3,14 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
 import { metric } from './app.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
+// Every test here starts real programs (a server, command-line runs, each a Node process loading the
+// program): on a machine busy with other work, a few of them overran the default 30 s.
+vi.setConfig({ testTimeout: 90_000 });
 const NODE = path.join(ROOT, 'node_modules', '.bin', 'node');
 const run = promisify(execFile);
 
@@ -174,6 +177,11 @@ describe('audience serve (npm start)', () => {
     const tags = (await (await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
     expect(tags.items).toEqual([{ discriminator: 'com.vendor1.tags.user-created.bargain-hunter', name: 'Bargain hunter', id: expect.any(String) }]);
     expect(await program.cli('job', 'list', '--state', 'failed')).toEqual({ items: [] });
+    // Mail kept in the outbox (SMTP_URL is unset): none yet for the new account, and an unknown message is an error naming it.
+    expect(await program.cli('outbox', 'list', '--account', account.id)).toEqual({ items: [] });
+    const none = await program.exec(['outbox', 'show', '--account', account.id, '--message', '999']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('holds no message 999');
     const rotated = await program.cli('signing-key', 'rotate');
     expect(rotated.kid).toEqual(expect.any(String));
     const again = await fetch(program.url('/audience/sections'), { headers: { authorization: `Bearer ${access_token}` } });
@@ -287,6 +295,29 @@ describe('the command line (bin/audience)', () => {
     expect(second.unchanged).toContain(`section ${outlet}`);
   });
 
+  it('writes activities from a manifest and from files, records events of a JSON lines file once, and archives', async () => {
+    const account = await program.cli('account', 'create', '--name', 'Mailer');
+    const shop = 'com.vendor1.sections.user-created.shop';
+    const file = path.join(dataDir, 'mailer.json');
+    await fs.writeFile(file, JSON.stringify({ sections: [{ name: 'Shop' }], activities: [{ id: 'welcome', kind: 'email', section_discriminator: 'com.{vendor}1.sections.user-created.shop', name: 'Welcome', email_subject: 'Hi' }] }));
+    expect((await program.cli('apply', file, '--account', account.id)).created).toContain('activity welcome');
+    expect((await program.cli('apply', file, '--account', account.id)).unchanged).toContain('activity welcome');
+    const activityFile = path.join(dataDir, 'sale.json');
+    await fs.writeFile(activityFile, JSON.stringify({ id: 'sale', kind: 'email', section_discriminator: shop, name: 'Sale', status: 'sent', email_subject: 'Sale' }));
+    expect(await program.cli('activity', 'put', activityFile, '--account', account.id)).toMatchObject({ id: 'sale', status: 'sent' });
+    const events = path.join(dataDir, 'events.jsonl');
+    const line = (type: string, key: string) => JSON.stringify({ activity_id: 'sale', type, keyspace_discriminator: 'com.vendor1.keyspaces.email', profile_key: key, correlation_id: `${type}-${key}` });
+    await fs.writeFile(events, [line('SENT', 'a@example.com'), line('SENT', 'b@example.com'), '', line('OPENED', 'a@example.com')].join('\n'));
+    expect(await program.cli('activity', 'events', events, '--account', account.id)).toEqual({ received: 3, recorded: 3, duplicates: 0, skipped: [] });
+    expect(await program.cli('activity', 'events', events, '--account', account.id)).toEqual({ received: 3, recorded: 0, duplicates: 3, skipped: [] });
+    await fs.appendFile(events, `\n${line('SHOUTED', 'a@example.com')}\n`);
+    const bad = await program.exec(['activity', 'events', events, '--account', account.id]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('line 5.type');
+    expect((await program.cli('activity', 'list', '--account', account.id, '--section', shop)).items.map((a: { id: string }) => a.id).sort()).toEqual(['sale', 'welcome']);
+    expect((await program.cli('activity', 'archive', '--account', account.id, '--id', 'sale')).archived_at).toEqual(expect.any(String));
+  });
+
   it('connects an integration once per system, whose keyspace /audience/keyspaces lists and profiles are created in (COMP-17)', async () => {
     const account = await program.cli('account', 'create', '--name', 'Magento shop');
     const file = path.join(dataDir, 'shop.json');
@@ -378,7 +409,8 @@ describe('crashes, restarts and a data directory in use', () => {
       if (crashing.child?.exitCode === null) await crashing.stop('SIGTERM');
       await fs.rm(dir, { recursive: true, force: true });
     }
-  });
+    // Six starts, five of them with PostgreSQL's crash recovery.
+  }, 180_000);
 
   it('refuses a second program on a data directory in use, naming the owner, and leaves the first one serving', async () => {
     const second = await failedStart(dataDir, await freePort());

@@ -257,6 +257,13 @@ function comparableAddress(scope: Pick<AccountScope, 'defs'>, channel: ChannelRo
   }
 }
 
+/** Whether an address is suppressed on a channel (SPEC §2.11): transactional mail is not sent to it either. */
+export async function isSuppressed(db: Queryable, scope: Pick<AccountScope, 'accountId' | 'defs'>, channelDiscriminator: string, address: string): Promise<boolean> {
+  const channel = scope.defs.channels.find((c) => c.discriminator === channelDiscriminator);
+  if (!channel) return false;
+  return (await q.listSuppressionsByAddresses(db, scope.accountId, [channel.channel_id], [comparableAddress(scope, channel, address)])).length > 0;
+}
+
 /** Suppresses an address on a channel (or changes the reason). */
 export async function addSuppression(db: Queryable, scope: Pick<AccountScope, 'accountId' | 'defs'>, s: Suppression): Promise<void> {
   const channel = scope.defs.channels.find((c) => c.discriminator === s.channel_discriminator);

@@ -3,7 +3,8 @@
  * of the problem document is `/errors/<code>`). Published codes of the platform are kept
  * (ENDPOINTS.md "Facts"); the others follow the same form, grouped by area:
  * AUD-10xx request and platform, AUD-11xx definitions, AUD-12xx profiles, AUD-14xx types,
- * AUD-16xx consents, AUD-17xx segments and AQL, AUD-18xx imports, AUD-19xx exports.
+ * AUD-16xx consents, AUD-17xx segments and AQL, AUD-18xx imports, AUD-19xx exports, AUD-20xx activities,
+ * AUD-21xx transactional mail.
  */
 export const PROBLEMS = {
   'AUD-0': { status: 400, title: 'Bad request' },
@@ -111,6 +112,16 @@ export const PROBLEMS = {
   'AUD-1920': { status: 400, title: 'Export key invalid' },
   'AUD-1921': { status: 400, title: 'Callback URL scheme not http or https' },
   'AUD-1910': { status: 400, title: 'Event window ends before it starts' },
+  'AUD-2001': { status: 404, title: 'Activity not found' },
+  'AUD-2002': { status: 409, title: 'Activity kind or section cannot change' },
+  'AUD-2003': { status: 400, title: 'Activity event invalid' },
+  'AUD-2004': { status: 400, title: 'Trigger type unsupported' },
+  'AUD-2101': { status: 400, title: 'Invalid template' },
+  'AUD-2102': { status: 404, title: 'Tracking link not recognised' },
+  'AUD-2103': { status: 404, title: 'Outbox message not found' },
+  'AUD-2104': { status: 413, title: 'Variables too large' },
+  'AUD-2105': { status: 413, title: 'Attachments too large' },
+  'AUD-2106': { status: 404, title: 'Transaction not found' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

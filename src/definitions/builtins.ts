@@ -68,3 +68,28 @@ export function userCreatedDiscriminator(vendor: string, kind: 'sections' | 'att
 export function rootFolderDiscriminator(vendor: string): string {
   return `${namespace(vendor)}.topic-folders.root`;
 }
+
+/** The channels whose activities have events (docs/activities.md "Built-in event types"). */
+export type ActivityChannel = 'email' | 'sms' | 'forms';
+
+/**
+ * The built-in event types that activities' events are recorded as, one per channel: profile
+ * events like any other, so that segments, profile events and exports see them. `activityId`
+ * names the activity, as in the page-view sample of SPEC §2.7 (ACT-21); `type` the event type.
+ */
+export function activityEventTypes(vendor: string): { channel: ActivityChannel; discriminator: string; name: string; description: string; fields: { name: string; type: string }[] }[] {
+  const ns = namespace(vendor);
+  const text = (...names: string[]) => names.map((name) => ({ name, type: 'Text' }));
+  const links = [...text('linkId', 'linkUrl', 'linkTitle'), { name: 'bounceCode', type: 'Number' }, ...text('unsubscribeTopic')];
+  return [
+    {
+      channel: 'email', discriminator: `${ns}.events.email`, name: 'Email activity event', description: 'SENT, DELIVERED, OPENED, CLICKED, BOUNCED, UNSUBSCRIBED or ABUSE of an email activity',
+      fields: [...text('activityId', 'type', 'splitId', 'variation', 'device', 'location'), ...links],
+    },
+    {
+      channel: 'sms', discriminator: `${ns}.events.sms`, name: 'SMS activity event', description: 'SENT, DELIVERED, CLICKED, BOUNCED or UNSUBSCRIBED of an SMS activity',
+      fields: [...text('activityId', 'type'), ...links],
+    },
+    { channel: 'forms', discriminator: `${ns}.events.form`, name: 'Form event', description: 'VIEWED, STARTED, REJECTED or SUBMITTED of a form', fields: text('activityId', 'type') },
+  ];
+}

@@ -3,7 +3,7 @@ import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
-import { builtinChannels, builtinKeyspaces, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
+import { activityEventTypes, builtinChannels, builtinKeyspaces, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
 import type { Definitions, KeyspaceRow, Permissions, SectionDefs, TagRow, TypeVersion } from '../core/definitions.ts';
 import type { AccountScope, Caller } from '../core/scope.ts';
 import * as q from './queries.ts';
@@ -249,4 +249,27 @@ export async function renameTag(tx: Queryable, scope: AccountScope, feed: Change
   const row = await q.updateTagName(tx, scope.accountId, tag.tag_id, name);
   await announce(feed, tx, scope.accountId);
   return tagView(row, false);
+}
+
+/**
+ * Gives a section the built-in event types of activities (docs/activities.md) unless it has them:
+ * readable through every keyspace with API access and writable through none, since only the
+ * activities area records them (its counters would miss events written through the profile API).
+ * Answers whether it added any.
+ */
+export async function installActivityEventTypes(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, section: Pick<SectionDefs, 'id' | 'events'>): Promise<boolean> {
+  const wanted = activityEventTypes(vendor).filter((t) => !section.events.some((e) => e.discriminator === t.discriminator));
+  if (wanted.length === 0) return false;
+  // The snapshot may predate an install earlier in this transaction (a manifest with several activities).
+  const stored = (await q.listEventsByAccount(tx, accountId)).filter((e) => e.section_id === section.id);
+  const missing = wanted.filter((t) => !stored.some((e) => e.discriminator === t.discriminator));
+  if (missing.length === 0) return false;
+  const keyspaces = await q.listKeyspacesByAccount(tx, accountId);
+  const readOnly: Permissions = Object.fromEntries(keyspaces.filter((k) => k.api_access).map((k) => [k.discriminator, ['read'] as ('read' | 'write')[]]));
+  for (const t of missing) {
+    const id = await q.upsertEvent(tx, accountId, { section_id: section.id, discriminator: t.discriminator, name: t.name, description: t.description, hidden: false, keyspace_permissions: readOnly });
+    await q.insertTypeVersion(tx, 'event', accountId, { ownerId: id, ordinal: 1, type: t.fields, deprecatedAt: null, validFrom: '2000-01-01T00:00:00Z' });
+  }
+  await announce(feed, tx, accountId);
+  return true;
 }

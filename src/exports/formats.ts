@@ -2,7 +2,7 @@ import { once, type EventEmitter } from 'node:events';
 import { PassThrough, pipeline, Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { parse } from 'csv-parse';
-import ExcelJS from 'exceljs';
+import type ExcelJS from 'exceljs';
 
 /**
  * The forms a stored export file is sent in (SPEC §4.7; docs/exports.md "Excel and JSON forms"):
@@ -64,7 +64,9 @@ export function xlsxFromCsv(stored: Readable, sheetRows = EXCEL_SHEET_ROWS): Rea
 
 /** Writes the records (header first) as a workbook into `out`, waiting for the zip whenever it is full; `signal` stops the wait. */
 async function writeWorkbook(records: AsyncIterable<string[]>, out: PassThrough, sheetRows: number, signal: AbortSignal): Promise<void> {
-  const workbook = new ExcelJS.stream.xlsx.WorkbookWriter({ stream: out, useSharedStrings: false, useStyles: false });
+  // Loaded by the first Excel download, not at start: ExcelJS and its zip weigh several MB in every API thread.
+  const { default: excel } = await import('exceljs');
+  const workbook = new excel.stream.xlsx.WorkbookWriter({ stream: out, useSharedStrings: false, useStyles: false });
   let header: string[] | undefined;
   let sheet: ExcelJS.Worksheet | undefined;
   let sheets = 0;

@@ -22,6 +22,8 @@ import { consentsRoutes } from './routes/consents.ts';
 import { segmentsRoutes } from './routes/segments.ts';
 import { importsRoutes } from './routes/imports.ts';
 import { exportsRoutes } from './routes/exports.ts';
+import { activitiesRoutes } from './routes/activities.ts';
+import { outboxRoutes, trackingRoutes, transactionalRoutes } from './routes/transactional.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
 import { createLogger } from './logging.ts';
 
@@ -155,7 +157,10 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
   if (options.operationsOnly) return app;
   await app.register(apiKeysRoutes(services));
   await app.register(definitionsRoutes(services));
-  await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes, exportsRoutes]));
+  await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes, exportsRoutes, transactionalRoutes]));
   await app.register(adminRoutes(services));
+  await app.register(activitiesRoutes(services));
+  await app.register(outboxRoutes(services));
+  await app.register(trackingRoutes(services));
   return app;
 }

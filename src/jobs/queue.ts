@@ -80,62 +80,73 @@ export class Worker {
   private readonly pool: pg.Pool;
   private readonly handlers: Record<string, JobHandler>;
   private running = false;
-  private wake: (() => void) | undefined;
-  private loop: Promise<void> | undefined;
+  private readonly waiting = new Set<() => void>();
+  private loops: Promise<void>[] = [];
   private listener: pg.PoolClient | undefined;
   private readonly onError: (err: unknown, job?: Job) => void;
   private readonly metrics: Metrics;
+  private readonly lanes: Record<string, number>;
 
-  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void, metrics: Metrics) {
+  /**
+   * `lanes`: job kinds that get loops of their own besides the one that takes every kind, so that
+   * up to that many of them run at once (a send job waits on a mail server most of its time).
+   */
+  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void, metrics: Metrics, lanes: Record<string, number> = {}) {
     this.pool = pool;
     this.handlers = handlers;
     this.onError = onError;
     this.metrics = metrics;
+    this.lanes = lanes;
   }
 
   async start(): Promise<void> {
     this.running = true;
     this.listener = await this.pool.connect();
-    this.listener.on('notification', () => this.wake?.());
+    this.listener.on('notification', () => this.wakeAll());
     this.listener.on('error', () => {});
     await this.listener.query(`listen ${CHANNEL}`);
-    this.loop = this.run();
+    this.loops = [this.run(Object.keys(this.handlers)), ...Object.entries(this.lanes).flatMap(([kind, n]) => Array.from({ length: n }, () => this.run([kind])))];
   }
 
-  /** Stops taking jobs and waits for the running one. */
+  private wakeAll(): void {
+    for (const wake of this.waiting) wake();
+  }
+
+  /** Stops taking jobs and waits for the running ones. */
   async stop(): Promise<void> {
     this.running = false;
-    this.wake?.();
-    await this.loop;
+    this.wakeAll();
+    await Promise.all(this.loops);
     if (this.listener) {
       await this.listener.query(`unlisten ${CHANNEL}`).catch(() => {});
       this.listener.release();
     }
   }
 
-  private async run(): Promise<void> {
+  private async run(kinds: string[]): Promise<void> {
     while (this.running) {
       let worked = false;
       try {
-        worked = await this.runOne();
+        worked = await this.runOne(kinds);
       } catch (err) {
         this.onError(err);
       }
       if (!worked && this.running) {
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, 1000);
-          this.wake = () => {
+          const wake = () => {
             clearTimeout(timer);
+            this.waiting.delete(wake);
             resolve();
           };
+          const timer = setTimeout(wake, 1000);
+          this.waiting.add(wake);
         });
-        this.wake = undefined;
       }
     }
   }
 
-  /** Takes and runs one ready job; false when there was none. */
-  async runOne(): Promise<boolean> {
+  /** Takes and runs one ready job of `kinds` (every kind it handles by default); false when there was none. */
+  async runOne(kinds: string[] = Object.keys(this.handlers)): Promise<boolean> {
     const { rows } = await this.pool.query<JobRow>(
       `update jobs set locked_until = now() + make_interval(secs => $2), attempts = attempts + 1
        where (account_id, job_id) = (
@@ -143,7 +154,7 @@ export class Worker {
          where kind = any($1::text[]) and failed_at is null and run_at <= now() and (locked_until is null or locked_until < now())
          order by run_at, job_id for update skip locked limit 1)
        returning account_id, job_id, kind, payload, attempts`,
-      [Object.keys(this.handlers), LEASE_SECONDS],
+      [kinds, LEASE_SECONDS],
     );
     const row = rows[0];
     if (!row) return false;

@@ -3,7 +3,11 @@ import { runSingleExport, sendReadyCallback, SINGLE_EXPORT_JOB, SINGLE_EXPORT_RE
 import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
+import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
 import { Worker } from './queue.ts';
+
+/** Send jobs run at once besides the main loop's job: each waits on the mail server most of its time. */
+const SEND_LANES = 3;
 
 /** Starts the worker role: the handlers of every job kind. */
 export async function startWorker(services: ThreadServices, onError: (err: unknown) => void): Promise<Worker> {
@@ -11,13 +15,17 @@ export async function startWorker(services: ThreadServices, onError: (err: unkno
   const scopeOf = (accountId: string) => accountScope(services, accountId);
   const exportDeps: ExportDeps = { pool, files, clock, scopeOf };
   const singleDeps: SingleExportDeps = { ...exportDeps, outbound: services.outbound, publicUrl: services.config.publicUrl };
+  const sendDeps: SendDeps = {
+    pool, scopeOf, mailer: services.mailer, vendor: services.config.vendor, trackingUrl: services.config.trackingUrl, serverSecret: services.serverSecret,
+  };
   const worker = new Worker(pool, {
     [IMPORT_JOB]: (job, lease) => runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job, lease),
     [EXPORT_JOB]: (job) => runExport(exportDeps, job),
     [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
     [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
     [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
-  }, onError, metrics);
+    [SEND_JOB]: (job) => runSend(sendDeps, job),
+  }, onError, metrics, { [SEND_JOB]: SEND_LANES });
   await worker.start();
   return worker;
 }

@@ -464,6 +464,42 @@ describe('PATCH attributes, version 2', () => {
   });
 });
 
+describe('concurrent writes (ATTR-07, ATTR-10)', () => {
+  // Writes arriving together share one statement (docs/benchmarks.md "Profiles"): each must still
+  // answer for itself, and writes to one profile through two keys of its cluster all apply.
+  it('applies concurrent PATCHes through two keys of one cluster and answers a missing profile with 404 alone', async () => {
+    const key = await emailProfile('c');
+    const web = `web-${key}`;
+    expectNoContent(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: key }, { keyspace_discriminator: WEB, profile_key: web }] } }));
+    const missing = fresh('cmissing');
+    const answers = await Promise.all([
+      patchV2(EMAIL, key, { [FIRSTNAME]: 'Ann' }),
+      patchV2(WEB, web, { [LASTNAME]: 'Lee' }),
+      patchV2(EMAIL, key, { [attr('visits')]: 3 }),
+      patchV1(WEB, web, { [version(attr('nickname'))]: 'nick' }),
+      patchV2(EMAIL, missing, { [FIRSTNAME]: 'Nobody' }),
+      patchV2(WEB, web, { [attr('issue')]: 7 }, '', M),
+      patchV1(EMAIL, fresh('cnew'), { [version(FIRSTNAME)]: 'New' }),
+    ]);
+    expectProblem(answers[4], 404, 'AUD-1201');
+    for (const res of answers.filter((_, i) => i !== 4)) expectNoContent(res);
+    const expected = { [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Ann', [version(LASTNAME)]: 'Lee', [version(attr('visits'))]: 3, [version(attr('nickname'))]: 'nick' };
+    expect(await attributes(EMAIL, key)).toEqual(expected);
+    expect(await attributes(WEB, web)).toEqual(expected);
+    expect(await attributes(EMAIL, key, M)).toEqual({ [version(attr('issue'), 1, M)]: 7 });
+    expectProblem(await server.request('GET', `${profile(EMAIL, missing)}/attributes`, { token }), 404, 'AUD-1201');
+  });
+
+  it('applies concurrent PATCHes of one key in some order, each value whole', async () => {
+    const key = await emailProfile('d');
+    const names = ['One', 'Two', 'Three', 'Four'];
+    for (const res of await Promise.all(names.map((n) => patchV2(EMAIL, key, { [FIRSTNAME]: n, [attr('nickname')]: n.toLowerCase() })))) expectNoContent(res);
+    const values = await attributes(EMAIL, key);
+    expect(names).toContain(values[version(FIRSTNAME)]);
+    expect(values[version(attr('nickname'))]).toBe(String(values[version(FIRSTNAME)]).toLowerCase());
+  });
+});
+
 describe('payload size (ATTR-19)', () => {
   const big = 'x'.repeat(101 * KB);
   it('refuses attribute and tag PATCH payloads over 100 KB with 413 AUD-1210', async () => {

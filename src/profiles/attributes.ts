@@ -2,10 +2,11 @@ import { attributeTypeOf, conforms, grants, requireWrite, type AttributeDef, typ
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections, sectionOf } from '../definitions/definitions.ts';
-import type { Queryable } from '../store/pool.ts';
+import type pg from 'pg';
+import { withTransaction, type Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
 import {
-  currentVersionId, identityHash, insertNewProfile, joinClusters, locate, locateWithSectionData, lockedClusters, refuseReadOnly, writeSectionData,
+  currentVersionId, identifierOf, identityHash, insertNewProfile, joinClusters, locate, locateWithSectionData, lockedClusters, refuseReadOnly, writeSectionData,
   type Located, type ProfileFollower,
 } from './profiles.ts';
 import * as q from './queries.ts';
@@ -23,27 +24,70 @@ function checkWrite(section: SectionDefs, keyspace: KeyspaceRow, attribute: Attr
   return versionId;
 }
 
+/** Section → keyspace → the attribute version ids readable through it; both objects belong to one load of the definitions. */
+const readableVersions = new WeakMap<SectionDefs, WeakMap<KeyspaceRow, Set<string>>>();
+
+function readableThrough(section: SectionDefs, keyspace: KeyspaceRow): Set<string> {
+  let bySection = readableVersions.get(section);
+  if (!bySection) readableVersions.set(section, bySection = new WeakMap());
+  let readable = bySection.get(keyspace);
+  if (!readable) {
+    readable = new Set(section.attributes.filter((a) => !a.hidden && grants(a.keyspace_permissions, keyspace, 'read')).flatMap((a) => a.versions.map((v) => v.id)));
+    bySection.set(keyspace, readable);
+  }
+  return readable;
+}
+
 /** GET …/attributes: attribute version id → value, for the attributes readable through the keyspace. */
 export async function getAttributes(db: Queryable, scope: AccountScope, id: IdentifierInSection): Promise<q.ValueMap> {
   const section = sectionOf(scope, id.section_discriminator);
   const { located, data } = await locateWithSectionData(db, scope, id, section);
-  const readable = new Set(section.attributes.filter((a) => !a.hidden && grants(a.keyspace_permissions, located.keyspace, 'read')).flatMap((a) => a.versions.map((v) => v.id)));
-  return Object.fromEntries(Object.entries(data.attributes).filter(([versionId]) => readable.has(versionId)));
+  const readable = readableThrough(section, located.keyspace);
+  const shown: q.ValueMap = {};
+  for (const versionId in data.attributes) if (readable.has(versionId)) shown[versionId] = data.attributes[versionId];
+  return shown;
+}
+
+/**
+ * The common attribute write as one statement, without a transaction (shared with the other such
+ * writes of the same turn; queries.ts patchSectionDataByKey): when the key is valid and not an
+ * export key, `changes` passes every check and asks for nothing more than values written, and the
+ * profile exists. Otherwise (false) the caller takes the full path, which answers the same errors
+ * in the same order as before; a failed check here is only a reason to take it.
+ */
+async function writeDirectly(db: Queryable, scope: AccountScope, id: IdentifierInSection, section: SectionDefs, changes: (keyspace: KeyspaceRow) => q.ValueMap | undefined): Promise<boolean> {
+  let located: { keyspace: KeyspaceRow; key: string };
+  let attributes: q.ValueMap | undefined;
+  try {
+    located = identifierOf(scope, id);
+    if (located.keyspace.kind === 'export') return false;
+    attributes = changes(located.keyspace);
+  } catch {
+    return false;
+  }
+  if (!attributes) return false;
+  return q.patchSectionDataByKey(db, scope.accountId, { keyspaceId: located.keyspace.keyspace_id, key: located.key, sectionId: section.id, attributes, changedAt: scope.now });
 }
 
 /**
  * PATCH …/attributes, version 1 (SPEC §4.4): keys are attribute version ids, null clears. Creates
  * the profile when it does not exist, and never changes profile keys.
  */
-export async function patchAttributesV1(tx: Queryable, scope: AccountScope, id: IdentifierInSection, patch: q.ValueMap): Promise<void> {
+export async function patchAttributesV1(pool: pg.Pool, scope: AccountScope, id: IdentifierInSection, patch: q.ValueMap): Promise<void> {
   const section = sectionOf(scope, id.section_discriminator);
-  const located = await locateOrCreate(tx, scope, id);
-  const changes: q.ValueMap = {};
-  for (const [versionId, value] of Object.entries(patch)) {
-    const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === versionId));
-    changes[checkWrite(section, located.keyspace, attribute, attribute ? versionId : undefined, versionId, value)] = value;
-  }
-  await writeSectionData(tx, scope, located.canonicalId, section.id, changes);
+  const checked = (keyspace: KeyspaceRow) => {
+    const changes: q.ValueMap = {};
+    for (const [versionId, value] of Object.entries(patch)) {
+      const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === versionId));
+      changes[checkWrite(section, keyspace, attribute, attribute ? versionId : undefined, versionId, value)] = value;
+    }
+    return changes;
+  };
+  if (await writeDirectly(pool, scope, id, section, checked)) return;
+  await withTransaction(pool, async (tx) => {
+    const located = await locateOrCreate(tx, scope, id);
+    await writeSectionData(tx, scope, located.canonicalId, section.id, checked(located.keyspace));
+  });
 }
 
 async function locateOrCreate(tx: Queryable, scope: AccountScope, id: IdentifierInSection): Promise<Located> {
@@ -92,8 +136,24 @@ type KeyOutcome =
  * profile that has the new key; `merge` merges the two), and 409 without a method. `follower`
  * hears of changed addresses and moved sections.
  */
-export async function patchAttributesV2(tx: Queryable, scope: AccountScope, id: IdentifierInSection, patch: q.ValueMap, method: KeyUpdateMethod | undefined, follower: ProfileFollower): Promise<void> {
+export async function patchAttributesV2(pool: pg.Pool, scope: AccountScope, id: IdentifierInSection, patch: q.ValueMap, method: KeyUpdateMethod | undefined, follower: ProfileFollower): Promise<void> {
   const section = sectionOf(scope, id.section_discriminator);
+  const addressAttributes = new Set(scope.defs.channels.map((c) => c.address_attribute));
+  // Without key or address attributes, a patch is values written and nothing else.
+  const plain = (keyspace: KeyspaceRow) => {
+    const changes: q.ValueMap = {};
+    for (const [discriminator, value] of Object.entries(patch)) {
+      if (addressAttributes.has(discriminator) || scope.defs.keyspaces.some((k) => k.mapped_attribute === discriminator)) return undefined;
+      const attribute = section.attributes.find((a) => a.discriminator === discriminator);
+      changes[checkWrite(section, keyspace, attribute, attribute ? currentVersionId(section, discriminator) : undefined, discriminator, value)] = value;
+    }
+    return changes;
+  };
+  if (await writeDirectly(pool, scope, id, section, plain)) return;
+  await withTransaction(pool, (tx) => patchInTransaction(tx, scope, id, section, patch, method, follower));
+}
+
+async function patchInTransaction(tx: Queryable, scope: AccountScope, id: IdentifierInSection, section: SectionDefs, patch: q.ValueMap, method: KeyUpdateMethod | undefined, follower: ProfileFollower): Promise<void> {
   let located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
   const changes: q.ValueMap = {};

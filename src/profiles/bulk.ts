@@ -119,3 +119,24 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
   await q.insertAttributeHistoryBulk(tx, scope.accountId, section.id, writes.flatMap(([profileId, p]) => Object.entries(p.attributes).map(([versionId, value]) => ({ profileId, versionId, value }))), scope.now);
   return rows.map((r) => outcomes.get(r.line)!);
 }
+
+/**
+ * The canonical profiles of many keys of one keyspace, creating the missing ones (with the
+ * keyspace's mapped attribute in `section`), as events of a source arrive for them. Keys of
+ * locked profiles are answered in `locked`. Creation is serialised per account, so that two
+ * batches naming the same new key create it once.
+ */
+export async function findOrCreateProfiles(tx: Queryable, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, keys: string[]): Promise<{ profiles: Map<string, string>; locked: Set<string> }> {
+  const unique = [...new Set(keys)];
+  const profiles = new Map((await q.findProfilesByKeys(tx, scope.accountId, keyspace.keyspace_id, unique)).map((r) => [r.profile_key, r.canonical_id]));
+  const locked = new Set<string>();
+  const unknown = unique.filter((k) => !profiles.has(k));
+  if (unknown.length === 0) return { profiles, locked };
+  await q.lockProfileCreation(tx, scope.accountId);
+  const outcomes = await importProfileRows(tx, scope, keyspace, section, unknown.map((key, line) => ({ line, key, attributes: {}, tags: {} })), { updateExisting: false });
+  for (const o of outcomes) {
+    if ('failed' in o) locked.add(unknown[o.line]);
+    else profiles.set(unknown[o.line], o.canonicalId);
+  }
+  return { profiles, locked };
+}

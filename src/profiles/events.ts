@@ -69,3 +69,11 @@ export async function listEvents(db: Queryable, scope: AccountScope, id: Identif
 export function clusterEventsSql(values: SqlValues, target: { account: string; profile: string; versionIds: string[]; from: Date; to: Date }): string {
   return q.clusterEventsRelation(values, target);
 }
+
+/**
+ * Appends events of many profiles of one section, already checked by the caller (the activities
+ * area records events of its built-in event types this way, a batch at a time).
+ */
+export async function appendEvents(tx: Queryable, scope: AccountScope, sectionId: string, events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[]): Promise<void> {
+  if (events.length > 0) await q.insertEventsBulk(tx, scope.accountId, sectionId, events, scope.now);
+}

@@ -1,5 +1,6 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
 import { idArray } from '../store/arrays.ts';
+import { coalesce } from '../store/coalesce.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export type ValueMap = Record<string, unknown>;
@@ -15,7 +16,7 @@ export interface LocatedRow {
 }
 
 /** The member profile owning a key, and the canonical profile of its cluster. */
-// The three statements of the hottest profile requests (this one, findSectionDataByKey and
+// The three statements of the hottest profile requests (this one, findSectionDataByKeys and
 // patchSectionData) are named, so PostgreSQL parses and plans them once per connection (about a
 // fifth of their cost unnamed; bench/profiles.ts). The others are not worth a plan per connection.
 export async function findProfileByKey(db: Queryable, accountId: string, keyspaceId: string, key: string): Promise<LocatedRow | undefined> {
@@ -29,20 +30,44 @@ export async function findProfileByKey(db: Queryable, accountId: string, keyspac
   return rows[0];
 }
 
-/** A profile found by key together with what it shows in one section, in one round trip. */
-export async function findSectionDataByKey(db: Queryable, accountId: string, keyspaceId: string, key: string, sectionId: string): Promise<(LocatedRow & SectionDataRow) | undefined> {
-  const { rows } = await db.query<LocatedRow & { attributes: ValueMap | null; tags: Record<string, boolean> | null }>({
-    name: 'profiles.find-section-data-by-key',
-    text: `select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id,
+interface KeyInSection { keyspaceId: string; key: string; sectionId: string }
+type FoundInSection = LocatedRow & SectionDataRow;
+
+/** Profiles found by key with what each shows in a section, in one statement: one answer per key, in order (undefined where none). */
+async function findSectionDataByKeys(db: Queryable, accountId: string, keys: KeyInSection[]): Promise<(FoundInSection | undefined)[]> {
+  const { rows } = await db.query<LocatedRow & { n: number; attributes: ValueMap | null; tags: Record<string, boolean> | null }>({
+    name: 'profiles.find-section-data-by-keys',
+    // One primary-key lookup per key, as in findProfilesByKeys.
+    text: `select x.n::int as n, f.profile_id, f.canonical_id,
        jsonb_strip_nulls(coalesce(ps.cluster_attributes, ps.attributes)) as attributes, coalesce(ps.cluster_tags, ps.tags) as tags
-     from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-     left join profile_sections ps on ps.account_id = p.account_id and ps.profile_id = coalesce(p.canonical_id, p.profile_id) and ps.section_id = $4::bigint
-     where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = $3`,
-    values: [accountId, keyspaceId, key, sectionId],
+     from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[])) with ordinality as x(keyspace_id, profile_key, section_id, n)
+     cross join lateral (
+       select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id
+       from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+       where i.account_id = $1::bigint and i.keyspace_id = x.keyspace_id and i.profile_key = x.profile_key
+       limit 1
+     ) f
+     left join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = f.canonical_id and ps.section_id = x.section_id`,
+    values: [accountId, idArray(keys.map((k) => k.keyspaceId)), JSON.stringify(keys.map((k) => k.key)), idArray(keys.map((k) => k.sectionId))],
   });
-  const row = rows[0];
-  if (!row) return undefined;
-  return { ...row, attributes: row.attributes ?? {}, tags: trueTags(row.tags ?? {}) };
+  const found: (FoundInSection | undefined)[] = new Array(keys.length);
+  for (const row of rows) {
+    found[row.n - 1] = { profile_id: row.profile_id, canonical_id: row.canonical_id, attributes: row.attributes ?? {}, tags: trueTags(row.tags ?? {}) };
+  }
+  return found;
+}
+
+/** The batched reads of each pool (or client), by account: the reads of one turn of the event loop go as one statement. */
+const sectionReads = new WeakMap<Queryable, (accountId: string, key: KeyInSection) => Promise<FoundInSection | undefined>>();
+
+/** A profile found by key together with what it shows in one section, in one round trip shared with the other reads of the same turn. */
+export function findSectionDataByKey(db: Queryable, accountId: string, keyspaceId: string, key: string, sectionId: string): Promise<FoundInSection | undefined> {
+  let read = sectionReads.get(db);
+  if (!read) {
+    read = coalesce((account: string, keys: KeyInSection[]) => findSectionDataByKeys(db, account, keys));
+    sectionReads.set(db, read);
+  }
+  return read(accountId, { keyspaceId, key, sectionId });
 }
 
 export async function insertProfile(db: Queryable, accountId: string, exportKey: string, createdAt: Date): Promise<string> {
@@ -208,6 +233,82 @@ export async function patchSectionData(db: Queryable, accountId: string, profile
        updated_at = now()`,
     values: [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags), changedAt],
   });
+}
+
+interface PatchByKey { keyspaceId: string; key: string; sectionId: string; attributes: ValueMap; changedAt: Date }
+
+/**
+ * patchSectionData of profiles given by key, attributes only, in one statement (so without a
+ * transaction around it): one answer per patch, in order, false where no profile has the key
+ * (nothing is written for it). The patches of one section of one profile (a key given twice, or
+ * two keys of a cluster) are applied in order as one, since an upsert may touch a row only once;
+ * the rows are written in the order of their keys, so that two such statements cannot deadlock.
+ */
+async function patchSectionDataByKeys(db: Queryable, accountId: string, patches: PatchByKey[]): Promise<boolean[]> {
+  const { rows } = await db.query<{ n: number }>({
+    name: 'profiles.patch-section-data-by-keys',
+    text: `with located as (
+       select x.n, x.section_id, x.patch, x.changed_at::timestamptz as changed_at, f.canonical_id
+       from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[]), jsonb_array_elements($5::jsonb), jsonb_array_elements_text($6::jsonb))
+         with ordinality as x(keyspace_id, profile_key, section_id, patch, changed_at, n)
+       cross join lateral (
+         select coalesce(p.canonical_id, p.profile_id) as canonical_id
+         from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+         where i.account_id = $1::bigint and i.keyspace_id = x.keyspace_id and i.profile_key = x.profile_key
+         limit 1
+       ) f
+     ), history as (
+       insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
+       select $1::bigint, l.canonical_id, l.section_id, e.key::bigint, nullif(e.value, 'null'::jsonb), l.changed_at from located l, jsonb_each(l.patch) e
+     ), merged as (
+       select l.canonical_id, l.section_id, coalesce(jsonb_object_agg(e.key, e.value order by l.n) filter (where e.key is not null), '{}'::jsonb) as patch
+       from located l left join lateral jsonb_each(l.patch) e on true
+       group by l.canonical_id, l.section_id
+     ), written as (
+       insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags)
+       select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), profile_true_tags('{}'::jsonb) from merged m
+       order by m.canonical_id, m.section_id
+       on conflict (account_id, profile_id, section_id) do update set
+         attributes = case when ps.cluster_attributes is null
+           then jsonb_strip_nulls(ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id))
+           else ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id) end,
+         cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id)),
+         tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || '{}'::jsonb) else ps.tags || '{}'::jsonb end,
+         cluster_tags = profile_true_tags(ps.cluster_tags || '{}'::jsonb),
+         updated_at = now()
+     )
+     select n::int as n from located`,
+    values: [accountId, idArray(patches.map((p) => p.keyspaceId)), JSON.stringify(patches.map((p) => p.key)), idArray(patches.map((p) => p.sectionId)),
+      JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.changedAt.toISOString()))],
+  });
+  const found = new Array<boolean>(patches.length).fill(false);
+  for (const row of rows) found[row.n - 1] = true;
+  return found;
+}
+
+/** The batched attribute writes of each pool, by account: the writes of one turn of the event loop go as one statement, and one commit. */
+const sectionWrites = new WeakMap<Queryable, (accountId: string, patch: PatchByKey) => Promise<boolean>>();
+
+/**
+ * patchSectionData of a profile given by key (attributes only), in one statement shared with the
+ * other such writes of the same turn, committed on its own: false when no profile has the key.
+ * A shared statement that fails is tried again one patch at a time, so that one write's failure
+ * (or a deadlock with another transaction) is that write's alone.
+ */
+export function patchSectionDataByKey(db: Queryable, accountId: string, patch: PatchByKey): Promise<boolean> {
+  let write = sectionWrites.get(db);
+  if (!write) {
+    write = coalesce(async (account: string, patches: PatchByKey[]) => {
+      if (patches.length === 1) return patchSectionDataByKeys(db, account, patches);
+      try {
+        return await patchSectionDataByKeys(db, account, patches);
+      } catch {
+        return patches.map(async (p) => (await patchSectionDataByKeys(db, account, [p]))[0]);
+      }
+    });
+    sectionWrites.set(db, write);
+  }
+  return write(accountId, patch);
 }
 
 /**
@@ -424,5 +525,20 @@ export async function insertAttributeHistoryBulk(db: Queryable, accountId: strin
      from rows from (unnest($3::bigint[]), unnest($4::bigint[]), jsonb_array_elements($5::jsonb)) as c(p, v, val)`,
     // A null value (cleared) is JSON null in the array, and SQL null in the history.
     [accountId, sectionId, idArray(changes.map((c) => c.profileId)), idArray(changes.map((c) => c.versionId)), JSON.stringify(changes.map((c) => c.value)), changedAt],
+  );
+}
+
+/** Serialises the creation of profiles by key in an account for the rest of the transaction, so that two writers never create the same key. */
+export async function lockProfileCreation(db: Queryable, accountId: string): Promise<void> {
+  await db.query(`select pg_advisory_xact_lock(hashtextextended('profile-creation', $1::bigint))`, [accountId]);
+}
+
+/** Appends events of many profiles in one section: each row names its profile. */
+export async function insertEventsBulk(db: Queryable, accountId: string, sectionId: string, events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[], createdAt: Date): Promise<void> {
+  await db.query(
+    `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
+     select $1::bigint, e.p, $2::bigint, e.v, e.t, $4, e.c, e.d
+     from json_to_recordset($3::json) as e(p bigint, v bigint, t timestamptz, c text, d jsonb)`,
+    [accountId, sectionId, JSON.stringify(events.map((e) => ({ p: e.profileId, v: e.versionId, t: e.eventTime, c: e.correlationId, d: e.data }))), createdAt],
   );
 }

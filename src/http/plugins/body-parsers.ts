@@ -38,7 +38,23 @@ function arraysFromIndexes(value: unknown): unknown {
   return obj;
 }
 
-/** JSON, JSON merge patch (SPEC §1.1) and form bodies; any other type (text/plain included) → 415. */
+/** JSON lines (one JSON value a line, blank lines ignored) as an array: the operator's event ingestion takes them. */
+export function parseJsonLines(body: string): unknown[] {
+  const values: unknown[] = [];
+  let line = 0;
+  for (const text of body.split('\n')) {
+    line++;
+    if (text.trim() === '') continue;
+    try {
+      values.push(JSON.parse(text));
+    } catch (err) {
+      throw new Problem('AUD-1004', `Line ${line} of the JSON lines body is not valid JSON: ${(err as Error).message}`);
+    }
+  }
+  return values;
+}
+
+/** JSON, JSON merge patch (SPEC §1.1), JSON lines and form bodies; any other type (text/plain included) → 415. */
 export function registerBodyParsers(app: FastifyInstance): void {
   // Fastify reads text/plain as a string by default; no route takes text, and a JSON document sent
   // without its type (fetch's default) should hear "send application/json", not "body must be object".
@@ -50,6 +66,14 @@ export function registerBodyParsers(app: FastifyInstance): void {
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, json);
   app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, json);
+  const lines: Parameters<typeof app.addContentTypeParser>[2] = (_req, body, done) => {
+    try {
+      done(null, parseJsonLines(body as string));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  };
+  app.addContentTypeParser(['application/x-ndjson', 'application/jsonl'], { parseAs: 'string' }, lines);
   app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string' }, (_req, body, done) => {
     try {
       done(null, parseBracketForm(body as string));

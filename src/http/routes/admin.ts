@@ -5,11 +5,11 @@ import { REGIONS } from '../../config.ts';
 import type { Services } from '../../services.ts';
 import * as accounts from '../../accounts/accounts.ts';
 import { LIMIT_NAMES, LIMIT_RANGES } from '../../core/limits.ts';
-import { applyAccountManifest } from '../../accounts/manifest.ts';
+import { AccountManifest, applyAccountManifest } from '../../accounts/manifest.ts';
 import * as consents from '../../consents/consents.ts';
 import { Suppression } from '../../consents/schemas.ts';
 import { addIntegration, listIntegrations } from '../../definitions/integrations.ts';
-import { Integration, IntegrationSystem, Manifest, ManifestSummary } from '../../definitions/schemas.ts';
+import { Integration, IntegrationSystem, ManifestSummary } from '../../definitions/schemas.ts';
 import { withTransaction } from '../../store/pool.ts';
 import { JOB_STATES, listJobs } from '../../jobs/queue.ts';
 import { Problem } from '../../core/problems.ts';
@@ -82,8 +82,8 @@ export function adminRoutes(services: Services) {
     app.put('/admin/accounts/:account_id/manifest', {
       config,
       bodyLimit: 10 * 1024 * 1024,
-      schema: { tags, summary: 'Apply a manifest to an account (idempotent); answers what it created, changed and left alone', params: AccountParams, body: Manifest, response: responses({ 200: ManifestSummary }) },
-    }, async (request) => withTransaction(pool, (tx) => applyAccountManifest(tx, feed, vendor, request.params.account_id, request.body)));
+      schema: { tags, summary: 'Apply a manifest to an account (idempotent); answers what it created, changed and left alone', params: AccountParams, body: AccountManifest, response: responses({ 200: ManifestSummary }) },
+    }, async (request) => withTransaction(pool, (tx) => applyAccountManifest(tx, feed, vendor, request.params.account_id, request.body, new Date(services.clock()))));
 
     app.get('/admin/accounts/:account_id/integrations', {
       config, schema: { tags, summary: 'List connected integrations', params: AccountParams, response: responses({ 200: Type.Object({ items: Type.Array(Integration) }) }) },

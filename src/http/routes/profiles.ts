@@ -92,7 +92,7 @@ export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
       config: updates,
       schema: { summary: 'Set attributes (version 1: keys are version ids; creates the profile)', tags, params: ProfileSectionParams, body: MergePatch, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => attributes.patchAttributesV1(tx, scope, request.params, request.body));
+      await attributes.patchAttributesV1(services.pool, await scopeOf(request), request.params, request.body);
       return reply.code(204).send();
     });
 
@@ -100,7 +100,7 @@ export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
       config: updates,
       schema: { summary: 'Set attributes (version 2: keys are discriminators)', tags, params: ProfileSectionParams, querystring: KeyUpdateQuery, body: MergePatch, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => attributes.patchAttributesV2(tx, scope, request.params, request.body, request.query.profile_key_update_method, consentsFollowProfiles));
+      await attributes.patchAttributesV2(services.pool, await scopeOf(request), request.params, request.body, request.query.profile_key_update_method, consentsFollowProfiles);
       return reply.code(204).send();
     });
 

@@ -1,0 +1,194 @@
+/**
+ * `npm run bench:activities`: the ingestion of activity events through the operator endpoint, and
+ * the statistics of one activity (docs/activities.md, docs/benchmarks.md "Activities").
+ *
+ * 1. Starts the real server (`node src/main.ts serve`, embedded PostgreSQL) with bench/harness.ts.
+ * 2. Creates BENCH_ACTIVITIES email activities in the demo account's Shop section through the
+ *    operator API, and loads BENCH_ACTIVITY_PROFILES profiles with email keys straight into the
+ *    database (INSERT … SELECT over generate_series).
+ * 3. Ingestion: BENCH_ACTIVITY_EVENTS events (a fifth of them of the first activity, the rest
+ *    spread over the others; SENT, DELIVERED, OPENED, CLICKED, BOUNCED, UNSUBSCRIBED, ABUSE in
+ *    proportions of a real sending) as JSON arrays of BENCH_ACTIVITY_BATCH events, posted by
+ *    BENCH_ACTIVITY_CONCURRENCY concurrent senders to POST /admin/accounts/{id}/activity-events.
+ *    Reports events per second, and the CPU share of the server, its PostgreSQL and this process
+ *    (the load generator).
+ * 4. The baseline, in the same run: PostgreSQL COPY of the same rows (profile ids resolved) into a
+ *    table shaped and indexed like activity_events; the ratio of the two rates.
+ * 5. Statistics: GET /emails/sections/{s}/activities/{first}?include_statistics=true under
+ *    autocannon (BENCH_CONNECTIONS, BENCH_DURATION_S): p50 and p99 latency.
+ *
+ * Settings from the environment: BENCH_ACTIVITY_EVENTS (5000000), BENCH_ACTIVITY_PROFILES (200000),
+ * BENCH_ACTIVITIES (50), BENCH_ACTIVITY_BATCH (5000), BENCH_ACTIVITY_CONCURRENCY (3), and those of
+ * bench/harness.ts.
+ */
+import os from 'node:os';
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
+import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
+import { cpuMsOf, embeddedDatabaseUrl, log, measure, onCleanup, runBench, startAudience, table, type Audience } from './harness.ts';
+
+const EVENTS = Math.max(1000, Number(process.env.BENCH_ACTIVITY_EVENTS ?? 5_000_000));
+const PROFILES = Math.max(100, Number(process.env.BENCH_ACTIVITY_PROFILES ?? 200_000));
+const ACTIVITIES = Math.max(2, Number(process.env.BENCH_ACTIVITIES ?? 50));
+const BATCH = Math.max(100, Number(process.env.BENCH_ACTIVITY_BATCH ?? 5000));
+const CONCURRENCY = Math.max(1, Number(process.env.BENCH_ACTIVITY_CONCURRENCY ?? 3));
+const SHOP = 'com.vendor1.sections.user-created.shop';
+const EMAIL = 'com.vendor1.keyspaces.email';
+/** Start-up and load, then ingestion at no less than 5,000 events a second, the baseline and the statistics. */
+const DEADLINE_MS = 600_000 + EVENTS / 5;
+
+/** Of 100 events of a sending: the type of each. */
+const TYPES = [
+  ...Array(32).fill('SENT'), ...Array(30).fill('DELIVERED'), ...Array(20).fill('OPENED'), ...Array(10).fill('CLICKED'),
+  ...Array(4).fill('BOUNCED'), ...Array(3).fill('UNSUBSCRIBED'), 'ABUSE',
+] as string[];
+
+/** Event n: its activity (a fifth are of the first), its profile, its type. */
+function eventOf(n: number) {
+  const activity = n % 5 === 0 ? 0 : 1 + (n % (ACTIVITIES - 1));
+  // A multiplicative hash spreads consecutive events over the profiles.
+  const profile = Number((BigInt(n) * 2654435761n) % BigInt(PROFILES));
+  const type = TYPES[Math.floor(n / 7) % TYPES.length];
+  return { activity, profile, type };
+}
+
+function body(from: number, to: number): string {
+  const items = [];
+  for (let n = from; n < to; n++) {
+    const e = eventOf(n);
+    items.push({
+      activity_id: `bench-${e.activity}`, type: e.type, keyspace_discriminator: EMAIL, profile_key: `p${e.profile}@bench.example.com`, correlation_id: `e${n}`,
+      event_time: new Date(Date.UTC(2026, 0, 1) + n).toISOString(),
+      ...(e.type === 'OPENED' || e.type === 'CLICKED' ? { device: 'MOBILE', location: 'NO' } : {}),
+      ...(e.type === 'CLICKED' ? { link_id: 'l1', link_url: 'https://shop.example/sale', link_title: 'Sale' } : {}),
+      ...(e.type === 'BOUNCED' ? { bounce_code: 2001 } : {}),
+    });
+  }
+  return JSON.stringify(items);
+}
+
+async function admin(server: Audience, method: string, path: string, payload: string): Promise<any> {
+  const res = await fetch(`${server.url}/admin/accounts/${server.accountId}${path}`, { method, headers: { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' }, body: payload });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 500)}`);
+  return JSON.parse(text);
+}
+
+const cpuShare = (ms: number, wallMs: number) => `${((100 * ms) / wallMs).toFixed(0)}%`;
+
+await runBench(DEADLINE_MS, async (autocannon) => {
+  const server = await startAudience();
+  const db = new pg.Client({ connectionString: await embeddedDatabaseUrl(server.dataDir) });
+  await db.connect();
+  onCleanup(() => db.end());
+
+  for (let a = 0; a < ACTIVITIES; a++) {
+    await admin(server, 'PUT', `/activities/bench-${a}`, JSON.stringify({ kind: 'email', section_discriminator: SHOP, name: `Bench ${a}`, status: 'sent', email_subject: `Subject ${a}` }));
+  }
+  const account = server.accountId;
+  const keyspace = (await db.query('select keyspace_id::text from keyspaces where account_id = $1::bigint and discriminator = $2', [account, EMAIL])).rows[0].keyspace_id as string;
+  const loadStarted = Date.now();
+  await db.query(`insert into profiles (account_id, export_key, created_at) select $1::bigint, 'bench-' || n, now() from generate_series(0, $2::int - 1) n`, [account, PROFILES]);
+  await db.query(
+    `insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id)
+     select account_id, $2::bigint, 'p' || substr(export_key, 7) || '@bench.example.com', profile_id from profiles where account_id = $1::bigint and export_key like 'bench-%'`,
+    [account, keyspace],
+  );
+  await db.query('analyze');
+  log(`${ACTIVITIES} activities, ${PROFILES} profiles loaded in ${((Date.now() - loadStarted) / 1000).toFixed(1)} s`);
+
+  // ---- Ingestion through the endpoint ----
+  const serverCpu = await cpuMsOf(server.pid);
+  const clientCpu = process.cpuUsage();
+  const started = Date.now();
+  let next = 0;
+  let recorded = 0;
+  let lastLog = started;
+  const sender = async () => {
+    for (;;) {
+      const from = next;
+      if (from >= EVENTS) return;
+      next = Math.min(EVENTS, from + BATCH);
+      const result = await admin(server, 'POST', '/activity-events', body(from, next));
+      recorded += result.recorded;
+      if (Date.now() - lastLog > 15_000) {
+        lastLog = Date.now();
+        log(`${next} events sent, ${Math.round(next / ((Date.now() - started) / 1000))} events/s`);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: CONCURRENCY }, sender));
+  const ingestMs = Date.now() - started;
+  const serverAfter = await cpuMsOf(server.pid);
+  const client = process.cpuUsage(clientCpu);
+  if (recorded !== EVENTS) throw new Error(`recorded ${recorded} of ${EVENTS} events`);
+  const ingestRate = EVENTS / (ingestMs / 1000);
+  log(`ingested ${EVENTS} events in ${(ingestMs / 1000).toFixed(1)} s: ${Math.round(ingestRate)} events/s`);
+
+  // ---- The baseline: COPY of the same rows ----
+  await db.query('create table bench_copy (like activity_events including defaults including identity including indexes)');
+  const ids = (await db.query<{ export_key: string; profile_id: string }>(`select export_key, profile_id::text from profiles where account_id = $1::bigint and export_key like 'bench-%'`, [account])).rows;
+  const profileIds: string[] = [];
+  for (const r of ids) profileIds[Number(r.export_key.slice(6))] = r.profile_id;
+  const sectionId = (await db.query('select section_id::text from sections where account_id = $1::bigint and discriminator = $2', [account, SHOP])).rows[0].section_id as string;
+  function* rows() {
+    for (let from = 0; from < EVENTS; from += 10_000) {
+      const lines: string[] = [];
+      for (let n = from; n < Math.min(EVENTS, from + 10_000); n++) {
+        const e = eventOf(n);
+        const time = new Date(Date.UTC(2026, 0, 1) + n).toISOString();
+        const opened = e.type === 'OPENED' || e.type === 'CLICKED';
+        const clicked = e.type === 'CLICKED';
+        lines.push([account, `bench-${e.activity}`, e.type, `e${n}`, sectionId, profileIds[e.profile], time, time, time, '\\N', '\\N',
+          opened ? 'MOBILE' : '\\N', opened ? 'NO' : '\\N', clicked ? 'l1' : '\\N', clicked ? 'https://shop.example/sale' : '\\N', clicked ? 'Sale' : '\\N',
+          e.type === 'BOUNCED' ? '2001' : '\\N', '\\N'].join('\t'));
+      }
+      yield `${lines.join('\n')}\n`;
+    }
+  }
+  const copyStarted = Date.now();
+  await pipeline(Readable.from(rows()), db.query(copyFrom(`copy bench_copy (account_id, activity_id, type, correlation_id, section_id, profile_id, event_time, source_time, server_time,
+    split_id, variation, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic) from stdin`)));
+  const copyMs = Date.now() - copyStarted;
+  const copyRate = EVENTS / (copyMs / 1000);
+  await db.query('drop table bench_copy');
+  log(`COPY of the same rows: ${(copyMs / 1000).toFixed(1)} s, ${Math.round(copyRate)} rows/s`);
+
+  // ---- Statistics of the activity with a fifth of the events ----
+  const first = (await db.query(`select events::int from activity_counters where account_id = $1::bigint and activity_id = 'bench-0' order by events desc`, [account])).rows;
+  const firstEvents = first.reduce((sum: number, r: { events: number }) => sum + r.events, 0);
+  await db.query('vacuum analyze');
+  const stats = await measure(autocannon, 'statistics', 1, server, { method: 'GET', path: `/emails/sections/${SHOP}/activities/bench-0?include_statistics=true`, headers: { authorization: `Bearer ${server.token}` } });
+  if (stats.non2xx > 0 || stats.errors > 0) throw new Error(`statistics: ${stats.non2xx} non-2xx answers, ${stats.errors} errors`);
+  // One request at a time: how long one answer takes, without the queueing of many connections.
+  const times: number[] = [];
+  for (let i = 0; i < 2000; i++) {
+    const t = performance.now();
+    const res = await fetch(`${server.url}/emails/sections/${SHOP}/activities/bench-0?include_statistics=true`, { headers: { authorization: `Bearer ${server.token}` } });
+    await res.text();
+    if (res.status !== 200) throw new Error(`statistics: ${res.status}`);
+    times.push(performance.now() - t);
+  }
+  times.sort((a, b) => a - b);
+  const [p50, p99] = [times[Math.floor(times.length * 0.5)], times[Math.floor(times.length * 0.99)]];
+
+  const cpus = os.cpus();
+  console.log(`machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown'}; load average after the run ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(`${EVENTS} events, ${PROFILES} profiles, ${ACTIVITIES} activities; ${BATCH} events a request, ${CONCURRENCY} concurrent senders\n`);
+  console.log(table([
+    ['ingestion', 'events/s', 'seconds', 'server CPU', 'PostgreSQL CPU', 'load generator CPU'],
+    ['POST …/activity-events', Math.round(ingestRate).toString(), (ingestMs / 1000).toFixed(1),
+      serverCpu && serverAfter ? cpuShare(serverAfter.own - serverCpu.own, ingestMs) : 'n/a',
+      serverCpu && serverAfter ? cpuShare(serverAfter.descendants - serverCpu.descendants, ingestMs) : 'n/a',
+      cpuShare((client.user + client.system) / 1000, ingestMs)],
+    ['COPY of the same rows (baseline)', Math.round(copyRate).toString(), (copyMs / 1000).toFixed(1), '', '', ''],
+    ['ratio endpoint / COPY', (ingestRate / copyRate).toFixed(2), '', '', '', ''],
+  ]));
+  console.log();
+  console.log(table([
+    ['statistics of one activity', 'events counted', 'requests/s', 'p50 ms', 'p99 ms'],
+    [`GET …/activities/{id}?include_statistics=true, ${stats.total} requests on ${process.env.BENCH_CONNECTIONS ?? 50} connections`, String(firstEvents), stats.rps.toFixed(0), stats.p50.toFixed(1), stats.p99.toFixed(1)],
+    ['the same, 2000 requests one at a time', String(firstEvents), '', p50.toFixed(1), p99.toFixed(1)],
+  ]));
+});

@@ -1,0 +1,274 @@
+import { Problem } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
+import type { SectionDefs } from '../core/definitions.ts';
+import { activityEventTypes, type ActivityChannel } from '../definitions/builtins.ts';
+import { installActivityEventTypes, sectionOf } from '../definitions/definitions.ts';
+import type { ChangeFeed } from '../store/changes.ts';
+import type { Queryable } from '../store/pool.ts';
+import * as q from './queries.ts';
+import {
+  ACTIVITY_KINDS, EMAIL_AQL_KEYS, FORM_AQL_KEYS, KIND_FIELDS, SMS_AQL_KEYS,
+  type Activity, type ActivityInput, type ActivityKind, type EmailStatistics, type SmsStatistics,
+} from './schemas.ts';
+
+/** SPEC §8: the activity lists answer the 500 most recent. */
+export const RECENT_ACTIVITIES = 500;
+
+/** What an operator's write needs of the account's scope (a manifest applies without a request's). */
+export type WriteScope = Pick<AccountScope, 'accountId' | 'defs' | 'now' | 'caller'>;
+
+/** The service's own settings an activity write needs: the vendor word of built-in identifiers, and the feed that announces new definitions. */
+export interface ActivityWriter {
+  feed: ChangeFeed;
+  vendor: string;
+  /**
+   * Checks an email activity's templates before it is kept (a 400 naming the field): the
+   * transactional mail area's check, handed in by the caller, since that area reads activities.
+   */
+  checkEmail?: (email: ActivityInput) => Promise<void>;
+}
+
+/** The channel whose built-in event type records a kind's events; none for website and automation activities. */
+export function channelOf(activity: Pick<Activity, 'kind' | 'form_type'>): ActivityChannel | undefined {
+  if (activity.kind === 'email' || activity.kind === 'sms') return activity.kind;
+  if (activity.kind === 'forms-and-pages' && activity.form_type !== 'page') return 'forms';
+  return undefined;
+}
+
+function toActivity(row: q.ActivityRow, section: Pick<SectionDefs, 'discriminator'>): Activity {
+  return {
+    id: row.activity_id, kind: row.kind as ActivityKind, section_discriminator: section.discriminator, name: row.name, status: row.status as Activity['status'],
+    created_at: row.created_at.toISOString(), sent_at: row.sent_at?.toISOString() ?? null, archived_at: row.archived_at?.toISOString() ?? null,
+    ...(row.details as Partial<Activity>),
+  };
+}
+
+function sectionById(scope: Pick<AccountScope, 'defs'>, sectionId: string): SectionDefs {
+  return scope.defs.sections.find((s) => s.id === sectionId)!;
+}
+
+/**
+ * The whole activity of a section, archived ones included (the transactional mail area reads an
+ * email activity's sender, subject and bodies this way); 404 for an unknown activity or one of
+ * another section.
+ */
+export async function getActivity(db: Queryable, scope: AccountScope, sectionId: string, activityId: string): Promise<Activity> {
+  const row = await q.findActivity(db, scope.accountId, activityId);
+  if (!row || row.section_id !== sectionId) throw new Problem('AUD-2001', `Activity "${activityId}" does not exist in the section`);
+  return toActivity(row, sectionById(scope, sectionId));
+}
+
+// ---- Operator writes ----
+
+/** The kind-specific fields of an input, refusing those of other kinds (400 naming the field). */
+function detailsOf(input: ActivityInput): Record<string, unknown> {
+  const own = KIND_FIELDS[input.kind];
+  const details: Record<string, unknown> = {};
+  for (const field of new Set(ACTIVITY_KINDS.flatMap((k) => KIND_FIELDS[k]))) {
+    if (input[field] === undefined) continue;
+    if (!own.includes(field)) throw new Problem('AUD-0', `${field}: not a field of ${input.kind} activities`);
+    details[field] = input[field];
+  }
+  if (input.kind === 'email') details.transactional ??= false;
+  if (input.kind === 'marketing-automation') {
+    details.description ??= '';
+    details.trigger_type ??= 'other';
+  }
+  if (input.kind === 'forms-and-pages') details.form_type ??= 'form';
+  return details;
+}
+
+/**
+ * Creates an activity (`id` undefined: the service gives it one) or replaces the one with that id:
+ * the input's fields replace the stored ones, kind and section cannot change (409), and
+ * `created_at` stays unless given. A section gets the built-in event types of activities with its
+ * first one. Answers the activity and whether it was created.
+ */
+export async function putActivity(tx: Queryable, scope: WriteScope, writer: ActivityWriter, id: string | undefined, input: ActivityInput): Promise<{ activity: Activity; created: boolean }> {
+  const section = sectionOf(scope, input.section_discriminator);
+  const details = detailsOf(input);
+  if (input.kind === 'email') await writer.checkEmail?.(input);
+  if (input.created_at !== undefined && input.sent_at && Date.parse(input.sent_at) < Date.parse(input.created_at)) {
+    throw new Problem('AUD-0', 'sent_at: an activity cannot be sent before it was created');
+  }
+  const current = id === undefined ? undefined : await q.findActivity(tx, scope.accountId, id, true);
+  const fields = {
+    name: input.name, status: input.status ?? 'draft', sent_at: input.sent_at ? new Date(input.sent_at) : null, details,
+  };
+  if (current) {
+    if (current.kind !== input.kind) throw new Problem('AUD-2002', `kind: activity "${id}" is a ${current.kind} activity; its kind cannot change`);
+    if (current.section_id !== section.id) throw new Problem('AUD-2002', `section_discriminator: activity "${id}" belongs to another section; its section cannot change`);
+    const archivedAt = input.archived === undefined ? current.archived_at : input.archived ? current.archived_at ?? scope.now : null;
+    const row = { ...current, ...fields, created_at: input.created_at ? new Date(input.created_at) : current.created_at, archived_at: archivedAt };
+    await q.updateActivity(tx, scope.accountId, row, scope.now);
+    await installEventTypes(tx, scope, writer, section, input.kind, details);
+    return { activity: toActivity(row, section), created: false };
+  }
+  const row: q.ActivityRow = {
+    activity_id: id ?? '', section_id: section.id, kind: input.kind, ...fields,
+    created_at: input.created_at ? new Date(input.created_at) : scope.now, archived_at: input.archived ? scope.now : null,
+  };
+  // A generated id may have been chosen by an operator before: take the next one.
+  for (;;) {
+    if (id === undefined) row.activity_id = await q.nextActivityId(tx);
+    if (await q.insertActivity(tx, scope.accountId, row, scope.now)) break;
+    if (id !== undefined) throw new Problem('AUD-2002', `Activity "${id}" was created meanwhile; send the request again`);
+  }
+  await installEventTypes(tx, scope, writer, section, input.kind, details);
+  return { activity: toActivity(row, section), created: true };
+}
+
+/** Gives the section the built-in event types of activities once it has one whose events they record. */
+async function installEventTypes(tx: Queryable, scope: WriteScope, writer: ActivityWriter, section: SectionDefs, kind: ActivityKind, details: Record<string, unknown>): Promise<void> {
+  if (channelOf({ kind, form_type: details.form_type as Activity['form_type'] })) await installActivityEventTypes(tx, writer.feed, writer.vendor, scope.accountId, section);
+}
+
+/** The whole activity for the operator, whatever its section; 404 when unknown. */
+export async function getActivityById(db: Queryable, scope: AccountScope, activityId: string): Promise<Activity> {
+  const row = await q.findActivity(db, scope.accountId, activityId);
+  if (!row) throw new Problem('AUD-2001', `Activity "${activityId}" does not exist`);
+  return toActivity(row, sectionById(scope, row.section_id));
+}
+
+/** Archives an activity: it leaves the public routes and takes no more events; its events and statistics stay. */
+export async function archiveActivity(tx: Queryable, scope: AccountScope, activityId: string): Promise<void> {
+  const row = await q.findActivity(tx, scope.accountId, activityId, true);
+  if (!row) throw new Problem('AUD-2001', `Activity "${activityId}" does not exist`);
+  if (row.archived_at === null) await q.updateActivity(tx, scope.accountId, { ...row, archived_at: scope.now }, scope.now);
+}
+
+/** Every activity of the account for the operator, archived ones included, newest first; optionally of one section or kind. */
+export async function listAllActivities(db: Queryable, scope: Pick<AccountScope, 'accountId' | 'defs' | 'caller'>, filter: { section_discriminator?: string; kind?: ActivityKind }): Promise<Activity[]> {
+  const sectionId = filter.section_discriminator === undefined ? undefined : sectionOf(scope, filter.section_discriminator).id;
+  const rows = await q.listActivities(db, scope.accountId, { sectionId, kind: filter.kind, archived: true, limit: 100_000 });
+  return rows.map((r) => toActivity(r, sectionById(scope, r.section_id)));
+}
+
+// ---- Public reads (SPEC §2.14, §4.8) ----
+
+type Counters = Map<string, { events: number; profiles: number }>;
+
+/** A fraction, 0 when there is nothing to divide by. */
+const rate = (part: number, whole: number) => (whole === 0 ? 0 : part / whole);
+
+/** Email statistics from an activity's counters (docs/activities.md "Statistics"). */
+export function emailStatistics(c: Counters): EmailStatistics {
+  const profiles = (type: string) => c.get(type)?.profiles ?? 0;
+  const events = (type: string) => c.get(type)?.events ?? 0;
+  const sent = profiles('SENT');
+  const delivered = profiles('DELIVERED');
+  const uniqueOpens = profiles('OPENED');
+  const uniqueClicks = profiles('CLICKED');
+  const bounces = profiles('BOUNCED');
+  const unsubscribes = profiles('UNSUBSCRIBED');
+  const complaints = profiles('ABUSE');
+  return {
+    sent, delivered, delivery_rate: rate(delivered, sent),
+    opens: events('OPENED'), unique_opens: uniqueOpens, open_rate: rate(uniqueOpens, delivered),
+    clicks: events('CLICKED'), unique_clicks: uniqueClicks, click_rate: rate(uniqueClicks, delivered),
+    click_to_open_rate: rate(uniqueClicks, uniqueOpens),
+    bounces, bounce_rate: rate(bounces, sent),
+    unsubscribes, unsubscribe_rate: rate(unsubscribes, delivered),
+    spam_complaints: complaints, spam_complaint_rate: rate(complaints, delivered),
+  };
+}
+
+/** SMS statistics from an activity's counters: every count is of profiles. */
+export function smsStatistics(c: Counters): SmsStatistics {
+  const profiles = (type: string) => c.get(type)?.profiles ?? 0;
+  const [sent, delivered, clicks, bounces, unsubscribes] = ['SENT', 'DELIVERED', 'CLICKED', 'BOUNCED', 'UNSUBSCRIBED'].map(profiles);
+  return {
+    sent, delivered, delivery_rate: rate(delivered, sent), clicks, click_rate: rate(clicks, delivered),
+    bounces, bounce_rate: rate(bounces, sent), unsubscribes, unsubscribe_rate: rate(unsubscribes, delivered),
+  };
+}
+
+/** The counters of some activities: activity id → type → counts. Activities with no events have none. */
+async function countersOf(db: Queryable, scope: AccountScope, activityIds: string[]): Promise<Map<string, Counters>> {
+  const byActivity = new Map<string, Counters>();
+  if (activityIds.length === 0) return byActivity;
+  for (const r of await q.listCounters(db, scope.accountId, activityIds)) {
+    const counters = byActivity.get(r.activity_id) ?? new Map();
+    counters.set(r.type, { events: Number(r.events), profiles: Number(r.profiles) });
+    byActivity.set(r.activity_id, counters);
+  }
+  return byActivity;
+}
+
+/**
+ * The AQL of the profiles that have an event of `type` of the activity (ACT-19): an event term of
+ * the channel's built-in event type in the activity's section.
+ */
+function aqlOf(section: SectionDefs, vendor: string, channel: ActivityChannel, activityId: string, keys: Record<string, string>): Record<string, string> {
+  const discriminator = activityEventTypes(vendor).find((t) => t.channel === channel)!.discriminator;
+  const version = section.events.find((e) => e.discriminator === discriminator)?.versions[0];
+  // Installed with the section's first activity of the channel; a section without one has no events to select.
+  if (!version) return {};
+  return Object.fromEntries(Object.entries(keys).map(([key, type]) => [key, `section(${section.id}).event(${version.id}).eventData("activityId").eq("${activityId}").eventData("type").eq("${type}")`]));
+}
+
+/** Who reads: the section of the path, and whether statistics are wanted. */
+export interface PublicRead { section_discriminator: string; include_statistics?: boolean }
+
+function publicView(row: q.ActivityRow, statistics: Counters | undefined, wantStatistics: boolean) {
+  const activity = toActivity(row, { discriminator: '' });
+  const common = { id: activity.id, name: activity.name, status: activity.status, created_at: activity.created_at };
+  switch (activity.kind) {
+    case 'email':
+      return { ...common, sent_at: activity.sent_at, email_subject: activity.email_subject ?? '', ...(wantStatistics && statistics ? { statistics: emailStatistics(statistics) } : {}) };
+    case 'sms':
+      return { ...common, ...(wantStatistics && statistics ? { statistics: smsStatistics(statistics) } : {}) };
+    case 'marketing-automation':
+      return { ...common, description: activity.description ?? '' };
+    default:
+      return common;
+  }
+}
+
+/**
+ * GET /<kind>/sections/{s}/activities: the 500 most recent activities of a kind in a section, newest
+ * first, without aql_queries or elements (ACT-02, ACT-07); statistics only when asked for and
+ * counted (ACT-03, ACT-04); automations optionally only those triggered through the API (ACT-13).
+ */
+export async function listActivities(db: Queryable, scope: AccountScope, kind: ActivityKind, read: PublicRead & { api_triggered_only?: boolean }) {
+  const section = sectionOf(scope, read.section_discriminator);
+  let rows = await q.listActivities(db, scope.accountId, { sectionId: section.id, kind, archived: false, limit: RECENT_ACTIVITIES });
+  if (read.api_triggered_only) rows = rows.filter((r) => r.details.trigger_type === 'api');
+  const counters = read.include_statistics && (kind === 'email' || kind === 'sms') ? await countersOf(db, scope, rows.map((r) => r.activity_id)) : new Map<string, Counters>();
+  return rows.map((r) => publicView(r, counters.get(r.activity_id), read.include_statistics === true));
+}
+
+/**
+ * GET /<kind>/sections/{s}/activities/{id}: one activity with its aql_queries (email, SMS, forms)
+ * and a form's elements; 404 for an unknown activity, an archived one, one of another kind or of
+ * another section (ACT-18).
+ */
+export async function readActivity(db: Queryable, scope: AccountScope, vendor: string, kind: ActivityKind, read: PublicRead & { activity_id: string }) {
+  const section = sectionOf(scope, read.section_discriminator);
+  const row = await q.findActivity(db, scope.accountId, read.activity_id);
+  if (!row || row.section_id !== section.id || row.kind !== kind || row.archived_at !== null) {
+    throw new Problem('AUD-2001', `No ${kind} activity "${read.activity_id}" in section "${section.discriminator}"`);
+  }
+  const counters = read.include_statistics && (kind === 'email' || kind === 'sms') ? await countersOf(db, scope, [row.activity_id]) : new Map<string, Counters>();
+  const view = publicView(row, counters.get(row.activity_id), read.include_statistics === true);
+  const activity = toActivity(row, section);
+  if (kind === 'email') return { ...view, aql_queries: aqlOf(section, vendor, 'email', row.activity_id, EMAIL_AQL_KEYS) };
+  if (kind === 'sms') return { ...view, aql_queries: aqlOf(section, vendor, 'sms', row.activity_id, SMS_AQL_KEYS) };
+  if (kind === 'forms-and-pages') {
+    return {
+      ...view,
+      ...(activity.elements ? { elements: activity.elements } : {}),
+      ...(activity.form_type === 'form' ? { aql_queries: aqlOf(section, vendor, 'forms', row.activity_id, FORM_AQL_KEYS) } : {}),
+    };
+  }
+  return view;
+}
+
+/** The counters of an activity kept and as recounted from its events: equal unless something bypassed recording (tests, operators). */
+export async function checkCounters(db: Queryable, scope: AccountScope, activityId: string): Promise<{ kept: q.CounterRow[]; recounted: q.CounterRow[] }> {
+  const sort = (rows: q.CounterRow[]) => rows.sort((a, b) => a.type.localeCompare(b.type));
+  return {
+    kept: sort(await q.listCounters(db, scope.accountId, [activityId])),
+    recounted: sort(await q.recountCounters(db, scope.accountId, activityId)),
+  };
+}

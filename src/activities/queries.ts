@@ -1,0 +1,139 @@
+import type { Queryable } from '../store/pool.ts';
+
+export interface ActivityRow {
+  activity_id: string; section_id: string; kind: string; name: string; status: string;
+  created_at: Date; sent_at: Date | null; archived_at: Date | null; details: Record<string, unknown>;
+}
+
+const COLUMNS = 'activity_id, section_id::text, kind, name, status, created_at, sent_at, archived_at, details';
+
+export async function nextActivityId(db: Queryable): Promise<string> {
+  const { rows } = await db.query<{ id: string }>(`select nextval('activity_ids')::text as id`);
+  return rows[0].id;
+}
+
+export async function findActivity(db: Queryable, accountId: string, activityId: string, lock = false): Promise<ActivityRow | undefined> {
+  const { rows } = await db.query<ActivityRow>(
+    `select ${COLUMNS} from activities where account_id = $1::bigint and activity_id = $2${lock ? ' for update' : ''}`,
+    [accountId, activityId],
+  );
+  return rows[0];
+}
+
+export async function listActivitiesByIds(db: Queryable, accountId: string, activityIds: string[]): Promise<ActivityRow[]> {
+  const { rows } = await db.query<ActivityRow>(`select ${COLUMNS} from activities where account_id = $1::bigint and activity_id = any($2::text[])`, [accountId, activityIds]);
+  return rows;
+}
+
+/** Inserts an activity; false when the id is taken. */
+export async function insertActivity(db: Queryable, accountId: string, a: Omit<ActivityRow, 'archived_at'> & { archived_at: Date | null }, now: Date): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `insert into activities (account_id, activity_id, section_id, kind, name, status, created_at, sent_at, archived_at, details, updated_at)
+     values ($1::bigint, $2, $3::bigint, $4, $5, $6, $7, $8, $9, $10::jsonb, $11) on conflict do nothing`,
+    [accountId, a.activity_id, a.section_id, a.kind, a.name, a.status, a.created_at, a.sent_at, a.archived_at, JSON.stringify(a.details), now],
+  );
+  return rowCount === 1;
+}
+
+export async function updateActivity(db: Queryable, accountId: string, a: Omit<ActivityRow, 'section_id' | 'kind'>, now: Date): Promise<void> {
+  await db.query(
+    `update activities set name = $3, status = $4, created_at = $5, sent_at = $6, archived_at = $7, details = $8::jsonb, updated_at = $9
+     where account_id = $1::bigint and activity_id = $2`,
+    [accountId, a.activity_id, a.name, a.status, a.created_at, a.sent_at, a.archived_at, JSON.stringify(a.details), now],
+  );
+}
+
+/** The most recent activities of a kind in a section, newest first; `archived` includes archived ones (operator). */
+export async function listActivities(db: Queryable, accountId: string, filter: { sectionId?: string; kind?: string; archived: boolean; limit: number }): Promise<ActivityRow[]> {
+  const { rows } = await db.query<ActivityRow>(
+    `select ${COLUMNS} from activities
+     where account_id = $1::bigint and ($2::bigint is null or section_id = $2::bigint) and ($3::text is null or kind = $3)
+       and ($4 or archived_at is null)
+     order by created_at desc, activity_id desc limit $5`,
+    [accountId, filter.sectionId ?? null, filter.kind ?? null, filter.archived, filter.limit],
+  );
+  return rows;
+}
+
+export interface CounterRow { activity_id: string; type: string; events: string; profiles: string }
+
+export async function listCounters(db: Queryable, accountId: string, activityIds: string[]): Promise<CounterRow[]> {
+  const { rows } = await db.query<CounterRow>(
+    'select activity_id, type, events::text, profiles::text from activity_counters where account_id = $1::bigint and activity_id = any($2::text[])',
+    [accountId, activityIds],
+  );
+  return rows;
+}
+
+/** The counters recomputed from the stored events (tests and operators compare them with the kept ones). */
+export async function recountCounters(db: Queryable, accountId: string, activityId: string): Promise<CounterRow[]> {
+  const { rows } = await db.query<CounterRow>(
+    `select activity_id, type, count(*)::text as events, count(distinct profile_id)::text as profiles from activity_events
+     where account_id = $1::bigint and activity_id = $2 group by activity_id, type`,
+    [accountId, activityId],
+  );
+  return rows;
+}
+
+/** One event row as recorded; the columns of activity_events. */
+export interface EventWrite {
+  activity_id: string; type: string; correlation_id: string; section_id: string; profile_id: string;
+  event_time: Date; source_time: Date | null;
+  split_id?: string; variation?: string; device?: string; location?: string;
+  link_id?: string; link_url?: string; link_title?: string; bounce_code?: number; unsubscribe_topic?: string;
+}
+
+/**
+ * Records a batch of events and the profiles new to an activity and type, in one statement.
+ * Answers the events it recorded, and per activity and type how many events and profiles that
+ * adds to the counters.
+ */
+export async function recordEvents(db: Queryable, accountId: string, events: EventWrite[], serverTime: Date): Promise<{ added: { activity_id: string; type: string; correlation_id: string }[]; counts: CounterRow[] }> {
+  const { rows } = await db.query<{ activity_id: string; type: string; correlation_id: string | null; events: string | null; profiles: string | null }>(
+    `with input as (
+       select * from json_to_recordset($2::json) as e(activity_id text, type text, correlation_id text, section_id bigint, profile_id bigint,
+         event_time timestamptz, source_time timestamptz, split_id text, variation text, device text, location text,
+         link_id text, link_url text, link_title text, bounce_code integer, unsubscribe_topic text)
+     ), added as (
+       insert into activity_events (account_id, activity_id, type, correlation_id, section_id, profile_id, event_time, source_time, server_time,
+         split_id, variation, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic)
+       select $1::bigint, activity_id, type, correlation_id, section_id, profile_id, event_time, source_time, $3,
+         split_id, variation, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic
+       from input
+       on conflict do nothing
+       returning activity_id, type, correlation_id, profile_id
+     ), recipients as (
+       insert into activity_recipients (account_id, activity_id, type, profile_id)
+       select distinct $1::bigint, activity_id, type, profile_id from added
+       on conflict do nothing
+       returning activity_id, type
+     )
+     select activity_id, type, correlation_id, null::text as events, null::text as profiles from added
+     union all
+     select e.activity_id, e.type, null, e.events::text, coalesce(r.profiles, 0)::text
+     from (select activity_id, type, count(*) as events from added group by 1, 2) e
+     left join (select activity_id, type, count(*) as profiles from recipients group by 1, 2) r using (activity_id, type)`,
+    [accountId, JSON.stringify(events), serverTime],
+  );
+  return {
+    added: rows.filter((r) => r.correlation_id !== null) as { activity_id: string; type: string; correlation_id: string }[],
+    counts: rows.filter((r) => r.correlation_id === null) as CounterRow[],
+  };
+}
+
+/**
+ * Adds to the counters, in key order so that concurrent batches lock counter rows in the same
+ * order. The last statement of a batch: the rows stay locked until it commits, and every batch
+ * of an activity needs them.
+ */
+export async function addToCounters(db: Queryable, accountId: string, counts: CounterRow[]): Promise<void> {
+  if (counts.length === 0) return;
+  await db.query(
+    `insert into activity_counters (account_id, activity_id, type, events, profiles)
+     select $1::bigint, c.activity_id, c.type, c.events, c.profiles from json_to_recordset($2::json) as c(activity_id text, type text, events bigint, profiles bigint)
+     order by 2, 3
+     on conflict (account_id, activity_id, type) do update
+       set events = activity_counters.events + excluded.events, profiles = activity_counters.profiles + excluded.profiles`,
+    [accountId, JSON.stringify(counts)],
+  );
+}

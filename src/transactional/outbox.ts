@@ -1,0 +1,26 @@
+import { Problem } from '../core/problems.ts';
+import type { Queryable } from '../store/pool.ts';
+import * as q from './queries.ts';
+
+/**
+ * The built-in outbox (docs/mail.md "The outbox"): where messages go when no SMTP server is
+ * configured, read by the operator like a local mail catcher.
+ */
+
+/** The account's newest messages first, without their source. */
+export function listOutbox(db: Queryable, accountId: string, limit: number): Promise<q.OutboxRow[]> {
+  return q.listOutboxMessages(db, accountId, limit);
+}
+
+/** One message with its source as it would have gone over SMTP; 404 (AUD-2103) when the outbox does not hold it. */
+export async function readOutboxMessage(db: Queryable, accountId: string, messageId: string): Promise<q.OutboxRow & { source: string }> {
+  const row = await q.findOutboxMessage(db, accountId, messageId);
+  if (!row) throw new Problem('AUD-2103', `The outbox of account ${accountId} holds no message ${messageId}`);
+  // nodemailer writes 7-bit text (quoted-printable and base64 parts), so the source reads as text.
+  return { ...row, source: row.source.toString('utf8') };
+}
+
+/** Empties the account's outbox; answers how many messages it held. */
+export function emptyOutbox(db: Queryable, accountId: string): Promise<number> {
+  return q.deleteOutboxMessages(db, accountId);
+}

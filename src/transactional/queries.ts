@@ -1,0 +1,99 @@
+import type { Queryable } from '../store/pool.ts';
+import type { SendStatus } from './schemas.ts';
+import type { TrackedLink } from './tracking.ts';
+
+/** A message of the outbox, without its source. */
+export interface OutboxRow {
+  message_id: string;
+  transaction_id: string | null;
+  created_at: Date;
+  sender: string;
+  recipients: string[];
+  subject: string;
+  size: number;
+}
+
+const OUTBOX_FIELDS = 'message_id::text, transaction_id::text, created_at, sender, recipients, subject, octet_length(source) as size';
+
+export async function insertOutboxMessage(db: Queryable, accountId: string, m: { transactionId: string; sender: string; recipients: string[]; subject: string; source: Buffer }): Promise<string> {
+  const { rows } = await db.query<{ message_id: string }>(
+    `insert into transactional_outbox (account_id, transaction_id, sender, recipients, subject, source)
+     values ($1::bigint, $2::uuid, $3, $4::text[], $5, $6) returning message_id::text`,
+    [accountId, m.transactionId, m.sender, m.recipients, m.subject, m.source],
+  );
+  return rows[0].message_id;
+}
+
+/** The newest messages first. */
+export async function listOutboxMessages(db: Queryable, accountId: string, limit: number): Promise<OutboxRow[]> {
+  const { rows } = await db.query<OutboxRow>(
+    `select ${OUTBOX_FIELDS} from transactional_outbox where account_id = $1::bigint order by message_id desc limit $2`,
+    [accountId, limit],
+  );
+  return rows;
+}
+
+export async function findOutboxMessage(db: Queryable, accountId: string, messageId: string): Promise<(OutboxRow & { source: Buffer }) | undefined> {
+  const { rows } = await db.query<OutboxRow & { source: Buffer }>(
+    `select ${OUTBOX_FIELDS}, source from transactional_outbox where account_id = $1::bigint and message_id = $2::bigint`,
+    [accountId, messageId],
+  );
+  return rows[0];
+}
+
+export async function deleteOutboxMessages(db: Queryable, accountId: string): Promise<number> {
+  const { rowCount } = await db.query('delete from transactional_outbox where account_id = $1::bigint', [accountId]);
+  return rowCount ?? 0;
+}
+
+/** A send as its job, its status route and its tracking links read it. */
+export interface SendRow {
+  account_id: string;
+  transaction_id: string;
+  activity_id: string;
+  section_id: string;
+  keyspace_id: string;
+  profile_key: string;
+  to_address: string;
+  status: SendStatus;
+  status_reason: string | null;
+  request: unknown;
+  links: TrackedLink[];
+}
+
+export async function insertSend(db: Queryable, accountId: string, s: {
+  activityId: string; sectionId: string; keyspaceId: string; profileKey: string; toAddress: string; status: SendStatus; reason: string | null; request: unknown; createdAt: Date;
+}): Promise<string> {
+  const { rows } = await db.query<{ transaction_id: string }>(
+    `insert into transactional_sends (account_id, activity_id, section_id, keyspace_id, profile_key, to_address, status, status_reason, request, created_at)
+     values ($1::bigint, $2, $3::bigint, $4::bigint, $5, $6, $7, $8, $9::jsonb, $10) returning transaction_id::text`,
+    [accountId, s.activityId, s.sectionId, s.keyspaceId, s.profileKey, s.toAddress, s.status, s.reason, s.request === null ? null : JSON.stringify(s.request), s.createdAt],
+  );
+  return rows[0].transaction_id;
+}
+
+export async function findSend(db: Queryable, accountId: string, transactionId: string): Promise<SendRow | undefined> {
+  const { rows } = await db.query<SendRow>(
+    `select account_id::text, transaction_id::text, activity_id, section_id::text, keyspace_id::text, profile_key, to_address, status, status_reason, request, links
+     from transactional_sends where account_id = $1::bigint and transaction_id = $2::uuid`,
+    [accountId, transactionId],
+  );
+  return rows[0];
+}
+
+/** Ends a send unsent: what it was made of is no longer needed. */
+export async function updateSend(db: Queryable, accountId: string, transactionId: string, s: { status: SendStatus; reason: string }): Promise<void> {
+  await db.query(
+    'update transactional_sends set status = $3, status_reason = $4, request = null where account_id = $1::bigint and transaction_id = $2::uuid',
+    [accountId, transactionId, s.status, s.reason],
+  );
+}
+
+/** A send the mail server took: its links and message id are kept, what it was made of dropped. */
+export async function markSendSent(db: Queryable, accountId: string, transactionId: string, s: { links: TrackedLink[]; messageId: string; sentAt: Date }): Promise<void> {
+  await db.query(
+    `update transactional_sends set status = 'sent', request = null, links = $3::jsonb, message_id = $4, sent_at = $5
+     where account_id = $1::bigint and transaction_id = $2::uuid`,
+    [accountId, transactionId, JSON.stringify(s.links), s.messageId, s.sentAt],
+  );
+}

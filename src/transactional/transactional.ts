@@ -1,0 +1,272 @@
+import type { Activity, ActivityEventInput, ActivityInput } from '../activities/schemas.ts';
+import { getActivity } from '../activities/activities.ts';
+import { recordActivityEvents } from '../activities/events.ts';
+import { addSuppression, isSuppressed } from '../consents/consents.ts';
+import type { SectionDefs } from '../core/definitions.ts';
+import { Problem } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
+import { namespace } from '../definitions/builtins.ts';
+import { keyspaceForProfileAccess, sectionOf } from '../definitions/definitions.ts';
+import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
+import { findOrCreateProfiles } from '../profiles/bulk.ts';
+import { normaliseKey } from '../profiles/keys.ts';
+import { refuseReadOnly, sectionValues } from '../profiles/profiles.ts';
+import type pg from 'pg';
+import { withTransaction, type Queryable } from '../store/pool.ts';
+import { DeliveryError, type Mailer } from './mailer.ts';
+import { composeMessage, type Attachment } from './message.ts';
+import * as q from './queries.ts';
+import { ATTACHMENTS_LIMIT, ATTACHMENTS_SIZE_LIMIT, VARIABLES_LIMIT, type SendBody, type SendStatus } from './schemas.ts';
+import { checkTemplates, type MessageTemplates } from './templates.ts';
+import { readTracking, trackingKey, type TrackingKind, type TrackingTarget } from './tracking.ts';
+
+/**
+ * Transactional sends (SPEC §2.15, §4.8; docs/mail.md): a send is checked and kept, with its job,
+ * in the request's transaction and answered at once; the job renders the activity's templates
+ * and hands the message to the mailer; the send's status and the activity's events (SENT,
+ * BOUNCED, then OPENED, CLICKED and UNSUBSCRIBED through the tracking links) follow.
+ */
+
+export const SEND_JOB = 'transactional-send';
+
+/** What a send needs to make its message, kept with it until it is sent. */
+interface SendRequest {
+  to_name: string;
+  to_email_address: string;
+  from_name?: string;
+  from_email_address?: string;
+  reply_email_address?: string;
+  subject_line?: string;
+  pre_header?: string;
+  variables: Record<string, unknown>;
+  attachments: Attachment[];
+}
+
+/** An activity that takes sends: a transactional email activity, not archived; 404 otherwise (TX-13). */
+async function transactionalActivity(db: Queryable, scope: AccountScope, section: SectionDefs, activityId: string): Promise<Activity> {
+  const activity = await getActivity(db, scope, section.id, activityId);
+  if (activity.kind !== 'email' || activity.transactional !== true || activity.archived_at !== null) {
+    throw new Problem('AUD-2001', `Activity "${activityId}" is not a transactional email activity of the section`);
+  }
+  return activity;
+}
+
+/** The rendered-size limits of SPEC §8 (TX-05..07) and the base64 of attachments; the body as a whole may exceed 100 KB (TX-08). */
+function checkLimits(body: SendBody): void {
+  if (body.variables !== undefined && Buffer.byteLength(JSON.stringify(body.variables)) > VARIABLES_LIMIT) {
+    throw new Problem('AUD-2104', `variables: names and values take more than ${VARIABLES_LIMIT / 1024} KB`);
+  }
+  const attachments = body.attachments ?? [];
+  if (attachments.length > ATTACHMENTS_LIMIT) throw new Problem('AUD-1007', `attachments: at most ${ATTACHMENTS_LIMIT}, not ${attachments.length}`);
+  let size = 0;
+  attachments.forEach((a, i) => {
+    const content = a.content.replace(/\s+/g, '');
+    if (content.length % 4 === 1 || !/^[A-Za-z0-9+/]*={0,2}$/.test(content)) throw new Problem('AUD-0', `attachments/${i}/content: not base64`);
+    size += Buffer.byteLength(content, 'base64');
+  });
+  if (size > ATTACHMENTS_SIZE_LIMIT) throw new Problem('AUD-2105', `attachments: ${size} bytes in all, over ${ATTACHMENTS_SIZE_LIMIT / (1024 * 1024)} MB`);
+}
+
+/**
+ * Accepts a send (TX-01..11): the activity must be a transactional email activity of the section
+ * (404); the body within the limits of SPEC §8; the sender, subject and pre-header the request
+ * omits are the activity's (and the request's own templates must parse); the profile that keyspace
+ * and key name is created when missing (TX-10). A locked profile's send is kept with the status
+ * suppressed and not sent. Answers the transaction id.
+ */
+export async function acceptSend(tx: Queryable, scope: AccountScope, target: { section_discriminator: string; activity_id: string }, body: SendBody): Promise<string> {
+  const section = sectionOf(scope, target.section_discriminator);
+  const activity = await transactionalActivity(tx, scope, section, target.activity_id);
+  checkLimits(body);
+  const from = body.from_email_address ?? activity.sender_email_address;
+  if (from === undefined) throw new Problem('AUD-1003', `from_email_address: activity "${activity.id}" has no sender address, so the send must give one`);
+  if (body.subject_line === undefined && activity.email_subject === undefined) throw new Problem('AUD-1003', `subject_line: activity "${activity.id}" has no subject, so the send must give one`);
+  if (activity.html === undefined && activity.text === undefined) throw new Problem('AUD-1003', `Activity "${activity.id}" has no body to send: give it html or text`);
+  await checkTemplates({ subject: body.subject_line, preheader: body.pre_header }, { subject: 'subject_line', preheader: 'pre_header' });
+  const keyspace = keyspaceForProfileAccess(scope.defs, body.keyspace_discriminator);
+  refuseReadOnly(keyspace);
+  const key = normaliseKey(keyspace.kind, body.profile_key);
+  const { locked } = await findOrCreateProfiles(tx, scope, keyspace, section, [key]);
+  const request: SendRequest = {
+    to_name: body.to_name, to_email_address: body.to_email_address, from_email_address: from,
+    from_name: body.from_name ?? activity.sender_name, reply_email_address: body.reply_email_address ?? activity.reply_to,
+    subject_line: body.subject_line, pre_header: body.pre_header, variables: body.variables ?? {}, attachments: body.attachments ?? [],
+  };
+  if (locked.size > 0) {
+    return q.insertSend(tx, scope.accountId, { activityId: activity.id, sectionId: section.id, keyspaceId: keyspace.keyspace_id, profileKey: key, toAddress: body.to_email_address, status: 'suppressed', reason: 'the profile is locked', request: null, createdAt: scope.now });
+  }
+  const id = await q.insertSend(tx, scope.accountId, { activityId: activity.id, sectionId: section.id, keyspaceId: keyspace.keyspace_id, profileKey: key, toAddress: body.to_email_address, status: 'queued', reason: null, request, createdAt: scope.now });
+  await enqueue(tx, scope.accountId, SEND_JOB, { transaction_id: id });
+  return id;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A send's status (TX-12); 404 for an activity that takes no sends or a transaction it does not have (TX-13). */
+export async function sendStatus(db: Queryable, scope: AccountScope, target: { section_discriminator: string; activity_id: string; transaction_id: string }): Promise<{ id: string; status: SendStatus }> {
+  const section = sectionOf(scope, target.section_discriminator);
+  await transactionalActivity(db, scope, section, target.activity_id);
+  const row = UUID.test(target.transaction_id) ? await q.findSend(db, scope.accountId, target.transaction_id.toLowerCase()) : undefined;
+  if (!row || row.activity_id !== target.activity_id) throw new Problem('AUD-2106', `Activity "${target.activity_id}" has no transaction "${target.transaction_id}"`);
+  return { id: row.transaction_id, status: row.status };
+}
+
+/** The check of an email activity's templates when it is saved (ActivityWriter.checkEmail): those of a transactional one must parse. */
+export async function checkActivityTemplates(input: ActivityInput): Promise<void> {
+  if (input.transactional !== true) return;
+  await checkTemplates({ subject: input.email_subject, preheader: input.preheader, html: input.html, text: input.text }, { subject: 'email_subject' });
+}
+
+/** What the send job works with. */
+export interface SendDeps {
+  pool: pg.Pool;
+  mailer: Mailer;
+  scopeOf: (accountId: string) => Promise<AccountScope>;
+  vendor: string;
+  /** The base of tracking links (TRACKING_URL, or the public URL). */
+  trackingUrl: string;
+  serverSecret: string;
+}
+
+/** The name a template reads an attribute by: the last word of its discriminator, `-` as `_` (`profile.first_name`). */
+function templateName(discriminator: string): string {
+  return discriminator.slice(discriminator.lastIndexOf('.') + 1).replaceAll('-', '_');
+}
+
+/** A profile's attribute values in a section, by template name: the visible attributes, the value of their newest version that has one. */
+function profileContext(section: SectionDefs, values: Record<string, unknown>): Record<string, unknown> {
+  const profile: Record<string, unknown> = {};
+  for (const attribute of section.attributes) {
+    if (attribute.hidden) continue;
+    const version = [...attribute.versions].reverse().find((v) => values[v.id] !== undefined && values[v.id] !== null);
+    if (version) profile[templateName(attribute.discriminator)] = values[version.id];
+  }
+  return profile;
+}
+
+/** Records events of a send through the activities area: the transaction id is their correlation id. */
+async function recordEvents(tx: Queryable, scope: AccountScope, vendor: string, send: q.SendRow, events: Omit<ActivityEventInput, 'activity_id' | 'keyspace_discriminator' | 'profile_key' | 'correlation_id'>[]): Promise<void> {
+  const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === send.keyspace_id);
+  // A keyspace removed since the send: the events have no profile to land on.
+  if (!keyspace) return;
+  await recordActivityEvents(tx, scope, vendor, events.map((e) => ({
+    ...e, activity_id: send.activity_id, keyspace_discriminator: keyspace.discriminator, profile_key: send.profile_key, correlation_id: send.transaction_id,
+  })));
+}
+
+/** Ends a send that will not be sent: its status, its reason, and its request dropped. */
+async function endSend(deps: SendDeps, send: q.SendRow, status: 'failed' | 'suppressed' | 'bounced', reason: string): Promise<void> {
+  // The scope before the transaction: a job holds one connection at a time, so that the lanes of the worker cannot wait on each other's.
+  const scope = await deps.scopeOf(send.account_id);
+  await withTransaction(deps.pool, async (tx) => {
+    await q.updateSend(tx, send.account_id, send.transaction_id, { status, reason });
+    if (status === 'bounced') await recordEvents(tx, scope, deps.vendor, send, [{ type: 'BOUNCED' }]);
+  });
+}
+
+/**
+ * The send job (docs/mail.md "Lifecycle"): renders the message and hands it to the mailer. An
+ * address suppressed on the email channel or a profile locked since is not sent to (suppressed);
+ * a template that fails to render, a 5xx answer, or a 4xx answer still there after the job's last
+ * attempt fail the send (a refused recipient: bounced); any other refusal is tried again with the
+ * queue's back-off. A sent message records SENT.
+ */
+export async function runSend(deps: SendDeps, job: Job): Promise<void> {
+  const send = await q.findSend(deps.pool, job.accountId, String(job.payload.transaction_id));
+  if (!send || send.status !== 'queued' || send.request === null) return;
+  const scope = await deps.scopeOf(job.accountId);
+  const request = send.request as SendRequest;
+  const section = scope.defs.sections.find((s) => s.id === send.section_id);
+  const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === send.keyspace_id);
+  if (!section || !keyspace) return endSend(deps, send, 'failed', 'the section or keyspace of the send no longer exists');
+  let activity: Activity;
+  try {
+    activity = await transactionalActivity(deps.pool, scope, section, send.activity_id);
+  } catch (err) {
+    if (err instanceof Problem) return endSend(deps, send, 'failed', `the activity is no longer a transactional email activity: ${err.detail}`);
+    throw err;
+  }
+  if (await isSuppressed(deps.pool, scope, `${namespace(deps.vendor)}.channels.email`, request.to_email_address)) {
+    return endSend(deps, send, 'suppressed', 'the address is suppressed on the email channel');
+  }
+  const { profiles, locked } = await withTransaction(deps.pool, (tx) => findOrCreateProfiles(tx, scope, keyspace, section, [send.profile_key]));
+  if (locked.size > 0) return endSend(deps, send, 'suppressed', 'the profile is locked');
+  const profile = profileContext(section, await sectionValues(deps.pool, scope, profiles.get(send.profile_key)!, section.id));
+
+  const templates: MessageTemplates = {
+    subject: request.subject_line ?? activity.email_subject ?? '',
+    preheader: request.pre_header ?? activity.preheader ?? '',
+    html: activity.html ?? '',
+    text: activity.text ?? null,
+  };
+  let composed: Awaited<ReturnType<typeof composeMessage>>;
+  try {
+    composed = await composeMessage({
+      templates, variables: request.variables, profile,
+      from: { name: request.from_name ?? '', address: request.from_email_address! },
+      to: { name: request.to_name, address: request.to_email_address },
+      ...(request.reply_email_address ? { replyTo: request.reply_email_address } : {}),
+      attachments: request.attachments,
+      tracking: { base: deps.trackingUrl, key: trackingKey(deps.serverSecret), target: { accountId: send.account_id, transactionId: send.transaction_id } },
+    });
+  } catch (err) {
+    return endSend(deps, send, 'failed', (err as Error).message);
+  }
+  try {
+    await deps.mailer.send(send.account_id, send.transaction_id, composed.message);
+  } catch (err) {
+    if (!(err instanceof DeliveryError)) throw err;
+    if (!err.permanent && job.attempts < MAX_ATTEMPTS) throw new Error(`the mail server did not take the message: ${err.message}; tried again later`);
+    return endSend(deps, send, err.refused ? 'bounced' : 'failed', `the mail server answered: ${err.message}`);
+  }
+  await withTransaction(deps.pool, async (tx) => {
+    await q.markSendSent(tx, send.account_id, send.transaction_id, { links: composed.links, messageId: composed.message.messageId, sentAt: scope.now });
+    await recordEvents(tx, scope, deps.vendor, send, [{ type: 'SENT' }]);
+  });
+}
+
+/** The device class of a user agent, as OPENED and CLICKED events tell it (SPEC §2.16). */
+export function deviceOf(userAgent: string | undefined): string {
+  if (!userAgent) return 'UNKNOWN';
+  if (/smart-?tv|hbbtv|appletv|googletv|crkey|roku/i.test(userAgent)) return 'SMART_TV';
+  if (/ipad|tablet|kindle|silk|playbook|android(?!.*mobile)/i.test(userAgent)) return 'TABLET';
+  if (/mobi|iphone|ipod|android|blackberry|windows phone/i.test(userAgent)) return 'MOBILE';
+  return 'DESKTOP';
+}
+
+/** What a tracking link names, read with the server secret; 404 (AUD-2102) for a link this service did not make. */
+export function readTrackingLink(serverSecret: string, kind: TrackingKind, token: string): TrackingTarget {
+  return readTracking(trackingKey(serverSecret), kind, token);
+}
+
+/** The send a tracking link names; 404 when it is gone (its account or activity deleted). */
+async function trackedSend(db: Queryable, scope: AccountScope, target: TrackingTarget): Promise<q.SendRow> {
+  const send = await q.findSend(db, scope.accountId, target.transactionId);
+  if (!send || send.status === 'queued' || send.status === 'failed' || send.status === 'suppressed') throw new Problem('AUD-2102', 'This link\'s message was not sent');
+  return send;
+}
+
+/** The open pixel was loaded: OPENED, once per send (the activities area keeps events once per correlation id). */
+export async function trackOpen(tx: Queryable, scope: AccountScope, vendor: string, target: TrackingTarget, userAgent: string | undefined): Promise<void> {
+  await recordEvents(tx, scope, vendor, await trackedSend(tx, scope, target), [{ type: 'OPENED', device: deviceOf(userAgent) }]);
+}
+
+/** A click link was followed: CLICKED, once per send, and the address of the link the message held there. */
+export async function trackClick(tx: Queryable, scope: AccountScope, vendor: string, target: TrackingTarget, userAgent: string | undefined): Promise<string> {
+  const send = await trackedSend(tx, scope, target);
+  const link = send.links[target.link ?? -1];
+  if (!link) throw new Problem('AUD-2102', 'This click link names no link of its message');
+  await recordEvents(tx, scope, vendor, send, [{ type: 'CLICKED', device: deviceOf(userAgent), link_id: String(target.link), link_url: link.url, link_title: link.title }]);
+  return link.url;
+}
+
+/**
+ * The unsubscribe link or the one-click unsubscribe (RFC 8058): the address the message went to
+ * is suppressed on the email channel, so that nothing more is sent to it, and UNSUBSCRIBED is
+ * recorded once.
+ */
+export async function unsubscribe(tx: Queryable, scope: AccountScope, vendor: string, target: TrackingTarget): Promise<void> {
+  const send = await trackedSend(tx, scope, target);
+  await addSuppression(tx, scope, { channel_discriminator: `${namespace(vendor)}.channels.email`, address: send.to_address, reason: `Unsubscribed from transactional activity ${send.activity_id}` });
+  await recordEvents(tx, scope, vendor, send, [{ type: 'UNSUBSCRIBED' }]);
+}
