@@ -186,6 +186,6 @@ export async function readEmailReportFile(db: Queryable, files: FileStore, scope
   if (!row || row.kind !== 'email-events' || row.status !== 'ready' || row.expires_at!.getTime() <= scope.now.getTime() || !(await files.exists(row.file_key!))) {
     throw gone(reportId);
   }
-  if (expiresAt <= scope.now.getTime()) throw new Problem('AUD-1912', `This download URL expired at ${new Date(expiresAt).toISOString()}; call the status endpoint for a new one`);
+  if (expiresAt < scope.now.getTime()) throw new Problem('AUD-1912', `This download URL expired at ${new Date(expiresAt).toISOString()}; call the status endpoint for a new one`);
   return files.read(row.file_key!);
 }
