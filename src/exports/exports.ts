@@ -55,8 +55,11 @@ function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportReque
   }
 }
 
-/** What an export produces: a CSV file (its header, its rows as a stream), a JSON document (its text as a stream) or a count's result. */
-type Output = { file: ExportFile } | { document: AsyncIterable<string> } | { result: Record<string, number> };
+/**
+ * What an export produces: a CSV file (its header, its rows as a stream), a document (its text as a
+ * stream: JSON, or CSV whose lines the database writes) or a count's result.
+ */
+type Output = { file: ExportFile } | { document: AsyncIterable<string>; extension: 'json' | 'csv' } | { result: Record<string, number> };
 
 /**
  * Checks a request against the account's definitions (400 naming the field) and answers how to
@@ -83,11 +86,11 @@ function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.P
     }
     case 'events': {
       const p = planEventExport(scope, request.body);
-      return { produce: async (pool) => ({ document: eventExportDocument(pool, scope, p) }) };
+      return { produce: async (pool) => ({ document: eventExportDocument(pool, scope, p), extension: 'json' as const }) };
     }
     case 'email-events': {
       const p = planEmailEventExport(scope, request.body);
-      return { produce: async (pool) => ({ file: emailEventExportFile(pool, scope, p) }) };
+      return { produce: async (pool) => ({ document: emailEventExportFile(pool, scope, p), extension: 'csv' as const }) };
     }
   }
 }
@@ -231,7 +234,7 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
       fileKey = `exports/${accountId}/${exportId}.csv.gz`;
       await writeCompressed(deps.files, fileKey, Readable.from(output.file.rows), stringify({ header: true, columns: output.file.columns, record_delimiter: 'windows' }));
     } else if ('document' in output) {
-      fileKey = `exports/${accountId}/${exportId}.json.gz`;
+      fileKey = `exports/${accountId}/${exportId}.${output.extension}.gz`;
       await writeCompressed(deps.files, fileKey, Readable.from(output.document));
     } else {
       result = output.result;

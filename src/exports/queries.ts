@@ -295,10 +295,14 @@ export interface EmailEventSelection {
 /** Milliseconds since the epoch of a timestamptz, as text. */
 const ms = (time: string) => `(floor(extract(epoch from ${time}) * 1000))::bigint::text`;
 
+/** A text cell as a CSV field (RFC 4180, as csv-stringify writes it): quoted when it holds a comma, a quote or a line break; empty for null. */
+const csvField = (text: string) => `coalesce(case when ${text} ~ '[",\r\n]' then '"' || replace(${text}, '"', '""') || '"' else ${text} end, '')`;
+
 /**
- * Streams the rows of an email event export through a cursor (never whole in memory), in the
- * columns of SPEC §2.16 then the mapped ones: its events in the window, of every profile or of the
- * profiles the segment selects, by section, then event time, then event id. The address and the
+ * Streams the lines of an email event export through a cursor (never whole in memory), each row
+ * written as a CSV line (without its line end) by the database, in the columns of SPEC §2.16 then
+ * the mapped ones: its events in the window, of every profile or of the profiles the segment
+ * selects, by section, then event time, then event id. The address and the
  * mapped values are those the event's profile shows now (its merge cluster's, when it was merged
  * since); a field is written only for the types that carry it.
  */
@@ -328,20 +332,23 @@ export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: Emai
       ? cell(`${at}.attrs -> ${values.add(m.versionId, 'text')}`)
       : `case when ${at}.tags -> ${values.add(m.tagId, 'text')} = 'true'::jsonb then 'TAG' end`;
   });
+  const columns = [
+    'e.activity_id', 'coalesce(e.split_id, e.activity_id)', 'e.activity_name', 'coalesce(e.split_name, e.activity_name)',
+    'coalesce(e.split_sender_name, e.sender_name)', 'coalesce(e.split_email_subject, e.email_subject)', address,
+    'e.variation', 'e.type', 'e.correlation_id',
+    `case when e.source_time is null or e.source_time < ${values.add(sel.firstSourceTime, 'timestamptz')} then '0' else ${ms('e.source_time')} end`,
+    ms('e.server_time'),
+    only(['OPENED', 'CLICKED'], 'e.device'), only(['OPENED', 'CLICKED'], 'e.location'),
+    only(['CLICKED'], 'e.link_id'), only(['CLICKED'], 'e.link_url'), only(['CLICKED'], 'e.link_title'),
+    only(['BOUNCED'], 'e.bounce_code::text'), only(['UNSUBSCRIBED'], 'e.unsubscribe_topic'),
+    only(['ABUSE'], bySection(sel.sections.map((s) => s.discriminator), 'text[]')),
+    ...mappedCells,
+  ];
   const text = `${sel.segment === null ? '' : `with selected as materialized (
       select p.profile_id from profiles p where p.account_id = ${account} and p.canonical_id is null and ${sel.segment}
     )`}
-    select e.activity_id, coalesce(e.split_id, e.activity_id), e.activity_name, coalesce(e.split_name, e.activity_name),
-      coalesce(e.split_sender_name, e.sender_name), coalesce(e.split_email_subject, e.email_subject),
-      ${address},
-      e.variation, e.type, e.correlation_id,
-      case when e.source_time is null or e.source_time < ${values.add(sel.firstSourceTime, 'timestamptz')} then '0' else ${ms('e.source_time')} end,
-      ${ms('e.server_time')},
-      ${only(['OPENED', 'CLICKED'], 'e.device')}, ${only(['OPENED', 'CLICKED'], 'e.location')},
-      ${only(['CLICKED'], 'e.link_id')}, ${only(['CLICKED'], 'e.link_url')}, ${only(['CLICKED'], 'e.link_title')},
-      ${only(['BOUNCED'], 'e.bounce_code')}, ${only(['UNSUBSCRIBED'], 'e.unsubscribe_topic')},
-      ${only(['ABUSE'], bySection(sel.sections.map((s) => s.discriminator), 'text[]'))}${mappedCells.map((c) => `,
-      ${c}`).join('')}
+    select ${columns.map((_, i) => csvField(`c.c${i}`)).join(` || ',' || `)} from (
+    select ${columns.map((c, i) => `${c} as c${i}`).join(', ')}
     from (${sel.events}) e
     join profiles ep on ep.account_id = ${account} and ep.profile_id = e.profile_id
     left join lateral (
@@ -349,6 +356,8 @@ export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: Emai
       from profile_sections ps where ps.account_id = ${account} and ps.profile_id = coalesce(ep.canonical_id, ep.profile_id) and ps.section_id = e.section_id
     ) d on true${mappedJoins}
     ${sel.segment === null ? '' : 'where coalesce(ep.canonical_id, ep.profile_id) in (select profile_id from selected)'}
-    order by e.section_id, e.event_time, e.event_id`;
+    order by e.section_id, e.event_time, e.event_id
+    -- offset 0 keeps the subquery whole: each cell computed once, then written as a field of the line.
+    offset 0) c`;
   return cursorRows(pool, { text, values: values.values });
 }
