@@ -13,11 +13,12 @@ import { withTransaction, type Queryable } from '../store/pool.ts';
 import { consentCountResult, consentExportFile, planConsentCount, planConsentExport } from './by-consent.ts';
 import { planSegmentExport, segmentExportFile } from './by-segment.ts';
 import { duplicateExportFile, planDuplicateExport } from './duplicates.ts';
+import { emailEventExportFile, planEmailEventExport } from './email-events.ts';
 import { eventExportDocument, planEventExport } from './events.ts';
 import { CSV_TYPE, JSON_TYPE, jsonFromCsv, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
 import type { ExportFile } from './plans.ts';
 import * as q from './queries.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EventExportBody, SegmentExportBody } from './schemas.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EmailEventExportBody, EventExportBody, SegmentExportBody } from './schemas.ts';
 
 /**
  * Exports and counts (SPEC §2.16, §3.3, §4.7; docs/exports.md): a request is checked and stored
@@ -39,7 +40,8 @@ export type ExportRequest =
   | { kind: 'consents-count'; body: ConsentCountBody }
   | { kind: 'duplicates'; body: DuplicateExportBody }
   | { kind: 'segments'; body: SegmentExportBody }
-  | { kind: 'events'; body: EventExportBody };
+  | { kind: 'events'; body: EventExportBody }
+  | { kind: 'email-events'; body: EmailEventExportBody };
 
 /** The request of a stored file or count export. Its body was checked against its kind's schema when it was created. */
 function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportRequest {
@@ -49,11 +51,15 @@ function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportReque
     case 'duplicates': return { kind: row.kind, body: row.request };
     case 'segments': return { kind: row.kind, body: row.request };
     case 'events': return { kind: row.kind, body: row.request };
+    case 'email-events': return { kind: row.kind, body: row.request };
   }
 }
 
-/** What an export produces: a CSV file (its header, its rows as a stream), a JSON document (its text as a stream) or a count's result. */
-type Output = { file: ExportFile } | { document: AsyncIterable<string> } | { result: Record<string, number> };
+/**
+ * What an export produces: a CSV file (its header, its rows as a stream), a document (its text as a
+ * stream: JSON, or CSV whose lines the database writes) or a count's result.
+ */
+type Output = { file: ExportFile } | { document: AsyncIterable<string>; extension: 'json' | 'csv' } | { result: Record<string, number> };
 
 /**
  * Checks a request against the account's definitions (400 naming the field) and answers how to
@@ -80,7 +86,11 @@ function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.P
     }
     case 'events': {
       const p = planEventExport(scope, request.body);
-      return { produce: async (pool) => ({ document: eventExportDocument(pool, scope, p) }) };
+      return { produce: async (pool) => ({ document: eventExportDocument(pool, scope, p), extension: 'json' as const }) };
+    }
+    case 'email-events': {
+      const p = planEmailEventExport(scope, request.body);
+      return { produce: async (pool) => ({ document: emailEventExportFile(pool, scope, p), extension: 'csv' as const }) };
     }
   }
 }
@@ -156,7 +166,8 @@ export async function pollExport(db: Queryable, files: FileStore, scope: Account
   requireAllSections(scope, 'downloading a data export');
   const gone = new Problem('AUD-1902', `The export "${exportId}" is no longer available (ready exports are kept for one day); request a new one`);
   const found = await q.findExport(db, scope.accountId, exportId);
-  const row = found && (found.kind === 'single') === (form === 'single') ? found : undefined;
+  // Each form knows only its own exports; an email event export is read at /emails/reports (email-events.ts).
+  const row = found && found.kind !== 'email-events' && (found.kind === 'single') === (form === 'single') ? found : undefined;
   if (!row) {
     if (form !== 'v1') throw new Problem('AUD-1903', `No export "${exportId}"`);
     throw new Problem('AUD-1902', `No export "${exportId}" is available: the id is unknown, or the export is no longer available`);
@@ -223,7 +234,7 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
       fileKey = `exports/${accountId}/${exportId}.csv.gz`;
       await writeCompressed(deps.files, fileKey, Readable.from(output.file.rows), stringify({ header: true, columns: output.file.columns, record_delimiter: 'windows' }));
     } else if ('document' in output) {
-      fileKey = `exports/${accountId}/${exportId}.json.gz`;
+      fileKey = `exports/${accountId}/${exportId}.${output.extension}.gz`;
       await writeCompressed(deps.files, fileKey, Readable.from(output.document));
     } else {
       result = output.result;
