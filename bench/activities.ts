@@ -16,27 +16,34 @@
  *    table shaped and indexed like activity_events; the ratio of the two rates.
  * 5. Statistics: GET /emails/sections/{s}/activities/{first}?include_statistics=true under
  *    autocannon (BENCH_CONNECTIONS, BENCH_DURATION_S): p50 and p99 latency.
+ * 6. The email event export of the window holding the first BENCH_EMAIL_EXPORT_ROWS events
+ *    (1000000, at most the events ingested): POST /emails/reports, status calls until completed,
+ *    the file downloaded and its rows counted; the server's VmRSS sampled every 100 ms. Baseline in
+ *    the same run: COPY … TO STDOUT (CSV) of the same rows of activity_events, gzip-compressed by
+ *    this process.
  *
  * Settings from the environment: BENCH_ACTIVITY_EVENTS (5000000), BENCH_ACTIVITY_PROFILES (200000),
  * BENCH_ACTIVITIES (50), BENCH_ACTIVITY_BATCH (5000), BENCH_ACTIVITY_CONCURRENCY (3), and those of
  * bench/harness.ts.
  */
 import os from 'node:os';
+import zlib from 'node:zlib';
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import pg from 'pg';
-import { from as copyFrom } from 'pg-copy-streams';
-import { cpuMsOf, embeddedDatabaseUrl, log, measure, onCleanup, runBench, startAudience, table, type Audience } from './harness.ts';
+import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
+import { cpuMsOf, embeddedDatabaseUrl, log, measure, memoryOf, onCleanup, runBench, sampleMemory, sleep, startAudience, table, type Audience } from './harness.ts';
 
 const EVENTS = Math.max(1000, Number(process.env.BENCH_ACTIVITY_EVENTS ?? 5_000_000));
 const PROFILES = Math.max(100, Number(process.env.BENCH_ACTIVITY_PROFILES ?? 200_000));
 const ACTIVITIES = Math.max(2, Number(process.env.BENCH_ACTIVITIES ?? 50));
 const BATCH = Math.max(100, Number(process.env.BENCH_ACTIVITY_BATCH ?? 5000));
 const CONCURRENCY = Math.max(1, Number(process.env.BENCH_ACTIVITY_CONCURRENCY ?? 3));
+const EXPORT_ROWS = Math.min(EVENTS, Math.max(1000, Number(process.env.BENCH_EMAIL_EXPORT_ROWS ?? 1_000_000)));
 const SHOP = 'com.vendor1.sections.user-created.shop';
 const EMAIL = 'com.vendor1.keyspaces.email';
-/** Start-up and load, then ingestion at no less than 5,000 events a second, the baseline and the statistics. */
-const DEADLINE_MS = 600_000 + EVENTS / 5;
+/** Start-up and load, then ingestion at no less than 5,000 events a second, the baseline, the statistics and the export. */
+const DEADLINE_MS = 900_000 + EVENTS / 5;
 
 /** Of 100 events of a sending: the type of each. */
 const TYPES = [
@@ -173,6 +180,48 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   times.sort((a, b) => a - b);
   const [p50, p99] = [times[Math.floor(times.length * 0.5)], times[Math.floor(times.length * 0.99)]];
 
+  // ---- The email event export of the first EXPORT_ROWS events (event n has the source time 2026-01-01 + n ms) ----
+  const window = { start_at: new Date(Date.UTC(2026, 0, 1)).toISOString(), end_at: new Date(Date.UTC(2026, 0, 1) + EXPORT_ROWS).toISOString() };
+  const api = async (method: string, path: string, payload?: unknown) => {
+    const res = await fetch(`${server.url}${path}`, { method, headers: { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' }, body: payload === undefined ? undefined : JSON.stringify(payload) });
+    const text = await res.text();
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text.slice(0, 500)}`);
+    return JSON.parse(text);
+  };
+  const idleKb = (await memoryOf(server.pid!))!.rssKb;
+  const sampler = sampleMemory(server.pid!, 100);
+  sampler.phase('written');
+  const exportCpu = (await cpuMsOf(server.pid))!;
+  const exportStarted = Date.now();
+  const reportId = (await api('POST', '/emails/reports', window)).report_id as string;
+  let status: { result: { status: string; message: string | null; file_download_url: string | null } };
+  do {
+    await sleep(200);
+    status = await api('GET', `/emails/reports/${reportId}`);
+  } while (status.result.status === 'requested');
+  if (status.result.status !== 'completed') throw new Error(`email event export: ${JSON.stringify(status)}`);
+  const writtenMs = Date.now() - exportStarted;
+  sampler.phase('downloaded');
+  const file = await fetch(status.result.file_download_url!);
+  if (file.status !== 200) throw new Error(`email event export download: ${file.status}`);
+  const gzipped = Buffer.from(await file.arrayBuffer());
+  const exportMs = Date.now() - exportStarted;
+  const exportCpuAfter = (await cpuMsOf(server.pid))!;
+  const memory = sampler.stop();
+  // Header and rows: CRLF line ends, and no field of these rows holds a line break.
+  const lines = zlib.gunzipSync(gzipped).toString().split('\r\n').filter((l) => l !== '').length;
+  if (lines !== EXPORT_ROWS + 1) throw new Error(`email event export: ${lines - 1} rows, ${EXPORT_ROWS} expected`);
+  log(`email event export: ${EXPORT_ROWS} rows written in ${(writtenMs / 1000).toFixed(1)} s, downloaded by ${(exportMs / 1000).toFixed(1)} s, ${(gzipped.length / 1e6).toFixed(1)} MB; peak VmRSS ${(memory.peakKb / 1024).toFixed(0)} MB`);
+  // Baseline: the same rows as CSV straight from PostgreSQL, gzip-compressed here.
+  const copyOutStarted = Date.now();
+  let copyOutBytes = 0;
+  const counted = zlib.createGzip();
+  counted.on('data', (c: Buffer) => { copyOutBytes += c.length; });
+  await pipeline(db.query(copyTo(`copy (select * from activity_events where account_id = ${Number(account)} and section_id = ${Number(sectionId)}
+    and event_time >= '${window.start_at}' and event_time < '${window.end_at}' order by event_time, event_id) to stdout with (format csv, header)`)), counted);
+  const copyOutMs = Date.now() - copyOutStarted;
+  log(`COPY … TO STDOUT of the same rows, gzip-compressed: ${(copyOutMs / 1000).toFixed(1)} s, ${(copyOutBytes / 1e6).toFixed(1)} MB`);
+
   const cpus = os.cpus();
   console.log(`machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown'}; load average after the run ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   console.log(`${EVENTS} events, ${PROFILES} profiles, ${ACTIVITIES} activities; ${BATCH} events a request, ${CONCURRENCY} concurrent senders\n`);
@@ -191,4 +240,14 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     [`GET …/activities/{id}?include_statistics=true, ${stats.total} requests on ${process.env.BENCH_CONNECTIONS ?? 50} connections`, String(firstEvents), stats.rps.toFixed(0), stats.p50.toFixed(1), stats.p99.toFixed(1)],
     ['the same, 2000 requests one at a time', String(firstEvents), '', p50.toFixed(1), p99.toFixed(1)],
   ]));
+  console.log();
+  const mb = (kb: number | undefined) => (kb === undefined ? 'n/a' : (kb / 1024).toFixed(0));
+  console.log(table([
+    ['email event export', 'rows', 'seconds', 'server CPU s', 'peak VmRSS MB', 'file MB'],
+    ['POST /emails/reports → completed (worker writes the gzip CSV)', String(EXPORT_ROWS), (writtenMs / 1000).toFixed(1), '', mb(memory.peaks.get('written')), ''],
+    ['… and downloaded (GET file_download_url)', String(EXPORT_ROWS), (exportMs / 1000).toFixed(1), ((exportCpuAfter.own - exportCpu.own) / 1000).toFixed(1), mb(memory.peaks.get('downloaded')), (gzipped.length / 1e6).toFixed(1)],
+    ['COPY … TO STDOUT (CSV) of the same rows, gzip here (baseline)', String(EXPORT_ROWS), (copyOutMs / 1000).toFixed(1), '', '', (copyOutBytes / 1e6).toFixed(1)],
+    ['ratio export / COPY', '', (exportMs / copyOutMs).toFixed(2), '', '', ''],
+  ]));
+  console.log(`server VmRSS before the export: ${mb(idleKb)} MB`);
 });

@@ -285,6 +285,11 @@ const OPERATIONS: Record<string, Operation> = {
     access: 'every-section', call: (token) => server.request('POST', '/audience/profiles/exports', { token, body: { attributes: [{ section_discriminator: ALPHA, attribute_version_id: ids[ALPHA].score }] } }),
   },
   'GET /audience/profiles/reports/{report_id}': { access: 'every-section', call: async (token) => server.request('GET', await readyExport(), { token }) },
+  // The email event export reaches the events of every section (SPEC §7.3); its file's URL carries its own credential, no bearer token.
+  'POST /emails/reports': { access: 'every-section', call: (token) => server.request('POST', '/emails/reports', { token, body: { start_at: '2026-01-01T00:00:00Z' } }) },
+  'GET /emails/reports/{report_id}': {
+    access: 'every-section', call: async (token) => server.request('GET', `/emails/reports/${(await server.request('POST', '/emails/reports', { token: full, body: { start_at: '2026-01-01T00:00:00Z' } })).body.report_id}`, { token }),
+  },
   // Activities: each section's own activity of the kind.
   'GET /emails/sections/{section_discriminator}/activities': { access: 'section', call: (token, s) => server.request('GET', `/emails/sections/${s}/activities`, { token }) },
   'GET /emails/sections/{section_discriminator}/activities/{activity_id}': { access: 'section', call: (token, s) => server.request('GET', `/emails/sections/${s}/activities/email-${s.split('.').at(-1)}`, { token }) },

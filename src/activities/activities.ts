@@ -1,3 +1,4 @@
+import type { SqlValues } from '../aql/compile-sql.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import type { SectionDefs } from '../core/definitions.ts';
@@ -56,6 +57,21 @@ export async function getActivity(db: Queryable, scope: AccountScope, sectionId:
   const row = await q.findActivity(db, scope.accountId, activityId);
   if (!row || row.section_id !== sectionId) throw new Problem('AUD-2001', `Activity "${activityId}" does not exist in the section`);
   return toActivity(row, sectionById(scope, sectionId));
+}
+
+/**
+ * The events of the email activities of some sections in a window of event time (the source's,
+ * or the server's when it gave none), as a relation for a statement of another area: the email
+ * event export joins it with the profiles (docs/activities.md "The email event export file").
+ * Its columns: section_id, event_time, event_id, profile_id (the profile recorded on), activity_id,
+ * split_id, variation, type, correlation_id, source_time (null when the source gave none),
+ * server_time, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic,
+ * activity_name, sender_name, email_subject, and split_name, split_sender_name,
+ * split_email_subject (null unless the split id names an email activity of the account).
+ * `account` is the placeholder of the account id in `values`.
+ */
+export function emailEventsSql(values: SqlValues, target: { account: string; sectionIds: string[]; from: Date; to: Date }): string {
+  return q.emailEventsRelation(values, target);
 }
 
 // ---- Operator writes ----

@@ -1,3 +1,4 @@
+import type { SqlValues } from '../aql/compile-sql.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export interface ActivityRow {
@@ -136,4 +137,25 @@ export async function addToCounters(db: Queryable, accountId: string, counts: Co
        set events = activity_counters.events + excluded.events, profiles = activity_counters.profiles + excluded.profiles`,
     [accountId, JSON.stringify(counts)],
   );
+}
+
+/**
+ * The events of email activities in some sections, with an event time in [from, to), as a
+ * relation: per event its section, time, id and profile as stored, its activity's name, sender
+ * name and subject, and those of its split's activity when the split is an activity of the
+ * account. Read by the index of events by section and time, so a statement ordered by section,
+ * event time and event id needs no sort.
+ */
+export function emailEventsRelation(values: SqlValues, target: { account: string; sectionIds: string[]; from: Date; to: Date }): string {
+  const { account } = target;
+  return `select e.section_id, e.event_time, e.event_id, e.profile_id, e.activity_id, e.split_id, e.variation, e.type, e.correlation_id,
+      e.source_time, e.server_time, e.device, e.location, e.link_id, e.link_url, e.link_title, e.bounce_code, e.unsubscribe_topic,
+      a.name as activity_name, a.details ->> 'sender_name' as sender_name, a.details ->> 'email_subject' as email_subject,
+      sa.name as split_name, sa.details ->> 'sender_name' as split_sender_name, sa.details ->> 'email_subject' as split_email_subject
+    from activity_events e
+    join activities a on a.account_id = e.account_id and a.activity_id = e.activity_id
+    left join activities sa on sa.account_id = e.account_id and sa.activity_id = e.split_id and sa.kind = 'email'
+    where e.account_id = ${account} and a.kind = 'email'
+      and e.section_id = any(${values.add(target.sectionIds, 'bigint[]')})
+      and e.event_time >= ${values.add(target.from, 'timestamptz')} and e.event_time < ${values.add(target.to, 'timestamptz')}`;
 }

@@ -5,10 +5,9 @@ import { checkTimeZone } from '../aql/time.ts';
 import type { SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { sectionOf } from '../definitions/definitions.ts';
 import { clusterEventsSql } from '../profiles/events.ts';
 import { segmentExpression } from '../segments/segments.ts';
-import { requireAttributeVersion, visibleTag } from './plans.ts';
+import { requireAttributeVersion, sectionAt, visibleTag } from './plans.ts';
 import * as q from './queries.ts';
 import type { EventExportBody } from './schemas.ts';
 
@@ -21,7 +20,7 @@ import type { EventExportBody } from './schemas.ts';
 /** SPEC §4.7: without end_at, the window is one week long. */
 const DEFAULT_WINDOW_MS = 7 * 24 * 60 * 60 * 1000;
 /** SPEC §6.4: a source time before 2020 (or none) is exported as 0. */
-const FIRST_SOURCE_TIME = Date.UTC(2020, 0, 1);
+export const FIRST_SOURCE_TIME = Date.UTC(2020, 0, 1);
 /** The document is handed on in pieces of about this many characters, not one per profile or event. */
 const PIECE = 64 * 1024;
 
@@ -33,16 +32,6 @@ export interface EventExportPlan {
   tags: { sectionId: string; tagId: string; discriminator: string }[];
   /** The event versions and the window [from, to); null when the request has no `events`. */
   events: { versionIds: string[]; from: Date; to: Date } | null;
-}
-
-/** sectionOf, its problem naming the field of the request. */
-function sectionAt(scope: AccountScope, discriminator: string, field: string): SectionDefs {
-  try {
-    return sectionOf(scope, discriminator);
-  } catch (err) {
-    if (err instanceof Problem) throw new Problem(err.code, `${field}: ${err.detail}`);
-    throw err;
-  }
 }
 
 /** Checks an event export request against the definitions (400 naming the field). */

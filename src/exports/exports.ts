@@ -13,11 +13,12 @@ import { withTransaction, type Queryable } from '../store/pool.ts';
 import { consentCountResult, consentExportFile, planConsentCount, planConsentExport } from './by-consent.ts';
 import { planSegmentExport, segmentExportFile } from './by-segment.ts';
 import { duplicateExportFile, planDuplicateExport } from './duplicates.ts';
+import { emailEventExportFile, planEmailEventExport } from './email-events.ts';
 import { eventExportDocument, planEventExport } from './events.ts';
 import { CSV_TYPE, JSON_TYPE, jsonFromCsv, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
 import type { ExportFile } from './plans.ts';
 import * as q from './queries.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EventExportBody, SegmentExportBody } from './schemas.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EmailEventExportBody, EventExportBody, SegmentExportBody } from './schemas.ts';
 
 /**
  * Exports and counts (SPEC §2.16, §3.3, §4.7; docs/exports.md): a request is checked and stored
@@ -39,7 +40,8 @@ export type ExportRequest =
   | { kind: 'consents-count'; body: ConsentCountBody }
   | { kind: 'duplicates'; body: DuplicateExportBody }
   | { kind: 'segments'; body: SegmentExportBody }
-  | { kind: 'events'; body: EventExportBody };
+  | { kind: 'events'; body: EventExportBody }
+  | { kind: 'email-events'; body: EmailEventExportBody };
 
 /** The request of a stored file or count export. Its body was checked against its kind's schema when it was created. */
 function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportRequest {
@@ -49,10 +51,14 @@ function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportReque
     case 'duplicates': return { kind: row.kind, body: row.request };
     case 'segments': return { kind: row.kind, body: row.request };
     case 'events': return { kind: row.kind, body: row.request };
+    case 'email-events': return { kind: row.kind, body: row.request };
   }
 }
 
-/** What an export produces: a CSV file (its header, its rows as a stream), a JSON document (its text as a stream) or a count's result. */
+/**
+ * What an export produces: a CSV file (its header, its rows as a stream), a document (its text as a
+ * stream: JSON, or CSV whose lines the database writes) or a count's result.
+ */
 type Output = { file: ExportFile } | { document: AsyncIterable<string> } | { result: Record<string, number> };
 
 /**
@@ -81,6 +87,10 @@ function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.P
     case 'events': {
       const p = planEventExport(scope, request.body);
       return { produce: async (pool) => ({ document: eventExportDocument(pool, scope, p) }) };
+    }
+    case 'email-events': {
+      const p = planEmailEventExport(scope, request.body);
+      return { produce: async (pool) => ({ document: emailEventExportFile(pool, scope, p) }) };
     }
   }
 }
@@ -156,7 +166,8 @@ export async function pollExport(db: Queryable, files: FileStore, scope: Account
   requireAllSections(scope, 'downloading a data export');
   const gone = new Problem('AUD-1902', `The export "${exportId}" is no longer available (ready exports are kept for one day); request a new one`);
   const found = await q.findExport(db, scope.accountId, exportId);
-  const row = found && (found.kind === 'single') === (form === 'single') ? found : undefined;
+  // Each form knows only its own exports; an email event export is read at /emails/reports (email-events.ts).
+  const row = found && found.kind !== 'email-events' && (found.kind === 'single') === (form === 'single') ? found : undefined;
   if (!row) {
     if (form !== 'v1') throw new Problem('AUD-1903', `No export "${exportId}"`);
     throw new Problem('AUD-1902', `No export "${exportId}" is available: the id is unknown, or the export is no longer available`);
@@ -265,6 +276,7 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
   const scope = await deps.scopeOf(accountId);
   try {
     const planned = plan(scope, requestOf(row));
+    // The event export's file is JSON; the others' CSV (the email event export's written as a document); a count has none.
     const fileKey = row.kind === 'consents-count' ? null : `exports/${accountId}/${exportId}.${row.kind === 'events' ? 'json' : 'csv'}.gz`;
     // A job taken up again after its worker died (its lease ran out) writes the file from the
     // start; what the dead worker had written of it, under a temporary name, goes first.

@@ -6,6 +6,7 @@ import { addressVersionId, maySendSql } from '../consents/consents.ts';
 import type { ChannelRow, SectionDefs, TagRow } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
+import { sectionOf } from '../definitions/definitions.ts';
 import { compileQuery, segmentExpression } from '../segments/segments.ts';
 import type { AttributeColumn, SegmentsByNameOrQuery, TagColumn } from './schemas.ts';
 import type { ProfileSelection } from './queries.ts';
@@ -17,6 +18,16 @@ export const EXPORT_KEY_COLUMN = 'exportKey';
 
 /** A file an export writes: its header, and its rows as CSV as they stream from the database (`\n` after each row). */
 export interface ExportFile { columns: string[]; rows: Readable }
+
+/** sectionOf, its problem naming the field of the request. */
+export function sectionAt(scope: AccountScope, discriminator: string, field: string): SectionDefs {
+  try {
+    return sectionOf(scope, discriminator);
+  } catch (err) {
+    if (err instanceof Problem) throw new Problem(err.code, `${field}: ${err.detail}`);
+    throw err;
+  }
+}
 
 /** Checks that a version is one of a visible attribute of the section (any of its versions); 400 naming `field` otherwise. */
 export function requireAttributeVersion(section: SectionDefs, versionId: string, field: string): void {

@@ -4,7 +4,7 @@ import type { SqlValues } from '../aql/compile-sql.ts';
 import { copyCsvRows } from '../store/copy.ts';
 import { cursorRows } from '../store/cursor.ts';
 import type { Queryable } from '../store/pool.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EventExportBody, SegmentExportBody, SingleExportRequest } from './schemas.ts';
+import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EmailEventExportBody, EventExportBody, SegmentExportBody, SingleExportRequest } from './schemas.ts';
 
 export type ExportStatus = 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
 
@@ -15,6 +15,7 @@ export type StoredRequest =
   | { kind: 'duplicates'; request: DuplicateExportBody }
   | { kind: 'segments'; request: SegmentExportBody }
   | { kind: 'events'; request: EventExportBody }
+  | { kind: 'email-events'; request: EmailEventExportBody }
   | { kind: 'single'; request: SingleExportRequest };
 
 export type ExportRowDb = StoredRequest & {
@@ -279,4 +280,90 @@ export async function* streamEventExportRows(pool: pg.Pool, values: SqlValues, s
       ? { kind: 'event', exportKey: exportKey as string, sectionId: sectionId as string, correlationId: correlationId as string, eventTime: eventTime as Date, versionId: versionId as string, createdAt: createdAt as Date, data }
       : { kind: 'values', exportKey: exportKey as string, sectionId: sectionId as string, attributes: attributes as Record<string, { value: unknown }> };
   }
+}
+
+/** What the statement of an email event export selects; its SQL fragments bind their values in the statement's `values`. */
+export interface EmailEventSelection {
+  /** Placeholder of the account id. */
+  account: string;
+  /** The events, as the relation of the activities area's emailEventsSql. */
+  events: string;
+  /** Per section of the account: its id, discriminator, and the version of its email address attribute (null without one). */
+  sections: { id: string; discriminator: string; addressVersionId: string | null }[];
+  /** A predicate over the canonical profile `p` (compilePredicate); null for every profile. */
+  segment: string | null;
+  /** Source times before this are written as 0. */
+  firstSourceTime: Date;
+  /** The mapped columns, in order: an attribute version's value, or TAG where a tag is set, in a section. */
+  mapped: ({ sectionId: string; versionId: string } | { sectionId: string; tagId: string })[];
+}
+
+/** Milliseconds since the epoch of a timestamptz, as text. */
+const ms = (time: string) => `(floor(extract(epoch from ${time}) * 1000))::bigint::text`;
+
+/** A text cell as a CSV field (RFC 4180, as csv-stringify writes it): quoted when it holds a comma, a quote or a line break; empty for null. */
+const csvField = (text: string) => `coalesce(case when ${text} ~ '[",\r\n]' then '"' || replace(${text}, '"', '""') || '"' else ${text} end, '')`;
+
+/**
+ * Streams the lines of an email event export through a cursor (never whole in memory), each row
+ * written as a CSV line (without its line end) by the database, in the columns of SPEC §2.16 then
+ * the mapped ones: its events in the window, of every profile or of the profiles the segment
+ * selects, by section, then event time, then event id. The address and the
+ * mapped values are those the event's profile shows now (its merge cluster's, when it was merged
+ * since); a field is written only for the types that carry it.
+ */
+export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: EmailEventSelection): AsyncGenerator<unknown[]> {
+  const { account } = sel;
+  const ids = values.add(sel.sections.map((s) => s.id), 'bigint[]');
+  const bySection = (list: (string | null)[], cast: string) => `(${values.add(list, cast)})[array_position(${ids}, e.section_id)]`;
+  const addressVersions = sel.sections.map((s) => s.addressVersionId);
+  const own = `d.attrs -> ${bySection(addressVersions, 'text[]')}`;
+  // The address in the event's section; a profile without one there (recorded on a profile that
+  // existed in another section) shows its address of the first section that holds one.
+  const address = `coalesce(case when jsonb_typeof(${own}) = 'string' then ${own} #>> '{}' end, (
+      select x.attrs ->> s.version from unnest(${ids}, ${values.add(addressVersions, 'text[]')}) s(section_id, version)
+      cross join lateral (select coalesce(ps.cluster_attributes, ps.attributes) as attrs from profile_sections ps
+        where ps.account_id = ${account} and ps.profile_id = coalesce(ep.canonical_id, ep.profile_id) and ps.section_id = s.section_id) x
+      where jsonb_typeof(x.attrs -> s.version) = 'string' order by s.section_id limit 1))`;
+  const only = (types: string[], column: string) => `case when e.type in (${types.map((t) => `'${t}'`).join(', ')}) then ${column} end`;
+  const mappedSections = [...new Set(sel.mapped.map((m) => m.sectionId))];
+  const mappedJoins = mappedSections.map((sectionId, i) => `
+    left join lateral (
+      select coalesce(ps.cluster_attributes, ps.attributes) as attrs, coalesce(ps.cluster_tags, ps.tags) as tags
+      from profile_sections ps where ps.account_id = ${account} and ps.profile_id = coalesce(ep.canonical_id, ep.profile_id) and ps.section_id = ${values.add(sectionId, 'bigint')}
+    ) m${i} on true`).join('');
+  const mappedCells = sel.mapped.map((m) => {
+    const at = `m${mappedSections.indexOf(m.sectionId)}`;
+    return 'versionId' in m
+      ? cell(`${at}.attrs -> ${values.add(m.versionId, 'text')}`)
+      : `case when ${at}.tags -> ${values.add(m.tagId, 'text')} = 'true'::jsonb then 'TAG' end`;
+  });
+  const columns = [
+    'e.activity_id', 'coalesce(e.split_id, e.activity_id)', 'e.activity_name', 'coalesce(e.split_name, e.activity_name)',
+    'coalesce(e.split_sender_name, e.sender_name)', 'coalesce(e.split_email_subject, e.email_subject)', address,
+    'e.variation', 'e.type', 'e.correlation_id',
+    `case when e.source_time is null or e.source_time < ${values.add(sel.firstSourceTime, 'timestamptz')} then '0' else ${ms('e.source_time')} end`,
+    ms('e.server_time'),
+    only(['OPENED', 'CLICKED'], 'e.device'), only(['OPENED', 'CLICKED'], 'e.location'),
+    only(['CLICKED'], 'e.link_id'), only(['CLICKED'], 'e.link_url'), only(['CLICKED'], 'e.link_title'),
+    only(['BOUNCED'], 'e.bounce_code::text'), only(['UNSUBSCRIBED'], 'e.unsubscribe_topic'),
+    only(['ABUSE'], bySection(sel.sections.map((s) => s.discriminator), 'text[]')),
+    ...mappedCells,
+  ];
+  const text = `${sel.segment === null ? '' : `with selected as materialized (
+      select p.profile_id from profiles p where p.account_id = ${account} and p.canonical_id is null and ${sel.segment}
+    )`}
+    select ${columns.map((_, i) => csvField(`c.c${i}`)).join(` || ',' || `)} from (
+    select ${columns.map((c, i) => `${c} as c${i}`).join(', ')}
+    from (${sel.events}) e
+    join profiles ep on ep.account_id = ${account} and ep.profile_id = e.profile_id
+    left join lateral (
+      select coalesce(ps.cluster_attributes, ps.attributes) as attrs
+      from profile_sections ps where ps.account_id = ${account} and ps.profile_id = coalesce(ep.canonical_id, ep.profile_id) and ps.section_id = e.section_id
+    ) d on true${mappedJoins}
+    ${sel.segment === null ? '' : 'where coalesce(ep.canonical_id, ep.profile_id) in (select profile_id from selected)'}
+    order by e.section_id, e.event_time, e.event_id
+    -- offset 0 keeps the subquery whole: each cell computed once, then written as a field of the line.
+    offset 0) c`;
+  return cursorRows(pool, { text, values: values.values });
 }

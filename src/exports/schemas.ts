@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox';
+import { Type, type Static, type TSchema } from 'typebox';
 import { DateTime } from '../core/schemas.ts';
 import { SegmentChoice } from '../segments/schemas.ts';
 
@@ -94,12 +94,15 @@ export const SegmentExportBody = Type.Object({
 export type SegmentExportBody = Static<typeof SegmentExportBody>;
 
 /** The profile in segment event export (SPEC §2.16, §4.7): values and events of profiles across sections. */
+/** Which profiles an event export holds: those of a stored segment. */
+const SegmentFilter = {
+  timezone: Timezone,
+  discriminator: Type.String({ description: 'A stored segment' }),
+  version_id: Type.Optional(Type.String({ description: 'A version of the segment; its latest when omitted' })),
+};
+
 export const EventExportBody = Type.Object({
-  segment_filter: Type.Optional(Type.Object({
-    timezone: Timezone,
-    discriminator: Type.String({ description: 'A stored segment' }),
-    version_id: Type.Optional(Type.String({ description: 'A version of the segment; its latest when omitted' })),
-  }, { additionalProperties: false, description: 'Only the profiles that match this segment when the file is written; every profile of the account when omitted' })),
+  segment_filter: Type.Optional(Type.Object(SegmentFilter, { additionalProperties: false, description: 'Only the profiles that match this segment when the file is written; every profile of the account when omitted' })),
   attributes: Type.Optional(Type.Array(Type.Object({
     section_discriminator: Type.String({ description: 'Section of the attribute' }),
     attribute_version_id: Type.String({ description: 'A version of a visible attribute of the section: the key of its value in the file' }),
@@ -118,6 +121,49 @@ export const EventExportBody = Type.Object({
   }, { additionalProperties: false, description: 'The events of each profile with an event time from start_at (inclusive) to end_at (exclusive; one week after start_at when omitted); no events without it' })),
 }, { additionalProperties: false });
 export type EventExportBody = Static<typeof EventExportBody>;
+
+/** The email event export (SPEC §2.16, §4.8; docs/activities.md "The email event export file"). */
+export const EmailEventExportBody = Type.Object({
+  start_at: DateTime,
+  end_at: Type.Optional(DateTime),
+  segment_filter: Type.Optional(Type.Object(SegmentFilter, { additionalProperties: false, description: 'Only the events of profiles that match this segment when the file is written; of every profile when omitted' })),
+  additional_attribute_mappings: Type.Optional(Type.Array(Type.Object({
+    field_name: FieldName,
+    section_discriminator: Type.String({ description: 'Section of the attribute' }),
+    attribute_version_id: Type.String({ description: 'A version of a visible attribute of the section' }),
+  }, { additionalProperties: false }), { maxItems: 75, description: 'At most 75 columns of attribute values, each headed "<field_name> (version_id: <attribute_version_id>)"' })),
+  additional_tag_mappings: Type.Optional(Type.Array(Type.Object({
+    field_name: FieldName,
+    section_discriminator: Type.String({ description: 'Section of the tag' }),
+    tag_discriminator: Type.String({ description: 'A visible tag of the section' }),
+  }, { additionalProperties: false }), { maxItems: 25, description: 'At most 25 columns of tags, each headed "<field_name> (version_id: <tag_discriminator>)", holding TAG where the tag is set' })),
+}, { additionalProperties: false });
+export type EmailEventExportBody = Static<typeof EmailEventExportBody>;
+
+export const EmailReportQuery = Type.Object({
+  header_auth: Type.Optional(Type.Boolean({ description: 'true: the download URL carries no credential; the token it needs is in the response header x-<vendor>-auth, to be sent in the same request header' })),
+});
+
+const OrNull = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+export const EmailReportStatus = Type.Object({
+  report_id: Type.String(),
+  result: Type.Object({
+    status: Type.Union([Type.Literal('requested'), Type.Literal('completed'), Type.Literal('error')], { description: 'requested while queued or being written, then completed or error' }),
+    message: OrNull(Type.String({ description: 'Why the export failed; null otherwise' })),
+    file_download_url: OrNull(Type.String({ description: 'When completed: a URL of the file (gzip-compressed CSV), new on every status call, valid until file_download_url_expires_at' })),
+    file_download_url_expires_at: OrNull(DateTime),
+    file_expires_at: OrNull(DateTime),
+  }),
+});
+export type EmailReportStatus = Static<typeof EmailReportStatus>;
+
+export const EmailReportFileParams = Type.Object({
+  account_id: Type.String({ description: 'The account of the export' }),
+  report_id: Type.String({ description: 'The id of the email event export' }),
+});
+export const EmailReportFileQuery = Type.Object({
+  token: Type.Optional(Type.String({ description: 'The credential of a URL issued without header_auth' })),
+});
 
 export const FileDownloadUrl = Type.Object({
   file_download_url: Type.String({ description: 'The poll URL of the file (JSON): 404 while in progress, 200 when ready, 410 when gone, 503 when the export failed' }),

@@ -3,12 +3,15 @@ import zlib from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../../services.ts';
+import { Problem } from '../../core/problems.ts';
+import { accountScope, type Services } from '../../services.ts';
+import { spend } from '../plugins/auth.ts';
 import type { ScopeOf } from '../plugins/profile-data.ts';
+import * as emailEvents from '../../exports/email-events.ts';
 import * as exports from '../../exports/exports.ts';
 import {
-  ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, EventExportBody, FileDownloadUrl, PollUrl, ReportParams, SegmentExportBody,
-  SingleExportBody, SingleExportFileParams, SingleExportParams,
+  ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, EmailEventExportBody, EmailReportFileParams, EmailReportFileQuery, EmailReportQuery,
+  EmailReportStatus, EventExportBody, FileDownloadUrl, PollUrl, ReportParams, SegmentExportBody, SingleExportBody, SingleExportFileParams, SingleExportParams,
 } from '../../exports/schemas.ts';
 import * as single from '../../exports/single.ts';
 import { withTransaction } from '../../store/pool.ts';
@@ -136,6 +139,54 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
       config: eventRequests,
       schema: { summary: 'Profile in segment event export', tags, body: EventExportBody, response: responses({ 201: FileDownloadUrl }) },
     }, async (request, reply) => reply.code(201).send({ file_download_url: pollUrl(await create(request, { kind: 'events', body: request.body })) }));
+
+    // The email event export (SPEC §4.8): a report id, its status, and its file at URLs that each status call issues.
+    app.post('/emails/reports', {
+      config: eventRequests,
+      schema: {
+        summary: 'Email event export', tags, body: EmailEventExportBody,
+        response: responses({ 201: Type.Object({ report_id: Type.String({ description: 'Its status is at GET /emails/reports/{report_id}' }) }) }),
+      },
+    }, async (request, reply) => reply.code(201).send({ report_id: await create(request, { kind: 'email-events', body: request.body }) }));
+
+    const authHeader = `x-${services.config.vendor}-auth`;
+    app.get('/emails/reports/:report_id', {
+      schema: {
+        summary: 'Status of an email event export',
+        description: `requested, then completed (with a new download URL on every call) or error; 404 for an unknown id, 410 once the file has expired. With header_auth=true the URL carries no credential, and the token the download needs comes in the response header ${authHeader}.`,
+        tags, params: ReportParams, querystring: EmailReportQuery, response: responses({ 200: EmailReportStatus }),
+      },
+    }, async (request, reply) => {
+      const answer = await emailEvents.emailReportStatus(services.pool, await scopeOf(request), services.config.publicUrl, request.params.report_id, request.query.header_auth === true);
+      if (answer.headerToken !== undefined) reply.header(authHeader, answer.headerToken);
+      return answer.body;
+    });
+
+    // The download URL carries its own credential, or needs the status answer's token in a header: no bearer token (AUTH-09).
+    app.get('/files/email-events/:account_id/:report_id', {
+      config: { auth: 'none' },
+      schema: {
+        summary: 'The file of an email event export (gzip-compressed CSV), at the URL of a status answer',
+        description: `403 without the URL's token (or, for a header_auth URL, the ${authHeader} header of the status answer) or once the URL has expired; 410 once the file has expired.`,
+        tags, params: EmailReportFileParams, querystring: EmailReportFileQuery,
+        response: responses({ 200: Type.Unknown({ description: 'The gzip-compressed CSV' }) }),
+      },
+    }, async (request, reply) => {
+      const { account_id: accountId, report_id: reportId } = request.params;
+      // An account that does not exist is refused as a wrong credential is: the URL tells nothing of which accounts exist.
+      if (!/^\d{1,18}$/.test(accountId) || !(await services.accounts.get(accountId))) throw new Problem('AUD-1913', 'The download URL is not valid; call the status endpoint for a new one');
+      const header = request.headers[authHeader];
+      const stream = await emailEvents.readEmailReportFile(services.pool, services.files, await accountScope(services, accountId), reportId, {
+        token: request.query.token, headerToken: typeof header === 'string' ? header : undefined,
+      });
+      try {
+        await spend(services, accountId, accountId, 'export_downloads_per_minute');
+      } catch (err) {
+        stream.destroy();
+        throw err;
+      }
+      return reply.type(emailEvents.GZIP_TYPE).header('content-disposition', `attachment; filename="email-events-${reportId}.csv.gz"`).send(stream);
+    });
 
     const ready = Type.Unknown({ description: 'The file (CSV, or Excel with Accept: application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, and for the segment export JSON with Accept: application/json; the event export\'s JSON) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip' });
     /** A poll of either form; only the v2 form answers "in progress" without a problem. */
