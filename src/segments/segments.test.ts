@@ -210,6 +210,22 @@ describe('evaluate a profile against segments', () => {
     expectProblem(await a.evaluate(WEB, 'no-cookie', { segments: [{ discriminator: seg('gold') }], time_zone: 'UTC' }), 404, 'AUD-1201');
   });
 
+  it('AQL-01, AQL-07: a merged profile is evaluated with its cluster (values, every member\'s events) by any key; a locked one → 410', async () => {
+    const a = await account();
+    await a.create(EMAIL, 'cluster@x.io');
+    await a.create(WEB, 'cookie-cluster');
+    // The purchase reaches the web member before the merge, the value the email member after it.
+    await a.buy(WEB, 'cookie-cluster', Date.now() - HOUR, 'ABC');
+    await a.merge([EMAIL, 'cluster@x.io'], [WEB, 'cookie-cluster']);
+    await a.set(EMAIL, 'cluster@x.io', { [SPEND]: 5000, [TIER]: 'Gold' });
+    const ask = [{ discriminator: seg('abc-buyers') }, { discriminator: seg('gold-spenders') }, { discriminator: seg('lapsed-buyers') }];
+    const expected = { [seg('abc-buyers')]: true, [seg('gold-spenders')]: true, [seg('lapsed-buyers')]: false };
+    expect(await a.matches(EMAIL, 'cluster@x.io', ask)).toEqual(expected);
+    expect(await a.matches(WEB, 'cookie-cluster', ask)).toEqual(expected);
+    expectNoContent(await a.call('PUT', `/audience/keyspaces/${EMAIL}/profiles/cluster%40x.io/locks`));
+    expectProblem(await a.evaluate(WEB, 'cookie-cluster', { segments: ask, time_zone: 'UTC' }), 410, 'AUD-1202');
+  });
+
   it('AQL-19: terms combine with && and || (and parentheses), in evaluation and count alike', async () => {
     const a = await account();
     const people: [string, string, number][] = [['gold-rich@x.io', 'Gold', 5000], ['gold-mid@x.io', 'Gold', 500], ['gold-poor@x.io', 'Gold', 5], ['silver-rich@x.io', 'Silver', 5000], ['silver-mid@x.io', 'Silver', 500], ['bronze-mid@x.io', 'Bronze', 500], ['silver-poor@x.io', 'Silver', 5]];
