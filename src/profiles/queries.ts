@@ -70,7 +70,7 @@ export function findSectionDataByKey(db: Queryable, accountId: string, keyspaceI
   return read(accountId, { keyspaceId, key, sectionId });
 }
 
-/** What segment evaluations read of a canonical profile (profileFacts of profiles.ts), events as [section, version, ms, data]. */
+/** What segment evaluations read of a canonical profile (locateWithFacts of profiles.ts), events as [section, version, ms, data]. */
 export interface FactsRow {
   sections: Record<string, ValueMap>;
   events: [string, string, number, Record<string, unknown>][];
@@ -79,13 +79,14 @@ export interface FactsRow {
 /**
  * The SQL of FactsRow for the canonical profile `canonical`: the values it shows in every section,
  * and the events of the versions `$versions` (bigint[]) that any member of its cluster received.
- * Event times travel as milliseconds since 1970 (floor, as a Date keeps them).
+ * Event times travel as milliseconds since 1970 (floor, as a Date keeps them). Without versions
+ * (segments without event terms) the events are not read at all: a one-time filter.
  */
 const FACTS = (account: string, canonical: string, versions: string) => `select
     (select coalesce(jsonb_object_agg(ps.section_id::text, jsonb_strip_nulls(coalesce(ps.cluster_attributes, ps.attributes))), '{}')
      from profile_sections ps where ps.account_id = ${account} and ps.profile_id = ${canonical}) as sections,
     (select coalesce(jsonb_agg(jsonb_build_array(e.section_id::text, e.version_id::text, floor(extract(epoch from e.event_time) * 1000), e.data)), '[]')
-     from profile_events e where e.account_id = ${account} and e.version_id = any(${versions})
+     from profile_events e where cardinality(${versions}) > 0 and e.account_id = ${account} and e.version_id = any(${versions})
        and e.profile_id in (select m.profile_id from profiles m where m.account_id = ${account} and (m.profile_id = ${canonical} or m.canonical_id = ${canonical}))) as events`;
 
 /**
