@@ -56,14 +56,12 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
     // Segment counts and trends over many profiles (docs/benchmarks.md "Segments", docs/operating.md):
     // work_mem: they hash and group a row per profile; at the default 4 MB, a million profiles
-    // spill to disk in batches. shared_buffers: at the default 128 MB a count over a million
-    // profiles read its 270 MB through the kernel's cache on every run, with the buffer
-    // replacements that go with it. max_parallel_workers_per_gather: a count's scans and hash
-    // join run in the leader and 2 workers (PostgreSQL's default, kept on purpose: on 2 cores it
-    // took the shortest time, the CPU time being the same with 0, 1 or 2).
+    // spill to disk in batches. max_parallel_workers_per_gather: a count's scans and hash join
+    // run in the leader and 2 workers (PostgreSQL's default, kept on purpose: on 2 cores it took
+    // the shortest time, the CPU time being the same with 0, 1 or 2).
     postgresFlags: [
       '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=`,
-      '-c', 'work_mem=64MB', '-c', 'shared_buffers=512MB', '-c', 'max_parallel_workers_per_gather=2',
+      '-c', 'work_mem=64MB', '-c', 'max_parallel_workers_per_gather=2',
     ],
     onLog: () => {},
     onError: () => {},
