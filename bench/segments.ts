@@ -640,7 +640,8 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   ]);
   const trendFloors = await floors(db, audience.dataDir, [
     { what: 'the rows a trend reads (4 bare scans)', text: `select (select count(*) from (${historyRows}) h) + (select count(*) from (${eventRows}) e) + (select count(*) from (${profileRows}) p) + (select count(*) from (${identifierRows}) i) as n`, values: trendValues },
-    { what: 'the same rows grouped by profile (no window, no masks)', text: `select count(*) from (select profile_id from (${historyRows} union all ${eventRows} union all ${profileRows} union all ${identifierRows}) t group by profile_id) g`, values: trendValues },
+    { what: 'the same rows grouped by profile, hashed (no window, no masks)', text: `select count(*) from (select profile_id from (${historyRows} union all ${eventRows} union all ${profileRows} union all ${identifierRows}) t group by profile_id) g`, values: trendValues },
+    { what: 'the same rows grouped by profile after a sort, as the trend groups them', text: `select count(*) from (select profile_id from (select * from (${historyRows} union all ${eventRows} union all ${profileRows} union all ${identifierRows}) u order by 1) t group by profile_id) g`, values: trendValues },
   ]);
 
   const settings = (await db.query<{ name: string; setting: string; unit: string | null }>(
