@@ -52,8 +52,8 @@ export async function countProfilesMatching(db: Queryable, accountId: string, pr
  * row (a member of a cluster) gets mask 0 and is left out. The rows are sorted by profile before
  * they are grouped (the subquery's ORDER BY): PostgreSQL would otherwise hash them, and a hash
  * table of a million profiles, probed in no order, took a quarter more CPU time than the sort
- * (docs/benchmarks.md "Segments"). The query comes compiled twice, as the
- * count's predicate does: `general` for any account, `simple` for one without merge clusters; one
+ * (docs/benchmarks.md "Segments"). The query comes compiled twice, as the count's predicate
+ * does: `general` for any account, `simple` for one without merge clusters; one
  * statement runs the one that holds in its snapshot. The database answers one row per distinct
  * (mask, known), a few dozen; the points are counted from their bits here.
  */
