@@ -502,6 +502,37 @@ describe('count matching profiles over time', () => {
     expect(await a.counted({ segment_discriminator: seg('spenders') }, false)).toBe(0);
   });
 
+  it('AQL-08: a merged cluster is one profile of the trend (clusters as they are now), known through any member, with every member\'s history and events', async () => {
+    const a = await account();
+    const t0 = server.clock.now;
+    // A web visitor buys and spends before it is merged with a known profile; an unknown visitor spends too.
+    await a.create(WEB, 'cookie-trend');
+    await a.buy(WEB, 'cookie-trend', t0);
+    await a.set(WEB, 'cookie-trend', { [SPEND]: 5000 });
+    await a.create(WEB, 'cookie-alone');
+    await a.set(WEB, 'cookie-alone', { [SPEND]: 5000 });
+    server.clock.advance(10 * MINUTE);
+    const t1 = server.clock.now;
+    await a.create(EMAIL, 'trend@x.io');
+    await a.merge([EMAIL, 'trend@x.io'], [WEB, 'cookie-trend']);
+    server.clock.advance(10 * MINUTE);
+    const points = [t0 - HOUR, t1 - MINUTE, server.clock.now].map(iso);
+    const trend = async (s: string) => {
+      const r = await a.trend(seg(s), { sampling_points: points, timezone: 'UTC' });
+      expect(r.status, r.text).toBe(200);
+      return r.body.matching_profile_count;
+    };
+    // The cluster counts once and known (docs/aql.md: clusters as they are now) from its first
+    // member's creation, with the value and the purchase its web member had before the merge.
+    const expected = {
+      [points[0]]: { known: 0, unknown: 0 },
+      [points[1]]: { known: 1, unknown: 1 },
+      [points[2]]: { known: 1, unknown: 1 },
+    };
+    expect(await trend('spenders')).toEqual(expected);
+    expect(await trend('buyers')).toEqual({ ...expected, [points[1]]: { known: 1, unknown: 0 }, [points[2]]: { known: 1, unknown: 0 } });
+  });
+
   it('AQL-08: points before a profile existed count 0; events count only up to each point, windows back from it', async () => {
     const a = await account();
     const t0 = server.clock.now;
