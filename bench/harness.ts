@@ -378,6 +378,19 @@ export async function cpuMsOf(pid: number | undefined): Promise<{ own: number; d
   return { own: self[2], descendants };
 }
 
+/**
+ * CPU time (ms) so far of an embedded PostgreSQL in `dataDir`: its postmaster, every process it
+ * runs (backends, io workers, parallel workers), and the ended ones it has reaped (cutime and
+ * cstime), so that a query's parallel workers, which exit with it, are counted.
+ */
+export async function postgresCpuMs(dataDir: string): Promise<number> {
+  const postmaster = Number((await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  const stat = await fs.readFile(`/proc/${postmaster}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const own = (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10;
+  return own + (await processes()).filter(([, parent]) => parent === postmaster).reduce((sum, [, , cpu]) => sum + cpu, 0);
+}
+
 // ---- Load generators ----
 
 /** `wrk` on the PATH, unless BENCH_GENERATOR=autocannon. */

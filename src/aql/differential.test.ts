@@ -14,6 +14,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestServer } from '../../test/app.ts';
 import { loadDefinitions } from '../definitions/definitions.ts';
+import { factsOfProfiles } from '../profiles/profiles.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import type { Expression } from './ast.ts';
 import { check } from './check.ts';
@@ -323,21 +324,9 @@ async function store(w: World): Promise<string[]> {
   return profileIds;
 }
 
-/** What the evaluator knows of each stored profile, read back as the service reads it (profiles.ts profileFacts). */
+/** What the evaluator knows of each stored profile, read back with the service's own statement (profiles.ts locateWithFacts). */
 async function facts(profileIds: string[]): Promise<Map<string, ProfileFacts>> {
-  const result = new Map<string, ProfileFacts>(profileIds.map((id) => [id, { attributes: new Map(), events: [] }]));
-  const sections = await pool.query<{ profile_id: string; section_id: string; attributes: Record<string, unknown> }>(
-    `select profile_id::text, section_id::text, jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) as attributes
-     from profile_sections where account_id = $1::bigint`,
-    [accountId],
-  );
-  for (const r of sections.rows) result.get(r.profile_id)!.attributes.set(r.section_id, r.attributes);
-  const events = await pool.query<{ profile_id: string; section_id: string; version_id: string; event_time: Date; data: Record<string, unknown> }>(
-    'select profile_id::text, section_id::text, version_id::text, event_time, data from profile_events where account_id = $1::bigint',
-    [accountId],
-  );
-  for (const r of events.rows) result.get(r.profile_id)!.events.push({ sectionId: r.section_id, versionId: r.version_id, time: r.event_time.getTime(), data: r.data });
-  return result;
+  return factsOfProfiles(pool, { accountId }, profileIds, ids.events);
 }
 
 /** The ids of the profiles each predicate selects, all predicates in one statement (as `m0`, `m1`, …) over `from` (aliased p). */

@@ -298,17 +298,31 @@ export async function sectionValues(db: Queryable, scope: AccountScope, canonica
   return (await q.findSectionData(db, scope.accountId, canonicalId, sectionId)).attributes;
 }
 
-/** Everything segments evaluate of a profile: its values in every section and its events of some versions. */
-export async function profileFacts(db: Queryable, scope: AccountScope, canonicalId: string, eventVersionIds: string[]) {
-  const members = await q.listClusterMembers(db, scope.accountId, canonicalId);
-  const [sections, events] = await Promise.all([
-    q.listSectionDataByProfile(db, scope.accountId, canonicalId),
-    q.listEventsOfVersions(db, scope.accountId, members, eventVersionIds),
-  ]);
+/** Everything segments evaluate of a profile (src/aql/evaluate.ts ProfileFacts) from what the database answers. */
+function factsOf(row: q.FactsRow) {
   return {
-    attributes: new Map([...sections].map(([sectionId, data]) => [sectionId, data.attributes])),
-    events: events.map((e) => ({ sectionId: e.section_id, versionId: e.version_id, time: e.event_time.getTime(), data: e.data })),
+    attributes: new Map(Object.entries(row.sections)),
+    events: row.events.map(([sectionId, versionId, time, data]) => ({ sectionId, versionId, time, data })),
   };
+}
+
+/**
+ * Finds a profile by unique identifier with everything segments evaluate of it: its values in
+ * every section and its cluster's events of some versions, in one statement; 404 when there is no
+ * such profile, 410 when it was locked.
+ */
+export async function locateWithFacts(db: Queryable, scope: AccountScope, id: UniqueIdentifier, eventVersionIds: string[]): Promise<{ located: Located; facts: ReturnType<typeof factsOf> }> {
+  const { keyspace, key } = identifierOf(scope, id);
+  const found = await q.findFactsByKey(db, scope.accountId, keyspace.keyspace_id, key, eventVersionIds);
+  if (found) return { located: { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id }, facts: factsOf(found) };
+  await refuseLocked(db, scope, keyspace, key);
+  throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
+}
+
+/** What locateWithFacts reads, for many canonical profiles by id (checks over a whole population). */
+export async function factsOfProfiles(db: Queryable, scope: Pick<AccountScope, 'accountId'>, canonicalIds: string[], eventVersionIds: string[]): Promise<Map<string, ReturnType<typeof factsOf>>> {
+  const rows = await q.listFacts(db, scope.accountId, canonicalIds, eventVersionIds);
+  return new Map([...rows].map(([id, row]) => [id, factsOf(row)]));
 }
 
 /** What one profile of a data export holds (SPEC §2.16). */

@@ -49,8 +49,11 @@ export async function countProfilesMatching(db: Queryable, accountId: string, pr
  * One GROUP BY per profile over the terms' rows, a row per canonical profile with the points from
  * its creation on (term 0), and a row per identifier that makes it known (term -1): no join of
  * large sets, whose sizes PostgreSQL cannot estimate after a UNION ALL. A profile without a term 0
- * row (a member of a cluster) gets mask 0 and is left out. The query comes compiled twice, as the
- * count's predicate does: `general` for any account, `simple` for one without merge clusters; one
+ * row (a member of a cluster) gets mask 0 and is left out. The rows are sorted by profile before
+ * they are grouped (the subquery's ORDER BY): PostgreSQL would otherwise hash them, and a hash
+ * table of a million profiles, probed in no order, took a quarter more CPU time than the sort
+ * (docs/benchmarks.md "Segments"). The query comes compiled twice, as the count's predicate
+ * does: `general` for any account, `simple` for one without merge clusters; one
  * statement runs the one that holds in its snapshot. The database answers one row per distinct
  * (mask, known), a few dozen; the points are counted from their bits here.
  */
@@ -67,7 +70,7 @@ export async function countMasksByPoint(db: Queryable, compiled: { general: { ro
   const simpleKnown = `select i.profile_id, -1 as term, 0::bigint as mask from profile_identifiers i where i.account_id = ${account} and i.keyspace_id = any(${keyspaces})`;
   const counted = (q: { rows: string; mask: string }, knownRows: string) => `select x.mask, x.known, count(*) as n from (
        select ${q.mask} & coalesce(bit_or(t.mask) filter (where t.term = 0), 0) as mask, bool_or(t.term = -1) as known
-       from (${q.rows} union all (${created}) union all (${knownRows})) t
+       from (select * from (${q.rows} union all (${created}) union all (${knownRows})) u order by u.profile_id) t
        group by t.profile_id
      ) x
      where x.mask <> 0

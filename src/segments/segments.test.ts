@@ -210,6 +210,22 @@ describe('evaluate a profile against segments', () => {
     expectProblem(await a.evaluate(WEB, 'no-cookie', { segments: [{ discriminator: seg('gold') }], time_zone: 'UTC' }), 404, 'AUD-1201');
   });
 
+  it('AQL-01, AQL-07: a merged profile is evaluated with its cluster (values, every member\'s events) by any key; a locked one → 410', async () => {
+    const a = await account();
+    await a.create(EMAIL, 'cluster@x.io');
+    await a.create(WEB, 'cookie-cluster');
+    // The purchase reaches the web member before the merge, the value the email member after it.
+    await a.buy(WEB, 'cookie-cluster', Date.now() - HOUR, 'ABC');
+    await a.merge([EMAIL, 'cluster@x.io'], [WEB, 'cookie-cluster']);
+    await a.set(EMAIL, 'cluster@x.io', { [SPEND]: 5000, [TIER]: 'Gold' });
+    const ask = [{ discriminator: seg('abc-buyers') }, { discriminator: seg('gold-spenders') }, { discriminator: seg('lapsed-buyers') }];
+    const expected = { [seg('abc-buyers')]: true, [seg('gold-spenders')]: true, [seg('lapsed-buyers')]: false };
+    expect(await a.matches(EMAIL, 'cluster@x.io', ask)).toEqual(expected);
+    expect(await a.matches(WEB, 'cookie-cluster', ask)).toEqual(expected);
+    expectNoContent(await a.call('PUT', `/audience/keyspaces/${EMAIL}/profiles/cluster%40x.io/locks`));
+    expectProblem(await a.evaluate(WEB, 'cookie-cluster', { segments: ask, time_zone: 'UTC' }), 410, 'AUD-1202');
+  });
+
   it('AQL-19: terms combine with && and || (and parentheses), in evaluation and count alike', async () => {
     const a = await account();
     const people: [string, string, number][] = [['gold-rich@x.io', 'Gold', 5000], ['gold-mid@x.io', 'Gold', 500], ['gold-poor@x.io', 'Gold', 5], ['silver-rich@x.io', 'Silver', 5000], ['silver-mid@x.io', 'Silver', 500], ['bronze-mid@x.io', 'Bronze', 500], ['silver-poor@x.io', 'Silver', 5]];
@@ -484,6 +500,37 @@ describe('count matching profiles over time', () => {
     // The count now agrees with the last point.
     expect(await a.counted({ segment_discriminator: seg('spenders') }, true)).toBe(1);
     expect(await a.counted({ segment_discriminator: seg('spenders') }, false)).toBe(0);
+  });
+
+  it('AQL-08: a merged cluster is one profile of the trend (clusters as they are now), known through any member, with every member\'s history and events', async () => {
+    const a = await account();
+    const t0 = server.clock.now;
+    // A web visitor buys and spends before it is merged with a known profile; an unknown visitor spends too.
+    await a.create(WEB, 'cookie-trend');
+    await a.buy(WEB, 'cookie-trend', t0);
+    await a.set(WEB, 'cookie-trend', { [SPEND]: 5000 });
+    await a.create(WEB, 'cookie-alone');
+    await a.set(WEB, 'cookie-alone', { [SPEND]: 5000 });
+    server.clock.advance(10 * MINUTE);
+    const t1 = server.clock.now;
+    await a.create(EMAIL, 'trend@x.io');
+    await a.merge([EMAIL, 'trend@x.io'], [WEB, 'cookie-trend']);
+    server.clock.advance(10 * MINUTE);
+    const points = [t0 - HOUR, t1 - MINUTE, server.clock.now].map(iso);
+    const trend = async (s: string) => {
+      const r = await a.trend(seg(s), { sampling_points: points, timezone: 'UTC' });
+      expect(r.status, r.text).toBe(200);
+      return r.body.matching_profile_count;
+    };
+    // The cluster counts once and known (docs/aql.md: clusters as they are now) from its first
+    // member's creation, with the value and the purchase its web member had before the merge.
+    const expected = {
+      [points[0]]: { known: 0, unknown: 0 },
+      [points[1]]: { known: 1, unknown: 1 },
+      [points[2]]: { known: 1, unknown: 1 },
+    };
+    expect(await trend('spenders')).toEqual(expected);
+    expect(await trend('buyers')).toEqual({ ...expected, [points[1]]: { known: 1, unknown: 0 }, [points[2]]: { known: 1, unknown: 0 } });
   });
 
   it('AQL-08: points before a profile existed count 0; events count only up to each point, windows back from it', async () => {

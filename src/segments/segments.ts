@@ -7,7 +7,7 @@ import { parse } from '../aql/parser.ts';
 import { checkTimeZone } from '../aql/time.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import { Problem } from '../core/problems.ts';
-import { locate, profileFacts } from '../profiles/profiles.ts';
+import { locateWithFacts } from '../profiles/profiles.ts';
 import type { UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
@@ -101,9 +101,8 @@ export async function evaluateProfile(db: Queryable, scope: AccountScope, id: Un
       expression: requireReadable(scope, { expression: storedExpression(scope.defs, text), text }, `segments[${i}]`),
     };
   });
-  const located = await locate(db, scope, id);
   const versions = new Set(queries.flatMap((x) => termsOf(x.expression)).filter((t) => t.kind === 'event').map((t) => t.versionId));
-  const facts = await profileFacts(db, scope, located.canonicalId, [...versions]);
+  const { facts } = await locateWithFacts(db, scope, id, [...versions]);
   const now = scope.now.getTime();
   return { matches: { segments: Object.fromEntries(queries.map((x) => [x.key, evaluate(x.expression, facts, now, timeZone)])) } };
 }

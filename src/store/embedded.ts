@@ -54,9 +54,15 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
     // Only root needs (and can create) another user; any other user runs the server itself.
     createPostgresUser: process.getuid?.() === 0,
     initdbFlags: ['--encoding=UTF8', '--locale=C'],
-    // work_mem: segment counts and trends hash and group a row per profile (docs/benchmarks.md
-    // "Segments"); at the default 4 MB, a million profiles spill to disk in batches.
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=`, '-c', 'work_mem=64MB'],
+    // Segment counts and trends over many profiles (docs/benchmarks.md "Segments", docs/operating.md):
+    // work_mem: they hash and group a row per profile; at the default 4 MB, a million profiles
+    // spill to disk in batches. max_parallel_workers_per_gather: a count's scans and hash join
+    // run in the leader and 2 workers (PostgreSQL's default, kept on purpose: on 2 cores it took
+    // the shortest time, the CPU time being the same with 0, 1 or 2).
+    postgresFlags: [
+      '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=`,
+      '-c', 'work_mem=64MB', '-c', 'max_parallel_workers_per_gather=2',
+    ],
     onLog: () => {},
     onError: () => {},
   });
