@@ -1,5 +1,7 @@
 import { once, type EventEmitter } from 'node:events';
 import { PassThrough, pipeline, Readable } from 'node:stream';
+import type { ReadableStream as WebReadable } from 'node:stream/web';
+import { Worker as Thread, type TransferListItem } from 'node:worker_threads';
 import zlib from 'node:zlib';
 import { parse } from 'csv-parse';
 import type ExcelJS from 'exceljs';
@@ -45,21 +47,75 @@ function zipInputOf(sheet: ExcelJS.Worksheet): ZipInput | undefined {
 }
 
 /**
+ * The heap of a thread that writes a workbook. ExcelJS allocates several objects per cell that die
+ * at once; with the API thread's defaults V8 let them pile up to 411 MB of process for a million rows
+ * (docs/exports.md "Memory"). Capped, the same workbook is written in about the same time with a
+ * live heap under 20 MB, and a conversion that would exceed the cap fails its download, not the process.
+ */
+const WORKBOOK_HEAP = { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 96 };
+
+/** What a workbook thread (xlsx-thread.ts) is given: the stored file's bytes in, the workbook's out. */
+export interface WorkbookJob {
+  stored: WebReadable<Uint8Array>;
+  out: WritableStream<Uint8Array>;
+  sheetRows: number;
+}
+
+/**
  * The rows of a stored CSV file as an Excel workbook (EXP-38), written with ExcelJS's streaming
- * writer as the file is read: every cell as text, as in the CSV (so leading zeros, long ids and
- * phone numbers stay as they are), an empty cell left empty; the header row on every sheet. Rows
- * are added only as fast as the zip takes them, and the reading stops when the answer is closed.
- * `sheetRows` is Excel's limit; a test gives a smaller one.
+ * writer as the file is read, in a thread of its own with a small heap (WORKBOOK_HEAP): every cell
+ * as text, as in the CSV (so leading zeros, long ids and phone numbers stay as they are), an empty
+ * cell left empty; the header row on every sheet. The file's bytes and the workbook's cross to
+ * and from the thread as web streams, which carry the back-pressure of the client's reading; the
+ * answer's close cancels them and the thread ends. `sheetRows` is Excel's limit; a test gives a smaller one.
  */
 export function xlsxFromCsv(stored: Readable, sheetRows = EXCEL_SHEET_ROWS): Readable {
-  const out = new PassThrough();
-  const closed = new AbortController();
-  out.once('close', () => closed.abort());
-  // A closed answer stops the loop with an AbortError (and the loop's end stops the read); a failing read fails the answer.
-  writeWorkbook(csvRecords(stored), out, sheetRows, closed.signal).catch((err: Error) => {
-    if (!closed.signal.aborted) out.destroy(err);
+  const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  const job: WorkbookJob = { stored: pulled(stored), out: writable, sheetRows };
+  const thread = new Thread(new URL('./xlsx-thread.ts', import.meta.url), {
+    workerData: job,
+    transferList: [job.stored, job.out] as unknown as TransferListItem[],
+    resourceLimits: WORKBOOK_HEAP,
+  });
+  const out = Readable.fromWeb(readable as WebReadable<Uint8Array>);
+  // A thread that dies (its heap cap, a bug) fails the answer. A closed answer ends the thread and
+  // the file's reading here, since a cancel does not reliably cross the thread from its end of the streams.
+  thread.once('error', (err) => out.destroy(err));
+  out.once('close', () => {
+    stored.destroy();
+    void thread.terminate();
   });
   return out;
+}
+
+/**
+ * A web stream of a Node stream's chunks that reads one only when the other side asks for it
+ * (Readable.toWeb read ahead of the thread's reading, so a slow client left the whole file in memory).
+ */
+function pulled(stored: Readable): WebReadable<Uint8Array> {
+  const chunks = stored[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const next = await chunks.next();
+      if (next.done) controller.close();
+      else controller.enqueue(next.value as Uint8Array);
+    },
+    cancel: () => void stored.destroy(),
+  }, { highWaterMark: 0 }) as WebReadable<Uint8Array>;
+}
+
+/**
+ * Writes the workbook of a stored CSV file into `out`, waiting for the zip whenever it is full; a
+ * closed `out` stops the reading. Run by xlsx-thread.ts.
+ */
+export async function writeWorkbookOf(stored: Readable, out: PassThrough, sheetRows: number): Promise<void> {
+  const closed = new AbortController();
+  out.once('close', () => closed.abort());
+  try {
+    await writeWorkbook(csvRecords(stored), out, sheetRows, closed.signal);
+  } catch (err) {
+    if (!closed.signal.aborted) out.destroy(err as Error);
+  }
 }
 
 /** Writes the records (header first) as a workbook into `out`, waiting for the zip whenever it is full; `signal` stops the wait. */
