@@ -90,12 +90,12 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
     const id = `${e.activity_id}\n${e.type}\n${e.correlation_id}`;
     if (!writes.has(id)) writes.set(id, { c, row });
   }
-  const { added, counts } = writes.size === 0 ? { added: [], counts: [] } : await q.recordEvents(tx, scope.accountId, [...writes.values()].map((w) => w.row), scope.now);
+  const added = writes.size === 0 ? [] : await q.insertEvents(tx, scope.accountId, [...writes.values()].map((w) => w.row), scope.now);
   const recorded = added.map((a) => writes.get(`${a.activity_id}\n${a.type}\n${a.correlation_id}`)!);
 
   await writeProfileEvents(tx, scope, vendor, recorded);
   await optOut(tx, scope, vendor, recorded);
-  await q.addToCounters(tx, scope.accountId, counts);
+  await q.countEvents(tx, scope.accountId, added);
   return { received: events.length, recorded: recorded.length, duplicates: events.length - recorded.length - skipped.length, skipped };
 }
 
