@@ -99,6 +99,15 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
   return { received: events.length, recorded: recorded.length, duplicates: events.length - recorded.length - skipped.length, skipped };
 }
 
+/**
+ * The types of the events recorded for an activity under a correlation id: how another area that
+ * sent a message learns what became of it (a transactional send's DELIVERED and BOUNCED reports
+ * come in through the ingestion endpoint with its transaction id as their correlation id).
+ */
+export async function recordedEventTypes(db: Queryable, scope: AccountScope, activityId: string, correlationId: string): Promise<string[]> {
+  return q.listEventTypes(db, scope.accountId, activityId, [...new Set([...EMAIL_EVENT_TYPES, ...SMS_EVENT_TYPES, ...FORM_EVENT_TYPES])], correlationId);
+}
+
 /** Checks every event against its activity, keyspace and section; the first fault refuses the batch. */
 async function checkEvents(db: Queryable, scope: AccountScope, events: ActivityEventInput[]): Promise<Checked[]> {
   const ids = [...new Set(events.map((e) => e.activity_id))];

@@ -134,3 +134,13 @@ export async function countEvents(db: Queryable, accountId: string, added: { act
     [accountId, JSON.stringify(added.map((a) => a.activity_id)), JSON.stringify(added.map((a) => a.type)), idArray(added.map((a) => a.profile_id))],
   );
 }
+
+/** The types of the events recorded for an activity under one correlation id. */
+export async function listEventTypes(db: Queryable, accountId: string, activityId: string, types: readonly string[], correlationId: string): Promise<string[]> {
+  const { rows } = await db.query<{ type: string }>(
+    // Every type named, so that each is one lookup of the primary key (account, activity, type, correlation id).
+    'select type from activity_events where account_id = $1::bigint and activity_id = $2 and type = any($3::text[]) and correlation_id = $4',
+    [accountId, activityId, types, correlationId],
+  );
+  return rows.map((r) => r.type);
+}

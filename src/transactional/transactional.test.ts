@@ -146,6 +146,40 @@ describe('sending', () => {
   });
 });
 
+describe('delivery reports (docs/mail.md "Delivery reports")', () => {
+  const report = (type: string, key: string, transaction: string, over: Record<string, unknown> = {}) => admin('POST', '/activity-events', [{
+    activity_id: activity, type, keyspace_discriminator: EMAIL, profile_key: key, correlation_id: transaction, ...over,
+  }]);
+
+  it('TX-12 a DELIVERED event with the transaction id as correlation id makes the status delivered; a later BOUNCED report, bounced', async () => {
+    const key = 'reported@example.com';
+    const { id, status } = await sendSettled(body(key));
+    expect(status).toBe('sent');
+    // A report of another send of the same activity changes nothing here.
+    const other = await sendSettled(body('other.reported@example.com'));
+    expect((await report('DELIVERED', 'other.reported@example.com', other.id)).status).toBe(200);
+    expect((await statusOf(id)).body).toEqual({ id, status: 'sent' });
+
+    const delivered = await report('DELIVERED', key, id);
+    expect(delivered.status, delivered.text).toBe(200);
+    expect((await statusOf(id)).body).toEqual({ id, status: 'delivered' });
+    expect((await statusOf(other.id)).body).toEqual({ id: other.id, status: 'delivered' });
+
+    expect((await report('BOUNCED', key, id, { bounce_code: 2001 })).status).toBe(200);
+    expect((await statusOf(id)).body).toEqual({ id, status: 'bounced' });
+    // Sent again, the delivery report changes nothing: the bounce stays.
+    expect((await report('DELIVERED', key, id)).body).toMatchObject({ recorded: 0, duplicates: 1 });
+    expect((await statusOf(id)).body).toEqual({ id, status: 'bounced' });
+  });
+
+  it('TX-12 a BOUNCED report without a delivery report makes a sent send bounced', async () => {
+    const key = 'bounced.report@example.com';
+    const { id } = await sendSettled(body(key));
+    expect((await report('BOUNCED', key, id)).status).toBe(200);
+    expect((await statusOf(id)).body).toEqual({ id, status: 'bounced' });
+  });
+});
+
 describe('the body of a send (SPEC §4.8)', () => {
   it('TX-02 keyspace_discriminator, profile_key, to_name and to_email_address are required (400 naming the field)', async () => {
     for (const field of ['keyspace_discriminator', 'profile_key', 'to_name', 'to_email_address']) {

@@ -1,6 +1,6 @@
 import type { Activity, ActivityEventInput, ActivityInput } from '../activities/schemas.ts';
 import { getActivity } from '../activities/activities.ts';
-import { recordActivityEvents } from '../activities/events.ts';
+import { recordActivityEvents, recordedEventTypes } from '../activities/events.ts';
 import { addSuppression, isSuppressed } from '../consents/consents.ts';
 import type { SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
@@ -108,7 +108,17 @@ export async function sendStatus(db: Queryable, scope: AccountScope, target: { s
   await transactionalActivity(db, scope, section, target.activity_id);
   const row = UUID.test(target.transaction_id) ? await q.findSend(db, scope.accountId, target.transaction_id.toLowerCase()) : undefined;
   if (!row || row.activity_id !== target.activity_id) throw new Problem('AUD-2106', `Activity "${target.activity_id}" has no transaction "${target.transaction_id}"`);
-  return { id: row.transaction_id, status: row.status };
+  return { id: row.transaction_id, status: row.status === 'sent' ? await reportedStatus(db, scope, row) : row.status };
+}
+
+/**
+ * What became of a sent message, from the reports of its delivery that came in as events of its
+ * activity with its transaction id as correlation id (docs/mail.md "Status"): a bounce, even after a
+ * delivery report, is `bounced`; a delivery `delivered`; none leaves it `sent`.
+ */
+async function reportedStatus(db: Queryable, scope: AccountScope, send: q.SendRow): Promise<SendStatus> {
+  const types = await recordedEventTypes(db, scope, send.activity_id, send.transaction_id);
+  return types.includes('BOUNCED') ? 'bounced' : types.includes('DELIVERED') ? 'delivered' : 'sent';
 }
 
 /** The check of an email activity's templates when it is saved (ActivityWriter.checkEmail): those of a transactional one must parse. */
