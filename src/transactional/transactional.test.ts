@@ -35,10 +35,10 @@ const body = (key: string, over: Record<string, unknown> = {}) => ({
 });
 
 /** The status once the worker has dealt with the send (it leaves queued). */
-async function settled(transaction: string, timeoutMs = 30_000): Promise<string> {
+async function settled(transaction: string, id = activity, timeoutMs = 30_000): Promise<string> {
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const res = await statusOf(transaction);
+    const res = await statusOf(transaction, id);
     expect(res.status, res.text).toBe(200);
     if (res.body.status !== 'queued' || Date.now() > until) return res.body.status;
     await new Promise((r) => setTimeout(r, 50));
@@ -57,7 +57,7 @@ async function mailOf(transaction: string): Promise<ReceivedMail> {
 async function sendSettled(b: Record<string, unknown>, id = activity): Promise<{ id: string; status: string }> {
   const res = await send(b, id);
   expect(res.status, res.text).toBe(201);
-  return { id: res.body.id, status: await settled(res.body.id) };
+  return { id: res.body.id, status: await settled(res.body.id, id) };
 }
 
 const transactionalActivity = (over: Record<string, unknown> = {}) => ({
@@ -229,6 +229,23 @@ describe('activities and transactions that do not exist', () => {
     expectProblem(await statusOf(id, 'no-such-activity'), 404);
     expectProblem(await statusOf('00000000-0000-4000-8000-000000000000'), 404, 'AUD-2106');
     expectProblem(await statusOf('not-a-uuid'), 404, 'AUD-2106');
+  });
+
+  it('a transactional activity is defined in the account manifest with its fields, and sends; one whose template does not parse refuses the manifest (400 naming it)', async () => {
+    const manifest = { ...MANIFEST, activities: [{ id: 'manifest-receipt', ...transactionalActivity({ section_discriminator: 'com.{vendor}1.sections.user-created.shop', text: 'Order {{ order }}, text' }) }] };
+    const applied = await admin('PUT', '/manifest', manifest);
+    expect(applied.status, applied.text).toBe(200);
+    expect(applied.body.created).toContain('activity manifest-receipt');
+    expect((await admin('GET', '/activities/manifest-receipt')).body).toMatchObject({
+      transactional: true, preheader: manifest.activities[0].preheader, reply_to: 'help@shop.example', html: manifest.activities[0].html, text: 'Order {{ order }}, text',
+    });
+    const { id, status } = await sendSettled(body('manifest@example.com'), 'manifest-receipt');
+    expect(status).toBe('sent');
+    expect((await mailOf(id)).parsed.text).toContain('Order A-17, text');
+
+    const broken = { ...manifest, activities: [{ ...manifest.activities[0], id: 'manifest-broken', html: '<p>{% if order %}unclosed</p>' }] };
+    expect(expectProblem(await admin('PUT', '/manifest', broken), 400, 'AUD-2101')).toMatch(/^activities\[0\]\.html is not a valid template/);
+    expectProblem(await admin('GET', '/activities/manifest-broken'), 404);
   });
 
   it('a transactional activity whose template does not parse is refused when saved (400 naming the field)', async () => {
