@@ -26,7 +26,7 @@ import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
-import { cpuMsOf, embeddedDatabaseUrl, log, measure, onCleanup, runBench, startAudience, table, type Audience } from './harness.ts';
+import { cpuMsOf, embeddedDatabaseUrl, log, measure, onCleanup, runBench, sampleWaits, startAudience, table, type Audience } from './harness.ts';
 
 const EVENTS = Math.max(1000, Number(process.env.BENCH_ACTIVITY_EVENTS ?? 5_000_000));
 const PROFILES = Math.max(100, Number(process.env.BENCH_ACTIVITY_PROFILES ?? 200_000));
@@ -101,27 +101,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   log(`${ACTIVITIES} activities, ${PROFILES} profiles loaded in ${((Date.now() - loadStarted) / 1000).toFixed(1)} s`);
 
   // ---- Ingestion through the endpoint ----
-  // What the server's connections are doing, sampled every 50 ms on a connection of its own: where batches wait.
-  const sampler = new pg.Client({ connectionString: await embeddedDatabaseUrl(server.dataDir) });
-  await sampler.connect();
-  onCleanup(() => sampler.end());
-  const waits = new Map<string, number>();
-  let samples = 0;
-  let sampling = true;
-  const sampled = (async () => {
-    while (sampling) {
-      const { rows } = await sampler.query<{ state: string; wait: string | null; query: string }>(
-        `select state, wait_event_type || ':' || wait_event as wait, left(regexp_replace(query, '\\s+', ' ', 'g'), 60) as query
-         from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid() and datname is not null and state <> 'idle'`,
-      );
-      samples++;
-      for (const r of rows) {
-        const what = `${r.state === 'active' ? r.wait ?? 'CPU' : r.state} | ${r.state === 'active' ? r.query : ''}`;
-        waits.set(what, (waits.get(what) ?? 0) + 1);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  })();
+  const waits = await sampleWaits(server);
   const loadBefore = os.loadavg()[0];
   const serverCpu = await cpuMsOf(server.pid);
   const clientCpu = process.cpuUsage();
@@ -144,8 +124,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, sender));
   const ingestMs = Date.now() - started;
-  sampling = false;
-  await sampled;
+  const waitRows = await waits.stop();
   const serverAfter = await cpuMsOf(server.pid);
   const client = process.cpuUsage(clientCpu);
   if (recorded !== EVENTS) throw new Error(`recorded ${recorded} of ${EVENTS} events`);
@@ -263,7 +242,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   console.log();
   console.log(table([
     ['server connections during ingestion (state or wait event | statement)', 'connections, on average'],
-    ...[...waits].sort((a, b) => b[1] - a[1]).slice(0, 15).map(([what, n]) => [what, (n / samples).toFixed(2)]),
+    ...waitRows,
   ]));
   console.log();
   console.log(table([
