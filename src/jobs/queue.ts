@@ -11,7 +11,12 @@ export interface Job {
   attempts: number;
 }
 
-export type JobHandler = (job: Job, lease: { renew(): Promise<void> }) => Promise<void>;
+/**
+ * Runs a job. It answers 'completed' when it has deleted the job itself (completeJob, in the
+ * transaction of its last writes, which then need no commit of their own); else the worker
+ * deletes the job when it resolves.
+ */
+export type JobHandler = (job: Job, lease: { renew(): Promise<void> }) => Promise<void | 'completed'>;
 
 const CHANNEL = 'audience_jobs';
 /** How long a job stays leased without renewal; a dead worker's job is taken up after this. */
@@ -29,8 +34,20 @@ const STATE_OF = `case when failed_at is not null then 'failed' when locked_unti
  * `runAt` delays it (the database's clock decides when it is due).
  */
 export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>, runAt?: Date): Promise<void> {
-  await tx.query('insert into jobs (account_id, kind, payload, run_at) values ($1::bigint, $2, $3, coalesce($4::timestamptz, now()))', [accountId, kind, payload, runAt ?? null]);
-  await tx.query('select pg_notify($1, $2)', [CHANNEL, kind]);
+  await tx.query(
+    `with job as (insert into jobs (account_id, kind, payload, run_at) values ($1::bigint, $2, $3, coalesce($4::timestamptz, now())) returning kind)
+     select pg_notify($5, kind) from job`,
+    [accountId, kind, payload, runAt ?? null, CHANNEL],
+  );
+}
+
+/** Deletes finished jobs in the caller's transaction (their handlers then answer 'completed'). */
+export async function completeJobs(tx: Queryable, jobs: Pick<Job, 'accountId' | 'jobId'>[]): Promise<void> {
+  if (jobs.length === 0) return;
+  await tx.query(
+    'delete from jobs j using json_to_recordset($1::json) as d(account_id bigint, job_id bigint) where j.account_id = d.account_id and j.job_id = d.job_id',
+    [JSON.stringify(jobs.map((j) => ({ account_id: j.accountId, job_id: j.jobId })))],
+  );
 }
 
 interface JobRow { account_id: string; job_id: string; kind: string; payload: Record<string, unknown>; attempts: number }
@@ -164,8 +181,9 @@ export class Worker {
     };
     const heartbeat = setInterval(() => renew().catch(() => {}), (LEASE_SECONDS * 1000) / 3);
     const timer = this.metrics.jobDuration.startTimer({ kind: job.kind });
+    let outcome: void | 'completed';
     try {
-      await this.handlers[job.kind](job, { renew });
+      outcome = await this.handlers[job.kind](job, { renew });
     } catch (err) {
       timer({ outcome: 'failed' });
       this.onError(err, job);
@@ -183,7 +201,7 @@ export class Worker {
       clearInterval(heartbeat);
     }
     timer({ outcome: 'completed' });
-    await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
+    if (outcome !== 'completed') await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
     return true;
   }
 }
