@@ -34,12 +34,25 @@ const STATE_OF = `case when failed_at is not null then 'failed' when locked_unti
  * `runAt` delays it (the database's clock decides when it is due).
  */
 export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>, runAt?: Date): Promise<void> {
-  await tx.query(
-    `with job as (insert into jobs (account_id, kind, payload, run_at) values ($1::bigint, $2, $3, coalesce($4::timestamptz, now())) returning kind)
-     select pg_notify($5, kind) from job`,
-    [accountId, kind, payload, runAt ?? null, CHANNEL],
-  );
+  const insert = 'insert into jobs (account_id, kind, payload, run_at) values ($1::bigint, $2, $3, coalesce($4::timestamptz, now()))';
+  // A transaction that notifies holds a lock of the whole database from its commit's start to its
+  // end, WAL flush included: with a notification each, concurrent enqueues (transactional sends)
+  // committed one at a time. So a process notifies a kind once per NOTIFY_EVERY_MS; the workers
+  // that notification wakes keep taking jobs while they find some, and look again soon after.
+  const now = performance.now();
+  if (now - (notified.get(kind) ?? -Infinity) < NOTIFY_EVERY_MS) {
+    await tx.query(insert, [accountId, kind, payload, runAt ?? null]);
+    return;
+  }
+  notified.set(kind, now);
+  await tx.query(`with job as (${insert} returning kind) select pg_notify($5, kind) from job`, [accountId, kind, payload, runAt ?? null, CHANNEL]);
 }
+
+/** At most one notification per kind and process this often; a worker woken looks again after twice this while jobs keep coming. */
+const NOTIFY_EVERY_MS = 100;
+const notified = new Map<string, number>();
+/** How long a worker that found nothing waits for a notification before it looks again: shortly after a wake, else a second. */
+const RECHECK_MS = { afterWake: 2 * NOTIFY_EVERY_MS, idle: 1000 };
 
 /** Deletes finished jobs in the caller's transaction (their handlers then answer 'completed'). */
 export async function completeJobs(tx: Queryable, jobs: Pick<Job, 'accountId' | 'jobId'>[]): Promise<void> {
@@ -103,6 +116,8 @@ export class Worker {
   private readonly onError: (err: unknown, job?: Job) => void;
   private readonly metrics: Metrics;
   private readonly lanes: Record<string, number>;
+  /** When the last notification came (performance.now()). */
+  private lastWake = -Infinity;
 
   /**
    * `lanes`: job kinds that get loops of their own besides the one that takes every kind, so that
@@ -119,7 +134,10 @@ export class Worker {
   async start(): Promise<void> {
     this.running = true;
     this.listener = await this.pool.connect();
-    this.listener.on('notification', () => this.wakeAll());
+    this.listener.on('notification', () => {
+      this.lastWake = performance.now();
+      this.wakeAll();
+    });
     this.listener.on('error', () => {});
     await this.listener.query(`listen ${CHANNEL}`);
     this.loops = [this.run(Object.keys(this.handlers)), ...Object.entries(this.lanes).flatMap(([kind, n]) => Array.from({ length: n }, () => this.run([kind])))];
@@ -155,7 +173,7 @@ export class Worker {
             this.waiting.delete(wake);
             resolve();
           };
-          const timer = setTimeout(wake, 1000);
+          const timer = setTimeout(wake, performance.now() - this.lastWake < RECHECK_MS.idle ? RECHECK_MS.afterWake : RECHECK_MS.idle);
           this.waiting.add(wake);
         });
       }
