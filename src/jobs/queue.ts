@@ -182,15 +182,8 @@ export class Worker {
 
   /** Takes and runs one ready job of `kinds` (every kind it handles by default); false when there was none. */
   async runOne(kinds: string[] = Object.keys(this.handlers)): Promise<boolean> {
-    const { rows } = await this.pool.query<JobRow>(
-      `update jobs set locked_until = now() + make_interval(secs => $2), attempts = attempts + 1
-       where (account_id, job_id) = (
-         select account_id, job_id from jobs
-         where kind = any($1::text[]) and failed_at is null and run_at <= now() and (locked_until is null or locked_until < now())
-         order by run_at, job_id for update skip locked limit 1)
-       returning account_id, job_id, kind, payload, attempts`,
-      [kinds, LEASE_SECONDS],
-    );
+    // The oldest ready job, leased; claim_job (migration 0014) commits without waiting for the WAL flush.
+    const { rows } = await this.pool.query<JobRow>('select account_id::text, job_id::text, kind, payload, attempts from claim_job($1::text[], $2)', [kinds, LEASE_SECONDS]);
     const row = rows[0];
     if (!row) return false;
     const job: Job = { accountId: row.account_id, jobId: row.job_id, kind: row.kind, payload: row.payload, attempts: row.attempts };
