@@ -102,6 +102,20 @@ describe('sending', () => {
     expect(mail.parsed.text).toContain('order A-17.');
     const events = await eventsOf(key);
     expect(events).toEqual([expect.objectContaining({ correlation_id: res.body.id, data: { activityId: activity, type: 'SENT' } })]);
+    // The job was completed with SENT, in the same transaction.
+    expect((await server.admin('GET', '/admin/jobs?kind=transactional-send')).body.items.filter((j: { payload: { transaction_id: string } }) => j.payload.transaction_id === res.body.id)).toEqual([]);
+  });
+
+  it('sends accepted at once are all sent, each recorded SENT once, when the worker records them in batches', async () => {
+    const keys = Array.from({ length: 12 }, (_, i) => `batch${i}@example.com`);
+    const accepted = await Promise.all(keys.map((key) => send(body(key))));
+    for (const res of accepted) expect(res.status, res.text).toBe(201);
+    for (const res of accepted) expect(await settled(res.body.id)).toBe('sent');
+    for (const [i, key] of keys.entries()) {
+      expect((await eventsOf(key)).filter((e) => e.data.type === 'SENT')).toEqual([expect.objectContaining({ correlation_id: accepted[i].body.id })]);
+    }
+    const statistics = (await server.request('GET', `/emails/sections/${SHOP}/activities/${activity}?include_statistics=true`, { token })).body.statistics;
+    expect(statistics.sent).toBeGreaterThanOrEqual(keys.length);
   });
 
   it('renders the profile\'s attributes in the section (profile.<name>)', async () => {
