@@ -113,8 +113,8 @@ export async function sendStatus(db: Queryable, scope: AccountScope, target: { s
 
 /**
  * What became of a sent message, from the reports of its delivery that came in as events of its
- * activity with its transaction id as correlation id (docs/mail.md "Delivery reports"): a bounce, even after a
- * delivery report, is `bounced`; a delivery `delivered`; none leaves it `sent`.
+ * activity with its transaction id as correlation id (docs/mail.md "Delivery reports"): a bounce,
+ * even after a delivery report, is `bounced`; a delivery `delivered`; none leaves it `sent`.
  */
 async function reportedStatus(db: Queryable, scope: AccountScope, send: q.SendRow): Promise<SendStatus> {
   const types = await recordedEventTypes(db, scope, send.activity_id, send.transaction_id);
