@@ -32,7 +32,7 @@ import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';
 import pg from 'pg';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
-import { cpuMsOf, embeddedDatabaseUrl, log, measure, memoryOf, onCleanup, runBench, sampleMemory, sleep, startAudience, table, type Audience } from './harness.ts';
+import { cpuMsOf, embeddedDatabaseUrl, log, measure, memoryOf, onCleanup, runBench, sampleMemory, sampleWaits, sleep, startAudience, table, type Audience } from './harness.ts';
 
 const EVENTS = Math.max(1000, Number(process.env.BENCH_ACTIVITY_EVENTS ?? 5_000_000));
 const PROFILES = Math.max(100, Number(process.env.BENCH_ACTIVITY_PROFILES ?? 200_000));
@@ -50,6 +50,7 @@ const TYPES = [
   ...Array(32).fill('SENT'), ...Array(30).fill('DELIVERED'), ...Array(20).fill('OPENED'), ...Array(10).fill('CLICKED'),
   ...Array(4).fill('BOUNCED'), ...Array(3).fill('UNSUBSCRIBED'), 'ABUSE',
 ] as string[];
+const TYPE_NAMES = [...new Set(TYPES)];
 
 /** Event n: its activity (a fifth are of the first), its profile, its type. */
 function eventOf(n: number) {
@@ -83,6 +84,7 @@ async function admin(server: Audience, method: string, path: string, payload: st
 }
 
 const cpuShare = (ms: number, wallMs: number) => `${((100 * ms) / wallMs).toFixed(0)}%`;
+const perEvent = (ms: number) => `${((1000 * ms) / EVENTS).toFixed(0)} µs/event`;
 
 await runBench(DEADLINE_MS, async (autocannon) => {
   const server = await startAudience();
@@ -106,6 +108,8 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   log(`${ACTIVITIES} activities, ${PROFILES} profiles loaded in ${((Date.now() - loadStarted) / 1000).toFixed(1)} s`);
 
   // ---- Ingestion through the endpoint ----
+  const waits = await sampleWaits(server);
+  const loadBefore = os.loadavg()[0];
   const serverCpu = await cpuMsOf(server.pid);
   const clientCpu = process.cpuUsage();
   const started = Date.now();
@@ -127,6 +131,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, sender));
   const ingestMs = Date.now() - started;
+  const waitRows = await waits.stop();
   const serverAfter = await cpuMsOf(server.pid);
   const client = process.cpuUsage(clientCpu);
   if (recorded !== EVENTS) throw new Error(`recorded ${recorded} of ${EVENTS} events`);
@@ -161,6 +166,53 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const copyRate = EVENTS / (copyMs / 1000);
   await db.query('drop table bench_copy');
   log(`COPY of the same rows: ${(copyMs / 1000).toFixed(1)} s, ${Math.round(copyRate)} rows/s`);
+
+  // The physical work of ingestion: COPY of every row the endpoint writes (the event rows above,
+  // the recipient rows, the profile events), into tables shaped and indexed like its own.
+  await db.query('create table bench_copy (like activity_events including defaults including identity including indexes)');
+  await db.query('create table bench_copy_recipients (like activity_recipients including indexes)');
+  await db.query('create table bench_copy_profile_events (like profile_events including defaults including identity including indexes)');
+  const versionId = (await db.query(`select version_id::text from profile_events where account_id = $1::bigint limit 1`, [account])).rows[0].version_id as string;
+  function* recipientRows() {
+    const seen = new Set<number>();
+    for (let from = 0; from < EVENTS; from += 10_000) {
+      const lines: string[] = [];
+      for (let n = from; n < Math.min(EVENTS, from + 10_000); n++) {
+        const e = eventOf(n);
+        const id = (e.activity * 8 + TYPE_NAMES.indexOf(e.type)) * PROFILES + e.profile;
+        if (seen.has(id)) continue;
+        seen.add(id);
+        lines.push(`${account}\tbench-${e.activity}\t${e.type}\t${profileIds[e.profile]}`);
+      }
+      yield `${lines.join('\n')}\n`;
+    }
+  }
+  function* profileEventRows() {
+    for (let from = 0; from < EVENTS; from += 10_000) {
+      const lines: string[] = [];
+      for (let n = from; n < Math.min(EVENTS, from + 10_000); n++) {
+        const e = eventOf(n);
+        const time = new Date(Date.UTC(2026, 0, 1) + n).toISOString();
+        const data = {
+          activityId: `bench-${e.activity}`, type: e.type,
+          ...(e.type === 'OPENED' || e.type === 'CLICKED' ? { device: 'MOBILE', location: 'NO' } : {}),
+          ...(e.type === 'CLICKED' ? { linkId: 'l1', linkUrl: 'https://shop.example/sale', linkTitle: 'Sale' } : {}),
+          ...(e.type === 'BOUNCED' ? { bounceCode: 2001 } : {}),
+        };
+        lines.push([account, profileIds[e.profile], sectionId, versionId, time, time, `e${n}`, JSON.stringify(data).replaceAll('\\', '\\\\')].join('\t'));
+      }
+      yield `${lines.join('\n')}\n`;
+    }
+  }
+  const allStarted = Date.now();
+  await pipeline(Readable.from(rows()), db.query(copyFrom(`copy bench_copy (account_id, activity_id, type, correlation_id, section_id, profile_id, event_time, source_time, server_time,
+    split_id, variation, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic) from stdin`)));
+  await pipeline(Readable.from(recipientRows()), db.query(copyFrom('copy bench_copy_recipients (account_id, activity_id, type, profile_id) from stdin')));
+  await pipeline(Readable.from(profileEventRows()), db.query(copyFrom('copy bench_copy_profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data) from stdin')));
+  const allMs = Date.now() - allStarted;
+  const allRate = EVENTS / (allMs / 1000);
+  await db.query('drop table bench_copy, bench_copy_recipients, bench_copy_profile_events');
+  log(`COPY of every row the endpoint writes: ${(allMs / 1000).toFixed(1)} s, ${Math.round(allRate)} events/s`);
 
   // ---- Statistics of the activity with a fifth of the events ----
   const first = (await db.query(`select events::int from activity_counters where account_id = $1::bigint and activity_id = 'bench-0' order by events desc`, [account])).rows;
@@ -223,16 +275,23 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   log(`COPY … TO STDOUT of the same rows, gzip-compressed: ${(copyOutMs / 1000).toFixed(1)} s, ${(copyOutBytes / 1e6).toFixed(1)} MB`);
 
   const cpus = os.cpus();
-  console.log(`machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown'}; load average after the run ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(`machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown'}; load average ${loadBefore.toFixed(2)} before the ingestion, after the run ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
   console.log(`${EVENTS} events, ${PROFILES} profiles, ${ACTIVITIES} activities; ${BATCH} events a request, ${CONCURRENCY} concurrent senders\n`);
   console.log(table([
     ['ingestion', 'events/s', 'seconds', 'server CPU', 'PostgreSQL CPU', 'load generator CPU'],
     ['POST …/activity-events', Math.round(ingestRate).toString(), (ingestMs / 1000).toFixed(1),
-      serverCpu && serverAfter ? cpuShare(serverAfter.own - serverCpu.own, ingestMs) : 'n/a',
-      serverCpu && serverAfter ? cpuShare(serverAfter.descendants - serverCpu.descendants, ingestMs) : 'n/a',
+      serverCpu && serverAfter ? `${cpuShare(serverAfter.own - serverCpu.own, ingestMs)}, ${perEvent(serverAfter.own - serverCpu.own)}` : 'n/a',
+      serverCpu && serverAfter ? `${cpuShare(serverAfter.descendants - serverCpu.descendants, ingestMs)}, ${perEvent(serverAfter.descendants - serverCpu.descendants)}` : 'n/a',
       cpuShare((client.user + client.system) / 1000, ingestMs)],
     ['COPY of the same rows (baseline)', Math.round(copyRate).toString(), (copyMs / 1000).toFixed(1), '', '', ''],
     ['ratio endpoint / COPY', (ingestRate / copyRate).toFixed(2), '', '', '', ''],
+    ['COPY of every row the endpoint writes: events, recipients, profile events', Math.round(allRate).toString(), (allMs / 1000).toFixed(1), '', '', ''],
+    ['ratio endpoint / COPY of every row', (ingestRate / allRate).toFixed(2), '', '', '', ''],
+  ]));
+  console.log();
+  console.log(table([
+    ['server connections during ingestion (state or wait event | statement)', 'connections, on average'],
+    ...waitRows,
   ]));
   console.log();
   console.log(table([

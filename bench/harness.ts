@@ -19,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/store/embedded.ts';
+import pg from 'pg';
 
 // ---- autocannon's API, as far as the benches use it ----
 
@@ -389,6 +390,41 @@ export async function postgresCpuMs(dataDir: string): Promise<number> {
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const own = (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10;
   return own + (await processes()).filter(([, parent]) => parent === postmaster).reduce((sum, [, , cpu]) => sum + cpu, 0);
+}
+
+/**
+ * Samples what the server's database connections do, every 50 ms on a connection of its own, until
+ * `stop`: per state or wait event and statement, how many connections on average (a connection
+ * `CPU` runs or waits for a CPU; `idle in transaction` waits for the server process).
+ */
+export async function sampleWaits(server: { dataDir: string }): Promise<{ stop(): Promise<string[][]> }> {
+  const client = new pg.Client({ connectionString: await embeddedDatabaseUrl(server.dataDir) });
+  await client.connect();
+  const waits = new Map<string, number>();
+  let samples = 0;
+  let sampling = true;
+  const sampled = (async () => {
+    while (sampling) {
+      const { rows } = await client.query<{ state: string; wait: string | null; query: string }>(
+        `select state, wait_event_type || ':' || wait_event as wait, left(regexp_replace(query, '\\s+', ' ', 'g'), 60) as query
+         from pg_stat_activity where backend_type = 'client backend' and pid <> pg_backend_pid() and datname is not null and state <> 'idle'`,
+      );
+      samples++;
+      for (const r of rows) {
+        const what = `${r.state === 'active' ? r.wait ?? 'CPU' : r.state} | ${r.state === 'active' ? r.query : ''}`;
+        waits.set(what, (waits.get(what) ?? 0) + 1);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  })();
+  return {
+    async stop() {
+      sampling = false;
+      await sampled;
+      await client.end();
+      return [...waits].sort((a, b) => b[1] - a[1]).slice(0, 15).map(([what, n]) => [what, (n / samples).toFixed(2)]);
+    },
+  };
 }
 
 // ---- Load generators ----

@@ -20,7 +20,7 @@
 import os from 'node:os';
 import nodemailer from 'nodemailer';
 import { SMTPServer } from 'smtp-server';
-import { CONNECTIONS, cpuMsOf, log, onCleanup, runBench, startAudience, table, type Autocannon, type Result } from './harness.ts';
+import { CONNECTIONS, cpuMsOf, log, onCleanup, runBench, sampleWaits, startAudience, table, type Autocannon, type Result } from './harness.ts';
 
 const SENDS = Math.max(100, Number(process.env.BENCH_MAIL_SENDS ?? 10_000));
 const RECIPIENTS = Math.max(1, Number(process.env.BENCH_MAIL_RECIPIENTS ?? 500));
@@ -124,10 +124,12 @@ await runBench(DEADLINE_MS, async (autocannon: Autocannon) => {
   const benchCpuBefore = process.cpuUsage();
   const loadBefore = os.loadavg()[0];
   const delivered0 = sink.count;
+  const waits = await sampleWaits(server);
   const sent = await sendMany(SENDS, RECIPIENTS);
   if (failed(sent.result) > 0) throw new Error(`${failed(sent.result)} of ${SENDS} sends failed (non-2xx ${sent.result.non2xx}, errors ${sent.result.errors}, timeouts ${sent.result.timeouts})`);
   await waitFor(delivered0 + SENDS, SENDS * 20);
   const deliveredSeconds = (sink.last - sent.started) / 1000;
+  const waitRows = await waits.stop();
   const cpuAfter = await cpuMsOf(server.pid);
   const benchCpu = process.cpuUsage(benchCpuBefore);
   const wall = deliveredSeconds;
@@ -162,11 +164,14 @@ await runBench(DEADLINE_MS, async (autocannon: Autocannon) => {
     ['bare nodemailer loop, messages per s', bareRate.toFixed(0), ''],
     ['delivered / bare nodemailer', delivered && bareRate ? (delivered / bareRate).toFixed(2) : 'n/a', ''],
     ['server CPU s (process / its PostgreSQL)', serverCpu ? `${serverCpu.own.toFixed(1)} / ${serverCpu.db.toFixed(1)}` : 'n/a', ''],
+    ['server CPU per send, ms (process / its PostgreSQL)', serverCpu ? `${((1000 * serverCpu.own) / SENDS).toFixed(2)} / ${((1000 * serverCpu.db) / SENDS).toFixed(2)}` : 'n/a', ''],
     ['this process CPU share (autocannon and the SMTP sink)', `${((100 * (benchCpu.user + benchCpu.system)) / 1e6 / wall).toFixed(0)}% of a core`, ''],
     ['load average (1 min) before / after', `${loadBefore.toFixed(2)} / ${loadDuring.toFixed(2)}`, ''],
     ['message size, bytes', String(source.length), ''],
   ];
   console.log(`\n${SENDS} sends to ${RECIPIENTS} recipients, ${CONNECTIONS} connections\n`);
   console.log(table(figures));
+  console.log();
+  console.log(table([['database connections while sending (state or wait event | statement)', 'connections, on average'], ...waitRows]));
   if (accepted < TARGET.accepted || delivered < TARGET.delivered) log('below the target figures');
 });

@@ -2,8 +2,10 @@ import { Type, type Static } from 'typebox';
 import { listAllActivities, putActivity } from '../activities/activities.ts';
 import { ActivityId, ActivityInput } from '../activities/schemas.ts';
 import { addSuppression, listSuppressions } from '../consents/consents.ts';
+import { Problem } from '../core/problems.ts';
 import { loadDefinitions } from '../definitions/definitions.ts';
 import { applyManifest, summarise } from '../definitions/manifest.ts';
+import { checkActivityTemplates } from '../transactional/transactional.ts';
 import { Manifest, type ManifestSummary } from '../definitions/schemas.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
@@ -36,8 +38,12 @@ export async function applyAccountManifest(tx: Queryable, feed: ChangeFeed, vend
   }
   if (activities?.length) {
     const defs = await loadDefinitions(tx, accountId);
-    for (const { id, ...activity } of activities) {
-      await putActivity(tx, { accountId, defs, now }, { feed, vendor }, id, { ...activity, section_discriminator: activity.section_discriminator.replaceAll('{vendor}', vendor) });
+    for (const [i, { id, ...activity }] of activities.entries()) {
+      // A transactional activity's templates are checked as when the operator API saves it, the fault named by its place in the manifest.
+      const checkEmail = (input: ActivityInput) => checkActivityTemplates(input).catch((err: unknown) => {
+        throw err instanceof Problem ? new Problem(err.code, `activities[${i}].${err.detail}`, err.headers) : err;
+      });
+      await putActivity(tx, { accountId, defs, now }, { feed, vendor, checkEmail }, id, { ...activity, section_discriminator: activity.section_discriminator.replaceAll('{vendor}', vendor) });
     }
   }
   const own = summarise(before, await accountItems(tx, accountId));

@@ -29,6 +29,8 @@ const FIELD_TYPES: Record<string, { types: readonly string[]; data: string }> = 
   unsubscribe_topic: { types: ['UNSUBSCRIBED'], data: 'unsubscribeTopic' },
 };
 
+const FIELDS = Object.entries(FIELD_TYPES);
+
 /** Rethrows a problem of one item with the item's place in front of its detail. */
 function atItem<T>(item: number, field: string, check: () => T): T {
   try {
@@ -61,7 +63,9 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
   const groups = new Map<string, Checked[]>();
   for (const c of checked) {
     const id = `${c.keyspace.keyspace_id}/${c.section.id}`;
-    groups.set(id, [...(groups.get(id) ?? []), c]);
+    const group = groups.get(id);
+    if (group) group.push(c);
+    else groups.set(id, [c]);
   }
   const profileOf = new Map<Checked, string>();
   const skipped: IngestionResult['skipped'] = [];
@@ -90,13 +94,22 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
     const id = `${e.activity_id}\n${e.type}\n${e.correlation_id}`;
     if (!writes.has(id)) writes.set(id, { c, row });
   }
-  const { added, counts } = writes.size === 0 ? { added: [], counts: [] } : await q.recordEvents(tx, scope.accountId, [...writes.values()].map((w) => w.row), scope.now);
+  const added = writes.size === 0 ? [] : await q.insertEvents(tx, scope.accountId, [...writes.values()].map((w) => w.row), scope.now);
   const recorded = added.map((a) => writes.get(`${a.activity_id}\n${a.type}\n${a.correlation_id}`)!);
 
   await writeProfileEvents(tx, scope, vendor, recorded);
   await optOut(tx, scope, vendor, recorded);
-  await q.addToCounters(tx, scope.accountId, counts);
+  await q.countEvents(tx, scope.accountId, added);
   return { received: events.length, recorded: recorded.length, duplicates: events.length - recorded.length - skipped.length, skipped };
+}
+
+/**
+ * The types of the events recorded for an activity under a correlation id: how another area that
+ * sent a message learns what became of it (a transactional send's DELIVERED and BOUNCED reports
+ * come in through the ingestion endpoint with its transaction id as their correlation id).
+ */
+export async function recordedEventTypes(db: Queryable, scope: AccountScope, activityId: string, correlationId: string): Promise<string[]> {
+  return q.listEventTypes(db, scope.accountId, activityId, [...new Set([...EMAIL_EVENT_TYPES, ...SMS_EVENT_TYPES, ...FORM_EVENT_TYPES])], correlationId);
 }
 
 /** Checks every event against its activity, keyspace and section; the first fault refuses the batch. */
@@ -104,20 +117,28 @@ async function checkEvents(db: Queryable, scope: AccountScope, events: ActivityE
   const ids = [...new Set(events.map((e) => e.activity_id))];
   const activities = new Map((ids.length === 0 ? [] : await q.listActivitiesByIds(db, scope.accountId, ids)).map((r) => [r.activity_id, r]));
   const keyspaces = new Map<string, KeyspaceRow>();
+  // Per activity: the activity as the checks read it, its section and channel (a batch names few activities).
+  const known = new Map<string, { activity: Checked['activity']; section: SectionDefs; channel: Checked['channel'] }>();
   return events.map((event, item) => {
-    const row = activities.get(event.activity_id);
-    const section = row && scope.defs.sections.find((s) => s.id === row.section_id);
-    if (!row || !section || row.archived_at !== null) throw new Problem('AUD-2003', `items[${item}].activity_id: no activity "${event.activity_id}"${row ? ' (it is archived)' : ''}`);
-    if (scope.caller?.sectionIds && !scope.caller.sectionIds.includes(section.id)) {
-      throw new Problem('AUD-1107', `items[${item}].activity_id: access denied for the section "${section.discriminator}" of activity "${event.activity_id}"`);
+    let of = known.get(event.activity_id);
+    if (!of) {
+      const row = activities.get(event.activity_id);
+      const section = row && scope.defs.sections.find((s) => s.id === row.section_id);
+      if (!row || !section || row.archived_at !== null) throw new Problem('AUD-2003', `items[${item}].activity_id: no activity "${event.activity_id}"${row ? ' (it is archived)' : ''}`);
+      if (scope.caller?.sectionIds && !scope.caller.sectionIds.includes(section.id)) {
+        throw new Problem('AUD-1107', `items[${item}].activity_id: access denied for the section "${section.discriminator}" of activity "${event.activity_id}"`);
+      }
+      const activity = { id: row.activity_id, kind: row.kind, section_id: row.section_id, ...row.details } as unknown as Checked['activity'];
+      const channel = channelOf(activity);
+      if (!channel) throw new Problem('AUD-2003', `items[${item}].activity_id: activity "${event.activity_id}" is a ${activity.kind}${activity.form_type === 'page' ? ' page' : ''} activity, which has no events`);
+      of = { activity, section, channel };
+      known.set(event.activity_id, of);
     }
-    const activity = { id: row.activity_id, kind: row.kind, section_id: row.section_id, ...row.details } as unknown as Checked['activity'];
-    const channel = channelOf(activity);
-    if (!channel) throw new Problem('AUD-2003', `items[${item}].activity_id: activity "${event.activity_id}" is a ${activity.kind}${activity.form_type === 'page' ? ' page' : ''} activity, which has no events`);
+    const { activity, section, channel } = of;
     if (!(TYPES_OF[channel] as readonly string[]).includes(event.type)) {
       throw new Problem('AUD-2003', `items[${item}].type: ${channel} activities take ${TYPES_OF[channel].join(', ')}, not ${event.type}`);
     }
-    for (const [field, { types }] of Object.entries(FIELD_TYPES)) {
+    for (const [field, { types }] of FIELDS) {
       if (event[field as keyof ActivityEventInput] !== undefined && !types.includes(event.type)) {
         throw new Problem('AUD-2003', `items[${item}].${field}: only ${types.join(', ')} events of email activities carry it`);
       }
@@ -143,18 +164,23 @@ async function checkEvents(db: Queryable, scope: AccountScope, events: ActivityE
 async function writeProfileEvents(tx: Queryable, scope: AccountScope, vendor: string, recorded: { c: Checked; row: q.EventWrite }[]): Promise<void> {
   const types = activityEventTypes(vendor);
   const bySection = new Map<SectionDefs, Parameters<typeof appendEvents>[3]>();
+  const versions = new Map<string, string>();
   for (const { c, row } of recorded) {
-    const discriminator = types.find((t) => t.channel === c.channel)!.discriminator;
-    const version = c.section.events.find((e) => e.discriminator === discriminator)?.versions[0];
-    // Installed with the activity (putActivity); a definitions snapshot older than that is an error of the caller.
-    if (!version) throw new Error(`section ${c.section.id} lacks the built-in event type ${discriminator}`);
+    let versionId = versions.get(`${c.section.id}/${c.channel}`);
+    if (versionId === undefined) {
+      const discriminator = types.find((t) => t.channel === c.channel)!.discriminator;
+      // Installed with the activity (putActivity); a definitions snapshot older than that is an error of the caller.
+      versionId = c.section.events.find((e) => e.discriminator === discriminator)?.versions[0]?.id;
+      if (versionId === undefined) throw new Error(`section ${c.section.id} lacks the built-in event type ${discriminator}`);
+      versions.set(`${c.section.id}/${c.channel}`, versionId);
+    }
     const data: Record<string, unknown> = { activityId: row.activity_id, type: row.type };
-    for (const [field, { data: name }] of Object.entries(FIELD_TYPES)) {
+    for (const [field, { data: name }] of FIELDS) {
       const value = c.event[field as keyof ActivityEventInput];
       if (value !== undefined) data[name] = value;
     }
     const list = bySection.get(c.section) ?? [];
-    list.push({ profileId: row.profile_id, versionId: version.id, eventTime: row.event_time, correlationId: row.correlation_id, data });
+    list.push({ profileId: row.profile_id, versionId, eventTime: row.event_time, correlationId: row.correlation_id, data });
     bySection.set(c.section, list);
   }
   for (const [section, events] of bySection) await appendEvents(tx, scope, section.id, events);

@@ -1,4 +1,5 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
+import { idArray } from '../store/arrays.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export interface ActivityRow {
@@ -85,57 +86,53 @@ export interface EventWrite {
 }
 
 /**
- * Records a batch of events and the profiles new to an activity and type, in one statement.
- * Answers the events it recorded, and per activity and type how many events and profiles that
- * adds to the counters.
+ * Inserts a batch of event rows, in key order (so that two batches holding the same new key, a
+ * source sending again while its first send is in flight, wait on each other rather than
+ * deadlock), and answers those it recorded: the others were recorded before.
  */
-export async function recordEvents(db: Queryable, accountId: string, events: EventWrite[], serverTime: Date): Promise<{ added: { activity_id: string; type: string; correlation_id: string }[]; counts: CounterRow[] }> {
-  const { rows } = await db.query<{ activity_id: string; type: string; correlation_id: string | null; events: string | null; profiles: string | null }>(
-    `with input as (
-       select * from json_to_recordset($2::json) as e(activity_id text, type text, correlation_id text, section_id bigint, profile_id bigint,
-         event_time timestamptz, source_time timestamptz, split_id text, variation text, device text, location text,
-         link_id text, link_url text, link_title text, bounce_code integer, unsubscribe_topic text)
-     ), added as (
-       insert into activity_events (account_id, activity_id, type, correlation_id, section_id, profile_id, event_time, source_time, server_time,
-         split_id, variation, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic)
-       select $1::bigint, activity_id, type, correlation_id, section_id, profile_id, event_time, source_time, $3,
-         split_id, variation, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic
-       from input
-       on conflict do nothing
-       returning activity_id, type, correlation_id, profile_id
-     ), recipients as (
-       insert into activity_recipients (account_id, activity_id, type, profile_id)
-       select distinct $1::bigint, activity_id, type, profile_id from added
-       on conflict do nothing
-       returning activity_id, type
-     )
-     select activity_id, type, correlation_id, null::text as events, null::text as profiles from added
-     union all
-     select e.activity_id, e.type, null, e.events::text, coalesce(r.profiles, 0)::text
-     from (select activity_id, type, count(*) as events from added group by 1, 2) e
-     left join (select activity_id, type, count(*) as profiles from recipients group by 1, 2) r using (activity_id, type)`,
+export async function insertEvents(db: Queryable, accountId: string, events: EventWrite[], serverTime: Date): Promise<{ activity_id: string; type: string; correlation_id: string; profile_id: string }[]> {
+  const { rows } = await db.query<{ activity_id: string; type: string; correlation_id: string; profile_id: string }>(
+    `insert into activity_events (account_id, activity_id, type, correlation_id, section_id, profile_id, event_time, source_time, server_time,
+       split_id, variation, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic)
+     select $1::bigint, activity_id, type, correlation_id, section_id, profile_id, event_time, source_time, $3,
+       split_id, variation, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic
+     from json_to_recordset($2::json) as e(activity_id text, type text, correlation_id text, section_id bigint, profile_id bigint,
+       event_time timestamptz, source_time timestamptz, split_id text, variation text, device text, location text,
+       link_id text, link_url text, link_title text, bounce_code integer, unsubscribe_topic text)
+     order by activity_id, type, correlation_id
+     on conflict do nothing
+     returning activity_id, type, correlation_id, profile_id::text`,
     [accountId, JSON.stringify(events), serverTime],
   );
-  return {
-    added: rows.filter((r) => r.correlation_id !== null) as { activity_id: string; type: string; correlation_id: string }[],
-    counts: rows.filter((r) => r.correlation_id === null) as CounterRow[],
-  };
+  return rows;
 }
 
 /**
- * Adds to the counters, in key order so that concurrent batches lock counter rows in the same
- * order. The last statement of a batch: the rows stay locked until it commits, and every batch
- * of an activity needs them.
+ * Counts recorded events in one statement: adds their profiles to the recipients of each activity
+ * and type (those new there are the unique counts' growth), then the events and new recipients
+ * to the counters. The last statement of a batch, with both inserts in key order: the keys and
+ * counter rows it writes stay locked only until the commit that follows, and two batches that
+ * write the same ones wait on each other in the same order, never in a cycle.
  */
-export async function addToCounters(db: Queryable, accountId: string, counts: CounterRow[]): Promise<void> {
-  if (counts.length === 0) return;
+export async function countEvents(db: Queryable, accountId: string, added: { activity_id: string; type: string; profile_id: string }[]): Promise<void> {
+  if (added.length === 0) return;
   await db.query(
-    `insert into activity_counters (account_id, activity_id, type, events, profiles)
-     select $1::bigint, c.activity_id, c.type, c.events, c.profiles from json_to_recordset($2::json) as c(activity_id text, type text, events bigint, profiles bigint)
+    `with added as (
+       select * from rows from (jsonb_array_elements_text($2::jsonb), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[])) as a(activity_id, type, profile_id)
+     ), recipients as (
+       insert into activity_recipients (account_id, activity_id, type, profile_id)
+       select distinct $1::bigint, activity_id, type, profile_id from added order by 2, 3, 4
+       on conflict do nothing
+       returning activity_id, type
+     )
+     insert into activity_counters (account_id, activity_id, type, events, profiles)
+     select $1::bigint, e.activity_id, e.type, e.events, coalesce(r.profiles, 0)
+     from (select activity_id, type, count(*) as events from added group by 1, 2) e
+     left join (select activity_id, type, count(*) as profiles from recipients group by 1, 2) r using (activity_id, type)
      order by 2, 3
      on conflict (account_id, activity_id, type) do update
        set events = activity_counters.events + excluded.events, profiles = activity_counters.profiles + excluded.profiles`,
-    [accountId, JSON.stringify(counts)],
+    [accountId, JSON.stringify(added.map((a) => a.activity_id)), JSON.stringify(added.map((a) => a.type)), idArray(added.map((a) => a.profile_id))],
   );
 }
 
@@ -158,4 +155,14 @@ export function emailEventsRelation(values: SqlValues, target: { account: string
     where e.account_id = ${account} and a.kind = 'email'
       and e.section_id = any(${values.add(target.sectionIds, 'bigint[]')})
       and e.event_time >= ${values.add(target.from, 'timestamptz')} and e.event_time < ${values.add(target.to, 'timestamptz')}`;
+}
+
+/** The types of the events recorded for an activity under one correlation id. */
+export async function listEventTypes(db: Queryable, accountId: string, activityId: string, types: readonly string[], correlationId: string): Promise<string[]> {
+  const { rows } = await db.query<{ type: string }>(
+    // Every type named, so that each is one lookup of the primary key (account, activity, type, correlation id).
+    'select type from activity_events where account_id = $1::bigint and activity_id = $2 and type = any($3::text[]) and correlation_id = $4',
+    [accountId, activityId, types, correlationId],
+  );
+  return rows.map((r) => r.type);
 }

@@ -11,7 +11,12 @@ export interface Job {
   attempts: number;
 }
 
-export type JobHandler = (job: Job, lease: { renew(): Promise<void> }) => Promise<void>;
+/**
+ * Runs a job. It answers 'completed' when it has deleted the job itself (completeJob, in the
+ * transaction of its last writes, which then need no commit of their own); else the worker
+ * deletes the job when it resolves.
+ */
+export type JobHandler = (job: Job, lease: { renew(): Promise<void> }) => Promise<void | 'completed'>;
 
 const CHANNEL = 'audience_jobs';
 /** How long a job stays leased without renewal; a dead worker's job is taken up after this. */
@@ -29,8 +34,33 @@ const STATE_OF = `case when failed_at is not null then 'failed' when locked_unti
  * `runAt` delays it (the database's clock decides when it is due).
  */
 export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>, runAt?: Date): Promise<void> {
-  await tx.query('insert into jobs (account_id, kind, payload, run_at) values ($1::bigint, $2, $3, coalesce($4::timestamptz, now()))', [accountId, kind, payload, runAt ?? null]);
-  await tx.query('select pg_notify($1, $2)', [CHANNEL, kind]);
+  const insert = 'insert into jobs (account_id, kind, payload, run_at) values ($1::bigint, $2, $3, coalesce($4::timestamptz, now()))';
+  // A transaction that notifies holds a lock of the whole database from its commit's start to its
+  // end, WAL flush included: with a notification each, concurrent enqueues (transactional sends)
+  // committed one at a time. So a process notifies a kind once per NOTIFY_EVERY_MS; the workers
+  // that notification wakes keep taking jobs while they find some, and look again soon after.
+  const now = performance.now();
+  if (now - (notified.get(kind) ?? -Infinity) < NOTIFY_EVERY_MS) {
+    await tx.query(insert, [accountId, kind, payload, runAt ?? null]);
+    return;
+  }
+  notified.set(kind, now);
+  await tx.query(`with job as (${insert} returning kind) select pg_notify($5, kind) from job`, [accountId, kind, payload, runAt ?? null, CHANNEL]);
+}
+
+/** At most one notification per kind and process this often; a worker woken looks again after twice this while jobs keep coming. */
+const NOTIFY_EVERY_MS = 100;
+const notified = new Map<string, number>();
+/** How long a worker that found nothing waits for a notification before it looks again: shortly after a wake, else a second. */
+const RECHECK_MS = { afterWake: 2 * NOTIFY_EVERY_MS, idle: 1000 };
+
+/** Deletes finished jobs in the caller's transaction (their handlers then answer 'completed'). */
+export async function completeJobs(tx: Queryable, jobs: Pick<Job, 'accountId' | 'jobId'>[]): Promise<void> {
+  if (jobs.length === 0) return;
+  await tx.query(
+    'delete from jobs j using json_to_recordset($1::json) as d(account_id bigint, job_id bigint) where j.account_id = d.account_id and j.job_id = d.job_id',
+    [JSON.stringify(jobs.map((j) => ({ account_id: j.accountId, job_id: j.jobId })))],
+  );
 }
 
 interface JobRow { account_id: string; job_id: string; kind: string; payload: Record<string, unknown>; attempts: number }
@@ -86,6 +116,8 @@ export class Worker {
   private readonly onError: (err: unknown, job?: Job) => void;
   private readonly metrics: Metrics;
   private readonly lanes: Record<string, number>;
+  /** When the last notification came (performance.now()). */
+  private lastWake = -Infinity;
 
   /**
    * `lanes`: job kinds that get loops of their own besides the one that takes every kind, so that
@@ -102,7 +134,10 @@ export class Worker {
   async start(): Promise<void> {
     this.running = true;
     this.listener = await this.pool.connect();
-    this.listener.on('notification', () => this.wakeAll());
+    this.listener.on('notification', () => {
+      this.lastWake = performance.now();
+      this.wakeAll();
+    });
     this.listener.on('error', () => {});
     await this.listener.query(`listen ${CHANNEL}`);
     this.loops = [this.run(Object.keys(this.handlers)), ...Object.entries(this.lanes).flatMap(([kind, n]) => Array.from({ length: n }, () => this.run([kind])))];
@@ -138,7 +173,7 @@ export class Worker {
             this.waiting.delete(wake);
             resolve();
           };
-          const timer = setTimeout(wake, 1000);
+          const timer = setTimeout(wake, performance.now() - this.lastWake < RECHECK_MS.idle ? RECHECK_MS.afterWake : RECHECK_MS.idle);
           this.waiting.add(wake);
         });
       }
@@ -147,15 +182,8 @@ export class Worker {
 
   /** Takes and runs one ready job of `kinds` (every kind it handles by default); false when there was none. */
   async runOne(kinds: string[] = Object.keys(this.handlers)): Promise<boolean> {
-    const { rows } = await this.pool.query<JobRow>(
-      `update jobs set locked_until = now() + make_interval(secs => $2), attempts = attempts + 1
-       where (account_id, job_id) = (
-         select account_id, job_id from jobs
-         where kind = any($1::text[]) and failed_at is null and run_at <= now() and (locked_until is null or locked_until < now())
-         order by run_at, job_id for update skip locked limit 1)
-       returning account_id, job_id, kind, payload, attempts`,
-      [kinds, LEASE_SECONDS],
-    );
+    // The oldest ready job, leased; claim_job (migration 0014) commits without waiting for the WAL flush.
+    const { rows } = await this.pool.query<JobRow>('select account_id::text, job_id::text, kind, payload, attempts from claim_job($1::text[], $2)', [kinds, LEASE_SECONDS]);
     const row = rows[0];
     if (!row) return false;
     const job: Job = { accountId: row.account_id, jobId: row.job_id, kind: row.kind, payload: row.payload, attempts: row.attempts };
@@ -164,8 +192,9 @@ export class Worker {
     };
     const heartbeat = setInterval(() => renew().catch(() => {}), (LEASE_SECONDS * 1000) / 3);
     const timer = this.metrics.jobDuration.startTimer({ kind: job.kind });
+    let outcome: void | 'completed';
     try {
-      await this.handlers[job.kind](job, { renew });
+      outcome = await this.handlers[job.kind](job, { renew });
     } catch (err) {
       timer({ outcome: 'failed' });
       this.onError(err, job);
@@ -183,7 +212,7 @@ export class Worker {
       clearInterval(heartbeat);
     }
     timer({ outcome: 'completed' });
-    await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
+    if (outcome !== 'completed') await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
     return true;
   }
 }

@@ -8,8 +8,9 @@ import { startWorker } from './worker.ts';
 
 /** The worker thread of src/jobs/thread.ts: its own pool and services, and the worker role. */
 const { config, databaseUrl, secrets } = workerData as ThreadData;
-// Each import lane and the job queue's listener hold a connection.
-const pool = createPool(databaseUrl, 6);
+// Each import lane and the job queue's listener hold a connection; send lanes hold one only
+// between their waits on the mail server, and the writer of sent messages one more.
+const pool = createPool(databaseUrl, 10);
 const services = await createThreadServices(config, pool, systemClock, secrets);
 services.metrics.watchPool(pool, 'worker');
 const worker = await startWorker(services, (err) => console.error(JSON.stringify({ level: 50, msg: 'job failed', err: String((err as Error)?.stack ?? err) })));

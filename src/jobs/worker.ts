@@ -6,8 +6,12 @@ import { accountScope, type ThreadServices } from '../services.ts';
 import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
 import { Worker } from './queue.ts';
 
-/** Send jobs run at once besides the main loop's job: each waits on the mail server most of its time. */
-const SEND_LANES = 3;
+/**
+ * Send jobs run at once besides the main loop's job: each waits on the mail server, and on its
+ * share of a batch of sent messages being recorded, most of its time (docs/benchmarks.md
+ * "Transactional mail").
+ */
+const SEND_LANES = 12;
 
 /** Starts the worker role: the handlers of every job kind. */
 export async function startWorker(services: ThreadServices, onError: (err: unknown) => void): Promise<Worker> {

@@ -89,11 +89,12 @@ export async function updateSend(db: Queryable, accountId: string, transactionId
   );
 }
 
-/** A send the mail server took: its links and message id are kept, what it was made of dropped. */
-export async function markSendSent(db: Queryable, accountId: string, transactionId: string, s: { links: TrackedLink[]; messageId: string; sentAt: Date }): Promise<void> {
+/** Sends the mail server took: their links and message ids are kept, what they were made of dropped. */
+export async function markSendsSent(db: Queryable, sends: { accountId: string; transactionId: string; links: TrackedLink[]; messageId: string; sentAt: Date }[]): Promise<void> {
   await db.query(
-    `update transactional_sends set status = 'sent', request = null, links = $3::jsonb, message_id = $4, sent_at = $5
-     where account_id = $1::bigint and transaction_id = $2::uuid`,
-    [accountId, transactionId, JSON.stringify(s.links), s.messageId, s.sentAt],
+    `update transactional_sends s set status = 'sent', request = null, links = m.links, message_id = m.message_id, sent_at = m.sent_at
+     from json_to_recordset($1::json) as m(account_id bigint, transaction_id uuid, links jsonb, message_id text, sent_at timestamptz)
+     where s.account_id = m.account_id and s.transaction_id = m.transaction_id`,
+    [JSON.stringify(sends.map((m) => ({ account_id: m.accountId, transaction_id: m.transactionId, links: m.links, message_id: m.messageId, sent_at: m.sentAt })))],
   );
 }

@@ -35,10 +35,10 @@ const body = (key: string, over: Record<string, unknown> = {}) => ({
 });
 
 /** The status once the worker has dealt with the send (it leaves queued). */
-async function settled(transaction: string, timeoutMs = 30_000): Promise<string> {
+async function settled(transaction: string, id = activity, timeoutMs = 30_000): Promise<string> {
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const res = await statusOf(transaction);
+    const res = await statusOf(transaction, id);
     expect(res.status, res.text).toBe(200);
     if (res.body.status !== 'queued' || Date.now() > until) return res.body.status;
     await new Promise((r) => setTimeout(r, 50));
@@ -57,7 +57,7 @@ async function mailOf(transaction: string): Promise<ReceivedMail> {
 async function sendSettled(b: Record<string, unknown>, id = activity): Promise<{ id: string; status: string }> {
   const res = await send(b, id);
   expect(res.status, res.text).toBe(201);
-  return { id: res.body.id, status: await settled(res.body.id) };
+  return { id: res.body.id, status: await settled(res.body.id, id) };
 }
 
 const transactionalActivity = (over: Record<string, unknown> = {}) => ({
@@ -102,6 +102,20 @@ describe('sending', () => {
     expect(mail.parsed.text).toContain('order A-17.');
     const events = await eventsOf(key);
     expect(events).toEqual([expect.objectContaining({ correlation_id: res.body.id, data: { activityId: activity, type: 'SENT' } })]);
+    // The job was completed with SENT, in the same transaction.
+    expect((await server.admin('GET', '/admin/jobs?kind=transactional-send')).body.items.filter((j: { payload: { transaction_id: string } }) => j.payload.transaction_id === res.body.id)).toEqual([]);
+  });
+
+  it('sends accepted at once are all sent, each recorded SENT once, when the worker records them in batches', async () => {
+    const keys = Array.from({ length: 12 }, (_, i) => `batch${i}@example.com`);
+    const accepted = await Promise.all(keys.map((key) => send(body(key))));
+    for (const res of accepted) expect(res.status, res.text).toBe(201);
+    for (const res of accepted) expect(await settled(res.body.id)).toBe('sent');
+    for (const [i, key] of keys.entries()) {
+      expect((await eventsOf(key)).filter((e) => e.data.type === 'SENT')).toEqual([expect.objectContaining({ correlation_id: accepted[i].body.id })]);
+    }
+    const statistics = (await server.request('GET', `/emails/sections/${SHOP}/activities/${activity}?include_statistics=true`, { token })).body.statistics;
+    expect(statistics.sent).toBeGreaterThanOrEqual(keys.length);
   });
 
   it('renders the profile\'s attributes in the section (profile.<name>)', async () => {
@@ -143,6 +157,40 @@ describe('sending', () => {
     const res = await send(body('receipt@example.com', { keyspace_discriminator: TX_KEYSPACE }));
     expect(res.status, res.text).toBe(201);
     expect(await settled(res.body.id)).toBe('sent');
+  });
+});
+
+describe('delivery reports (docs/mail.md "Delivery reports")', () => {
+  const report = (type: string, key: string, transaction: string, over: Record<string, unknown> = {}) => admin('POST', '/activity-events', [{
+    activity_id: activity, type, keyspace_discriminator: EMAIL, profile_key: key, correlation_id: transaction, ...over,
+  }]);
+
+  it('TX-12 a DELIVERED event with the transaction id as correlation id makes the status delivered; a later BOUNCED report, bounced', async () => {
+    const key = 'reported@example.com';
+    const { id, status } = await sendSettled(body(key));
+    expect(status).toBe('sent');
+    // A report of another send of the same activity changes nothing here.
+    const other = await sendSettled(body('other.reported@example.com'));
+    expect((await report('DELIVERED', 'other.reported@example.com', other.id)).status).toBe(200);
+    expect((await statusOf(id)).body).toEqual({ id, status: 'sent' });
+
+    const delivered = await report('DELIVERED', key, id);
+    expect(delivered.status, delivered.text).toBe(200);
+    expect((await statusOf(id)).body).toEqual({ id, status: 'delivered' });
+    expect((await statusOf(other.id)).body).toEqual({ id: other.id, status: 'delivered' });
+
+    expect((await report('BOUNCED', key, id, { bounce_code: 2001 })).status).toBe(200);
+    expect((await statusOf(id)).body).toEqual({ id, status: 'bounced' });
+    // Sent again, the delivery report changes nothing: the bounce stays.
+    expect((await report('DELIVERED', key, id)).body).toMatchObject({ recorded: 0, duplicates: 1 });
+    expect((await statusOf(id)).body).toEqual({ id, status: 'bounced' });
+  });
+
+  it('TX-12 a BOUNCED report without a delivery report makes a sent send bounced', async () => {
+    const key = 'bounced.report@example.com';
+    const { id } = await sendSettled(body(key));
+    expect((await report('BOUNCED', key, id)).status).toBe(200);
+    expect((await statusOf(id)).body).toEqual({ id, status: 'bounced' });
   });
 });
 
@@ -195,6 +243,23 @@ describe('activities and transactions that do not exist', () => {
     expectProblem(await statusOf(id, 'no-such-activity'), 404);
     expectProblem(await statusOf('00000000-0000-4000-8000-000000000000'), 404, 'AUD-2106');
     expectProblem(await statusOf('not-a-uuid'), 404, 'AUD-2106');
+  });
+
+  it('a transactional activity is defined in the account manifest with its fields, and sends; one whose template does not parse refuses the manifest (400 naming it)', async () => {
+    const manifest = { ...MANIFEST, activities: [{ id: 'manifest-receipt', ...transactionalActivity({ section_discriminator: 'com.{vendor}1.sections.user-created.shop', text: 'Order {{ order }}, text' }) }] };
+    const applied = await admin('PUT', '/manifest', manifest);
+    expect(applied.status, applied.text).toBe(200);
+    expect(applied.body.created).toContain('activity manifest-receipt');
+    expect((await admin('GET', '/activities/manifest-receipt')).body).toMatchObject({
+      transactional: true, preheader: manifest.activities[0].preheader, reply_to: 'help@shop.example', html: manifest.activities[0].html, text: 'Order {{ order }}, text',
+    });
+    const { id, status } = await sendSettled(body('manifest@example.com'), 'manifest-receipt');
+    expect(status).toBe('sent');
+    expect((await mailOf(id)).parsed.text).toContain('Order A-17, text');
+
+    const broken = { ...manifest, activities: [{ ...manifest.activities[0], id: 'manifest-broken', html: '<p>{% if order %}unclosed</p>' }] };
+    expect(expectProblem(await admin('PUT', '/manifest', broken), 400, 'AUD-2101')).toMatch(/^activities\[0\]\.html is not a valid template/);
+    expectProblem(await admin('GET', '/activities/manifest-broken'), 404);
   });
 
   it('a transactional activity whose template does not parse is refused when saved (400 naming the field)', async () => {

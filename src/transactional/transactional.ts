@@ -1,16 +1,16 @@
 import type { Activity, ActivityEventInput, ActivityInput } from '../activities/schemas.ts';
 import { getActivity } from '../activities/activities.ts';
-import { recordActivityEvents } from '../activities/events.ts';
+import { recordActivityEvents, recordedEventTypes } from '../activities/events.ts';
 import { addSuppression, isSuppressed } from '../consents/consents.ts';
-import type { SectionDefs } from '../core/definitions.ts';
+import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { namespace } from '../definitions/builtins.ts';
 import { keyspaceForProfileAccess, sectionOf } from '../definitions/definitions.ts';
-import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
+import { completeJobs, enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
 import { findOrCreateProfiles } from '../profiles/bulk.ts';
 import { normaliseKey } from '../profiles/keys.ts';
-import { refuseReadOnly, sectionValues } from '../profiles/profiles.ts';
+import { locateWithSectionData, refuseReadOnly, sectionValues } from '../profiles/profiles.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { DeliveryError, type Mailer } from './mailer.ts';
@@ -18,7 +18,7 @@ import { composeMessage, type Attachment } from './message.ts';
 import * as q from './queries.ts';
 import { ATTACHMENTS_LIMIT, ATTACHMENTS_SIZE_LIMIT, VARIABLES_LIMIT, type SendBody, type SendStatus } from './schemas.ts';
 import { checkTemplates, type MessageTemplates } from './templates.ts';
-import { readTracking, trackingKey, type TrackingKind, type TrackingTarget } from './tracking.ts';
+import { readTracking, trackingKey, type TrackedLink, type TrackingKind, type TrackingTarget } from './tracking.ts';
 
 /**
  * Transactional sends (SPEC §2.15, §4.8; docs/mail.md): a send is checked and kept, with its job,
@@ -108,7 +108,17 @@ export async function sendStatus(db: Queryable, scope: AccountScope, target: { s
   await transactionalActivity(db, scope, section, target.activity_id);
   const row = UUID.test(target.transaction_id) ? await q.findSend(db, scope.accountId, target.transaction_id.toLowerCase()) : undefined;
   if (!row || row.activity_id !== target.activity_id) throw new Problem('AUD-2106', `Activity "${target.activity_id}" has no transaction "${target.transaction_id}"`);
-  return { id: row.transaction_id, status: row.status };
+  return { id: row.transaction_id, status: row.status === 'sent' ? await reportedStatus(db, scope, row) : row.status };
+}
+
+/**
+ * What became of a sent message, from the reports of its delivery that came in as events of its
+ * activity with its transaction id as correlation id (docs/mail.md "Delivery reports"): a bounce,
+ * even after a delivery report, is `bounced`; a delivery `delivered`; none leaves it `sent`.
+ */
+async function reportedStatus(db: Queryable, scope: AccountScope, send: q.SendRow): Promise<SendStatus> {
+  const types = await recordedEventTypes(db, scope, send.activity_id, send.transaction_id);
+  return types.includes('BOUNCED') ? 'bounced' : types.includes('DELIVERED') ? 'delivered' : 'sent';
 }
 
 /** The check of an email activity's templates when it is saved (ActivityWriter.checkEmail): those of a transactional one must parse. */
@@ -144,14 +154,16 @@ function profileContext(section: SectionDefs, values: Record<string, unknown>): 
   return profile;
 }
 
-/** Records events of a send through the activities area: the transaction id is their correlation id. */
-async function recordEvents(tx: Queryable, scope: AccountScope, vendor: string, send: q.SendRow, events: Omit<ActivityEventInput, 'activity_id' | 'keyspace_discriminator' | 'profile_key' | 'correlation_id'>[]): Promise<void> {
-  const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === send.keyspace_id);
-  // A keyspace removed since the send: the events have no profile to land on.
-  if (!keyspace) return;
-  await recordActivityEvents(tx, scope, vendor, events.map((e) => ({
-    ...e, activity_id: send.activity_id, keyspace_discriminator: keyspace.discriminator, profile_key: send.profile_key, correlation_id: send.transaction_id,
-  })));
+/** Records events of sends of one account through the activities area: the transaction id is their correlation id. */
+async function recordEvents(tx: Queryable, scope: AccountScope, vendor: string, events: ({ send: q.SendRow } & Omit<ActivityEventInput, 'activity_id' | 'keyspace_discriminator' | 'profile_key' | 'correlation_id'>)[]): Promise<void> {
+  const inputs: ActivityEventInput[] = [];
+  for (const { send, ...event } of events) {
+    const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === send.keyspace_id);
+    // A keyspace removed since the send: the events have no profile to land on.
+    if (!keyspace) continue;
+    inputs.push({ ...event, activity_id: send.activity_id, keyspace_discriminator: keyspace.discriminator, profile_key: send.profile_key, correlation_id: send.transaction_id });
+  }
+  if (inputs.length > 0) await recordActivityEvents(tx, scope, vendor, inputs);
 }
 
 /** Ends a send that will not be sent: its status, its reason, and its request dropped. */
@@ -160,7 +172,7 @@ async function endSend(deps: SendDeps, send: q.SendRow, status: 'failed' | 'supp
   const scope = await deps.scopeOf(send.account_id);
   await withTransaction(deps.pool, async (tx) => {
     await q.updateSend(tx, send.account_id, send.transaction_id, { status, reason });
-    if (status === 'bounced') await recordEvents(tx, scope, deps.vendor, send, [{ type: 'BOUNCED' }]);
+    if (status === 'bounced') await recordEvents(tx, scope, deps.vendor, [{ send, type: 'BOUNCED' }]);
   });
 }
 
@@ -171,7 +183,7 @@ async function endSend(deps: SendDeps, send: q.SendRow, status: 'failed' | 'supp
  * attempt fail the send (a refused recipient: bounced); any other refusal is tried again with the
  * queue's back-off. A sent message records SENT.
  */
-export async function runSend(deps: SendDeps, job: Job): Promise<void> {
+export async function runSend(deps: SendDeps, job: Job): Promise<void | 'completed'> {
   const send = await q.findSend(deps.pool, job.accountId, String(job.payload.transaction_id));
   if (!send || send.status !== 'queued' || send.request === null) return;
   const scope = await deps.scopeOf(job.accountId);
@@ -189,9 +201,9 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void> {
   if (await isSuppressed(deps.pool, scope, `${namespace(deps.vendor)}.channels.email`, request.to_email_address)) {
     return endSend(deps, send, 'suppressed', 'the address is suppressed on the email channel');
   }
-  const { profiles, locked } = await withTransaction(deps.pool, (tx) => findOrCreateProfiles(tx, scope, keyspace, section, [send.profile_key]));
-  if (locked.size > 0) return endSend(deps, send, 'suppressed', 'the profile is locked');
-  const profile = profileContext(section, await sectionValues(deps.pool, scope, profiles.get(send.profile_key)!, section.id));
+  const values = await profileValues(deps, scope, keyspace, section, send.profile_key);
+  if (values === 'locked') return endSend(deps, send, 'suppressed', 'the profile is locked');
+  const profile = profileContext(section, values);
 
   const templates: MessageTemplates = {
     subject: request.subject_line ?? activity.email_subject ?? '',
@@ -219,10 +231,88 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void> {
     if (!err.permanent && job.attempts < MAX_ATTEMPTS) throw new Error(`the mail server did not take the message: ${err.message}; tried again later`);
     return endSend(deps, send, err.refused ? 'bounced' : 'failed', `the mail server answered: ${err.message}`);
   }
-  await withTransaction(deps.pool, async (tx) => {
-    await q.markSendSent(tx, send.account_id, send.transaction_id, { links: composed.links, messageId: composed.message.messageId, sentAt: scope.now });
-    await recordEvents(tx, scope, deps.vendor, send, [{ type: 'SENT' }]);
-  });
+  await sentRecorder(deps).record({ job, scope, send, links: composed.links, messageId: composed.message.messageId });
+  return 'completed';
+}
+
+/**
+ * The attribute values of a send's profile in its section: one read (shared with the other sends
+ * of the same turn) when the profile is there; else the profile is created again, or found locked,
+ * as when the send was accepted.
+ */
+async function profileValues(deps: SendDeps, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, key: string): Promise<Record<string, unknown> | 'locked'> {
+  try {
+    return (await locateWithSectionData(deps.pool, scope, { keyspace_discriminator: keyspace.discriminator, profile_key: key }, section)).data.attributes;
+  } catch (err) {
+    if (!(err instanceof Problem)) throw err;
+  }
+  const { profiles, locked } = await withTransaction(deps.pool, (tx) => findOrCreateProfiles(tx, scope, keyspace, section, [key]));
+  return locked.size > 0 ? 'locked' : sectionValues(deps.pool, scope, profiles.get(key)!, section.id);
+}
+
+/** A message the mail server took, to be recorded as sent. */
+interface Sent { job: Job; scope: AccountScope; send: q.SendRow; links: TrackedLink[]; messageId: string }
+
+/**
+ * Records sent messages: their sends marked sent, SENT recorded on their activities and their jobs
+ * completed, in one transaction for every message that was taken while the previous one ran
+ * (a commit, and the statements of recordActivityEvents, for many sends instead of one each).
+ * When a batch fails, each of its messages is recorded alone, so that only the one at fault fails.
+ */
+class SentRecorder {
+  private readonly deps: SendDeps;
+  private waiting: { sent: Sent; resolve: () => void; reject: (err: unknown) => void }[] = [];
+  private running = false;
+
+  constructor(deps: SendDeps) {
+    this.deps = deps;
+  }
+
+  record(sent: Sent): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ sent, resolve, reject });
+      if (!this.running) void this.run();
+    });
+  }
+
+  private async run(): Promise<void> {
+    this.running = true;
+    while (this.waiting.length > 0) {
+      const batch = this.waiting.splice(0, SENT_BATCH);
+      try {
+        await this.write(batch.map((w) => w.sent));
+        for (const w of batch) w.resolve();
+      } catch (err) {
+        if (batch.length === 1) batch[0].reject(err);
+        else for (const w of batch) await this.write([w.sent]).then(w.resolve, w.reject);
+      }
+    }
+    this.running = false;
+  }
+
+  private async write(batch: Sent[]): Promise<void> {
+    await withTransaction(this.deps.pool, async (tx) => {
+      await q.markSendsSent(tx, batch.map(({ send, links, messageId, scope }) => ({ accountId: send.account_id, transactionId: send.transaction_id, links, messageId, sentAt: scope.now })));
+      for (const sends of Map.groupBy(batch, (b) => b.send.account_id).values()) {
+        await recordEvents(tx, sends[0].scope, this.deps.vendor, sends.map((b) => ({ send: b.send, type: 'SENT' })));
+      }
+      await completeJobs(tx, batch.map((b) => b.job));
+    });
+  }
+}
+
+/** Sends recorded in one transaction at most. */
+const SENT_BATCH = 200;
+
+const recorders = new WeakMap<SendDeps, SentRecorder>();
+
+function sentRecorder(deps: SendDeps): SentRecorder {
+  let recorder = recorders.get(deps);
+  if (!recorder) {
+    recorder = new SentRecorder(deps);
+    recorders.set(deps, recorder);
+  }
+  return recorder;
 }
 
 /** The device class of a user agent, as OPENED and CLICKED events tell it (SPEC §2.16). */
@@ -248,7 +338,7 @@ async function trackedSend(db: Queryable, scope: AccountScope, target: TrackingT
 
 /** The open pixel was loaded: OPENED, once per send (the activities area keeps events once per correlation id). */
 export async function trackOpen(tx: Queryable, scope: AccountScope, vendor: string, target: TrackingTarget, userAgent: string | undefined): Promise<void> {
-  await recordEvents(tx, scope, vendor, await trackedSend(tx, scope, target), [{ type: 'OPENED', device: deviceOf(userAgent) }]);
+  await recordEvents(tx, scope, vendor, [{ send: await trackedSend(tx, scope, target), type: 'OPENED', device: deviceOf(userAgent) }]);
 }
 
 /** A click link was followed: CLICKED, once per send, and the address of the link the message held there. */
@@ -256,7 +346,7 @@ export async function trackClick(tx: Queryable, scope: AccountScope, vendor: str
   const send = await trackedSend(tx, scope, target);
   const link = send.links[target.link ?? -1];
   if (!link) throw new Problem('AUD-2102', 'This click link names no link of its message');
-  await recordEvents(tx, scope, vendor, send, [{ type: 'CLICKED', device: deviceOf(userAgent), link_id: String(target.link), link_url: link.url, link_title: link.title }]);
+  await recordEvents(tx, scope, vendor, [{ send, type: 'CLICKED', device: deviceOf(userAgent), link_id: String(target.link), link_url: link.url, link_title: link.title }]);
   return link.url;
 }
 
@@ -268,5 +358,5 @@ export async function trackClick(tx: Queryable, scope: AccountScope, vendor: str
 export async function unsubscribe(tx: Queryable, scope: AccountScope, vendor: string, target: TrackingTarget): Promise<void> {
   const send = await trackedSend(tx, scope, target);
   await addSuppression(tx, scope, { channel_discriminator: `${namespace(vendor)}.channels.email`, address: send.to_address, reason: `Unsubscribed from transactional activity ${send.activity_id}` });
-  await recordEvents(tx, scope, vendor, send, [{ type: 'UNSUBSCRIBED' }]);
+  await recordEvents(tx, scope, vendor, [{ send, type: 'UNSUBSCRIBED' }]);
 }
