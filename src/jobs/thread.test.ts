@@ -28,7 +28,7 @@ describe('the worker thread', () => {
     expect(logged).toEqual([]);
   });
 
-  it('starts a thread that ended again, a second later, until it is stopped', { timeout: 20_000 }, async () => {
+  it('starts a thread that ended again, a second later, until it is stopped', { timeout: 60_000 }, async () => {
     const logged: string[] = [];
     const entry = new URL('../../test/fixtures/short-lived-thread.ts', import.meta.url);
     const thread = await startWorkerThread({ config: await configIn(), databaseUrl: 'unused', secrets }, (msg) => logged.push(msg), entry);
