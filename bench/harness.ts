@@ -116,6 +116,18 @@ export function within<T>(ms: number, what: string, promise: PromiseLike<T>): Pr
   ]);
 }
 
+/** Stops `child` at clean-up (SIGTERM, then SIGKILL), with the bench's other child processes. */
+export function track(child: ChildProcess, name: string): void {
+  children.push({ child, name });
+}
+
+/** A new temp dir, removed at clean-up. */
+export async function tempDir(prefix: string): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
+  tempDirs.push(dir);
+  return dir;
+}
+
 /** Runs `hook` at clean-up, before the child processes are stopped (e.g. to close a database connection). */
 export function onCleanup(hook: () => Promise<void>): void {
   cleanupHooks.push(hook);
@@ -508,16 +520,16 @@ end
 }
 
 /** This process's waited-for children's CPU time (ms) so far, from /proc/self/stat (cutime + cstime): a wrk run's, once it has exited. */
-async function childrenCpuMs(): Promise<number> {
+export async function childrenCpuMs(): Promise<number> {
   const stat = await fs.readFile('/proc/self/stat', 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return (Number(fields[13]) + Number(fields[14])) * (1000 / 100);
 }
 
-interface Generated { rps: number; total: number; mean: number; p50: number; p99: number; non2xx: number; errors: number; timeouts: number; generatorCpuShare: number }
+export interface Generated { rps: number; total: number; mean: number; p50: number; p99: number; non2xx: number; errors: number; timeouts: number; generatorCpuShare: number }
 
 /** One wrk run of `seconds` against `url`; its CPU time from /proc (this process's children's times, before and after). */
-async function runWrk(url: string, load: Load, seconds: number, what: string): Promise<Generated> {
+export async function runWrk(url: string, load: Load, seconds: number, what: string): Promise<Generated> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-wrk-'));
   tempDirs.push(dir);
   const script = path.join(dir, 'load.lua');
