@@ -47,7 +47,14 @@ async function findSectionDataByKeys(db: Queryable, accountId: string, keys: Key
        where i.account_id = $1::bigint and i.keyspace_id = x.keyspace_id and i.profile_key = x.profile_key
        limit 1
      ) f
-     left join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = f.canonical_id and ps.section_id = x.section_id`,
+     left join lateral (
+       -- Lateral with a limit, so that the generic plan of this named statement (which assumes 100
+       -- keys) looks the row up by primary key instead of hash-joining a scan of the whole table,
+       -- which it chose for accounts of under about 100,000 profiles (docs/scaling.md).
+       select ps.attributes, ps.tags, ps.cluster_attributes, ps.cluster_tags from profile_sections ps
+       where ps.account_id = $1::bigint and ps.profile_id = f.canonical_id and ps.section_id = x.section_id
+       limit 1
+     ) ps on true`,
     values: [accountId, idArray(keys.map((k) => k.keyspaceId)), JSON.stringify(keys.map((k) => k.key)), idArray(keys.map((k) => k.sectionId))],
   });
   const found: (FoundInSection | undefined)[] = new Array(keys.length);
