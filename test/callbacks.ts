@@ -1,3 +1,4 @@
+import { Arrivals } from './arrivals.ts';
 import http from 'node:http';
 
 /** A request the receiver got. */
@@ -17,10 +18,10 @@ export type Answer = { status: number; headers?: Record<string, string> } | 'han
  * "Test servers"), answering as `answer` says (200 by default).
  */
 export class CallbackReceiver {
-  readonly received: Received[] = [];
+  private readonly arrivals = new Arrivals<Received>('requests');
+  readonly received: Received[] = this.arrivals.items;
   answer: (request: Received) => Answer = () => ({ status: 200 });
   private readonly server: http.Server;
-  private readonly waiters = new Set<() => void>();
   readonly port: number;
 
   private constructor(server: http.Server, port: number) {
@@ -44,8 +45,7 @@ export class CallbackReceiver {
           // Not JSON: kept as text.
         }
         const received = { method: req.method!, path: req.url!, headers: req.headers, body };
-        receiver.received.push(received);
-        for (const wake of receiver.waiters) wake();
+        receiver.arrivals.add(received);
         const answer = receiver.answer(received);
         if (answer === 'hang') return;
         res.writeHead(answer.status, answer.headers).end();
@@ -60,22 +60,8 @@ export class CallbackReceiver {
   }
 
   /** Resolves once `count` requests have arrived; fails after `timeoutMs`. */
-  async waitFor(count: number, timeoutMs = 15_000): Promise<Received[]> {
-    if (this.received.length >= count) return this.received;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters.delete(check);
-        reject(new Error(`${this.received.length} of ${count} requests arrived within ${timeoutMs} ms`));
-      }, timeoutMs);
-      const check = () => {
-        if (this.received.length < count) return;
-        clearTimeout(timer);
-        this.waiters.delete(check);
-        resolve();
-      };
-      this.waiters.add(check);
-    });
-    return this.received;
+  waitFor(count: number, timeoutMs?: number): Promise<Received[]> {
+    return this.arrivals.waitFor(count, timeoutMs);
   }
 
   async close(): Promise<void> {

@@ -1,3 +1,4 @@
+import { Arrivals } from './arrivals.ts';
 import { simpleParser, type ParsedMail } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
 
@@ -21,12 +22,12 @@ export type SmtpAnswer = (step: 'rcpt' | 'data', address: string) => number | un
  * connection is TLS from the start (smtp-server's own self-signed certificate).
  */
 export class SmtpReceiver {
-  readonly received: ReceivedMail[] = [];
+  private readonly arrivals = new Arrivals<ReceivedMail>('messages');
+  readonly received: ReceivedMail[] = this.arrivals.items;
   answer: SmtpAnswer = () => undefined;
   /** How many messages were refused, at either step. */
   refusals = 0;
   private readonly server: SMTPServer;
-  private readonly waiters = new Set<() => void>();
   readonly port: number;
 
   private constructor(server: SMTPServer, port: number) {
@@ -66,8 +67,7 @@ export class SmtpReceiver {
           if (code !== undefined) return callback(refuse(code));
           const source = Buffer.concat(chunks);
           const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-          receiver.received.push({ from, to, source, parsed: await simpleParser(source), user: session.user as string | undefined });
-          for (const wake of receiver.waiters) wake();
+          receiver.arrivals.add({ from, to, source, parsed: await simpleParser(source), user: session.user as string | undefined });
           callback(null, 'Queued');
         });
       },
@@ -86,22 +86,8 @@ export class SmtpReceiver {
   }
 
   /** Resolves once `count` messages have arrived; fails after `timeoutMs`. */
-  async waitFor(count: number, timeoutMs = 15_000): Promise<ReceivedMail[]> {
-    if (this.received.length >= count) return this.received;
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.waiters.delete(check);
-        reject(new Error(`${this.received.length} of ${count} messages arrived within ${timeoutMs} ms`));
-      }, timeoutMs);
-      const check = () => {
-        if (this.received.length < count) return;
-        clearTimeout(timer);
-        this.waiters.delete(check);
-        resolve();
-      };
-      this.waiters.add(check);
-    });
-    return this.received;
+  waitFor(count: number, timeoutMs?: number): Promise<ReceivedMail[]> {
+    return this.arrivals.waitFor(count, timeoutMs);
   }
 
   async close(): Promise<void> {
