@@ -18,7 +18,7 @@ import { eventExportDocument, planEventExport } from './events.ts';
 import { CSV_TYPE, JSON_TYPE, jsonFromCsv, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
 import type { ExportFile } from './plans.ts';
 import * as q from './queries.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EmailEventExportBody, EventExportBody, SegmentExportBody } from './schemas.ts';
+import type { ExportBodies } from './schemas.ts';
 
 /**
  * Exports and counts (SPEC §2.16, §3.3, §4.7; docs/exports.md): a request is checked and stored
@@ -35,13 +35,7 @@ export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
 const SWEEP_RETRY_MS = 60_000;
 
 /** An export request with the kind whose schema its body was checked against: code narrows on `kind`. */
-export type ExportRequest =
-  | { kind: 'consents'; body: ConsentExportBody }
-  | { kind: 'consents-count'; body: ConsentCountBody }
-  | { kind: 'duplicates'; body: DuplicateExportBody }
-  | { kind: 'segments'; body: SegmentExportBody }
-  | { kind: 'events'; body: EventExportBody }
-  | { kind: 'email-events'; body: EmailEventExportBody };
+export type ExportRequest = { [K in keyof ExportBodies]: { kind: K; body: ExportBodies[K] } }[keyof ExportBodies];
 
 /** The request of a stored file or count export. Its body was checked against its kind's schema when it was created. */
 function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportRequest {

@@ -4,18 +4,13 @@ import type { SqlValues } from '../aql/compile-sql.ts';
 import { copyCsvRows } from '../store/copy.ts';
 import { cursorRows } from '../store/cursor.ts';
 import type { Queryable } from '../store/pool.ts';
-import type { ConsentCountBody, ConsentExportBody, DuplicateExportBody, EmailEventExportBody, EventExportBody, SegmentExportBody, SingleExportRequest } from './schemas.ts';
+import type { ExportBodies, SingleExportRequest } from './schemas.ts';
 
 export type ExportStatus = 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
 
 /** The columns `kind` and `request`: a body checked against its kind's schema when the export was created. */
 export type StoredRequest =
-  | { kind: 'consents'; request: ConsentExportBody }
-  | { kind: 'consents-count'; request: ConsentCountBody }
-  | { kind: 'duplicates'; request: DuplicateExportBody }
-  | { kind: 'segments'; request: SegmentExportBody }
-  | { kind: 'events'; request: EventExportBody }
-  | { kind: 'email-events'; request: EmailEventExportBody }
+  | { [K in keyof ExportBodies]: { kind: K; request: ExportBodies[K] } }[keyof ExportBodies]
   | { kind: 'single'; request: SingleExportRequest };
 
 export type ExportRowDb = StoredRequest & {

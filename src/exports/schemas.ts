@@ -198,3 +198,13 @@ export const SingleExportFileParams = Type.Object({
   account_id: Type.String({ description: 'The account of the export: that of the bearer token' }),
   export_id: Type.String({ description: 'The id of the export' }),
 });
+
+/** The body of each kind of export created through a request, as checked against its kind's schema. */
+export interface ExportBodies {
+  consents: ConsentExportBody;
+  'consents-count': ConsentCountBody;
+  duplicates: DuplicateExportBody;
+  segments: SegmentExportBody;
+  events: EventExportBody;
+  'email-events': EmailEventExportBody;
+}
