@@ -35,9 +35,12 @@ function areaOf(module: string): string | undefined {
   return layerOf(module) === 'area' && module.includes('/') ? module.slice(0, module.indexOf('/')) : undefined;
 }
 
+/** A module's text without its comments (block comments, and lines that are a line comment). */
+const withoutComments = (text: string) => text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+
 /** The relative imports of a module's text, type-only and re-exports included, comments left out. */
 export function importsOf(text: string): string[] {
-  const code = text.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+  const code = withoutComments(text);
   const specs = [
     ...code.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s*['"]([^'"]+)['"]/gms),
     ...code.matchAll(/^\s*import\s*['"]([^'"]+)['"]/gm),
@@ -125,9 +128,62 @@ export function checkLayers(srcDir: string): string[] {
   return faults;
 }
 
+/**
+ * The owners of the tables that no statement inserts into by name: their statements choose the
+ * table at run time. Every other table's owner is found in the code (tableOwners).
+ */
+export const DECLARED_OWNERS: Record<string, string> = { attribute_versions: 'definitions', event_versions: 'definitions' };
+
+/**
+ * The folder below `srcDir` that owns each table the migrations create (`store/migrations/*.sql`):
+ * the one whose code inserts into it (`insert into <table>`), or that DECLARED_OWNERS names. A table
+ * with no owner, or inserted into from two folders, is a fault.
+ */
+export function tableOwners(srcDir: string, declared: Record<string, string> = DECLARED_OWNERS): { owners: Map<string, string>; faults: string[] } {
+  const migrations = path.join(srcDir, 'store/migrations');
+  const tables = fs.readdirSync(migrations).filter((f) => f.endsWith('.sql')).sort()
+    .flatMap((f) => [...fs.readFileSync(path.join(migrations, f), 'utf8').matchAll(/\bcreate table (?:if not exists )?(\w+)/gi)].map((m) => m[1].toLowerCase()));
+  const code = [...readGraph(srcDir).keys()].map((module) => ({ module, text: withoutComments(fs.readFileSync(path.join(srcDir, module), 'utf8')) }));
+  const owners = new Map<string, string>();
+  const faults: string[] = [];
+  for (const table of tables) {
+    const writers = [...new Set(code.filter((c) => new RegExp(`\\binsert into ${table}\\b`).test(c.text)).map((c) => c.module.split('/')[0]))];
+    if (declared[table] !== undefined) writers.splice(0, writers.length, declared[table]);
+    if (writers.length === 1) owners.set(table, writers[0]);
+    else if (writers.length === 0) faults.push(`table ${table}: no module inserts into it by name; name its owner in DECLARED_OWNERS (scripts/layers.ts)`);
+    else faults.push(`table ${table}: inserted into by ${writers.join(' and ')}; one area owns a table, the others call its functions`);
+  }
+  return { owners, faults };
+}
+
+/**
+ * Every area module that names, in its SQL, a table another folder owns: an area uses another's
+ * functions, never its tables (docs/architecture.md "Layers"). SQL is written in lower case, so a
+ * table counts where `from`, `join`, `into`, `update` or `table` stands before its name, outside
+ * comments; a name that the module gives a CTE of its own (`name as (`) is not a table there.
+ */
+export function checkTables(srcDir: string, declared: Record<string, string> = DECLARED_OWNERS): string[] {
+  const { owners, faults } = tableOwners(srcDir, declared);
+  for (const module of readGraph(srcDir).keys()) {
+    const area = areaOf(module);
+    if (area === undefined) continue;
+    const code = withoutComments(fs.readFileSync(path.join(srcDir, module), 'utf8'));
+    const ctes = new Set([...code.matchAll(/\b(\w+) as (?:materialized |not materialized )?\(/g)].map((m) => m[1]));
+    const named = new Set([...code.matchAll(/\b(?:from|join|into|update|table)\s+(\w+)\b/g)].map((m) => m[1]));
+    for (const table of [...named].sort()) {
+      const owner = owners.get(table);
+      if (owner !== undefined && owner !== area && !ctes.has(table)) {
+        faults.push(`${module} names the table ${table} of ${owner}: areas use each other's exported functions (or SQL relations), never their tables`);
+      }
+    }
+  }
+  return faults;
+}
+
 if (import.meta.main) {
-  const faults = checkLayers(path.resolve(import.meta.dirname, '../src'));
+  const src = path.resolve(import.meta.dirname, '../src');
+  const faults = [...checkLayers(src), ...checkTables(src)];
   for (const fault of faults) console.log(fault);
-  console.log(faults.length === 0 ? 'layers hold: no upward import, no cycle' : `${faults.length} faults`);
+  console.log(faults.length === 0 ? 'layers hold: no upward import, no cycle, no table of another area' : `${faults.length} faults`);
   process.exitCode = faults.length === 0 ? 0 : 1;
 }

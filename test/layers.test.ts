@@ -2,13 +2,17 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkLayers, importsOf, layerOf } from '../scripts/layers.ts';
+import { checkLayers, checkTables, importsOf, layerOf } from '../scripts/layers.ts';
 
 // The layers of docs/architecture.md, checked over the real source tree and over a made-up one
 // that breaks each rule, so that a check that found nothing would fail here.
 describe('the layers of src/', () => {
   it('hold: imports point down, HTTP and jobs apart, no cycle between files or areas', () => {
     expect(checkLayers(path.resolve(import.meta.dirname, '../src'))).toEqual([]);
+  });
+
+  it('hold for tables: each has one owner, and no area names the table of another', () => {
+    expect(checkTables(path.resolve(import.meta.dirname, '../src'))).toEqual([]);
   });
 
   it('place each module: core, library, areas (new folders too), services, transport, program', () => {
@@ -60,5 +64,36 @@ describe('the layers of src/', () => {
       ]));
       expect(faults).toHaveLength(4);
     });
+  });
+});
+
+describe('the table check', () => {
+  let dir: string;
+  const write = async (file: string, text: string) => {
+    await fs.mkdir(path.dirname(path.join(dir, file)), { recursive: true });
+    await fs.writeFile(path.join(dir, file), text);
+  };
+  beforeAll(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tables-'));
+    await write('store/migrations/0001_a.sql', 'create table things (account_id bigint);\ncreate table notes (account_id bigint);\n');
+    await write('store/migrations/0002_b.sql', 'create table shared (account_id bigint);\ncreate table orphans (account_id bigint);\ncreate table chosen (account_id bigint);\n');
+    await write('things/queries.ts', "export const a = 'insert into things (account_id) values ($1)';\nexport const s = 'insert into shared (account_id) values ($1)';\n");
+    await write('notes/queries.ts', [
+      "export const b = 'insert into notes (account_id) values ($1)';",
+      "export const s = 'insert into shared (account_id) values ($1)';",
+      "export const c = 'select n.* from notes n join things t using (account_id)';",
+      '// select * from things, in a comment',
+      "export const d = 'with chosen as (select 1) select * from chosen';",
+      "export const e = 'Update things through the things area';",
+    ].join('\n'));
+  });
+  afterAll(() => fs.rm(dir, { recursive: true, force: true }));
+
+  it('finds owners by their inserts or the declared list, and names a read of another area\'s table, not comments, CTEs or prose', () => {
+    expect(checkTables(dir, { chosen: 'things' })).toEqual([
+      'table shared: inserted into by notes and things; one area owns a table, the others call its functions',
+      'table orphans: no module inserts into it by name; name its owner in DECLARED_OWNERS (scripts/layers.ts)',
+      "notes/queries.ts names the table things of things: areas use each other's exported functions (or SQL relations), never their tables",
+    ]);
   });
 });
