@@ -1,6 +1,6 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer, testDatabase, type Response, expectProblem } from '../../test/app.ts';
+import { describe, expect, it } from 'vitest';
+import { serverWithPool, TestServer, type Response, expectProblem } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { LEGACY_REASON } from './consent-lists.ts';
 
@@ -14,13 +14,9 @@ import { LEGACY_REASON } from './consent-lists.ts';
 let server: TestServer;
 /** This file's database, for counting rows and the one set-up the API cannot make (confirmed-opt-in). */
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start();
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await db?.end();
-  await server?.close();
+serverWithPool({}, (s, d) => {
+  server = s;
+  db = d;
 });
 
 const NS = 'com.vendor1';

@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP, TestServer, testDatabase, type Response, expectProblem } from '../../test/app.ts';
+import { describe, expect, it } from 'vitest';
+import { serverWithPool, SHOP, TestServer, type Response, expectProblem } from '../../test/app.ts';
 import { loadDefinitions } from '../definitions/definitions.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { locate } from '../profiles/profiles.ts';
@@ -20,13 +20,9 @@ import type { AccountScope } from '../core/scope.ts';
 let server: TestServer;
 /** A connection of its own to this file's database, to read the history and for the few set-ups the API cannot make. */
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start();
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await db?.end();
-  await server?.close();
+serverWithPool({}, (s, d) => {
+  server = s;
+  db = d;
 });
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');

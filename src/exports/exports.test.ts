@@ -4,7 +4,7 @@ import zlib from 'node:zlib';
 import { parse as parseCsv } from 'csv-parse/sync';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem, testDatabase, TestServer } from '../../test/app.ts';
+import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
 import {
   type Account, BIG, BLOG, CH_EMAIL, CH_SMS, CH_WEB, CRM, CSV, DAILY, DAY, EMAIL, EXPORT, exportHelpers, MANIFEST, MEMBERS, NEWS, NO_LIMITS, pollPath, SHOP, sleep, SMS_OFFERS, V, v2, VIP,
 } from '../../test/exports.ts';
@@ -15,13 +15,9 @@ import { accountScope } from '../services.ts';
 
 let server: TestServer;
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start({}, { worker: true });
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await server?.close();
-  await db?.end();
+serverWithPool({ worker: true }, (s, d) => {
+  server = s;
+  db = d;
 });
 const { account, ok, person, suppress, requestExport, whenReady, rawGet, download, expectNothingQueued, holds, withoutWorker } = exportHelpers(() => ({ server, db }));
 

@@ -4,7 +4,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem as expectProblemDocument, metric, startWorkerProcess, stopProcess, testDatabase, TestServer, type Response } from '../../test/app.ts';
+import { expectProblem as expectProblemDocument, metric, serverWithPool, startWorkerProcess, stopProcess, TestServer, type Response } from '../../test/app.ts';
 import { startS3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { freePort } from '../store/embedded.ts';
@@ -57,13 +57,9 @@ const PLAIN: Manifest = {
 
 let server: TestServer;
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start({}, { worker: true });
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 3 });
-});
-afterAll(async () => {
-  await server?.close();
-  await db?.end();
+serverWithPool({ worker: true, connections: 3 }, (s, d) => {
+  server = s;
+  db = d;
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
