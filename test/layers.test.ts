@@ -6,6 +6,20 @@ import { checkLayers, checkTables, importsOf, layerOf } from '../scripts/layers.
 
 // The layers of docs/architecture.md, checked over the real source tree and over a made-up one
 // that breaks each rule, so that a check that found nothing would fail here.
+
+/** A made-up tree of `files` (path → text) in a folder of its own for the tests of the calling describe; answers its folder. */
+function madeUpTree(files: Record<string, string>): () => string {
+  let dir: string;
+  beforeAll(async () => {
+    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'layers-'));
+    for (const [file, text] of Object.entries(files)) {
+      await fs.mkdir(path.dirname(path.join(dir, file)), { recursive: true });
+      await fs.writeFile(path.join(dir, file), text);
+    }
+  });
+  afterAll(() => fs.rm(dir, { recursive: true, force: true }));
+  return () => dir;
+}
 describe('the layers of src/', () => {
   it('hold: imports point down, HTTP and jobs apart, no cycle between files or areas', () => {
     expect(checkLayers(path.resolve(import.meta.dirname, '../src'))).toEqual([]);
@@ -35,27 +49,20 @@ describe('the layers of src/', () => {
   });
 
   describe('in a tree that breaks every rule', () => {
-    let dir: string;
-    const write = async (file: string, text: string) => {
-      await fs.mkdir(path.dirname(path.join(dir, file)), { recursive: true });
-      await fs.writeFile(path.join(dir, file), text);
-    };
-    beforeAll(async () => {
-      dir = await fs.mkdtemp(path.join(os.tmpdir(), 'layers-'));
-      await write('core/problems.ts', "import type { S } from '../http/app.ts';\n");
-      await write('http/app.ts', "import { w } from '../jobs/worker.ts';\n");
-      await write('jobs/worker.ts', "export const w = 1;\n");
-      await write('profiles/profiles.ts', "import { c } from '../consents/consents.ts';\n");
-      await write('consents/consents.ts', "import { p } from '../profiles/keys.ts';\n");
-      await write('profiles/keys.ts', "export const p = 1;\n");
-      await write('aql/a.ts', "import { b } from './b.ts';\n");
-      await write('aql/b.ts', "import { a } from './a.ts';\n");
-      await write('aql/b.test.ts', "import { x } from '../http/app.ts';\n");
+    const dir = madeUpTree({
+      'core/problems.ts': "import type { S } from '../http/app.ts';\n",
+      'http/app.ts': "import { w } from '../jobs/worker.ts';\n",
+      'jobs/worker.ts': "export const w = 1;\n",
+      'profiles/profiles.ts': "import { c } from '../consents/consents.ts';\n",
+      'consents/consents.ts': "import { p } from '../profiles/keys.ts';\n",
+      'profiles/keys.ts': "export const p = 1;\n",
+      'aql/a.ts': "import { b } from './b.ts';\n",
+      'aql/b.ts': "import { a } from './a.ts';\n",
+      'aql/b.test.ts': "import { x } from '../http/app.ts';\n",
     });
-    afterAll(() => fs.rm(dir, { recursive: true, force: true }));
 
     it('names each fault, and leaves tests out', () => {
-      const faults = checkLayers(dir);
+      const faults = checkLayers(dir());
       expect(faults).toEqual(expect.arrayContaining([
         'core/problems.ts (core) imports http/app.ts (transport): imports point to the same layer or a lower one',
         'http/app.ts imports jobs/worker.ts: the HTTP layer and the jobs layer do not import each other',
@@ -68,29 +75,22 @@ describe('the layers of src/', () => {
 });
 
 describe('the table check', () => {
-  let dir: string;
-  const write = async (file: string, text: string) => {
-    await fs.mkdir(path.dirname(path.join(dir, file)), { recursive: true });
-    await fs.writeFile(path.join(dir, file), text);
-  };
-  beforeAll(async () => {
-    dir = await fs.mkdtemp(path.join(os.tmpdir(), 'tables-'));
-    await write('store/migrations/0001_a.sql', 'create table things (account_id bigint);\ncreate table notes (account_id bigint);\n');
-    await write('store/migrations/0002_b.sql', 'create table shared (account_id bigint);\ncreate table orphans (account_id bigint);\ncreate table chosen (account_id bigint);\n');
-    await write('things/queries.ts', "export const a = 'insert into things (account_id) values ($1)';\nexport const s = 'insert into shared (account_id) values ($1)';\n");
-    await write('notes/queries.ts', [
+  const dir = madeUpTree({
+    'store/migrations/0001_a.sql': 'create table things (account_id bigint);\ncreate table notes (account_id bigint);\n',
+    'store/migrations/0002_b.sql': 'create table shared (account_id bigint);\ncreate table orphans (account_id bigint);\ncreate table chosen (account_id bigint);\n',
+    'things/queries.ts': "export const a = 'insert into things (account_id) values ($1)';\nexport const s = 'insert into shared (account_id) values ($1)';\n",
+    'notes/queries.ts': [
       "export const b = 'insert into notes (account_id) values ($1)';",
       "export const s = 'insert into shared (account_id) values ($1)';",
       "export const c = 'select n.* from notes n join things t using (account_id)';",
       '// select * from things, in a comment',
       "export const d = 'with chosen as (select 1) select * from chosen';",
       "export const e = 'Update things through the things area';",
-    ].join('\n'));
+    ].join('\n'),
   });
-  afterAll(() => fs.rm(dir, { recursive: true, force: true }));
 
   it('finds owners by their inserts or the declared list, and names a read of another area\'s table, not comments, CTEs or prose', () => {
-    expect(checkTables(dir, { chosen: 'things' })).toEqual([
+    expect(checkTables(dir(), { chosen: 'things' })).toEqual([
       'table shared: inserted into by notes and things; one area owns a table, the others call its functions',
       'table orphans: no module inserts into it by name; name its owner in DECLARED_OWNERS (scripts/layers.ts)',
       "notes/queries.ts names the table things of things: areas use each other's exported functions (or SQL relations), never their tables",
