@@ -5,7 +5,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem as expectProblemDocument, metric, serverWithPool, startWorkerProcess, stopProcess, TestServer, type Response } from '../../test/app.ts';
-import { startS3 } from '../../test/s3.ts';
+import { serverOnS3, type S3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { freePort } from '../store/embedded.ts';
 import { BATCH_ROWS } from './ingest.ts';
@@ -890,19 +890,11 @@ describe('limits', () => {
 });
 
 describe('files in an S3-compatible bucket (FILES_URL)', () => {
-  let s3: Awaited<ReturnType<typeof startS3>>;
+  let s3: S3;
   let onS3: TestServer;
-
-  beforeAll(async () => {
-    // The in-process worker of `server` reads its own folder; the worker of `onS3` must take the job.
-    await server.worker?.stop();
-    server.worker = undefined;
-    s3 = await startS3();
-    onS3 = await TestServer.start({ FILES_URL: s3.filesUrl('audience/files') }, { worker: true });
-  });
-  afterAll(async () => {
-    await onS3?.close();
-    await s3?.close();
+  serverOnS3(() => server, (s, bucket) => {
+    onS3 = s;
+    s3 = bucket;
   });
 
   it('IMP-05 the upload is written into the bucket, and the worker imports the file from there, then removes it', async () => {
