@@ -1,6 +1,6 @@
 /**
  * Checks the layers of src/ (docs/architecture.md "Layers"): every import points to the same
- * layer or a lower one, the two transports (HTTP and jobs) do not import each other, no import
+ * layer or a lower one, the two transports (HTTP and the worker) do not import each other, no import
  * cycle between files, and none between area folders. Test files are not checked: they may
  * reach any layer. `node scripts/layers.ts` prints what breaks the rules and exits 1 if anything
  * does; the test suite runs the same check (test/layers.test.ts).
@@ -14,10 +14,10 @@ import path from 'node:path';
 /** The layers, lowest first. A module not matched by a rule is an area: a new area folder gets the area rule. */
 export const LAYERS = [
   { name: 'core', matches: (m: string) => m.startsWith('core/') || m.startsWith('store/') },
-  { name: 'library', matches: (m: string) => m.startsWith('aql/') || m.startsWith('files/') || m.startsWith('outbound/') || m === 'jobs/queue.ts' },
+  { name: 'library', matches: (m: string) => m.startsWith('aql/') || m.startsWith('files/') || m.startsWith('outbound/') || m.startsWith('jobs/') },
   { name: 'area', matches: (_m: string) => false },
   { name: 'services', matches: (m: string) => m === 'services.ts' || m === 'config.ts' },
-  { name: 'transport', matches: (m: string) => m.startsWith('http/') || m.startsWith('jobs/') },
+  { name: 'transport', matches: (m: string) => m.startsWith('http/') || m.startsWith('worker/') },
   { name: 'program', matches: (m: string) => m === 'main.ts' || m === 'server.ts' },
 ] as const;
 
@@ -116,7 +116,7 @@ export function checkLayers(srcDir: string): string[] {
         faults.push(`${module} (${layerOf(module)}) imports ${target} (${layerOf(target)}): imports point to the same layer or a lower one`);
       }
       if (layerOf(module) === 'transport' && layerOf(target) === 'transport' && module.split('/')[0] !== target.split('/')[0]) {
-        faults.push(`${module} imports ${target}: the HTTP layer and the jobs layer do not import each other`);
+        faults.push(`${module} imports ${target}: the HTTP layer and the worker do not import each other`);
       }
       const [from, to] = [areaOf(module), areaOf(target)];
       if (from && to && from !== to) areaGraph.set(from, [...new Set([...(areaGraph.get(from) ?? []), to])]);

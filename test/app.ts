@@ -11,7 +11,7 @@ import { createLogger } from '../src/http/logging.ts';
 import { createServices, type Services } from '../src/services.ts';
 import { withDatabase } from '../src/store/embedded.ts';
 import { createPool } from '../src/store/pool.ts';
-import { startWorker } from '../src/jobs/worker.ts';
+import { startWorker } from '../src/worker/worker.ts';
 import type { Worker } from '../src/jobs/queue.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
 

@@ -21,7 +21,7 @@ function madeUpTree(files: Record<string, string>): () => string {
   return () => dir;
 }
 describe('the layers of src/', () => {
-  it('hold: imports point down, HTTP and jobs apart, no cycle between files or areas', () => {
+  it('hold: imports point down, HTTP and the worker apart, no cycle between files or areas', () => {
     expect(checkLayers(path.resolve(import.meta.dirname, '../src'))).toEqual([]);
   });
 
@@ -30,7 +30,7 @@ describe('the layers of src/', () => {
   });
 
   it('place each module: core, library, areas (new folders too), services, transport, program', () => {
-    expect(['core/problems.ts', 'store/pool.ts', 'aql/parser.ts', 'files/s3.ts', 'outbound/outbound.ts', 'jobs/queue.ts', 'profiles/profiles.ts', 'exports/exports.ts', 'services.ts', 'http/app.ts', 'jobs/worker.ts', 'server.ts'].map(layerOf))
+    expect(['core/problems.ts', 'store/pool.ts', 'aql/parser.ts', 'files/s3.ts', 'outbound/outbound.ts', 'jobs/queue.ts', 'profiles/profiles.ts', 'exports/exports.ts', 'services.ts', 'http/app.ts', 'worker/worker.ts', 'server.ts'].map(layerOf))
       .toEqual(['core', 'core', 'library', 'library', 'library', 'library', 'area', 'area', 'services', 'transport', 'transport', 'program']);
   });
 
@@ -51,8 +51,8 @@ describe('the layers of src/', () => {
   describe('in a tree that breaks every rule', () => {
     const dir = madeUpTree({
       'core/problems.ts': "import type { S } from '../http/app.ts';\n",
-      'http/app.ts': "import { w } from '../jobs/worker.ts';\n",
-      'jobs/worker.ts': "export const w = 1;\n",
+      'http/app.ts': "import { w } from '../worker/worker.ts';\n",
+      'worker/worker.ts': "export const w = 1;\n",
       'profiles/profiles.ts': "import { c } from '../consents/consents.ts';\n",
       'consents/consents.ts': "import { p } from '../profiles/keys.ts';\n",
       'profiles/keys.ts': "export const p = 1;\n",
@@ -65,7 +65,7 @@ describe('the layers of src/', () => {
       const faults = checkLayers(dir());
       expect(faults).toEqual(expect.arrayContaining([
         'core/problems.ts (core) imports http/app.ts (transport): imports point to the same layer or a lower one',
-        'http/app.ts imports jobs/worker.ts: the HTTP layer and the jobs layer do not import each other',
+        'http/app.ts imports worker/worker.ts: the HTTP layer and the worker do not import each other',
         'import cycle between files: aql/a.ts ↔ aql/b.ts',
         'import cycle between areas: consents ↔ profiles',
       ]));
