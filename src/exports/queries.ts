@@ -315,7 +315,6 @@ export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: Emai
   const only = (types: string[], column: string) => `case when e.type in (${types.map((t) => `'${t}'`).join(', ')}) then ${column} end`;
   const mappedSections = [...new Set(sel.mapped.map((m) => m.sectionId))];
   const mappedJoins = mappedSections.map((sectionId, i) => `
-
     left join lateral (${sectionValuesSql(account, 'ep.canonical_id', values.add(sectionId, 'bigint'))}) m${i} on true`).join('');
   const mappedCells = sel.mapped.map((m) => {
     const at = `m${mappedSections.indexOf(m.sectionId)}`;
