@@ -592,7 +592,8 @@ export async function lockProfileCreation(db: Queryable, accountId: string): Pro
  */
 export async function lockEventProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<string[]> {
   const { rows } = await db.query<{ profile_id: string }>(
-    'select profile_id::text from profiles where account_id = $1::bigint and profile_id = any($2::bigint[]) order by profile_id for key share',
+    // Ordered by the column, not by the text it is answered as (which would be another order).
+    'select p.profile_id::text from profiles p where p.account_id = $1::bigint and p.profile_id = any($2::bigint[]) order by p.profile_id for key share',
     [accountId, idArray(profileIds)],
   );
   return rows.map((r) => r.profile_id);
