@@ -373,5 +373,5 @@ export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: Emai
     order by e.section_id, e.event_time, e.event_id
     -- offset 0 keeps the subqueries whole: each cell and each line computed once.
     offset 0) c offset 0) c`;
-  return cursorRows(pool, { text, values: values.values });
+  return cursorRows(pool, { text, values: values.values }, 1000, { whole: true });
 }
