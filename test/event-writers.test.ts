@@ -59,6 +59,8 @@ async function deleteDuring(key: string, write: () => Promise<Response>): Promis
     await deleter.query('commit');
     return await answer;
   } finally {
+    // After a failure the delete is undone, and the connection goes back clean.
+    await deleter.query('rollback').catch(() => {});
     deleter.release();
   }
 }
