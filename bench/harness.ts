@@ -248,6 +248,24 @@ export async function startProgram(role: 'serve' | 'api' | 'worker' = 'serve'): 
   tempDirs.push(dataDir);
   // As root, the embedded PostgreSQL runs as the postgres user, which must traverse the data directory.
   await fs.chmod(dataDir, 0o755);
+  return spawnProgram(role, dataDir);
+}
+
+/**
+ * Stops a program `startProgram` started (SIGTERM: it stops its PostgreSQL) and starts it again on
+ * the same DATA_DIR: a fresh process over the data the first one wrote.
+ */
+export async function restartProgram<P extends Program>(program: P, role: 'serve' | 'api' | 'worker' = 'serve'): Promise<P> {
+  const at = children.findIndex((c) => c.child.pid === program.pid);
+  if (at >= 0) {
+    await stopChild(children[at], 30_000);
+    children.splice(at, 1);
+  }
+  const started = await spawnProgram(role, program.dataDir);
+  return { ...program, url: started.url, pid: started.pid };
+}
+
+async function spawnProgram(role: 'serve' | 'api' | 'worker', dataDir: string): Promise<Program> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const extraArgs = (process.env.BENCH_SERVER_ARGS ?? '').split(/\s+/).filter((a) => a !== '');

@@ -5,7 +5,7 @@ import type { AccountScope } from '../core/scope.ts';
 import { activityEventTypes, namespace } from '../definitions/builtins.ts';
 import { keyspaceForProfileAccess } from '../definitions/definitions.ts';
 import { findOrCreateProfiles } from '../profiles/bulk.ts';
-import { appendEvents } from '../profiles/events.ts';
+import { appendEvents, lockProfilesForEvents } from '../profiles/events.ts';
 import { normaliseKey } from '../profiles/keys.ts';
 import { refuseReadOnly, sectionValues } from '../profiles/profiles.ts';
 import type { Queryable } from '../store/pool.ts';
@@ -75,6 +75,14 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
       if (locked.has(c.key)) skipped.push({ item: c.item, reason: `The profile with ${c.keyspace.discriminator} key "${c.key}" is locked` });
       else profileOf.set(c, profiles.get(c.key)!);
     }
+  }
+  // Locked before anything is written to them (activity events included, which have no foreign
+  // key either): a profile deleted since it was found is skipped, one being deleted waits for us.
+  const present = await lockProfilesForEvents(tx, scope, [...profileOf.values()]);
+  for (const [c, profileId] of profileOf) {
+    if (present.has(profileId)) continue;
+    profileOf.delete(c);
+    skipped.push({ item: c.item, reason: `The profile with ${c.keyspace.discriminator} key "${c.key}" was deleted` });
   }
   skipped.sort((a, b) => a.item - b.item);
 

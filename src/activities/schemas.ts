@@ -124,7 +124,7 @@ export const IngestionResult = Type.Object({
   received: Type.Integer({ description: 'Events in the request' }),
   recorded: Type.Integer({ description: 'Events recorded now' }),
   duplicates: Type.Integer({ description: 'Events recorded before (same activity, type and correlation id), or twice in the request' }),
-  skipped: Type.Array(Type.Object({ item: Type.Integer(), reason: Type.String() }), { description: 'Events not recorded: their profile is locked' }),
+  skipped: Type.Array(Type.Object({ item: Type.Integer(), reason: Type.String() }), { description: 'Events not recorded: their profile is locked, or was deleted while the batch was recorded' }),
 });
 export type IngestionResult = Static<typeof IngestionResult>;
 

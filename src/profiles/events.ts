@@ -34,7 +34,10 @@ export async function addEvents(tx: Queryable, scope: AccountScope, id: Identifi
     }
     return { eventTime: item.event_time, versionId: item.version_id, correlationId: crypto.randomUUID(), data: item.data };
   });
-  if (events.length > 0) await q.insertEvents(tx, scope.accountId, located.canonicalId, section.id, events, scope.now);
+  // A profile deleted since it was located (a delete that committed meanwhile) is no longer there.
+  if (events.length > 0 && !(await q.insertEvents(tx, scope.accountId, located.canonicalId, section.id, events, scope.now))) {
+    throw new Problem('AUD-1201', `No profile with ${located.keyspace.discriminator} key "${located.key}"`);
+  }
 }
 
 /**
@@ -71,8 +74,21 @@ export function clusterEventsSql(values: SqlValues, target: { account: string; p
 }
 
 /**
+ * Locks the profiles that events are about to be written to, until the transaction ends, and
+ * answers those that still exist (a delete that committed since they were found took the others).
+ * profile_events has no foreign key to profiles (migration 0017): this lock is what keeps an event
+ * from being written for a profile being deleted, which waits for the writer's commit and then
+ * deletes its events. Callers of appendEvents lock first, and write only to the profiles answered.
+ */
+export async function lockProfilesForEvents(tx: Queryable, scope: AccountScope, profileIds: string[]): Promise<Set<string>> {
+  const unique = [...new Set(profileIds)];
+  return new Set(unique.length === 0 ? [] : await q.lockEventProfiles(tx, scope.accountId, unique));
+}
+
+/**
  * Appends events of many profiles of one section, already checked by the caller (the activities
- * area records events of its built-in event types this way, a batch at a time).
+ * area records events of its built-in event types this way, a batch at a time), to profiles it
+ * locked with lockProfilesForEvents in the same transaction.
  */
 export async function appendEvents(tx: Queryable, scope: AccountScope, sectionId: string, events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[]): Promise<void> {
   if (events.length > 0) await q.insertEventsBulk(tx, scope.accountId, sectionId, events, scope.now);

@@ -414,13 +414,24 @@ export async function settleSectionData(db: Queryable, accountId: string, profil
 
 export interface EventRow { event_time: Date; created_at: Date; version_id: string; correlation_id: string; data: unknown }
 
-export async function insertEvents(db: Queryable, accountId: string, profileId: string, sectionId: string, events: { eventTime: string; versionId: string; correlationId: string; data: unknown }[], createdAt: Date): Promise<void> {
-  await db.query(
-    `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
-     select $1::bigint, $2::bigint, $3::bigint, e.version_id, e.event_time, $8, e.correlation_id, e.data
-     from unnest($4::bigint[], $5::timestamptz[], $6::text[], $7::jsonb[]) as e(version_id, event_time, correlation_id, data)`,
+/**
+ * Appends events of one profile, having locked it (`for key share`, as a foreign key's check would)
+ * for the rest of the transaction: a delete of the profile waits for the commit and then deletes
+ * the events too (migration 0017). False, with nothing written, when the profile is gone.
+ */
+export async function insertEvents(db: Queryable, accountId: string, profileId: string, sectionId: string, events: { eventTime: string; versionId: string; correlationId: string; data: unknown }[], createdAt: Date): Promise<boolean> {
+  const { rows } = await db.query<{ found: boolean }>(
+    `with profile as (select profile_id from profiles where account_id = $1::bigint and profile_id = $2::bigint for key share),
+     inserted as (
+       insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
+       select $1::bigint, p.profile_id, $3::bigint, e.version_id, e.event_time, $8, e.correlation_id, e.data
+       from profile p cross join unnest($4::bigint[], $5::timestamptz[], $6::text[], $7::jsonb[]) as e(version_id, event_time, correlation_id, data)
+       returning 1
+     )
+     select exists (select 1 from profile) as found`,
     [accountId, profileId, sectionId, events.map((e) => e.versionId), events.map((e) => e.eventTime), events.map((e) => e.correlationId), events.map((e) => JSON.stringify(e.data)), createdAt],
   );
+  return rows[0].found;
 }
 
 /** A cluster's events in a section, newest first; `versionIds` null for every version. */
@@ -574,7 +585,21 @@ export async function lockProfileCreation(db: Queryable, accountId: string): Pro
   await db.query(`select pg_advisory_xact_lock(hashtextextended('profile-creation', $1::bigint))`, [accountId]);
 }
 
-/** Appends events of many profiles in one section: each row names its profile. */
+/**
+ * Locks profiles that events are about to be written to, as a foreign key's check would (`for key
+ * share`, until the transaction ends) but in one statement and in profile id order (the order
+ * deletes and merges lock clusters in, so no cycle of waits); answers those that still exist.
+ */
+export async function lockEventProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<string[]> {
+  const { rows } = await db.query<{ profile_id: string }>(
+    // Ordered by the column, not by the text it is answered as (which would be another order).
+    'select p.profile_id::text from profiles p where p.account_id = $1::bigint and p.profile_id = any($2::bigint[]) order by p.profile_id for key share',
+    [accountId, idArray(profileIds)],
+  );
+  return rows.map((r) => r.profile_id);
+}
+
+/** Appends events of many profiles in one section: each row names its profile, locked before with lockEventProfiles. */
 export async function insertEventsBulk(db: Queryable, accountId: string, sectionId: string, events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[], createdAt: Date): Promise<void> {
   await db.query(
     `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
