@@ -38,8 +38,9 @@
  * on failure too. Settings from the environment: BENCH_PROFILES (1000000), BENCH_LOAD_CONNECTIONS
  * (2), BENCH_LOAD_REBUILD_INDEXES (1), BENCH_LOAD_FREEZE (1), BENCH_RUNS (5: timed counts and
  * trends), BENCH_EVAL_CONNECTIONS ("1,10"), BENCH_WARMUP_S (3) and BENCH_DURATION_S (10) for the
- * evaluations, BENCH_QUERY_TIMEOUT_S (120: one count or trend), BENCH_PLANS_FILE, BENCH_HOLD_S (0:
- * seconds to wait after the load, the database URL printed, to explore plans by hand) and
+ * evaluations, BENCH_QUERY_TIMEOUT_S (120: one count or trend), BENCH_PLANS_FILE (and the
+ * statements with their values in BENCH_PLANS_FILE.json), BENCH_HOLD_S (0: seconds to wait after
+ * the plans, the database URL printed, to run the statements by hand) and
  * BENCH_SERVER_ARGS.
  */
 import fs from 'node:fs/promises';
@@ -555,11 +556,6 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   log(loadLine);
   log(tablesLine);
 
-  if (HOLD_S > 0) {
-    log(`holding for ${HOLD_S} s: ${url}`);
-    await sleep(HOLD_S * 1000);
-  }
-
   // ---- 3. Through the HTTP API ----
   const shopPath = encodeURIComponent(ids.shop.discriminator);
   const counted = await repeat('count', `${audience.url}/audience/profiles/reports/segments/count`, audience.token, {
@@ -617,7 +613,13 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const trendPlan = await explain(db, trendSql.sql());
   if (PLANS_FILE) {
     await fs.writeFile(PLANS_FILE, [`-- count\n${countSql.sql().text}\n`, ...countPlan, '', `-- trend\n${trendSql.sql().text}\n`, ...trendPlan, ''].join('\n'));
-    log(`plans written to ${PLANS_FILE}`);
+    // The statements with their values, to run by hand on the held database.
+    await fs.writeFile(`${PLANS_FILE}.json`, JSON.stringify({ count: countSql.sql(), trend: trendSql.sql() }));
+    log(`plans written to ${PLANS_FILE}, statements to ${PLANS_FILE}.json`);
+  }
+  if (HOLD_S > 0) {
+    log(`holding for ${HOLD_S} s: ${url}`);
+    await sleep(HOLD_S * 1000);
   }
   // The physical work: the rows the count and the trend read, read with nothing else to do.
   const a = audience.accountId;
