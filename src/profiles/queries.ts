@@ -281,6 +281,17 @@ export async function listAttributeChangesByProfiles(db: Queryable, accountId: s
 }
 
 /**
+ * SQL: the set times (attribute_set_at) of the entries of `next`, a section row's attributes after
+ * a write, from its set times and values before (`times`, `values`; null for a new row): an entry
+ * that keeps its value keeps its time, any other was set `at` (a timestamptz), in microseconds
+ * since 1970. Written out in each statement rather than as a SQL function, which PostgreSQL would
+ * call through its function executor for every row written.
+ */
+export const setTimes = (times: string, values: string, next: string, at: string) => `(select coalesce(jsonb_object_agg(n.key,
+    case when ${values} -> n.key = n.value and ${times} ? n.key then ${times} -> n.key else to_jsonb((extract(epoch from ${at}) * 1000000)::bigint) end), '{}'::jsonb)
+  from jsonb_each(${next}) n)`;
+
+/**
  * The history insert of a write of section rows: from the CTE `written`, which returns each row's
  * account_id, profile_id, section_id, old_times, old_values and new_values (null old ones for a row
  * inserted) and replaced_at (the write's time), the values replaced (profile_replaced_values of
@@ -296,8 +307,7 @@ const WRITTEN = (at: string) => `returning ps.account_id, ps.profile_id, ps.sect
 
 /**
  * Applies a merge patch of attributes (version id → value, null clears) and tags (tag id →
- * boolean) to a canonical profile's section, with the set times of its values (profile_set_times
- * of migration 0015), and writes the values it replaced to the history (REPLACED). A standalone profile drops cleared
+ * boolean) to a canonical profile's section, with the set times of its values (setTimes), and writes the values it replaced to the history (REPLACED). A standalone profile drops cleared
  * entries; the canonical profile of a cluster keeps them in its own maps, so that they hide
  * members' older values, and updates the cluster's values.
  */
@@ -306,11 +316,10 @@ export async function patchSectionData(db: Queryable, accountId: string, profile
     name: 'profiles.patch-section-data',
     text: `with written as (
        insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-       values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb), profile_set_times(null, null, jsonb_strip_nulls($4::jsonb), $6))
+       values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb), ${setTimes(`null::jsonb`, `null::jsonb`, `jsonb_strip_nulls($4::jsonb)`, `$6::timestamptz`)})
        on conflict (account_id, profile_id, section_id) do update set
          attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end,
-         attribute_set_at = profile_set_times(ps.attribute_set_at, ps.attributes,
-           case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end, $6),
+         attribute_set_at = ${setTimes(`ps.attribute_set_at`, `ps.attributes`, `case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end`, `$6::timestamptz`)},
          cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || $4::jsonb),
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || $5::jsonb) else ps.tags || $5::jsonb end,
          cluster_tags = profile_true_tags(ps.cluster_tags || $5::jsonb),
@@ -352,15 +361,14 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
        group by l.canonical_id, l.section_id
      ), written as (
        insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-       select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), profile_true_tags('{}'::jsonb), profile_set_times(null, null, jsonb_strip_nulls(m.patch), m.changed_at)
+       select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), profile_true_tags('{}'::jsonb), ${setTimes(`null::jsonb`, `null::jsonb`, `jsonb_strip_nulls(m.patch)`, `m.changed_at`)}
        from merged m
        order by m.canonical_id, m.section_id
        on conflict (account_id, profile_id, section_id) do update set
          attributes = case when ps.cluster_attributes is null
            then jsonb_strip_nulls(ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id))
            else ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id) end,
-         attribute_set_at = (select profile_set_times(ps.attribute_set_at, ps.attributes,
-             case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end, m.changed_at)
+         attribute_set_at = (select ${setTimes(`ps.attribute_set_at`, `ps.attributes`, `case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end`, `m.changed_at`)}
            from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id),
          cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id)),
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || '{}'::jsonb) else ps.tags || '{}'::jsonb end,
@@ -447,7 +455,7 @@ export async function settleSectionData(db: Queryable, accountId: string, profil
   await db.query(
     `update profile_sections set
        attributes = ${settled},
-       attribute_set_at = profile_set_times(attribute_set_at, attributes, ${settled}, $5),
+       attribute_set_at = ${setTimes(`attribute_set_at`, `attributes`, settled, `$5::timestamptz`)},
        tags = case when not $3 then tags
          when $4 then (select coalesce(jsonb_object_agg(key, value), '{}') from jsonb_each(tags) where value = 'false'::jsonb) || profile_true_tags(coalesce(cluster_tags, tags))
          else profile_true_tags(coalesce(cluster_tags, tags)) end,
@@ -574,7 +582,7 @@ export async function insertSectionDataBulk(db: Queryable, accountId: string, se
   if (rows.length === 0) return;
   await db.query(
     `insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), profile_set_times(null, null, jsonb_strip_nulls(a), $6)
+     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes(`null::jsonb`, `null::jsonb`, `jsonb_strip_nulls(a)`, `$6::timestamptz`)}
      from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)`,
     [accountId, sectionId, idArray(rows.map((p) => p.profileId)), JSON.stringify(rows.map((p) => p.attributes)), JSON.stringify(rows.map((p) => p.tags)), at],
   );
@@ -588,8 +596,7 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
      written as (
        update profile_sections ps set
          attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end,
-         attribute_set_at = profile_set_times(ps.attribute_set_at, ps.attributes,
-           case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end, $6),
+         attribute_set_at = ${setTimes(`ps.attribute_set_at`, `ps.attributes`, `case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end`, `$6::timestamptz`)},
          cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || patch.a),
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || patch.t) else ps.tags || patch.t end,
          cluster_tags = profile_true_tags(ps.cluster_tags || patch.t),
@@ -600,7 +607,7 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
        ${REPLACED}
      )
      insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), profile_set_times(null, null, jsonb_strip_nulls(a), $6) from patch
+     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes(`null::jsonb`, `null::jsonb`, `jsonb_strip_nulls(a)`, `$6::timestamptz`)} from patch
      where p not in (select profile_id from written)`,
     [accountId, sectionId, idArray(patches.map((p) => p.profileId)), JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.tags)), at],
   );

@@ -53,14 +53,6 @@ alter table attribute_history alter column replaced_at set not null, alter colum
 drop index attribute_history_by_attribute;
 create index attribute_history_by_attribute on attribute_history (account_id, section_id, version_id, profile_id, set_at) include (replaced_at, value);
 
--- The set times of the entries of `new_values` (a section row's `attributes` after a write), from
--- those before it: an entry that keeps its value keeps its time, any other was set `at`.
-create function profile_set_times(old_times jsonb, old_values jsonb, new_values jsonb, at timestamptz) returns jsonb language sql immutable as $$
-  select coalesce(jsonb_object_agg(n.key, case when old_values -> n.key = n.value and old_times ? n.key then old_times -> n.key
-    else to_jsonb((extract(epoch from at) * 1000000)::bigint) end), '{}')
-  from jsonb_each(new_values) n
-$$;
-
 -- The values of `old_values` that a write replaced (the entry now holds another value, null, or
 -- is gone), each with its set time from `old_times`: the history rows of the write.
 create function profile_replaced_values(old_times jsonb, old_values jsonb, new_values jsonb)
