@@ -165,9 +165,10 @@ export function compileMasks(expression: Expression, options: { accountParam: st
   if (points.length > MAX_POINTS) throw new Error(`at most ${MAX_POINTS} sampling points`);
   if (!ascending(points)) throw new Error('sampling points must be in ascending order');
   const leaves: string[] = [];
-  /** The SQL of the (profile_id, term, mask) rows of a term; answers the term's number. */
+  let terms = 0;
+  /** The SQL of the (profile_id, term, mask) rows of a term (one or more selects); answers the term's number. */
   const leaf = (term: AttributeTerm | EventTerm): number => {
-    const k = leaves.length + 1;
+    const k = ++terms;
     if (term.kind === 'attribute') {
       // A value covers the points t with set_at <= t < replaced_at: the bits from (number of points
       // before set_at) to (number of points before replaced_at); width_bucket counts the points <=
