@@ -307,7 +307,8 @@ const WRITTEN = (at: string) => `returning ps.account_id, ps.profile_id, ps.sect
 
 /**
  * Applies a merge patch of attributes (version id → value, null clears) and tags (tag id →
- * boolean) to a canonical profile's section, with the set times of its values (setTimes), and writes the values it replaced to the history (REPLACED). A standalone profile drops cleared
+ * boolean) to a canonical profile's section, with the set times of its values (setTimes), and
+ * writes the values it replaced to the history (REPLACED). A standalone profile drops cleared
  * entries; the canonical profile of a cluster keeps them in its own maps, so that they hide
  * members' older values, and updates the cluster's values.
  */
