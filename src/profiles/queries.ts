@@ -317,10 +317,10 @@ export async function patchSectionData(db: Queryable, accountId: string, profile
     name: 'profiles.patch-section-data',
     text: `with written as (
        insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-       values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb), ${setTimes(`null::jsonb`, `null::jsonb`, `jsonb_strip_nulls($4::jsonb)`, `$6::timestamptz`)})
+       values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls($4::jsonb)', '$6::timestamptz')})
        on conflict (account_id, profile_id, section_id) do update set
          attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end,
-         attribute_set_at = ${setTimes(`ps.attribute_set_at`, `ps.attributes`, `case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end`, `$6::timestamptz`)},
+         attribute_set_at = ${setTimes('ps.attribute_set_at', 'ps.attributes', 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end', '$6::timestamptz')},
          cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || $4::jsonb),
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || $5::jsonb) else ps.tags || $5::jsonb end,
          cluster_tags = profile_true_tags(ps.cluster_tags || $5::jsonb),
@@ -362,14 +362,14 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
        group by l.canonical_id, l.section_id
      ), written as (
        insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-       select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), profile_true_tags('{}'::jsonb), ${setTimes(`null::jsonb`, `null::jsonb`, `jsonb_strip_nulls(m.patch)`, `m.changed_at`)}
+       select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), profile_true_tags('{}'::jsonb), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(m.patch)', 'm.changed_at')}
        from merged m
        order by m.canonical_id, m.section_id
        on conflict (account_id, profile_id, section_id) do update set
          attributes = case when ps.cluster_attributes is null
            then jsonb_strip_nulls(ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id))
            else ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id) end,
-         attribute_set_at = (select ${setTimes(`ps.attribute_set_at`, `ps.attributes`, `case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end`, `m.changed_at`)}
+         attribute_set_at = (select ${setTimes('ps.attribute_set_at', 'ps.attributes', 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end', 'm.changed_at')}
            from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id),
          cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id)),
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || '{}'::jsonb) else ps.tags || '{}'::jsonb end,
@@ -456,7 +456,7 @@ export async function settleSectionData(db: Queryable, accountId: string, profil
   await db.query(
     `update profile_sections set
        attributes = ${settled},
-       attribute_set_at = ${setTimes(`attribute_set_at`, `attributes`, settled, `$5::timestamptz`)},
+       attribute_set_at = ${setTimes('attribute_set_at', 'attributes', settled, '$5::timestamptz')},
        tags = case when not $3 then tags
          when $4 then (select coalesce(jsonb_object_agg(key, value), '{}') from jsonb_each(tags) where value = 'false'::jsonb) || profile_true_tags(coalesce(cluster_tags, tags))
          else profile_true_tags(coalesce(cluster_tags, tags)) end,
@@ -583,7 +583,7 @@ export async function insertSectionDataBulk(db: Queryable, accountId: string, se
   if (rows.length === 0) return;
   await db.query(
     `insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes(`null::jsonb`, `null::jsonb`, `jsonb_strip_nulls(a)`, `$6::timestamptz`)}
+     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(a)', '$6::timestamptz')}
      from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)`,
     [accountId, sectionId, idArray(rows.map((p) => p.profileId)), JSON.stringify(rows.map((p) => p.attributes)), JSON.stringify(rows.map((p) => p.tags)), at],
   );
@@ -597,7 +597,7 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
      written as (
        update profile_sections ps set
          attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end,
-         attribute_set_at = ${setTimes(`ps.attribute_set_at`, `ps.attributes`, `case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end`, `$6::timestamptz`)},
+         attribute_set_at = ${setTimes('ps.attribute_set_at', 'ps.attributes', 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end', '$6::timestamptz')},
          cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || patch.a),
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || patch.t) else ps.tags || patch.t end,
          cluster_tags = profile_true_tags(ps.cluster_tags || patch.t),
@@ -608,7 +608,7 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
        ${REPLACED}
      )
      insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes(`null::jsonb`, `null::jsonb`, `jsonb_strip_nulls(a)`, `$6::timestamptz`)} from patch
+     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(a)', '$6::timestamptz')} from patch
      where p not in (select profile_id from written)`,
     [accountId, sectionId, idArray(patches.map((p) => p.profileId)), JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.tags)), at],
   );
