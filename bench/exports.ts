@@ -41,6 +41,7 @@ import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
 import { cpuMsOf, embeddedDatabaseUrl, log, memoryOf, onCleanup, runBench, sampleMemory, sleep, startAudience, table, within, type Audience } from './harness.ts';
+import { setTimes } from '../src/profiles/queries.ts';
 
 const PROFILES = Math.max(100, Number(process.env.BENCH_EXPORT_PROFILES ?? 1_000_000));
 const EVENTS = Math.max(0, Number(process.env.BENCH_EXPORT_EVENTS ?? 3));
@@ -114,12 +115,12 @@ async function load(server: Audience, ids: Ids): Promise<void> {
   const started = Date.now();
   await db.query(`insert into profiles (account_id, export_key, created_at) select $1::bigint, 'bench-' || n, now() from generate_series(1, $2::int) n`, [account, PROFILES]);
   await db.query(
-    `insert into profile_sections (account_id, profile_id, section_id, attributes, tags)
-     select p.account_id, p.profile_id, $2::bigint,
+    `insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
+     select p.account_id, p.profile_id, $2::bigint, a, t, ${setTimes('null::jsonb', 'null::jsonb', 'a', 'now()')} from profiles p cross join lateral (select
        jsonb_build_object($3::text, 'p' || p.profile_id || '@bench.example.com', $4::text, '1990-01-' || lpad((1 + p.profile_id % 28)::text, 2, '0'), $5::text, p.profile_id % 2000, $6::text, p.profile_id % 2 = 0,
-         $7::text, (array['Oslo', 'Bergen', 'Trondheim', 'Stavanger', 'Tromsø'])[1 + p.profile_id % 5]),
-       (case when p.profile_id % 3 = 0 then jsonb_build_object($8::text, true) else '{}'::jsonb end) || (case when p.profile_id % 5 = 0 then jsonb_build_object($9::text, true) else '{}'::jsonb end)
-     from profiles p where p.account_id = $1::bigint and p.export_key like 'bench-%'`,
+         $7::text, (array['Oslo', 'Bergen', 'Trondheim', 'Stavanger', 'Tromsø'])[1 + p.profile_id % 5]) as a,
+       (case when p.profile_id % 3 = 0 then jsonb_build_object($8::text, true) else '{}'::jsonb end) || (case when p.profile_id % 5 = 0 then jsonb_build_object($9::text, true) else '{}'::jsonb end) as t) x
+     where p.account_id = $1::bigint and p.export_key like 'bench-%'`,
     [account, ids.section, ids.email, ids.birthday, ids.points, ids.newsletter, ids.city, ids.vip, ids.newsletterTag],
   );
   // Weekly news: opt-in for one in two, opt-out for one in six of the others; Email offers: opt-in for one in three.

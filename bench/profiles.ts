@@ -21,6 +21,7 @@
  * BENCH_ONLY (get,patch,merge: what to measure, e.g. "get" alone when profiling the server).
  */
 import pg from 'pg';
+import { setTimes } from '../src/profiles/queries.ts';
 import {
   embeddedDatabaseUrl, failOnBadRuns, LOAD, log, measure, median, N_MARK, onCleanup, printSetting, R_MARK, request, runBench, share, sleep, startAudience, startBare,
   summary, summaryLine, table, usPerRequest, within, type Audience, type Load, type Measured,
@@ -104,15 +105,15 @@ async function loadProfiles(db: pg.Client, accountId: string, ids: Ids): Promise
        union all
        select $1::bigint, $4::bigint, export_key, profile_id from m
      ), s as (
-       insert into profile_sections (account_id, profile_id, section_id, attributes)
-       select $1::bigint, profile_id, $5::bigint, jsonb_build_object(
+       -- With the set times of the values, as written by the API (migration 0015).
+       insert into profile_sections (account_id, profile_id, section_id, attributes, attribute_set_at)
+       select $1::bigint, profile_id, $5::bigint, a, ${setTimes('null::jsonb', 'null::jsonb', 'a', 'now()')} from m cross join lateral jsonb_build_object(
          $6::text, 'p' || n || '@bench.example.com',
          $7::text, 'First' || n,
          $8::text, 'Last' || n,
          $9::text, (array['Oslo', 'Bergen', 'Trondheim', 'Stavanger'])[1 + n % 4],
          $10::text, round((n % 1000) * 1.5, 1),
-         $11::text, n % 2 = 0)
-       from m
+         $11::text, n % 2 = 0) a
      )
      select count(*)::int as n from m`,
     [accountId, PROFILES, ids.emailKeyspace.id, ids.exportKeyspace.id, ids.shop.id,

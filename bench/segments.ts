@@ -10,9 +10,9 @@
  *    but profiles truncated (it is empty) and loaded with COPY … FREEZE, so that VACUUM has nothing
  *    left to do: BENCH_PROFILES profiles created over the last year; email (9 in 10 profiles:
  *    known) and export identifiers; one Shop row each with loyalty points (Number with decimal,
- *    version 2), city (Text), newsletter reader (True/False) and tags; attribute history (a row per
- *    profile and attribute when the profile was created, and later changes of the loyalty points
- *    and the newsletter flag, ending at the current value); page-view and purchase events over the
+ *    version 2), city (Text), newsletter reader (True/False) and tags, with the times the values were
+ *    set; attribute history (the values of the loyalty points and the newsletter flag that later
+ *    changes replaced); page-view and purchase events over the
  *    last 90 days. Then VACUUM (ANALYZE) and CHECKPOINT. The data is a pure function of the profile
  *    number, so the bench can check what the evaluations answer.
  * 3. Through the real HTTP API: (a) POST /audience/profiles/reports/segments/count with a typical
@@ -38,8 +38,9 @@
  * on failure too. Settings from the environment: BENCH_PROFILES (1000000), BENCH_LOAD_CONNECTIONS
  * (2), BENCH_LOAD_REBUILD_INDEXES (1), BENCH_LOAD_FREEZE (1), BENCH_RUNS (5: timed counts and
  * trends), BENCH_EVAL_CONNECTIONS ("1,10"), BENCH_WARMUP_S (3) and BENCH_DURATION_S (10) for the
- * evaluations, BENCH_QUERY_TIMEOUT_S (120: one count or trend), BENCH_PLANS_FILE, BENCH_HOLD_S (0:
- * seconds to wait after the load, the database URL printed, to explore plans by hand) and
+ * evaluations, BENCH_QUERY_TIMEOUT_S (120: one count or trend), BENCH_PLANS_FILE (and the
+ * statements with their values in BENCH_PLANS_FILE.json), BENCH_HOLD_S (0: seconds to wait after
+ * the plans, the database URL printed, to run the statements by hand) and
  * BENCH_SERVER_ARGS.
  */
 import fs from 'node:fs/promises';
@@ -268,7 +269,7 @@ function tables(accountId: string, ids: Ids, pop: Population): Table[] {
       },
     },
     {
-      name: 'profile_sections', columns: 'account_id, profile_id, section_id, attributes, tags, updated_at',
+      name: 'profile_sections', columns: 'account_id, profile_id, section_id, attributes, tags, updated_at, attribute_set_at',
       rows: (n, p, c) => {
         c.rows++;
         const loyalty = pop.loyalty(n).at(-1)!;
@@ -277,20 +278,21 @@ function tables(accountId: string, ids: Ids, pop: Population): Table[] {
         if (rand(n, 10) < 0.05) tags.push(`"${ids.tags.vip}": true`);
         if (newsletter.v) tags.push(`"${ids.tags.newsletter}": true`);
         if (rand(n, 11) < 0.03) tags.push(`"${ids.tags.returned}": true`);
-        return `${a}\t${p}\t${s}\t{"${at.loyalty}": ${loyalty.v}, "${at.city}": "${pop.city(n)}", "${at.newsletter}": ${newsletter.v}}\t{${tags.join(', ')}}\t${ts(Math.max(loyalty.t, newsletter.t))}\n`;
+        // The set times of the current values, in microseconds (migration 0015).
+        const setAt = `{"${at.loyalty}": ${loyalty.t}000, "${at.city}": ${pop.created(n)}000, "${at.newsletter}": ${newsletter.t}000}`;
+        return `${a}\t${p}\t${s}\t{"${at.loyalty}": ${loyalty.v}, "${at.city}": "${pop.city(n)}", "${at.newsletter}": ${newsletter.v}}\t{${tags.join(', ')}}\t${ts(Math.max(loyalty.t, newsletter.t))}\t${setAt}\n`;
       },
     },
     {
-      name: 'attribute_history', columns: 'account_id, profile_id, section_id, version_id, value, changed_at',
+      // The values replaced, each with when it was set and replaced (migration 0015).
+      name: 'attribute_history', columns: 'account_id, profile_id, section_id, version_id, value, set_at, replaced_at',
       rows: (n, p, c) => {
-        const created = ts(pop.created(n));
         const head = `${a}\t${p}\t${s}\t`;
-        let out = `${head}${at.city}\t"${pop.city(n)}"\t${created}\n`;
-        const loyalty = pop.loyalty(n);
-        const newsletter = pop.newsletter(n);
-        for (const h of loyalty) out += `${head}${at.loyalty}\t${h.v}\t${ts(h.t)}\n`;
-        for (const h of newsletter) out += `${head}${at.newsletter}\t${h.v}\t${ts(h.t)}\n`;
-        c.rows += 1 + loyalty.length + newsletter.length;
+        let out = '';
+        for (const [version, changes] of [[at.loyalty, pop.loyalty(n)], [at.newsletter, pop.newsletter(n)]] as const) {
+          for (let j = 0; j + 1 < changes.length; j++) out += `${head}${version}\t${changes[j].v}\t${ts(changes[j].t)}\t${ts(changes[j + 1].t)}\n`;
+          c.rows += changes.length - 1;
+        }
         return out;
       },
     },
@@ -554,11 +556,6 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   log(loadLine);
   log(tablesLine);
 
-  if (HOLD_S > 0) {
-    log(`holding for ${HOLD_S} s: ${url}`);
-    await sleep(HOLD_S * 1000);
-  }
-
   // ---- 3. Through the HTTP API ----
   const shopPath = encodeURIComponent(ids.shop.discriminator);
   const counted = await repeat('count', `${audience.url}/audience/profiles/reports/segments/count`, audience.token, {
@@ -616,7 +613,13 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const trendPlan = await explain(db, trendSql.sql());
   if (PLANS_FILE) {
     await fs.writeFile(PLANS_FILE, [`-- count\n${countSql.sql().text}\n`, ...countPlan, '', `-- trend\n${trendSql.sql().text}\n`, ...trendPlan, ''].join('\n'));
-    log(`plans written to ${PLANS_FILE}`);
+    // The statements with their values, to run by hand on the held database.
+    await fs.writeFile(`${PLANS_FILE}.json`, JSON.stringify({ count: countSql.sql(), trend: trendSql.sql() }));
+    log(`plans written to ${PLANS_FILE}, statements to ${PLANS_FILE}.json`);
+  }
+  if (HOLD_S > 0) {
+    log(`holding for ${HOLD_S} s: ${url}`);
+    await sleep(HOLD_S * 1000);
   }
   // The physical work: the rows the count and the trend read, read with nothing else to do.
   const a = audience.accountId;
@@ -624,7 +627,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const windowStart = new Date(Date.parse(points.at(-1)!) - 30 * DAY);
   const trendStart = new Date(Date.parse(points[0]) - 30 * DAY);
   const knownKeyspaces = defs.keyspaces.filter((k) => k.kind !== 'web' && k.kind !== 'export').map((k) => k.keyspace_id);
-  const historyRows = `select profile_id from attribute_history where account_id = $1 and section_id = $2 and version_id = $3`;
+  const historyRows = `select profile_id from attribute_history where account_id = $1 and section_id = $2 and version_id = $3 union all select profile_id from profile_sections where account_id = $1 and section_id = $2`;
   const eventRows = `select profile_id from profile_events where account_id = $1 and section_id = $2 and version_id = $4 and event_time >= $5 and event_time <= $6`;
   const profileRows = `select profile_id from profiles where account_id = $1 and canonical_id is null`;
   const identifierRows = `select profile_id from profile_identifiers where account_id = $1 and keyspace_id = any($7::bigint[])`;
@@ -639,7 +642,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     },
   ]);
   const trendFloors = await floors(db, audience.dataDir, [
-    { what: 'the rows a trend reads (4 bare scans)', text: `select (select count(*) from (${historyRows}) h) + (select count(*) from (${eventRows}) e) + (select count(*) from (${profileRows}) p) + (select count(*) from (${identifierRows}) i) as n`, values: trendValues },
+    { what: 'the rows a trend reads (bare scans)', text: `select (select count(*) from (${historyRows}) h) + (select count(*) from (${eventRows}) e) + (select count(*) from (${profileRows}) p) + (select count(*) from (${identifierRows}) i) as n`, values: trendValues },
     { what: 'the same rows grouped by profile, hashed (no window, no masks)', text: `select count(*) from (select profile_id from (${historyRows} union all ${eventRows} union all ${profileRows} union all ${identifierRows}) t group by profile_id) g`, values: trendValues },
     { what: 'the same rows grouped by profile after a sort, as the trend groups them', text: `select count(*) from (select profile_id from (select * from (${historyRows} union all ${eventRows} union all ${profileRows} union all ${identifierRows}) u order by 1) t group by profile_id) g`, values: trendValues },
   ]);

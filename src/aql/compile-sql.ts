@@ -151,9 +151,10 @@ const ascending = (xs: number[]) => xs.every((x, i) => i === 0 || xs[i - 1] <= x
  * in order (the canonical profile, and the points at which one attribute value or event makes the
  * term hold), and `mask`, an aggregate over those rows of one profile, aliased `t`: the points at
  * which the whole query holds, && and || being & and | of the terms' masks. The caller groups the
- * rows by profile. Nothing grows with the number of points: an attribute value held from
- * `changed_at` until the next change covers the points in between, a contiguous run of bits found
- * with width_bucket; so does an event, whose windows start and end later for later points (when
+ * rows by profile. Nothing grows with the number of points: an attribute value held from its
+ * set time until it was replaced (a row of attribute_history; a current value, from the set time
+ * kept beside it, until now) covers the points in between, a contiguous run of bits found with
+ * width_bucket; so does an event, whose windows start and end later for later points (when
  * they do not, e.g. windows of calendar months around a change of daylight saving time, the event
  * is joined with each window instead). `clusters: false` (an account without merge clusters) leaves
  * out the mapping of members to their canonical profile, as in compilePredicate.
@@ -164,20 +165,34 @@ export function compileMasks(expression: Expression, options: { accountParam: st
   if (points.length > MAX_POINTS) throw new Error(`at most ${MAX_POINTS} sampling points`);
   if (!ascending(points)) throw new Error('sampling points must be in ascending order');
   const leaves: string[] = [];
-  /** The SQL of the (profile_id, term, mask) rows of a term; answers the term's number. */
+  let terms = 0;
+  /** The SQL of the (profile_id, term, mask) rows of a term (one or more selects); answers the term's number. */
   const leaf = (term: AttributeTerm | EventTerm): number => {
-    const k = leaves.length + 1;
+    const k = ++terms;
     if (term.kind === 'attribute') {
-      // Bits of the points t with changed_at <= t < until: (number of points before until) minus
-      // (number of points before changed_at); width_bucket counts the points <= its operand.
-      leaves.push(`select ${clusters ? 'coalesce(m.canonical_id, x.profile_id)' : 'x.profile_id'} as profile_id, ${k} as term,
-          ${bits(`coalesce(width_bucket(x.until - interval '1 microsecond', ${pts}), cardinality(${pts}))`, `width_bucket(x.changed_at - interval '1 microsecond', ${pts})`)} as mask
-        from (
-          select h.profile_id, h.value, h.changed_at, lead(h.changed_at) over (partition by h.profile_id order by h.changed_at) as until
-          from attribute_history h
-          where h.account_id = ${account} and h.section_id = ${values.add(term.sectionId, 'bigint')} and h.version_id = ${values.add(term.versionId, 'bigint')}
-        ) x ${clusters ? `left join profiles m on m.account_id = ${account} and m.profile_id = x.profile_id and m.canonical_id is not null` : ''}
-        where ${condition('x.value', [], term.condition, values)}`);
+      // A value covers the points t with set_at <= t < replaced_at: the bits from (number of points
+      // before set_at) to (number of points before replaced_at); width_bucket counts the points <=
+      // its operand. Past values are rows of attribute_history, spans that cover no point left out;
+      // current values are the profiles' own entries, with their set times in microseconds.
+      const section = values.add(term.sectionId, 'bigint');
+      const version = values.add(term.versionId, 'bigint');
+      const first = values.add(timestamp(points[0]), 'timestamptz');
+      const last = values.add(timestamp(points[points.length - 1]), 'timestamptz');
+      const micros = values.add(points.map((t) => String(BigInt(t) * 1000n)), 'bigint[]');
+      const lastMicros = values.add(String(BigInt(points[points.length - 1]) * 1000n), 'bigint');
+      const setAt = `(ps.attribute_set_at ->> ${values.add(term.versionId, 'text')})::bigint`;
+      const member = (x: string) => clusters ? `left join profiles m on m.account_id = ${account} and m.profile_id = ${x}.profile_id and m.canonical_id is not null` : '';
+      const profile = (x: string) => clusters ? `coalesce(m.canonical_id, ${x}.profile_id)` : `${x}.profile_id`;
+      leaves.push(`select ${profile('h')} as profile_id, ${k} as term,
+          ${bits(`width_bucket(h.replaced_at - interval '1 microsecond', ${pts})`, `width_bucket(h.set_at - interval '1 microsecond', ${pts})`)} as mask
+        from attribute_history h ${member('h')}
+        where h.account_id = ${account} and h.section_id = ${section} and h.version_id = ${version}
+          and h.replaced_at > ${first} and h.set_at <= ${last} and ${condition('h.value', [], term.condition, values)}`);
+      leaves.push(`select ${profile('ps')} as profile_id, ${k} as term,
+          ${bits(`cardinality(${micros})`, `width_bucket(${setAt} - 1, ${micros})`)} as mask
+        from profile_sections ps ${member('ps')}
+        where ps.account_id = ${account} and ps.section_id = ${section} and ${setAt} <= ${lastMicros}
+          and ${condition('ps.attributes', [term.versionId], term.condition, values)}`);
       return k;
     }
     const windows = points.map((t) => {

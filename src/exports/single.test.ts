@@ -176,6 +176,23 @@ describe('single profile export', () => {
     await callbacksDone(a);
   });
 
+  it('SPE-14: a value cleared and set again: the clear is a null change at its time, a clear of no value is no change', async () => {
+    const a = await account();
+    const key = await profile(a, EMAIL, 'cl@example.com');
+    const t0 = server.clock.now;
+    await patch(a, EMAIL, 'cl@example.com', 'attributes', { [POINTS]: 10 });
+    server.clock.advance(1000);
+    await patch(a, EMAIL, 'cl@example.com', 'attributes', { [POINTS]: null });
+    server.clock.advance(1000);
+    await patch(a, EMAIL, 'cl@example.com', 'attributes', { [POINTS]: 30 });
+    const file = (await settled(a, await requestExport(a, key, { include_attribute_history: true }))).body;
+    expect(file.profiles[key].sections[a.shopId].attributes[a.points]).toEqual({
+      value: 30,
+      history: [{ value: 10, changedAt: t0 }, { value: null, changedAt: t0 + 1000 }, { value: 30, changedAt: t0 + 2000 }],
+    });
+    await callbacksDone(a);
+  });
+
   it('SPE-13: metadata, the definitions of the sections in the file, only with include_type_definitions', async () => {
     const a = await account();
     const key = await profile(a, EMAIL, 'cy@example.com');

@@ -114,9 +114,9 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
   const writes = [...patches].filter(([, p]) => Object.keys(p.attributes).length + Object.keys(p.tags).length > 0);
   // Profiles created above have no section data yet: a plain insert, no update to try first.
   const createdIds = new Set(created.values());
-  await q.insertSectionDataBulk(tx, scope.accountId, section.id, writes.filter(([profileId]) => createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })));
-  await q.patchSectionDataBulk(tx, scope.accountId, section.id, writes.filter(([profileId]) => !createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })));
-  await q.insertAttributeHistoryBulk(tx, scope.accountId, section.id, writes.flatMap(([profileId, p]) => Object.entries(p.attributes).map(([versionId, value]) => ({ profileId, versionId, value }))), scope.now);
+  await q.insertSectionDataBulk(tx, scope.accountId, section.id, writes.filter(([profileId]) => createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })), scope.now);
+  // The values replaced go to the attribute history as the rows are written.
+  await q.patchSectionDataBulk(tx, scope.accountId, section.id, writes.filter(([profileId]) => !createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })), scope.now);
   return rows.map((r) => outcomes.get(r.line)!);
 }
 

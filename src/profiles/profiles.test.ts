@@ -398,10 +398,11 @@ describe('profiles: delete', () => {
     expect((await create(EMAIL, email)).status).toBe(201);
     expectNoContent(await merge(id(EMAIL, email), id(WEB, cookie)));
     expect((await patchV2(EMAIL, email, { [A_FIRST]: name }, CLUB_S)).status).toBe(204);
+    expect((await patchV2(EMAIL, email, { [A_FIRST]: uid('later') }, CLUB_S)).status).toBe(204);
     expect((await patchTags(EMAIL, email, { [VIP]: true })).status).toBe(204);
     expect((await addPageView(WEB, cookie, 'gone page')).status).toBe(204);
     const ek = await exportKeyOf(EMAIL, email);
-    // The attribute history holds the value (a trigger, not a foreign key, deletes it: migration 0006).
+    // The attribute history holds the replaced value (a trigger, not a foreign key, deletes it: migration 0006).
     expect(await findPlaintext(name)).toContain('attribute_history.value');
 
     expectNoContent(await remove(WEB, cookie));

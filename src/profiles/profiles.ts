@@ -198,7 +198,7 @@ export async function joinClusters(tx: Queryable, scope: AccountScope, a: string
     }
   }
   // The former canonical profiles stop leading: their own values stay as they are.
-  for (const former of [a, b]) if (former !== canonicalId) await q.settleSectionData(tx, scope.accountId, former, false);
+  for (const former of [a, b]) if (former !== canonicalId) await q.settleSectionData(tx, scope.accountId, former, scope.now, false);
   await q.setCanonical(tx, scope.accountId, all, canonicalId);
   await q.recomputeClusterData(tx, scope.accountId, canonicalId, all);
   return canonicalId;
@@ -288,7 +288,7 @@ export async function unmergeProfile(tx: Queryable, scope: AccountScope, id: Uni
   const remaining = members.filter((m) => m !== located.profileId);
   await follower.memberLeaving(tx, scope, { canonicalId: located.canonicalId, memberIds: members });
   // Cleared entries of a cluster that stays merged must keep hiding its members' older values.
-  await q.settleSectionData(tx, scope.accountId, located.canonicalId, true, remaining.length > 1);
+  await q.settleSectionData(tx, scope.accountId, located.canonicalId, scope.now, true, remaining.length > 1);
   await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId);
   if (remaining.length > 1) await q.recomputeClusterData(tx, scope.accountId, located.canonicalId, remaining);
 }

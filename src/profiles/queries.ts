@@ -252,37 +252,82 @@ export async function listOwnSectionData(db: Queryable, accountId: string, profi
 
 export interface AttributeChangeRow { profile_id: string; section_id: string; version_id: string; value: unknown; changed_at: Date }
 
-/** The attribute changes of some profiles, oldest first; a null value is a value cleared. */
+/**
+ * The attribute changes of some profiles, oldest first; a null value is a value cleared. Each
+ * value, past (attribute_history) or current (with its set time), is a change at its set time; a
+ * past value that nothing was set in place of when it was replaced was cleared then. A clear of a
+ * value that the profile did not hold is no change.
+ */
 export async function listAttributeChangesByProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<AttributeChangeRow[]> {
   const { rows } = await db.query<AttributeChangeRow>(
-    `select profile_id, section_id, version_id::text, value, changed_at from attribute_history
-     where account_id = $1::bigint and profile_id = any($2::bigint[]) order by changed_at, profile_id`,
+    `with spans as (
+       select h.profile_id, h.section_id, h.version_id, h.value, h.set_at, h.replaced_at from attribute_history h
+       where h.account_id = $1::bigint and h.profile_id = any($2::bigint[])
+       union all
+       select ps.profile_id, ps.section_id, t.key::bigint, nullif(ps.attributes -> t.key, 'null'::jsonb),
+         to_timestamp(0) + (t.value)::bigint * interval '1 microsecond', null
+       from profile_sections ps cross join jsonb_each(ps.attribute_set_at) t
+       where ps.account_id = $1::bigint and ps.profile_id = any($2::bigint[])
+     )
+     select profile_id, section_id, version_id::text, value, set_at as changed_at from spans
+     union all
+     select s.profile_id, s.section_id, s.version_id::text, null, s.replaced_at from spans s
+     where s.replaced_at is not null and not exists (select 1 from spans n
+       where n.profile_id = s.profile_id and n.section_id = s.section_id and n.version_id = s.version_id and n.set_at = s.replaced_at)
+     order by changed_at, profile_id`,
     [accountId, profileIds],
   );
   return rows;
 }
 
 /**
+ * SQL: the set times (attribute_set_at) of the entries of `next`, a section row's attributes after
+ * a write, from its set times and values before (`times`, `values`; null for a new row): an entry
+ * that keeps its value keeps its time, any other was set `at` (a timestamptz), in microseconds
+ * since 1970. Written out in each statement rather than as a SQL function, which PostgreSQL would
+ * call through its function executor for every row written.
+ */
+export const setTimes = (times: string, values: string, next: string, at: string) => `(select coalesce(jsonb_object_agg(n.key,
+    case when ${values} -> n.key = n.value and ${times} ? n.key then ${times} -> n.key else to_jsonb((extract(epoch from ${at}) * 1000000)::bigint) end), '{}'::jsonb)
+  from jsonb_each(${next}) n)`;
+
+/**
+ * The history insert of a write of section rows: from the CTE `written`, which returns each row's
+ * account_id, profile_id, section_id, old_times, old_values and new_values (null old ones for a row
+ * inserted) and replaced_at (the write's time), the values replaced (profile_replaced_values of
+ * migration 0015). A first value writes no row.
+ */
+const REPLACED = `insert into attribute_history (account_id, profile_id, section_id, version_id, value, set_at, replaced_at)
+     select w.account_id, w.profile_id, w.section_id, r.version_id, r.value, r.set_at, w.replaced_at
+     from written w cross join lateral profile_replaced_values(w.old_times, w.old_values, w.new_values) r
+     where w.old_values is not null`;
+
+/** What a write of section rows at the time `at` returns for REPLACED. */
+const WRITTEN = (at: string) => `returning ps.account_id, ps.profile_id, ps.section_id, old.attribute_set_at as old_times, old.attributes as old_values, new.attributes as new_values, ${at} as replaced_at`;
+
+/**
  * Applies a merge patch of attributes (version id → value, null clears) and tags (tag id →
- * boolean) to a canonical profile's section, and appends the attribute changes to the history. A
- * standalone profile drops cleared entries; the canonical profile of a cluster keeps them in its
- * own maps, so that they hide members' older values, and updates the cluster's values.
+ * boolean) to a canonical profile's section, with the set times of its values (setTimes), and
+ * writes the values it replaced to the history (REPLACED). A standalone profile drops cleared
+ * entries; the canonical profile of a cluster keeps them in its own maps, so that they hide
+ * members' older values, and updates the cluster's values.
  */
 export async function patchSectionData(db: Queryable, accountId: string, profileId: string, sectionId: string, attributes: ValueMap, tags: Record<string, boolean>, changedAt: Date): Promise<void> {
   await db.query({
     name: 'profiles.patch-section-data',
-    text: `with history as (
-       insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
-       select $1::bigint, $2::bigint, $3::bigint, key::bigint, nullif(value, 'null'::jsonb), $6 from jsonb_each($4::jsonb)
+    text: `with written as (
+       insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
+       values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls($4::jsonb)', '$6::timestamptz')})
+       on conflict (account_id, profile_id, section_id) do update set
+         attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end,
+         attribute_set_at = ${setTimes('ps.attribute_set_at', 'ps.attributes', 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end', '$6::timestamptz')},
+         cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || $4::jsonb),
+         tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || $5::jsonb) else ps.tags || $5::jsonb end,
+         cluster_tags = profile_true_tags(ps.cluster_tags || $5::jsonb),
+         updated_at = now()
+       ${WRITTEN('$6::timestamptz')}
      )
-     insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags)
-     values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb))
-     on conflict (account_id, profile_id, section_id) do update set
-       attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end,
-       cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || $4::jsonb),
-       tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || $5::jsonb) else ps.tags || $5::jsonb end,
-       cluster_tags = profile_true_tags(ps.cluster_tags || $5::jsonb),
-       updated_at = now()`,
+     ${REPLACED}`,
     values: [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags), changedAt],
   });
 }
@@ -309,25 +354,30 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
          where i.account_id = $1::bigint and i.keyspace_id = x.keyspace_id and i.profile_key = x.profile_key
          limit 1
        ) f
-     ), history as (
-       insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
-       select $1::bigint, l.canonical_id, l.section_id, e.key::bigint, nullif(e.value, 'null'::jsonb), l.changed_at from located l, jsonb_each(l.patch) e
      ), merged as (
-       select l.canonical_id, l.section_id, coalesce(jsonb_object_agg(e.key, e.value order by l.n) filter (where e.key is not null), '{}'::jsonb) as patch
+       -- The writes of one section row in the batch are one write at the time of the last.
+       select l.canonical_id, l.section_id, max(l.changed_at) as changed_at,
+         coalesce(jsonb_object_agg(e.key, e.value order by l.n) filter (where e.key is not null), '{}'::jsonb) as patch
        from located l left join lateral jsonb_each(l.patch) e on true
        group by l.canonical_id, l.section_id
      ), written as (
-       insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags)
-       select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), profile_true_tags('{}'::jsonb) from merged m
+       insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
+       select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), profile_true_tags('{}'::jsonb), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(m.patch)', 'm.changed_at')}
+       from merged m
        order by m.canonical_id, m.section_id
        on conflict (account_id, profile_id, section_id) do update set
          attributes = case when ps.cluster_attributes is null
            then jsonb_strip_nulls(ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id))
            else ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id) end,
+         attribute_set_at = (select ${setTimes('ps.attribute_set_at', 'ps.attributes', 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end', 'm.changed_at')}
+           from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id),
          cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id)),
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || '{}'::jsonb) else ps.tags || '{}'::jsonb end,
          cluster_tags = profile_true_tags(ps.cluster_tags || '{}'::jsonb),
          updated_at = now()
+       ${WRITTEN('(select m.changed_at from merged m where m.canonical_id = ps.profile_id and m.section_id = ps.section_id)')}
+     ), history as (
+       ${REPLACED}
      )
      select n::int as n from located`,
     values: [accountId, idArray(patches.map((p) => p.keyspaceId)), JSON.stringify(patches.map((p) => p.key)), idArray(patches.map((p) => p.sectionId)),
@@ -395,20 +445,24 @@ export async function recomputeClusterData(db: Queryable, accountId: string, can
  * Makes a profile's shown values its own and forgets cluster values (it no longer leads a cluster,
  * or keeps the data on unmerge). `keepCleared`, for a profile that goes on leading a cluster, also
  * keeps the entries cleared after the merge (null, false), so that they go on hiding the values of
- * the other members when the cluster values are computed again.
+ * the other members when the cluster values are computed again. The values it takes over are set
+ * `at`. It replaces none, so it writes no history: the canonical profile is the earliest-created
+ * member, whose own values are those the cluster shows.
  */
-export async function settleSectionData(db: Queryable, accountId: string, profileId: string, keepClusterValues: boolean, keepCleared = false): Promise<void> {
+export async function settleSectionData(db: Queryable, accountId: string, profileId: string, at: Date, keepClusterValues: boolean, keepCleared = false): Promise<void> {
+  const settled = `case when not $3 then attributes
+         when $4 then (select coalesce(jsonb_object_agg(key, value), '{}') from jsonb_each(attributes) where value = 'null'::jsonb) || jsonb_strip_nulls(coalesce(cluster_attributes, attributes))
+         else jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) end`;
   await db.query(
     `update profile_sections set
-       attributes = case when not $3 then attributes
-         when $4 then (select coalesce(jsonb_object_agg(key, value), '{}') from jsonb_each(attributes) where value = 'null'::jsonb) || jsonb_strip_nulls(coalesce(cluster_attributes, attributes))
-         else jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) end,
+       attributes = ${settled},
+       attribute_set_at = ${setTimes('attribute_set_at', 'attributes', settled, '$5::timestamptz')},
        tags = case when not $3 then tags
          when $4 then (select coalesce(jsonb_object_agg(key, value), '{}') from jsonb_each(tags) where value = 'false'::jsonb) || profile_true_tags(coalesce(cluster_tags, tags))
          else profile_true_tags(coalesce(cluster_tags, tags)) end,
        cluster_attributes = null, cluster_tags = null
      where account_id = $1::bigint and profile_id = $2::bigint`,
-    [accountId, profileId, keepClusterValues, keepCleared],
+    [accountId, profileId, keepClusterValues, keepCleared, at],
   );
 }
 
@@ -535,48 +589,39 @@ export async function listSectionDataByProfiles(db: Queryable, accountId: string
   return new Map(rows.map((r) => [r.profile_id, { attributes: r.attributes, tags: trueTags(r.tags) }]));
 }
 
-/** The section data of profiles created in the caller's transaction, which have none yet (the insert of patchSectionDataBulk). */
-export async function insertSectionDataBulk(db: Queryable, accountId: string, sectionId: string, rows: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[]): Promise<void> {
+/** The section data of profiles created in the caller's transaction, which have none yet (the insert of patchSectionDataBulk): first values, set `at`. */
+export async function insertSectionDataBulk(db: Queryable, accountId: string, sectionId: string, rows: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[], at: Date): Promise<void> {
   if (rows.length === 0) return;
   await db.query(
-    `insert into profile_sections (account_id, profile_id, section_id, attributes, tags)
-     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t)
+    `insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
+     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(a)', '$6::timestamptz')}
      from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)`,
-    [accountId, sectionId, idArray(rows.map((p) => p.profileId)), JSON.stringify(rows.map((p) => p.attributes)), JSON.stringify(rows.map((p) => p.tags))],
+    [accountId, sectionId, idArray(rows.map((p) => p.profileId)), JSON.stringify(rows.map((p) => p.attributes)), JSON.stringify(rows.map((p) => p.tags)), at],
   );
 }
 
-/** patchSectionData for many canonical profiles of one section at once. */
-export async function patchSectionDataBulk(db: Queryable, accountId: string, sectionId: string, patches: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[]): Promise<void> {
+/** patchSectionData for many canonical profiles of one section at once, at the time `at`. */
+export async function patchSectionDataBulk(db: Queryable, accountId: string, sectionId: string, patches: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[], at: Date): Promise<void> {
   if (patches.length === 0) return;
   await db.query(
     `with patch as (select * from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)),
-     updated as (
+     written as (
        update profile_sections ps set
          attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end,
+         attribute_set_at = ${setTimes('ps.attribute_set_at', 'ps.attributes', 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end', '$6::timestamptz')},
          cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || patch.a),
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || patch.t) else ps.tags || patch.t end,
          cluster_tags = profile_true_tags(ps.cluster_tags || patch.t),
          updated_at = now()
        from patch where ps.account_id = $1::bigint and ps.section_id = $2::bigint and ps.profile_id = patch.p
-       returning ps.profile_id
+       ${WRITTEN('$6::timestamptz')}
+     ), history as (
+       ${REPLACED}
      )
-     insert into profile_sections (account_id, profile_id, section_id, attributes, tags)
-     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t) from patch
-     where p not in (select profile_id from updated)`,
-    [accountId, sectionId, idArray(patches.map((p) => p.profileId)), JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.tags))],
-  );
-}
-
-/** Appends attribute changes of many profiles of one section to the history. */
-export async function insertAttributeHistoryBulk(db: Queryable, accountId: string, sectionId: string, changes: { profileId: string; versionId: string; value: unknown }[], changedAt: Date): Promise<void> {
-  if (changes.length === 0) return;
-  await db.query(
-    `insert into attribute_history (account_id, profile_id, section_id, version_id, value, changed_at)
-     select $1::bigint, c.p, $2::bigint, c.v, nullif(c.val, 'null'), $6
-     from rows from (unnest($3::bigint[]), unnest($4::bigint[]), jsonb_array_elements($5::jsonb)) as c(p, v, val)`,
-    // A null value (cleared) is JSON null in the array, and SQL null in the history.
-    [accountId, sectionId, idArray(changes.map((c) => c.profileId)), idArray(changes.map((c) => c.versionId)), JSON.stringify(changes.map((c) => c.value)), changedAt],
+     insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
+     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(a)', '$6::timestamptz')} from patch
+     where p not in (select profile_id from written)`,
+    [accountId, sectionId, idArray(patches.map((p) => p.profileId)), JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.tags)), at],
   );
 }
 

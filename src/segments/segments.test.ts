@@ -3,15 +3,21 @@
  * §4.7; CHECKLIST "Segments and AQL"). Every account applies MANIFEST below, whose segment
  * queries refer to ids through the manifest placeholders (docs/manifest.md).
  */
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer, type Response, expectProblem } from '../../test/app.ts';
+import { TestServer, type Response, expectProblem, testDatabase } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 
 let server: TestServer;
+let db: pg.Pool;
 beforeAll(async () => {
   server = await TestServer.start();
+  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
 });
-afterAll(async () => server?.close());
+afterAll(async () => {
+  await db?.end();
+  await server?.close();
+});
 
 const SEC = 'com.vendor1.sections.user-created.store';
 const OTHER = 'com.vendor1.sections.user-created.other';
@@ -71,6 +77,7 @@ async function account(limits: Record<string, number | null> = OPEN) {
   const events = await call('GET', `/audience/sections/${SEC}/events`);
   const purchaseVersion: string = events.body.items.find((e: any) => e.discriminator === PURCHASE).versions[0].id;
   return {
+    accountId: credentials.accountId,
     call,
     purchaseVersion,
     /** A new token, once the server clock has moved past the old one's life. */
@@ -638,5 +645,82 @@ describe('count matching profiles over time', () => {
     const body = { sampling_points: ['2026-01-01T00:00:00Z'], timezone: 'UTC' };
     expectProblem(await a.trend(seg('no-such-segment'), body), 404);
     expectProblem(await a.trend(seg('spenders'), body, 'com.vendor1.sections.user-created.nope'), 404);
+  });
+});
+
+describe('attribute history: a row for each value replaced (migration 0015)', () => {
+  /** The account's attribute history rows, [value, set_at, replaced_at] in ms, oldest first. */
+  const history = async (accountId: string) => (await db.query<{ value: unknown; set_at: Date; replaced_at: Date }>(
+    'select value, set_at, replaced_at from attribute_history where account_id = $1 order by set_at, replaced_at', [accountId],
+  )).rows.map((r) => [r.value, r.set_at.getTime(), r.replaced_at.getTime()]);
+  /** The known profiles the spenders segment counts at each point. */
+  const known = async (a: Awaited<ReturnType<typeof account>>, points: number[]) => {
+    const r = await a.trend(seg('spenders'), { sampling_points: points.map(iso), timezone: 'UTC' });
+    expect(r.status, r.text).toBe(200);
+    return points.map((p) => r.body.matching_profile_count[iso(p)].known);
+  };
+
+  it('AQL-08: a first value writes no history row, and the trend sees it from the instant it was set', async () => {
+    const a = await account();
+    const t0 = server.clock.now;
+    await a.create(EMAIL, 'first@x.io');
+    server.clock.advance(10 * MINUTE);
+    const t1 = server.clock.now;
+    await a.set(EMAIL, 'first@x.io', { [SPEND]: 5000 });
+    server.clock.advance(10 * MINUTE);
+    expect(await history(a.accountId)).toEqual([]);
+    expect(await known(a, [t0 + MINUTE, t1 - 1, t1, server.clock.now])).toEqual([0, 0, 1, 1]);
+  });
+
+  it('AQL-08: replacing a value writes one row, the old value with when it was set and replaced; writing the same value again writes none', async () => {
+    const a = await account();
+    await a.create(EMAIL, 'change@x.io');
+    const t1 = server.clock.now;
+    await a.set(EMAIL, 'change@x.io', { [SPEND]: 5000 });
+    server.clock.advance(10 * MINUTE);
+    const t2 = server.clock.now;
+    await a.set(EMAIL, 'change@x.io', { [SPEND]: 50 });
+    server.clock.advance(10 * MINUTE);
+    await a.set(EMAIL, 'change@x.io', { [SPEND]: 50 });
+    expect(await history(a.accountId)).toEqual([[5000, t1, t2]]);
+    expect(await known(a, [t1 - 1, t1, t2 - 1, t2, server.clock.now])).toEqual([0, 1, 1, 0, 0]);
+  });
+
+  it('AQL-08: a clear writes the value it ends; a value set again after it replaces nothing', async () => {
+    const a = await account();
+    await a.create(EMAIL, 'clear@x.io');
+    const t1 = server.clock.now;
+    await a.set(EMAIL, 'clear@x.io', { [SPEND]: 5000 });
+    server.clock.advance(10 * MINUTE);
+    const t2 = server.clock.now;
+    await a.set(EMAIL, 'clear@x.io', { [SPEND]: null });
+    server.clock.advance(10 * MINUTE);
+    const t3 = server.clock.now;
+    await a.set(EMAIL, 'clear@x.io', { [SPEND]: 5000 });
+    expect(await history(a.accountId)).toEqual([[5000, t1, t2]]);
+    expect(await known(a, [t1, t2 - 1, t2, t3 - 1, t3])).toEqual([1, 1, 0, 0, 1]);
+  });
+
+  it('AQL-08, MRG-12, MRG-14: a merge and an unmerge write no history; a write to the cluster replaces the canonical profile\'s own value', async () => {
+    const a = await account();
+    // The web profile, created first, is the canonical one: its value is the one the cluster shows.
+    await a.create(WEB, 'cookie-h');
+    const t1 = server.clock.now;
+    await a.set(WEB, 'cookie-h', { [SPEND]: 5000 });
+    await a.create(EMAIL, 'merged@x.io');
+    await a.set(EMAIL, 'merged@x.io', { [SPEND]: 50 });
+    server.clock.advance(10 * MINUTE);
+    await a.merge([EMAIL, 'merged@x.io'], [WEB, 'cookie-h']);
+    expect(await history(a.accountId)).toEqual([]);
+    server.clock.advance(10 * MINUTE);
+    const t2 = server.clock.now;
+    await a.set(EMAIL, 'merged@x.io', { [SPEND]: 20 });
+    expect(await history(a.accountId)).toEqual([[5000, t1, t2]]);
+    server.clock.advance(10 * MINUTE);
+    expect(await known(a, [t1, t2 - 1, t2])).toEqual([1, 1, 0]);
+    expectNoContent(await a.call('DELETE', `/audience/profiles/merges/keyspaces/${EMAIL}/profiles/merged@x.io`));
+    expect(await history(a.accountId)).toEqual([[5000, t1, t2]]);
+    // Apart, the email profile (known) holds its own 50 and the web profile 20: neither spends over 1000.
+    expect(await known(a, [t2 - 1, server.clock.now])).toEqual([0, 0]);
   });
 });

@@ -58,10 +58,14 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
     // work_mem: they hash and group a row per profile; at the default 4 MB, a million profiles
     // spill to disk in batches. max_parallel_workers_per_gather: a count's scans and hash join
     // run in the leader and 2 workers (PostgreSQL's default, kept on purpose: on 2 cores it took
-    // the shortest time, the CPU time being the same with 0, 1 or 2).
+    // the shortest time, the CPU time being the same with 0, 1 or 2). parallel_tuple_cost: a
+    // trend sorts about five rows per profile by profile; at the default 0.1 the cost of passing
+    // them from the workers made PostgreSQL scan and sort them in the leader alone, at 0.03 the
+    // workers scan and sort them (Gather Merge), in about three quarters of the time for the same
+    // CPU time (docs/benchmarks.md "Segments"); counts keep their plans.
     postgresFlags: [
       '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=`,
-      '-c', 'work_mem=64MB', '-c', 'max_parallel_workers_per_gather=2',
+      '-c', 'work_mem=64MB', '-c', 'max_parallel_workers_per_gather=2', '-c', 'parallel_tuple_cost=0.03',
     ],
     onLog: () => {},
     onError: () => {},
