@@ -4,7 +4,7 @@
  * 1. Bulk load: 100,000 profiles of the demo account straight into the server's embedded
  *    PostgreSQL, set-based (one INSERT … SELECT generate_series with data-modifying CTEs, in one
  *    transaction, foreign key triggers skipped), then VACUUM (ANALYZE): rows in profiles,
- *    profile_identifiers (email and export keyspaces) and profile_sections (the Shop section's
+ *    profile_identifiers (email keyspace; export keys are in profiles) and profile_sections (the Shop section's
  *    email, first and last name, city, loyalty points, newsletter reader).
  * 2. Throughput: authenticated GET …/attributes and v2 PATCH …/attributes (first name) of random
  *    profiles through the email keyspace, each against a bare `node:http` server (GET: the same
@@ -41,7 +41,6 @@ const emailOf = (n: number | typeof N_MARK) => `p${n}@bench.example.com`;
 interface Ids {
   ns: string;
   emailKeyspace: { id: string; discriminator: string };
-  exportKeyspace: { id: string };
   webKeyspace: string;
   shop: { id: string; discriminator: string };
   /** Attribute discriminator → its current version id in the Shop section. */
@@ -73,7 +72,7 @@ async function definitionsOf(db: pg.Client, accountId: string): Promise<Ids> {
     [accountId, shop.section_id, `${ns}.events.page-view`],
   )).rows[0];
   if (!pageView) throw new Error('the Shop section has no page-view event');
-  return { ns, emailKeyspace: email, exportKeyspace: ks('export'), webKeyspace: ks('web').discriminator, shop: { id: shop.section_id, discriminator: shopDiscriminator }, versions, pageView: pageView.version_id };
+  return { ns, emailKeyspace: email, webKeyspace: ks('web').discriminator, shop: { id: shop.section_id, discriminator: shopDiscriminator }, versions, pageView: pageView.version_id };
 }
 
 /** Loads PROFILES profiles in one transaction, set-based; returns the seconds it took (load, analyze). */
@@ -102,21 +101,19 @@ async function loadProfiles(db: pg.Client, accountId: string, ids: Ids): Promise
      ), i as (
        insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id)
        select $1::bigint, $3::bigint, 'p' || n || '@bench.example.com', profile_id from m
-       union all
-       select $1::bigint, $4::bigint, export_key, profile_id from m
      ), s as (
        -- With the set times of the values, as written by the API (migration 0015).
        insert into profile_sections (account_id, profile_id, section_id, attributes, attribute_set_at)
-       select $1::bigint, profile_id, $5::bigint, a, ${setTimes('null::jsonb', 'null::jsonb', 'a', 'now()')} from m cross join lateral jsonb_build_object(
-         $6::text, 'p' || n || '@bench.example.com',
-         $7::text, 'First' || n,
-         $8::text, 'Last' || n,
-         $9::text, (array['Oslo', 'Bergen', 'Trondheim', 'Stavanger'])[1 + n % 4],
-         $10::text, round((n % 1000) * 1.5, 1),
-         $11::text, n % 2 = 0) a
+       select $1::bigint, profile_id, $4::bigint, a, ${setTimes('null::jsonb', 'null::jsonb', 'a', 'now()')} from m cross join lateral jsonb_build_object(
+         $5::text, 'p' || n || '@bench.example.com',
+         $6::text, 'First' || n,
+         $7::text, 'Last' || n,
+         $8::text, (array['Oslo', 'Bergen', 'Trondheim', 'Stavanger'])[1 + n % 4],
+         $9::text, round((n % 1000) * 1.5, 1),
+         $10::text, n % 2 = 0) a
      )
      select count(*)::int as n from m`,
-    [accountId, PROFILES, ids.emailKeyspace.id, ids.exportKeyspace.id, ids.shop.id,
+    [accountId, PROFILES, ids.emailKeyspace.id, ids.shop.id,
       version('email'), version('firstname'), version('lastname'), version('user-created.city'), version('user-created.loyalty-points'), version('user-created.newsletter-reader')],
   );
   await db.query('commit');

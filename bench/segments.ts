@@ -8,11 +8,11 @@
  *    table per connection at a time on BENCH_LOAD_CONNECTIONS connections, foreign key triggers
  *    off, the indexes that back no constraint dropped first and built afterwards, and every table
  *    but profiles truncated (it is empty) and loaded with COPY … FREEZE, so that VACUUM has nothing
- *    left to do: BENCH_PROFILES profiles created over the last year; email (9 in 10 profiles:
- *    known) and export identifiers; one Shop row each with loyalty points (Number with decimal,
- *    version 2), city (Text), newsletter reader (True/False) and tags, with the times the values were
- *    set; attribute history (the values of the loyalty points and the newsletter flag that later
- *    changes replaced); page-view and purchase events over the
+ *    left to do: BENCH_PROFILES profiles created over the last year with their export keys; email
+ *    identifiers (9 in 10 profiles: known); one Shop row each with loyalty points (Number with
+ *    decimal, version 2), city (Text), newsletter reader (True/False) and tags, with the times the
+ *    values were set; attribute history (the values of the loyalty points and the newsletter flag
+ *    that later changes replaced); page-view and purchase events over the
  *    last 90 days. Then VACUUM (ANALYZE) and CHECKPOINT. The data is a pure function of the profile
  *    number, so the bench can check what the evaluations answer.
  * 3. Through the real HTTP API: (a) POST /audience/profiles/reports/segments/count with a typical
@@ -178,7 +178,6 @@ interface Ids {
   ns: string;
   vendor: string;
   email: { id: string; discriminator: string };
-  export: { id: string };
   shop: { id: string; discriminator: string };
   attributes: { loyalty: string; city: string; newsletter: string };
   tags: { vip: string; newsletter: string; returned: string };
@@ -187,8 +186,7 @@ interface Ids {
 
 function idsOf(defs: Definitions): Ids {
   const email = defs.keyspaces.find((k) => k.kind === 'email');
-  const exp = defs.keyspaces.find((k) => k.kind === 'export');
-  if (!email || !exp) throw new Error('the demo account has no email or export keyspace');
+  if (!email) throw new Error('the demo account has no email keyspace');
   const ns = email.discriminator.replace(/\.keyspaces\.email$/, '');
   const shop = defs.sections.find((s) => s.discriminator === `${ns}.sections.user-created.shop`);
   if (!shop) throw new Error(`the demo account has no section ${ns}.sections.user-created.shop`);
@@ -210,7 +208,6 @@ function idsOf(defs: Definitions): Ids {
   return {
     ns, vendor: ns.replace(/^com\./, '').replace(/1$/, ''),
     email: { id: email.keyspace_id, discriminator: email.discriminator },
-    export: { id: exp.keyspace_id },
     shop: { id: shop.id, discriminator: shop.discriminator },
     attributes: {
       loyalty: attribute(`${ns}.attributes.user-created.loyalty-points`, 2),
@@ -262,10 +259,11 @@ function tables(accountId: string, ids: Ids, pop: Population): Table[] {
     },
     {
       name: 'profile_identifiers', columns: 'account_id, keyspace_id, profile_key, profile_id',
+      // Known profiles have an email key; export keys are in profiles (migration 0016).
       rows: (n, p, c) => {
-        const known = pop.known(n);
-        c.rows += known ? 2 : 1;
-        return `${a}\t${ids.export.id}\t${exportKey(n)}\t${p}\n${known ? `${a}\t${ids.email.id}\t${emailOf(n)}\t${p}\n` : ''}`;
+        if (!pop.known(n)) return '';
+        c.rows++;
+        return `${a}\t${ids.email.id}\t${emailOf(n)}\t${p}\n`;
       },
     },
     {

@@ -151,14 +151,8 @@ async function store(accountId: string, people: Person[], now: number): Promise<
     `insert into profiles (account_id, export_key) select $1::bigint, 'count-' || n from generate_series(1, $2::int) n returning export_key, profile_id::text`,
     [accountId, people.length],
   );
+  // Their export keys, which the evaluation route locates them by (no identifier rows: migration 0016).
   const keys = people.map((_, i) => `count-${i + 1}`);
-  // Their keys in the export keyspace, which the evaluation route locates them by.
-  await db.query(
-    `insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id)
-     select p.account_id, k.keyspace_id, p.export_key, p.profile_id from profiles p join keyspaces k on k.account_id = p.account_id and k.kind = 'export'
-     where p.account_id = $1::bigint`,
-    [accountId],
-  );
   const profileOf = new Map(rows.map((r) => [r.export_key, r.profile_id]));
   for (const [i, p] of people.entries()) {
     const profile = profileOf.get(keys[i])!;

@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
 import {
-  currentVersionId, identifierOf, identityHash, insertNewProfile, joinClusters, locate, locateWithSectionData, lockedClusters, refuseReadOnly, writeSectionData,
+  currentVersionId, identifierOf, identifiersOf, identityHash, insertNewProfile, joinClusters, locate, locateWithSectionData, lockedClusters, refuseReadOnly, writeSectionData,
   type Located, type ProfileFollower,
 } from './profiles.ts';
 import * as q from './queries.ts';
@@ -113,7 +113,7 @@ async function keyspaceOfKeyAttribute(tx: Queryable, scope: AccountScope, locate
   const keyspace = scope.defs.keyspaces.find((k) => k.mapped_attribute === attribute.discriminator);
   if (!keyspace) return undefined;
   const members = await lockedClusters(tx, scope, [located.canonicalId]);
-  const identifiers = (await q.listIdentifiersByProfiles(tx, scope.accountId, members)).filter((i) => i.keyspace_id === keyspace.keyspace_id);
+  const identifiers = (await identifiersOf(tx, scope, members)).filter((i) => i.keyspace_id === keyspace.keyspace_id);
   return identifiers.length > 0 ? { keyspace, identifiers } : undefined;
 }
 
@@ -183,7 +183,7 @@ async function changeKey(tx: Queryable, scope: AccountScope, located: Located, s
   const current = (await q.findSectionData(tx, scope.accountId, located.canonicalId, section.id)).attributes[change.versionId];
   const old = key.identifiers.find((i) => i.profile_key === current) ?? key.identifiers.find((i) => i.profile_key === located.key) ?? key.identifiers[0];
   if (old.profile_key === newKey) return { value: newKey };
-  const holder = await q.findProfileByKey(tx, scope.accountId, key.keyspace.keyspace_id, newKey);
+  const holder = await q.findProfileByKey(tx, scope.accountId, key.keyspace, newKey);
   if (!holder) {
     if (await q.findLockedIdentity(tx, scope.accountId, [identityHash(scope, key.keyspace.keyspace_id, newKey)])) {
       throw new Problem('AUD-1202', `The profile with ${key.keyspace.discriminator} key "${newKey}" is locked`);
@@ -214,7 +214,7 @@ async function moveSection(tx: Queryable, scope: AccountScope, located: Located,
     .some(([sectionId, data]) => sectionId !== section.id && data.attributes[currentVersionId(scope.defs.sections.find((s) => s.id === sectionId)!, move.attribute.discriminator) ?? ''] === move.oldKey);
   if (!stillUsed) await q.deleteIdentifier(tx, scope.accountId, move.keyspace.keyspace_id, move.oldKey);
   await writeSectionData(tx, scope, located.canonicalId, section.id, Object.fromEntries(Object.keys(moved).map((v) => [v, null])));
-  const left = await q.listIdentifiersByProfiles(tx, scope.accountId, await lockedClusters(tx, scope, [located.canonicalId]));
+  const left = await identifiersOf(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]));
   if (left.every((i) => scope.defs.keyspaces.find((k) => k.keyspace_id === i.keyspace_id)?.kind === 'export')) {
     await q.deleteProfiles(tx, scope.accountId, [...new Set(left.map((i) => i.profile_id))]);
   }

@@ -32,7 +32,7 @@ const same = (a: unknown, b: unknown) => a === b || (typeof a === 'object' && a 
 export async function importProfileRows(tx: Queryable, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, rows: ImportRow[], options: { updateExisting: boolean }): Promise<RowOutcome[]> {
   const outcomes = new Map<number, RowOutcome>();
   const keys = [...new Set(rows.map((r) => r.key))];
-  const existing = new Map((await q.findProfilesByKeys(tx, scope.accountId, keyspace.keyspace_id, keys)).map((r) => [r.profile_key, r.canonical_id]));
+  const existing = new Map((await q.findProfilesByKeys(tx, scope.accountId, keyspace, keys)).map((r) => [r.profile_key, r.canonical_id]));
   // A locked key has no profile. Hashing every key was a twentieth of the worker's CPU in an
   // import, so keys are hashed only when the account has locked anything.
   const unknown = keys.filter((k) => !existing.has(k));
@@ -47,13 +47,11 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
   if (fresh.length > 0) {
     const exportKeys = fresh.map(() => crypto.randomUUID());
     const ids = await q.insertProfilesBulk(tx, scope.accountId, exportKeys, scope.now);
-    const exportKeyspace = scope.defs.keyspaces.find((k) => k.kind === 'export');
-    const identifiers: { keyspaceId: string; key: string; profileId: string }[] = [];
-    fresh.forEach((key, i) => {
+    // The export keys need no identifier rows: they are found in profiles (queries.ts KeyspaceOfKey).
+    const identifiers = fresh.map((key, i) => {
       const profileId = ids.get(exportKeys[i])!;
       created.set(key, profileId);
-      identifiers.push({ keyspaceId: keyspace.keyspace_id, key, profileId });
-      if (exportKeyspace) identifiers.push({ keyspaceId: exportKeyspace.keyspace_id, key: exportKeys[i], profileId });
+      return { keyspaceId: keyspace.keyspace_id, key, profileId };
     });
     await q.insertIdentifiersBulk(tx, scope.accountId, identifiers);
   }
@@ -128,7 +126,7 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
  */
 export async function findOrCreateProfiles(tx: Queryable, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, keys: string[]): Promise<{ profiles: Map<string, string>; locked: Set<string> }> {
   const unique = [...new Set(keys)];
-  const profiles = new Map((await q.findProfilesByKeys(tx, scope.accountId, keyspace.keyspace_id, unique)).map((r) => [r.profile_key, r.canonical_id]));
+  const profiles = new Map((await q.findProfilesByKeys(tx, scope.accountId, keyspace, unique)).map((r) => [r.profile_key, r.canonical_id]));
   const locked = new Set<string>();
   const unknown = unique.filter((k) => !profiles.has(k));
   if (unknown.length === 0) return { profiles, locked };

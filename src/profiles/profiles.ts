@@ -58,7 +58,7 @@ async function refuseLocked(db: Queryable, scope: AccountScope, keyspace: Keyspa
 /** Finds a profile by unique identifier with what it shows in a section, in one round trip; 404 or 410 as `locate`. */
 export async function locateWithSectionData(db: Queryable, scope: AccountScope, id: UniqueIdentifier, section: SectionDefs): Promise<{ located: Located; data: q.SectionDataRow }> {
   const { keyspace, key } = identifierOf(scope, id);
-  const found = await q.findSectionDataByKey(db, scope.accountId, keyspace.keyspace_id, key, section.id);
+  const found = await q.findSectionDataByKey(db, scope.accountId, keyspace, key, section.id);
   if (found) return { located: { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id }, data: found };
   await refuseLocked(db, scope, keyspace, key);
   throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
@@ -71,7 +71,7 @@ export async function locate(db: Queryable, scope: AccountScope, id: UniqueIdent
 }
 
 async function locateIn(db: Queryable, scope: AccountScope, keyspace: KeyspaceRow, key: string): Promise<Located> {
-  const found = await q.findProfileByKey(db, scope.accountId, keyspace.keyspace_id, key);
+  const found = await q.findProfileByKey(db, scope.accountId, keyspace, key);
   if (found) return { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id };
   await refuseLocked(db, scope, keyspace, key);
   throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
@@ -83,7 +83,7 @@ async function locateIn(db: Queryable, scope: AccountScope, keyspace: KeyspaceRo
  * export) need no API access through the export keyspace, which only profile routes check.
  */
 export async function locateByExportKey(db: Queryable, scope: AccountScope, exportKey: string): Promise<Located> {
-  const keyspace = scope.defs.keyspaces.find((k) => k.kind === 'export');
+  const keyspace = exportKeyspace(scope);
   if (!keyspace) throw new Problem('AUD-1201', `No profile with export key "${exportKey}"`);
   return locateIn(db, scope, keyspace, exportKey);
 }
@@ -102,12 +102,19 @@ export function currentVersionId(section: SectionDefs, attributeDiscriminator: s
   return versions.at(-1)?.id;
 }
 
-/** Creates a standalone profile with one identifier (and its export key); false when the key is taken. */
+/** The account's export keyspace, whose keys are the profiles' export keys (queries.ts KeyspaceOfKey). */
+export function exportKeyspace(scope: AccountScope): KeyspaceRow | undefined {
+  return scope.defs.keyspaces.find((k) => k.kind === 'export');
+}
+
+/** The identifiers of profiles, with their export keys as keys of the export keyspace. */
+export function identifiersOf(tx: Queryable, scope: AccountScope, profileIds: string[]): Promise<q.IdentifierRow[]> {
+  return q.listIdentifiersByProfiles(tx, scope.accountId, profileIds, exportKeyspace(scope)?.keyspace_id);
+}
+
+/** Creates a standalone profile with one identifier (and its export key, in profiles itself); false when the key is taken. */
 export async function insertNewProfile(tx: Queryable, scope: AccountScope, keyspace: KeyspaceRow, key: string): Promise<string | undefined> {
-  const exportKeyspace = scope.defs.keyspaces.find((k) => k.kind === 'export');
-  const exportKey = crypto.randomUUID();
-  const profileId = await q.insertProfile(tx, scope.accountId, exportKey, scope.now);
-  if (exportKeyspace) await q.insertIdentifier(tx, scope.accountId, exportKeyspace.keyspace_id, exportKey, profileId);
+  const profileId = await q.insertProfile(tx, scope.accountId, crypto.randomUUID(), scope.now);
   if (!(await q.insertIdentifier(tx, scope.accountId, keyspace.keyspace_id, key, profileId))) return undefined;
   return profileId;
 }
@@ -147,7 +154,7 @@ export async function deleteProfile(tx: Queryable, scope: AccountScope, id: Uniq
 
 /** Locks profiles for good (SPEC §3.2): keyed hashes of their identifiers stay, the profiles go. */
 async function lockForGood(tx: Queryable, scope: AccountScope, members: string[]): Promise<void> {
-  const identifiers = await q.listIdentifiersByProfiles(tx, scope.accountId, members);
+  const identifiers = await identifiersOf(tx, scope, members);
   await q.insertLockedIdentities(tx, scope.accountId, identifiers.map((i) => identityHash(scope, i.keyspace_id, i.profile_key)));
   await q.deleteProfiles(tx, scope.accountId, members);
 }
@@ -211,7 +218,7 @@ export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles
   const sides: { canonicalId?: string; locked: boolean }[] = [];
   for (const [i, ref] of profiles.entries()) {
     const { keyspace, key } = identifierOf(scope, ref, `profiles[${i}].profile_key`);
-    const found = await q.findProfileByKey(tx, scope.accountId, keyspace.keyspace_id, key);
+    const found = await q.findProfileByKey(tx, scope.accountId, keyspace, key);
     if (found) {
       sides.push({ canonicalId: found.canonical_id, locked: false });
     } else if (await q.findLockedIdentity(tx, scope.accountId, [identityHash(scope, keyspace.keyspace_id, key)])) {
@@ -248,11 +255,11 @@ export async function switchIdentifier(tx: Queryable, scope: AccountScope, id: I
   refuseReadOnly(source.keyspace);
   refuseReadOnly(target.keyspace);
   const members = await lockedClusters(tx, scope, [located.canonicalId]);
-  const owner = (await q.listIdentifiersByProfiles(tx, scope.accountId, members))
+  const owner = (await identifiersOf(tx, scope, members))
     .find((i) => i.keyspace_id === source.keyspace.keyspace_id && i.profile_key === source.key);
   if (!owner) throw new Problem('AUD-1221', `from: ${source.keyspace.discriminator} key "${source.key}" is not an identifier of this profile`);
   await refuseLocked(tx, scope, target.keyspace, target.key);
-  if (await q.findProfileByKey(tx, scope.accountId, target.keyspace.keyspace_id, target.key)) {
+  if (await q.findProfileByKey(tx, scope.accountId, target.keyspace, target.key)) {
     throw new Problem('AUD-1222', `to: ${target.keyspace.discriminator} key "${target.key}" already identifies a profile`);
   }
   const data = await q.listSectionDataByProfile(tx, scope.accountId, located.canonicalId);
@@ -318,7 +325,7 @@ function factsOf(row: q.FactsRow) {
  */
 export async function locateWithFacts(db: Queryable, scope: AccountScope, id: UniqueIdentifier, eventVersionIds: string[]): Promise<{ located: Located; facts: ReturnType<typeof factsOf> }> {
   const { keyspace, key } = identifierOf(scope, id);
-  const found = await q.findFactsByKey(db, scope.accountId, keyspace.keyspace_id, key, eventVersionIds);
+  const found = await q.findFactsByKey(db, scope.accountId, keyspace, key, eventVersionIds);
   if (found) return { located: { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id }, facts: factsOf(found) };
   await refuseLocked(db, scope, keyspace, key);
   throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);

@@ -1,4 +1,5 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
+import type { KeyspaceRow } from '../core/definitions.ts';
 import { idArray } from '../store/arrays.ts';
 import { coalesce } from '../store/coalesce.ts';
 import type { Queryable } from '../store/pool.ts';
@@ -15,22 +16,44 @@ export interface LocatedRow {
   canonical_id: string;
 }
 
+/**
+ * The keyspace a key is looked up in. The keys of the export keyspace are the profiles' own
+ * `export_key` and have no identifier row (migration 0016): a profile is created with one row
+ * fewer, and its export key is found through the unique index of profiles.
+ */
+export type KeyspaceOfKey = Pick<KeyspaceRow, 'keyspace_id' | 'kind'>;
+
+/**
+ * The member profile owning a key and the canonical profile of its cluster, as a relation of at
+ * most one row (profile_id, canonical_id) for a lateral join: `byExportKey` (SQL boolean) finds
+ * the key as an export key in profiles, otherwise in profile_identifiers by `keyspace`. Either is
+ * one index lookup; the branch not taken stops at its one-time filter.
+ */
+const MEMBER_BY_KEY = (account: string, keyspace: string, key: string, byExportKey: string) => `(
+       select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id from profiles p
+       where ${byExportKey} and p.account_id = ${account} and p.export_key = ${key}
+       union all
+       select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id
+       from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+       where not ${byExportKey} and i.account_id = ${account} and i.keyspace_id = ${keyspace} and i.profile_key = ${key}
+       limit 1)`;
+
+const isExport = (keyspace: KeyspaceOfKey) => keyspace.kind === 'export';
+
 /** The member profile owning a key, and the canonical profile of its cluster. */
 // The three statements of the hottest profile requests (this one, findSectionDataByKeys and
 // patchSectionData) are named, so PostgreSQL parses and plans them once per connection (about a
 // fifth of their cost unnamed; bench/profiles.ts). The others are not worth a plan per connection.
-export async function findProfileByKey(db: Queryable, accountId: string, keyspaceId: string, key: string): Promise<LocatedRow | undefined> {
+export async function findProfileByKey(db: Queryable, accountId: string, keyspace: KeyspaceOfKey, key: string): Promise<LocatedRow | undefined> {
   const { rows } = await db.query<LocatedRow>({
     name: 'profiles.find-profile-by-key',
-    text: `select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id
-     from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-     where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = $3`,
-    values: [accountId, keyspaceId, key],
+    text: `select f.profile_id, f.canonical_id from ${MEMBER_BY_KEY('$1::bigint', '$2::bigint', '$3', '$4::boolean')} f`,
+    values: [accountId, keyspace.keyspace_id, key, isExport(keyspace)],
   });
   return rows[0];
 }
 
-interface KeyInSection { keyspaceId: string; key: string; sectionId: string }
+interface KeyInSection { keyspace: KeyspaceOfKey; key: string; sectionId: string }
 type FoundInSection = LocatedRow & SectionDataRow;
 
 /** Profiles found by key with what each shows in a section, in one statement: one answer per key, in order (undefined where none). */
@@ -40,13 +63,9 @@ async function findSectionDataByKeys(db: Queryable, accountId: string, keys: Key
     // One primary-key lookup per key, as in findProfilesByKeys.
     text: `select x.n::int as n, f.profile_id, f.canonical_id,
        jsonb_strip_nulls(coalesce(ps.cluster_attributes, ps.attributes)) as attributes, coalesce(ps.cluster_tags, ps.tags) as tags
-     from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[])) with ordinality as x(keyspace_id, profile_key, section_id, n)
-     cross join lateral (
-       select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id
-       from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-       where i.account_id = $1::bigint and i.keyspace_id = x.keyspace_id and i.profile_key = x.profile_key
-       limit 1
-     ) f
+     from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[]), unnest($5::boolean[]))
+       with ordinality as x(keyspace_id, profile_key, section_id, by_export_key, n)
+     cross join lateral ${MEMBER_BY_KEY('$1::bigint', 'x.keyspace_id', 'x.profile_key', 'x.by_export_key')} f
      left join lateral (
        -- Lateral with a limit, so that the generic plan of this named statement (which assumes 100
        -- keys) looks the row up by primary key instead of hash-joining a scan of the whole table,
@@ -55,7 +74,8 @@ async function findSectionDataByKeys(db: Queryable, accountId: string, keys: Key
        where ps.account_id = $1::bigint and ps.profile_id = f.canonical_id and ps.section_id = x.section_id
        limit 1
      ) ps on true`,
-    values: [accountId, idArray(keys.map((k) => k.keyspaceId)), JSON.stringify(keys.map((k) => k.key)), idArray(keys.map((k) => k.sectionId))],
+    values: [accountId, idArray(keys.map((k) => k.keyspace.keyspace_id)), JSON.stringify(keys.map((k) => k.key)), idArray(keys.map((k) => k.sectionId)),
+      `{${keys.map((k) => (isExport(k.keyspace) ? 't' : 'f')).join(',')}}`],
   });
   const found: (FoundInSection | undefined)[] = new Array(keys.length);
   for (const row of rows) {
@@ -68,13 +88,13 @@ async function findSectionDataByKeys(db: Queryable, accountId: string, keys: Key
 const sectionReads = new WeakMap<Queryable, (accountId: string, key: KeyInSection) => Promise<FoundInSection | undefined>>();
 
 /** A profile found by key together with what it shows in one section, in one round trip shared with the other reads of the same turn. */
-export function findSectionDataByKey(db: Queryable, accountId: string, keyspaceId: string, key: string, sectionId: string): Promise<FoundInSection | undefined> {
+export function findSectionDataByKey(db: Queryable, accountId: string, keyspace: KeyspaceOfKey, key: string, sectionId: string): Promise<FoundInSection | undefined> {
   let read = sectionReads.get(db);
   if (!read) {
     read = coalesce((account: string, keys: KeyInSection[]) => findSectionDataByKeys(db, account, keys));
     sectionReads.set(db, read);
   }
-  return read(accountId, { keyspaceId, key, sectionId });
+  return read(accountId, { keyspace, key, sectionId });
 }
 
 /** What segment evaluations read of a canonical profile (locateWithFacts of profiles.ts), events as [section, version, ms, data]. */
@@ -100,14 +120,13 @@ const FACTS = (account: string, canonical: string, versions: string) => `select
  * A profile found by key with what segment evaluations read of its cluster (FACTS), in one round
  * trip: an evaluation is one statement instead of four.
  */
-export async function findFactsByKey(db: Queryable, accountId: string, keyspaceId: string, key: string, versionIds: string[]): Promise<(LocatedRow & FactsRow) | undefined> {
+export async function findFactsByKey(db: Queryable, accountId: string, keyspace: KeyspaceOfKey, key: string, versionIds: string[]): Promise<(LocatedRow & FactsRow) | undefined> {
   const { rows } = await db.query<LocatedRow & FactsRow>({
     name: 'profiles.find-facts-by-key',
-    text: `select p.profile_id, coalesce(p.canonical_id, p.profile_id) as canonical_id, f.sections, f.events
-     from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-     cross join lateral (${FACTS('$1::bigint', 'coalesce(p.canonical_id, p.profile_id)', '$4::bigint[]')}) f
-     where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = $3`,
-    values: [accountId, keyspaceId, key, idArray(versionIds)],
+    text: `select found.profile_id, found.canonical_id, f.sections, f.events
+     from ${MEMBER_BY_KEY('$1::bigint', '$2::bigint', '$3', '$5::boolean')} found
+     cross join lateral (${FACTS('$1::bigint', 'found.canonical_id', '$4::bigint[]')}) f`,
+    values: [accountId, keyspace.keyspace_id, key, idArray(versionIds), isExport(keyspace)],
   });
   return rows[0];
 }
@@ -146,10 +165,14 @@ export async function deleteIdentifier(db: Queryable, accountId: string, keyspac
 
 export interface IdentifierRow { keyspace_id: string; profile_key: string; profile_id: string }
 
-export async function listIdentifiersByProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<IdentifierRow[]> {
+/** The identifiers of profiles, their export keys (as keys of `exportKeyspaceId`, when the account has that keyspace) included. */
+export async function listIdentifiersByProfiles(db: Queryable, accountId: string, profileIds: string[], exportKeyspaceId: string | undefined): Promise<IdentifierRow[]> {
   const { rows } = await db.query<IdentifierRow>(
-    'select keyspace_id, profile_key, profile_id from profile_identifiers where account_id = $1::bigint and profile_id = any($2::bigint[]) order by profile_id, keyspace_id',
-    [accountId, profileIds],
+    `select keyspace_id, profile_key, profile_id from profile_identifiers where account_id = $1::bigint and profile_id = any($2::bigint[])
+     union all
+     select $3::bigint, export_key, profile_id from profiles where $3::bigint is not null and account_id = $1::bigint and profile_id = any($2::bigint[])
+     order by profile_id, keyspace_id`,
+    [accountId, profileIds, exportKeyspaceId ?? null],
   );
   return rows;
 }
@@ -332,6 +355,7 @@ export async function patchSectionData(db: Queryable, accountId: string, profile
   });
 }
 
+/** A write by key; never through the export keyspace, which is read-only (so the key is looked up in profile_identifiers only). */
 interface PatchByKey { keyspaceId: string; key: string; sectionId: string; attributes: ValueMap; changedAt: Date }
 
 /**
@@ -529,20 +553,15 @@ export function clusterEventsRelation(values: SqlValues, target: { account: stri
 
 // ---- Bulk statements, for imports: one statement per batch of rows ----
 
-export async function findProfilesByKeys(db: Queryable, accountId: string, keyspaceId: string, keys: string[]): Promise<{ profile_key: string; canonical_id: string }[]> {
+export async function findProfilesByKeys(db: Queryable, accountId: string, keyspace: KeyspaceOfKey, keys: string[]): Promise<{ profile_key: string; canonical_id: string }[]> {
   const { rows } = await db.query<{ profile_key: string; canonical_id: string }>(
     // One primary-key lookup per key (the lateral subquery with its limit cannot be flattened into a
     // join). With `profile_key = any(…)` the planner chose, by the table's size, between index
     // lookups and a (parallel) scan of the whole table for a batch of a few thousand keys.
     `select k.key as profile_key, x.canonical_id
      from (select distinct jsonb_array_elements_text($3::jsonb) as key) k
-     cross join lateral (
-       select coalesce(p.canonical_id, p.profile_id) as canonical_id
-       from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-       where i.account_id = $1::bigint and i.keyspace_id = $2::bigint and i.profile_key = k.key
-       limit 1
-     ) x`,
-    [accountId, keyspaceId, JSON.stringify(keys)],
+     cross join lateral ${MEMBER_BY_KEY('$1::bigint', '$2::bigint', 'k.key', '$4::boolean')} x`,
+    [accountId, keyspace.keyspace_id, JSON.stringify(keys), isExport(keyspace)],
   );
   return rows;
 }

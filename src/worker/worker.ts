@@ -1,5 +1,6 @@
 import { EXPORT_JOB, EXPORT_SWEEP_JOB, runExport, sweepExport, type ExportDeps } from '../exports/exports.ts';
 import { runSingleExport, sendReadyCallback, SINGLE_EXPORT_JOB, SINGLE_EXPORT_READY_JOB, type SingleExportDeps } from '../exports/single.ts';
+import { settleHeap } from '../core/heap.ts';
 import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
@@ -13,8 +14,14 @@ import { Worker } from '../jobs/queue.ts';
  */
 const SEND_LANES = 12;
 
-/** Starts the worker role: the handlers of every job kind. */
-export async function startWorker(services: ThreadServices, onError: (err: unknown) => void): Promise<Worker> {
+/**
+ * Starts the worker role: the handlers of every job kind. `settleAfterImports`, for a thread of its
+ * own: an import grows the thread's heap by 40-60 MB, which V8 keeps while the thread idles (as
+ * after the start, src/core/heap.ts), so it is given back after each import (docs/benchmarks.md
+ * "Imports"): 0.25-0.4 s once per import in the thread (on the loaded bench machine), but most
+ * of a second where the same heap holds the API's (and the tests') objects.
+ */
+export async function startWorker(services: ThreadServices, onError: (err: unknown) => void, options: { settleAfterImports?: boolean } = {}): Promise<Worker> {
   const { pool, files, clock, metrics } = services;
   const scopeOf = (accountId: string) => accountScope(services, accountId);
   const exportDeps: ExportDeps = { pool, files, clock, scopeOf };
@@ -23,7 +30,10 @@ export async function startWorker(services: ThreadServices, onError: (err: unkno
     pool, scopeOf, mailer: services.mailer, vendor: services.config.vendor, trackingUrl: services.config.trackingUrl, serverSecret: services.serverSecret,
   };
   const worker = new Worker(pool, {
-    [IMPORT_JOB]: (job, lease) => runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job, lease),
+    [IMPORT_JOB]: async (job, lease) => {
+      await runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job, lease);
+      if (options.settleAfterImports) settleHeap();
+    },
     [EXPORT_JOB]: (job) => runExport(exportDeps, job),
     [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
     [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
