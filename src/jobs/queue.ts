@@ -34,18 +34,37 @@ const STATE_OF = `case when failed_at is not null then 'failed' when locked_unti
  * `runAt` delays it (the database's clock decides when it is due).
  */
 export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>, runAt?: Date): Promise<void> {
-  const insert = 'insert into jobs (account_id, kind, payload, run_at) values ($1::bigint, $2, $3, coalesce($4::timestamptz, now()))';
+  await enqueueWith(tx, kind, [{ accountId, payload }], { text: 'select', values: [] }, runAt);
+}
+
+/**
+ * Enqueues jobs of `kind` in one statement with a write of the caller (`write`: a statement with
+ * its values, $1 and on, that answers rows, an insert ending in `returning`; they are answered): the record and the
+ * jobs that serve it then commit together in one round trip, autocommitted or in the caller's
+ * transaction, without the caller writing the queue's table (transactional sends,
+ * docs/benchmarks.md "Transactional mail").
+ */
+export async function enqueueWith<R extends pg.QueryResultRow>(db: Queryable, kind: string, jobs: { accountId: string; payload: Record<string, unknown> }[], write: { text: string; values: unknown[] }, runAt?: Date): Promise<R[]> {
+  const n = write.values.length;
+  const values = [...write.values, JSON.stringify(jobs.map((j) => ({ account_id: j.accountId, payload: j.payload }))), kind, runAt ?? null];
+  const insert = `insert into jobs (account_id, kind, payload, run_at)
+    select j.account_id, $${n + 2}::text, j.payload, coalesce($${n + 3}::timestamptz, now()) from json_to_recordset($${n + 1}::json) as j(account_id bigint, payload jsonb) returning kind`;
   // A transaction that notifies holds a lock of the whole database from its commit's start to its
   // end, WAL flush included: with a notification each, concurrent enqueues (transactional sends)
   // committed one at a time. So a process notifies a kind once per NOTIFY_EVERY_MS; the workers
   // that notification wakes keep taking jobs while they find some, and look again soon after.
   const now = performance.now();
-  if (now - (notified.get(kind) ?? -Infinity) < NOTIFY_EVERY_MS) {
-    await tx.query(insert, [accountId, kind, payload, runAt ?? null]);
-    return;
+  if (jobs.length === 0 || now - (notified.get(kind) ?? -Infinity) < NOTIFY_EVERY_MS) {
+    return (await db.query<R>(`with written as (${write.text}), job as (${insert}) select * from written`, values)).rows;
   }
   notified.set(kind, now);
-  await tx.query(`with job as (${insert} returning kind) select pg_notify($5, kind) from job`, [accountId, kind, payload, runAt ?? null, CHANNEL]);
+  // The notification is a select: it runs because the answer joins it.
+  const { rows } = await db.query<R>(
+    `with written as (${write.text}), job as (${insert}), woken as (select pg_notify($${n + 4}, kind) from job limit 1)
+     select written.* from written cross join (select count(*) from woken) w`,
+    [...values, CHANNEL],
+  );
+  return rows;
 }
 
 /** At most one notification per kind and process this often; a worker woken looks again after twice this while jobs keep coming. */

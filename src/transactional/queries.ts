@@ -61,15 +61,21 @@ export interface SendRow {
   links: TrackedLink[];
 }
 
-export async function insertSend(db: Queryable, accountId: string, s: {
-  activityId: string; sectionId: string; keyspaceId: string; profileKey: string; toAddress: string; status: SendStatus; reason: string | null; request: unknown; createdAt: Date;
-}): Promise<string> {
-  const { rows } = await db.query<{ transaction_id: string }>(
-    `insert into transactional_sends (account_id, activity_id, section_id, keyspace_id, profile_key, to_address, status, status_reason, request, created_at)
-     values ($1::bigint, $2, $3::bigint, $4::bigint, $5, $6, $7, $8, $9::jsonb, $10) returning transaction_id::text`,
-    [accountId, s.activityId, s.sectionId, s.keyspaceId, s.profileKey, s.toAddress, s.status, s.reason, s.request === null ? null : JSON.stringify(s.request), s.createdAt],
-  );
-  return rows[0].transaction_id;
+/** A send as it is kept when accepted: what it was made of goes in its job (docs/mail.md "Lifecycle"). */
+export interface NewSend {
+  account_id: string; transaction_id: string; activity_id: string; section_id: string; keyspace_id: string; profile_key: string;
+  to_address: string; status: SendStatus; status_reason: string | null; created_at: Date;
+}
+
+/** The insert of accepted sends, as a statement (for enqueueWith, which writes their jobs with it); answers nothing of its own. */
+export function insertSends(sends: NewSend[]): { text: string; values: unknown[] } {
+  return {
+    text: `insert into transactional_sends (account_id, transaction_id, activity_id, section_id, keyspace_id, profile_key, to_address, status, status_reason, created_at)
+     select * from json_to_recordset($1::json) as s(account_id bigint, transaction_id uuid, activity_id text, section_id bigint, keyspace_id bigint,
+       profile_key text, to_address text, status text, status_reason text, created_at timestamptz)
+     returning transaction_id`,
+    values: [JSON.stringify(sends)],
+  };
 }
 
 export async function findSend(db: Queryable, accountId: string, transactionId: string): Promise<SendRow | undefined> {

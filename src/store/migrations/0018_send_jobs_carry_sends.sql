@@ -1,0 +1,15 @@
+-- A transactional send's job carries the send (src/transactional/transactional.ts): its activity,
+-- section, keyspace, profile key and what the message is made of, so the worker does not read the
+-- send's row, and the job exists exactly while the send is queued (docs/benchmarks.md
+-- "Transactional mail"). The jobs of sends queued before this migration held the transaction id
+-- only: they get the send's fields; those whose send is no longer queued had nothing left to do.
+update jobs j set payload = j.payload || jsonb_build_object(
+    'activity_id', s.activity_id, 'section_id', s.section_id::text, 'keyspace_id', s.keyspace_id::text,
+    'profile_key', s.profile_key, 'request', s.request)
+  from transactional_sends s
+  where j.kind = 'transactional-send' and not j.payload ? 'request'
+    and s.account_id = j.account_id and s.transaction_id = (j.payload ->> 'transaction_id')::uuid
+    and s.status = 'queued' and s.request is not null;
+delete from jobs where kind = 'transactional-send' and not payload ? 'request';
+-- What a queued send is made of is kept in its job from now on.
+update transactional_sends set request = null where status = 'queued' and request is not null;
