@@ -82,6 +82,9 @@ export async function completeJobs(tx: Queryable, jobs: Pick<Job, 'accountId' | 
   );
 }
 
+/** Loops of their own for a job kind: how many, and how many jobs each claims together and runs at once. */
+export interface Lanes { loops: number; jobs: number }
+
 interface JobRow { account_id: string; job_id: string; kind: string; payload: Record<string, unknown>; attempts: number }
 
 /** A job as the operator sees it. */
@@ -134,15 +137,16 @@ export class Worker {
   private listener: pg.PoolClient | undefined;
   private readonly onError: (err: unknown, job?: Job) => void;
   private readonly metrics: Metrics;
-  private readonly lanes: Record<string, number>;
+  private readonly lanes: Record<string, Lanes>;
   /** When the last notification came (performance.now()). */
   private lastWake = -Infinity;
 
   /**
-   * `lanes`: job kinds that get loops of their own besides the one that takes every kind, so that
-   * up to that many of them run at once (a send job waits on a mail server most of its time).
+   * `lanes`: job kinds that get loops of their own besides the one that takes every kind, each
+   * claiming up to `jobs` jobs at a time and running them at once (a send job waits on a mail
+   * server most of its time).
    */
-  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void, metrics: Metrics, lanes: Record<string, number> = {}) {
+  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void, metrics: Metrics, lanes: Record<string, Lanes> = {}) {
     this.pool = pool;
     this.handlers = handlers;
     this.onError = onError;
@@ -159,7 +163,7 @@ export class Worker {
     });
     this.listener.on('error', () => {});
     await this.listener.query(`listen ${CHANNEL}`);
-    this.loops = [this.run(Object.keys(this.handlers)), ...Object.entries(this.lanes).flatMap(([kind, n]) => Array.from({ length: n }, () => this.run([kind])))];
+    this.loops = [this.run(Object.keys(this.handlers), 1), ...Object.entries(this.lanes).flatMap(([kind, l]) => Array.from({ length: l.loops }, () => this.run([kind], l.jobs)))];
   }
 
   private wakeAll(): void {
@@ -177,11 +181,11 @@ export class Worker {
     }
   }
 
-  private async run(kinds: string[]): Promise<void> {
+  private async run(kinds: string[], max: number): Promise<void> {
     while (this.running) {
       let worked = false;
       try {
-        worked = await this.runOne(kinds);
+        worked = await this.runOne(kinds, max);
       } catch (err) {
         this.onError(err);
       }
@@ -199,12 +203,18 @@ export class Worker {
     }
   }
 
-  /** Takes and runs one ready job of `kinds` (every kind it handles by default); false when there was none. */
-  async runOne(kinds: string[] = Object.keys(this.handlers)): Promise<boolean> {
-    // The oldest ready job, leased; claim_job (migration 0014) commits without waiting for the WAL flush.
-    const { rows } = await this.pool.query<JobRow>('select account_id::text, job_id::text, kind, payload, attempts from claim_job($1::text[], $2)', [kinds, LEASE_SECONDS]);
-    const row = rows[0];
-    if (!row) return false;
+  /**
+   * Takes and runs ready jobs of `kinds` (every kind it handles by default), up to `max` of them
+   * claimed in one statement and run at once; false when there was none.
+   */
+  async runOne(kinds: string[] = Object.keys(this.handlers), max = 1): Promise<boolean> {
+    // The oldest ready jobs, leased; claim_jobs (migration 0018) commits without waiting for the WAL flush.
+    const { rows } = await this.pool.query<JobRow>('select account_id::text, job_id::text, kind, payload, attempts from claim_jobs($1::text[], $2, $3)', [kinds, LEASE_SECONDS, max]);
+    await Promise.all(rows.map((row) => this.runJob(row)));
+    return rows.length > 0;
+  }
+
+  private async runJob(row: JobRow): Promise<void> {
     const job: Job = { accountId: row.account_id, jobId: row.job_id, kind: row.kind, payload: row.payload, attempts: row.attempts };
     const renew = async () => {
       await this.pool.query('update jobs set locked_until = now() + make_interval(secs => $3) where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId, LEASE_SECONDS]);
@@ -226,12 +236,11 @@ export class Worker {
          where account_id = $1::bigint and job_id = $2::bigint`,
         [job.accountId, job.jobId, String((err as Error)?.message ?? err), last, 2 ** job.attempts],
       );
-      return true;
+      return;
     } finally {
       clearInterval(heartbeat);
     }
     timer({ outcome: 'completed' });
     if (outcome !== 'completed') await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
-    return true;
   }
 }
