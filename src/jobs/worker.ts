@@ -12,7 +12,7 @@ import { Worker, type Lanes } from './queue.ts';
  * one statement, and their reads (activity, suppression, profile) go together (docs/benchmarks.md
  * "Transactional mail").
  */
-const SEND_LANES: Lanes = { loops: 4, jobs: 4 };
+const SEND_LANES: Lanes = { loops: 4, jobs: 8 };
 
 /** Starts the worker role: the handlers of every job kind. */
 export async function startWorker(services: ThreadServices, onError: (err: unknown) => void): Promise<Worker> {

@@ -249,17 +249,17 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void | 'complet
   const section = scope.defs.sections.find((s) => s.id === payload.section_id);
   const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === payload.keyspace_id);
   if (!section || !keyspace) return endSend(deps, job, send, 'failed', 'the section or keyspace of the send no longer exists');
-  let activity: Activity;
-  try {
-    activity = await transactionalActivity(deps.pool, scope, section, send.activity_id, { shared: true });
-  } catch (err) {
-    if (err instanceof Problem) return endSend(deps, job, send, 'failed', `the activity is no longer a transactional email activity: ${err.detail}`);
-    throw err;
-  }
-  if (await isSuppressed(deps.pool, scope, `${namespace(deps.vendor)}.channels.email`, request.to_email_address)) {
-    return endSend(deps, job, send, 'suppressed', 'the address is suppressed on the email channel');
-  }
-  const values = await profileValues(deps.pool, scope, keyspace, section, send.profile_key);
+  // Three reads at once rather than one after the other: each waits for a turn's statement.
+  const [activity, suppressed, values] = await Promise.all([
+    transactionalActivity(deps.pool, scope, section, send.activity_id, { shared: true }).catch((err: unknown) => {
+      if (err instanceof Problem) return err;
+      throw err;
+    }),
+    isSuppressed(deps.pool, scope, `${namespace(deps.vendor)}.channels.email`, request.to_email_address),
+    profileValues(deps.pool, scope, keyspace, section, send.profile_key),
+  ]);
+  if (activity instanceof Problem) return endSend(deps, job, send, 'failed', `the activity is no longer a transactional email activity: ${activity.detail}`);
+  if (suppressed) return endSend(deps, job, send, 'suppressed', 'the address is suppressed on the email channel');
   if (values === 'locked') return endSend(deps, job, send, 'suppressed', 'the profile is locked');
   const profile = profileContext(section, values);
 
