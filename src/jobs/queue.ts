@@ -210,7 +210,9 @@ export class Worker {
   async runOne(kinds: string[] = Object.keys(this.handlers), max = 1): Promise<boolean> {
     // The oldest ready jobs, leased; claim_jobs (migration 0018) commits without waiting for the WAL flush.
     const { rows } = await this.pool.query<JobRow>('select account_id::text, job_id::text, kind, payload, attempts from claim_jobs($1::text[], $2, $3)', [kinds, LEASE_SECONDS, max]);
-    await Promise.all(rows.map((row) => this.runJob(row)));
+    // Every one to its end before the loop claims again, so that a loop never has more than `max` under way.
+    const failed = (await Promise.allSettled(rows.map((row) => this.runJob(row)))).find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
     return rows.length > 0;
   }
 
