@@ -13,8 +13,8 @@ update jobs j set payload = j.payload || jsonb_build_object(
     and s.account_id = j.account_id and s.transaction_id = (j.payload ->> 'transaction_id')::uuid
     and s.status = 'queued' and s.request is not null;
 delete from jobs where kind = 'transactional-send' and not payload ? 'request';
--- What a queued send is made of is kept in its job from now on.
-update transactional_sends set request = null where status = 'queued' and request is not null;
+-- What a send is made of is kept in its job from now on (the sends no longer queued had dropped it).
+alter table transactional_sends drop column request;
 
 -- A worker's loop claims several jobs in one statement (transactional sends: docs/benchmarks.md
 -- "Transactional mail"); as claim_job (0014), without waiting for the WAL flush.
