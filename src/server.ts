@@ -12,7 +12,7 @@ import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
 import { createLogger } from './http/logging.ts';
 import { checkFileStore, openFileStore } from './files/store.ts';
-import { startWorkerThread } from './jobs/thread.ts';
+import { startWorkerThread } from './worker/thread.ts';
 import { createServices, type Services } from './services.ts';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';

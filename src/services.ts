@@ -16,7 +16,7 @@ import { openMailer, type Mailer } from './transactional/mailer.ts';
 
 /**
  * The long-lived parts every thread of a process has: what jobs need. The worker thread has only
- * these (src/jobs/thread-entry.ts).
+ * these (src/worker/thread-entry.ts).
  */
 export interface ThreadServices {
   config: Config;

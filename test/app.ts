@@ -4,14 +4,14 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { expect, inject } from 'vitest';
+import { afterAll, beforeAll, expect, inject } from 'vitest';
 import { readConfig, type Config } from '../src/config.ts';
 import { buildApp, type App } from '../src/http/app.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { createServices, type Services } from '../src/services.ts';
 import { withDatabase } from '../src/store/embedded.ts';
 import { createPool } from '../src/store/pool.ts';
-import { startWorker } from '../src/jobs/worker.ts';
+import { startWorker } from '../src/worker/worker.ts';
 import type { Worker } from '../src/jobs/queue.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
 
@@ -161,6 +161,25 @@ export class TestServer {
     const credentials = await this.createAccount(manifest, { limits });
     return { ...credentials, token: await this.token(credentials) };
   }
+}
+
+/**
+ * The set-up of a test file over a server and its database: starts a TestServer (`env` and
+ * `worker` as TestServer.start) and a pool of a few connections on the file's database before its
+ * tests, hands both to `ready`, and closes them after its tests.
+ */
+export function serverWithPool(options: { env?: Record<string, string>; worker?: boolean; connections?: number }, ready: (server: TestServer, db: pg.Pool) => void): void {
+  let server: TestServer | undefined;
+  let db: pg.Pool | undefined;
+  beforeAll(async () => {
+    server = await TestServer.start(options.env, { worker: options.worker });
+    db = new pg.Pool({ connectionString: await testDatabase(), max: options.connections ?? 2 });
+    ready(server, db);
+  });
+  afterAll(async () => {
+    await server?.close();
+    await db?.end();
+  });
 }
 
 /** One section with a bit of everything, for definition tests. */

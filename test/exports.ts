@@ -3,7 +3,7 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import type pg from 'pg';
 import { expect } from 'vitest';
 import type { Manifest } from '../src/definitions/schemas.ts';
-import { startWorker } from '../src/jobs/worker.ts';
+import { startWorker } from '../src/worker/worker.ts';
 import type { Response, TestServer } from './app.ts';
 
 // What the tests of the exports area share: the definitions they export from, and helpers over

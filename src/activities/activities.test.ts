@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { activityEvent, EMAIL, NS, serverWithAccount, SHOP, type AccountAdmin } from '../../test/activities.ts';
 import { expectProblem, TestServer } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { countSegment } from '../segments/segments.ts';
@@ -7,9 +8,6 @@ import { getActivity } from './activities.ts';
 
 // Activities (SPEC §2.14, §4.8; docs/activities.md) through the operator API and the public reads.
 
-const NS = 'com.vendor1';
-const EMAIL = `${NS}.keyspaces.email`;
-const SHOP = `${NS}.sections.user-created.shop`;
 const BLOG = `${NS}.sections.user-created.blog`;
 const NEWS = `${NS}.topics.user-created.news`;
 const MANIFEST: Manifest = {
@@ -22,8 +20,11 @@ const MANIFEST: Manifest = {
 let server: TestServer;
 let accountId: string;
 let token: string;
+let admin: AccountAdmin;
+serverWithAccount(MANIFEST, (a) => {
+  ({ server, accountId, token, admin } = a);
+});
 
-const admin = (method: string, path: string, body?: unknown) => server.admin(method, `/admin/accounts/${accountId}${path}`, body);
 const get = (path: string) => server.request('GET', path, { token });
 const ingest = (items: unknown) => admin('POST', '/activity-events', items);
 
@@ -31,17 +32,8 @@ const email = (over: Record<string, unknown> = {}) => ({
   kind: 'email', section_discriminator: SHOP, name: 'Spring sale', status: 'sent', created_at: '2026-03-01T10:00:00.000Z', sent_at: '2026-03-02T08:00:00.000Z',
   email_subject: 'Spring is here', sender_name: 'Shop', sender_email_address: 'news@shop.example', ...over,
 });
-const event = (activity: string, type: string, key: string, correlation: string, over: Record<string, unknown> = {}) => ({
-  activity_id: activity, type, keyspace_discriminator: EMAIL, profile_key: key, correlation_id: correlation, event_time: '2026-03-02T09:00:00.000Z', ...over,
-});
-
-beforeAll(async () => {
-  server = await TestServer.start();
-  const login = await server.login(MANIFEST);
-  accountId = login.accountId;
-  token = login.token;
-});
-afterAll(async () => server?.close());
+const event = (activity: string, type: string, key: string, correlation: string, over: Record<string, unknown> = {}) =>
+  activityEvent(activity, type, key, correlation, { event_time: '2026-03-02T09:00:00.000Z', ...over });
 
 describe('the operator writes activities', () => {
   it('creates an email activity with a generated id, and answers every field, transactional ones included', async () => {

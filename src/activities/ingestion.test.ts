@@ -1,5 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer } from '../../test/app.ts';
+import { describe, expect, it } from 'vitest';
+import { activityEvent as event, EMAIL, serverWithAccount, SHOP, type AccountAdmin } from '../../test/activities.ts';
+import type { TestServer } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { accountScope } from '../services.ts';
 import { checkCounters } from './activities.ts';
@@ -8,27 +9,15 @@ import { checkCounters } from './activities.ts';
 // once and share events and profiles are recorded once each and counted right, and a deleted
 // profile takes its activity events with it.
 
-const NS = 'com.vendor1';
-const EMAIL = `${NS}.keyspaces.email`;
-const SHOP = `${NS}.sections.user-created.shop`;
 const MANIFEST: Manifest = { sections: [{ name: 'Shop' }] };
 
 let server: TestServer;
 let accountId: string;
 let token: string;
-
-const admin = (method: string, path: string, body?: unknown) => server.admin(method, `/admin/accounts/${accountId}${path}`, body);
-const event = (activity: string, type: string, key: string, correlation: string) => ({
-  activity_id: activity, type, keyspace_discriminator: EMAIL, profile_key: key, correlation_id: correlation,
+let admin: AccountAdmin;
+serverWithAccount(MANIFEST, (a) => {
+  ({ server, accountId, token, admin } = a);
 });
-
-beforeAll(async () => {
-  server = await TestServer.start();
-  const login = await server.login(MANIFEST);
-  accountId = login.accountId;
-  token = login.token;
-});
-afterAll(async () => server?.close());
 
 describe('concurrent ingestion', () => {
   it('ACT-05: batches sent at once, repeating each other\'s events and profiles in opposite orders, record each event once and count a recount', async () => {

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer } from '../../test/app.ts';
+import { describe, expect, it } from 'vitest';
+import { activityEvent, serverWithAccount, SHOP, type AccountAdmin } from '../../test/activities.ts';
+import type { TestServer } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { countSegment } from '../segments/segments.ts';
 import { accountScope } from '../services.ts';
@@ -11,24 +12,17 @@ import { EMAIL_AQL_KEYS, EMAIL_EVENT_TYPES, FORM_AQL_KEYS, FORM_EVENT_TYPES, SMS
 // counters equal a recount from the stored events and a count by hand, and each aql_queries
 // string selects exactly the profiles its unique statistic counts.
 
-const NS = 'com.vendor1';
-const EMAIL = `${NS}.keyspaces.email`;
-const SHOP = `${NS}.sections.user-created.shop`;
 const MANIFEST: Manifest = { sections: [{ name: 'Shop' }] };
 const PROFILES = ['a', 'b', 'c', 'd', 'e', 'f'].map((p) => `${p}@example.com`);
 
 let server: TestServer;
 let accountId: string;
 let token: string;
+let admin: AccountAdmin;
 let run = 0;
-
-beforeAll(async () => {
-  server = await TestServer.start();
-  const login = await server.login(MANIFEST);
-  accountId = login.accountId;
-  token = login.token;
+serverWithAccount(MANIFEST, (a) => {
+  ({ server, accountId, token, admin } = a);
 });
-afterAll(async () => server?.close());
 
 interface Generated { activity: number; type: string; profile: number; correlation: number }
 
@@ -61,14 +55,12 @@ describe('statistics and aql_queries over generated events', () => {
       run++;
       const ids = KINDS.map((k, i) => `run${run}-${i}`);
       for (const [i, k] of KINDS.entries()) {
-        const put = await server.admin('PUT', `/admin/accounts/${accountId}/activities/${ids[i]}`, { kind: k.kind, section_discriminator: SHOP, name: ids[i], status: 'sent' });
+        const put = await admin('PUT', `/activities/${ids[i]}`, { kind: k.kind, section_discriminator: SHOP, name: ids[i], status: 'sent' });
         expect(put.status, put.text).toBe(201);
       }
       for (const batch of batches) {
-        const items = batch.map((e) => ({
-          activity_id: ids[e.activity], type: e.type, keyspace_discriminator: EMAIL, profile_key: PROFILES[e.profile], correlation_id: `c${e.correlation}`,
-        }));
-        const res = await server.admin('POST', `/admin/accounts/${accountId}/activity-events`, items);
+        const items = batch.map((e) => activityEvent(ids[e.activity], e.type, PROFILES[e.profile], `c${e.correlation}`));
+        const res = await admin('POST', '/activity-events', items);
         expect(res.status, res.text).toBe(200);
       }
       const all = batches.flat();

@@ -1,6 +1,7 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer, testDatabase, type Response, expectProblem } from '../../test/app.ts';
+import { describe, expect, it } from 'vitest';
+import { serverWithPool, TestServer, type Response, expectProblem } from '../../test/app.ts';
+import { type Account, CLUB, CLUB_NEWS, CRM, EMAIL, EMAIL_CH, EXPORT, MOBILE, MOBILE_ATTR, NO_LIMITS, NS, OFFERS, S, SMS_CH, SMS_OFFERS, topic, WEB, WEB_CH, WEEKLY } from '../../test/consents.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { LEGACY_REASON } from './consent-lists.ts';
 
@@ -14,38 +15,16 @@ import { LEGACY_REASON } from './consent-lists.ts';
 let server: TestServer;
 /** This file's database, for counting rows and the one set-up the API cannot make (confirmed-opt-in). */
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start();
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await db?.end();
-  await server?.close();
+serverWithPool({}, (s, d) => {
+  server = s;
+  db = d;
 });
 
-const NS = 'com.vendor1';
-const S = `${NS}.sections.user-created.shop`;
-const CLUB = `${NS}.sections.user-created.club`;
-const EMAIL = `${NS}.keyspaces.email`;
-const MOBILE = `${NS}.keyspaces.mobile`;
-const CRM = `${NS}.keyspaces.crm-id`;
-const WEB = `${NS}.keyspaces.web`;
-const EXPORT = `${NS}.keyspaces.export`;
-const EMAIL_CH = `${NS}.channels.email`;
-const SMS_CH = `${NS}.channels.sms`;
-const WEB_CH = `${NS}.channels.web`;
-const EMAIL_ATTR = `${NS}.attributes.email`;
-const MOBILE_ATTR = `${NS}.attributes.mobile`;
 const ROOT = `${NS}.topic-folders.root`;
 const NEWS_LIST = `${NS}.topic-folders.user-created.news`;
 const WEEKLY_LIST = `${NS}.topic-folders.user-created.weekly`;
-const topic = (name: string) => `${NS}.topics.user-created.${name}`;
 const DAILY = topic('daily-news');
 const PRESS = topic('press');
-const WEEKLY = topic('weekly-news');
-const OFFERS = topic('offers');
-const SMS_OFFERS = topic('sms-offers');
-const CLUB_NEWS = topic('club-news');
 
 /** A section with nested folders, topics in and out of them, one for SMS only; and a second section. */
 const MANIFEST: Manifest = {
@@ -64,10 +43,6 @@ const MANIFEST: Manifest = {
     { name: 'Club', ecommerce_connected: false, topic_folders: [{ name: 'Club folder' }], topics: [{ name: 'Club news' }] },
   ],
 };
-
-const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null };
-
-interface Account { accountId: string; token: string }
 
 async function account(manifest: Manifest = MANIFEST, limits: Record<string, number | null> = NO_LIMITS): Promise<Account> {
   const { accountId, token } = await server.login(manifest, limits);

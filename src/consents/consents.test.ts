@@ -4,8 +4,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SHOP, TestServer, testDatabase, type Response, expectProblem } from '../../test/app.ts';
+import { describe, expect, it } from 'vitest';
+import { serverWithPool, SHOP, TestServer, type Response, expectProblem } from '../../test/app.ts';
+import { type Account, CLUB, CLUB_NEWS, CRM, EMAIL, EMAIL_ATTR, EMAIL_CH, EXPORT, MOBILE, MOBILE_ATTR, NO_LIMITS, NS, OFFERS, S, SMS_CH, SMS_OFFERS, WEB, WEB_CH, WEEKLY } from '../../test/consents.ts';
 import { loadDefinitions } from '../definitions/definitions.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { locate } from '../profiles/profiles.ts';
@@ -20,35 +21,13 @@ import type { AccountScope } from '../core/scope.ts';
 let server: TestServer;
 /** A connection of its own to this file's database, to read the history and for the few set-ups the API cannot make. */
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start();
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await db?.end();
-  await server?.close();
+serverWithPool({}, (s, d) => {
+  server = s;
+  db = d;
 });
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const run = promisify(execFile);
-
-const NS = 'com.vendor1';
-const S = `${NS}.sections.user-created.shop`;
-const CLUB = `${NS}.sections.user-created.club`;
-const EMAIL = `${NS}.keyspaces.email`;
-const MOBILE = `${NS}.keyspaces.mobile`;
-const CRM = `${NS}.keyspaces.crm-id`;
-const WEB = `${NS}.keyspaces.web`;
-const EXPORT = `${NS}.keyspaces.export`;
-const EMAIL_CH = `${NS}.channels.email`;
-const SMS_CH = `${NS}.channels.sms`;
-const WEB_CH = `${NS}.channels.web`;
-const WEEKLY = `${NS}.topics.user-created.weekly-news`;
-const SMS_OFFERS = `${NS}.topics.user-created.sms-offers`;
-const OFFERS = `${NS}.topics.user-created.offers`;
-const CLUB_NEWS = `${NS}.topics.user-created.club-news`;
-const EMAIL_ATTR = `${NS}.attributes.email`;
-const MOBILE_ATTR = `${NS}.attributes.mobile`;
 
 /** SHOP with a third topic, and a second section with a topic of its own. */
 const MANIFEST: Manifest = {
@@ -57,10 +36,6 @@ const MANIFEST: Manifest = {
     { name: 'Club', ecommerce_connected: false, topics: [{ name: 'Club news' }] },
   ],
 };
-
-const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null };
-
-interface Account { accountId: string; token: string }
 
 async function account(manifest: Manifest = MANIFEST): Promise<Account> {
   const { accountId, token } = await server.login(manifest, NO_LIMITS);

@@ -4,7 +4,7 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import { normaliseKey } from '../profiles/keys.ts';
-import { clusterMembers, currentVersionId, identityHash, locate, refuseReadOnly, sectionValues, type ProfileFollower } from '../profiles/profiles.ts';
+import { clusterMembers, currentVersionId, identityHash, isLockedIdentity, locate, refuseReadOnly, sectionValues, type ProfileFollower } from '../profiles/profiles.ts';
 import type { IdentifierInSection, UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
@@ -67,7 +67,7 @@ async function refuseLockedAddress(tx: Queryable, scope: AccountScope, channel: 
   const hashes = scope.defs.keyspaces
     .filter((k) => k.mapped_attribute !== null && k.mapped_attribute === channel.address_attribute)
     .map((k) => identityHash(scope, k.keyspace_id, comparableAddress(scope, channel, address)));
-  if (hashes.length > 0 && (await q.hasLockedIdentity(tx, scope.accountId, hashes))) {
+  if (hashes.length > 0 && (await isLockedIdentity(tx, scope, hashes))) {
     throw new Problem('AUD-1202', `The address "${address}" on "${channel.discriminator}" belongs to a locked profile and cannot be opted in`);
   }
 }

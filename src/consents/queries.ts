@@ -1,4 +1,5 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
+import { clusterMembersSql, clusterProfilesSql } from '../profiles/relations.ts';
 import { idArray } from '../store/arrays.ts';
 import { coalesce } from '../store/coalesce.ts';
 import type { Queryable } from '../store/pool.ts';
@@ -69,11 +70,11 @@ export async function upsertConsentsBulk(db: Queryable, accountId: string, conse
 /** What many clusters show: canonical profile id → their consents (per topic and channel, the latest). */
 export async function listClusterConsentsBulk(db: Queryable, accountId: string, canonicalIds: string[]): Promise<(ConsentRow & { canonical_id: string })[]> {
   const { rows } = await db.query<ConsentRow & { canonical_id: string }>(
-    `select distinct on (coalesce(m.canonical_id, m.profile_id), c.topic_id, c.channel_id)
-       coalesce(m.canonical_id, m.profile_id) as canonical_id, c.profile_id, c.topic_id, c.channel_id, c.section_id, c.type, c.reason, c.source, c.address, c.modified_at
-     from consents c join profiles m on m.account_id = c.account_id and m.profile_id = c.profile_id
-     where c.account_id = $1::bigint and (m.profile_id = any($2::bigint[]) or m.canonical_id = any($2::bigint[]))
-     order by coalesce(m.canonical_id, m.profile_id), c.topic_id, c.channel_id, c.modified_at desc, c.profile_id`,
+    `select distinct on (m.canonical_id, c.topic_id, c.channel_id)
+       m.canonical_id, c.profile_id, c.topic_id, c.channel_id, c.section_id, c.type, c.reason, c.source, c.address, c.modified_at
+     from consents c join (${clusterProfilesSql('$1::bigint', '$2::bigint[]')}) m on m.profile_id = c.profile_id
+     where c.account_id = $1::bigint
+     order by m.canonical_id, c.topic_id, c.channel_id, c.modified_at desc, c.profile_id`,
     [accountId, canonicalIds],
   );
   return rows;
@@ -136,12 +137,6 @@ export async function deleteSuppression(db: Queryable, accountId: string, channe
   return rowCount === 1;
 }
 
-/** Whether any of the keyed hashes is a locked identity (SPEC §3.2). */
-export async function hasLockedIdentity(db: Queryable, accountId: string, hashes: Buffer[]): Promise<boolean> {
-  const { rowCount } = await db.query('select 1 from locked_identities where account_id = $1::bigint and identity_hash = any($2::bytea[]) limit 1', [accountId, hashes]);
-  return (rowCount ?? 0) > 0;
-}
-
 /** What String.prototype.trim removes (white space and line terminators), for btrim. */
 const TRIMMED = '\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff';
 
@@ -183,7 +178,7 @@ export function maySendRelation(values: SqlValues, target: { account: string; se
   return {
     permitting: `select shown.profile_id from (
         select distinct on (${profile}, c.topic_id) ${profile} as profile_id, c.type
-        from consents c left join profiles m on m.account_id = c.account_id and m.profile_id = c.profile_id and m.canonical_id is not null
+        from consents c left join (${clusterMembersSql(account)}) m on m.profile_id = c.profile_id
         where c.account_id = ${account} and c.section_id = ${values.add(target.sectionId, 'bigint')} and c.channel_id = ${channel}
           and c.topic_id = any(${values.add(target.topicIds, 'bigint[]')})
         order by ${profile}, c.topic_id, c.modified_at desc, c.profile_id

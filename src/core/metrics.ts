@@ -6,7 +6,7 @@ export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 
 /**
  * The metrics a process (or its worker thread) counts where the work happens: each thread has its
- * own, and `/metrics` merges the worker thread's into its process's (src/jobs/thread.ts). Figures
+ * own, and `/metrics` merges the worker thread's into its process's (src/worker/thread.ts). Figures
  * that are rows (the job queue) are read from the database at scrape time instead (src/http/routes/operations.ts).
  */
 export class Metrics {

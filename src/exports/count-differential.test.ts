@@ -17,8 +17,8 @@
  */
 import fc from 'fast-check';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testDatabase, TestServer } from '../../test/app.ts';
+import { describe, expect, it } from 'vitest';
+import { serverWithPool, TestServer } from '../../test/app.ts';
 import { exportHelpers, NO_LIMITS, pollPath, V } from '../../test/exports.ts';
 import { maySend } from '../consents/consents.ts';
 import type { Manifest } from '../definitions/schemas.ts';
@@ -38,13 +38,9 @@ const HOUR = 3_600_000;
 
 let server: TestServer;
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start({}, { worker: true });
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await server?.close();
-  await db?.end();
+serverWithPool({ worker: true }, (s, d) => {
+  server = s;
+  db = d;
 });
 const { ok } = exportHelpers(() => ({ server, db }));
 

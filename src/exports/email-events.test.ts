@@ -2,8 +2,8 @@ import crypto from 'node:crypto';
 import zlib from 'node:zlib';
 import { parse as parseCsv } from 'csv-parse/sync';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem, testDatabase, TestServer } from '../../test/app.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
 import { type Account, BIG, BLOG, DAY, EMAIL, exportHelpers, MANIFEST, NEWS, NO_LIMITS, SHOP, V, VIP } from '../../test/exports.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { EMAIL_EVENT_COLUMNS } from './email-events.ts';
@@ -23,14 +23,10 @@ const EMAIL_EVENTS_MANIFEST: Manifest = {
 
 let server: TestServer;
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start({}, { worker: true });
+serverWithPool({ worker: true }, (s, d) => {
+  server = s;
   t0 = server.clock.now;
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await server?.close();
-  await db?.end();
+  db = d;
 });
 const { account, ok, person, rawGet, expectNothingQueued, withoutWorker } = exportHelpers(() => ({ server, db }));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,7 +1,7 @@
 import zlib from 'node:zlib';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem, testDatabase, TestServer } from '../../test/app.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
 import { type Account, BIG, BLOG, CRM, EMAIL, EXPORT, exportHelpers, MANIFEST, NO_LIMITS, pollPath, SHOP, sleep, V, v2, VIP } from '../../test/exports.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 
@@ -43,13 +43,9 @@ const EVENTS_MANIFEST: Manifest = {
 
 let server: TestServer;
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start({}, { worker: true });
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await server?.close();
-  await db?.end();
+serverWithPool({ worker: true }, (s, d) => {
+  server = s;
+  db = d;
 });
 const { account, ok, person, whenReady, rawGet, expectNothingQueued, withoutWorker } = exportHelpers(() => ({ server, db }));
 

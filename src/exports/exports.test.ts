@@ -3,25 +3,21 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { parse as parseCsv } from 'csv-parse/sync';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem, testDatabase, TestServer } from '../../test/app.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
 import {
   type Account, BIG, BLOG, CH_EMAIL, CH_SMS, CH_WEB, CRM, CSV, DAILY, DAY, EMAIL, EXPORT, exportHelpers, MANIFEST, MEMBERS, NEWS, NO_LIMITS, pollPath, SHOP, sleep, SMS_OFFERS, V, v2, VIP,
 } from '../../test/exports.ts';
-import { startS3 } from '../../test/s3.ts';
+import { serverOnS3 } from '../../test/s3.ts';
 import { maySend } from '../consents/consents.ts';
 import { locate } from '../profiles/profiles.ts';
 import { accountScope } from '../services.ts';
 
 let server: TestServer;
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start({}, { worker: true });
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await server?.close();
-  await db?.end();
+serverWithPool({ worker: true }, (s, d) => {
+  server = s;
+  db = d;
 });
 const { account, ok, person, suppress, requestExport, whenReady, rawGet, download, expectNothingQueued, holds, withoutWorker } = exportHelpers(() => ({ server, db }));
 
@@ -578,18 +574,9 @@ describe('expiry', () => {
 });
 
 describe('in an S3-compatible bucket', () => {
-  let s3: Awaited<ReturnType<typeof startS3>>;
   let onS3: TestServer;
-  beforeAll(async () => {
-    // The worker of `server` writes to its own folder: the worker of `onS3` must take the jobs.
-    await server.worker?.stop();
-    server.worker = undefined;
-    s3 = await startS3();
-    onS3 = await TestServer.start({ FILES_URL: s3.filesUrl('audience/files') }, { worker: true });
-  });
-  afterAll(async () => {
-    await onS3?.close();
-    await s3?.close();
+  serverOnS3(() => server, (s) => {
+    onS3 = s;
   });
 
   it('the file is streamed into the bucket and served from there', async () => {

@@ -3,8 +3,8 @@ import zlib from 'node:zlib';
 import { parse as parseCsv } from 'csv-parse/sync';
 import ExcelJS from 'exceljs';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { testDatabase, TestServer } from '../../test/app.ts';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { serverWithPool, TestServer } from '../../test/app.ts';
 import { type Account, BIG, CH_EMAIL, CSV, EMAIL, exportHelpers, MANIFEST, MEMBERS, NEWS, NO_LIMITS, pollPath, SHOP, sleep, V, VIP } from '../../test/exports.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { XLSX_TYPE, xlsxFromCsv } from './formats.ts';
@@ -24,13 +24,9 @@ const NOTES = ['plain', 'comma, "quoted"', 'two\nlines', '0042', '=1+1', 'ünïc
 
 let server: TestServer;
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start({}, { worker: true });
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
-});
-afterAll(async () => {
-  await server?.close();
-  await db?.end();
+serverWithPool({ worker: true }, (s, d) => {
+  server = s;
+  db = d;
 });
 const { account, ok, person, requestExport, whenReady, rawGet } = exportHelpers(() => ({ server, db }));
 

@@ -1,6 +1,7 @@
 import type { Readable } from 'node:stream';
 import type pg from 'pg';
 import type { SqlValues } from '../aql/compile-sql.ts';
+import { canonicalProfilesSql, clusterProfilesSql, sectionValuesSql } from '../profiles/relations.ts';
 import { copyCsvRows } from '../store/copy.ts';
 import { cursorRows } from '../store/cursor.ts';
 import type { Queryable } from '../store/pool.ts';
@@ -114,12 +115,8 @@ function selectedProfiles(values: SqlValues, sel: ProfileSelection): string {
   const permitting = sel.channels.map((c, i) => ` left join (${c.permitting}) k${i} on k${i}.profile_id = b.profile_id`).join('');
   return `base as (
       select p.profile_id, p.export_key, d.attrs, d.tags, d.updated_at${segmentColumns}${addressColumns}
-      from profiles p
-      left join lateral (
-        select coalesce(ps.cluster_attributes, ps.attributes) as attrs, coalesce(ps.cluster_tags, ps.tags) as tags, ps.updated_at
-        from profile_sections ps where ps.account_id = p.account_id and ps.profile_id = p.profile_id and ps.section_id = ${section}
-      ) d on true
-      where p.account_id = ${sel.account} and p.canonical_id is null
+      from (${canonicalProfilesSql(sel.account)}) p
+      left join lateral (${sectionValuesSql(sel.account, 'p.profile_id', section)}) d on true
       -- A fence: the filter below reads the segment columns rather than judging the segments again.
       offset 0
     ), selected as (
@@ -251,8 +248,7 @@ export async function* streamEventExportRows(pool: pg.Pool, values: SqlValues, s
   const events = sel.events ? `union all
       select e.section_id, 1, e.event_time, e.event_id, null, e.correlation_id, e.version_id, e.created_at, e.data from (${sel.events('c.profile_id')}) e` : '';
   const text = `with chosen as (
-      select p.profile_id, p.export_key from profiles p
-      where p.account_id = ${account} and p.canonical_id is null ${sel.segment === null ? '' : `and ${sel.segment}`}
+      select p.profile_id, p.export_key from (${canonicalProfilesSql(account)}) p ${sel.segment === null ? '' : `where ${sel.segment}`}
     )
     select c.export_key, x.section_id::text, x.attributes, x.correlation_id, x.event_time, x.version_id::text, x.created_at, x.data
     from chosen c cross join lateral (
@@ -263,10 +259,7 @@ export async function* streamEventExportRows(pool: pg.Pool, values: SqlValues, s
            and case when w.tag then d.tags -> w.stored = 'true'::jsonb else coalesce(jsonb_typeof(d.attrs -> w.stored), 'null') <> 'null' end) as attributes,
         null::text as correlation_id, null::bigint as version_id, null::timestamptz as created_at, null::jsonb as data
       from unnest(${values.add(sel.sectionIds, 'bigint[]')}) s(section_id)
-      left join lateral (
-        select coalesce(ps.cluster_attributes, ps.attributes) as attrs, coalesce(ps.cluster_tags, ps.tags) as tags
-        from profile_sections ps where ps.account_id = ${account} and ps.profile_id = c.profile_id and ps.section_id = s.section_id
-      ) d on true
+      left join lateral (${sectionValuesSql(account, 'c.profile_id', 's.section_id')}) d on true
       ${events}
     ) x
     order by c.profile_id, x.section_id, x.kind, x.event_time, x.event_id`;
@@ -317,16 +310,12 @@ export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: Emai
   // existed in another section) shows its address of the first section that holds one.
   const address = `coalesce(case when jsonb_typeof(${own}) = 'string' then ${own} #>> '{}' end, (
       select x.attrs ->> s.version from unnest(${ids}, ${values.add(addressVersions, 'text[]')}) s(section_id, version)
-      cross join lateral (select coalesce(ps.cluster_attributes, ps.attributes) as attrs from profile_sections ps
-        where ps.account_id = ${account} and ps.profile_id = coalesce(ep.canonical_id, ep.profile_id) and ps.section_id = s.section_id) x
+      cross join lateral (${sectionValuesSql(account, 'ep.canonical_id', 's.section_id')}) x
       where jsonb_typeof(x.attrs -> s.version) = 'string' order by s.section_id limit 1))`;
   const only = (types: string[], column: string) => `case when e.type in (${types.map((t) => `'${t}'`).join(', ')}) then ${column} end`;
   const mappedSections = [...new Set(sel.mapped.map((m) => m.sectionId))];
   const mappedJoins = mappedSections.map((sectionId, i) => `
-    left join lateral (
-      select coalesce(ps.cluster_attributes, ps.attributes) as attrs, coalesce(ps.cluster_tags, ps.tags) as tags
-      from profile_sections ps where ps.account_id = ${account} and ps.profile_id = coalesce(ep.canonical_id, ep.profile_id) and ps.section_id = ${values.add(sectionId, 'bigint')}
-    ) m${i} on true`).join('');
+    left join lateral (${sectionValuesSql(account, 'ep.canonical_id', values.add(sectionId, 'bigint'))}) m${i} on true`).join('');
   const mappedCells = sel.mapped.map((m) => {
     const at = `m${mappedSections.indexOf(m.sectionId)}`;
     return 'versionId' in m
@@ -346,17 +335,14 @@ export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: Emai
     ...mappedCells,
   ];
   const text = `${sel.segment === null ? '' : `with selected as materialized (
-      select p.profile_id from profiles p where p.account_id = ${account} and p.canonical_id is null and ${sel.segment}
+      select p.profile_id from (${canonicalProfilesSql(account)}) p where ${sel.segment}
     )`}
     select ${columns.map((_, i) => csvField(`c.c${i}`)).join(` || ',' || `)} from (
     select ${columns.map((c, i) => `${c} as c${i}`).join(', ')}
     from (${sel.events}) e
-    join profiles ep on ep.account_id = ${account} and ep.profile_id = e.profile_id
-    left join lateral (
-      select coalesce(ps.cluster_attributes, ps.attributes) as attrs
-      from profile_sections ps where ps.account_id = ${account} and ps.profile_id = coalesce(ep.canonical_id, ep.profile_id) and ps.section_id = e.section_id
-    ) d on true${mappedJoins}
-    ${sel.segment === null ? '' : 'where coalesce(ep.canonical_id, ep.profile_id) in (select profile_id from selected)'}
+    join (${clusterProfilesSql(account)}) ep on ep.profile_id = e.profile_id
+    left join lateral (${sectionValuesSql(account, 'ep.canonical_id', 'e.section_id')}) d on true${mappedJoins}
+    ${sel.segment === null ? '' : 'where ep.canonical_id in (select profile_id from selected)'}
     order by e.section_id, e.event_time, e.event_id
     -- offset 0 keeps the subquery whole: each cell computed once, then written as a field of the line.
     offset 0) c`;

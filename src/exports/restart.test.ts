@@ -3,8 +3,8 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parse as parseCsv } from 'csv-parse/sync';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startWorkerProcess, stopProcess, testDatabase, TestServer } from '../../test/app.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import { serverWithPool, startWorkerProcess, stopProcess, TestServer } from '../../test/app.ts';
 import { BIG, CH_EMAIL, exportHelpers, MEMBERS, NEWS, pollPath, SHOP, sleep, v2 } from '../../test/exports.ts';
 import { freePort } from '../store/embedded.ts';
 
@@ -18,15 +18,13 @@ let api: TestServer;
 let db: pg.Pool;
 const children: ChildProcess[] = [];
 const output: string[] = [];
-beforeAll(async () => {
-  // No worker in this process: the worker processes take the job.
-  api = await TestServer.start();
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
+// No worker in this process: the worker processes take the job.
+serverWithPool({}, (s, d) => {
+  api = s;
+  db = d;
 });
 afterAll(async () => {
   for (const child of children) await stopProcess(child, 'SIGKILL');
-  await api?.close();
-  await db?.end();
 });
 const { account, ok, person } = exportHelpers(() => ({ server: api, db }));
 

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { expectProblem, testDatabase, TestServer, type Response } from '../../test/app.ts';
+import { expectProblem, serverWithPool, TestServer, type Response } from '../../test/app.ts';
 import { CallbackReceiver, type Received } from '../../test/callbacks.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 
@@ -30,19 +30,19 @@ const MANIFEST: Manifest = {
 let server: TestServer;
 let receiver: CallbackReceiver;
 let db: pg.Pool;
+serverWithPool({ env: { CALLBACKS_ALLOW_PRIVATE: 'true' }, worker: true }, (s, d) => {
+  server = s;
+  db = d;
+});
 beforeAll(async () => {
-  server = await TestServer.start({ CALLBACKS_ALLOW_PRIVATE: 'true' }, { worker: true });
   receiver = await CallbackReceiver.start();
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
 });
 beforeEach(() => {
   receiver.received.length = 0;
   receiver.answer = () => ({ status: 200 });
 });
 afterAll(async () => {
-  await server?.close();
   await receiver?.close();
-  await db?.end();
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

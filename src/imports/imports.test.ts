@@ -4,8 +4,8 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem as expectProblemDocument, metric, startWorkerProcess, stopProcess, testDatabase, TestServer, type Response } from '../../test/app.ts';
-import { startS3 } from '../../test/s3.ts';
+import { expectProblem as expectProblemDocument, metric, serverWithPool, startWorkerProcess, stopProcess, TestServer, type Response } from '../../test/app.ts';
+import { serverOnS3, type S3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { freePort } from '../store/embedded.ts';
 import { BATCH_ROWS } from './ingest.ts';
@@ -57,13 +57,9 @@ const PLAIN: Manifest = {
 
 let server: TestServer;
 let db: pg.Pool;
-beforeAll(async () => {
-  server = await TestServer.start({}, { worker: true });
-  db = new pg.Pool({ connectionString: await testDatabase(), max: 3 });
-});
-afterAll(async () => {
-  await server?.close();
-  await db?.end();
+serverWithPool({ worker: true, connections: 3 }, (s, d) => {
+  server = s;
+  db = d;
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -894,19 +890,11 @@ describe('limits', () => {
 });
 
 describe('files in an S3-compatible bucket (FILES_URL)', () => {
-  let s3: Awaited<ReturnType<typeof startS3>>;
+  let s3: S3;
   let onS3: TestServer;
-
-  beforeAll(async () => {
-    // The in-process worker of `server` reads its own folder; the worker of `onS3` must take the job.
-    await server.worker?.stop();
-    server.worker = undefined;
-    s3 = await startS3();
-    onS3 = await TestServer.start({ FILES_URL: s3.filesUrl('audience/files') }, { worker: true });
-  });
-  afterAll(async () => {
-    await onS3?.close();
-    await s3?.close();
+  serverOnS3(() => server, (s, bucket) => {
+    onS3 = s;
+    s3 = bucket;
   });
 
   it('IMP-05 the upload is written into the bucket, and the worker imports the file from there, then removes it', async () => {

@@ -38,6 +38,11 @@ export function identityHash(scope: AccountScope, keyspaceId: string, key: strin
   return crypto.createHmac('sha256', scope.secret).update(`${scope.accountId}\n${keyspaceId}\n${key}`).digest();
 }
 
+/** Whether any of the keyed hashes (identityHash) is a locked identity (SPEC §3.2). */
+export function isLockedIdentity(db: Queryable, scope: AccountScope, hashes: Buffer[]): Promise<boolean> {
+  return q.findLockedIdentity(db, scope.accountId, hashes);
+}
+
 /** A keyspace and a normalised key from a path or body, checked for API access. */
 export function identifierOf(scope: AccountScope, id: UniqueIdentifier, field = 'profile_key'): { keyspace: KeyspaceRow; key: string } {
   const keyspace = keyspaceForProfileAccess(scope.defs, id.keyspace_discriminator);

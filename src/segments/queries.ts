@@ -1,8 +1,9 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
+import { canonicalProfilesSql, clusterMembersSql, identifiedProfilesSql, knownSql, sectionRowsSql } from '../profiles/relations.ts';
 import type { Queryable } from '../store/pool.ts';
 
 /** Whether any profile of the account belongs to a merge cluster as a member (profiles_by_canonical). */
-const HAS_CLUSTERS = (account: string) => `exists (select 1 from profiles c where c.account_id = ${account} and c.canonical_id is not null)`;
+const HAS_CLUSTERS = (account: string) => `exists (${clusterMembersSql(account)})`;
 
 /**
  * Counts the canonical profiles of an account that satisfy a compiled AQL predicate over `p`
@@ -23,17 +24,15 @@ export async function countProfilesMatching(db: Queryable, accountId: string, pr
   if (known) {
     values.push(known.keyspaceIds);
     const not = known.wanted ? '' : 'not ';
-    knownClause = `and ${not}exists (select 1 from profile_identifiers i join profiles m on m.account_id = i.account_id and m.profile_id = i.profile_id
-      where i.account_id = p.account_id and (m.profile_id = p.profile_id or m.canonical_id = p.profile_id) and i.keyspace_id = any($${values.length}::bigint[]))`;
-    simpleKnownClause = `and ${not}exists (select 1 from profile_identifiers i
-      where i.account_id = p.account_id and i.profile_id = p.profile_id and i.keyspace_id = any($${values.length}::bigint[]))`;
+    knownClause = `and ${not}${knownSql('p.account_id', 'p.profile_id', `$${values.length}::bigint[]`, 'set')}`;
+    simpleKnownClause = `and ${not}${knownSql('p.account_id', 'p.profile_id', `$${values.length}::bigint[]`, 'own')}`;
   }
-  const count = (text: string, clause: string) => `(select count(*) from profiles p where p.account_id = ${account} and p.canonical_id is null and ${text} ${clause})`;
+  const count = (text: string, clause: string) => `(select count(*) from (${canonicalProfilesSql(account)}) p where ${text} ${clause})`;
   const { simple } = predicate;
   // Without clusters every profile is canonical, and a profile has one row in a section.
   const simpleCount = simple.section === undefined
     ? count(simple.text, simpleKnownClause)
-    : `(select count(*) from profile_sections p where p.account_id = ${account} and p.section_id = ${simple.section} and ${simple.text} ${simpleKnownClause})`;
+    : `(select count(*) from (${sectionRowsSql(account, simple.section)}) p where ${simple.text} ${simpleKnownClause})`;
   const { rows } = await db.query<{ n: string }>(
     `select case when ${HAS_CLUSTERS(account)} then ${count(predicate.text, knownClause)} else ${simpleCount} end as n`,
     values,
@@ -63,11 +62,8 @@ export async function countMasksByPoint(db: Queryable, compiled: { general: { ro
   const keyspaces = `$${values.length}::bigint[]`;
   // The points from the profile's creation on: all but the (number of points before created_at).
   const created = `select p.profile_id, 0 as term, (1::bigint << cardinality(${pts})) - (1::bigint << width_bucket(p.created_at - interval '1 microsecond', ${pts})) as mask
-       from profiles p where p.account_id = ${account} and p.canonical_id is null`;
-  const known = `select coalesce(m.canonical_id, i.profile_id) as profile_id, -1 as term, 0::bigint as mask from profile_identifiers i
-       left join profiles m on m.account_id = i.account_id and m.profile_id = i.profile_id and m.canonical_id is not null
-       where i.account_id = ${account} and i.keyspace_id = any(${keyspaces})`;
-  const simpleKnown = `select i.profile_id, -1 as term, 0::bigint as mask from profile_identifiers i where i.account_id = ${account} and i.keyspace_id = any(${keyspaces})`;
+       from (${canonicalProfilesSql(account)}) p`;
+  const known = (clusters: boolean) => `select k.profile_id, -1 as term, 0::bigint as mask from (${identifiedProfilesSql(account, keyspaces, { clusters })}) k`;
   const counted = (q: { rows: string; mask: string }, knownRows: string) => `select x.mask, x.known, count(*) as n from (
        select ${q.mask} & coalesce(bit_or(t.mask) filter (where t.term = 0), 0) as mask, bool_or(t.term = -1) as known
        from (select * from (${q.rows} union all (${created}) union all (${knownRows})) u order by u.profile_id) t
@@ -77,9 +73,9 @@ export async function countMasksByPoint(db: Queryable, compiled: { general: { ro
      group by x.mask, x.known`;
   const { rows } = await db.query<{ mask: string; known: boolean; n: string }>(
     `with clustered as (select ${HAS_CLUSTERS(account)} as yes)
-     select * from (${counted(compiled.general, known)}) general where (select yes from clustered)
+     select * from (${counted(compiled.general, known(true))}) general where (select yes from clustered)
      union all
-     select * from (${counted(compiled.simple, simpleKnown)}) simple where not (select yes from clustered)`,
+     select * from (${counted(compiled.simple, known(false))}) simple where not (select yes from clustered)`,
     values,
   );
   const n = Math.max(0, ...rows.map((r) => BigInt(r.mask).toString(2).length));
@@ -99,8 +95,5 @@ export async function countMasksByPoint(db: Queryable, compiled: { general: { ro
  * statements over many profiles; `account` is the placeholder of the account id.
  */
 export function knownPredicate(values: SqlValues, target: { account: string; profile: string; keyspaceIds: string[] }): string {
-  const { account, profile } = target;
-  return `exists (select 1 from profile_identifiers i where i.account_id = ${account}
-    and i.profile_id = any(array(select ${profile} union all select m.profile_id from profiles m where m.account_id = ${account} and m.canonical_id = ${profile}))
-    and i.keyspace_id = any(${values.add(target.keyspaceIds, 'bigint[]')}))`;
+  return knownSql(target.account, target.profile, values.add(target.keyspaceIds, 'bigint[]'), 'perProfile');
 }

@@ -462,6 +462,24 @@ describe('profile in segment count', () => {
 });
 
 describe('count matching profiles over time', () => {
+  /**
+   * A buyer created at t0 who buys ten minutes later (bought), and ten minutes after that an
+   * unknown profile (created) with a purchase dated a day before t0, before it existed.
+   */
+  async function buyerAndLateCookie(a: Awaited<ReturnType<typeof account>>): Promise<{ t0: number; bought: number; created: number }> {
+    const t0 = server.clock.now;
+    await a.create(EMAIL, 'buyer@x.io');
+    server.clock.advance(10 * MINUTE);
+    const bought = server.clock.now;
+    await a.buy(EMAIL, 'buyer@x.io', bought);
+    server.clock.advance(10 * MINUTE);
+    const created = server.clock.now;
+    await a.create(WEB, 'cookie-late');
+    await a.buy(WEB, 'cookie-late', t0 - DAY);
+    server.clock.advance(10 * MINUTE);
+    return { t0, bought, created };
+  }
+
   it('AQL-08, AQL-11: each point counts known and unknown profiles as their attributes were then, by the latest segment version', async () => {
     const a = await account();
     const t0 = server.clock.now;
@@ -535,17 +553,7 @@ describe('count matching profiles over time', () => {
 
   it('AQL-08: points before a profile existed count 0; events count only up to each point, windows back from it', async () => {
     const a = await account();
-    const t0 = server.clock.now;
-    await a.create(EMAIL, 'buyer@x.io');
-    server.clock.advance(10 * MINUTE);
-    const bought = server.clock.now;
-    await a.buy(EMAIL, 'buyer@x.io', bought);
-    server.clock.advance(10 * MINUTE);
-    // A profile created later with an event dated before it existed.
-    const created = server.clock.now;
-    await a.create(WEB, 'cookie-late');
-    await a.buy(WEB, 'cookie-late', t0 - DAY);
-    server.clock.advance(10 * MINUTE);
+    const { bought, created } = await buyerAndLateCookie(a);
 
     const before = iso(bought - MINUTE);
     const after = iso(bought + MINUTE);
@@ -575,16 +583,7 @@ describe('count matching profiles over time', () => {
 
   it('AQL-08: an event term without a time window counts every event up to the point, from the profile\'s creation on', async () => {
     const a = await account();
-    const t0 = server.clock.now;
-    await a.create(EMAIL, 'buyer@x.io');
-    server.clock.advance(10 * MINUTE);
-    const bought = server.clock.now;
-    await a.buy(EMAIL, 'buyer@x.io', bought);
-    server.clock.advance(10 * MINUTE);
-    const created = server.clock.now;
-    await a.create(WEB, 'cookie-late');
-    await a.buy(WEB, 'cookie-late', t0 - DAY);
-    server.clock.advance(10 * MINUTE);
+    const { t0, bought, created } = await buyerAndLateCookie(a);
     const points = [t0 - HOUR, bought - MINUTE, bought + MINUTE, created + MINUTE, bought + 400 * DAY].map(iso);
     const r = await a.trend(seg('buyers'), { sampling_points: points, timezone: 'UTC' });
     expect(r.status, r.text).toBe(200);

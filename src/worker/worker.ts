@@ -4,7 +4,7 @@ import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
 import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
-import { Worker, type Lanes } from './queue.ts';
+import { Worker, type Lanes } from '../jobs/queue.ts';
 
 /**
  * Send jobs run at once besides the main loop's job: each waits on the mail server, and on its

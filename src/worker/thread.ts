@@ -2,7 +2,7 @@ import { Worker as Thread } from 'node:worker_threads';
 import type { Config } from '../config.ts';
 import type { MetricsJson } from '../core/metrics.ts';
 
-/** What the worker thread needs to build its own services (src/jobs/thread-entry.ts). */
+/** What the worker thread needs to build its own services (src/worker/thread-entry.ts). */
 export interface ThreadData {
   config: Config;
   databaseUrl: string;
@@ -30,7 +30,7 @@ export interface WorkerThread {
 }
 
 /**
- * Runs the worker role (src/jobs/worker.ts) in a thread of its own: jobs such as imports do not
+ * Runs the worker role (src/worker/worker.ts) in a thread of its own: jobs such as imports do not
  * hold up the API's event loop, and their heap has its own, smaller limits. A thread that dies is
  * started again (and again, a second apart, while it fails to start); the job it had is taken up
  * when its lease runs out. `entry` is the thread's module (tests give one of their own).
