@@ -51,10 +51,11 @@ function sectionById(scope: Pick<AccountScope, 'defs'>, sectionId: string): Sect
 /**
  * The whole activity of a section, archived ones included (the transactional mail area reads an
  * email activity's sender, subject and bodies this way); 404 for an unknown activity or one of
- * another section.
+ * another section. `shared`: read in one statement with the other such reads of the same turn of
+ * the event loop (transactional sends that arrive together; docs/benchmarks.md "Transactional mail").
  */
-export async function getActivity(db: Queryable, scope: AccountScope, sectionId: string, activityId: string): Promise<Activity> {
-  const row = await q.findActivity(db, scope.accountId, activityId);
+export async function getActivity(db: Queryable, scope: AccountScope, sectionId: string, activityId: string, options: { shared?: boolean } = {}): Promise<Activity> {
+  const row = await (options.shared ? q.findActivityShared : q.findActivity)(db, scope.accountId, activityId);
   if (!row || row.section_id !== sectionId) throw new Problem('AUD-2001', `Activity "${activityId}" does not exist in the section`);
   return toActivity(row, sectionById(scope, sectionId));
 }

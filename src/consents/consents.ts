@@ -257,11 +257,15 @@ function comparableAddress(scope: Pick<AccountScope, 'defs'>, channel: ChannelRo
   }
 }
 
-/** Whether an address is suppressed on a channel (SPEC §2.11): transactional mail is not sent to it either. */
+/**
+ * Whether an address is suppressed on a channel (SPEC §2.11): transactional mail is not sent to it
+ * either. Read in one statement with the other look-ups of the same turn of the event loop (the
+ * sends a worker has under way; docs/benchmarks.md "Transactional mail").
+ */
 export async function isSuppressed(db: Queryable, scope: Pick<AccountScope, 'accountId' | 'defs'>, channelDiscriminator: string, address: string): Promise<boolean> {
   const channel = scope.defs.channels.find((c) => c.discriminator === channelDiscriminator);
   if (!channel) return false;
-  return (await q.listSuppressionsByAddresses(db, scope.accountId, [channel.channel_id], [comparableAddress(scope, channel, address)])).length > 0;
+  return q.isSuppressedShared(db, scope.accountId, channel.channel_id, comparableAddress(scope, channel, address));
 }
 
 /** Suppresses an address on a channel (or changes the reason). */

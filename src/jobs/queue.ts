@@ -34,18 +34,37 @@ const STATE_OF = `case when failed_at is not null then 'failed' when locked_unti
  * `runAt` delays it (the database's clock decides when it is due).
  */
 export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>, runAt?: Date): Promise<void> {
-  const insert = 'insert into jobs (account_id, kind, payload, run_at) values ($1::bigint, $2, $3, coalesce($4::timestamptz, now()))';
+  await enqueueWith(tx, kind, [{ accountId, payload }], { text: 'select', values: [] }, runAt);
+}
+
+/**
+ * Enqueues jobs of `kind` in one statement with a write of the caller (`write`: a statement with
+ * its values, $1 and on, that answers rows, an insert ending in `returning`; they are answered): the record and the
+ * jobs that serve it then commit together in one round trip, autocommitted or in the caller's
+ * transaction, without the caller writing the queue's table (transactional sends,
+ * docs/benchmarks.md "Transactional mail").
+ */
+export async function enqueueWith<R extends pg.QueryResultRow>(db: Queryable, kind: string, jobs: { accountId: string; payload: Record<string, unknown> }[], write: { text: string; values: unknown[] }, runAt?: Date): Promise<R[]> {
+  const n = write.values.length;
+  const values = [...write.values, JSON.stringify(jobs.map((j) => ({ account_id: j.accountId, payload: j.payload }))), kind, runAt ?? null];
+  const insert = `insert into jobs (account_id, kind, payload, run_at)
+    select j.account_id, $${n + 2}::text, j.payload, coalesce($${n + 3}::timestamptz, now()) from json_to_recordset($${n + 1}::json) as j(account_id bigint, payload jsonb) returning kind`;
   // A transaction that notifies holds a lock of the whole database from its commit's start to its
   // end, WAL flush included: with a notification each, concurrent enqueues (transactional sends)
   // committed one at a time. So a process notifies a kind once per NOTIFY_EVERY_MS; the workers
   // that notification wakes keep taking jobs while they find some, and look again soon after.
   const now = performance.now();
-  if (now - (notified.get(kind) ?? -Infinity) < NOTIFY_EVERY_MS) {
-    await tx.query(insert, [accountId, kind, payload, runAt ?? null]);
-    return;
+  if (jobs.length === 0 || now - (notified.get(kind) ?? -Infinity) < NOTIFY_EVERY_MS) {
+    return (await db.query<R>(`with written as (${write.text}), job as (${insert}) select * from written`, values)).rows;
   }
   notified.set(kind, now);
-  await tx.query(`with job as (${insert} returning kind) select pg_notify($5, kind) from job`, [accountId, kind, payload, runAt ?? null, CHANNEL]);
+  // The notification is a select: it runs because the answer joins it.
+  const { rows } = await db.query<R>(
+    `with written as (${write.text}), job as (${insert}), woken as (select pg_notify($${n + 4}, kind) from job limit 1)
+     select written.* from written cross join (select count(*) from woken) w`,
+    [...values, CHANNEL],
+  );
+  return rows;
 }
 
 /** At most one notification per kind and process this often; a worker woken looks again after twice this while jobs keep coming. */
@@ -62,6 +81,9 @@ export async function completeJobs(tx: Queryable, jobs: Pick<Job, 'accountId' | 
     [JSON.stringify(jobs.map((j) => ({ account_id: j.accountId, job_id: j.jobId })))],
   );
 }
+
+/** Loops of their own for a job kind: how many, and how many jobs each claims together and runs at once. */
+export interface Lanes { loops: number; jobs: number }
 
 interface JobRow { account_id: string; job_id: string; kind: string; payload: Record<string, unknown>; attempts: number }
 
@@ -115,15 +137,16 @@ export class Worker {
   private listener: pg.PoolClient | undefined;
   private readonly onError: (err: unknown, job?: Job) => void;
   private readonly metrics: Metrics;
-  private readonly lanes: Record<string, number>;
+  private readonly lanes: Record<string, Lanes>;
   /** When the last notification came (performance.now()). */
   private lastWake = -Infinity;
 
   /**
-   * `lanes`: job kinds that get loops of their own besides the one that takes every kind, so that
-   * up to that many of them run at once (a send job waits on a mail server most of its time).
+   * `lanes`: job kinds that get loops of their own besides the one that takes every kind, each
+   * claiming up to `jobs` jobs at a time and running them at once (a send job waits on a mail
+   * server most of its time).
    */
-  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void, metrics: Metrics, lanes: Record<string, number> = {}) {
+  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void, metrics: Metrics, lanes: Record<string, Lanes> = {}) {
     this.pool = pool;
     this.handlers = handlers;
     this.onError = onError;
@@ -140,7 +163,7 @@ export class Worker {
     });
     this.listener.on('error', () => {});
     await this.listener.query(`listen ${CHANNEL}`);
-    this.loops = [this.run(Object.keys(this.handlers)), ...Object.entries(this.lanes).flatMap(([kind, n]) => Array.from({ length: n }, () => this.run([kind])))];
+    this.loops = [this.run(Object.keys(this.handlers), 1), ...Object.entries(this.lanes).flatMap(([kind, l]) => Array.from({ length: l.loops }, () => this.run([kind], l.jobs)))];
   }
 
   private wakeAll(): void {
@@ -158,11 +181,11 @@ export class Worker {
     }
   }
 
-  private async run(kinds: string[]): Promise<void> {
+  private async run(kinds: string[], max: number): Promise<void> {
     while (this.running) {
       let worked = false;
       try {
-        worked = await this.runOne(kinds);
+        worked = await this.runOne(kinds, max);
       } catch (err) {
         this.onError(err);
       }
@@ -180,12 +203,20 @@ export class Worker {
     }
   }
 
-  /** Takes and runs one ready job of `kinds` (every kind it handles by default); false when there was none. */
-  async runOne(kinds: string[] = Object.keys(this.handlers)): Promise<boolean> {
-    // The oldest ready job, leased; claim_job (migration 0014) commits without waiting for the WAL flush.
-    const { rows } = await this.pool.query<JobRow>('select account_id::text, job_id::text, kind, payload, attempts from claim_job($1::text[], $2)', [kinds, LEASE_SECONDS]);
-    const row = rows[0];
-    if (!row) return false;
+  /**
+   * Takes and runs ready jobs of `kinds` (every kind it handles by default), up to `max` of them
+   * claimed in one statement and run at once; false when there was none.
+   */
+  async runOne(kinds: string[] = Object.keys(this.handlers), max = 1): Promise<boolean> {
+    // The oldest ready jobs, leased; claim_jobs (migration 0018) commits without waiting for the WAL flush.
+    const { rows } = await this.pool.query<JobRow>('select account_id::text, job_id::text, kind, payload, attempts from claim_jobs($1::text[], $2, $3)', [kinds, LEASE_SECONDS, max]);
+    // Every one to its end before the loop claims again, so that a loop never has more than `max` under way.
+    const failed = (await Promise.allSettled(rows.map((row) => this.runJob(row)))).find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    return rows.length > 0;
+  }
+
+  private async runJob(row: JobRow): Promise<void> {
     const job: Job = { accountId: row.account_id, jobId: row.job_id, kind: row.kind, payload: row.payload, attempts: row.attempts };
     const renew = async () => {
       await this.pool.query('update jobs set locked_until = now() + make_interval(secs => $3) where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId, LEASE_SECONDS]);
@@ -207,12 +238,11 @@ export class Worker {
          where account_id = $1::bigint and job_id = $2::bigint`,
         [job.accountId, job.jobId, String((err as Error)?.message ?? err), last, 2 ** job.attempts],
       );
-      return true;
+      return;
     } finally {
       clearInterval(heartbeat);
     }
     timer({ outcome: 'completed' });
     if (outcome !== 'completed') await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
-    return true;
   }
 }

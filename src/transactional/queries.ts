@@ -57,42 +57,47 @@ export interface SendRow {
   to_address: string;
   status: SendStatus;
   status_reason: string | null;
-  request: unknown;
   links: TrackedLink[];
 }
 
-export async function insertSend(db: Queryable, accountId: string, s: {
-  activityId: string; sectionId: string; keyspaceId: string; profileKey: string; toAddress: string; status: SendStatus; reason: string | null; request: unknown; createdAt: Date;
-}): Promise<string> {
-  const { rows } = await db.query<{ transaction_id: string }>(
-    `insert into transactional_sends (account_id, activity_id, section_id, keyspace_id, profile_key, to_address, status, status_reason, request, created_at)
-     values ($1::bigint, $2, $3::bigint, $4::bigint, $5, $6, $7, $8, $9::jsonb, $10) returning transaction_id::text`,
-    [accountId, s.activityId, s.sectionId, s.keyspaceId, s.profileKey, s.toAddress, s.status, s.reason, s.request === null ? null : JSON.stringify(s.request), s.createdAt],
-  );
-  return rows[0].transaction_id;
+/** A send as it is kept when accepted: what it was made of goes in its job (docs/mail.md "Lifecycle"). */
+export interface NewSend {
+  account_id: string; transaction_id: string; activity_id: string; section_id: string; keyspace_id: string; profile_key: string;
+  to_address: string; status: SendStatus; status_reason: string | null; created_at: Date;
+}
+
+/** The insert of accepted sends, as a statement (for enqueueWith, which writes their jobs with it); answers nothing of its own. */
+export function insertSends(sends: NewSend[]): { text: string; values: unknown[] } {
+  return {
+    text: `insert into transactional_sends (account_id, transaction_id, activity_id, section_id, keyspace_id, profile_key, to_address, status, status_reason, created_at)
+     select * from json_to_recordset($1::json) as s(account_id bigint, transaction_id uuid, activity_id text, section_id bigint, keyspace_id bigint,
+       profile_key text, to_address text, status text, status_reason text, created_at timestamptz)
+     returning transaction_id`,
+    values: [JSON.stringify(sends)],
+  };
 }
 
 export async function findSend(db: Queryable, accountId: string, transactionId: string): Promise<SendRow | undefined> {
   const { rows } = await db.query<SendRow>(
-    `select account_id::text, transaction_id::text, activity_id, section_id::text, keyspace_id::text, profile_key, to_address, status, status_reason, request, links
+    `select account_id::text, transaction_id::text, activity_id, section_id::text, keyspace_id::text, profile_key, to_address, status, status_reason, links
      from transactional_sends where account_id = $1::bigint and transaction_id = $2::uuid`,
     [accountId, transactionId],
   );
   return rows[0];
 }
 
-/** Ends a send unsent: what it was made of is no longer needed. */
+/** Ends a send unsent, with the reason (its job, which held what it was made of, is completed with it). */
 export async function updateSend(db: Queryable, accountId: string, transactionId: string, s: { status: SendStatus; reason: string }): Promise<void> {
   await db.query(
-    'update transactional_sends set status = $3, status_reason = $4, request = null where account_id = $1::bigint and transaction_id = $2::uuid',
+    'update transactional_sends set status = $3, status_reason = $4 where account_id = $1::bigint and transaction_id = $2::uuid',
     [accountId, transactionId, s.status, s.reason],
   );
 }
 
-/** Sends the mail server took: their links and message ids are kept, what they were made of dropped. */
+/** Sends the mail server took: their links and message ids are kept (what they were made of goes with their jobs). */
 export async function markSendsSent(db: Queryable, sends: { accountId: string; transactionId: string; links: TrackedLink[]; messageId: string; sentAt: Date }[]): Promise<void> {
   await db.query(
-    `update transactional_sends s set status = 'sent', request = null, links = m.links, message_id = m.message_id, sent_at = m.sent_at
+    `update transactional_sends s set status = 'sent', links = m.links, message_id = m.message_id, sent_at = m.sent_at
      from json_to_recordset($1::json) as m(account_id bigint, transaction_id uuid, links jsonb, message_id text, sent_at timestamptz)
      where s.account_id = m.account_id and s.transaction_id = m.transaction_id`,
     [JSON.stringify(sends.map((m) => ({ account_id: m.accountId, transaction_id: m.transactionId, links: m.links, message_id: m.messageId, sent_at: m.sentAt })))],

@@ -1,7 +1,9 @@
+import fs from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem, TestServer } from '../../test/app.ts';
 import { SmtpReceiver, type ReceivedMail } from '../../test/smtp.ts';
 import type { Manifest } from '../definitions/schemas.ts';
+import { withTransaction } from '../store/pool.ts';
 
 // Transactional sends end to end (SPEC §2.15, §4.8, §6.3; docs/mail.md): the public routes, the
 // worker, a real SMTP server on loopback, the tracking links and the events they record.
@@ -266,6 +268,45 @@ describe('activities and transactions that do not exist', () => {
     const res = await admin('PUT', '/activities/broken', transactionalActivity({ html: '<p>{% if %}</p>' }));
     expect(expectProblem(res, 400, 'AUD-2101')).toMatch(/^html is not a valid template/);
     expect(expectProblem(await admin('PUT', '/activities/broken', transactionalActivity({ email_subject: '{{ a | nope }}' })), 400, 'AUD-2101')).toMatch(/^email_subject/);
+  });
+});
+
+describe('jobs of sends queued before migration 0018', () => {
+  it('get the send they serve (the worker reads no send row), the sends drop it; a job whose send is no longer queued goes', async () => {
+    const source = await fs.readFile(new URL('../store/migrations/0018_send_jobs.sql', import.meta.url), 'utf8');
+    // The part that moves data (the rest creates a function, which exists already); in a transaction
+    // rolled back, so that the worker of the test server never sees these rows.
+    const moveData = source.slice(0, source.indexOf('create function'));
+    const request = { to_name: 'Ann', to_email_address: 'old@example.com', from_email_address: 'orders@shop.example', variables: { order: 'A-1' }, attachments: [] };
+    const rollback = new Error('rolled back');
+    await withTransaction(server.services.pool, async (tx) => {
+      // The column the migration moves the requests out of and drops, as it was before it.
+      await tx.query('alter table transactional_sends add column request jsonb');
+      const { rows: [section] } = await tx.query<{ section_id: string }>('select section_id::text from sections where account_id = $1 and discriminator = $2', [accountId, SHOP]);
+      const { rows: [keyspace] } = await tx.query<{ keyspace_id: string }>('select keyspace_id::text from keyspaces where account_id = $1 and discriminator = $2', [accountId, EMAIL]);
+      const { rows: sends } = await tx.query<{ transaction_id: string; status: string }>(
+        `insert into transactional_sends (account_id, activity_id, section_id, keyspace_id, profile_key, to_address, status, request)
+         values ($1, $2, $3, $4, 'old@example.com', 'old@example.com', 'queued', $5), ($1, $2, $3, $4, 'old@example.com', 'old@example.com', 'sent', null)
+         returning transaction_id::text, status`,
+        [accountId, activity, section.section_id, keyspace.keyspace_id, request],
+      );
+      const { rows: jobs } = await tx.query<{ job_id: string }>(
+        `insert into jobs (account_id, kind, payload, run_at) select $1, 'transactional-send', jsonb_build_object('transaction_id', t), now() + interval '1 hour'
+         from unnest($2::text[]) t returning job_id::text`,
+        [accountId, sends.map((x) => x.transaction_id)],
+      );
+      await tx.query(moveData);
+      const { rows: after } = await tx.query<{ job_id: string; payload: Record<string, unknown> }>('select job_id::text, payload from jobs where account_id = $1 and job_id = any($2::bigint[])', [accountId, jobs.map((j) => j.job_id)]);
+      expect(after).toEqual([{
+        job_id: jobs[0].job_id,
+        payload: { transaction_id: sends[0].transaction_id, activity_id: activity, section_id: section.section_id, keyspace_id: keyspace.keyspace_id, profile_key: 'old@example.com', request },
+      }]);
+      const { rows: columns } = await tx.query("select 1 from information_schema.columns where table_name = 'transactional_sends' and column_name = 'request'");
+      expect(columns).toEqual([]);
+      throw rollback;
+    }).catch((err: unknown) => {
+      if (err !== rollback) throw err;
+    });
   });
 });
 

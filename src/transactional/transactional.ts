@@ -7,11 +7,13 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { namespace } from '../definitions/builtins.ts';
 import { keyspaceForProfileAccess, sectionOf } from '../definitions/definitions.ts';
-import { completeJobs, enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
+import { completeJobs, enqueueWith, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
 import { findOrCreateProfiles } from '../profiles/bulk.ts';
 import { normaliseKey } from '../profiles/keys.ts';
 import { locateWithSectionData, refuseReadOnly, sectionValues } from '../profiles/profiles.ts';
+import crypto from 'node:crypto';
 import type pg from 'pg';
+import { coalesce } from '../store/coalesce.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { DeliveryError, type Mailer } from './mailer.ts';
 import { composeMessage, type Attachment } from './message.ts';
@@ -22,7 +24,7 @@ import { readTracking, trackingKey, type TrackedLink, type TrackingKind, type Tr
 
 /**
  * Transactional sends (SPEC §2.15, §4.8; docs/mail.md): a send is checked and kept, with its job,
- * in the request's transaction and answered at once; the job renders the activity's templates
+ * in one statement and answered at once; the job renders the activity's templates
  * and hands the message to the mailer; the send's status and the activity's events (SENT,
  * BOUNCED, then OPENED, CLICKED and UNSUBSCRIBED through the tracking links) follow.
  */
@@ -42,9 +44,22 @@ interface SendRequest {
   attachments: Attachment[];
 }
 
+/** A send as its job carries it: the send's row need not be read, and the job exists exactly while the send is queued. */
+interface SendJob {
+  transaction_id: string;
+  activity_id: string;
+  section_id: string;
+  keyspace_id: string;
+  profile_key: string;
+  request: SendRequest;
+}
+
+/** What the events of a send name. */
+type SendRef = Pick<q.SendRow, 'account_id' | 'transaction_id' | 'activity_id' | 'keyspace_id' | 'profile_key'>;
+
 /** An activity that takes sends: a transactional email activity, not archived; 404 otherwise (TX-13). */
-async function transactionalActivity(db: Queryable, scope: AccountScope, section: SectionDefs, activityId: string): Promise<Activity> {
-  const activity = await getActivity(db, scope, section.id, activityId);
+async function transactionalActivity(db: Queryable, scope: AccountScope, section: SectionDefs, activityId: string, options: { shared?: boolean } = {}): Promise<Activity> {
+  const activity = await getActivity(db, scope, section.id, activityId, options);
   if (activity.kind !== 'email' || activity.transactional !== true || activity.archived_at !== null) {
     throw new Problem('AUD-2001', `Activity "${activityId}" is not a transactional email activity of the section`);
   }
@@ -72,11 +87,13 @@ function checkLimits(body: SendBody): void {
  * (404); the body within the limits of SPEC §8; the sender, subject and pre-header the request
  * omits are the activity's (and the request's own templates must parse); the profile that keyspace
  * and key name is created when missing (TX-10). A locked profile's send is kept with the status
- * suppressed and not sent. Answers the transaction id.
+ * suppressed and not sent. Answers the transaction id once the send and its job are committed.
+ * The reads and the write are each shared with the other sends of the same turn of the event
+ * loop (one statement, and one commit, for the sends that arrive together).
  */
-export async function acceptSend(tx: Queryable, scope: AccountScope, target: { section_discriminator: string; activity_id: string }, body: SendBody): Promise<string> {
+export async function acceptSend(pool: pg.Pool, scope: AccountScope, target: { section_discriminator: string; activity_id: string }, body: SendBody): Promise<string> {
   const section = sectionOf(scope, target.section_discriminator);
-  const activity = await transactionalActivity(tx, scope, section, target.activity_id);
+  const activity = await transactionalActivity(pool, scope, section, target.activity_id, { shared: true });
   checkLimits(body);
   const from = body.from_email_address ?? activity.sender_email_address;
   if (from === undefined) throw new Problem('AUD-1003', `from_email_address: activity "${activity.id}" has no sender address, so the send must give one`);
@@ -86,18 +103,52 @@ export async function acceptSend(tx: Queryable, scope: AccountScope, target: { s
   const keyspace = keyspaceForProfileAccess(scope.defs, body.keyspace_discriminator);
   refuseReadOnly(keyspace);
   const key = normaliseKey(keyspace.kind, body.profile_key);
-  const { locked } = await findOrCreateProfiles(tx, scope, keyspace, section, [key]);
+  const found = await profileValues(pool, scope, keyspace, section, key);
+  const send: q.NewSend = {
+    account_id: scope.accountId, transaction_id: crypto.randomUUID(), activity_id: activity.id, section_id: section.id, keyspace_id: keyspace.keyspace_id,
+    profile_key: key, to_address: body.to_email_address, status: 'queued', status_reason: null, created_at: scope.now,
+  };
+  if (found === 'locked') {
+    await pool.query(q.insertSends([{ ...send, status: 'suppressed', status_reason: 'the profile is locked' }]));
+    return send.transaction_id;
+  }
   const request: SendRequest = {
     to_name: body.to_name, to_email_address: body.to_email_address, from_email_address: from,
     from_name: body.from_name ?? activity.sender_name, reply_email_address: body.reply_email_address ?? activity.reply_to,
     subject_line: body.subject_line, pre_header: body.pre_header, variables: body.variables ?? {}, attachments: body.attachments ?? [],
   };
-  if (locked.size > 0) {
-    return q.insertSend(tx, scope.accountId, { activityId: activity.id, sectionId: section.id, keyspaceId: keyspace.keyspace_id, profileKey: key, toAddress: body.to_email_address, status: 'suppressed', reason: 'the profile is locked', request: null, createdAt: scope.now });
+  await writeQueued(pool, { send, job: { transaction_id: send.transaction_id, activity_id: send.activity_id, section_id: send.section_id, keyspace_id: send.keyspace_id, profile_key: key, request } });
+  return send.transaction_id;
+}
+
+interface Queued { send: q.NewSend; job: SendJob }
+
+/** The queued sends of each pool: those of one turn of the event loop are written, with their jobs, in one statement. */
+const queuedWrites = new WeakMap<pg.Pool, (key: string, queued: Queued) => Promise<void>>();
+
+/**
+ * Writes a queued send and its job in one autocommitted statement shared with the other sends of
+ * the same turn. A shared statement that fails is tried again one send at a time, so that one
+ * send's failure (its account deleted meanwhile) is its own.
+ */
+function writeQueued(pool: pg.Pool, queued: Queued): Promise<void> {
+  let write = queuedWrites.get(pool);
+  if (!write) {
+    const insert = async (all: Queued[]) => {
+      await enqueueWith(pool, SEND_JOB, all.map((x) => ({ accountId: x.send.account_id, payload: { ...x.job } })), q.insertSends(all.map((x) => x.send)));
+      return all.map(() => undefined);
+    };
+    write = coalesce(async (_key: string, all: Queued[]) => {
+      if (all.length === 1) return insert(all);
+      try {
+        return await insert(all);
+      } catch {
+        return all.map(async (x) => (await insert([x]))[0]);
+      }
+    });
+    queuedWrites.set(pool, write);
   }
-  const id = await q.insertSend(tx, scope.accountId, { activityId: activity.id, sectionId: section.id, keyspaceId: keyspace.keyspace_id, profileKey: key, toAddress: body.to_email_address, status: 'queued', reason: null, request, createdAt: scope.now });
-  await enqueue(tx, scope.accountId, SEND_JOB, { transaction_id: id });
-  return id;
+  return write('sends', queued);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -155,7 +206,7 @@ function profileContext(section: SectionDefs, values: Record<string, unknown>): 
 }
 
 /** Records events of sends of one account through the activities area: the transaction id is their correlation id. */
-async function recordEvents(tx: Queryable, scope: AccountScope, vendor: string, events: ({ send: q.SendRow } & Omit<ActivityEventInput, 'activity_id' | 'keyspace_discriminator' | 'profile_key' | 'correlation_id'>)[]): Promise<void> {
+async function recordEvents(tx: Queryable, scope: AccountScope, vendor: string, events: ({ send: SendRef } & Omit<ActivityEventInput, 'activity_id' | 'keyspace_discriminator' | 'profile_key' | 'correlation_id'>)[]): Promise<void> {
   const inputs: ActivityEventInput[] = [];
   for (const { send, ...event } of events) {
     const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === send.keyspace_id);
@@ -166,43 +217,50 @@ async function recordEvents(tx: Queryable, scope: AccountScope, vendor: string, 
   if (inputs.length > 0) await recordActivityEvents(tx, scope, vendor, inputs);
 }
 
-/** Ends a send that will not be sent: its status, its reason, and its request dropped. */
-async function endSend(deps: SendDeps, send: q.SendRow, status: 'failed' | 'suppressed' | 'bounced', reason: string): Promise<void> {
+/** Ends a send that will not be sent: its status and its reason, and its job completed with it (so it is not run again). */
+async function endSend(deps: SendDeps, job: Job, send: SendRef, status: 'failed' | 'suppressed' | 'bounced', reason: string): Promise<'completed'> {
   // The scope before the transaction: a job holds one connection at a time, so that the lanes of the worker cannot wait on each other's.
   const scope = await deps.scopeOf(send.account_id);
   await withTransaction(deps.pool, async (tx) => {
     await q.updateSend(tx, send.account_id, send.transaction_id, { status, reason });
     if (status === 'bounced') await recordEvents(tx, scope, deps.vendor, [{ send, type: 'BOUNCED' }]);
+    await completeJobs(tx, [job]);
   });
+  return 'completed';
 }
+
+/** The tracking key of each job's dependencies, derived once rather than per message. */
+const trackingKeys = new WeakMap<SendDeps, Buffer>();
 
 /**
  * The send job (docs/mail.md "Lifecycle"): renders the message and hands it to the mailer. An
  * address suppressed on the email channel or a profile locked since is not sent to (suppressed);
  * a template that fails to render, a 5xx answer, or a 4xx answer still there after the job's last
  * attempt fail the send (a refused recipient: bounced); any other refusal is tried again with the
- * queue's back-off. A sent message records SENT.
+ * queue's back-off. A sent message records SENT. The job carries the send (the job is there
+ * exactly while the send is queued); the activity, the suppression and the profile are read in
+ * statements shared with the other sends under way.
  */
 export async function runSend(deps: SendDeps, job: Job): Promise<void | 'completed'> {
-  const send = await q.findSend(deps.pool, job.accountId, String(job.payload.transaction_id));
-  if (!send || send.status !== 'queued' || send.request === null) return;
+  const payload = job.payload as unknown as SendJob;
+  const send: SendRef = { account_id: job.accountId, transaction_id: payload.transaction_id, activity_id: payload.activity_id, keyspace_id: payload.keyspace_id, profile_key: payload.profile_key };
+  const { request } = payload;
   const scope = await deps.scopeOf(job.accountId);
-  const request = send.request as SendRequest;
-  const section = scope.defs.sections.find((s) => s.id === send.section_id);
-  const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === send.keyspace_id);
-  if (!section || !keyspace) return endSend(deps, send, 'failed', 'the section or keyspace of the send no longer exists');
-  let activity: Activity;
-  try {
-    activity = await transactionalActivity(deps.pool, scope, section, send.activity_id);
-  } catch (err) {
-    if (err instanceof Problem) return endSend(deps, send, 'failed', `the activity is no longer a transactional email activity: ${err.detail}`);
-    throw err;
-  }
-  if (await isSuppressed(deps.pool, scope, `${namespace(deps.vendor)}.channels.email`, request.to_email_address)) {
-    return endSend(deps, send, 'suppressed', 'the address is suppressed on the email channel');
-  }
-  const values = await profileValues(deps, scope, keyspace, section, send.profile_key);
-  if (values === 'locked') return endSend(deps, send, 'suppressed', 'the profile is locked');
+  const section = scope.defs.sections.find((s) => s.id === payload.section_id);
+  const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === payload.keyspace_id);
+  if (!section || !keyspace) return endSend(deps, job, send, 'failed', 'the section or keyspace of the send no longer exists');
+  // Three reads at once rather than one after the other: each waits for a turn's statement.
+  const [activity, suppressed, values] = await Promise.all([
+    transactionalActivity(deps.pool, scope, section, send.activity_id, { shared: true }).catch((err: unknown) => {
+      if (err instanceof Problem) return err;
+      throw err;
+    }),
+    isSuppressed(deps.pool, scope, `${namespace(deps.vendor)}.channels.email`, request.to_email_address),
+    profileValues(deps.pool, scope, keyspace, section, send.profile_key),
+  ]);
+  if (activity instanceof Problem) return endSend(deps, job, send, 'failed', `the activity is no longer a transactional email activity: ${activity.detail}`);
+  if (suppressed) return endSend(deps, job, send, 'suppressed', 'the address is suppressed on the email channel');
+  if (values === 'locked') return endSend(deps, job, send, 'suppressed', 'the profile is locked');
   const profile = profileContext(section, values);
 
   const templates: MessageTemplates = {
@@ -211,6 +269,8 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void | 'complet
     html: activity.html ?? '',
     text: activity.text ?? null,
   };
+  let key = trackingKeys.get(deps);
+  if (!key) trackingKeys.set(deps, (key = trackingKey(deps.serverSecret)));
   let composed: Awaited<ReturnType<typeof composeMessage>>;
   try {
     composed = await composeMessage({
@@ -219,39 +279,38 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void | 'complet
       to: { name: request.to_name, address: request.to_email_address },
       ...(request.reply_email_address ? { replyTo: request.reply_email_address } : {}),
       attachments: request.attachments,
-      tracking: { base: deps.trackingUrl, key: trackingKey(deps.serverSecret), target: { accountId: send.account_id, transactionId: send.transaction_id } },
+      tracking: { base: deps.trackingUrl, key, target: { accountId: send.account_id, transactionId: send.transaction_id } },
     });
   } catch (err) {
-    return endSend(deps, send, 'failed', (err as Error).message);
+    return endSend(deps, job, send, 'failed', (err as Error).message);
   }
   try {
     await deps.mailer.send(send.account_id, send.transaction_id, composed.message);
   } catch (err) {
     if (!(err instanceof DeliveryError)) throw err;
     if (!err.permanent && job.attempts < MAX_ATTEMPTS) throw new Error(`the mail server did not take the message: ${err.message}; tried again later`);
-    return endSend(deps, send, err.refused ? 'bounced' : 'failed', `the mail server answered: ${err.message}`);
+    return endSend(deps, job, send, err.refused ? 'bounced' : 'failed', `the mail server answered: ${err.message}`);
   }
   await sentRecorder(deps).record({ job, scope, send, links: composed.links, messageId: composed.message.messageId });
   return 'completed';
 }
 
 /**
- * The attribute values of a send's profile in its section: one read (shared with the other sends
- * of the same turn) when the profile is there; else the profile is created again, or found locked,
- * as when the send was accepted.
+ * The attribute values of a profile in a section: one read (shared with the other reads of the
+ * same turn) when the profile is there; else the profile is created (TX-10), or found locked.
  */
-async function profileValues(deps: SendDeps, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, key: string): Promise<Record<string, unknown> | 'locked'> {
+async function profileValues(pool: pg.Pool, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, key: string): Promise<Record<string, unknown> | 'locked'> {
   try {
-    return (await locateWithSectionData(deps.pool, scope, { keyspace_discriminator: keyspace.discriminator, profile_key: key }, section)).data.attributes;
+    return (await locateWithSectionData(pool, scope, { keyspace_discriminator: keyspace.discriminator, profile_key: key }, section)).data.attributes;
   } catch (err) {
     if (!(err instanceof Problem)) throw err;
   }
-  const { profiles, locked } = await withTransaction(deps.pool, (tx) => findOrCreateProfiles(tx, scope, keyspace, section, [key]));
-  return locked.size > 0 ? 'locked' : sectionValues(deps.pool, scope, profiles.get(key)!, section.id);
+  const { profiles, locked } = await withTransaction(pool, (tx) => findOrCreateProfiles(tx, scope, keyspace, section, [key]));
+  return locked.size > 0 ? 'locked' : sectionValues(pool, scope, profiles.get(key)!, section.id);
 }
 
 /** A message the mail server took, to be recorded as sent. */
-interface Sent { job: Job; scope: AccountScope; send: q.SendRow; links: TrackedLink[]; messageId: string }
+interface Sent { job: Job; scope: AccountScope; send: SendRef; links: TrackedLink[]; messageId: string }
 
 /**
  * Records sent messages: their sends marked sent, SENT recorded on their activities and their jobs

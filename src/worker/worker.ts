@@ -5,14 +5,15 @@ import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
 import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
-import { Worker } from '../jobs/queue.ts';
+import { Worker, type Lanes } from '../jobs/queue.ts';
 
 /**
  * Send jobs run at once besides the main loop's job: each waits on the mail server, and on its
- * share of a batch of sent messages being recorded, most of its time (docs/benchmarks.md
+ * share of a batch of sent messages being recorded, most of its time. A loop claims several in
+ * one statement, and their reads (activity, suppression, profile) go together (docs/benchmarks.md
  * "Transactional mail").
  */
-const SEND_LANES = 12;
+const SEND_LANES: Lanes = { loops: 4, jobs: 8 };
 
 /**
  * Starts the worker role: the handlers of every job kind. `settleAfterImports`, for a thread of its

@@ -33,7 +33,7 @@ export function transactionalRoutes(services: Services, scopeOf: ScopeOf) {
       },
     }, async (request, reply) => {
       const scope = await scopeOf(request);
-      const id = await withTransaction(services.pool, (tx) => transactional.acceptSend(tx, scope, request.params, request.body));
+      const id = await transactional.acceptSend(services.pool, scope, request.params, request.body);
       return reply.code(201).send({ id });
     });
 
