@@ -1,6 +1,6 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
 import { idArray } from '../store/arrays.ts';
-import { coalesce } from '../store/coalesce.ts';
+import { coalescePerPool } from '../store/coalesce.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export interface ActivityRow {
@@ -24,19 +24,14 @@ export async function findActivity(db: Queryable, accountId: string, activityId:
 }
 
 /** The shared reads of each pool (or client), by account: the reads of one turn of the event loop go as one statement. */
-const sharedReads = new WeakMap<Queryable, (accountId: string, activityId: string) => Promise<ActivityRow | undefined>>();
+const sharedReads = coalescePerPool(async (db: Queryable, account: string, ids: string[]) => {
+  const byId = new Map((await listActivitiesByIds(db, account, [...new Set(ids)])).map((r) => [r.activity_id, r]));
+  return ids.map((id) => byId.get(id));
+});
 
 /** findActivity in one statement shared with the other such reads of the same turn of the event loop. */
 export function findActivityShared(db: Queryable, accountId: string, activityId: string): Promise<ActivityRow | undefined> {
-  let read = sharedReads.get(db);
-  if (!read) {
-    read = coalesce(async (account: string, ids: string[]) => {
-      const byId = new Map((await listActivitiesByIds(db, account, [...new Set(ids)])).map((r) => [r.activity_id, r]));
-      return ids.map((id) => byId.get(id));
-    });
-    sharedReads.set(db, read);
-  }
-  return read(accountId, activityId);
+  return sharedReads(db, accountId, activityId);
 }
 
 export async function listActivitiesByIds(db: Queryable, accountId: string, activityIds: string[]): Promise<ActivityRow[]> {

@@ -1,7 +1,7 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
 import { clusterMembersSql, clusterProfilesSql } from '../profiles/relations.ts';
 import { idArray } from '../store/arrays.ts';
-import { coalesce } from '../store/coalesce.ts';
+import { coalescePerPool } from '../store/coalesce.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export interface ConsentRow {
@@ -104,19 +104,14 @@ export async function listSuppressionsByAddresses(db: Queryable, accountId: stri
 }
 
 /** The shared look-ups of each pool (or client), by account: those of one turn of the event loop go as one statement. */
-const sharedLookups = new WeakMap<Queryable, (accountId: string, suppression: { channelId: string; address: string }) => Promise<boolean>>();
+const sharedLookups = coalescePerPool(async (db: Queryable, account: string, items: { channelId: string; address: string }[]) => {
+  const found = new Set((await listSuppressionsByAddresses(db, account, items.map((i) => i.channelId), items.map((i) => i.address))).map((r) => `${r.channel_id}\n${r.address}`));
+  return items.map((i) => found.has(`${i.channelId}\n${i.address}`));
+});
 
 /** Whether an address (normalised) is suppressed on a channel, in one statement shared with the other such look-ups of the same turn. */
 export function isSuppressedShared(db: Queryable, accountId: string, channelId: string, address: string): Promise<boolean> {
-  let lookUp = sharedLookups.get(db);
-  if (!lookUp) {
-    lookUp = coalesce(async (account: string, items: { channelId: string; address: string }[]) => {
-      const found = new Set((await listSuppressionsByAddresses(db, account, items.map((i) => i.channelId), items.map((i) => i.address))).map((r) => `${r.channel_id}\n${r.address}`));
-      return items.map((i) => found.has(`${i.channelId}\n${i.address}`));
-    });
-    sharedLookups.set(db, lookUp);
-  }
-  return lookUp(accountId, { channelId, address });
+  return sharedLookups(db, accountId, { channelId, address });
 }
 
 export async function listSuppressionsByAccount(db: Queryable, accountId: string): Promise<SuppressionRow[]> {

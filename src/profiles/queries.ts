@@ -1,7 +1,7 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
 import type { KeyspaceRow } from '../core/definitions.ts';
 import { idArray } from '../store/arrays.ts';
-import { coalesce } from '../store/coalesce.ts';
+import { aloneOnFailure, coalescePerPool } from '../store/coalesce.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export type ValueMap = Record<string, unknown>;
@@ -85,16 +85,11 @@ async function findSectionDataByKeys(db: Queryable, accountId: string, keys: Key
 }
 
 /** The batched reads of each pool (or client), by account: the reads of one turn of the event loop go as one statement. */
-const sectionReads = new WeakMap<Queryable, (accountId: string, key: KeyInSection) => Promise<FoundInSection | undefined>>();
+const sectionReads = coalescePerPool(findSectionDataByKeys);
 
 /** A profile found by key together with what it shows in one section, in one round trip shared with the other reads of the same turn. */
 export function findSectionDataByKey(db: Queryable, accountId: string, keyspace: KeyspaceOfKey, key: string, sectionId: string): Promise<FoundInSection | undefined> {
-  let read = sectionReads.get(db);
-  if (!read) {
-    read = coalesce((account: string, keys: KeyInSection[]) => findSectionDataByKeys(db, account, keys));
-    sectionReads.set(db, read);
-  }
-  return read(accountId, { keyspace, key, sectionId });
+  return sectionReads(db, accountId, { keyspace, key, sectionId });
 }
 
 /** What segment evaluations read of a canonical profile (locateWithFacts of profiles.ts), events as [section, version, ms, data]. */
@@ -413,7 +408,7 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
 }
 
 /** The batched attribute writes of each pool, by account: the writes of one turn of the event loop go as one statement, and one commit. */
-const sectionWrites = new WeakMap<Queryable, (accountId: string, patch: PatchByKey) => Promise<boolean>>();
+const sectionWrites = coalescePerPool(aloneOnFailure(patchSectionDataByKeys));
 
 /**
  * patchSectionData of a profile given by key (attributes only), in one statement shared with the
@@ -422,19 +417,7 @@ const sectionWrites = new WeakMap<Queryable, (accountId: string, patch: PatchByK
  * (or a deadlock with another transaction) is that write's alone.
  */
 export function patchSectionDataByKey(db: Queryable, accountId: string, patch: PatchByKey): Promise<boolean> {
-  let write = sectionWrites.get(db);
-  if (!write) {
-    write = coalesce(async (account: string, patches: PatchByKey[]) => {
-      if (patches.length === 1) return patchSectionDataByKeys(db, account, patches);
-      try {
-        return await patchSectionDataByKeys(db, account, patches);
-      } catch {
-        return patches.map(async (p) => (await patchSectionDataByKeys(db, account, [p]))[0]);
-      }
-    });
-    sectionWrites.set(db, write);
-  }
-  return write(accountId, patch);
+  return sectionWrites(db, accountId, patch);
 }
 
 /**

@@ -13,7 +13,7 @@ import { normaliseKey } from '../profiles/keys.ts';
 import { locateWithSectionData, refuseReadOnly, sectionValues } from '../profiles/profiles.ts';
 import crypto from 'node:crypto';
 import type pg from 'pg';
-import { coalesce } from '../store/coalesce.ts';
+import { aloneOnFailure, coalescePerPool } from '../store/coalesce.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { DeliveryError, type Mailer } from './mailer.ts';
 import { composeMessage, type Attachment } from './message.ts';
@@ -124,7 +124,10 @@ export async function acceptSend(pool: pg.Pool, scope: AccountScope, target: { s
 interface Queued { send: q.NewSend; job: SendJob }
 
 /** The queued sends of each pool: those of one turn of the event loop are written, with their jobs, in one statement. */
-const queuedWrites = new WeakMap<pg.Pool, (key: string, queued: Queued) => Promise<void>>();
+const queuedWrites = coalescePerPool(aloneOnFailure(async (db: Queryable, _key: string, all: Queued[]) => {
+  await enqueueWith(db, SEND_JOB, all.map((x) => ({ accountId: x.send.account_id, payload: { ...x.job } })), q.insertSends(all.map((x) => x.send)));
+  return all.map(() => undefined);
+}));
 
 /**
  * Writes a queued send and its job in one autocommitted statement shared with the other sends of
@@ -132,23 +135,7 @@ const queuedWrites = new WeakMap<pg.Pool, (key: string, queued: Queued) => Promi
  * send's failure (its account deleted meanwhile) is its own.
  */
 function writeQueued(pool: pg.Pool, queued: Queued): Promise<void> {
-  let write = queuedWrites.get(pool);
-  if (!write) {
-    const insert = async (all: Queued[]) => {
-      await enqueueWith(pool, SEND_JOB, all.map((x) => ({ accountId: x.send.account_id, payload: { ...x.job } })), q.insertSends(all.map((x) => x.send)));
-      return all.map(() => undefined);
-    };
-    write = coalesce(async (_key: string, all: Queued[]) => {
-      if (all.length === 1) return insert(all);
-      try {
-        return await insert(all);
-      } catch {
-        return all.map(async (x) => (await insert([x]))[0]);
-      }
-    });
-    queuedWrites.set(pool, write);
-  }
-  return write('sends', queued);
+  return queuedWrites(pool, 'sends', queued);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
