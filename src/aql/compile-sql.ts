@@ -135,8 +135,12 @@ export function compilePredicate(expression: Expression, options: { now: number;
 /** At most this many sampling points: their bits fill a bigint. */
 export const MAX_POINTS = 62;
 
-/** `1 << k` - `1 << lo`: the bits lo … k - 1 of a bigint mask (none when k <= lo). */
-const bits = (k: string, lo: string) => `((1::bigint << greatest(${k}, ${lo})) - (1::bigint << ${lo}))`;
+/**
+ * The bits lo … k - 1 of a bigint mask (none when k <= lo; both at most MAX_POINTS): the bits from
+ * lo up, less those from k up. Each operand appears once, so that PostgreSQL computes each
+ * width_bucket once per row (a trend runs this on millions of rows).
+ */
+const bits = (k: string, lo: string) => `((-1::bigint << ${lo}) & ~(-1::bigint << ${k}))`;
 
 /** Whether a sequence never decreases (-Infinity and Infinity included). */
 const ascending = (xs: number[]) => xs.every((x, i) => i === 0 || xs[i - 1] <= x);
