@@ -50,7 +50,6 @@ import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { loadDefinitions } from '../src/definitions/definitions.ts';
 import { countSegment, segmentTrend } from '../src/segments/segments.ts';
-import type { Queryable } from '../src/store/pool.ts';
 import {
   DURATION_S, embeddedDatabaseUrl, log, onCleanup, postgresCpuMs, printSetting, request, runBench, sleep, startAudience, table, WARMUP_S, within, type Audience, type Result, type Run,
 } from './harness.ts';
@@ -502,17 +501,33 @@ async function cannon(autocannon: Autocannon, connections: number, options: Reco
   return run(DURATION_S);
 }
 
-/** A Queryable that keeps the statement instead of running it: the exact SQL the service sends. */
-function capture(rows: unknown[]): { db: Queryable; sql: () => { text: string; values: unknown[] } } {
-  let captured: { text: string; values: unknown[] } | undefined;
-  const db = { query: async (text: string, values: unknown[]) => { captured = { text, values }; return { rows }; } } as unknown as Queryable;
-  return { db, sql: () => captured! };
+/**
+ * A pool whose connections keep the statements instead of running them: the exact SQL the service
+ * sends, in order (a transaction's settings, then the statement), without begin and commit.
+ */
+function capture(rows: unknown[]): { pool: pg.Pool; statements: () => Statement[] } {
+  const statements: Statement[] = [];
+  const query = async (text: string, values?: unknown[]) => {
+    if (!/^(begin|commit|rollback)$/.test(text)) statements.push({ text, values: values ?? [] });
+    return { rows };
+  };
+  const client = { query, on: () => client, removeListener: () => client, release: () => {} };
+  return { pool: { query, connect: async () => client } as unknown as pg.Pool, statements: () => statements };
 }
 
-/** EXPLAIN (ANALYZE, BUFFERS) of a statement; the plan's lines. */
-async function explain(db: pg.Client, sql: { text: string; values: unknown[] }): Promise<string[]> {
-  const { rows } = await db.query<{ 'QUERY PLAN': string }>(`explain (analyze, buffers) ${sql.text}`, sql.values);
-  return rows.map((r) => r['QUERY PLAN']);
+interface Statement { text: string; values: unknown[] }
+
+/** EXPLAIN (ANALYZE, BUFFERS) of the last statement, after the others (its settings) in one transaction; the plan's lines. */
+async function explain(db: pg.Client, statements: Statement[]): Promise<string[]> {
+  const sql = statements.at(-1)!;
+  await db.query('begin');
+  try {
+    for (const setting of statements.slice(0, -1)) await db.query(setting.text, setting.values);
+    const { rows } = await db.query<{ 'QUERY PLAN': string }>(`explain (analyze, buffers) ${sql.text}`, sql.values);
+    return rows.map((r) => r['QUERY PLAN']);
+  } finally {
+    await db.query('rollback');
+  }
 }
 
 /** The lines of a plan worth reading at a glance: nodes with their times and rows, and the totals. */
@@ -603,16 +618,17 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const caller = { accountId: audience.accountId, clientId: 'bench', sectionIds: null };
   const scope: AccountScope = { accountId: audience.accountId, defs, limits: {} as AccountScope['limits'], secret: '', now: new Date(), caller };
   const countSql = capture([{ n: '0' }]);
-  await countSegment(countSql.db, scope, { section_discriminator: ids.shop.discriminator, segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] } });
+  await countSegment(countSql.pool, scope, { section_discriminator: ids.shop.discriminator, segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] } });
   const trendSql = capture([]);
-  await segmentTrend(trendSql.db, scope, ids.shop.discriminator, segmentDiscriminators[0], { sampling_points: points, timezone: TIME_ZONE });
+  await segmentTrend(trendSql.pool, scope, ids.shop.discriminator, segmentDiscriminators[0], { sampling_points: points, timezone: TIME_ZONE });
   await db.query(`set statement_timeout = ${Math.round(QUERY_TIMEOUT_MS * 2)}`);
-  const countPlan = await explain(db, countSql.sql());
-  const trendPlan = await explain(db, trendSql.sql());
+  const countPlan = await explain(db, countSql.statements());
+  const trendPlan = await explain(db, trendSql.statements());
   if (PLANS_FILE) {
-    await fs.writeFile(PLANS_FILE, [`-- count\n${countSql.sql().text}\n`, ...countPlan, '', `-- trend\n${trendSql.sql().text}\n`, ...trendPlan, ''].join('\n'));
-    // The statements with their values, to run by hand on the held database.
-    await fs.writeFile(`${PLANS_FILE}.json`, JSON.stringify({ count: countSql.sql(), trend: trendSql.sql() }));
+    const shown = (statements: Statement[]) => statements.map((x) => x.text).join(';\n');
+    await fs.writeFile(PLANS_FILE, [`-- count\n${shown(countSql.statements())}\n`, ...countPlan, '', `-- trend\n${shown(trendSql.statements())}\n`, ...trendPlan, ''].join('\n'));
+    // The statements with their values (settings first), to run by hand on the held database.
+    await fs.writeFile(`${PLANS_FILE}.json`, JSON.stringify({ count: countSql.statements(), trend: trendSql.statements() }));
     log(`plans written to ${PLANS_FILE}, statements to ${PLANS_FILE}.json`);
   }
   if (HOLD_S > 0) {

@@ -1,6 +1,7 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
 import { canonicalProfilesSql, clusterMembersSql, identifiedProfilesSql, knownSql, sectionRowsSql } from '../profiles/relations.ts';
-import type { Queryable } from '../store/pool.ts';
+import type pg from 'pg';
+import { withTransaction, type Queryable } from '../store/pool.ts';
 
 /** Whether any profile of the account belongs to a merge cluster as a member (profiles_by_canonical). */
 const HAS_CLUSTERS = (account: string) => `exists (${clusterMembersSql(account)})`;
@@ -40,6 +41,9 @@ export async function countProfilesMatching(db: Queryable, accountId: string, pr
   return Number(rows[0].n);
 }
 
+/** The settings of a trend's transaction (countMasksByPoint). */
+export const TREND_SETTINGS = 'set local enable_sort = off';
+
 /**
  * Counts, per sampling point, the canonical profiles that matched a query compiled for a trend
  * (compileMasks: its `rows` and `mask`, bit i - 1 for point i; the points ascending, the array
@@ -55,8 +59,14 @@ export async function countProfilesMatching(db: Queryable, accountId: string, pr
  * does: `general` for any account, `simple` for one without merge clusters; one
  * statement runs the one that holds in its snapshot. The database answers one row per distinct
  * (mask, known), a few dozen; the points are counted from their bits here.
+ *
+ * The statement runs with sorts disabled (TREND_SETTINGS), so that the last grouping, of the
+ * matching profiles by (mask, known), hashes them: PostgreSQL cannot tell how many profiles the
+ * rows of a UNION ALL hold, takes them for 200, and would sort the hundreds of thousands it gets
+ * in the serving process, after the parallel part (docs/benchmarks.md "Segments"). The sort by
+ * profile stays, since the subquery's ORDER BY asks for it.
  */
-export async function countMasksByPoint(db: Queryable, compiled: { general: { rows: string; mask: string }; simple: { rows: string; mask: string }; values: unknown[]; accountParam: string; pointsParam: string }, knownKeyspaceIds: string[]): Promise<{ i: number; known: number; unknown: number }[]> {
+export async function countMasksByPoint(pool: pg.Pool, compiled: { general: { rows: string; mask: string }; simple: { rows: string; mask: string }; values: unknown[]; accountParam: string; pointsParam: string }, knownKeyspaceIds: string[]): Promise<{ i: number; known: number; unknown: number }[]> {
   const values = [...compiled.values, knownKeyspaceIds];
   const { accountParam: account, pointsParam: pts } = compiled;
   const keyspaces = `$${values.length}::bigint[]`;
@@ -71,13 +81,16 @@ export async function countMasksByPoint(db: Queryable, compiled: { general: { ro
      ) x
      where x.mask <> 0
      group by x.mask, x.known`;
-  const { rows } = await db.query<{ mask: string; known: boolean; n: string }>(
-    `with clustered as (select ${HAS_CLUSTERS(account)} as yes)
-     select * from (${counted(compiled.general, known(true))}) general where (select yes from clustered)
-     union all
-     select * from (${counted(compiled.simple, known(false))}) simple where not (select yes from clustered)`,
-    values,
-  );
+  const { rows } = await withTransaction(pool, async (tx) => {
+    await tx.query(TREND_SETTINGS);
+    return tx.query<{ mask: string; known: boolean; n: string }>(
+      `with clustered as (select ${HAS_CLUSTERS(account)} as yes)
+       select * from (${counted(compiled.general, known(true))}) general where (select yes from clustered)
+       union all
+       select * from (${counted(compiled.simple, known(false))}) simple where not (select yes from clustered)`,
+      values,
+    );
+  });
   const n = Math.max(0, ...rows.map((r) => BigInt(r.mask).toString(2).length));
   const counts = Array.from({ length: n }, (_, b) => ({ i: b + 1, known: 0, unknown: 0 }));
   for (const r of rows) {

@@ -1,3 +1,4 @@
+import type pg from 'pg';
 import { termsOf, type Expression } from '../aql/ast.ts';
 import { aqlError } from '../aql/errors.ts';
 import { check } from '../aql/check.ts';
@@ -140,7 +141,7 @@ export async function countSegment(db: Queryable, scope: AccountScope, body: { s
  * Count matching profiles over time (POST /audience/sections/{s}/segments/{seg}/trend): for each
  * sampling point, the known and unknown profiles that matched the segment's latest version then.
  */
-export async function segmentTrend(db: Queryable, scope: AccountScope, sectionDiscriminator: string, segmentDiscriminator: string, body: { sampling_points: string[]; timezone: string }): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }> }> {
+export async function segmentTrend(pool: pg.Pool, scope: AccountScope, sectionDiscriminator: string, segmentDiscriminator: string, body: { sampling_points: string[]; timezone: string }): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }> }> {
   sectionOf(scope, sectionDiscriminator);
   const timeZone = checkTimeZone(body.timezone, 'timezone');
   const segment = scope.defs.segments.find((s) => s.discriminator === segmentDiscriminator);
@@ -156,7 +157,7 @@ export async function segmentTrend(db: Queryable, scope: AccountScope, sectionDi
   const pointsParam = values.add(points.map((t) => new Date(t)), 'timestamptz[]');
   const general = compileMasks(expression, { accountParam, points, pointsParam, timeZone }, values);
   const simple = compileMasks(expression, { accountParam, points, pointsParam, timeZone, clusters: false }, values);
-  const counts = await q.countMasksByPoint(db, { general, simple, values: values.values, accountParam, pointsParam }, knownKeyspaceIds(scope.defs));
+  const counts = await q.countMasksByPoint(pool, { general, simple, values: values.values, accountParam, pointsParam }, knownKeyspaceIds(scope.defs));
   const result: Record<string, { known: number; unknown: number }> = {};
   order.forEach((i, j) => {
     const found = counts.find((c) => c.i === j + 1);
