@@ -5,7 +5,7 @@ import type { AccountScope } from '../core/scope.ts';
 import { activityEventTypes, namespace } from '../definitions/builtins.ts';
 import { keyspaceForProfileAccess } from '../definitions/definitions.ts';
 import { findOrCreateProfiles } from '../profiles/bulk.ts';
-import { appendEvents, lockProfilesForEvents } from '../profiles/events.ts';
+import { appendEvents, lockProfilesForEvents, type ProfilesLockedForEvents } from '../profiles/events.ts';
 import { normaliseKey } from '../profiles/keys.ts';
 import { refuseReadOnly, sectionValues } from '../profiles/profiles.ts';
 import type { Queryable } from '../store/pool.ts';
@@ -105,7 +105,7 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
   const added = writes.size === 0 ? [] : await q.insertEvents(tx, scope.accountId, [...writes.values()].map((w) => w.row), scope.now);
   const recorded = added.map((a) => writes.get(`${a.activity_id}\n${a.type}\n${a.correlation_id}`)!);
 
-  await writeProfileEvents(tx, scope, vendor, recorded);
+  await writeProfileEvents(tx, scope, present, vendor, recorded);
   await optOut(tx, scope, vendor, recorded);
   await q.countEvents(tx, scope.accountId, added);
   return { received: events.length, recorded: recorded.length, duplicates: events.length - recorded.length - skipped.length, skipped };
@@ -169,9 +169,9 @@ async function checkEvents(db: Queryable, scope: AccountScope, events: ActivityE
 }
 
 /** Writes the recorded events as profile events of their channel's built-in event type, a statement per section. */
-async function writeProfileEvents(tx: Queryable, scope: AccountScope, vendor: string, recorded: { c: Checked; row: q.EventWrite }[]): Promise<void> {
+async function writeProfileEvents(tx: Queryable, scope: AccountScope, locked: ProfilesLockedForEvents, vendor: string, recorded: { c: Checked; row: q.EventWrite }[]): Promise<void> {
   const types = activityEventTypes(vendor);
-  const bySection = new Map<SectionDefs, Parameters<typeof appendEvents>[3]>();
+  const bySection = new Map<SectionDefs, Parameters<typeof appendEvents>[4]>();
   const versions = new Map<string, string>();
   for (const { c, row } of recorded) {
     let versionId = versions.get(`${c.section.id}/${c.channel}`);
@@ -191,7 +191,7 @@ async function writeProfileEvents(tx: Queryable, scope: AccountScope, vendor: st
     list.push({ profileId: row.profile_id, versionId, eventTime: row.event_time, correlationId: row.correlation_id, data });
     bySection.set(c.section, list);
   }
-  for (const [section, events] of bySection) await appendEvents(tx, scope, section.id, events);
+  for (const [section, events] of bySection) await appendEvents(tx, scope, locked, section.id, events);
 }
 
 /** Opts the profiles of recorded UNSUBSCRIBED events with a topic out of that topic, on the activity's channel. */

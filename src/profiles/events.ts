@@ -74,22 +74,46 @@ export function clusterEventsSql(values: SqlValues, target: { account: string; p
 }
 
 /**
+ * Profiles locked for events in one transaction (lockProfilesForEvents), those that still exist:
+ * what appendEvents writes to, so that no caller can write events without taking the lock first.
+ */
+export class ProfilesLockedForEvents {
+  readonly #tx: Queryable;
+  readonly #ids: Set<string>;
+
+  constructor(tx: Queryable, ids: string[]) {
+    this.#tx = tx;
+    this.#ids = new Set(ids);
+  }
+
+  has(profileId: string): boolean {
+    return this.#ids.has(profileId);
+  }
+
+  /** Throws unless the profile was locked in the transaction `tx`: a caller's mistake, never the client's. */
+  check(tx: Queryable, profileId: string): void {
+    if (tx !== this.#tx || !this.#ids.has(profileId)) throw new Error(`profile ${profileId} was not locked for events in this transaction`);
+  }
+}
+
+/**
  * Locks the profiles that events are about to be written to, until the transaction ends, and
  * answers those that still exist (a delete that committed since they were found took the others).
  * profile_events has no foreign key to profiles (migration 0017): this lock is what keeps an event
  * from being written for a profile being deleted, which waits for the writer's commit and then
- * deletes its events. Callers of appendEvents lock first, and write only to the profiles answered.
+ * deletes its events.
  */
-export async function lockProfilesForEvents(tx: Queryable, scope: AccountScope, profileIds: string[]): Promise<Set<string>> {
+export async function lockProfilesForEvents(tx: Queryable, scope: AccountScope, profileIds: string[]): Promise<ProfilesLockedForEvents> {
   const unique = [...new Set(profileIds)];
-  return new Set(unique.length === 0 ? [] : await q.lockEventProfiles(tx, scope.accountId, unique));
+  return new ProfilesLockedForEvents(tx, unique.length === 0 ? [] : await q.lockEventProfiles(tx, scope.accountId, unique));
 }
 
 /**
  * Appends events of many profiles of one section, already checked by the caller (the activities
- * area records events of its built-in event types this way, a batch at a time), to profiles it
- * locked with lockProfilesForEvents in the same transaction.
+ * area records events of its built-in event types this way, a batch at a time), to profiles
+ * `locked` in the same transaction.
  */
-export async function appendEvents(tx: Queryable, scope: AccountScope, sectionId: string, events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[]): Promise<void> {
+export async function appendEvents(tx: Queryable, scope: AccountScope, locked: ProfilesLockedForEvents, sectionId: string, events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[]): Promise<void> {
+  for (const e of events) locked.check(tx, e.profileId);
   if (events.length > 0) await q.insertEventsBulk(tx, scope.accountId, sectionId, events, scope.now);
 }
