@@ -1,9 +1,8 @@
 import crypto from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { PassThrough, Readable, Transform } from 'node:stream';
+import { PassThrough, Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream } from 'node:stream/web';
 import { scope, sign, stamp } from './sigv4.ts';
@@ -120,29 +119,35 @@ export class S3FileStore {
   /**
    * Writes a stream under `key`. S3 needs the length before the body, so the stream is spooled to a
    * temporary file first (hashed on the way, so that the service can check what it receives); a
-   * failing stream therefore sends nothing, and S3 stores an object whole or not at all.
+   * failing stream therefore sends nothing, and S3 stores an object whole or not at all. The file
+   * is unlinked as soon as it is open and lives only through its handle: a process killed during
+   * an upload leaves nothing of it (files hold personal data, and the temporary folder is shared).
    */
   async put(key: string, content: Readable): Promise<number> {
     this.pathOf(key); // a key leaving the store is refused before the stream is read
     const spool = path.join(os.tmpdir(), `audience-${crypto.randomUUID()}.partial`);
+    const handle = await fs.open(spool, 'wx+', 0o600);
+    let body: Readable | undefined;
     try {
+      await fs.rm(spool);
       const hash = crypto.createHash('sha256');
       let bytes = 0;
-      const count = new Transform({
-        transform(chunk: Buffer, _encoding, done) {
-          hash.update(chunk);
-          bytes += chunk.length;
-          done(null, chunk);
-        },
-      });
-      // Import files hold personal data; the temporary folder is shared.
-      await pipeline(content, count, createWriteStream(spool, { mode: 0o600 }));
-      const res = await this.request('PUT', key, { body: createReadStream(spool), length: bytes, sha256: hash.digest('hex') });
+      for await (const chunk of content as AsyncIterable<Buffer | string>) {
+        // A stream of strings (object mode) gives them as they are: S3 counts bytes.
+        const data = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+        hash.update(data);
+        bytes += data.length;
+        await handle.write(data);
+      }
+      body = handle.createReadStream({ start: 0, autoClose: false });
+      const res = await this.request('PUT', key, { body, length: bytes, sha256: hash.digest('hex') });
       if (!res.ok) throw await this.failure('PUT', key, res);
       await res.body?.cancel();
       return bytes;
     } finally {
-      await fs.rm(spool, { force: true });
+      // The handle closes once no stream holds it: the body's, whatever became of the request.
+      body?.destroy();
+      await handle.close();
     }
   }
 

@@ -169,6 +169,28 @@ describe('files in an S3 bucket', () => {
     expect(listing).not.toContain('<Key>start-checks/');
   });
 
+  it('spool an upload in a file that is unlinked while it is written and sent, so that a killed process leaves none', async () => {
+    const store = openFileStore(readConfig({ FILES_URL: s3.filesUrl() }));
+    // The spool files this process holds open, by their links in /proc (Linux): "(deleted)" once unlinked.
+    const spools = async () => {
+      const links = await Promise.all((await fs.readdir('/proc/self/fd')).map((fd) => fs.readlink(`/proc/self/fd/${fd}`).catch(() => '')));
+      return links.filter((l) => /audience-[0-9a-f-]+\.partial/.test(l));
+    };
+    let during: string[] = [];
+    const file = content(2 * MB, 'spool');
+    const stream = Readable.from((async function* () {
+      for await (const block of file.stream()) {
+        yield block;
+        if (during.length === 0) during = await spools();
+      }
+    })());
+    await store.put('spooled.bin', stream);
+    expect(during.length).toBeGreaterThan(0);
+    for (const link of during) expect(link).toMatch(/\(deleted\)$/);
+    expect(await spools()).toEqual([]);
+    expect(await sha256Of(store.read('spooled.bin'))).toEqual({ sha256: file.sha256, bytes: 2 * MB });
+  });
+
   it('stops downloading when the reader stops early', async () => {
     const store = openFileStore(readConfig({ FILES_URL: s3.filesUrl() }));
     const file = content(4 * MB, 'early');
