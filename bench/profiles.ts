@@ -7,13 +7,18 @@
  *    profile_identifiers (email keyspace; export keys are in profiles) and profile_sections (the Shop section's
  *    email, first and last name, city, loyalty points, newsletter reader).
  * 2. Throughput: authenticated GET …/attributes and v2 PATCH …/attributes (first name) of random
- *    profiles through the email keyspace, each against a bare `node:http` server (GET: the same
- *    body; PATCH: 204) measured alternately in the same run with wrk (autocannon without wrk).
+ *    profiles through the email keyspace, against two references measured alternately in the same
+ *    run with wrk (autocannon without wrk): a bare `node:http` server (GET: the same body; PATCH:
+ *    204), and the floor (bench/floor.ts: `node:http` and `pg` calling the same query functions
+ *    as the routes, findSectionDataByKey and patchSectionDataByKey, so the same named statements
+ *    batched per turn in the same way, against the same database, without framework or auth).
+ *    floor/bare is what the physical work allows on this machine; audience/floor how much of it
+ *    the server reaches.
  * 3. Merge and unmerge latency of a profile with 0 events and of one with 100,000 events (added
  *    set-based into profile_events): PUT /audience/profiles/merges with a new web-keyspace
  *    profile, then DELETE /audience/profiles/merges/keyspaces/…web/profiles/{key}.
  *
- * The machine is shared and noisy, so what counts is the ratio audience/bare of the same run.
+ * The machine is shared and noisy, so what counts are the ratios of the same run.
  * Everything is bounded in time and cleaned up (child processes, temp dir, database connection)
  * on failure too. Settings from the environment: those of bench/harness.ts (BENCH_GENERATOR,
  * BENCH_CONNECTIONS, BENCH_WARMUP_S, BENCH_DURATION_S, BENCH_ROUNDS, BENCH_SERVER_ARGS), and BENCH_PROFILES
