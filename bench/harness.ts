@@ -59,7 +59,12 @@ export const WARMUP_S = Number(process.env.BENCH_WARMUP_S ?? 3);
 export const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 export const ROUNDS = Math.min(5, Math.max(1, Number(process.env.BENCH_ROUNDS ?? 2)));
 
-export interface Server { url: string; pid: number | undefined }
+export interface Server {
+  url: string;
+  pid: number | undefined;
+  /** The DATA_DIR of the embedded PostgreSQL it uses when that is not its own child (its CPU is then counted as the database's). */
+  databaseOf?: string;
+}
 
 export interface Measured {
   target: string; round: number; rps: number; mean: number; p50: number; p99: number;
@@ -216,12 +221,20 @@ export async function request(url: string, init: RequestInit = {}): Promise<{ st
 }
 
 /** The reference: bench/bare.ts in a child process, answering GET with `body` and other methods with 204. */
-export async function startBare(body: string): Promise<Server> {
-  const child = fork(path.join(ROOT, 'bench', 'bare.ts'), [], { env: { ...process.env, BENCH_BODY: body }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  children.push({ child, name: 'bare server' });
-  const port = await within(15_000, 'bare server start', new Promise<number>((resolve, reject) => {
+export function startBare(body: string): Promise<Server> {
+  return startReference('bare server', 'bare.ts', { BENCH_BODY: body });
+}
+
+/**
+ * A reference server of the benches (bench/`file`) in a child process with `env` added to this
+ * one's; it sends its port once it listens.
+ */
+export async function startReference(name: string, file: string, env: Record<string, string>): Promise<Server> {
+  const child = fork(path.join(ROOT, 'bench', file), [], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  children.push({ child, name });
+  const port = await within(15_000, `${name} start`, new Promise<number>((resolve, reject) => {
     child.once('message', (m) => resolve((m as { port: number }).port));
-    child.once('exit', (code) => reject(new Error(`bare server exited with ${code}`)));
+    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
   }));
   return { url: `http://127.0.0.1:${port}`, pid: child.pid };
 }
@@ -608,14 +621,18 @@ export async function measure(autocannon: Autocannon, target: string, round: num
     ? runWrk(`${server.url}/`, load, seconds, `${target} ${what}`)
     : runAutocannon(autocannon, server.url, load, seconds, `${target} ${what}`));
   if (LOAD.warmupS > 0) await run('warm-up', LOAD.warmupS);
+  const database = () => (server.databaseOf === undefined ? undefined : postgresCpuMs(server.databaseOf));
   const serverBefore = await cpuMsOf(server.pid);
+  const databaseBefore = await database();
   const started = performance.now();
   const r = await run('run', LOAD.durationS);
   const elapsedMs = performance.now() - started;
   const serverAfter = await cpuMsOf(server.pid);
+  const databaseAfter = await database();
   const own = serverBefore && serverAfter ? serverAfter.own - serverBefore.own : undefined;
   // Processes that ended during the run take their CPU time with them, so this is a lower bound.
-  const db = serverBefore && serverAfter ? Math.max(0, serverAfter.descendants - serverBefore.descendants) : undefined;
+  const db = databaseBefore !== undefined && databaseAfter !== undefined ? Math.max(0, databaseAfter - databaseBefore)
+    : serverBefore && serverAfter ? Math.max(0, serverAfter.descendants - serverBefore.descendants) : undefined;
   const m: Measured = {
     target, round, rps: r.rps, mean: r.mean, p50: r.p50, p99: r.p99, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, total: r.total,
     serverCpuUsPerRequest: own === undefined ? undefined : (own * 1000) / r.total,
@@ -654,11 +671,14 @@ export function summary(results: Measured[], target: string, baseline: string) {
   };
 }
 
-/** The line a bench prints for `op`: median ratio, the rounds' ratios, CPU per request, the generator's share, the load average. */
-export function summaryLine(op: string, s: ReturnType<typeof summary>, aim: number): string {
+/**
+ * The line a bench prints for `op`: median ratio of `names.target` to `names.baseline` (audience
+ * and bare unless given), the rounds' ratios, CPU per request, the generator's share, the load average.
+ */
+export function summaryLine(op: string, s: ReturnType<typeof summary>, aim: number | undefined, names = { target: 'audience', baseline: 'bare' }): string {
   const us = (v: number | undefined) => (v === undefined ? 'n/a' : v.toFixed(0));
-  return `${op}: ratio audience/bare ${s.ratio.toFixed(2)} (median of rounds ${s.ratios.map((r) => r.toFixed(2)).join(', ')}; aim at least ${aim.toFixed(2)}); `
-    + `CPU per request: server ${us(s.serverUs)} µs${s.dbUs !== undefined && s.dbUs > 0 ? `, PostgreSQL ${us(s.dbUs)} µs` : ''}, bare ${us(s.baselineServerUs)} µs; `
+  return `${op}: ratio ${names.target}/${names.baseline} ${s.ratio.toFixed(2)} (median of rounds ${s.ratios.map((r) => r.toFixed(2)).join(', ')}${aim === undefined ? '' : `; aim at least ${aim.toFixed(2)}`}); `
+    + `CPU per request: ${names.target} ${us(s.serverUs)} µs${s.dbUs !== undefined && s.dbUs > 0 ? `, PostgreSQL ${us(s.dbUs)} µs` : ''}, ${names.baseline} ${us(s.baselineServerUs)} µs; `
     + `${LOAD.generator} ${(100 * s.generator).toFixed(0)}% of a core; load average ${s.loadAverage.toFixed(2)}`;
 }
 

@@ -7,13 +7,18 @@
  *    profile_identifiers (email keyspace; export keys are in profiles) and profile_sections (the Shop section's
  *    email, first and last name, city, loyalty points, newsletter reader).
  * 2. Throughput: authenticated GET …/attributes and v2 PATCH …/attributes (first name) of random
- *    profiles through the email keyspace, each against a bare `node:http` server (GET: the same
- *    body; PATCH: 204) measured alternately in the same run with wrk (autocannon without wrk).
+ *    profiles through the email keyspace, against two references measured alternately in the same
+ *    run with wrk (autocannon without wrk): a bare `node:http` server (GET: the same body; PATCH:
+ *    204), and the floor (bench/floor.ts: `node:http` and `pg` calling the same query functions
+ *    as the routes, findSectionDataByKey and patchSectionDataByKey, so the same named statements
+ *    batched per turn in the same way, against the same database, without framework or auth).
+ *    floor/bare is what the physical work allows on this machine; audience/floor how much of it
+ *    the server reaches.
  * 3. Merge and unmerge latency of a profile with 0 events and of one with 100,000 events (added
  *    set-based into profile_events): PUT /audience/profiles/merges with a new web-keyspace
  *    profile, then DELETE /audience/profiles/merges/keyspaces/…web/profiles/{key}.
  *
- * The machine is shared and noisy, so what counts is the ratio audience/bare of the same run.
+ * The machine is shared and noisy, so what counts are the ratios of the same run.
  * Everything is bounded in time and cleaned up (child processes, temp dir, database connection)
  * on failure too. Settings from the environment: those of bench/harness.ts (BENCH_GENERATOR,
  * BENCH_CONNECTIONS, BENCH_WARMUP_S, BENCH_DURATION_S, BENCH_ROUNDS, BENCH_SERVER_ARGS), and BENCH_PROFILES
@@ -23,8 +28,8 @@
 import pg from 'pg';
 import { setTimes } from '../src/profiles/queries.ts';
 import {
-  embeddedDatabaseUrl, failOnBadRuns, LOAD, log, measure, median, N_MARK, onCleanup, printSetting, R_MARK, request, runBench, share, sleep, startAudience, startBare,
-  summary, summaryLine, table, usPerRequest, within, type Audience, type Load, type Measured,
+  embeddedDatabaseUrl, failOnBadRuns, LOAD, log, measure, median, N_MARK, onCleanup, printSetting, R_MARK, request, runBench, share, sleep, startAudience, startBare, startReference,
+  summary, summaryLine, table, usPerRequest, within, type Audience, type Load, type Measured, type Server,
 } from './harness.ts';
 
 const PROFILES = Math.max(10, Number(process.env.BENCH_PROFILES ?? 100_000));
@@ -32,8 +37,8 @@ const EVENTS = Math.max(0, Number(process.env.BENCH_EVENTS ?? 100_000));
 const MERGES = Math.min(50, Math.max(1, Number(process.env.BENCH_MERGES ?? 5)));
 /** What to measure, e.g. "get" when profiling GET alone: any of get, patch, merge (all by default). */
 const ONLY = new Set((process.env.BENCH_ONLY ?? 'get,patch,merge').split(',').map((s) => s.trim().toLowerCase()));
-/** The whole run: start-up, load, 4 targets per round, merges, clean-up. */
-const DEADLINE_MS = 300_000 + LOAD.rounds * 4 * (LOAD.warmupS + LOAD.durationS) * 1000 * 1.5 + MERGES * 4 * 60_000;
+/** The whole run: start-up, load, 6 targets per round, merges, clean-up. */
+const DEADLINE_MS = 300_000 + LOAD.rounds * 6 * (LOAD.warmupS + LOAD.durationS) * 1000 * 1.5 + MERGES * 4 * 60_000;
 
 /** The key of the n-th loaded profile (1 ≤ n ≤ PROFILES) in the email keyspace. */
 const emailOf = (n: number | typeof N_MARK) => `p${n}@bench.example.com`;
@@ -224,6 +229,20 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   if (!reread.text.includes('"Bench"')) throw new Error(`the PATCH did not change the first name: ${reread.text}`);
   console.log(`GET body: ${Buffer.byteLength(sample.text)} bytes, ${Object.keys(attributes).length} attributes, e.g. ${sample.text}`);
   const bare = await startBare(sample.text);
+  const floor: Server = {
+    ...await startReference('floor server', 'floor.ts', {
+      BENCH_DATABASE_URL: await embeddedDatabaseUrl(audience.dataDir), BENCH_ACCOUNT_ID: audience.accountId,
+      BENCH_KEYSPACE: JSON.stringify({ keyspace_id: ids.emailKeyspace.id, kind: 'email' }), BENCH_SECTION_ID: ids.shop.id,
+      BENCH_VERSIONS: JSON.stringify(Object.fromEntries(ids.versions)),
+    }),
+    databaseOf: audience.dataDir,
+  };
+  // The floor must answer what the server answers, or it measures other work.
+  const floorSample = await request(`${floor.url}${base(PROFILES)}`);
+  if (floorSample.text !== sample.text) throw new Error(`the floor server answers ${floorSample.status} ${floorSample.text}, not ${sample.text}`);
+  const floorPatched = await request(`${floor.url}/v2${base(2)}`, { method: 'PATCH', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ [firstname]: 'Floor' }) });
+  const floorReread = await request(`${audience.url}${base(2)}`, { headers: auth });
+  if (floorPatched.status !== 204 || !floorReread.text.includes('"Floor"')) throw new Error(`the floor server's PATCH did not change the first name: ${floorPatched.status}, ${floorReread.text}`);
 
   // A random loaded profile in each request, and for PATCH a random first name.
   const get: Load = { method: 'GET', path: base(N_MARK), randomUpTo: PROFILES };
@@ -240,6 +259,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   for (let round = 1; round <= LOAD.rounds; round++) {
     for (const { op, bare: bareLoad, audience: audienceLoad } of measured) {
       results.push(await measure(autocannon, `${op} bare node:http`, round, bare, bareLoad));
+      results.push(await measure(autocannon, `${op} floor`, round, floor, bareLoad));
       results.push(await measure(autocannon, `${op} audience`, round, audience, audienceLoad));
     }
   }
@@ -301,12 +321,12 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     usPerRequest(m.serverCpuUsPerRequest), share(m.serverCpuShare), m.target.includes('bare') ? '' : usPerRequest(m.dbCpuUsPerRequest), share(m.clientCpuShare),
     m.loadAverage.toFixed(2), ratioTo ? (m.rps / ratioTo.rps).toFixed(2) : '',
   ];
-  const rows = [['target', 'round', 'requests/s', 'mean ms', 'p50 ms', 'p99 ms', 'server CPU µs/req', 'server CPU', 'db CPU µs/req', `${LOAD.generator} CPU`, 'load avg', 'audience/bare']];
+  const rows = [['target', 'round', 'requests/s', 'mean ms', 'p50 ms', 'p99 ms', 'server CPU µs/req', 'server CPU', 'db CPU µs/req', `${LOAD.generator} CPU`, 'load avg', 'ratio', 'audience/floor']];
   for (const { op } of measured) {
     for (let round = 1; round <= LOAD.rounds; round++) {
-      const b = results.find((r) => r.target === `${op} bare node:http` && r.round === round)!;
-      const a = results.find((r) => r.target === `${op} audience` && r.round === round)!;
-      rows.push(row(b.target, b), row(a.target, a, b));
+      const of = (target: string) => results.find((r) => r.target === `${op} ${target}` && r.round === round)!;
+      const [b, f, a] = [of('bare node:http'), of('floor'), of('audience')];
+      rows.push([...row(b.target, b), ''], [...row(`${f.target} (/bare)`, f, b), ''], [...row(`${a.target} (/bare)`, a, b), (a.rps / f.rps).toFixed(2)]);
     }
   }
 
@@ -318,7 +338,13 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     console.log('');
     console.log(table(rows));
     console.log('');
-    for (const { op } of measured) console.log(summaryLine(`${op} …/attributes`, summary(results, `${op} audience`, `${op} bare node:http`), op === 'GET' ? 0.4 : 0.15));
+    for (const { op } of measured) {
+      const aim = op === 'GET' ? 0.4 : 0.15;
+      console.log(summaryLine(`${op} …/attributes`, summary(results, `${op} audience`, `${op} bare node:http`), aim));
+      // The floor over bare is the most this machine allows; audience over floor, how much of it the server reaches.
+      console.log(summaryLine(`${op} …/attributes`, summary(results, `${op} floor`, `${op} bare node:http`), aim, { target: 'floor', baseline: 'bare' }));
+      console.log(summaryLine(`${op} …/attributes`, summary(results, `${op} audience`, `${op} floor`), undefined, { target: 'audience', baseline: 'floor' }));
+    }
   }
   if (cases.length > 0) {
     const ms = (x: number) => x.toFixed(1);

@@ -29,10 +29,12 @@ const PARTS = [['params', 'path parameter'], ['query', 'query parameter'], ['bod
  * 500 wherever it reached the database (a tag name, a key, event data, a client_id).
  */
 export function registerNulGuard(app: FastifyInstance): void {
-  app.addHook('preValidation', async (request: FastifyRequest) => {
+  // A callback hook, not an async one: it runs on every request and has nothing to wait for.
+  app.addHook('preValidation', (request: FastifyRequest, _reply, done) => {
     for (const [part, name] of PARTS) {
       const field = nulFieldOf(request[part]);
-      if (field !== undefined) throw new Problem('AUD-1012', `The ${field ? `${name} "${field}"` : `request ${part}`} holds a NUL character (U+0000), which no text may hold`);
+      if (field !== undefined) return done(new Problem('AUD-1012', `The ${field ? `${name} "${field}"` : `request ${part}`} holds a NUL character (U+0000), which no text may hold`));
     }
+    done();
   });
 }
