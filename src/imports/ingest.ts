@@ -371,9 +371,12 @@ function laneOf(key: string, lanes: number): number {
 /** Writes one parsed batch of rows and records it, in the caller's transaction. */
 async function applyBatch(tx: Queryable, scope: AccountScope, plan: ImportPlan, importId: string, lane: number, batch: ParsedBatch, rowsDone: number): Promise<void> {
   const failures = [...batch.failures];
+  // The commit need not wait for its WAL to reach the disk: the batch commits with its lane's
+  // progress, so a batch lost in a crash of the database is simply written again when the import
+  // resumes; and the import's end (`completed`, a synchronous commit) flushes every batch before it.
   // A row can fail after its profile was written (no address to consent, a merge refused): the
   // batch is then written again without it, so that a failed row changes nothing.
-  await tx.query('savepoint import_batch');
+  await tx.query('set local synchronous_commit = off; savepoint import_batch');
   let rows = batch.parsed;
   for (;;) {
     const written = await writeRows(tx, scope, plan, rows);
