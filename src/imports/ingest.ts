@@ -412,6 +412,12 @@ async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, p
   const consents: ImportedConsent[] = [];
   // Profiles this batch created, when no row links other keys to them (version 1 with one keyspace, or version 2).
   const newProfiles = new Set<string>();
+  // What each consent mapping reads its address from, looked up once per batch rather than per row.
+  const consentMappings = plan.consents.map((mapping) => ({
+    mapping,
+    addressVersion: currentVersionId(plan.section, mapping.addressAttribute),
+    addressKind: scope.defs.keyspaces.find((k) => k.mapped_attribute === mapping.addressAttribute)?.kind ?? 'crm-id',
+  }));
   for (const [index, rows] of byKeyspace) {
     const keyspace = plan.keyspaces[index].keyspace;
     const importRows: ImportRow[] = rows.map((p) => ({ line: p.line, key: p.keys[0].key, attributes: p.attributes, tags }));
@@ -422,7 +428,7 @@ async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, p
         failures.push({ line: outcome.line, reason: outcome.failed });
         continue;
       }
-      const other = await linkOtherKeys(tx, scope, plan, p, outcome.canonicalId);
+      const other = p.keys.length > 1 ? await linkOtherKeys(tx, scope, plan, p, outcome.canonicalId) : undefined;
       if (other) {
         late.push({ line: p.line, reason: other });
         continue;
@@ -430,14 +436,12 @@ async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, p
       let failed: string | undefined;
       const rowConsents: ImportedConsent[] = [];
       for (const c of p.consents) {
-        const mapping = plan.consents[c.index];
-        const addressVersion = currentVersionId(plan.section, mapping.addressAttribute);
+        const { mapping, addressVersion, addressKind } = consentMappings[c.index];
         const raw = c.address ?? (addressVersion ? outcome.values[addressVersion] : undefined);
         if (typeof raw !== 'string' || raw.trim() === '') {
           failed = `no address to consent: the profile has no ${mapping.addressAttribute}`;
           break;
         }
-        const addressKind = scope.defs.keyspaces.find((k) => k.mapped_attribute === mapping.addressAttribute)?.kind ?? 'crm-id';
         let address: string;
         try {
           address = normaliseKey(addressKind, raw, 'address');

@@ -68,6 +68,20 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
     }
     const isNew = created.has(row.key) && !state.has(row.key);
     const canonicalId = created.get(row.key) ?? existing.get(row.key)!;
+    if (isNew) {
+      // Everything of a new profile's first row is a change: its values but nulls, its true tags
+      // (built once: the general path below made four copies of each row's maps).
+      const attributes: q.ValueMap = {};
+      for (const versionId in row.attributes) if (row.attributes[versionId] !== null) attributes[versionId] = row.attributes[versionId];
+      if (mapped) attributes[mapped] = row.key;
+      const tags: Record<string, boolean> = {};
+      for (const tagId in row.tags) if (row.tags[tagId] === true) tags[tagId] = true;
+      const after = { attributes, tags };
+      state.set(row.key, after);
+      patches.set(canonicalId, after);
+      outcomes.set(row.line, { line: row.line, outcome: 'new', canonicalId, values: attributes });
+      continue;
+    }
     const before = state.get(row.key) ?? (created.has(row.key) ? { attributes: {}, tags: {} } : current.get(canonicalId) ?? { attributes: {}, tags: {} });
     if (!isNew && !created.has(row.key) && !options.updateExisting) {
       outcomes.set(row.line, { line: row.line, outcome: 'not_changed', canonicalId, values: before.attributes });
