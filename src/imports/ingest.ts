@@ -1,5 +1,4 @@
-import { pipeline, type Readable } from 'node:stream';
-import { parse as parseCsv } from 'csv-parse';
+import type { Readable } from 'node:stream';
 import type pg from 'pg';
 import { importConsents, type ImportedConsent } from '../consents/consents.ts';
 import { Problem } from '../core/problems.ts';
@@ -10,6 +9,7 @@ import { currentVersionId, joinClusters, locate } from '../profiles/profiles.ts'
 import type { FileStore } from '../files/store.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { planImport, type ImportPlan } from './imports.ts';
+import { CsvError, readCsv } from './csv.ts';
 import * as q from './queries.ts';
 import type { AccountScope } from '../core/scope.ts';
 import type { AttributeType } from '../core/definitions.ts';
@@ -216,36 +216,26 @@ async function endImport(deps: IngestDeps, accountId: string, importId: string, 
 async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
   const { deps, plan } = run;
   const delimiter = await sniffDelimiter(deps.files.read(row.file_key));
-  // pipeline, not pipe: a failing read (a disk or network error) fails the parser, and so the job.
-  const parser = pipeline(deps.files.read(row.file_key), parseCsv({
-    bom: true, delimiter, relax_column_count: true, relax_quotes: true, skip_empty_lines: true, info: true, trim: false,
-  }), () => {});
   // The lanes of this import: those of its first run, so that a resumed import skips the same rows.
   const lanesDone = row.lanes_done ?? new Array<number>(plan.keyspaces.length === 1 ? LANES : 1).fill(0);
   if (!row.lanes_done) await q.startImportLanes(deps.pool, run.accountId, run.importId, lanesDone.length);
   const lanes = new ImportLanes(run, lanesDone);
   let columns: Map<string, number> | undefined;
-  // csv-parse counts a CR LF inside a quoted cell as two lines; these are the ones counted so far.
-  let doubleCounted = 0;
   try {
-    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
-      // info.lines is the record's last line; a row is reported at its first line.
-      const breaks = lineBreaksIn(record);
-      doubleCounted += breaks.crlf;
-      const line = info.lines - doubleCounted - breaks.all;
-      if (!columns) {
-        columns = new Map(record.map((name, i) => [name.trim(), i]));
-        const missing = missingColumns(plan, columns);
-        if (missing.length > 0) {
-          parser.destroy();
-          return { status: 'error', message: `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})` };
+    // Leaving the loop early ends the generator, which destroys the file's stream.
+    for await (const records of readCsv(deps.files.read(row.file_key), delimiter)) {
+      for (const { record, line } of records) {
+        if (!columns) {
+          columns = new Map(record.map((name, i) => [name.trim(), i]));
+          const missing = missingColumns(plan, columns);
+          if (missing.length > 0) return { status: 'error', message: `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})` };
+          continue;
         }
-        continue;
+        await lanes.add(readRow(plan, columns, record, line));
       }
-      await lanes.add(readRow(plan, columns, record, line));
     }
   } catch (err) {
-    if (err instanceof Error && 'code' in err && String(err.code).startsWith('CSV_')) {
+    if (err instanceof CsvError) {
       // The rows before the fault are written; the import ends there.
       await lanes.finish().catch(() => {});
       return { status: 'error', message: `The file is not valid CSV: ${err.message}` };
@@ -255,18 +245,6 @@ async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
   await lanes.finish();
   if (!columns) return { status: 'error', message: 'The file is empty: a header row is needed' };
   return { status: 'completed' };
-}
-
-/** Line breaks inside a record's cells: all of them, and the CR LF ones, which csv-parse counts as two lines. */
-function lineBreaksIn(record: string[]): { all: number; crlf: number } {
-  let all = 0;
-  let crlf = 0;
-  for (const cell of record) {
-    if (!/[\r\n]/.test(cell)) continue;
-    all += cell.match(/\r\n|\r|\n/g)!.length;
-    crlf += cell.match(/\r\n/g)?.length ?? 0;
-  }
-  return { all, crlf };
 }
 
 /** The columns the plan reads that the file's header lacks. */
