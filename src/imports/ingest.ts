@@ -175,14 +175,14 @@ interface RowFailure { line: number; reason: string }
 interface Ending { status: 'completed' | 'error'; message?: string }
 
 /** One run of an import job, with what its batches are written by. */
-interface ImportRun { deps: IngestDeps; accountId: string; importId: string; plan: ImportPlan; lease: { renew(): Promise<void> } }
+interface ImportRun { deps: IngestDeps; accountId: string; importId: string; plan: ImportPlan }
 
 /**
  * The worker's import job: streams the file (never whole), parses it as CSV with a header row,
  * and writes rows in batches, each in one transaction with the import's progress, so that a worker
  * killed in the middle resumes after the last committed batch without losing or repeating a row.
  */
-export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Promise<void> }): Promise<void> {
+export async function runImport(deps: IngestDeps, job: Job): Promise<void> {
   const { accountId } = job;
   const importId = String(job.payload.import_id);
   const row = await q.findImport(deps.pool, accountId, importId);
@@ -199,7 +199,7 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
     if (!(err instanceof Problem)) throw err;
     return endImport(deps, accountId, importId, row, { status: 'error', message: err.detail });
   }
-  await endImport(deps, accountId, importId, row, await ingestFile({ deps, accountId, importId, plan, lease }, row));
+  await endImport(deps, accountId, importId, row, await ingestFile({ deps, accountId, importId, plan }, row));
 }
 
 /**
@@ -320,7 +320,9 @@ class ImportLanes {
 
 /**
  * Writes a lane's batch in one transaction with the lane's progress (`rowsDone`), again when it met
- * a concurrent write of the same profile; then renews the job's lease.
+ * a concurrent write of the same profile. The job's lease is renewed by the worker's heartbeat
+ * (src/jobs/queue.ts), not after each batch: that renewal was a synchronous commit, which made the
+ * lane wait for a WAL flush after every batch all the same.
  */
 async function writeBatch(run: ImportRun, lane: number, batch: ParsedBatch, rowsDone: number): Promise<void> {
   for (let attempt = 1; ; attempt++) {
@@ -335,7 +337,6 @@ async function writeBatch(run: ImportRun, lane: number, batch: ParsedBatch, rows
       if (attempt >= WRITE_ATTEMPTS || !RETRIED_CODES.has(String((err as { code?: unknown }).code))) throw err;
     }
   }
-  await run.lease.renew();
 }
 
 /** The lane of a normalised key (FNV-1a), the same in every run. */
