@@ -609,29 +609,33 @@ function stripNulls(value: unknown): unknown {
 export async function insertSectionDataBulk(db: Queryable, accountId: string, sectionId: string, rows: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[], at: Date): Promise<void> {
   if (rows.length === 0) return;
   // The set time as setTimes writes it: microseconds since the epoch.
-  const micros = at.getTime() * 1000;
-  const attributes: ValueMap[] = [];
-  const times: Record<string, number>[] = [];
-  const tags: Record<string, true>[] = [];
+  const micros = String(at.getTime() * 1000);
+  // The three JSON arrays written as text, without a map per row for each (half the CPU of building them).
+  let attributes = '';
+  let times = '';
+  let tags = '';
   for (const row of rows) {
-    const values: ValueMap = {};
-    const setAt: Record<string, number> = {};
+    let values = '';
+    let setAt = '';
     for (const versionId in row.attributes) {
-      if (row.attributes[versionId] === null) continue;
-      values[versionId] = stripNulls(row.attributes[versionId]);
-      setAt[versionId] = micros;
+      const value = row.attributes[versionId];
+      // As JSON.stringify of the map and jsonb_strip_nulls left them: no entry for these.
+      if (value === null || value === undefined) continue;
+      const key = JSON.stringify(versionId);
+      values += `${values ? ',' : ''}${key}:${JSON.stringify(stripNulls(value))}`;
+      setAt += `${setAt ? ',' : ''}${key}:${micros}`;
     }
-    const trueTags: Record<string, true> = {};
-    for (const tagId in row.tags) if (row.tags[tagId] === true) trueTags[tagId] = true;
-    attributes.push(values);
-    times.push(setAt);
-    tags.push(trueTags);
+    let trueTags = '';
+    for (const tagId in row.tags) if (row.tags[tagId] === true) trueTags += `${trueTags ? ',' : ''}${JSON.stringify(tagId)}:true`;
+    attributes += `${attributes ? ',' : ''}{${values}}`;
+    times += `${times ? ',' : ''}{${setAt}}`;
+    tags += `${tags ? ',' : ''}{${trueTags}}`;
   }
   await db.query(
     `insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
      select $1::bigint, p, $2::bigint, a, t, s
      from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb), jsonb_array_elements($6::jsonb)) as x(p, a, t, s)`,
-    [accountId, sectionId, idArray(rows.map((p) => p.profileId)), JSON.stringify(attributes), JSON.stringify(tags), JSON.stringify(times)],
+    [accountId, sectionId, idArray(rows.map((p) => p.profileId)), `[${attributes}]`, `[${tags}]`, `[${times}]`],
   );
 }
 
