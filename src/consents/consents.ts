@@ -304,7 +304,7 @@ export async function importConsents(tx: Queryable, scope: AccountScope, items: 
     if (type === 'opt-out' && item.type !== 'opt-out' && !item.resubscribe) continue;
     writes.set(id, { profileId: item.canonicalId, topicId: item.topicId, channelId: item.channelId, sectionId: item.sectionId, type: item.type, reason: label, source: label, address: item.address, modifiedAt: scope.now });
   }
-  const fresh = [...writes.values()].filter((w) => newProfiles.has(w.profileId));
-  await q.upsertConsentsBulk(tx, scope.accountId, fresh, true);
-  await q.upsertConsentsBulk(tx, scope.accountId, [...writes.values()].filter((w) => !newProfiles.has(w.profileId)));
+  const all = [...writes.values()];
+  await q.upsertConsentsBulk(tx, scope.accountId, all.filter((w) => newProfiles.has(w.profileId)), true);
+  await q.upsertConsentsBulk(tx, scope.accountId, all.filter((w) => !newProfiles.has(w.profileId)));
 }
