@@ -304,5 +304,7 @@ export async function importConsents(tx: Queryable, scope: AccountScope, items: 
     if (type === 'opt-out' && item.type !== 'opt-out' && !item.resubscribe) continue;
     writes.set(id, { profileId: item.canonicalId, topicId: item.topicId, channelId: item.channelId, sectionId: item.sectionId, type: item.type, reason: label, source: label, address: item.address, modifiedAt: scope.now });
   }
-  await q.upsertConsentsBulk(tx, scope.accountId, [...writes.values()]);
+  const all = [...writes.values()];
+  await q.upsertConsentsBulk(tx, scope.accountId, all.filter((w) => newProfiles.has(w.profileId)), true);
+  await q.upsertConsentsBulk(tx, scope.accountId, all.filter((w) => !newProfiles.has(w.profileId)));
 }

@@ -1,5 +1,4 @@
-import { pipeline, type Readable } from 'node:stream';
-import { parse as parseCsv } from 'csv-parse';
+import type { Readable } from 'node:stream';
 import type pg from 'pg';
 import { importConsents, type ImportedConsent } from '../consents/consents.ts';
 import { Problem } from '../core/problems.ts';
@@ -10,6 +9,7 @@ import { currentVersionId, joinClusters, locate } from '../profiles/profiles.ts'
 import type { FileStore } from '../files/store.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { planImport, type ImportPlan } from './imports.ts';
+import { CsvError, readCsv } from './csv.ts';
 import * as q from './queries.ts';
 import type { AccountScope } from '../core/scope.ts';
 import type { AttributeType } from '../core/definitions.ts';
@@ -175,14 +175,14 @@ interface RowFailure { line: number; reason: string }
 interface Ending { status: 'completed' | 'error'; message?: string }
 
 /** One run of an import job, with what its batches are written by. */
-interface ImportRun { deps: IngestDeps; accountId: string; importId: string; plan: ImportPlan; lease: { renew(): Promise<void> } }
+interface ImportRun { deps: IngestDeps; accountId: string; importId: string; plan: ImportPlan }
 
 /**
  * The worker's import job: streams the file (never whole), parses it as CSV with a header row,
  * and writes rows in batches, each in one transaction with the import's progress, so that a worker
  * killed in the middle resumes after the last committed batch without losing or repeating a row.
  */
-export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Promise<void> }): Promise<void> {
+export async function runImport(deps: IngestDeps, job: Job): Promise<void> {
   const { accountId } = job;
   const importId = String(job.payload.import_id);
   const row = await q.findImport(deps.pool, accountId, importId);
@@ -199,7 +199,7 @@ export async function runImport(deps: IngestDeps, job: Job, lease: { renew(): Pr
     if (!(err instanceof Problem)) throw err;
     return endImport(deps, accountId, importId, row, { status: 'error', message: err.detail });
   }
-  await endImport(deps, accountId, importId, row, await ingestFile({ deps, accountId, importId, plan, lease }, row));
+  await endImport(deps, accountId, importId, row, await ingestFile({ deps, accountId, importId, plan }, row));
 }
 
 /**
@@ -216,36 +216,26 @@ async function endImport(deps: IngestDeps, accountId: string, importId: string, 
 async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
   const { deps, plan } = run;
   const delimiter = await sniffDelimiter(deps.files.read(row.file_key));
-  // pipeline, not pipe: a failing read (a disk or network error) fails the parser, and so the job.
-  const parser = pipeline(deps.files.read(row.file_key), parseCsv({
-    bom: true, delimiter, relax_column_count: true, relax_quotes: true, skip_empty_lines: true, info: true, trim: false,
-  }), () => {});
   // The lanes of this import: those of its first run, so that a resumed import skips the same rows.
   const lanesDone = row.lanes_done ?? new Array<number>(plan.keyspaces.length === 1 ? LANES : 1).fill(0);
   if (!row.lanes_done) await q.startImportLanes(deps.pool, run.accountId, run.importId, lanesDone.length);
   const lanes = new ImportLanes(run, lanesDone);
   let columns: Map<string, number> | undefined;
-  // csv-parse counts a CR LF inside a quoted cell as two lines; these are the ones counted so far.
-  let doubleCounted = 0;
   try {
-    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
-      // info.lines is the record's last line; a row is reported at its first line.
-      const breaks = lineBreaksIn(record);
-      doubleCounted += breaks.crlf;
-      const line = info.lines - doubleCounted - breaks.all;
-      if (!columns) {
-        columns = new Map(record.map((name, i) => [name.trim(), i]));
-        const missing = missingColumns(plan, columns);
-        if (missing.length > 0) {
-          parser.destroy();
-          return { status: 'error', message: `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})` };
+    // Leaving the loop early ends the generator, which destroys the file's stream.
+    for await (const records of readCsv(deps.files.read(row.file_key), delimiter)) {
+      for (const { record, line } of records) {
+        if (!columns) {
+          columns = new Map(record.map((name, i) => [name.trim(), i]));
+          const missing = missingColumns(plan, columns);
+          if (missing.length > 0) return { status: 'error', message: `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})` };
+          continue;
         }
-        continue;
+        await lanes.add(readRow(plan, columns, record, line));
       }
-      await lanes.add(readRow(plan, columns, record, line));
     }
   } catch (err) {
-    if (err instanceof Error && 'code' in err && String(err.code).startsWith('CSV_')) {
+    if (err instanceof CsvError) {
       // The rows before the fault are written; the import ends there.
       await lanes.finish().catch(() => {});
       return { status: 'error', message: `The file is not valid CSV: ${err.message}` };
@@ -255,18 +245,6 @@ async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
   await lanes.finish();
   if (!columns) return { status: 'error', message: 'The file is empty: a header row is needed' };
   return { status: 'completed' };
-}
-
-/** Line breaks inside a record's cells: all of them, and the CR LF ones, which csv-parse counts as two lines. */
-function lineBreaksIn(record: string[]): { all: number; crlf: number } {
-  let all = 0;
-  let crlf = 0;
-  for (const cell of record) {
-    if (!/[\r\n]/.test(cell)) continue;
-    all += cell.match(/\r\n|\r|\n/g)!.length;
-    crlf += cell.match(/\r\n/g)?.length ?? 0;
-  }
-  return { all, crlf };
 }
 
 /** The columns the plan reads that the file's header lacks. */
@@ -342,7 +320,9 @@ class ImportLanes {
 
 /**
  * Writes a lane's batch in one transaction with the lane's progress (`rowsDone`), again when it met
- * a concurrent write of the same profile; then renews the job's lease.
+ * a concurrent write of the same profile. The job's lease is renewed by the worker's heartbeat
+ * (src/jobs/queue.ts), not after each batch: that renewal was a synchronous commit, which made the
+ * lane wait for a WAL flush after every batch all the same.
  */
 async function writeBatch(run: ImportRun, lane: number, batch: ParsedBatch, rowsDone: number): Promise<void> {
   for (let attempt = 1; ; attempt++) {
@@ -357,7 +337,6 @@ async function writeBatch(run: ImportRun, lane: number, batch: ParsedBatch, rows
       if (attempt >= WRITE_ATTEMPTS || !RETRIED_CODES.has(String((err as { code?: unknown }).code))) throw err;
     }
   }
-  await run.lease.renew();
 }
 
 /** The lane of a normalised key (FNV-1a), the same in every run. */
@@ -371,9 +350,12 @@ function laneOf(key: string, lanes: number): number {
 /** Writes one parsed batch of rows and records it, in the caller's transaction. */
 async function applyBatch(tx: Queryable, scope: AccountScope, plan: ImportPlan, importId: string, lane: number, batch: ParsedBatch, rowsDone: number): Promise<void> {
   const failures = [...batch.failures];
+  // The commit need not wait for its WAL to reach the disk: the batch commits with its lane's
+  // progress, so a batch lost in a crash of the database is simply written again when the import
+  // resumes; and the import's end (`completed`, a synchronous commit) flushes every batch before it.
   // A row can fail after its profile was written (no address to consent, a merge refused): the
   // batch is then written again without it, so that a failed row changes nothing.
-  await tx.query('savepoint import_batch');
+  await tx.query('set local synchronous_commit = off; savepoint import_batch');
   let rows = batch.parsed;
   for (;;) {
     const written = await writeRows(tx, scope, plan, rows);
@@ -409,6 +391,12 @@ async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, p
   const consents: ImportedConsent[] = [];
   // Profiles this batch created, when no row links other keys to them (version 1 with one keyspace, or version 2).
   const newProfiles = new Set<string>();
+  // What each consent mapping reads its address from, looked up once per batch rather than per row.
+  const consentMappings = plan.consents.map((mapping) => ({
+    mapping,
+    addressVersion: currentVersionId(plan.section, mapping.addressAttribute),
+    addressKind: scope.defs.keyspaces.find((k) => k.mapped_attribute === mapping.addressAttribute)?.kind ?? 'crm-id',
+  }));
   for (const [index, rows] of byKeyspace) {
     const keyspace = plan.keyspaces[index].keyspace;
     const importRows: ImportRow[] = rows.map((p) => ({ line: p.line, key: p.keys[0].key, attributes: p.attributes, tags }));
@@ -419,7 +407,7 @@ async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, p
         failures.push({ line: outcome.line, reason: outcome.failed });
         continue;
       }
-      const other = await linkOtherKeys(tx, scope, plan, p, outcome.canonicalId);
+      const other = p.keys.length > 1 ? await linkOtherKeys(tx, scope, plan, p, outcome.canonicalId) : undefined;
       if (other) {
         late.push({ line: p.line, reason: other });
         continue;
@@ -427,14 +415,12 @@ async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, p
       let failed: string | undefined;
       const rowConsents: ImportedConsent[] = [];
       for (const c of p.consents) {
-        const mapping = plan.consents[c.index];
-        const addressVersion = currentVersionId(plan.section, mapping.addressAttribute);
+        const { mapping, addressVersion, addressKind } = consentMappings[c.index];
         const raw = c.address ?? (addressVersion ? outcome.values[addressVersion] : undefined);
         if (typeof raw !== 'string' || raw.trim() === '') {
           failed = `no address to consent: the profile has no ${mapping.addressAttribute}`;
           break;
         }
-        const addressKind = scope.defs.keyspaces.find((k) => k.mapped_attribute === mapping.addressAttribute)?.kind ?? 'crm-id';
         let address: string;
         try {
           address = normaliseKey(addressKind, raw, 'address');

@@ -68,17 +68,31 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
     }
     const isNew = created.has(row.key) && !state.has(row.key);
     const canonicalId = created.get(row.key) ?? existing.get(row.key)!;
-    const before = state.get(row.key) ?? (created.has(row.key) ? { attributes: {}, tags: {} } : current.get(canonicalId) ?? { attributes: {}, tags: {} });
-    if (!isNew && !created.has(row.key) && !options.updateExisting) {
+    if (isNew) {
+      // Everything of a new profile's first row is a change: its values but nulls, its true tags
+      // (built once: the general path below made four copies of each row's maps).
+      const attributes: q.ValueMap = {};
+      for (const versionId in row.attributes) if (row.attributes[versionId] !== null) attributes[versionId] = row.attributes[versionId];
+      if (mapped) attributes[mapped] = row.key;
+      const tags: Record<string, boolean> = {};
+      for (const tagId in row.tags) if (row.tags[tagId] === true) tags[tagId] = true;
+      const after = { attributes, tags };
+      state.set(row.key, after);
+      patches.set(canonicalId, after);
+      outcomes.set(row.line, { line: row.line, outcome: 'new', canonicalId, values: attributes });
+      continue;
+    }
+    // A key created above has its state from its first row on.
+    const before = state.get(row.key) ?? current.get(canonicalId) ?? { attributes: {}, tags: {} };
+    if (!created.has(row.key) && !options.updateExisting) {
       outcomes.set(row.line, { line: row.line, outcome: 'not_changed', canonicalId, values: before.attributes });
       continue;
     }
-    const wanted: q.ValueMap = isNew && mapped ? { ...row.attributes, [mapped]: row.key } : row.attributes;
     // What changes. The maps of this loop are never changed once made: `before` may be shared.
     const attributes: q.ValueMap = {};
     let attributesChanged = false;
-    for (const versionId of Object.keys(wanted)) {
-      const value = wanted[versionId];
+    for (const versionId of Object.keys(row.attributes)) {
+      const value = row.attributes[versionId];
       if (value === null ? before.attributes[versionId] !== undefined : !same(before.attributes[versionId], value)) {
         attributes[versionId] = value;
         attributesChanged = true;
@@ -107,7 +121,7 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
     const patch = patches.get(canonicalId);
     patches.set(canonicalId, patch ? { attributes: { ...patch.attributes, ...attributes }, tags: { ...patch.tags, ...tags } } : { attributes, tags });
     const changed = attributesChanged || tagsChanged;
-    outcomes.set(row.line, { line: row.line, outcome: isNew ? 'new' : changed ? 'updated' : 'not_changed', canonicalId, values: after.attributes });
+    outcomes.set(row.line, { line: row.line, outcome: changed ? 'updated' : 'not_changed', canonicalId, values: after.attributes });
   }
   const writes = [...patches].filter(([, p]) => Object.keys(p.attributes).length + Object.keys(p.tags).length > 0);
   // Profiles created above have no section data yet: a plain insert, no update to try first.

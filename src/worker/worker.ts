@@ -31,8 +31,8 @@ export async function startWorker(services: ThreadServices, onError: (err: unkno
     pool, scopeOf, mailer: services.mailer, vendor: services.config.vendor, trackingUrl: services.config.trackingUrl, serverSecret: services.serverSecret,
   };
   const worker = new Worker(pool, {
-    [IMPORT_JOB]: async (job, lease) => {
-      await runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job, lease);
+    [IMPORT_JOB]: async (job) => {
+      await runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job);
       if (options.settleAfterImports) settleHeap();
     },
     [EXPORT_JOB]: (job) => runExport(exportDeps, job),
