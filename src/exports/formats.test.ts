@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { parse as parseCsv } from 'csv-parse/sync';
@@ -7,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { serverWithPool, TestServer } from '../../test/app.ts';
 import { type Account, BIG, CH_EMAIL, CSV, EMAIL, exportHelpers, MANIFEST, MEMBERS, NEWS, NO_LIMITS, pollPath, SHOP, sleep, V, VIP } from '../../test/exports.ts';
 import type { Manifest } from '../definitions/schemas.ts';
-import { XLSX_TYPE, xlsxFromCsv } from './formats.ts';
+import { ThreadSlots, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
 
 // The Excel and JSON forms of the CSV exports (SPEC §4.7, EXP-38, EXP-39; docs/exports.md "Excel
 // and JSON forms"): through the real HTTP interface, each read back (the workbook with exceljs) and
@@ -202,6 +203,24 @@ describe('the streaming workbook writer', () => {
     const header = ['exportKey', 'points', 'note'];
     const row = (i: number) => [`key-${i}`, String(i), `note number ${i}`];
     expect(await sheets(Buffer.concat(bytes))).toEqual([[header, row(0), row(1)], [header, row(2), row(3)], [header, row(4)]]);
+  });
+
+  it('runs at most as many workbook threads at once as it has slots: the others wait, and one closed while waiting never starts', async () => {
+    const slots = new ThreadSlots(1);
+    const first = xlsxFromCsv(storedCsv(2_000_000).stored, undefined, slots);
+    const second = xlsxFromCsv(storedCsv(5).stored, undefined, slots);
+    const third = xlsxFromCsv(storedCsv(5).stored, undefined, slots);
+    await once(first, 'readable');
+    expect([slots.running, slots.waiting]).toEqual([1, 2]);
+    third.destroy();
+    first.destroy();
+    const bytes: Buffer[] = [];
+    for await (const chunk of second) bytes.push(chunk as Buffer);
+    const row = (i: number) => [`key-${i}`, String(i), `note number ${i}`];
+    expect(await sheets(Buffer.concat(bytes))).toEqual([[['exportKey', 'points', 'note'], row(0), row(1), row(2), row(3), row(4)]]);
+    // The second's thread ends after its last bytes; the third then takes the slot and gives it up unstarted.
+    for (let i = 0; i < 250 && slots.running > 0; i++) await sleep(20);
+    expect([slots.running, slots.waiting]).toEqual([0, 0]);
   });
 
   it('fails the workbook when the stored file cannot be read', async () => {

@@ -1,4 +1,5 @@
 import { once, type EventEmitter } from 'node:events';
+import os from 'node:os';
 import { PassThrough, pipeline, Readable } from 'node:stream';
 import type { ReadableStream as WebReadable } from 'node:stream/web';
 import { Worker as Thread, type TransferListItem } from 'node:worker_threads';
@@ -62,28 +63,83 @@ export interface WorkbookJob {
 }
 
 /**
- * The rows of a stored CSV file as an Excel workbook (EXP-38), written with ExcelJS's streaming
- * writer as the file is read, in a thread of its own with a small heap (WORKBOOK_HEAP): every cell
- * as text, as in the CSV (so leading zeros, long ids and phone numbers stay as they are), an empty
- * cell left empty; the header row on every sheet. The file's bytes and the workbook's cross to
- * and from the thread as web streams, which carry the back-pressure of the client's reading; the
- * answer's close cancels them and the thread ends. `sheetRows` is Excel's limit; a test gives a smaller one.
+ * A count of threads that may run at once; a call beyond it waits for one to end. Each workbook
+ * thread may use its capped heap (WORKBOOK_HEAP, about 100 MB), so without a bound, downloads of
+ * Excel forms started together could take the process's memory; beyond it they wait in turn.
  */
-export function xlsxFromCsv(stored: Readable, sheetRows = EXCEL_SHEET_ROWS): Readable {
+export class ThreadSlots {
+  readonly size: number;
+  #running = 0;
+  readonly #waiting: (() => void)[] = [];
+
+  constructor(size: number) {
+    this.size = size;
+  }
+
+  /** Threads running, and calls waiting for one to end. */
+  get running(): number {
+    return this.#running;
+  }
+
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+
+  /** Resolves when a thread may start; its `release` must then be called once, when it has ended. */
+  async acquire(): Promise<() => void> {
+    if (this.#running < this.size) this.#running++;
+    else await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      // The slot passes to the next waiting call, if any, without being counted free in between.
+      const next = this.#waiting.shift();
+      if (next) next();
+      else this.#running--;
+    };
+  }
+}
+
+/** The workbook threads of the process at once: one per CPU, at least two and at most four. */
+const workbookSlots = new ThreadSlots(Math.max(2, Math.min(4, os.availableParallelism())));
+
+/**
+ * The rows of a stored CSV file as an Excel workbook (EXP-38), written with ExcelJS's streaming
+ * writer as the file is read, in a thread of its own with a small heap (WORKBOOK_HEAP), once one
+ * of the `slots` is free: every cell as text, as in the CSV (so leading zeros, long ids and phone
+ * numbers stay as they are), an empty cell left empty; the header row on every sheet. The file's
+ * bytes and the workbook's cross to and from the thread as web streams, which carry the
+ * back-pressure of the client's reading; the answer's close cancels them and the thread ends.
+ * `sheetRows` is Excel's limit; a test gives a smaller one, and slots of its own.
+ */
+export function xlsxFromCsv(stored: Readable, sheetRows = EXCEL_SHEET_ROWS, slots = workbookSlots): Readable {
   const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
-  const job: WorkbookJob = { stored: pulled(stored), out: writable, sheetRows };
-  const thread = new Thread(new URL('./xlsx-thread.ts', import.meta.url), {
-    workerData: job,
-    transferList: [job.stored, job.out] as unknown as TransferListItem[],
-    resourceLimits: WORKBOOK_HEAP,
-  });
   const out = Readable.fromWeb(readable as WebReadable<Uint8Array>);
-  // A thread that dies (its heap cap, a bug) fails the answer. A closed answer ends the thread and
-  // the file's reading here, since a cancel does not reliably cross the thread from its end of the streams.
-  thread.once('error', (err) => out.destroy(err));
+  let thread: Thread | undefined;
+  // A closed answer ends the thread and the file's reading here, since a cancel does not reliably
+  // cross the thread from its end of the streams; one closed while waiting never starts its thread.
   out.once('close', () => {
     stored.destroy();
-    void thread.terminate();
+    void thread?.terminate();
+  });
+  void slots.acquire().then((release) => {
+    if (out.destroyed) return release();
+    const job: WorkbookJob = { stored: pulled(stored), out: writable, sheetRows };
+    try {
+      thread = new Thread(new URL('./xlsx-thread.ts', import.meta.url), {
+        workerData: job,
+        transferList: [job.stored, job.out] as unknown as TransferListItem[],
+        resourceLimits: WORKBOOK_HEAP,
+      });
+    } catch (err) {
+      release();
+      out.destroy(err as Error);
+      return;
+    }
+    // A thread that dies (its heap cap, a bug) fails the answer.
+    thread.once('error', (err) => out.destroy(err));
+    thread.once('exit', release);
   });
   return out;
 }
