@@ -25,7 +25,8 @@ RUN groupadd --system --gid 10001 audience \
 COPY --from=build /node /usr/local/bin/node
 WORKDIR /app
 COPY --from=build /app ./
-ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 PORT=8080
+# MALLOC_ARENA_MAX as bin/audience sets it (docs/operating.md).
+ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 PORT=8080 MALLOC_ARENA_MAX=2
 # Never root: the program, its embedded PostgreSQL and its files run as this user. A new named
 # volume on /data takes the folder's owner from the image.
 USER audience

@@ -282,7 +282,8 @@ async function spawnProgram(role: 'serve' | 'api' | 'worker', dataDir: string): 
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const extraArgs = (process.env.BENCH_SERVER_ARGS ?? '').split(/\s+/).filter((a) => a !== '');
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
+  // MALLOC_ARENA_MAX as bin/audience (what `npm start` runs) and the image set it.
+  const env: NodeJS.ProcessEnv = { MALLOC_ARENA_MAX: '2', ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
   // Always the embedded database of the temp dir, never one the caller's environment points at.
   delete env.DATABASE_URL;
   const child = spawn(NODE, [...extraArgs, 'src/main.ts', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] });

@@ -34,7 +34,7 @@ class Program {
   /** Starts the program; `detached`: in a process group of its own, which a test can kill whole. */
   async start(options: { detached?: boolean } = {}): Promise<void> {
     this.output = '';
-    this.child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false, ...this.user });
+    this.child = spawn(path.join(ROOT, 'bin', 'audience'), ['serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false, ...this.user });
     this.child.stdout!.on('data', (d) => (this.output += d));
     this.child.stderr!.on('data', (d) => (this.output += d));
     for (let i = 0; i < 600; i++) {
@@ -116,6 +116,9 @@ describe('audience serve (npm start)', () => {
     expect(body.items.map((s: { name: string }) => s.name)).toEqual(['Shop', 'Magazine']);
     const segments = (await (await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
     expect(segments.items[0].versions[0].query).toMatch(/^section\(\d+\)\.attribute\(\d+\)\.gt\(100\)$/);
+    // The launcher (what `npm start` runs) replaces itself with the program, with glibc's malloc arenas bounded.
+    const environ = (await fs.readFile(`/proc/${program.child.pid}/environ`, 'utf8')).split('\0');
+    expect(environ).toContain(`MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? 2}`);
   });
 
   it('logs where its database, files and secrets are, never a secret, and requests without profile keys or credentials', async () => {
