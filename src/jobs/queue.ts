@@ -14,9 +14,9 @@ export interface Job {
 /**
  * Runs a job. It answers 'completed' when it has deleted the job itself (completeJob, in the
  * transaction of its last writes, which then need no commit of their own); else the worker
- * deletes the job when it resolves.
+ * deletes the job when it resolves. The worker renews the job's lease while it runs.
  */
-export type JobHandler = (job: Job, lease: { renew(): Promise<void> }) => Promise<void | 'completed'>;
+export type JobHandler = (job: Job) => Promise<void | 'completed'>;
 
 const CHANNEL = 'audience_jobs';
 /** How long a job stays leased without renewal; a dead worker's job is taken up after this. */
@@ -225,7 +225,7 @@ export class Worker {
     const timer = this.metrics.jobDuration.startTimer({ kind: job.kind });
     let outcome: void | 'completed';
     try {
-      outcome = await this.handlers[job.kind](job, { renew });
+      outcome = await this.handlers[job.kind](job);
     } catch (err) {
       timer({ outcome: 'failed' });
       this.onError(err, job);

@@ -42,7 +42,7 @@ export async function countProfilesMatching(db: Queryable, accountId: string, pr
 }
 
 /** The settings of a trend's transaction (countMasksByPoint). */
-export const TREND_SETTINGS = 'set local enable_sort = off';
+const TREND_SETTINGS = 'set local enable_sort = off';
 
 /**
  * Counts, per sampling point, the canonical profiles that matched a query compiled for a trend
