@@ -102,9 +102,14 @@ async function patchV1(ks: string, pk: string, values: Record<string, unknown>, 
   return server.request('PATCH', `${sectionPath(ks, pk, s)}/attributes`, { token: t, body, headers: { 'content-type': 'application/merge-patch+json' } });
 }
 
+/** GET a profile's attributes, tags or events in a section, keyed by discriminator. */
+function getSection(ks: string, pk: string, what = 'attributes', s = SHOP_S, t = token): Promise<Response> {
+  return server.request('GET', `${sectionPath(ks, pk, s)}/${what}`, { token: t });
+}
+
 /** GET attributes, keyed by discriminator; the response for its status. */
 async function readAttributes(ks: string, pk: string, s = SHOP_S, t = token): Promise<{ r: Response; values: Record<string, unknown> }> {
-  const r = await server.request('GET', `${sectionPath(ks, pk, s)}/attributes`, { token: t });
+  const r = await getSection(ks, pk, 'attributes', s, t);
   if (r.status !== 200) return { r, values: {} };
   const { byVersion } = await definitionsOf(s, t);
   return { r, values: Object.fromEntries(Object.entries(r.body as Record<string, unknown>).map(([v, value]) => [byVersion.get(v) ?? v, value])) };
@@ -118,7 +123,7 @@ async function attrs(ks: string, pk: string, s = SHOP_S, t = token): Promise<Rec
 }
 
 async function tags(ks: string, pk: string, s = SHOP_S, t = token): Promise<Record<string, boolean>> {
-  const r = await server.request('GET', `${sectionPath(ks, pk, s)}/tags`, { token: t });
+  const r = await getSection(ks, pk, 'tags', s, t);
   expect(r.status, r.text).toBe(200);
   return r.body;
 }
@@ -130,7 +135,7 @@ async function addPageView(ks: string, pk: string, title: string, t = token): Pr
 }
 
 async function events(ks: string, pk: string, t = token): Promise<any[]> {
-  const r = await server.request('GET', `${sectionPath(ks, pk, SHOP_S)}/events`, { token: t });
+  const r = await getSection(ks, pk, 'events', SHOP_S, t);
   expect(r.status, r.text).toBe(200);
   return r.body.items;
 }
@@ -251,7 +256,7 @@ describe('profiles: creation', () => {
       expectProblem(await create(MOBILE, bad), 400, 'AUD-1205');
     }
     // A path key is validated the same way.
-    expectProblem(await server.request('GET', `${sectionPath(EMAIL, 'not-an-email', SHOP_S)}/attributes`, { token }), 400, 'AUD-1205');
+    expectProblem(await getSection(EMAIL, 'not-an-email'), 400, 'AUD-1205');
   });
 
   it('PROF-07 spellings of one email address or mobile number reach one profile', async () => {
@@ -335,7 +340,7 @@ describe('profiles: export key', () => {
     expect(await attrs(EXPORT, b)).toEqual({});
     // The export key is no attribute.
     expect(Object.values(await attrs(EMAIL, email))).not.toContain(a);
-    expectProblem(await server.request('GET', `${sectionPath(EXPORT, crypto.randomUUID(), SHOP_S)}/attributes`, { token }), 404, 'AUD-1201');
+    expectProblem(await getSection(EXPORT, crypto.randomUUID()), 404, 'AUD-1201');
   });
 
   it('PROF-11 through the export keyspace reads work and writes → 403 AUD-1203', async () => {
@@ -361,7 +366,7 @@ describe('profiles: export key', () => {
     expectProblem(await create(EXPORT, crypto.randomUUID()), 403, 'AUD-1203');
     const unknown = crypto.randomUUID();
     expectProblem(await patchV1(EXPORT, unknown, { [A_FIRST]: 'Writer' }), 403, 'AUD-1203');
-    expectProblem(await server.request('GET', `${sectionPath(EXPORT, unknown, SHOP_S)}/attributes`, { token }), 404, 'AUD-1201');
+    expectProblem(await getSection(EXPORT, unknown), 404, 'AUD-1201');
     expectProblem(await switchId(EMAIL, email, SHOP_S, { from: id(EMAIL, email), to: id(EXPORT, crypto.randomUUID()) }), 403, 'AUD-1203');
     // Nor can the service-assigned export key be switched away (PROF-10: every profile keeps one).
     expectProblem(await switchId(EMAIL, email, SHOP_S, { from: id(EXPORT, ek), to: id(WEB, uid('cookie')) }), 403, 'AUD-1203');
@@ -384,15 +389,15 @@ describe('profiles: export key', () => {
     expectProblem(await merge(id(EXPORT, crypto.randomUUID()), id(WEB, uid('cookie'))), 404, 'AUD-1201');
 
     expectNoContent(await remove(EXPORT, ek));
-    expectProblem(await server.request('GET', `${sectionPath(EMAIL, email, SHOP_S)}/attributes`, { token }), 404, 'AUD-1201');
-    expectProblem(await server.request('GET', `${sectionPath(WEB, cookie, SHOP_S)}/attributes`, { token }), 404, 'AUD-1201');
+    expectProblem(await getSection(EMAIL, email), 404, 'AUD-1201');
+    expectProblem(await getSection(WEB, cookie), 404, 'AUD-1201');
 
     const locked = mail('p12lock');
     expect((await create(EMAIL, locked)).status).toBe(201);
     const lockedEk = await exportKeyOf(EMAIL, locked);
     expectNoContent(await lock(EXPORT, lockedEk));
-    expectProblem(await server.request('GET', `${sectionPath(EMAIL, locked, SHOP_S)}/attributes`, { token }), 410, 'AUD-1202');
-    expectProblem(await server.request('GET', `${sectionPath(EXPORT, lockedEk, SHOP_S)}/attributes`, { token }), 410, 'AUD-1202');
+    expectProblem(await getSection(EMAIL, locked), 410, 'AUD-1202');
+    expectProblem(await getSection(EXPORT, lockedEk), 410, 'AUD-1202');
   });
 
   it('PROF-10 PROF-11 PROF-12 MRG-14 an export key has no identifier row and locates its own profile for read, write, merge, unmerge, lock and delete', async () => {
@@ -430,19 +435,19 @@ describe('profiles: export key', () => {
     expectNoContent(await merge(id(EXPORT, ekA), id(WEB, cookie)));
     expectNoContent(await lock(EXPORT, ekB));
     for (const [ks, key] of [[EXPORT, ekA], [EXPORT, ekB], [EMAIL, email], [WEB, cookie]]) {
-      expectProblem(await server.request('GET', `${sectionPath(ks, key, SHOP_S)}/attributes`, { token }), 410, 'AUD-1202');
+      expectProblem(await getSection(ks, key), 410, 'AUD-1202');
     }
     // A merge naming a locked export key locks the other profile (MRG-11).
     const later = uid('cookie');
     expectNoContent(await merge(id(EXPORT, ekA), id(WEB, later)));
-    expectProblem(await server.request('GET', `${sectionPath(WEB, later, SHOP_S)}/attributes`, { token }), 410, 'AUD-1202');
+    expectProblem(await getSection(WEB, later), 410, 'AUD-1202');
 
     // Delete through an export key: the profile and its export key are gone, and the key can be used again.
     const other = mail('ekdel');
     expect((await create(EMAIL, other)).status).toBe(201);
     const ekC = await exportKeyOf(EMAIL, other);
     expectNoContent(await remove(EXPORT, ekC));
-    expectProblem(await server.request('GET', `${sectionPath(EXPORT, ekC, SHOP_S)}/attributes`, { token }), 404, 'AUD-1201');
+    expectProblem(await getSection(EXPORT, ekC), 404, 'AUD-1201');
     expectProblem(await remove(EXPORT, ekC), 404, 'AUD-1201');
     expect((await create(EMAIL, other)).status).toBe(201);
     expect(await exportKeyOf(EMAIL, other)).not.toBe(ekC);
@@ -482,14 +487,14 @@ describe('profiles: migration 0016 (export keys without identifier rows)', () =>
     expectProblem(await unmerge(EXPORT, ekCanonical), 400, 'AUD-1217');
     expectNoContent(await unmerge(EXPORT, ekMember));
     expect(await attrs(EXPORT, ekMember)).toEqual({});
-    expectProblem(await server.request('GET', `${sectionPath(EXPORT, ekLocked, SHOP_S)}/attributes`, { token }), 410, 'AUD-1202');
+    expectProblem(await getSection(EXPORT, ekLocked), 410, 'AUD-1202');
     expectProblem(await lock(EXPORT, ekLocked), 410, 'AUD-1202');
     const cookie = uid('cookie');
     expectNoContent(await merge(id(EXPORT, ekPlain), id(WEB, cookie)));
     expect(await attrs(WEB, cookie)).toEqual({ [A_EMAIL]: plain, [A_FIRST]: 'Old' });
     expectNoContent(await remove(EXPORT, ekPlain));
     for (const [ks, key] of [[EXPORT, ekPlain], [WEB, cookie], [EMAIL, plain]]) {
-      expectProblem(await server.request('GET', `${sectionPath(ks, key, SHOP_S)}/attributes`, { token }), 404, 'AUD-1201');
+      expectProblem(await getSection(ks, key), 404, 'AUD-1201');
     }
   });
 });
@@ -519,7 +524,7 @@ describe('profiles: delete', () => {
     for (const [ks, key] of [[EMAIL, email], [WEB, cookie], [EXPORT, ek]]) {
       for (const s of [SHOP_S, CLUB_S]) {
         for (const what of ['attributes', 'tags', 'events']) {
-          expectProblem(await server.request('GET', `${sectionPath(ks, key, s)}/${what}`, { token }), 404, 'AUD-1201');
+          expectProblem(await getSection(ks, key, what, s), 404, 'AUD-1201');
         }
       }
     }
@@ -547,7 +552,7 @@ describe('profiles: delete', () => {
     expect(await events(EMAIL, email)).toEqual([]);
     // A new export key; the old one locates nothing.
     expect(await exportKeyOf(EMAIL, email)).not.toBe(oldEk);
-    expectProblem(await server.request('GET', `${sectionPath(EXPORT, oldEk, SHOP_S)}/attributes`, { token }), 404, 'AUD-1201');
+    expectProblem(await getSection(EXPORT, oldEk), 404, 'AUD-1201');
   });
 
   it('PROF-16 deleting an unknown profile → 404', async () => {
@@ -564,7 +569,7 @@ describe('profiles: lock', () => {
     expect((await create(EMAIL, email)).status).toBe(201);
     expectNoContent(await lock(EMAIL, email));
     for (const s of [SHOP_S, CLUB_S]) {
-      expectProblem(await server.request('GET', `${sectionPath(EMAIL, email, s)}/attributes`, { token }), 410, 'AUD-1202');
+      expectProblem(await getSection(EMAIL, email, 'attributes', s), 410, 'AUD-1202');
     }
   });
 
@@ -582,7 +587,7 @@ describe('profiles: lock', () => {
     expectNoContent(await lock(WEB, cookie));
     for (const [ks, key] of [[EMAIL, email], [WEB, cookie], [EXPORT, ek]]) {
       for (const what of ['attributes', 'tags', 'events']) {
-        expectProblem(await server.request('GET', `${sectionPath(ks, key, CLUB_S)}/${what}`, { token }), 410, 'AUD-1202');
+        expectProblem(await getSection(ks, key, what, CLUB_S), 410, 'AUD-1202');
       }
     }
   });
@@ -598,7 +603,7 @@ describe('profiles: lock', () => {
     expectProblem(await addPageView(EMAIL, email, 'x'), 410, 'AUD-1202');
     expectProblem(await server.request('DELETE', `${sectionPath(EMAIL, email, SHOP_S)}/attributes/${current.get(A_FIRST)}`, { token }), 410, 'AUD-1202');
     expectProblem(await server.request('DELETE', `/v2${sectionPath(EMAIL, email, SHOP_S)}/attributes/${A_FIRST}`, { token }), 410, 'AUD-1202');
-    expectProblem(await server.request('GET', `${sectionPath(EMAIL, email, SHOP_S)}/attributes`, { token }), 410, 'AUD-1202');
+    expectProblem(await getSection(EMAIL, email), 410, 'AUD-1202');
   });
 
   it('MRG-23 creating a profile with any identifier the locked profile had → 410', async () => {
@@ -628,7 +633,7 @@ describe('profiles: lock', () => {
     expectProblem(await lock(EMAIL, email), 410, 'AUD-1202');
     expectProblem(await switchId(EMAIL, email, SHOP_S, { from: id(EMAIL, email), to: id(WEB, uid('cookie')) }), 410, 'AUD-1202');
     expectProblem(await create(EMAIL, email), 410, 'AUD-1202');
-    expectProblem(await server.request('GET', `${sectionPath(EMAIL, email, SHOP_S)}/attributes`, { token }), 410, 'AUD-1202');
+    expectProblem(await getSection(EMAIL, email), 410, 'AUD-1202');
   });
 
   it('MRG-25 only an anonymous ID remains: no table holds the plaintext of a locked profile', async () => {
@@ -661,7 +666,7 @@ describe('profiles: lock', () => {
     expect(after.n - before.n).toBe(8);
     // …which still refuses every one of them.
     for (const [ks, key] of [[EMAIL, email], [WEB, cookie], [CRM, crm], [MOBILE, mobile]]) expectProblem(await create(ks, key), 410, 'AUD-1202');
-    for (const ek of exportKeys) expectProblem(await server.request('GET', `${sectionPath(EXPORT, ek, SHOP_S)}/tags`, { token }), 410, 'AUD-1202');
+    for (const ek of exportKeys) expectProblem(await getSection(EXPORT, ek, 'tags'), 410, 'AUD-1202');
   });
 });
 
@@ -688,7 +693,7 @@ describe('profiles: merge', () => {
     expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, body: {} }), 400);
     expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: 'x' } }), 400);
     // None of the named profiles was created.
-    for (const p of three) expectProblem(await server.request('GET', `${sectionPath(p.keyspace_discriminator, p.profile_key, SHOP_S)}/tags`, { token }), 404, 'AUD-1201');
+    for (const p of three) expectProblem(await getSection(p.keyspace_discriminator, p.profile_key, 'tags'), 404, 'AUD-1201');
   });
 
   it('MRG-03 an invalid profile_key → 400, and nothing is created', async () => {
@@ -698,7 +703,7 @@ describe('profiles: merge', () => {
     expectProblem(await merge(id(WEB, cookie), id(WEB, '')), 400, 'AUD-1205');
     expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [id(WEB, cookie), { keyspace_discriminator: WEB, profile_key: 7 }] } }), 400);
     expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [id(WEB, cookie), { keyspace_discriminator: WEB }] } }), 400);
-    expectProblem(await server.request('GET', `${sectionPath(WEB, cookie, SHOP_S)}/tags`, { token }), 404, 'AUD-1201');
+    expectProblem(await getSection(WEB, cookie, 'tags'), 404, 'AUD-1201');
   });
 
   it('MRG-04 profiles named in a merge that do not exist are created', async () => {
@@ -787,7 +792,7 @@ describe('profiles: merge', () => {
     // Already in the cluster: no growth, no error.
     expectNoContent(await merge(id(WEB, b), id(WEB, c), t));
     expectProblem(await merge(id(WEB, d), id(WEB, b), t), 409, 'AUD-1216');
-    expectProblem(await server.request('GET', `${sectionPath(WEB, d, SHOP_S)}/tags`, { token: t }), 404, 'AUD-1201');
+    expectProblem(await getSection(WEB, d, 'tags', SHOP_S, t), 404, 'AUD-1201');
     expect((await create(WEB, d, SHOP_S, t)).status).toBe(201);
     expectProblem(await merge(id(WEB, a), id(WEB, d), t), 409, 'AUD-1216');
     expect((await patchV2(WEB, d, { [A_FIRST]: 'Alone' }, SHOP_S, t)).status).toBe(204);
@@ -820,8 +825,8 @@ describe('profiles: merge', () => {
     expect((await create(CRM, open)).status).toBe(201);
     expect((await patchV2(CRM, open, { [A_FIRST]: 'Open' })).status).toBe(204);
     expectNoContent(await merge(id(CRM, open), id(EMAIL, lockedKey)));
-    expectProblem(await server.request('GET', `${sectionPath(CRM, open, SHOP_S)}/attributes`, { token }), 410, 'AUD-1202');
-    expectProblem(await server.request('GET', `${sectionPath(EMAIL, lockedKey, SHOP_S)}/attributes`, { token }), 410, 'AUD-1202');
+    expectProblem(await getSection(CRM, open), 410, 'AUD-1202');
+    expectProblem(await getSection(EMAIL, lockedKey), 410, 'AUD-1202');
     expectProblem(await create(CRM, open), 410, 'AUD-1202');
     // A key named in the merge that did not exist is locked as well.
     const fresh = uid('cookie');
@@ -1121,7 +1126,7 @@ describe('profiles: switch identifier', () => {
     expect((await patchV1(EMAIL, old, { [A_EMAIL]: next })).status).toBe(204);
     expectNoContent(await switchId(EMAIL, old, SHOP_S, { from: id(EMAIL, old), to: id(EMAIL, ` ${next.toUpperCase()} `) }));
     expect(await attrs(EMAIL, next)).toEqual({ [A_EMAIL]: next, [A_FIRST]: 'Switch' });
-    expectProblem(await server.request('GET', `${sectionPath(EMAIL, old, SHOP_S)}/attributes`, { token }), 404, 'AUD-1201');
+    expectProblem(await getSection(EMAIL, old), 404, 'AUD-1201');
     // The old key is free again.
     expect((await create(EMAIL, old, CLUB_S)).status).toBe(201);
 
@@ -1131,7 +1136,7 @@ describe('profiles: switch identifier', () => {
     expect((await create(CRM, crm)).status).toBe(201);
     expectNoContent(await merge(id(CRM, crm), id(WEB, cookie)));
     expectNoContent(await switchId(WEB, cookie, SHOP_S, { from: id(CRM, crm), to: id(WEB, uid('cookie2')) }));
-    expectProblem(await server.request('GET', `${sectionPath(CRM, crm, SHOP_S)}/attributes`, { token }), 404, 'AUD-1201');
+    expectProblem(await getSection(CRM, crm), 404, 'AUD-1201');
     expect(await attrs(WEB, cookie)).toEqual({ [A_CRM]: crm });
   });
 
@@ -1161,7 +1166,7 @@ describe('profiles: switch identifier', () => {
     const to = uid('cookie');
     expectProblem(await switchId(EMAIL, a, SHOP_S, { from: id(CRM, other), to: id(WEB, to) }), 400, 'AUD-1221');
     expectProblem(await switchId(EMAIL, a, SHOP_S, { from: id(CRM, uid('nobody')), to: id(WEB, to) }), 400, 'AUD-1221');
-    expectProblem(await server.request('GET', `${sectionPath(WEB, to, SHOP_S)}/tags`, { token }), 404, 'AUD-1201');
+    expectProblem(await getSection(WEB, to, 'tags'), 404, 'AUD-1201');
     expect((await attrs(CRM, other))[A_CRM]).toBe(other);
   });
 
@@ -1232,26 +1237,26 @@ describe('profiles: operations per key', () => {
     expect((await create(EMAIL, busy, SHOP_S, t)).status).toBe(201);
     expect((await create(EMAIL, other, SHOP_S, t)).status).toBe(201);
     const operations = [
-      () => server.request('GET', `${sectionPath(EMAIL, busy, SHOP_S)}/attributes`, { token: t }),
-      () => server.request('GET', `${sectionPath(EMAIL, busy, SHOP_S)}/tags`, { token: t }),
+      () => getSection(EMAIL, busy, 'attributes', SHOP_S, t),
+      () => getSection(EMAIL, busy, 'tags', SHOP_S, t),
       () => patchV2(EMAIL, busy, { [A_FIRST]: 'Busy' }, SHOP_S, t),
-      () => server.request('GET', `${sectionPath(EMAIL, busy, SHOP_S)}/events`, { token: t }),
+      () => getSection(EMAIL, busy, 'events', SHOP_S, t),
       () => patchTags(EMAIL, busy, { [VIP]: true }, SHOP_S, t),
     ];
     for (let i = 0; i < 10; i++) {
       const r = await operations[i % operations.length]();
       expect(r.status, `operation ${i + 1}: ${r.text}`).toBeLessThan(300);
     }
-    const refused = await server.request('GET', `${sectionPath(EMAIL, busy, SHOP_S)}/attributes`, { token: t });
+    const refused = await getSection(EMAIL, busy, 'attributes', SHOP_S, t);
     expectProblem(refused, 429, 'AUD-1002');
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     // The raw spelling of the key is the same key.
     expectProblem(await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/${busy}/sections/${SHOP_S}/tags`, { token: t }), 429, 'AUD-1002');
     expectProblem(await lock(EMAIL, busy, t), 429, 'AUD-1002');
     // So is another spelling of the same address: the limit is on the profile key, not on the text.
-    expectProblem(await server.request('GET', `${sectionPath(EMAIL, ` ${busy.toUpperCase()}`, SHOP_S)}/attributes`, { token: t }), 429, 'AUD-1002');
+    expectProblem(await getSection(EMAIL, ` ${busy.toUpperCase()}`, 'attributes', SHOP_S, t), 429, 'AUD-1002');
     // Another key is not affected.
-    expect((await server.request('GET', `${sectionPath(EMAIL, other, SHOP_S)}/attributes`, { token: t })).status).toBe(200);
+    expect((await getSection(EMAIL, other, 'attributes', SHOP_S, t)).status).toBe(200);
 
     server.clock.advance(1000);
     expect(await attrs(EMAIL, busy, SHOP_S, t)).toEqual({ [A_EMAIL]: busy, [A_FIRST]: 'Busy' });
