@@ -1,14 +1,15 @@
 import { afterAll, beforeAll } from 'vitest';
 import type { Manifest } from '../src/definitions/schemas.ts';
 import { TestServer, type Response } from './app.ts';
+import { builtIn, NS, userCreated } from './names.ts';
 
 // What the tests of activities share (src/activities/, and the email event export): the
 // operator's calls on an account's routes, events as the ingestion endpoint takes them, and a
 // server with one account for a test file.
 
-export const NS = 'com.vendor1';
-export const EMAIL = `${NS}.keyspaces.email`;
-export const SHOP = `${NS}.sections.user-created.shop`;
+export { NS };
+export const EMAIL = builtIn('keyspaces', 'email');
+export const SHOP = userCreated('sections', 'shop');
 
 /** A call of the operator API on the routes of one account: `path` is below /admin/accounts/{id}. */
 export type AccountAdmin = (method: string, path: string, body?: unknown) => Promise<Response>;

@@ -5,25 +5,26 @@ import { expect } from 'vitest';
 import type { Manifest } from '../src/definitions/schemas.ts';
 import { startWorker } from '../src/worker/worker.ts';
 import type { Response, TestServer } from './app.ts';
+import { builtIn, NS, userCreated } from './names.ts';
 
 // What the tests of the exports area share: the definitions they export from, and helpers over
 // the test file's own server and database.
 
-export const V = 'com.vendor1';
-export const SHOP = `${V}.sections.user-created.shop`;
-export const BLOG = `${V}.sections.user-created.blog`;
-export const EMAIL = `${V}.keyspaces.email`;
-export const CRM = `${V}.keyspaces.crm-id`;
-export const EXPORT = `${V}.keyspaces.export`;
-export const CH_EMAIL = `${V}.channels.email`;
-export const CH_SMS = `${V}.channels.sms`;
-export const CH_WEB = `${V}.channels.web`;
-export const NEWS = `${V}.topics.user-created.news`;
-export const SMS_OFFERS = `${V}.topics.user-created.sms-offers`;
-export const DAILY = `${V}.topics.user-created.daily`;
-export const VIP = `${V}.tags.user-created.vip`;
-export const BIG = `${V}.segments.user-created.big`;
-export const MEMBERS = `${V}.segments.user-created.members`;
+export { NS as V };
+export const SHOP = userCreated('sections', 'shop');
+export const BLOG = userCreated('sections', 'blog');
+export const EMAIL = builtIn('keyspaces', 'email');
+export const CRM = builtIn('keyspaces', 'crm-id');
+export const EXPORT = builtIn('keyspaces', 'export');
+export const CH_EMAIL = builtIn('channels', 'email');
+export const CH_SMS = builtIn('channels', 'sms');
+export const CH_WEB = builtIn('channels', 'web');
+export const NEWS = userCreated('topics', 'news');
+export const SMS_OFFERS = userCreated('topics', 'sms-offers');
+export const DAILY = userCreated('topics', 'daily');
+export const VIP = userCreated('tags', 'vip');
+export const BIG = userCreated('segments', 'big');
+export const MEMBERS = userCreated('segments', 'members');
 export const CSV = 'text/csv;charset=UTF-8;header=present';
 export const DAY = 24 * 60 * 60 * 1000;
 /** Limits lifted for the tests that are not about them. */
@@ -42,8 +43,8 @@ export const MANIFEST: Manifest = {
     topics: [{ name: 'News' }, { name: 'SMS offers', channel: CH_SMS }, { name: 'Daily' }],
   }, { name: 'Blog', topics: [{ name: 'Digest' }] }],
   segments: [
-    { name: 'Big', section: SHOP, versions: [{ query: `section({section}).attribute({attribute:${V}.attributes.user-created.points}).gt(100)` }] },
-    { name: 'Members', section: SHOP, versions: [{ query: `section({section}).attribute({attribute:${V}.attributes.user-created.member}).eq(true)` }] },
+    { name: 'Big', section: SHOP, versions: [{ query: `section({section}).attribute({attribute:${userCreated('attributes', 'points')}}).gt(100)` }] },
+    { name: 'Members', section: SHOP, versions: [{ query: `section({section}).attribute({attribute:${userCreated('attributes', 'member')}}).eq(true)` }] },
   ],
 };
 
@@ -81,7 +82,7 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
     const at = `/audience/keyspaces/${EMAIL}/profiles/${email}/sections/${SHOP}`;
     await ok(env().server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP}/profiles`, { token, body: { profile_key: email } }), 201);
     const values = Object.fromEntries(Object.entries({ points: p.points, birthday: p.birthday, member: p.member, mobile: p.mobile })
-      .filter(([, x]) => x !== undefined).map(([k, x]) => [k === 'mobile' ? `${V}.attributes.mobile` : `${V}.attributes.user-created.${k}`, x]));
+      .filter(([, x]) => x !== undefined).map(([k, x]) => [k === 'mobile' ? builtIn('attributes', 'mobile') : userCreated('attributes', k), x]));
     if (Object.keys(values).length > 0) await ok(env().server.request('PATCH', `/v2${at}/attributes`, { token, body: values, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
     if (p.vip) await ok(env().server.request('PATCH', `${at}/tags`, { token, body: { [VIP]: true }, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
     for (const [topic, channel, type] of p.consents ?? []) {
