@@ -9,11 +9,11 @@ import { readConfig, type Config } from '../src/config.ts';
 import { buildApp, type App } from '../src/http/app.ts';
 import { createLogger } from '../src/http/logging.ts';
 import { createServices, type Services } from '../src/services.ts';
-import { withDatabase } from '../src/store/embedded.ts';
 import { createPool } from '../src/store/pool.ts';
 import { startWorker } from '../src/worker/worker.ts';
 import type { Worker } from '../src/jobs/queue.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
+import { createDatabase } from './databases.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -31,22 +31,8 @@ let database: Promise<string> | undefined;
 /** This test file's own database, cloned from the migrated template. */
 export function testDatabase(): Promise<string> {
   database ??= (async () => {
-    const server = inject('databaseUrl');
     const name = `test_${crypto.randomBytes(6).toString('hex')}`;
-    const admin = new pg.Client({ connectionString: server });
-    await admin.connect();
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await admin.query(`create database ${name} template audience_template`);
-        break;
-      } catch (err) {
-        // Two files cloning at once: "source database is being accessed by other users".
-        if (attempt > 20) throw err;
-        await new Promise((r) => setTimeout(r, 100 + Math.random() * 200));
-      }
-    }
-    await admin.end();
-    return withDatabase(server, name);
+    return createDatabase(inject('databaseUrl'), name, 'audience_template');
   })();
   return database;
 }

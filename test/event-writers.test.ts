@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem, TestServer, type Response } from './app.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
+import { activitiesFollowProfiles } from '../src/activities/events.ts';
 import { deleteProfile } from '../src/profiles/profiles.ts';
 import { accountScope } from '../src/services.ts';
 
@@ -46,7 +47,7 @@ async function deleteDuring(key: string, write: () => Promise<Response>): Promis
   const deleter = await server.services.pool.connect();
   try {
     await deleter.query('begin');
-    await deleteProfile(deleter, scope, { keyspace_discriminator: EMAIL, profile_key: key });
+    await deleteProfile(deleter, scope, { keyspace_discriminator: EMAIL, profile_key: key }, activitiesFollowProfiles);
     const deleterPid = (await deleter.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
     const answer = write();
     // Until a connection waits for the delete (the write's lock of the profile).

@@ -1,11 +1,11 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { startEmbeddedDatabase, withDatabase } from '../src/store/embedded.ts';
+import { startEmbeddedDatabase } from '../src/store/embedded.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { createPool } from '../src/store/pool.ts';
+import { createDatabase, dropDatabase, freezeTemplate } from './databases.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -17,8 +17,8 @@ declare module 'vitest' {
 export const TEMPLATE = 'audience_template';
 
 /**
- * Starts one PostgreSQL for the whole run (DATABASE_URL when set, else the embedded one) and
- * migrates a template database that each test file clones.
+ * Starts one PostgreSQL for the whole run (DATABASE_URL when set: one PostgreSQL or a Citus
+ * coordinator; else the embedded one) and migrates a template database that each test file clones.
  */
 export default async function setup(project: TestProject) {
   let dir: string | undefined;
@@ -30,14 +30,11 @@ export default async function setup(project: TestProject) {
     url = db.url;
     stop = db.stop;
   }
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  await admin.query(`drop database if exists ${TEMPLATE}`);
-  await admin.query(`create database ${TEMPLATE}`);
-  await admin.end();
-  const pool = createPool(withDatabase(url, TEMPLATE), 2);
+  await dropDatabase(url, TEMPLATE);
+  const pool = createPool(await createDatabase(url, TEMPLATE), 2);
   await migrate(pool);
   await pool.end();
+  await freezeTemplate(url, TEMPLATE);
   project.provide('databaseUrl', url);
   return async () => {
     await stop();

@@ -1,4 +1,4 @@
-import { addressVersionId, channelByDiscriminator, importConsents, type ImportedConsent } from '../consents/consents.ts';
+import { addressVersionId, channelByDiscriminator, consentsFollowProfiles, importConsents, type ImportedConsent } from '../consents/consents.ts';
 import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -7,7 +7,7 @@ import { keyspaceForProfileAccess } from '../definitions/definitions.ts';
 import { findOrCreateProfiles } from '../profiles/bulk.ts';
 import { appendEvents, lockProfilesForEvents, type ProfilesLockedForEvents } from '../profiles/events.ts';
 import { normaliseKey } from '../profiles/keys.ts';
-import { refuseReadOnly, sectionValues } from '../profiles/profiles.ts';
+import { refuseReadOnly, sectionValues, type ProfileFollower } from '../profiles/profiles.ts';
 import type { Queryable } from '../store/pool.ts';
 import { channelOf } from './activities.ts';
 import * as q from './queries.ts';
@@ -210,3 +210,15 @@ async function optOut(tx: Queryable, scope: AccountScope, vendor: string, record
   }
   await importConsents(tx, scope, items, 'Unsubscribed from an activity');
 }
+
+/**
+ * The follower of profile writes for the whole service: consents follow them (consentsFollowProfiles),
+ * and deleted profiles' activity events go with them.
+ */
+export const activitiesFollowProfiles: ProfileFollower = {
+  ...consentsFollowProfiles,
+  async profilesDeleted(tx, scope, profileIds) {
+    await consentsFollowProfiles.profilesDeleted(tx, scope, profileIds);
+    await q.deleteEventsOfProfiles(tx, scope.accountId, profileIds);
+  },
+};

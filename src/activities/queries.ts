@@ -89,6 +89,11 @@ export async function recountCounters(db: Queryable, accountId: string, activity
   return rows;
 }
 
+/** Deletes the activity events of profiles being deleted; the counters keep what they counted. */
+export async function deleteEventsOfProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
+  await db.query('delete from activity_events where account_id = $1::bigint and profile_id = any($2::bigint[])', [accountId, profileIds]);
+}
+
 /** One event row as recorded; the columns of activity_events. */
 export interface EventWrite {
   activity_id: string; type: string; correlation_id: string; section_id: string; profile_id: string;

@@ -228,6 +228,11 @@ export const consentsFollowProfiles: ProfileFollower = {
     if (channels.length === 0 || from === to) return;
     await q.updateConsentAddress(tx, scope.accountId, { memberIds: await clusterMembers(tx, scope, canonicalId), sectionId: section.id, channelIds: channels, from, to });
   },
+
+  /** Deleted profiles' consent history goes with them. */
+  async profilesDeleted(tx, scope, profileIds) {
+    await q.deleteConsentHistory(tx, scope.accountId, profileIds);
+  },
 };
 
 // ---- Suppressions (operator API and manifest) ----

@@ -86,6 +86,11 @@ export async function listClusterConsentsBulk(db: Queryable, accountId: string, 
 
 /** Points a cluster's consents given for `from` on some channels of a section at the address `to`. */
 /** Moves the consents of a cluster's section on some channels from one address to another. */
+/** Deletes the consent history of profiles being deleted (their consents go by their foreign key). */
+export async function deleteConsentHistory(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
+  await db.query('delete from consent_history where account_id = $1::bigint and profile_id = any($2::bigint[])', [accountId, profileIds]);
+}
+
 export async function updateConsentAddress(db: Queryable, accountId: string, move: { memberIds: string[]; sectionId: string; channelIds: string[]; from: string; to: string }): Promise<void> {
   const { memberIds, sectionId, channelIds, from, to } = move;
   await db.query(

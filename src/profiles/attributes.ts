@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
 import {
-  currentVersionId, identifierOf, identifiersOf, identityHash, insertNewProfile, joinClusters, locate, locateWithSectionData, lockedClusters, refuseReadOnly, writeSectionData,
+  currentVersionId, deleteProfiles, identifierOf, identifiersOf, identityHash, insertNewProfile, joinClusters, locate, locateWithSectionData, lockedClusters, refuseReadOnly, writeSectionData,
   type Located, type ProfileFollower,
 } from './profiles.ts';
 import * as q from './queries.ts';
@@ -216,7 +216,7 @@ async function moveSection(tx: Queryable, scope: AccountScope, located: Located,
   await writeSectionData(tx, scope, located.canonicalId, section.id, Object.fromEntries(Object.keys(moved).map((v) => [v, null])));
   const left = await identifiersOf(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]));
   if (left.every((i) => scope.defs.keyspaces.find((k) => k.keyspace_id === i.keyspace_id)?.kind === 'export')) {
-    await q.deleteProfiles(tx, scope.accountId, [...new Set(left.map((i) => i.profile_id))]);
+    await deleteProfiles(tx, scope, [...new Set(left.map((i) => i.profile_id))], follower);
   }
 }
 

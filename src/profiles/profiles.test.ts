@@ -517,7 +517,7 @@ describe('profiles: delete', () => {
     expect((await patchTags(EMAIL, email, { [VIP]: true })).status).toBe(204);
     expect((await addPageView(WEB, cookie, 'gone page')).status).toBe(204);
     const ek = await exportKeyOf(EMAIL, email);
-    // The attribute history holds the replaced value (a trigger, not a foreign key, deletes it: migration 0006).
+    // The attribute history holds the replaced value (deleted with the profile, not by a foreign key: migration 0020).
     expect(await findPlaintext(name)).toContain('attribute_history.value');
 
     expectNoContent(await remove(WEB, cookie));

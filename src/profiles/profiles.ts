@@ -31,6 +31,8 @@ export interface ProfileFollower {
   sectionMoved(tx: Queryable, scope: AccountScope, move: { fromCanonicalId: string; toCanonicalId: string; sectionId: string; address: string }): Promise<void>;
   /** A member is about to leave the cluster (unmerge): the cluster keeps what it showed. */
   memberLeaving(tx: Queryable, scope: AccountScope, cluster: { canonicalId: string; memberIds: string[] }): Promise<void>;
+  /** Profiles are being deleted (deleted, locked, or left with nothing): what is kept of them elsewhere goes too. */
+  profilesDeleted(tx: Queryable, scope: AccountScope, profileIds: string[]): Promise<void>;
 }
 
 /** The keyed hash that remains of a locked identifier (SPEC §3.2). */
@@ -146,27 +148,38 @@ export function lockedClusters(tx: Queryable, scope: AccountScope, canonicalIds:
 }
 
 /** Deletes a profile, its whole cluster, with all identifiers, data and events (SPEC §3.2). */
-export async function deleteProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<void> {
+export async function deleteProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier, follower: ProfileFollower): Promise<void> {
   requireAllSections(scope, 'deleting a profile');
   const located = await locate(tx, scope, id);
-  await q.deleteProfiles(tx, scope.accountId, await lockedClusters(tx, scope, [located.canonicalId]));
+  await deleteProfiles(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]), follower);
+}
+
+/**
+ * Deletes profiles with everything kept of them: their identifiers, section data and consents by
+ * their foreign keys, their history and events here, and what other areas keep through the
+ * follower. The profiles are locked (lockedClusters) by then: the writers of events and history
+ * that held them have committed, so these statements see their rows, and none can start.
+ */
+export async function deleteProfiles(tx: Queryable, scope: AccountScope, profileIds: string[], follower: ProfileFollower): Promise<void> {
+  await follower.profilesDeleted(tx, scope, profileIds);
+  await q.deleteProfiles(tx, scope.accountId, profileIds);
 }
 
 /** Locks profiles for good (SPEC §3.2): keyed hashes of their identifiers stay, the profiles go. */
-async function lockForGood(tx: Queryable, scope: AccountScope, members: string[]): Promise<void> {
+async function lockForGood(tx: Queryable, scope: AccountScope, members: string[], follower: ProfileFollower): Promise<void> {
   const identifiers = await identifiersOf(tx, scope, members);
   await q.insertLockedIdentities(tx, scope.accountId, identifiers.map((i) => identityHash(scope, i.keyspace_id, i.profile_key)));
-  await q.deleteProfiles(tx, scope.accountId, members);
+  await deleteProfiles(tx, scope, members, follower);
 }
 
 /**
  * Locks a profile for good (SPEC §3.2): deletes its whole cluster and keeps only keyed hashes of
  * its identifiers, which refuse any later use of them.
  */
-export async function lockProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<void> {
+export async function lockProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier, follower: ProfileFollower): Promise<void> {
   requireAllSections(scope, 'locking a profile');
   const located = await locate(tx, scope, id);
-  await lockForGood(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]));
+  await lockForGood(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]), follower);
 }
 
 /** The key attributes (mapped to the email, mobile and CRM keyspaces) whose values block a merge when they differ. */
@@ -212,7 +225,7 @@ export async function joinClusters(tx: Queryable, scope: AccountScope, a: string
 }
 
 /** Merges two profiles given by unique identifier; missing ones are created, a locked one locks the other (SPEC §3.2). */
-export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles: UniqueIdentifier[]): Promise<void> {
+export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles: UniqueIdentifier[], follower: ProfileFollower): Promise<void> {
   if (profiles.length !== 2) throw new Problem('AUD-1214', `profiles must hold exactly two profiles, not ${profiles.length}`);
   requireAllSections(scope, 'merging profiles');
   const sides: { canonicalId?: string; locked: boolean }[] = [];
@@ -233,7 +246,7 @@ export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles
   const [x, y] = sides;
   if (x.locked || y.locked) {
     const unlocked = [x, y].filter((s) => !s.locked).map((s) => s.canonicalId!);
-    if (unlocked.length > 0) await lockForGood(tx, scope, await lockedClusters(tx, scope, unlocked));
+    if (unlocked.length > 0) await lockForGood(tx, scope, await lockedClusters(tx, scope, unlocked), follower);
     return;
   }
   await joinClusters(tx, scope, x.canonicalId!, y.canonicalId!, { checkConflicts: true });

@@ -209,8 +209,14 @@ export async function setCanonical(db: Queryable, accountId: string, profileIds:
   );
 }
 
+/** Deletes profiles, their attribute history and their events (the other rows of this area go by their foreign keys). */
 export async function deleteProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
-  await db.query('delete from profiles where account_id = $1::bigint and profile_id = any($2::bigint[])', [accountId, profileIds]);
+  await db.query(
+    `with history as (delete from attribute_history where account_id = $1::bigint and profile_id = any($2::bigint[])),
+       events as (delete from profile_events where account_id = $1::bigint and profile_id = any($2::bigint[]))
+     delete from profiles where account_id = $1::bigint and profile_id = any($2::bigint[])`,
+    [accountId, profileIds],
+  );
 }
 
 export async function findLockedIdentity(db: Queryable, accountId: string, hashes: Buffer[]): Promise<boolean> {

@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../../services.ts';
-import { consentsFollowProfiles } from '../../consents/consents.ts';
+import { activitiesFollowProfiles } from '../../activities/events.ts';
 import type { AccountScope } from '../../core/scope.ts';
 import * as attributes from '../../profiles/attributes.ts';
 import * as events from '../../profiles/events.ts';
@@ -34,28 +34,28 @@ export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
     app.put('/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/locks', {
       schema: { summary: 'Lock a profile for good', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => profiles.lockProfile(tx, scope, request.params));
+      await write(request, (tx, scope) => profiles.lockProfile(tx, scope, request.params, activitiesFollowProfiles));
       return reply.code(204).send();
     });
 
     app.delete('/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key', {
       schema: { summary: 'Delete a profile', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => profiles.deleteProfile(tx, scope, request.params));
+      await write(request, (tx, scope) => profiles.deleteProfile(tx, scope, request.params, activitiesFollowProfiles));
       return reply.code(204).send();
     });
 
     app.put('/audience/profiles/merges', {
       schema: { summary: 'Merge two profiles', tags, body: Merge, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => profiles.mergeProfiles(tx, scope, request.body.profiles));
+      await write(request, (tx, scope) => profiles.mergeProfiles(tx, scope, request.body.profiles, activitiesFollowProfiles));
       return reply.code(204).send();
     });
 
     app.delete('/audience/profiles/merges/keyspaces/:keyspace_discriminator/profiles/:profile_key', {
       schema: { summary: 'Unmerge a profile from its cluster', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await write(request, (tx, scope) => profiles.unmergeProfile(tx, scope, request.params, consentsFollowProfiles));
+      await write(request, (tx, scope) => profiles.unmergeProfile(tx, scope, request.params, activitiesFollowProfiles));
       return reply.code(204).send();
     });
 
@@ -100,7 +100,7 @@ export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
       config: updates,
       schema: { summary: 'Set attributes (version 2: keys are discriminators)', tags, params: ProfileSectionParams, querystring: KeyUpdateQuery, body: MergePatch, response: responses({ 204: NoContent }) },
     }, async (request, reply) => {
-      await attributes.patchAttributesV2(services.pool, await scopeOf(request), request.params, request.body, request.query.profile_key_update_method, consentsFollowProfiles);
+      await attributes.patchAttributesV2(services.pool, await scopeOf(request), request.params, request.body, request.query.profile_key_update_method, activitiesFollowProfiles);
       return reply.code(204).send();
     });
 

@@ -1,0 +1,95 @@
+import type pg from 'pg';
+
+/**
+ * Distribution by account on Citus (docs/scaling.md). The program's schema is one for both
+ * deployments; on a database with the citus extension, `migrate` calls `distribute` after the
+ * migrations, so that every table it finds undistributed takes its place in the plan below. Without
+ * the extension nothing happens.
+ */
+
+/**
+ * Small tables read before the account is known (a token names its API key, a request its
+ * account) or by every node, and rarely written: copied to every node.
+ */
+export const REFERENCE_TABLES: readonly string[] = ['accounts', 'api_keys', 'signing_keys', 'schema_migrations'];
+/**
+ * Tables that stay on the coordinator: the job queue is leased across accounts with `SKIP LOCKED`,
+ * which needs the table in one place; its rows are few and short-lived.
+ */
+export const COORDINATOR_TABLES: readonly string[] = ['jobs'];
+/** Every other table is distributed by this column, all colocated with the first. */
+export const DISTRIBUTION_COLUMN = 'account_id';
+
+/** Whether the database this client is connected to has the citus extension. */
+export async function hasCitus(db: Pick<pg.ClientBase, 'query'>): Promise<boolean> {
+  const { rows } = await db.query("select 1 from pg_extension where extname = 'citus'");
+  return rows.length > 0;
+}
+
+/** Whether the schema has been distributed: its accounts are a reference table. */
+export async function isDistributed(db: Pick<pg.ClientBase, 'query'>): Promise<boolean> {
+  const { rows } = await db.query("select 1 from pg_dist_partition where logicalrelid = to_regclass('accounts')");
+  return rows.length > 0;
+}
+
+interface ForeignKey { table: string; name: string; definition: string }
+
+/**
+ * Makes the reference tables and distributes every other table of the schema that Citus does not
+ * know yet, then propagates the schema's functions to the workers. Citus distributes a table only
+ * when every table its foreign keys point at is already distributed or a reference table, and turns
+ * a plain table that points at a new reference table into a "local" one that it then cannot
+ * distribute; so the foreign keys of the tables to convert are dropped first and added again once
+ * every table has its place. Existing rows move to the shards with their table. Runs in the
+ * caller's transaction (the migrator's), so a failure leaves the database as it was.
+ */
+export async function distribute(db: Pick<pg.ClientBase, 'query'>): Promise<string[]> {
+  const { rows: tables } = await db.query<{ name: string }>(
+    `select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+     where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition
+       and not exists (select 1 from pg_dist_partition p where p.logicalrelid = c.oid)
+     order by c.relname`,
+  );
+  const pending = tables.map((t) => t.name).filter((t) => !COORDINATOR_TABLES.includes(t));
+  const converted: string[] = [];
+  if (pending.length > 0) {
+    // Foreign keys to a reference table need Citus to do a transaction's work on each node over one
+    // connection; it refuses to add them after it has created shards in parallel.
+    await db.query("set local citus.multi_shard_modify_mode to 'sequential'");
+    const { rows: keys } = await db.query<ForeignKey>(
+      `select c.relname as table, k.conname as name, pg_get_constraintdef(k.oid) as definition
+       from pg_constraint k join pg_class c on c.oid = k.conrelid join pg_class r on r.oid = k.confrelid
+       where k.contype = 'f' and (c.relname = any($1::text[]) or r.relname = any($1::text[]))
+         and c.relnamespace = 'public'::regnamespace`,
+      [pending],
+    );
+    for (const k of keys) await db.query(`alter table ${ident(k.table)} drop constraint ${ident(k.name)}`);
+    for (const table of pending.filter((t) => REFERENCE_TABLES.includes(t))) {
+      await db.query('select create_reference_table($1::regclass)', [table]);
+      converted.push(table);
+    }
+    const { rows: [colocated] } = await db.query<{ name: string | null }>(
+      `select min(logicalrelid::regclass::text) as name from pg_dist_partition where partmethod = 'h'`,
+    );
+    let colocateWith = colocated.name ?? 'default';
+    for (const table of pending.filter((t) => !REFERENCE_TABLES.includes(t))) {
+      await db.query('select create_distributed_table($1::regclass, $2, colocate_with => $3)', [table, DISTRIBUTION_COLUMN, colocateWith]);
+      if (colocateWith === 'default') colocateWith = table;
+      converted.push(table);
+    }
+    for (const k of keys) await db.query(`alter table ${ident(k.table)} add constraint ${ident(k.name)} ${k.definition}`);
+  }
+  // Statements pushed down to a worker call the schema's SQL functions there.
+  const { rows: functions } = await db.query<{ signature: string }>(
+    `select p.oid::regprocedure::text as signature from pg_proc p
+     where p.pronamespace = 'public'::regnamespace and p.prokind = 'f'
+       and not exists (select 1 from pg_dist_object o where o.classid = 'pg_proc'::regclass and o.objid = p.oid)`,
+  );
+  for (const f of functions) await db.query('select create_distributed_function($1::regprocedure)', [f.signature]);
+  return converted;
+}
+
+/** A table or constraint name of the schema, quoted. */
+function ident(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
