@@ -94,8 +94,12 @@ export function requiredSections(expression: Expression): string[] {
  * event term then looks up the events of the cluster's members by the index of events by profile,
  * section and time. The set form (`p.profile_id in (…)`, correlated by the account) would be run
  * again for every profile there, reading every event of the window each time.
+ *
+ * `account` is the account's placeholder: every table's rows are chosen by it, not by the outer
+ * profile's account_id, so that Citus sees every part of the statement on the account's node.
  */
-export function compilePredicate(expression: Expression, options: { now: number; timeZone: string; clusters?: boolean; sectionRow?: string; perProfile?: boolean }, values: SqlValues): string {
+export function compilePredicate(expression: Expression, options: { account: string; now: number; timeZone: string; clusters?: boolean; sectionRow?: string; perProfile?: boolean }, values: SqlValues): string {
+  const { account } = options;
   if (options.sectionRow !== undefined && options.clusters !== false) throw new Error('sectionRow needs clusters: false');
   switch (expression.kind) {
     case 'and':
@@ -104,7 +108,7 @@ export function compilePredicate(expression: Expression, options: { now: number;
     case 'attribute':
       // As the semi-join below: a condition that is null (unknown) does not hold.
       if (expression.sectionId === options.sectionRow) return `coalesce(${condition('coalesce(p.cluster_attributes, p.attributes)', [expression.versionId], expression.condition, values)}, false)`;
-      return `exists (select 1 from profile_sections ps where ps.account_id = p.account_id and ps.profile_id = p.profile_id
+      return `exists (select 1 from profile_sections ps where ps.account_id = ${account} and ps.profile_id = p.profile_id
         and ps.section_id = ${values.add(expression.sectionId, 'bigint')}
         and ${condition('coalesce(ps.cluster_attributes, ps.attributes)', [expression.versionId], expression.condition, values)})`;
     case 'event': {
@@ -118,16 +122,16 @@ export function compilePredicate(expression: Expression, options: { now: number;
       }
       for (const c of expression.conditions) where.push(condition('e.data', [], c, values));
       if (options.clusters === false) {
-        return `exists (select 1 from profile_events e where e.account_id = p.account_id and e.profile_id = p.profile_id and ${where.join(' and ')})`;
+        return `exists (select 1 from profile_events e where e.account_id = ${account} and e.profile_id = p.profile_id and ${where.join(' and ')})`;
       }
       if (options.perProfile) {
-        return `exists (select 1 from profile_events e where e.account_id = p.account_id
-          and e.profile_id = any(array(select p.profile_id union all select m.profile_id from profiles m where m.account_id = p.account_id and m.canonical_id = p.profile_id))
+        return `exists (select 1 from profile_events e where e.account_id = ${account}
+          and e.profile_id = any(array(select p.profile_id union all select m.profile_id from profiles m where m.account_id = ${account} and m.canonical_id = p.profile_id))
           and ${where.join(' and ')})`;
       }
       return `p.profile_id in (select coalesce(m.canonical_id, e.profile_id) from profile_events e
-        left join profiles m on m.account_id = e.account_id and m.profile_id = e.profile_id and m.canonical_id is not null
-        where e.account_id = p.account_id and ${where.join(' and ')})`;
+        left join profiles m on m.account_id = ${account} and m.profile_id = e.profile_id and m.canonical_id is not null
+        where e.account_id = ${account} and ${where.join(' and ')})`;
     }
   }
 }

@@ -330,10 +330,10 @@ async function facts(profileIds: string[]): Promise<Map<string, ProfileFacts>> {
 }
 
 /** The ids of the profiles each predicate selects, all predicates in one statement (as `m0`, `m1`, …) over `from` (aliased p). */
-async function select(from: string, compile: (e: Expression, values: SqlValues) => string, expressions: Expression[], where: (values: SqlValues) => string = () => 'true'): Promise<Set<string>[]> {
+async function select(from: string, compile: (e: Expression, values: SqlValues, account: string) => string, expressions: Expression[], where: (values: SqlValues) => string = () => 'true'): Promise<Set<string>[]> {
   const values = new SqlValues();
-  const columns = expressions.map((e, i) => `(${compile(e, values)}) as m${i}`);
   const account = values.add(accountId, 'bigint');
+  const columns = expressions.map((e, i) => `(${compile(e, values, account)}) as m${i}`);
   const { rows } = await pool.query<Record<string, unknown>>(
     `select p.profile_id::text as profile_id, ${columns.join(', ')} from ${from} p where p.account_id = ${account} and ${where(values)}`,
     values.values,
@@ -349,14 +349,14 @@ async function select(from: string, compile: (e: Expression, values: SqlValues) 
  * that needs a section row, over that section's rows (`sectionRows`).
  */
 async function selected(expressions: Expression[], now: number, timeZone: string) {
-  const general = await select('profiles', (e, v) => compilePredicate(e, { now, timeZone }, v), expressions, () => 'p.canonical_id is null');
-  const perProfile = await select('profiles', (e, v) => compilePredicate(e, { now, timeZone, perProfile: true }, v), expressions, () => 'p.canonical_id is null');
-  const simple = await select('profiles', (e, v) => compilePredicate(e, { now, timeZone, clusters: false }, v), expressions, () => 'p.canonical_id is null');
+  const general = await select('profiles', (e, v, account) => compilePredicate(e, { account, now, timeZone }, v), expressions, () => 'p.canonical_id is null');
+  const perProfile = await select('profiles', (e, v, account) => compilePredicate(e, { account, now, timeZone, perProfile: true }, v), expressions, () => 'p.canonical_id is null');
+  const simple = await select('profiles', (e, v, account) => compilePredicate(e, { account, now, timeZone, clusters: false }, v), expressions, () => 'p.canonical_id is null');
   const sectionRows: (Set<string> | undefined)[] = [];
   for (const e of expressions) {
     const [section] = requiredSections(e);
     sectionRows.push(section === undefined ? undefined
-      : (await select('profile_sections', (x, v) => compilePredicate(x, { now, timeZone, clusters: false, sectionRow: section }, v), [e], (v) => `p.section_id = ${v.add(section, 'bigint')}`))[0]);
+      : (await select('profile_sections', (x, v, account) => compilePredicate(x, { account, now, timeZone, clusters: false, sectionRow: section }, v), [e], (v) => `p.section_id = ${v.add(section, 'bigint')}`))[0]);
   }
   return { general, perProfile, simple, sectionRows };
 }

@@ -111,7 +111,7 @@ export async function* emailEventExportFile(pool: pg.Pool, scope: AccountScope, 
     account,
     events: emailEventsSql(values, { account, sectionIds, from: plan.from, to: plan.to }),
     sections: scope.defs.sections.map((s) => ({ id: s.id, discriminator: s.discriminator, addressVersionId: (emailAttribute && currentVersionId(s, emailAttribute)) ?? null })),
-    segment: plan.segment ? compilePredicate(plan.segment.expression, { now: scope.now.getTime(), timeZone: plan.segment.timeZone }, values) : null,
+    segment: plan.segment ? compilePredicate(plan.segment.expression, { account, now: scope.now.getTime(), timeZone: plan.segment.timeZone }, values) : null,
     firstSourceTime: new Date(FIRST_SOURCE_TIME),
     mapped: plan.mapped,
   });

@@ -99,7 +99,7 @@ export async function* eventExportDocument(pool: pg.Pool, scope: AccountScope, p
   const rows = q.streamEventExportRows(pool, values, {
     account,
     // Judged profile by profile: under "or" the set form would be run again for every profile.
-    segment: segment ? compilePredicate(segment.expression, { now: scope.now.getTime(), timeZone: segment.timeZone, perProfile: true }, values) : null,
+    segment: segment ? compilePredicate(segment.expression, { account, now: scope.now.getTime(), timeZone: segment.timeZone, perProfile: true }, values) : null,
     sectionIds: plan.sectionIds,
     keys: [
       ...plan.attributes.map((a) => ({ sectionId: a.sectionId, key: a.versionId, stored: a.versionId, tag: false })),

@@ -137,7 +137,7 @@ export function profileSelection(
   const account = values.add(scope.accountId, 'bigint');
   const now = scope.now.getTime();
   // Each segment is a column of every row: judged profile by profile.
-  const segments = plan.segments.map((s) => compilePredicate(s.expression, { now, timeZone: plan.timeZone, perProfile: true }, values));
+  const segments = plan.segments.map((s) => compilePredicate(s.expression, { account, now, timeZone: plan.timeZone, perProfile: true }, values));
   const index = new Map(plan.segments.map((s, i) => [s.name, i]));
   const { filter, section, topicIds } = plan;
   return {

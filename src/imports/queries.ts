@@ -60,9 +60,10 @@ export async function lockAccountImports(db: Queryable, accountId: string): Prom
 }
 
 export async function setImportStatus(db: Queryable, accountId: string, importId: string, status: string, message: string | null = null): Promise<void> {
+  // The end time is set by its own form of the statement: Citus takes no now() inside a CASE of an UPDATE.
+  const finished = status === 'completed' || status === 'error' ? ', finished_at = now()' : '';
   await db.query(
-    `update imports set status = $3, message = coalesce($4, message),
-       finished_at = case when $3 in ('completed', 'error') then now() else finished_at end
+    `update imports set status = $3, message = coalesce($4, message)${finished}
      where account_id = $1::bigint and import_id = $2::uuid`,
     [accountId, importId, status, message],
   );

@@ -58,9 +58,10 @@ export async function enqueueWith<R extends pg.QueryResultRow>(db: Queryable, ki
     return (await db.query<R>(`with written as (${write.text}), job as (${insert}) select * from written`, values)).rows;
   }
   notified.set(kind, now);
-  // The notification is a select: it runs because the answer joins it.
+  // The notification is a select: it runs because the answer joins it. As text: Citus keeps a
+  // CTE's rows to read them, and a column of type void cannot be kept.
   const { rows } = await db.query<R>(
-    `with written as (${write.text}), job as (${insert}), woken as (select pg_notify($${n + 4}, kind) from job limit 1)
+    `with written as (${write.text}), job as (${insert}), woken as (select pg_notify($${n + 4}, kind)::text from job limit 1)
      select written.* from written cross join (select count(*) from woken) w`,
     [...values, CHANNEL],
   );

@@ -312,8 +312,16 @@ export async function listAttributeChangesByProfiles(db: Queryable, accountId: s
  * call through its function executor for every row written.
  */
 export const setTimes = (times: string, values: string, next: string, at: string) => `(select coalesce(jsonb_object_agg(n.key,
-    case when ${values} -> n.key = n.value and ${times} ? n.key then ${times} -> n.key else to_jsonb((extract(epoch from ${at}) * 1000000)::bigint) end), '{}'::jsonb)
+    case when ${values} -> n.key = n.value and ${times} ? n.key then ${times} -> n.key else ${microsJson(at)} end), '{}'::jsonb)
   from jsonb_each(${next}) n)`;
+
+/**
+ * SQL: a timestamptz as a JSON integer of microseconds since 1970, written with immutable
+ * functions only (the difference to a constant, an interval's epoch, casts through text) rather
+ * than extract and to_jsonb, which are stable: Citus accepts only immutable functions in an
+ * upsert's DO UPDATE and in the CASE of an UPDATE on a distributed table.
+ */
+const microsJson = (at: string) => `((extract(epoch from (${at}) - 'epoch'::timestamptz) * 1000000)::bigint::text::jsonb)`;
 
 /**
  * The history insert of a write of section rows: from the CTE `written`, which returns each row's
@@ -331,21 +339,26 @@ const REPLACED = `insert into attribute_history (account_id, profile_id, section
 const WRITTEN = (at: string) => `returning ps.account_id, ps.profile_id, ps.section_id, ps.attributes as new_values, ${at} as replaced_at`;
 
 /**
- * SQL: the condition of a write of section rows that the row `ps` still holds the values the CTE
- * `old` read. The old values come from `old`, not from RETURNING old, which PostgreSQL has only
- * from 18 on; `old` reads without a lock, so a row that another writer changed in between (or
- * created, which `old` has no row of) is left alone, and ALL_WRITTEN fails the statement.
+ * SQL, true: the check of a write's final select that its CTEs `written` (the rows updated) and
+ * `inserted` (the rows created) wrote all of its `targets` rows; otherwise (a row that another
+ * writer created after `old` found none, so the insert left it alone) it fails the whole statement
+ * with serialization_failure (profile_write_raced of migration 0019), so that nothing of it
+ * commits, and the caller tries again (retryRaced), when `old` finds the row.
  */
-const UNCHANGED = `exists (select 1 from old o where o.profile_id = ps.profile_id and o.section_id = ps.section_id
-         and o.attributes = ps.attributes and o.attribute_set_at = ps.attribute_set_at)`;
+const ALL_WRITTEN = (targets: string) =>
+  `(select case when (select count(*) from written) + (select count(*) from inserted) < ${targets} then profile_write_raced() else true end)`;
 
-/**
- * SQL, true: the check of a write's final select that the CTE `written` wrote all of its
- * `targets` rows; otherwise (a row left alone by UNCHANGED) it fails the whole statement with
- * serialization_failure (profile_write_raced of migration 0019), so that no history is written
- * from values that were not the row's, and the caller tries again (retryRaced).
+/*
+ * How a write of section rows finds the values it replaces, for the history. PostgreSQL has
+ * RETURNING old only from 18 on, so each write reads its rows first, in the CTE `old`, and locks
+ * them (for update, in key order, so that two writes cannot deadlock): no other writer changes
+ * them until the write commits, and the update of those rows replaces exactly what `old` holds.
+ * Rows `old` did not find are inserted, and a row another writer created in between fails the
+ * statement (ALL_WRITTEN). The same form runs on Citus, which plans a statement's CTEs one after
+ * the other in one transaction on the account's node: hence the lock rather than a comparison in
+ * a single snapshot, an update and an insert rather than an upsert (whose DO UPDATE may call no
+ * subquery of another CTE there), and times of immutable functions only (microsJson).
  */
-const ALL_WRITTEN = (targets: string) => `(select case when (select count(*) from written) < ${targets} then profile_write_raced() else true end)`;
 
 /**
  * Applies a merge patch of attributes (version id → value, null clears) and tags (tag id →
@@ -356,23 +369,31 @@ const ALL_WRITTEN = (targets: string) => `(select case when (select count(*) fro
  * write that met a concurrent one is tried again behind a savepoint (retryRacedInTransaction).
  */
 export async function patchSectionData(tx: Queryable, accountId: string, profileId: string, sectionId: string, attributes: ValueMap, tags: Record<string, boolean>, changedAt: Date): Promise<void> {
+  const next = 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end';
   await retryRacedInTransaction(tx, () => tx.query({
     name: 'profiles.patch-section-data',
     text: `with old as (
        select profile_id, section_id, attributes, attribute_set_at from profile_sections
        where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint
+       for update
      ), written as (
-       insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-       values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls($4::jsonb)', '$6::timestamptz')})
-       on conflict (account_id, profile_id, section_id) do update set
-         attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end,
-         attribute_set_at = ${setTimes('ps.attribute_set_at', 'ps.attributes', 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end', '$6::timestamptz')},
+       update profile_sections ps set
+         attributes = ${next},
+         attribute_set_at = ${setTimes('ps.attribute_set_at', 'ps.attributes', next, '$6::timestamptz')},
          cluster_attributes = jsonb_strip_nulls(ps.cluster_attributes || $4::jsonb),
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || $5::jsonb) else ps.tags || $5::jsonb end,
          cluster_tags = profile_true_tags(ps.cluster_tags || $5::jsonb),
          updated_at = now()
-       where ${UNCHANGED}
+       from old o
+       where ps.account_id = $1::bigint and ps.profile_id = o.profile_id and ps.section_id = o.section_id
        ${WRITTEN('$6::timestamptz')}
+     ), inserted as (
+       -- From the profile's row: it exists (the caller located it).
+       insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
+       select p.account_id, p.profile_id, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls($4::jsonb)', '$6::timestamptz')}
+       from profiles p where p.account_id = $1::bigint and p.profile_id = $2::bigint and not exists (select 1 from old)
+       on conflict do nothing
+       returning 1
      ), history as (
        ${REPLACED}
      )
@@ -416,22 +437,25 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
      ), old as (
        select ps.profile_id, ps.section_id, ps.attributes, ps.attribute_set_at from merged m
        join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id
+       order by ps.profile_id, ps.section_id
+       for update of ps
      ), written as (
-       insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
+       update profile_sections ps set
+         attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end,
+         attribute_set_at = ${setTimes('ps.attribute_set_at', 'ps.attributes', 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end', 'm.changed_at')},
+         cluster_attributes = case when ps.cluster_attributes is not null then jsonb_strip_nulls(ps.cluster_attributes || m.patch) end,
+         updated_at = now()
+       from merged m join old o on o.profile_id = m.canonical_id and o.section_id = m.section_id
+       where ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id
+       ${WRITTEN('m.changed_at')}
+     ), inserted as (
+       insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
        select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), '{}'::jsonb, ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(m.patch)', 'm.changed_at')}
        from merged m
+       where not exists (select 1 from old o where o.profile_id = m.canonical_id and o.section_id = m.section_id)
        order by m.canonical_id, m.section_id
-       on conflict (account_id, profile_id, section_id) do update set
-         attributes = case when ps.cluster_attributes is null
-           then jsonb_strip_nulls(ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id))
-           else ps.attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id) end,
-         attribute_set_at = (select ${setTimes('ps.attribute_set_at', 'ps.attributes', 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end', 'm.changed_at')}
-           from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id),
-         cluster_attributes = case when ps.cluster_attributes is not null
-           then jsonb_strip_nulls(ps.cluster_attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id)) end,
-         updated_at = now()
-       where ${UNCHANGED}
-       ${WRITTEN('(select m.changed_at from merged m where m.canonical_id = ps.profile_id and m.section_id = ps.section_id)')}
+       on conflict do nothing
+       returning 1
      ), history as (
        ${REPLACED}
      )
@@ -485,7 +509,7 @@ export async function recomputeClusterData(db: Queryable, accountId: string, can
        coalesce((select profile_true_tags(jsonb_object_agg(key, value)) from first_tags t where t.section_id = s.section_id), '{}')
      from sections s
      on conflict (account_id, profile_id, section_id) do update set
-       cluster_attributes = excluded.cluster_attributes, cluster_tags = excluded.cluster_tags, updated_at = now()`,
+       cluster_attributes = excluded.cluster_attributes, cluster_tags = excluded.cluster_tags, updated_at = excluded.updated_at`,
     [accountId, memberIds, canonicalId],
   );
 }
@@ -689,6 +713,8 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
      old as (
        select profile_id, section_id, attributes, attribute_set_at from profile_sections
        where account_id = $1::bigint and section_id = $2::bigint and profile_id = any($3::bigint[])
+       order by profile_id
+       for update
      ),
      written as (
        update profile_sections ps set
@@ -700,8 +726,6 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
          updated_at = now()
        from patch join old o on o.profile_id = patch.p
        where ps.account_id = $1::bigint and ps.section_id = $2::bigint and ps.profile_id = patch.p
-         -- UNCHANGED, as a join
-         and ps.attributes = o.attributes and ps.attribute_set_at = o.attribute_set_at
        ${WRITTEN('$6::timestamptz')}
      ), history as (
        ${REPLACED}
@@ -709,8 +733,10 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
        insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
        select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(a)', '$6::timestamptz')} from patch
        where p not in (select profile_id from old)
+       on conflict do nothing
+       returning 1
      )
-     select ${ALL_WRITTEN('(select count(*) from old)')}`,
+     select ${ALL_WRITTEN('(select count(*) from patch)')}`,
     [accountId, sectionId, idArray(patches.map((p) => p.profileId)), JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.tags)), at],
   );
 }

@@ -17,16 +17,16 @@ const HAS_CLUSTERS = (account: string) => `exists (${clusterMembersSql(account)}
  * picks the one that holds in its own snapshot, so a merge committed meanwhile cannot make the
  * count use the wrong one; PostgreSQL runs only the branch it takes.
  */
-export async function countProfilesMatching(db: Queryable, accountId: string, predicate: { text: string; simple: { text: string; section?: string }; values: unknown[] }, known: { keyspaceIds: string[]; wanted: boolean } | null): Promise<number> {
-  const values = [...predicate.values, accountId];
-  const account = `$${values.length}::bigint`;
+export async function countProfilesMatching(db: Queryable, predicate: { account: string; text: string; simple: { text: string; section?: string }; values: unknown[] }, known: { keyspaceIds: string[]; wanted: boolean } | null): Promise<number> {
+  const values = [...predicate.values];
+  const { account } = predicate;
   let knownClause = '';
   let simpleKnownClause = '';
   if (known) {
     values.push(known.keyspaceIds);
     const not = known.wanted ? '' : 'not ';
-    knownClause = `and ${not}${knownSql('p.account_id', 'p.profile_id', `$${values.length}::bigint[]`, 'set')}`;
-    simpleKnownClause = `and ${not}${knownSql('p.account_id', 'p.profile_id', `$${values.length}::bigint[]`, 'own')}`;
+    knownClause = `and ${not}${knownSql(account, 'p.profile_id', `$${values.length}::bigint[]`, 'set')}`;
+    simpleKnownClause = `and ${not}${knownSql(account, 'p.profile_id', `$${values.length}::bigint[]`, 'own')}`;
   }
   const count = (text: string, clause: string) => `(select count(*) from (${canonicalProfilesSql(account)}) p where ${text} ${clause})`;
   const { simple } = predicate;

@@ -126,15 +126,16 @@ export async function countSegment(db: Queryable, scope: AccountScope, body: { s
   const timeZone = checkTimeZone(body.segment.timezone, 'segment.timezone');
   const expression = requireReadable(scope, chosenQuery(scope.defs, body.segment), 'segment');
   const values = new SqlValues();
+  const account = values.add(scope.accountId, 'bigint');
   const now = scope.now.getTime();
-  const text = compilePredicate(expression, { now, timeZone }, values);
+  const text = compilePredicate(expression, { account, now, timeZone }, values);
   // Without clusters, a query that needs a section row counts that section's rows (docs/benchmarks.md "Segments").
   const [section] = requiredSections(expression);
   const simple = section === undefined
-    ? { text: compilePredicate(expression, { now, timeZone, clusters: false }, values) }
-    : { section: values.add(section, 'bigint'), text: compilePredicate(expression, { now, timeZone, clusters: false, sectionRow: section }, values) };
+    ? { text: compilePredicate(expression, { account, now, timeZone, clusters: false }, values) }
+    : { section: values.add(section, 'bigint'), text: compilePredicate(expression, { account, now, timeZone, clusters: false, sectionRow: section }, values) };
   const known = body.known_profiles === undefined || body.known_profiles === null ? null : { keyspaceIds: knownKeyspaceIds(scope.defs), wanted: body.known_profiles };
-  return { profile_count: await q.countProfilesMatching(db, scope.accountId, { text, simple, values: values.values }, known) };
+  return { profile_count: await q.countProfilesMatching(db, { account, text, simple, values: values.values }, known) };
 }
 
 /**
