@@ -37,6 +37,18 @@ export function testDatabase(): Promise<string> {
   return database;
 }
 
+/**
+ * The URL of a server's own connections. Under AUDIENCE_TEST_SINGLE_SHARD (npm run test:citus),
+ * Citus fails any statement of theirs that it would run as more than one task: each request of
+ * one account must run on one node. The tests' own reads across the database use other connections.
+ */
+function serviceUrl(url: string): string {
+  if (!process.env.AUDIENCE_TEST_SINGLE_SHARD) return url;
+  const u = new URL(url);
+  u.searchParams.set('options', '-c citus.multi_task_query_log_level=error');
+  return u.toString();
+}
+
 export interface Response {
   status: number;
   headers: Headers;
@@ -75,7 +87,7 @@ export class TestServer {
     // Files (import uploads) go to a folder of this server's own unless the test names one.
     const dataDir = env.DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'audience-files-')));
     const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env, DATA_DIR: dataDir });
-    const pool = createPool(await testDatabase(), 10);
+    const pool = createPool(serviceUrl(await testDatabase()), 10);
     const clock = new TestClock();
     const services = await createServices(config, pool, clock.read, {
       adminToken: crypto.randomBytes(16).toString('hex'),

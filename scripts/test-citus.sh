@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# npm run test:citus: the integration tests that go through HTTP, against a Citus cluster of a
+# coordinator and two workers on loopback (scripts/citus.sh), with DATABASE_URL at the coordinator.
+# Every statement the service runs must stay on one node: the service's connections set
+# citus.multi_task_query_log_level=error (test/app.ts), so a statement that Citus would split over
+# several shards fails its test. A spare node (NODE_URL) is there for the rebalance test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! bash scripts/citus.sh available; then
+  echo "test:citus skipped: no Citus cluster can be started here (needs root and the cluster script, scripts/citus.sh)"
+  exit 0
+fi
+port=${CITUS_PORT:-9750}
+dir=$(mktemp -d /tmp/audience-citus-XXXXXX)
+chmod 755 "$dir"
+trap 'bash scripts/citus.sh down "$dir/cluster"; bash scripts/citus.sh down "$dir/spare"; rm -rf "$dir"' EXIT
+eval "$(bash scripts/citus.sh up "$dir/cluster" 2 "$port" | grep '^DATABASE_URL=')"
+eval "$(bash scripts/citus.sh spare "$dir/spare" $((port + 10)) | grep '^NODE_URL=')"
+export DATABASE_URL CITUS_SPARE_NODE_URL=$NODE_URL AUDIENCE_TEST_SINGLE_SHARD=1
+files=(src/profiles src/consents src/segments src/imports src/exports src/activities src/transactional
+  test/event-writers.test.ts test/section-access.test.ts test/end-to-end.test.ts test/citus.test.ts)
+[ $# -gt 0 ] && files=("$@")
+npx vitest run "${files[@]}"
