@@ -1,5 +1,6 @@
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer, type Response, expectProblem } from '../../test/app.ts';
+import { TestServer, type Response, expectProblem, testDatabase } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 
 /**
@@ -497,6 +498,84 @@ describe('concurrent writes (ATTR-07, ATTR-10)', () => {
     const values = await attributes(EMAIL, key);
     expect(names).toContain(values[version(FIRSTNAME)]);
     expect(values[version(attr('nickname'))]).toBe(String(values[version(FIRSTNAME)]).toLowerCase());
+  });
+});
+
+/**
+ * Concurrent writes of one section row, made to meet: a transaction of the test's own holds a lock
+ * that the writes wait for after they have read the row, and ends once they all wait.
+ */
+describe('concurrent writes of one section row keep the history exact (issue 23)', () => {
+  // Two connections: one holds the lock, the other watches who waits (pg_stat_activity keeps
+  // what it showed first for the rest of a transaction).
+  let db: pg.Client;
+  let watch: pg.Client;
+  beforeAll(async () => {
+    db = new pg.Client({ connectionString: await testDatabase() });
+    watch = new pg.Client({ connectionString: await testDatabase() });
+    await db.connect();
+    await watch.connect();
+  });
+  afterAll(async () => {
+    await db?.end();
+    await watch?.end();
+  });
+
+  const profileIdOf = async (key: string) =>
+    (await db.query<{ profile_id: string }>('select profile_id from profile_identifiers where profile_key = $1', [key])).rows[0].profile_id;
+  /** Waits until `n` statements of the database wait for a lock. */
+  async function waiting(n: number): Promise<void> {
+    const count = async () => (await watch.query<{ n: number }>(
+      `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows[0].n;
+    while ((await count()) < n) await new Promise((r) => setTimeout(r, 20));
+  }
+  /** Starts the requests one after another, each once the ones before it wait, then ends the test's lock. */
+  async function meet(hold: string, values: unknown[], requests: (() => Promise<Response>)[]): Promise<Response[]> {
+    await db.query('begin');
+    await db.query(hold, values);
+    const answers: Promise<Response>[] = [];
+    for (const request of requests) {
+      answers.push(request());
+      await waiting(answers.length);
+    }
+    await db.query('commit');
+    return Promise.all(answers);
+  }
+  /** Every value an attribute of a profile held: those it replaced (history) and the current one, sorted. */
+  async function valuesOf(key: string, section: string, versionId: string): Promise<unknown[]> {
+    const history = await db.query<{ value: unknown }>(
+      `select h.value from attribute_history h join sections s on s.account_id = h.account_id and s.section_id = h.section_id
+       where h.profile_id = $1::bigint and h.version_id = $2::bigint and s.discriminator = $3`,
+      [await profileIdOf(key), versionId, section]);
+    const current = (await attributes(EMAIL, key, section))[versionId];
+    return [...history.rows.map((r) => r.value), ...(current === undefined ? [] : [current])].sort();
+  }
+
+  it('first writes of a section row: the second replaces the first, which the history keeps (ATTR-07)', async () => {
+    const key = await emailProfile('race');
+    const issue = version(attr('issue'), 1, M);
+    // The first write inserts the row and then waits to check its profile (the foreign key),
+    // which the test's lock holds; the second, which found no row, waits for the first's insert.
+    const answers = await meet('select 1 from profiles where profile_id = $1::bigint for update', [await profileIdOf(key)], [
+      () => patchV1(EMAIL, key, { [issue]: 1 }, M),
+      () => patchV1(EMAIL, key, { [issue]: 2 }, M),
+    ]);
+    for (const res of answers) expectNoContent(res);
+    expect(await valuesOf(key, M, issue)).toEqual([1, 2]);
+  });
+
+  it('a PATCH and a DELETE of a value read before the other wrote: each replaced value once in the history (ATTR-10)', async () => {
+    const key = await emailProfile('race');
+    const nick = version(attr('nickname'));
+    expectNoContent(await patchV1(EMAIL, key, { [nick]: 'one' }));
+    // Both read the row, then wait for the test's lock on it; the DELETE writes in a transaction.
+    const answers = await meet('select 1 from profile_sections ps join sections s using (account_id, section_id) where ps.profile_id = $1::bigint and s.discriminator = $2 for update',
+      [await profileIdOf(key), S], [
+        () => patchV1(EMAIL, key, { [nick]: 'two' }),
+        () => server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('nickname')}`, { token }),
+      ]);
+    for (const res of answers) expectNoContent(res);
+    expect(await valuesOf(key, S, nick)).toEqual(['one', 'two']);
   });
 });
 

@@ -2,7 +2,7 @@ import type { SqlValues } from '../aql/compile-sql.ts';
 import type { KeyspaceRow } from '../core/definitions.ts';
 import { idArray } from '../store/arrays.ts';
 import { aloneOnFailure, coalescePerPool } from '../store/coalesce.ts';
-import type { Queryable } from '../store/pool.ts';
+import { retryRaced, retryRacedInTransaction, type Queryable } from '../store/pool.ts';
 
 export type ValueMap = Record<string, unknown>;
 
@@ -311,29 +311,51 @@ export const setTimes = (times: string, values: string, next: string, at: string
 
 /**
  * The history insert of a write of section rows: from the CTE `written`, which returns each row's
- * account_id, profile_id, section_id, old_times, old_values and new_values (null old ones for a row
- * inserted) and replaced_at (the write's time), the values replaced (profile_replaced_values of
- * migration 0015). A first value writes no row.
+ * account_id, profile_id, section_id, new_values and replaced_at (the write's time), and the CTE
+ * `old`, the rows as the statement read them before writing (profile_id, section_id, attributes,
+ * attribute_set_at; none for a row the write inserts), the values replaced
+ * (profile_replaced_values of migration 0015). A first value writes no row.
  */
 const REPLACED = `insert into attribute_history (account_id, profile_id, section_id, version_id, value, set_at, replaced_at)
      select w.account_id, w.profile_id, w.section_id, r.version_id, r.value, r.set_at, w.replaced_at
-     from written w cross join lateral profile_replaced_values(w.old_times, w.old_values, w.new_values) r
-     where w.old_values is not null`;
+     from written w join old o on o.profile_id = w.profile_id and o.section_id = w.section_id
+     cross join lateral profile_replaced_values(o.attribute_set_at, o.attributes, w.new_values) r`;
 
 /** What a write of section rows at the time `at` returns for REPLACED. */
-const WRITTEN = (at: string) => `returning ps.account_id, ps.profile_id, ps.section_id, old.attribute_set_at as old_times, old.attributes as old_values, new.attributes as new_values, ${at} as replaced_at`;
+const WRITTEN = (at: string) => `returning ps.account_id, ps.profile_id, ps.section_id, ps.attributes as new_values, ${at} as replaced_at`;
+
+/**
+ * SQL: the condition of a write of section rows that the row `ps` still holds the values the CTE
+ * `old` read. The old values come from `old`, not from RETURNING old, which PostgreSQL has only
+ * from 18 on; `old` reads without a lock, so a row that another writer changed in between (or
+ * created, which `old` has no row of) is left alone, and ALL_WRITTEN fails the statement.
+ */
+const UNCHANGED = `exists (select 1 from old o where o.profile_id = ps.profile_id and o.section_id = ps.section_id
+         and o.attributes = ps.attributes and o.attribute_set_at = ps.attribute_set_at)`;
+
+/**
+ * SQL, true: the check of a write's final select that the CTE `written` wrote all of its
+ * `targets` rows; otherwise (a row left alone by UNCHANGED) it fails the whole statement with
+ * serialization_failure (profile_write_raced of migration 0019), so that no history is written
+ * from values that were not the row's, and the caller tries again (retryRaced).
+ */
+const ALL_WRITTEN = (targets: string) => `(select case when (select count(*) from written) < ${targets} then profile_write_raced() else true end)`;
 
 /**
  * Applies a merge patch of attributes (version id → value, null clears) and tags (tag id →
  * boolean) to a canonical profile's section, with the set times of its values (setTimes), and
  * writes the values it replaced to the history (REPLACED). A standalone profile drops cleared
  * entries; the canonical profile of a cluster keeps them in its own maps, so that they hide
- * members' older values, and updates the cluster's values.
+ * members' older values, and updates the cluster's values. `tx` is a transaction's client: a
+ * write that met a concurrent one is tried again behind a savepoint (retryRacedInTransaction).
  */
-export async function patchSectionData(db: Queryable, accountId: string, profileId: string, sectionId: string, attributes: ValueMap, tags: Record<string, boolean>, changedAt: Date): Promise<void> {
-  await db.query({
+export async function patchSectionData(tx: Queryable, accountId: string, profileId: string, sectionId: string, attributes: ValueMap, tags: Record<string, boolean>, changedAt: Date): Promise<void> {
+  await retryRacedInTransaction(tx, () => tx.query({
     name: 'profiles.patch-section-data',
-    text: `with written as (
+    text: `with old as (
+       select profile_id, section_id, attributes, attribute_set_at from profile_sections
+       where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint
+     ), written as (
        insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
        values ($1::bigint, $2::bigint, $3::bigint, jsonb_strip_nulls($4::jsonb), profile_true_tags($5::jsonb), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls($4::jsonb)', '$6::timestamptz')})
        on conflict (account_id, profile_id, section_id) do update set
@@ -343,11 +365,14 @@ export async function patchSectionData(db: Queryable, accountId: string, profile
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || $5::jsonb) else ps.tags || $5::jsonb end,
          cluster_tags = profile_true_tags(ps.cluster_tags || $5::jsonb),
          updated_at = now()
+       where ${UNCHANGED}
        ${WRITTEN('$6::timestamptz')}
+     ), history as (
+       ${REPLACED}
      )
-     ${REPLACED}`,
+     select ${ALL_WRITTEN('1')}`,
     values: [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags), changedAt],
-  });
+  }));
 }
 
 /** A write by key; never through the export keyspace, which is read-only (so the key is looked up in profile_identifiers only). */
@@ -382,6 +407,9 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
          coalesce(jsonb_object_agg(e.key, e.value order by l.n) filter (where e.key is not null), '{}'::jsonb) as patch
        from located l left join lateral jsonb_each(l.patch) e on true
        group by l.canonical_id, l.section_id
+     ), old as (
+       select ps.profile_id, ps.section_id, ps.attributes, ps.attribute_set_at from merged m
+       join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id
      ), written as (
        insert into profile_sections as ps (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
        select $1::bigint, m.canonical_id, m.section_id, jsonb_strip_nulls(m.patch), '{}'::jsonb, ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(m.patch)', 'm.changed_at')}
@@ -396,11 +424,12 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
          cluster_attributes = case when ps.cluster_attributes is not null
            then jsonb_strip_nulls(ps.cluster_attributes || (select m.patch from merged m where m.canonical_id = excluded.profile_id and m.section_id = excluded.section_id)) end,
          updated_at = now()
+       where ${UNCHANGED}
        ${WRITTEN('(select m.changed_at from merged m where m.canonical_id = ps.profile_id and m.section_id = ps.section_id)')}
      ), history as (
        ${REPLACED}
      )
-     select n::int as n from located`,
+     select n::int as n from located where ${ALL_WRITTEN('(select count(*) from merged)')}`,
     values: [accountId, idArray(patches.map((p) => p.keyspaceId)), JSON.stringify(patches.map((p) => p.key)), idArray(patches.map((p) => p.sectionId)),
       JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.changedAt.toISOString()))],
   });
@@ -409,14 +438,19 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
   return found;
 }
 
-/** The batched attribute writes of each pool, by account: the writes of one turn of the event loop go as one statement, and one commit. */
-const sectionWrites = coalescePerPool(aloneOnFailure(patchSectionDataByKeys));
+/**
+ * The batched attribute writes of each pool, by account: the writes of one turn of the event loop
+ * go as one statement, and one commit. A write alone is tried again when it met a concurrent write
+ * of its row (retryRaced); a batch that failed for that is written one patch at a time.
+ */
+const sectionWrites = coalescePerPool(aloneOnFailure((db: Queryable, accountId: string, patches: PatchByKey[]) =>
+  (patches.length === 1 ? retryRaced(() => patchSectionDataByKeys(db, accountId, patches)) : patchSectionDataByKeys(db, accountId, patches))));
 
 /**
  * patchSectionData of a profile given by key (attributes only), in one statement shared with the
  * other such writes of the same turn, committed on its own: false when no profile has the key.
  * A shared statement that fails is tried again one patch at a time, so that one write's failure
- * (or a deadlock with another transaction) is that write's alone.
+ * (or a deadlock with another transaction, or a concurrent write of a row) is that write's alone.
  */
 export function patchSectionDataByKey(db: Queryable, accountId: string, patch: PatchByKey): Promise<boolean> {
   return sectionWrites(db, accountId, patch);
@@ -646,6 +680,10 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
   if (patches.length === 0) return;
   await db.query(
     `with patch as (select * from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)),
+     old as (
+       select profile_id, section_id, attributes, attribute_set_at from profile_sections
+       where account_id = $1::bigint and section_id = $2::bigint and profile_id = any($3::bigint[])
+     ),
      written as (
        update profile_sections ps set
          attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || patch.a) else ps.attributes || patch.a end,
@@ -654,14 +692,19 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
          tags = case when ps.cluster_tags is null then profile_true_tags(ps.tags || patch.t) else ps.tags || patch.t end,
          cluster_tags = profile_true_tags(ps.cluster_tags || patch.t),
          updated_at = now()
-       from patch where ps.account_id = $1::bigint and ps.section_id = $2::bigint and ps.profile_id = patch.p
+       from patch join old o on o.profile_id = patch.p
+       where ps.account_id = $1::bigint and ps.section_id = $2::bigint and ps.profile_id = patch.p
+         -- UNCHANGED, as a join
+         and ps.attributes = o.attributes and ps.attribute_set_at = o.attribute_set_at
        ${WRITTEN('$6::timestamptz')}
      ), history as (
        ${REPLACED}
+     ), inserted as (
+       insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
+       select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(a)', '$6::timestamptz')} from patch
+       where p not in (select profile_id from old)
      )
-     insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-     select $1::bigint, p, $2::bigint, jsonb_strip_nulls(a), profile_true_tags(t), ${setTimes('null::jsonb', 'null::jsonb', 'jsonb_strip_nulls(a)', '$6::timestamptz')} from patch
-     where p not in (select profile_id from written)`,
+     select ${ALL_WRITTEN('(select count(*) from old)')}`,
     [accountId, sectionId, idArray(patches.map((p) => p.profileId)), JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.tags)), at],
   );
 }

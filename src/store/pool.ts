@@ -36,3 +36,44 @@ export async function withTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient
     client.release(broken);
   }
 }
+
+/** Tries of a statement that a concurrent writer made fail with serialization_failure. */
+const RACED_TRIES = 5;
+
+/** Whether an error is PostgreSQL's serialization_failure (SQLSTATE 40001), which a client meets by trying again. */
+export function isSerializationFailure(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === '40001';
+}
+
+/**
+ * Runs a statement on a pool (each try its own transaction) again when it fails with
+ * serialization_failure, up to 5 tries in all: a write that found its rows changed meanwhile
+ * (migration 0019) reads them afresh on its next try.
+ */
+export async function retryRaced<T>(run: () => Promise<T>): Promise<T> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await run();
+    } catch (err) {
+      if (tries >= RACED_TRIES || !isSerializationFailure(err)) throw err;
+    }
+  }
+}
+
+/**
+ * retryRaced for a statement inside a transaction: behind a savepoint, which a failed try rolls
+ * back to, since the failure would otherwise abort the whole transaction.
+ */
+export async function retryRacedInTransaction<T>(tx: Queryable, run: () => Promise<T>): Promise<T> {
+  await tx.query('savepoint raced_write');
+  const result = await retryRaced(async () => {
+    try {
+      return await run();
+    } catch (err) {
+      if (isSerializationFailure(err)) await tx.query('rollback to savepoint raced_write');
+      throw err;
+    }
+  });
+  await tx.query('release savepoint raced_write');
+  return result;
+}
