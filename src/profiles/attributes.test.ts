@@ -569,11 +569,12 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
     const nick = version(attr('nickname'));
     expectNoContent(await patchV1(EMAIL, key, { [nick]: 'one' }));
     // Both read the row, then wait for the test's lock on it; the DELETE writes in a transaction.
-    const answers = await meet('select 1 from profile_sections ps join sections s using (account_id, section_id) where ps.profile_id = $1::bigint and s.discriminator = $2 for update',
-      [await profileIdOf(key), S], [
-        () => patchV1(EMAIL, key, { [nick]: 'two' }),
-        () => server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('nickname')}`, { token }),
-      ]);
+    const row = `select 1 from profile_sections ps join sections s using (account_id, section_id)
+      where ps.profile_id = $1::bigint and s.discriminator = $2 for update`;
+    const answers = await meet(row, [await profileIdOf(key), S], [
+      () => patchV1(EMAIL, key, { [nick]: 'two' }),
+      () => server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('nickname')}`, { token }),
+    ]);
     for (const res of answers) expectNoContent(res);
     expect(await valuesOf(key, S, nick)).toEqual(['one', 'two']);
   });
