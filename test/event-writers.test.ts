@@ -48,11 +48,14 @@ async function deleteDuring(key: string, write: () => Promise<Response>): Promis
   try {
     await deleter.query('begin');
     await deleteProfile(deleter, scope, { keyspace_discriminator: EMAIL, profile_key: key }, activitiesFollowProfiles);
-    const deleterPid = (await deleter.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
+    // On a Citus cluster the write waits on a worker: its lock waits are citus_lock_waits', by global pid.
+    const { rows: [{ citus }] } = await deleter.query<{ citus: boolean }>("select to_regclass('citus_lock_waits') is not null as citus");
+    const deleterPid = (await deleter.query<{ pid: string }>(`select ${citus ? 'citus_backend_gpid()' : 'pg_backend_pid()'}::text as pid`)).rows[0].pid;
+    const waits = citus ? 'select 1 from citus_lock_waits where blocking_gpid = $1::bigint' : 'select 1 from pg_stat_activity where $1::int = any(pg_blocking_pids(pid))';
     const answer = write();
     // Until a connection waits for the delete (the write's lock of the profile).
     for (let polls = 0; ; polls++) {
-      const { rows } = await server.services.pool.query('select 1 from pg_stat_activity where $1::int = any(pg_blocking_pids(pid))', [deleterPid]);
+      const { rows } = await server.services.pool.query(waits, [deleterPid]);
       if (rows.length > 0) break;
       if (polls > 2000) throw new Error(`the write never waited for the delete: it did not lock the profile (${JSON.stringify(await Promise.race([answer, 'pending']))})`);
       await new Promise((resolve) => setImmediate(resolve));
@@ -69,8 +72,8 @@ async function deleteDuring(key: string, write: () => Promise<Response>): Promis
 /** Events of the account, profile and activity events, whose profile no longer exists. */
 async function orphans(): Promise<number> {
   const { rows } = await server.services.pool.query<{ n: number }>(
-    `select (select count(*) from profile_events e where e.account_id = $1::bigint and not exists (select 1 from profiles p where p.account_id = e.account_id and p.profile_id = e.profile_id))
-      + (select count(*) from activity_events e where e.account_id = $1::bigint and not exists (select 1 from profiles p where p.account_id = e.account_id and p.profile_id = e.profile_id)) as n`,
+    `select (select count(*) from profile_events e where e.account_id = $1::bigint and not exists (select 1 from profiles p where p.account_id = $1::bigint and p.profile_id = e.profile_id))
+      + (select count(*) from activity_events e where e.account_id = $1::bigint and not exists (select 1 from profiles p where p.account_id = $1::bigint and p.profile_id = e.profile_id)) as n`,
     [accountId],
   );
   return Number(rows[0].n);

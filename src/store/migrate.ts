@@ -32,7 +32,11 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
       await inTransaction(client, `migration ${file}`, async () => {
         // A new table that points at a reference table stays a plain one until distribute()
         // distributes it, instead of one that Citus manages on the coordinator.
-        if (distributed) await client.query('set local citus.enable_local_reference_table_foreign_keys to off');
+        if (distributed) {
+          await client.query('set local citus.enable_local_reference_table_foreign_keys to off');
+          // A migration converts every account's rows: its statements span shards by design.
+          await client.query("set local citus.multi_task_query_log_level to 'off'");
+        }
         await client.query(sql);
         if (distributed) await distribute(client);
         await client.query('insert into schema_migrations (name) values ($1)', [file]);

@@ -94,12 +94,18 @@ export async function updateSend(db: Queryable, accountId: string, transactionId
   );
 }
 
-/** Sends the mail server took: their links and message ids are kept (what they were made of goes with their jobs). */
+/**
+ * Sends the mail server took: their links and message ids are kept (what they were made of goes
+ * with their jobs). One statement per account, so that each runs on the account's node of a cluster.
+ */
 export async function markSendsSent(db: Queryable, sends: { accountId: string; transactionId: string; links: TrackedLink[]; messageId: string; sentAt: Date }[]): Promise<void> {
-  await db.query(
-    `update transactional_sends s set status = 'sent', links = m.links, message_id = m.message_id, sent_at = m.sent_at
-     from json_to_recordset($1::json) as m(account_id bigint, transaction_id uuid, links jsonb, message_id text, sent_at timestamptz)
-     where s.account_id = m.account_id and s.transaction_id = m.transaction_id`,
-    [JSON.stringify(sends.map((m) => ({ account_id: m.accountId, transaction_id: m.transactionId, links: m.links, message_id: m.messageId, sent_at: m.sentAt })))],
-  );
+  const byAccount = Map.groupBy(sends, (m) => m.accountId);
+  for (const [accountId, ofAccount] of byAccount) {
+    await db.query(
+      `update transactional_sends s set status = 'sent', links = m.links, message_id = m.message_id, sent_at = m.sent_at
+       from json_to_recordset($2::json) as m(transaction_id uuid, links jsonb, message_id text, sent_at timestamptz)
+       where s.account_id = $1::bigint and s.transaction_id = m.transaction_id`,
+      [accountId, JSON.stringify(ofAccount.map((m) => ({ transaction_id: m.transactionId, links: m.links, message_id: m.messageId, sent_at: m.sentAt })))],
+    );
+  }
 }
