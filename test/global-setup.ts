@@ -5,12 +5,14 @@ import type { TestProject } from 'vitest/node';
 import { startEmbeddedDatabase } from '../src/store/embedded.ts';
 import { migrate } from '../src/store/migrate.ts';
 import { createPool } from '../src/store/pool.ts';
-import { createDatabase, dropDatabase, freezeTemplate } from './databases.ts';
+import { createDatabase, dropDatabase, freezeTemplate, workerNodes } from './databases.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     /** Server URL of the test PostgreSQL; database `audience_template` holds the migrated schema. */
     databaseUrl: string;
+    /** Whether that server is the coordinator of a Citus cluster (npm run test:citus). */
+    citus: boolean;
   }
 }
 
@@ -36,6 +38,7 @@ export default async function setup(project: TestProject) {
   await pool.end();
   await freezeTemplate(url, TEMPLATE);
   project.provide('databaseUrl', url);
+  project.provide('citus', (await workerNodes(url)).length > 0);
   return async () => {
     await stop();
     if (dir) await fs.rm(dir, { recursive: true, force: true });

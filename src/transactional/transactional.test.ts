@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, inject } from 'vitest';
 import { expectProblem, TestServer } from '../../test/app.ts';
 import { SmtpReceiver, type ReceivedMail } from '../../test/smtp.ts';
 import type { Manifest } from '../definitions/schemas.ts';
@@ -271,7 +271,9 @@ describe('activities and transactions that do not exist', () => {
   });
 });
 
-describe('jobs of sends queued before migration 0018', () => {
+// Replays a migration's statements on the migrated schema: on a Citus cluster they would meet
+// distributed tables, which no migration before 0020 ever met (a database is distributed after them).
+describe.skipIf(inject('citus'))('jobs of sends queued before migration 0018', () => {
   it('get the send they serve (the worker reads no send row), the sends drop it; a job whose send is no longer queued goes', async () => {
     const source = await fs.readFile(new URL('../store/migrations/0018_send_jobs.sql', import.meta.url), 'utf8');
     // The part that moves data (the rest creates a function, which exists already); in a transaction
