@@ -357,7 +357,10 @@ const ALL_WRITTEN = (targets: string) =>
  * statement (ALL_WRITTEN). The same form runs on Citus, which plans a statement's CTEs one after
  * the other in one transaction on the account's node: hence the lock rather than a comparison in
  * a single snapshot, an update and an insert rather than an upsert (whose DO UPDATE may call no
- * subquery of another CTE there), and times of immutable functions only (microsJson).
+ * subquery of another CTE there), and times of immutable functions only (microsJson). The locking
+ * select sits in a subquery of `old`: Citus sends a CTE it plans on its own as an intermediate result
+ * written in binary, and read the result of a CTE with FOR UPDATE at its top level as text
+ * ("invalid input syntax for type bigint: PGCOPY", Citus 13.2).
  */
 
 /**
@@ -373,9 +376,11 @@ export async function patchSectionData(tx: Queryable, accountId: string, profile
   await retryRacedInTransaction(tx, () => tx.query({
     name: 'profiles.patch-section-data',
     text: `with old as (
-       select profile_id, section_id, attributes, attribute_set_at from profile_sections
-       where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint
-       for update
+       select * from (
+         select profile_id, section_id, attributes, attribute_set_at from profile_sections
+         where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint
+         for update
+       ) locked
      ), written as (
        update profile_sections ps set
          attributes = ${next},
@@ -435,10 +440,12 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
        from located l left join lateral jsonb_each(l.patch) e on true
        group by l.canonical_id, l.section_id
      ), old as (
-       select ps.profile_id, ps.section_id, ps.attributes, ps.attribute_set_at from merged m
-       join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id
-       order by ps.profile_id, ps.section_id
-       for update of ps
+       select * from (
+         select ps.profile_id, ps.section_id, ps.attributes, ps.attribute_set_at from merged m
+         join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id
+         order by ps.profile_id, ps.section_id
+         for update of ps
+       ) locked
      ), written as (
        update profile_sections ps set
          attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end,
@@ -711,10 +718,12 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
   await db.query(
     `with patch as (select * from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)),
      old as (
-       select profile_id, section_id, attributes, attribute_set_at from profile_sections
-       where account_id = $1::bigint and section_id = $2::bigint and profile_id = any($3::bigint[])
-       order by profile_id
-       for update
+       select * from (
+         select profile_id, section_id, attributes, attribute_set_at from profile_sections
+         where account_id = $1::bigint and section_id = $2::bigint and profile_id = any($3::bigint[])
+         order by profile_id
+         for update
+       ) locked
      ),
      written as (
        update profile_sections ps set
