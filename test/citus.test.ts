@@ -1,0 +1,173 @@
+// The distributed deployment on a real Citus cluster (docs/scaling.md): where an account's rows
+// live, growing the cluster while it serves, and moving a single-node database onto a cluster.
+// Runs under `npm run test:citus` only, which starts a coordinator, two workers and a spare node
+// (CITUS_SPARE_NODE_URL); under `npm test` it is skipped.
+import { execFile } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { SHOP, TestServer, testDatabase, type Response } from './app.ts';
+import { createDatabase, dropDatabase, workerNodes } from './databases.ts';
+import { builtIn, userCreated } from './names.ts';
+import { withDatabase } from '../src/store/embedded.ts';
+import { migrate } from '../src/store/migrate.ts';
+import { createPool } from '../src/store/pool.ts';
+
+const run = promisify(execFile);
+const SPARE = process.env.CITUS_SPARE_NODE_URL;
+const PG_BIN = '/usr/lib/postgresql/15/bin';
+
+const EMAIL = builtIn('keyspaces', 'email');
+const SHOP_S = userCreated('sections', 'shop');
+const FIRST_NAME = builtIn('attributes', 'firstname');
+const PAGE_VIEW = 'com.vendor1.events.page-view';
+const WEEKLY = userCreated('topics', 'weekly-news');
+const EMAIL_CH = builtIn('channels', 'email');
+const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null };
+
+const enc = encodeURIComponent;
+const profilePath = (key: string) => `/audience/keyspaces/${EMAIL}/profiles/${enc(key)}/sections/${SHOP_S}`;
+
+/** A client on `url` for the length of `work`. */
+async function withClient<T>(url: string, work: (db: pg.Client) => Promise<T>): Promise<T> {
+  const db = new pg.Client({ connectionString: url });
+  await db.connect();
+  try {
+    return await work(db);
+  } finally {
+    await db.end();
+  }
+}
+
+/** Host and port of a node URL, as Citus names nodes. */
+function node(url: string): { host: string; port: number } {
+  const u = new URL(url);
+  return { host: u.hostname, port: Number(u.port || 5432) };
+}
+
+/** A database migrated on `url`, served by a TestServer of its own. */
+async function migrated(url: string): Promise<void> {
+  const pool = createPool(url, 2);
+  try {
+    await migrate(pool);
+  } finally {
+    await pool.end();
+  }
+}
+
+/** One account of a server with its token, and the helpers of its profiles. */
+class Account {
+  constructor(readonly server: TestServer, readonly accountId: string, readonly token: string) {}
+
+  static async create(server: TestServer): Promise<Account> {
+    const { accountId, token } = await server.login(SHOP, NO_LIMITS);
+    return new Account(server, accountId, token);
+  }
+
+  createProfile(key: string): Promise<Response> {
+    return this.server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP_S}/profiles`, { token: this.token, body: { profile_key: key } });
+  }
+
+  setFirstName(key: string, value: string): Promise<Response> {
+    return this.server.request('PATCH', `/v2${profilePath(key)}/attributes`, {
+      token: this.token, body: { [FIRST_NAME]: value }, headers: { 'content-type': 'application/merge-patch+json' },
+    });
+  }
+
+  private versions: Map<string, string> | undefined;
+  /** GET attributes of a profile, keyed by discriminator (the answer keys them by version id). */
+  async attributes(key: string): Promise<{ status: number; values: Record<string, unknown> }> {
+    if (!this.versions) {
+      const r = await this.server.request('GET', `/audience/sections/${SHOP_S}/attributes`, { token: this.token });
+      expect(r.status, r.text).toBe(200);
+      this.versions = new Map(r.body.items.flatMap((a: any) => a.versions.map((v: any) => [v.id, a.discriminator])));
+    }
+    const r = await this.server.request('GET', `${profilePath(key)}/attributes`, { token: this.token });
+    if (r.status !== 200) return { status: r.status, values: {} };
+    return { status: 200, values: Object.fromEntries(Object.entries(r.body as Record<string, unknown>).map(([v, value]) => [this.versions!.get(v) ?? v, value])) };
+  }
+}
+
+/** The shard of `table` that holds an account, and the node it is placed on. */
+async function placement(db: pg.ClientBase | pg.Pool, table: string, accountId: string): Promise<{ shardid: string; shard: string; host: string; port: number }> {
+  const { rows } = await db.query<{ shardid: string; shard: string; host: string; port: number }>(
+    `select s.shardid::text, s.shard_name as shard, s.nodename as host, s.nodeport as port from citus_shards s
+     where s.shardid = get_shard_id_for_distribution_column($1::regclass, $2::bigint)`,
+    [table, accountId],
+  );
+  expect(rows).toHaveLength(1);
+  return rows[0];
+}
+
+/** Rows of every table of the public schema, by table name. */
+async function rowCounts(db: pg.ClientBase): Promise<Record<string, number>> {
+  const { rows: tables } = await db.query<{ name: string }>(
+    `select c.relname as name from pg_class c where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
+       and not c.relispartition order by 1`,
+  );
+  const counts: Record<string, number> = {};
+  for (const { name } of tables) counts[name] = (await db.query<{ n: number }>(`select count(*)::int as n from public."${name}"`)).rows[0].n;
+  return counts;
+}
+
+describe.skipIf(!SPARE)('on a Citus cluster', () => {
+  let server: string;
+  beforeAll(() => {
+    server = inject('databaseUrl');
+  });
+
+  describe('distribution by account', () => {
+    let app: TestServer;
+    let db: pg.Client;
+    beforeAll(async () => {
+      app = await TestServer.start({ LOG_LEVEL: 'error' });
+      db = new pg.Client({ connectionString: await testDatabase() });
+      await db.connect();
+    });
+    afterAll(async () => {
+      await app?.close();
+      await db?.end();
+    });
+
+    it('puts the rows of two accounts on different workers, each on the worker of its shard', async () => {
+      const workers = await workerNodes(server);
+      expect(workers).toHaveLength(2);
+      // Accounts until two of them hash to shards placed on different workers.
+      const first = await Account.create(app);
+      const firstAt = await placement(db, 'profiles', first.accountId);
+      let second: Account | undefined;
+      let secondAt: typeof firstAt | undefined;
+      for (let i = 0; i < 40 && !second; i++) {
+        const candidate = await Account.create(app);
+        const at = await placement(db, 'profiles', candidate.accountId);
+        if (at.port !== firstAt.port || at.host !== firstAt.host) [second, secondAt] = [candidate, at];
+      }
+      expect(second, 'no account on the other worker after 40 accounts').toBeDefined();
+
+      const name = new URL(await testDatabase()).pathname.slice(1);
+      for (const [account, at] of [[first, firstAt], [second!, secondAt!]] as const) {
+        const key = `${crypto.randomUUID()}@example.com`;
+        expect((await account.createProfile(key)).status).toBe(201);
+        const patched = await account.setFirstName(key, `Name of ${account.accountId}`);
+        expect(patched.status, patched.text).toBe(204);
+        expect((await account.attributes(key)).values[FIRST_NAME]).toBe(`Name of ${account.accountId}`);
+        // The rows are in the shard table on that worker, and the other worker has no such shard.
+        const here = workers.find((w) => node(w).port === at.port && node(w).host === at.host)!;
+        const there = workers.find((w) => w !== here)!;
+        expect(here, `placement ${at.host}:${at.port} is not a worker`).toBeDefined();
+        const rows = await withClient(withDatabase(here, name), (w) =>
+          w.query<{ n: number }>(`select count(*)::int as n from public."${at.shard}" where account_id = $1::bigint`, [account.accountId]));
+        expect(rows.rows[0].n).toBe(1);
+        const sections = await placement(db, 'profile_sections', account.accountId);
+        expect([sections.host, sections.port]).toEqual([at.host, at.port]);
+        const elsewhere = await withClient(withDatabase(there, name), (w) =>
+          w.query('select 1 from pg_class where relname = $1', [at.shard]));
+        expect(elsewhere.rows).toHaveLength(0);
+      }
+    });
+  });
+});
