@@ -61,7 +61,14 @@ async function migrated(url: string): Promise<void> {
 
 /** One account of a server with its token, and the helpers of its profiles. */
 class Account {
-  constructor(readonly server: TestServer, readonly accountId: string, readonly token: string) {}
+  readonly server: TestServer;
+  readonly accountId: string;
+  readonly token: string;
+  constructor(server: TestServer, accountId: string, token: string) {
+    this.server = server;
+    this.accountId = accountId;
+    this.token = token;
+  }
 
   static async create(server: TestServer): Promise<Account> {
     const { accountId, token } = await server.login(SHOP, NO_LIMITS);
@@ -169,5 +176,159 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
         expect(elsewhere.rows).toHaveLength(0);
       }
     });
+  });
+  describe('growing the cluster while it serves', () => {
+    const name = `citus_grow_${crypto.randomBytes(4).toString('hex')}`;
+    let url: string;
+    let app: TestServer | undefined;
+    let db: pg.Client;
+    beforeAll(async () => {
+      url = await createDatabase(server, name);
+      // Six shards per table (two workers hold three each): a third node then takes two of them.
+      await withClient(server, (c) => c.query(`alter database ${name} set citus.shard_count = 6`));
+      await migrated(url);
+      app = await TestServer.start({}, { database: url });
+      db = new pg.Client({ connectionString: url });
+      await db.connect();
+    });
+    afterAll(async () => {
+      await app?.close();
+      await db?.end();
+      await dropDatabase(server, name);
+      await withClient(SPARE!, (c) => c.query(`drop database if exists ${name} with (force)`));
+    });
+
+    it('answers every request while a new node joins and shards move to it, and keeps every acknowledged write', async () => {
+      // Accounts until every shard group holds one, so that whichever shards move, writes go to them.
+      const { rows: [{ shards }] } = await db.query<{ shards: number }>(
+        `select count(*)::int as shards from pg_dist_shard where logicalrelid = 'profiles'::regclass`);
+      expect(shards).toBe(6);
+      const accounts: Account[] = [];
+      const covered = new Set<string>();
+      for (let i = 0; i < 60 && covered.size < shards; i++) {
+        const account = await Account.create(app!);
+        const shard = (await placement(db, 'profiles', account.accountId)).shardid;
+        if (covered.has(shard)) continue;
+        covered.add(shard);
+        accounts.push(account);
+      }
+      expect(covered.size).toBe(shards);
+
+      // What each writer was told: the profiles created (201), and the last value a 204 PATCH set.
+      const statuses = new Map<number, number>();
+      const failures: string[] = [];
+      const created = new Map<Account, string[]>(accounts.map((a) => [a, []]));
+      const lastValue = new Map<string, string>();
+      const note = (what: string, r: { status: number; text?: string }) => {
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        if (r.status >= 500) failures.push(`${what}: ${r.status} ${r.text ?? ''}`);
+      };
+      for (const account of accounts) {
+        for (let i = 0; i < 3; i++) {
+          const key = `${crypto.randomUUID()}@example.com`;
+          const r = await account.createProfile(key);
+          expect(r.status, r.text).toBe(201);
+          created.get(account)!.push(key);
+        }
+      }
+
+      let moving = true;
+      let writes = 0;
+      // One writer per account (each profile is written by one writer, one request at a time, so
+      // its last acknowledged value is the one it must keep), two in flight per account, and readers.
+      const writer = async (account: Account, lane: number) => {
+        let n = 0;
+        while (moving) {
+          n++;
+          try {
+            if (n % 4 === 0) {
+              const key = `${crypto.randomUUID()}@example.com`;
+              const r = await account.createProfile(key);
+              note('create', r);
+              if (r.status === 201) created.get(account)!.push(key);
+            } else {
+              const keys = created.get(account)!.filter((_, i) => i % 2 === lane);
+              const key = keys[n % keys.length];
+              const value = `v${lane}-${n}-${crypto.randomBytes(3).toString('hex')}`;
+              lastValue.delete(key); // until answered, either value may be the one kept
+              const r = await account.setFirstName(key, value);
+              note('patch', r);
+              if (r.status === 204) lastValue.set(key, value);
+            }
+            writes++;
+          } catch (err) {
+            failures.push(`request failed: ${(err as Error).message}`);
+          }
+        }
+      };
+      const reader = async () => {
+        while (moving) {
+          for (const account of accounts) {
+            const keys = created.get(account)!;
+            try {
+              note('read', await account.attributes(keys[Math.floor(Math.random() * keys.length)]));
+            } catch (err) {
+              failures.push(`read failed: ${(err as Error).message}`);
+            }
+          }
+        }
+      };
+      const load = Promise.all([...accounts.flatMap((a) => [writer(a, 0), writer(a, 1)]), reader(), reader()]);
+
+      // The spare node joins: the database and the extension on it, then the coordinator adds it and
+      // rebalances (shard_transfer_mode auto: logical replication while the shards take writes).
+      const spare = node(SPARE!);
+      try {
+        await withClient(SPARE!, (c) => c.query(`create database ${name}`));
+        await withClient(withDatabase(SPARE!, name), (c) => c.query('create extension citus'));
+        const before = writes;
+        await db.query('select citus_add_node($1, $2)', [spare.host, spare.port]);
+        await db.query('select citus_rebalance_start()');
+        for (;;) {
+          const { rows: [status] } = await db.query<{ state: string; details: unknown }>(
+            'select state::text, details from citus_rebalance_status() order by job_id desc limit 1');
+          if (status.state === 'finished') break;
+          // DEBUG_REBALANCE=1 shows the moves as they go.
+          if (process.env.DEBUG_REBALANCE) console.log(writes, status.state, JSON.stringify(status.details));
+          if (['failed', 'cancelled'].includes(status.state)) throw new Error(`rebalance ${status.state}: ${JSON.stringify(status.details)}`);
+          await new Promise((r) => setTimeout(r, process.env.DEBUG_REBALANCE ? 3000 : 200));
+        }
+        expect(writes, 'no write was answered while the shards moved').toBeGreaterThan(before);
+      } finally {
+        moving = false;
+        await load;
+      }
+
+      expect(failures).toEqual([]);
+      expect([...statuses.keys()].filter((s) => s >= 300), JSON.stringify(Object.fromEntries(statuses))).toEqual([]);
+
+      // Shards of the distributed tables sit on the new node, and some of our accounts with them.
+      const { rows: onSpare } = await db.query<{ table: string; shards: number }>(
+        `select table_name::text as table, count(*)::int as shards from citus_shards
+         where citus_table_type = 'distributed' and nodename = $1 and nodeport = $2 group by 1`,
+        [spare.host, spare.port],
+      );
+      expect(onSpare.map((r) => r.table)).toEqual(expect.arrayContaining(['profiles', 'profile_sections', 'attribute_history', 'consents']));
+      const moved = [];
+      for (const account of accounts) {
+        const at = await placement(db, 'profile_sections', account.accountId);
+        if (at.port === spare.port && at.host === spare.host) moved.push(account);
+      }
+      expect(moved.length).toBeGreaterThan(0);
+
+      // Every acknowledged write reads back through HTTP.
+      let checked = 0;
+      for (const account of accounts) {
+        for (const key of created.get(account)!) {
+          const { status, values } = await account.attributes(key);
+          expect(status, key).toBe(200);
+          if (lastValue.has(key)) {
+            expect(values[FIRST_NAME], key).toBe(lastValue.get(key));
+            checked++;
+          }
+        }
+      }
+      expect(checked).toBeGreaterThan(0);
+    }, 180_000);
   });
 });
