@@ -331,4 +331,106 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
       expect(checked).toBeGreaterThan(0);
     }, 180_000);
   });
+  describe('moving a single-node database to the cluster', () => {
+    const suffix = crypto.randomBytes(4).toString('hex');
+    const plain = `citus_plain_${suffix}`;
+    const moved = `citus_moved_${suffix}`;
+    let dir: string;
+    afterAll(async () => {
+      await withClient(server, (c) => c.query(`drop database if exists ${plain} with (force)`));
+      await dropDatabase(server, moved);
+      if (dir) await fs.rm(dir, { recursive: true, force: true });
+    });
+
+    it('restores a pg_dump of a plain database into a Citus database, which migrate distributes with its rows', async () => {
+      // A database without the citus extension, on the coordinator alone: plain PostgreSQL.
+      await withClient(server, (c) => c.query(`create database ${plain}`));
+      const plainUrl = withDatabase(server, plain);
+      await migrated(plainUrl);
+      const keys: string[] = [];
+      let account: Account;
+      const single = await TestServer.start({}, { database: plainUrl });
+      try {
+        account = await Account.create(single);
+        await Account.create(single);
+        for (let i = 0; i < 5; i++) {
+          const key = `moved-${i}@example.com`;
+          expect((await account.createProfile(key)).status).toBe(201);
+          expect((await account.setFirstName(key, `First ${i}`)).status).toBe(204);
+          expect((await account.setFirstName(key, `Name ${i}`)).status).toBe(204);
+          const consent = await single.request('POST', `/v2/audience/keyspaces/${EMAIL}/profiles/${enc(key)}/sections/${SHOP_S}/consents`, {
+            token: account.token, body: { topic_discriminator: WEEKLY, channel_discriminator: EMAIL_CH, type: 'opt-in', reason: 'moved' },
+          });
+          expect(consent.status, consent.text).toBeLessThan(300);
+          keys.push(key);
+        }
+        const events = await single.request('GET', `/audience/sections/${SHOP_S}/events`, { token: account.token });
+        const version = events.body.items.find((e: any) => e.discriminator === PAGE_VIEW).versions[0].id;
+        const posted = await single.request('POST', `${profilePath(keys[0])}/events`, {
+          token: account.token, body: { items: [{ event_time: '2026-01-02T03:04:05Z', version_id: version, data: { title: 'Home' } }] },
+        });
+        expect(posted.status, posted.text).toBe(204);
+      } finally {
+        await single.close();
+      }
+      const before = await withClient(plainUrl, rowCounts);
+      for (const table of ['accounts', 'profiles', 'profile_sections', 'attribute_history', 'consents', 'profile_events']) {
+        expect(before[table], table).toBeGreaterThan(0);
+      }
+
+      // pg_dump of the plain database, restored with psql into a database with citus on every node.
+      dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-move-'));
+      const dump = path.join(dir, 'dump.sql');
+      const at = node(server);
+      const connection = ['-h', at.host, '-p', String(at.port), '-U', 'postgres'];
+      await run(`${PG_BIN}/pg_dump`, [...connection, '--no-owner', '--no-privileges', '-f', dump, plain]);
+      const movedUrl = await createDatabase(server, moved);
+      await run(`${PG_BIN}/psql`, [...connection, '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', dump, moved]);
+      await migrated(movedUrl);
+      // Citus copied the rows to the shards and left the coordinator's own copy on disk, unseen.
+      const { rows: local } = await withClient(movedUrl, (c) => c.query<{ table: string }>(
+        `select truncate_local_data_after_distributing_table(logicalrelid), logicalrelid::regclass::text as table
+         from pg_dist_partition order by 2`));
+      expect(local.length).toBeGreaterThan(20);
+
+      const after = await withClient(movedUrl, async (c) => {
+        const { rows } = await c.query<{ table: string; method: string }>(
+          `select logicalrelid::regclass::text as table, partmethod as method from pg_dist_partition`);
+        const distributed = Object.fromEntries(rows.map((r) => [r.table, r.method]));
+        expect(distributed.accounts).toBe('n');
+        for (const table of ['profiles', 'profile_sections', 'attribute_history', 'consents', 'profile_events']) expect(distributed[table], table).toBe('h');
+        expect(distributed.jobs).toBeUndefined();
+        const counts = await rowCounts(c);
+        // The rows sit in the shards on the workers, not only in the coordinator's tables.
+        const { rows: [{ n }] } = await c.query<{ n: number }>(
+          `select count(*)::int as n from citus_shards where table_name = 'profiles'::regclass and nodeport <> $1 and shard_size > 0`, [at.port]);
+        expect(n).toBeGreaterThan(0);
+        return counts;
+      });
+      expect(after).toEqual(before);
+
+      // The service on the new database reads what the old one wrote.
+      const distributed = await TestServer.start({}, { database: movedUrl });
+      try {
+        const there = new Account(distributed, account!.accountId, await distributed.token(await distributed.createKey(account!.accountId)));
+        for (const [i, key] of keys.entries()) {
+          const { status, values } = await there.attributes(key);
+          expect(status).toBe(200);
+          expect(values[FIRST_NAME]).toBe(`Name ${i}`);
+        }
+        const consents = await distributed.request('GET', `/v2/audience/keyspaces/${EMAIL}/profiles/${enc(keys[0])}/sections/${SHOP_S}/consents`, { token: there.token });
+        expect(consents.status, consents.text).toBe(200);
+        expect(consents.body.items.map((c: any) => [c.topic_discriminator, c.type])).toContainEqual([WEEKLY, 'opt-in']);
+        const events = await distributed.request('GET', `${profilePath(keys[0])}/events`, { token: there.token });
+        expect(events.status, events.text).toBe(200);
+        expect(events.body.items).toHaveLength(1);
+        // And it writes on.
+        expect((await there.setFirstName(keys[1], 'After the move')).status).toBe(204);
+        expect((await there.attributes(keys[1])).values[FIRST_NAME]).toBe('After the move');
+        expect((await there.createProfile('new-after-move@example.com')).status).toBe(201);
+      } finally {
+        await distributed.close();
+      }
+    }, 120_000);
+  });
 });
