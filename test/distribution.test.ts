@@ -2,21 +2,15 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { COORDINATOR_TABLES, DISTRIBUTION_COLUMN, REFERENCE_TABLES } from '../src/store/distribute.ts';
 import { testDatabase } from './app.ts';
 
-// The schema is meant to be distributed by account (Citus, docs/scaling.md): every table but the
-// reference and coordinator tables below leads with account_id (its first column, and its primary
-// key where it has one), every foreign key between distributed tables carries account_id, and
-// every statement of an area's queries.ts that reads or writes a distributed table names
-// account_id, so that it runs on the one node holding that account.
-
-/**
- * Small tables read before the account is known or by every node: copied to every node. Accounts
- * and API keys are looked up by id and client_id when a request arrives (and cached).
- */
-const REFERENCE_TABLES = new Set(['schema_migrations', 'signing_keys', 'accounts', 'api_keys']);
-/** Tables that stay on the coordinator: the job queue leases across accounts with SKIP LOCKED. */
-const COORDINATOR_TABLES = new Set(['jobs']);
+// The schema is distributed by account on Citus (docs/scaling.md, src/store/distribute.ts): every
+// table but the reference and coordinator tables leads with account_id (its first column, and its
+// primary key where it has one), every foreign key between distributed tables carries account_id,
+// and every statement of an area's queries.ts that reads or writes a distributed table names
+// account_id, so that it runs on the one node holding that account. On a Citus cluster (npm run
+// test:citus) the migrated database is checked to be distributed so.
 
 let db: pg.Client;
 let distributed: string[];
@@ -25,7 +19,7 @@ beforeAll(async () => {
   await db.connect();
   const { rows } = await db.query<{ name: string }>(`select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
     where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition order by 1`);
-  distributed = rows.map((r) => r.name).filter((t) => !REFERENCE_TABLES.has(t) && !COORDINATOR_TABLES.has(t));
+  distributed = rows.map((r) => r.name).filter((t) => !REFERENCE_TABLES.includes(t) && !COORDINATOR_TABLES.includes(t));
 });
 afterAll(async () => db?.end());
 
@@ -86,5 +80,22 @@ describe('the schema, distributable by account', () => {
       .filter(({ sql }) => !/\baccount_id\b/i.test(sql))
       .map(({ file, sql }) => `${file}: ${sql.replace(/\s+/g, ' ').slice(0, 140)}`);
     expect(faults).toEqual([]);
+  });
+
+  it('is distributed so on a Citus cluster: reference tables, colocated tables by account_id, the job queue on the coordinator, the functions on every node', async () => {
+    const { rows: [{ citus }] } = await db.query<{ citus: boolean }>("select exists (select 1 from pg_extension where extname = 'citus') as citus");
+    if (!citus) return;
+    const { rows } = await db.query<{ name: string; method: string; column: string | null; colocation: number }>(
+      `select logicalrelid::regclass::text as name, partmethod as method, column_to_column_name(logicalrelid, partkey) as column, colocationid as colocation
+       from pg_dist_partition`);
+    const of = new Map(rows.map((r) => [r.name, r]));
+    expect(REFERENCE_TABLES.filter((t) => of.get(t)?.method !== 'n' || of.get(t)?.column !== null)).toEqual([]);
+    expect(COORDINATOR_TABLES.filter((t) => of.has(t))).toEqual([]);
+    expect(distributed.filter((t) => of.get(t)?.method !== 'h' || of.get(t)?.column !== DISTRIBUTION_COLUMN)).toEqual([]);
+    expect(new Set(distributed.map((t) => of.get(t)!.colocation)).size).toBe(1);
+    const { rows: functions } = await db.query<{ name: string }>(
+      `select p.proname as name from pg_proc p where p.pronamespace = 'public'::regnamespace
+       and not exists (select 1 from pg_dist_object o where o.classid = 'pg_proc'::regclass and o.objid = p.oid)`);
+    expect(functions).toEqual([]);
   });
 });

@@ -2,6 +2,7 @@ import type { Socket } from 'node:net';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorObject } from 'ajv';
 import { Problem } from '../core/problems.ts';
+import { isDatabaseUnavailable } from '../store/pool.ts';
 
 // Node's http module as CommonJS gives it: an ESM import of node:http builds the module's whole
 // namespace, whose lazy WebSocket getter loads Node's fetch implementation (undici; about 2 MB of
@@ -9,8 +10,19 @@ import { Problem } from '../core/problems.ts';
 const { STATUS_CODES } = process.getBuiltinModule('node:http');
 
 // The writing of problem documents (SPEC §7.1): domain code throws core's Problem; Fastify's own
-// errors (validation, body parsing, limits) are mapped here; anything else is a 500 that names
-// the request id under which the log keeps the cause.
+// errors (validation, body parsing, limits) are mapped here; a database that does not answer is a
+// 503 to retry; anything else is a 500 that names the request id under which the log keeps the cause.
+
+/**
+ * Seconds a client waits before it tries again while the database does not answer: about what
+ * PostgreSQL takes to restart (docs/operating.md "When the database restarts").
+ */
+export const DATABASE_RETRY_AFTER_S = 5;
+
+/** The 503 of a database that went away or is not back yet, with Retry-After. */
+export function databaseUnavailable(): Problem {
+  return new Problem('AUD-2', `The database does not answer; retry in ${DATABASE_RETRY_AFTER_S} seconds`, { 'retry-after': String(DATABASE_RETRY_AFTER_S) });
+}
 
 /** The field an Ajv error is about, written as clients write it: `profiles[0].profile_key`. */
 function fieldOf(error: ErrorObject): string {
@@ -54,6 +66,10 @@ export function toProblem(error: FastifyError | Problem | Error, request: Fastif
   }
   if (e instanceof SyntaxError) return new Problem('AUD-1004', `The request body is not valid JSON: ${e.message}`);
   if (typeof e.statusCode === 'number' && e.statusCode >= 400 && e.statusCode < 500) return new Problem('AUD-6', e.message);
+  if (isDatabaseUnavailable(error)) {
+    request.log.warn({ err: error }, 'database unavailable');
+    return databaseUnavailable();
+  }
   request.log.error({ err: error }, 'unexpected failure');
   return new Problem('AUD-4', `An unexpected error occurred; the service log has it under request id ${request.id}`);
 }

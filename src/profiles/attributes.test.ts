@@ -521,12 +521,17 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
     await watch?.end();
   });
 
-  const profileIdOf = async (key: string) =>
-    (await db.query<{ profile_id: string }>('select profile_id from profile_identifiers where profile_key = $1', [key])).rows[0].profile_id;
-  /** Waits until `n` statements of the database wait for a lock. */
+  /** A profile's account and id, the first and second values of the statements below. */
+  const profileOf = async (key: string) => {
+    const { rows: [row] } = await db.query<{ account_id: string; profile_id: string }>('select account_id, profile_id from profile_identifiers where profile_key = $1', [key]);
+    return [row.account_id, row.profile_id];
+  };
+  /** Waits until `n` statements of the database wait for a lock (on a Citus cluster, on its nodes: citus_stat_activity). */
   async function waiting(n: number): Promise<void> {
+    const { rows: [{ citus }] } = await watch.query<{ citus: boolean }>("select to_regclass('citus_stat_activity') is not null as citus");
+    const activity = citus ? 'citus_stat_activity' : 'pg_stat_activity';
     const count = async () => (await watch.query<{ n: number }>(
-      `select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)).rows[0].n;
+      `select count(*)::int as n from ${activity} where datname = current_database() and wait_event_type = 'Lock'`)).rows[0].n;
     while ((await count()) < n) await new Promise((r) => setTimeout(r, 20));
   }
   /** Starts the requests one after another, each once the ones before it wait, then ends the test's lock. */
@@ -545,8 +550,8 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
   async function valuesOf(key: string, section: string, versionId: string): Promise<unknown[]> {
     const history = await db.query<{ value: unknown }>(
       `select h.value from attribute_history h join sections s on s.account_id = h.account_id and s.section_id = h.section_id
-       where h.profile_id = $1::bigint and h.version_id = $2::bigint and s.discriminator = $3`,
-      [await profileIdOf(key), versionId, section]);
+       where h.account_id = $1::bigint and h.profile_id = $2::bigint and h.version_id = $3::bigint and s.discriminator = $4`,
+      [...(await profileOf(key)), versionId, section]);
     const current = (await attributes(EMAIL, key, section))[versionId];
     return [...history.rows.map((r) => r.value), ...(current === undefined ? [] : [current])].sort();
   }
@@ -556,7 +561,7 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
     const issue = version(attr('issue'), 1, M);
     // The first write inserts the row and then waits to check its profile (the foreign key),
     // which the test's lock holds; the second, which found no row, waits for the first's insert.
-    const answers = await meet('select 1 from profiles where profile_id = $1::bigint for update', [await profileIdOf(key)], [
+    const answers = await meet('select 1 from profiles where account_id = $1::bigint and profile_id = $2::bigint for update', await profileOf(key), [
       () => patchV1(EMAIL, key, { [issue]: 1 }, M),
       () => patchV1(EMAIL, key, { [issue]: 2 }, M),
     ]);
@@ -569,11 +574,12 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
     const nick = version(attr('nickname'));
     expectNoContent(await patchV1(EMAIL, key, { [nick]: 'one' }));
     // Both read the row, then wait for the test's lock on it; the DELETE writes in a transaction.
-    const answers = await meet('select 1 from profile_sections ps join sections s using (account_id, section_id) where ps.profile_id = $1::bigint and s.discriminator = $2 for update',
-      [await profileIdOf(key), S], [
-        () => patchV1(EMAIL, key, { [nick]: 'two' }),
-        () => server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('nickname')}`, { token }),
-      ]);
+    const row = `select 1 from profile_sections ps join sections s using (account_id, section_id)
+      where ps.account_id = $1::bigint and ps.profile_id = $2::bigint and s.discriminator = $3 for update`;
+    const answers = await meet(row, [...(await profileOf(key)), S], [
+      () => patchV1(EMAIL, key, { [nick]: 'two' }),
+      () => server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('nickname')}`, { token }),
+    ]);
     for (const res of answers) expectNoContent(res);
     expect(await valuesOf(key, S, nick)).toEqual(['one', 'two']);
   });

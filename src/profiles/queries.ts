@@ -341,7 +341,7 @@ const WRITTEN = (at: string) => `returning ps.account_id, ps.profile_id, ps.sect
 /**
  * SQL, true: the check of a write's final select that its CTEs `written` (the rows updated) and
  * `inserted` (the rows created) wrote all of its `targets` rows; otherwise (a row that another
- * writer created after `old` found none, so the insert left it alone) it fails the whole statement
+ * writer changed since `old` read it, or created after `old` found none) it fails the whole statement
  * with serialization_failure (profile_write_raced of migration 0019), so that nothing of it
  * commits, and the caller tries again (retryRaced), when `old` finds the row.
  */
@@ -350,18 +350,19 @@ const ALL_WRITTEN = (targets: string) =>
 
 /*
  * How a write of section rows finds the values it replaces, for the history. PostgreSQL has
- * RETURNING old only from 18 on, so each write reads its rows first, in the CTE `old`, and locks
- * them (for update, in key order, so that two writes cannot deadlock): no other writer changes
- * them until the write commits, and the update of those rows replaces exactly what `old` holds.
- * Rows `old` did not find are inserted, and a row another writer created in between fails the
- * statement (ALL_WRITTEN). The same form runs on Citus, which plans a statement's CTEs one after
- * the other in one transaction on the account's node: hence the lock rather than a comparison in
- * a single snapshot, an update and an insert rather than an upsert (whose DO UPDATE may call no
- * subquery of another CTE there), and times of immutable functions only (microsJson). The locking
- * select sits in a subquery of `old`: Citus sends a CTE it plans on its own as an intermediate result
- * written in binary, and read the result of a CTE with FOR UPDATE at its top level as text
- * ("invalid input syntax for type bigint: PGCOPY", Citus 13.2).
+ * RETURNING old only from 18 on, so each write reads its rows first, in the CTE `old`, without a
+ * lock, and updates only the rows that still hold what `old` read (UNCHANGED, a condition of the
+ * update that PostgreSQL checks again on the row's latest version when another writer changed it
+ * meanwhile). Rows `old` did not find are inserted, unless another writer created them in between.
+ * A row left alone either way fails the statement (ALL_WRITTEN), which is tried again. The same
+ * form runs on Citus, which runs a statement's CTEs one after the other, each with a snapshot of its
+ * own, in one transaction on the account's node: hence the comparison rather than one snapshot, an
+ * update and an insert rather than an upsert (whose DO UPDATE may read no other CTE there), and
+ * times of immutable functions only (microsJson).
  */
+
+/** SQL: the row `ps` still holds the values that `o`, its row of the CTE `old`, read. */
+const UNCHANGED = 'ps.attributes = o.attributes and ps.attribute_set_at = o.attribute_set_at';
 
 /**
  * Applies a merge patch of attributes (version id → value, null clears) and tags (tag id →
@@ -376,11 +377,8 @@ export async function patchSectionData(tx: Queryable, accountId: string, profile
   await retryRacedInTransaction(tx, () => tx.query({
     name: 'profiles.patch-section-data',
     text: `with old as (
-       select * from (
-         select profile_id, section_id, attributes, attribute_set_at from profile_sections
-         where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint
-         for update
-       ) locked
+       select profile_id, section_id, attributes, attribute_set_at from profile_sections
+       where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint
      ), written as (
        update profile_sections ps set
          attributes = ${next},
@@ -390,7 +388,7 @@ export async function patchSectionData(tx: Queryable, accountId: string, profile
          cluster_tags = profile_true_tags(ps.cluster_tags || $5::jsonb),
          updated_at = now()
        from old o
-       where ps.account_id = $1::bigint and ps.profile_id = o.profile_id and ps.section_id = o.section_id
+       where ps.account_id = $1::bigint and ps.profile_id = o.profile_id and ps.section_id = o.section_id and ${UNCHANGED}
        ${WRITTEN('$6::timestamptz')}
      ), inserted as (
        -- From the profile's row: it exists (the caller located it).
@@ -440,12 +438,8 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
        from located l left join lateral jsonb_each(l.patch) e on true
        group by l.canonical_id, l.section_id
      ), old as (
-       select * from (
-         select ps.profile_id, ps.section_id, ps.attributes, ps.attribute_set_at from merged m
-         join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id
-         order by ps.profile_id, ps.section_id
-         for update of ps
-       ) locked
+       select ps.profile_id, ps.section_id, ps.attributes, ps.attribute_set_at from merged m
+       join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id
      ), written as (
        update profile_sections ps set
          attributes = case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || m.patch) else ps.attributes || m.patch end,
@@ -453,7 +447,7 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
          cluster_attributes = case when ps.cluster_attributes is not null then jsonb_strip_nulls(ps.cluster_attributes || m.patch) end,
          updated_at = now()
        from merged m join old o on o.profile_id = m.canonical_id and o.section_id = m.section_id
-       where ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id
+       where ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id and ${UNCHANGED}
        ${WRITTEN('m.changed_at')}
      ), inserted as (
        insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
@@ -718,12 +712,8 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
   await db.query(
     `with patch as (select * from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)),
      old as (
-       select * from (
-         select profile_id, section_id, attributes, attribute_set_at from profile_sections
-         where account_id = $1::bigint and section_id = $2::bigint and profile_id = any($3::bigint[])
-         order by profile_id
-         for update
-       ) locked
+       select profile_id, section_id, attributes, attribute_set_at from profile_sections
+       where account_id = $1::bigint and section_id = $2::bigint and profile_id = any($3::bigint[])
      ),
      written as (
        update profile_sections ps set
@@ -734,7 +724,7 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
          cluster_tags = profile_true_tags(ps.cluster_tags || patch.t),
          updated_at = now()
        from patch join old o on o.profile_id = patch.p
-       where ps.account_id = $1::bigint and ps.section_id = $2::bigint and ps.profile_id = patch.p
+       where ps.account_id = $1::bigint and ps.section_id = $2::bigint and ps.profile_id = patch.p and ${UNCHANGED}
        ${WRITTEN('$6::timestamptz')}
      ), history as (
        ${REPLACED}

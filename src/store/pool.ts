@@ -77,3 +77,22 @@ export async function retryRacedInTransaction<T>(tx: Queryable, run: () => Promi
   await tx.query('release savepoint raced_write');
   return result;
 }
+
+/** Error codes of a database that does not answer: the socket's, and PostgreSQL's shutting down or starting up. */
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', '57P01', '57P02', '57P03']);
+
+/**
+ * Whether an error says that the database went away or is not back yet (a restart, a failover, a
+ * network cut) rather than that a statement failed: the socket's errors, SQLSTATE class 08
+ * (connection exception), admin_shutdown, crash_shutdown and cannot_connect_now. node-postgres
+ * gives a connection that the server closed no code, only its message ("Connection terminated
+ * unexpectedly", and for the next query of a transaction on it, withTransaction's, "Client has
+ * encountered a connection error"), and Node an AggregateError when every address of a host refused.
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) return true;
+  if (err.message.startsWith('Connection terminated') || err.message.startsWith('Client has encountered a connection error')) return true;
+  return err instanceof AggregateError && err.errors.some(isDatabaseUnavailable);
+}

@@ -6,6 +6,7 @@ import type { Services } from '../../services.ts';
 import type { MetricsJson } from '../../core/metrics.ts';
 import { PROBLEMS, Problem, problemType, type ProblemCode } from '../../core/problems.ts';
 import { JOB_STATES, jobFigures } from '../../jobs/queue.ts';
+import { databaseUnavailable } from '../problems.ts';
 import { responses } from '../schemas/problem.ts';
 
 const ErrorCode = Type.Object({ type: Type.String(), code: Type.String(), title: Type.String(), http_status: Type.Integer() });
@@ -70,7 +71,7 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
         try {
           await services.pool.query('select 1');
         } catch {
-          throw new Problem('AUD-2', 'The database does not answer');
+          throw databaseUnavailable();
         }
         return { state: 'ready' };
       });

@@ -1,0 +1,50 @@
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { testDatabase } from '../../test/app.ts';
+import { isDatabaseUnavailable } from './pool.ts';
+
+/** Which errors of a real PostgreSQL count as the database gone (a 503 to retry, src/http/problems.ts), and which not. */
+describe('isDatabaseUnavailable', () => {
+  const failure = async (work: (client: pg.Client, other: pg.Client) => Promise<unknown>): Promise<unknown> => {
+    const url = await testDatabase();
+    const client = new pg.Client({ connectionString: url });
+    const other = new pg.Client({ connectionString: url });
+    client.on('error', () => {});
+    await client.connect();
+    await other.connect();
+    try {
+      await work(client, other);
+      throw new Error('no failure');
+    } catch (err) {
+      return err;
+    } finally {
+      await client.end().catch(() => {});
+      await other.end();
+    }
+  };
+
+  it('counts a backend ended by the server (57P01 admin_shutdown, as in a restart) and a refused connection', async () => {
+    const terminated = await failure(async (client, other) => {
+      const pid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
+      // Settled at once, so that its failure is not unhandled while the test waits.
+      const sleeping = client.query('select pg_sleep(30)').then(() => undefined, (err: unknown) => err);
+      // Once the statement runs, the server ends its backend.
+      while ((await other.query(`select 1 from pg_stat_activity where pid = $1 and state = 'active'`, [pid])).rowCount === 0);
+      await other.query('select pg_terminate_backend($1)', [pid]);
+      throw await sleeping;
+    });
+    expect((terminated as { code?: string }).code).toBe('57P01');
+    expect(isDatabaseUnavailable(terminated)).toBe(true);
+
+    const closed = new pg.Client({ host: '127.0.0.1', port: 1, user: 'postgres' });
+    const refused = await closed.connect().then(() => undefined, (err: unknown) => err);
+    expect(isDatabaseUnavailable(refused)).toBe(true);
+  });
+
+  it('does not count a failed statement or an error of the program', async () => {
+    expect(isDatabaseUnavailable(await failure((client) => client.query('select * from no_such_table')))).toBe(false);
+    expect(isDatabaseUnavailable(await failure((client) => client.query('select 1/0')))).toBe(false);
+    expect(isDatabaseUnavailable(new Error('Cannot use a pool after calling end on the pool'))).toBe(false);
+    expect(isDatabaseUnavailable(undefined)).toBe(false);
+  });
+});
