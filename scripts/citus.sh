@@ -18,13 +18,19 @@ pgbin=/usr/lib/postgresql/15/bin
 available() { [ -f "$cluster" ] && [ "$(id -u)" = 0 ]; }
 
 # Shard moves copy a shard and follow its writes by logical replication, which needs wal_level=logical.
+# Every database with the citus extension holds a background worker (its maintenance daemon), and a
+# rebalance takes more (its task executors, the logical replication workers): the tests' many
+# databases would use up PostgreSQL's 8 background workers, and a rebalance would wait forever.
+SETTINGS=('wal_level = logical' 'max_worker_processes = 128')
 logical() {
-  local dir=$1 d changed=no
+  local dir=$1 d setting changed=no
   for d in "$dir"/node*/; do
-    if ! grep -q '^wal_level = logical' "$d/postgresql.conf"; then
-      echo 'wal_level = logical' >>"$d/postgresql.conf"
-      changed=yes
-    fi
+    for setting in "${SETTINGS[@]}"; do
+      if ! grep -qxF "$setting" "$d/postgresql.conf"; then
+        echo "$setting" >>"$d/postgresql.conf"
+        changed=yes
+      fi
+    done
   done
   if [ "$changed" = yes ]; then
     for d in "$dir"/node*/; do runuser -u postgres -- "$pgbin/pg_ctl" -D "$d" -w restart -m fast >/dev/null; done

@@ -81,13 +81,14 @@ export class TestServer {
 
   /**
    * Starts a server; with `worker`, also a worker that runs jobs (imports). Its log (silent unless
-   * `env` sets LOG_LEVEL) goes to `log`, or to standard output.
+   * `env` sets LOG_LEVEL) goes to `log`, or to standard output. It serves the test file's database
+   * unless `database` names another one, already migrated (test/citus.test.ts: databases of a test's own).
    */
-  static async start(env: Record<string, string> = {}, options: { worker?: boolean; log?: { write(line: string): void } } = {}): Promise<TestServer> {
+  static async start(env: Record<string, string> = {}, options: { worker?: boolean; log?: { write(line: string): void }; database?: string } = {}): Promise<TestServer> {
     // Files (import uploads) go to a folder of this server's own unless the test names one.
     const dataDir = env.DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'audience-files-')));
     const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env, DATA_DIR: dataDir });
-    const pool = createPool(serviceUrl(await testDatabase()), 10);
+    const pool = createPool(serviceUrl(options.database ?? (await testDatabase())), 10);
     const clock = new TestClock();
     const services = await createServices(config, pool, clock.read, {
       adminToken: crypto.randomBytes(16).toString('hex'),
