@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { SHOP, TestServer, testDatabase, type Response } from './app.ts';
-import { createDatabase, dropDatabase, workerNodes } from './databases.ts';
+import { createDatabase, dropDatabase, withClient, workerNodes } from './databases.ts';
 import { builtIn, userCreated } from './names.ts';
 import { withDatabase } from '../src/store/embedded.ts';
 import { migrate } from '../src/store/migrate.ts';
@@ -31,17 +31,6 @@ const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, 
 
 const enc = encodeURIComponent;
 const profilePath = (key: string) => `/audience/keyspaces/${EMAIL}/profiles/${enc(key)}/sections/${SHOP_S}`;
-
-/** A client on `url` for the length of `work`. */
-async function withClient<T>(url: string, work: (db: pg.Client) => Promise<T>): Promise<T> {
-  const db = new pg.Client({ connectionString: url });
-  await db.connect();
-  try {
-    return await work(db);
-  } finally {
-    await db.end();
-  }
-}
 
 /** Host and port of a node URL, as Citus names nodes. */
 function node(url: string): { host: string; port: number } {

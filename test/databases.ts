@@ -81,7 +81,8 @@ function nodeUrl(server: string, host: string, port: number): string {
   return u.toString();
 }
 
-async function withClient<T>(url: string, work: (db: pg.Client) => Promise<T>): Promise<T> {
+/** A client on `url` for the length of `work`. */
+export async function withClient<T>(url: string, work: (db: pg.Client) => Promise<T>): Promise<T> {
   const db = new pg.Client({ connectionString: url });
   await db.connect();
   try {
