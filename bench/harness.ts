@@ -429,7 +429,12 @@ export async function cpuMsOf(pid: number | undefined): Promise<{ own: number; d
  * cstime), so that a query's parallel workers, which exit with it, are counted.
  */
 export async function postgresCpuMs(dataDir: string): Promise<number> {
-  const postmaster = Number((await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+  return postmasterCpuMs(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'));
+}
+
+/** postgresCpuMs of any PostgreSQL, by the postmaster.pid file of its data directory (a node of a cluster). */
+export async function postmasterCpuMs(pidFile: string): Promise<number> {
+  const postmaster = Number((await fs.readFile(pidFile, 'utf8')).split('\n')[0]);
   const stat = await fs.readFile(`/proc/${postmaster}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const own = (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10;

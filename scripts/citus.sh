@@ -9,6 +9,7 @@
 #                                         start a coordinator and WORKERS workers (2) with wal_level=logical
 #                                         (shard moves by logical replication), print DATABASE_URL=…
 #   scripts/citus.sh spare DIR PORT       start one more node with the citus extension, not yet in a cluster
+#   scripts/citus.sh plain DIR PORT       one plain PostgreSQL 15 (no Citus), for comparisons; prints DATABASE_URL=…
 #   scripts/citus.sh down DIR             stop the nodes under DIR and remove DIR
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,9 +53,13 @@ case "${1:-}" in
     logical "$2"
     echo "NODE_URL=postgres://postgres@127.0.0.1:$3/postgres"
     ;;
+  plain)
+    available || { echo "no PostgreSQL 15 here: needs root and $cluster" >&2; exit 1; }
+    bash "$cluster" plain "$2" "$3"
+    ;;
   down)
     [ -f "$cluster" ] && bash "$cluster" down "$2" || true
     rm -rf "$2"
     ;;
-  *) echo "usage: $0 available | up DIR [WORKERS] [PORT] | spare DIR PORT | down DIR" >&2; exit 2 ;;
+  *) echo "usage: $0 available | up DIR [WORKERS] [PORT] | spare DIR PORT | plain DIR PORT | down DIR" >&2; exit 2 ;;
 esac
