@@ -26,7 +26,7 @@
  * BENCH_ONLY (get,patch,merge: what to measure, e.g. "get" alone when profiling the server).
  */
 import pg from 'pg';
-import { setTimes } from '../src/profiles/queries.ts';
+import { definitionsOf, loadedEmail, loadProfiles, type Ids } from './profile-load.ts';
 import {
   embeddedDatabaseUrl, failOnBadRuns, LOAD, log, measure, median, N_MARK, onCleanup, printSetting, R_MARK, request, runBench, share, sleep, startAudience, startBare, startReference,
   summary, summaryLine, table, usPerRequest, within, type Audience, type Load, type Measured, type Server,
@@ -41,101 +41,7 @@ const ONLY = new Set((process.env.BENCH_ONLY ?? 'get,patch,merge').split(',').ma
 const DEADLINE_MS = 300_000 + LOAD.rounds * 6 * (LOAD.warmupS + LOAD.durationS) * 1000 * 1.5 + MERGES * 4 * 60_000;
 
 /** The key of the n-th loaded profile (1 ≤ n ≤ PROFILES) in the email keyspace. */
-const emailOf = (n: number | typeof N_MARK) => `p${n}@bench.example.com`;
-
-interface Ids {
-  ns: string;
-  emailKeyspace: { id: string; discriminator: string };
-  webKeyspace: string;
-  shop: { id: string; discriminator: string };
-  /** Attribute discriminator → its current version id in the Shop section. */
-  versions: Map<string, string>;
-  pageView: string;
-}
-
-/** The demo account's keyspaces, Shop section, attribute versions and page-view event version. */
-async function definitionsOf(db: pg.Client, accountId: string): Promise<Ids> {
-  const keyspaces = (await db.query<{ keyspace_id: string; kind: string; discriminator: string }>('select keyspace_id, kind, discriminator from keyspaces where account_id = $1', [accountId])).rows;
-  const ks = (kind: string) => {
-    const k = keyspaces.find((r) => r.kind === kind);
-    if (!k) throw new Error(`the demo account has no ${kind} keyspace`);
-    return { id: k.keyspace_id, discriminator: k.discriminator };
-  };
-  const email = ks('email');
-  const ns = email.discriminator.replace(/\.keyspaces\.email$/, '');
-  const shopDiscriminator = `${ns}.sections.user-created.shop`;
-  const shop = (await db.query<{ section_id: string }>('select section_id from sections where account_id = $1 and discriminator = $2', [accountId, shopDiscriminator])).rows[0];
-  if (!shop) throw new Error(`the demo account has no section ${shopDiscriminator}`);
-  const versions = new Map((await db.query<{ discriminator: string; version_id: string }>(
-    `select distinct on (a.discriminator) a.discriminator, v.version_id from attributes a join attribute_versions v using (account_id, attribute_id)
-     where a.account_id = $1 and a.section_id = $2 and v.deprecated_at is null order by a.discriminator, v.ordinal desc`,
-    [accountId, shop.section_id],
-  )).rows.map((r) => [r.discriminator, r.version_id]));
-  const pageView = (await db.query<{ version_id: string }>(
-    `select v.version_id from events e join event_versions v using (account_id, event_id)
-     where e.account_id = $1 and e.section_id = $2 and e.discriminator = $3 order by v.ordinal desc limit 1`,
-    [accountId, shop.section_id, `${ns}.events.page-view`],
-  )).rows[0];
-  if (!pageView) throw new Error('the Shop section has no page-view event');
-  return { ns, emailKeyspace: email, webKeyspace: ks('web').discriminator, shop: { id: shop.section_id, discriminator: shopDiscriminator }, versions, pageView: pageView.version_id };
-}
-
-/** Loads PROFILES profiles in one transaction, set-based; returns the seconds it took (load, analyze). */
-async function loadProfiles(db: pg.Client, accountId: string, ids: Ids): Promise<{ loadS: number; analyzeS: number; rows: Record<string, number>; foreignKeyChecks: boolean }> {
-  const version = (name: string) => {
-    const v = ids.versions.get(`${ids.ns}.attributes.${name}`);
-    if (!v) throw new Error(`the Shop section has no attribute ${ids.ns}.attributes.${name}`);
-    return v;
-  };
-  // The rows reference profiles created by the same statement, so the foreign key checks (row by
-  // row triggers, about half the time) can be skipped, as in any bulk load: replica mode, which
-  // needs a superuser (the embedded database's user is one). SET LOCAL ends with the transaction.
-  const superuser = (await db.query<{ rolsuper: boolean }>('select rolsuper from pg_roles where rolname = current_user')).rows[0]?.rolsuper === true;
-  const started = performance.now();
-  await db.query('begin');
-  if (superuser) await db.query('set local session_replication_role = replica');
-  const { rows } = await db.query<{ n: number }>(
-    `with src as (
-       -- Export keys are UUIDs derived from n, so that the inserted rows can be matched to n.
-       select n, md5('audience-bench-' || n)::uuid::text as export_key from generate_series(1, $2::int) n
-     ), p as (
-       insert into profiles (account_id, export_key) select $1::bigint, export_key from src order by n
-       returning profile_id, export_key
-     ), m as (
-       select src.n, p.profile_id, p.export_key from p join src using (export_key)
-     ), i as (
-       insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id)
-       select $1::bigint, $3::bigint, 'p' || n || '@bench.example.com', profile_id from m
-     ), s as (
-       -- With the set times of the values, as written by the API (migration 0015).
-       insert into profile_sections (account_id, profile_id, section_id, attributes, attribute_set_at)
-       select $1::bigint, profile_id, $4::bigint, a, ${setTimes('null::jsonb', 'null::jsonb', 'a', 'now()')} from m cross join lateral jsonb_build_object(
-         $5::text, 'p' || n || '@bench.example.com',
-         $6::text, 'First' || n,
-         $7::text, 'Last' || n,
-         $8::text, (array['Oslo', 'Bergen', 'Trondheim', 'Stavanger'])[1 + n % 4],
-         $9::text, round((n % 1000) * 1.5, 1),
-         $10::text, n % 2 = 0) a
-     )
-     select count(*)::int as n from m`,
-    [accountId, PROFILES, ids.emailKeyspace.id, ids.shop.id,
-      version('email'), version('firstname'), version('lastname'), version('user-created.city'), version('user-created.loyalty-points'), version('user-created.newsletter-reader')],
-  );
-  await db.query('commit');
-  if (rows[0].n !== PROFILES) throw new Error(`loaded ${rows[0].n} profiles, not ${PROFILES}`);
-  const loaded = performance.now();
-  // As after a real import, once autovacuum has run: hint bits and visibility map set, statistics
-  // current. Otherwise autovacuum would do this during the measured runs.
-  await db.query('vacuum (analyze) profiles, profile_identifiers, profile_sections');
-  const analyzed = performance.now();
-  const counts = (await db.query<{ t: string; n: number }>(
-    `select 'profiles' as t, count(*)::int as n from profiles where account_id = $1
-     union all select 'profile_identifiers', count(*)::int from profile_identifiers where account_id = $1
-     union all select 'profile_sections', count(*)::int from profile_sections where account_id = $1`,
-    [accountId],
-  )).rows;
-  return { loadS: (loaded - started) / 1000, analyzeS: (analyzed - loaded) / 1000, rows: Object.fromEntries(counts.map((c) => [c.t, c.n])), foreignKeyChecks: !superuser };
-}
+const emailOf = (n: number | typeof N_MARK) => loadedEmail(n);
 
 /** Adds EVENTS page-view events to one profile, set-based; returns the seconds it took. */
 async function addEvents(db: pg.Client, accountId: string, ids: Ids, key: string): Promise<number> {
@@ -211,7 +117,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const ids = await definitionsOf(db, audience.accountId);
 
   // ---- 1. Load ----
-  const load = await loadProfiles(db, audience.accountId, ids);
+  const load = await loadProfiles(db, audience.accountId, ids, PROFILES);
   const loadLine = `load: ${PROFILES} profiles in ${load.loadS.toFixed(2)} s (one INSERT … SELECT generate_series in one transaction, ${load.foreignKeyChecks ? 'with' : 'without'} foreign key checks; ${Object.entries(load.rows).map(([t, n]) => `${n} ${t}`).join(', ')}), then VACUUM (ANALYZE) in ${load.analyzeS.toFixed(2)} s`;
   log(loadLine);
 
