@@ -1,24 +1,40 @@
 /**
  * `npm run bench:citus`: the program on a Citus cluster against the same program on one
  * PostgreSQL, both Debian's PostgreSQL 15, on this machine in one run (docs/benchmarks.md "Citus
- * cluster against one PostgreSQL").
+ * cluster against one PostgreSQL (issue 23)").
  *
- * Two databases: one plain PostgreSQL (scripts/citus.sh plain) and a coordinator with two workers
- * (scripts/citus.sh up), each with the program (`node src/main.ts serve`, DATABASE_URL at it, the
- * demo account, its limits lifted). On each, in turn:
+ * Two databases: one plain PostgreSQL (scripts/citus.sh plain) and a Citus coordinator with two
+ * workers (scripts/citus.sh up), each with the program (`node src/main.ts serve`, DATABASE_URL at
+ * it, the demo account, its limits lifted). Then, on both:
  *
- * 1. Import: BENCH_PROFILES rows (300,000) of email, first and last name into the demo account's
- *    Shop section through the import API (create, multipart upload, poll until completed).
- * 2. Throughput: authenticated GET …/attributes and v2 PATCH …/attributes (first name) of random
- *    imported profiles, with wrk, the two databases alternately, BENCH_ROUNDS rounds; the CPU per
- *    request of the program and of each PostgreSQL node.
- * 3. Segments: a count of a two-term segment and a 25-point trend of it, over those profiles
- *    (after VACUUM ANALYZE), BENCH_SEGMENT_RUNS times each.
- * 4. Many accounts: BENCH_ACCOUNTS accounts (20) created through the operator API, each importing
- *    BENCH_ACCOUNT_ROWS rows (50,000) at once; the time until the last completes.
+ * 1. Throughput: BENCH_PROFILES (100,000) profiles of the demo account loaded set-based
+ *    (bench/profile-load.ts, the load of bench:profiles, one INSERT … SELECT generate_series
+ *    through the coordinator), then authenticated GET …/attributes and v2 PATCH …/attributes (first
+ *    name) of random loaded profiles with wrk, the two databases alternately (the order swapped
+ *    every round), BENCH_ROUNDS rounds; the CPU per request of the program and of each PostgreSQL
+ *    node (coordinator, workers), from /proc.
+ * 2. Import: BENCH_IMPORT_ROWS rows (300,000) of email, first and last name into the demo
+ *    account's Shop section through the import API (create, multipart upload, poll until
+ *    completed), single first, then cluster; with the CPU time of the program and of each node.
+ * 3. Segments: a new account (the demo manifest, then the two-term segment of bench:segments:
+ *    loyalty points > 500 && a page view in the last 30 days) with BENCH_SEGMENT_PROFILES
+ *    (1,000,000) profiles loaded set-based as in 1, and a page view for every third profile within
+ *    the last 90 days (one INSERT … SELECT); VACUUM (ANALYZE). Then the count
+ *    (POST …/reports/segments/count) and the 25-point trend (every 14 days back from now) through
+ *    the API, one warm-up and BENCH_SEGMENT_RUNS (3) timed runs each, the databases alternately.
+ * 4. Many accounts: BENCH_ACCOUNTS (20) new accounts (operator API, demo manifest) on each,
+ *    loaded at once with BENCH_ACCOUNT_PROFILES (50,000) profiles each: with BENCH_ACCOUNTS_BY=load
+ *    (default) one set-based load per account on a connection of its own, all at once; with
+ *    BENCH_ACCOUNTS_BY=import one import per account through the API, all at once. The time until
+ *    the last is done.
  *
- * The machine is shared and noisy: what counts is the ratio cluster/single of the same run.
- * Needs root and the workplace's cluster script (scripts/citus.sh available).
+ * Every timed figure carries the 1-minute load average at its end, every wrk run the generator's
+ * CPU. A failing request is recorded, not fatal: the bench goes on and prints the coordinator's
+ * last ERROR lines. The machine is shared and noisy: what counts is the ratio cluster/single of the
+ * same run. Settings: those of bench/harness.ts (BENCH_WARMUP_S, BENCH_DURATION_S, BENCH_ROUNDS,
+ * BENCH_CONNECTIONS), the ones above, BENCH_ONLY (throughput,import,segments,accounts) and
+ * BENCH_CITUS_PORT (9780: the coordinator; workers on the next two ports, the single PostgreSQL
+ * on +10). Needs root, wrk and the workplace's cluster script (scripts/citus.sh available).
  */
 import { spawn, execFileSync } from 'node:child_process';
 import { createReadStream } from 'node:fs';
@@ -30,18 +46,30 @@ import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { freePort } from '../src/store/embedded.ts';
 import {
-  cpuMsOf, log, LOAD, N_MARK, median, onCleanup, postmasterCpuMs, R_MARK, request, ROOT, runBench, runWrk, sleep, table, tempDir, track, within, type Load,
+  cpuMsOf, log, LOAD, N_MARK, median, onCleanup, postmasterCpuMs, printSetting, R_MARK, request, ROOT, runBench, runWrk, sleep, table, tempDir, track, within, type Load,
 } from './harness.ts';
+import { definitionsOf, loadedEmail, loadProfiles, type Ids } from './profile-load.ts';
 
-const PROFILES = Math.max(1000, Number(process.env.BENCH_PROFILES ?? 300_000));
+const PROFILES = Math.max(1000, Number(process.env.BENCH_PROFILES ?? 100_000));
+const IMPORT_ROWS = Math.max(1000, Number(process.env.BENCH_IMPORT_ROWS ?? 300_000));
+const SEGMENT_PROFILES = Math.max(1000, Number(process.env.BENCH_SEGMENT_PROFILES ?? 1_000_000));
 const ACCOUNTS = Math.max(1, Number(process.env.BENCH_ACCOUNTS ?? 20));
-const ACCOUNT_ROWS = Math.max(100, Number(process.env.BENCH_ACCOUNT_ROWS ?? 50_000));
+const ACCOUNT_PROFILES = Math.max(100, Number(process.env.BENCH_ACCOUNT_PROFILES ?? 50_000));
+const ACCOUNTS_BY = process.env.BENCH_ACCOUNTS_BY === 'import' ? 'import' : 'load';
 const SEGMENT_RUNS = Math.max(1, Number(process.env.BENCH_SEGMENT_RUNS ?? 3));
+const ONLY = new Set((process.env.BENCH_ONLY ?? 'throughput,import,segments,accounts').split(',').map((s) => s.trim()));
 const PORT = Number(process.env.BENCH_CITUS_PORT ?? 9780);
-const DEADLINE_MS = 3_600_000;
+const DEADLINE_MS = Number(process.env.BENCH_DEADLINE_S ?? 5400) * 1000;
 const TIME_ZONE = 'Europe/Oslo';
+const DAY = 86_400_000;
 /** The programs started, for the clean-up. */
 const programs: number[] = [];
+
+/** The two-term segment of bench:segments (its first), with the placeholders of docs/manifest.md. */
+const SEGMENT = {
+  name: 'Bench loyal recent visitors',
+  query: 'section({section}).attribute({attribute:com.{vendor}1.attributes.user-created.loyalty-points@2}).gt(500) && section({section}).event({event:com.{vendor}1.events.page-view}).inLast("events.day", 0, 30)',
+};
 
 interface Target {
   name: 'single' | 'cluster';
@@ -49,11 +77,15 @@ interface Target {
   pid: number;
   token: string;
   adminToken: string;
+  accountId: string;
   databaseUrl: string;
+  /** The data directory of the nodes (node0 the coordinator, or the one PostgreSQL). */
+  dir: string;
   /** postmaster.pid of each node: the coordinator (or the one PostgreSQL) first. */
   pidFiles: string[];
   section: string;
   ns: string;
+  db: pg.Client;
 }
 
 /** Starts the databases of a target with scripts/citus.sh; answers its DATABASE_URL. */
@@ -74,8 +106,17 @@ async function api<T>(t: Pick<Target, 'url'>, token: string, method: string, url
   return (res.text ? JSON.parse(res.text) : undefined) as T;
 }
 
+/** A connection to a target's database; closed at clean-up unless `closedByCaller`. */
+async function connect(url: string, what: string, closedByCaller = false): Promise<pg.Client> {
+  const db = new pg.Client({ connectionString: url, statement_timeout: 1_800_000 });
+  db.on('error', (err) => log(`${what}: ${err.message}`));
+  await within(15_000, what, db.connect());
+  if (!closedByCaller) onCleanup(() => db.end());
+  return db;
+}
+
 /** The program on `databaseUrl`, with the demo account's limits lifted and a token of it. */
-async function startTarget(name: Target['name'], databaseUrl: string, pidFiles: string[]): Promise<Target> {
+async function startTarget(name: Target['name'], databaseUrl: string, dir: string, nodes: number): Promise<Target> {
   const dataDir = await tempDir('audience-bench-citus-');
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -97,7 +138,11 @@ async function startTarget(name: Target['name'], databaseUrl: string, pidFiles: 
   const token = await accountToken({ url }, adminToken, demo);
   const sections = await api<{ items: { discriminator: string }[] }>({ url }, token, 'GET', '/audience/sections');
   const section = sections.items.find((s) => s.discriminator.endsWith('.sections.user-created.shop'))!.discriminator;
-  return { name, url, pid: child.pid!, token, adminToken, databaseUrl, pidFiles, section, ns: section.replace(/\.sections\.user-created\.shop$/, '') };
+  const db = await connect(databaseUrl, `database of ${name}`);
+  return {
+    name, url, pid: child.pid!, token, adminToken, accountId: demo.account_id, databaseUrl, dir, db,
+    pidFiles: Array.from({ length: nodes }, (_, i) => path.join(dir, `node${i}/postmaster.pid`)), section, ns: section.replace(/\.sections\.user-created\.shop$/, ''),
+  };
 }
 
 /** Lifts an account's request limits and answers a bearer token of its API key. */
@@ -109,6 +154,16 @@ async function accountToken(t: Pick<Target, 'url'>, adminToken: string, key: { a
   });
   if (issued.status !== 200) throw new Error(`token: ${issued.status} ${issued.text}`);
   return (JSON.parse(issued.text) as { access_token: string }).access_token;
+}
+
+/** A new account through the operator API with the demo manifest (and `extra`, a second manifest): its id and a token. */
+async function newAccount(t: Target, name: string, manifest: unknown, extra?: unknown): Promise<{ accountId: string; token: string }> {
+  const account = await api<{ id?: string; account_id?: string }>(t, t.adminToken, 'POST', '/admin/accounts', { name });
+  const accountId = (account.account_id ?? account.id)!;
+  await api(t, t.adminToken, 'PUT', `/admin/accounts/${accountId}/manifest`, manifest);
+  if (extra !== undefined) await api(t, t.adminToken, 'PUT', `/admin/accounts/${accountId}/manifest`, extra);
+  const key = await api<{ client_id: string; client_secret: string }>(t, t.adminToken, 'POST', `/admin/accounts/${accountId}/keys`, { name: 'bench' });
+  return { accountId, token: await accountToken(t, t.adminToken, { account_id: accountId, ...key }) };
 }
 
 /** A CSV of `rows` profiles `prefix1@bench.example.com`… with first and last names. */
@@ -179,7 +234,19 @@ async function cpuOf(t: Target): Promise<{ program: number; nodes: number[] }> {
   return { program: (await cpuMsOf(t.pid))?.own ?? NaN, nodes: await Promise.all(t.pidFiles.map((f) => postmasterCpuMs(f))) };
 }
 
-interface Figures { rps: number; p99: number; non2xx: number; generator: number; programUs: number; nodesUs: number[]; load: number }
+/** A timed piece of work on a target: seconds, CPU seconds of the program and of each node, the load average at its end. */
+interface Timed { s: number; programS: number; nodesS: number[]; load: number }
+
+async function timedWork(t: Target, work: () => Promise<unknown>): Promise<Timed> {
+  const before = await cpuOf(t);
+  const started = performance.now();
+  await work();
+  const s = (performance.now() - started) / 1000;
+  const after = await cpuOf(t);
+  return { s, programS: (after.program - before.program) / 1000, nodesS: after.nodes.map((n, i) => (n - before.nodes[i]) / 1000), load: os.loadavg()[0] };
+}
+
+interface Figures { rps: number; p50: number; p99: number; bad: number; generator: number; programUs: number; nodesUs: number[]; load: number }
 
 async function throughput(t: Target, load: Load, what: string): Promise<Figures> {
   await runWrk(`${t.url}/`, load, LOAD.warmupS, `${t.name} ${what} warm-up`);
@@ -187,25 +254,30 @@ async function throughput(t: Target, load: Load, what: string): Promise<Figures>
   const r = await runWrk(`${t.url}/`, load, LOAD.durationS, `${t.name} ${what}`);
   const after = await cpuOf(t);
   const us = (ms: number) => (ms * 1000) / r.total;
-  const f = { rps: r.rps, p99: r.p99, non2xx: r.non2xx + r.errors, generator: r.generatorCpuShare, programUs: us(after.program - before.program), nodesUs: after.nodes.map((n, i) => us(n - before.nodes[i])), load: os.loadavg()[0] };
-  log(`${t.name} ${what}: ${f.rps.toFixed(0)} req/s, p99 ${f.p99} ms, ${f.non2xx} non-2xx, program ${f.programUs.toFixed(0)} µs/req, nodes ${f.nodesUs.map((n) => n.toFixed(0)).join(' + ')} µs/req, wrk ${(100 * f.generator).toFixed(0)}% of a core, load ${f.load.toFixed(2)}`);
-  if (f.non2xx > 0) throw new Error(`${t.name} ${what}: ${f.non2xx} failed requests`);
+  const f = { rps: r.rps, p50: r.p50, p99: r.p99, bad: r.non2xx + r.errors + r.timeouts, generator: r.generatorCpuShare, programUs: us(after.program - before.program), nodesUs: after.nodes.map((n, i) => us(n - before.nodes[i])), load: os.loadavg()[0] };
+  log(`${t.name} ${what}: ${f.rps.toFixed(0)} req/s, p99 ${f.p99} ms, ${f.bad} bad, program ${f.programUs.toFixed(0)} µs/req, nodes ${f.nodesUs.map((n) => n.toFixed(0)).join(' + ')} µs/req, wrk ${(100 * f.generator).toFixed(0)}% of a core, load ${f.load.toFixed(2)}`);
+  if (f.bad > 0) failures.push(`${t.name} ${what}: ${f.bad} requests answered non-2xx or failed`);
   return f;
 }
 
-/** Seconds of `runs` timed POSTs of `body` (after one warm-up), their median. */
-async function timed(t: Target, urlPath: string, body: unknown, runs: number): Promise<{ median: number; answer: unknown }> {
-  let answer: unknown = await api(t, t.token, 'POST', urlPath, body);
-  const times: number[] = [];
-  for (let i = 0; i < runs; i++) {
-    const started = performance.now();
-    answer = await api(t, t.token, 'POST', urlPath, body);
-    times.push((performance.now() - started) / 1000);
-  }
-  return { median: median(times), answer };
+/** What failed, reported at the end with the coordinator's errors; the bench goes on. */
+const failures: string[] = [];
+
+/** The last ERROR lines of a node's log, with the statement each names. */
+async function nodeErrors(t: Target): Promise<string[]> {
+  const text = await fs.readFile(path.join(t.dir, 'node0.log'), 'utf8').catch(() => '');
+  const lines = text.split('\n');
+  const out: string[] = [];
+  lines.forEach((l, i) => {
+    if (/\b(ERROR|FATAL):/.test(l)) out.push(l, ...lines.slice(i + 1, i + 4).filter((x) => /\b(STATEMENT|DETAIL|HINT|CONTEXT):/.test(x)));
+  });
+  return out.slice(-40);
 }
 
 await runBench(DEADLINE_MS, async () => {
+  if (LOAD.generator !== 'wrk') throw new Error('bench:citus needs wrk on the PATH (apt-get install wrk)');
+  printSetting();
+  console.log(`throughput over ${PROFILES} profiles; import of ${IMPORT_ROWS} rows; segments over ${SEGMENT_PROFILES} profiles (${SEGMENT_RUNS} timed runs each); ${ACCOUNTS} accounts × ${ACCOUNT_PROFILES} profiles at once (${ACCOUNTS_BY}); only ${[...ONLY].join(',')}`);
   const dir = await tempDir('audience-bench-citus-db-');
   await fs.chmod(dir, 0o755);
   onCleanup(async () => {
@@ -220,92 +292,192 @@ await runBench(DEADLINE_MS, async () => {
     await sleep(3000);
     for (const d of ['single', 'cluster']) execFileSync('bash', [path.join(ROOT, 'scripts/citus.sh'), 'down', path.join(dir, d)], { stdio: 'ignore' });
   });
-  const single = await startTarget('single', startDatabase(['plain', path.join(dir, 'single'), String(PORT + 10)]), [path.join(dir, 'single/node0/postmaster.pid')]);
-  const cluster = await startTarget('cluster', startDatabase(['up', path.join(dir, 'cluster'), '2', String(PORT)]),
-    [0, 1, 2].map((i) => path.join(dir, `cluster/node${i}/postmaster.pid`)));
+  const single = await startTarget('single', startDatabase(['plain', path.join(dir, 'single'), String(PORT + 10)]), path.join(dir, 'single'), 1);
+  const cluster = await startTarget('cluster', startDatabase(['up', path.join(dir, 'cluster'), '2', String(PORT)]), path.join(dir, 'cluster'), 3);
   const targets = [single, cluster];
-
-  // 1. The import, which also loads the profiles of the throughput and the segments.
-  const file = path.join(dir, 'profiles.csv');
-  const size = await writeCsv(file, 'p', PROFILES);
-  const importS: Record<string, number> = {};
-  for (const t of targets) {
-    importS[t.name] = await runImport(t, t.token, file, size, PROFILES);
-    log(`${t.name}: imported ${PROFILES} rows in ${importS[t.name].toFixed(1)} s`);
-    const db = new pg.Client({ connectionString: t.databaseUrl });
-    await db.connect();
-    await db.query('vacuum analyze');
-    await db.end();
-  }
-
-  // 2. Throughput, the targets alternately.
-  const path0 = (t: Target) => `/audience/keyspaces/${encodeURIComponent(`${t.ns}.keyspaces.email`)}/profiles/p${N_MARK}%40bench.example.com/sections/${encodeURIComponent(t.section)}/attributes`;
-  const loads = {
-    get: (t: Target): Load => ({ path: path0(t), headers: { authorization: `Bearer ${t.token}` }, randomUpTo: PROFILES }),
-    patch: (t: Target): Load => ({
-      method: 'PATCH', path: `/v2${path0(t)}`, randomUpTo: PROFILES,
-      headers: { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ [`${t.ns}.attributes.firstname`]: R_MARK }),
-    }),
+  const versions = Object.fromEntries(await Promise.all(targets.map(async (t) => [t.name, (await t.db.query<{ v: string }>('select version() as v')).rows[0].v] as const)));
+  const citus = (await cluster.db.query<{ v: string }>("select extversion as v from pg_extension where extname = 'citus'")).rows[0]?.v;
+  console.log(`single: ${versions.single}; cluster: ${versions.cluster}, Citus ${citus}, coordinator + 2 workers on loopback`);
+  const rows = [['measure', 'single', 'cluster', 'cluster/single', 'load avg (single; cluster)']];
+  const detail = [['measure', 'target', 'value', 'program CPU', 'coordinator/PostgreSQL CPU', 'workers CPU', 'wrk CPU', 'load avg']];
+  const fmtNodes = (nodes: number[], unit: string, digits = 0) => [nodes[0].toFixed(digits) + unit, nodes.length > 1 ? nodes.slice(1).map((n) => n.toFixed(digits)).join(' + ') + unit : ''];
+  const addTimed = (what: string, by: Record<string, Timed>) => {
+    rows.push([`${what}, s`, by.single.s.toFixed(1), by.cluster.s.toFixed(1), (by.cluster.s / by.single.s).toFixed(2), `${by.single.load.toFixed(2)}; ${by.cluster.load.toFixed(2)}`]);
+    for (const t of targets) detail.push([what, t.name, `${by[t.name].s.toFixed(2)} s`, `${by[t.name].programS.toFixed(1)} s`, ...fmtNodes(by[t.name].nodesS, ' s', 1), '', by[t.name].load.toFixed(2)]);
   };
-  const rounds: Record<string, Record<string, Figures[]>> = { get: { single: [], cluster: [] }, patch: { single: [], cluster: [] } };
-  for (let round = 1; round <= LOAD.rounds; round++) {
-    for (const op of ['get', 'patch'] as const) {
-      for (const t of round % 2 ? targets : [...targets].reverse()) rounds[op][t.name].push(await throughput(t, loads[op](t), `${op} round ${round}`));
+
+  // ---- 1. Throughput over PROFILES loaded profiles ----
+  if (ONLY.has('throughput')) {
+    const ids: Record<string, Ids> = {};
+    const loads: Record<string, Timed> = {};
+    for (const t of targets) {
+      ids[t.name] = await definitionsOf(t.db, t.accountId);
+      let loaded: unknown;
+      loads[t.name] = await timedWork(t, async () => { loaded = await loadProfiles(t.db, t.accountId, ids[t.name], PROFILES); });
+      log(`${t.name}: ${PROFILES} profiles loaded set-based in ${loads[t.name].s.toFixed(1)} s: ${JSON.stringify(loaded)}`);
+    }
+    addTimed(`set-based load of ${PROFILES} profiles (+ VACUUM ANALYZE)`, loads);
+    const base = (t: Target, n: number | string) => `/audience/keyspaces/${encodeURIComponent(`${t.ns}.keyspaces.email`)}/profiles/${encodeURIComponent(loadedEmail(n))}/sections/${encodeURIComponent(t.section)}/attributes`;
+    for (const t of targets) {
+      const sample = await request(`${t.url}${base(t, PROFILES)}`, { headers: { authorization: `Bearer ${t.token}` } });
+      if (sample.status !== 200 || !sample.text.includes(loadedEmail(PROFILES))) failures.push(`${t.name}: GET ${base(t, PROFILES)}: ${sample.status} ${sample.text}`);
+    }
+    const ops = {
+      GET: (t: Target): Load => ({ path: base(t, N_MARK), headers: { authorization: `Bearer ${t.token}` }, randomUpTo: PROFILES }),
+      PATCH: (t: Target): Load => ({
+        method: 'PATCH', path: `/v2${base(t, N_MARK)}`, randomUpTo: PROFILES,
+        headers: { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ [`${t.ns}.attributes.firstname`]: `F${R_MARK}` }),
+      }),
+    };
+    const rounds: Record<string, Record<string, Figures[]>> = { GET: { single: [], cluster: [] }, PATCH: { single: [], cluster: [] } };
+    for (let round = 1; round <= LOAD.rounds; round++) {
+      for (const op of ['GET', 'PATCH'] as const) {
+        for (const t of round % 2 ? targets : [...targets].reverse()) rounds[op][t.name].push(await throughput(t, ops[op](t), `${op} round ${round}`));
+      }
+    }
+    for (const op of ['GET', 'PATCH'] as const) {
+      const m = (name: string, f: (x: Figures) => number) => median(rounds[op][name].map(f));
+      const ratios = rounds[op].cluster.map((c, i) => c.rps / rounds[op].single[i].rps);
+      rows.push([`${op} …/attributes req/s (median of ${LOAD.rounds}; aim ≥ 0.6)`, m('single', (x) => x.rps).toFixed(0), m('cluster', (x) => x.rps).toFixed(0),
+        `${median(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')})`, `${m('single', (x) => x.load).toFixed(2)}; ${m('cluster', (x) => x.load).toFixed(2)}`]);
+      for (const t of targets) {
+        rounds[op][t.name].forEach((f, i) => detail.push([`${op} round ${i + 1}`, t.name, `${f.rps.toFixed(0)} req/s, p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms${f.bad ? `, ${f.bad} bad` : ''}`,
+          `${f.programUs.toFixed(0)} µs/req`, ...fmtNodes(f.nodesUs, ' µs/req'), `${(100 * f.generator).toFixed(0)}%`, f.load.toFixed(2)]));
+        const med = (f: (x: Figures) => number) => m(t.name, f);
+        detail.push([`${op} median`, t.name, `${med((x) => x.rps).toFixed(0)} req/s`, `${med((x) => x.programUs).toFixed(0)} µs/req`,
+          ...fmtNodes(rounds[op][t.name][0].nodesUs.map((_, i) => med((x) => x.nodesUs[i])), ' µs/req'), `${(100 * med((x) => x.generator)).toFixed(0)}%`, med((x) => x.load).toFixed(2)]);
+      }
     }
   }
 
-  // 3. Segments: the demo account's two segments (an attribute term and an event term), counted
-  // together as one two-term query; the trend of the first. The imported profiles match neither:
-  // each term is judged over all of them.
-  const segmentS: Record<string, { count: number; trend: number; profiles: unknown }> = {};
-  for (const t of targets) {
-    const stored = await api<{ items: { discriminator: string; versions: { query: string }[] }[] }>(t, t.token, 'GET', '/audience/segments');
-    const [first, second] = stored.items;
-    const query = `(${first.versions.at(-1)!.query}) || (${second.versions.at(-1)!.query})`;
-    const count = await timed(t, '/audience/profiles/reports/segments/count', { section_discriminator: t.section, segment: { timezone: TIME_ZONE, segment_definition: query } }, SEGMENT_RUNS);
-    const points = Array.from({ length: 25 }, (_, i) => new Date(Math.floor(Date.now() / 1000) * 1000 - (24 - i) * 86_400_000).toISOString().replace('.000Z', 'Z'));
-    const trend = await timed(t, `/audience/sections/${encodeURIComponent(t.section)}/segments/${encodeURIComponent(first.discriminator)}/trend`, { sampling_points: points, timezone: TIME_ZONE }, SEGMENT_RUNS);
-    segmentS[t.name] = { count: count.median, trend: trend.median, profiles: count.answer };
-    log(`${t.name}: count ${count.median.toFixed(3)} s (${JSON.stringify(count.answer)}), trend ${trend.median.toFixed(3)} s`);
+  // ---- 2. An import of IMPORT_ROWS rows ----
+  if (ONLY.has('import')) {
+    const file = path.join(dir, 'import.csv');
+    const size = await writeCsv(file, 'i', IMPORT_ROWS);
+    const imports: Record<string, Timed> = {};
+    for (const t of targets) {
+      try {
+        imports[t.name] = await timedWork(t, () => runImport(t, t.token, file, size, IMPORT_ROWS));
+        log(`${t.name}: imported ${IMPORT_ROWS} rows in ${imports[t.name].s.toFixed(1)} s`);
+      } catch (err) {
+        failures.push(`${t.name} import: ${(err as Error).message}`);
+      }
+    }
+    if (imports.single && imports.cluster) addTimed(`import of ${IMPORT_ROWS} rows (${(size / 1e6).toFixed(1)} MB; aim cluster ≤ 2× single)`, imports);
   }
 
-  // 4. Many accounts importing at once.
-  const accountFile = path.join(dir, 'account.csv');
-  const accountSize = await writeCsv(accountFile, 'a', ACCOUNT_ROWS);
-  const manyS: Record<string, number> = {};
   const manifest = JSON.parse(await fs.readFile(path.join(ROOT, 'manifests/demo.json'), 'utf8')) as unknown;
-  for (const t of targets) {
-    const keys = [];
-    for (let i = 0; i < ACCOUNTS; i++) {
-      const account = await api<{ account_id: string }>(t, t.adminToken, 'POST', '/admin/accounts', { name: `bench ${i}` });
-      await api(t, t.adminToken, 'PUT', `/admin/accounts/${account.account_id}/manifest`, manifest);
-      const key = await api<{ client_id: string; client_secret: string }>(t, t.adminToken, 'POST', `/admin/accounts/${account.account_id}/keys`, { name: 'bench' });
-      keys.push({ account_id: account.account_id, ...key });
+
+  // ---- 3. Segments over SEGMENT_PROFILES profiles of one account ----
+  if (ONLY.has('segments')) {
+    const segmentManifest = { segments: [{ name: SEGMENT.name, description: 'bench/citus.ts', section: 'com.{vendor}1.sections.user-created.shop', versions: [{ query: SEGMENT.query }] }] };
+    const loads: Record<string, Timed> = {};
+    const accounts: Record<string, { accountId: string; token: string; segment: string }> = {};
+    for (const t of targets) {
+      const account = await newAccount(t, 'Segments', manifest, segmentManifest);
+      const ids = await definitionsOf(t.db, account.accountId);
+      const segments = await api<{ items: { discriminator: string; name?: string }[] }>(t, account.token, 'GET', '/audience/segments');
+      const segment = segments.items.find((s) => s.discriminator.endsWith('.segments.user-created.bench-loyal-recent-visitors'))?.discriminator;
+      if (!segment) throw new Error(`${t.name}: the segment was not created: ${JSON.stringify(segments.items.map((s) => s.discriminator))}`);
+      accounts[t.name] = { ...account, segment };
+      let events = 0;
+      loads[t.name] = await timedWork(t, async () => {
+        await loadProfiles(t.db, account.accountId, ids, SEGMENT_PROFILES, { prefix: 's', vacuum: false });
+        // A page view for every third profile, on one of the last 90 days.
+        events = (await t.db.query(
+          `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
+           select $1::bigint, i.profile_id, $2::bigint, $3::bigint, now() - (g.n % 90) * interval '1 day' - interval '1 hour', now(), 'bench-' || g.n,
+             jsonb_build_object('url', 'https://shop.example.com/p/' || g.n, 'device', 'desktop', 'title', 'Page ' || g.n)
+           from generate_series(1, $4::int) g(n)
+           join profile_identifiers i on i.account_id = $1::bigint and i.keyspace_id = $5::bigint and i.profile_key = 's' || g.n || '@bench.example.com'
+           where g.n % 3 = 0`,
+          [account.accountId, ids.shop.id, ids.pageView, SEGMENT_PROFILES, ids.emailKeyspace.id],
+        )).rowCount ?? 0;
+        await t.db.query('vacuum (analyze) profiles, profile_identifiers, profile_sections, profile_events');
+      });
+      await t.db.query('checkpoint');
+      log(`${t.name}: ${SEGMENT_PROFILES} profiles and ${events} page views loaded set-based with VACUUM (ANALYZE) in ${loads[t.name].s.toFixed(1)} s`);
     }
-    const tokens = await Promise.all(keys.map((k) => accountToken(t, t.adminToken, k)));
-    const started = performance.now();
-    await Promise.all(tokens.map((token) => runImport(t, token, accountFile, accountSize, ACCOUNT_ROWS)));
-    manyS[t.name] = (performance.now() - started) / 1000;
-    log(`${t.name}: ${ACCOUNTS} accounts × ${ACCOUNT_ROWS} rows imported at once in ${manyS[t.name].toFixed(1)} s`);
+    addTimed(`set-based load of ${SEGMENT_PROFILES} profiles + page views (+ VACUUM ANALYZE)`, loads);
+    const points = Array.from({ length: 25 }, (_, i) => new Date(Math.floor(Date.now() / 1000) * 1000 - (24 - i) * 14 * DAY).toISOString().replace('.000Z', 'Z'));
+    const calls = {
+      count: (t: Target) => ({ path: '/audience/profiles/reports/segments/count', body: { section_discriminator: t.section, segment: { timezone: TIME_ZONE, segment_discriminator: accounts[t.name].segment } } }),
+      trend: (t: Target) => ({ path: `/audience/sections/${encodeURIComponent(t.section)}/segments/${encodeURIComponent(accounts[t.name].segment)}/trend`, body: { sampling_points: points, timezone: TIME_ZONE } }),
+    };
+    const answers: Record<string, unknown> = {};
+    const times: Record<string, Record<string, Timed[]>> = { count: { single: [], cluster: [] }, trend: { single: [], cluster: [] } };
+    for (let run = 0; run <= SEGMENT_RUNS; run++) {
+      for (const op of ['count', 'trend'] as const) {
+        for (const t of run % 2 ? targets : [...targets].reverse()) {
+          const { path: p, body } = calls[op](t);
+          try {
+            let answer: unknown;
+            const r = await timedWork(t, async () => { answer = await api(t, accounts[t.name].token, 'POST', p, body); });
+            answers[`${op} ${t.name}`] = answer;
+            // Run 0 is the warm-up.
+            if (run > 0) times[op][t.name].push(r);
+            log(`${t.name} ${op} run ${run}: ${r.s.toFixed(3)} s, nodes ${r.nodesS.map((n) => n.toFixed(2)).join(' + ')} s CPU`);
+          } catch (err) {
+            failures.push(`${t.name} ${op}: ${(err as Error).message}`);
+            break;
+          }
+        }
+      }
+    }
+    const count = (name: string) => (answers[`count ${name}`] as { profile_count?: number } | undefined)?.profile_count;
+    console.log(`segment ${accounts.cluster.segment}: count single ${count('single')}, cluster ${count('cluster')}`);
+    if (count('single') !== count('cluster')) failures.push(`the counts differ: single ${count('single')}, cluster ${count('cluster')}`);
+    const trendNow = (name: string) => JSON.stringify((answers[`trend ${name}`] as { matching_profile_count?: Record<string, unknown> } | undefined)?.matching_profile_count?.[points.at(-1)!]);
+    console.log(`trend at the last point: single ${trendNow('single')}, cluster ${trendNow('cluster')}`);
+    for (const op of ['count', 'trend'] as const) {
+      if (times[op].single.length === 0 || times[op].cluster.length === 0) continue;
+      const med = (name: string): Timed => {
+        const xs = times[op][name];
+        return { s: median(xs.map((x) => x.s)), programS: median(xs.map((x) => x.programS)), nodesS: xs[0].nodesS.map((_, i) => median(xs.map((x) => x.nodesS[i]))), load: median(xs.map((x) => x.load)) };
+      };
+      addTimed(`${op === 'count' ? 'two-term segment count' : '25-point trend'} over ${SEGMENT_PROFILES} profiles (median of ${SEGMENT_RUNS})`, { single: med('single'), cluster: med('cluster') });
+    }
   }
 
-  // The figures.
-  const m = (op: string, name: string, f: (x: Figures) => number) => median(rounds[op][name].map(f));
-  const rows = [['measure', 'single', 'cluster', 'cluster/single']];
-  for (const op of ['get', 'patch']) {
-    const s = m(op, 'single', (x) => x.rps);
-    const c = m(op, 'cluster', (x) => x.rps);
-    rows.push([`${op} req/s (median of ${LOAD.rounds})`, s.toFixed(0), c.toFixed(0), (c / s).toFixed(2)]);
-    rows.push([`${op} program µs/req`, m(op, 'single', (x) => x.programUs).toFixed(0), m(op, 'cluster', (x) => x.programUs).toFixed(0), '']);
-    rows.push([`${op} database µs/req (coordinator; workers)`, m(op, 'single', (x) => x.nodesUs[0]).toFixed(0),
-      `${m(op, 'cluster', (x) => x.nodesUs[0]).toFixed(0)}; ${m(op, 'cluster', (x) => x.nodesUs[1] + x.nodesUs[2]).toFixed(0)}`, '']);
-    rows.push([`${op} wrk CPU`, `${(100 * m(op, 'single', (x) => x.generator)).toFixed(0)}%`, `${(100 * m(op, 'cluster', (x) => x.generator)).toFixed(0)}%`, '']);
+  // ---- 4. ACCOUNTS accounts loaded at once ----
+  if (ONLY.has('accounts')) {
+    const by: Record<string, Timed> = {};
+    const file = path.join(dir, 'account.csv');
+    const size = ACCOUNTS_BY === 'import' ? await writeCsv(file, 'a', ACCOUNT_PROFILES) : 0;
+    for (const t of targets) {
+      const accounts: { accountId: string; token: string }[] = [];
+      for (let i = 0; i < ACCOUNTS; i++) accounts.push(await newAccount(t, `bench ${i}`, manifest));
+      const ids: Ids[] = [];
+      for (const a of accounts) ids.push(await definitionsOf(t.db, a.accountId));
+      const dbs = ACCOUNTS_BY === 'load' ? await Promise.all(accounts.map((_, i) => connect(t.databaseUrl, `${t.name} load connection ${i}`, true))) : [];
+      try {
+        by[t.name] = await timedWork(t, () => Promise.all(accounts.map((a, i) => (ACCOUNTS_BY === 'load'
+          ? loadProfiles(dbs[i], a.accountId, ids[i], ACCOUNT_PROFILES, { prefix: 'a', vacuum: false })
+          : runImport(t, a.token, file, size, ACCOUNT_PROFILES)))));
+        log(`${t.name}: ${ACCOUNTS} accounts × ${ACCOUNT_PROFILES} profiles (${ACCOUNTS_BY}) at once in ${by[t.name].s.toFixed(1)} s`);
+        const n = (await t.db.query<{ n: number }>('select count(*)::int as n from profiles where account_id = any($1::bigint[])', [accounts.map((a) => a.accountId)])).rows[0].n;
+        if (n !== ACCOUNTS * ACCOUNT_PROFILES) failures.push(`${t.name}: ${n} profiles in the ${ACCOUNTS} accounts, not ${ACCOUNTS * ACCOUNT_PROFILES}`);
+      } catch (err) {
+        failures.push(`${t.name} ${ACCOUNTS} accounts at once: ${(err as Error).message}`);
+      }
+      for (const db of dbs) await db.end().catch(() => {});
+    }
+    if (by.single && by.cluster) addTimed(`${ACCOUNTS} accounts × ${ACCOUNT_PROFILES} profiles at once (${ACCOUNTS_BY === 'load' ? 'set-based loads, one connection each' : 'imports through the API'})`, by);
   }
-  rows.push([`import of ${PROFILES} rows, s`, importS.single.toFixed(1), importS.cluster.toFixed(1), (importS.cluster / importS.single).toFixed(2)]);
-  rows.push([`two-term count over ${PROFILES}, s`, segmentS.single.count.toFixed(3), segmentS.cluster.count.toFixed(3), (segmentS.cluster.count / segmentS.single.count).toFixed(2)]);
-  rows.push([`25-point trend over ${PROFILES}, s`, segmentS.single.trend.toFixed(3), segmentS.cluster.trend.toFixed(3), (segmentS.cluster.trend / segmentS.single.trend).toFixed(2)]);
-  rows.push([`${ACCOUNTS} accounts × ${ACCOUNT_ROWS} rows at once, s`, manyS.single.toFixed(1), manyS.cluster.toFixed(1), (manyS.cluster / manyS.single).toFixed(2)]);
+
+  // ---- Report ----
   console.log('');
   console.log(table(rows));
+  console.log('');
+  console.log('CPU: the program\'s, the coordinator\'s (or the one PostgreSQL\'s) and the two workers\', from /proc; per request for the wrk runs, seconds for the timed work.');
+  console.log(table(detail));
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  if (failures.length > 0) {
+    console.log('');
+    console.log('FAILURES:');
+    for (const f of failures) console.log(`  ${f}`);
+    console.log('the coordinator\'s last errors (cluster/node0.log):');
+    for (const l of await nodeErrors(cluster)) console.log(`  ${l}`);
+    process.exitCode = 1;
+  }
 });
