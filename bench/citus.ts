@@ -382,7 +382,9 @@ await runBench(DEADLINE_MS, async () => {
       accounts[t.name] = { ...account, segment };
       let events = 0;
       loads[t.name] = await timedWork(t, async () => {
-        await loadProfiles(t.db, account.accountId, ids, SEGMENT_PROFILES, { prefix: 's', vacuum: false });
+        // With VACUUM (ANALYZE): without statistics of the new account's identifiers, the planner
+        // takes them for one row and joins generate_series to them the quadratic way round.
+        await loadProfiles(t.db, account.accountId, ids, SEGMENT_PROFILES, { prefix: 's' });
         // A page view for every third profile, on one of the last 90 days.
         events = (await t.db.query(
           `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
@@ -393,7 +395,7 @@ await runBench(DEADLINE_MS, async () => {
            where g.n % 3 = 0`,
           [account.accountId, ids.shop.id, ids.pageView, SEGMENT_PROFILES, ids.emailKeyspace.id],
         )).rowCount ?? 0;
-        await t.db.query('vacuum (analyze) profiles, profile_identifiers, profile_sections, profile_events');
+        await t.db.query('vacuum (analyze) profile_events');
       });
       await t.db.query('checkpoint');
       log(`${t.name}: ${SEGMENT_PROFILES} profiles and ${events} page views loaded set-based with VACUUM (ANALYZE) in ${loads[t.name].s.toFixed(1)} s`);
