@@ -37,6 +37,8 @@ const PROFILES = Math.max(1000, Number(process.env.BENCH_PROFILES ?? 300_000));
 const ACCOUNTS = Math.max(1, Number(process.env.BENCH_ACCOUNTS ?? 20));
 const ACCOUNT_ROWS = Math.max(100, Number(process.env.BENCH_ACCOUNT_ROWS ?? 50_000));
 const SEGMENT_RUNS = Math.max(1, Number(process.env.BENCH_SEGMENT_RUNS ?? 3));
+/** The parts to run (all by default): import (which the next two need), throughput, segments, accounts. */
+const PARTS = new Set((process.env.BENCH_PARTS ?? 'import,throughput,segments,accounts').split(','));
 const PORT = Number(process.env.BENCH_CITUS_PORT ?? 9780);
 const DEADLINE_MS = 3_600_000;
 const TIME_ZONE = 'Europe/Oslo';
@@ -229,7 +231,7 @@ await runBench(DEADLINE_MS, async () => {
   const file = path.join(dir, 'profiles.csv');
   const size = await writeCsv(file, 'p', PROFILES);
   const importS: Record<string, number> = {};
-  for (const t of targets) {
+  for (const t of PARTS.has('import') ? targets : []) {
     importS[t.name] = await runImport(t, t.token, file, size, PROFILES);
     log(`${t.name}: imported ${PROFILES} rows in ${importS[t.name].toFixed(1)} s`);
     const db = new pg.Client({ connectionString: t.databaseUrl });
@@ -248,7 +250,7 @@ await runBench(DEADLINE_MS, async () => {
     }),
   };
   const rounds: Record<string, Record<string, Figures[]>> = { get: { single: [], cluster: [] }, patch: { single: [], cluster: [] } };
-  for (let round = 1; round <= LOAD.rounds; round++) {
+  for (let round = 1; PARTS.has('throughput') && round <= LOAD.rounds; round++) {
     for (const op of ['get', 'patch'] as const) {
       for (const t of round % 2 ? targets : [...targets].reverse()) rounds[op][t.name].push(await throughput(t, loads[op](t), `${op} round ${round}`));
     }
@@ -258,7 +260,7 @@ await runBench(DEADLINE_MS, async () => {
   // together as one two-term query; the trend of the first. The imported profiles match neither:
   // each term is judged over all of them.
   const segmentS: Record<string, { count: number; trend: number; profiles: unknown }> = {};
-  for (const t of targets) {
+  for (const t of PARTS.has('segments') ? targets : []) {
     const stored = await api<{ items: { discriminator: string; versions: { query: string }[] }[] }>(t, t.token, 'GET', '/audience/segments');
     const [first, second] = stored.items;
     const query = `(${first.versions.at(-1)!.query}) || (${second.versions.at(-1)!.query})`;
@@ -274,13 +276,13 @@ await runBench(DEADLINE_MS, async () => {
   const accountSize = await writeCsv(accountFile, 'a', ACCOUNT_ROWS);
   const manyS: Record<string, number> = {};
   const manifest = JSON.parse(await fs.readFile(path.join(ROOT, 'manifests/demo.json'), 'utf8')) as unknown;
-  for (const t of targets) {
+  for (const t of PARTS.has('accounts') ? targets : []) {
     const keys = [];
     for (let i = 0; i < ACCOUNTS; i++) {
-      const account = await api<{ account_id: string }>(t, t.adminToken, 'POST', '/admin/accounts', { name: `bench ${i}` });
-      await api(t, t.adminToken, 'PUT', `/admin/accounts/${account.account_id}/manifest`, manifest);
-      const key = await api<{ client_id: string; client_secret: string }>(t, t.adminToken, 'POST', `/admin/accounts/${account.account_id}/keys`, { name: 'bench' });
-      keys.push({ account_id: account.account_id, ...key });
+      const account = await api<{ id: string }>(t, t.adminToken, 'POST', '/admin/accounts', { name: `bench ${i}` });
+      await api(t, t.adminToken, 'PUT', `/admin/accounts/${account.id}/manifest`, manifest);
+      const key = await api<{ client_id: string; client_secret: string }>(t, t.adminToken, 'POST', `/admin/accounts/${account.id}/keys`, { name: 'bench' });
+      keys.push({ account_id: account.id, ...key });
     }
     const tokens = await Promise.all(keys.map((k) => accountToken(t, t.adminToken, k)));
     const started = performance.now();
@@ -292,7 +294,7 @@ await runBench(DEADLINE_MS, async () => {
   // The figures.
   const m = (op: string, name: string, f: (x: Figures) => number) => median(rounds[op][name].map(f));
   const rows = [['measure', 'single', 'cluster', 'cluster/single']];
-  for (const op of ['get', 'patch']) {
+  for (const op of PARTS.has('throughput') ? ['get', 'patch'] : []) {
     const s = m(op, 'single', (x) => x.rps);
     const c = m(op, 'cluster', (x) => x.rps);
     rows.push([`${op} req/s (median of ${LOAD.rounds})`, s.toFixed(0), c.toFixed(0), (c / s).toFixed(2)]);
@@ -301,10 +303,15 @@ await runBench(DEADLINE_MS, async () => {
       `${m(op, 'cluster', (x) => x.nodesUs[0]).toFixed(0)}; ${m(op, 'cluster', (x) => x.nodesUs[1] + x.nodesUs[2]).toFixed(0)}`, '']);
     rows.push([`${op} wrk CPU`, `${(100 * m(op, 'single', (x) => x.generator)).toFixed(0)}%`, `${(100 * m(op, 'cluster', (x) => x.generator)).toFixed(0)}%`, '']);
   }
-  rows.push([`import of ${PROFILES} rows, s`, importS.single.toFixed(1), importS.cluster.toFixed(1), (importS.cluster / importS.single).toFixed(2)]);
-  rows.push([`two-term count over ${PROFILES}, s`, segmentS.single.count.toFixed(3), segmentS.cluster.count.toFixed(3), (segmentS.cluster.count / segmentS.single.count).toFixed(2)]);
-  rows.push([`25-point trend over ${PROFILES}, s`, segmentS.single.trend.toFixed(3), segmentS.cluster.trend.toFixed(3), (segmentS.cluster.trend / segmentS.single.trend).toFixed(2)]);
-  rows.push([`${ACCOUNTS} accounts × ${ACCOUNT_ROWS} rows at once, s`, manyS.single.toFixed(1), manyS.cluster.toFixed(1), (manyS.cluster / manyS.single).toFixed(2)]);
+  const ratio = (label: string, f: Record<string, number> | undefined, digits = 1) => {
+    if (f?.single !== undefined && f.cluster !== undefined) rows.push([label, f.single.toFixed(digits), f.cluster.toFixed(digits), (f.cluster / f.single).toFixed(2)]);
+  };
+  ratio(`import of ${PROFILES} rows, s`, importS);
+  if (segmentS.single && segmentS.cluster) {
+    ratio(`two-term count over ${PROFILES}, s`, { single: segmentS.single.count, cluster: segmentS.cluster.count }, 3);
+    ratio(`25-point trend over ${PROFILES}, s`, { single: segmentS.single.trend, cluster: segmentS.cluster.trend }, 3);
+  }
+  ratio(`${ACCOUNTS} accounts × ${ACCOUNT_ROWS} rows at once, s`, manyS);
   console.log('');
   console.log(table(rows));
   console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
