@@ -32,7 +32,8 @@
  * CPU. A failing request is recorded, not fatal: the bench goes on and prints the coordinator's
  * last ERROR lines. The machine is shared and noisy: what counts is the ratio cluster/single of the
  * same run. Settings: those of bench/harness.ts (BENCH_WARMUP_S, BENCH_DURATION_S, BENCH_ROUNDS,
- * BENCH_CONNECTIONS), the ones above, BENCH_ONLY (throughput,import,segments,accounts) and
+ * BENCH_CONNECTIONS), the ones above, BENCH_ONLY or BENCH_PARTS (throughput,import,segments,accounts:
+ * the parts to run, each on its own data) and
  * BENCH_CITUS_PORT (9780: the coordinator; workers on the next two ports, the single PostgreSQL
  * on +10). Needs root, wrk and the workplace's cluster script (scripts/citus.sh available).
  */
@@ -57,7 +58,8 @@ const ACCOUNTS = Math.max(1, Number(process.env.BENCH_ACCOUNTS ?? 20));
 const ACCOUNT_PROFILES = Math.max(100, Number(process.env.BENCH_ACCOUNT_PROFILES ?? 50_000));
 const ACCOUNTS_BY = process.env.BENCH_ACCOUNTS_BY === 'import' ? 'import' : 'load';
 const SEGMENT_RUNS = Math.max(1, Number(process.env.BENCH_SEGMENT_RUNS ?? 3));
-const ONLY = new Set((process.env.BENCH_ONLY ?? 'throughput,import,segments,accounts').split(',').map((s) => s.trim()));
+/** The parts to run (all by default); BENCH_PARTS is the same setting under its earlier name. */
+const ONLY = new Set((process.env.BENCH_ONLY ?? process.env.BENCH_PARTS ?? 'throughput,import,segments,accounts').split(',').map((s) => s.trim()));
 const PORT = Number(process.env.BENCH_CITUS_PORT ?? 9780);
 const DEADLINE_MS = Number(process.env.BENCH_DEADLINE_S ?? 5400) * 1000;
 const TIME_ZONE = 'Europe/Oslo';
