@@ -34,7 +34,9 @@ logical() {
     done
   done
   if [ "$changed" = yes ]; then
-    for d in "$dir"/node*/; do runuser -u postgres -- "$pgbin/pg_ctl" -D "$d" -w restart -m fast >/dev/null; done
+    # -l: the node logs to DIR/nodeN.log again, as cluster.sh started it; without it the restarted
+    # node's log went to pg_ctl's output, here /dev/null.
+    for d in "$dir"/node*/; do runuser -u postgres -- "$pgbin/pg_ctl" -D "$d" -l "${d%/}.log" -w restart -m fast >/dev/null; done
   fi
 }
 
