@@ -38,16 +38,13 @@
  * on +10). Needs root, wrk and the workplace's cluster script (scripts/citus.sh available).
  */
 import { spawn, execFileSync } from 'node:child_process';
-import { createReadStream } from 'node:fs';
 import fs from 'node:fs/promises';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { freePort } from '../src/store/embedded.ts';
 import {
-  cpuMsOf, log, LOAD, N_MARK, median, onCleanup, postmasterCpuMs, printSetting, R_MARK, request, ROOT, runBench, runWrk, sleep, table, tempDir, track, within, type Load,
+  cpuMsOf, log, LOAD, N_MARK, median, onCleanup, postmasterCpuMs, printSetting, R_MARK, request, ROOT, runBench, runWrk, sleep, table, tempDir, track, upload, within, type Load,
 } from './harness.ts';
 import { definitionsOf, loadedEmail, loadProfiles, type Ids } from './profile-load.ts';
 
@@ -184,30 +181,6 @@ async function writeCsv(file: string, prefix: string, rows: number): Promise<num
   return (await fs.stat(file)).size;
 }
 
-/** POSTs the form fields, then the file as the part `file`, streamed from disk. */
-function upload(url: string, fields: Record<string, string>, file: string, size: number): Promise<number> {
-  const boundary = `----audience-bench-${Date.now().toString(16)}`;
-  let head = '';
-  for (const [name, value] of Object.entries(fields)) head += `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
-  head += `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.csv"\r\nContent-Type: text/csv\r\n\r\n`;
-  const tail = `\r\n--${boundary}--\r\n`;
-  return within(300_000, 'upload', new Promise((resolve, reject) => {
-    const req = http.request(url, {
-      method: 'POST',
-      headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': Buffer.byteLength(head) + size + Buffer.byteLength(tail) },
-    }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
-    req.on('error', reject);
-    pipeline(async function* () {
-      yield Buffer.from(head);
-      yield* createReadStream(file, { highWaterMark: 256 * 1024 });
-      yield Buffer.from(tail);
-    }, req).catch(reject);
-  }));
-}
-
 /** One import of `file` into an account's Shop section, from its creation to completed: seconds. */
 async function runImport(t: Target, token: string, file: string, size: number, rows: number): Promise<number> {
   const attributes = await api<{ items: { discriminator: string; versions: { id: string; deprecated_at?: string | null }[] }[] }>(t, token, 'GET', `/audience/sections/${t.section}/attributes`);
@@ -217,8 +190,8 @@ async function runImport(t: Target, token: string, file: string, size: number, r
     keyspace_mapping: { keyspace_discriminator: `${t.ns}.keyspaces.email`, field_selector: 'email' },
     attribute_mappings: [{ field_selector: 'first_name', attribute_version_id: version('firstname') }, { field_selector: 'last_name', attribute_version_id: version('lastname') }],
   });
-  const status = await upload(t.url + new URL(created.file_upload_url).pathname, created.file_upload_body, file, size);
-  if (status !== 204) throw new Error(`upload: ${status}`);
+  const uploaded = await upload(t.url + new URL(created.file_upload_url).pathname, created.file_upload_body, file, size, 300_000);
+  if (uploaded.status !== 204) throw new Error(`upload: ${uploaded.status} ${uploaded.text}`);
   for (;;) {
     const s = await api<{ result: { status: string; profiles_processed: number; message?: string } }>(t, token, 'GET', `/audience/sections/${t.section}/imports/${created.import_id}`);
     if (s.result.status === 'completed') {

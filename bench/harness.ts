@@ -13,10 +13,12 @@
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { accessSync, constants } from 'node:fs';
+import { accessSync, constants, createReadStream } from 'node:fs';
 import fs from 'node:fs/promises';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../src/store/embedded.ts';
 import pg from 'pg';
@@ -698,3 +700,33 @@ export function failOnBadRuns(results: Measured[]): void {
 
 export const usPerRequest = (v: number | undefined) => (v === undefined ? 'n/a' : v.toFixed(0));
 export const share = (v: number | undefined) => (v === undefined ? 'n/a' : `${(100 * v).toFixed(0)}%`);
+
+/** POSTs the form fields in order, then the file as the part `file`, streamed from disk; returns the status and answer. */
+export async function upload(url: string, fields: Record<string, string>, file: string, size: number, timeoutMs: number): Promise<{ status: number; text: string }> {
+  const boundary = `----audience-bench-${Date.now().toString(16)}`;
+  let head = '';
+  for (const [name, value] of Object.entries(fields)) head += `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
+  head += `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.csv"\r\nContent-Type: text/csv\r\n\r\n`;
+  const tail = `\r\n--${boundary}--\r\n`;
+  const target = new URL(url);
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(target.hostname)) throw new Error(`the upload URL ${url} is not on loopback`);
+  return within(timeoutMs, 'upload', new Promise((resolve, reject) => {
+    const req = http.request(target, {
+      method: 'POST',
+      headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': Buffer.byteLength(head) + size + Buffer.byteLength(tail) },
+    }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error('upload timed out')));
+    req.on('error', reject);
+    pipeline(async function* () {
+      yield Buffer.from(head);
+      yield* createReadStream(file, { highWaterMark: 256 * 1024 });
+      yield Buffer.from(tail);
+    }, req).catch(reject);
+  }));
+}

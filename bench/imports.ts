@@ -27,15 +27,13 @@
  * e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" or "--max-semi-space-size=8"), and for profiling
  * BENCH_DB_SAMPLE and BENCH_HEAP_SNAPSHOT (below).
  */
-import { createReadStream, createWriteStream } from 'node:fs';
+import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
-import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
-import { embeddedDatabaseUrl, log, memoryOf, onCleanup, request, runBench, sampleMemory, sleep, startAudience, table, within, type Audience } from './harness.ts';
+import { embeddedDatabaseUrl, log, memoryOf, onCleanup, request, runBench, sampleMemory, sleep, startAudience, table, upload, within, type Audience } from './harness.ts';
 
 const ROWS = Math.max(100, Number(process.env.BENCH_IMPORT_ROWS ?? 300_000));
 const BYTES = Number(process.env.BENCH_IMPORT_BYTES ?? 52_000_000);
@@ -195,36 +193,6 @@ async function settingOf(server: Audience): Promise<Setting> {
   return { section, ns, versions };
 }
 
-/** POSTs the form fields in order, then the file as the part `file`, streamed from disk; returns the status and answer. */
-async function upload(url: string, fields: Record<string, string>, file: string, size: number): Promise<{ status: number; text: string }> {
-  const boundary = `----audience-bench-${Date.now().toString(16)}`;
-  let head = '';
-  for (const [name, value] of Object.entries(fields)) head += `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
-  head += `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.csv"\r\nContent-Type: text/csv\r\n\r\n`;
-  const tail = `\r\n--${boundary}--\r\n`;
-  const target = new URL(url);
-  if (!['127.0.0.1', 'localhost', '[::1]'].includes(target.hostname)) throw new Error(`the upload URL ${url} is not on loopback`);
-  return within(UPLOAD_TIMEOUT_MS, 'upload', new Promise((resolve, reject) => {
-    const req = http.request(target, {
-      method: 'POST',
-      headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': Buffer.byteLength(head) + size + Buffer.byteLength(tail) },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      res.on('error', reject);
-    });
-    req.setTimeout(UPLOAD_TIMEOUT_MS, () => req.destroy(new Error('upload timed out')));
-    req.on('error', reject);
-    pipeline(async function* () {
-      yield Buffer.from(head);
-      yield* createReadStream(file, { highWaterMark: 256 * 1024 });
-      yield Buffer.from(tail);
-    }, req).catch(reject);
-  }));
-}
-
 interface Status {
   result: { status: string; profiles_found: number; profiles_processed: number; profiles_failed: number; message?: string };
   report: { profiles_new: number; profiles_updated: number; profiles_not_changed: number; profiles_failed: number; failures: { line: number; reason: string }[] };
@@ -259,7 +227,7 @@ async function runImport(server: Audience, setting: Setting, label: string, file
   let figures: Omit<Figures, 'rssBeforeKb' | 'peakKb' | 'peakUploadKb' | 'peakIngestKb' | 'rssAfterKb' | 'hwmKb' | 'samples' | 'serverCpuS' | 'dbCpuS'>;
   let memory: ReturnType<ReturnType<typeof sampleMemory>['stop']>;
   try {
-    const uploaded = await upload(uploadUrl, created.file_upload_body, file, bytes);
+    const uploaded = await upload(uploadUrl, created.file_upload_body, file, bytes, UPLOAD_TIMEOUT_MS);
     if (uploaded.status !== 204) throw new Error(`upload: ${uploaded.status} ${uploaded.text}`);
     const uploadS = (performance.now() - started) / 1000;
     log(`${label}: uploaded in ${uploadS.toFixed(2)} s`);

@@ -262,7 +262,8 @@ describe('profile in segment event export', () => {
     expect(profiles).toHaveLength(count);
     expect(profiles.map((p) => p.sections[b.sections[SHOP]].attributes[b.v.points].value).sort((x, y) => Number(x) - Number(y))).toEqual(Array.from({ length: count }, (_, i) => i));
     expect(profiles.flatMap((p) => p.sections[b.sections[SHOP]].events!.map((e) => e.data))).toHaveLength(count / 4);
-  });
+    // 500 writes one after the other: on a Citus cluster each profile write is several round trips.
+  }, 120_000);
 });
 
 describe('event export body rules: a problem document and nothing queued', () => {
