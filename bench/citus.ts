@@ -44,7 +44,26 @@ import path from 'node:path';
 import pg from 'pg';
 import { freePort } from '../src/store/embedded.ts';
 import {
-  cpuMsOf, log, LOAD, N_MARK, median, onCleanup, postmasterCpuMs, printSetting, R_MARK, request, ROOT, runBench, runWrk, sleep, table, tempDir, track, upload, within, type Load,
+  cpuMsOf,
+  log,
+  LOAD,
+  N_MARK,
+  median,
+  onCleanup,
+  postmasterCpuMs,
+  printSetting,
+  R_MARK,
+  request,
+  ROOT,
+  runBench,
+  runWrk,
+  sleep,
+  table,
+  tempDir,
+  track,
+  upload,
+  within,
+  type Load,
 } from './harness.ts';
 import { definitionsOf, loadedEmail, loadProfiles, type Ids } from './profile-load.ts';
 
@@ -56,7 +75,11 @@ const ACCOUNT_PROFILES = Math.max(100, Number(process.env.BENCH_ACCOUNT_PROFILES
 const ACCOUNTS_BY = process.env.BENCH_ACCOUNTS_BY === 'import' ? 'import' : 'load';
 const SEGMENT_RUNS = Math.max(1, Number(process.env.BENCH_SEGMENT_RUNS ?? 3));
 /** The parts to run (all by default); BENCH_PARTS is the same setting under its earlier name. */
-const ONLY = new Set((process.env.BENCH_ONLY ?? process.env.BENCH_PARTS ?? 'throughput,import,segments,accounts').split(',').map((s) => s.trim()));
+const ONLY = new Set(
+  (process.env.BENCH_ONLY ?? process.env.BENCH_PARTS ?? 'throughput,import,segments,accounts')
+    .split(',')
+    .map((s) => s.trim()),
+);
 const PORT = Number(process.env.BENCH_CITUS_PORT ?? 9780);
 const DEADLINE_MS = Number(process.env.BENCH_DEADLINE_S ?? 5400) * 1000;
 const TIME_ZONE = 'Europe/Oslo';
@@ -67,7 +90,8 @@ const programs: number[] = [];
 /** The two-term segment of bench:segments (its first), with the placeholders of docs/manifest.md. */
 const SEGMENT = {
   name: 'Bench loyal recent visitors',
-  query: 'section({section}).attribute({attribute:com.{vendor}1.attributes.user-created.loyalty-points@2}).gt(500) && section({section}).event({event:com.{vendor}1.events.page-view}).inLast("events.day", 0, 30)',
+  query:
+    'section({section}).attribute({attribute:com.{vendor}1.attributes.user-created.loyalty-points@2}).gt(500) && section({section}).event({event:com.{vendor}1.events.page-view}).inLast("events.day", 0, 30)',
 };
 
 interface Target {
@@ -95,10 +119,19 @@ function startDatabase(args: string[]): string {
   return line.slice('DATABASE_URL='.length);
 }
 
-async function api<T>(t: Pick<Target, 'url'>, token: string, method: string, urlPath: string, body?: unknown): Promise<T> {
+async function api<T>(
+  t: Pick<Target, 'url'>,
+  token: string,
+  method: string,
+  urlPath: string,
+  body?: unknown,
+): Promise<T> {
   const res = await request(`${t.url}${urlPath}`, {
     method,
-    headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (res.status >= 300) throw new Error(`${method} ${urlPath}: ${res.status} ${res.text}`);
@@ -120,8 +153,17 @@ async function startTarget(name: Target['name'], databaseUrl: string, dir: strin
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const child = spawn(process.execPath, ['src/main.ts', 'serve'], {
-    cwd: ROOT, stdio: ['ignore', 'ignore', 'inherit'],
-    env: { ...process.env, MALLOC_ARENA_MAX: '2', DATABASE_URL: databaseUrl, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+    cwd: ROOT,
+    stdio: ['ignore', 'ignore', 'inherit'],
+    env: {
+      ...process.env,
+      MALLOC_ARENA_MAX: '2',
+      DATABASE_URL: databaseUrl,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'warn',
+    },
   });
   track(child, `audience on ${name}`);
   programs.push(child.pid!);
@@ -133,35 +175,77 @@ async function startTarget(name: Target['name'], databaseUrl: string, dir: strin
   }
   log(`audience on ${name} ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
-  const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8')) as { account_id: string; client_id: string; client_secret: string };
+  const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8')) as {
+    account_id: string;
+    client_id: string;
+    client_secret: string;
+  };
   const token = await accountToken({ url }, adminToken, demo);
   const sections = await api<{ items: { discriminator: string }[] }>({ url }, token, 'GET', '/audience/sections');
   const section = sections.items.find((s) => s.discriminator.endsWith('.sections.user-created.shop'))!.discriminator;
   const db = await connect(databaseUrl, `database of ${name}`);
   return {
-    name, url, pid: child.pid!, token, adminToken, accountId: demo.account_id, databaseUrl, dir, db,
-    pidFiles: Array.from({ length: nodes }, (_, i) => path.join(dir, `node${i}/postmaster.pid`)), section, ns: section.replace(/\.sections\.user-created\.shop$/, ''),
+    name,
+    url,
+    pid: child.pid!,
+    token,
+    adminToken,
+    accountId: demo.account_id,
+    databaseUrl,
+    dir,
+    db,
+    pidFiles: Array.from({ length: nodes }, (_, i) => path.join(dir, `node${i}/postmaster.pid`)),
+    section,
+    ns: section.replace(/\.sections\.user-created\.shop$/, ''),
   };
 }
 
 /** Lifts an account's request limits and answers a bearer token of its API key. */
-async function accountToken(t: Pick<Target, 'url'>, adminToken: string, key: { account_id: string; client_id: string; client_secret: string }): Promise<string> {
-  await api(t, adminToken, 'PATCH', `/admin/accounts/${key.account_id}`, { limits: { requests_per_second: null, token_requests_per_minute: null, import_requests_per_minute: null, profile_key_operations_per_second: null, profile_export_requests_per_second: null } });
+async function accountToken(
+  t: Pick<Target, 'url'>,
+  adminToken: string,
+  key: { account_id: string; client_id: string; client_secret: string },
+): Promise<string> {
+  await api(t, adminToken, 'PATCH', `/admin/accounts/${key.account_id}`, {
+    limits: {
+      requests_per_second: null,
+      token_requests_per_minute: null,
+      import_requests_per_minute: null,
+      profile_key_operations_per_second: null,
+      profile_export_requests_per_second: null,
+    },
+  });
   const issued = await request(`${t.url}/oauth/token`, {
-    method: 'POST', headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ grant_type: 'client_credentials', client_id: key.client_id, client_secret: key.client_secret }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      grant_type: 'client_credentials',
+      client_id: key.client_id,
+      client_secret: key.client_secret,
+    }),
   });
   if (issued.status !== 200) throw new Error(`token: ${issued.status} ${issued.text}`);
   return (JSON.parse(issued.text) as { access_token: string }).access_token;
 }
 
 /** A new account through the operator API with the demo manifest (and `extra`, a second manifest): its id and a token. */
-async function newAccount(t: Target, name: string, manifest: unknown, extra?: unknown): Promise<{ accountId: string; token: string }> {
+async function newAccount(
+  t: Target,
+  name: string,
+  manifest: unknown,
+  extra?: unknown,
+): Promise<{ accountId: string; token: string }> {
   const account = await api<{ id?: string; account_id?: string }>(t, t.adminToken, 'POST', '/admin/accounts', { name });
   const accountId = (account.account_id ?? account.id)!;
   await api(t, t.adminToken, 'PUT', `/admin/accounts/${accountId}/manifest`, manifest);
   if (extra !== undefined) await api(t, t.adminToken, 'PUT', `/admin/accounts/${accountId}/manifest`, extra);
-  const key = await api<{ client_id: string; client_secret: string }>(t, t.adminToken, 'POST', `/admin/accounts/${accountId}/keys`, { name: 'bench' });
+  const key = await api<{ client_id: string; client_secret: string }>(
+    t,
+    t.adminToken,
+    'POST',
+    `/admin/accounts/${accountId}/keys`,
+    { name: 'bench' },
+  );
   return { accountId, token: await accountToken(t, t.adminToken, { account_id: accountId, ...key }) };
 }
 
@@ -183,19 +267,46 @@ async function writeCsv(file: string, prefix: string, rows: number): Promise<num
 
 /** One import of `file` into an account's Shop section, from its creation to completed: seconds. */
 async function runImport(t: Target, token: string, file: string, size: number, rows: number): Promise<number> {
-  const attributes = await api<{ items: { discriminator: string; versions: { id: string; deprecated_at?: string | null }[] }[] }>(t, token, 'GET', `/audience/sections/${t.section}/attributes`);
-  const version = (name: string) => attributes.items.find((a) => a.discriminator === `${t.ns}.attributes.${name}`)!.versions.filter((v) => !v.deprecated_at).at(-1)!.id;
+  const attributes = await api<{
+    items: { discriminator: string; versions: { id: string; deprecated_at?: string | null }[] }[];
+  }>(t, token, 'GET', `/audience/sections/${t.section}/attributes`);
+  const version = (name: string) =>
+    attributes.items
+      .find((a) => a.discriminator === `${t.ns}.attributes.${name}`)!
+      .versions.filter((v) => !v.deprecated_at)
+      .at(-1)!.id;
   const started = performance.now();
-  const created = await api<{ import_id: string; file_upload_url: string; file_upload_body: Record<string, string> }>(t, token, 'POST', `/v2/audience/sections/${t.section}/imports`, {
-    keyspace_mapping: { keyspace_discriminator: `${t.ns}.keyspaces.email`, field_selector: 'email' },
-    attribute_mappings: [{ field_selector: 'first_name', attribute_version_id: version('firstname') }, { field_selector: 'last_name', attribute_version_id: version('lastname') }],
-  });
-  const uploaded = await upload(t.url + new URL(created.file_upload_url).pathname, created.file_upload_body, file, size, 300_000);
+  const created = await api<{ import_id: string; file_upload_url: string; file_upload_body: Record<string, string> }>(
+    t,
+    token,
+    'POST',
+    `/v2/audience/sections/${t.section}/imports`,
+    {
+      keyspace_mapping: { keyspace_discriminator: `${t.ns}.keyspaces.email`, field_selector: 'email' },
+      attribute_mappings: [
+        { field_selector: 'first_name', attribute_version_id: version('firstname') },
+        { field_selector: 'last_name', attribute_version_id: version('lastname') },
+      ],
+    },
+  );
+  const uploaded = await upload(
+    t.url + new URL(created.file_upload_url).pathname,
+    created.file_upload_body,
+    file,
+    size,
+    300_000,
+  );
   if (uploaded.status !== 204) throw new Error(`upload: ${uploaded.status} ${uploaded.text}`);
   for (;;) {
-    const s = await api<{ result: { status: string; profiles_processed: number; message?: string } }>(t, token, 'GET', `/audience/sections/${t.section}/imports/${created.import_id}`);
+    const s = await api<{ result: { status: string; profiles_processed: number; message?: string } }>(
+      t,
+      token,
+      'GET',
+      `/audience/sections/${t.section}/imports/${created.import_id}`,
+    );
     if (s.result.status === 'completed') {
-      if (s.result.profiles_processed !== rows) throw new Error(`import on ${t.name}: ${s.result.profiles_processed} of ${rows} rows processed`);
+      if (s.result.profiles_processed !== rows)
+        throw new Error(`import on ${t.name}: ${s.result.profiles_processed} of ${rows} rows processed`);
       return (performance.now() - started) / 1000;
     }
     if (s.result.status === 'error') throw new Error(`import on ${t.name}: ${s.result.message}`);
@@ -206,11 +317,19 @@ async function runImport(t: Target, token: string, file: string, size: number, r
 
 /** CPU time (ms) so far of the program and of each database node of a target. */
 async function cpuOf(t: Target): Promise<{ program: number; nodes: number[] }> {
-  return { program: (await cpuMsOf(t.pid))?.own ?? NaN, nodes: await Promise.all(t.pidFiles.map((f) => postmasterCpuMs(f))) };
+  return {
+    program: (await cpuMsOf(t.pid))?.own ?? NaN,
+    nodes: await Promise.all(t.pidFiles.map((f) => postmasterCpuMs(f))),
+  };
 }
 
 /** A timed piece of work on a target: seconds, CPU seconds of the program and of each node, the load average at its end. */
-interface Timed { s: number; programS: number; nodesS: number[]; load: number }
+interface Timed {
+  s: number;
+  programS: number;
+  nodesS: number[];
+  load: number;
+}
 
 async function timedWork(t: Target, work: () => Promise<unknown>): Promise<Timed> {
   const before = await cpuOf(t);
@@ -218,10 +337,24 @@ async function timedWork(t: Target, work: () => Promise<unknown>): Promise<Timed
   await work();
   const s = (performance.now() - started) / 1000;
   const after = await cpuOf(t);
-  return { s, programS: (after.program - before.program) / 1000, nodesS: after.nodes.map((n, i) => (n - before.nodes[i]) / 1000), load: os.loadavg()[0] };
+  return {
+    s,
+    programS: (after.program - before.program) / 1000,
+    nodesS: after.nodes.map((n, i) => (n - before.nodes[i]) / 1000),
+    load: os.loadavg()[0],
+  };
 }
 
-interface Figures { rps: number; p50: number; p99: number; bad: number; generator: number; programUs: number; nodesUs: number[]; load: number }
+interface Figures {
+  rps: number;
+  p50: number;
+  p99: number;
+  bad: number;
+  generator: number;
+  programUs: number;
+  nodesUs: number[];
+  load: number;
+}
 
 async function throughput(t: Target, load: Load, what: string): Promise<Figures> {
   await runWrk(`${t.url}/`, load, LOAD.warmupS, `${t.name} ${what} warm-up`);
@@ -229,8 +362,19 @@ async function throughput(t: Target, load: Load, what: string): Promise<Figures>
   const r = await runWrk(`${t.url}/`, load, LOAD.durationS, `${t.name} ${what}`);
   const after = await cpuOf(t);
   const us = (ms: number) => (ms * 1000) / r.total;
-  const f = { rps: r.rps, p50: r.p50, p99: r.p99, bad: r.non2xx + r.errors + r.timeouts, generator: r.generatorCpuShare, programUs: us(after.program - before.program), nodesUs: after.nodes.map((n, i) => us(n - before.nodes[i])), load: os.loadavg()[0] };
-  log(`${t.name} ${what}: ${f.rps.toFixed(0)} req/s, p99 ${f.p99} ms, ${f.bad} bad, program ${f.programUs.toFixed(0)} µs/req, nodes ${f.nodesUs.map((n) => n.toFixed(0)).join(' + ')} µs/req, wrk ${(100 * f.generator).toFixed(0)}% of a core, load ${f.load.toFixed(2)}`);
+  const f = {
+    rps: r.rps,
+    p50: r.p50,
+    p99: r.p99,
+    bad: r.non2xx + r.errors + r.timeouts,
+    generator: r.generatorCpuShare,
+    programUs: us(after.program - before.program),
+    nodesUs: after.nodes.map((n, i) => us(n - before.nodes[i])),
+    load: os.loadavg()[0],
+  };
+  log(
+    `${t.name} ${what}: ${f.rps.toFixed(0)} req/s, p99 ${f.p99} ms, ${f.bad} bad, program ${f.programUs.toFixed(0)} µs/req, nodes ${f.nodesUs.map((n) => n.toFixed(0)).join(' + ')} µs/req, wrk ${(100 * f.generator).toFixed(0)}% of a core, load ${f.load.toFixed(2)}`,
+  );
   if (f.bad > 0) failures.push(`${t.name} ${what}: ${f.bad} requests answered non-2xx or failed`);
   return f;
 }
@@ -244,7 +388,8 @@ async function nodeErrors(t: Target): Promise<string[]> {
   const lines = text.split('\n');
   const out: string[] = [];
   lines.forEach((l, i) => {
-    if (/\b(ERROR|FATAL):/.test(l)) out.push(l, ...lines.slice(i + 1, i + 4).filter((x) => /\b(STATEMENT|DETAIL|HINT|CONTEXT):/.test(x)));
+    if (/\b(ERROR|FATAL):/.test(l))
+      out.push(l, ...lines.slice(i + 1, i + 4).filter((x) => /\b(STATEMENT|DETAIL|HINT|CONTEXT):/.test(x)));
   });
   return out.slice(-40);
 }
@@ -252,7 +397,9 @@ async function nodeErrors(t: Target): Promise<string[]> {
 await runBench(DEADLINE_MS, async () => {
   if (LOAD.generator !== 'wrk') throw new Error('bench:citus needs wrk on the PATH (apt-get install wrk)');
   printSetting();
-  console.log(`throughput over ${PROFILES} profiles; import of ${IMPORT_ROWS} rows; segments over ${SEGMENT_PROFILES} profiles (${SEGMENT_RUNS} timed runs each); ${ACCOUNTS} accounts × ${ACCOUNT_PROFILES} profiles at once (${ACCOUNTS_BY}); only ${[...ONLY].join(',')}`);
+  console.log(
+    `throughput over ${PROFILES} profiles; import of ${IMPORT_ROWS} rows; segments over ${SEGMENT_PROFILES} profiles (${SEGMENT_RUNS} timed runs each); ${ACCOUNTS} accounts × ${ACCOUNT_PROFILES} profiles at once (${ACCOUNTS_BY}); only ${[...ONLY].join(',')}`,
+  );
   const dir = await tempDir('audience-bench-citus-db-');
   await fs.chmod(dir, 0o755);
   onCleanup(async () => {
@@ -265,20 +412,64 @@ await runBench(DEADLINE_MS, async () => {
       }
     }
     await sleep(3000);
-    for (const d of ['single', 'cluster']) execFileSync('bash', [path.join(ROOT, 'scripts/citus.sh'), 'down', path.join(dir, d)], { stdio: 'ignore' });
+    for (const d of ['single', 'cluster'])
+      execFileSync('bash', [path.join(ROOT, 'scripts/citus.sh'), 'down', path.join(dir, d)], { stdio: 'ignore' });
   });
-  const single = await startTarget('single', startDatabase(['plain', path.join(dir, 'single'), String(PORT + 10)]), path.join(dir, 'single'), 1);
-  const cluster = await startTarget('cluster', startDatabase(['up', path.join(dir, 'cluster'), '2', String(PORT)]), path.join(dir, 'cluster'), 3);
+  const single = await startTarget(
+    'single',
+    startDatabase(['plain', path.join(dir, 'single'), String(PORT + 10)]),
+    path.join(dir, 'single'),
+    1,
+  );
+  const cluster = await startTarget(
+    'cluster',
+    startDatabase(['up', path.join(dir, 'cluster'), '2', String(PORT)]),
+    path.join(dir, 'cluster'),
+    3,
+  );
   const targets = [single, cluster];
-  const versions = Object.fromEntries(await Promise.all(targets.map(async (t) => [t.name, (await t.db.query<{ v: string }>('select version() as v')).rows[0].v] as const)));
-  const citus = (await cluster.db.query<{ v: string }>("select extversion as v from pg_extension where extname = 'citus'")).rows[0]?.v;
-  console.log(`single: ${versions.single}; cluster: ${versions.cluster}, Citus ${citus}, coordinator + 2 workers on loopback`);
+  const versions = Object.fromEntries(
+    await Promise.all(
+      targets.map(async (t) => [t.name, (await t.db.query<{ v: string }>('select version() as v')).rows[0].v] as const),
+    ),
+  );
+  const citus = (
+    await cluster.db.query<{ v: string }>("select extversion as v from pg_extension where extname = 'citus'")
+  ).rows[0]?.v;
+  console.log(
+    `single: ${versions.single}; cluster: ${versions.cluster}, Citus ${citus}, coordinator + 2 workers on loopback`,
+  );
   const rows = [['measure', 'single', 'cluster', 'cluster/single', 'load avg (single; cluster)']];
-  const detail = [['measure', 'target', 'value', 'program CPU', 'coordinator/PostgreSQL CPU', 'workers CPU', 'wrk CPU', 'load avg']];
-  const fmtNodes = (nodes: number[], unit: string, digits = 0) => [nodes[0].toFixed(digits) + unit, nodes.length > 1 ? nodes.slice(1).map((n) => n.toFixed(digits)).join(' + ') + unit : ''];
+  const detail = [
+    ['measure', 'target', 'value', 'program CPU', 'coordinator/PostgreSQL CPU', 'workers CPU', 'wrk CPU', 'load avg'],
+  ];
+  const fmtNodes = (nodes: number[], unit: string, digits = 0) => [
+    nodes[0].toFixed(digits) + unit,
+    nodes.length > 1
+      ? nodes
+          .slice(1)
+          .map((n) => n.toFixed(digits))
+          .join(' + ') + unit
+      : '',
+  ];
   const addTimed = (what: string, by: Record<string, Timed>) => {
-    rows.push([`${what}, s`, by.single.s.toFixed(1), by.cluster.s.toFixed(1), (by.cluster.s / by.single.s).toFixed(2), `${by.single.load.toFixed(2)}; ${by.cluster.load.toFixed(2)}`]);
-    for (const t of targets) detail.push([what, t.name, `${by[t.name].s.toFixed(2)} s`, `${by[t.name].programS.toFixed(1)} s`, ...fmtNodes(by[t.name].nodesS, ' s', 1), '', by[t.name].load.toFixed(2)]);
+    rows.push([
+      `${what}, s`,
+      by.single.s.toFixed(1),
+      by.cluster.s.toFixed(1),
+      (by.cluster.s / by.single.s).toFixed(2),
+      `${by.single.load.toFixed(2)}; ${by.cluster.load.toFixed(2)}`,
+    ]);
+    for (const t of targets)
+      detail.push([
+        what,
+        t.name,
+        `${by[t.name].s.toFixed(2)} s`,
+        `${by[t.name].programS.toFixed(1)} s`,
+        ...fmtNodes(by[t.name].nodesS, ' s', 1),
+        '',
+        by[t.name].load.toFixed(2),
+      ]);
   };
 
   // ---- 1. Throughput over PROFILES loaded profiles ----
@@ -288,39 +479,80 @@ await runBench(DEADLINE_MS, async () => {
     for (const t of targets) {
       ids[t.name] = await definitionsOf(t.db, t.accountId);
       let loaded: unknown;
-      loads[t.name] = await timedWork(t, async () => { loaded = await loadProfiles(t.db, t.accountId, ids[t.name], PROFILES); });
-      log(`${t.name}: ${PROFILES} profiles loaded set-based in ${loads[t.name].s.toFixed(1)} s: ${JSON.stringify(loaded)}`);
+      loads[t.name] = await timedWork(t, async () => {
+        loaded = await loadProfiles(t.db, t.accountId, ids[t.name], PROFILES);
+      });
+      log(
+        `${t.name}: ${PROFILES} profiles loaded set-based in ${loads[t.name].s.toFixed(1)} s: ${JSON.stringify(loaded)}`,
+      );
     }
     addTimed(`set-based load of ${PROFILES} profiles (+ VACUUM ANALYZE)`, loads);
-    const base = (t: Target, n: number | string) => `/audience/keyspaces/${encodeURIComponent(`${t.ns}.keyspaces.email`)}/profiles/${encodeURIComponent(loadedEmail(n))}/sections/${encodeURIComponent(t.section)}/attributes`;
+    const base = (t: Target, n: number | string) =>
+      `/audience/keyspaces/${encodeURIComponent(`${t.ns}.keyspaces.email`)}/profiles/${encodeURIComponent(loadedEmail(n))}/sections/${encodeURIComponent(t.section)}/attributes`;
     for (const t of targets) {
       const sample = await request(`${t.url}${base(t, PROFILES)}`, { headers: { authorization: `Bearer ${t.token}` } });
-      if (sample.status !== 200 || !sample.text.includes(loadedEmail(PROFILES))) failures.push(`${t.name}: GET ${base(t, PROFILES)}: ${sample.status} ${sample.text}`);
+      if (sample.status !== 200 || !sample.text.includes(loadedEmail(PROFILES)))
+        failures.push(`${t.name}: GET ${base(t, PROFILES)}: ${sample.status} ${sample.text}`);
     }
     const ops = {
-      GET: (t: Target): Load => ({ path: base(t, N_MARK), headers: { authorization: `Bearer ${t.token}` }, randomUpTo: PROFILES }),
+      GET: (t: Target): Load => ({
+        path: base(t, N_MARK),
+        headers: { authorization: `Bearer ${t.token}` },
+        randomUpTo: PROFILES,
+      }),
       PATCH: (t: Target): Load => ({
-        method: 'PATCH', path: `/v2${base(t, N_MARK)}`, randomUpTo: PROFILES,
-        headers: { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ [`${t.ns}.attributes.firstname`]: `F${R_MARK}` }),
+        method: 'PATCH',
+        path: `/v2${base(t, N_MARK)}`,
+        randomUpTo: PROFILES,
+        headers: { authorization: `Bearer ${t.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ [`${t.ns}.attributes.firstname`]: `F${R_MARK}` }),
       }),
     };
-    const rounds: Record<string, Record<string, Figures[]>> = { GET: { single: [], cluster: [] }, PATCH: { single: [], cluster: [] } };
+    const rounds: Record<string, Record<string, Figures[]>> = {
+      GET: { single: [], cluster: [] },
+      PATCH: { single: [], cluster: [] },
+    };
     for (let round = 1; round <= LOAD.rounds; round++) {
       for (const op of ['GET', 'PATCH'] as const) {
-        for (const t of round % 2 ? targets : [...targets].reverse()) rounds[op][t.name].push(await throughput(t, ops[op](t), `${op} round ${round}`));
+        for (const t of round % 2 ? targets : [...targets].reverse())
+          rounds[op][t.name].push(await throughput(t, ops[op](t), `${op} round ${round}`));
       }
     }
     for (const op of ['GET', 'PATCH'] as const) {
       const m = (name: string, f: (x: Figures) => number) => median(rounds[op][name].map(f));
       const ratios = rounds[op].cluster.map((c, i) => c.rps / rounds[op].single[i].rps);
-      rows.push([`${op} …/attributes req/s (median of ${LOAD.rounds}; aim ≥ 0.6)`, m('single', (x) => x.rps).toFixed(0), m('cluster', (x) => x.rps).toFixed(0),
-        `${median(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')})`, `${m('single', (x) => x.load).toFixed(2)}; ${m('cluster', (x) => x.load).toFixed(2)}`]);
+      rows.push([
+        `${op} …/attributes req/s (median of ${LOAD.rounds}; aim ≥ 0.6)`,
+        m('single', (x) => x.rps).toFixed(0),
+        m('cluster', (x) => x.rps).toFixed(0),
+        `${median(ratios).toFixed(2)} (${ratios.map((r) => r.toFixed(2)).join(', ')})`,
+        `${m('single', (x) => x.load).toFixed(2)}; ${m('cluster', (x) => x.load).toFixed(2)}`,
+      ]);
       for (const t of targets) {
-        rounds[op][t.name].forEach((f, i) => detail.push([`${op} round ${i + 1}`, t.name, `${f.rps.toFixed(0)} req/s, p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms${f.bad ? `, ${f.bad} bad` : ''}`,
-          `${f.programUs.toFixed(0)} µs/req`, ...fmtNodes(f.nodesUs, ' µs/req'), `${(100 * f.generator).toFixed(0)}%`, f.load.toFixed(2)]));
+        rounds[op][t.name].forEach((f, i) =>
+          detail.push([
+            `${op} round ${i + 1}`,
+            t.name,
+            `${f.rps.toFixed(0)} req/s, p50 ${f.p50.toFixed(1)} ms, p99 ${f.p99.toFixed(1)} ms${f.bad ? `, ${f.bad} bad` : ''}`,
+            `${f.programUs.toFixed(0)} µs/req`,
+            ...fmtNodes(f.nodesUs, ' µs/req'),
+            `${(100 * f.generator).toFixed(0)}%`,
+            f.load.toFixed(2),
+          ]),
+        );
         const med = (f: (x: Figures) => number) => m(t.name, f);
-        detail.push([`${op} median`, t.name, `${med((x) => x.rps).toFixed(0)} req/s`, `${med((x) => x.programUs).toFixed(0)} µs/req`,
-          ...fmtNodes(rounds[op][t.name][0].nodesUs.map((_, i) => med((x) => x.nodesUs[i])), ' µs/req'), `${(100 * med((x) => x.generator)).toFixed(0)}%`, med((x) => x.load).toFixed(2)]);
+        detail.push([
+          `${op} median`,
+          t.name,
+          `${med((x) => x.rps).toFixed(0)} req/s`,
+          `${med((x) => x.programUs).toFixed(0)} µs/req`,
+          ...fmtNodes(
+            rounds[op][t.name][0].nodesUs.map((_, i) => med((x) => x.nodesUs[i])),
+            ' µs/req',
+          ),
+          `${(100 * med((x) => x.generator)).toFixed(0)}%`,
+          med((x) => x.load).toFixed(2),
+        ]);
       }
     }
   }
@@ -338,22 +570,42 @@ await runBench(DEADLINE_MS, async () => {
         failures.push(`${t.name} import: ${(err as Error).message}`);
       }
     }
-    if (imports.single && imports.cluster) addTimed(`import of ${IMPORT_ROWS} rows (${(size / 1e6).toFixed(1)} MB; aim cluster ≤ 2× single)`, imports);
+    if (imports.single && imports.cluster)
+      addTimed(`import of ${IMPORT_ROWS} rows (${(size / 1e6).toFixed(1)} MB; aim cluster ≤ 2× single)`, imports);
   }
 
   const manifest = JSON.parse(await fs.readFile(path.join(ROOT, 'manifests/demo.json'), 'utf8')) as unknown;
 
   // ---- 3. Segments over SEGMENT_PROFILES profiles of one account ----
   if (ONLY.has('segments')) {
-    const segmentManifest = { segments: [{ name: SEGMENT.name, description: 'bench/citus.ts', section: 'com.{vendor}1.sections.user-created.shop', versions: [{ query: SEGMENT.query }] }] };
+    const segmentManifest = {
+      segments: [
+        {
+          name: SEGMENT.name,
+          description: 'bench/citus.ts',
+          section: 'com.{vendor}1.sections.user-created.shop',
+          versions: [{ query: SEGMENT.query }],
+        },
+      ],
+    };
     const loads: Record<string, Timed> = {};
     const accounts: Record<string, { accountId: string; token: string; segment: string }> = {};
     for (const t of targets) {
       const account = await newAccount(t, 'Segments', manifest, segmentManifest);
       const ids = await definitionsOf(t.db, account.accountId);
-      const segments = await api<{ items: { discriminator: string; name?: string }[] }>(t, account.token, 'GET', '/audience/segments');
-      const segment = segments.items.find((s) => s.discriminator.endsWith('.segments.user-created.bench-loyal-recent-visitors'))?.discriminator;
-      if (!segment) throw new Error(`${t.name}: the segment was not created: ${JSON.stringify(segments.items.map((s) => s.discriminator))}`);
+      const segments = await api<{ items: { discriminator: string; name?: string }[] }>(
+        t,
+        account.token,
+        'GET',
+        '/audience/segments',
+      );
+      const segment = segments.items.find((s) =>
+        s.discriminator.endsWith('.segments.user-created.bench-loyal-recent-visitors'),
+      )?.discriminator;
+      if (!segment)
+        throw new Error(
+          `${t.name}: the segment was not created: ${JSON.stringify(segments.items.map((s) => s.discriminator))}`,
+        );
       accounts[t.name] = { ...account, segment };
       let events = 0;
       loads[t.name] = await timedWork(t, async () => {
@@ -361,39 +613,62 @@ await runBench(DEADLINE_MS, async () => {
         // takes them for one row and joins generate_series to them the quadratic way round.
         await loadProfiles(t.db, account.accountId, ids, SEGMENT_PROFILES, { prefix: 's' });
         // A page view for every third profile, on one of the last 90 days.
-        events = (await t.db.query(
-          `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
+        events =
+          (
+            await t.db.query(
+              `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
            select $1::bigint, i.profile_id, $2::bigint, $3::bigint, now() - (g.n % 90) * interval '1 day' - interval '1 hour', now(), 'bench-' || g.n,
              jsonb_build_object('url', 'https://shop.example.com/p/' || g.n, 'device', 'desktop', 'title', 'Page ' || g.n)
            from generate_series(1, $4::int) g(n)
            join profile_identifiers i on i.account_id = $1::bigint and i.keyspace_id = $5::bigint and i.profile_key = 's' || g.n || '@bench.example.com'
            where g.n % 3 = 0`,
-          [account.accountId, ids.shop.id, ids.pageView, SEGMENT_PROFILES, ids.emailKeyspace.id],
-        )).rowCount ?? 0;
+              [account.accountId, ids.shop.id, ids.pageView, SEGMENT_PROFILES, ids.emailKeyspace.id],
+            )
+          ).rowCount ?? 0;
         await t.db.query('vacuum (analyze) profile_events');
       });
       await t.db.query('checkpoint');
-      log(`${t.name}: ${SEGMENT_PROFILES} profiles and ${events} page views loaded set-based with VACUUM (ANALYZE) in ${loads[t.name].s.toFixed(1)} s`);
+      log(
+        `${t.name}: ${SEGMENT_PROFILES} profiles and ${events} page views loaded set-based with VACUUM (ANALYZE) in ${loads[t.name].s.toFixed(1)} s`,
+      );
     }
     addTimed(`set-based load of ${SEGMENT_PROFILES} profiles + page views (+ VACUUM ANALYZE)`, loads);
-    const points = Array.from({ length: 25 }, (_, i) => new Date(Math.floor(Date.now() / 1000) * 1000 - (24 - i) * 14 * DAY).toISOString().replace('.000Z', 'Z'));
+    const points = Array.from({ length: 25 }, (_, i) =>
+      new Date(Math.floor(Date.now() / 1000) * 1000 - (24 - i) * 14 * DAY).toISOString().replace('.000Z', 'Z'),
+    );
     const calls = {
-      count: (t: Target) => ({ path: '/audience/profiles/reports/segments/count', body: { section_discriminator: t.section, segment: { timezone: TIME_ZONE, segment_discriminator: accounts[t.name].segment } } }),
-      trend: (t: Target) => ({ path: `/audience/sections/${encodeURIComponent(t.section)}/segments/${encodeURIComponent(accounts[t.name].segment)}/trend`, body: { sampling_points: points, timezone: TIME_ZONE } }),
+      count: (t: Target) => ({
+        path: '/audience/profiles/reports/segments/count',
+        body: {
+          section_discriminator: t.section,
+          segment: { timezone: TIME_ZONE, segment_discriminator: accounts[t.name].segment },
+        },
+      }),
+      trend: (t: Target) => ({
+        path: `/audience/sections/${encodeURIComponent(t.section)}/segments/${encodeURIComponent(accounts[t.name].segment)}/trend`,
+        body: { sampling_points: points, timezone: TIME_ZONE },
+      }),
     };
     const answers: Record<string, unknown> = {};
-    const times: Record<string, Record<string, Timed[]>> = { count: { single: [], cluster: [] }, trend: { single: [], cluster: [] } };
+    const times: Record<string, Record<string, Timed[]>> = {
+      count: { single: [], cluster: [] },
+      trend: { single: [], cluster: [] },
+    };
     for (let run = 0; run <= SEGMENT_RUNS; run++) {
       for (const op of ['count', 'trend'] as const) {
         for (const t of run % 2 ? targets : [...targets].reverse()) {
           const { path: p, body } = calls[op](t);
           try {
             let answer: unknown;
-            const r = await timedWork(t, async () => { answer = await api(t, accounts[t.name].token, 'POST', p, body); });
+            const r = await timedWork(t, async () => {
+              answer = await api(t, accounts[t.name].token, 'POST', p, body);
+            });
             answers[`${op} ${t.name}`] = answer;
             // Run 0 is the warm-up.
             if (run > 0) times[op][t.name].push(r);
-            log(`${t.name} ${op} run ${run}: ${r.s.toFixed(3)} s, nodes ${r.nodesS.map((n) => n.toFixed(2)).join(' + ')} s CPU`);
+            log(
+              `${t.name} ${op} run ${run}: ${r.s.toFixed(3)} s, nodes ${r.nodesS.map((n) => n.toFixed(2)).join(' + ')} s CPU`,
+            );
           } catch (err) {
             failures.push(`${t.name} ${op}: ${(err as Error).message}`);
             break;
@@ -403,16 +678,29 @@ await runBench(DEADLINE_MS, async () => {
     }
     const count = (name: string) => (answers[`count ${name}`] as { profile_count?: number } | undefined)?.profile_count;
     console.log(`segment ${accounts.cluster.segment}: count single ${count('single')}, cluster ${count('cluster')}`);
-    if (count('single') !== count('cluster')) failures.push(`the counts differ: single ${count('single')}, cluster ${count('cluster')}`);
-    const trendNow = (name: string) => JSON.stringify((answers[`trend ${name}`] as { matching_profile_count?: Record<string, unknown> } | undefined)?.matching_profile_count?.[points.at(-1)!]);
+    if (count('single') !== count('cluster'))
+      failures.push(`the counts differ: single ${count('single')}, cluster ${count('cluster')}`);
+    const trendNow = (name: string) =>
+      JSON.stringify(
+        (answers[`trend ${name}`] as { matching_profile_count?: Record<string, unknown> } | undefined)
+          ?.matching_profile_count?.[points.at(-1)!],
+      );
     console.log(`trend at the last point: single ${trendNow('single')}, cluster ${trendNow('cluster')}`);
     for (const op of ['count', 'trend'] as const) {
       if (times[op].single.length === 0 || times[op].cluster.length === 0) continue;
       const med = (name: string): Timed => {
         const xs = times[op][name];
-        return { s: median(xs.map((x) => x.s)), programS: median(xs.map((x) => x.programS)), nodesS: xs[0].nodesS.map((_, i) => median(xs.map((x) => x.nodesS[i]))), load: median(xs.map((x) => x.load)) };
+        return {
+          s: median(xs.map((x) => x.s)),
+          programS: median(xs.map((x) => x.programS)),
+          nodesS: xs[0].nodesS.map((_, i) => median(xs.map((x) => x.nodesS[i]))),
+          load: median(xs.map((x) => x.load)),
+        };
       };
-      addTimed(`${op === 'count' ? 'two-term segment count' : '25-point trend'} over ${SEGMENT_PROFILES} profiles (median of ${SEGMENT_RUNS})`, { single: med('single'), cluster: med('cluster') });
+      addTimed(
+        `${op === 'count' ? 'two-term segment count' : '25-point trend'} over ${SEGMENT_PROFILES} profiles (median of ${SEGMENT_RUNS})`,
+        { single: med('single'), cluster: med('cluster') },
+      );
     }
   }
 
@@ -426,34 +714,62 @@ await runBench(DEADLINE_MS, async () => {
       for (let i = 0; i < ACCOUNTS; i++) accounts.push(await newAccount(t, `bench ${i}`, manifest));
       const ids: Ids[] = [];
       for (const a of accounts) ids.push(await definitionsOf(t.db, a.accountId));
-      const dbs = ACCOUNTS_BY === 'load' ? await Promise.all(accounts.map((_, i) => connect(t.databaseUrl, `${t.name} load connection ${i}`, true))) : [];
+      const dbs =
+        ACCOUNTS_BY === 'load'
+          ? await Promise.all(accounts.map((_, i) => connect(t.databaseUrl, `${t.name} load connection ${i}`, true)))
+          : [];
       try {
-        by[t.name] = await timedWork(t, () => Promise.all(accounts.map((a, i) => (ACCOUNTS_BY === 'load'
-          ? loadProfiles(dbs[i], a.accountId, ids[i], ACCOUNT_PROFILES, { prefix: 'a', vacuum: false })
-          : runImport(t, a.token, file, size, ACCOUNT_PROFILES)))));
-        log(`${t.name}: ${ACCOUNTS} accounts × ${ACCOUNT_PROFILES} profiles (${ACCOUNTS_BY}) at once in ${by[t.name].s.toFixed(1)} s`);
-        const n = (await t.db.query<{ n: number }>('select count(*)::int as n from profiles where account_id = any($1::bigint[])', [accounts.map((a) => a.accountId)])).rows[0].n;
-        if (n !== ACCOUNTS * ACCOUNT_PROFILES) failures.push(`${t.name}: ${n} profiles in the ${ACCOUNTS} accounts, not ${ACCOUNTS * ACCOUNT_PROFILES}`);
+        by[t.name] = await timedWork(t, () =>
+          Promise.all(
+            accounts.map((a, i) =>
+              ACCOUNTS_BY === 'load'
+                ? loadProfiles(dbs[i], a.accountId, ids[i], ACCOUNT_PROFILES, { prefix: 'a', vacuum: false })
+                : runImport(t, a.token, file, size, ACCOUNT_PROFILES),
+            ),
+          ),
+        );
+        log(
+          `${t.name}: ${ACCOUNTS} accounts × ${ACCOUNT_PROFILES} profiles (${ACCOUNTS_BY}) at once in ${by[t.name].s.toFixed(1)} s`,
+        );
+        const n = (
+          await t.db.query<{ n: number }>(
+            'select count(*)::int as n from profiles where account_id = any($1::bigint[])',
+            [accounts.map((a) => a.accountId)],
+          )
+        ).rows[0].n;
+        if (n !== ACCOUNTS * ACCOUNT_PROFILES)
+          failures.push(`${t.name}: ${n} profiles in the ${ACCOUNTS} accounts, not ${ACCOUNTS * ACCOUNT_PROFILES}`);
       } catch (err) {
         failures.push(`${t.name} ${ACCOUNTS} accounts at once: ${(err as Error).message}`);
       }
       for (const db of dbs) await db.end().catch(() => {});
     }
-    if (by.single && by.cluster) addTimed(`${ACCOUNTS} accounts × ${ACCOUNT_PROFILES} profiles at once (${ACCOUNTS_BY === 'load' ? 'set-based loads, one connection each' : 'imports through the API'})`, by);
+    if (by.single && by.cluster)
+      addTimed(
+        `${ACCOUNTS} accounts × ${ACCOUNT_PROFILES} profiles at once (${ACCOUNTS_BY === 'load' ? 'set-based loads, one connection each' : 'imports through the API'})`,
+        by,
+      );
   }
 
   // ---- Report ----
   console.log('');
   console.log(table(rows));
   console.log('');
-  console.log('CPU: the program\'s, the coordinator\'s (or the one PostgreSQL\'s) and the two workers\', from /proc; per request for the wrk runs, seconds for the timed work.');
+  console.log(
+    "CPU: the program's, the coordinator's (or the one PostgreSQL's) and the two workers', from /proc; per request for the wrk runs, seconds for the timed work.",
+  );
   console.log(table(detail));
-  console.log(`load average at the end: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
+  console.log(
+    `load average at the end: ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
   if (failures.length > 0) {
     console.log('');
     console.log('FAILURES:');
     for (const f of failures) console.log(`  ${f}`);
-    console.log('the coordinator\'s last errors (cluster/node0.log):');
+    console.log("the coordinator's last errors (cluster/node0.log):");
     for (const l of await nodeErrors(cluster)) console.log(`  ${l}`);
     process.exitCode = 1;
   }

@@ -40,7 +40,20 @@ import { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
-import { cpuMsOf, embeddedDatabaseUrl, log, memoryOf, onCleanup, runBench, sampleMemory, sleep, startAudience, table, within, type Audience } from './harness.ts';
+import {
+  cpuMsOf,
+  embeddedDatabaseUrl,
+  log,
+  memoryOf,
+  onCleanup,
+  runBench,
+  sampleMemory,
+  sleep,
+  startAudience,
+  table,
+  within,
+  type Audience,
+} from './harness.ts';
 import { setTimes } from '../src/profiles/queries.ts';
 
 const PROFILES = Math.max(100, Number(process.env.BENCH_EXPORT_PROFILES ?? 1_000_000));
@@ -57,32 +70,42 @@ const OFFERS = 'com.vendor1.topics.user-created.email-offers';
 /** The whole run: start-up, load, the phases (each well under its own bound), clean-up. */
 const DEADLINE_MS = 900_000 + PROFILES * 1.5;
 
-interface Download { status: number; bytes: number; type: string | undefined }
+interface Download {
+  status: number;
+  bytes: number;
+  type: string | undefined;
+}
 
 /** GETs `path`, reading the body as fast as it comes or at `bps` bytes per second; counts its bytes. */
 function download(server: Audience, path: string, headers: Record<string, string>, bps?: number): Promise<Download> {
   return new Promise((resolve, reject) => {
-    http.get(server.url + path, { headers: { authorization: `Bearer ${server.token}`, ...headers } }, (res) => {
-      let bytes = 0;
-      const started = Date.now();
-      res.on('data', (chunk: Buffer) => {
-        bytes += chunk.length;
-        if (bps === undefined) return;
-        // Read no faster than bps: pause until the bytes so far are due.
-        const ahead = (bytes / bps) * 1000 - (Date.now() - started);
-        if (ahead > 0) {
-          res.pause();
-          setTimeout(() => res.resume(), ahead);
-        }
-      });
-      res.on('end', () => resolve({ status: res.statusCode!, bytes, type: res.headers['content-type'] }));
-      res.on('error', reject);
-    }).on('error', reject);
+    http
+      .get(server.url + path, { headers: { authorization: `Bearer ${server.token}`, ...headers } }, (res) => {
+        let bytes = 0;
+        const started = Date.now();
+        res.on('data', (chunk: Buffer) => {
+          bytes += chunk.length;
+          if (bps === undefined) return;
+          // Read no faster than bps: pause until the bytes so far are due.
+          const ahead = (bytes / bps) * 1000 - (Date.now() - started);
+          if (ahead > 0) {
+            res.pause();
+            setTimeout(() => res.resume(), ahead);
+          }
+        });
+        res.on('end', () => resolve({ status: res.statusCode!, bytes, type: res.headers['content-type'] }));
+        res.on('error', reject);
+      })
+      .on('error', reject);
   });
 }
 
 async function api(server: Audience, method: string, path: string, body?: unknown): Promise<any> {
-  const res = await fetch(server.url + path, { method, headers: { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(server.url + path, {
+    method,
+    headers: { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${text}`);
   return text ? JSON.parse(text) : undefined;
@@ -102,8 +125,18 @@ async function whenReady(server: Audience, pollUrl: string): Promise<void> {
 
 /** The ids of the demo account's definitions the load and the statements use. */
 interface Ids {
-  section: string; email: string; birthday: string; points: string; newsletter: string; city: string;
-  vip: string; newsletterTag: string; pageView: string; channel: string; weekly: string; offers: string;
+  section: string;
+  email: string;
+  birthday: string;
+  points: string;
+  newsletter: string;
+  city: string;
+  vip: string;
+  newsletterTag: string;
+  pageView: string;
+  channel: string;
+  weekly: string;
+  offers: string;
 }
 
 /** Loads the profiles, their Shop rows, consents, suppressions and events straight into the database. */
@@ -113,7 +146,10 @@ async function load(server: Audience, ids: Ids): Promise<void> {
   onCleanup(() => db.end());
   const account = server.accountId;
   const started = Date.now();
-  await db.query(`insert into profiles (account_id, export_key, created_at) select $1::bigint, 'bench-' || n, now() from generate_series(1, $2::int) n`, [account, PROFILES]);
+  await db.query(
+    `insert into profiles (account_id, export_key, created_at) select $1::bigint, 'bench-' || n, now() from generate_series(1, $2::int) n`,
+    [account, PROFILES],
+  );
   await db.query(
     `insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
      select p.account_id, p.profile_id, $2::bigint, a, t, ${setTimes('null::jsonb', 'null::jsonb', 'a', 'now()')} from profiles p cross join lateral (select
@@ -147,7 +183,9 @@ async function load(server: Audience, ids: Ids): Promise<void> {
     [account, ids.section, ids.pageView, EVENTS],
   );
   await db.query('analyze');
-  log(`loaded ${PROFILES} profiles and ${Math.round((PROFILES * 2) / 3) * EVENTS} events in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  log(
+    `loaded ${PROFILES} profiles and ${Math.round((PROFILES * 2) / 3) * EVENTS} events in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
 }
 
 /**
@@ -184,13 +222,16 @@ async function copyBaseline(server: Audience, ids: Ids): Promise<{ rows: number;
       order by p.profile_id`;
     let bytes = 0;
     let rows = 0;
-    await pipeline(db.query(copyTo(`copy (${select}) to stdout (format csv, header)`)), new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        bytes += chunk.length;
-        for (const byte of chunk) if (byte === 10) rows++;
-        done();
-      },
-    }));
+    await pipeline(
+      db.query(copyTo(`copy (${select}) to stdout (format csv, header)`)),
+      new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          bytes += chunk.length;
+          for (const byte of chunk) if (byte === 10) rows++;
+          done();
+        },
+      }),
+    );
     return { rows: rows - 1, bytes, backendCpuS: (((await cpuMsOf(backend))?.own ?? 0) - cpuBefore) / 1000 };
   } finally {
     await db.end();
@@ -200,24 +241,54 @@ async function copyBaseline(server: Audience, ids: Ids): Promise<{ rows: number;
 await runBench(DEADLINE_MS, async () => {
   const loadBefore = os.loadavg();
   const benchCpuBefore = process.cpuUsage();
-  const server = await startAudience(['requests_per_second', 'token_requests_per_minute', 'profile_export_requests_per_second', 'event_export_requests_per_minute', 'export_downloads_per_minute', 'pending_exports']);
+  const server = await startAudience([
+    'requests_per_second',
+    'token_requests_per_minute',
+    'profile_export_requests_per_second',
+    'event_export_requests_per_minute',
+    'export_downloads_per_minute',
+    'pending_exports',
+  ]);
   const pid = server.pid!;
-  const attributes = (await api(server, 'GET', `/audience/sections/${SHOP}/attributes`)).items as { discriminator: string; versions: { id: string }[] }[];
+  const attributes = (await api(server, 'GET', `/audience/sections/${SHOP}/attributes`)).items as {
+    discriminator: string;
+    versions: { id: string }[];
+  }[];
   const version = (suffix: string) => attributes.find((a) => a.discriminator.endsWith(suffix))!.versions.at(-1)!.id;
   const sections = (await api(server, 'GET', '/audience/sections')).items as { discriminator: string; id: string }[];
-  const tags = (await api(server, 'GET', `/audience/sections/${SHOP}/tags`)).items as { discriminator: string; name: string }[];
+  const tags = (await api(server, 'GET', `/audience/sections/${SHOP}/tags`)).items as {
+    discriminator: string;
+    name: string;
+  }[];
   const tag = (name: string) => tags.find((x) => x.name === name)!.discriminator;
-  const events = (await api(server, 'GET', `/audience/sections/${SHOP}/events`)).items as { discriminator: string; versions: { id: string }[] }[];
+  const events = (await api(server, 'GET', `/audience/sections/${SHOP}/events`)).items as {
+    discriminator: string;
+    versions: { id: string }[];
+  }[];
   const segments = (await api(server, 'GET', '/audience/segments')).items as { discriminator: string; name: string }[];
   const segment = (name: string) => segments.find((x) => x.name === name)!.discriminator;
   const db = new pg.Client({ connectionString: await embeddedDatabaseUrl(server.dataDir) });
   await db.connect();
-  const idOf = async (table: string, column: string, discriminator: string) => (await db.query(`select ${column}::text as id from ${table} where account_id = $1::bigint and discriminator = $2`, [server.accountId, discriminator])).rows[0].id as string;
+  const idOf = async (table: string, column: string, discriminator: string) =>
+    (
+      await db.query(
+        `select ${column}::text as id from ${table} where account_id = $1::bigint and discriminator = $2`,
+        [server.accountId, discriminator],
+      )
+    ).rows[0].id as string;
   const ids: Ids = {
-    section: sections.find((x) => x.discriminator === SHOP)!.id, email: version('.attributes.email'), birthday: version('birthday'), points: version('loyalty-points'),
-    newsletter: version('newsletter-reader'), city: version('city'), vip: await idOf('tags', 'tag_id', tag('VIP')), newsletterTag: await idOf('tags', 'tag_id', tag('Newsletter')),
-    pageView: events.find((e) => e.discriminator === PAGE_VIEW)!.versions[0].id, channel: await idOf('channels', 'channel_id', CH_EMAIL),
-    weekly: await idOf('topics', 'topic_id', WEEKLY), offers: await idOf('topics', 'topic_id', OFFERS),
+    section: sections.find((x) => x.discriminator === SHOP)!.id,
+    email: version('.attributes.email'),
+    birthday: version('birthday'),
+    points: version('loyalty-points'),
+    newsletter: version('newsletter-reader'),
+    city: version('city'),
+    vip: await idOf('tags', 'tag_id', tag('VIP')),
+    newsletterTag: await idOf('tags', 'tag_id', tag('Newsletter')),
+    pageView: events.find((e) => e.discriminator === PAGE_VIEW)!.versions[0].id,
+    channel: await idOf('channels', 'channel_id', CH_EMAIL),
+    weekly: await idOf('topics', 'topic_id', WEEKLY),
+    offers: await idOf('topics', 'topic_id', OFFERS),
   };
   await db.end();
   await within(DEADLINE_MS / 2, 'loading', load(server, ids));
@@ -225,7 +296,11 @@ await runBench(DEADLINE_MS, async () => {
   const rows: string[][] = [];
   const idle = (await memoryOf(pid))!.rssKb;
   /** Runs a phase, sampling the server's memory and CPU time (its own, and its PostgreSQL's). */
-  const phase = async <T>(name: string, work: () => Promise<T>, describe: (result: T) => string): Promise<{ result: T; seconds: number }> => {
+  const phase = async <T>(
+    name: string,
+    work: () => Promise<T>,
+    describe: (result: T) => string,
+  ): Promise<{ result: T; seconds: number }> => {
     const sampler = sampleMemory(pid, SAMPLE_MS);
     const cpuBefore = (await cpuMsOf(pid))!;
     const started = Date.now();
@@ -236,7 +311,14 @@ await runBench(DEADLINE_MS, async () => {
     const peakKb = Math.max(sampler.stop().peakKb, (await memoryOf(pid))!.rssKb);
     // Of the backends alive at both ends of the phase (those of the server's pools); one that ended in between takes its time with it.
     const pgCpu = (cpuAfter.descendants - cpuBefore.descendants) / 1000;
-    rows.push([name, seconds.toFixed(1), ((cpuAfter.own - cpuBefore.own) / 1000).toFixed(1), pgCpu < 0 ? 'n/a' : pgCpu.toFixed(1), (peakKb / 1024).toFixed(0), describe(result)]);
+    rows.push([
+      name,
+      seconds.toFixed(1),
+      ((cpuAfter.own - cpuBefore.own) / 1000).toFixed(1),
+      pgCpu < 0 ? 'n/a' : pgCpu.toFixed(1),
+      (peakKb / 1024).toFixed(0),
+      describe(result),
+    ]);
     log(`${name}: ${seconds.toFixed(1)} s, ${describe(result)}`);
     return { result, seconds };
   };
@@ -248,67 +330,155 @@ await runBench(DEADLINE_MS, async () => {
   const summary: string[] = [];
 
   if (PHASES.has('consents')) {
-    const attributeColumns = [['email', ids.email], ['birthday', ids.birthday], ['points', ids.points], ['newsletter', ids.newsletter], ['city', ids.city]];
+    const attributeColumns = [
+      ['email', ids.email],
+      ['birthday', ids.birthday],
+      ['points', ids.points],
+      ['newsletter', ids.newsletter],
+      ['city', ids.city],
+    ];
     const request = {
-      section_discriminator: SHOP, topic_discriminators: [WEEKLY, OFFERS], channel_discriminator: CH_EMAIL,
-      segments: { timezone: 'UTC', segment_discriminators: { loyal: segment('Loyal customers'), recent: segment('Recent visitors') }, filter: 'loyal | recent' },
+      section_discriminator: SHOP,
+      topic_discriminators: [WEEKLY, OFFERS],
+      channel_discriminator: CH_EMAIL,
+      segments: {
+        timezone: 'UTC',
+        segment_discriminators: { loyal: segment('Loyal customers'), recent: segment('Recent visitors') },
+        filter: 'loyal | recent',
+      },
     };
-    const written = await phase('consent export: CSV written (worker)', async () => {
-      const created = await api(server, 'POST', '/audience/profiles/reports/consents', {
-        ...request,
-        attributes: attributeColumns.map(([field_name, attribute_version_id]) => ({ field_name, attribute_version_id })),
-        tags: [{ field_name: 'vip', tag_discriminator: tag('VIP') }, { field_name: 'newsletter_tag', tag_discriminator: tag('Newsletter') }],
-      });
-      await whenReady(server, created.poll_url);
-      return new URL(created.poll_url).pathname;
-    }, () => 'written');
-    const csv = await phase('consent export: CSV download (gzip, as stored)', () => download(server, written.result, { 'accept-encoding': 'gzip' }), (d) => check(d, 'text/csv'));
-    const baseline = await phase('baseline: COPY (SELECT …) TO STDOUT, same columns', () => copyBaseline(server, ids), (b) => `${b.rows} rows, ${mb(b.bytes)}; its backend ${b.backendCpuS.toFixed(1)} s CPU`);
-    const excel = await phase('consent export: Excel download, fast client', () => download(server, written.result, { accept: XLSX }), (d) => check(d, XLSX));
-    const count = await phase('count by consent (same request)', async () => {
-      const created = await api(server, 'POST', '/audience/profiles/reports/consents/count', request);
-      await whenReady(server, created.poll_url);
-      return api(server, 'GET', new URL(created.poll_url).pathname) as Promise<{ total_profile_count: number }>;
-    }, (r) => `${r.total_profile_count} profiles`);
-    if (count.result.total_profile_count !== baseline.result.rows) throw new Error(`the count (${count.result.total_profile_count}) is not the baseline's rows (${baseline.result.rows})`);
+    const written = await phase(
+      'consent export: CSV written (worker)',
+      async () => {
+        const created = await api(server, 'POST', '/audience/profiles/reports/consents', {
+          ...request,
+          attributes: attributeColumns.map(([field_name, attribute_version_id]) => ({
+            field_name,
+            attribute_version_id,
+          })),
+          tags: [
+            { field_name: 'vip', tag_discriminator: tag('VIP') },
+            { field_name: 'newsletter_tag', tag_discriminator: tag('Newsletter') },
+          ],
+        });
+        await whenReady(server, created.poll_url);
+        return new URL(created.poll_url).pathname;
+      },
+      () => 'written',
+    );
+    const csv = await phase(
+      'consent export: CSV download (gzip, as stored)',
+      () => download(server, written.result, { 'accept-encoding': 'gzip' }),
+      (d) => check(d, 'text/csv'),
+    );
+    const baseline = await phase(
+      'baseline: COPY (SELECT …) TO STDOUT, same columns',
+      () => copyBaseline(server, ids),
+      (b) => `${b.rows} rows, ${mb(b.bytes)}; its backend ${b.backendCpuS.toFixed(1)} s CPU`,
+    );
+    const excel = await phase(
+      'consent export: Excel download, fast client',
+      () => download(server, written.result, { accept: XLSX }),
+      (d) => check(d, XLSX),
+    );
+    const count = await phase(
+      'count by consent (same request)',
+      async () => {
+        const created = await api(server, 'POST', '/audience/profiles/reports/consents/count', request);
+        await whenReady(server, created.poll_url);
+        return api(server, 'GET', new URL(created.poll_url).pathname) as Promise<{ total_profile_count: number }>;
+      },
+      (r) => `${r.total_profile_count} profiles`,
+    );
+    if (count.result.total_profile_count !== baseline.result.rows)
+      throw new Error(
+        `the count (${count.result.total_profile_count}) is not the baseline's rows (${baseline.result.rows})`,
+      );
     summary.push(
-      `consent export, ${baseline.result.rows} rows: CSV written ${written.seconds.toFixed(1)} s = ${(written.seconds / baseline.seconds).toFixed(2)} x the COPY baseline (${baseline.seconds.toFixed(1)} s);`
-      + ` to a CSV in the client's hands ${(written.seconds + csv.seconds).toFixed(1)} s; to an Excel workbook in the client's hands ${(written.seconds + excel.seconds).toFixed(1)} s`,
+      `consent export, ${baseline.result.rows} rows: CSV written ${written.seconds.toFixed(1)} s = ${(written.seconds / baseline.seconds).toFixed(2)} x the COPY baseline (${baseline.seconds.toFixed(1)} s);` +
+        ` to a CSV in the client's hands ${(written.seconds + csv.seconds).toFixed(1)} s; to an Excel workbook in the client's hands ${(written.seconds + excel.seconds).toFixed(1)} s`,
     );
   }
 
   if (PHASES.has('segments')) {
     const query = `section(${ids.section}).attribute(${ids.points}).gte(0)`;
-    const { result: segmentExport } = await phase('segment export: CSV written', async () => {
-      const created = await api(server, 'POST', '/audience/profiles/reports/segments', {
-        section_discriminator: SHOP, segment: { timezone: 'UTC', segment_definition: query },
-        attributes: [['email', ids.email], ['birthday', ids.birthday], ['points', ids.points], ['newsletter', ids.newsletter]].map(([field_name, attribute_version_id]) => ({ field_name, attribute_version_id })),
-        tags: [{ field_name: 'tag', tag_discriminator: tag('VIP') }],
-      });
-      await whenReady(server, created.file_download_url);
-      return new URL(created.file_download_url).pathname;
-    }, () => `${PROFILES} rows`);
-    await phase('CSV download (gzip, as stored)', () => download(server, segmentExport, { 'accept-encoding': 'gzip' }), (d) => check(d, 'text/csv'));
-    await phase('Excel download, fast client', () => download(server, segmentExport, { accept: XLSX }), (d) => check(d, XLSX));
-    await phase(`Excel download, client at ${mb(SLOW_BPS)}/s`, () => download(server, segmentExport, { accept: XLSX }, SLOW_BPS), (d) => check(d, XLSX));
-    await phase('JSON download, fast client', () => download(server, segmentExport, { accept: 'application/json' }), (d) => check(d, 'application/json'));
+    const { result: segmentExport } = await phase(
+      'segment export: CSV written',
+      async () => {
+        const created = await api(server, 'POST', '/audience/profiles/reports/segments', {
+          section_discriminator: SHOP,
+          segment: { timezone: 'UTC', segment_definition: query },
+          attributes: [
+            ['email', ids.email],
+            ['birthday', ids.birthday],
+            ['points', ids.points],
+            ['newsletter', ids.newsletter],
+          ].map(([field_name, attribute_version_id]) => ({ field_name, attribute_version_id })),
+          tags: [{ field_name: 'tag', tag_discriminator: tag('VIP') }],
+        });
+        await whenReady(server, created.file_download_url);
+        return new URL(created.file_download_url).pathname;
+      },
+      () => `${PROFILES} rows`,
+    );
+    await phase(
+      'CSV download (gzip, as stored)',
+      () => download(server, segmentExport, { 'accept-encoding': 'gzip' }),
+      (d) => check(d, 'text/csv'),
+    );
+    await phase(
+      'Excel download, fast client',
+      () => download(server, segmentExport, { accept: XLSX }),
+      (d) => check(d, XLSX),
+    );
+    await phase(
+      `Excel download, client at ${mb(SLOW_BPS)}/s`,
+      () => download(server, segmentExport, { accept: XLSX }, SLOW_BPS),
+      (d) => check(d, XLSX),
+    );
+    await phase(
+      'JSON download, fast client',
+      () => download(server, segmentExport, { accept: 'application/json' }),
+      (d) => check(d, 'application/json'),
+    );
   }
 
   if (PHASES.has('events')) {
-    const { result: eventExport } = await phase('event export: JSON written', async () => {
-      const created = await api(server, 'POST', '/audience/profiles/exports', {
-        attributes: [{ section_discriminator: SHOP, attribute_version_id: ids.email }, { section_discriminator: SHOP, attribute_version_id: ids.points }],
-        events: { start_at: new Date(Date.now() - 2 * 86_400_000).toISOString(), types: [{ section_discriminator: SHOP, event_version_id: ids.pageView }] },
-      });
-      await whenReady(server, created.file_download_url);
-      return new URL(created.file_download_url).pathname;
-    }, () => `${PROFILES} profiles, ${Math.round((PROFILES * 2) / 3) * EVENTS} events`);
-    await phase('event export download (gzip, as stored)', () => download(server, eventExport, { 'accept-encoding': 'gzip' }), (d) => check(d, 'application/json'));
+    const { result: eventExport } = await phase(
+      'event export: JSON written',
+      async () => {
+        const created = await api(server, 'POST', '/audience/profiles/exports', {
+          attributes: [
+            { section_discriminator: SHOP, attribute_version_id: ids.email },
+            { section_discriminator: SHOP, attribute_version_id: ids.points },
+          ],
+          events: {
+            start_at: new Date(Date.now() - 2 * 86_400_000).toISOString(),
+            types: [{ section_discriminator: SHOP, event_version_id: ids.pageView }],
+          },
+        });
+        await whenReady(server, created.file_download_url);
+        return new URL(created.file_download_url).pathname;
+      },
+      () => `${PROFILES} profiles, ${Math.round((PROFILES * 2) / 3) * EVENTS} events`,
+    );
+    await phase(
+      'event export download (gzip, as stored)',
+      () => download(server, eventExport, { 'accept-encoding': 'gzip' }),
+      (d) => check(d, 'application/json'),
+    );
   }
 
   const benchCpu = process.cpuUsage(benchCpuBefore);
-  console.log(`\nserver process: idle VmRSS ${(idle / 1024).toFixed(0)} MB after the load; ${PROFILES} profiles, ${EVENTS} events each for two in three`);
-  console.log(`load average (1, 5, 15 min): before ${loadBefore.map((x) => x.toFixed(2)).join(', ')}; after ${os.loadavg().map((x) => x.toFixed(2)).join(', ')}; this bench's own CPU ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)} s`);
+  console.log(
+    `\nserver process: idle VmRSS ${(idle / 1024).toFixed(0)} MB after the load; ${PROFILES} profiles, ${EVENTS} events each for two in three`,
+  );
+  console.log(
+    `load average (1, 5, 15 min): before ${loadBefore.map((x) => x.toFixed(2)).join(', ')}; after ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(', ')}; this bench's own CPU ${((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)} s`,
+  );
   for (const line of summary) console.log(line);
   console.log('');
   console.log(table([['phase', 'seconds', 'server CPU s', 'PostgreSQL CPU s', 'peak VmRSS MB', 'size'], ...rows]));

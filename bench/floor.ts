@@ -42,7 +42,13 @@ function keyOf(url: string): string | undefined {
 
 const answer = (res: http.ServerResponse, status: number, body?: string) => {
   if (body === undefined) res.writeHead(status).end();
-  else res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body) }).end(body);
+  else
+    res
+      .writeHead(status, {
+        'content-type': 'application/json; charset=utf-8',
+        'content-length': Buffer.byteLength(body),
+      })
+      .end(body);
 };
 
 async function get(key: string, res: http.ServerResponse): Promise<void> {
@@ -60,7 +66,13 @@ async function patch(key: string, body: string, res: http.ServerResponse): Promi
     if (!versionId) return answer(res, 400, '{}');
     attributes[versionId] = value;
   }
-  const written = await patchSectionDataByKey(pool, accountId, { keyspaceId: keyspace.keyspace_id, key, sectionId, attributes, changedAt: new Date() });
+  const written = await patchSectionDataByKey(pool, accountId, {
+    keyspaceId: keyspace.keyspace_id,
+    key,
+    sectionId,
+    attributes,
+    changedAt: new Date(),
+  });
   answer(res, written ? 204 : 404);
 }
 
@@ -77,7 +89,9 @@ const server = http.createServer((req, res) => {
   }
   let body = '';
   req.setEncoding('utf8');
-  req.on('data', (chunk: string) => { body += chunk; });
+  req.on('data', (chunk: string) => {
+    body += chunk;
+  });
   req.on('end', () => patch(key, body, res).catch(fail));
 });
 server.keepAliveTimeout = 72_000;

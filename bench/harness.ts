@@ -25,7 +25,13 @@ import pg from 'pg';
 
 // ---- autocannon's API, as far as the benches use it ----
 
-export interface Histogram { average: number; mean: number; p50: number; p99: number; max: number }
+export interface Histogram {
+  average: number;
+  mean: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
 export interface Result {
   requests: Histogram & { total: number; sent: number };
   latency: Histogram;
@@ -36,11 +42,29 @@ export interface Result {
   duration: number;
 }
 /** The instance autocannon returns: a thenable of the result, which can be stopped. */
-export interface Run extends PromiseLike<Result> { stop(): void }
+export interface Run extends PromiseLike<Result> {
+  stop(): void;
+}
 /** What autocannon sends; `setupRequest` may change it before each request. */
-export interface RequestData { method?: string; path?: string; headers?: Record<string, string>; body?: string | Buffer }
-export interface AutocannonRequest extends RequestData { setupRequest?: (request: RequestData & { headers: Record<string, string> }) => RequestData }
-export type Autocannon = (options: RequestData & { requests?: AutocannonRequest[]; url: string; connections: number; duration: number; pipelining: number; timeout: number }) => Run;
+export interface RequestData {
+  method?: string;
+  path?: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+}
+export interface AutocannonRequest extends RequestData {
+  setupRequest?: (request: RequestData & { headers: Record<string, string> }) => RequestData;
+}
+export type Autocannon = (
+  options: RequestData & {
+    requests?: AutocannonRequest[];
+    url: string;
+    connections: number;
+    duration: number;
+    pipelining: number;
+    timeout: number;
+  },
+) => Run;
 
 /** What `measure` sends, the same with either generator. */
 export interface Load {
@@ -69,8 +93,16 @@ export interface Server {
 }
 
 export interface Measured {
-  target: string; round: number; rps: number; mean: number; p50: number; p99: number;
-  non2xx: number; errors: number; timeouts: number; total: number;
+  target: string;
+  round: number;
+  rps: number;
+  mean: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  total: number;
   /** The server process's CPU time (user + system) per answered request, from /proc. */
   serverCpuUsPerRequest: number | undefined;
   serverCpuShare: number | undefined;
@@ -91,16 +123,31 @@ export function log(message: string): void {
 
 export function table(rows: string[][]): string {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-  const line = (r: string[]) => '| ' + r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ') + ' |';
-  return [line(rows[0]), '|' + widths.map((w, i) => (i === 0 ? '-'.repeat(w + 1) + '-' : '-'.repeat(w + 1) + ':')).join('|') + '|', ...rows.slice(1).map(line)].join('\n');
+  const line = (r: string[]) =>
+    '| ' + r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ') + ' |';
+  return [
+    line(rows[0]),
+    '|' + widths.map((w, i) => (i === 0 ? '-'.repeat(w + 1) + '-' : '-'.repeat(w + 1) + ':')).join('|') + '|',
+    ...rows.slice(1).map(line),
+  ].join('\n');
 }
 
 /** The machine and settings lines every bench prints first. */
 export function printSetting(): void {
   const cpus = os.cpus();
-  console.log(`machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown model'}; ${os.platform()} ${os.release()}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-  const generator = LOAD.generator === 'wrk' ? `wrk (${WRK}, one thread, its own process)` : 'autocannon (in the bench process; no wrk on the PATH)';
-  console.log(`node ${process.version}; load generator ${generator}, ${LOAD.connections} connections, keep-alive, ${LOAD.warmupS} s warm-up + ${LOAD.durationS} s measured per run, ${LOAD.rounds} alternating rounds`);
+  console.log(
+    `machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown model'}; ${os.platform()} ${os.release()}; load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
+  const generator =
+    LOAD.generator === 'wrk'
+      ? `wrk (${WRK}, one thread, its own process)`
+      : 'autocannon (in the bench process; no wrk on the PATH)';
+  console.log(
+    `node ${process.version}; load generator ${generator}, ${LOAD.connections} connections, keep-alive, ${LOAD.warmupS} s warm-up + ${LOAD.durationS} s measured per run, ${LOAD.rounds} alternating rounds`,
+  );
 }
 
 // ---- Time bounds and clean-up ----
@@ -119,7 +166,9 @@ export function within<T>(ms: number, what: string, promise: PromiseLike<T>): Pr
   let timer: NodeJS.Timeout;
   return Promise.race([
     Promise.resolve(promise).finally(() => clearTimeout(timer)),
-    new Promise<never>((_, reject) => { timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms); }),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms} ms`)), ms);
+    }),
   ]);
 }
 
@@ -139,7 +188,6 @@ export async function tempDir(prefix: string): Promise<string> {
 export function onCleanup(hook: () => Promise<void>): void {
   cleanupHooks.push(hook);
 }
-
 
 function exited(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
@@ -163,7 +211,8 @@ async function stopChild(entry: (typeof children)[number], graceMs: number): Pro
     // The embedded PostgreSQL this server started, when the server could not stop it itself.
     const pid = Number((await fs.readFile(entry.postmasterPidFile, 'utf8').catch(() => '')).split('\n')[0]);
     // Only that PostgreSQL: a stale pid file must not make us signal another process.
-    const cmdline = Number.isInteger(pid) && pid > 1 ? await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '') : '';
+    const cmdline =
+      Number.isInteger(pid) && pid > 1 ? await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '') : '';
     if (cmdline.includes(path.dirname(entry.postmasterPidFile))) {
       try {
         process.kill(pid, 'SIGTERM');
@@ -182,9 +231,13 @@ async function stopChild(entry: (typeof children)[number], graceMs: number): Pro
 
 function cleanup(): Promise<void> {
   cleaning ??= (async () => {
-    for (const hook of cleanupHooks) await within(10_000, 'clean-up', hook()).catch((err: Error) => log(`clean-up: ${err.message}`));
+    for (const hook of cleanupHooks)
+      await within(10_000, 'clean-up', hook()).catch((err: Error) => log(`clean-up: ${err.message}`));
     await Promise.all(children.map((c) => stopChild(c, 30_000)));
-    for (const dir of tempDirs) await fs.rm(dir, { recursive: true, force: true }).catch((err: Error) => log(`could not remove ${dir}: ${err.message}`));
+    for (const dir of tempDirs)
+      await fs
+        .rm(dir, { recursive: true, force: true })
+        .catch((err: Error) => log(`could not remove ${dir}: ${err.message}`));
   })();
   return cleaning;
 }
@@ -232,12 +285,19 @@ export function startBare(body: string): Promise<Server> {
  * one's; it sends its port once it listens.
  */
 export async function startReference(name: string, file: string, env: Record<string, string>): Promise<Server> {
-  const child = fork(path.join(ROOT, 'bench', file), [], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(path.join(ROOT, 'bench', file), [], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   children.push({ child, name });
-  const port = await within(15_000, `${name} start`, new Promise<number>((resolve, reject) => {
-    child.once('message', (m) => resolve((m as { port: number }).port));
-    child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
-  }));
+  const port = await within(
+    15_000,
+    `${name} start`,
+    new Promise<number>((resolve, reject) => {
+      child.once('message', (m) => resolve((m as { port: number }).port));
+      child.once('exit', (code) => reject(new Error(`${name} exited with ${code}`)));
+    }),
+  );
   return { url: `http://127.0.0.1:${port}`, pid: child.pid };
 }
 
@@ -270,7 +330,10 @@ export async function startProgram(role: 'serve' | 'api' | 'worker' = 'serve'): 
  * Stops a program `startProgram` started (SIGTERM: it stops its PostgreSQL) and starts it again on
  * the same DATA_DIR: a fresh process over the data the first one wrote.
  */
-export async function restartProgram<P extends Program>(program: P, role: 'serve' | 'api' | 'worker' = 'serve'): Promise<P> {
+export async function restartProgram<P extends Program>(
+  program: P,
+  role: 'serve' | 'api' | 'worker' = 'serve',
+): Promise<P> {
   const at = children.findIndex((c) => c.child.pid === program.pid);
   if (at >= 0) {
     await stopChild(children[at], 30_000);
@@ -285,13 +348,30 @@ async function spawnProgram(role: 'serve' | 'api' | 'worker', dataDir: string): 
   const url = `http://127.0.0.1:${port}`;
   const extraArgs = (process.env.BENCH_SERVER_ARGS ?? '').split(/\s+/).filter((a) => a !== '');
   // MALLOC_ARENA_MAX as bin/audience (what `npm start` runs) and the image set it.
-  const env: NodeJS.ProcessEnv = { MALLOC_ARENA_MAX: '2', ...process.env, DATA_DIR: dataDir, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
+  const env: NodeJS.ProcessEnv = {
+    MALLOC_ARENA_MAX: '2',
+    ...process.env,
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'warn',
+  };
   // Always the embedded database of the temp dir, never one the caller's environment points at.
   delete env.DATABASE_URL;
-  const child = spawn(NODE, [...extraArgs, 'src/main.ts', role], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'inherit'] });
-  children.push({ child, name: `audience ${role}`, postmasterPidFile: path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid') });
+  const child = spawn(NODE, [...extraArgs, 'src/main.ts', role], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.push({
+    child,
+    name: `audience ${role}`,
+    postmasterPidFile: path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'),
+  });
   let exitCode: number | null | undefined;
-  child.once('exit', (code) => { exitCode = code; });
+  child.once('exit', (code) => {
+    exitCode = code;
+  });
 
   // Ready: /readyz answers 200 (the embedded PostgreSQL initialises its cluster first).
   const started = Date.now();
@@ -322,10 +402,16 @@ export async function stopProgram(program: Program): Promise<void> {
  * `node src/main.ts serve` (see `startProgram`); lifts the demo account's `lift` limits through the
  * operator API and gets a bearer token for it.
  */
-export async function startAudience(lift: string[] = ['requests_per_second', 'token_requests_per_minute']): Promise<Audience> {
+export async function startAudience(
+  lift: string[] = ['requests_per_second', 'token_requests_per_minute'],
+): Promise<Audience> {
   const program = await startProgram('serve');
   const { url, dataDir, adminToken } = program;
-  const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8')) as { account_id: string; client_id: string; client_secret: string };
+  const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8')) as {
+    account_id: string;
+    client_id: string;
+    client_secret: string;
+  };
   const lifted = await request(`${url}/admin/accounts/${encodeURIComponent(demo.account_id)}`, {
     method: 'PATCH',
     headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
@@ -338,11 +424,18 @@ export async function startAudience(lift: string[] = ['requests_per_second', 'to
 
 /** A bearer token of the demo account of a program with the API (`POST /oauth/token`). */
 export async function demoToken(program: Program): Promise<string> {
-  const demo = JSON.parse(await fs.readFile(path.join(program.dataDir, 'demo-credentials.json'), 'utf8')) as { client_id: string; client_secret: string };
+  const demo = JSON.parse(await fs.readFile(path.join(program.dataDir, 'demo-credentials.json'), 'utf8')) as {
+    client_id: string;
+    client_secret: string;
+  };
   const issued = await request(`${program.url}/oauth/token`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ grant_type: 'client_credentials', client_id: demo.client_id, client_secret: demo.client_secret }),
+    body: JSON.stringify({
+      grant_type: 'client_credentials',
+      client_id: demo.client_id,
+      client_secret: demo.client_secret,
+    }),
   });
   if (issued.status !== 200) throw new Error(`token: ${issued.status} ${issued.text}`);
   return (JSON.parse(issued.text) as { access_token: string }).access_token;
@@ -352,14 +445,19 @@ export async function demoToken(program: Program): Promise<string> {
 export async function embeddedDatabaseUrl(dataDir: string): Promise<string> {
   const password = (await fs.readFile(path.join(dataDir, 'postgres', 'password'), 'utf8')).trim();
   // postmaster.pid: pid, data directory, start time, port, …
-  const port = Number((await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8')).split('\n')[3]);
-  if (!Number.isInteger(port) || port <= 0) throw new Error('no port in the embedded PostgreSQL\'s postmaster.pid');
+  const port = Number(
+    (await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8')).split('\n')[3],
+  );
+  if (!Number.isInteger(port) || port <= 0) throw new Error("no port in the embedded PostgreSQL's postmaster.pid");
   return `postgres://audience:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
 }
 
 // ---- Measuring ----
 
-export interface Memory { rssKb: number; hwmKb: number }
+export interface Memory {
+  rssKb: number;
+  hwmKb: number;
+}
 
 export async function memoryOf(pid: number): Promise<Memory | undefined> {
   const status = await fs.readFile(`/proc/${pid}/status`, 'utf8').catch(() => undefined);
@@ -378,29 +476,40 @@ export function sampleMemory(pid: number, intervalMs: number) {
   const timer = setInterval(() => {
     if (busy) return;
     busy = true;
-    void memoryOf(pid).then((m) => {
-      if (!m || !Number.isFinite(m.rssKb)) return;
-      samples++;
-      peakKb = Math.max(peakKb, m.rssKb);
-      peaks.set(phase, Math.max(peaks.get(phase) ?? 0, m.rssKb));
-    }).finally(() => { busy = false; });
+    void memoryOf(pid)
+      .then((m) => {
+        if (!m || !Number.isFinite(m.rssKb)) return;
+        samples++;
+        peakKb = Math.max(peakKb, m.rssKb);
+        peaks.set(phase, Math.max(peaks.get(phase) ?? 0, m.rssKb));
+      })
+      .finally(() => {
+        busy = false;
+      });
   }, intervalMs);
   return {
-    phase(name: string) { phase = name; },
-    stop() { clearInterval(timer); return { peakKb, peaks, samples }; },
+    phase(name: string) {
+      phase = name;
+    },
+    stop() {
+      clearInterval(timer);
+      return { peakKb, peaks, samples };
+    },
   };
 }
 
 /** [pid, parent pid, CPU ms] of every process, from /proc; empty where there is no /proc. */
 async function processes(): Promise<[number, number, number][]> {
   const pids = (await fs.readdir('/proc').catch(() => [] as string[])).filter((d) => /^\d+$/.test(d));
-  const rows = await Promise.all(pids.map(async (pid): Promise<[number, number, number] | undefined> => {
-    const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
-    if (!stat) return undefined;
-    // Fields after the command name (which may hold spaces): state is field 3, ppid 4, utime 14, stime 15, in 1/100 s.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return [Number(pid), Number(fields[1]), (Number(fields[11]) + Number(fields[12])) * 10];
-  }));
+  const rows = await Promise.all(
+    pids.map(async (pid): Promise<[number, number, number] | undefined> => {
+      const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+      if (!stat) return undefined;
+      // Fields after the command name (which may hold spaces): state is field 3, ppid 4, utime 14, stime 15, in 1/100 s.
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      return [Number(pid), Number(fields[1]), (Number(fields[11]) + Number(fields[12])) * 10];
+    }),
+  );
   return rows.filter((r) => r !== undefined);
 }
 
@@ -440,7 +549,9 @@ export async function postmasterCpuMs(pidFile: string): Promise<number> {
   const stat = await fs.readFile(`/proc/${postmaster}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const own = (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10;
-  return own + (await processes()).filter(([, parent]) => parent === postmaster).reduce((sum, [, , cpu]) => sum + cpu, 0);
+  return (
+    own + (await processes()).filter(([, parent]) => parent === postmaster).reduce((sum, [, , cpu]) => sum + cpu, 0)
+  );
 }
 
 /**
@@ -462,7 +573,7 @@ export async function sampleWaits(server: { dataDir: string }): Promise<{ stop()
       );
       samples++;
       for (const r of rows) {
-        const what = `${r.state === 'active' ? r.wait ?? 'CPU' : r.state} | ${r.state === 'active' ? r.query : ''}`;
+        const what = `${r.state === 'active' ? (r.wait ?? 'CPU') : r.state} | ${r.state === 'active' ? r.query : ''}`;
         waits.set(what, (waits.get(what) ?? 0) + 1);
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -473,7 +584,10 @@ export async function sampleWaits(server: { dataDir: string }): Promise<{ stop()
       sampling = false;
       await sampled;
       await client.end();
-      return [...waits].sort((a, b) => b[1] - a[1]).slice(0, 15).map(([what, n]) => [what, (n / samples).toFixed(2)]);
+      return [...waits]
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 15)
+        .map(([what, n]) => [what, (n / samples).toFixed(2)]);
     },
   };
 }
@@ -492,7 +606,8 @@ function findWrk(): string | undefined {
       // not here
     }
   }
-  if (process.env.BENCH_GENERATOR === 'wrk') throw new Error('BENCH_GENERATOR=wrk, but there is no wrk on the PATH (apt-get install wrk)');
+  if (process.env.BENCH_GENERATOR === 'wrk')
+    throw new Error('BENCH_GENERATOR=wrk, but there is no wrk on the PATH (apt-get install wrk)');
   return undefined;
 }
 
@@ -504,8 +619,20 @@ const WRK = findWrk();
  * the limit; autocannon otherwise.
  */
 export const LOAD = WRK
-  ? { generator: 'wrk' as const, connections: Number(process.env.BENCH_CONNECTIONS ?? 32), warmupS: Number(process.env.BENCH_WARMUP_S ?? 2), durationS: Number(process.env.BENCH_DURATION_S ?? 5), rounds: Math.min(9, Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3))) }
-  : { generator: 'autocannon' as const, connections: CONNECTIONS, warmupS: WARMUP_S, durationS: DURATION_S, rounds: ROUNDS };
+  ? {
+      generator: 'wrk' as const,
+      connections: Number(process.env.BENCH_CONNECTIONS ?? 32),
+      warmupS: Number(process.env.BENCH_WARMUP_S ?? 2),
+      durationS: Number(process.env.BENCH_DURATION_S ?? 5),
+      rounds: Math.min(9, Math.max(1, Number(process.env.BENCH_ROUNDS ?? 3))),
+    }
+  : {
+      generator: 'autocannon' as const,
+      connections: CONNECTIONS,
+      warmupS: WARMUP_S,
+      durationS: DURATION_S,
+      rounds: ROUNDS,
+    };
 
 /** What a load sends: `N_MARK` in the path or body becomes a random integer from 1 to `randomUpTo` in each request, `R_MARK` 8 random letters. */
 export const N_MARK = '__N__';
@@ -513,19 +640,31 @@ export const R_MARK = '__R__';
 
 /** The path and body of one request of `load`, marks filled in. */
 function fill(text: string, randomUpTo: number): string {
-  return text.replaceAll(N_MARK, () => String(1 + Math.floor(Math.random() * randomUpTo))).replaceAll(R_MARK, () => Math.random().toString(36).slice(2, 10).padEnd(8, 'x'));
+  return text
+    .replaceAll(N_MARK, () => String(1 + Math.floor(Math.random() * randomUpTo)))
+    .replaceAll(R_MARK, () => Math.random().toString(36).slice(2, 10).padEnd(8, 'x'));
 }
 
 /** A Lua string literal of any bytes. */
 function luaString(text: string): string {
-  return '"' + [...Buffer.from(text)].map((b) => (b >= 0x20 && b < 0x7f && b !== 0x22 && b !== 0x5c ? String.fromCharCode(b) : `\\${String(b).padStart(3, '0')}`)).join('') + '"';
+  return (
+    '"' +
+    [...Buffer.from(text)]
+      .map((b) =>
+        b >= 0x20 && b < 0x7f && b !== 0x22 && b !== 0x5c ? String.fromCharCode(b) : `\\${String(b).padStart(3, '0')}`,
+      )
+      .join('') +
+    '"'
+  );
 }
 
 /** A Lua expression building `text` with its marks filled in for each request. */
 function luaFilled(text: string): string {
   const parts = text.split(new RegExp(`(${N_MARK}|${R_MARK})`)).filter((p) => p !== '');
   if (parts.length === 0) return '""';
-  return parts.map((p) => (p === N_MARK ? 'tostring(math.random(1, max))' : p === R_MARK ? 'letters8()' : luaString(p))).join(' .. ');
+  return parts
+    .map((p) => (p === N_MARK ? 'tostring(math.random(1, max))' : p === R_MARK ? 'letters8()' : luaString(p)))
+    .join(' .. ');
 }
 
 /**
@@ -533,7 +672,9 @@ function luaFilled(text: string): string {
  * value), and a last line with the figures as JSON (latencies in µs).
  */
 function wrkScript(load: Load): string {
-  const headers = Object.entries(load.headers ?? {}).map(([k, v]) => `[${luaString(k)}] = ${luaString(v)}`).join(', ');
+  const headers = Object.entries(load.headers ?? {})
+    .map(([k, v]) => `[${luaString(k)}] = ${luaString(v)}`)
+    .join(', ');
   return `-- written by bench/harness.ts
 local max = ${Math.max(1, load.randomUpTo ?? 1)}
 local headers = { ${headers} }
@@ -565,7 +706,17 @@ export async function childrenCpuMs(): Promise<number> {
   return (Number(fields[13]) + Number(fields[14])) * (1000 / 100);
 }
 
-export interface Generated { rps: number; total: number; mean: number; p50: number; p99: number; non2xx: number; errors: number; timeouts: number; generatorCpuShare: number }
+export interface Generated {
+  rps: number;
+  total: number;
+  mean: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  generatorCpuShare: number;
+}
 
 /** One wrk run of `seconds` against `url`; its CPU time from /proc (this process's children's times, before and after). */
 export async function runWrk(url: string, load: Load, seconds: number, what: string): Promise<Generated> {
@@ -575,15 +726,26 @@ export async function runWrk(url: string, load: Load, seconds: number, what: str
   await fs.writeFile(script, wrkScript(load));
   const cpuBefore = await childrenCpuMs();
   const started = performance.now();
-  const child = spawn(WRK!, ['-t1', `-c${LOAD.connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', script, url], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(WRK!, ['-t1', `-c${LOAD.connections}`, `-d${seconds}s`, '--timeout', '10s', '-s', script, url], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   children.push({ child, name: 'wrk' });
   let out = '';
-  child.stdout!.on('data', (chunk: Buffer) => { out += chunk.toString(); });
+  child.stdout!.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+  });
   try {
-    const code = await within(seconds * 1000 + 30_000, what, new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c))));
+    const code = await within(
+      seconds * 1000 + 30_000,
+      what,
+      new Promise<number | null>((resolve) => child.once('exit', (c) => resolve(c))),
+    );
     if (code !== 0) throw new Error(`${what}: wrk exited with ${code}: ${out}`);
   } finally {
-    children.splice(children.findIndex((c) => c.child === child), 1);
+    children.splice(
+      children.findIndex((c) => c.child === child),
+      1,
+    );
     if (child.exitCode === null) child.kill('SIGKILL');
     await fs.rm(dir, { recursive: true, force: true });
     tempDirs.splice(tempDirs.indexOf(dir), 1);
@@ -592,20 +754,62 @@ export async function runWrk(url: string, load: Load, seconds: number, what: str
   const cpuMs = (await childrenCpuMs()) - cpuBefore;
   const line = out.split('\n').find((l) => l.startsWith('WRK_RESULT '));
   if (!line) throw new Error(`${what}: no result from wrk: ${out}`);
-  const r = JSON.parse(line.slice('WRK_RESULT '.length)) as { requests: number; durationUs: number; connect: number; read: number; write: number; status: number; timeout: number; meanUs: number; p50Us: number; p99Us: number };
+  const r = JSON.parse(line.slice('WRK_RESULT '.length)) as {
+    requests: number;
+    durationUs: number;
+    connect: number;
+    read: number;
+    write: number;
+    status: number;
+    timeout: number;
+    meanUs: number;
+    p50Us: number;
+    p99Us: number;
+  };
   return {
-    rps: r.requests / (r.durationUs / 1e6), total: r.requests, mean: r.meanUs / 1000, p50: r.p50Us / 1000, p99: r.p99Us / 1000,
-    non2xx: r.status, errors: r.connect + r.read + r.write, timeouts: r.timeout, generatorCpuShare: cpuMs / wallMs,
+    rps: r.requests / (r.durationUs / 1e6),
+    total: r.requests,
+    mean: r.meanUs / 1000,
+    p50: r.p50Us / 1000,
+    p99: r.p99Us / 1000,
+    non2xx: r.status,
+    errors: r.connect + r.read + r.write,
+    timeouts: r.timeout,
+    generatorCpuShare: cpuMs / wallMs,
   };
 }
 
 /** One autocannon run in this process; its CPU time is this process's. */
-async function runAutocannon(autocannon: Autocannon, url: string, load: Load, seconds: number, what: string): Promise<Generated> {
+async function runAutocannon(
+  autocannon: Autocannon,
+  url: string,
+  load: Load,
+  seconds: number,
+  what: string,
+): Promise<Generated> {
   const { randomUpTo, ...request } = load;
   const varies = randomUpTo !== undefined;
   const instance = autocannon({
-    ...request, url: `${url}${load.path ?? ''}`, connections: LOAD.connections, pipelining: 1, timeout: 10, duration: seconds,
-    ...(varies ? { requests: [{ method: load.method, setupRequest: (r) => ({ ...r, path: fill(load.path ?? '/', randomUpTo), body: load.body === undefined ? undefined : fill(load.body, randomUpTo) }) }] } : {}),
+    ...request,
+    url: `${url}${load.path ?? ''}`,
+    connections: LOAD.connections,
+    pipelining: 1,
+    timeout: 10,
+    duration: seconds,
+    ...(varies
+      ? {
+          requests: [
+            {
+              method: load.method,
+              setupRequest: (r) => ({
+                ...r,
+                path: fill(load.path ?? '/', randomUpTo),
+                body: load.body === undefined ? undefined : fill(load.body, randomUpTo),
+              }),
+            },
+          ],
+        }
+      : {}),
   });
   const before = process.cpuUsage();
   const started = performance.now();
@@ -618,16 +822,30 @@ async function runAutocannon(autocannon: Autocannon, url: string, load: Load, se
   }
   const used = process.cpuUsage(before);
   return {
-    rps: r.requests.average, total: r.requests.total, mean: r.latency.mean, p50: r.latency.p50, p99: r.latency.p99,
-    non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, generatorCpuShare: (used.user + used.system) / 1000 / (performance.now() - started),
+    rps: r.requests.average,
+    total: r.requests.total,
+    mean: r.latency.mean,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    generatorCpuShare: (used.user + used.system) / 1000 / (performance.now() - started),
   };
 }
 
 /** One warm-up (not counted) and one measured run of `load` against `server`, with wrk or autocannon (LOAD). */
-export async function measure(autocannon: Autocannon, target: string, round: number, server: Server, load: Load): Promise<Measured> {
-  const run = (what: string, seconds: number) => (LOAD.generator === 'wrk'
-    ? runWrk(`${server.url}/`, load, seconds, `${target} ${what}`)
-    : runAutocannon(autocannon, server.url, load, seconds, `${target} ${what}`));
+export async function measure(
+  autocannon: Autocannon,
+  target: string,
+  round: number,
+  server: Server,
+  load: Load,
+): Promise<Measured> {
+  const run = (what: string, seconds: number) =>
+    LOAD.generator === 'wrk'
+      ? runWrk(`${server.url}/`, load, seconds, `${target} ${what}`)
+      : runAutocannon(autocannon, server.url, load, seconds, `${target} ${what}`);
   if (LOAD.warmupS > 0) await run('warm-up', LOAD.warmupS);
   const database = () => (server.databaseOf === undefined ? undefined : postgresCpuMs(server.databaseOf));
   const serverBefore = await cpuMsOf(server.pid);
@@ -639,10 +857,23 @@ export async function measure(autocannon: Autocannon, target: string, round: num
   const databaseAfter = await database();
   const own = serverBefore && serverAfter ? serverAfter.own - serverBefore.own : undefined;
   // Processes that ended during the run take their CPU time with them, so this is a lower bound.
-  const db = databaseBefore !== undefined && databaseAfter !== undefined ? Math.max(0, databaseAfter - databaseBefore)
-    : serverBefore && serverAfter ? Math.max(0, serverAfter.descendants - serverBefore.descendants) : undefined;
+  const db =
+    databaseBefore !== undefined && databaseAfter !== undefined
+      ? Math.max(0, databaseAfter - databaseBefore)
+      : serverBefore && serverAfter
+        ? Math.max(0, serverAfter.descendants - serverBefore.descendants)
+        : undefined;
   const m: Measured = {
-    target, round, rps: r.rps, mean: r.mean, p50: r.p50, p99: r.p99, non2xx: r.non2xx, errors: r.errors, timeouts: r.timeouts, total: r.total,
+    target,
+    round,
+    rps: r.rps,
+    mean: r.mean,
+    p50: r.p50,
+    p99: r.p99,
+    non2xx: r.non2xx,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    total: r.total,
     serverCpuUsPerRequest: own === undefined ? undefined : (own * 1000) / r.total,
     serverCpuShare: own === undefined ? undefined : own / elapsedMs,
     dbCpuUsPerRequest: db === undefined ? undefined : (db * 1000) / r.total,
@@ -650,9 +881,17 @@ export async function measure(autocannon: Autocannon, target: string, round: num
     clientCpuShare: r.generatorCpuShare,
     loadAverage: os.loadavg()[0],
   };
-  const cpu = m.serverCpuUsPerRequest === undefined ? '' : `, server CPU ${m.serverCpuUsPerRequest.toFixed(0)} µs/request (${(100 * m.serverCpuShare!).toFixed(0)}% of a core)`;
-  const dbCpu = m.dbCpuUsPerRequest === undefined || m.dbCpuShare! < 0.01 ? '' : `, database CPU ${m.dbCpuUsPerRequest.toFixed(0)} µs/request (${(100 * m.dbCpuShare!).toFixed(0)}% of a core)`;
-  log(`round ${round} ${target}: ${m.rps.toFixed(0)} req/s, mean ${m.mean.toFixed(2)} ms, p50 ${m.p50} ms, p99 ${m.p99} ms, ${m.total} requests, ${m.non2xx} non-2xx, ${m.errors} errors${cpu}${dbCpu}, ${LOAD.generator} ${(100 * m.clientCpuShare).toFixed(0)}% of a core, load average ${m.loadAverage.toFixed(2)}`);
+  const cpu =
+    m.serverCpuUsPerRequest === undefined
+      ? ''
+      : `, server CPU ${m.serverCpuUsPerRequest.toFixed(0)} µs/request (${(100 * m.serverCpuShare!).toFixed(0)}% of a core)`;
+  const dbCpu =
+    m.dbCpuUsPerRequest === undefined || m.dbCpuShare! < 0.01
+      ? ''
+      : `, database CPU ${m.dbCpuUsPerRequest.toFixed(0)} µs/request (${(100 * m.dbCpuShare!).toFixed(0)}% of a core)`;
+  log(
+    `round ${round} ${target}: ${m.rps.toFixed(0)} req/s, mean ${m.mean.toFixed(2)} ms, p50 ${m.p50} ms, p99 ${m.p99} ms, ${m.total} requests, ${m.non2xx} non-2xx, ${m.errors} errors${cpu}${dbCpu}, ${LOAD.generator} ${(100 * m.clientCpuShare).toFixed(0)}% of a core, load average ${m.loadAverage.toFixed(2)}`,
+  );
   return m;
 }
 
@@ -666,7 +905,9 @@ export const median = (xs: number[]): number => {
  * their median, with the medians of the CPU figures: the figures the benches report.
  */
 export function summary(results: Measured[], target: string, baseline: string) {
-  const rounds = results.filter((r) => r.target === target).map((a) => ({ a, b: results.find((r) => r.target === baseline && r.round === a.round)! }));
+  const rounds = results
+    .filter((r) => r.target === target)
+    .map((a) => ({ a, b: results.find((r) => r.target === baseline && r.round === a.round)! }));
   const of = (xs: (number | undefined)[]) => (xs.some((x) => x === undefined) ? undefined : median(xs as number[]));
   return {
     ratios: rounds.map(({ a, b }) => a.rps / b.rps),
@@ -683,17 +924,26 @@ export function summary(results: Measured[], target: string, baseline: string) {
  * The line a bench prints for `op`: median ratio of `names.target` to `names.baseline` (audience
  * and bare unless given), the rounds' ratios, CPU per request, the generator's share, the load average.
  */
-export function summaryLine(op: string, s: ReturnType<typeof summary>, aim: number | undefined, names = { target: 'audience', baseline: 'bare' }): string {
+export function summaryLine(
+  op: string,
+  s: ReturnType<typeof summary>,
+  aim: number | undefined,
+  names = { target: 'audience', baseline: 'bare' },
+): string {
   const us = (v: number | undefined) => (v === undefined ? 'n/a' : v.toFixed(0));
-  return `${op}: ratio ${names.target}/${names.baseline} ${s.ratio.toFixed(2)} (median of rounds ${s.ratios.map((r) => r.toFixed(2)).join(', ')}${aim === undefined ? '' : `; aim at least ${aim.toFixed(2)}`}); `
-    + `CPU per request: ${names.target} ${us(s.serverUs)} µs${s.dbUs !== undefined && s.dbUs > 0 ? `, PostgreSQL ${us(s.dbUs)} µs` : ''}, ${names.baseline} ${us(s.baselineServerUs)} µs; `
-    + `${LOAD.generator} ${(100 * s.generator).toFixed(0)}% of a core; load average ${s.loadAverage.toFixed(2)}`;
+  return (
+    `${op}: ratio ${names.target}/${names.baseline} ${s.ratio.toFixed(2)} (median of rounds ${s.ratios.map((r) => r.toFixed(2)).join(', ')}${aim === undefined ? '' : `; aim at least ${aim.toFixed(2)}`}); ` +
+    `CPU per request: ${names.target} ${us(s.serverUs)} µs${s.dbUs !== undefined && s.dbUs > 0 ? `, PostgreSQL ${us(s.dbUs)} µs` : ''}, ${names.baseline} ${us(s.baselineServerUs)} µs; ` +
+    `${LOAD.generator} ${(100 * s.generator).toFixed(0)}% of a core; load average ${s.loadAverage.toFixed(2)}`
+  );
 }
 
 /** Prints a warning for every run with non-2xx answers, errors or timeouts, and sets exit code 1. */
 export function failOnBadRuns(results: Measured[]): void {
   for (const r of results.filter((x) => x.non2xx > 0 || x.errors > 0 || x.timeouts > 0)) {
-    console.log(`WARNING: round ${r.round} ${r.target}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
+    console.log(
+      `WARNING: round ${r.round} ${r.target}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`,
+    );
     process.exitCode = 1;
   }
 }
@@ -702,31 +952,50 @@ export const usPerRequest = (v: number | undefined) => (v === undefined ? 'n/a' 
 export const share = (v: number | undefined) => (v === undefined ? 'n/a' : `${(100 * v).toFixed(0)}%`);
 
 /** POSTs the form fields in order, then the file as the part `file`, streamed from disk; returns the status and answer. */
-export async function upload(url: string, fields: Record<string, string>, file: string, size: number, timeoutMs: number): Promise<{ status: number; text: string }> {
+export async function upload(
+  url: string,
+  fields: Record<string, string>,
+  file: string,
+  size: number,
+  timeoutMs: number,
+): Promise<{ status: number; text: string }> {
   const boundary = `----audience-bench-${Date.now().toString(16)}`;
   let head = '';
-  for (const [name, value] of Object.entries(fields)) head += `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
+  for (const [name, value] of Object.entries(fields))
+    head += `--${boundary}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
   head += `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.csv"\r\nContent-Type: text/csv\r\n\r\n`;
   const tail = `\r\n--${boundary}--\r\n`;
   const target = new URL(url);
-  if (!['127.0.0.1', 'localhost', '[::1]'].includes(target.hostname)) throw new Error(`the upload URL ${url} is not on loopback`);
-  return within(timeoutMs, 'upload', new Promise((resolve, reject) => {
-    const req = http.request(target, {
-      method: 'POST',
-      headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'content-length': Buffer.byteLength(head) + size + Buffer.byteLength(tail) },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-      res.on('error', reject);
-    });
-    req.setTimeout(timeoutMs, () => req.destroy(new Error('upload timed out')));
-    req.on('error', reject);
-    pipeline(async function* () {
-      yield Buffer.from(head);
-      yield* createReadStream(file, { highWaterMark: 256 * 1024 });
-      yield Buffer.from(tail);
-    }, req).catch(reject);
-  }));
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(target.hostname))
+    throw new Error(`the upload URL ${url} is not on loopback`);
+  return within(
+    timeoutMs,
+    'upload',
+    new Promise((resolve, reject) => {
+      const req = http.request(
+        target,
+        {
+          method: 'POST',
+          headers: {
+            'content-type': `multipart/form-data; boundary=${boundary}`,
+            'content-length': Buffer.byteLength(head) + size + Buffer.byteLength(tail),
+          },
+        },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (text += c));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+          res.on('error', reject);
+        },
+      );
+      req.setTimeout(timeoutMs, () => req.destroy(new Error('upload timed out')));
+      req.on('error', reject);
+      pipeline(async function* () {
+        yield Buffer.from(head);
+        yield* createReadStream(file, { highWaterMark: 256 * 1024 });
+        yield Buffer.from(tail);
+      }, req).catch(reject);
+    }),
+  );
 }

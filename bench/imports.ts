@@ -33,7 +33,21 @@ import os from 'node:os';
 import path from 'node:path';
 import { once } from 'node:events';
 import pg from 'pg';
-import { embeddedDatabaseUrl, log, memoryOf, onCleanup, request, runBench, sampleMemory, sleep, startAudience, table, upload, within, type Audience } from './harness.ts';
+import {
+  embeddedDatabaseUrl,
+  log,
+  memoryOf,
+  onCleanup,
+  request,
+  runBench,
+  sampleMemory,
+  sleep,
+  startAudience,
+  table,
+  upload,
+  within,
+  type Audience,
+} from './harness.ts';
 
 const ROWS = Math.max(100, Number(process.env.BENCH_IMPORT_ROWS ?? 300_000));
 const BYTES = Number(process.env.BENCH_IMPORT_BYTES ?? 52_000_000);
@@ -60,9 +74,42 @@ if (HEAP_SNAPSHOT && !(process.env.BENCH_SERVER_ARGS ?? '').includes('--heapsnap
 }
 const POLL_MS = 100;
 
-const FIRST = ['Anna', 'Bjørn', 'Chloé', 'David', 'Eva', 'Finn', 'Greta', 'Hassan', 'Ingrid', 'Jonas', 'Kari', 'Lars', 'Maja', 'Nils', 'Olivia', 'Per'];
-const LAST = ['Hansen', 'Johansen', 'Olsen', 'Larsen', 'Andersen', 'Pedersen', 'Nilsen', 'Kristiansen', 'Jensen', 'Karlsen', 'Müller', 'García'];
-const FILLER = 'Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna aliqua '.repeat(8);
+const FIRST = [
+  'Anna',
+  'Bjørn',
+  'Chloé',
+  'David',
+  'Eva',
+  'Finn',
+  'Greta',
+  'Hassan',
+  'Ingrid',
+  'Jonas',
+  'Kari',
+  'Lars',
+  'Maja',
+  'Nils',
+  'Olivia',
+  'Per',
+];
+const LAST = [
+  'Hansen',
+  'Johansen',
+  'Olsen',
+  'Larsen',
+  'Andersen',
+  'Pedersen',
+  'Nilsen',
+  'Kristiansen',
+  'Jensen',
+  'Karlsen',
+  'Müller',
+  'García',
+];
+const FILLER =
+  'Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna aliqua '.repeat(
+    8,
+  );
 const HEADER = 'email,first_name,last_name,birthday,points,newsletter,weekly_news\n';
 
 // ---- The file ----
@@ -75,7 +122,7 @@ function csvRow(prefix: string, n: number, width: number): string {
   const two = (v: number) => String(v).padStart(2, '0');
   // Mostly ISO dates, every third one day first, as people send them.
   const birthday = n % 3 === 0 ? `${two(day)}.${two(month)}.${year}` : `${year}-${two(month)}-${two(day)}`;
-  const points = ((n * 7919) % 100_000 / 10).toFixed(1);
+  const points = (((n * 7919) % 100_000) / 10).toFixed(1);
   const newsletter = ['true', 'false', 'yes', 'no'][n % 4];
   const consent = n % 5 === 0 ? '0' : '1';
   const last = `${LAST[n % LAST.length]}-${n}`;
@@ -89,7 +136,10 @@ function csvRow(prefix: string, n: number, width: number): string {
 async function writeCsv(file: string, prefix: string, rows: number, bytes: number): Promise<number> {
   const width = Math.floor((bytes - HEADER.length) / rows);
   const out = createWriteStream(file);
-  const done = new Promise<void>((resolve, reject) => { out.once('finish', resolve); out.once('error', reject); });
+  const done = new Promise<void>((resolve, reject) => {
+    out.once('finish', resolve);
+    out.once('error', reject);
+  });
   if (!out.write(HEADER)) await once(out, 'drain');
   for (let n = 1; n <= rows;) {
     let chunk = '';
@@ -106,19 +156,32 @@ async function writeCsv(file: string, prefix: string, rows: number, bytes: numbe
 /** CPU ms (user + system) of a process and, apart, of its descendants (the embedded PostgreSQL, with its ended backends), from /proc. */
 async function cpuMs(pid: number): Promise<{ own: number; descendants: number }> {
   const pids = (await fs.readdir('/proc')).filter((d) => /^\d+$/.test(d));
-  const all = (await Promise.all(pids.map(async (p) => {
-    const stat = await fs.readFile(`/proc/${p}/stat`, 'utf8').catch(() => undefined);
-    if (!stat) return undefined;
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    // utime + stime, and cutime + cstime: the children it has reaped (PostgreSQL's ended backends), in 1/100 s.
-    return [Number(p), Number(f[1]), (Number(f[11]) + Number(f[12])) * 10, (Number(f[13]) + Number(f[14])) * 10] as const;
-  }))).filter((r) => r !== undefined);
+  const all = (
+    await Promise.all(
+      pids.map(async (p) => {
+        const stat = await fs.readFile(`/proc/${p}/stat`, 'utf8').catch(() => undefined);
+        if (!stat) return undefined;
+        const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        // utime + stime, and cutime + cstime: the children it has reaped (PostgreSQL's ended backends), in 1/100 s.
+        return [
+          Number(p),
+          Number(f[1]),
+          (Number(f[11]) + Number(f[12])) * 10,
+          (Number(f[13]) + Number(f[14])) * 10,
+        ] as const;
+      }),
+    )
+  ).filter((r) => r !== undefined);
   const tree = new Set([pid]);
   let descendants = 0;
   for (let grown = true; grown;) {
     grown = false;
     for (const [p, parent, cpu, reaped] of all) {
-      if (!tree.has(p) && tree.has(parent)) { tree.add(p); descendants += cpu + reaped; grown = true; }
+      if (!tree.has(p) && tree.has(parent)) {
+        tree.add(p);
+        descendants += cpu + reaped;
+        grown = true;
+      }
     }
   }
   return { own: all.find(([p]) => p === pid)?.[2] ?? NaN, descendants };
@@ -143,8 +206,12 @@ async function sampleDatabase(server: Audience) {
       );
       samples++;
       for (const r of rows) {
-        const what = r.type !== 'client backend' ? `${r.type}${r.wait ? ` (${r.wait})` : ''}${r.type === 'autovacuum worker' ? `: ${r.query.slice(0, 80)}` : ''}`
-          : r.state === 'active' ? `active${r.wait ? ` (${r.wait})` : ''}: ${r.query.replace(/\s+/g, ' ').slice(0, 110)}` : r.state!;
+        const what =
+          r.type !== 'client backend'
+            ? `${r.type}${r.wait ? ` (${r.wait})` : ''}${r.type === 'autovacuum worker' ? `: ${r.query.slice(0, 80)}` : ''}`
+            : r.state === 'active'
+              ? `active${r.wait ? ` (${r.wait})` : ''}: ${r.query.replace(/\s+/g, ' ').slice(0, 110)}`
+              : r.state!;
         counts.set(what, (counts.get(what) ?? 0) + 1);
       }
       await sleep(20);
@@ -155,7 +222,8 @@ async function sampleDatabase(server: Audience) {
       running = false;
       await loop;
       console.log(`database samples (${samples}, every 20 ms; share of samples in which a connection was so):`);
-      for (const [what, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`  ${(100 * n / samples).toFixed(1).padStart(5)}%  ${what}`);
+      for (const [what, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, 30))
+        console.log(`  ${((100 * n) / samples).toFixed(1).padStart(5)}%  ${what}`);
     },
   };
 }
@@ -165,14 +233,21 @@ async function sampleDatabase(server: Audience) {
 async function api<T>(server: Audience, method: string, urlPath: string, body?: unknown): Promise<T> {
   const res = await request(`${server.url}${urlPath}`, {
     method,
-    headers: { authorization: `Bearer ${server.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    headers: {
+      authorization: `Bearer ${server.token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   if (res.status >= 300) throw new Error(`${method} ${urlPath}: ${res.status} ${res.text}`);
   return JSON.parse(res.text) as T;
 }
 
-interface Setting { section: string; ns: string; versions: Record<string, string> }
+interface Setting {
+  section: string;
+  ns: string;
+  versions: Record<string, string>;
+}
 
 /** The demo account's Shop section and the current versions of the attributes the file maps. */
 async function settingOf(server: Audience): Promise<Setting> {
@@ -180,40 +255,103 @@ async function settingOf(server: Audience): Promise<Setting> {
   const section = sections.items.find((s) => s.discriminator.endsWith('.sections.user-created.shop'))?.discriminator;
   if (!section) throw new Error('the demo account has no Shop section');
   const ns = section.replace(/\.sections\.user-created\.shop$/, '');
-  const attributes = await api<{ items: { discriminator: string; versions: { id: string; deprecated_at?: string | null }[] }[] }>(server, 'GET', `/audience/sections/${section}/attributes`);
+  const attributes = await api<{
+    items: { discriminator: string; versions: { id: string; deprecated_at?: string | null }[] }[];
+  }>(server, 'GET', `/audience/sections/${section}/attributes`);
   const current = (name: string) => {
     const a = attributes.items.find((x) => x.discriminator === `${ns}.attributes.${name}`);
     const v = a?.versions.filter((x) => !x.deprecated_at).at(-1);
     if (!v) throw new Error(`the Shop section has no current version of ${ns}.attributes.${name}`);
     return v.id;
   };
-  const versions = Object.fromEntries(([
-    ['first_name', 'firstname'], ['last_name', 'lastname'], ['birthday', 'user-created.birthday'], ['points', 'user-created.loyalty-points'], ['newsletter', 'user-created.newsletter-reader'],
-  ] as const).map(([column, name]) => [column, current(name)]));
+  const versions = Object.fromEntries(
+    (
+      [
+        ['first_name', 'firstname'],
+        ['last_name', 'lastname'],
+        ['birthday', 'user-created.birthday'],
+        ['points', 'user-created.loyalty-points'],
+        ['newsletter', 'user-created.newsletter-reader'],
+      ] as const
+    ).map(([column, name]) => [column, current(name)]),
+  );
   return { section, ns, versions };
 }
 
 interface Status {
-  result: { status: string; profiles_found: number; profiles_processed: number; profiles_failed: number; message?: string };
-  report: { profiles_new: number; profiles_updated: number; profiles_not_changed: number; profiles_failed: number; failures: { line: number; reason: string }[] };
+  result: {
+    status: string;
+    profiles_found: number;
+    profiles_processed: number;
+    profiles_failed: number;
+    message?: string;
+  };
+  report: {
+    profiles_new: number;
+    profiles_updated: number;
+    profiles_not_changed: number;
+    profiles_failed: number;
+    failures: { line: number; reason: string }[];
+  };
 }
 
 interface Figures {
-  label: string; rows: number; bytes: number;
-  uploadS: number; queuedS: number; totalS: number;
-  rssBeforeKb: number; peakKb: number; peakUploadKb: number; peakIngestKb: number; rssAfterKb: number; hwmKb: number; samples: number;
-  serverCpuS: number; dbCpuS: number; status: Status;
+  label: string;
+  rows: number;
+  bytes: number;
+  uploadS: number;
+  queuedS: number;
+  totalS: number;
+  rssBeforeKb: number;
+  peakKb: number;
+  peakUploadKb: number;
+  peakIngestKb: number;
+  rssAfterKb: number;
+  hwmKb: number;
+  samples: number;
+  serverCpuS: number;
+  dbCpuS: number;
+  status: Status;
 }
 
 /** One import of `file` (rows with keys `prefix…`): create, upload, poll until done; the figures. */
-async function runImport(server: Audience, setting: Setting, label: string, file: string, rows: number, bytes: number): Promise<Figures> {
+async function runImport(
+  server: Audience,
+  setting: Setting,
+  label: string,
+  file: string,
+  rows: number,
+  bytes: number,
+): Promise<Figures> {
   const { section, ns, versions } = setting;
-  const created = await api<{ import_id: string; file_upload_url: string; file_upload_body: Record<string, string> }>(server, 'POST', `/v2/audience/sections/${section}/imports`, {
-    keyspace_mapping: { keyspace_discriminator: `${ns}.keyspaces.email`, field_selector: 'email' },
-    attribute_mappings: Object.entries(versions).map(([column, id]) => ({ field_selector: column, attribute_version_id: id })),
-    tag_mappings: [{ tag_discriminator: `${ns}.tags.user-created.vip` }, { tag_discriminator: `${ns}.tags.user-created.newsletter` }],
-    consent_mappings: [{ consents: [{ field_selector: 'weekly_news', topic_discriminator: `${ns}.topics.user-created.weekly-news`, channel_discriminator: `${ns}.channels.email`, type: 'opt-in' }] }],
-  });
+  const created = await api<{ import_id: string; file_upload_url: string; file_upload_body: Record<string, string> }>(
+    server,
+    'POST',
+    `/v2/audience/sections/${section}/imports`,
+    {
+      keyspace_mapping: { keyspace_discriminator: `${ns}.keyspaces.email`, field_selector: 'email' },
+      attribute_mappings: Object.entries(versions).map(([column, id]) => ({
+        field_selector: column,
+        attribute_version_id: id,
+      })),
+      tag_mappings: [
+        { tag_discriminator: `${ns}.tags.user-created.vip` },
+        { tag_discriminator: `${ns}.tags.user-created.newsletter` },
+      ],
+      consent_mappings: [
+        {
+          consents: [
+            {
+              field_selector: 'weekly_news',
+              topic_discriminator: `${ns}.topics.user-created.weekly-news`,
+              channel_discriminator: `${ns}.channels.email`,
+              type: 'opt-in',
+            },
+          ],
+        },
+      ],
+    },
+  );
   const pid = server.pid!;
   // The upload goes to the server we started, on loopback, whatever host the form names.
   const uploadUrl = server.url + new URL(created.file_upload_url).pathname;
@@ -224,7 +362,18 @@ async function runImport(server: Audience, setting: Setting, label: string, file
   sampler.phase('upload');
   log(`${label}: uploading ${(bytes / 1e6).toFixed(1)} MB (import ${created.import_id})`);
   const started = performance.now();
-  let figures: Omit<Figures, 'rssBeforeKb' | 'peakKb' | 'peakUploadKb' | 'peakIngestKb' | 'rssAfterKb' | 'hwmKb' | 'samples' | 'serverCpuS' | 'dbCpuS'>;
+  let figures: Omit<
+    Figures,
+    | 'rssBeforeKb'
+    | 'peakKb'
+    | 'peakUploadKb'
+    | 'peakIngestKb'
+    | 'rssAfterKb'
+    | 'hwmKb'
+    | 'samples'
+    | 'serverCpuS'
+    | 'dbCpuS'
+  >;
   let memory: ReturnType<ReturnType<typeof sampleMemory>['stop']>;
   try {
     const uploaded = await upload(uploadUrl, created.file_upload_body, file, bytes, UPLOAD_TIMEOUT_MS);
@@ -245,10 +394,13 @@ async function runImport(server: Audience, setting: Setting, label: string, file
         snapshot = false;
         process.kill(pid, 'SIGUSR2');
       }
-      if (now - started > IMPORT_TIMEOUT_MS) throw new Error(`${label}: not done within ${IMPORT_TIMEOUT_MS / 1000} s (${JSON.stringify(status.result)})`);
+      if (now - started > IMPORT_TIMEOUT_MS)
+        throw new Error(`${label}: not done within ${IMPORT_TIMEOUT_MS / 1000} s (${JSON.stringify(status.result)})`);
       if (now - lastLog > 3000) {
         lastLog = now;
-        log(`${label}: ${status.result.status}, ${status.result.profiles_found} rows after ${((now - started) / 1000).toFixed(1)} s`);
+        log(
+          `${label}: ${status.result.status}, ${status.result.profiles_found} rows after ${((now - started) / 1000).toFixed(1)} s`,
+        );
       }
       await sleep(POLL_MS);
     }
@@ -260,9 +412,16 @@ async function runImport(server: Audience, setting: Setting, label: string, file
   const cpuAfter = await cpuMs(pid);
   const after = (await memoryOf(pid))!;
   return {
-    ...figures, rssBeforeKb: rssBefore, peakKb: memory.peakKb, peakUploadKb: memory.peaks.get('upload') ?? NaN, peakIngestKb: memory.peaks.get('ingest') ?? NaN,
-    rssAfterKb: after.rssKb, hwmKb: after.hwmKb, samples: memory.samples,
-    serverCpuS: (cpuAfter.own - cpuBefore.own) / 1000, dbCpuS: Math.max(0, cpuAfter.descendants - cpuBefore.descendants) / 1000,
+    ...figures,
+    rssBeforeKb: rssBefore,
+    peakKb: memory.peakKb,
+    peakUploadKb: memory.peaks.get('upload') ?? NaN,
+    peakIngestKb: memory.peaks.get('ingest') ?? NaN,
+    rssAfterKb: after.rssKb,
+    hwmKb: after.hwmKb,
+    samples: memory.samples,
+    serverCpuS: (cpuAfter.own - cpuBefore.own) / 1000,
+    dbCpuS: Math.max(0, cpuAfter.descendants - cpuBefore.descendants) / 1000,
   };
 }
 
@@ -271,8 +430,15 @@ async function check(server: Audience, setting: Setting, f: Figures, prefix: str
   const r = f.status.result;
   if (r.status !== 'completed') throw new Error(`${f.label}: ${r.status}: ${r.message ?? ''}`);
   const want = { profiles_found: f.rows, profiles_processed: f.rows, profiles_failed: 0 };
-  if (r.profiles_found !== want.profiles_found || r.profiles_processed !== want.profiles_processed || r.profiles_failed !== 0 || f.status.report.profiles_new !== f.rows) {
-    throw new Error(`${f.label}: expected ${JSON.stringify(want)} and ${f.rows} new, got ${JSON.stringify(f.status)}`.slice(0, 2000));
+  if (
+    r.profiles_found !== want.profiles_found ||
+    r.profiles_processed !== want.profiles_processed ||
+    r.profiles_failed !== 0 ||
+    f.status.report.profiles_new !== f.rows
+  ) {
+    throw new Error(
+      `${f.label}: expected ${JSON.stringify(want)} and ${f.rows} new, got ${JSON.stringify(f.status)}`.slice(0, 2000),
+    );
   }
   const n = Math.max(1, Math.floor(f.rows / 2) - (Math.floor(f.rows / 2) % 5) + 1); // consent cell "1"
   const key = `${prefix}${n}@bench.example.com`;
@@ -280,11 +446,25 @@ async function check(server: Audience, setting: Setting, f: Figures, prefix: str
   const values = await api<Record<string, unknown>>(server, 'GET', `${base}/attributes`);
   const expected = csvRow(prefix, n, 0).split(',');
   const birthday = /^\d\d\.\d\d\.\d{4}$/.test(expected[4]) ? expected[4].split('.').reverse().join('-') : expected[4];
-  if (values[setting.versions.first_name] !== expected[1] || values[setting.versions.birthday] !== birthday || values[setting.versions.points] !== Number(expected[5]) || typeof values[setting.versions.points] !== 'number' || typeof values[setting.versions.newsletter] !== 'boolean') {
+  if (
+    values[setting.versions.first_name] !== expected[1] ||
+    values[setting.versions.birthday] !== birthday ||
+    values[setting.versions.points] !== Number(expected[5]) ||
+    typeof values[setting.versions.points] !== 'number' ||
+    typeof values[setting.versions.newsletter] !== 'boolean'
+  ) {
     throw new Error(`${f.label}: profile ${key} has ${JSON.stringify(values).slice(0, 500)}`);
   }
-  const consents = await api<{ items: { topic_discriminator: string; type: string; source: string }[] }>(server, 'GET', `/v2${base}/consents`);
-  if (!consents.items.some((c) => c.topic_discriminator.endsWith('.weekly-news') && c.type === 'opt-in' && c.source === 'Profile import')) {
+  const consents = await api<{ items: { topic_discriminator: string; type: string; source: string }[] }>(
+    server,
+    'GET',
+    `/v2${base}/consents`,
+  );
+  if (
+    !consents.items.some(
+      (c) => c.topic_discriminator.endsWith('.weekly-news') && c.type === 'opt-in' && c.source === 'Profile import',
+    )
+  ) {
     throw new Error(`${f.label}: profile ${key} has no weekly-news opt-in: ${JSON.stringify(consents)}`);
   }
 }
@@ -293,14 +473,23 @@ const mb = (kb: number) => (Number.isFinite(kb) ? (kb / 1024).toFixed(0) : 'n/a'
 
 await runBench(DEADLINE_MS, async () => {
   const cpus = os.cpus();
-  console.log(`machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown model'}; ${os.platform()} ${os.release()}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}`);
-  console.log(`node ${process.version}; ${ROWS} rows in about ${(BYTES / 1e6).toFixed(1)} MB${SMALL > 0 ? `, and a file of 1/${SMALL} of that first` : ''}`);
+  console.log(
+    `machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown model'}; ${os.platform()} ${os.release()}; load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  );
+  console.log(
+    `node ${process.version}; ${ROWS} rows in about ${(BYTES / 1e6).toFixed(1)} MB${SMALL > 0 ? `, and a file of 1/${SMALL} of that first` : ''}`,
+  );
   if (BYTES >= LIMIT_BYTES) throw new Error(`BENCH_IMPORT_BYTES must be under the server's limit of ${LIMIT_BYTES}`);
 
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-bench-imports-'));
   onCleanup(() => fs.rm(dir, { recursive: true, force: true }));
   const files = [
-    ...(SMALL > 0 ? [{ label: `1/${SMALL} file`, prefix: 's', rows: Math.round(ROWS / SMALL), bytes: Math.round(BYTES / SMALL) }] : []),
+    ...(SMALL > 0
+      ? [{ label: `1/${SMALL} file`, prefix: 's', rows: Math.round(ROWS / SMALL), bytes: Math.round(BYTES / SMALL) }]
+      : []),
     { label: 'large file', prefix: 'l', rows: ROWS, bytes: BYTES },
   ];
   const generated = [];
@@ -313,7 +502,11 @@ await runBench(DEADLINE_MS, async () => {
     generated.push({ ...f, file, size });
   }
 
-  const server = await startAudience(['requests_per_second', 'token_requests_per_minute', 'import_requests_per_minute']);
+  const server = await startAudience([
+    'requests_per_second',
+    'token_requests_per_minute',
+    'import_requests_per_minute',
+  ]);
   if (server.pid === undefined) throw new Error('no pid of the audience server');
   const setting = await settingOf(server);
   const startHwm = (await memoryOf(server.pid))!;
@@ -329,14 +522,47 @@ await runBench(DEADLINE_MS, async () => {
       await sleep(15_000);
     }
     await check(server, setting, f, g.prefix);
-    log(`${g.label}: completed in ${f.totalS.toFixed(2)} s (upload ${f.uploadS.toFixed(2)} s), peak RSS ${mb(f.peakKb)} MB`);
+    log(
+      `${g.label}: completed in ${f.totalS.toFixed(2)} s (upload ${f.uploadS.toFixed(2)} s), peak RSS ${mb(f.peakKb)} MB`,
+    );
     results.push(f);
   }
 
-  const rows = [['file', 'rows', 'MB', 'upload s', 'queued s', 'upload→completed s', 'rows/s', 'RSS before MB', 'peak RSS upload MB', 'peak RSS ingest MB', 'RSS after MB', 'VmHWM MB', 'server CPU s', 'PostgreSQL CPU s']];
+  const rows = [
+    [
+      'file',
+      'rows',
+      'MB',
+      'upload s',
+      'queued s',
+      'upload→completed s',
+      'rows/s',
+      'RSS before MB',
+      'peak RSS upload MB',
+      'peak RSS ingest MB',
+      'RSS after MB',
+      'VmHWM MB',
+      'server CPU s',
+      'PostgreSQL CPU s',
+    ],
+  ];
   for (const f of results) {
-    rows.push([f.label, String(f.rows), (f.bytes / 1e6).toFixed(1), f.uploadS.toFixed(2), f.queuedS.toFixed(1), f.totalS.toFixed(2), (f.rows / f.totalS).toFixed(0),
-      mb(f.rssBeforeKb), mb(f.peakUploadKb), mb(f.peakIngestKb), mb(f.rssAfterKb), mb(f.hwmKb), f.serverCpuS.toFixed(1), f.dbCpuS.toFixed(1)]);
+    rows.push([
+      f.label,
+      String(f.rows),
+      (f.bytes / 1e6).toFixed(1),
+      f.uploadS.toFixed(2),
+      f.queuedS.toFixed(1),
+      f.totalS.toFixed(2),
+      (f.rows / f.totalS).toFixed(0),
+      mb(f.rssBeforeKb),
+      mb(f.peakUploadKb),
+      mb(f.peakIngestKb),
+      mb(f.rssAfterKb),
+      mb(f.hwmKb),
+      f.serverCpuS.toFixed(1),
+      f.dbCpuS.toFixed(1),
+    ]);
   }
   console.log('');
   console.log(table(rows));
@@ -345,10 +571,16 @@ await runBench(DEADLINE_MS, async () => {
   const peakAll = Math.max(...results.map((r) => r.peakKb), large.hwmKb);
   const timeOk = large.totalS < AIM_S;
   const memoryOk = peakAll / 1024 < AIM_RSS_MB;
-  console.log(`large file, upload start → completed: ${large.totalS.toFixed(2)} s (upload ${large.uploadS.toFixed(2)} s, ${(large.rows / large.totalS).toFixed(0)} rows/s); aim: under ${AIM_S} s: ${timeOk ? 'met' : 'MISSED'}`);
-  console.log(`server process peak memory: sampled VmRSS ${mb(Math.max(...results.map((r) => r.peakKb)))} MB, VmHWM ${mb(large.hwmKb)} MB (${results.map((r) => r.samples).reduce((a, b) => a + b)} samples every ${SAMPLE_MS} ms); aim: under ${AIM_RSS_MB} MB: ${memoryOk ? 'met' : 'MISSED'}`);
+  console.log(
+    `large file, upload start → completed: ${large.totalS.toFixed(2)} s (upload ${large.uploadS.toFixed(2)} s, ${(large.rows / large.totalS).toFixed(0)} rows/s); aim: under ${AIM_S} s: ${timeOk ? 'met' : 'MISSED'}`,
+  );
+  console.log(
+    `server process peak memory: sampled VmRSS ${mb(Math.max(...results.map((r) => r.peakKb)))} MB, VmHWM ${mb(large.hwmKb)} MB (${results.map((r) => r.samples).reduce((a, b) => a + b)} samples every ${SAMPLE_MS} ms); aim: under ${AIM_RSS_MB} MB: ${memoryOk ? 'met' : 'MISSED'}`,
+  );
   if (results.length > 1) {
     const small = results[0];
-    console.log(`peak VmRSS during ingestion: ${small.label} ${mb(small.peakIngestKb)} MB, large file ${mb(large.peakIngestKb)} MB (${(large.bytes / small.bytes).toFixed(1)} × the size)`);
+    console.log(
+      `peak VmRSS during ingestion: ${small.label} ${mb(small.peakIngestKb)} MB, large file ${mb(large.peakIngestKb)} MB (${(large.bytes / small.bytes).toFixed(1)} × the size)`,
+    );
   }
 });

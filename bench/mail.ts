@@ -20,7 +20,19 @@
 import os from 'node:os';
 import nodemailer from 'nodemailer';
 import { SMTPServer } from 'smtp-server';
-import { CONNECTIONS, cpuMsOf, log, onCleanup, postgresCpuMs, runBench, sampleWaits, startAudience, table, type Autocannon, type Result } from './harness.ts';
+import {
+  CONNECTIONS,
+  cpuMsOf,
+  log,
+  onCleanup,
+  postgresCpuMs,
+  runBench,
+  sampleWaits,
+  startAudience,
+  table,
+  type Autocannon,
+  type Result,
+} from './harness.ts';
 
 const SENDS = Math.max(100, Number(process.env.BENCH_MAIL_SENDS ?? 10_000));
 const RECIPIENTS = Math.max(1, Number(process.env.BENCH_MAIL_RECIPIENTS ?? 500));
@@ -32,9 +44,19 @@ const TARGET = { accepted: 1000, delivered: 300 };
 
 /** An SMTP server that takes every message and counts it; `last` is when the last one ended. */
 async function startSink() {
-  const sink = { count: 0, last: 0, firstSource: undefined as Buffer | undefined, port: 0, waiters: new Set<() => void>() };
+  const sink = {
+    count: 0,
+    last: 0,
+    firstSource: undefined as Buffer | undefined,
+    port: 0,
+    waiters: new Set<() => void>(),
+  };
   const server = new SMTPServer({
-    authOptional: true, disabledCommands: ['AUTH', 'STARTTLS'], hideSTARTTLS: true, logger: false, size: 20 * 1024 * 1024,
+    authOptional: true,
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    hideSTARTTLS: true,
+    logger: false,
+    size: 20 * 1024 * 1024,
     // At clean-up the server's pooled SMTP connections are still open: close them after 1 s, not smtp-server's 30 s.
     closeTimeout: 1000,
     onData(stream, _session, callback) {
@@ -56,60 +78,98 @@ async function startSink() {
   sink.port = (server.server.address() as { port: number }).port;
   onCleanup(() => new Promise<void>((resolve) => server.close(() => resolve())));
   /** Resolves once the sink has taken `count` messages; rejects after `timeoutMs`. */
-  const waitFor = (count: number, timeoutMs: number) => new Promise<void>((resolve, reject) => {
-    const check = () => {
-      if (sink.count < count) return;
-      clearTimeout(timer);
-      sink.waiters.delete(check);
-      resolve();
-    };
-    const timer = setTimeout(() => {
-      sink.waiters.delete(check);
-      reject(new Error(`${sink.count} of ${count} messages arrived within ${timeoutMs / 1000} s`));
-    }, timeoutMs);
-    sink.waiters.add(check);
-    check();
-  });
+  const waitFor = (count: number, timeoutMs: number) =>
+    new Promise<void>((resolve, reject) => {
+      const check = () => {
+        if (sink.count < count) return;
+        clearTimeout(timer);
+        sink.waiters.delete(check);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        sink.waiters.delete(check);
+        reject(new Error(`${sink.count} of ${count} messages arrived within ${timeoutMs / 1000} s`));
+      }, timeoutMs);
+      sink.waiters.add(check);
+      check();
+    });
   return { sink, waitFor };
 }
 
 const ACTIVITY = {
-  kind: 'email', section_discriminator: SHOP, name: 'Order confirmation', status: 'active', transactional: true,
-  email_subject: 'Your order {{ order_id }}', preheader: 'Thanks for your order, {{ name }}', sender_name: 'The Shop', sender_email_address: 'orders@shop.example',
-  html: '<html><body><h1>Thank you, {{ name }}</h1><p>Order <b>{{ order_id }}</b> of {{ items | size }} items, {{ total }} EUR.</p>'
-    + '<ul>{% for item in items %}<li>{{ item.name }}: {{ item.price }}</li>{% endfor %}</ul>'
-    + '<p><a href="https://shop.example/orders/{{ order_id }}">Your order</a> · <a href="https://shop.example/help">Help</a></p>'
-    + '<p><a href="{{ unsubscribe_url }}">Unsubscribe</a></p></body></html>',
+  kind: 'email',
+  section_discriminator: SHOP,
+  name: 'Order confirmation',
+  status: 'active',
+  transactional: true,
+  email_subject: 'Your order {{ order_id }}',
+  preheader: 'Thanks for your order, {{ name }}',
+  sender_name: 'The Shop',
+  sender_email_address: 'orders@shop.example',
+  html:
+    '<html><body><h1>Thank you, {{ name }}</h1><p>Order <b>{{ order_id }}</b> of {{ items | size }} items, {{ total }} EUR.</p>' +
+    '<ul>{% for item in items %}<li>{{ item.name }}: {{ item.price }}</li>{% endfor %}</ul>' +
+    '<p><a href="https://shop.example/orders/{{ order_id }}">Your order</a> · <a href="https://shop.example/help">Help</a></p>' +
+    '<p><a href="{{ unsubscribe_url }}">Unsubscribe</a></p></body></html>',
 };
 
 /** The body of the n-th send. */
 function sendBody(n: number): string {
   const key = `customer${n % RECIPIENTS}@bench.example`;
   return JSON.stringify({
-    keyspace_discriminator: EMAIL, profile_key: key, to_name: `Customer ${n % RECIPIENTS}`, to_email_address: key,
-    variables: { name: `Customer ${n % RECIPIENTS}`, order_id: `B-${n}`, total: 42.5, items: [{ name: 'Tea', price: 4.5 }, { name: 'Cup', price: 38 }] },
+    keyspace_discriminator: EMAIL,
+    profile_key: key,
+    to_name: `Customer ${n % RECIPIENTS}`,
+    to_email_address: key,
+    variables: {
+      name: `Customer ${n % RECIPIENTS}`,
+      order_id: `B-${n}`,
+      total: 42.5,
+      items: [
+        { name: 'Tea', price: 4.5 },
+        { name: 'Cup', price: 38 },
+      ],
+    },
   });
 }
 
 await runBench(DEADLINE_MS, async (autocannon: Autocannon) => {
   const cpus = os.cpus();
-  console.log(`machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown model'}; ${os.platform()} ${os.release()}; load average ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}; node ${process.version}`);
+  console.log(
+    `machine: ${cpus.length} CPUs, ${cpus[0]?.model ?? 'unknown model'}; ${os.platform()} ${os.release()}; load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}; node ${process.version}`,
+  );
   const { sink, waitFor } = await startSink();
   process.env.SMTP_URL = `smtp://127.0.0.1:${sink.port}`;
-  const server = await startAudience(['requests_per_second', 'token_requests_per_minute', 'profile_key_operations_per_second']);
+  const server = await startAudience([
+    'requests_per_second',
+    'token_requests_per_minute',
+    'profile_key_operations_per_second',
+  ]);
   const admin = await fetch(`${server.url}/admin/accounts/${server.accountId}/activities/order-confirmation`, {
-    method: 'PUT', headers: { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify(ACTIVITY),
+    method: 'PUT',
+    headers: { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify(ACTIVITY),
   });
   if (admin.status !== 201) throw new Error(`activity: ${admin.status} ${await admin.text()}`);
   const path = `/emails/sections/${SHOP}/activities/transactional/order-confirmation/transactions`;
   const headers = { authorization: `Bearer ${server.token}`, 'content-type': 'application/json' };
 
   /** `count` sends by autocannon, the n-th with sendBody(offset + n). */
-  const sendMany = async (count: number, offset: number): Promise<{ result: Result; seconds: number; started: number }> => {
+  const sendMany = async (
+    count: number,
+    offset: number,
+  ): Promise<{ result: Result; seconds: number; started: number }> => {
     let n = offset;
     const started = Date.now();
     const result = await (autocannon as unknown as (o: object) => PromiseLike<Result>)({
-      url: server.url, connections: CONNECTIONS, pipelining: 1, timeout: 30, amount: count,
+      url: server.url,
+      connections: CONNECTIONS,
+      pipelining: 1,
+      timeout: 30,
+      amount: count,
       requests: [{ method: 'POST', path, headers, setupRequest: (r: object) => ({ ...r, body: sendBody(n++) }) }],
     });
     return { result, seconds: (Date.now() - started) / 1000, started };
@@ -130,7 +190,10 @@ await runBench(DEADLINE_MS, async (autocannon: Autocannon) => {
   const delivered0 = sink.count;
   const waits = await sampleWaits(server);
   const sent = await sendMany(SENDS, RECIPIENTS);
-  if (failed(sent.result) > 0) throw new Error(`${failed(sent.result)} of ${SENDS} sends failed (non-2xx ${sent.result.non2xx}, errors ${sent.result.errors}, timeouts ${sent.result.timeouts})`);
+  if (failed(sent.result) > 0)
+    throw new Error(
+      `${failed(sent.result)} of ${SENDS} sends failed (non-2xx ${sent.result.non2xx}, errors ${sent.result.errors}, timeouts ${sent.result.timeouts})`,
+    );
   await waitFor(delivered0 + SENDS, SENDS * 20);
   const deliveredSeconds = (sink.last - sent.started) / 1000;
   const waitRows = await waits.stop();
@@ -138,22 +201,32 @@ await runBench(DEADLINE_MS, async (autocannon: Autocannon) => {
   const pgAfter = await postgresCpuMs(server.dataDir);
   const benchCpu = process.cpuUsage(benchCpuBefore);
   const wall = deliveredSeconds;
-  const serverCpu = cpuAfter && cpuBefore ? { own: (cpuAfter.own - cpuBefore.own) / 1000, db: (pgAfter - pgBefore) / 1000 } : undefined;
+  const serverCpu =
+    cpuAfter && cpuBefore ? { own: (cpuAfter.own - cpuBefore.own) / 1000, db: (pgAfter - pgBefore) / 1000 } : undefined;
   const loadDuring = os.loadavg()[0];
 
   log(`baseline: a bare nodemailer loop, ${SENDS} messages`);
   const source = sink.firstSource!;
-  const bare = nodemailer.createTransport({ host: '127.0.0.1', port: sink.port, secure: false, ignoreTLS: true, pool: true, maxConnections: 5 });
+  const bare = nodemailer.createTransport({
+    host: '127.0.0.1',
+    port: sink.port,
+    secure: false,
+    ignoreTLS: true,
+    pool: true,
+    maxConnections: 5,
+  });
   const bareStart = Date.now();
   const bare0 = sink.count;
   let next = 0;
   // As many messages in flight as the pool takes at once, like the server's worker.
-  await Promise.all(Array.from({ length: 10 }, async () => {
-    while (next < SENDS) {
-      next++;
-      await bare.sendMail({ envelope: { from: 'orders@shop.example', to: ['customer@bench.example'] }, raw: source });
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: 10 }, async () => {
+      while (next < SENDS) {
+        next++;
+        await bare.sendMail({ envelope: { from: 'orders@shop.example', to: ['customer@bench.example'] }, raw: source });
+      }
+    }),
+  );
   await waitFor(bare0 + SENDS, 120_000);
   const bareSeconds = (sink.last - bareStart) / 1000;
   bare.close();
@@ -168,15 +241,34 @@ await runBench(DEADLINE_MS, async (autocannon: Autocannon) => {
     ['messages delivered per s (first send to last message)', delivered.toFixed(0), `≥ ${TARGET.delivered}`],
     ['bare nodemailer loop, messages per s', bareRate.toFixed(0), ''],
     ['delivered / bare nodemailer', delivered && bareRate ? (delivered / bareRate).toFixed(2) : 'n/a', ''],
-    ['server CPU s (process / its PostgreSQL)', serverCpu ? `${serverCpu.own.toFixed(1)} / ${serverCpu.db.toFixed(1)}` : 'n/a', ''],
-    ['server CPU per send, ms (process / its PostgreSQL)', serverCpu ? `${((1000 * serverCpu.own) / SENDS).toFixed(2)} / ${((1000 * serverCpu.db) / SENDS).toFixed(2)}` : 'n/a', ''],
-    ['this process CPU share (autocannon and the SMTP sink)', `${((100 * (benchCpu.user + benchCpu.system)) / 1e6 / wall).toFixed(0)}% of a core`, ''],
+    [
+      'server CPU s (process / its PostgreSQL)',
+      serverCpu ? `${serverCpu.own.toFixed(1)} / ${serverCpu.db.toFixed(1)}` : 'n/a',
+      '',
+    ],
+    [
+      'server CPU per send, ms (process / its PostgreSQL)',
+      serverCpu
+        ? `${((1000 * serverCpu.own) / SENDS).toFixed(2)} / ${((1000 * serverCpu.db) / SENDS).toFixed(2)}`
+        : 'n/a',
+      '',
+    ],
+    [
+      'this process CPU share (autocannon and the SMTP sink)',
+      `${((100 * (benchCpu.user + benchCpu.system)) / 1e6 / wall).toFixed(0)}% of a core`,
+      '',
+    ],
     ['load average (1 min) before / after', `${loadBefore.toFixed(2)} / ${loadDuring.toFixed(2)}`, ''],
     ['message size, bytes', String(source.length), ''],
   ];
   console.log(`\n${SENDS} sends to ${RECIPIENTS} recipients, ${CONNECTIONS} connections\n`);
   console.log(table(figures));
   console.log();
-  console.log(table([['database connections while sending (state or wait event | statement)', 'connections, on average'], ...waitRows]));
+  console.log(
+    table([
+      ['database connections while sending (state or wait event | statement)', 'connections, on average'],
+      ...waitRows,
+    ]),
+  );
   if (accepted < TARGET.accepted || delivered < TARGET.delivered) log('below the target figures');
 });

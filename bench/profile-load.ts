@@ -24,7 +24,12 @@ export const loadedEmail = (n: number | string, prefix = 'p') => `${prefix}${n}@
 
 /** An account's keyspaces, Shop section, attribute versions and page-view event version (the demo manifest's). */
 export async function definitionsOf(db: Pick<pg.ClientBase, 'query'>, accountId: string): Promise<Ids> {
-  const keyspaces = (await db.query<{ keyspace_id: string; kind: string; discriminator: string }>('select keyspace_id, kind, discriminator from keyspaces where account_id = $1', [accountId])).rows;
+  const keyspaces = (
+    await db.query<{ keyspace_id: string; kind: string; discriminator: string }>(
+      'select keyspace_id, kind, discriminator from keyspaces where account_id = $1',
+      [accountId],
+    )
+  ).rows;
   const ks = (kind: string) => {
     const k = keyspaces.find((r) => r.kind === kind);
     if (!k) throw new Error(`the account has no ${kind} keyspace`);
@@ -33,29 +38,58 @@ export async function definitionsOf(db: Pick<pg.ClientBase, 'query'>, accountId:
   const email = ks('email');
   const ns = email.discriminator.replace(/\.keyspaces\.email$/, '');
   const shopDiscriminator = `${ns}.sections.user-created.shop`;
-  const shop = (await db.query<{ section_id: string }>('select section_id from sections where account_id = $1 and discriminator = $2', [accountId, shopDiscriminator])).rows[0];
+  const shop = (
+    await db.query<{ section_id: string }>(
+      'select section_id from sections where account_id = $1 and discriminator = $2',
+      [accountId, shopDiscriminator],
+    )
+  ).rows[0];
   if (!shop) throw new Error(`the account has no section ${shopDiscriminator}`);
-  const versions = new Map((await db.query<{ discriminator: string; version_id: string }>(
-    `select distinct on (a.discriminator) a.discriminator, v.version_id from attributes a join attribute_versions v using (account_id, attribute_id)
+  const versions = new Map(
+    (
+      await db.query<{ discriminator: string; version_id: string }>(
+        `select distinct on (a.discriminator) a.discriminator, v.version_id from attributes a join attribute_versions v using (account_id, attribute_id)
      where a.account_id = $1 and a.section_id = $2 and v.deprecated_at is null order by a.discriminator, v.ordinal desc`,
-    [accountId, shop.section_id],
-  )).rows.map((r) => [r.discriminator, r.version_id]));
-  const pageView = (await db.query<{ version_id: string }>(
-    `select v.version_id from events e join event_versions v using (account_id, event_id)
+        [accountId, shop.section_id],
+      )
+    ).rows.map((r) => [r.discriminator, r.version_id]),
+  );
+  const pageView = (
+    await db.query<{ version_id: string }>(
+      `select v.version_id from events e join event_versions v using (account_id, event_id)
      where e.account_id = $1 and e.section_id = $2 and e.discriminator = $3 order by v.ordinal desc limit 1`,
-    [accountId, shop.section_id, `${ns}.events.page-view`],
-  )).rows[0];
+      [accountId, shop.section_id, `${ns}.events.page-view`],
+    )
+  ).rows[0];
   if (!pageView) throw new Error('the Shop section has no page-view event');
-  return { ns, emailKeyspace: email, webKeyspace: ks('web').discriminator, shop: { id: shop.section_id, discriminator: shopDiscriminator }, versions, pageView: pageView.version_id };
+  return {
+    ns,
+    emailKeyspace: email,
+    webKeyspace: ks('web').discriminator,
+    shop: { id: shop.section_id, discriminator: shopDiscriminator },
+    versions,
+    pageView: pageView.version_id,
+  };
 }
 
-export interface Loaded { loadS: number; analyzeS: number; rows: Record<string, number>; foreignKeyChecks: boolean }
+export interface Loaded {
+  loadS: number;
+  analyzeS: number;
+  rows: Record<string, number>;
+  foreignKeyChecks: boolean;
+}
 
 /**
  * Loads `count` profiles (keys loadedEmail(1…count, prefix)) in one transaction, set-based; returns
  * the seconds it took (load, then VACUUM (ANALYZE) unless `vacuum` is false) and the account's rows.
  */
-export async function loadProfiles(db: pg.ClientBase, accountId: string, ids: Ids, count: number, { prefix = 'p', vacuum = true } = {}): Promise<Loaded> {
+export async function loadProfiles(
+  db: pg.ClientBase,
+  accountId: string,
+  ids: Ids,
+  count: number,
+  { prefix = 'p', vacuum = true } = {},
+): Promise<Loaded> {
   const version = (name: string) => {
     const v = ids.versions.get(`${ids.ns}.attributes.${name}`);
     if (!v) throw new Error(`the Shop section has no attribute ${ids.ns}.attributes.${name}`);
@@ -64,7 +98,9 @@ export async function loadProfiles(db: pg.ClientBase, accountId: string, ids: Id
   // The rows reference profiles created by the same statement, so the foreign key checks (row by
   // row triggers, about half the time) can be skipped, as in any bulk load: replica mode, which
   // needs a superuser (the embedded database's user is one). SET LOCAL ends with the transaction.
-  const superuser = (await db.query<{ rolsuper: boolean }>('select rolsuper from pg_roles where rolname = current_user')).rows[0]?.rolsuper === true;
+  const superuser =
+    (await db.query<{ rolsuper: boolean }>('select rolsuper from pg_roles where rolname = current_user')).rows[0]
+      ?.rolsuper === true;
   const started = performance.now();
   await db.query('begin');
   try {
@@ -93,8 +129,19 @@ export async function loadProfiles(db: pg.ClientBase, accountId: string, ids: Id
            $10::text, n % 2 = 0) a
        )
        select count(*)::int as n from m`,
-      [accountId, count, ids.emailKeyspace.id, ids.shop.id,
-        version('email'), version('firstname'), version('lastname'), version('user-created.city'), version('user-created.loyalty-points'), version('user-created.newsletter-reader'), prefix],
+      [
+        accountId,
+        count,
+        ids.emailKeyspace.id,
+        ids.shop.id,
+        version('email'),
+        version('firstname'),
+        version('lastname'),
+        version('user-created.city'),
+        version('user-created.loyalty-points'),
+        version('user-created.newsletter-reader'),
+        prefix,
+      ],
     );
     await db.query('commit');
     if (rows[0].n !== count) throw new Error(`loaded ${rows[0].n} profiles, not ${count}`);
@@ -107,11 +154,18 @@ export async function loadProfiles(db: pg.ClientBase, accountId: string, ids: Id
   // current. Otherwise autovacuum would do this during the measured runs.
   if (vacuum) await db.query('vacuum (analyze) profiles, profile_identifiers, profile_sections');
   const analyzed = performance.now();
-  const counts = (await db.query<{ t: string; n: number }>(
-    `select 'profiles' as t, count(*)::int as n from profiles where account_id = $1
+  const counts = (
+    await db.query<{ t: string; n: number }>(
+      `select 'profiles' as t, count(*)::int as n from profiles where account_id = $1
      union all select 'profile_identifiers', count(*)::int from profile_identifiers where account_id = $1
      union all select 'profile_sections', count(*)::int from profile_sections where account_id = $1`,
-    [accountId],
-  )).rows;
-  return { loadS: (loaded - started) / 1000, analyzeS: (analyzed - loaded) / 1000, rows: Object.fromEntries(counts.map((c) => [c.t, c.n])), foreignKeyChecks: !superuser };
+      [accountId],
+    )
+  ).rows;
+  return {
+    loadS: (loaded - started) / 1000,
+    analyzeS: (analyzed - loaded) / 1000,
+    rows: Object.fromEntries(counts.map((c) => [c.t, c.n])),
+    foreignKeyChecks: !superuser,
+  };
 }

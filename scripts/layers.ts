@@ -14,7 +14,11 @@ import path from 'node:path';
 /** The layers, lowest first. A module not matched by a rule is an area: a new area folder gets the area rule. */
 export const LAYERS = [
   { name: 'core', matches: (m: string) => m.startsWith('core/') || m.startsWith('store/') },
-  { name: 'library', matches: (m: string) => m.startsWith('aql/') || m.startsWith('files/') || m.startsWith('outbound/') || m.startsWith('jobs/') },
+  {
+    name: 'library',
+    matches: (m: string) =>
+      m.startsWith('aql/') || m.startsWith('files/') || m.startsWith('outbound/') || m.startsWith('jobs/'),
+  },
   { name: 'area', matches: (_m: string) => false },
   { name: 'services', matches: (m: string) => m === 'services.ts' || m === 'config.ts' },
   { name: 'transport', matches: (m: string) => m.startsWith('http/') || m.startsWith('worker/') },
@@ -58,8 +62,12 @@ export function readGraph(srcDir: string): Map<string, string[]> {
       if (entry.isDirectory()) walk(full);
       else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts') && !entry.name.endsWith('.d.ts')) {
         const module = path.relative(srcDir, full).split(path.sep).join('/');
-        const imports = importsOf(fs.readFileSync(full, 'utf8'))
-          .map((spec) => path.relative(srcDir, path.resolve(path.dirname(full), spec)).split(path.sep).join('/'));
+        const imports = importsOf(fs.readFileSync(full, 'utf8')).map((spec) =>
+          path
+            .relative(srcDir, path.resolve(path.dirname(full), spec))
+            .split(path.sep)
+            .join('/'),
+        );
         graph.set(module, imports);
       }
     }
@@ -113,9 +121,15 @@ export function checkLayers(srcDir: string): string[] {
   for (const [module, imports] of graph) {
     for (const target of imports) {
       if (rank(target) > rank(module)) {
-        faults.push(`${module} (${layerOf(module)}) imports ${target} (${layerOf(target)}): imports point to the same layer or a lower one`);
+        faults.push(
+          `${module} (${layerOf(module)}) imports ${target} (${layerOf(target)}): imports point to the same layer or a lower one`,
+        );
       }
-      if (layerOf(module) === 'transport' && layerOf(target) === 'transport' && module.split('/')[0] !== target.split('/')[0]) {
+      if (
+        layerOf(module) === 'transport' &&
+        layerOf(target) === 'transport' &&
+        module.split('/')[0] !== target.split('/')[0]
+      ) {
         faults.push(`${module} imports ${target}: the HTTP layer and the worker do not import each other`);
       }
       const [from, to] = [areaOf(module), areaOf(target)];
@@ -132,26 +146,52 @@ export function checkLayers(srcDir: string): string[] {
  * The owners of the tables that no statement inserts into by name: their statements choose the
  * table at run time. Every other table's owner is found in the code (tableOwners).
  */
-export const DECLARED_OWNERS: Record<string, string> = { attribute_versions: 'definitions', event_versions: 'definitions' };
+export const DECLARED_OWNERS: Record<string, string> = {
+  attribute_versions: 'definitions',
+  event_versions: 'definitions',
+};
 
 /**
  * The folder below `srcDir` that owns each table the migrations create (`store/migrations/*.sql`):
  * the one whose code inserts into it (`insert into <table>`), or that DECLARED_OWNERS names. A table
  * with no owner, or inserted into from two folders, is a fault.
  */
-export function tableOwners(srcDir: string, declared: Record<string, string> = DECLARED_OWNERS): { owners: Map<string, string>; faults: string[] } {
+export function tableOwners(
+  srcDir: string,
+  declared: Record<string, string> = DECLARED_OWNERS,
+): { owners: Map<string, string>; faults: string[] } {
   const migrations = path.join(srcDir, 'store/migrations');
-  const tables = fs.readdirSync(migrations).filter((f) => f.endsWith('.sql')).sort()
-    .flatMap((f) => [...fs.readFileSync(path.join(migrations, f), 'utf8').matchAll(/\bcreate table (?:if not exists )?(\w+)/gi)].map((m) => m[1].toLowerCase()));
-  const code = [...readGraph(srcDir).keys()].map((module) => ({ module, text: withoutComments(fs.readFileSync(path.join(srcDir, module), 'utf8')) }));
+  const tables = fs
+    .readdirSync(migrations)
+    .filter((f) => f.endsWith('.sql'))
+    .sort()
+    .flatMap((f) =>
+      [...fs.readFileSync(path.join(migrations, f), 'utf8').matchAll(/\bcreate table (?:if not exists )?(\w+)/gi)].map(
+        (m) => m[1].toLowerCase(),
+      ),
+    );
+  const code = [...readGraph(srcDir).keys()].map((module) => ({
+    module,
+    text: withoutComments(fs.readFileSync(path.join(srcDir, module), 'utf8')),
+  }));
   const owners = new Map<string, string>();
   const faults: string[] = [];
   for (const table of tables) {
-    const writers = [...new Set(code.filter((c) => new RegExp(`\\binsert into ${table}\\b`).test(c.text)).map((c) => c.module.split('/')[0]))];
+    const writers = [
+      ...new Set(
+        code.filter((c) => new RegExp(`\\binsert into ${table}\\b`).test(c.text)).map((c) => c.module.split('/')[0]),
+      ),
+    ];
     if (declared[table] !== undefined) writers.splice(0, writers.length, declared[table]);
     if (writers.length === 1) owners.set(table, writers[0]);
-    else if (writers.length === 0) faults.push(`table ${table}: no module inserts into it by name; name its owner in DECLARED_OWNERS (scripts/layers.ts)`);
-    else faults.push(`table ${table}: inserted into by ${writers.join(' and ')}; one area owns a table, the others call its functions`);
+    else if (writers.length === 0)
+      faults.push(
+        `table ${table}: no module inserts into it by name; name its owner in DECLARED_OWNERS (scripts/layers.ts)`,
+      );
+    else
+      faults.push(
+        `table ${table}: inserted into by ${writers.join(' and ')}; one area owns a table, the others call its functions`,
+      );
   }
   return { owners, faults };
 }
@@ -173,7 +213,9 @@ export function checkTables(srcDir: string, declared: Record<string, string> = D
     for (const table of [...named].sort()) {
       const owner = owners.get(table);
       if (owner !== undefined && owner !== area && !ctes.has(table)) {
-        faults.push(`${module} names the table ${table} of ${owner}: areas use each other's exported functions (or SQL relations), never their tables`);
+        faults.push(
+          `${module} names the table ${table} of ${owner}: areas use each other's exported functions (or SQL relations), never their tables`,
+        );
       }
     }
   }
@@ -184,6 +226,10 @@ if (import.meta.main) {
   const src = path.resolve(import.meta.dirname, '../src');
   const faults = [...checkLayers(src), ...checkTables(src)];
   for (const fault of faults) console.log(fault);
-  console.log(faults.length === 0 ? 'layers hold: no upward import, no cycle, no table of another area' : `${faults.length} faults`);
+  console.log(
+    faults.length === 0
+      ? 'layers hold: no upward import, no cycle, no table of another area'
+      : `${faults.length} faults`,
+  );
   process.exitCode = faults.length === 0 ? 0 : 1;
 }

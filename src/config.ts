@@ -52,14 +52,19 @@ function readDkim(env: NodeJS.ProcessEnv): DkimKey | undefined {
   const domainName = env.DKIM_DOMAIN || undefined;
   const keySelector = env.DKIM_SELECTOR || undefined;
   if (!privateKey && !domainName && !keySelector) return undefined;
-  if (!privateKey || !domainName || !keySelector) throw new Error('DKIM signing needs DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY (or DKIM_PRIVATE_KEY_FILE) together');
-  if (!/-----BEGIN (RSA )?PRIVATE KEY-----/.test(privateKey)) throw new Error('DKIM_PRIVATE_KEY must be a PEM private key (-----BEGIN PRIVATE KEY-----)');
+  if (!privateKey || !domainName || !keySelector)
+    throw new Error(
+      'DKIM signing needs DKIM_DOMAIN, DKIM_SELECTOR and DKIM_PRIVATE_KEY (or DKIM_PRIVATE_KEY_FILE) together',
+    );
+  if (!/-----BEGIN (RSA )?PRIVATE KEY-----/.test(privateKey))
+    throw new Error('DKIM_PRIVATE_KEY must be a PEM private key (-----BEGIN PRIVATE KEY-----)');
   return { domainName, keySelector, privateKey };
 }
 
 /** An http(s) base address without its trailing slashes; throws naming the variable. */
 function baseUrl(name: string, value: string): string {
-  if (!/^https?:\/\/[^/]/.test(value) || !URL.canParse(value)) throw new Error(`${name} must be an http or https address, got "${value}"`);
+  if (!/^https?:\/\/[^/]/.test(value) || !URL.canParse(value))
+    throw new Error(`${name} must be an http or https address, got "${value}"`);
   return value.replace(/\/+$/, '');
 }
 
@@ -68,16 +73,20 @@ export const REGIONS = ['eu', 'apac'] as const;
 /** Reads the configuration from `env`; throws naming the variable at fault. */
 export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const port = Number(env.PORT ?? 8080);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be a port number, got "${env.PORT}"`);
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new Error(`PORT must be a port number, got "${env.PORT}"`);
   const vendor = env.VENDOR ?? 'vendor';
   if (!/^[a-z][a-z0-9-]*$/.test(vendor)) throw new Error(`VENDOR must be a lower-case word, got "${vendor}"`);
   const region = env.REGION ?? 'eu';
-  if (!(REGIONS as readonly string[]).includes(region)) throw new Error(`REGION must be one of ${REGIONS.join(', ')}, got "${region}"`);
+  if (!(REGIONS as readonly string[]).includes(region))
+    throw new Error(`REGION must be one of ${REGIONS.join(', ')}, got "${region}"`);
   // A switch that lowers a guard takes exactly "true": a typo must not open it, nor be ignored.
   const allowPrivate = env.CALLBACKS_ALLOW_PRIVATE ?? 'false';
-  if (allowPrivate !== 'true' && allowPrivate !== 'false') throw new Error(`CALLBACKS_ALLOW_PRIVATE must be true or false, got "${allowPrivate}"`);
+  if (allowPrivate !== 'true' && allowPrivate !== 'false')
+    throw new Error(`CALLBACKS_ALLOW_PRIVATE must be true or false, got "${allowPrivate}"`);
   const smtpUrl = env.SMTP_URL || undefined;
-  if (smtpUrl && !/^smtps?:\/\/[^/]/.test(smtpUrl)) throw new Error(`SMTP_URL must be smtp://[user:password@]host[:port] or smtps://…, got a URL of another form`);
+  if (smtpUrl && !/^smtps?:\/\/[^/]/.test(smtpUrl))
+    throw new Error(`SMTP_URL must be smtp://[user:password@]host[:port] or smtps://…, got a URL of another form`);
   const publicUrl = (env.PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, '');
   return {
     port,

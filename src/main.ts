@@ -7,9 +7,21 @@ import { readConfig } from './config.ts';
 const server = () => import('./server.ts');
 
 const OPTIONS = {
-  name: { type: 'string' }, region: { type: 'string' }, account: { type: 'string' }, 'client-id': { type: 'string' },
-  section: { type: 'string', multiple: true }, channel: { type: 'string' }, address: { type: 'string' }, reason: { type: 'string' },
-  system: { type: 'string' }, id: { type: 'string' }, message: { type: 'string' }, rename: { type: 'boolean' }, state: { type: 'string' }, help: { type: 'boolean', short: 'h' }, version: { type: 'boolean' },
+  name: { type: 'string' },
+  region: { type: 'string' },
+  account: { type: 'string' },
+  'client-id': { type: 'string' },
+  section: { type: 'string', multiple: true },
+  channel: { type: 'string' },
+  address: { type: 'string' },
+  reason: { type: 'string' },
+  system: { type: 'string' },
+  id: { type: 'string' },
+  message: { type: 'string' },
+  rename: { type: 'boolean' },
+  state: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean' },
 } as const;
 
 type Values = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -37,11 +49,28 @@ interface Command {
 const account = (v: Values) => `/admin/accounts/${encodeURIComponent(need(v, 'account'))}`;
 
 const COMMANDS: Record<string, Command> = {
-  serve: { args: '', what: 'serve the API and run the worker (what npm start runs)', options: [], run: async () => (await server()).serve(readConfig()) },
-  api: { args: '', what: 'only the HTTP API: api and worker processes can share a database', options: [], run: async () => (await server()).serve(readConfig(), { api: true, worker: false }) },
-  worker: { args: '', what: 'only the worker (imports)', options: [], run: async () => (await server()).serve(readConfig(), { api: false, worker: true }) },
+  serve: {
+    args: '',
+    what: 'serve the API and run the worker (what npm start runs)',
+    options: [],
+    run: async () => (await server()).serve(readConfig()),
+  },
+  api: {
+    args: '',
+    what: 'only the HTTP API: api and worker processes can share a database',
+    options: [],
+    run: async () => (await server()).serve(readConfig(), { api: true, worker: false }),
+  },
+  worker: {
+    args: '',
+    what: 'only the worker (imports)',
+    options: [],
+    run: async () => (await server()).serve(readConfig(), { api: false, worker: true }),
+  },
   migrate: {
-    args: '', what: 'apply the database migrations and exit', options: [],
+    args: '',
+    what: 'apply the database migrations and exit',
+    options: [],
     async run() {
       const { pool, embedded } = await (await server()).openDatabase(readConfig());
       try {
@@ -53,31 +82,47 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   'account create': {
-    args: '--name N [--region eu|apac]', what: 'create an account; prints it, with its id', options: ['name', 'region'],
+    args: '--name N [--region eu|apac]',
+    what: 'create an account; prints it, with its id',
+    options: ['name', 'region'],
     run: (v) => admin('POST', '/admin/accounts', { name: need(v, 'name'), region: v.region }),
   },
   'account list': { args: '', what: 'list accounts', options: [], run: () => admin('GET', '/admin/accounts') },
   'key create': {
-    args: '--account ID [--name N] [--section DISCRIMINATOR]...', what: 'create an API key; its client_secret is shown only now', options: ['account', 'name', 'section'],
+    args: '--account ID [--name N] [--section DISCRIMINATOR]...',
+    what: 'create an API key; its client_secret is shown only now',
+    options: ['account', 'name', 'section'],
     run: (v) => admin('POST', `${account(v)}/keys`, { name: v.name, section_discriminators: v.section }),
   },
-  'key list': { args: '--account ID', what: 'list the API keys of an account (without secrets)', options: ['account'], run: (v) => admin('GET', `${account(v)}/keys`) },
+  'key list': {
+    args: '--account ID',
+    what: 'list the API keys of an account (without secrets)',
+    options: ['account'],
+    run: (v) => admin('GET', `${account(v)}/keys`),
+  },
   'key delete': {
-    args: '--account ID --client-id ID', what: 'delete an API key; its tokens stop at once', options: ['account', 'client-id'],
+    args: '--account ID --client-id ID',
+    what: 'delete an API key; its tokens stop at once',
+    options: ['account', 'client-id'],
     async run(v) {
       await admin('DELETE', `${account(v)}/keys/${encodeURIComponent(need(v, 'client-id'))}`);
       return { deleted: v['client-id'] };
     },
   },
   apply: {
-    args: 'FILE [--account ID [--rename]] [--region eu|apac]', file: true, options: ['account', 'rename', 'region'],
+    args: 'FILE [--account ID [--rename]] [--region eu|apac]',
+    file: true,
+    options: ['account', 'rename', 'region'],
     what: 'apply a manifest; prints what it created, changed and left alone.\nWithout --account it creates the account named by account.name; an existing account keeps its name unless --rename',
     async run(v, file) {
       const manifest = await readManifest(file);
       let id = v.account;
       if (id === undefined) {
         const name = manifest.account?.name;
-        if (typeof name !== 'string') throw new UsageError(`${file} has no account.name to name a new account: give --account ID to apply it to an existing one`);
+        if (typeof name !== 'string')
+          throw new UsageError(
+            `${file} has no account.name to name a new account: give --account ID to apply it to an existing one`,
+          );
         id = ((await admin('POST', '/admin/accounts', { name, region: v.region })) as { id: string }).id;
       } else if (v.region !== undefined) {
         throw new UsageError('--region is for the account apply creates; an existing account keeps its region');
@@ -91,31 +136,62 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   'integration add': {
-    args: '--account ID --system SYSTEM', what: 'connect an integration (magento, shopware …): prints its keyspace, the same one when run again', options: ['account', 'system'],
+    args: '--account ID --system SYSTEM',
+    what: 'connect an integration (magento, shopware …): prints its keyspace, the same one when run again',
+    options: ['account', 'system'],
     run: (v) => admin('POST', `${account(v)}/integrations`, { system: need(v, 'system') }),
   },
-  'integration list': { args: '--account ID', what: 'list the integrations of an account and their keyspaces', options: ['account'], run: (v) => admin('GET', `${account(v)}/integrations`) },
+  'integration list': {
+    args: '--account ID',
+    what: 'list the integrations of an account and their keyspaces',
+    options: ['account'],
+    run: (v) => admin('GET', `${account(v)}/integrations`),
+  },
   'suppression add': {
-    args: '--account ID --channel DISCRIMINATOR --address A --reason R', what: 'no marketing to the address on the channel', options: ['account', 'channel', 'address', 'reason'],
+    args: '--account ID --channel DISCRIMINATOR --address A --reason R',
+    what: 'no marketing to the address on the channel',
+    options: ['account', 'channel', 'address', 'reason'],
     async run(v) {
-      await admin('PUT', `${account(v)}/suppressions`, { channel_discriminator: need(v, 'channel'), address: need(v, 'address'), reason: need(v, 'reason') });
+      await admin('PUT', `${account(v)}/suppressions`, {
+        channel_discriminator: need(v, 'channel'),
+        address: need(v, 'address'),
+        reason: need(v, 'reason'),
+      });
       return admin('GET', `${account(v)}/suppressions`);
     },
   },
   'suppression remove': {
-    args: '--account ID --channel DISCRIMINATOR --address A', what: 'lift a suppression', options: ['account', 'channel', 'address'],
+    args: '--account ID --channel DISCRIMINATOR --address A',
+    what: 'lift a suppression',
+    options: ['account', 'channel', 'address'],
     async run(v) {
-      await admin('DELETE', `${account(v)}/suppressions/${encodeURIComponent(need(v, 'channel'))}/${encodeURIComponent(need(v, 'address'))}`);
+      await admin(
+        'DELETE',
+        `${account(v)}/suppressions/${encodeURIComponent(need(v, 'channel'))}/${encodeURIComponent(need(v, 'address'))}`,
+      );
       return admin('GET', `${account(v)}/suppressions`);
     },
   },
-  'suppression list': { args: '--account ID', what: 'list suppressed addresses', options: ['account'], run: (v) => admin('GET', `${account(v)}/suppressions`) },
+  'suppression list': {
+    args: '--account ID',
+    what: 'list suppressed addresses',
+    options: ['account'],
+    run: (v) => admin('GET', `${account(v)}/suppressions`),
+  },
   'activity list': {
-    args: '--account ID [--section DISCRIMINATOR]', what: 'list the activities of an account, archived ones included, newest first', options: ['account', 'section'],
-    run: (v) => admin('GET', `${account(v)}/activities${v.section?.length ? `?section_discriminator=${encodeURIComponent(v.section[0])}` : ''}`),
+    args: '--account ID [--section DISCRIMINATOR]',
+    what: 'list the activities of an account, archived ones included, newest first',
+    options: ['account', 'section'],
+    run: (v) =>
+      admin(
+        'GET',
+        `${account(v)}/activities${v.section?.length ? `?section_discriminator=${encodeURIComponent(v.section[0])}` : ''}`,
+      ),
   },
   'activity put': {
-    args: 'FILE --account ID', file: true, options: ['account'],
+    args: 'FILE --account ID',
+    file: true,
+    options: ['account'],
     what: 'create or change the activity of a JSON file (docs/activities.md); with "id" the activity of that id, without one a new activity',
     async run(v, file) {
       const { id, ...activity } = await readManifest(file);
@@ -124,17 +200,24 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   'activity archive': {
-    args: '--account ID --id ACTIVITY', what: 'archive an activity: it leaves the public routes and takes no more events', options: ['account', 'id'],
+    args: '--account ID --id ACTIVITY',
+    what: 'archive an activity: it leaves the public routes and takes no more events',
+    options: ['account', 'id'],
     async run(v) {
       await admin('DELETE', `${account(v)}/activities/${encodeURIComponent(need(v, 'id'))}`);
       return admin('GET', `${account(v)}/activities/${encodeURIComponent(need(v, 'id'))}`);
     },
   },
   'activity events': {
-    args: 'FILE --account ID', file: true, options: ['account'],
+    args: 'FILE --account ID',
+    file: true,
+    options: ['account'],
     what: 'record the events of a JSON lines file (one event a line, docs/activities.md), 10,000 a request; sending a file again adds nothing',
     async run(v, file) {
-      const lines = (await fs.readFile(file, 'utf8')).split('\n').map((l, i) => [l, i + 1] as const).filter(([l]) => l.trim() !== '');
+      const lines = (await fs.readFile(file, 'utf8'))
+        .split('\n')
+        .map((l, i) => [l, i + 1] as const)
+        .filter(([l]) => l.trim() !== '');
       const total = { received: 0, recorded: 0, duplicates: 0, skipped: [] as { line: number; reason: string }[] };
       for (let start = 0; start < lines.length; start += 10_000) {
         const chunk = lines.slice(start, start + 10_000);
@@ -158,19 +241,35 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   'job list': {
-    args: '[--state waiting|running|failed]', what: 'jobs, oldest first (failed: kept after their last attempt)', options: ['state'],
+    args: '[--state waiting|running|failed]',
+    what: 'jobs, oldest first (failed: kept after their last attempt)',
+    options: ['state'],
     run: (v) => admin('GET', `/admin/jobs${v.state ? `?state=${encodeURIComponent(v.state)}` : ''}`),
   },
   'outbox list': {
-    args: '--account ID', what: 'the messages kept in the outbox (mail goes there while SMTP_URL is unset), newest first', options: ['account'],
+    args: '--account ID',
+    what: 'the messages kept in the outbox (mail goes there while SMTP_URL is unset), newest first',
+    options: ['account'],
     run: (v) => admin('GET', `${account(v)}/outbox`),
   },
   'outbox show': {
-    args: '--account ID --message ID', what: 'one message of the outbox, with its source as it would have gone over SMTP', options: ['account', 'message'],
+    args: '--account ID --message ID',
+    what: 'one message of the outbox, with its source as it would have gone over SMTP',
+    options: ['account', 'message'],
     run: (v) => admin('GET', `${account(v)}/outbox/${encodeURIComponent(need(v, 'message'))}`),
   },
-  'outbox empty': { args: '--account ID', what: 'delete the messages of an account\'s outbox', options: ['account'], run: (v) => admin('DELETE', `${account(v)}/outbox`) },
-  'signing-key rotate': { args: '', what: 'sign tokens with a new key; tokens of the old one stay valid until they expire', options: [], run: () => admin('POST', '/admin/signing-keys') },
+  'outbox empty': {
+    args: '--account ID',
+    what: "delete the messages of an account's outbox",
+    options: ['account'],
+    run: (v) => admin('DELETE', `${account(v)}/outbox`),
+  },
+  'signing-key rotate': {
+    args: '',
+    what: 'sign tokens with a new key; tokens of the old one stay valid until they expire',
+    options: [],
+    run: () => admin('POST', '/admin/signing-keys'),
+  },
 };
 
 const FOOTER = `Every command but serve, api, worker and migrate calls the operator API of a running server:
@@ -181,7 +280,11 @@ audience COMMAND --help shows one command; audience --version the version.`;
 function usage(prefix = ''): string {
   const commands = Object.entries(COMMANDS).filter(([name]) => `${name} `.startsWith(prefix));
   const line = ([name, c]: [string, Command]) => `audience ${name} ${c.args}`.trim();
-  const what = (c: Command, indent: string) => c.what.split('\n').map((l) => indent + l).join('\n');
+  const what = (c: Command, indent: string) =>
+    c.what
+      .split('\n')
+      .map((l) => indent + l)
+      .join('\n');
   if (commands.length === 1) return `usage: ${line(commands[0])}\n${what(commands[0][1], '  ')}\n\n${FOOTER}`;
   return `usage: audience COMMAND [OPTIONS]\n\n${commands.map((c) => `  ${line(c)}\n${what(c[1], '      ')}`).join('\n')}\n\n${FOOTER}`;
 }
@@ -275,8 +378,13 @@ function jsonError(text: string): string | undefined {
 }
 
 const NETWORK_ERRORS: Record<string, string> = {
-  ECONNREFUSED: 'connection refused', ENOTFOUND: 'host not found', EAI_AGAIN: 'host not found', ECONNRESET: 'connection reset',
-  ETIMEDOUT: 'connection timed out', EHOSTUNREACH: 'host unreachable', ENETUNREACH: 'network unreachable',
+  ECONNREFUSED: 'connection refused',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host not found',
+  ECONNRESET: 'connection reset',
+  ETIMEDOUT: 'connection timed out',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
 };
 
 /** Why the server could not be reached, in words: fetch itself only says "fetch failed" and keeps the cause beneath. */
@@ -290,14 +398,21 @@ function unreachable(base: string, err: Error): string {
 async function admin(method: string, path: string, body?: unknown): Promise<unknown> {
   const config = readConfig();
   const base = (process.env.AUDIENCE_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, '');
-  if (!/^https?:\/\/[^/]/.test(base)) throw new Error(`AUDIENCE_URL must be the server's address, such as http://127.0.0.1:8080; got "${base}"`);
+  if (!/^https?:\/\/[^/]/.test(base))
+    throw new Error(`AUDIENCE_URL must be the server's address, such as http://127.0.0.1:8080; got "${base}"`);
   const token = await (await server()).adminTokenOf(config, false);
-  if (!token) throw new Error(`no operator token: set ADMIN_TOKEN, or start the server once with DATA_DIR=${config.dataDir} so that it writes ${config.dataDir}/admin-token`);
+  if (!token)
+    throw new Error(
+      `no operator token: set ADMIN_TOKEN, or start the server once with DATA_DIR=${config.dataDir} so that it writes ${config.dataDir}/admin-token`,
+    );
   let res: Response;
   try {
     res = await fetch(base + path, {
       method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (err) {
@@ -312,7 +427,10 @@ async function admin(method: string, path: string, body?: unknown): Promise<unkn
   }
   if (res.ok && json) return json;
   const cause = json?.detail ?? (text.slice(0, 200) || res.statusText);
-  const hint = res.status === 401 ? ' (the operator token, ADMIN_TOKEN or $DATA_DIR/admin-token, is not the one of the server)' : '';
+  const hint =
+    res.status === 401
+      ? ' (the operator token, ADMIN_TOKEN or $DATA_DIR/admin-token, is not the one of the server)'
+      : '';
   throw new Error(`${method} ${path} at ${base}: ${res.status} ${json?.title ?? res.statusText}: ${cause}${hint}`);
 }
 
@@ -337,9 +455,15 @@ async function main(argv: string[]): Promise<void> {
     const inGroup = Object.keys(COMMANDS).some((c) => c.startsWith(`${group} `));
     const shown = inGroup ? usage(`${group} `) : usage();
     // `audience --help`, and a bare group: `audience key --help`.
-    if (values.help && (group === '' || inGroup) && positionals.length === (group === '' ? 0 : 1)) return console.log(shown);
+    if (values.help && (group === '' || inGroup) && positionals.length === (group === '' ? 0 : 1))
+      return console.log(shown);
     if (group === '') throw new UsageError('a command is needed', shown);
-    throw new UsageError(inGroup ? `${group} needs one of the subcommands below${positionals[1] ? `, not "${positionals[1]}"` : ''}` : `unknown command "${group}"`, shown);
+    throw new UsageError(
+      inGroup
+        ? `${group} needs one of the subcommands below${positionals[1] ? `, not "${positionals[1]}"` : ''}`
+        : `unknown command "${group}"`,
+      shown,
+    );
   }
   const commandUsage = usage(`${name} `);
   if (values.help) return console.log(commandUsage);
@@ -348,7 +472,8 @@ async function main(argv: string[]): Promise<void> {
     const stray = given.find((o) => !command.options.includes(o as Option));
     if (stray) throw new UsageError(`${name} takes no --${stray}`);
     const args = positionals.slice(words);
-    if (args.length !== (command.file ? 1 : 0)) throw new UsageError(command.file ? `${name} needs one FILE` : `${name} takes no argument "${args[0]}"`);
+    if (args.length !== (command.file ? 1 : 0))
+      throw new UsageError(command.file ? `${name} needs one FILE` : `${name} takes no argument "${args[0]}"`);
     const result = await command.run(values, args[0]);
     if (result !== undefined) console.log(JSON.stringify(result, null, 2));
   } catch (err) {

@@ -23,14 +23,21 @@ export const DEMO_MANIFEST = path.join(path.dirname(fileURLToPath(import.meta.ur
 const DEMO_LOCK = 7_418_303;
 
 /** The database of the configuration: `DATABASE_URL`, or the embedded one in the data directory. */
-export async function openDatabase(config: Config): Promise<{ pool: pg.Pool; url: string; embedded: EmbeddedDatabase | undefined }> {
+export async function openDatabase(
+  config: Config,
+): Promise<{ pool: pg.Pool; url: string; embedded: EmbeddedDatabase | undefined }> {
   const embedded = config.databaseUrl ? undefined : await startEmbeddedDatabase(path.join(config.dataDir, 'postgres'));
   const url = config.databaseUrl ?? embedded!.url;
   return { pool: createPool(url, 20), url, embedded };
 }
 
 /** A secret given in the environment, or generated once into `DATA_DIR/<file>` (mode 0600). */
-export async function secretOf(config: Config, given: string | undefined, file: string, create: boolean): Promise<string | undefined> {
+export async function secretOf(
+  config: Config,
+  given: string | undefined,
+  file: string,
+  create: boolean,
+): Promise<string | undefined> {
   if (given) return given;
   const at = path.join(config.dataDir, file);
   try {
@@ -39,7 +46,9 @@ export async function secretOf(config: Config, given: string | undefined, file: 
     if (!create) return undefined;
     await fs.mkdir(config.dataDir, { recursive: true });
     // 'wx': when two processes start together, the first one's secret wins.
-    await fs.writeFile(at, crypto.randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' }).catch(() => {});
+    await fs
+      .writeFile(at, crypto.randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' })
+      .catch(() => {});
     return (await fs.readFile(at, 'utf8')).trim();
   }
 }
@@ -50,13 +59,18 @@ export function adminTokenOf(config: Config, create: boolean): Promise<string | 
 }
 
 /** On a database without accounts: the demo account of manifests/demo.json and an API key for it. */
-export async function createDemoAccount(services: Services): Promise<{ account_id: string; client_id: string; client_secret: string } | undefined> {
+export async function createDemoAccount(
+  services: Services,
+): Promise<{ account_id: string; client_id: string; client_secret: string } | undefined> {
   const manifest = JSON.parse(await fs.readFile(DEMO_MANIFEST, 'utf8')) as Manifest;
   const { vendor, region } = services.config;
   return withTransaction(services.pool, async (tx) => {
     await tx.query('select pg_advisory_xact_lock($1)', [DEMO_LOCK]);
     if ((await accounts.countAccounts(tx)) > 0) return undefined;
-    const created = await accounts.createAccount(tx, services.feed, vendor, { name: manifest.account?.name ?? 'Demo', region });
+    const created = await accounts.createAccount(tx, services.feed, vendor, {
+      name: manifest.account?.name ?? 'Demo',
+      region,
+    });
     await applyAccountManifest(tx, services.feed, vendor, created.id, manifest, new Date(services.clock()));
     const key = await services.apiKeys.createApiKey(tx, created.id, { name: 'demo' });
     return { account_id: created.id, client_id: key.client_id, client_secret: key.client_secret };
@@ -78,11 +92,18 @@ function withoutPassword(url: string): string {
 /** Where this process finds its database, files and secrets, for the start-up log: places, never a secret. */
 export async function whereThingsAre(config: Config): Promise<Record<string, string>> {
   const demo = path.join(config.dataDir, 'demo-credentials.json');
-  const hasDemo = await fs.access(demo).then(() => true, () => false);
+  const hasDemo = await fs.access(demo).then(
+    () => true,
+    () => false,
+  );
   const { files } = config;
   return {
-    database: config.databaseUrl ? withoutPassword(config.databaseUrl) : `embedded, in ${path.join(config.dataDir, 'postgres')}`,
-    files: files ? `bucket ${files.bucket}${files.prefix ? `/${files.prefix}` : ''} at ${files.endpoint}` : path.join(config.dataDir, 'files'),
+    database: config.databaseUrl
+      ? withoutPassword(config.databaseUrl)
+      : `embedded, in ${path.join(config.dataDir, 'postgres')}`,
+    files: files
+      ? `bucket ${files.bucket}${files.prefix ? `/${files.prefix}` : ''} at ${files.endpoint}`
+      : path.join(config.dataDir, 'files'),
     adminToken: config.adminToken ? 'ADMIN_TOKEN (environment)' : path.join(config.dataDir, 'admin-token'),
     serverSecret: config.serverSecret ? 'SERVER_SECRET (environment)' : path.join(config.dataDir, 'server-secret'),
     ...(hasDemo ? { demoCredentials: demo } : {}),
@@ -93,7 +114,10 @@ export async function whereThingsAre(config: Config): Promise<Record<string, str
 }
 
 /** `audience serve`: the API and the worker in this process (or one of them), until SIGTERM or SIGINT. */
-export async function serve(config: Config, roles: { api: boolean; worker: boolean } = { api: true, worker: true }): Promise<void> {
+export async function serve(
+  config: Config,
+  roles: { api: boolean; worker: boolean } = { api: true, worker: true },
+): Promise<void> {
   const logger = createLogger(config.logLevel);
   await checkFileStore(openFileStore(config), config.files ? 'FILES_URL' : 'DATA_DIR/files');
   // What this start has started, stopped in the reverse order on SIGTERM or when a later step
@@ -118,12 +142,20 @@ export async function serve(config: Config, roles: { api: boolean; worker: boole
         await fs.mkdir(config.dataDir, { recursive: true });
         await fs.writeFile(file, JSON.stringify(demo, null, 2) + '\n', { mode: 0o600 });
         // Its secret stays in the file: standard output ends up in log stores.
-        logger.info({ account: demo.account_id, file }, 'demo account created; its client_id and client_secret are in the file');
+        logger.info(
+          { account: demo.account_id, file },
+          'demo account created; its client_id and client_secret are in the file',
+        );
       }
     }
-    logger.info({ roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) }, 'starting');
+    logger.info(
+      { roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) },
+      'starting',
+    );
     const log = (msg: string, err?: unknown) => logger.error({ err }, msg);
-    const worker = roles.worker ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log) : undefined;
+    const worker = roles.worker
+      ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log)
+      : undefined;
     if (worker) started.push(() => worker.stop());
     // A worker process serves health and metrics too: its container's health check and its job
     // counters (durations, import rows) need an address.

@@ -51,13 +51,22 @@ export interface Services extends ThreadServices {
 }
 
 /** The parts of a thread that runs jobs only: its change feed, caches, file store, outbound calls and metrics. */
-export async function createThreadServices(config: Config, pool: pg.Pool, clock: Clock, secrets: { serverSecret: string }): Promise<ThreadServices> {
+export async function createThreadServices(
+  config: Config,
+  pool: pg.Pool,
+  clock: Clock,
+  secrets: { serverSecret: string },
+): Promise<ThreadServices> {
   const feed = new ChangeFeed(pool);
   await feed.start();
   const outbound = new Outbound({ allowPrivate: config.callbacksAllowPrivate });
   const mailer = openMailer({ smtpUrl: config.smtpUrl, dkim: config.dkim }, pool);
   return {
-    config, pool, clock, feed, serverSecret: secrets.serverSecret,
+    config,
+    pool,
+    clock,
+    feed,
+    serverSecret: secrets.serverSecret,
     metrics: new Metrics(),
     files: openFileStore(config),
     accounts: new AccountDirectory(pool, feed),
@@ -76,10 +85,24 @@ export async function createThreadServices(config: Config, pool: pg.Pool, clock:
  * Every part, for the thread that serves HTTP. API keys and tokens (with jose) and upload forms are
  * loaded here, so that a thread that only runs jobs does not load them (about 2 MB).
  */
-export async function createServices(config: Config, pool: pg.Pool, clock: Clock, secrets: { adminToken: string; serverSecret: string }): Promise<Services> {
+export async function createServices(
+  config: Config,
+  pool: pg.Pool,
+  clock: Clock,
+  secrets: { adminToken: string; serverSecret: string },
+): Promise<Services> {
   const base = await createThreadServices(config, pool, clock, secrets);
-  const [{ ApiKeys }, { UploadSigner }] = await Promise.all([import('./api-keys/api-keys.ts'), import('./files/upload-form.ts')]);
-  const apiKeys = new ApiKeys({ pool, feed: base.feed, clock, region: config.region, serverSecret: secrets.serverSecret });
+  const [{ ApiKeys }, { UploadSigner }] = await Promise.all([
+    import('./api-keys/api-keys.ts'),
+    import('./files/upload-form.ts'),
+  ]);
+  const apiKeys = new ApiKeys({
+    pool,
+    feed: base.feed,
+    clock,
+    region: config.region,
+    serverSecret: secrets.serverSecret,
+  });
   // A start that fails here (a SERVER_SECRET that opens no signing key) leaves no listener behind.
   await apiKeys.ensureSigningKey().catch(async (err) => {
     await base.close();
@@ -93,7 +116,10 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
     url: `${config.publicUrl}/files/uploads`,
   });
   return {
-    ...base, apiKeys, buckets, uploads,
+    ...base,
+    apiKeys,
+    buckets,
+    uploads,
     adminToken: secrets.adminToken,
     metricsToken: config.metricsToken ?? secrets.adminToken,
     async close() {
@@ -107,9 +133,20 @@ export async function createServices(config: Config, pool: pg.Pool, clock: Clock
  * The scope of a domain operation on an account: at the start of a request (with its caller) or
  * of a job (without one). Throws when the account no longer exists.
  */
-export async function accountScope(services: ThreadServices, accountId: string, caller?: Caller): Promise<AccountScope> {
+export async function accountScope(
+  services: ThreadServices,
+  accountId: string,
+  caller?: Caller,
+): Promise<AccountScope> {
   const account = await services.accounts.get(accountId);
   if (!account) throw new Error(`account ${accountId} no longer exists`);
   const defs = await services.definitions.get(accountId);
-  return { accountId, defs, limits: account.limits, secret: services.serverSecret, now: new Date(services.clock()), ...(caller ? { caller } : {}) };
+  return {
+    accountId,
+    defs,
+    limits: account.limits,
+    secret: services.serverSecret,
+    now: new Date(services.clock()),
+    ...(caller ? { caller } : {}),
+  };
 }

@@ -19,15 +19,31 @@ export function accountAdmin(server: TestServer, accountId: string): AccountAdmi
 }
 
 /** An activity event as ingested: of `type` in the activity, on the profile keyed `key` in the email keyspace; `over` adds or replaces fields. */
-export function activityEvent(activity: string, type: string, key: string, correlation: string, over: Record<string, unknown> = {}): Record<string, unknown> {
-  return { activity_id: activity, type, keyspace_discriminator: EMAIL, profile_key: key, correlation_id: correlation, ...over };
+export function activityEvent(
+  activity: string,
+  type: string,
+  key: string,
+  correlation: string,
+  over: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    activity_id: activity,
+    type,
+    keyspace_discriminator: EMAIL,
+    profile_key: key,
+    correlation_id: correlation,
+    ...over,
+  };
 }
 
 /**
  * Starts a server with a new account of `manifest` before the file's tests, hands them to
  * `ready` (with the account's token and its operator calls), and closes the server after them.
  */
-export function serverWithAccount(manifest: Manifest, ready: (account: { server: TestServer; accountId: string; token: string; admin: AccountAdmin }) => void): void {
+export function serverWithAccount(
+  manifest: Manifest,
+  ready: (account: { server: TestServer; accountId: string; token: string; admin: AccountAdmin }) => void,
+): void {
   let server: TestServer | undefined;
   beforeAll(async () => {
     server = await TestServer.start();

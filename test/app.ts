@@ -84,7 +84,10 @@ export class TestServer {
    * `env` sets LOG_LEVEL) goes to `log`, or to standard output. It serves the test file's database
    * unless `database` names another one, already migrated (test/citus.test.ts: databases of a test's own).
    */
-  static async start(env: Record<string, string> = {}, options: { worker?: boolean; log?: { write(line: string): void }; database?: string } = {}): Promise<TestServer> {
+  static async start(
+    env: Record<string, string> = {},
+    options: { worker?: boolean; log?: { write(line: string): void }; database?: string } = {},
+  ): Promise<TestServer> {
     // Files (import uploads) go to a folder of this server's own unless the test names one.
     const dataDir = env.DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'audience-files-')));
     const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env, DATA_DIR: dataDir });
@@ -114,7 +117,11 @@ export class TestServer {
   }
 
   /** Calls the server. `body` is sent as JSON unless `raw` is given. */
-  async request(method: string, path: string, options: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {}): Promise<Response> {
+  async request(
+    method: string,
+    path: string,
+    options: { token?: string; body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+  ): Promise<Response> {
     const headers: Record<string, string> = { ...options.headers };
     if (options.token) headers.authorization = `Bearer ${options.token}`;
     let body: string | undefined = options.raw;
@@ -125,7 +132,12 @@ export class TestServer {
     const res = await fetch(this.url + path, { method, headers, body });
     const text = await res.text();
     const type = res.headers.get('content-type') ?? '';
-    return { status: res.status, headers: res.headers, text, body: /json/.test(type) && text ? JSON.parse(text) : text };
+    return {
+      status: res.status,
+      headers: res.headers,
+      text,
+      body: /json/.test(type) && text ? JSON.parse(text) : text,
+    };
   }
 
   /** Calls the operator API. */
@@ -134,7 +146,10 @@ export class TestServer {
   }
 
   /** A new account through the operator API, with `manifest` applied and one API key. */
-  async createAccount(manifest: Manifest = {}, options: { region?: string; limits?: Record<string, number | null> } = {}): Promise<Credentials> {
+  async createAccount(
+    manifest: Manifest = {},
+    options: { region?: string; limits?: Record<string, number | null> } = {},
+  ): Promise<Credentials> {
     const account = await this.admin('POST', '/admin/accounts', { name: `test ${crypto.randomUUID()}`, ...options });
     if (account.status !== 201) throw new Error(`account: ${account.text}`);
     const applied = await this.admin('PUT', `/admin/accounts/${account.body.id}/manifest`, manifest);
@@ -142,7 +157,10 @@ export class TestServer {
     return { accountId: account.body.id, ...(await this.createKey(account.body.id)) };
   }
 
-  async createKey(accountId: string, body: Record<string, unknown> = {}): Promise<{ clientId: string; clientSecret: string }> {
+  async createKey(
+    accountId: string,
+    body: Record<string, unknown> = {},
+  ): Promise<{ clientId: string; clientSecret: string }> {
     const key = await this.admin('POST', `/admin/accounts/${accountId}/keys`, body);
     if (key.status !== 201) throw new Error(`key: ${key.text}`);
     return { clientId: key.body.client_id, clientSecret: key.body.client_secret };
@@ -150,13 +168,22 @@ export class TestServer {
 
   /** An access token for the credentials. */
   async token(credentials: { clientId: string; clientSecret: string }): Promise<string> {
-    const res = await this.request('POST', '/oauth/token', { body: { grant_type: 'client_credentials', client_id: credentials.clientId, client_secret: credentials.clientSecret } });
+    const res = await this.request('POST', '/oauth/token', {
+      body: {
+        grant_type: 'client_credentials',
+        client_id: credentials.clientId,
+        client_secret: credentials.clientSecret,
+      },
+    });
     if (res.status !== 200) throw new Error(`token: ${res.text}`);
     return res.body.access_token;
   }
 
   /** A new account (rate limits lifted unless given) and a token for it. */
-  async login(manifest: Manifest = {}, limits: Record<string, number | null> = { requests_per_second: null, token_requests_per_minute: null }): Promise<Credentials & { token: string }> {
+  async login(
+    manifest: Manifest = {},
+    limits: Record<string, number | null> = { requests_per_second: null, token_requests_per_minute: null },
+  ): Promise<Credentials & { token: string }> {
     const credentials = await this.createAccount(manifest, { limits });
     return { ...credentials, token: await this.token(credentials) };
   }
@@ -167,7 +194,10 @@ export class TestServer {
  * `worker` as TestServer.start) and a pool of a few connections on the file's database before its
  * tests, hands both to `ready`, and closes them after its tests.
  */
-export function serverWithPool(options: { env?: Record<string, string>; worker?: boolean; connections?: number }, ready: (server: TestServer, db: pg.Pool) => void): void {
+export function serverWithPool(
+  options: { env?: Record<string, string>; worker?: boolean; connections?: number },
+  ready: (server: TestServer, db: pg.Pool) => void,
+): void {
   let server: TestServer | undefined;
   let db: pg.Pool | undefined;
   beforeAll(async () => {
@@ -183,23 +213,46 @@ export function serverWithPool(options: { env?: Record<string, string>; worker?:
 
 /** One section with a bit of everything, for definition tests. */
 export const SHOP: Manifest = {
-  sections: [{
-    name: 'Shop',
-    ecommerce_connected: false,
-    attributes: [
-      { name: 'Points', versions: [{ type: ['Number'], deprecated_at: '2026-01-01T00:00:00Z' }, { type: ['Number with decimal'] }] },
-      { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
-      { name: 'Basket value', ecommerce: true, versions: [{ type: ['Number'] }] },
-    ],
-    tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
-    events: [{ name: 'Page view', discriminator: 'com.vendor1.events.page-view', versions: [{ type: ['activityId', 'device', 'id', 'location', 'title', 'url'].map((name) => ({ name, type: 'Text' })) }] }],
-    topic_folders: [{ name: 'News' }, { name: 'Weekly', parent: 'com.vendor1.topic-folders.user-created.news' }],
-    topics: [
-      { name: 'Weekly news', folder: 'com.vendor1.topic-folders.user-created.weekly' },
-      { name: 'SMS offers', channel: 'com.vendor1.channels.sms' },
-    ],
-  }],
-  segments: [{ name: 'Big spenders', section: 'com.vendor1.sections.user-created.shop', versions: [{ query: 'section({section}).attribute({attribute:com.vendor1.attributes.user-created.points@2}).gt(100)' }] }],
+  sections: [
+    {
+      name: 'Shop',
+      ecommerce_connected: false,
+      attributes: [
+        {
+          name: 'Points',
+          versions: [{ type: ['Number'], deprecated_at: '2026-01-01T00:00:00Z' }, { type: ['Number with decimal'] }],
+        },
+        { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
+        { name: 'Basket value', ecommerce: true, versions: [{ type: ['Number'] }] },
+      ],
+      tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
+      events: [
+        {
+          name: 'Page view',
+          discriminator: 'com.vendor1.events.page-view',
+          versions: [
+            {
+              type: ['activityId', 'device', 'id', 'location', 'title', 'url'].map((name) => ({ name, type: 'Text' })),
+            },
+          ],
+        },
+      ],
+      topic_folders: [{ name: 'News' }, { name: 'Weekly', parent: 'com.vendor1.topic-folders.user-created.news' }],
+      topics: [
+        { name: 'Weekly news', folder: 'com.vendor1.topic-folders.user-created.weekly' },
+        { name: 'SMS offers', channel: 'com.vendor1.channels.sms' },
+      ],
+    },
+  ],
+  segments: [
+    {
+      name: 'Big spenders',
+      section: 'com.vendor1.sections.user-created.shop',
+      versions: [
+        { query: 'section({section}).attribute({attribute:com.vendor1.attributes.user-created.points@2}).gt(100)' },
+      ],
+    },
+  ],
 };
 
 /**
@@ -229,7 +282,9 @@ export function metric(text: string, name: string, labels: Record<string, string
   for (const line of text.split('\n')) {
     const match = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
     if (!match || match[1] !== name) continue;
-    const seen = Object.fromEntries([...(match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]));
+    const seen = Object.fromEntries(
+      [...(match[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((m) => [m[1], m[2]]),
+    );
     if (Object.entries(labels).every(([k, v]) => seen[k] === v)) sum = (sum ?? 0) + Number(match[3]);
   }
   return sum;
@@ -244,9 +299,16 @@ export async function startWorkerProcess(dataDir: string, port: number, output: 
   const child = spawn(path.join(ROOT, 'node_modules/.bin/node'), ['src/main.ts', 'worker'], {
     cwd: ROOT,
     env: {
-      PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: await testDatabase(), DATA_DIR: dataDir,
-      PORT: String(port), HOST: '127.0.0.1',
-      SERVER_SECRET: 'test-server-secret', METRICS_TOKEN: 'worker-metrics', LOG_LEVEL: 'warn', DEMO_ACCOUNT: 'false',
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      DATABASE_URL: await testDatabase(),
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      SERVER_SECRET: 'test-server-secret',
+      METRICS_TOKEN: 'worker-metrics',
+      LOG_LEVEL: 'warn',
+      DEMO_ACCOUNT: 'false',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -27,7 +27,11 @@ const FIRST_NAME = builtIn('attributes', 'firstname');
 const PAGE_VIEW = 'com.vendor1.events.page-view';
 const WEEKLY = userCreated('topics', 'weekly-news');
 const EMAIL_CH = builtIn('channels', 'email');
-const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null };
+const NO_LIMITS = {
+  requests_per_second: null,
+  token_requests_per_minute: null,
+  profile_key_operations_per_second: null,
+};
 
 const enc = encodeURIComponent;
 const profilePath = (key: string) => `/audience/keyspaces/${EMAIL}/profiles/${enc(key)}/sections/${SHOP_S}`;
@@ -65,12 +69,17 @@ class Account {
   }
 
   createProfile(key: string): Promise<Response> {
-    return this.server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP_S}/profiles`, { token: this.token, body: { profile_key: key } });
+    return this.server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP_S}/profiles`, {
+      token: this.token,
+      body: { profile_key: key },
+    });
   }
 
   setFirstName(key: string, value: string): Promise<Response> {
     return this.server.request('PATCH', `/v2${profilePath(key)}/attributes`, {
-      token: this.token, body: { [FIRST_NAME]: value }, headers: { 'content-type': 'application/merge-patch+json' },
+      token: this.token,
+      body: { [FIRST_NAME]: value },
+      headers: { 'content-type': 'application/merge-patch+json' },
     });
   }
 
@@ -84,12 +93,21 @@ class Account {
     }
     const r = await this.server.request('GET', `${profilePath(key)}/attributes`, { token: this.token });
     if (r.status !== 200) return { status: r.status, values: {} };
-    return { status: 200, values: Object.fromEntries(Object.entries(r.body as Record<string, unknown>).map(([v, value]) => [this.versions!.get(v) ?? v, value])) };
+    return {
+      status: 200,
+      values: Object.fromEntries(
+        Object.entries(r.body as Record<string, unknown>).map(([v, value]) => [this.versions!.get(v) ?? v, value]),
+      ),
+    };
   }
 }
 
 /** The shard of `table` that holds an account, and the node it is placed on. */
-async function placement(db: pg.ClientBase | pg.Pool, table: string, accountId: string): Promise<{ shardid: string; shard: string; host: string; port: number }> {
+async function placement(
+  db: pg.ClientBase | pg.Pool,
+  table: string,
+  accountId: string,
+): Promise<{ shardid: string; shard: string; host: string; port: number }> {
   const { rows } = await db.query<{ shardid: string; shard: string; host: string; port: number }>(
     `select s.shardid::text, s.shard_name as shard, s.nodename as host, s.nodeport as port from citus_shards s
      where s.shardid = get_shard_id_for_distribution_column($1::regclass, $2::bigint)`,
@@ -106,7 +124,8 @@ async function rowCounts(db: pg.ClientBase): Promise<Record<string, number>> {
        and not c.relispartition order by 1`,
   );
   const counts: Record<string, number> = {};
-  for (const { name } of tables) counts[name] = (await db.query<{ n: number }>(`select count(*)::int as n from public."${name}"`)).rows[0].n;
+  for (const { name } of tables)
+    counts[name] = (await db.query<{ n: number }>(`select count(*)::int as n from public."${name}"`)).rows[0].n;
   return counts;
 }
 
@@ -145,7 +164,10 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
       expect(second, 'no account on the other worker after 40 accounts').toBeDefined();
 
       const name = new URL(await testDatabase()).pathname.slice(1);
-      for (const [account, at] of [[first, firstAt], [second!, secondAt!]] as const) {
+      for (const [account, at] of [
+        [first, firstAt],
+        [second!, secondAt!],
+      ] as const) {
         const key = `${crypto.randomUUID()}@example.com`;
         expect((await account.createProfile(key)).status).toBe(201);
         const patched = await account.setFirstName(key, `Name of ${account.accountId}`);
@@ -156,12 +178,16 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
         const there = workers.find((w) => w !== here)!;
         expect(here, `placement ${at.host}:${at.port} is not a worker`).toBeDefined();
         const rows = await withClient(withDatabase(here, name), (w) =>
-          w.query<{ n: number }>(`select count(*)::int as n from public."${at.shard}" where account_id = $1::bigint`, [account.accountId]));
+          w.query<{ n: number }>(`select count(*)::int as n from public."${at.shard}" where account_id = $1::bigint`, [
+            account.accountId,
+          ]),
+        );
         expect(rows.rows[0].n).toBe(1);
         const sections = await placement(db, 'profile_sections', account.accountId);
         expect([sections.host, sections.port]).toEqual([at.host, at.port]);
         const elsewhere = await withClient(withDatabase(there, name), (w) =>
-          w.query('select 1 from pg_class where relname = $1', [at.shard]));
+          w.query('select 1 from pg_class where relname = $1', [at.shard]),
+        );
         expect(elsewhere.rows).toHaveLength(0);
       }
     });
@@ -189,8 +215,11 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
 
     it('answers every request while a new node joins and shards move to it, and keeps every acknowledged write', async () => {
       // Accounts until every shard group holds one, so that whichever shards move, writes go to them.
-      const { rows: [{ shards }] } = await db.query<{ shards: number }>(
-        `select count(*)::int as shards from pg_dist_shard where logicalrelid = 'profiles'::regclass`);
+      const {
+        rows: [{ shards }],
+      } = await db.query<{ shards: number }>(
+        `select count(*)::int as shards from pg_dist_shard where logicalrelid = 'profiles'::regclass`,
+      );
       expect(shards).toBe(6);
       const accounts: Account[] = [];
       const covered = new Set<string>();
@@ -274,12 +303,16 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
         await db.query('select citus_add_node($1, $2)', [spare.host, spare.port]);
         await db.query('select citus_rebalance_start()');
         for (;;) {
-          const { rows: [status] } = await db.query<{ state: string; details: unknown }>(
-            'select state::text, details from citus_rebalance_status() order by job_id desc limit 1');
+          const {
+            rows: [status],
+          } = await db.query<{ state: string; details: unknown }>(
+            'select state::text, details from citus_rebalance_status() order by job_id desc limit 1',
+          );
           if (status.state === 'finished') break;
           // DEBUG_REBALANCE=1 shows the moves as they go.
           if (process.env.DEBUG_REBALANCE) console.log(writes, status.state, JSON.stringify(status.details));
-          if (['failed', 'cancelled'].includes(status.state)) throw new Error(`rebalance ${status.state}: ${JSON.stringify(status.details)}`);
+          if (['failed', 'cancelled'].includes(status.state))
+            throw new Error(`rebalance ${status.state}: ${JSON.stringify(status.details)}`);
           await new Promise((r) => setTimeout(r, process.env.DEBUG_REBALANCE ? 3000 : 200));
         }
         expect(writes, 'no write was answered while the shards moved').toBeGreaterThan(before);
@@ -289,7 +322,10 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
       }
 
       expect(failures).toEqual([]);
-      expect([...statuses.keys()].filter((s) => s >= 300), JSON.stringify(Object.fromEntries(statuses))).toEqual([]);
+      expect(
+        [...statuses.keys()].filter((s) => s >= 300),
+        JSON.stringify(Object.fromEntries(statuses)),
+      ).toEqual([]);
 
       // Shards of the distributed tables sit on the new node, and some of our accounts with them.
       const { rows: onSpare } = await db.query<{ table: string; shards: number }>(
@@ -297,7 +333,9 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
          where citus_table_type = 'distributed' and nodename = $1 and nodeport = $2 group by 1`,
         [spare.host, spare.port],
       );
-      expect(onSpare.map((r) => r.table)).toEqual(expect.arrayContaining(['profiles', 'profile_sections', 'attribute_history', 'consents']));
+      expect(onSpare.map((r) => r.table)).toEqual(
+        expect.arrayContaining(['profiles', 'profile_sections', 'attribute_history', 'consents']),
+      );
       const moved = [];
       for (const account of accounts) {
         const at = await placement(db, 'profile_sections', account.accountId);
@@ -347,23 +385,36 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
           expect((await account.createProfile(key)).status).toBe(201);
           expect((await account.setFirstName(key, `First ${i}`)).status).toBe(204);
           expect((await account.setFirstName(key, `Name ${i}`)).status).toBe(204);
-          const consent = await single.request('POST', `/v2/audience/keyspaces/${EMAIL}/profiles/${enc(key)}/sections/${SHOP_S}/consents`, {
-            token: account.token, body: { topic_discriminator: WEEKLY, channel_discriminator: EMAIL_CH, type: 'opt-in', reason: 'moved' },
-          });
+          const consent = await single.request(
+            'POST',
+            `/v2/audience/keyspaces/${EMAIL}/profiles/${enc(key)}/sections/${SHOP_S}/consents`,
+            {
+              token: account.token,
+              body: { topic_discriminator: WEEKLY, channel_discriminator: EMAIL_CH, type: 'opt-in', reason: 'moved' },
+            },
+          );
           expect(consent.status, consent.text).toBeLessThan(300);
           keys.push(key);
         }
         const events = await single.request('GET', `/audience/sections/${SHOP_S}/events`, { token: account.token });
         const version = events.body.items.find((e: any) => e.discriminator === PAGE_VIEW).versions[0].id;
         const posted = await single.request('POST', `${profilePath(keys[0])}/events`, {
-          token: account.token, body: { items: [{ event_time: '2026-01-02T03:04:05Z', version_id: version, data: { title: 'Home' } }] },
+          token: account.token,
+          body: { items: [{ event_time: '2026-01-02T03:04:05Z', version_id: version, data: { title: 'Home' } }] },
         });
         expect(posted.status, posted.text).toBe(204);
       } finally {
         await single.close();
       }
       const before = await withClient(plainUrl, rowCounts);
-      for (const table of ['accounts', 'profiles', 'profile_sections', 'attribute_history', 'consents', 'profile_events']) {
+      for (const table of [
+        'accounts',
+        'profiles',
+        'profile_sections',
+        'attribute_history',
+        'consents',
+        'profile_events',
+      ]) {
         expect(before[table], table).toBeGreaterThan(0);
       }
 
@@ -377,22 +428,31 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
       await run(`${PG_BIN}/psql`, [...connection, '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', dump, moved]);
       await migrated(movedUrl);
       // Citus copied the rows to the shards and left the coordinator's own copy on disk, unseen.
-      const { rows: local } = await withClient(movedUrl, (c) => c.query<{ table: string }>(
-        `select truncate_local_data_after_distributing_table(logicalrelid), logicalrelid::regclass::text as table
-         from pg_dist_partition order by 2`));
+      const { rows: local } = await withClient(movedUrl, (c) =>
+        c.query<{ table: string }>(
+          `select truncate_local_data_after_distributing_table(logicalrelid), logicalrelid::regclass::text as table
+         from pg_dist_partition order by 2`,
+        ),
+      );
       expect(local.length).toBeGreaterThan(20);
 
       const after = await withClient(movedUrl, async (c) => {
         const { rows } = await c.query<{ table: string; method: string }>(
-          `select logicalrelid::regclass::text as table, partmethod as method from pg_dist_partition`);
+          `select logicalrelid::regclass::text as table, partmethod as method from pg_dist_partition`,
+        );
         const distributed = Object.fromEntries(rows.map((r) => [r.table, r.method]));
         expect(distributed.accounts).toBe('n');
-        for (const table of ['profiles', 'profile_sections', 'attribute_history', 'consents', 'profile_events']) expect(distributed[table], table).toBe('h');
+        for (const table of ['profiles', 'profile_sections', 'attribute_history', 'consents', 'profile_events'])
+          expect(distributed[table], table).toBe('h');
         expect(distributed.jobs).toBeUndefined();
         const counts = await rowCounts(c);
         // The rows sit in the shards on the workers, not only in the coordinator's tables.
-        const { rows: [{ n }] } = await c.query<{ n: number }>(
-          `select count(*)::int as n from citus_shards where table_name = 'profiles'::regclass and nodeport <> $1 and shard_size > 0`, [at.port]);
+        const {
+          rows: [{ n }],
+        } = await c.query<{ n: number }>(
+          `select count(*)::int as n from citus_shards where table_name = 'profiles'::regclass and nodeport <> $1 and shard_size > 0`,
+          [at.port],
+        );
         expect(n).toBeGreaterThan(0);
         return counts;
       });
@@ -401,13 +461,21 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
       // The service on the new database reads what the old one wrote.
       const distributed = await TestServer.start({}, { database: movedUrl });
       try {
-        const there = new Account(distributed, account!.accountId, await distributed.token(await distributed.createKey(account!.accountId)));
+        const there = new Account(
+          distributed,
+          account!.accountId,
+          await distributed.token(await distributed.createKey(account!.accountId)),
+        );
         for (const [i, key] of keys.entries()) {
           const { status, values } = await there.attributes(key);
           expect(status).toBe(200);
           expect(values[FIRST_NAME]).toBe(`Name ${i}`);
         }
-        const consents = await distributed.request('GET', `/v2/audience/keyspaces/${EMAIL}/profiles/${enc(keys[0])}/sections/${SHOP_S}/consents`, { token: there.token });
+        const consents = await distributed.request(
+          'GET',
+          `/v2/audience/keyspaces/${EMAIL}/profiles/${enc(keys[0])}/sections/${SHOP_S}/consents`,
+          { token: there.token },
+        );
         expect(consents.status, consents.text).toBe(200);
         expect(consents.body.items.map((c: any) => [c.topic_discriminator, c.type])).toContainEqual([WEEKLY, 'opt-in']);
         const events = await distributed.request('GET', `${profilePath(keys[0])}/events`, { token: there.token });

@@ -24,6 +24,13 @@ export const SMS_OFFERS = topic('sms-offers');
 export const CLUB_NEWS = topic('club-news');
 
 /** Limits lifted for the tests that are not about them. */
-export const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null };
+export const NO_LIMITS = {
+  requests_per_second: null,
+  token_requests_per_minute: null,
+  profile_key_operations_per_second: null,
+};
 
-export interface Account { accountId: string; token: string }
+export interface Account {
+  accountId: string;
+  token: string;
+}

@@ -41,10 +41,14 @@ export async function createDatabase(server: string, name: string, template?: st
     });
   }
   if (workers.length > 0 && !template) {
-    for (const node of [server, ...workers]) await withClient(withDatabase(node, name), (db) => db.query('create extension citus'));
+    for (const node of [server, ...workers])
+      await withClient(withDatabase(node, name), (db) => db.query('create extension citus'));
     const coordinator = new URL(server);
     await withClient(withDatabase(server, name), async (db) => {
-      await db.query('select citus_set_coordinator_host($1, $2)', [coordinator.hostname, Number(coordinator.port || 5432)]);
+      await db.query('select citus_set_coordinator_host($1, $2)', [
+        coordinator.hostname,
+        Number(coordinator.port || 5432),
+      ]);
       for (const node of workers) {
         const u = new URL(node);
         await db.query('select citus_add_node($1, $2)', [u.hostname, Number(u.port || 5432)]);
@@ -69,7 +73,10 @@ export async function freezeTemplate(server: string, name: string): Promise<void
   for (const node of [server, ...(await workerNodes(server))]) {
     await withClient(node, async (db) => {
       await db.query(`alter database ${name} allow_connections false`);
-      await db.query('select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()', [name]);
+      await db.query(
+        'select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()',
+        [name],
+      );
     });
   }
 }

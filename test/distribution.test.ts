@@ -17,20 +17,26 @@ let distributed: string[];
 beforeAll(async () => {
   db = new pg.Client({ connectionString: await testDatabase() });
   await db.connect();
-  const { rows } = await db.query<{ name: string }>(`select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
+  const { rows } = await db.query<{
+    name: string;
+  }>(`select c.relname as name from pg_class c join pg_namespace n on n.oid = c.relnamespace
     where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition order by 1`);
   distributed = rows.map((r) => r.name).filter((t) => !REFERENCE_TABLES.includes(t) && !COORDINATOR_TABLES.includes(t));
 });
 afterAll(async () => db?.end());
 
 /** The columns of a table's primary key, or of one foreign key, in order. */
-async function constraints(kind: 'p' | 'f'): Promise<{ table: string; name: string; columns: string[]; refColumns: string[] }[]> {
+async function constraints(
+  kind: 'p' | 'f',
+): Promise<{ table: string; name: string; columns: string[]; refColumns: string[] }[]> {
   const { rows } = await db.query<{ table: string; name: string; columns: string[]; ref_columns: string[] | null }>(
     `select c.relname as table, k.conname as name,
        array(select a.attname from unnest(k.conkey) with ordinality u(n, i) join pg_attribute a on a.attrelid = k.conrelid and a.attnum = u.n order by u.i)::text[] as columns,
        array(select a.attname from unnest(k.confkey) with ordinality u(n, i) join pg_attribute a on a.attrelid = k.confrelid and a.attnum = u.n order by u.i)::text[] as ref_columns
      from pg_constraint k join pg_class c on c.oid = k.conrelid join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname = 'public' and k.contype = $1`, [kind]);
+     where n.nspname = 'public' and k.contype = $1`,
+    [kind],
+  );
   return rows.map((r) => ({ table: r.table, name: r.name, columns: r.columns, refColumns: r.ref_columns ?? [] }));
 }
 
@@ -45,7 +51,8 @@ async function statements(): Promise<{ file: string; sql: string }[]> {
     if (text === undefined) continue;
     for (const m of text.matchAll(/`([^`]*)`|'((?:select|insert|update|delete|with)\b[^']*)'/gis)) {
       const sql = m[1] ?? m[2];
-      if (/\b(select|insert|update|delete)\b/i.test(sql) && /\b(from|into|update|join)\b/i.test(sql)) found.push({ file: path.relative(src, file), sql });
+      if (/\b(select|insert|update|delete)\b/i.test(sql) && /\b(from|into|update|join)\b/i.test(sql))
+        found.push({ file: path.relative(src, file), sql });
     }
   }
   return found;
@@ -53,21 +60,43 @@ async function statements(): Promise<{ file: string; sql: string }[]> {
 
 describe('the schema, distributable by account', () => {
   it('has a table list to check', () => {
-    expect(distributed).toEqual(expect.arrayContaining(['profiles', 'profile_sections', 'profile_events', 'attribute_history', 'consents', 'imports']));
+    expect(distributed).toEqual(
+      expect.arrayContaining([
+        'profiles',
+        'profile_sections',
+        'profile_events',
+        'attribute_history',
+        'consents',
+        'imports',
+      ]),
+    );
   });
 
   it('leads every distributed table, and its primary key where it has one, with account_id', async () => {
-    const { rows } = await db.query<{ table: string; first: string }>(`select c.relname as table, a.attname as first from pg_class c
+    const { rows } = await db.query<{
+      table: string;
+      first: string;
+    }>(`select c.relname as table, a.attname as first from pg_class c
       join pg_namespace n on n.oid = c.relnamespace join pg_attribute a on a.attrelid = c.oid and a.attnum = 1 where n.nspname = 'public'`);
-    expect(rows.filter((r) => distributed.includes(r.table) && r.first !== 'account_id').map((r) => r.table)).toEqual([]);
+    expect(rows.filter((r) => distributed.includes(r.table) && r.first !== 'account_id').map((r) => r.table)).toEqual(
+      [],
+    );
     const keys = await constraints('p');
-    expect(keys.filter((k) => distributed.includes(k.table) && k.columns[0] !== 'account_id').map((k) => `${k.table} (${k.columns.join(', ')})`)).toEqual([]);
+    expect(
+      keys
+        .filter((k) => distributed.includes(k.table) && k.columns[0] !== 'account_id')
+        .map((k) => `${k.table} (${k.columns.join(', ')})`),
+    ).toEqual([]);
   });
 
   it('carries account_id in every foreign key between distributed tables, to account_id', async () => {
     const faults = (await constraints('f'))
       .filter((k) => distributed.includes(k.table))
-      .filter((k) => k.columns[k.columns.indexOf('account_id')] === undefined || k.refColumns[k.columns.indexOf('account_id')] !== 'account_id')
+      .filter(
+        (k) =>
+          k.columns[k.columns.indexOf('account_id')] === undefined ||
+          k.refColumns[k.columns.indexOf('account_id')] !== 'account_id',
+      )
       .map((k) => `${k.table}.${k.name} (${k.columns.join(', ')}) → (${k.refColumns.join(', ')})`);
     expect(faults).toEqual([]);
   });
@@ -83,19 +112,27 @@ describe('the schema, distributable by account', () => {
   });
 
   it('is distributed so on a Citus cluster: reference tables, colocated tables by account_id, the job queue on the coordinator, the functions on every node', async () => {
-    const { rows: [{ citus }] } = await db.query<{ citus: boolean }>("select exists (select 1 from pg_extension where extname = 'citus') as citus");
+    const {
+      rows: [{ citus }],
+    } = await db.query<{ citus: boolean }>(
+      "select exists (select 1 from pg_extension where extname = 'citus') as citus",
+    );
     if (!citus) return;
     const { rows } = await db.query<{ name: string; method: string; column: string | null; colocation: number }>(
       `select logicalrelid::regclass::text as name, partmethod as method, column_to_column_name(logicalrelid, partkey) as column, colocationid as colocation
-       from pg_dist_partition`);
+       from pg_dist_partition`,
+    );
     const of = new Map(rows.map((r) => [r.name, r]));
     expect(REFERENCE_TABLES.filter((t) => of.get(t)?.method !== 'n' || of.get(t)?.column !== null)).toEqual([]);
     expect(COORDINATOR_TABLES.filter((t) => of.has(t))).toEqual([]);
-    expect(distributed.filter((t) => of.get(t)?.method !== 'h' || of.get(t)?.column !== DISTRIBUTION_COLUMN)).toEqual([]);
+    expect(distributed.filter((t) => of.get(t)?.method !== 'h' || of.get(t)?.column !== DISTRIBUTION_COLUMN)).toEqual(
+      [],
+    );
     expect(new Set(distributed.map((t) => of.get(t)!.colocation)).size).toBe(1);
     const { rows: functions } = await db.query<{ name: string }>(
       `select p.proname as name from pg_proc p where p.pronamespace = 'public'::regnamespace
-       and not exists (select 1 from pg_dist_object o where o.classid = 'pg_proc'::regclass and o.objid = p.oid)`);
+       and not exists (select 1 from pg_dist_object o where o.classid = 'pg_proc'::regclass and o.objid = p.oid)`,
+    );
     expect(functions).toEqual([]);
   });
 });

@@ -28,31 +28,62 @@ export const MEMBERS = userCreated('segments', 'members');
 export const CSV = 'text/csv;charset=UTF-8;header=present';
 export const DAY = 24 * 60 * 60 * 1000;
 /** Limits lifted for the tests that are not about them. */
-export const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, profile_export_requests_per_second: null, export_downloads_per_minute: null, pending_exports: null, profile_key_operations_per_second: null };
+export const NO_LIMITS = {
+  requests_per_second: null,
+  token_requests_per_minute: null,
+  profile_export_requests_per_second: null,
+  export_downloads_per_minute: null,
+  pending_exports: null,
+  profile_key_operations_per_second: null,
+};
 
 export const MANIFEST: Manifest = {
-  sections: [{
-    name: 'Shop',
-    attributes: [
-      { name: 'Points', versions: [{ type: ['Number'] }] },
-      { name: 'Birthday', versions: [{ type: ['Date'] }] },
-      { name: 'Member', versions: [{ type: ['True/False'] }] },
-      { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
-    ],
-    tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
-    topics: [{ name: 'News' }, { name: 'SMS offers', channel: CH_SMS }, { name: 'Daily' }],
-  }, { name: 'Blog', topics: [{ name: 'Digest' }] }],
+  sections: [
+    {
+      name: 'Shop',
+      attributes: [
+        { name: 'Points', versions: [{ type: ['Number'] }] },
+        { name: 'Birthday', versions: [{ type: ['Date'] }] },
+        { name: 'Member', versions: [{ type: ['True/False'] }] },
+        { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
+      ],
+      tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
+      topics: [{ name: 'News' }, { name: 'SMS offers', channel: CH_SMS }, { name: 'Daily' }],
+    },
+    { name: 'Blog', topics: [{ name: 'Digest' }] },
+  ],
   segments: [
-    { name: 'Big', section: SHOP, versions: [{ query: `section({section}).attribute({attribute:${userCreated('attributes', 'points')}}).gt(100)` }] },
-    { name: 'Members', section: SHOP, versions: [{ query: `section({section}).attribute({attribute:${userCreated('attributes', 'member')}}).eq(true)` }] },
+    {
+      name: 'Big',
+      section: SHOP,
+      versions: [{ query: `section({section}).attribute({attribute:${userCreated('attributes', 'points')}}).gt(100)` }],
+    },
+    {
+      name: 'Members',
+      section: SHOP,
+      versions: [
+        { query: `section({section}).attribute({attribute:${userCreated('attributes', 'member')}}).eq(true)` },
+      ],
+    },
   ],
 };
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export interface Account { accountId: string; token: string; v: Record<string, string> }
+export interface Account {
+  accountId: string;
+  token: string;
+  v: Record<string, string>;
+}
 
-export interface Person { points?: number; birthday?: string; member?: boolean; mobile?: string; vip?: boolean; consents?: [topic: string, channel: string, type: string][] }
+export interface Person {
+  points?: number;
+  birthday?: string;
+  member?: boolean;
+  mobile?: string;
+  vip?: boolean;
+  consents?: [topic: string, channel: string, type: string][];
+}
 
 /** The poll path of a poll URL, and its v2 form. */
 export const pollPath = (pollUrl: string) => new URL(pollUrl).pathname;
@@ -61,12 +92,26 @@ export const v2 = (pollUrl: string) => `/v2${pollPath(pollUrl)}`;
 /** The helpers, over the server and database that `env` answers when they are called (a test file starts them in beforeAll). */
 export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
   /** A new account with the manifest, and the current version id of each Shop attribute by its last name part ("points", "email" …). */
-  async function account(limits: Record<string, number | null> = NO_LIMITS, manifest: Manifest = MANIFEST): Promise<Account> {
+  async function account(
+    limits: Record<string, number | null> = NO_LIMITS,
+    manifest: Manifest = MANIFEST,
+  ): Promise<Account> {
     const { accountId, token } = await env().server.login(manifest, limits);
-    const attributes = (await env().server.request('GET', `/audience/sections/${SHOP}/attributes`, { token })).body.items as { discriminator: string; versions: { id: string }[] }[];
+    const attributes = (await env().server.request('GET', `/audience/sections/${SHOP}/attributes`, { token })).body
+      .items as { discriminator: string; versions: { id: string }[] }[];
     // Lists leave hidden attributes out: the version of Secret is read from the database.
-    const { rows } = await env().db.query("select v.version_id::text as id from attribute_versions v join attributes a using (account_id, attribute_id) where a.account_id = $1::bigint and a.hidden", [accountId]);
-    return { accountId, token, v: { ...Object.fromEntries(attributes.map((a) => [a.discriminator.split('.').pop()!, a.versions.at(-1)!.id])), hidden: rows[0].id } };
+    const { rows } = await env().db.query(
+      'select v.version_id::text as id from attribute_versions v join attributes a using (account_id, attribute_id) where a.account_id = $1::bigint and a.hidden',
+      [accountId],
+    );
+    return {
+      accountId,
+      token,
+      v: {
+        ...Object.fromEntries(attributes.map((a) => [a.discriminator.split('.').pop()!, a.versions.at(-1)!.id])),
+        hidden: rows[0].id,
+      },
+    };
   }
 
   /** Asserts a success, with the body in the message when it is not. */
@@ -80,24 +125,62 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
   async function person(a: Account, email: string, p: Person = {}): Promise<string> {
     const { token } = a;
     const at = `/audience/keyspaces/${EMAIL}/profiles/${email}/sections/${SHOP}`;
-    await ok(env().server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP}/profiles`, { token, body: { profile_key: email } }), 201);
-    const values = Object.fromEntries(Object.entries({ points: p.points, birthday: p.birthday, member: p.member, mobile: p.mobile })
-      .filter(([, x]) => x !== undefined).map(([k, x]) => [k === 'mobile' ? builtIn('attributes', 'mobile') : userCreated('attributes', k), x]));
-    if (Object.keys(values).length > 0) await ok(env().server.request('PATCH', `/v2${at}/attributes`, { token, body: values, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
-    if (p.vip) await ok(env().server.request('PATCH', `${at}/tags`, { token, body: { [VIP]: true }, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
+    await ok(
+      env().server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP}/profiles`, {
+        token,
+        body: { profile_key: email },
+      }),
+      201,
+    );
+    const values = Object.fromEntries(
+      Object.entries({ points: p.points, birthday: p.birthday, member: p.member, mobile: p.mobile })
+        .filter(([, x]) => x !== undefined)
+        .map(([k, x]) => [k === 'mobile' ? builtIn('attributes', 'mobile') : userCreated('attributes', k), x]),
+    );
+    if (Object.keys(values).length > 0)
+      await ok(
+        env().server.request('PATCH', `/v2${at}/attributes`, {
+          token,
+          body: values,
+          headers: { 'content-type': 'application/merge-patch+json' },
+        }),
+        204,
+      );
+    if (p.vip)
+      await ok(
+        env().server.request('PATCH', `${at}/tags`, {
+          token,
+          body: { [VIP]: true },
+          headers: { 'content-type': 'application/merge-patch+json' },
+        }),
+        204,
+      );
     for (const [topic, channel, type] of p.consents ?? []) {
-      const res = await env().server.request('POST', `/v2${at}/consents`, { token, body: { topic_discriminator: topic, channel_discriminator: channel, type, reason: 'test' } });
+      const res = await env().server.request('POST', `/v2${at}/consents`, {
+        token,
+        body: { topic_discriminator: topic, channel_discriminator: channel, type, reason: 'test' },
+      });
       expect(res.status, res.text).toBeLessThan(300);
     }
     return email;
   }
 
   async function suppress(a: Account, channel: string, address: string): Promise<void> {
-    await ok(env().server.admin('PUT', `/admin/accounts/${a.accountId}/suppressions`, { channel_discriminator: channel, address, reason: 'Hard bounce' }), 204);
+    await ok(
+      env().server.admin('PUT', `/admin/accounts/${a.accountId}/suppressions`, {
+        channel_discriminator: channel,
+        address,
+        reason: 'Hard bounce',
+      }),
+      204,
+    );
   }
 
   async function requestExport(a: Account, body: unknown, kind = 'consents'): Promise<string> {
-    const res = await ok(env().server.request('POST', `/audience/profiles/reports/${kind}`, { token: a.token, body }), 201);
+    const res = await ok(
+      env().server.request('POST', `/audience/profiles/reports/${kind}`, { token: a.token, body }),
+      201,
+    );
     expect(res.body.poll_url).toMatch(/\/audience\/profiles\/reports\/[0-9a-f-]{36}$/);
     return res.body.poll_url;
   }
@@ -114,14 +197,19 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
   }
 
   /** A GET with exactly the headers given (fetch adds and undoes Accept-Encoding): status, headers and the body's bytes as sent. */
-  function rawGet(path: string, headers: Record<string, string>): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
+  function rawGet(
+    path: string,
+    headers: Record<string, string>,
+  ): Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }> {
     return new Promise((resolve, reject) => {
-      http.get(env().server.url + path, { headers }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
-        res.on('error', reject);
-      }).on('error', reject);
+      http
+        .get(env().server.url + path, { headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+          res.on('error', reject);
+        })
+        .on('error', reject);
     });
   }
 
@@ -137,15 +225,22 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
 
   /** Nothing was stored or queued for the account. */
   async function expectNothingQueued(a: Account): Promise<void> {
-    const { rows } = await env().db.query('select (select count(*) from exports where account_id = $1::bigint)::int as exports, (select count(*) from jobs where account_id = $1::bigint)::int as jobs', [a.accountId]);
+    const { rows } = await env().db.query(
+      'select (select count(*) from exports where account_id = $1::bigint)::int as exports, (select count(*) from jobs where account_id = $1::bigint)::int as jobs',
+      [a.accountId],
+    );
     expect(rows[0]).toEqual({ exports: 0, jobs: 0 });
   }
 
   /** What a profile holds, read through the public API by its export key: attributes (version id → value) and tags. */
   async function holds(a: Account, exportKey: string) {
     const at = `/audience/keyspaces/${EXPORT}/profiles/${exportKey}/sections/${SHOP}`;
-    const attributes = (await ok(env().server.request('GET', `${at}/attributes`, { token: a.token }), 200)).body as Record<string, unknown>;
-    const tags = (await ok(env().server.request('GET', `${at}/tags`, { token: a.token }), 200)).body as Record<string, boolean>;
+    const attributes = (await ok(env().server.request('GET', `${at}/attributes`, { token: a.token }), 200))
+      .body as Record<string, unknown>;
+    const tags = (await ok(env().server.request('GET', `${at}/tags`, { token: a.token }), 200)).body as Record<
+      string,
+      boolean
+    >;
     return { attributes, tags };
   }
 
@@ -159,5 +254,17 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
     }
   }
 
-  return { account, ok, person, suppress, requestExport, whenReady, rawGet, download, expectNothingQueued, holds, withoutWorker };
+  return {
+    account,
+    ok,
+    person,
+    suppress,
+    requestExport,
+    whenReady,
+    rawGet,
+    download,
+    expectNothingQueued,
+    holds,
+    withoutWorker,
+  };
 }

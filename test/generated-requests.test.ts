@@ -9,8 +9,19 @@ import { SHOP, TestServer } from './app.ts';
 let server: TestServer;
 let token: string;
 let accountId: string;
-interface Operation { method: string; path: string; params: { in: string; name: string }[]; body: JsonSchema | undefined }
-interface JsonSchema { type?: string | string[]; properties?: Record<string, JsonSchema>; items?: JsonSchema; enum?: unknown[]; anyOf?: JsonSchema[] }
+interface Operation {
+  method: string;
+  path: string;
+  params: { in: string; name: string }[];
+  body: JsonSchema | undefined;
+}
+interface JsonSchema {
+  type?: string | string[];
+  properties?: Record<string, JsonSchema>;
+  items?: JsonSchema;
+  enum?: unknown[];
+  anyOf?: JsonSchema[];
+}
 let operations: Operation[];
 
 const SECTION = 'com.vendor1.sections.user-created.shop';
@@ -18,8 +29,35 @@ const SECTION = 'com.vendor1.sections.user-created.shop';
 const ACCOUNT = Symbol('account');
 /** Values a client or an attacker might put anywhere: real identifiers, numbers past every range, escapes, NUL, traversal. */
 const hostile = fc.oneof(
-  fc.constantFrom(SECTION, 'com.vendor1.keyspaces.email', 'com.vendor1.keyspaces.web', 'com.vendor1.channels.email', 'ann@example.com', '+4741234567', 'com.vendor1.topic-folders.root'),
-  fc.constantFrom('', '0', '-1', '1', '99999999999999999999999', '1e309', 'NaN', 'null', 'true', '%', '%00', '\u0000', '../../etc', '__proto__', 'constructor', ' ', '\uFFFF', '\uD800'),
+  fc.constantFrom(
+    SECTION,
+    'com.vendor1.keyspaces.email',
+    'com.vendor1.keyspaces.web',
+    'com.vendor1.channels.email',
+    'ann@example.com',
+    '+4741234567',
+    'com.vendor1.topic-folders.root',
+  ),
+  fc.constantFrom(
+    '',
+    '0',
+    '-1',
+    '1',
+    '99999999999999999999999',
+    '1e309',
+    'NaN',
+    'null',
+    'true',
+    '%',
+    '%00',
+    '\u0000',
+    '../../etc',
+    '__proto__',
+    'constructor',
+    ' ',
+    '\uFFFF',
+    '\uD800',
+  ),
   fc.stringMatching(/^\d{1,30}$/),
   fc.string({ maxLength: 40 }),
   fc.string({ unit: 'binary', maxLength: 40 }),
@@ -36,7 +74,10 @@ function valueOf(schema: JsonSchema | undefined, depth = 0): fc.Arbitrary<unknow
     switch (type) {
       case 'object':
         return schema.properties
-          ? fc.record(Object.fromEntries(Object.entries(schema.properties).map(([k, s]) => [k, valueOf(s, depth + 1)])), { requiredKeys: [] })
+          ? fc.record(
+              Object.fromEntries(Object.entries(schema.properties).map(([k, s]) => [k, valueOf(s, depth + 1)])),
+              { requiredKeys: [] },
+            )
           : fc.dictionary(hostile, valueOf(undefined, depth + 1), { maxKeys: 4 });
       case 'array':
         return fc.array(valueOf(schema.items, depth + 1), { maxLength: 4 });
@@ -58,20 +99,51 @@ function valueOf(schema: JsonSchema | undefined, depth = 0): fc.Arbitrary<unknow
 const encoding = fc.constantFrom('json', 'json', 'json', 'form', 'garbage');
 
 function formOf(value: unknown, prefix = ''): string[] {
-  if (value !== null && typeof value === 'object') return Object.entries(value).flatMap(([k, v]) => formOf(v, prefix ? `${prefix}[${k}]` : k));
-  return [`${encodeURIComponent((prefix || 'value').toWellFormed())}=${encodeURIComponent(String(value).toWellFormed())}`];
+  if (value !== null && typeof value === 'object')
+    return Object.entries(value).flatMap(([k, v]) => formOf(v, prefix ? `${prefix}[${k}]` : k));
+  return [
+    `${encodeURIComponent((prefix || 'value').toWellFormed())}=${encodeURIComponent(String(value).toWellFormed())}`,
+  ];
 }
 
 beforeAll(async () => {
   server = await TestServer.start();
-  const limits = Object.fromEntries(['requests_per_second', 'token_requests_per_minute', 'import_requests_per_minute', 'profile_export_requests_per_second', 'event_export_requests_per_minute', 'profile_key_operations_per_second', 'pending_imports'].map((n) => [n, null]));
+  const limits = Object.fromEntries(
+    [
+      'requests_per_second',
+      'token_requests_per_minute',
+      'import_requests_per_minute',
+      'profile_export_requests_per_second',
+      'event_export_requests_per_minute',
+      'profile_key_operations_per_second',
+      'pending_imports',
+    ].map((n) => [n, null]),
+  );
   const creds = await server.login(SHOP, limits);
   token = creds.token;
   accountId = creds.accountId;
-  const doc = (await server.request('GET', '/openapi.json')).body as { paths: Record<string, Record<string, { parameters?: { in: string; name: string }[]; requestBody?: { content: Record<string, { schema: JsonSchema }> } }>> };
-  operations = Object.entries(doc.paths).flatMap(([path, methods]) => Object.entries(methods)
-    .filter(([method]) => ['get', 'post', 'put', 'patch', 'delete'].includes(method))
-    .map(([method, op]) => ({ method: method.toUpperCase(), path, params: op.parameters ?? [], body: Object.values(op.requestBody?.content ?? {})[0]?.schema })));
+  const doc = (await server.request('GET', '/openapi.json')).body as {
+    paths: Record<
+      string,
+      Record<
+        string,
+        {
+          parameters?: { in: string; name: string }[];
+          requestBody?: { content: Record<string, { schema: JsonSchema }> };
+        }
+      >
+    >;
+  };
+  operations = Object.entries(doc.paths).flatMap(([path, methods]) =>
+    Object.entries(methods)
+      .filter(([method]) => ['get', 'post', 'put', 'patch', 'delete'].includes(method))
+      .map(([method, op]) => ({
+        method: method.toUpperCase(),
+        path,
+        params: op.parameters ?? [],
+        body: Object.values(op.requestBody?.content ?? {})[0]?.schema,
+      })),
+  );
 });
 afterAll(async () => server?.close());
 
@@ -79,46 +151,66 @@ describe('generated requests over every operation of /openapi.json', () => {
   it('never answer a 5xx, and answer every 4xx as application/problem+json', async () => {
     expect(operations.length).toBeGreaterThan(50);
     const seen = new Set<string>();
-    await fc.assert(fc.asyncProperty(
-      fc.nat({ max: operations.length - 1 }).chain((i) => {
-        const op = operations[i];
-        const queryNames = op.params.filter((p) => p.in === 'query').map((p) => p.name);
-        return fc.record({
-          op: fc.constant(op),
-          // Path values: hostile, or the test account's own id where an account id goes.
-          path: fc.tuple(...op.params.filter((p) => p.in === 'path').map((p) => (p.name === 'account_id' ? fc.oneof(fc.constant(ACCOUNT), hostile) : hostile)), fc.constant('')),
-          query: fc.dictionary(fc.oneof(fc.constantFrom(...(queryNames.length ? queryNames : ['x'])), hostile), hostile, { maxKeys: 3 }),
-          body: op.body ? valueOf(op.body) : fc.option(fc.jsonValue({ maxDepth: 1 })),
-          encoding,
-          garbage: fc.string({ maxLength: 30 }),
-        });
-      }),
-      async ({ op, path, query, body, encoding: how, garbage }) => {
-        const pathParams = op.params.filter((p) => p.in === 'path');
-        let url = op.path;
-        pathParams.forEach((p, i) => (url = url.replace(`{${p.name}}`, encodeURIComponent((path[i] === ACCOUNT ? accountId : String(path[i])).toWellFormed()))));
-        const search = new URLSearchParams(query as Record<string, string>).toString();
-        const headers: Record<string, string> = { authorization: `Bearer ${op.path.startsWith('/admin') ? server.services.adminToken : token}` };
-        let raw: string | undefined;
-        if (body !== null && body !== undefined && op.method !== 'GET') {
-          if (how === 'form') {
-            headers['content-type'] = 'application/x-www-form-urlencoded';
-            raw = formOf(body).join('&');
-          } else {
-            headers['content-type'] = op.method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
-            raw = how === 'garbage' ? garbage : JSON.stringify(body);
+    await fc.assert(
+      fc.asyncProperty(
+        fc.nat({ max: operations.length - 1 }).chain((i) => {
+          const op = operations[i];
+          const queryNames = op.params.filter((p) => p.in === 'query').map((p) => p.name);
+          return fc.record({
+            op: fc.constant(op),
+            // Path values: hostile, or the test account's own id where an account id goes.
+            path: fc.tuple(
+              ...op.params
+                .filter((p) => p.in === 'path')
+                .map((p) => (p.name === 'account_id' ? fc.oneof(fc.constant(ACCOUNT), hostile) : hostile)),
+              fc.constant(''),
+            ),
+            query: fc.dictionary(
+              fc.oneof(fc.constantFrom(...(queryNames.length ? queryNames : ['x'])), hostile),
+              hostile,
+              { maxKeys: 3 },
+            ),
+            body: op.body ? valueOf(op.body) : fc.option(fc.jsonValue({ maxDepth: 1 })),
+            encoding,
+            garbage: fc.string({ maxLength: 30 }),
+          });
+        }),
+        async ({ op, path, query, body, encoding: how, garbage }) => {
+          const pathParams = op.params.filter((p) => p.in === 'path');
+          let url = op.path;
+          pathParams.forEach(
+            (p, i) =>
+              (url = url.replace(
+                `{${p.name}}`,
+                encodeURIComponent((path[i] === ACCOUNT ? accountId : String(path[i])).toWellFormed()),
+              )),
+          );
+          const search = new URLSearchParams(query as Record<string, string>).toString();
+          const headers: Record<string, string> = {
+            authorization: `Bearer ${op.path.startsWith('/admin') ? server.services.adminToken : token}`,
+          };
+          let raw: string | undefined;
+          if (body !== null && body !== undefined && op.method !== 'GET') {
+            if (how === 'form') {
+              headers['content-type'] = 'application/x-www-form-urlencoded';
+              raw = formOf(body).join('&');
+            } else {
+              headers['content-type'] = op.method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
+              raw = how === 'garbage' ? garbage : JSON.stringify(body);
+            }
           }
-        }
-        const res = await server.request(op.method, `${url}${search ? `?${search}` : ''}`, { raw, headers });
-        seen.add(`${op.method} ${op.path}`);
-        const where = `${op.method} ${url} ${raw ?? ''} → ${res.status} ${res.text.slice(0, 300)}`;
-        expect(res.status, where).toBeLessThan(500);
-        if (res.status >= 400) {
-          expect(res.headers.get('content-type') ?? '', where).toMatch(/^application\/problem\+json/);
-          expect(res.body.status, where).toBe(res.status);
-        }
-      },
-    ), { numRuns: 2500 });
+          const res = await server.request(op.method, `${url}${search ? `?${search}` : ''}`, { raw, headers });
+          seen.add(`${op.method} ${op.path}`);
+          const where = `${op.method} ${url} ${raw ?? ''} → ${res.status} ${res.text.slice(0, 300)}`;
+          expect(res.status, where).toBeLessThan(500);
+          if (res.status >= 400) {
+            expect(res.headers.get('content-type') ?? '', where).toMatch(/^application\/problem\+json/);
+            expect(res.body.status, where).toBe(res.status);
+          }
+        },
+      ),
+      { numRuns: 2500 },
+    );
     // Every operation was called.
     expect(operations.filter((o) => !seen.has(`${o.method} ${o.path}`))).toEqual([]);
   });

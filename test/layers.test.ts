@@ -30,8 +30,35 @@ describe('the layers of src/', () => {
   });
 
   it('place each module: core, library, areas (new folders too), services, transport, program', () => {
-    expect(['core/problems.ts', 'store/pool.ts', 'aql/parser.ts', 'files/s3.ts', 'outbound/outbound.ts', 'jobs/queue.ts', 'profiles/profiles.ts', 'exports/exports.ts', 'services.ts', 'http/app.ts', 'worker/worker.ts', 'server.ts'].map(layerOf))
-      .toEqual(['core', 'core', 'library', 'library', 'library', 'library', 'area', 'area', 'services', 'transport', 'transport', 'program']);
+    expect(
+      [
+        'core/problems.ts',
+        'store/pool.ts',
+        'aql/parser.ts',
+        'files/s3.ts',
+        'outbound/outbound.ts',
+        'jobs/queue.ts',
+        'profiles/profiles.ts',
+        'exports/exports.ts',
+        'services.ts',
+        'http/app.ts',
+        'worker/worker.ts',
+        'server.ts',
+      ].map(layerOf),
+    ).toEqual([
+      'core',
+      'core',
+      'library',
+      'library',
+      'library',
+      'library',
+      'area',
+      'area',
+      'services',
+      'transport',
+      'transport',
+      'program',
+    ]);
   });
 
   it('reads type-only, multi-line, re-exported and dynamic imports, and not those in comments', () => {
@@ -52,10 +79,10 @@ describe('the layers of src/', () => {
     const dir = madeUpTree({
       'core/problems.ts': "import type { S } from '../http/app.ts';\n",
       'http/app.ts': "import { w } from '../worker/worker.ts';\n",
-      'worker/worker.ts': "export const w = 1;\n",
+      'worker/worker.ts': 'export const w = 1;\n',
       'profiles/profiles.ts': "import { c } from '../consents/consents.ts';\n",
       'consents/consents.ts': "import { p } from '../profiles/keys.ts';\n",
-      'profiles/keys.ts': "export const p = 1;\n",
+      'profiles/keys.ts': 'export const p = 1;\n',
       'aql/a.ts': "import { b } from './b.ts';\n",
       'aql/b.ts': "import { a } from './a.ts';\n",
       'aql/b.test.ts': "import { x } from '../http/app.ts';\n",
@@ -63,12 +90,14 @@ describe('the layers of src/', () => {
 
     it('names each fault, and leaves tests out', () => {
       const faults = checkLayers(dir());
-      expect(faults).toEqual(expect.arrayContaining([
-        'core/problems.ts (core) imports http/app.ts (transport): imports point to the same layer or a lower one',
-        'http/app.ts imports worker/worker.ts: the HTTP layer and the worker do not import each other',
-        'import cycle between files: aql/a.ts ↔ aql/b.ts',
-        'import cycle between areas: consents ↔ profiles',
-      ]));
+      expect(faults).toEqual(
+        expect.arrayContaining([
+          'core/problems.ts (core) imports http/app.ts (transport): imports point to the same layer or a lower one',
+          'http/app.ts imports worker/worker.ts: the HTTP layer and the worker do not import each other',
+          'import cycle between files: aql/a.ts ↔ aql/b.ts',
+          'import cycle between areas: consents ↔ profiles',
+        ]),
+      );
       expect(faults).toHaveLength(4);
     });
   });
@@ -76,9 +105,12 @@ describe('the layers of src/', () => {
 
 describe('the table check', () => {
   const dir = madeUpTree({
-    'store/migrations/0001_a.sql': 'create table things (account_id bigint);\ncreate table notes (account_id bigint);\n',
-    'store/migrations/0002_b.sql': 'create table shared (account_id bigint);\ncreate table orphans (account_id bigint);\ncreate table chosen (account_id bigint);\n',
-    'things/queries.ts': "export const a = 'insert into things (account_id) values ($1)';\nexport const s = 'insert into shared (account_id) values ($1)';\n",
+    'store/migrations/0001_a.sql':
+      'create table things (account_id bigint);\ncreate table notes (account_id bigint);\n',
+    'store/migrations/0002_b.sql':
+      'create table shared (account_id bigint);\ncreate table orphans (account_id bigint);\ncreate table chosen (account_id bigint);\n',
+    'things/queries.ts':
+      "export const a = 'insert into things (account_id) values ($1)';\nexport const s = 'insert into shared (account_id) values ($1)';\n",
     'notes/queries.ts': [
       "export const b = 'insert into notes (account_id) values ($1)';",
       "export const s = 'insert into shared (account_id) values ($1)';",
@@ -89,7 +121,7 @@ describe('the table check', () => {
     ].join('\n'),
   });
 
-  it('finds owners by their inserts or the declared list, and names a read of another area\'s table, not comments, CTEs or prose', () => {
+  it("finds owners by their inserts or the declared list, and names a read of another area's table, not comments, CTEs or prose", () => {
     expect(checkTables(dir(), { chosen: 'things' })).toEqual([
       'table shared: inserted into by notes and things; one area owns a table, the others call its functions',
       'table orphans: no module inserts into it by name; name its owner in DECLARED_OWNERS (scripts/layers.ts)',

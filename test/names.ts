@@ -7,4 +7,5 @@ export const NS = 'com.vendor1';
 export const builtIn = (kind: 'keyspaces' | 'channels' | 'attributes', name: string): string => `${NS}.${kind}.${name}`;
 
 /** A definition of a manifest, named `name` there, e.g. `userCreated('sections', 'shop')`. */
-export const userCreated = (kind: 'sections' | 'attributes' | 'topics' | 'tags' | 'segments', name: string): string => `${NS}.${kind}.user-created.${name}`;
+export const userCreated = (kind: 'sections' | 'attributes' | 'topics' | 'tags' | 'segments', name: string): string =>
+  `${NS}.${kind}.user-created.${name}`;

@@ -9,7 +9,12 @@ import { TestServer } from './app.ts';
 const S3_ACCESS_KEY = 'S3RVER';
 const S3_SECRET = 'S3RVER';
 
-export interface S3 { endpoint: string; bucket: string; filesUrl(prefix?: string, secret?: string): string; close(): Promise<void> }
+export interface S3 {
+  endpoint: string;
+  bucket: string;
+  filesUrl(prefix?: string, secret?: string): string;
+  close(): Promise<void>;
+}
 
 /**
  * An S3-compatible server (s3rver, which checks Signature V4) on a loopback port, keeping its
@@ -17,13 +22,20 @@ export interface S3 { endpoint: string; bucket: string; filesUrl(prefix?: string
  */
 export async function startS3(bucket = 'audience'): Promise<S3> {
   const directory = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-s3-'));
-  const server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory, configureBuckets: [{ name: bucket }] });
+  const server = new S3rver({
+    address: '127.0.0.1',
+    port: 0,
+    silent: true,
+    directory,
+    configureBuckets: [{ name: bucket }],
+  });
   const { port } = await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
   return {
     endpoint,
     bucket,
-    filesUrl: (prefix = '', secret = S3_SECRET) => `http://${S3_ACCESS_KEY}:${encodeURIComponent(secret)}@127.0.0.1:${port}/${bucket}${prefix ? `/${prefix}` : ''}`,
+    filesUrl: (prefix = '', secret = S3_SECRET) =>
+      `http://${S3_ACCESS_KEY}:${encodeURIComponent(secret)}@127.0.0.1:${port}/${bucket}${prefix ? `/${prefix}` : ''}`,
     async close() {
       await server.close();
       await fs.rm(directory, { recursive: true, force: true });

@@ -14,7 +14,6 @@ vi.setConfig({ testTimeout: 90_000 });
 const NODE = path.join(ROOT, 'node_modules', '.bin', 'node');
 const run = promisify(execFile);
 
-
 /** `audience serve` as `npm start` runs it, in its own process, on a data directory of its own. */
 class Program {
   child!: ChildProcess;
@@ -29,17 +28,32 @@ class Program {
     this.user = user;
   }
   get env() {
-    return { ...process.env, DATA_DIR: this.dataDir, PORT: String(this.port), HOST: '127.0.0.1', LOG_LEVEL: 'info', DATABASE_URL: '' };
+    return {
+      ...process.env,
+      DATA_DIR: this.dataDir,
+      PORT: String(this.port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      DATABASE_URL: '',
+    };
   }
   /** Starts the program; `detached`: in a process group of its own, which a test can kill whole. */
   async start(options: { detached?: boolean } = {}): Promise<void> {
     this.output = '';
-    this.child = spawn(path.join(ROOT, 'bin', 'audience'), ['serve'], { env: this.env, stdio: ['ignore', 'pipe', 'pipe'], detached: options.detached ?? false, ...this.user });
+    this.child = spawn(path.join(ROOT, 'bin', 'audience'), ['serve'], {
+      env: this.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: options.detached ?? false,
+      ...this.user,
+    });
     this.child.stdout!.on('data', (d) => (this.output += d));
     this.child.stderr!.on('data', (d) => (this.output += d));
     for (let i = 0; i < 600; i++) {
       if (this.child.exitCode !== null) throw new Error(`serve exited: ${this.output}`);
-      const ready = await fetch(`http://127.0.0.1:${this.port}/readyz`).then((r) => r.ok, () => false);
+      const ready = await fetch(`http://127.0.0.1:${this.port}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ready) return;
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -57,7 +71,10 @@ class Program {
     return JSON.parse(stdout);
   }
   /** The command line, against this server (or where `env` says), however it exits. */
-  async exec(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+  async exec(
+    args: string[],
+    env: Record<string, string> = {},
+  ): Promise<{ code: number; stdout: string; stderr: string }> {
     try {
       const { stdout, stderr } = await run(path.join(ROOT, 'bin', 'audience'), args, { env: { ...this.env, ...env } });
       return { code: 0, stdout, stderr };
@@ -71,7 +88,11 @@ class Program {
   }
   /** The whole JSON lines of the output so far, parsed. */
   logLines(): Array<Record<string, any>> {
-    return this.output.split('\n').slice(0, -1).filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    return this.output
+      .split('\n')
+      .slice(0, -1)
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l));
   }
   /** The log lines, once one matches: the program's output arrives apart from its answers. */
   async logLinesWith(match: (line: Record<string, any>) => boolean): Promise<Array<Record<string, any>>> {
@@ -107,14 +128,21 @@ describe('audience serve (npm start)', () => {
     const demo = JSON.parse(await fs.readFile(file, 'utf8'));
     // The log names the file; the secret stays in it.
     expect(program.output).not.toContain(demo.client_secret);
-    expect(program.logLines().find((l) => l.msg.startsWith('demo account created'))).toMatchObject({ account: demo.account_id, file });
+    expect(program.logLines().find((l) => l.msg.startsWith('demo account created'))).toMatchObject({
+      account: demo.account_id,
+      file,
+    });
     const token = await tokenFor(program, demo.client_id, demo.client_secret);
     expect(token.status).toBe(200);
     const { access_token } = (await token.json()) as { access_token: string };
-    const sections = await fetch(program.url('/audience/sections'), { headers: { authorization: `Bearer ${access_token}` } });
+    const sections = await fetch(program.url('/audience/sections'), {
+      headers: { authorization: `Bearer ${access_token}` },
+    });
     const body = (await sections.json()) as any;
     expect(body.items.map((s: { name: string }) => s.name)).toEqual(['Shop', 'Magazine']);
-    const segments = (await (await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
+    const segments = (await (
+      await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })
+    ).json()) as any;
     expect(segments.items[0].versions[0].query).toMatch(/^section\(\d+\)\.attribute\(\d+\)\.gt\(100\)$/);
     // The launcher (what `npm start` runs) replaces itself with the program, with glibc's malloc arenas bounded.
     const environ = (await fs.readFile(`/proc/${program.child.pid}/environ`, 'utf8')).split('\0');
@@ -137,18 +165,32 @@ describe('audience serve (npm start)', () => {
     expect(program.output).not.toContain(adminToken);
 
     const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
-    const { access_token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as { access_token: string };
+    const { access_token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as {
+      access_token: string;
+    };
     const headers = { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' };
     const keyspace = 'com.vendor1.keyspaces.email';
     const section = 'com.vendor1.sections.user-created.shop';
-    const created = await fetch(program.url(`/audience/keyspaces/${keyspace}/sections/${section}/profiles`), { method: 'POST', headers, body: JSON.stringify({ profile_key: 'ann.logged@example.com' }) });
+    const created = await fetch(program.url(`/audience/keyspaces/${keyspace}/sections/${section}/profiles`), {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ profile_key: 'ann.logged@example.com' }),
+    });
     expect(created.status).toBe(201);
-    const read = await fetch(program.url(`/audience/keyspaces/${keyspace}/profiles/ann.logged@example.com/sections/${section}/attributes`), { headers });
+    const read = await fetch(
+      program.url(`/audience/keyspaces/${keyspace}/profiles/ann.logged@example.com/sections/${section}/attributes`),
+      { headers },
+    );
     expect(read.status).toBe(200);
     // The request was logged, by its route, with the key left out.
-    const route = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes';
-    const lines = (await program.logLinesWith((l) => l.req?.route === route && l.msg === 'incoming request')).filter((l) => l.req?.route === route);
-    expect(lines.map((l) => l.req.url)).toEqual([`/audience/keyspaces/${keyspace}/profiles/[redacted]/sections/${section}/attributes`]);
+    const route =
+      '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes';
+    const lines = (await program.logLinesWith((l) => l.req?.route === route && l.msg === 'incoming request')).filter(
+      (l) => l.req?.route === route,
+    );
+    expect(lines.map((l) => l.req.url)).toEqual([
+      `/audience/keyspaces/${keyspace}/profiles/[redacted]/sections/${section}/attributes`,
+    ]);
     expect(program.output).not.toContain('ann.logged');
     expect(program.output).not.toContain(access_token);
     expect(program.output).not.toContain(demo.client_secret);
@@ -157,7 +199,9 @@ describe('audience serve (npm start)', () => {
   it('serves on /metrics, behind the operator token by default, the counters of its worker thread with its own', async () => {
     expect((await fetch(program.url('/metrics'))).status).toBe(401);
     const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
-    const text = await (await fetch(program.url('/metrics'), { headers: { authorization: `Bearer ${adminToken}` } })).text();
+    const text = await (
+      await fetch(program.url('/metrics'), { headers: { authorization: `Bearer ${adminToken}` } })
+    ).text();
     expect(metric(text, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);
     expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'total' })).toBeGreaterThan(0);
     expect(text).toContain('# TYPE audience_job_duration_seconds histogram');
@@ -169,7 +213,10 @@ describe('audience serve (npm start)', () => {
     const account = await program.cli('account', 'create', '--name', 'Shop two', '--region', 'eu');
     expect(account).toMatchObject({ name: 'Shop two', region: 'eu' });
     const manifest = path.join(dataDir, 'manifest.json');
-    await fs.writeFile(manifest, JSON.stringify({ sections: [{ name: 'Outlet', tags: [{ name: 'Bargain hunter' }] }] }));
+    await fs.writeFile(
+      manifest,
+      JSON.stringify({ sections: [{ name: 'Outlet', tags: [{ name: 'Bargain hunter' }] }] }),
+    );
     const applied = await program.cli('apply', manifest, '--account', account.id);
     expect(applied.account.id).toBe(account.id);
     // Applying twice changes nothing.
@@ -177,8 +224,14 @@ describe('audience serve (npm start)', () => {
     const key = await program.cli('key', 'create', '--account', account.id, '--name', 'ci');
     const token = await tokenFor(program, key.client_id, key.client_secret);
     const { access_token } = (await token.json()) as { access_token: string };
-    const tags = (await (await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), { headers: { authorization: `Bearer ${access_token}` } })).json()) as any;
-    expect(tags.items).toEqual([{ discriminator: 'com.vendor1.tags.user-created.bargain-hunter', name: 'Bargain hunter', id: expect.any(String) }]);
+    const tags = (await (
+      await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), {
+        headers: { authorization: `Bearer ${access_token}` },
+      })
+    ).json()) as any;
+    expect(tags.items).toEqual([
+      { discriminator: 'com.vendor1.tags.user-created.bargain-hunter', name: 'Bargain hunter', id: expect.any(String) },
+    ]);
     expect(await program.cli('job', 'list', '--state', 'failed')).toEqual({ items: [] });
     // Mail kept in the outbox (SMTP_URL is unset): none yet for the new account, and an unknown message is an error naming it.
     expect(await program.cli('outbox', 'list', '--account', account.id)).toEqual({ items: [] });
@@ -187,7 +240,9 @@ describe('audience serve (npm start)', () => {
     expect(none.stderr).toContain('holds no message 999');
     const rotated = await program.cli('signing-key', 'rotate');
     expect(rotated.kid).toEqual(expect.any(String));
-    const again = await fetch(program.url('/audience/sections'), { headers: { authorization: `Bearer ${access_token}` } });
+    const again = await fetch(program.url('/audience/sections'), {
+      headers: { authorization: `Bearer ${access_token}` },
+    });
     expect(again.status).toBe(200);
     await program.cli('key', 'delete', '--account', account.id, '--client-id', key.client_id);
     expect((await tokenFor(program, key.client_id, key.client_secret)).status).toBe(401);
@@ -203,7 +258,10 @@ describe('audience serve (npm start)', () => {
     await program.stop('SIGKILL');
     await program.start();
     const after = await program.cli('account', 'list');
-    expect(after.items.map((a: { id: string }) => a.id)).toEqual([...before.items.map((a: { id: string }) => a.id), created.id]);
+    expect(after.items.map((a: { id: string }) => a.id)).toEqual([
+      ...before.items.map((a: { id: string }) => a.id),
+      created.id,
+    ]);
     // No second demo account on a database that has accounts.
     expect(after.items.filter((a: { name: string }) => a.name === 'Demo')).toHaveLength(1);
   });
@@ -213,7 +271,14 @@ describe('audience serve (npm start)', () => {
     try {
       const closed = await freePort();
       const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
-        env: { ...process.env, DATA_DIR: dir, PORT: String(await freePort()), LOG_LEVEL: 'warn', DATABASE_URL: '', FILES_URL: `http://key:secret@127.0.0.1:${closed}/uploads` },
+        env: {
+          ...process.env,
+          DATA_DIR: dir,
+          PORT: String(await freePort()),
+          LOG_LEVEL: 'warn',
+          DATABASE_URL: '',
+          FILES_URL: `http://key:secret@127.0.0.1:${closed}/uploads`,
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let output = '';
@@ -221,7 +286,9 @@ describe('audience serve (npm start)', () => {
       child.stderr!.on('data', (d) => (output += d));
       const code = await new Promise((resolve) => child.once('exit', resolve));
       expect(code).toBe(1);
-      expect(output).toMatch(/The file store \(FILES_URL\) cannot be used: S3 PUT start-checks\/\S+ \(bucket uploads at http:\/\/127\.0\.0\.1:\d+\): connect ECONNREFUSED/);
+      expect(output).toMatch(
+        /The file store \(FILES_URL\) cannot be used: S3 PUT start-checks\/\S+ \(bucket uploads at http:\/\/127\.0\.0\.1:\d+\): connect ECONNREFUSED/,
+      );
       expect(output).not.toContain('secret@');
       await expect(fs.stat(path.join(dir, 'postgres'))).rejects.toThrow();
     } finally {
@@ -235,7 +302,18 @@ describe('the command line (bin/audience)', () => {
     const all = await program.exec(['--help']);
     expect(all.code).toBe(0);
     const commands = [...all.stdout.matchAll(/^ {2}audience ([a-z-]+(?: [a-z]+)?)/gm)].map((m) => m[1]);
-    expect(commands).toEqual(expect.arrayContaining(['serve', 'migrate', 'account create', 'key list', 'apply', 'integration add', 'integration list', 'signing-key rotate']));
+    expect(commands).toEqual(
+      expect.arrayContaining([
+        'serve',
+        'migrate',
+        'account create',
+        'key list',
+        'apply',
+        'integration add',
+        'integration list',
+        'signing-key rotate',
+      ]),
+    );
     for (const command of [...commands, 'account', 'key', 'integration', 'suppression']) {
       const help = await program.exec([...command.split(' '), '--help']);
       expect(help.code, command).toBe(0);
@@ -271,23 +349,36 @@ describe('the command line (bin/audience)', () => {
     expect(parse.stderr).toContain(`the manifest ${broken} is not valid JSON: unexpected "]" at line 4 column 3`);
   });
 
-  it('lists an account\'s API keys without their secrets', async () => {
+  it("lists an account's API keys without their secrets", async () => {
     const account = await program.cli('account', 'create', '--name', 'Keys');
     const key = await program.cli('key', 'create', '--account', account.id, '--name', 'connector');
     const { items } = await program.cli('key', 'list', '--account', account.id);
-    expect(items).toEqual([{ client_id: key.client_id, name: 'connector', section_ids: null, created_at: expect.any(String) }]);
+    expect(items).toEqual([
+      { client_id: key.client_id, name: 'connector', section_ids: null, created_at: expect.any(String) },
+    ]);
   });
 
   it('apply prints what it created, changed and left alone, and renames an existing account only with --rename', async () => {
     const account = await program.cli('account', 'create', '--name', 'Shop three');
     const file = path.join(dataDir, 'outlet.json');
-    const manifest = { account: { name: 'Template' }, sections: [{ name: 'Outlet', tags: [{ name: 'Bargain hunter' }] }] };
+    const manifest = {
+      account: { name: 'Template' },
+      sections: [{ name: 'Outlet', tags: [{ name: 'Bargain hunter' }] }],
+    };
     await fs.writeFile(file, JSON.stringify(manifest));
     const outlet = 'com.vendor1.sections.user-created.outlet';
     const first = await program.cli('apply', file, '--account', account.id);
     expect(first.account).toMatchObject({ id: account.id, name: 'Shop three' });
-    expect(first.created).toEqual(expect.arrayContaining([`section ${outlet}`, `tag com.vendor1.tags.user-created.bargain-hunter in section ${outlet}`, `attribute com.vendor1.attributes.email in section ${outlet}`]));
-    expect(first.unchanged).toEqual(expect.arrayContaining([`account ${account.id}`, 'keyspace com.vendor1.keyspaces.email']));
+    expect(first.created).toEqual(
+      expect.arrayContaining([
+        `section ${outlet}`,
+        `tag com.vendor1.tags.user-created.bargain-hunter in section ${outlet}`,
+        `attribute com.vendor1.attributes.email in section ${outlet}`,
+      ]),
+    );
+    expect(first.unchanged).toEqual(
+      expect.arrayContaining([`account ${account.id}`, 'keyspace com.vendor1.keyspaces.email']),
+    );
 
     manifest.sections[0].tags.push({ name: 'Regular' });
     await fs.writeFile(file, JSON.stringify(manifest));
@@ -302,23 +393,76 @@ describe('the command line (bin/audience)', () => {
     const account = await program.cli('account', 'create', '--name', 'Mailer');
     const shop = 'com.vendor1.sections.user-created.shop';
     const file = path.join(dataDir, 'mailer.json');
-    await fs.writeFile(file, JSON.stringify({ sections: [{ name: 'Shop' }], activities: [{ id: 'welcome', kind: 'email', section_discriminator: 'com.{vendor}1.sections.user-created.shop', name: 'Welcome', email_subject: 'Hi' }] }));
+    await fs.writeFile(
+      file,
+      JSON.stringify({
+        sections: [{ name: 'Shop' }],
+        activities: [
+          {
+            id: 'welcome',
+            kind: 'email',
+            section_discriminator: 'com.{vendor}1.sections.user-created.shop',
+            name: 'Welcome',
+            email_subject: 'Hi',
+          },
+        ],
+      }),
+    );
     expect((await program.cli('apply', file, '--account', account.id)).created).toContain('activity welcome');
     expect((await program.cli('apply', file, '--account', account.id)).unchanged).toContain('activity welcome');
     const activityFile = path.join(dataDir, 'sale.json');
-    await fs.writeFile(activityFile, JSON.stringify({ id: 'sale', kind: 'email', section_discriminator: shop, name: 'Sale', status: 'sent', email_subject: 'Sale' }));
-    expect(await program.cli('activity', 'put', activityFile, '--account', account.id)).toMatchObject({ id: 'sale', status: 'sent' });
+    await fs.writeFile(
+      activityFile,
+      JSON.stringify({
+        id: 'sale',
+        kind: 'email',
+        section_discriminator: shop,
+        name: 'Sale',
+        status: 'sent',
+        email_subject: 'Sale',
+      }),
+    );
+    expect(await program.cli('activity', 'put', activityFile, '--account', account.id)).toMatchObject({
+      id: 'sale',
+      status: 'sent',
+    });
     const events = path.join(dataDir, 'events.jsonl');
-    const line = (type: string, key: string) => JSON.stringify({ activity_id: 'sale', type, keyspace_discriminator: 'com.vendor1.keyspaces.email', profile_key: key, correlation_id: `${type}-${key}` });
-    await fs.writeFile(events, [line('SENT', 'a@example.com'), line('SENT', 'b@example.com'), '', line('OPENED', 'a@example.com')].join('\n'));
-    expect(await program.cli('activity', 'events', events, '--account', account.id)).toEqual({ received: 3, recorded: 3, duplicates: 0, skipped: [] });
-    expect(await program.cli('activity', 'events', events, '--account', account.id)).toEqual({ received: 3, recorded: 0, duplicates: 3, skipped: [] });
+    const line = (type: string, key: string) =>
+      JSON.stringify({
+        activity_id: 'sale',
+        type,
+        keyspace_discriminator: 'com.vendor1.keyspaces.email',
+        profile_key: key,
+        correlation_id: `${type}-${key}`,
+      });
+    await fs.writeFile(
+      events,
+      [line('SENT', 'a@example.com'), line('SENT', 'b@example.com'), '', line('OPENED', 'a@example.com')].join('\n'),
+    );
+    expect(await program.cli('activity', 'events', events, '--account', account.id)).toEqual({
+      received: 3,
+      recorded: 3,
+      duplicates: 0,
+      skipped: [],
+    });
+    expect(await program.cli('activity', 'events', events, '--account', account.id)).toEqual({
+      received: 3,
+      recorded: 0,
+      duplicates: 3,
+      skipped: [],
+    });
     await fs.appendFile(events, `\n${line('SHOUTED', 'a@example.com')}\n`);
     const bad = await program.exec(['activity', 'events', events, '--account', account.id]);
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('line 5.type');
-    expect((await program.cli('activity', 'list', '--account', account.id, '--section', shop)).items.map((a: { id: string }) => a.id).sort()).toEqual(['sale', 'welcome']);
-    expect((await program.cli('activity', 'archive', '--account', account.id, '--id', 'sale')).archived_at).toEqual(expect.any(String));
+    expect(
+      (await program.cli('activity', 'list', '--account', account.id, '--section', shop)).items
+        .map((a: { id: string }) => a.id)
+        .sort(),
+    ).toEqual(['sale', 'welcome']);
+    expect((await program.cli('activity', 'archive', '--account', account.id, '--id', 'sale')).archived_at).toEqual(
+      expect.any(String),
+    );
   });
 
   it('connects an integration once per system, whose keyspace /audience/keyspaces lists and profiles are created in (COMP-17)', async () => {
@@ -327,23 +471,38 @@ describe('the command line (bin/audience)', () => {
     await fs.writeFile(file, JSON.stringify({ sections: [{ name: 'Shop' }] }));
     await program.cli('apply', file, '--account', account.id);
     const added = await program.cli('integration', 'add', '--account', account.id, '--system', 'magento');
-    expect(added).toEqual({ system: 'magento', discriminator: expect.stringMatching(/^com\.vendor1\.integrations\.keyspaces\.[0-9a-f]{8}\.magento$/) });
+    expect(added).toEqual({
+      system: 'magento',
+      discriminator: expect.stringMatching(/^com\.vendor1\.integrations\.keyspaces\.[0-9a-f]{8}\.magento$/),
+    });
     expect(await program.cli('integration', 'add', '--account', account.id, '--system', 'magento')).toEqual(added);
     expect(await program.cli('integration', 'list', '--account', account.id)).toEqual({ items: [added] });
     // The manifest form names the same integration.
     await fs.writeFile(file, JSON.stringify({ integrations: [{ system: 'magento' }] }));
-    expect((await program.cli('apply', file, '--account', account.id)).unchanged).toContain(`keyspace ${added.discriminator}`);
+    expect((await program.cli('apply', file, '--account', account.id)).unchanged).toContain(
+      `keyspace ${added.discriminator}`,
+    );
 
     const key = await program.cli('key', 'create', '--account', account.id, '--name', 'magento');
-    const { access_token } = (await (await tokenFor(program, key.client_id, key.client_secret)).json()) as { access_token: string };
+    const { access_token } = (await (await tokenFor(program, key.client_id, key.client_secret)).json()) as {
+      access_token: string;
+    };
     const auth = { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' };
-    const keyspaces = (await (await fetch(program.url('/audience/keyspaces'), { headers: auth })).json()) as { items: { discriminator: string }[] };
+    const keyspaces = (await (await fetch(program.url('/audience/keyspaces'), { headers: auth })).json()) as {
+      items: { discriminator: string }[];
+    };
     expect(keyspaces.items.map((k) => k.discriminator)).toContain(added.discriminator);
     const section = 'com.vendor1.sections.user-created.shop';
-    const created = await fetch(program.url(`/audience/keyspaces/${added.discriminator}/sections/${section}/profiles`), { method: 'POST', headers: auth, body: JSON.stringify({ profile_key: 'customer-7' }) });
+    const created = await fetch(
+      program.url(`/audience/keyspaces/${added.discriminator}/sections/${section}/profiles`),
+      { method: 'POST', headers: auth, body: JSON.stringify({ profile_key: 'customer-7' }) },
+    );
     expect(created.status).toBe(201);
     expect(await created.json()).toEqual({ keyspace_discriminator: added.discriminator, profile_key: 'customer-7' });
-    const found = await fetch(program.url(`/audience/keyspaces/${added.discriminator}/profiles/customer-7/sections/${section}/attributes`), { headers: auth });
+    const found = await fetch(
+      program.url(`/audience/keyspaces/${added.discriminator}/profiles/customer-7/sections/${section}/attributes`),
+      { headers: auth },
+    );
     expect(found.status).toBe(200);
   });
 });
@@ -352,7 +511,10 @@ describe('the command line (bin/audience)', () => {
 // embedded database runs as a `postgres` user instead, so this path is tried as `nobody` there
 // (when that user can read the checkout).
 const NOBODY = { uid: 65534, gid: 65534 };
-const asNobody = process.getuid?.() === 0 && spawnSync(NODE, ['-e', `require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'src', 'main.ts'))})`], NOBODY).status === 0;
+const asNobody =
+  process.getuid?.() === 0 &&
+  spawnSync(NODE, ['-e', `require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'src', 'main.ts'))})`], NOBODY)
+    .status === 0;
 
 describe.skipIf(!asNobody)('audience serve as an unprivileged user (as the container image runs it)', () => {
   it('initialises and starts its embedded database as that user, serves, and stops on SIGTERM', async () => {
@@ -374,7 +536,10 @@ describe.skipIf(!asNobody)('audience serve as an unprivileged user (as the conta
 /** Runs `audience serve` until it exits (a start that must fail): its exit code and output. */
 function failedStart(dataDir: string, port: number): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], { env: new Program(dataDir, port).env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
+      env: new Program(dataDir, port).env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (d) => (output += d));
     child.stderr.on('data', (d) => (output += d));
@@ -384,7 +549,11 @@ function failedStart(dataDir: string, port: number): Promise<{ code: number | nu
 
 /** Whether the embedded database of a data directory still runs (its postmaster's pid from postmaster.pid). */
 async function databaseRuns(dataDir: string): Promise<boolean> {
-  const pid = Number((await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]);
+  const pid = Number(
+    (await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8').catch(() => '')).split(
+      '\n',
+    )[0],
+  );
   if (!pid) return false;
   const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
   return stat !== '' && stat[stat.lastIndexOf(')') + 2] !== 'Z';

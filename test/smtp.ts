@@ -51,7 +51,8 @@ export class SmtpReceiver {
       logger: false,
       size: 10 * 1024 * 1024,
       onAuth(auth, _session, callback) {
-        if (auth.username === options.auth?.user && auth.password === options.auth?.pass) return callback(null, { user: auth.username });
+        if (auth.username === options.auth?.user && auth.password === options.auth?.pass)
+          return callback(null, { user: auth.username });
         callback(Object.assign(new Error('Invalid username or password'), { responseCode: 535 }));
       },
       onRcptTo(address, _session, callback) {
@@ -67,7 +68,13 @@ export class SmtpReceiver {
           if (code !== undefined) return callback(refuse(code));
           const source = Buffer.concat(chunks);
           const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
-          receiver.arrivals.add({ from, to, source, parsed: await simpleParser(source), user: session.user as string | undefined });
+          receiver.arrivals.add({
+            from,
+            to,
+            source,
+            parsed: await simpleParser(source),
+            user: session.user as string | undefined,
+          });
           callback(null, 'Queued');
         });
       },

@@ -3,7 +3,14 @@ import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import { installBuiltins } from '../definitions/definitions.ts';
-import { effectiveLimits, LIMIT_NAMES, LIMIT_RANGES, type LimitName, type LimitOverrides, type Limits } from '../core/limits.ts';
+import {
+  effectiveLimits,
+  LIMIT_NAMES,
+  LIMIT_RANGES,
+  type LimitName,
+  type LimitOverrides,
+  type Limits,
+} from '../core/limits.ts';
 import * as q from './queries.ts';
 
 export interface Account {
@@ -19,22 +26,38 @@ export interface Account {
 const TOPIC = 'account';
 
 function view(row: q.AccountRow): Account {
-  return { id: row.account_id, name: row.name, region: row.region, limit_overrides: row.limits, limits: effectiveLimits(row.limits), created_at: row.created_at.toISOString() };
+  return {
+    id: row.account_id,
+    name: row.name,
+    region: row.region,
+    limit_overrides: row.limits,
+    limits: effectiveLimits(row.limits),
+    created_at: row.created_at.toISOString(),
+  };
 }
 
 /** Refuses overrides that name no limit or leave a limit's range (the manifest's `account.limits` reaches here unchecked by a schema). */
 function checkLimits(limits: LimitOverrides): void {
   for (const [name, value] of Object.entries(limits)) {
-    if (!(LIMIT_NAMES as string[]).includes(name)) throw new Problem('AUD-0', `limits.${name} is not a limit; the limits are ${LIMIT_NAMES.join(', ')}`);
+    if (!(LIMIT_NAMES as string[]).includes(name))
+      throw new Problem('AUD-0', `limits.${name} is not a limit; the limits are ${LIMIT_NAMES.join(', ')}`);
     const range = LIMIT_RANGES[name as LimitName];
     if (range && value !== null && (value < range.minimum || value > range.maximum)) {
-      throw new Problem('AUD-0', `limits.${name} must be from ${range.minimum} to ${range.maximum}, or null for the default`);
+      throw new Problem(
+        'AUD-0',
+        `limits.${name} must be from ${range.minimum} to ${range.maximum}, or null for the default`,
+      );
     }
   }
 }
 
 /** Creates an account with the keyspaces and channels every account has. */
-export async function createAccount(tx: Queryable, feed: ChangeFeed, vendor: string, input: { name: string; region: string; limits?: LimitOverrides }): Promise<Account> {
+export async function createAccount(
+  tx: Queryable,
+  feed: ChangeFeed,
+  vendor: string,
+  input: { name: string; region: string; limits?: LimitOverrides },
+): Promise<Account> {
   checkLimits(input.limits ?? {});
   const row = await q.insertAccount(tx, { name: input.name, region: input.region, limits: input.limits ?? {} });
   await installBuiltins(tx, feed, vendor, row.account_id);
@@ -56,7 +79,12 @@ export async function countAccounts(db: Queryable): Promise<number> {
 }
 
 /** Renames an account or changes the limit overrides it names; the others stay as they are. */
-export async function updateAccount(tx: Queryable, feed: ChangeFeed, accountId: string, changes: { name?: string; limits?: LimitOverrides }): Promise<Account> {
+export async function updateAccount(
+  tx: Queryable,
+  feed: ChangeFeed,
+  accountId: string,
+  changes: { name?: string; limits?: LimitOverrides },
+): Promise<Account> {
   if (changes.limits) checkLimits(changes.limits);
   const row = await q.updateAccount(tx, accountId, changes);
   if (!row) throw new Problem('AUD-1110', `Account "${accountId}" does not exist`);

@@ -12,12 +12,17 @@ import type { Queryable } from '../store/pool.ts';
 import { getAccount, updateAccount, type Account } from './accounts.ts';
 
 /** The whole manifest: the definitions' manifest, with the account's activities (docs/manifest.md "Activities"). */
-export const AccountManifest = Type.Object({
-  ...Manifest.properties,
-  activities: Type.Optional(Type.Array(Type.Object({ id: ActivityId, ...ActivityInput.properties }, { additionalProperties: false }), {
-    description: 'Activities, matched by id: created, or changed to what is listed',
-  })),
-}, { additionalProperties: false });
+export const AccountManifest = Type.Object(
+  {
+    ...Manifest.properties,
+    activities: Type.Optional(
+      Type.Array(Type.Object({ id: ActivityId, ...ActivityInput.properties }, { additionalProperties: false }), {
+        description: 'Activities, matched by id: created, or changed to what is listed',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 export type AccountManifest = Static<typeof AccountManifest>;
 
 /**
@@ -25,39 +30,65 @@ export type AccountManifest = Static<typeof AccountManifest>;
  * definitions, suppressions, activities. Answers what it created, changed and left alone. `now` is
  * the creation time of activities that do not give one.
  */
-export async function applyAccountManifest(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, manifest: AccountManifest, now: Date): Promise<ManifestSummary> {
+export async function applyAccountManifest(
+  tx: Queryable,
+  feed: ChangeFeed,
+  vendor: string,
+  accountId: string,
+  manifest: AccountManifest,
+  now: Date,
+): Promise<ManifestSummary> {
   const before = await accountItems(tx, accountId);
   const { account, suppressions, activities, ...definitions } = manifest;
   if (account && (account.name !== undefined || account.limits !== undefined)) {
-    await updateAccount(tx, feed, accountId, { name: account.name, limits: account.limits as Account['limit_overrides'] | undefined });
+    await updateAccount(tx, feed, accountId, {
+      name: account.name,
+      limits: account.limits as Account['limit_overrides'] | undefined,
+    });
   }
   const applied = await applyManifest(tx, feed, vendor, accountId, definitions);
   if (suppressions?.length) {
     const defs = await loadDefinitions(tx, accountId);
-    for (const s of suppressions) await addSuppression(tx, { accountId, defs }, { ...s, channel_discriminator: s.channel_discriminator.replaceAll('{vendor}', vendor) });
+    for (const s of suppressions)
+      await addSuppression(
+        tx,
+        { accountId, defs },
+        { ...s, channel_discriminator: s.channel_discriminator.replaceAll('{vendor}', vendor) },
+      );
   }
   if (activities?.length) {
     const defs = await loadDefinitions(tx, accountId);
     for (const [i, { id, ...activity }] of activities.entries()) {
       // A transactional activity's templates are checked as when the operator API saves it, the fault named by its place in the manifest.
-      const checkEmail = (input: ActivityInput) => checkActivityTemplates(input).catch((err: unknown) => {
-        throw err instanceof Problem ? new Problem(err.code, `activities[${i}].${err.detail}`, err.headers) : err;
+      const checkEmail = (input: ActivityInput) =>
+        checkActivityTemplates(input).catch((err: unknown) => {
+          throw err instanceof Problem ? new Problem(err.code, `activities[${i}].${err.detail}`, err.headers) : err;
+        });
+      await putActivity(tx, { accountId, defs, now }, { feed, vendor, checkEmail }, id, {
+        ...activity,
+        section_discriminator: activity.section_discriminator.replaceAll('{vendor}', vendor),
       });
-      await putActivity(tx, { accountId, defs, now }, { feed, vendor, checkEmail }, id, { ...activity, section_discriminator: activity.section_discriminator.replaceAll('{vendor}', vendor) });
     }
   }
   const own = summarise(before, await accountItems(tx, accountId));
-  return { created: [...own.created, ...applied.created], changed: [...own.changed, ...applied.changed], unchanged: [...own.unchanged, ...applied.unchanged] };
+  return {
+    created: [...own.created, ...applied.created],
+    changed: [...own.changed, ...applied.changed],
+    unchanged: [...own.unchanged, ...applied.unchanged],
+  };
 }
 
 /** The account's settings, suppressions and activities, named as the summary of an apply names items; 404 for an unknown account. */
 async function accountItems(tx: Queryable, accountId: string): Promise<Map<string, string>> {
   const account = await getAccount(tx, accountId);
-  const items = new Map([[`account ${accountId}`, JSON.stringify({ name: account.name, limits: account.limit_overrides })]]);
+  const items = new Map([
+    [`account ${accountId}`, JSON.stringify({ name: account.name, limits: account.limit_overrides })],
+  ]);
   const defs = await loadDefinitions(tx, accountId);
   for (const s of await listSuppressions(tx, { accountId, defs })) {
     items.set(`suppression of ${s.address} on ${s.channel_discriminator}`, JSON.stringify(s.reason));
   }
-  for (const a of await listAllActivities(tx, { accountId, defs }, {})) items.set(`activity ${a.id}`, JSON.stringify(a));
+  for (const a of await listAllActivities(tx, { accountId, defs }, {}))
+    items.set(`activity ${a.id}`, JSON.stringify(a));
   return items;
 }

@@ -9,7 +9,10 @@ export interface AccountRow {
   created_at: Date;
 }
 
-export async function insertAccount(db: Queryable, account: { name: string; region: string; limits: LimitOverrides }): Promise<AccountRow> {
+export async function insertAccount(
+  db: Queryable,
+  account: { name: string; region: string; limits: LimitOverrides },
+): Promise<AccountRow> {
   const { rows } = await db.query<AccountRow>(
     'insert into accounts (name, region, limits) values ($1, $2, $3) returning *',
     [account.name, account.region, account.limits],
@@ -33,7 +36,11 @@ export async function countAccounts(db: Queryable): Promise<number> {
   return rows[0].n;
 }
 
-export async function updateAccount(db: Queryable, accountId: string, changes: { name?: string; limits?: LimitOverrides }): Promise<AccountRow | undefined> {
+export async function updateAccount(
+  db: Queryable,
+  accountId: string,
+  changes: { name?: string; limits?: LimitOverrides },
+): Promise<AccountRow | undefined> {
   const { rows } = await db.query<AccountRow>(
     `update accounts set name = coalesce($2, name), limits = limits || coalesce($3::jsonb, '{}')
      where account_id = $1::bigint returning *`,

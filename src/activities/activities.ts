@@ -8,8 +8,16 @@ import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
 import {
-  ACTIVITY_KINDS, EMAIL_AQL_KEYS, FORM_AQL_KEYS, KIND_FIELDS, SMS_AQL_KEYS,
-  type Activity, type ActivityInput, type ActivityKind, type EmailStatistics, type SmsStatistics,
+  ACTIVITY_KINDS,
+  EMAIL_AQL_KEYS,
+  FORM_AQL_KEYS,
+  KIND_FIELDS,
+  SMS_AQL_KEYS,
+  type Activity,
+  type ActivityInput,
+  type ActivityKind,
+  type EmailStatistics,
+  type SmsStatistics,
 } from './schemas.ts';
 
 /** SPEC §8: the activity lists answer the 500 most recent. */
@@ -38,8 +46,14 @@ export function channelOf(activity: Pick<Activity, 'kind' | 'form_type'>): Activ
 
 function toActivity(row: q.ActivityRow, section: Pick<SectionDefs, 'discriminator'>): Activity {
   return {
-    id: row.activity_id, kind: row.kind as ActivityKind, section_discriminator: section.discriminator, name: row.name, status: row.status as Activity['status'],
-    created_at: row.created_at.toISOString(), sent_at: row.sent_at?.toISOString() ?? null, archived_at: row.archived_at?.toISOString() ?? null,
+    id: row.activity_id,
+    kind: row.kind as ActivityKind,
+    section_discriminator: section.discriminator,
+    name: row.name,
+    status: row.status as Activity['status'],
+    created_at: row.created_at.toISOString(),
+    sent_at: row.sent_at?.toISOString() ?? null,
+    archived_at: row.archived_at?.toISOString() ?? null,
     ...(row.details as Partial<Activity>),
   };
 }
@@ -54,9 +68,16 @@ function sectionById(scope: Pick<AccountScope, 'defs'>, sectionId: string): Sect
  * another section. `shared`: read in one statement with the other such reads of the same turn of
  * the event loop (transactional sends that arrive together; docs/benchmarks.md "Transactional mail").
  */
-export async function getActivity(db: Queryable, scope: AccountScope, sectionId: string, activityId: string, options: { shared?: boolean } = {}): Promise<Activity> {
+export async function getActivity(
+  db: Queryable,
+  scope: AccountScope,
+  sectionId: string,
+  activityId: string,
+  options: { shared?: boolean } = {},
+): Promise<Activity> {
   const row = await (options.shared ? q.findActivityShared : q.findActivity)(db, scope.accountId, activityId);
-  if (!row || row.section_id !== sectionId) throw new Problem('AUD-2001', `Activity "${activityId}" does not exist in the section`);
+  if (!row || row.section_id !== sectionId)
+    throw new Problem('AUD-2001', `Activity "${activityId}" does not exist in the section`);
   return toActivity(row, sectionById(scope, sectionId));
 }
 
@@ -71,7 +92,10 @@ export async function getActivity(db: Queryable, scope: AccountScope, sectionId:
  * split_email_subject (null unless the split id names an email activity of the account).
  * `account` is the placeholder of the account id in `values`.
  */
-export function emailEventsSql(values: SqlValues, target: { account: string; sectionIds: string[]; from: Date; to: Date }): string {
+export function emailEventsSql(
+  values: SqlValues,
+  target: { account: string; sectionIds: string[]; from: Date; to: Date },
+): string {
   return q.emailEventsRelation(values, target);
 }
 
@@ -101,7 +125,13 @@ function detailsOf(input: ActivityInput): Record<string, unknown> {
  * `created_at` stays unless given. A section gets the built-in event types of activities with its
  * first one. Answers the activity and whether it was created.
  */
-export async function putActivity(tx: Queryable, scope: WriteScope, writer: ActivityWriter, id: string | undefined, input: ActivityInput): Promise<{ activity: Activity; created: boolean }> {
+export async function putActivity(
+  tx: Queryable,
+  scope: WriteScope,
+  writer: ActivityWriter,
+  id: string | undefined,
+  input: ActivityInput,
+): Promise<{ activity: Activity; created: boolean }> {
   const section = sectionOf(scope, input.section_discriminator);
   const details = detailsOf(input);
   if (input.kind === 'email') await writer.checkEmail?.(input);
@@ -110,34 +140,61 @@ export async function putActivity(tx: Queryable, scope: WriteScope, writer: Acti
   }
   const current = id === undefined ? undefined : await q.findActivity(tx, scope.accountId, id, true);
   const fields = {
-    name: input.name, status: input.status ?? 'draft', sent_at: input.sent_at ? new Date(input.sent_at) : null, details,
+    name: input.name,
+    status: input.status ?? 'draft',
+    sent_at: input.sent_at ? new Date(input.sent_at) : null,
+    details,
   };
   if (current) {
-    if (current.kind !== input.kind) throw new Problem('AUD-2002', `kind: activity "${id}" is a ${current.kind} activity; its kind cannot change`);
-    if (current.section_id !== section.id) throw new Problem('AUD-2002', `section_discriminator: activity "${id}" belongs to another section; its section cannot change`);
-    const archivedAt = input.archived === undefined ? current.archived_at : input.archived ? current.archived_at ?? scope.now : null;
-    const row = { ...current, ...fields, created_at: input.created_at ? new Date(input.created_at) : current.created_at, archived_at: archivedAt };
+    if (current.kind !== input.kind)
+      throw new Problem('AUD-2002', `kind: activity "${id}" is a ${current.kind} activity; its kind cannot change`);
+    if (current.section_id !== section.id)
+      throw new Problem(
+        'AUD-2002',
+        `section_discriminator: activity "${id}" belongs to another section; its section cannot change`,
+      );
+    const archivedAt =
+      input.archived === undefined ? current.archived_at : input.archived ? (current.archived_at ?? scope.now) : null;
+    const row = {
+      ...current,
+      ...fields,
+      created_at: input.created_at ? new Date(input.created_at) : current.created_at,
+      archived_at: archivedAt,
+    };
     await q.updateActivity(tx, scope.accountId, row, scope.now);
     await installEventTypes(tx, scope, writer, section, input.kind, details);
     return { activity: toActivity(row, section), created: false };
   }
   const row: q.ActivityRow = {
-    activity_id: id ?? '', section_id: section.id, kind: input.kind, ...fields,
-    created_at: input.created_at ? new Date(input.created_at) : scope.now, archived_at: input.archived ? scope.now : null,
+    activity_id: id ?? '',
+    section_id: section.id,
+    kind: input.kind,
+    ...fields,
+    created_at: input.created_at ? new Date(input.created_at) : scope.now,
+    archived_at: input.archived ? scope.now : null,
   };
   // A generated id may have been chosen by an operator before: take the next one.
   for (;;) {
     if (id === undefined) row.activity_id = await q.nextActivityId(tx);
     if (await q.insertActivity(tx, scope.accountId, row, scope.now)) break;
-    if (id !== undefined) throw new Problem('AUD-2002', `Activity "${id}" was created meanwhile; send the request again`);
+    if (id !== undefined)
+      throw new Problem('AUD-2002', `Activity "${id}" was created meanwhile; send the request again`);
   }
   await installEventTypes(tx, scope, writer, section, input.kind, details);
   return { activity: toActivity(row, section), created: true };
 }
 
 /** Gives the section the built-in event types of activities once it has one whose events they record. */
-async function installEventTypes(tx: Queryable, scope: WriteScope, writer: ActivityWriter, section: SectionDefs, kind: ActivityKind, details: Record<string, unknown>): Promise<void> {
-  if (channelOf({ kind, form_type: details.form_type as Activity['form_type'] })) await installActivityEventTypes(tx, writer.feed, writer.vendor, scope.accountId, section);
+async function installEventTypes(
+  tx: Queryable,
+  scope: WriteScope,
+  writer: ActivityWriter,
+  section: SectionDefs,
+  kind: ActivityKind,
+  details: Record<string, unknown>,
+): Promise<void> {
+  if (channelOf({ kind, form_type: details.form_type as Activity['form_type'] }))
+    await installActivityEventTypes(tx, writer.feed, writer.vendor, scope.accountId, section);
 }
 
 /** The whole activity for the operator, whatever its section; 404 when unknown. */
@@ -151,13 +208,24 @@ export async function getActivityById(db: Queryable, scope: AccountScope, activi
 export async function archiveActivity(tx: Queryable, scope: AccountScope, activityId: string): Promise<void> {
   const row = await q.findActivity(tx, scope.accountId, activityId, true);
   if (!row) throw new Problem('AUD-2001', `Activity "${activityId}" does not exist`);
-  if (row.archived_at === null) await q.updateActivity(tx, scope.accountId, { ...row, archived_at: scope.now }, scope.now);
+  if (row.archived_at === null)
+    await q.updateActivity(tx, scope.accountId, { ...row, archived_at: scope.now }, scope.now);
 }
 
 /** Every activity of the account for the operator, archived ones included, newest first; optionally of one section or kind. */
-export async function listAllActivities(db: Queryable, scope: Pick<AccountScope, 'accountId' | 'defs' | 'caller'>, filter: { section_discriminator?: string; kind?: ActivityKind }): Promise<Activity[]> {
-  const sectionId = filter.section_discriminator === undefined ? undefined : sectionOf(scope, filter.section_discriminator).id;
-  const rows = await q.listActivities(db, scope.accountId, { sectionId, kind: filter.kind, archived: true, limit: 100_000 });
+export async function listAllActivities(
+  db: Queryable,
+  scope: Pick<AccountScope, 'accountId' | 'defs' | 'caller'>,
+  filter: { section_discriminator?: string; kind?: ActivityKind },
+): Promise<Activity[]> {
+  const sectionId =
+    filter.section_discriminator === undefined ? undefined : sectionOf(scope, filter.section_discriminator).id;
+  const rows = await q.listActivities(db, scope.accountId, {
+    sectionId,
+    kind: filter.kind,
+    archived: true,
+    limit: 100_000,
+  });
   return rows.map((r) => toActivity(r, sectionById(scope, r.section_id)));
 }
 
@@ -180,23 +248,45 @@ export function emailStatistics(c: Counters): EmailStatistics {
   const unsubscribes = profiles('UNSUBSCRIBED');
   const complaints = profiles('ABUSE');
   return {
-    sent, delivered, delivery_rate: rate(delivered, sent),
-    opens: events('OPENED'), unique_opens: uniqueOpens, open_rate: rate(uniqueOpens, delivered),
-    clicks: events('CLICKED'), unique_clicks: uniqueClicks, click_rate: rate(uniqueClicks, delivered),
+    sent,
+    delivered,
+    delivery_rate: rate(delivered, sent),
+    opens: events('OPENED'),
+    unique_opens: uniqueOpens,
+    open_rate: rate(uniqueOpens, delivered),
+    clicks: events('CLICKED'),
+    unique_clicks: uniqueClicks,
+    click_rate: rate(uniqueClicks, delivered),
     click_to_open_rate: rate(uniqueClicks, uniqueOpens),
-    bounces, bounce_rate: rate(bounces, sent),
-    unsubscribes, unsubscribe_rate: rate(unsubscribes, delivered),
-    spam_complaints: complaints, spam_complaint_rate: rate(complaints, delivered),
+    bounces,
+    bounce_rate: rate(bounces, sent),
+    unsubscribes,
+    unsubscribe_rate: rate(unsubscribes, delivered),
+    spam_complaints: complaints,
+    spam_complaint_rate: rate(complaints, delivered),
   };
 }
 
 /** SMS statistics from an activity's counters: every count is of profiles. */
 export function smsStatistics(c: Counters): SmsStatistics {
   const profiles = (type: string) => c.get(type)?.profiles ?? 0;
-  const [sent, delivered, clicks, bounces, unsubscribes] = ['SENT', 'DELIVERED', 'CLICKED', 'BOUNCED', 'UNSUBSCRIBED'].map(profiles);
+  const [sent, delivered, clicks, bounces, unsubscribes] = [
+    'SENT',
+    'DELIVERED',
+    'CLICKED',
+    'BOUNCED',
+    'UNSUBSCRIBED',
+  ].map(profiles);
   return {
-    sent, delivered, delivery_rate: rate(delivered, sent), clicks, click_rate: rate(clicks, delivered),
-    bounces, bounce_rate: rate(bounces, sent), unsubscribes, unsubscribe_rate: rate(unsubscribes, delivered),
+    sent,
+    delivered,
+    delivery_rate: rate(delivered, sent),
+    clicks,
+    click_rate: rate(clicks, delivered),
+    bounces,
+    bounce_rate: rate(bounces, sent),
+    unsubscribes,
+    unsubscribe_rate: rate(unsubscribes, delivered),
   };
 }
 
@@ -216,23 +306,42 @@ async function countersOf(db: Queryable, scope: AccountScope, activityIds: strin
  * The AQL of the profiles that have an event of `type` of the activity (ACT-19): an event term of
  * the channel's built-in event type in the activity's section.
  */
-function aqlOf(section: SectionDefs, vendor: string, channel: ActivityChannel, activityId: string, keys: Record<string, string>): Record<string, string> {
+function aqlOf(
+  section: SectionDefs,
+  vendor: string,
+  channel: ActivityChannel,
+  activityId: string,
+  keys: Record<string, string>,
+): Record<string, string> {
   const discriminator = activityEventTypes(vendor).find((t) => t.channel === channel)!.discriminator;
   const version = section.events.find((e) => e.discriminator === discriminator)?.versions[0];
   // Installed with the section's first activity of the channel; a section without one has no events to select.
   if (!version) return {};
-  return Object.fromEntries(Object.entries(keys).map(([key, type]) => [key, `section(${section.id}).event(${version.id}).eventData("activityId").eq("${activityId}").eventData("type").eq("${type}")`]));
+  return Object.fromEntries(
+    Object.entries(keys).map(([key, type]) => [
+      key,
+      `section(${section.id}).event(${version.id}).eventData("activityId").eq("${activityId}").eventData("type").eq("${type}")`,
+    ]),
+  );
 }
 
 /** Who reads: the section of the path, and whether statistics are wanted. */
-export interface PublicRead { section_discriminator: string; include_statistics?: boolean }
+export interface PublicRead {
+  section_discriminator: string;
+  include_statistics?: boolean;
+}
 
 function publicView(row: q.ActivityRow, statistics: Counters | undefined, wantStatistics: boolean) {
   const activity = toActivity(row, { discriminator: '' });
   const common = { id: activity.id, name: activity.name, status: activity.status, created_at: activity.created_at };
   switch (activity.kind) {
     case 'email':
-      return { ...common, sent_at: activity.sent_at, email_subject: activity.email_subject ?? '', ...(wantStatistics && statistics ? { statistics: emailStatistics(statistics) } : {}) };
+      return {
+        ...common,
+        sent_at: activity.sent_at,
+        email_subject: activity.email_subject ?? '',
+        ...(wantStatistics && statistics ? { statistics: emailStatistics(statistics) } : {}),
+      };
     case 'sms':
       return { ...common, ...(wantStatistics && statistics ? { statistics: smsStatistics(statistics) } : {}) };
     case 'marketing-automation':
@@ -247,11 +356,28 @@ function publicView(row: q.ActivityRow, statistics: Counters | undefined, wantSt
  * first, without aql_queries or elements (ACT-02, ACT-07); statistics only when asked for and
  * counted (ACT-03, ACT-04); automations optionally only those triggered through the API (ACT-13).
  */
-export async function listActivities(db: Queryable, scope: AccountScope, kind: ActivityKind, read: PublicRead & { api_triggered_only?: boolean }) {
+export async function listActivities(
+  db: Queryable,
+  scope: AccountScope,
+  kind: ActivityKind,
+  read: PublicRead & { api_triggered_only?: boolean },
+) {
   const section = sectionOf(scope, read.section_discriminator);
-  let rows = await q.listActivities(db, scope.accountId, { sectionId: section.id, kind, archived: false, limit: RECENT_ACTIVITIES });
+  let rows = await q.listActivities(db, scope.accountId, {
+    sectionId: section.id,
+    kind,
+    archived: false,
+    limit: RECENT_ACTIVITIES,
+  });
   if (read.api_triggered_only) rows = rows.filter((r) => r.details.trigger_type === 'api');
-  const counters = read.include_statistics && (kind === 'email' || kind === 'sms') ? await countersOf(db, scope, rows.map((r) => r.activity_id)) : new Map<string, Counters>();
+  const counters =
+    read.include_statistics && (kind === 'email' || kind === 'sms')
+      ? await countersOf(
+          db,
+          scope,
+          rows.map((r) => r.activity_id),
+        )
+      : new Map<string, Counters>();
   return rows.map((r) => publicView(r, counters.get(r.activity_id), read.include_statistics === true));
 }
 
@@ -260,29 +386,45 @@ export async function listActivities(db: Queryable, scope: AccountScope, kind: A
  * and a form's elements; 404 for an unknown activity, an archived one, one of another kind or of
  * another section (ACT-18).
  */
-export async function readActivity(db: Queryable, scope: AccountScope, vendor: string, kind: ActivityKind, read: PublicRead & { activity_id: string }) {
+export async function readActivity(
+  db: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  kind: ActivityKind,
+  read: PublicRead & { activity_id: string },
+) {
   const section = sectionOf(scope, read.section_discriminator);
   const row = await q.findActivity(db, scope.accountId, read.activity_id);
   if (!row || row.section_id !== section.id || row.kind !== kind || row.archived_at !== null) {
     throw new Problem('AUD-2001', `No ${kind} activity "${read.activity_id}" in section "${section.discriminator}"`);
   }
-  const counters = read.include_statistics && (kind === 'email' || kind === 'sms') ? await countersOf(db, scope, [row.activity_id]) : new Map<string, Counters>();
+  const counters =
+    read.include_statistics && (kind === 'email' || kind === 'sms')
+      ? await countersOf(db, scope, [row.activity_id])
+      : new Map<string, Counters>();
   const view = publicView(row, counters.get(row.activity_id), read.include_statistics === true);
   const activity = toActivity(row, section);
-  if (kind === 'email') return { ...view, aql_queries: aqlOf(section, vendor, 'email', row.activity_id, EMAIL_AQL_KEYS) };
+  if (kind === 'email')
+    return { ...view, aql_queries: aqlOf(section, vendor, 'email', row.activity_id, EMAIL_AQL_KEYS) };
   if (kind === 'sms') return { ...view, aql_queries: aqlOf(section, vendor, 'sms', row.activity_id, SMS_AQL_KEYS) };
   if (kind === 'forms-and-pages') {
     return {
       ...view,
       ...(activity.elements ? { elements: activity.elements } : {}),
-      ...(activity.form_type === 'form' ? { aql_queries: aqlOf(section, vendor, 'forms', row.activity_id, FORM_AQL_KEYS) } : {}),
+      ...(activity.form_type === 'form'
+        ? { aql_queries: aqlOf(section, vendor, 'forms', row.activity_id, FORM_AQL_KEYS) }
+        : {}),
     };
   }
   return view;
 }
 
 /** The counters of an activity kept and as recounted from its events: equal unless something bypassed recording (tests, operators). */
-export async function checkCounters(db: Queryable, scope: AccountScope, activityId: string): Promise<{ kept: q.CounterRow[]; recounted: q.CounterRow[] }> {
+export async function checkCounters(
+  db: Queryable,
+  scope: AccountScope,
+  activityId: string,
+): Promise<{ kept: q.CounterRow[]; recounted: q.CounterRow[] }> {
   const sort = (rows: q.CounterRow[]) => rows.sort((a, b) => a.type.localeCompare(b.type));
   return {
     kept: sort(await q.listCounters(db, scope.accountId, [activityId])),

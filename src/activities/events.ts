@@ -1,4 +1,10 @@
-import { addressVersionId, channelByDiscriminator, consentsFollowProfiles, importConsents, type ImportedConsent } from '../consents/consents.ts';
+import {
+  addressVersionId,
+  channelByDiscriminator,
+  consentsFollowProfiles,
+  importConsents,
+  type ImportedConsent,
+} from '../consents/consents.ts';
 import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -11,7 +17,14 @@ import { refuseReadOnly, sectionValues, type ProfileFollower } from '../profiles
 import type { Queryable } from '../store/pool.ts';
 import { channelOf } from './activities.ts';
 import * as q from './queries.ts';
-import { EMAIL_EVENT_TYPES, FORM_EVENT_TYPES, SMS_EVENT_TYPES, type Activity, type ActivityEventInput, type IngestionResult } from './schemas.ts';
+import {
+  EMAIL_EVENT_TYPES,
+  FORM_EVENT_TYPES,
+  SMS_EVENT_TYPES,
+  type Activity,
+  type ActivityEventInput,
+  type IngestionResult,
+} from './schemas.ts';
 
 /** The event types each channel takes. */
 const TYPES_OF = { email: EMAIL_EVENT_TYPES, sms: SMS_EVENT_TYPES, forms: FORM_EVENT_TYPES } as const;
@@ -43,8 +56,13 @@ function atItem<T>(item: number, field: string, check: () => T): T {
 
 /** An event checked against its activity, ready to be recorded. */
 interface Checked {
-  item: number; event: ActivityEventInput; activity: Activity & { section_id: string };
-  section: SectionDefs; keyspace: KeyspaceRow; key: string; channel: 'email' | 'sms' | 'forms';
+  item: number;
+  event: ActivityEventInput;
+  activity: Activity & { section_id: string };
+  section: SectionDefs;
+  keyspace: KeyspaceRow;
+  key: string;
+  channel: 'email' | 'sms' | 'forms';
 }
 
 /**
@@ -56,7 +74,12 @@ interface Checked {
  * profiles are skipped and reported. The operator's ingestion route and the transactional mail
  * area record events through here.
  */
-export async function recordActivityEvents(tx: Queryable, scope: AccountScope, vendor: string, events: ActivityEventInput[]): Promise<IngestionResult> {
+export async function recordActivityEvents(
+  tx: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  events: ActivityEventInput[],
+): Promise<IngestionResult> {
   const checked = await checkEvents(tx, scope, events);
 
   // The profiles, per keyspace and section (a new profile gets its key's mapped attribute there).
@@ -70,9 +93,16 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
   const profileOf = new Map<Checked, string>();
   const skipped: IngestionResult['skipped'] = [];
   for (const group of groups.values()) {
-    const { profiles, locked } = await findOrCreateProfiles(tx, scope, group[0].keyspace, group[0].section, group.map((c) => c.key));
+    const { profiles, locked } = await findOrCreateProfiles(
+      tx,
+      scope,
+      group[0].keyspace,
+      group[0].section,
+      group.map((c) => c.key),
+    );
     for (const c of group) {
-      if (locked.has(c.key)) skipped.push({ item: c.item, reason: `The profile with ${c.keyspace.discriminator} key "${c.key}" is locked` });
+      if (locked.has(c.key))
+        skipped.push({ item: c.item, reason: `The profile with ${c.keyspace.discriminator} key "${c.key}" is locked` });
       else profileOf.set(c, profiles.get(c.key)!);
     }
   }
@@ -93,22 +123,47 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
     const e = c.event;
     const sourceTime = e.event_time === undefined ? null : new Date(e.event_time);
     const row: q.EventWrite = {
-      activity_id: e.activity_id, type: e.type, correlation_id: e.correlation_id, section_id: c.section.id, profile_id: profileId,
-      event_time: sourceTime ?? scope.now, source_time: sourceTime,
-      split_id: e.split_id, variation: e.variation, device: e.device, location: e.location,
-      link_id: e.link_id, link_url: e.link_url, link_title: e.link_title, bounce_code: e.bounce_code, unsubscribe_topic: e.unsubscribe_topic,
+      activity_id: e.activity_id,
+      type: e.type,
+      correlation_id: e.correlation_id,
+      section_id: c.section.id,
+      profile_id: profileId,
+      event_time: sourceTime ?? scope.now,
+      source_time: sourceTime,
+      split_id: e.split_id,
+      variation: e.variation,
+      device: e.device,
+      location: e.location,
+      link_id: e.link_id,
+      link_url: e.link_url,
+      link_title: e.link_title,
+      bounce_code: e.bounce_code,
+      unsubscribe_topic: e.unsubscribe_topic,
     };
     // An event sent twice in one batch is recorded as first sent, like one sent again later.
     const id = `${e.activity_id}\n${e.type}\n${e.correlation_id}`;
     if (!writes.has(id)) writes.set(id, { c, row });
   }
-  const added = writes.size === 0 ? [] : await q.insertEvents(tx, scope.accountId, [...writes.values()].map((w) => w.row), scope.now);
+  const added =
+    writes.size === 0
+      ? []
+      : await q.insertEvents(
+          tx,
+          scope.accountId,
+          [...writes.values()].map((w) => w.row),
+          scope.now,
+        );
   const recorded = added.map((a) => writes.get(`${a.activity_id}\n${a.type}\n${a.correlation_id}`)!);
 
   await writeProfileEvents(tx, scope, present, vendor, recorded);
   await optOut(tx, scope, vendor, recorded);
   await q.countEvents(tx, scope.accountId, added);
-  return { received: events.length, recorded: recorded.length, duplicates: events.length - recorded.length - skipped.length, skipped };
+  return {
+    received: events.length,
+    recorded: recorded.length,
+    duplicates: events.length - recorded.length - skipped.length,
+    skipped,
+  };
 }
 
 /**
@@ -116,14 +171,27 @@ export async function recordActivityEvents(tx: Queryable, scope: AccountScope, v
  * sent a message learns what became of it (a transactional send's DELIVERED and BOUNCED reports
  * come in through the ingestion endpoint with its transaction id as their correlation id).
  */
-export async function recordedEventTypes(db: Queryable, scope: AccountScope, activityId: string, correlationId: string): Promise<string[]> {
-  return q.listEventTypes(db, scope.accountId, activityId, [...new Set([...EMAIL_EVENT_TYPES, ...SMS_EVENT_TYPES, ...FORM_EVENT_TYPES])], correlationId);
+export async function recordedEventTypes(
+  db: Queryable,
+  scope: AccountScope,
+  activityId: string,
+  correlationId: string,
+): Promise<string[]> {
+  return q.listEventTypes(
+    db,
+    scope.accountId,
+    activityId,
+    [...new Set([...EMAIL_EVENT_TYPES, ...SMS_EVENT_TYPES, ...FORM_EVENT_TYPES])],
+    correlationId,
+  );
 }
 
 /** Checks every event against its activity, keyspace and section; the first fault refuses the batch. */
 async function checkEvents(db: Queryable, scope: AccountScope, events: ActivityEventInput[]): Promise<Checked[]> {
   const ids = [...new Set(events.map((e) => e.activity_id))];
-  const activities = new Map((ids.length === 0 ? [] : await q.listActivitiesByIds(db, scope.accountId, ids)).map((r) => [r.activity_id, r]));
+  const activities = new Map(
+    (ids.length === 0 ? [] : await q.listActivitiesByIds(db, scope.accountId, ids)).map((r) => [r.activity_id, r]),
+  );
   const keyspaces = new Map<string, KeyspaceRow>();
   // Per activity: the activity as the checks read it, its section and channel (a batch names few activities).
   const known = new Map<string, { activity: Checked['activity']; section: SectionDefs; channel: Checked['channel'] }>();
@@ -132,34 +200,73 @@ async function checkEvents(db: Queryable, scope: AccountScope, events: ActivityE
     if (!of) {
       const row = activities.get(event.activity_id);
       const section = row && scope.defs.sections.find((s) => s.id === row.section_id);
-      if (!row || !section || row.archived_at !== null) throw new Problem('AUD-2003', `items[${item}].activity_id: no activity "${event.activity_id}"${row ? ' (it is archived)' : ''}`);
+      if (!row || !section || row.archived_at !== null)
+        throw new Problem(
+          'AUD-2003',
+          `items[${item}].activity_id: no activity "${event.activity_id}"${row ? ' (it is archived)' : ''}`,
+        );
       if (scope.caller?.sectionIds && !scope.caller.sectionIds.includes(section.id)) {
-        throw new Problem('AUD-1107', `items[${item}].activity_id: access denied for the section "${section.discriminator}" of activity "${event.activity_id}"`);
+        throw new Problem(
+          'AUD-1107',
+          `items[${item}].activity_id: access denied for the section "${section.discriminator}" of activity "${event.activity_id}"`,
+        );
       }
-      const activity = { id: row.activity_id, kind: row.kind, section_id: row.section_id, ...row.details } as unknown as Checked['activity'];
+      const activity = {
+        id: row.activity_id,
+        kind: row.kind,
+        section_id: row.section_id,
+        ...row.details,
+      } as unknown as Checked['activity'];
       const channel = channelOf(activity);
-      if (!channel) throw new Problem('AUD-2003', `items[${item}].activity_id: activity "${event.activity_id}" is a ${activity.kind}${activity.form_type === 'page' ? ' page' : ''} activity, which has no events`);
+      if (!channel)
+        throw new Problem(
+          'AUD-2003',
+          `items[${item}].activity_id: activity "${event.activity_id}" is a ${activity.kind}${activity.form_type === 'page' ? ' page' : ''} activity, which has no events`,
+        );
       of = { activity, section, channel };
       known.set(event.activity_id, of);
     }
     const { activity, section, channel } = of;
     if (!(TYPES_OF[channel] as readonly string[]).includes(event.type)) {
-      throw new Problem('AUD-2003', `items[${item}].type: ${channel} activities take ${TYPES_OF[channel].join(', ')}, not ${event.type}`);
+      throw new Problem(
+        'AUD-2003',
+        `items[${item}].type: ${channel} activities take ${TYPES_OF[channel].join(', ')}, not ${event.type}`,
+      );
     }
     for (const [field, { types }] of FIELDS) {
       if (event[field as keyof ActivityEventInput] !== undefined && !types.includes(event.type)) {
-        throw new Problem('AUD-2003', `items[${item}].${field}: only ${types.join(', ')} events of email activities carry it`);
+        throw new Problem(
+          'AUD-2003',
+          `items[${item}].${field}: only ${types.join(', ')} events of email activities carry it`,
+        );
       }
     }
-    if (channel !== 'email' && (event.split_id !== undefined || event.variation !== undefined || event.device !== undefined || event.location !== undefined)) {
-      throw new Problem('AUD-2003', `items[${item}]: split_id, variation, device and location are fields of email events`);
+    if (
+      channel !== 'email' &&
+      (event.split_id !== undefined ||
+        event.variation !== undefined ||
+        event.device !== undefined ||
+        event.location !== undefined)
+    ) {
+      throw new Problem(
+        'AUD-2003',
+        `items[${item}]: split_id, variation, device and location are fields of email events`,
+      );
     }
-    if (event.unsubscribe_topic !== undefined && !section.topics.some((t) => t.discriminator === event.unsubscribe_topic)) {
-      throw new Problem('AUD-2003', `items[${item}].unsubscribe_topic: no topic "${event.unsubscribe_topic}" in section "${section.discriminator}"`);
+    if (
+      event.unsubscribe_topic !== undefined &&
+      !section.topics.some((t) => t.discriminator === event.unsubscribe_topic)
+    ) {
+      throw new Problem(
+        'AUD-2003',
+        `items[${item}].unsubscribe_topic: no topic "${event.unsubscribe_topic}" in section "${section.discriminator}"`,
+      );
     }
     let keyspace = keyspaces.get(event.keyspace_discriminator);
     if (!keyspace) {
-      keyspace = atItem(item, 'keyspace_discriminator', () => keyspaceForProfileAccess(scope.defs, event.keyspace_discriminator));
+      keyspace = atItem(item, 'keyspace_discriminator', () =>
+        keyspaceForProfileAccess(scope.defs, event.keyspace_discriminator),
+      );
       atItem(item, 'keyspace_discriminator', () => refuseReadOnly(keyspace!));
       keyspaces.set(event.keyspace_discriminator, keyspace);
     }
@@ -169,7 +276,13 @@ async function checkEvents(db: Queryable, scope: AccountScope, events: ActivityE
 }
 
 /** Writes the recorded events as profile events of their channel's built-in event type, a statement per section. */
-async function writeProfileEvents(tx: Queryable, scope: AccountScope, locked: ProfilesLockedForEvents, vendor: string, recorded: { c: Checked; row: q.EventWrite }[]): Promise<void> {
+async function writeProfileEvents(
+  tx: Queryable,
+  scope: AccountScope,
+  locked: ProfilesLockedForEvents,
+  vendor: string,
+  recorded: { c: Checked; row: q.EventWrite }[],
+): Promise<void> {
   const types = activityEventTypes(vendor);
   const bySection = new Map<SectionDefs, Parameters<typeof appendEvents>[4]>();
   const versions = new Map<string, string>();
@@ -179,7 +292,8 @@ async function writeProfileEvents(tx: Queryable, scope: AccountScope, locked: Pr
       const discriminator = types.find((t) => t.channel === c.channel)!.discriminator;
       // Installed with the activity (putActivity); a definitions snapshot older than that is an error of the caller.
       versionId = c.section.events.find((e) => e.discriminator === discriminator)?.versions[0]?.id;
-      if (versionId === undefined) throw new Error(`section ${c.section.id} lacks the built-in event type ${discriminator}`);
+      if (versionId === undefined)
+        throw new Error(`section ${c.section.id} lacks the built-in event type ${discriminator}`);
       versions.set(`${c.section.id}/${c.channel}`, versionId);
     }
     const data: Record<string, unknown> = { activityId: row.activity_id, type: row.type };
@@ -188,24 +302,44 @@ async function writeProfileEvents(tx: Queryable, scope: AccountScope, locked: Pr
       if (value !== undefined) data[name] = value;
     }
     const list = bySection.get(c.section) ?? [];
-    list.push({ profileId: row.profile_id, versionId, eventTime: row.event_time, correlationId: row.correlation_id, data });
+    list.push({
+      profileId: row.profile_id,
+      versionId,
+      eventTime: row.event_time,
+      correlationId: row.correlation_id,
+      data,
+    });
     bySection.set(c.section, list);
   }
   for (const [section, events] of bySection) await appendEvents(tx, scope, locked, section.id, events);
 }
 
 /** Opts the profiles of recorded UNSUBSCRIBED events with a topic out of that topic, on the activity's channel. */
-async function optOut(tx: Queryable, scope: AccountScope, vendor: string, recorded: { c: Checked; row: q.EventWrite }[]): Promise<void> {
+async function optOut(
+  tx: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  recorded: { c: Checked; row: q.EventWrite }[],
+): Promise<void> {
   const items: ImportedConsent[] = [];
   for (const { c, row } of recorded) {
     if (row.type !== 'UNSUBSCRIBED' || row.unsubscribe_topic === undefined) continue;
     const topic = c.section.topics.find((t) => t.discriminator === row.unsubscribe_topic)!;
-    const channel = channelByDiscriminator(scope, `${namespace(vendor)}.channels.${c.channel === 'sms' ? 'sms' : 'email'}`);
+    const channel = channelByDiscriminator(
+      scope,
+      `${namespace(vendor)}.channels.${c.channel === 'sms' ? 'sms' : 'email'}`,
+    );
     const versionId = addressVersionId(c.section, channel);
-    const address = versionId === undefined ? undefined : (await sectionValues(tx, scope, row.profile_id, c.section.id))[versionId];
+    const address =
+      versionId === undefined ? undefined : (await sectionValues(tx, scope, row.profile_id, c.section.id))[versionId];
     items.push({
-      canonicalId: row.profile_id, topicId: topic.topic_id, channelId: topic.channel_id ?? channel.channel_id, sectionId: c.section.id,
-      type: 'opt-out', address: typeof address === 'string' ? address : '', resubscribe: false,
+      canonicalId: row.profile_id,
+      topicId: topic.topic_id,
+      channelId: topic.channel_id ?? channel.channel_id,
+      sectionId: c.section.id,
+      type: 'opt-out',
+      address: typeof address === 'string' ? address : '',
+      resubscribe: false,
     });
   }
   await importConsents(tx, scope, items, 'Unsubscribed from an activity');

@@ -20,13 +20,26 @@ serverWithAccount(MANIFEST, (a) => {
 });
 
 describe('concurrent ingestion', () => {
-  it('ACT-05: batches sent at once, repeating each other\'s events and profiles in opposite orders, record each event once and count a recount', async () => {
+  it("ACT-05: batches sent at once, repeating each other's events and profiles in opposite orders, record each event once and count a recount", async () => {
     for (const id of ['conc-a', 'conc-b']) {
-      expect((await admin('PUT', `/activities/${id}`, { kind: 'email', section_discriminator: SHOP, name: id, status: 'sent' })).status).toBe(201);
+      expect(
+        (
+          await admin('PUT', `/activities/${id}`, {
+            kind: 'email',
+            section_discriminator: SHOP,
+            name: id,
+            status: 'sent',
+          })
+        ).status,
+      ).toBe(201);
     }
     const types = ['SENT', 'DELIVERED', 'OPENED', 'CLICKED'];
     // Every batch holds the same 160 events (40 profiles, some new to the account) in its own order.
-    const events = ['conc-a', 'conc-b'].flatMap((activity) => types.flatMap((type) => Array.from({ length: 20 }, (_, i) => event(activity, type, `c${(i * 7) % 40}@example.com`, `${type}-${i}`))));
+    const events = ['conc-a', 'conc-b'].flatMap((activity) =>
+      types.flatMap((type) =>
+        Array.from({ length: 20 }, (_, i) => event(activity, type, `c${(i * 7) % 40}@example.com`, `${type}-${i}`)),
+      ),
+    );
     const rotated = <T>(list: T[], k: number) => [...list.slice(k), ...list.slice(0, k)];
     const batches = Array.from({ length: 6 }, (_, b) => rotated(b % 2 === 1 ? [...events].reverse() : events, b * 27));
     const answers = await Promise.all(batches.map((items) => admin('POST', '/activity-events', items)));
@@ -38,17 +51,34 @@ describe('concurrent ingestion', () => {
     for (const activity of ['conc-a', 'conc-b']) {
       const { kept, recounted } = await checkCounters(server.services.pool, scope, activity);
       expect(kept).toEqual(recounted);
-      for (const type of types) expect(kept.find((r) => r.type === type)).toMatchObject({ events: '20', profiles: '20' });
+      for (const type of types)
+        expect(kept.find((r) => r.type === type)).toMatchObject({ events: '20', profiles: '20' });
     }
   }, 60_000);
 });
 
 describe('profiles deleted', () => {
   it('PROF-14: deleting a profile deletes its activity events; the counters keep what they counted', async () => {
-    expect((await admin('PUT', '/activities/gone', { kind: 'email', section_discriminator: SHOP, name: 'gone', status: 'sent' })).status).toBe(201);
-    const recorded = await admin('POST', '/activity-events', [event('gone', 'SENT', 'stay@example.com', 's1'), event('gone', 'SENT', 'leave@example.com', 's2')]);
+    expect(
+      (
+        await admin('PUT', '/activities/gone', {
+          kind: 'email',
+          section_discriminator: SHOP,
+          name: 'gone',
+          status: 'sent',
+        })
+      ).status,
+    ).toBe(201);
+    const recorded = await admin('POST', '/activity-events', [
+      event('gone', 'SENT', 'stay@example.com', 's1'),
+      event('gone', 'SENT', 'leave@example.com', 's2'),
+    ]);
     expect(recorded.body.recorded).toBe(2);
-    const deleted = await server.request('DELETE', `/audience/keyspaces/${EMAIL}/profiles/${encodeURIComponent('leave@example.com')}`, { token });
+    const deleted = await server.request(
+      'DELETE',
+      `/audience/keyspaces/${EMAIL}/profiles/${encodeURIComponent('leave@example.com')}`,
+      { token },
+    );
     expect(deleted.status, deleted.text).toBe(204);
 
     const scope = await accountScope(server.services, accountId);

@@ -4,8 +4,15 @@ import { coalescePerPool } from '../store/coalesce.ts';
 import type { Queryable } from '../store/pool.ts';
 
 export interface ActivityRow {
-  activity_id: string; section_id: string; kind: string; name: string; status: string;
-  created_at: Date; sent_at: Date | null; archived_at: Date | null; details: Record<string, unknown>;
+  activity_id: string;
+  section_id: string;
+  kind: string;
+  name: string;
+  status: string;
+  created_at: Date;
+  sent_at: Date | null;
+  archived_at: Date | null;
+  details: Record<string, unknown>;
 }
 
 const COLUMNS = 'activity_id, section_id::text, kind, name, status, created_at, sent_at, archived_at, details';
@@ -15,7 +22,12 @@ export async function nextActivityId(db: Queryable): Promise<string> {
   return rows[0].id;
 }
 
-export async function findActivity(db: Queryable, accountId: string, activityId: string, lock = false): Promise<ActivityRow | undefined> {
+export async function findActivity(
+  db: Queryable,
+  accountId: string,
+  activityId: string,
+  lock = false,
+): Promise<ActivityRow | undefined> {
   const { rows } = await db.query<ActivityRow>(
     `select ${COLUMNS} from activities where account_id = $1::bigint and activity_id = $2${lock ? ' for update' : ''}`,
     [accountId, activityId],
@@ -30,35 +42,82 @@ const sharedReads = coalescePerPool(async (db: Queryable, account: string, ids: 
 });
 
 /** findActivity in one statement shared with the other such reads of the same turn of the event loop. */
-export function findActivityShared(db: Queryable, accountId: string, activityId: string): Promise<ActivityRow | undefined> {
+export function findActivityShared(
+  db: Queryable,
+  accountId: string,
+  activityId: string,
+): Promise<ActivityRow | undefined> {
   return sharedReads(db, accountId, activityId);
 }
 
-export async function listActivitiesByIds(db: Queryable, accountId: string, activityIds: string[]): Promise<ActivityRow[]> {
-  const { rows } = await db.query<ActivityRow>(`select ${COLUMNS} from activities where account_id = $1::bigint and activity_id = any($2::text[])`, [accountId, activityIds]);
+export async function listActivitiesByIds(
+  db: Queryable,
+  accountId: string,
+  activityIds: string[],
+): Promise<ActivityRow[]> {
+  const { rows } = await db.query<ActivityRow>(
+    `select ${COLUMNS} from activities where account_id = $1::bigint and activity_id = any($2::text[])`,
+    [accountId, activityIds],
+  );
   return rows;
 }
 
 /** Inserts an activity; false when the id is taken. */
-export async function insertActivity(db: Queryable, accountId: string, a: Omit<ActivityRow, 'archived_at'> & { archived_at: Date | null }, now: Date): Promise<boolean> {
+export async function insertActivity(
+  db: Queryable,
+  accountId: string,
+  a: Omit<ActivityRow, 'archived_at'> & { archived_at: Date | null },
+  now: Date,
+): Promise<boolean> {
   const { rowCount } = await db.query(
     `insert into activities (account_id, activity_id, section_id, kind, name, status, created_at, sent_at, archived_at, details, updated_at)
      values ($1::bigint, $2, $3::bigint, $4, $5, $6, $7, $8, $9, $10::jsonb, $11) on conflict do nothing`,
-    [accountId, a.activity_id, a.section_id, a.kind, a.name, a.status, a.created_at, a.sent_at, a.archived_at, JSON.stringify(a.details), now],
+    [
+      accountId,
+      a.activity_id,
+      a.section_id,
+      a.kind,
+      a.name,
+      a.status,
+      a.created_at,
+      a.sent_at,
+      a.archived_at,
+      JSON.stringify(a.details),
+      now,
+    ],
   );
   return rowCount === 1;
 }
 
-export async function updateActivity(db: Queryable, accountId: string, a: Omit<ActivityRow, 'section_id' | 'kind'>, now: Date): Promise<void> {
+export async function updateActivity(
+  db: Queryable,
+  accountId: string,
+  a: Omit<ActivityRow, 'section_id' | 'kind'>,
+  now: Date,
+): Promise<void> {
   await db.query(
     `update activities set name = $3, status = $4, created_at = $5, sent_at = $6, archived_at = $7, details = $8::jsonb, updated_at = $9
      where account_id = $1::bigint and activity_id = $2`,
-    [accountId, a.activity_id, a.name, a.status, a.created_at, a.sent_at, a.archived_at, JSON.stringify(a.details), now],
+    [
+      accountId,
+      a.activity_id,
+      a.name,
+      a.status,
+      a.created_at,
+      a.sent_at,
+      a.archived_at,
+      JSON.stringify(a.details),
+      now,
+    ],
   );
 }
 
 /** The most recent activities of a kind in a section, newest first; `archived` includes archived ones (operator). */
-export async function listActivities(db: Queryable, accountId: string, filter: { sectionId?: string; kind?: string; archived: boolean; limit: number }): Promise<ActivityRow[]> {
+export async function listActivities(
+  db: Queryable,
+  accountId: string,
+  filter: { sectionId?: string; kind?: string; archived: boolean; limit: number },
+): Promise<ActivityRow[]> {
   const { rows } = await db.query<ActivityRow>(
     `select ${COLUMNS} from activities
      where account_id = $1::bigint and ($2::bigint is null or section_id = $2::bigint) and ($3::text is null or kind = $3)
@@ -69,7 +128,12 @@ export async function listActivities(db: Queryable, accountId: string, filter: {
   return rows;
 }
 
-export interface CounterRow { activity_id: string; type: string; events: string; profiles: string }
+export interface CounterRow {
+  activity_id: string;
+  type: string;
+  events: string;
+  profiles: string;
+}
 
 export async function listCounters(db: Queryable, accountId: string, activityIds: string[]): Promise<CounterRow[]> {
   const { rows } = await db.query<CounterRow>(
@@ -91,15 +155,30 @@ export async function recountCounters(db: Queryable, accountId: string, activity
 
 /** Deletes the activity events of profiles being deleted; the counters keep what they counted. */
 export async function deleteEventsOfProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
-  await db.query('delete from activity_events where account_id = $1::bigint and profile_id = any($2::bigint[])', [accountId, profileIds]);
+  await db.query('delete from activity_events where account_id = $1::bigint and profile_id = any($2::bigint[])', [
+    accountId,
+    profileIds,
+  ]);
 }
 
 /** One event row as recorded; the columns of activity_events. */
 export interface EventWrite {
-  activity_id: string; type: string; correlation_id: string; section_id: string; profile_id: string;
-  event_time: Date; source_time: Date | null;
-  split_id?: string; variation?: string; device?: string; location?: string;
-  link_id?: string; link_url?: string; link_title?: string; bounce_code?: number; unsubscribe_topic?: string;
+  activity_id: string;
+  type: string;
+  correlation_id: string;
+  section_id: string;
+  profile_id: string;
+  event_time: Date;
+  source_time: Date | null;
+  split_id?: string;
+  variation?: string;
+  device?: string;
+  location?: string;
+  link_id?: string;
+  link_url?: string;
+  link_title?: string;
+  bounce_code?: number;
+  unsubscribe_topic?: string;
 }
 
 /**
@@ -107,7 +186,12 @@ export interface EventWrite {
  * source sending again while its first send is in flight, wait on each other rather than
  * deadlock), and answers those it recorded: the others were recorded before.
  */
-export async function insertEvents(db: Queryable, accountId: string, events: EventWrite[], serverTime: Date): Promise<{ activity_id: string; type: string; correlation_id: string; profile_id: string }[]> {
+export async function insertEvents(
+  db: Queryable,
+  accountId: string,
+  events: EventWrite[],
+  serverTime: Date,
+): Promise<{ activity_id: string; type: string; correlation_id: string; profile_id: string }[]> {
   const { rows } = await db.query<{ activity_id: string; type: string; correlation_id: string; profile_id: string }>(
     `insert into activity_events (account_id, activity_id, type, correlation_id, section_id, profile_id, event_time, source_time, server_time,
        split_id, variation, device, location, link_id, link_url, link_title, bounce_code, unsubscribe_topic)
@@ -131,7 +215,11 @@ export async function insertEvents(db: Queryable, accountId: string, events: Eve
  * counter rows it writes stay locked only until the commit that follows, and two batches that
  * write the same ones wait on each other in the same order, never in a cycle.
  */
-export async function countEvents(db: Queryable, accountId: string, added: { activity_id: string; type: string; profile_id: string }[]): Promise<void> {
+export async function countEvents(
+  db: Queryable,
+  accountId: string,
+  added: { activity_id: string; type: string; profile_id: string }[],
+): Promise<void> {
   if (added.length === 0) return;
   await db.query(
     `with added as (
@@ -149,7 +237,12 @@ export async function countEvents(db: Queryable, accountId: string, added: { act
      order by 2, 3
      on conflict (account_id, activity_id, type) do update
        set events = activity_counters.events + excluded.events, profiles = activity_counters.profiles + excluded.profiles`,
-    [accountId, JSON.stringify(added.map((a) => a.activity_id)), JSON.stringify(added.map((a) => a.type)), idArray(added.map((a) => a.profile_id))],
+    [
+      accountId,
+      JSON.stringify(added.map((a) => a.activity_id)),
+      JSON.stringify(added.map((a) => a.type)),
+      idArray(added.map((a) => a.profile_id)),
+    ],
   );
 }
 
@@ -160,7 +253,10 @@ export async function countEvents(db: Queryable, accountId: string, added: { act
  * account. Read by the index of events by section and time, so a statement ordered by section,
  * event time and event id needs no sort.
  */
-export function emailEventsRelation(values: SqlValues, target: { account: string; sectionIds: string[]; from: Date; to: Date }): string {
+export function emailEventsRelation(
+  values: SqlValues,
+  target: { account: string; sectionIds: string[]; from: Date; to: Date },
+): string {
   const { account } = target;
   return `select e.section_id, e.event_time, e.event_id, e.profile_id, e.activity_id, e.split_id, e.variation, e.type, e.correlation_id,
       e.source_time, e.server_time, e.device, e.location, e.link_id, e.link_url, e.link_title, e.bounce_code, e.unsubscribe_topic,
@@ -175,7 +271,13 @@ export function emailEventsRelation(values: SqlValues, target: { account: string
 }
 
 /** The types of the events recorded for an activity under one correlation id. */
-export async function listEventTypes(db: Queryable, accountId: string, activityId: string, types: readonly string[], correlationId: string): Promise<string[]> {
+export async function listEventTypes(
+  db: Queryable,
+  accountId: string,
+  activityId: string,
+  types: readonly string[],
+  correlationId: string,
+): Promise<string[]> {
   const { rows } = await db.query<{ type: string }>(
     // Every type named, so that each is one lookup of the primary key (account, activity, type, correlation id).
     'select type from activity_events where account_id = $1::bigint and activity_id = $2 and type = any($3::text[]) and correlation_id = $4',

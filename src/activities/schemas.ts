@@ -10,51 +10,85 @@ export const ACTIVITY_STATUSES = ['draft', 'scheduled', 'active', 'paused', 'sen
 export type ActivityStatus = (typeof ACTIVITY_STATUSES)[number];
 
 /** Activity ids are strings of one kind across the five kinds (ACT-17): chosen by the operator, or numbers the service gives. */
-export const ActivityId = Type.String({ pattern: '^[A-Za-z0-9_-]{1,100}$', description: 'Activity id: letters, digits, _ and -, up to 100' });
+export const ActivityId = Type.String({
+  pattern: '^[A-Za-z0-9_-]{1,100}$',
+  description: 'Activity id: letters, digits, _ and -, up to 100',
+});
 
-export const FormElement = Type.Object({
-  type: Type.String({ minLength: 1, description: 'Element type, e.g. input_field' }),
-  id: Type.String(),
-  name: Type.String(),
-  required: Type.Boolean(),
-  placeholder: Type.String(),
-  confirm_placeholder: Type.String(),
-  confirm: Type.Boolean(),
-}, { additionalProperties: false });
+export const FormElement = Type.Object(
+  {
+    type: Type.String({ minLength: 1, description: 'Element type, e.g. input_field' }),
+    id: Type.String(),
+    name: Type.String(),
+    required: Type.Boolean(),
+    placeholder: Type.String(),
+    confirm_placeholder: Type.String(),
+    confirm: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
 export type FormElement = Static<typeof FormElement>;
 
 const Email = Type.String({ format: 'email' });
 
 /** An activity as the operator writes it (operator API, CLI, manifest). Kind-specific fields are refused on other kinds. */
-export const ActivityInput = Type.Object({
-  kind: Type.Enum(ACTIVITY_KINDS, { description: 'Cannot change once created' }),
-  section_discriminator: Type.String({ description: 'The section the activity belongs to; cannot change once created' }),
-  name: Type.String({ minLength: 1 }),
-  status: Type.Optional(Type.Enum(ACTIVITY_STATUSES, { description: 'draft when omitted' })),
-  created_at: Type.Optional(DateTime),
-  sent_at: Type.Optional(Type.Union([DateTime, Type.Null()])),
-  archived: Type.Optional(Type.Boolean({ description: 'An archived activity leaves the public routes and takes no events' })),
-  // Email.
-  email_subject: Type.Optional(Type.String()),
-  sender_name: Type.Optional(Type.String()),
-  sender_email_address: Type.Optional(Email),
-  reply_to: Type.Optional(Email),
-  preheader: Type.Optional(Type.String()),
-  html: Type.Optional(Type.String({ description: 'The HTML body' })),
-  text: Type.Optional(Type.String({ description: 'The plain-text body' })),
-  transactional: Type.Optional(Type.Boolean({ description: 'A transactional email, sent one at a time through the transactional routes' })),
-  // Marketing automation.
-  description: Type.Optional(Type.String()),
-  trigger_type: Type.Optional(Type.Union([Type.Literal('api'), Type.Literal('other')], { description: 'How the automation starts: through the API, or otherwise' })),
-  // Forms and pages.
-  form_type: Type.Optional(Type.Union([Type.Literal('form'), Type.Literal('page')], { description: 'form (the default) or page; only forms have aql_queries' })),
-  elements: Type.Optional(Type.Array(FormElement, { description: 'Present once the form is saved as draft or published' })),
-}, { additionalProperties: false });
+export const ActivityInput = Type.Object(
+  {
+    kind: Type.Enum(ACTIVITY_KINDS, { description: 'Cannot change once created' }),
+    section_discriminator: Type.String({
+      description: 'The section the activity belongs to; cannot change once created',
+    }),
+    name: Type.String({ minLength: 1 }),
+    status: Type.Optional(Type.Enum(ACTIVITY_STATUSES, { description: 'draft when omitted' })),
+    created_at: Type.Optional(DateTime),
+    sent_at: Type.Optional(Type.Union([DateTime, Type.Null()])),
+    archived: Type.Optional(
+      Type.Boolean({ description: 'An archived activity leaves the public routes and takes no events' }),
+    ),
+    // Email.
+    email_subject: Type.Optional(Type.String()),
+    sender_name: Type.Optional(Type.String()),
+    sender_email_address: Type.Optional(Email),
+    reply_to: Type.Optional(Email),
+    preheader: Type.Optional(Type.String()),
+    html: Type.Optional(Type.String({ description: 'The HTML body' })),
+    text: Type.Optional(Type.String({ description: 'The plain-text body' })),
+    transactional: Type.Optional(
+      Type.Boolean({ description: 'A transactional email, sent one at a time through the transactional routes' }),
+    ),
+    // Marketing automation.
+    description: Type.Optional(Type.String()),
+    trigger_type: Type.Optional(
+      Type.Union([Type.Literal('api'), Type.Literal('other')], {
+        description: 'How the automation starts: through the API, or otherwise',
+      }),
+    ),
+    // Forms and pages.
+    form_type: Type.Optional(
+      Type.Union([Type.Literal('form'), Type.Literal('page')], {
+        description: 'form (the default) or page; only forms have aql_queries',
+      }),
+    ),
+    elements: Type.Optional(
+      Type.Array(FormElement, { description: 'Present once the form is saved as draft or published' }),
+    ),
+  },
+  { additionalProperties: false },
+);
 export type ActivityInput = Static<typeof ActivityInput>;
 
 /** The fields of each kind besides the common ones. */
 export const KIND_FIELDS: Record<ActivityKind, readonly (keyof ActivityInput)[]> = {
-  email: ['email_subject', 'sender_name', 'sender_email_address', 'reply_to', 'preheader', 'html', 'text', 'transactional'],
+  email: [
+    'email_subject',
+    'sender_name',
+    'sender_email_address',
+    'reply_to',
+    'preheader',
+    'html',
+    'text',
+    'transactional',
+  ],
   sms: ['text'],
   website: [],
   'marketing-automation': ['description', 'trigger_type'],
@@ -88,43 +122,73 @@ export type Activity = Static<typeof Activity>;
 
 // ---- Events (SPEC §2.16, §6) ----
 
-export const EMAIL_EVENT_TYPES = ['SENT', 'DELIVERED', 'OPENED', 'CLICKED', 'BOUNCED', 'UNSUBSCRIBED', 'ABUSE'] as const;
+export const EMAIL_EVENT_TYPES = [
+  'SENT',
+  'DELIVERED',
+  'OPENED',
+  'CLICKED',
+  'BOUNCED',
+  'UNSUBSCRIBED',
+  'ABUSE',
+] as const;
 export const SMS_EVENT_TYPES = ['SENT', 'DELIVERED', 'CLICKED', 'BOUNCED', 'UNSUBSCRIBED'] as const;
 export const FORM_EVENT_TYPES = ['VIEWED', 'STARTED', 'REJECTED', 'SUBMITTED'] as const;
 export const EVENT_TYPES = [...EMAIL_EVENT_TYPES, ...FORM_EVENT_TYPES] as const;
 export type ActivityEventType = (typeof EVENT_TYPES)[number];
 
 /** One event of an activity, as a source (an email service, the transactional mail area) reports it. */
-export const ActivityEventInput = Type.Object({
-  activity_id: ActivityId,
-  type: Type.Enum(EVENT_TYPES),
-  keyspace_discriminator: Type.String({ description: 'The keyspace of profile_key' }),
-  profile_key: Type.String({ minLength: 1 }),
-  correlation_id: Type.String({ minLength: 1, maxLength: 200, description: 'Source-assigned; an event of the same activity, type and correlation id is recorded once' }),
-  event_time: Type.Optional(Type.String({ format: 'date-time', description: 'The source time; the server time when omitted' })),
-  split_id: Type.Optional(Type.String({ description: 'Email: the sub-activity of a split sending' })),
-  variation: Type.Optional(Type.String({ description: 'Email: the split test group' })),
-  device: Type.Optional(Type.String({ description: 'OPENED, CLICKED: TABLET, MOBILE, DESKTOP, SMART_TV, UNKNOWN' })),
-  location: Type.Optional(Type.String({ description: 'OPENED, CLICKED: ISO 3166-1 alpha-2 country code' })),
-  link_id: Type.Optional(Type.String({ description: 'CLICKED' })),
-  link_url: Type.Optional(Type.String({ description: 'CLICKED' })),
-  link_title: Type.Optional(Type.String({ description: 'CLICKED' })),
-  bounce_code: Type.Optional(Type.Integer({ minimum: 1000, maximum: 9999, description: 'BOUNCED: SPEC §2.16 ranges' })),
-  unsubscribe_topic: Type.Optional(Type.String({ description: 'UNSUBSCRIBED: a topic of the activity\'s section, which the profile is opted out of' })),
-}, { additionalProperties: false });
+export const ActivityEventInput = Type.Object(
+  {
+    activity_id: ActivityId,
+    type: Type.Enum(EVENT_TYPES),
+    keyspace_discriminator: Type.String({ description: 'The keyspace of profile_key' }),
+    profile_key: Type.String({ minLength: 1 }),
+    correlation_id: Type.String({
+      minLength: 1,
+      maxLength: 200,
+      description: 'Source-assigned; an event of the same activity, type and correlation id is recorded once',
+    }),
+    event_time: Type.Optional(
+      Type.String({ format: 'date-time', description: 'The source time; the server time when omitted' }),
+    ),
+    split_id: Type.Optional(Type.String({ description: 'Email: the sub-activity of a split sending' })),
+    variation: Type.Optional(Type.String({ description: 'Email: the split test group' })),
+    device: Type.Optional(Type.String({ description: 'OPENED, CLICKED: TABLET, MOBILE, DESKTOP, SMART_TV, UNKNOWN' })),
+    location: Type.Optional(Type.String({ description: 'OPENED, CLICKED: ISO 3166-1 alpha-2 country code' })),
+    link_id: Type.Optional(Type.String({ description: 'CLICKED' })),
+    link_url: Type.Optional(Type.String({ description: 'CLICKED' })),
+    link_title: Type.Optional(Type.String({ description: 'CLICKED' })),
+    bounce_code: Type.Optional(
+      Type.Integer({ minimum: 1000, maximum: 9999, description: 'BOUNCED: SPEC §2.16 ranges' }),
+    ),
+    unsubscribe_topic: Type.Optional(
+      Type.String({
+        description: "UNSUBSCRIBED: a topic of the activity's section, which the profile is opted out of",
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 export type ActivityEventInput = Static<typeof ActivityEventInput>;
 
 /** The ingestion body: at most this many events a request. */
 export const EVENTS_PER_REQUEST = 100_000;
-export const ActivityEventBatch = Type.Object({
-  items: Type.Array(ActivityEventInput, { maxItems: EVENTS_PER_REQUEST }),
-}, { additionalProperties: false });
+export const ActivityEventBatch = Type.Object(
+  {
+    items: Type.Array(ActivityEventInput, { maxItems: EVENTS_PER_REQUEST }),
+  },
+  { additionalProperties: false },
+);
 
 export const IngestionResult = Type.Object({
   received: Type.Integer({ description: 'Events in the request' }),
   recorded: Type.Integer({ description: 'Events recorded now' }),
-  duplicates: Type.Integer({ description: 'Events recorded before (same activity, type and correlation id), or twice in the request' }),
-  skipped: Type.Array(Type.Object({ item: Type.Integer(), reason: Type.String() }), { description: 'Events not recorded: their profile is locked, or was deleted while the batch was recorded' }),
+  duplicates: Type.Integer({
+    description: 'Events recorded before (same activity, type and correlation id), or twice in the request',
+  }),
+  skipped: Type.Array(Type.Object({ item: Type.Integer(), reason: Type.String() }), {
+    description: 'Events not recorded: their profile is locked, or was deleted while the batch was recorded',
+  }),
 });
 export type IngestionResult = Static<typeof IngestionResult>;
 
@@ -134,36 +198,92 @@ const Rate = (what: string) => Type.Number({ description: `${what}, a fraction f
 const Count = (what: string) => Type.Integer({ description: what });
 
 export const EmailStatistics = Type.Object({
-  sent: Count('Profiles sent to'), delivered: Count('Profiles delivered to'), delivery_rate: Rate('delivered / sent'),
-  opens: Count('Opens'), unique_opens: Count('Profiles that opened'), open_rate: Rate('unique_opens / delivered'),
-  clicks: Count('Clicks'), unique_clicks: Count('Profiles that clicked'), click_rate: Rate('unique_clicks / delivered'),
+  sent: Count('Profiles sent to'),
+  delivered: Count('Profiles delivered to'),
+  delivery_rate: Rate('delivered / sent'),
+  opens: Count('Opens'),
+  unique_opens: Count('Profiles that opened'),
+  open_rate: Rate('unique_opens / delivered'),
+  clicks: Count('Clicks'),
+  unique_clicks: Count('Profiles that clicked'),
+  click_rate: Rate('unique_clicks / delivered'),
   click_to_open_rate: Rate('unique_clicks / unique_opens'),
-  bounces: Count('Profiles bounced'), bounce_rate: Rate('bounces / sent'),
-  unsubscribes: Count('Profiles that unsubscribed'), unsubscribe_rate: Rate('unsubscribes / delivered'),
-  spam_complaints: Count('Profiles that complained'), spam_complaint_rate: Rate('spam_complaints / delivered'),
+  bounces: Count('Profiles bounced'),
+  bounce_rate: Rate('bounces / sent'),
+  unsubscribes: Count('Profiles that unsubscribed'),
+  unsubscribe_rate: Rate('unsubscribes / delivered'),
+  spam_complaints: Count('Profiles that complained'),
+  spam_complaint_rate: Rate('spam_complaints / delivered'),
 });
 export const SmsStatistics = Type.Object({
-  sent: Count('Profiles sent to'), delivered: Count('Profiles delivered to'), delivery_rate: Rate('delivered / sent'),
-  clicks: Count('Profiles that clicked'), click_rate: Rate('clicks / delivered'),
-  bounces: Count('Profiles bounced'), bounce_rate: Rate('bounces / sent'),
-  unsubscribes: Count('Profiles that unsubscribed'), unsubscribe_rate: Rate('unsubscribes / delivered'),
+  sent: Count('Profiles sent to'),
+  delivered: Count('Profiles delivered to'),
+  delivery_rate: Rate('delivered / sent'),
+  clicks: Count('Profiles that clicked'),
+  click_rate: Rate('clicks / delivered'),
+  bounces: Count('Profiles bounced'),
+  bounce_rate: Rate('bounces / sent'),
+  unsubscribes: Count('Profiles that unsubscribed'),
+  unsubscribe_rate: Rate('unsubscribes / delivered'),
 });
 export type EmailStatistics = Static<typeof EmailStatistics>;
 export type SmsStatistics = Static<typeof SmsStatistics>;
 
-const aqlOf = (keys: readonly string[]) => Type.Object(Object.fromEntries(keys.map((k) => [k, Type.String({ description: 'AQL selecting the profiles counted' })])));
-export const EMAIL_AQL_KEYS = { sent: 'SENT', delivered: 'DELIVERED', opens: 'OPENED', clicks: 'CLICKED', bounces: 'BOUNCED', spam_complaints: 'ABUSE', unsubscribes: 'UNSUBSCRIBED' } as const;
-export const SMS_AQL_KEYS = { sent: 'SENT', delivered: 'DELIVERED', clicks: 'CLICKED', bounces: 'BOUNCED', unsubscribes: 'UNSUBSCRIBED' } as const;
-export const FORM_AQL_KEYS = { viewed: 'VIEWED', started: 'STARTED', rejected: 'REJECTED', submitted: 'SUBMITTED' } as const;
+const aqlOf = (keys: readonly string[]) =>
+  Type.Object(
+    Object.fromEntries(keys.map((k) => [k, Type.String({ description: 'AQL selecting the profiles counted' })])),
+  );
+export const EMAIL_AQL_KEYS = {
+  sent: 'SENT',
+  delivered: 'DELIVERED',
+  opens: 'OPENED',
+  clicks: 'CLICKED',
+  bounces: 'BOUNCED',
+  spam_complaints: 'ABUSE',
+  unsubscribes: 'UNSUBSCRIBED',
+} as const;
+export const SMS_AQL_KEYS = {
+  sent: 'SENT',
+  delivered: 'DELIVERED',
+  clicks: 'CLICKED',
+  bounces: 'BOUNCED',
+  unsubscribes: 'UNSUBSCRIBED',
+} as const;
+export const FORM_AQL_KEYS = {
+  viewed: 'VIEWED',
+  started: 'STARTED',
+  rejected: 'REJECTED',
+  submitted: 'SUBMITTED',
+} as const;
 
-const Common = { id: Type.String({ description: 'Activity id' }), name: Type.String(), status: Type.String(), created_at: DateTime };
+const Common = {
+  id: Type.String({ description: 'Activity id' }),
+  name: Type.String(),
+  status: Type.String(),
+  created_at: DateTime,
+};
 const SentAt = Type.Union([DateTime, Type.Null()], { description: 'null until sent' });
 
-export const EmailActivityItem = Type.Object({ ...Common, sent_at: SentAt, email_subject: Type.String(), statistics: Type.Optional(EmailStatistics) });
-export const EmailActivity = Type.Object({ ...EmailActivityItem.properties, aql_queries: aqlOf(Object.keys(EMAIL_AQL_KEYS)) });
+export const EmailActivityItem = Type.Object({
+  ...Common,
+  sent_at: SentAt,
+  email_subject: Type.String(),
+  statistics: Type.Optional(EmailStatistics),
+});
+export const EmailActivity = Type.Object({
+  ...EmailActivityItem.properties,
+  aql_queries: aqlOf(Object.keys(EMAIL_AQL_KEYS)),
+});
 export const SmsActivityItem = Type.Object({ ...Common, statistics: Type.Optional(SmsStatistics) });
-export const SmsActivity = Type.Object({ ...SmsActivityItem.properties, aql_queries: aqlOf(Object.keys(SMS_AQL_KEYS)) });
+export const SmsActivity = Type.Object({
+  ...SmsActivityItem.properties,
+  aql_queries: aqlOf(Object.keys(SMS_AQL_KEYS)),
+});
 export const WebsiteActivity = Type.Object(Common);
 export const AutomationActivity = Type.Object({ ...Common, description: Type.String() });
 export const FormActivityItem = Type.Object(Common);
-export const FormActivity = Type.Object({ ...Common, elements: Type.Optional(Type.Array(FormElement)), aql_queries: Type.Optional(aqlOf(Object.keys(FORM_AQL_KEYS))) });
+export const FormActivity = Type.Object({
+  ...Common,
+  elements: Type.Optional(Type.Array(FormElement)),
+  aql_queries: Type.Optional(aqlOf(Object.keys(FORM_AQL_KEYS))),
+});

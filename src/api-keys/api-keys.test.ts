@@ -2,7 +2,13 @@ import crypto from 'node:crypto';
 import pg from 'pg';
 import * as jose from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TestServer, testDatabase, type Credentials, type Response, expectProblem as expectSpecProblem } from '../../test/app.ts';
+import {
+  TestServer,
+  testDatabase,
+  type Credentials,
+  type Response,
+  expectProblem as expectSpecProblem,
+} from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { SIGNING_KEY_SEALING } from './api-keys.ts';
 import { sealingKey, unseal } from './sealing.ts';
@@ -47,7 +53,10 @@ function tokenJson(body: unknown, s: TestServer = server): Promise<Response> {
 }
 
 function tokenForm(fields: Record<string, string>, s: TestServer = server): Promise<Response> {
-  return s.request('POST', '/oauth/token', { raw: new URLSearchParams(fields).toString(), headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  return s.request('POST', '/oauth/token', {
+    raw: new URLSearchParams(fields).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
 }
 
 /** GET /audience/sections with a raw Authorization header (or none). */
@@ -66,13 +75,21 @@ const SEALING = sealingKey('test-server-secret', SIGNING_KEY_SEALING);
 
 /** The current signing key of the service, read from its database and opened (tests only: to forge claims). */
 async function serverSigningKey(): Promise<{ kid: string; key: jose.CryptoKey }> {
-  const { rows } = await db.query<{ kid: string; private_key_sealed: Buffer }>('select kid, private_key_sealed from signing_keys where retired_at is null');
+  const { rows } = await db.query<{ kid: string; private_key_sealed: Buffer }>(
+    'select kid, private_key_sealed from signing_keys where retired_at is null',
+  );
   expect(rows).toHaveLength(1);
-  return { kid: rows[0].kid, key: (await jose.importJWK(JSON.parse(unseal(SEALING, rows[0].private_key_sealed)), 'ES256')) as jose.CryptoKey };
+  return {
+    kid: rows[0].kid,
+    key: (await jose.importJWK(JSON.parse(unseal(SEALING, rows[0].private_key_sealed)), 'ES256')) as jose.CryptoKey,
+  };
 }
 
 /** Signs `claims` as an ES256 JWT; by default with the service's own key and kid. */
-async function sign(claims: Record<string, unknown>, options: { kid?: string | null; key?: jose.CryptoKey } = {}): Promise<string> {
+async function sign(
+  claims: Record<string, unknown>,
+  options: { kid?: string | null; key?: jose.CryptoKey } = {},
+): Promise<string> {
   const own = options.key ? undefined : await serverSigningKey();
   const kid = options.kid === undefined ? own!.kid : options.kid;
   const header: jose.JWTHeaderParameters = { alg: 'ES256', typ: 'JWT', ...(kid === null ? {} : { kid }) };
@@ -100,7 +117,11 @@ describe('POST /oauth/token', () => {
     const res = await tokenJson(grant(creds));
     expect(res.status, res.text).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
-    expect(res.body).toEqual({ access_token: expect.any(String), expires_in: expect.any(Number), token_type: 'Bearer' });
+    expect(res.body).toEqual({
+      access_token: expect.any(String),
+      expires_in: expect.any(Number),
+      token_type: 'Bearer',
+    });
     expect(Number.isInteger(res.body.expires_in)).toBe(true);
     expect(res.body.expires_in).toBeGreaterThan(0);
     // A JSON number, not a string holding one (VER-05: the deprecated field is still there).
@@ -110,7 +131,9 @@ describe('POST /oauth/token', () => {
     // RFC 6749 §5.1: no cache keeps it, and neither an answer refusing credentials.
     expect(res.headers.get('cache-control')).toBe('no-store');
     expect(res.headers.get('pragma')).toBe('no-cache');
-    expect((await tokenJson({ ...grant(creds), client_secret: 'wrong' })).headers.get('cache-control')).toBe('no-store');
+    expect((await tokenJson({ ...grant(creds), client_secret: 'wrong' })).headers.get('cache-control')).toBe(
+      'no-store',
+    );
     // The token works.
     expect((await sections(res.body.access_token)).status).toBe(200);
   });
@@ -119,7 +142,11 @@ describe('POST /oauth/token', () => {
     const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
     const res = await tokenForm(grant(creds));
     expect(res.status, res.text).toBe(200);
-    expect(res.body).toEqual({ access_token: expect.any(String), expires_in: expect.any(Number), token_type: 'Bearer' });
+    expect(res.body).toEqual({
+      access_token: expect.any(String),
+      expires_in: expect.any(Number),
+      token_type: 'Bearer',
+    });
     expect(Number.isInteger(res.body.expires_in)).toBe(true);
     const json = await tokenJson(grant(creds));
     expect(json.body.expires_in).toBe(res.body.expires_in);
@@ -129,7 +156,10 @@ describe('POST /oauth/token', () => {
 
   it('AUTH-03 the token endpoint ignores an Authorization header it does not need', async () => {
     const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
-    const res = await server.request('POST', '/oauth/token', { body: grant(creds), headers: { authorization: 'Bearer not-a-token' } });
+    const res = await server.request('POST', '/oauth/token', {
+      body: grant(creds),
+      headers: { authorization: 'Bearer not-a-token' },
+    });
     expect(res.status, res.text).toBe(200);
     expect(res.body.token_type).toBe('Bearer');
   });
@@ -148,30 +178,49 @@ describe('POST /oauth/token', () => {
       tokenJson({ ...full, client_id: 42 }),
       tokenForm({ client_id: creds.clientId, client_secret: creds.clientSecret }),
       tokenForm({ ...full, grant_type: 'password' }),
-      server.request('POST', '/oauth/token', { raw: '{"grant_type":', headers: { 'content-type': 'application/json' } }),
+      server.request('POST', '/oauth/token', {
+        raw: '{"grant_type":',
+        headers: { 'content-type': 'application/json' },
+      }),
       server.request('POST', '/oauth/token', { raw: '', headers: { 'content-type': 'application/json' } }),
     ];
     for (const res of await Promise.all(cases)) expectProblem(res, 400);
     // The field at fault is named.
     expect(expectProblem(await tokenJson(without(full, 'client_secret')), 400)).toMatch(/client_secret/);
     expect(expectProblem(await tokenJson({ ...full, grant_type: 'password' }), 400)).toMatch(/grant_type/);
-    expect(expectProblem(await tokenForm({ grant_type: 'client_credentials', client_secret: creds.clientSecret }), 400)).toMatch(/client_id/);
+    expect(
+      expectProblem(await tokenForm({ grant_type: 'client_credentials', client_secret: creds.clientSecret }), 400),
+    ).toMatch(/client_id/);
   });
 
   it('AUTH-05 unknown credentials, a wrong secret or a deleted key obtain no token (401)', async () => {
     const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
-    const unknown = expectProblem(await tokenJson(grant({ clientId: crypto.randomUUID(), clientSecret: creds.clientSecret })), 401, 'AUD-1009');
-    const wrong = expectProblem(await tokenJson(grant({ clientId: creds.clientId, clientSecret: `${creds.clientSecret}x` })), 401, 'AUD-1009');
+    const unknown = expectProblem(
+      await tokenJson(grant({ clientId: crypto.randomUUID(), clientSecret: creds.clientSecret })),
+      401,
+      'AUD-1009',
+    );
+    const wrong = expectProblem(
+      await tokenJson(grant({ clientId: creds.clientId, clientSecret: `${creds.clientSecret}x` })),
+      401,
+      'AUD-1009',
+    );
     expectProblem(await tokenForm(grant({ clientId: creds.clientId, clientSecret: 'guess' })), 401, 'AUD-1009');
     // Another key's secret does not open this key.
     const other = await server.createKey(creds.accountId);
-    expectProblem(await tokenJson(grant({ clientId: creds.clientId, clientSecret: other.clientSecret })), 401, 'AUD-1009');
+    expectProblem(
+      await tokenJson(grant({ clientId: creds.clientId, clientSecret: other.clientSecret })),
+      401,
+      'AUD-1009',
+    );
     expect(unknown).toMatch(/client_id|client_secret/);
     // Unknown client and wrong secret are not told apart.
     expect(wrong).toBe(unknown);
 
     expect((await tokenJson(grant(creds))).status).toBe(200);
-    expect((await server.admin('DELETE', `/admin/accounts/${creds.accountId}/keys/${creds.clientId}`)).status).toBe(204);
+    expect((await server.admin('DELETE', `/admin/accounts/${creds.accountId}/keys/${creds.clientId}`)).status).toBe(
+      204,
+    );
     expectProblem(await tokenJson(grant(creds)), 401, 'AUD-1009');
   });
 
@@ -194,7 +243,10 @@ describe('POST /oauth/token', () => {
 
     // Any client can verify it with the published key set.
     const jwks = await server.request('GET', '/.well-known/jwks.json');
-    const verified = await jose.jwtVerify(res.body.access_token, jose.createLocalJWKSet(jwks.body), { algorithms: ['ES256'], currentDate: new Date(server.clock.now) });
+    const verified = await jose.jwtVerify(res.body.access_token, jose.createLocalJWKSet(jwks.body), {
+      algorithms: ['ES256'],
+      currentDate: new Date(server.clock.now),
+    });
     expect(verified.payload.account).toBe(creds.accountId);
     expect(verified.protectedHeader.kid).toBe(header.kid);
   });
@@ -230,14 +282,21 @@ describe('Token lifetime', () => {
     const payload = jose.decodeJwt(res.body.access_token);
     expect(payload.exp! - payload.iat!).toBe(7200);
     for (const wrong of [3600, 24 * 3600 + 1]) {
-      const refused = await server.admin('PATCH', `/admin/accounts/${creds.accountId}`, { limits: { token_lifetime_seconds: wrong } });
+      const refused = await server.admin('PATCH', `/admin/accounts/${creds.accountId}`, {
+        limits: { token_lifetime_seconds: wrong },
+      });
       expectSpecProblem(refused, 400);
       expect(refused.body.detail).toContain('token_lifetime_seconds');
     }
-    const manifest = await server.admin('PUT', `/admin/accounts/${creds.accountId}/manifest`, { account: { limits: { token_lifetime_seconds: 60 } } });
+    const manifest = await server.admin('PUT', `/admin/accounts/${creds.accountId}/manifest`, {
+      account: { limits: { token_lifetime_seconds: 60 } },
+    });
     expectSpecProblem(manifest, 400);
     expect(manifest.body.detail).toContain('token_lifetime_seconds');
-    expect((await server.admin('PATCH', `/admin/accounts/${creds.accountId}`, { limits: { token_lifetime_seconds: null } })).status).toBe(200);
+    expect(
+      (await server.admin('PATCH', `/admin/accounts/${creds.accountId}`, { limits: { token_lifetime_seconds: null } }))
+        .status,
+    ).toBe(200);
     res = await tokenJson(grant(creds));
     expect(res.body.expires_in).toBe(24 * 3600);
   });
@@ -245,7 +304,10 @@ describe('Token lifetime', () => {
 
 describe('Bearer authentication', () => {
   it('AUTH-08 a token is accepted for any number of calls until its exp passes', async () => {
-    const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null, requests_per_second: null } });
+    const creds = await server.createAccount(
+      {},
+      { limits: { token_requests_per_minute: null, requests_per_second: null } },
+    );
     const token = await server.token(creds);
     for (let i = 0; i < 25; i++) expect((await sections(token)).status).toBe(200);
     for (const path of ['/audience/keyspaces', '/audience/channels', '/audience/segments']) {
@@ -291,7 +353,13 @@ describe('Bearer authentication', () => {
   it('AUTH-10 an Authorization header that does not start with Bearer is refused', async () => {
     const { token } = await server.login();
     const details = new Set<string>();
-    for (const value of [`Basic ${Buffer.from('a:b').toString('base64')}`, `Token ${token}`, token, `Bearer${token}`, `MAC ${token}`]) {
+    for (const value of [
+      `Basic ${Buffer.from('a:b').toString('base64')}`,
+      `Token ${token}`,
+      token,
+      `Bearer${token}`,
+      `MAC ${token}`,
+    ]) {
       details.add(expect401(await withAuthorization(value)));
     }
     expect([...details]).toHaveLength(1);
@@ -308,7 +376,13 @@ describe('Bearer authentication', () => {
 
   it('AUTH-11 a bearer value that cannot be decoded is refused', async () => {
     const details = new Set<string>();
-    for (const value of ['not-a-jwt', 'a.b.c', `${b64({ alg: 'ES256' })}.%%%.sig`, `${b64({ alg: 'ES256', kid: 'k' })}.${Buffer.from('not json').toString('base64url')}.sig`, 'e30.e30']) {
+    for (const value of [
+      'not-a-jwt',
+      'a.b.c',
+      `${b64({ alg: 'ES256' })}.%%%.sig`,
+      `${b64({ alg: 'ES256', kid: 'k' })}.${Buffer.from('not json').toString('base64url')}.sig`,
+      'e30.e30',
+    ]) {
       details.add(expect401(await withAuthorization(`Bearer ${value}`)));
     }
     expect([...details]).toHaveLength(1);
@@ -329,7 +403,9 @@ describe('Bearer authentication', () => {
     expect((await sections(await server.token(creds))).status).toBe(200);
     // A token signed by the service itself but with exp in the past.
     const claims = await realClaims(creds);
-    expect(expect401(await sections(await sign({ ...claims, iat: nowSeconds() - 7200, exp: nowSeconds() - 1 })))).toBe(detail);
+    expect(expect401(await sections(await sign({ ...claims, iat: nowSeconds() - 7200, exp: nowSeconds() - 1 })))).toBe(
+      detail,
+    );
   });
 
   it('AUTH-13 a token whose signature cannot be verified is refused', async () => {
@@ -435,10 +511,14 @@ describe('API keys', () => {
     expect(s2.body).toEqual(s1.body);
 
     const listed = await server.admin('GET', `/admin/accounts/${first.accountId}/keys`);
-    expect(listed.body.items.map((k: { client_id: string }) => k.client_id).sort()).toEqual([first.clientId, second.clientId].sort());
+    expect(listed.body.items.map((k: { client_id: string }) => k.client_id).sort()).toEqual(
+      [first.clientId, second.clientId].sort(),
+    );
     expect(JSON.stringify(listed.body)).not.toContain(first.clientSecret);
 
-    expect((await server.admin('DELETE', `/admin/accounts/${first.accountId}/keys/${first.clientId}`)).status).toBe(204);
+    expect((await server.admin('DELETE', `/admin/accounts/${first.accountId}/keys/${first.clientId}`)).status).toBe(
+      204,
+    );
     // The issued token stops at once ...
     expect(expect401(await sections(t1))).toMatch(/deleted/i);
     // ... and the key gets no new one.
@@ -472,7 +552,11 @@ describe('API keys', () => {
 
     expect((await server.request('GET', `/audience/sections/${alpha}/tags`, { token })).status).toBe(200);
     expect((await server.request('GET', `/audience/sections/${alpha}/attributes`, { token })).status).toBe(200);
-    const detail = expectProblem(await server.request('GET', `/audience/sections/${beta}/tags`, { token }), 403, 'AUD-1107');
+    const detail = expectProblem(
+      await server.request('GET', `/audience/sections/${beta}/tags`, { token }),
+      403,
+      'AUD-1107',
+    );
     expect(detail).toMatch(/section/i);
     expect(detail).toContain(beta);
     for (const [method, path, body] of [
@@ -485,12 +569,22 @@ describe('API keys', () => {
       expectProblem(await server.request(method, path, { token, body }), 403, 'AUD-1107');
     }
     // The tag was not created.
-    const betaTags = await server.request('GET', `/audience/sections/${beta}/tags`, { token: await server.token(creds) });
+    const betaTags = await server.request('GET', `/audience/sections/${beta}/tags`, {
+      token: await server.token(creds),
+    });
     expect(betaTags.body.items.map((t: { name: string }) => t.name)).not.toContain('Sneaky');
     // An unknown section is still 404, not 403.
-    expectProblem(await server.request('GET', '/audience/sections/com.vendor1.sections.user-created.nowhere/tags', { token }), 404);
+    expectProblem(
+      await server.request('GET', '/audience/sections/com.vendor1.sections.user-created.nowhere/tags', { token }),
+      404,
+    );
     // A key cannot be limited to a section that does not exist.
-    expectProblem(await server.admin('POST', `/admin/accounts/${creds.accountId}/keys`, { section_discriminators: ['com.vendor1.sections.user-created.nowhere'] }), 400);
+    expectProblem(
+      await server.admin('POST', `/admin/accounts/${creds.accountId}/keys`, {
+        section_discriminators: ['com.vendor1.sections.user-created.nowhere'],
+      }),
+      400,
+    );
   });
 });
 
@@ -502,7 +596,15 @@ describe('Signing keys', () => {
     expect(res.status).toBe(200);
     expect(res.body.keys.length).toBeGreaterThanOrEqual(1);
     for (const key of res.body.keys) {
-      expect(key).toMatchObject({ kty: 'EC', crv: 'P-256', alg: 'ES256', use: 'sig', kid: expect.any(String), x: expect.any(String), y: expect.any(String) });
+      expect(key).toMatchObject({
+        kty: 'EC',
+        crv: 'P-256',
+        alg: 'ES256',
+        use: 'sig',
+        kid: expect.any(String),
+        x: expect.any(String),
+        y: expect.any(String),
+      });
       expect(key.d).toBeUndefined();
     }
     const { token } = await server.login();
@@ -576,7 +678,10 @@ describe('Regions', () => {
   it('VER-01 VER-02 AUTH-16 an account is served only in its region: tokens of one region are refused at the other', async () => {
     const apac = await TestServer.start({ REGION: 'apac' });
     try {
-      const created = await server.admin('POST', '/admin/accounts', { name: `apac ${crypto.randomUUID()}`, region: 'apac' });
+      const created = await server.admin('POST', '/admin/accounts', {
+        name: `apac ${crypto.randomUUID()}`,
+        region: 'apac',
+      });
       expect(created.status, created.text).toBe(201);
       expect(created.body.region).toBe('apac');
       const key = await server.createKey(created.body.id);
@@ -603,8 +708,13 @@ describe('Regions', () => {
       expectProblem(await tokenJson(grant(eu), apac), 401, 'AUD-1009');
 
       // Both addresses publish the same key set.
-      const [euKeys, apacKeys] = await Promise.all([server.request('GET', '/.well-known/jwks.json'), apac.request('GET', '/.well-known/jwks.json')]);
-      expect(apacKeys.body.keys.map((k: { kid: string }) => k.kid).sort()).toEqual(euKeys.body.keys.map((k: { kid: string }) => k.kid).sort());
+      const [euKeys, apacKeys] = await Promise.all([
+        server.request('GET', '/.well-known/jwks.json'),
+        apac.request('GET', '/.well-known/jwks.json'),
+      ]);
+      expect(apacKeys.body.keys.map((k: { kid: string }) => k.kid).sort()).toEqual(
+        euKeys.body.keys.map((k: { kid: string }) => k.kid).sort(),
+      );
     } finally {
       await apac.close();
     }
@@ -620,12 +730,16 @@ describe('Failure details', () => {
     const claims = jose.decodeJwt(token);
     const all = await sections(token);
     const beta = all.body.items[1].discriminator;
-    const limited = await server.createKey(creds.accountId, { section_discriminators: [all.body.items[0].discriminator] });
+    const limited = await server.createKey(creds.accountId, {
+      section_discriminators: [all.body.items[0].discriminator],
+    });
     const limitedToken = await server.token(limited);
     const doomed = await server.createKey(creds.accountId);
     const doomedToken = await server.token(doomed);
     expect((await sections(doomedToken)).status).toBe(200);
-    expect((await server.admin('DELETE', `/admin/accounts/${creds.accountId}/keys/${doomed.clientId}`)).status).toBe(204);
+    expect((await server.admin('DELETE', `/admin/accounts/${creds.accountId}/keys/${doomed.clientId}`)).status).toBe(
+      204,
+    );
     const { privateKey } = await jose.generateKeyPair('ES256');
     const [head, payload, signature] = token.split('.');
 
@@ -633,13 +747,13 @@ describe('Failure details', () => {
       'missing token': await withAuthorization(undefined),
       'not Bearer': await withAuthorization(`Basic ${token}`),
       'cannot be decoded': await withAuthorization('Bearer garbage'),
-      'expired': await sections(await sign({ ...claims, iat: nowSeconds() - 7200, exp: nowSeconds() - 60 })),
+      expired: await sections(await sign({ ...claims, iat: nowSeconds() - 7200, exp: nowSeconds() - 60 })),
       'bad signature': await sections(`${head}.${b64({ ...claims, account: '1' })}.${signature}`),
       'missing claim account': await sections(await sign(without(claims, 'account'))),
       'missing claim sub': await sections(await sign(without(claims, 'sub'))),
       'unknown kid': await sections(await sign(claims, { key: privateKey, kid: crypto.randomUUID() })),
       'no kid': await sections(await sign(claims, { kid: null })),
-      'audience': await sections(await sign({ ...claims, aud: 'audience-apac' })),
+      audience: await sections(await sign({ ...claims, aud: 'audience-apac' })),
       'deleted key': await sections(doomedToken),
       'section denied': await server.request('GET', `/audience/sections/${beta}/tags`, { token: limitedToken }),
       'bad credentials': await tokenJson(grant({ clientId: creds.clientId, clientSecret: 'wrong' })),
@@ -670,7 +784,9 @@ describe('Failure details', () => {
 
 describe('Signing keys at rest', () => {
   it('keeps no private half in plain text: sealed under SERVER_SECRET, and one stored before sealing is sealed at the next start', async () => {
-    const { rows } = await db.query<{ private_jwk: unknown; private_key_sealed: Buffer }>('select private_jwk, private_key_sealed from signing_keys');
+    const { rows } = await db.query<{ private_jwk: unknown; private_key_sealed: Buffer }>(
+      'select private_jwk, private_key_sealed from signing_keys',
+    );
     expect(rows.length).toBeGreaterThan(0);
     for (const row of rows) {
       expect(row.private_jwk).toBeNull();
@@ -681,16 +797,25 @@ describe('Signing keys at rest', () => {
     // A key as programs before sealing stored it (retired, so it signs nothing here).
     const { privateKey, publicKey } = await jose.generateKeyPair('ES256', { extractable: true });
     const plain = await jose.exportJWK(privateKey);
-    await db.query(`insert into signing_keys (kid, private_jwk, public_jwk, retired_at) values ('legacy', $1, $2, now() + interval '1 hour')`, [plain, await jose.exportJWK(publicKey)]);
+    await db.query(
+      `insert into signing_keys (kid, private_jwk, public_jwk, retired_at) values ('legacy', $1, $2, now() + interval '1 hour')`,
+      [plain, await jose.exportJWK(publicKey)],
+    );
     const next = await TestServer.start();
     await next.close();
-    const legacy = (await db.query<{ private_jwk: unknown; private_key_sealed: Buffer }>(`select private_jwk, private_key_sealed from signing_keys where kid = 'legacy'`)).rows[0];
+    const legacy = (
+      await db.query<{ private_jwk: unknown; private_key_sealed: Buffer }>(
+        `select private_jwk, private_key_sealed from signing_keys where kid = 'legacy'`,
+      )
+    ).rows[0];
     expect(legacy.private_jwk).toBeNull();
     expect(JSON.parse(unseal(SEALING, legacy.private_key_sealed))).toEqual(plain);
   });
 
   it('refuses to start with another SERVER_SECRET, which could not open the signing key, naming the cause', async () => {
-    await expect(TestServer.start({ SERVER_SECRET: 'another-secret' })).rejects.toThrow(/cannot be opened with this SERVER_SECRET/);
+    await expect(TestServer.start({ SERVER_SECRET: 'another-secret' })).rejects.toThrow(
+      /cannot be opened with this SERVER_SECRET/,
+    );
   });
 });
 
@@ -705,10 +830,17 @@ describe('Retired signing keys', () => {
     expect(rotated.body.kid).not.toBe(old.kid);
     // Tokens of the old key living the longest allowed, each issued and first presented at the
     // moment checked, since a verified token is remembered until its exp.
-    const longLived = () => sign({ ...claims, iat: nowSeconds(), exp: nowSeconds() + 86400, jti: crypto.randomUUID() }, { kid: old.kid, key: old.key });
+    const longLived = () =>
+      sign(
+        { ...claims, iat: nowSeconds(), exp: nowSeconds() + 86400, jti: crypto.randomUUID() },
+        { kid: old.kid, key: old.key },
+      );
     expect((await sections(await longLived())).status).toBe(200);
     // The grace period ends at the retired_at the rotation stored (earlier tests moved the clock already).
-    const { rows } = await db.query<{ retired_at: Date; grace: string }>('select retired_at, extract(epoch from retired_at - now()) as grace from signing_keys where kid = $1', [old.kid]);
+    const { rows } = await db.query<{ retired_at: Date; grace: string }>(
+      'select retired_at, extract(epoch from retired_at - now()) as grace from signing_keys where kid = $1',
+      [old.kid],
+    );
     const retiredAtMs = rows[0].retired_at.getTime();
     // At least the longest life of a token the service issues.
     expect(Number(rows[0].grace)).toBeGreaterThanOrEqual(24 * 3600 - 60);

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type pg from 'pg';
-import * as jose from "jose";
-import type { JWK } from "jose";
+import * as jose from 'jose';
+import type { JWK } from 'jose';
 import type { Clock } from '../core/clock.ts';
 import { DEFAULT_LIMITS, type Limits } from '../core/limits.ts';
 import { Problem } from '../core/problems.ts';
@@ -79,7 +79,11 @@ export class ApiKeys {
     this.clock = options.clock;
     this.region = options.region;
     this.sealing = sealingKey(options.serverSecret, SIGNING_KEY_SEALING);
-    this.apiKeys = new RecordCache(this.feed, KEYS_TOPIC, async (clientId) => (await q.findApiKeyByClientId(this.pool, clientId)) ?? null);
+    this.apiKeys = new RecordCache(
+      this.feed,
+      KEYS_TOPIC,
+      async (clientId) => (await q.findApiKeyByClientId(this.pool, clientId)) ?? null,
+    );
     this.signingKeys = new RecordCache(this.feed, SIGNING_TOPIC, () => this.loadSigningKeys());
     this.feed.on(KEYS_TOPIC, () => this.verified.clear());
   }
@@ -88,18 +92,36 @@ export class ApiKeys {
   async createApiKey(db: Queryable, accountId: string, options: { name?: string; sectionIds?: string[] | null } = {}) {
     const clientId = crypto.randomUUID();
     const secret = crypto.randomBytes(32).toString('base64url');
-    const row = await q.insertApiKey(db, { accountId, clientId, secretHash: hashSecret(secret), name: options.name ?? '', sectionIds: options.sectionIds ?? null });
-    return { client_id: clientId, client_secret: secret, name: row.name, section_ids: row.section_ids, created_at: row.created_at.toISOString() };
+    const row = await q.insertApiKey(db, {
+      accountId,
+      clientId,
+      secretHash: hashSecret(secret),
+      name: options.name ?? '',
+      sectionIds: options.sectionIds ?? null,
+    });
+    return {
+      client_id: clientId,
+      client_secret: secret,
+      name: row.name,
+      section_ids: row.section_ids,
+      created_at: row.created_at.toISOString(),
+    };
   }
 
   async listApiKeys(db: Queryable, accountId: string) {
     const rows = await q.listApiKeysByAccount(db, accountId);
-    return rows.map((r) => ({ client_id: r.client_id, name: r.name, section_ids: r.section_ids, created_at: r.created_at.toISOString() }));
+    return rows.map((r) => ({
+      client_id: r.client_id,
+      name: r.name,
+      section_ids: r.section_ids,
+      created_at: r.created_at.toISOString(),
+    }));
   }
 
   /** Deletes an API key; it and every token it obtained stop working at once. */
   async deleteApiKey(db: Queryable, accountId: string, clientId: string): Promise<void> {
-    if (!(await q.markApiKeyDeleted(db, accountId, clientId))) throw new Problem('AUD-1', `No API key with client_id "${clientId}" in account ${accountId}`);
+    if (!(await q.markApiKeyDeleted(db, accountId, clientId)))
+      throw new Problem('AUD-1', `No API key with client_id "${clientId}" in account ${accountId}`);
     await this.feed.publish(db, KEYS_TOPIC, clientId);
   }
 
@@ -107,7 +129,11 @@ export class ApiKeys {
    * The client-credentials grant (SPEC §4.1). `accountOf` tells the region the key's account
    * belongs to (a key is only served in its own region) and how long its tokens live.
    */
-  async issueToken(clientId: string, clientSecret: string, accountOf: (accountId: string) => Promise<{ region: string; limits: Limits } | undefined>): Promise<IssuedToken> {
+  async issueToken(
+    clientId: string,
+    clientSecret: string,
+    accountOf: (accountId: string) => Promise<{ region: string; limits: Limits } | undefined>,
+  ): Promise<IssuedToken> {
     const key = await this.apiKeys.get(clientId);
     const given = hashSecret(clientSecret);
     if (!key || key.deleted_at || !crypto.timingSafeEqual(key.secret_hash, given)) {
@@ -116,7 +142,10 @@ export class ApiKeys {
     const account = await accountOf(key.account_id);
     const region = account?.region;
     if (!account || region !== this.region) {
-      throw new Problem('AUD-1009', `The account of this API key belongs to region "${region}"; request tokens at that region's base address`);
+      throw new Problem(
+        'AUD-1009',
+        `The account of this API key belongs to region "${region}"; request tokens at that region's base address`,
+      );
     }
     const keys = await this.signingKeys.get('all');
     if (!keys.signing) throw new Error('no signing key');
@@ -166,7 +195,12 @@ export class ApiKeys {
     const kid = header_.kid;
     const found = kid === undefined ? undefined : keys.verifying.get(kid);
     const key = found && (found.retiredAtMs === null || found.retiredAtMs > nowMs) ? found : undefined;
-    if (!key) throw unauthorized(kid === undefined ? 'The bearer token has no key ID (kid)' : `The token's key ID "${kid}" is not in the issuer's key set`);
+    if (!key)
+      throw unauthorized(
+        kid === undefined
+          ? 'The bearer token has no key ID (kid)'
+          : `The token's key ID "${kid}" is not in the issuer's key set`,
+      );
     try {
       await jose.compactVerify(token, key.key, { algorithms: ['ES256'] });
     } catch {
@@ -174,12 +208,17 @@ export class ApiKeys {
     }
     const audience = regionAudience(this.region);
     const auds = Array.isArray(claims.aud) ? claims.aud : claims.aud === undefined ? [] : [claims.aud];
-    if (!auds.includes(audience)) throw unauthorized(`The token's audience "${auds.join(', ')}" is not recognised here; this base address serves "${audience}"`);
+    if (!auds.includes(audience))
+      throw unauthorized(
+        `The token's audience "${auds.join(', ')}" is not recognised here; this base address serves "${audience}"`,
+      );
     for (const claim of ['exp', 'iat'] as const) {
-      if (typeof claims[claim] !== 'number') throw unauthorized(`The bearer token's claim "${claim}" is missing or invalid`);
+      if (typeof claims[claim] !== 'number')
+        throw unauthorized(`The bearer token's claim "${claim}" is missing or invalid`);
     }
     for (const claim of ['sub', 'account'] as const) {
-      if (typeof claims[claim] !== 'string' || claims[claim] === '') throw unauthorized(`The bearer token's claim "${claim}" is missing or invalid`);
+      if (typeof claims[claim] !== 'string' || claims[claim] === '')
+        throw unauthorized(`The bearer token's claim "${claim}" is missing or invalid`);
     }
     if (claims.iss !== ISSUER) throw unauthorized('The bearer token\'s claim "iss" is missing or invalid');
     const expMs = (claims.exp as number) * 1000;
@@ -188,10 +227,15 @@ export class ApiKeys {
     // future (beyond the clock skew between processes), and living no longer than SPEC §5.4 allows.
     const iatMs = (claims.iat as number) * 1000;
     if (iatMs > nowMs + CLOCK_SKEW_MS) throw unauthorized('The bearer token\'s claim "iat" is in the future');
-    if (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf * 1000 > nowMs + CLOCK_SKEW_MS)) throw unauthorized('The bearer token\'s claim "nbf" is invalid or in the future: it is not valid yet');
-    if (expMs - iatMs > MAX_TOKEN_LIFETIME_SECONDS * 1000) throw unauthorized(`The bearer token lives longer than ${MAX_TOKEN_LIFETIME_SECONDS / 3600} hours (claims "iat" and "exp")`);
+    if (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf * 1000 > nowMs + CLOCK_SKEW_MS))
+      throw unauthorized('The bearer token\'s claim "nbf" is invalid or in the future: it is not valid yet');
+    if (expMs - iatMs > MAX_TOKEN_LIFETIME_SECONDS * 1000)
+      throw unauthorized(
+        `The bearer token lives longer than ${MAX_TOKEN_LIFETIME_SECONDS / 3600} hours (claims "iat" and "exp")`,
+      );
     const apiKey = await this.apiKeys.get(claims.sub as string);
-    if (!apiKey || apiKey.account_id !== claims.account) throw unauthorized('The bearer token\'s claim "sub" does not name an API key of its account');
+    if (!apiKey || apiKey.account_id !== claims.account)
+      throw unauthorized('The bearer token\'s claim "sub" does not name an API key of its account');
     const caller: Caller = { accountId: apiKey.account_id, clientId: apiKey.client_id, sectionIds: apiKey.section_ids };
     if (this.verified.size > 100_000) this.verified.clear();
     this.verified.set(token, { caller, validUntilMs: Math.min(expMs, key.retiredAtMs ?? Infinity) });
@@ -230,7 +274,8 @@ export class ApiKeys {
   async ensureSigningKey(): Promise<void> {
     await withTransaction(this.pool, async (tx) => {
       await q.lockSigningKeys(tx);
-      for (const row of await q.listUnsealedSigningKeys(tx)) await q.sealSigningKey(tx, row.kid, seal(this.sealing, JSON.stringify(row.private_jwk)));
+      for (const row of await q.listUnsealedSigningKeys(tx))
+        await q.sealSigningKey(tx, row.kid, seal(this.sealing, JSON.stringify(row.private_jwk)));
       const current = (await q.listVerifyingSigningKeys(tx)).find((k) => k.retired_at === null);
       if (current) {
         this.privateJwkOf(current);
@@ -247,7 +292,10 @@ export class ApiKeys {
     try {
       return JSON.parse(unseal(this.sealing, row.private_key_sealed!)) as JWK;
     } catch (err) {
-      throw new Error(`The signing key ${row.kid} cannot be opened with this SERVER_SECRET: every process of a deployment needs the secret that sealed it (${(err as Error).message})`, { cause: err });
+      throw new Error(
+        `The signing key ${row.kid} cannot be opened with this SERVER_SECRET: every process of a deployment needs the secret that sealed it (${(err as Error).message})`,
+        { cause: err },
+      );
     }
   }
 
@@ -264,10 +312,17 @@ export class ApiKeys {
     const rows = await q.listVerifyingSigningKeys(this.pool);
     const verifying = new Map<string, VerifyingKey>();
     for (const row of rows) {
-      verifying.set(row.kid, { kid: row.kid, retiredAtMs: row.retired_at?.getTime() ?? null, key: (await jose.importJWK(row.public_jwk as jose.JWK, 'ES256')) as jose.CryptoKey, publicJwk: row.public_jwk });
+      verifying.set(row.kid, {
+        kid: row.kid,
+        retiredAtMs: row.retired_at?.getTime() ?? null,
+        key: (await jose.importJWK(row.public_jwk as jose.JWK, 'ES256')) as jose.CryptoKey,
+        publicJwk: row.public_jwk,
+      });
     }
     const current = rows.find((r) => r.retired_at === null);
-    const signing = current ? { kid: current.kid, key: (await jose.importJWK(this.privateJwkOf(current), 'ES256')) as jose.CryptoKey } : undefined;
+    const signing = current
+      ? { kid: current.kid, key: (await jose.importJWK(this.privateJwkOf(current), 'ES256')) as jose.CryptoKey }
+      : undefined;
     return { signing, verifying };
   }
 }

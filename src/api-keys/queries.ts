@@ -11,7 +11,10 @@ export interface ApiKeyRow {
   deleted_at: Date | null;
 }
 
-export async function insertApiKey(db: Queryable, key: { accountId: string; clientId: string; secretHash: Buffer; name: string; sectionIds: string[] | null }): Promise<ApiKeyRow> {
+export async function insertApiKey(
+  db: Queryable,
+  key: { accountId: string; clientId: string; secretHash: Buffer; name: string; sectionIds: string[] | null },
+): Promise<ApiKeyRow> {
   const { rows } = await db.query<ApiKeyRow>(
     `insert into api_keys (account_id, client_id, secret_hash, name, section_ids)
      values ($1::bigint, $2, $3, $4, $5::bigint[]) returning *`,
@@ -59,27 +62,36 @@ export async function listVerifyingSigningKeys(db: Queryable): Promise<SigningKe
   return rows;
 }
 
-export async function insertSigningKey(db: Queryable, key: { kid: string; privateKeySealed: Buffer; publicJwk: JWK }): Promise<void> {
-  await db.query('insert into signing_keys (kid, private_key_sealed, public_jwk) values ($1, $2, $3)', [key.kid, key.privateKeySealed, key.publicJwk]);
+export async function insertSigningKey(
+  db: Queryable,
+  key: { kid: string; privateKeySealed: Buffer; publicJwk: JWK },
+): Promise<void> {
+  await db.query('insert into signing_keys (kid, private_key_sealed, public_jwk) values ($1, $2, $3)', [
+    key.kid,
+    key.privateKeySealed,
+    key.publicJwk,
+  ]);
 }
 
 /** Signing keys whose private half is still in plain text (stored before sealing). */
 export async function listUnsealedSigningKeys(db: Queryable): Promise<{ kid: string; private_jwk: JWK }[]> {
-  const { rows } = await db.query<{ kid: string; private_jwk: JWK }>('select kid, private_jwk from signing_keys where private_jwk is not null');
+  const { rows } = await db.query<{ kid: string; private_jwk: JWK }>(
+    'select kid, private_jwk from signing_keys where private_jwk is not null',
+  );
   return rows;
 }
 
 /** Replaces a key's plain private half by its sealed form. */
 export async function sealSigningKey(db: Queryable, kid: string, privateKeySealed: Buffer): Promise<void> {
-  await db.query('update signing_keys set private_key_sealed = $2, private_jwk = null where kid = $1', [kid, privateKeySealed]);
+  await db.query('update signing_keys set private_key_sealed = $2, private_jwk = null where kid = $1', [
+    kid,
+    privateKeySealed,
+  ]);
 }
 
 /** Stops every signing key but `kid` from signing; they keep verifying for `graceSeconds`. */
 export async function retireSigningKeysExcept(db: Queryable, kid: string, retiredAt: Date): Promise<void> {
-  await db.query(
-    `update signing_keys set retired_at = $2 where kid <> $1 and retired_at is null`,
-    [kid, retiredAt],
-  );
+  await db.query(`update signing_keys set retired_at = $2 where kid <> $1 and retired_at is null`, [kid, retiredAt]);
 }
 
 /** Serialises first-time key creation between processes. */

@@ -1,4 +1,10 @@
-import { attributeTypeOf, eventFieldsOf, JSON_KIND_OF, type AttributeType, type Definitions } from '../core/definitions.ts';
+import {
+  attributeTypeOf,
+  eventFieldsOf,
+  JSON_KIND_OF,
+  type AttributeType,
+  type Definitions,
+} from '../core/definitions.ts';
 import type { AttributeTerm, Condition, EventTerm, Expression } from './ast.ts';
 import { aqlError } from './errors.ts';
 
@@ -21,36 +27,74 @@ export function check(expression: Expression, defs: Definitions, text: string): 
       return;
     }
     const e: AttributeTerm | EventTerm = expression;
-    if (++terms > MAX_TERMS) throw aqlError('AUD-1710', text, e.at, `Generated query size limit reached: at most ${MAX_TERMS} terms`);
+    if (++terms > MAX_TERMS)
+      throw aqlError('AUD-1710', text, e.at, `Generated query size limit reached: at most ${MAX_TERMS} terms`);
     const section = defs.sections.find((s) => s.id === e.sectionId);
     if (!section) throw aqlError('AUD-1111', text, e.sectionAt, `Section ${e.sectionId} not found`);
     if (e.kind === 'attribute') {
       const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === e.versionId));
-      if (!attribute) throw aqlError('AUD-1111', text, e.versionAt, `Attribute version ${e.versionId} not found in section ${e.sectionId}`);
+      if (!attribute)
+        throw aqlError(
+          'AUD-1111',
+          text,
+          e.versionAt,
+          `Attribute version ${e.versionId} not found in section ${e.sectionId}`,
+        );
       const typeName = attributeTypeOf(attribute.versions.find((v) => v.id === e.versionId)!);
       const kind = JSON_KIND_OF[typeName];
       if (kind === 'struct') {
-        if (e.condition.path.length === 0) throw aqlError('AUD-1404', text, e.condition.at, `Field condition on the struct attribute ${e.versionId}: select a field with attributeData("<field>")`);
+        if (e.condition.path.length === 0)
+          throw aqlError(
+            'AUD-1404',
+            text,
+            e.condition.at,
+            `Field condition on the struct attribute ${e.versionId}: select a field with attributeData("<field>")`,
+          );
         // Struct layouts are not defined, so the field's type is the constant's.
         checkConstant(e.condition, typeof e.condition.value as Primitive, 'Struct field', text);
       } else {
-        if (e.condition.path.length > 0) throw aqlError('AUD-1402', text, e.condition.pathAt ?? e.condition.at, `The attribute ${e.versionId} is of type ${typeName}: attributeData paths only point into Struct attributes`);
+        if (e.condition.path.length > 0)
+          throw aqlError(
+            'AUD-1402',
+            text,
+            e.condition.pathAt ?? e.condition.at,
+            `The attribute ${e.versionId} is of type ${typeName}: attributeData paths only point into Struct attributes`,
+          );
         checkConstant(e.condition, kind, typeName, text);
       }
       return;
     }
     const event = section.events.find((ev) => ev.versions.some((v) => v.id === e.versionId));
-    if (!event) throw aqlError('AUD-1111', text, e.versionAt, `Event version ${e.versionId} not found in section ${e.sectionId}`);
+    if (!event)
+      throw aqlError('AUD-1111', text, e.versionAt, `Event version ${e.versionId} not found in section ${e.sectionId}`);
     const fields = eventFieldsOf(event.versions.find((v) => v.id === e.versionId)!);
     for (const condition of e.conditions) {
       const fieldType = fields.get(condition.path[0]);
-      if (fieldType === undefined) throw aqlError('AUD-1402', text, condition.pathAt ?? condition.at, `No such field "${condition.path.join('.')}" in event version ${e.versionId}`);
+      if (fieldType === undefined)
+        throw aqlError(
+          'AUD-1402',
+          text,
+          condition.pathAt ?? condition.at,
+          `No such field "${condition.path.join('.')}" in event version ${e.versionId}`,
+        );
       const kind = JSON_KIND_OF[fieldType as AttributeType] ?? 'string';
       if (kind === 'struct') {
-        if (condition.path.length === 1) throw aqlError('AUD-1404', text, condition.pathAt ?? condition.at, `Field condition on the struct field "${condition.path[0]}": select a field inside it`);
+        if (condition.path.length === 1)
+          throw aqlError(
+            'AUD-1404',
+            text,
+            condition.pathAt ?? condition.at,
+            `Field condition on the struct field "${condition.path[0]}": select a field inside it`,
+          );
         checkConstant(condition, typeof condition.value as Primitive, 'Struct field', text);
       } else {
-        if (condition.path.length > 1) throw aqlError('AUD-1402', text, condition.pathAt ?? condition.at, `The field "${condition.path[0]}" is of type ${fieldType}: the path "${condition.path.join('.')}" does not point to a data point`);
+        if (condition.path.length > 1)
+          throw aqlError(
+            'AUD-1402',
+            text,
+            condition.pathAt ?? condition.at,
+            `The field "${condition.path[0]}" is of type ${fieldType}: the path "${condition.path.join('.')}" does not point to a data point`,
+          );
         checkConstant(condition, kind, fieldType, text);
       }
     }
@@ -61,9 +105,19 @@ export function check(expression: Expression, defs: Definitions, text: string): 
 /** The constant fits the type, and true or false is compared only by eq and neq (docs/aql.md "Conditions"). */
 function checkConstant(condition: Condition, kind: Primitive, typeName: string, text: string): void {
   if (typeof condition.value !== kind) {
-    throw aqlError('AUD-1401', text, condition.valueAt, `Type processing error: ${typeName} values compare with a ${kind} constant, not ${JSON.stringify(condition.value)}`);
+    throw aqlError(
+      'AUD-1401',
+      text,
+      condition.valueAt,
+      `Type processing error: ${typeName} values compare with a ${kind} constant, not ${JSON.stringify(condition.value)}`,
+    );
   }
   if (kind === 'boolean' && condition.comparator !== 'eq' && condition.comparator !== 'neq') {
-    throw aqlError('AUD-1401', text, condition.at, `Type processing error: ${typeName} values compared with true or false take only eq and neq, not ${condition.comparator}`);
+    throw aqlError(
+      'AUD-1401',
+      text,
+      condition.at,
+      `Type processing error: ${typeName} values compared with true or false take only eq and neq, not ${condition.comparator}`,
+    );
   }
 }

@@ -51,7 +51,8 @@ function condition(x: string, keys: string[], c: Condition, values: SqlValues): 
   const well = (v: string) => v.toWellFormed();
   const path = ['strict $', ...[...keys, ...c.path].map((k) => JSON.stringify(well(k)))].join('.');
   const type = typeof c.value === 'string' ? 'string' : typeof c.value === 'number' ? 'number' : 'boolean';
-  const filter = c.comparator === 'neq' ? `@.type() == "${type}" && @ != $c` : `@ ${JSONPATH_OPERATORS[c.comparator]} $c`;
+  const filter =
+    c.comparator === 'neq' ? `@.type() == "${type}" && @ != $c` : `@ ${JSONPATH_OPERATORS[c.comparator]} $c`;
   const constant = typeof c.value === 'string' ? well(c.value) : c.value;
   return `jsonb_path_exists(${x}, ${values.add(`${path} ? (${filter})`, 'jsonpath')}, ${values.add(JSON.stringify({ c: constant }), 'jsonb')}, true)`;
 }
@@ -98,16 +99,29 @@ export function requiredSections(expression: Expression): string[] {
  * `account` is the account's placeholder: every table's rows are chosen by it, not by the outer
  * profile's account_id, so that Citus sees every part of the statement on the account's node.
  */
-export function compilePredicate(expression: Expression, options: { account: string; now: number; timeZone: string; clusters?: boolean; sectionRow?: string; perProfile?: boolean }, values: SqlValues): string {
+export function compilePredicate(
+  expression: Expression,
+  options: {
+    account: string;
+    now: number;
+    timeZone: string;
+    clusters?: boolean;
+    sectionRow?: string;
+    perProfile?: boolean;
+  },
+  values: SqlValues,
+): string {
   const { account } = options;
-  if (options.sectionRow !== undefined && options.clusters !== false) throw new Error('sectionRow needs clusters: false');
+  if (options.sectionRow !== undefined && options.clusters !== false)
+    throw new Error('sectionRow needs clusters: false');
   switch (expression.kind) {
     case 'and':
     case 'or':
       return `(${expression.terms.map((t) => compilePredicate(t, options, values)).join(expression.kind === 'and' ? ' and ' : ' or ')})`;
     case 'attribute':
       // As the semi-join below: a condition that is null (unknown) does not hold.
-      if (expression.sectionId === options.sectionRow) return `coalesce(${condition('coalesce(p.cluster_attributes, p.attributes)', [expression.versionId], expression.condition, values)}, false)`;
+      if (expression.sectionId === options.sectionRow)
+        return `coalesce(${condition('coalesce(p.cluster_attributes, p.attributes)', [expression.versionId], expression.condition, values)}, false)`;
       return `exists (select 1 from profile_sections ps where ps.account_id = ${account} and ps.profile_id = p.profile_id
         and ps.section_id = ${values.add(expression.sectionId, 'bigint')}
         and ${condition('coalesce(ps.cluster_attributes, ps.attributes)', [expression.versionId], expression.condition, values)})`;
@@ -118,7 +132,10 @@ export function compilePredicate(expression: Expression, options: { account: str
       ];
       if (expression.window) {
         const { start, end } = windowBounds(expression.window, options.now, options.timeZone);
-        where.push(`e.event_time >= ${values.add(timestamp(start), 'timestamptz')}`, `e.event_time <= ${values.add(timestamp(end), 'timestamptz')}`);
+        where.push(
+          `e.event_time >= ${values.add(timestamp(start), 'timestamptz')}`,
+          `e.event_time <= ${values.add(timestamp(end), 'timestamptz')}`,
+        );
       }
       for (const c of expression.conditions) where.push(condition('e.data', [], c, values));
       if (options.clusters === false) {
@@ -167,7 +184,11 @@ const ascending = (xs: number[]) => xs.every((x, i) => i === 0 || xs[i - 1] <= x
  * is joined with each window instead). `clusters: false` (an account without merge clusters) leaves
  * out the mapping of members to their canonical profile, as in compilePredicate.
  */
-export function compileMasks(expression: Expression, options: { accountParam: string; points: number[]; pointsParam: string; timeZone: string; clusters?: boolean }, values: SqlValues): { rows: string; mask: string } {
+export function compileMasks(
+  expression: Expression,
+  options: { accountParam: string; points: number[]; pointsParam: string; timeZone: string; clusters?: boolean },
+  values: SqlValues,
+): { rows: string; mask: string } {
   const { accountParam: account, points, pointsParam: pts } = options;
   const clusters = options.clusters !== false;
   if (points.length > MAX_POINTS) throw new Error(`at most ${MAX_POINTS} sampling points`);
@@ -186,11 +207,17 @@ export function compileMasks(expression: Expression, options: { accountParam: st
       const version = values.add(term.versionId, 'bigint');
       const first = values.add(timestamp(points[0]), 'timestamptz');
       const last = values.add(timestamp(points[points.length - 1]), 'timestamptz');
-      const micros = values.add(points.map((t) => String(BigInt(t) * 1000n)), 'bigint[]');
+      const micros = values.add(
+        points.map((t) => String(BigInt(t) * 1000n)),
+        'bigint[]',
+      );
       const lastMicros = values.add(String(BigInt(points[points.length - 1]) * 1000n), 'bigint');
       const setAt = `(ps.attribute_set_at ->> ${values.add(term.versionId, 'text')})::bigint`;
-      const member = (x: string) => clusters ? `left join profiles m on m.account_id = ${account} and m.profile_id = ${x}.profile_id and m.canonical_id is not null` : '';
-      const profile = (x: string) => clusters ? `coalesce(m.canonical_id, ${x}.profile_id)` : `${x}.profile_id`;
+      const member = (x: string) =>
+        clusters
+          ? `left join profiles m on m.account_id = ${account} and m.profile_id = ${x}.profile_id and m.canonical_id is not null`
+          : '';
+      const profile = (x: string) => (clusters ? `coalesce(m.canonical_id, ${x}.profile_id)` : `${x}.profile_id`);
       leaves.push(`select ${profile('h')} as profile_id, ${k} as term,
           ${bits(`width_bucket(h.replaced_at - interval '1 microsecond', ${pts})`, `width_bucket(h.set_at - interval '1 microsecond', ${pts})`)} as mask
         from attribute_history h ${member('h')}
@@ -208,8 +235,14 @@ export function compileMasks(expression: Expression, options: { accountParam: st
       const bounds = windowBounds(term.window, t, options.timeZone);
       return { start: bounds.start, end: Math.min(bounds.end, t) };
     });
-    const starts = values.add(windows.map((w) => timestamp(w.start)), 'timestamptz[]');
-    const ends = values.add(windows.map((w) => timestamp(w.end)), 'timestamptz[]');
+    const starts = values.add(
+      windows.map((w) => timestamp(w.start)),
+      'timestamptz[]',
+    );
+    const ends = values.add(
+      windows.map((w) => timestamp(w.end)),
+      'timestamptz[]',
+    );
     const where = [
       `e.account_id = ${account}`,
       `e.section_id = ${values.add(term.sectionId, 'bigint')}`,

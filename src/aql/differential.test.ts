@@ -40,18 +40,48 @@ const MANIFEST: Manifest = {
         { name: 'Seen', versions: [{ type: ['Timestamp'] }] },
         { name: 'Address', versions: [{ type: ['Struct'] }] },
       ],
-      events: [{
-        name: 'Purchase',
-        versions: [
-          { type: [{ name: 'sku', type: 'Text' }, { name: 'amount', type: 'Number' }, { name: 'paid', type: 'True/False' }, { name: 'shipping', type: 'Struct' }] },
-          { type: [{ name: 'sku', type: 'Text' }, { name: 'amount', type: 'Number with decimal' }, { name: 'day', type: 'Date' }] },
-        ],
-      }],
+      events: [
+        {
+          name: 'Purchase',
+          versions: [
+            {
+              type: [
+                { name: 'sku', type: 'Text' },
+                { name: 'amount', type: 'Number' },
+                { name: 'paid', type: 'True/False' },
+                { name: 'shipping', type: 'Struct' },
+              ],
+            },
+            {
+              type: [
+                { name: 'sku', type: 'Text' },
+                { name: 'amount', type: 'Number with decimal' },
+                { name: 'day', type: 'Date' },
+              ],
+            },
+          ],
+        },
+      ],
     },
     {
       name: 'Club',
-      attributes: [{ name: 'Level', versions: [{ type: ['Number'] }] }, { name: 'Card', versions: [{ type: ['Struct'] }] }],
-      events: [{ name: 'Visit', versions: [{ type: [{ name: 'room', type: 'Text' }, { name: 'extra', type: 'Struct' }] }] }],
+      attributes: [
+        { name: 'Level', versions: [{ type: ['Number'] }] },
+        { name: 'Card', versions: [{ type: ['Struct'] }] },
+      ],
+      events: [
+        {
+          name: 'Visit',
+          versions: [
+            {
+              type: [
+                { name: 'room', type: 'Text' },
+                { name: 'extra', type: 'Struct' },
+              ],
+            },
+          ],
+        },
+      ],
     },
   ],
 };
@@ -69,14 +99,47 @@ const ATTRIBUTES: { section: string; name: string; type: TypeName }[] = [
   { section: 'Club', name: 'Card', type: 'Struct' },
 ];
 const EVENTS: { section: string; name: string; version: number; fields: Record<string, TypeName> }[] = [
-  { section: 'Shop', name: 'Purchase', version: 0, fields: { sku: 'Text', amount: 'Number', paid: 'True/False', shipping: 'Struct' } },
-  { section: 'Shop', name: 'Purchase', version: 1, fields: { sku: 'Text', amount: 'Number with decimal', day: 'Date' } },
+  {
+    section: 'Shop',
+    name: 'Purchase',
+    version: 0,
+    fields: { sku: 'Text', amount: 'Number', paid: 'True/False', shipping: 'Struct' },
+  },
+  {
+    section: 'Shop',
+    name: 'Purchase',
+    version: 1,
+    fields: { sku: 'Text', amount: 'Number with decimal', day: 'Date' },
+  },
   { section: 'Club', name: 'Visit', version: 0, fields: { room: 'Text', extra: 'Struct' } },
 ];
 /** Paths inside a Struct value: fields, nested fields, an array and its elements, missing ones, another case, names of Object.prototype. */
-const STRUCT_PATHS = ['street', 'zip', 'flag', 'geo.lat', 'geo.city', 'geo.flag', 'geo', 'tags', 'tags.0', 'tags.1', 'missing', 'geo.missing.deeper', 'Street', 'constructor', 'constructor.name', 'toString.length'];
+const STRUCT_PATHS = [
+  'street',
+  'zip',
+  'flag',
+  'geo.lat',
+  'geo.city',
+  'geo.flag',
+  'geo',
+  'tags',
+  'tags.0',
+  'tags.1',
+  'missing',
+  'geo.missing.deeper',
+  'Street',
+  'constructor',
+  'constructor.name',
+  'toString.length',
+];
 
-const NOWS = ['2026-03-29T00:30:00Z', '2026-10-25T01:15:00Z', '2026-03-31T22:30:00Z', '2026-01-31T12:00:00Z', '2024-02-29T23:59:59.999Z'].map(Date.parse);
+const NOWS = [
+  '2026-03-29T00:30:00Z',
+  '2026-10-25T01:15:00Z',
+  '2026-03-31T22:30:00Z',
+  '2026-01-31T12:00:00Z',
+  '2024-02-29T23:59:59.999Z',
+].map(Date.parse);
 const TIME_ZONES = ['Europe/Oslo', 'America/St_Johns', 'Asia/Kathmandu', 'Pacific/Chatham'];
 const UNITS = ['minute', 'hour', 'day', 'week', 'month'] as const;
 type Unit = (typeof UNITS)[number];
@@ -87,10 +150,28 @@ type Unit = (typeof UNITS)[number];
  * Text from a small alphabet: upper and lower case, accents, a symbol outside the BMP and one above
  * the surrogates (UTF-16 order differs from code point order there), quotes and a backslash.
  */
-const text = fc.string({ unit: fc.constantFrom('a', 'b', 'A', 'Z', 'z', 'é', 'É', 'ä', '0', ' ', '-', 'ß', '😀', 'ﬀ', '"', "'", '\\'), maxLength: 3 });
+const text = fc.string({
+  unit: fc.constantFrom('a', 'b', 'A', 'Z', 'z', 'é', 'É', 'ä', '0', ' ', '-', 'ß', '😀', 'ﬀ', '"', "'", '\\'),
+  maxLength: 3,
+});
 const number = fc.oneof(
   { weight: 4, arbitrary: fc.integer({ min: -3, max: 3 }) },
-  { weight: 2, arbitrary: fc.constantFrom(0.5, -0.5, 1.5, 2.25, 0.1, 0.30000000000000004, 1e21, -1e-7, 100, 1767225600000, 9007199254740993) },
+  {
+    weight: 2,
+    arbitrary: fc.constantFrom(
+      0.5,
+      -0.5,
+      1.5,
+      2.25,
+      0.1,
+      0.30000000000000004,
+      1e21,
+      -1e-7,
+      100,
+      1767225600000,
+      9007199254740993,
+    ),
+  },
   { weight: 1, arbitrary: fc.double({ noNaN: true, noDefaultInfinity: true }) },
 );
 const scalar = fc.oneof(text, number, fc.boolean(), fc.constant(null));
@@ -100,24 +181,35 @@ const anyValue: fc.Arbitrary<unknown> = fc.oneof(
   { weight: 1, arbitrary: fc.dictionary(fc.constantFrom('a', 'lat', 'city'), scalar, { maxKeys: 2 }) },
 );
 /** Mostly a value of the type, sometimes anything else. */
-const mostly = <T,>(typed: fc.Arbitrary<T>) => fc.oneof({ weight: 5, arbitrary: typed as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: anyValue });
-const struct: fc.Arbitrary<Record<string, unknown>> = fc.record({
-  street: mostly(text),
-  zip: mostly(number),
-  flag: mostly(fc.boolean()),
-  geo: mostly(fc.record({ lat: mostly(number), city: mostly(text), flag: mostly(fc.boolean()) }, { requiredKeys: [] })),
-  tags: mostly(fc.array(text, { maxLength: 3 })),
-}, { requiredKeys: [] });
+const mostly = <T>(typed: fc.Arbitrary<T>) =>
+  fc.oneof({ weight: 5, arbitrary: typed as fc.Arbitrary<unknown> }, { weight: 1, arbitrary: anyValue });
+const struct: fc.Arbitrary<Record<string, unknown>> = fc.record(
+  {
+    street: mostly(text),
+    zip: mostly(number),
+    flag: mostly(fc.boolean()),
+    geo: mostly(
+      fc.record({ lat: mostly(number), city: mostly(text), flag: mostly(fc.boolean()) }, { requiredKeys: [] }),
+    ),
+    tags: mostly(fc.array(text, { maxLength: 3 })),
+  },
+  { requiredKeys: [] },
+);
 
 function valueOf(type: TypeName): fc.Arbitrary<unknown> {
   switch (type) {
-    case 'Text': return text;
-    case 'Date': return fc.oneof(text, fc.constantFrom('2000-01-31', '2026-03-29', '1999-12-31'));
+    case 'Text':
+      return text;
+    case 'Date':
+      return fc.oneof(text, fc.constantFrom('2000-01-31', '2026-03-29', '1999-12-31'));
     case 'Number':
     case 'Number with decimal':
-    case 'Timestamp': return number;
-    case 'True/False': return fc.boolean();
-    case 'Struct': return struct;
+    case 'Timestamp':
+      return number;
+    case 'True/False':
+      return fc.boolean();
+    case 'Struct':
+      return struct;
   }
 }
 
@@ -130,26 +222,52 @@ type TimeSpec =
   | { kind: 'day'; day: number; edge: 'start' | 'end'; delta: number }
   | { kind: 'offset'; ms: number };
 const timeSpec: fc.Arbitrary<TimeSpec> = fc.oneof(
-  fc.record({ kind: fc.constant('unit' as const), unit: fc.constantFrom(...UNITS), k: fc.integer({ min: 0, max: 16 }), delta: fc.constantFrom(-1, 0, 0, 1, 59_999, -3_599_999) }),
-  fc.record({ kind: fc.constant('day' as const), day: fc.integer({ min: -40, max: 3 }), edge: fc.constantFrom('start' as const, 'end' as const), delta: fc.constantFrom(-1, 0, 0, 1) }),
+  fc.record({
+    kind: fc.constant('unit' as const),
+    unit: fc.constantFrom(...UNITS),
+    k: fc.integer({ min: 0, max: 16 }),
+    delta: fc.constantFrom(-1, 0, 0, 1, 59_999, -3_599_999),
+  }),
+  fc.record({
+    kind: fc.constant('day' as const),
+    day: fc.integer({ min: -40, max: 3 }),
+    edge: fc.constantFrom('start' as const, 'end' as const),
+    delta: fc.constantFrom(-1, 0, 0, 1),
+  }),
   fc.record({ kind: fc.constant('offset' as const), ms: fc.integer({ min: -500 * 86_400_000, max: 3 * 86_400_000 }) }),
 );
 
-interface EventSpec { event: number; time: TimeSpec; data: Record<string, unknown> }
-const eventSpec: fc.Arbitrary<EventSpec> = fc.integer({ min: 0, max: EVENTS.length - 1 }).chain((event) => fc.record({
-  event: fc.constant(event),
-  time: timeSpec,
-  data: fc.record(Object.fromEntries(Object.entries(EVENTS[event].fields).map(([name, type]) => [name, mostly(valueOf(type))])), { requiredKeys: [] }),
-}));
+interface EventSpec {
+  event: number;
+  time: TimeSpec;
+  data: Record<string, unknown>;
+}
+const eventSpec: fc.Arbitrary<EventSpec> = fc.integer({ min: 0, max: EVENTS.length - 1 }).chain((event) =>
+  fc.record({
+    event: fc.constant(event),
+    time: timeSpec,
+    data: fc.record(
+      Object.fromEntries(Object.entries(EVENTS[event].fields).map(([name, type]) => [name, mostly(valueOf(type))])),
+      { requiredKeys: [] },
+    ),
+  }),
+);
 
 /** Per attribute of ATTRIBUTES its value, undefined when the profile has none; and events. */
-interface ProfileSpec { attributes: unknown[]; events: EventSpec[] }
+interface ProfileSpec {
+  attributes: unknown[];
+  events: EventSpec[];
+}
 const profileSpec: fc.Arbitrary<ProfileSpec> = fc.record({
   attributes: fc.tuple(...ATTRIBUTES.map((a) => fc.option(mostly(valueOf(a.type)), { nil: undefined, freq: 4 }))),
   events: fc.array(eventSpec, { maxLength: 5 }),
 }) as fc.Arbitrary<ProfileSpec>;
 
-interface World { now: number; timeZone: string; profiles: ProfileSpec[] }
+interface World {
+  now: number;
+  timeZone: string;
+  profiles: ProfileSpec[];
+}
 const world: fc.Arbitrary<World> = fc.record({
   now: fc.constantFrom(...NOWS),
   timeZone: fc.constantFrom(...TIME_ZONES),
@@ -160,19 +278,28 @@ const world: fc.Arbitrary<World> = fc.record({
 
 type Comparator = 'eq' | 'neq' | 'lt' | 'lte' | 'gt' | 'gte';
 const ANY = fc.constantFrom<Comparator>('eq', 'neq', 'lt', 'lte', 'gt', 'gte');
-interface ConditionSpec { path: string; comparator: Comparator; value: string | number | boolean }
+interface ConditionSpec {
+  path: string;
+  comparator: Comparator;
+  value: string | number | boolean;
+}
 /** A condition that the checker accepts for a value of `type` (at `path`, '' for the value itself). */
 function conditionOn(type: TypeName, path: fc.Arbitrary<string>): fc.Arbitrary<ConditionSpec> {
-  const cond = (value: fc.Arbitrary<string | number | boolean>, comparator = ANY) => fc.record({ path, comparator, value });
+  const cond = (value: fc.Arbitrary<string | number | boolean>, comparator = ANY) =>
+    fc.record({ path, comparator, value });
   switch (type) {
     case 'Text':
-    case 'Date': return cond(valueOf(type) as fc.Arbitrary<string>);
+    case 'Date':
+      return cond(valueOf(type) as fc.Arbitrary<string>);
     case 'Number':
     case 'Number with decimal':
-    case 'Timestamp': return cond(number);
-    case 'True/False': return cond(fc.boolean(), fc.constantFrom('eq', 'neq'));
+    case 'Timestamp':
+      return cond(number);
+    case 'True/False':
+      return cond(fc.boolean(), fc.constantFrom('eq', 'neq'));
     // Struct layouts are not defined: any constant goes (true and false with eq and neq only).
-    case 'Struct': return fc.oneof(cond(text), cond(number), cond(fc.boolean(), fc.constantFrom('eq', 'neq')));
+    case 'Struct':
+      return fc.oneof(cond(text), cond(number), cond(fc.boolean(), fc.constantFrom('eq', 'neq')));
   }
 }
 
@@ -180,11 +307,27 @@ type WindowSpec =
   | { kind: 'inLast'; unit: Unit; from: number; to: number }
   | { kind: 'betweenDates'; from: number; to: number; form: 'date' | 'local' | 'utc' | 'offset' };
 /** Mostly short spans; rarely one reaching back centuries, or beyond the dates there are. */
-const span = (max: number) => fc.oneof({ weight: 30, arbitrary: fc.integer({ min: 0, max }) }, { weight: 1, arbitrary: fc.constantFrom(30_000, 1e6, 1e9, 1e20) });
+const span = (max: number) =>
+  fc.oneof(
+    { weight: 30, arbitrary: fc.integer({ min: 0, max }) },
+    { weight: 1, arbitrary: fc.constantFrom(30_000, 1e6, 1e9, 1e20) },
+  );
 const windowSpec: fc.Arbitrary<WindowSpec> = fc.oneof(
-  fc.record({ kind: fc.constant('inLast' as const), unit: fc.constantFrom(...UNITS), from: fc.integer({ min: 0, max: 6 }), span: span(10) })
+  fc
+    .record({
+      kind: fc.constant('inLast' as const),
+      unit: fc.constantFrom(...UNITS),
+      from: fc.integer({ min: 0, max: 6 }),
+      span: span(10),
+    })
     .map(({ span, ...w }) => ({ ...w, to: w.from + span })),
-  fc.record({ kind: fc.constant('betweenDates' as const), from: fc.integer({ min: -40, max: 3 }), span: fc.integer({ min: -1, max: 20 }), form: fc.constantFrom('date' as const, 'date' as const, 'local' as const, 'utc' as const, 'offset' as const) })
+  fc
+    .record({
+      kind: fc.constant('betweenDates' as const),
+      from: fc.integer({ min: -40, max: 3 }),
+      span: fc.integer({ min: -1, max: 20 }),
+      form: fc.constantFrom('date' as const, 'date' as const, 'local' as const, 'utc' as const, 'offset' as const),
+    })
     .map(({ span, ...w }) => ({ ...w, to: w.from + span })),
 );
 
@@ -195,13 +338,22 @@ type QuerySpec =
 
 const attributeTerm: fc.Arbitrary<QuerySpec> = fc.integer({ min: 0, max: ATTRIBUTES.length - 1 }).chain((attribute) => {
   const type = ATTRIBUTES[attribute].type;
-  return conditionOn(type, type === 'Struct' ? fc.constantFrom(...STRUCT_PATHS) : fc.constant('')).map((condition) => ({ kind: 'attribute' as const, attribute, condition }));
+  return conditionOn(type, type === 'Struct' ? fc.constantFrom(...STRUCT_PATHS) : fc.constant('')).map((condition) => ({
+    kind: 'attribute' as const,
+    attribute,
+    condition,
+  }));
 });
 const eventTerm: fc.Arbitrary<QuerySpec> = fc.integer({ min: 0, max: EVENTS.length - 1 }).chain((event) => {
   const fields = Object.entries(EVENTS[event].fields);
-  const condition = fc.constantFrom(...fields).chain(([name, type]) => type === 'Struct'
-    ? conditionOn('Struct', fc.constantFrom(...STRUCT_PATHS).map((p) => `${name}.${p}`))
-    : conditionOn(type, fc.constant(name)));
+  const condition = fc.constantFrom(...fields).chain(([name, type]) =>
+    type === 'Struct'
+      ? conditionOn(
+          'Struct',
+          fc.constantFrom(...STRUCT_PATHS).map((p) => `${name}.${p}`),
+        )
+      : conditionOn(type, fc.constant(name)),
+  );
   return fc.record({
     kind: fc.constant('event' as const),
     event: fc.constant(event),
@@ -214,7 +366,13 @@ function query(depth: number): fc.Arbitrary<QuerySpec> {
   if (depth === 0) return term;
   return fc.oneof(
     { weight: 2, arbitrary: term },
-    { weight: 1, arbitrary: fc.record({ kind: fc.constantFrom('and' as const, 'or' as const), terms: fc.array(query(depth - 1), { minLength: 2, maxLength: 3 }) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({
+        kind: fc.constantFrom('and' as const, 'or' as const),
+        terms: fc.array(query(depth - 1), { minLength: 2, maxLength: 3 }),
+      }),
+    },
   );
 }
 const queries = fc.array(query(3), { minLength: QUERIES_PER_RUN, maxLength: QUERIES_PER_RUN });
@@ -229,7 +387,10 @@ const constant = (v: string | number | boolean) => (typeof v === 'string' ? quot
 
 /** The local calendar date `days` after the date of `now` in the time zone, as YYYY-MM-DD. */
 function localDate(now: number, timeZone: string, days: number): string {
-  const [y, m, d] = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' }).format(now).split('-').map(Number);
+  const [y, m, d] = new Intl.DateTimeFormat('en-CA', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit' })
+    .format(now)
+    .split('-')
+    .map(Number);
   return new Date(Date.UTC(y, m - 1, d + days)).toISOString().slice(0, 10);
 }
 
@@ -239,7 +400,9 @@ function renderWindow(w: WindowSpec, now: number, timeZone: string): string {
     const d = localDate(now, timeZone, days);
     if (w.form === 'date') return d;
     if (w.form === 'local') return `${d}T${end ? '17:30' : '08:15'}`;
-    return w.form === 'utc' ? `${d}T${end ? '23:00:00.5' : '00:30:00'}Z` : `${d}T${end ? '23:59:59-03:30' : '00:00:00+05:45'}`;
+    return w.form === 'utc'
+      ? `${d}T${end ? '23:00:00.5' : '00:30:00'}Z`
+      : `${d}T${end ? '23:59:59-03:30' : '00:00:00+05:45'}`;
   };
   return `.betweenDates("events", "${date(w.from, false)}", "${date(w.to, true)}")`;
 }
@@ -247,7 +410,8 @@ function renderWindow(w: WindowSpec, now: number, timeZone: string): string {
 function render(q: QuerySpec, now: number, timeZone: string): string {
   switch (q.kind) {
     case 'and':
-    case 'or': return `(${q.terms.map((t) => render(t, now, timeZone)).join(q.kind === 'and' ? ' && ' : ' || ')})`;
+    case 'or':
+      return `(${q.terms.map((t) => render(t, now, timeZone)).join(q.kind === 'and' ? ' && ' : ' || ')})`;
     case 'attribute': {
       const a = ATTRIBUTES[q.attribute];
       const data = q.condition.path ? `.attributeData(${quote(q.condition.path)})` : '';
@@ -255,7 +419,9 @@ function render(q: QuerySpec, now: number, timeZone: string): string {
     }
     case 'event': {
       const e = EVENTS[q.event];
-      const conditions = q.conditions.map((c) => `.eventData(${quote(c.path)}).${c.comparator}(${constant(c.value)})`).join('');
+      const conditions = q.conditions
+        .map((c) => `.eventData(${quote(c.path)}).${c.comparator}(${constant(c.value)})`)
+        .join('');
       return `section(${ids.sections.get(e.section)}).event(${ids.events[q.event]})${conditions}${q.window ? renderWindow(q.window, now, timeZone) : ''}`;
     }
   }
@@ -268,13 +434,15 @@ function eventTime(t: TimeSpec, now: number, timeZone: string): string {
 
 function instant(t: Exclude<TimeSpec, { kind: 'instant' }>, now: number, timeZone: string): number {
   switch (t.kind) {
-    case 'unit': return windowBounds({ kind: 'inLast', unit: t.unit, from: t.k, to: t.k, at: 0 }, now, timeZone).start + t.delta;
+    case 'unit':
+      return windowBounds({ kind: 'inLast', unit: t.unit, from: t.k, to: t.k, at: 0 }, now, timeZone).start + t.delta;
     case 'day': {
       const d = localDate(now, timeZone, t.day);
       const bounds = windowBounds({ kind: 'betweenDates', start: d, end: d, at: 0 }, now, timeZone);
       return (t.edge === 'start' ? bounds.start : bounds.end) + t.delta;
     }
-    case 'offset': return now + t.ms;
+    case 'offset':
+      return now + t.ms;
   }
 }
 
@@ -304,13 +472,20 @@ async function store(w: World): Promise<string[]> {
         if (a.section === section && p.attributes[k] !== undefined) values[ids.attributes[k]] = p.attributes[k];
       });
       // Some profiles have no row in a section at all.
-      if (Object.keys(values).length > 0 || i % 3 === 0) sections.push([profileIds[i], ids.sections.get(section)!, JSON.stringify(values)]);
+      if (Object.keys(values).length > 0 || i % 3 === 0)
+        sections.push([profileIds[i], ids.sections.get(section)!, JSON.stringify(values)]);
     }
     for (const e of p.events) {
-      events.push([profileIds[i], ids.sections.get(EVENTS[e.event].section)!, ids.events[e.event], eventTime(e.time, w.now, w.timeZone), JSON.stringify(e.data)]);
+      events.push([
+        profileIds[i],
+        ids.sections.get(EVENTS[e.event].section)!,
+        ids.events[e.event],
+        eventTime(e.time, w.now, w.timeZone),
+        JSON.stringify(e.data),
+      ]);
     }
   });
-  const column = <T,>(rows: T[][], k: number) => rows.map((r) => r[k]);
+  const column = <T>(rows: T[][], k: number) => rows.map((r) => r[k]);
   await pool.query(
     `insert into profile_sections (account_id, profile_id, section_id, attributes)
      select $1::bigint, p, s, a from unnest($2::bigint[], $3::bigint[], $4::jsonb[]) as x(p, s, a)`,
@@ -330,7 +505,12 @@ async function facts(profileIds: string[]): Promise<Map<string, ProfileFacts>> {
 }
 
 /** The ids of the profiles each predicate selects, all predicates in one statement (as `m0`, `m1`, …) over `from` (aliased p). */
-async function select(from: string, compile: (e: Expression, values: SqlValues, account: string) => string, expressions: Expression[], where: (values: SqlValues) => string = () => 'true'): Promise<Set<string>[]> {
+async function select(
+  from: string,
+  compile: (e: Expression, values: SqlValues, account: string) => string,
+  expressions: Expression[],
+  where: (values: SqlValues) => string = () => 'true',
+): Promise<Set<string>[]> {
   const values = new SqlValues();
   const account = values.add(accountId, 'bigint');
   const columns = expressions.map((e, i) => `(${compile(e, values, account)}) as m${i}`);
@@ -349,14 +529,40 @@ async function select(from: string, compile: (e: Expression, values: SqlValues, 
  * that needs a section row, over that section's rows (`sectionRows`).
  */
 async function selected(expressions: Expression[], now: number, timeZone: string) {
-  const general = await select('profiles', (e, v, account) => compilePredicate(e, { account, now, timeZone }, v), expressions, () => 'p.canonical_id is null');
-  const perProfile = await select('profiles', (e, v, account) => compilePredicate(e, { account, now, timeZone, perProfile: true }, v), expressions, () => 'p.canonical_id is null');
-  const simple = await select('profiles', (e, v, account) => compilePredicate(e, { account, now, timeZone, clusters: false }, v), expressions, () => 'p.canonical_id is null');
+  const general = await select(
+    'profiles',
+    (e, v, account) => compilePredicate(e, { account, now, timeZone }, v),
+    expressions,
+    () => 'p.canonical_id is null',
+  );
+  const perProfile = await select(
+    'profiles',
+    (e, v, account) => compilePredicate(e, { account, now, timeZone, perProfile: true }, v),
+    expressions,
+    () => 'p.canonical_id is null',
+  );
+  const simple = await select(
+    'profiles',
+    (e, v, account) => compilePredicate(e, { account, now, timeZone, clusters: false }, v),
+    expressions,
+    () => 'p.canonical_id is null',
+  );
   const sectionRows: (Set<string> | undefined)[] = [];
   for (const e of expressions) {
     const [section] = requiredSections(e);
-    sectionRows.push(section === undefined ? undefined
-      : (await select('profile_sections', (x, v, account) => compilePredicate(x, { account, now, timeZone, clusters: false, sectionRow: section }, v), [e], (v) => `p.section_id = ${v.add(section, 'bigint')}`))[0]);
+    sectionRows.push(
+      section === undefined
+        ? undefined
+        : (
+            await select(
+              'profile_sections',
+              (x, v, account) =>
+                compilePredicate(x, { account, now, timeZone, clusters: false, sectionRow: section }, v),
+              [e],
+              (v) => `p.section_id = ${v.add(section, 'bigint')}`,
+            )
+          )[0],
+    );
   }
   return { general, perProfile, simple, sectionRows };
 }
@@ -377,9 +583,12 @@ afterAll(async () => server?.close());
 function constants(q: QuerySpec | Expression): unknown[] {
   switch (q.kind) {
     case 'and':
-    case 'or': return (q.terms as (QuerySpec | Expression)[]).flatMap(constants);
-    case 'attribute': return [q.condition.value === 0 ? 0 : q.condition.value];
-    case 'event': return q.conditions.map((c) => (c.value === 0 ? 0 : c.value));
+    case 'or':
+      return (q.terms as (QuerySpec | Expression)[]).flatMap(constants);
+    case 'attribute':
+      return [q.condition.value === 0 ? 0 : q.condition.value];
+    case 'event':
+      return q.conditions.map((c) => (c.value === 0 ? 0 : c.value));
   }
 }
 
@@ -405,7 +614,8 @@ async function compare(w: World, texts: string[], specs?: QuerySpec[]): Promise<
     // The forms for accounts without clusters select what the general one does.
     expect([...bySql.simple[i]].sort(), `without clusters: ${texts[i]}`).toEqual([...bySql.general[i]].sort());
     expect([...bySql.perProfile[i]].sort(), `profile by profile: ${texts[i]}`).toEqual([...bySql.general[i]].sort());
-    if (bySql.sectionRows[i]) expect([...bySql.sectionRows[i]!].sort(), `over section rows: ${texts[i]}`).toEqual([...bySql.general[i]].sort());
+    if (bySql.sectionRows[i])
+      expect([...bySql.sectionRows[i]!].sort(), `over section rows: ${texts[i]}`).toEqual([...bySql.general[i]].sort());
     if (bySql.sectionRows[i]) tally.sectionRows++;
     const disagreements: string[] = [];
     const matched: number[] = [];
@@ -419,12 +629,16 @@ async function compare(w: World, texts: string[], specs?: QuerySpec[]): Promise<
       }
       if (inMemory !== inSql) {
         const f = known.get(id)!;
-        disagreements.push(`profile ${k}: evaluator ${inMemory}, SQL ${inSql}; attributes ${JSON.stringify(Object.fromEntries(f.attributes))}; events ${JSON.stringify(f.events.map((e) => ({ ...e, time: new Date(e.time).toISOString() })))}`);
+        disagreements.push(
+          `profile ${k}: evaluator ${inMemory}, SQL ${inSql}; attributes ${JSON.stringify(Object.fromEntries(f.attributes))}; events ${JSON.stringify(f.events.map((e) => ({ ...e, time: new Date(e.time).toISOString() })))}`,
+        );
       }
     });
     tally.cases++;
     if (disagreements.length > 0) {
-      throw new Error(`The back ends disagree on ${texts[i]}\nat ${new Date(w.now).toISOString()} in ${w.timeZone}:\n${disagreements.join('\n')}`);
+      throw new Error(
+        `The back ends disagree on ${texts[i]}\nat ${new Date(w.now).toISOString()} in ${w.timeZone}:\n${disagreements.join('\n')}`,
+      );
     }
     return matched;
   });
@@ -435,12 +649,19 @@ describe('the evaluator and the SQL compiler agree', () => {
     const before = { ...tally };
     const outcome = await fc.check(
       fc.asyncProperty(world, queries, async (w, specs) => {
-        await compare(w, specs.map((s) => render(s, w.now, w.timeZone)), specs);
+        await compare(
+          w,
+          specs.map((s) => render(s, w.now, w.timeZone)),
+          specs,
+        );
       }),
       { numRuns: RUNS, ...(process.env.AQL_SEED ? { seed: Number(process.env.AQL_SEED) } : {}) },
     );
     // The shrunk disagreement alone, not the whole shrunk population and its 100 queries.
-    if (outcome.failed) throw new Error(`seed ${outcome.seed}, shrunk ${outcome.numShrinks} times: ${(outcome.errorInstance as Error)?.message}`);
+    if (outcome.failed)
+      throw new Error(
+        `seed ${outcome.seed}, shrunk ${outcome.numShrinks} times: ${(outcome.errorInstance as Error)?.message}`,
+      );
     const cases = tally.cases - before.cases;
     const matches = (tally.matches - before.matches) / (tally.decisions - before.decisions);
     expect(cases).toBeGreaterThanOrEqual(10_000);
@@ -473,7 +694,11 @@ describe('the evaluator and the SQL compiler agree', () => {
     const now = Date.parse('2026-03-29T00:30:00Z');
     const at = (text: string): EventSpec => ({ event: 0, time: { kind: 'instant', text }, data: {} });
     const profiles: ProfileSpec[] = [
-      '0044-03-15 12:00:00+00 BC', '0001-01-01 00:00:00+00', '2026-03-28T00:30:00Z', '4714-11-24 00:00:00+00 BC', '9999-12-31T23:59:59.999Z',
+      '0044-03-15 12:00:00+00 BC',
+      '0001-01-01 00:00:00+00',
+      '2026-03-28T00:30:00Z',
+      '4714-11-24 00:00:00+00 BC',
+      '9999-12-31T23:59:59.999Z',
     ].map((text) => ({ attributes: ATTRIBUTES.map(() => undefined), events: [at(text)] }));
     const e = `section(${ids.sections.get('Shop')}).event(${ids.events[0]})`;
     const cases: [string, string, number[]][] = [

@@ -19,34 +19,54 @@ export function compareText(a: string, b: string): number {
  */
 export function holds(value: unknown, condition: Condition): boolean {
   let v = value;
-  for (const key of condition.path) v = v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>)[key] : undefined;
+  for (const key of condition.path)
+    v = v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>)[key] : undefined;
   const c = condition.value;
   if (v === null || typeof v !== typeof c) return false;
-  const order = typeof v === 'string' ? compareText(v, c as string) : typeof v === 'number' ? Math.sign(v - (c as number)) : v === c ? 0 : 1;
+  const order =
+    typeof v === 'string'
+      ? compareText(v, c as string)
+      : typeof v === 'number'
+        ? Math.sign(v - (c as number))
+        : v === c
+          ? 0
+          : 1;
   switch (condition.comparator) {
-    case 'eq': return order === 0;
-    case 'neq': return order !== 0;
-    case 'lt': return order < 0;
-    case 'lte': return order <= 0;
-    case 'gt': return order > 0;
-    case 'gte': return order >= 0;
+    case 'eq':
+      return order === 0;
+    case 'neq':
+      return order !== 0;
+    case 'lt':
+      return order < 0;
+    case 'lte':
+      return order <= 0;
+    case 'gt':
+      return order > 0;
+    case 'gte':
+      return order >= 0;
   }
 }
 
 /** Evaluates a checked query for one profile at `now` in `timeZone` (docs/aql.md "Meaning"). */
 export function evaluate(expression: Expression, facts: ProfileFacts, now: number, timeZone: string): boolean {
   switch (expression.kind) {
-    case 'and': return expression.terms.every((t) => evaluate(t, facts, now, timeZone));
-    case 'or': return expression.terms.some((t) => evaluate(t, facts, now, timeZone));
+    case 'and':
+      return expression.terms.every((t) => evaluate(t, facts, now, timeZone));
+    case 'or':
+      return expression.terms.some((t) => evaluate(t, facts, now, timeZone));
     case 'attribute': {
       const values = facts.attributes.get(expression.sectionId);
       return values !== undefined && holds(values[expression.versionId], expression.condition);
     }
     case 'event': {
       const bounds = expression.window ? windowBounds(expression.window, now, timeZone) : undefined;
-      return facts.events.some((e) => e.sectionId === expression.sectionId && e.versionId === expression.versionId
-        && (!bounds || (e.time >= bounds.start && e.time <= bounds.end))
-        && expression.conditions.every((c) => holds(e.data, c)));
+      return facts.events.some(
+        (e) =>
+          e.sectionId === expression.sectionId &&
+          e.versionId === expression.versionId &&
+          (!bounds || (e.time >= bounds.start && e.time <= bounds.end)) &&
+          expression.conditions.every((c) => holds(e.data, c)),
+      );
     }
   }
 }

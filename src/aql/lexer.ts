@@ -30,7 +30,8 @@ export function tokenize(text: string): Token[] {
     } else if (/[0-9]/.test(c) || (c === '-' && /[0-9]/.test(text[i + 1] ?? ''))) {
       const start = i;
       i++;
-      while (i < text.length && /[0-9.eE+-]/.test(text[i]) && !(text[i] === '.' && !/[0-9]/.test(text[i + 1] ?? ''))) i++;
+      while (i < text.length && /[0-9.eE+-]/.test(text[i]) && !(text[i] === '.' && !/[0-9]/.test(text[i + 1] ?? '')))
+        i++;
       tokens.push({ kind: 'number', value: text.slice(start, i), at: start });
     } else if (c === '"' || c === "'") {
       const start = i;
@@ -47,7 +48,12 @@ export function tokenize(text: string): Token[] {
         }
       }
       if (i >= text.length) {
-        tokens.push({ kind: 'invalid', value: text.slice(start), at: start, message: 'Expected the end of a string constant, found the end of the query' });
+        tokens.push({
+          kind: 'invalid',
+          value: text.slice(start),
+          at: start,
+          message: 'Expected the end of a string constant, found the end of the query',
+        });
         break;
       }
       i++;

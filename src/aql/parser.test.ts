@@ -21,19 +21,48 @@ const MANIFEST: Manifest = {
         { name: 'Last seen', versions: [{ type: ['Timestamp'] }] },
         { name: 'Address', versions: [{ type: ['Struct'] }] },
       ],
-      events: [{
-        name: 'Purchase',
-        versions: [{ type: [{ name: 'sku', type: 'Text' }, { name: 'amount', type: 'Number' }, { name: 'paid', type: 'True/False' }, { name: 'day', type: 'Date' }, { name: 'shipping', type: 'Struct' }] }],
-      }],
+      events: [
+        {
+          name: 'Purchase',
+          versions: [
+            {
+              type: [
+                { name: 'sku', type: 'Text' },
+                { name: 'amount', type: 'Number' },
+                { name: 'paid', type: 'True/False' },
+                { name: 'day', type: 'Date' },
+                { name: 'shipping', type: 'Struct' },
+              ],
+            },
+          ],
+        },
+      ],
     },
-    { name: 'Club', attributes: [{ name: 'Level', versions: [{ type: ['Number'] }] }], events: [{ name: 'Visit', versions: [{ type: [{ name: 'room', type: 'Text' }] }] }] },
+    {
+      name: 'Club',
+      attributes: [{ name: 'Level', versions: [{ type: ['Number'] }] }],
+      events: [{ name: 'Visit', versions: [{ type: [{ name: 'room', type: 'Text' }] }] }],
+    },
   ],
 };
 
 let server: TestServer;
 let defs: Definitions;
 /** Ids of the manifest's definitions. */
-const id = { shop: '', club: '', nickname: '', points: '', pointsDecimal: '', member: '', birthday: '', lastSeen: '', address: '', level: '', purchase: '', visit: '' };
+const id = {
+  shop: '',
+  club: '',
+  nickname: '',
+  points: '',
+  pointsDecimal: '',
+  member: '',
+  birthday: '',
+  lastSeen: '',
+  address: '',
+  level: '',
+  purchase: '',
+  visit: '',
+};
 
 beforeAll(async () => {
   server = await TestServer.start();
@@ -41,11 +70,18 @@ beforeAll(async () => {
   defs = await loadDefinitions(server.services.pool, accountId);
   const shop = defs.sections.find((s) => s.name === 'Shop')!;
   const club = defs.sections.find((s) => s.name === 'Club')!;
-  const attribute = (section: typeof shop, name: string, n = 0) => section.attributes.find((a) => a.name === name)!.versions[n].id;
+  const attribute = (section: typeof shop, name: string, n = 0) =>
+    section.attributes.find((a) => a.name === name)!.versions[n].id;
   Object.assign(id, {
-    shop: shop.id, club: club.id,
-    nickname: attribute(shop, 'Nickname'), points: attribute(shop, 'Points'), pointsDecimal: attribute(shop, 'Points', 1),
-    member: attribute(shop, 'Member'), birthday: attribute(shop, 'Birthday'), lastSeen: attribute(shop, 'Last seen'), address: attribute(shop, 'Address'),
+    shop: shop.id,
+    club: club.id,
+    nickname: attribute(shop, 'Nickname'),
+    points: attribute(shop, 'Points'),
+    pointsDecimal: attribute(shop, 'Points', 1),
+    member: attribute(shop, 'Member'),
+    birthday: attribute(shop, 'Birthday'),
+    lastSeen: attribute(shop, 'Last seen'),
+    address: attribute(shop, 'Address'),
     level: attribute(club, 'Level'),
     purchase: shop.events.find((e) => e.name === 'Purchase')!.versions[0].id,
     visit: club.events.find((e) => e.name === 'Visit')!.versions[0].id,
@@ -85,7 +121,11 @@ function refusal(text: string): Problem {
  * (1-based) where the fault is: given, at an offset (from 0) or at the first (or `nth`, from 0)
  * occurrence of `marker` (the last for -1) in a one-line query, `<end>` for its end.
  */
-function expectRefused(text: string, code: string, where: string | [string, number] | number | { line: number; column: number; character: number }): Problem {
+function expectRefused(
+  text: string,
+  code: string,
+  where: string | [string, number] | number | { line: number; column: number; character: number },
+): Problem {
   const problem = refusal(text);
   expect(problem.code, problem.detail).toBe(code);
   expect(problem.status).toBe(400);
@@ -108,52 +148,124 @@ describe('AQL forms of SPEC §2.9 parse and check', () => {
   it('section(N).attribute(N) with each comparison eq, neq, lt, lte, gt, gte (AQL-12, AQL-13, AQL-16)', () => {
     for (const cmp of ['eq', 'neq', 'lt', 'lte', 'gt', 'gte'] as const) {
       expect(accept(q(`section({shop}).attribute({points}).${cmp}(100)`))).toEqual({
-        kind: 'attribute', sectionId: id.shop, versionId: id.points, at: 0, sectionAt: 8, versionAt: 20 + id.shop.length,
-        condition: { comparator: cmp, value: 100, path: [], at: 22 + id.shop.length + id.points.length, valueAt: 23 + id.shop.length + id.points.length + cmp.length },
+        kind: 'attribute',
+        sectionId: id.shop,
+        versionId: id.points,
+        at: 0,
+        sectionAt: 8,
+        versionAt: 20 + id.shop.length,
+        condition: {
+          comparator: cmp,
+          value: 100,
+          path: [],
+          at: 22 + id.shop.length + id.points.length,
+          valueAt: 23 + id.shop.length + id.points.length + cmp.length,
+        },
       });
-      expect(accept(q(`section({shop}).attribute({nickname}).${cmp}("Anna")`))).toMatchObject({ condition: { comparator: cmp, value: 'Anna' } });
-      expect(accept(q(`section({shop}).attribute({birthday}).${cmp}("2000-01-31")`))).toMatchObject({ condition: { comparator: cmp, value: '2000-01-31' } });
-      expect(accept(q(`section({shop}).attribute({lastSeen}).${cmp}(1767225600000)`))).toMatchObject({ condition: { comparator: cmp, value: 1767225600000 } });
-      expect(accept(q(`section({shop}).attribute({pointsDecimal}).${cmp}(-2.5)`))).toMatchObject({ condition: { comparator: cmp, value: -2.5 } });
+      expect(accept(q(`section({shop}).attribute({nickname}).${cmp}("Anna")`))).toMatchObject({
+        condition: { comparator: cmp, value: 'Anna' },
+      });
+      expect(accept(q(`section({shop}).attribute({birthday}).${cmp}("2000-01-31")`))).toMatchObject({
+        condition: { comparator: cmp, value: '2000-01-31' },
+      });
+      expect(accept(q(`section({shop}).attribute({lastSeen}).${cmp}(1767225600000)`))).toMatchObject({
+        condition: { comparator: cmp, value: 1767225600000 },
+      });
+      expect(accept(q(`section({shop}).attribute({pointsDecimal}).${cmp}(-2.5)`))).toMatchObject({
+        condition: { comparator: cmp, value: -2.5 },
+      });
     }
-    expect(accept(q(`section({shop}).attribute({member}).eq(true)`))).toMatchObject({ condition: { comparator: 'eq', value: true } });
-    expect(accept(q(`section({shop}).attribute({member}).neq(false)`))).toMatchObject({ condition: { comparator: 'neq', value: false } });
+    expect(accept(q(`section({shop}).attribute({member}).eq(true)`))).toMatchObject({
+      condition: { comparator: 'eq', value: true },
+    });
+    expect(accept(q(`section({shop}).attribute({member}).neq(false)`))).toMatchObject({
+      condition: { comparator: 'neq', value: false },
+    });
     // Single quotes, escapes, white space and line breaks between tokens.
-    expect(accept(q(`section( {shop} )\n  .attribute({nickname})\n  .eq('O\\'Neil "Jr"')`))).toMatchObject({ condition: { value: `O'Neil "Jr"` } });
+    expect(accept(q(`section( {shop} )\n  .attribute({nickname})\n  .eq('O\\'Neil "Jr"')`))).toMatchObject({
+      condition: { value: `O'Neil "Jr"` },
+    });
   });
 
   it('attributeData("f") selects a field, dotted paths nested fields, on Struct attributes (AQL-14)', () => {
     expect(accept(q(`section({shop}).attribute({address}).attributeData("city").eq("Oslo")`))).toMatchObject({
-      kind: 'attribute', condition: { comparator: 'eq', value: 'Oslo', path: ['city'] },
+      kind: 'attribute',
+      condition: { comparator: 'eq', value: 'Oslo', path: ['city'] },
     });
-    expect(accept(q(`section({shop}).attribute({address}).attributeData("geo.lat").gte(59.9)`))).toMatchObject({ condition: { comparator: 'gte', value: 59.9, path: ['geo', 'lat'] } });
-    expect(accept(q(`section({shop}).attribute({address}).attributeData("verified").eq(true)`))).toMatchObject({ condition: { value: true, path: ['verified'] } });
+    expect(accept(q(`section({shop}).attribute({address}).attributeData("geo.lat").gte(59.9)`))).toMatchObject({
+      condition: { comparator: 'gte', value: 59.9, path: ['geo', 'lat'] },
+    });
+    expect(accept(q(`section({shop}).attribute({address}).attributeData("verified").eq(true)`))).toMatchObject({
+      condition: { value: true, path: ['verified'] },
+    });
   });
 
   it('event(N) alone, with eventData conditions, inLast and betweenDates (AQL-14, AQL-17, AQL-18)', () => {
     expect(accept(q(`section({shop}).event({purchase})`))).toEqual({
-      kind: 'event', sectionId: id.shop, versionId: id.purchase, conditions: [], window: undefined, at: 0, sectionAt: 8, versionAt: 16 + id.shop.length,
+      kind: 'event',
+      sectionId: id.shop,
+      versionId: id.purchase,
+      conditions: [],
+      window: undefined,
+      at: 0,
+      sectionAt: 8,
+      versionAt: 16 + id.shop.length,
     });
-    expect(accept(q(`section({shop}).event({purchase}).eventData("sku").eq("A-1")`))).toMatchObject({ conditions: [{ comparator: 'eq', value: 'A-1', path: ['sku'] }] });
-    expect(accept(q(`section({shop}).event({purchase}).eventData("amount").gt(10).eventData("paid").eq(true).eventData("shipping.city").neq("Bergen")`))).toMatchObject({
-      conditions: [{ comparator: 'gt', value: 10, path: ['amount'] }, { comparator: 'eq', value: true, path: ['paid'] }, { comparator: 'neq', value: 'Bergen', path: ['shipping', 'city'] }],
+    expect(accept(q(`section({shop}).event({purchase}).eventData("sku").eq("A-1")`))).toMatchObject({
+      conditions: [{ comparator: 'eq', value: 'A-1', path: ['sku'] }],
+    });
+    expect(
+      accept(
+        q(
+          `section({shop}).event({purchase}).eventData("amount").gt(10).eventData("paid").eq(true).eventData("shipping.city").neq("Bergen")`,
+        ),
+      ),
+    ).toMatchObject({
+      conditions: [
+        { comparator: 'gt', value: 10, path: ['amount'] },
+        { comparator: 'eq', value: true, path: ['paid'] },
+        { comparator: 'neq', value: 'Bergen', path: ['shipping', 'city'] },
+      ],
     });
     for (const unit of ['minute', 'hour', 'day', 'week', 'month'] as const) {
-      expect(accept(q(`section({shop}).event({purchase}).inLast("events.${unit}", 0, 7)`))).toMatchObject({ window: { kind: 'inLast', unit, from: 0, to: 7 } });
+      expect(accept(q(`section({shop}).event({purchase}).inLast("events.${unit}", 0, 7)`))).toMatchObject({
+        window: { kind: 'inLast', unit, from: 0, to: 7 },
+      });
     }
-    expect(accept(q(`section({shop}).event({purchase}).inLast("events.day", 3, 3)`))).toMatchObject({ window: { kind: 'inLast', unit: 'day', from: 3, to: 3 } });
-    expect(accept(q(`section({shop}).event({purchase}).betweenDates("events", "2026-01-01", "2026-02-01")`))).toMatchObject({
+    expect(accept(q(`section({shop}).event({purchase}).inLast("events.day", 3, 3)`))).toMatchObject({
+      window: { kind: 'inLast', unit: 'day', from: 3, to: 3 },
+    });
+    expect(
+      accept(q(`section({shop}).event({purchase}).betweenDates("events", "2026-01-01", "2026-02-01")`)),
+    ).toMatchObject({
       window: { kind: 'betweenDates', start: '2026-01-01', end: '2026-02-01' },
     });
-    expect(accept(q(`section({shop}).event({purchase}).betweenDates("events", "2026-01-01T08:00:00+01:00", "2026-01-01T17:30:00Z")`))).toMatchObject({
+    expect(
+      accept(
+        q(
+          `section({shop}).event({purchase}).betweenDates("events", "2026-01-01T08:00:00+01:00", "2026-01-01T17:30:00Z")`,
+        ),
+      ),
+    ).toMatchObject({
       window: { kind: 'betweenDates', start: '2026-01-01T08:00:00+01:00', end: '2026-01-01T17:30:00Z' },
     });
     // A window and conditions in any order: all of them hold for the same event.
-    expect(accept(q(`section({shop}).event({purchase}).inLast("events.week", 0, 2).eventData("sku").eq("A")`))).toMatchObject({
-      conditions: [{ path: ['sku'] }], window: { kind: 'inLast', unit: 'week' },
+    expect(
+      accept(q(`section({shop}).event({purchase}).inLast("events.week", 0, 2).eventData("sku").eq("A")`)),
+    ).toMatchObject({
+      conditions: [{ path: ['sku'] }],
+      window: { kind: 'inLast', unit: 'week' },
     });
-    expect(accept(q(`section({club}).event({visit}).eventData("room").lt("B").betweenDates("events", "2026-01-01", "2026-01-31")`))).toMatchObject({
-      sectionId: id.club, conditions: [{ path: ['room'] }], window: { kind: 'betweenDates' },
+    expect(
+      accept(
+        q(
+          `section({club}).event({visit}).eventData("room").lt("B").betweenDates("events", "2026-01-01", "2026-01-31")`,
+        ),
+      ),
+    ).toMatchObject({
+      sectionId: id.club,
+      conditions: [{ path: ['room'] }],
+      window: { kind: 'betweenDates' },
     });
   });
 
@@ -163,12 +275,26 @@ describe('AQL forms of SPEC §2.9 parse and check', () => {
     const c = q('section({shop}).event({purchase})');
     const d = q('section({club}).attribute({level}).lt(4)');
     const term = (text: string) => parse(text);
-    const strip = (e: Expression): unknown => ('terms' in e ? { kind: e.kind, terms: e.terms.map(strip) } : { kind: e.kind, versionId: e.versionId });
-    expect(strip(accept(`${a} || ${b} && ${c}`))).toEqual(strip({ kind: 'or', terms: [term(a), { kind: 'and', terms: [term(b), term(c)] }] }));
-    expect(strip(accept(`${a} && ${b} || ${c}`))).toEqual(strip({ kind: 'or', terms: [{ kind: 'and', terms: [term(a), term(b)] }, term(c)] }));
-    expect(strip(accept(`(${a} || ${b}) && ${c}`))).toEqual(strip({ kind: 'and', terms: [{ kind: 'or', terms: [term(a), term(b)] }, term(c)] }));
-    expect(strip(accept(`${a} && (${b} || (${c} && ${d}))`))).toEqual(strip({ kind: 'and', terms: [term(a), { kind: 'or', terms: [term(b), { kind: 'and', terms: [term(c), term(d)] }] }] }));
-    expect(strip(accept(`${a} || ${b} || ${c} || ${d}`))).toEqual(strip({ kind: 'or', terms: [term(a), term(b), term(c), term(d)] }));
+    const strip = (e: Expression): unknown =>
+      'terms' in e ? { kind: e.kind, terms: e.terms.map(strip) } : { kind: e.kind, versionId: e.versionId };
+    expect(strip(accept(`${a} || ${b} && ${c}`))).toEqual(
+      strip({ kind: 'or', terms: [term(a), { kind: 'and', terms: [term(b), term(c)] }] }),
+    );
+    expect(strip(accept(`${a} && ${b} || ${c}`))).toEqual(
+      strip({ kind: 'or', terms: [{ kind: 'and', terms: [term(a), term(b)] }, term(c)] }),
+    );
+    expect(strip(accept(`(${a} || ${b}) && ${c}`))).toEqual(
+      strip({ kind: 'and', terms: [{ kind: 'or', terms: [term(a), term(b)] }, term(c)] }),
+    );
+    expect(strip(accept(`${a} && (${b} || (${c} && ${d}))`))).toEqual(
+      strip({
+        kind: 'and',
+        terms: [term(a), { kind: 'or', terms: [term(b), { kind: 'and', terms: [term(c), term(d)] }] }],
+      }),
+    );
+    expect(strip(accept(`${a} || ${b} || ${c} || ${d}`))).toEqual(
+      strip({ kind: 'or', terms: [term(a), term(b), term(c), term(d)] }),
+    );
     expect(strip(accept(`((${a}))`))).toEqual(strip(term(a)));
   });
 
@@ -208,26 +334,42 @@ describe('AQL refusals: each with its code and where', () => {
     expectRefused(q('section({shop}).attribute({address}).eventData("city").eq("Oslo")'), 'AUD-1704', 'eventData');
     expectRefused(q('section({shop}).event({purchase}).attributeData("sku").eq("A")'), 'AUD-1704', 'attributeData');
     expectRefused(q('section({shop}).event({purchase}).eq("A")'), 'AUD-1704', 'eq');
-    expect(refusal(q('section({shop}).event({purchase}).attributeData("sku").eq("A")')).title).toBe('Wrong data selector');
+    expect(refusal(q('section({shop}).event({purchase}).attributeData("sku").eq("A")')).title).toBe(
+      'Wrong data selector',
+    );
   });
 
   it('two event() (or attribute()) in one expression → AUD-1708 (AQL-15)', () => {
     expectRefused(q('section({shop}).event({purchase}).event({purchase})'), 'AUD-1708', ['event', 1]);
-    expectRefused(q('section({shop}).event({purchase}).eventData("sku").eq("A").event({purchase}).eventData("sku").eq("B")'), 'AUD-1708', ['event(', 1]);
+    expectRefused(
+      q('section({shop}).event({purchase}).eventData("sku").eq("A").event({purchase}).eventData("sku").eq("B")'),
+      'AUD-1708',
+      ['event(', 1],
+    );
     expectRefused(q('section({shop}).attribute({points}).event({purchase})'), 'AUD-1708', 'event');
     expectRefused(q('section({shop}).attribute({points}).attribute({nickname}).eq("a")'), 'AUD-1708', ['attribute', 1]);
     expect(refusal(q('section({shop}).event({purchase}).event({purchase})')).title).toBe('Several event expressions');
     // Two event terms joined by && are two expressions, each with one event().
-    expect(accept(q('section({shop}).event({purchase}) && section({club}).event({visit})'))).toMatchObject({ kind: 'and' });
+    expect(accept(q('section({shop}).event({purchase}) && section({club}).event({visit})'))).toMatchObject({
+      kind: 'and',
+    });
   });
 
   it('a data selector or term without condition → AUD-1705; a condition or selector without its constant → AUD-1706 (AQL-16)', () => {
     expectRefused(q('section({shop}).attribute({points})'), 'AUD-1705', '<end>');
     expectRefused(q('section({shop}).attribute({address}).attributeData("city")'), 'AUD-1705', '<end>');
-    expectRefused(q('section({shop}).attribute({address}).attributeData("city") && section({shop}).event({purchase})'), 'AUD-1705', '&&');
+    expectRefused(
+      q('section({shop}).attribute({address}).attributeData("city") && section({shop}).event({purchase})'),
+      'AUD-1705',
+      '&&',
+    );
     expectRefused(q('section({shop}).attribute({points}).between(1, 2)'), 'AUD-1705', 'between');
     expectRefused(q('section({shop}).event({purchase}).eventData("sku")'), 'AUD-1705', '<end>');
-    expectRefused(q('section({shop}).event({purchase}).eventData("sku").inLast("events.day", 0, 1)'), 'AUD-1705', 'inLast');
+    expectRefused(
+      q('section({shop}).event({purchase}).eventData("sku").inLast("events.day", 0, 1)'),
+      'AUD-1705',
+      'inLast',
+    );
     expect(refusal(q('section({shop}).attribute({points})')).title).toBe('Missing condition');
     const empty = q('section({shop}).attribute({nickname}).eq()');
     expectRefused(empty, 'AUD-1706', empty.length - 1);
@@ -257,7 +399,11 @@ describe('AQL refusals: each with its code and where', () => {
     expectRefused(`${e}.inLast("events.day", 7, 0)`, 'AUD-1707', 'inLast');
     expectRefused(`${e}.inLast`, 'AUD-1707', '<end>');
     expectRefused(`${e}.inLast("events.day", 0, 1).inLast("events.week", 0, 1)`, 'AUD-1707', ['inLast', 1]);
-    expectRefused(`${e}.betweenDates("events", "2026-01-01", "2026-02-01").inLast("events.week", 0, 1)`, 'AUD-1707', 'inLast');
+    expectRefused(
+      `${e}.betweenDates("events", "2026-01-01", "2026-02-01").inLast("events.week", 0, 1)`,
+      'AUD-1707',
+      'inLast',
+    );
     expectRefused(`${e}.betweenDates("event", "2026-01-01", "2026-02-01")`, 'AUD-1707', '"event"');
     expectRefused(`${e}.betweenDates("2026-01-01", "2026-02-01")`, 'AUD-1707', '"2026-01-01"');
     expectRefused(`${e}.betweenDates("events", "yesterday", "2026-02-01")`, 'AUD-1707', '"yesterday"');
@@ -271,23 +417,39 @@ describe('AQL refusals: each with its code and where', () => {
 
   it('an array marker [] in a data path → AUD-1403 (AQL-21)', () => {
     expectRefused(q('section({shop}).attribute({address}).attributeData("lines[]").eq("x")'), 'AUD-1403', '"lines[]"');
-    expectRefused(q('section({shop}).attribute({address}).attributeData("lines[0]").eq("x")'), 'AUD-1403', '"lines[0]"');
-    expectRefused(q('section({shop}).event({purchase}).eventData("shipping.items[].sku").eq("x")'), 'AUD-1403', '"shipping');
+    expectRefused(
+      q('section({shop}).attribute({address}).attributeData("lines[0]").eq("x")'),
+      'AUD-1403',
+      '"lines[0]"',
+    );
+    expectRefused(
+      q('section({shop}).event({purchase}).eventData("shipping.items[].sku").eq("x")'),
+      'AUD-1403',
+      '"shipping',
+    );
     expectRefused(q('section({shop}).event({purchase}).eventData("items"[]).eq("x")'), 'AUD-1403', '[');
-    expect(refusal(q('section({shop}).attribute({address}).attributeData("lines[]").eq("x")')).title).toBe('Array types unsupported');
+    expect(refusal(q('section({shop}).attribute({address}).attributeData("lines[]").eq("x")')).title).toBe(
+      'Array types unsupported',
+    );
   });
 
   it('a field condition on a struct node → AUD-1404 (AQL-20)', () => {
     expectRefused(q('section({shop}).attribute({address}).eq("Oslo")'), 'AUD-1404', 'eq');
     expectRefused(q('section({shop}).event({purchase}).eventData("shipping").eq("x")'), 'AUD-1404', '"shipping"');
-    expect(refusal(q('section({shop}).attribute({address}).eq("Oslo")')).title).toBe('Field condition on a non-primitive type');
+    expect(refusal(q('section({shop}).attribute({address}).eq("Oslo")')).title).toBe(
+      'Field condition on a non-primitive type',
+    );
   });
 
   it('a data path that does not point to a field of the type → AUD-1402 (AQL-22)', () => {
     expectRefused(q('section({shop}).event({purchase}).eventData("colour").eq("red")'), 'AUD-1402', '"colour"');
     expectRefused(q('section({shop}).event({purchase}).eventData("SKU").eq("A")'), 'AUD-1402', '"SKU"');
     expectRefused(q('section({shop}).event({purchase}).eventData("sku.code").eq("A")'), 'AUD-1402', '"sku.code"');
-    expectRefused(q('section({shop}).event({purchase}).eventData("amount").gt(1).eventData("nope").eq(1)'), 'AUD-1402', '"nope"');
+    expectRefused(
+      q('section({shop}).event({purchase}).eventData("amount").gt(1).eventData("nope").eq(1)'),
+      'AUD-1402',
+      '"nope"',
+    );
     expectRefused(q('section({shop}).attribute({nickname}).attributeData("first").eq("A")'), 'AUD-1402', '"first"');
     expectRefused(q('section({shop}).attribute({address}).attributeData("geo..lat").eq(1)'), 'AUD-1402', '"geo..lat"');
     expectRefused(q('section({shop}).attribute({address}).attributeData("").eq(1)'), 'AUD-1402', '""');
@@ -304,7 +466,11 @@ describe('AQL refusals: each with its code and where', () => {
     // An attribute version id is not an event version id.
     expectRefused(q('section({shop}).event({points})'), 'AUD-1111', id.points);
     // The first fault counts, in the second term.
-    expectRefused(q('section({shop}).attribute({points}).eq(1) || section({shop}).attribute(999999999).eq(1)'), 'AUD-1111', '999999999');
+    expectRefused(
+      q('section({shop}).attribute({points}).eq(1) || section({shop}).attribute(999999999).eq(1)'),
+      'AUD-1111',
+      '999999999',
+    );
   });
 
   it('negation, other operators and garbage → AUD-1709 unsupported expression, or AUD-1701 syntax error (AQL-23)', () => {
@@ -329,7 +495,9 @@ describe('AQL refusals: each with its code and where', () => {
   });
 
   it(`more than ${MAX_TERMS} terms → AUD-1710, generated query size limit (AQL-26)`, () => {
-    const terms = Array.from({ length: MAX_TERMS + 1 }, (_, i) => q(i % 2 ? 'section({shop}).attribute({points}).gt(1)' : 'section({shop}).event({purchase})'));
+    const terms = Array.from({ length: MAX_TERMS + 1 }, (_, i) =>
+      q(i % 2 ? 'section({shop}).attribute({points}).gt(1)' : 'section({shop}).event({purchase})'),
+    );
     const text = `(${terms.slice(0, 10).join(' && ')}) || ${terms.slice(10).join(' || ')}`;
     const last = text.lastIndexOf('section');
     const problem = expectRefused(text, 'AUD-1710', { line: 1, column: last + 1, character: last + 1 });
@@ -354,12 +522,16 @@ describe('AQL refusals: each with its code and where', () => {
     // back end ordered false before true, the evaluator did not).
     expectRefused(q('section({shop}).attribute({address}).attributeData("verified").lte(true)'), 'AUD-1401', 'lte');
     expectRefused(q('section({shop}).event({purchase}).eventData("shipping.express").gt(false)'), 'AUD-1401', 'gt');
-    expect(accept(q('section({shop}).event({purchase}).eventData("shipping.express").neq(false)'))).toMatchObject({ conditions: [{ comparator: 'neq', value: false }] });
+    expect(accept(q('section({shop}).event({purchase}).eventData("shipping.express").neq(false)'))).toMatchObject({
+      conditions: [{ comparator: 'neq', value: false }],
+    });
     expect(refusal(q('section({shop}).attribute({points}).eq("100")')).title).toBe('Type processing error');
   });
 
   it('names line and column on multi-line queries (AQL-12, AQL-16, AQL-22)', () => {
-    const text = q('section({shop}).attribute({points}).gt(1)\n  && section({shop})\n    .event({purchase})\n    .eventData("colour").eq("red")');
+    const text = q(
+      'section({shop}).attribute({points}).gt(1)\n  && section({shop})\n    .event({purchase})\n    .eventData("colour").eq("red")',
+    );
     const problem = expectRefused(text, 'AUD-1402', { line: 4, column: 16, character: text.indexOf('"colour"') + 1 });
     expect(problem.detail).toContain('colour');
     const missing = q('section({shop}).attribute({points}).gt(1) ||\n\tsection({shop}).attribute({nickname})\n');

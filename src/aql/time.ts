@@ -7,7 +7,10 @@ export function checkTimeZone(timeZone: string, field: string): string {
     new Intl.DateTimeFormat('en-US', { timeZone });
     return timeZone;
   } catch {
-    throw new Problem('AUD-1712', `${field}: time zone "${timeZone}" is not recognised; use an IANA name such as "Europe/Oslo" or "UTC"`);
+    throw new Problem(
+      'AUD-1712',
+      `${field}: time zone "${timeZone}" is not recognised; use an IANA name such as "Europe/Oslo" or "UTC"`,
+    );
   }
 }
 
@@ -18,19 +21,39 @@ const GREGORIAN_CYCLE = 146_097 * 86_400_000;
 
 /** Date.UTC for every year: Date.UTC itself takes the years 0 to 99 for 1900 to 1999. */
 function utc(y: number, mo: number, d: number, h = 0, mi = 0, s = 0, ms = 0): number {
-  return y >= 0 && y <= 99 ? Date.UTC(y + 400, mo, d, h, mi, s, ms) - GREGORIAN_CYCLE : Date.UTC(y, mo, d, h, mi, s, ms);
+  return y >= 0 && y <= 99
+    ? Date.UTC(y + 400, mo, d, h, mi, s, ms) - GREGORIAN_CYCLE
+    : Date.UTC(y, mo, d, h, mi, s, ms);
 }
 
 /** The wall-clock fields of an instant in a time zone; years before 1 AD count astronomically (0 is 1 BC). */
 function wallClock(ms: number, timeZone: string): number[] {
   let f = formatters.get(timeZone);
   if (!f) {
-    f = new Intl.DateTimeFormat('en-US', { timeZone, hourCycle: 'h23', era: 'short', year: 'numeric', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' });
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      hourCycle: 'h23',
+      era: 'short',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+    });
     formatters.set(timeZone, f);
   }
   const parts = Object.fromEntries(f.formatToParts(ms).map((p) => [p.type, p.value]));
   const year = parts.era === 'BC' ? 1 - Number(parts.year) : Number(parts.year);
-  return [year, Number(parts.month), Number(parts.day), Number(parts.hour), Number(parts.minute), Number(parts.second), ((ms % 1000) + 1000) % 1000];
+  return [
+    year,
+    Number(parts.month),
+    Number(parts.day),
+    Number(parts.hour),
+    Number(parts.minute),
+    Number(parts.second),
+    ((ms % 1000) + 1000) % 1000,
+  ];
 }
 
 /** The instant of a wall-clock time in a time zone (the earlier one when a DST change repeats it). */
@@ -86,7 +109,10 @@ function dateStart(text: string, timeZone: string): number {
   const [y, mo, d] = date.split('-').map(Number);
   const [h, mi, s = '0'] = time.split(':');
   const seconds = Number(s);
-  return fromWallClock([y, mo, d, Number(h), Number(mi), Math.floor(seconds), Math.round((seconds % 1) * 1000)], timeZone);
+  return fromWallClock(
+    [y, mo, d, Number(h), Number(mi), Math.floor(seconds), Math.round((seconds % 1) * 1000)],
+    timeZone,
+  );
 }
 
 /** The end of a date of a query: the last millisecond of that day in the time zone; a date-time is itself. */

@@ -7,9 +7,26 @@ import { sectionOf } from '../definitions/definitions.ts';
 import { createProfile, locate, refuseReadOnly } from '../profiles/profiles.ts';
 import type { IdentifierInSection } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
-import { addressKeyspace, channelByDiscriminator, createConsent, getConsents, normaliseAddress, permits, refuseUnmanaged, requireConsentType } from './consents.ts';
+import {
+  addressKeyspace,
+  channelByDiscriminator,
+  createConsent,
+  getConsents,
+  normaliseAddress,
+  permits,
+  refuseUnmanaged,
+  requireConsentType,
+} from './consents.ts';
 import type {
-  AddressConsentRequest, AddressListParams, AddressParams, ConsentList, ConsentListEvaluation, ConsentListParams, ConsentListTopic, Subscription, SubscriptionRequest,
+  AddressConsentRequest,
+  AddressListParams,
+  AddressParams,
+  ConsentList,
+  ConsentListEvaluation,
+  ConsentListParams,
+  ConsentListTopic,
+  Subscription,
+  SubscriptionRequest,
 } from './schemas.ts';
 
 /**
@@ -23,7 +40,11 @@ import type {
 export const LEGACY_REASON = 'Set through a legacy consent route';
 
 /** A consent list: a topic folder, or the root folder (no folder id). */
-interface ConsentListDef { discriminator: string; name: string; folderId: string | null }
+interface ConsentListDef {
+  discriminator: string;
+  name: string;
+  folderId: string | null;
+}
 
 /** A section's consent lists: its root folder, named after the section since the root has no name, then every folder, nested ones included. */
 function consentListsOf(section: SectionDefs, vendor: string): ConsentListDef[] {
@@ -36,7 +57,11 @@ function consentListsOf(section: SectionDefs, vendor: string): ConsentListDef[] 
 /** A consent list of the section, or 404 AUD-1612. */
 function consentListOf(section: SectionDefs, vendor: string, discriminator: string): ConsentListDef {
   const list = consentListsOf(section, vendor).find((l) => l.discriminator === discriminator);
-  if (!list) throw new Problem('AUD-1612', `consent_list_discriminator: consent list "${discriminator}" not found in section "${section.discriminator}"`);
+  if (!list)
+    throw new Problem(
+      'AUD-1612',
+      `consent_list_discriminator: consent list "${discriminator}" not found in section "${section.discriminator}"`,
+    );
   return list;
 }
 
@@ -49,7 +74,9 @@ function topicsOf(section: SectionDefs, list: ConsentListDef): TopicRow[] {
 function topicOf(section: SectionDefs, list: ConsentListDef | undefined, discriminator: string): TopicRow {
   const topic = (list ? topicsOf(section, list) : section.topics).find((t) => t.discriminator === discriminator);
   if (!topic) {
-    const where = list ? `consent list "${list.discriminator}" of section "${section.discriminator}"` : `section "${section.discriminator}"`;
+    const where = list
+      ? `consent list "${list.discriminator}" of section "${section.discriminator}"`
+      : `section "${section.discriminator}"`;
     throw new Problem('AUD-1610', `topic_discriminator: topic "${discriminator}" not found in ${where}`);
   }
   return topic;
@@ -59,23 +86,52 @@ function topicOf(section: SectionDefs, list: ConsentListDef | undefined, discrim
  * The profile an address names: its key in the keyspace holding the channel's addresses (the email
  * keyspace for the email channel), normalised as profile keys are (SPEC §2.2).
  */
-function profileAtAddress(scope: AccountScope, ref: AddressParams, sectionDiscriminator: string): { channel: ChannelRow; id: IdentifierInSection } {
+function profileAtAddress(
+  scope: AccountScope,
+  ref: AddressParams,
+  sectionDiscriminator: string,
+): { channel: ChannelRow; id: IdentifierInSection } {
   const channel = channelByDiscriminator(scope, ref.channel_discriminator);
   const keyspace = addressKeyspace(scope.defs, channel);
-  if (!keyspace) throw new Problem('AUD-1608', `channel_discriminator: communication type invalid for the channel "${channel.discriminator}": it has no addresses`);
+  if (!keyspace)
+    throw new Problem(
+      'AUD-1608',
+      `channel_discriminator: communication type invalid for the channel "${channel.discriminator}": it has no addresses`,
+    );
   const key = normaliseAddress(scope, channel, ref.address, 'address');
-  return { channel, id: { keyspace_discriminator: keyspace.discriminator, profile_key: key, section_discriminator: sectionDiscriminator } };
+  return {
+    channel,
+    id: {
+      keyspace_discriminator: keyspace.discriminator,
+      profile_key: key,
+      section_discriminator: sectionDiscriminator,
+    },
+  };
 }
 
 /** GET /audience/sections/{s}/consent-lists. */
-export function listConsentLists(scope: AccountScope, vendor: string, sectionDiscriminator: string): Static<typeof ConsentList>[] {
-  return consentListsOf(sectionOf(scope, sectionDiscriminator), vendor).map((l) => ({ discriminator: l.discriminator, name: l.name }));
+export function listConsentLists(
+  scope: AccountScope,
+  vendor: string,
+  sectionDiscriminator: string,
+): Static<typeof ConsentList>[] {
+  return consentListsOf(sectionOf(scope, sectionDiscriminator), vendor).map((l) => ({
+    discriminator: l.discriminator,
+    name: l.name,
+  }));
 }
 
 /** GET /audience/sections/{s}/consent-lists/{list}/topics. */
-export function listConsentListTopics(scope: AccountScope, vendor: string, ref: ConsentListParams): Static<typeof ConsentListTopic>[] {
+export function listConsentListTopics(
+  scope: AccountScope,
+  vendor: string,
+  ref: ConsentListParams,
+): Static<typeof ConsentListTopic>[] {
   const section = sectionOf(scope, ref.section_discriminator);
-  return topicsOf(section, consentListOf(section, vendor, ref.consent_list_discriminator)).map((t) => ({ discriminator: t.discriminator, name: t.name }));
+  return topicsOf(section, consentListOf(section, vendor, ref.consent_list_discriminator)).map((t) => ({
+    discriminator: t.discriminator,
+    name: t.name,
+  }));
 }
 
 /**
@@ -89,17 +145,32 @@ export function listConsentListTopics(scope: AccountScope, vendor: string, ref: 
  * for a new customer is not lost; createProfile also gives it the address in the section, which
  * a consent needs (AUD-1601).
  */
-export async function consentAtAddress(tx: Queryable, scope: AccountScope, vendor: string, ref: AddressParams, request: AddressConsentRequest): Promise<void> {
+export async function consentAtAddress(
+  tx: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  ref: AddressParams,
+  request: AddressConsentRequest,
+): Promise<void> {
   requireConsentType(request.type, 'type');
   const { channel, id } = profileAtAddress(scope, ref, request.section_discriminator);
   const section = sectionOf(scope, request.section_discriminator);
-  const list = request.consent_list_discriminator === undefined ? undefined : consentListOf(section, vendor, request.consent_list_discriminator);
-  const topics = request.topic_discriminator !== undefined
-    ? [topicOf(section, list, request.topic_discriminator)]
-    : (list ? topicsOf(section, list) : section.topics).filter((t) => t.channel_id === null || t.channel_id === channel.channel_id);
+  const list =
+    request.consent_list_discriminator === undefined
+      ? undefined
+      : consentListOf(section, vendor, request.consent_list_discriminator);
+  const topics =
+    request.topic_discriminator !== undefined
+      ? [topicOf(section, list, request.topic_discriminator)]
+      : (list ? topicsOf(section, list) : section.topics).filter(
+          (t) => t.channel_id === null || t.channel_id === channel.channel_id,
+        );
   if (topics.length === 0) {
     const where = list ? `consent list "${list.discriminator}"` : `section "${section.discriminator}"`;
-    throw new Problem('AUD-1610', `topic_discriminator: the ${where} holds no topic for the channel "${channel.discriminator}"`);
+    throw new Problem(
+      'AUD-1610',
+      `topic_discriminator: the ${where} holds no topic for the channel "${channel.discriminator}"`,
+    );
   }
   try {
     await locate(tx, scope, id);
@@ -108,7 +179,14 @@ export async function consentAtAddress(tx: Queryable, scope: AccountScope, vendo
     await createProfile(tx, scope, id);
   }
   for (const topic of topics) {
-    await keepingSameType(createConsent(tx, scope, id, { topic_discriminator: topic.discriminator, channel_discriminator: channel.discriminator, type: request.type, reason: LEGACY_REASON }));
+    await keepingSameType(
+      createConsent(tx, scope, id, {
+        topic_discriminator: topic.discriminator,
+        channel_discriminator: channel.discriminator,
+        type: request.type,
+        reason: LEGACY_REASON,
+      }),
+    );
   }
 }
 
@@ -127,14 +205,24 @@ async function keepingSameType(write: Promise<unknown>): Promise<void> {
  * (so as the v2 route shows them: a merge cluster's latest consent per topic). 404 for an
  * address no profile has: a read creates nothing.
  */
-export async function evaluateConsentList(db: Queryable, scope: AccountScope, vendor: string, ref: AddressListParams): Promise<ConsentListEvaluation> {
+export async function evaluateConsentList(
+  db: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  ref: AddressListParams,
+): Promise<ConsentListEvaluation> {
   const { channel, id } = profileAtAddress(scope, ref, ref.section_discriminator);
   const section = sectionOf(scope, ref.section_discriminator);
-  const inList = new Set(topicsOf(section, consentListOf(section, vendor, ref.consent_list_discriminator)).map((t) => t.discriminator));
+  const inList = new Set(
+    topicsOf(section, consentListOf(section, vendor, ref.consent_list_discriminator)).map((t) => t.discriminator),
+  );
   const { items } = await getConsents(db, scope, id, {});
   return {
     items: items
-      .filter((c) => c.channel_discriminator === channel.discriminator && inList.has(c.topic_discriminator) && permits(c.type))
+      .filter(
+        (c) =>
+          c.channel_discriminator === channel.discriminator && inList.has(c.topic_discriminator) && permits(c.type),
+      )
       .map((c) => ({ topic_discriminator: c.topic_discriminator })),
   };
 }
@@ -146,20 +234,41 @@ export async function evaluateConsentList(db: Queryable, scope: AccountScope, ve
  * keyspace); through another keyspace (CRM ID) such a topic is refused, since no channel is
  * implied. Its id names the consent (profile, topic, channel): clients require one.
  */
-export async function subscribe(tx: Queryable, scope: AccountScope, vendor: string, id: IdentifierInSection, request: SubscriptionRequest): Promise<Subscription> {
+export async function subscribe(
+  tx: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  id: IdentifierInSection,
+  request: SubscriptionRequest,
+): Promise<Subscription> {
   const located = await locate(tx, scope, id);
   // createConsent checks these too; here they come before choosing the channel, as in the v2 route's order.
   refuseReadOnly(located.keyspace);
   refuseUnmanaged(located.keyspace);
   const section = sectionOf(scope, id.section_discriminator);
-  const list = request.consent_list_discriminator === undefined ? undefined : consentListOf(section, vendor, request.consent_list_discriminator);
+  const list =
+    request.consent_list_discriminator === undefined
+      ? undefined
+      : consentListOf(section, vendor, request.consent_list_discriminator);
   const topic = topicOf(section, list, request.topic_discriminator);
-  const channel = scope.defs.channels.find((c) => topic.channel_id !== null
-    ? c.channel_id === topic.channel_id
-    : c.address_attribute !== null && c.address_attribute === located.keyspace.mapped_attribute);
+  const channel = scope.defs.channels.find((c) =>
+    topic.channel_id !== null
+      ? c.channel_id === topic.channel_id
+      : c.address_attribute !== null && c.address_attribute === located.keyspace.mapped_attribute,
+  );
   if (!channel) {
-    throw new Problem('AUD-1611', `topic_discriminator: the topic "${topic.discriminator}" is for every channel and keys of "${located.keyspace.discriminator}" are no channel's addresses; subscribe through the keyspace of the channel's addresses`);
+    throw new Problem(
+      'AUD-1611',
+      `topic_discriminator: the topic "${topic.discriminator}" is for every channel and keys of "${located.keyspace.discriminator}" are no channel's addresses; subscribe through the keyspace of the channel's addresses`,
+    );
   }
-  await keepingSameType(createConsent(tx, scope, id, { topic_discriminator: topic.discriminator, channel_discriminator: channel.discriminator, type: 'opt-in', reason: LEGACY_REASON }));
+  await keepingSameType(
+    createConsent(tx, scope, id, {
+      topic_discriminator: topic.discriminator,
+      channel_discriminator: channel.discriminator,
+      type: 'opt-in',
+      reason: LEGACY_REASON,
+    }),
+  );
   return { id: `${located.canonicalId}-${topic.topic_id}-${channel.channel_id}` };
 }

@@ -6,7 +6,27 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { serverWithPool, SHOP, TestServer, type Response, expectProblem } from '../../test/app.ts';
-import { type Account, CLUB, CLUB_NEWS, CRM, EMAIL, EMAIL_ATTR, EMAIL_CH, EXPORT, MOBILE, MOBILE_ATTR, NO_LIMITS, NS, OFFERS, S, SMS_CH, SMS_OFFERS, WEB, WEB_CH, WEEKLY } from '../../test/consents.ts';
+import {
+  type Account,
+  CLUB,
+  CLUB_NEWS,
+  CRM,
+  EMAIL,
+  EMAIL_ATTR,
+  EMAIL_CH,
+  EXPORT,
+  MOBILE,
+  MOBILE_ATTR,
+  NO_LIMITS,
+  NS,
+  OFFERS,
+  S,
+  SMS_CH,
+  SMS_OFFERS,
+  WEB,
+  WEB_CH,
+  WEEKLY,
+} from '../../test/consents.ts';
 import { loadDefinitions } from '../definitions/definitions.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { locate } from '../profiles/profiles.ts';
@@ -43,8 +63,8 @@ async function account(manifest: Manifest = MANIFEST): Promise<Account> {
 }
 
 const enc = encodeURIComponent;
-const consentsPath = (ks: string, key: string, section = S) => `/v2/audience/keyspaces/${ks}/profiles/${enc(key)}/sections/${section}/consents`;
-
+const consentsPath = (ks: string, key: string, section = S) =>
+  `/v2/audience/keyspaces/${ks}/profiles/${enc(key)}/sections/${section}/consents`;
 
 function expectEmpty(r: Response, status: 201 | 204): void {
   expect(r.status, r.text).toBe(status);
@@ -52,18 +72,39 @@ function expectEmpty(r: Response, status: 201 | 204): void {
 }
 
 async function createProfile(a: Account, ks: string, key: string, section = S): Promise<void> {
-  const r = await server.request('POST', `/audience/keyspaces/${ks}/sections/${section}/profiles`, { token: a.token, body: { profile_key: key } });
+  const r = await server.request('POST', `/audience/keyspaces/${ks}/sections/${section}/profiles`, {
+    token: a.token,
+    body: { profile_key: key },
+  });
   expect(r.status, r.text).toBe(201);
 }
 
-async function setAttributes(a: Account, ks: string, key: string, section: string, values: Record<string, unknown>): Promise<void> {
-  const r = await server.request('PATCH', `/v2/audience/keyspaces/${ks}/profiles/${enc(key)}/sections/${section}/attributes`, {
-    token: a.token, body: values, headers: { 'content-type': 'application/merge-patch+json' },
-  });
+async function setAttributes(
+  a: Account,
+  ks: string,
+  key: string,
+  section: string,
+  values: Record<string, unknown>,
+): Promise<void> {
+  const r = await server.request(
+    'PATCH',
+    `/v2/audience/keyspaces/${ks}/profiles/${enc(key)}/sections/${section}/attributes`,
+    {
+      token: a.token,
+      body: values,
+      headers: { 'content-type': 'application/merge-patch+json' },
+    },
+  );
   expect(r.status, r.text).toBe(204);
 }
 
-function postConsent(a: Account, ks: string, key: string, body: Record<string, unknown>, section = S): Promise<Response> {
+function postConsent(
+  a: Account,
+  ks: string,
+  key: string,
+  body: Record<string, unknown>,
+  section = S,
+): Promise<Response> {
   return server.request('POST', consentsPath(ks, key, section), { token: a.token, body });
 }
 
@@ -72,17 +113,26 @@ function getConsents(a: Account, ks: string, key: string, query = '', section = 
 }
 
 function optOutAll(a: Account, ks: string, key: string): Promise<Response> {
-  return server.request('DELETE', `/v2/audience/keyspaces/${ks}/profiles/${enc(key)}/consents/opt-out-all`, { token: a.token });
+  return server.request('DELETE', `/v2/audience/keyspaces/${ks}/profiles/${enc(key)}/consents/opt-out-all`, {
+    token: a.token,
+  });
 }
 
-const consent = (topic: string, channel: string, type: string, extra: Record<string, unknown> = {}) =>
-  ({ topic_discriminator: topic, channel_discriminator: channel, type, reason: 'Asked on the phone', ...extra });
+const consent = (topic: string, channel: string, type: string, extra: Record<string, unknown> = {}) => ({
+  topic_discriminator: topic,
+  channel_discriminator: channel,
+  type,
+  reason: 'Asked on the phone',
+  ...extra,
+});
 
 /** The consents a profile shows in a section, as `topic channel` → type. */
 async function typesOf(a: Account, ks: string, key: string, section = S): Promise<Record<string, string>> {
   const r = await getConsents(a, ks, key, '', section);
   expect(r.status, r.text).toBe(200);
-  return Object.fromEntries(r.body.items.map((c: any) => [`${c.topic_discriminator} ${c.channel_discriminator}`, c.type]));
+  return Object.fromEntries(
+    r.body.items.map((c: any) => [`${c.topic_discriminator} ${c.channel_discriminator}`, c.type]),
+  );
 }
 
 async function profileIdOf(a: Account, ks: string, key: string): Promise<string> {
@@ -96,7 +146,16 @@ async function profileIdOf(a: Account, ks: string, key: string): Promise<string>
 }
 
 async function historyOf(a: Account, profileIds: string[]) {
-  const { rows } = await db.query<{ profile_id: string; topic: string; channel: string; type: string; reason: string; source: string; address: string | null; changed_at: Date }>(
+  const { rows } = await db.query<{
+    profile_id: string;
+    topic: string;
+    channel: string;
+    type: string;
+    reason: string;
+    source: string;
+    address: string | null;
+    changed_at: Date;
+  }>(
     `select h.profile_id, t.discriminator as topic, c.discriminator as channel, h.type, h.reason, h.source, h.address, h.changed_at
      from consent_history h
      join topics t on t.account_id = h.account_id and t.topic_id = h.topic_id
@@ -108,7 +167,10 @@ async function historyOf(a: Account, profileIds: string[]) {
 }
 
 async function consentRowCount(a: Account): Promise<number> {
-  const { rows } = await db.query<{ n: number }>('select count(*)::int as n from consents where account_id = $1::bigint', [a.accountId]);
+  const { rows } = await db.query<{ n: number }>(
+    'select count(*)::int as n from consents where account_id = $1::bigint',
+    [a.accountId],
+  );
   return rows[0].n;
 }
 
@@ -116,7 +178,16 @@ async function consentRowCount(a: Account): Promise<number> {
  * Stores a consent of a type the API cannot set (pending-opt-in, confirmed-opt-in), as an import
  * or the operator would. Test set-up only: no route writes these types.
  */
-async function storeConsentDirectly(a: Account, ks: string, key: string, section: string, topic: string, channel: string, type: string, address: string): Promise<void> {
+async function storeConsentDirectly(
+  a: Account,
+  ks: string,
+  key: string,
+  section: string,
+  topic: string,
+  channel: string,
+  type: string,
+  address: string,
+): Promise<void> {
   const defs = await loadDefinitions(db, a.accountId);
   const s = defs.sections.find((x) => x.discriminator === section)!;
   const t = s.topics.find((x) => x.discriminator === topic)!;
@@ -124,12 +195,25 @@ async function storeConsentDirectly(a: Account, ks: string, key: string, section
   await db.query(
     `insert into consents (account_id, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at)
      values ($1::bigint, $2::bigint, $3::bigint, $4::bigint, $5::bigint, $6, 'Imported', 'Import', $7, $8)`,
-    [a.accountId, await profileIdOf(a, ks, key), t.topic_id, c.channel_id, s.id, type, address, new Date(server.clock.now)],
+    [
+      a.accountId,
+      await profileIdOf(a, ks, key),
+      t.topic_id,
+      c.channel_id,
+      s.id,
+      type,
+      address,
+      new Date(server.clock.now),
+    ],
   );
 }
 
 function suppress(a: Account, channel: string, address: string, reason = 'Hard bounce'): Promise<Response> {
-  return server.admin('PUT', `/admin/accounts/${a.accountId}/suppressions`, { channel_discriminator: channel, address, reason });
+  return server.admin('PUT', `/admin/accounts/${a.accountId}/suppressions`, {
+    channel_discriminator: channel,
+    address,
+    reason,
+  });
 }
 
 async function scopeOf(a: Account): Promise<AccountScope> {
@@ -167,9 +251,18 @@ describe('create consent', () => {
     await createProfile(a, EMAIL, 'ann@example.com');
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
     server.clock.advance(1000);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-out', { reason: 'Unsubscribed' })), 204);
+    expectEmpty(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-out', { reason: 'Unsubscribed' })),
+      204,
+    );
     let r = await getConsents(a, EMAIL, 'ann@example.com');
-    expect(r.body.items).toEqual([expect.objectContaining({ type: 'opt-out', reason: 'Unsubscribed', modified_at: new Date(server.clock.now).toISOString() })]);
+    expect(r.body.items).toEqual([
+      expect.objectContaining({
+        type: 'opt-out',
+        reason: 'Unsubscribed',
+        modified_at: new Date(server.clock.now).toISOString(),
+      }),
+    ]);
     server.clock.advance(1000);
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 204);
     r = await getConsents(a, EMAIL, 'ann@example.com');
@@ -179,10 +272,23 @@ describe('create consent', () => {
   it('CONS-03: requesting the type the consent already has answers 409 and changes nothing', async () => {
     const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up', source: 'Web form' })), 201);
+    expectEmpty(
+      await postConsent(
+        a,
+        EMAIL,
+        'ann@example.com',
+        consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up', source: 'Web form' }),
+      ),
+      201,
+    );
     const before = (await getConsents(a, EMAIL, 'ann@example.com')).body.items;
     server.clock.advance(1000);
-    const r = await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Again', source: 'Other form' }));
+    const r = await postConsent(
+      a,
+      EMAIL,
+      'ann@example.com',
+      consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Again', source: 'Other form' }),
+    );
     expectProblem(r, 409, 'AUD-1605');
     expect(r.body.status).toBe(409);
     expect((await getConsents(a, EMAIL, 'ann@example.com')).body.items).toEqual(before);
@@ -190,7 +296,11 @@ describe('create consent', () => {
 
     // The same for opt-out → opt-out.
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(OFFERS, EMAIL_CH, 'opt-out')), 201);
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(OFFERS, EMAIL_CH, 'opt-out')), 409, 'AUD-1605');
+    expectProblem(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(OFFERS, EMAIL_CH, 'opt-out')),
+      409,
+      'AUD-1605',
+    );
   });
 
   it('CONS-04: pending-opt-in over a stored pending-opt-in answers 409 "already pending"; a stored pending consent can move to opt-in', async () => {
@@ -199,7 +309,15 @@ describe('create consent', () => {
     // Set-up through the database: the API cannot store pending-opt-in (an import or the operator does).
     await storeConsentDirectly(a, EMAIL, 'ann@example.com', S, WEEKLY, EMAIL_CH, 'pending-opt-in', 'ann@example.com');
     const before = (await getConsents(a, EMAIL, 'ann@example.com')).body.items;
-    expect(before).toEqual([expect.objectContaining({ topic_discriminator: WEEKLY, channel_discriminator: EMAIL_CH, type: 'pending-opt-in', reason: 'Imported', source: 'Import' })]);
+    expect(before).toEqual([
+      expect.objectContaining({
+        topic_discriminator: WEEKLY,
+        channel_discriminator: EMAIL_CH,
+        type: 'pending-opt-in',
+        reason: 'Imported',
+        source: 'Import',
+      }),
+    ]);
     server.clock.advance(1000);
 
     const r = await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'pending-opt-in'));
@@ -208,7 +326,11 @@ describe('create consent', () => {
     expect((await getConsents(a, EMAIL, 'ann@example.com')).body.items).toEqual(before);
 
     // confirmed-opt-in is still not requestable through the API (CONS-06) …
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'confirmed-opt-in')), 400, 'AUD-1603');
+    expectProblem(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'confirmed-opt-in')),
+      400,
+      'AUD-1603',
+    );
     expect((await getConsents(a, EMAIL, 'ann@example.com')).body.items).toEqual(before);
     // … but opt-in is a supported move from pending.
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 204);
@@ -244,8 +366,16 @@ describe('create consent', () => {
     }
     // Also over an existing opt-in.
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'pending-opt-in')), 400, 'AUD-1603');
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'confirmed-opt-in')), 400, 'AUD-1603');
+    expectProblem(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'pending-opt-in')),
+      400,
+      'AUD-1603',
+    );
+    expectProblem(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'confirmed-opt-in')),
+      400,
+      'AUD-1603',
+    );
     expect(await typesOf(a, EMAIL, 'ann@example.com')).toEqual({ [`${WEEKLY} ${EMAIL_CH}`]: 'opt-in' });
   });
 
@@ -258,8 +388,14 @@ describe('create consent', () => {
       expect(r.body.detail).toContain('reason');
     }
     expect(await consentRowCount(a)).toBe(0);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'abc' })), 201);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(OFFERS, EMAIL_CH, 'opt-in', { reason: 'r'.repeat(256) })), 201);
+    expectEmpty(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'abc' })),
+      201,
+    );
+    expectEmpty(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(OFFERS, EMAIL_CH, 'opt-in', { reason: 'r'.repeat(256) })),
+      201,
+    );
     const items = (await getConsents(a, EMAIL, 'ann@example.com')).body.items;
     expect(items.map((c: any) => c.reason).sort()).toEqual(['abc', 'r'.repeat(256)]);
   });
@@ -272,10 +408,19 @@ describe('create consent', () => {
       expectProblem(r, 400);
       expect(r.body.detail).toContain('source');
     }
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { source: null })), 400);
+    expectProblem(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { source: null })),
+      400,
+    );
     expect(await consentRowCount(a)).toBe(0);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { source: 'CRM' })), 201);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(OFFERS, EMAIL_CH, 'opt-in', { source: 's'.repeat(256) })), 201);
+    expectEmpty(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { source: 'CRM' })),
+      201,
+    );
+    expectEmpty(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(OFFERS, EMAIL_CH, 'opt-in', { source: 's'.repeat(256) })),
+      201,
+    );
     const items = (await getConsents(a, EMAIL, 'ann@example.com')).body.items;
     expect(items.map((c: any) => c.source).sort()).toEqual(['CRM', 's'.repeat(256)]);
   });
@@ -313,7 +458,10 @@ describe('create consent', () => {
     const a = await account();
     // Keyed by CRM id: no email and no mobile anywhere.
     await createProfile(a, CRM, 'crm-1');
-    for (const [topic, channel] of [[WEEKLY, EMAIL_CH], [SMS_OFFERS, SMS_CH]]) {
+    for (const [topic, channel] of [
+      [WEEKLY, EMAIL_CH],
+      [SMS_OFFERS, SMS_CH],
+    ]) {
       const r = await postConsent(a, CRM, 'crm-1', consent(topic, channel, 'opt-in'));
       expectProblem(r, 400, 'AUD-1601');
       expect(r.body.title).toBe('No address to consent');
@@ -325,7 +473,11 @@ describe('create consent', () => {
     expectProblem(r, 400, 'AUD-1601');
     expect(r.body.title).toBe('No address to consent');
     // An email profile has no mobile to consent on SMS with.
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(SMS_OFFERS, SMS_CH, 'opt-in')), 400, 'AUD-1601');
+    expectProblem(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(SMS_OFFERS, SMS_CH, 'opt-in')),
+      400,
+      'AUD-1601',
+    );
     expect(await consentRowCount(a)).toBe(0);
     // Once the address is there, the consent is taken.
     await setAttributes(a, EMAIL, 'ann@example.com', CLUB, { [EMAIL_ATTR]: 'ann@example.com' });
@@ -358,10 +510,32 @@ describe('create consent', () => {
   it('answers 400 for an unknown topic or a topic of another section, 404 for an unknown section or keyspace', async () => {
     const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(`${NS}.topics.user-created.nothing`, EMAIL_CH, 'opt-in')), 400, 'AUD-1610');
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(CLUB_NEWS, EMAIL_CH, 'opt-in')), 400, 'AUD-1610');
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in'), `${NS}.sections.user-created.nothing`), 404, 'AUD-1102');
-    expectProblem(await postConsent(a, `${NS}.keyspaces.nothing`, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 404, 'AUD-1101');
+    expectProblem(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(`${NS}.topics.user-created.nothing`, EMAIL_CH, 'opt-in')),
+      400,
+      'AUD-1610',
+    );
+    expectProblem(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(CLUB_NEWS, EMAIL_CH, 'opt-in')),
+      400,
+      'AUD-1610',
+    );
+    expectProblem(
+      await postConsent(
+        a,
+        EMAIL,
+        'ann@example.com',
+        consent(WEEKLY, EMAIL_CH, 'opt-in'),
+        `${NS}.sections.user-created.nothing`,
+      ),
+      404,
+      'AUD-1102',
+    );
+    expectProblem(
+      await postConsent(a, `${NS}.keyspaces.nothing`, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')),
+      404,
+      'AUD-1101',
+    );
     expect(await consentRowCount(a)).toBe(0);
   });
 
@@ -370,7 +544,15 @@ describe('create consent', () => {
     const keyspaces = (await server.request('GET', '/audience/keyspaces', { token: a.token })).body.items;
     expect(keyspaces.find((k: any) => k.discriminator === WEB).manage_subscriptions).toBe(false);
     await createProfile(a, EMAIL, 'ann@example.com');
-    const merged = await server.request('PUT', '/audience/profiles/merges', { token: a.token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' }, { keyspace_discriminator: WEB, profile_key: 'cookie-1' }] } });
+    const merged = await server.request('PUT', '/audience/profiles/merges', {
+      token: a.token,
+      body: {
+        profiles: [
+          { keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' },
+          { keyspace_discriminator: WEB, profile_key: 'cookie-1' },
+        ],
+      },
+    });
     expect(merged.status, merged.text).toBe(204);
     const r = await postConsent(a, WEB, 'cookie-1', consent(WEEKLY, EMAIL_CH, 'opt-in'));
     expectProblem(r, 403, 'AUD-1609');
@@ -381,7 +563,17 @@ describe('create consent', () => {
     expect(await typesOf(a, EMAIL, 'ann@example.com')).toEqual({ [`${WEEKLY} ${EMAIL_CH}`]: 'opt-in' });
 
     // An integration keyspace of the account's own, without manage_subscriptions.
-    const b = await account({ ...MANIFEST, keyspaces: [{ discriminator: 'com.{vendor}1.integrations.keyspaces.5f2b9c1e.shop', name: 'Shop id', manage_subscriptions: false, mapped_attribute: 'com.{vendor}1.attributes.email' }] });
+    const b = await account({
+      ...MANIFEST,
+      keyspaces: [
+        {
+          discriminator: 'com.{vendor}1.integrations.keyspaces.5f2b9c1e.shop',
+          name: 'Shop id',
+          manage_subscriptions: false,
+          mapped_attribute: 'com.{vendor}1.attributes.email',
+        },
+      ],
+    });
     const own = `${NS}.integrations.keyspaces.5f2b9c1e.shop`;
     await createProfile(b, own, 'shop-1');
     expectProblem(await postConsent(b, own, 'shop-1', consent(WEEKLY, EMAIL_CH, 'opt-in')), 403, 'AUD-1609');
@@ -392,20 +584,41 @@ describe('create consent', () => {
     const r = await postConsent(a, EMAIL, 'nobody@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in'));
     expectProblem(r, 404, 'AUD-1201');
     expect(await consentRowCount(a)).toBe(0);
-    expectProblem(await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/nobody%40example.com/sections/${S}/attributes`, { token: a.token }), 404, 'AUD-1201');
+    expectProblem(
+      await server.request(
+        'GET',
+        `/audience/keyspaces/${EMAIL}/profiles/nobody%40example.com/sections/${S}/attributes`,
+        { token: a.token },
+      ),
+      404,
+      'AUD-1201',
+    );
     expectProblem(await getConsents(a, EMAIL, 'nobody@example.com'), 404, 'AUD-1201');
   });
 
-  it('CONS-16: a consent for a locked profile\'s identifier is refused with 410 AUD-1202', async () => {
+  it("CONS-16: a consent for a locked profile's identifier is refused with 410 AUD-1202", async () => {
     const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
     await setAttributes(a, EMAIL, 'ann@example.com', S, { [MOBILE_ATTR]: '+4741234567' });
-    const merged = await server.request('PUT', '/audience/profiles/merges', { token: a.token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' }, { keyspace_discriminator: MOBILE, profile_key: '+4741234567' }] } });
+    const merged = await server.request('PUT', '/audience/profiles/merges', {
+      token: a.token,
+      body: {
+        profiles: [
+          { keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' },
+          { keyspace_discriminator: MOBILE, profile_key: '+4741234567' },
+        ],
+      },
+    });
     expect(merged.status, merged.text).toBe(204);
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
-    const locked = await server.request('PUT', `/audience/keyspaces/${EMAIL}/profiles/ann%40example.com/locks`, { token: a.token });
+    const locked = await server.request('PUT', `/audience/keyspaces/${EMAIL}/profiles/ann%40example.com/locks`, {
+      token: a.token,
+    });
     expect(locked.status, locked.text).toBe(204);
-    for (const [ks, key] of [[EMAIL, 'ann@example.com'], [MOBILE, '+4741234567']]) {
+    for (const [ks, key] of [
+      [EMAIL, 'ann@example.com'],
+      [MOBILE, '+4741234567'],
+    ]) {
       const r = await postConsent(a, ks, key, consent(WEEKLY, EMAIL_CH, 'opt-in'));
       expectProblem(r, 410, 'AUD-1202');
       expect(r.body.title).toBe('Profile locked');
@@ -418,7 +631,9 @@ describe('create consent', () => {
   it('CONS-16: an opt-in for an address that is a locked identity is refused (410), even on another profile', async () => {
     const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
-    const locked = await server.request('PUT', `/audience/keyspaces/${EMAIL}/profiles/ann%40example.com/locks`, { token: a.token });
+    const locked = await server.request('PUT', `/audience/keyspaces/${EMAIL}/profiles/ann%40example.com/locks`, {
+      token: a.token,
+    });
     expect(locked.status, locked.text).toBe(204);
     // A profile keyed otherwise that carries the locked address in its email attribute.
     await createProfile(a, CRM, 'crm-1');
@@ -436,7 +651,10 @@ describe('create consent', () => {
     const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
-    const { rows } = await db.query<{ export_key: string }>('select export_key from profiles where account_id = $1::bigint and profile_id = $2::bigint', [a.accountId, await profileIdOf(a, EMAIL, 'ann@example.com')]);
+    const { rows } = await db.query<{ export_key: string }>(
+      'select export_key from profiles where account_id = $1::bigint and profile_id = $2::bigint',
+      [a.accountId, await profileIdOf(a, EMAIL, 'ann@example.com')],
+    );
     const exportKey = rows[0].export_key;
     expect(await typesOf(a, EXPORT, exportKey)).toEqual({ [`${WEEKLY} ${EMAIL_CH}`]: 'opt-in' });
     expectProblem(await postConsent(a, EXPORT, exportKey, consent(WEEKLY, EMAIL_CH, 'opt-out')), 403, 'AUD-1203');
@@ -446,7 +664,7 @@ describe('create consent', () => {
 });
 
 describe('get consents', () => {
-  it('CONS-17: answers 200 {items, suppression}; items are the consents on the section\'s topics, with every field', async () => {
+  it("CONS-17: answers 200 {items, suppression}; items are the consents on the section's topics, with every field", async () => {
     const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
     await setAttributes(a, EMAIL, 'ann@example.com', CLUB, { [EMAIL_ATTR]: 'ann@example.com' });
@@ -455,21 +673,47 @@ describe('get consents', () => {
     expect(r.body).toEqual({ items: [], suppression: [] });
 
     const created = new Date(server.clock.now).toISOString();
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up', source: 'Web form' })), 201);
+    expectEmpty(
+      await postConsent(
+        a,
+        EMAIL,
+        'ann@example.com',
+        consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up', source: 'Web form' }),
+      ),
+      201,
+    );
     server.clock.advance(60_000);
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(CLUB_NEWS, EMAIL_CH, 'opt-in'), CLUB), 201);
     r = await getConsents(a, EMAIL, 'ann@example.com');
     expect(r.status, r.text).toBe(200);
     expect(r.headers.get('content-type')).toMatch(/^application\/json/);
     expect(r.body).toEqual({
-      items: [{ topic_discriminator: WEEKLY, channel_discriminator: EMAIL_CH, type: 'opt-in', reason: 'Signed up', source: 'Web form', modified_at: created }],
+      items: [
+        {
+          topic_discriminator: WEEKLY,
+          channel_discriminator: EMAIL_CH,
+          type: 'opt-in',
+          reason: 'Signed up',
+          source: 'Web form',
+          modified_at: created,
+        },
+      ],
       suppression: [],
     });
     expect(r.body.items[0].modified_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/);
     // The club section shows only its own topic's consent.
     r = await getConsents(a, EMAIL, 'ann@example.com', '', CLUB);
-    expect(r.body.items).toEqual([expect.objectContaining({ topic_discriminator: CLUB_NEWS, modified_at: new Date(server.clock.now).toISOString() })]);
-    expectProblem(await getConsents(a, EMAIL, 'ann@example.com', '', `${NS}.sections.user-created.nothing`), 404, 'AUD-1102');
+    expect(r.body.items).toEqual([
+      expect.objectContaining({
+        topic_discriminator: CLUB_NEWS,
+        modified_at: new Date(server.clock.now).toISOString(),
+      }),
+    ]);
+    expectProblem(
+      await getConsents(a, EMAIL, 'ann@example.com', '', `${NS}.sections.user-created.nothing`),
+      404,
+      'AUD-1102',
+    );
     expectProblem(await getConsents(a, `${NS}.keyspaces.nothing`, 'ann@example.com'), 404, 'AUD-1101');
   });
 
@@ -493,9 +737,17 @@ describe('get consents', () => {
     expect(await topics('?consent_types=opt-in,opt-out')).toEqual([OFFERS, WEEKLY]);
     expect(await topics('?consent_types=opt-in&consent_types=opt-out')).toEqual([OFFERS, WEEKLY]);
     expect(await topics('?consent_types=opt-in%2Copt-out')).toEqual([OFFERS, WEEKLY]);
-    expect(await topics('?consent_types=opt-in,pending-opt-in&consent_types=opt-out')).toEqual([OFFERS, SMS_OFFERS, WEEKLY]);
+    expect(await topics('?consent_types=opt-in,pending-opt-in&consent_types=opt-out')).toEqual([
+      OFFERS,
+      SMS_OFFERS,
+      WEEKLY,
+    ]);
     expect(await topics('?consent_types=')).toEqual([OFFERS, SMS_OFFERS, WEEKLY]);
-    for (const query of ['?consent_types=opt-maybe', '?consent_types=opt-in,opt-maybe', '?consent_types=opt-in&consent_types=nope']) {
+    for (const query of [
+      '?consent_types=opt-maybe',
+      '?consent_types=opt-in,opt-maybe',
+      '?consent_types=opt-in&consent_types=nope',
+    ]) {
       expectProblem(await getConsents(a, EMAIL, 'ann@example.com', query), 400, 'AUD-1602');
     }
   });
@@ -512,18 +764,27 @@ describe('get consents', () => {
 
     let r = await getConsents(a, EMAIL, 'ann@example.com');
     expect(r.status, r.text).toBe(200);
-    expect(r.body.suppression).toEqual([{ channel_discriminator: EMAIL_CH, address: 'ann@example.com', reason: 'Hard bounce' }]);
+    expect(r.body.suppression).toEqual([
+      { channel_discriminator: EMAIL_CH, address: 'ann@example.com', reason: 'Hard bounce' },
+    ]);
     // Also with a consent_types filter and when the key is written differently.
     r = await getConsents(a, EMAIL, 'Ann@Example.COM', '?consent_types=opt-in');
-    expect(r.body.suppression).toEqual([{ channel_discriminator: EMAIL_CH, address: 'ann@example.com', reason: 'Hard bounce' }]);
+    expect(r.body.suppression).toEqual([
+      { channel_discriminator: EMAIL_CH, address: 'ann@example.com', reason: 'Hard bounce' },
+    ]);
     r = await getConsents(a, MOBILE, '+4741234567');
-    expect(r.body.suppression).toEqual([{ channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' }]);
+    expect(r.body.suppression).toEqual([
+      { channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' },
+    ]);
     expect(Object.keys(r.body.suppression[0]).sort()).toEqual(['address', 'channel_discriminator', 'reason']);
     // A CRM id is no address: nothing is reported without asking for another address.
     r = await getConsents(a, CRM, 'crm-1');
     expect(r.body.suppression).toEqual([]);
     // Lifted: gone.
-    expect((await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${EMAIL_CH}/ann%40example.com`)).status).toBe(204);
+    expect(
+      (await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${EMAIL_CH}/ann%40example.com`))
+        .status,
+    ).toBe(204);
     r = await getConsents(a, EMAIL, 'ann@example.com');
     expect(r.body.suppression).toEqual([]);
   });
@@ -535,29 +796,77 @@ describe('get consents', () => {
     expect((await suppress(a, EMAIL_CH, 'other@example.com', 'Unsubscribed everywhere')).status).toBe(204);
     expect((await suppress(a, SMS_CH, '+4741234567', 'Number recycled')).status).toBe(204);
 
-    let r = await getConsents(a, EMAIL, 'ann@example.com', `?suppression_channel_discriminator=${EMAIL_CH}&suppression_address=Other%40Example.com`);
+    let r = await getConsents(
+      a,
+      EMAIL,
+      'ann@example.com',
+      `?suppression_channel_discriminator=${EMAIL_CH}&suppression_address=Other%40Example.com`,
+    );
     expect(r.status, r.text).toBe(200);
-    expect(r.body.suppression).toEqual(expect.arrayContaining([
-      { channel_discriminator: EMAIL_CH, address: 'ann@example.com', reason: 'Hard bounce' },
-      { channel_discriminator: EMAIL_CH, address: 'other@example.com', reason: 'Unsubscribed everywhere' },
-    ]));
+    expect(r.body.suppression).toEqual(
+      expect.arrayContaining([
+        { channel_discriminator: EMAIL_CH, address: 'ann@example.com', reason: 'Hard bounce' },
+        { channel_discriminator: EMAIL_CH, address: 'other@example.com', reason: 'Unsubscribed everywhere' },
+      ]),
+    );
     expect(r.body.suppression).toHaveLength(2);
-    r = await getConsents(a, EMAIL, 'ann@example.com', `?suppression_channel_discriminator=${SMS_CH}&suppression_address=${enc('+4741234567')}`);
+    r = await getConsents(
+      a,
+      EMAIL,
+      'ann@example.com',
+      `?suppression_channel_discriminator=${SMS_CH}&suppression_address=${enc('+4741234567')}`,
+    );
     expect(r.body.suppression).toHaveLength(2);
-    expect(r.body.suppression).toContainEqual({ channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' });
+    expect(r.body.suppression).toContainEqual({
+      channel_discriminator: SMS_CH,
+      address: '+4741234567',
+      reason: 'Number recycled',
+    });
     // An address that is not suppressed adds nothing.
-    r = await getConsents(a, EMAIL, 'ann@example.com', `?suppression_channel_discriminator=${EMAIL_CH}&suppression_address=free%40example.com`);
-    expect(r.body.suppression).toEqual([{ channel_discriminator: EMAIL_CH, address: 'ann@example.com', reason: 'Hard bounce' }]);
+    r = await getConsents(
+      a,
+      EMAIL,
+      'ann@example.com',
+      `?suppression_channel_discriminator=${EMAIL_CH}&suppression_address=free%40example.com`,
+    );
+    expect(r.body.suppression).toEqual([
+      { channel_discriminator: EMAIL_CH, address: 'ann@example.com', reason: 'Hard bounce' },
+    ]);
     // The address on another channel is another suppression.
-    r = await getConsents(a, EMAIL, 'ann@example.com', `?suppression_channel_discriminator=${SMS_CH}&suppression_address=${enc('+4799999999')}`);
+    r = await getConsents(
+      a,
+      EMAIL,
+      'ann@example.com',
+      `?suppression_channel_discriminator=${SMS_CH}&suppression_address=${enc('+4799999999')}`,
+    );
     expect(r.body.suppression).toHaveLength(1);
 
-    for (const query of [`?suppression_channel_discriminator=${EMAIL_CH}`, '?suppression_address=other%40example.com']) {
+    for (const query of [
+      `?suppression_channel_discriminator=${EMAIL_CH}`,
+      '?suppression_address=other%40example.com',
+    ]) {
       const bad = await getConsents(a, EMAIL, 'ann@example.com', query);
       expectProblem(bad, 400, 'AUD-1611');
     }
-    expectProblem(await getConsents(a, EMAIL, 'ann@example.com', `?suppression_channel_discriminator=${NS}.channels.fax&suppression_address=x%40example.com`), 400, 'AUD-1607');
-    expectProblem(await getConsents(a, EMAIL, 'ann@example.com', `?suppression_channel_discriminator=${EMAIL_CH}&suppression_address=not-an-address`), 400);
+    expectProblem(
+      await getConsents(
+        a,
+        EMAIL,
+        'ann@example.com',
+        `?suppression_channel_discriminator=${NS}.channels.fax&suppression_address=x%40example.com`,
+      ),
+      400,
+      'AUD-1607',
+    );
+    expectProblem(
+      await getConsents(
+        a,
+        EMAIL,
+        'ann@example.com',
+        `?suppression_channel_discriminator=${EMAIL_CH}&suppression_address=not-an-address`,
+      ),
+      400,
+    );
   });
 
   it('CONS-22: suppression is per address: every profile carrying the address on the channel is suppressed', async () => {
@@ -565,12 +874,18 @@ describe('get consents', () => {
     await createProfile(a, EMAIL, 'shared@example.com');
     await createProfile(a, CRM, 'crm-1');
     await setAttributes(a, CRM, 'crm-1', S, { [EMAIL_ATTR]: 'shared@example.com' });
-    for (const [ks, key] of [[EMAIL, 'shared@example.com'], [CRM, 'crm-1']]) {
+    for (const [ks, key] of [
+      [EMAIL, 'shared@example.com'],
+      [CRM, 'crm-1'],
+    ]) {
       expectEmpty(await postConsent(a, ks, key, consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
       expect(await may(a, ks, key, WEEKLY, EMAIL_CH)).toBe(true);
     }
     expect((await suppress(a, EMAIL_CH, 'shared@example.com')).status).toBe(204);
-    for (const [ks, key] of [[EMAIL, 'shared@example.com'], [CRM, 'crm-1']]) {
+    for (const [ks, key] of [
+      [EMAIL, 'shared@example.com'],
+      [CRM, 'crm-1'],
+    ]) {
       expect(await may(a, ks, key, WEEKLY, EMAIL_CH)).toBe(false);
       // The consent itself is kept: suppression is not a consent change.
       expect(await typesOf(a, ks, key)).toEqual({ [`${WEEKLY} ${EMAIL_CH}`]: 'opt-in' });
@@ -580,8 +895,15 @@ describe('get consents', () => {
     await setAttributes(a, CRM, 'crm-2', S, { [EMAIL_ATTR]: 'Shared@Example.COM' });
     expectEmpty(await postConsent(a, CRM, 'crm-2', consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
     expect(await may(a, CRM, 'crm-2', WEEKLY, EMAIL_CH)).toBe(false);
-    const r = await getConsents(a, CRM, 'crm-1', `?suppression_channel_discriminator=${EMAIL_CH}&suppression_address=shared%40example.com`);
-    expect(r.body.suppression).toEqual([{ channel_discriminator: EMAIL_CH, address: 'shared@example.com', reason: 'Hard bounce' }]);
+    const r = await getConsents(
+      a,
+      CRM,
+      'crm-1',
+      `?suppression_channel_discriminator=${EMAIL_CH}&suppression_address=shared%40example.com`,
+    );
+    expect(r.body.suppression).toEqual([
+      { channel_discriminator: EMAIL_CH, address: 'shared@example.com', reason: 'Hard bounce' },
+    ]);
     // Suppressed on email is not suppressed on SMS.
     await setAttributes(a, CRM, 'crm-1', S, { [MOBILE_ATTR]: '+4741234567' });
     expectEmpty(await postConsent(a, CRM, 'crm-1', consent(SMS_OFFERS, SMS_CH, 'opt-in')), 201);
@@ -605,7 +927,10 @@ describe('may send (SPEC §2.11)', () => {
     // Opt-in, but the address is suppressed.
     expect((await suppress(a, EMAIL_CH, 'ANN@example.com')).status).toBe(204);
     expect(await may(a, EMAIL, 'ann@example.com', WEEKLY, EMAIL_CH)).toBe(false);
-    expect((await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${EMAIL_CH}/ann%40example.com`)).status).toBe(204);
+    expect(
+      (await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${EMAIL_CH}/ann%40example.com`))
+        .status,
+    ).toBe(204);
     expect(await may(a, EMAIL, 'ann@example.com', WEEKLY, EMAIL_CH)).toBe(true);
     // Opt-out.
     server.clock.advance(1000);
@@ -641,7 +966,10 @@ describe('may send (SPEC §2.11)', () => {
     expect(await typesOf(a, EMAIL, 'ann@example.com', S)).toEqual({});
     const pool = server.services.pool;
     const scope = await scopeOf(a);
-    const { canonicalId } = await locate(pool, scope, { keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' });
+    const { canonicalId } = await locate(pool, scope, {
+      keyspace_discriminator: EMAIL,
+      profile_key: 'ann@example.com',
+    });
     expect(await maySend(pool, scope, canonicalId, NEWS, EMAIL_CH, CLUB)).toBe(true);
     expect(await maySend(pool, scope, canonicalId, NEWS, EMAIL_CH, S)).toBe(false);
     // Without a section: any section's topic of that discriminator.
@@ -669,13 +997,18 @@ describe('opt-out-all', () => {
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, SMS_CH, 'opt-in')), 201);
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(CLUB_NEWS, EMAIL_CH, 'opt-in'), CLUB), 201);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(OFFERS, EMAIL_CH, 'opt-out', { reason: 'Too many' })), 201);
+    expectEmpty(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(OFFERS, EMAIL_CH, 'opt-out', { reason: 'Too many' })),
+      201,
+    );
     // Set-up through the database: the API cannot store confirmed-opt-in or pending-opt-in.
     await storeConsentDirectly(a, EMAIL, 'ann@example.com', S, SMS_OFFERS, SMS_CH, 'confirmed-opt-in', '+4741234567');
     await createProfile(a, EMAIL, 'bob@example.com');
     await storeConsentDirectly(a, EMAIL, 'bob@example.com', S, WEEKLY, EMAIL_CH, 'pending-opt-in', 'bob@example.com');
     expectEmpty(await postConsent(a, EMAIL, 'bob@example.com', consent(OFFERS, EMAIL_CH, 'opt-in')), 201);
-    const offersBefore = (await getConsents(a, EMAIL, 'ann@example.com')).body.items.find((c: any) => c.topic_discriminator === OFFERS);
+    const offersBefore = (await getConsents(a, EMAIL, 'ann@example.com')).body.items.find(
+      (c: any) => c.topic_discriminator === OFFERS,
+    );
 
     server.clock.advance(60_000);
     const r = await optOutAll(a, EMAIL, 'ann@example.com');
@@ -688,15 +1021,25 @@ describe('opt-out-all', () => {
     });
     expect(await typesOf(a, EMAIL, 'ann@example.com', CLUB)).toEqual({ [`${CLUB_NEWS} ${EMAIL_CH}`]: 'opt-out' });
     // The opt-out that was there is untouched (same reason and time).
-    expect((await getConsents(a, EMAIL, 'ann@example.com')).body.items.find((c: any) => c.topic_discriminator === OFFERS)).toEqual(offersBefore);
-    const changed = (await getConsents(a, EMAIL, 'ann@example.com')).body.items.find((c: any) => c.topic_discriminator === WEEKLY);
+    expect(
+      (await getConsents(a, EMAIL, 'ann@example.com')).body.items.find((c: any) => c.topic_discriminator === OFFERS),
+    ).toEqual(offersBefore);
+    const changed = (await getConsents(a, EMAIL, 'ann@example.com')).body.items.find(
+      (c: any) => c.topic_discriminator === WEEKLY,
+    );
     expect(changed.modified_at).toBe(new Date(server.clock.now).toISOString());
     // Another profile is untouched, pending-opt-in included.
-    expect(await typesOf(a, EMAIL, 'bob@example.com')).toEqual({ [`${WEEKLY} ${EMAIL_CH}`]: 'pending-opt-in', [`${OFFERS} ${EMAIL_CH}`]: 'opt-in' });
+    expect(await typesOf(a, EMAIL, 'bob@example.com')).toEqual({
+      [`${WEEKLY} ${EMAIL_CH}`]: 'pending-opt-in',
+      [`${OFFERS} ${EMAIL_CH}`]: 'opt-in',
+    });
     // A profile's own pending-opt-in stays pending.
     server.clock.advance(1000);
     expectEmpty(await optOutAll(a, EMAIL, 'bob@example.com'), 204);
-    expect(await typesOf(a, EMAIL, 'bob@example.com')).toEqual({ [`${WEEKLY} ${EMAIL_CH}`]: 'pending-opt-in', [`${OFFERS} ${EMAIL_CH}`]: 'opt-out' });
+    expect(await typesOf(a, EMAIL, 'bob@example.com')).toEqual({
+      [`${WEEKLY} ${EMAIL_CH}`]: 'pending-opt-in',
+      [`${OFFERS} ${EMAIL_CH}`]: 'opt-out',
+    });
     // Nothing left to opt out of: still 204, nothing changes.
     expectEmpty(await optOutAll(a, EMAIL, 'bob@example.com'), 204);
     // A profile without consents: 204.
@@ -720,64 +1063,183 @@ describe('history, merge and delete', () => {
     await setAttributes(a, EMAIL, 'ann@example.com', CLUB, { [EMAIL_ATTR]: 'ann@example.com' });
     const profileId = await profileIdOf(a, EMAIL, 'ann@example.com');
     const t0 = new Date(server.clock.now);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up', source: 'Web form' })), 201);
+    expectEmpty(
+      await postConsent(
+        a,
+        EMAIL,
+        'ann@example.com',
+        consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up', source: 'Web form' }),
+      ),
+      201,
+    );
     server.clock.advance(1000);
     const t1 = new Date(server.clock.now);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-out', { reason: 'Clicked unsubscribe' })), 204);
+    expectEmpty(
+      await postConsent(
+        a,
+        EMAIL,
+        'ann@example.com',
+        consent(WEEKLY, EMAIL_CH, 'opt-out', { reason: 'Clicked unsubscribe' }),
+      ),
+      204,
+    );
     server.clock.advance(1000);
     // Refused requests leave no trace.
     expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-out')), 409);
     expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'pending-opt-in')), 400);
     const t2 = new Date(server.clock.now);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up again', source: 'Shop checkout' })), 204);
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(CLUB_NEWS, EMAIL_CH, 'opt-in', { reason: 'Joined the club' }), CLUB), 201);
+    expectEmpty(
+      await postConsent(
+        a,
+        EMAIL,
+        'ann@example.com',
+        consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up again', source: 'Shop checkout' }),
+      ),
+      204,
+    );
+    expectEmpty(
+      await postConsent(
+        a,
+        EMAIL,
+        'ann@example.com',
+        consent(CLUB_NEWS, EMAIL_CH, 'opt-in', { reason: 'Joined the club' }),
+        CLUB,
+      ),
+      201,
+    );
     server.clock.advance(1000);
     const t3 = new Date(server.clock.now);
     expectEmpty(await optOutAll(a, EMAIL, 'ann@example.com'), 204);
 
     const history = await historyOf(a, [profileId]);
     expect(history.map(({ profile_id, ...h }) => h)).toEqual([
-      { topic: WEEKLY, channel: EMAIL_CH, type: 'opt-in', reason: 'Signed up', source: 'Web form', address: 'ann@example.com', changed_at: t0 },
-      { topic: WEEKLY, channel: EMAIL_CH, type: 'opt-out', reason: 'Clicked unsubscribe', source: 'One API', address: 'ann@example.com', changed_at: t1 },
-      { topic: CLUB_NEWS, channel: EMAIL_CH, type: 'opt-in', reason: 'Joined the club', source: 'One API', address: 'ann@example.com', changed_at: t2 },
-      { topic: WEEKLY, channel: EMAIL_CH, type: 'opt-in', reason: 'Signed up again', source: 'Shop checkout', address: 'ann@example.com', changed_at: t2 },
-      { topic: CLUB_NEWS, channel: EMAIL_CH, type: 'opt-out', reason: expect.any(String), source: 'One API', address: 'ann@example.com', changed_at: t3 },
-      { topic: WEEKLY, channel: EMAIL_CH, type: 'opt-out', reason: expect.any(String), source: 'One API', address: 'ann@example.com', changed_at: t3 },
+      {
+        topic: WEEKLY,
+        channel: EMAIL_CH,
+        type: 'opt-in',
+        reason: 'Signed up',
+        source: 'Web form',
+        address: 'ann@example.com',
+        changed_at: t0,
+      },
+      {
+        topic: WEEKLY,
+        channel: EMAIL_CH,
+        type: 'opt-out',
+        reason: 'Clicked unsubscribe',
+        source: 'One API',
+        address: 'ann@example.com',
+        changed_at: t1,
+      },
+      {
+        topic: CLUB_NEWS,
+        channel: EMAIL_CH,
+        type: 'opt-in',
+        reason: 'Joined the club',
+        source: 'One API',
+        address: 'ann@example.com',
+        changed_at: t2,
+      },
+      {
+        topic: WEEKLY,
+        channel: EMAIL_CH,
+        type: 'opt-in',
+        reason: 'Signed up again',
+        source: 'Shop checkout',
+        address: 'ann@example.com',
+        changed_at: t2,
+      },
+      {
+        topic: CLUB_NEWS,
+        channel: EMAIL_CH,
+        type: 'opt-out',
+        reason: expect.any(String),
+        source: 'One API',
+        address: 'ann@example.com',
+        changed_at: t3,
+      },
+      {
+        topic: WEEKLY,
+        channel: EMAIL_CH,
+        type: 'opt-out',
+        reason: expect.any(String),
+        source: 'One API',
+        address: 'ann@example.com',
+        changed_at: t3,
+      },
     ]);
     for (const h of history.slice(4)) expect(h.reason.length).toBeGreaterThanOrEqual(3);
     // The consent shown is the latest change.
     const shown = (await getConsents(a, EMAIL, 'ann@example.com')).body.items[0];
-    expect(shown).toEqual({ topic_discriminator: WEEKLY, channel_discriminator: EMAIL_CH, type: 'opt-out', reason: history[5].reason, source: 'One API', modified_at: t3.toISOString() });
+    expect(shown).toEqual({
+      topic_discriminator: WEEKLY,
+      channel_discriminator: EMAIL_CH,
+      type: 'opt-out',
+      reason: history[5].reason,
+      source: 'One API',
+      modified_at: t3.toISOString(),
+    });
   });
 
   it('consents survive a merge: the other key shows them, and changes through either key are seen through both', async () => {
     const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
     await createProfile(a, MOBILE, '+4741234567');
-    expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up' })), 201);
+    expectEmpty(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in', { reason: 'Signed up' })),
+      201,
+    );
     server.clock.advance(1000);
-    expectEmpty(await postConsent(a, MOBILE, '+4741234567', consent(SMS_OFFERS, SMS_CH, 'opt-in', { reason: 'Texted YES' })), 201);
+    expectEmpty(
+      await postConsent(a, MOBILE, '+4741234567', consent(SMS_OFFERS, SMS_CH, 'opt-in', { reason: 'Texted YES' })),
+      201,
+    );
     server.clock.advance(1000);
-    const merged = await server.request('PUT', '/audience/profiles/merges', { token: a.token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' }, { keyspace_discriminator: MOBILE, profile_key: '+4741234567' }] } });
+    const merged = await server.request('PUT', '/audience/profiles/merges', {
+      token: a.token,
+      body: {
+        profiles: [
+          { keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' },
+          { keyspace_discriminator: MOBILE, profile_key: '+4741234567' },
+        ],
+      },
+    });
     expect(merged.status, merged.text).toBe(204);
     const both = { [`${WEEKLY} ${EMAIL_CH}`]: 'opt-in', [`${SMS_OFFERS} ${SMS_CH}`]: 'opt-in' };
     expect(await typesOf(a, EMAIL, 'ann@example.com')).toEqual(both);
     expect(await typesOf(a, MOBILE, '+4741234567')).toEqual(both);
-    const viaMobile = (await getConsents(a, MOBILE, '+4741234567')).body.items.find((c: any) => c.topic_discriminator === WEEKLY);
+    const viaMobile = (await getConsents(a, MOBILE, '+4741234567')).body.items.find(
+      (c: any) => c.topic_discriminator === WEEKLY,
+    );
     expect(viaMobile.reason).toBe('Signed up');
     // Merged with an anonymous visitor too: the web key reads them.
-    const web = await server.request('PUT', '/audience/profiles/merges', { token: a.token, body: { profiles: [{ keyspace_discriminator: WEB, profile_key: 'cookie-9' }, { keyspace_discriminator: MOBILE, profile_key: '+4741234567' }] } });
+    const web = await server.request('PUT', '/audience/profiles/merges', {
+      token: a.token,
+      body: {
+        profiles: [
+          { keyspace_discriminator: WEB, profile_key: 'cookie-9' },
+          { keyspace_discriminator: MOBILE, profile_key: '+4741234567' },
+        ],
+      },
+    });
     expect(web.status, web.text).toBe(204);
     expect(await typesOf(a, WEB, 'cookie-9')).toEqual(both);
     // A change through one key: a supported move (204) seen through the others.
     expectEmpty(await postConsent(a, MOBILE, '+4741234567', consent(WEEKLY, EMAIL_CH, 'opt-out')), 204);
-    expectProblem(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-out')), 409, 'AUD-1605');
+    expectProblem(
+      await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-out')),
+      409,
+      'AUD-1605',
+    );
     expect(await typesOf(a, EMAIL, 'ann@example.com')).toEqual({ ...both, [`${WEEKLY} ${EMAIL_CH}`]: 'opt-out' });
     expect(await may(a, EMAIL, 'ann@example.com', SMS_OFFERS, SMS_CH)).toBe(true);
     // Opt-out-all through one key covers the consents of every member.
     server.clock.advance(1000);
     expectEmpty(await optOutAll(a, EMAIL, 'ann@example.com'), 204);
-    expect(await typesOf(a, MOBILE, '+4741234567')).toEqual({ [`${WEEKLY} ${EMAIL_CH}`]: 'opt-out', [`${SMS_OFFERS} ${SMS_CH}`]: 'opt-out' });
+    expect(await typesOf(a, MOBILE, '+4741234567')).toEqual({
+      [`${WEEKLY} ${EMAIL_CH}`]: 'opt-out',
+      [`${SMS_OFFERS} ${SMS_CH}`]: 'opt-out',
+    });
     expect(await may(a, MOBILE, '+4741234567', SMS_OFFERS, SMS_CH)).toBe(false);
   });
 
@@ -789,14 +1251,27 @@ describe('history, merge and delete', () => {
     expectEmpty(await postConsent(a, EMAIL, 'ann@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
     expectEmpty(await postConsent(a, MOBILE, '+4741234567', consent(SMS_OFFERS, SMS_CH, 'opt-in')), 201);
     expectEmpty(await postConsent(a, EMAIL, 'bob@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
-    const merged = await server.request('PUT', '/audience/profiles/merges', { token: a.token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' }, { keyspace_discriminator: MOBILE, profile_key: '+4741234567' }] } });
+    const merged = await server.request('PUT', '/audience/profiles/merges', {
+      token: a.token,
+      body: {
+        profiles: [
+          { keyspace_discriminator: EMAIL, profile_key: 'ann@example.com' },
+          { keyspace_discriminator: MOBILE, profile_key: '+4741234567' },
+        ],
+      },
+    });
     expect(merged.status, merged.text).toBe(204);
     const ids = [await profileIdOf(a, EMAIL, 'ann@example.com'), await profileIdOf(a, MOBILE, '+4741234567')];
     expect(await historyOf(a, ids)).toHaveLength(2);
 
-    const deleted = await server.request('DELETE', `/audience/keyspaces/${EMAIL}/profiles/ann%40example.com`, { token: a.token });
+    const deleted = await server.request('DELETE', `/audience/keyspaces/${EMAIL}/profiles/ann%40example.com`, {
+      token: a.token,
+    });
     expect(deleted.status, deleted.text).toBe(204);
-    const { rows } = await db.query<{ n: number }>('select count(*)::int as n from consents where account_id = $1::bigint and profile_id = any($2::bigint[])', [a.accountId, ids]);
+    const { rows } = await db.query<{ n: number }>(
+      'select count(*)::int as n from consents where account_id = $1::bigint and profile_id = any($2::bigint[])',
+      [a.accountId, ids],
+    );
     expect(rows[0].n).toBe(0);
     expect(await historyOf(a, ids)).toHaveLength(0);
     expectProblem(await getConsents(a, EMAIL, 'ann@example.com'), 404, 'AUD-1201');
@@ -827,27 +1302,66 @@ describe('suppressions: operator API, manifest and CLI', () => {
     ]);
     // Again: the reason changes, no second record.
     expectEmpty(await suppress(a, EMAIL_CH, 'ann@example.com', 'Spam complaint'), 204);
-    expect(await list()).toContainEqual({ channel_discriminator: EMAIL_CH, address: 'ann@example.com', reason: 'Spam complaint' });
+    expect(await list()).toContainEqual({
+      channel_discriminator: EMAIL_CH,
+      address: 'ann@example.com',
+      reason: 'Spam complaint',
+    });
     expect(await list()).toHaveLength(2);
 
     expectProblem(await suppress(a, `${NS}.channels.fax`, 'x@example.com'), 400, 'AUD-1607');
     expectProblem(await suppress(a, EMAIL_CH, 'not-an-address'), 400);
-    expectProblem(await server.admin('PUT', `/admin/accounts/${a.accountId}/suppressions`, { channel_discriminator: EMAIL_CH, address: 'x@example.com' }), 400);
-    expectProblem(await server.admin('PUT', '/admin/accounts/999999999/suppressions', { channel_discriminator: EMAIL_CH, address: 'x@example.com', reason: 'Why' }), 404);
+    expectProblem(
+      await server.admin('PUT', `/admin/accounts/${a.accountId}/suppressions`, {
+        channel_discriminator: EMAIL_CH,
+        address: 'x@example.com',
+      }),
+      400,
+    );
+    expectProblem(
+      await server.admin('PUT', '/admin/accounts/999999999/suppressions', {
+        channel_discriminator: EMAIL_CH,
+        address: 'x@example.com',
+        reason: 'Why',
+      }),
+      404,
+    );
     expectProblem(await server.admin('GET', '/admin/accounts/999999999/suppressions'), 404);
     // The operator API wants the operator token.
-    expectProblem(await server.request('GET', `/admin/accounts/${a.accountId}/suppressions`, { token: a.token }), 401, 'AUD-8');
-    expectProblem(await server.request('PUT', `/admin/accounts/${a.accountId}/suppressions`, { token: a.token, body: { channel_discriminator: EMAIL_CH, address: 'x@example.com', reason: 'Why' } }), 401, 'AUD-8');
+    expectProblem(
+      await server.request('GET', `/admin/accounts/${a.accountId}/suppressions`, { token: a.token }),
+      401,
+      'AUD-8',
+    );
+    expectProblem(
+      await server.request('PUT', `/admin/accounts/${a.accountId}/suppressions`, {
+        token: a.token,
+        body: { channel_discriminator: EMAIL_CH, address: 'x@example.com', reason: 'Why' },
+      }),
+      401,
+      'AUD-8',
+    );
     expect(await list()).toHaveLength(2);
 
-    expectEmpty(await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${EMAIL_CH}/ANN%40example.com`), 204);
-    expect(await list()).toEqual([{ channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' }]);
-    expectProblem(await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${EMAIL_CH}/ann%40example.com`), 404);
-    expectEmpty(await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${SMS_CH}/${enc('+4741234567')}`), 204);
+    expectEmpty(
+      await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${EMAIL_CH}/ANN%40example.com`),
+      204,
+    );
+    expect(await list()).toEqual([
+      { channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' },
+    ]);
+    expectProblem(
+      await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${EMAIL_CH}/ann%40example.com`),
+      404,
+    );
+    expectEmpty(
+      await server.admin('DELETE', `/admin/accounts/${a.accountId}/suppressions/${SMS_CH}/${enc('+4741234567')}`),
+      204,
+    );
     expect(await list()).toEqual([]);
   });
 
-  it('a manifest\'s suppressions are applied, with {vendor} replaced, and take priority over consents', async () => {
+  it("a manifest's suppressions are applied, with {vendor} replaced, and take priority over consents", async () => {
     const manifest: Manifest = {
       ...MANIFEST,
       suppressions: [
@@ -865,38 +1379,85 @@ describe('suppressions: operator API, manifest and CLI', () => {
     const again = await server.admin('PUT', `/admin/accounts/${a.accountId}/manifest`, manifest);
     expect(again.status).toBe(200);
     expect(again.body).toMatchObject({ created: [], changed: [] });
-    expect(again.body.unchanged).toEqual(expect.arrayContaining([`suppression of blocked@example.com on ${EMAIL_CH}`, `suppression of +4741234567 on ${SMS_CH}`]));
+    expect(again.body.unchanged).toEqual(
+      expect.arrayContaining([
+        `suppression of blocked@example.com on ${EMAIL_CH}`,
+        `suppression of +4741234567 on ${SMS_CH}`,
+      ]),
+    );
     expect((await server.admin('GET', `/admin/accounts/${a.accountId}/suppressions`)).body.items).toEqual(r.body.items);
 
     await createProfile(a, EMAIL, 'blocked@example.com');
     expectEmpty(await postConsent(a, EMAIL, 'blocked@example.com', consent(WEEKLY, EMAIL_CH, 'opt-in')), 201);
-    expect((await getConsents(a, EMAIL, 'blocked@example.com')).body.suppression).toEqual([{ channel_discriminator: EMAIL_CH, address: 'blocked@example.com', reason: 'Legal hold' }]);
+    expect((await getConsents(a, EMAIL, 'blocked@example.com')).body.suppression).toEqual([
+      { channel_discriminator: EMAIL_CH, address: 'blocked@example.com', reason: 'Legal hold' },
+    ]);
     expect(await may(a, EMAIL, 'blocked@example.com', WEEKLY, EMAIL_CH)).toBe(false);
 
     // An unknown channel in a manifest refuses the whole apply.
-    const bad = await server.admin('PUT', `/admin/accounts/${a.accountId}/manifest`, { suppressions: [{ channel_discriminator: 'com.{vendor}1.channels.fax', address: 'x@example.com', reason: 'Why' }] });
+    const bad = await server.admin('PUT', `/admin/accounts/${a.accountId}/manifest`, {
+      suppressions: [{ channel_discriminator: 'com.{vendor}1.channels.fax', address: 'x@example.com', reason: 'Why' }],
+    });
     expectProblem(bad, 400, 'AUD-1607');
   });
 
   it('the CLI applies a manifest with suppressions and adds, lists and removes suppressions', async () => {
     const a = await account();
     const env = { ...process.env, AUDIENCE_URL: server.url, ADMIN_TOKEN: server.services.adminToken };
-    const cli = async (...args: string[]) => JSON.parse((await run(path.join(ROOT, 'bin', 'audience'), args, { env })).stdout);
+    const cli = async (...args: string[]) =>
+      JSON.parse((await run(path.join(ROOT, 'bin', 'audience'), args, { env })).stdout);
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-consents-'));
     try {
       const file = path.join(dir, 'manifest.json');
-      await fs.writeFile(file, JSON.stringify({ suppressions: [{ channel_discriminator: 'com.{vendor}1.channels.email', address: 'cli@example.com', reason: 'From the CLI' }] }));
+      await fs.writeFile(
+        file,
+        JSON.stringify({
+          suppressions: [
+            {
+              channel_discriminator: 'com.{vendor}1.channels.email',
+              address: 'cli@example.com',
+              reason: 'From the CLI',
+            },
+          ],
+        }),
+      );
       await cli('apply', file, '--account', a.accountId);
       const listed = await cli('suppression', 'list', '--account', a.accountId);
-      expect(listed.items).toEqual([{ channel_discriminator: EMAIL_CH, address: 'cli@example.com', reason: 'From the CLI' }]);
-      const added = await cli('suppression', 'add', '--account', a.accountId, '--channel', SMS_CH, '--address', '+4741234567', '--reason', 'Number recycled');
+      expect(listed.items).toEqual([
+        { channel_discriminator: EMAIL_CH, address: 'cli@example.com', reason: 'From the CLI' },
+      ]);
+      const added = await cli(
+        'suppression',
+        'add',
+        '--account',
+        a.accountId,
+        '--channel',
+        SMS_CH,
+        '--address',
+        '+4741234567',
+        '--reason',
+        'Number recycled',
+      );
       expect(added.items).toHaveLength(2);
-      const removed = await cli('suppression', 'remove', '--account', a.accountId, '--channel', EMAIL_CH, '--address', 'cli@example.com');
-      expect(removed.items).toEqual([{ channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' }]);
+      const removed = await cli(
+        'suppression',
+        'remove',
+        '--account',
+        a.accountId,
+        '--channel',
+        EMAIL_CH,
+        '--address',
+        'cli@example.com',
+      );
+      expect(removed.items).toEqual([
+        { channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' },
+      ]);
     } finally {
       await fs.rm(dir, { recursive: true, force: true });
     }
     await createProfile(a, MOBILE, '+4741234567');
-    expect((await getConsents(a, MOBILE, '+4741234567')).body.suppression).toEqual([{ channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' }]);
+    expect((await getConsents(a, MOBILE, '+4741234567')).body.suppression).toEqual([
+      { channel_discriminator: SMS_CH, address: '+4741234567', reason: 'Number recycled' },
+    ]);
   }, 120_000);
 });

@@ -17,7 +17,12 @@ export interface ConsentRow {
 }
 
 /** What a cluster shows: per topic and channel, its members' most recently modified consent. */
-export async function listClusterConsents(db: Queryable, accountId: string, memberIds: string[], sectionId: string | null): Promise<ConsentRow[]> {
+export async function listClusterConsents(
+  db: Queryable,
+  accountId: string,
+  memberIds: string[],
+  sectionId: string | null,
+): Promise<ConsentRow[]> {
   const { rows } = await db.query<ConsentRow>(
     `select distinct on (topic_id, channel_id) profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at
      from consents where account_id = $1::bigint and profile_id = any($2::bigint[]) and ($3::bigint is null or section_id = $3::bigint)
@@ -39,8 +44,17 @@ export interface ConsentWrite {
 }
 
 /** Writes consents on one profile and appends them to the history. */
-export async function upsertConsents(db: Queryable, accountId: string, profileId: string, consents: ConsentWrite[]): Promise<void> {
-  await upsertConsentsBulk(db, accountId, consents.map((c) => ({ ...c, profileId })));
+export async function upsertConsents(
+  db: Queryable,
+  accountId: string,
+  profileId: string,
+  consents: ConsentWrite[],
+): Promise<void> {
+  await upsertConsentsBulk(
+    db,
+    accountId,
+    consents.map((c) => ({ ...c, profileId })),
+  );
 }
 
 /**
@@ -48,10 +62,18 @@ export async function upsertConsents(db: Queryable, accountId: string, profileId
  * created in the caller's transaction and have no consents yet, so a plain insert (an upsert checks
  * the key before each row and confirms each insert: a fifth of an import's consent writes).
  */
-export async function upsertConsentsBulk(db: Queryable, accountId: string, consents: (ConsentWrite & { profileId: string })[], fresh = false): Promise<void> {
+export async function upsertConsentsBulk(
+  db: Queryable,
+  accountId: string,
+  consents: (ConsentWrite & { profileId: string })[],
+  fresh = false,
+): Promise<void> {
   if (consents.length === 0) return;
   const columns = [
-    idArray(consents.map((c) => c.profileId)), idArray(consents.map((c) => c.topicId)), idArray(consents.map((c) => c.channelId)), idArray(consents.map((c) => c.sectionId)),
+    idArray(consents.map((c) => c.profileId)),
+    idArray(consents.map((c) => c.topicId)),
+    idArray(consents.map((c) => c.channelId)),
+    idArray(consents.map((c) => c.sectionId)),
     JSON.stringify(consents.map((c) => [c.type, c.reason, c.source, c.address, c.modifiedAt])),
   ];
   await db.query(
@@ -62,8 +84,12 @@ export async function upsertConsentsBulk(db: Queryable, accountId: string, conse
      ), written as (
        insert into consents (account_id, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at)
        select $1::bigint, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at from given
-       ${fresh ? '' : `on conflict (account_id, profile_id, topic_id, channel_id) do update set
-         type = excluded.type, reason = excluded.reason, source = excluded.source, address = excluded.address, modified_at = excluded.modified_at`}
+       ${
+         fresh
+           ? ''
+           : `on conflict (account_id, profile_id, topic_id, channel_id) do update set
+         type = excluded.type, reason = excluded.reason, source = excluded.source, address = excluded.address, modified_at = excluded.modified_at`
+       }
      )
      insert into consent_history (account_id, profile_id, topic_id, channel_id, section_id, type, reason, source, address, changed_at)
      select $1::bigint, profile_id, topic_id, channel_id, section_id, type, reason, source, address, modified_at from given`,
@@ -72,7 +98,11 @@ export async function upsertConsentsBulk(db: Queryable, accountId: string, conse
 }
 
 /** What many clusters show: canonical profile id → their consents (per topic and channel, the latest). */
-export async function listClusterConsentsBulk(db: Queryable, accountId: string, canonicalIds: string[]): Promise<(ConsentRow & { canonical_id: string })[]> {
+export async function listClusterConsentsBulk(
+  db: Queryable,
+  accountId: string,
+  canonicalIds: string[],
+): Promise<(ConsentRow & { canonical_id: string })[]> {
   const { rows } = await db.query<ConsentRow & { canonical_id: string }>(
     `select distinct on (m.canonical_id, c.topic_id, c.channel_id)
        m.canonical_id, c.profile_id, c.topic_id, c.channel_id, c.section_id, c.type, c.reason, c.source, c.address, c.modified_at
@@ -88,10 +118,17 @@ export async function listClusterConsentsBulk(db: Queryable, accountId: string, 
 /** Moves the consents of a cluster's section on some channels from one address to another. */
 /** Deletes the consent history of profiles being deleted (their consents go by their foreign key). */
 export async function deleteConsentHistory(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
-  await db.query('delete from consent_history where account_id = $1::bigint and profile_id = any($2::bigint[])', [accountId, profileIds]);
+  await db.query('delete from consent_history where account_id = $1::bigint and profile_id = any($2::bigint[])', [
+    accountId,
+    profileIds,
+  ]);
 }
 
-export async function updateConsentAddress(db: Queryable, accountId: string, move: { memberIds: string[]; sectionId: string; channelIds: string[]; from: string; to: string }): Promise<void> {
+export async function updateConsentAddress(
+  db: Queryable,
+  accountId: string,
+  move: { memberIds: string[]; sectionId: string; channelIds: string[]; from: string; to: string },
+): Promise<void> {
   const { memberIds, sectionId, channelIds, from, to } = move;
   await db.query(
     `update consents set address = $6 where account_id = $1::bigint and profile_id = any($2::bigint[])
@@ -100,9 +137,19 @@ export async function updateConsentAddress(db: Queryable, accountId: string, mov
   );
 }
 
-export interface SuppressionRow { channel_id: string; address: string; reason: string; created_at: Date }
+export interface SuppressionRow {
+  channel_id: string;
+  address: string;
+  reason: string;
+  created_at: Date;
+}
 
-export async function listSuppressionsByAddresses(db: Queryable, accountId: string, channelIds: string[], addresses: string[]): Promise<SuppressionRow[]> {
+export async function listSuppressionsByAddresses(
+  db: Queryable,
+  accountId: string,
+  channelIds: string[],
+  addresses: string[],
+): Promise<SuppressionRow[]> {
   const { rows } = await db.query<SuppressionRow>(
     `select s.channel_id, s.address, s.reason, s.created_at from suppressions s
      join unnest($2::bigint[], $3::text[]) as w(channel_id, address) on w.channel_id = s.channel_id and w.address = s.address
@@ -113,22 +160,45 @@ export async function listSuppressionsByAddresses(db: Queryable, accountId: stri
 }
 
 /** The shared look-ups of each pool (or client), by account: those of one turn of the event loop go as one statement. */
-const sharedLookups = coalescePerPool(async (db: Queryable, account: string, items: { channelId: string; address: string }[]) => {
-  const found = new Set((await listSuppressionsByAddresses(db, account, items.map((i) => i.channelId), items.map((i) => i.address))).map((r) => `${r.channel_id}\n${r.address}`));
-  return items.map((i) => found.has(`${i.channelId}\n${i.address}`));
-});
+const sharedLookups = coalescePerPool(
+  async (db: Queryable, account: string, items: { channelId: string; address: string }[]) => {
+    const found = new Set(
+      (
+        await listSuppressionsByAddresses(
+          db,
+          account,
+          items.map((i) => i.channelId),
+          items.map((i) => i.address),
+        )
+      ).map((r) => `${r.channel_id}\n${r.address}`),
+    );
+    return items.map((i) => found.has(`${i.channelId}\n${i.address}`));
+  },
+);
 
 /** Whether an address (normalised) is suppressed on a channel, in one statement shared with the other such look-ups of the same turn. */
-export function isSuppressedShared(db: Queryable, accountId: string, channelId: string, address: string): Promise<boolean> {
+export function isSuppressedShared(
+  db: Queryable,
+  accountId: string,
+  channelId: string,
+  address: string,
+): Promise<boolean> {
   return sharedLookups(db, accountId, { channelId, address });
 }
 
 export async function listSuppressionsByAccount(db: Queryable, accountId: string): Promise<SuppressionRow[]> {
-  const { rows } = await db.query<SuppressionRow>('select channel_id, address, reason, created_at from suppressions where account_id = $1::bigint order by channel_id, address', [accountId]);
+  const { rows } = await db.query<SuppressionRow>(
+    'select channel_id, address, reason, created_at from suppressions where account_id = $1::bigint order by channel_id, address',
+    [accountId],
+  );
   return rows;
 }
 
-export async function upsertSuppression(db: Queryable, accountId: string, s: { channelId: string; address: string; reason: string }): Promise<void> {
+export async function upsertSuppression(
+  db: Queryable,
+  accountId: string,
+  s: { channelId: string; address: string; reason: string },
+): Promise<void> {
   await db.query(
     `insert into suppressions (account_id, channel_id, address, reason) values ($1::bigint, $2::bigint, $3, $4)
      on conflict (account_id, channel_id, address) do update set reason = excluded.reason`,
@@ -136,13 +206,22 @@ export async function upsertSuppression(db: Queryable, accountId: string, s: { c
   );
 }
 
-export async function deleteSuppression(db: Queryable, accountId: string, channelId: string, address: string): Promise<boolean> {
-  const { rowCount } = await db.query('delete from suppressions where account_id = $1::bigint and channel_id = $2::bigint and address = $3', [accountId, channelId, address]);
+export async function deleteSuppression(
+  db: Queryable,
+  accountId: string,
+  channelId: string,
+  address: string,
+): Promise<boolean> {
+  const { rowCount } = await db.query(
+    'delete from suppressions where account_id = $1::bigint and channel_id = $2::bigint and address = $3',
+    [accountId, channelId, address],
+  );
   return rowCount === 1;
 }
 
 /** What String.prototype.trim removes (white space and line terminators), for btrim. */
-const TRIMMED = '\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff';
+const TRIMMED =
+  '\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff';
 
 /**
  * The SQL of an address held by a profile as suppressions are written (comparableAddress in
@@ -175,7 +254,17 @@ function comparableAddressSql(values: SqlValues, address: string, kind: string |
  * `account` is the placeholder of the account id; `addressKind` the kind of the keyspace of the
  * channel's addresses. (One pass over the consents, rather than a look-up per profile.)
  */
-export function maySendRelation(values: SqlValues, target: { account: string; sectionId: string; topicIds: string[]; channelId: string; addressKind: string | undefined; permitting: string[] }): { permitting: string; sendable: (address: string) => string } {
+export function maySendRelation(
+  values: SqlValues,
+  target: {
+    account: string;
+    sectionId: string;
+    topicIds: string[];
+    channelId: string;
+    addressKind: string | undefined;
+    permitting: string[];
+  },
+): { permitting: string; sendable: (address: string) => string } {
   const { account } = target;
   const channel = values.add(target.channelId, 'bigint');
   const profile = 'coalesce(m.canonical_id, c.profile_id)';
@@ -187,7 +276,9 @@ export function maySendRelation(values: SqlValues, target: { account: string; se
           and c.topic_id = any(${values.add(target.topicIds, 'bigint[]')})
         order by ${profile}, c.topic_id, c.modified_at desc, c.profile_id
       ) shown where shown.type = any(${values.add(target.permitting, 'text[]')}) group by shown.profile_id order by shown.profile_id`,
-    sendable: (address) => `(coalesce(${address}, '') <> '' and not exists (select 1 from suppressions s where s.account_id = ${account} and s.channel_id = ${channel}
+    sendable: (
+      address,
+    ) => `(coalesce(${address}, '') <> '' and not exists (select 1 from suppressions s where s.account_id = ${account} and s.channel_id = ${channel}
       and s.address = ${comparableAddressSql(values, address, target.addressKind)}))`,
   };
 }

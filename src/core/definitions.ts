@@ -11,31 +11,112 @@ import { Problem } from './problems.ts';
 export type Permissions = Record<string, ('read' | 'write')[]>;
 
 export interface KeyspaceRow {
-  keyspace_id: string; discriminator: string; name: string; description: string;
-  manage_subscriptions: boolean; api_access: boolean; kind: string; mapped_attribute: string | null;
+  keyspace_id: string;
+  discriminator: string;
+  name: string;
+  description: string;
+  manage_subscriptions: boolean;
+  api_access: boolean;
+  kind: string;
+  mapped_attribute: string | null;
 }
-export interface ChannelRow { channel_id: string; discriminator: string; name: string; description: string; address_attribute: string | null }
-export interface SectionRow { section_id: string; discriminator: string; name: string; description: string; ecommerce_connected: boolean }
+export interface ChannelRow {
+  channel_id: string;
+  discriminator: string;
+  name: string;
+  description: string;
+  address_attribute: string | null;
+}
+export interface SectionRow {
+  section_id: string;
+  discriminator: string;
+  name: string;
+  description: string;
+  ecommerce_connected: boolean;
+}
 export interface AttributeRow {
-  attribute_id: string; section_id: string; discriminator: string; name: string; description: string;
-  hidden: boolean; ecommerce: boolean; keyspace_permissions: Permissions;
+  attribute_id: string;
+  section_id: string;
+  discriminator: string;
+  name: string;
+  description: string;
+  hidden: boolean;
+  ecommerce: boolean;
+  keyspace_permissions: Permissions;
 }
-export interface TagRow { tag_id: string; section_id: string; discriminator: string; name: string; hidden: boolean; keyspace_permissions: Permissions }
-export interface EventRow { event_id: string; section_id: string; discriminator: string; name: string; description: string; hidden: boolean; keyspace_permissions: Permissions }
-export interface FolderRow { folder_id: string; section_id: string; discriminator: string; name: string; parent_folder_id: string | null }
-export interface TopicRow { topic_id: string; section_id: string; discriminator: string; name: string; description: string; folder_id: string | null; channel_id: string | null }
+export interface TagRow {
+  tag_id: string;
+  section_id: string;
+  discriminator: string;
+  name: string;
+  hidden: boolean;
+  keyspace_permissions: Permissions;
+}
+export interface EventRow {
+  event_id: string;
+  section_id: string;
+  discriminator: string;
+  name: string;
+  description: string;
+  hidden: boolean;
+  keyspace_permissions: Permissions;
+}
+export interface FolderRow {
+  folder_id: string;
+  section_id: string;
+  discriminator: string;
+  name: string;
+  parent_folder_id: string | null;
+}
+export interface TopicRow {
+  topic_id: string;
+  section_id: string;
+  discriminator: string;
+  name: string;
+  description: string;
+  folder_id: string | null;
+  channel_id: string | null;
+}
 
 /** One version of an attribute (`type` is `[typeName]`) or of an event (`type` lists its fields). */
-export interface TypeVersion { id: string; type: unknown[]; deprecated_at: string | null; valid_from: string }
-export interface AttributeDef extends Omit<AttributeRow, 'attribute_id'> { id: string; versions: TypeVersion[] }
-export interface EventDef extends Omit<EventRow, 'event_id'> { id: string; versions: TypeVersion[] }
-/** A field of an event version. */
-export interface EventField { name: string; type: string }
-export interface SectionDefs {
-  id: string; discriminator: string; name: string; description: string; ecommerce_connected: boolean;
-  attributes: AttributeDef[]; tags: TagRow[]; events: EventDef[]; folders: FolderRow[]; topics: TopicRow[];
+export interface TypeVersion {
+  id: string;
+  type: unknown[];
+  deprecated_at: string | null;
+  valid_from: string;
 }
-export interface SegmentDef { id: string; discriminator: string; name: string; description: string; versions: { id: string; query: string }[] }
+export interface AttributeDef extends Omit<AttributeRow, 'attribute_id'> {
+  id: string;
+  versions: TypeVersion[];
+}
+export interface EventDef extends Omit<EventRow, 'event_id'> {
+  id: string;
+  versions: TypeVersion[];
+}
+/** A field of an event version. */
+export interface EventField {
+  name: string;
+  type: string;
+}
+export interface SectionDefs {
+  id: string;
+  discriminator: string;
+  name: string;
+  description: string;
+  ecommerce_connected: boolean;
+  attributes: AttributeDef[];
+  tags: TagRow[];
+  events: EventDef[];
+  folders: FolderRow[];
+  topics: TopicRow[];
+}
+export interface SegmentDef {
+  id: string;
+  discriminator: string;
+  name: string;
+  description: string;
+  versions: { id: string; query: string }[];
+}
 
 /** Everything an account defines, as one immutable snapshot. */
 export interface Definitions {
@@ -49,12 +130,26 @@ export interface Definitions {
 // ---- Attribute types (SPEC §2.5) ----
 
 /** Attribute value types of SPEC §2.5; event fields take the same types. */
-export const ATTRIBUTE_TYPES = ['Text', 'True/False', 'Date', 'Timestamp', 'Number', 'Number with decimal', 'Struct'] as const;
+export const ATTRIBUTE_TYPES = [
+  'Text',
+  'True/False',
+  'Date',
+  'Timestamp',
+  'Number',
+  'Number with decimal',
+  'Struct',
+] as const;
 export type AttributeType = (typeof ATTRIBUTE_TYPES)[number];
 
 /** The JSON kind of a type's values: what its values are and what AQL compares them with. */
 export const JSON_KIND_OF: Record<AttributeType, 'string' | 'number' | 'boolean' | 'struct'> = {
-  Text: 'string', Date: 'string', 'True/False': 'boolean', Timestamp: 'number', Number: 'number', 'Number with decimal': 'number', Struct: 'struct',
+  Text: 'string',
+  Date: 'string',
+  'True/False': 'boolean',
+  Timestamp: 'number',
+  Number: 'number',
+  'Number with decimal': 'number',
+  Struct: 'struct',
 };
 
 /** The type name of an attribute version. */
@@ -79,25 +174,44 @@ function isDate(value: string): boolean {
 export function conforms(typeName: string, value: unknown): boolean {
   if (value === null) return true;
   switch (typeName as AttributeType) {
-    case 'Text': return typeof value === 'string';
-    case 'True/False': return typeof value === 'boolean';
-    case 'Date': return typeof value === 'string' && isDate(value);
-    case 'Timestamp': return Number.isSafeInteger(value);
+    case 'Text':
+      return typeof value === 'string';
+    case 'True/False':
+      return typeof value === 'boolean';
+    case 'Date':
+      return typeof value === 'string' && isDate(value);
+    case 'Timestamp':
+      return Number.isSafeInteger(value);
     case 'Number':
-    case 'Number with decimal': return typeof value === 'number' && Number.isFinite(value);
-    case 'Struct': return typeof value === 'object' && !Array.isArray(value);
-    default: return false;
+    case 'Number with decimal':
+      return typeof value === 'number' && Number.isFinite(value);
+    case 'Struct':
+      return typeof value === 'object' && !Array.isArray(value);
+    default:
+      return false;
   }
 }
 
 /** Whether a type's values (an attribute, tag or event) may be read or written through a keyspace. */
-export function grants(permissions: Permissions, keyspace: Pick<KeyspaceRow, 'discriminator'>, what: 'read' | 'write'): boolean {
+export function grants(
+  permissions: Permissions,
+  keyspace: Pick<KeyspaceRow, 'discriminator'>,
+  what: 'read' | 'write',
+): boolean {
   return permissions[keyspace.discriminator]?.includes(what) ?? false;
 }
 
 /** Refuses (403 AUD-1208) a write of an attribute, tag or event that the keyspace is not granted; `field` prefixes the detail. */
-export function requireWrite(kind: 'attribute' | 'tag' | 'event', item: { discriminator: string; keyspace_permissions: Permissions }, keyspace: Pick<KeyspaceRow, 'discriminator'>, field?: string): void {
+export function requireWrite(
+  kind: 'attribute' | 'tag' | 'event',
+  item: { discriminator: string; keyspace_permissions: Permissions },
+  keyspace: Pick<KeyspaceRow, 'discriminator'>,
+  field?: string,
+): void {
   if (!grants(item.keyspace_permissions, keyspace, 'write')) {
-    throw new Problem('AUD-1208', `${field ? `${field}: ` : ''}The ${kind} "${item.discriminator}" is not writable through the keyspace "${keyspace.discriminator}"`);
+    throw new Problem(
+      'AUD-1208',
+      `${field ? `${field}: ` : ''}The ${kind} "${item.discriminator}" is not writable through the keyspace "${keyspace.discriminator}"`,
+    );
   }
 }

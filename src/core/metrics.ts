@@ -12,15 +12,21 @@ export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
 export class Metrics {
   readonly registry = new client.Registry();
   readonly rateLimitRefusals = new client.Counter({
-    name: 'audience_rate_limit_refusals_total', help: 'Requests refused with 429, by the limit they met',
-    labelNames: ['limit'], registers: [this.registry],
+    name: 'audience_rate_limit_refusals_total',
+    help: 'Requests refused with 429, by the limit they met',
+    labelNames: ['limit'],
+    registers: [this.registry],
   });
   readonly jobDuration = new client.Histogram({
-    name: 'audience_job_duration_seconds', help: 'Runs of jobs by kind and outcome (completed, failed): a failed run is retried until its last attempt',
-    labelNames: ['kind', 'outcome'], registers: [this.registry], buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900],
+    name: 'audience_job_duration_seconds',
+    help: 'Runs of jobs by kind and outcome (completed, failed): a failed run is retried until its last attempt',
+    labelNames: ['kind', 'outcome'],
+    registers: [this.registry],
+    buckets: [0.1, 0.5, 1, 5, 15, 60, 300, 900],
   });
   readonly importRows = new client.Counter({
-    name: 'audience_import_rows_total', help: 'Data rows of import files committed (written or refused with a reason); rate() gives rows per second',
+    name: 'audience_import_rows_total',
+    help: 'Data rows of import files committed (written or refused with a reason); rate() gives rows per second',
     registers: [this.registry],
   });
   private readonly pools = new Map<string, pg.Pool>();
@@ -28,8 +34,10 @@ export class Metrics {
   constructor() {
     const pools = this.pools;
     new client.Gauge({
-      name: 'audience_db_pool_connections', help: 'Database connections of each pool of this process: total, idle, and callers waiting for one',
-      labelNames: ['pool', 'state'], registers: [this.registry],
+      name: 'audience_db_pool_connections',
+      help: 'Database connections of each pool of this process: total, idle, and callers waiting for one',
+      labelNames: ['pool', 'state'],
+      registers: [this.registry],
       collect() {
         for (const [name, pool] of pools) {
           this.set({ pool: name, state: 'total' }, pool.totalCount);

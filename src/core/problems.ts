@@ -152,7 +152,13 @@ export class Problem extends Error {
   }
 
   toJSON(): ProblemBody {
-    return { type: problemType(this.code), title: this.title, status: this.status, status_code: this.status, detail: this.detail };
+    return {
+      type: problemType(this.code),
+      title: this.title,
+      status: this.status,
+      status_code: this.status,
+      detail: this.detail,
+    };
   }
 }
 

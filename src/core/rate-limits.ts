@@ -17,7 +17,12 @@ export interface Buckets {
  * The tokens of a bucket now: refilled for the time passed and, when the limit was changed since,
  * moved by the change, so that a raised limit serves at once and a lowered one binds at once.
  */
-function refill(s: { tokens: number; at: number; limit: number }, now: number, limit: number, windowMs: number): number {
+function refill(
+  s: { tokens: number; at: number; limit: number },
+  now: number,
+  limit: number,
+  windowMs: number,
+): number {
   const tokens = limit > s.limit ? s.tokens + (limit - s.limit) : Math.min(s.tokens, limit);
   return Math.min(limit, tokens + ((now - s.at) * limit) / windowMs);
 }
@@ -86,8 +91,13 @@ export class RedisBuckets implements Buckets {
   }
 
   async take(key: string, limit: number, windowMs: number): Promise<Taken> {
-    const [ok, tokens] = (await this.redis.eval(TAKE, 1, `audience:rate:${key}`, limit, windowMs, this.clock())) as [number, string];
-    return ok === 1 ? { ok: true, retryAfter: 0 } : { ok: false, retryAfter: retryAfter(Number(tokens), limit, windowMs) };
+    const [ok, tokens] = (await this.redis.eval(TAKE, 1, `audience:rate:${key}`, limit, windowMs, this.clock())) as [
+      number,
+      string,
+    ];
+    return ok === 1
+      ? { ok: true, retryAfter: 0 }
+      : { ok: false, retryAfter: retryAfter(Number(tokens), limit, windowMs) };
   }
 
   async close(): Promise<void> {

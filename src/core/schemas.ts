@@ -4,6 +4,10 @@ import { Type } from 'typebox';
 export const DateTime = Type.String({ format: 'date-time', description: 'RFC 3339 date-time, UTC' });
 
 /** Keyspace discriminator → what a profile's value of this type allows through that keyspace. */
-export const KeyspacePermissions = Type.Record(Type.String(), Type.Array(Type.Union([Type.Literal('read'), Type.Literal('write')])), {
-  description: 'Map from keyspace discriminator to the operations allowed through it',
-});
+export const KeyspacePermissions = Type.Record(
+  Type.String(),
+  Type.Array(Type.Union([Type.Literal('read'), Type.Literal('write')])),
+  {
+    description: 'Map from keyspace discriminator to the operations allowed through it',
+  },
+);

@@ -3,7 +3,13 @@ import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
-import { activityEventTypes, builtinChannels, builtinKeyspaces, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
+import {
+  activityEventTypes,
+  builtinChannels,
+  builtinKeyspaces,
+  rootFolderDiscriminator,
+  userCreatedDiscriminator,
+} from './builtins.ts';
 import type { Definitions, KeyspaceRow, Permissions, SectionDefs, TagRow, TypeVersion } from '../core/definitions.ts';
 import type { AccountScope, Caller } from '../core/scope.ts';
 import * as q from './queries.ts';
@@ -30,29 +36,52 @@ export async function loadDefinitions(db: Queryable, accountId: string): Promise
     const map = new Map<string, TypeVersion[]>();
     for (const v of rows) {
       const list = map.get(v.owner_id) ?? [];
-      list.push({ id: v.version_id, type: v.type, deprecated_at: v.deprecated_at?.toISOString() ?? null, valid_from: v.valid_from.toISOString() });
+      list.push({
+        id: v.version_id,
+        type: v.type,
+        deprecated_at: v.deprecated_at?.toISOString() ?? null,
+        valid_from: v.valid_from.toISOString(),
+      });
       map.set(v.owner_id, list);
     }
     return map;
   };
   const av = versionsOf(attributeVersions);
   const ev = versionsOf(eventVersions);
-  const inSection = <T extends { section_id: string }>(rows: T[], id: string) => rows.filter((r) => r.section_id === id);
+  const inSection = <T extends { section_id: string }>(rows: T[], id: string) =>
+    rows.filter((r) => r.section_id === id);
   return {
     accountId,
     keyspaces,
     channels,
     sections: sections.map((s) => ({
-      id: s.section_id, discriminator: s.discriminator, name: s.name, description: s.description, ecommerce_connected: s.ecommerce_connected,
-      attributes: inSection(attributes, s.section_id).map(({ attribute_id, ...a }) => ({ ...a, id: attribute_id, versions: av.get(attribute_id) ?? [] })),
+      id: s.section_id,
+      discriminator: s.discriminator,
+      name: s.name,
+      description: s.description,
+      ecommerce_connected: s.ecommerce_connected,
+      attributes: inSection(attributes, s.section_id).map(({ attribute_id, ...a }) => ({
+        ...a,
+        id: attribute_id,
+        versions: av.get(attribute_id) ?? [],
+      })),
       tags: inSection(tags, s.section_id),
-      events: inSection(events, s.section_id).map(({ event_id, ...e }) => ({ ...e, id: event_id, versions: ev.get(event_id) ?? [] })),
+      events: inSection(events, s.section_id).map(({ event_id, ...e }) => ({
+        ...e,
+        id: event_id,
+        versions: ev.get(event_id) ?? [],
+      })),
       folders: inSection(folders, s.section_id),
       topics: inSection(topics, s.section_id),
     })),
     segments: segments.map((s) => ({
-      id: s.segment_id, discriminator: s.discriminator, name: s.name, description: s.description,
-      versions: segmentVersions.filter((v) => v.segment_id === s.segment_id).map((v) => ({ id: v.version_id, query: v.query })),
+      id: s.segment_id,
+      discriminator: s.discriminator,
+      name: s.name,
+      description: s.description,
+      versions: segmentVersions
+        .filter((v) => v.segment_id === s.segment_id)
+        .map((v) => ({ id: v.version_id, query: v.query })),
     })),
   };
 }
@@ -98,7 +127,10 @@ export function requireAllSections(scope: { defs: Definitions; caller?: Caller }
   const granted = scope.caller?.sectionIds;
   const denied = granted ? scope.defs.sections.find((s) => !granted.includes(s.id)) : undefined;
   if (denied) {
-    throw new Problem('AUD-1107', `Access denied: ${what} reaches the profile's data in every section, and the API key is not granted the section "${denied.discriminator}"`);
+    throw new Problem(
+      'AUD-1107',
+      `Access denied: ${what} reaches the profile's data in every section, and the API key is not granted the section "${denied.discriminator}"`,
+    );
   }
 }
 
@@ -109,14 +141,20 @@ export function requireAllSections(scope: { defs: Definitions; caller?: Caller }
 export function keyspaceForProfileAccess(defs: Definitions, discriminator: string): KeyspaceRow {
   const keyspace = defs.keyspaces.find((k) => k.discriminator === discriminator);
   if (!keyspace) throw new Problem('AUD-1101', `Keyspace "${discriminator}" does not exist`);
-  if (!keyspace.api_access) throw new Problem('AUD-1106', `Access via the API is not allowed through the keyspace "${discriminator}"`);
+  if (!keyspace.api_access)
+    throw new Problem('AUD-1106', `Access via the API is not allowed through the keyspace "${discriminator}"`);
   return keyspace;
 }
 
 // ---- Read views of SPEC §4.2 ----
 
 export function listKeyspaces(defs: Definitions) {
-  return defs.keyspaces.map((k) => ({ discriminator: k.discriminator, name: k.name, description: k.description, manage_subscriptions: k.manage_subscriptions }));
+  return defs.keyspaces.map((k) => ({
+    discriminator: k.discriminator,
+    name: k.name,
+    description: k.description,
+    manage_subscriptions: k.manage_subscriptions,
+  }));
 }
 
 export function listChannels(defs: Definitions) {
@@ -134,14 +172,21 @@ export function listAttributes(section: SectionDefs, withPermissions: boolean): 
   return section.attributes
     .filter((a) => !a.hidden && (!a.ecommerce || section.ecommerce_connected))
     .map((a) => ({
-      discriminator: a.discriminator, name: a.name, description: a.description,
+      discriminator: a.discriminator,
+      name: a.name,
+      description: a.description,
       versions: a.versions.map((v) => ({ ...v, type: v.type as string[] })),
       ...(withPermissions ? { keyspace_permissions: a.keyspace_permissions } : {}),
     }));
 }
 
 function tagView(t: TagRow, withPermissions: boolean): Static<typeof Tag> {
-  return { discriminator: t.discriminator, name: t.name, id: t.tag_id, ...(withPermissions ? { keyspace_permissions: t.keyspace_permissions } : {}) };
+  return {
+    discriminator: t.discriminator,
+    name: t.name,
+    id: t.tag_id,
+    ...(withPermissions ? { keyspace_permissions: t.keyspace_permissions } : {}),
+  };
 }
 
 export function listTags(section: SectionDefs, withPermissions: boolean) {
@@ -150,41 +195,66 @@ export function listTags(section: SectionDefs, withPermissions: boolean) {
 
 export function getTag(section: SectionDefs, tagDiscriminator: string, withPermissions: boolean) {
   const tag = section.tags.find((t) => t.discriminator === tagDiscriminator);
-  if (!tag) throw new Problem('AUD-1103', `Tag "${tagDiscriminator}" does not exist in section "${section.discriminator}"`);
+  if (!tag)
+    throw new Problem('AUD-1103', `Tag "${tagDiscriminator}" does not exist in section "${section.discriminator}"`);
   return tagView(tag, withPermissions);
 }
 
 export function listEvents(section: SectionDefs, withPermissions: boolean): Static<typeof EventDefinition>[] {
-  return section.events.filter((e) => !e.hidden).map((e) => ({
-    discriminator: e.discriminator, name: e.name, description: e.description,
-    versions: e.versions.map((v) => ({ ...v, type: v.type as Static<typeof EventDefinition>['versions'][number]['type'] })),
-    ...(withPermissions ? { keyspace_permissions: e.keyspace_permissions } : {}),
-  }));
+  return section.events
+    .filter((e) => !e.hidden)
+    .map((e) => ({
+      discriminator: e.discriminator,
+      name: e.name,
+      description: e.description,
+      versions: e.versions.map((v) => ({
+        ...v,
+        type: v.type as Static<typeof EventDefinition>['versions'][number]['type'],
+      })),
+      ...(withPermissions ? { keyspace_permissions: e.keyspace_permissions } : {}),
+    }));
 }
 
 export function listTopics(section: SectionDefs, vendor: string): Static<typeof Topic>[] {
   const root = rootFolderDiscriminator(vendor);
   return section.topics.map((t) => ({
-    discriminator: t.discriminator, id: t.topic_id, name: t.name, description: t.description,
+    discriminator: t.discriminator,
+    id: t.topic_id,
+    name: t.name,
+    description: t.description,
     folder_discriminator: section.folders.find((f) => f.folder_id === t.folder_id)?.discriminator ?? root,
   }));
 }
 
-export function topicFolderTree(section: SectionDefs, vendor: string): { discriminator: string; subfolders: FolderNode[] } {
-  const childrenOf = (parent: string | null): FolderNode[] => section.folders
-    .filter((f) => f.parent_folder_id === parent)
-    .map((f) => ({ discriminator: f.discriminator, name: f.name, subfolders: childrenOf(f.folder_id) }));
+export function topicFolderTree(
+  section: SectionDefs,
+  vendor: string,
+): { discriminator: string; subfolders: FolderNode[] } {
+  const childrenOf = (parent: string | null): FolderNode[] =>
+    section.folders
+      .filter((f) => f.parent_folder_id === parent)
+      .map((f) => ({ discriminator: f.discriminator, name: f.name, subfolders: childrenOf(f.folder_id) }));
   return { discriminator: rootFolderDiscriminator(vendor), subfolders: childrenOf(null) };
 }
 
 export function listSegments(defs: Definitions): Static<typeof Segment>[] {
-  return defs.segments.map((s) => ({ discriminator: s.discriminator, name: s.name, description: s.description, versions: s.versions }));
+  return defs.segments.map((s) => ({
+    discriminator: s.discriminator,
+    name: s.name,
+    description: s.description,
+    versions: s.versions,
+  }));
 }
 
 export function getSegment(defs: Definitions, discriminator: string): Static<typeof Segment> {
   const segment = defs.segments.find((s) => s.discriminator === discriminator);
   if (!segment) throw new Problem('AUD-1104', `Segment "${discriminator}" does not exist`);
-  return { discriminator: segment.discriminator, name: segment.name, description: segment.description, versions: segment.versions };
+  return {
+    discriminator: segment.discriminator,
+    name: segment.name,
+    description: segment.description,
+    versions: segment.versions,
+  };
 }
 
 /** One version of a segment; a version of another segment is not found (CHECKLIST DEF-21). */
@@ -200,7 +270,8 @@ export function getSegmentVersion(defs: Definitions, discriminator: string, vers
 /** What a type's values allow through each keyspace when a definition does not say: read and write, read only through the export keyspace. */
 export function defaultPermissions(keyspaces: KeyspaceRow[]): Permissions {
   const permissions: Permissions = {};
-  for (const k of keyspaces) if (k.api_access) permissions[k.discriminator] = k.kind === 'export' ? ['read'] : ['read', 'write'];
+  for (const k of keyspaces)
+    if (k.api_access) permissions[k.discriminator] = k.kind === 'export' ? ['read'] : ['read', 'write'];
   return permissions;
 }
 
@@ -216,14 +287,26 @@ export async function followDefaultPermissions(tx: Queryable, accountId: string,
 }
 
 /** Gives a new account the keyspaces and channels every account has. */
-export async function installBuiltins(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string): Promise<void> {
+export async function installBuiltins(
+  tx: Queryable,
+  feed: ChangeFeed,
+  vendor: string,
+  accountId: string,
+): Promise<void> {
   for (const k of builtinKeyspaces(vendor)) await q.upsertKeyspace(tx, accountId, { ...k, api_access: true });
   for (const c of builtinChannels(vendor)) await q.upsertChannel(tx, accountId, c);
   await announce(feed, tx, accountId);
 }
 
 /** Creates a tag in a section (SPEC §4.2) within the account's tag limit. */
-export async function createTag(tx: Queryable, scope: AccountScope, feed: ChangeFeed, vendor: string, sectionDiscriminator: string, name: string) {
+export async function createTag(
+  tx: Queryable,
+  scope: AccountScope,
+  feed: ChangeFeed,
+  vendor: string,
+  sectionDiscriminator: string,
+  name: string,
+) {
   const { accountId } = scope;
   const section = sectionOf(scope, sectionDiscriminator);
   const tagLimit = scope.limits.tags_per_section;
@@ -236,16 +319,31 @@ export async function createTag(tx: Queryable, scope: AccountScope, feed: Change
   let discriminator = base;
   for (let n = 2; taken.has(discriminator); n++) discriminator = `${base}-${n}`;
   const keyspaces = await q.listKeyspacesByAccount(tx, accountId);
-  const row = await q.insertTag(tx, accountId, { sectionId: section.id, discriminator, name, permissions: defaultPermissions(keyspaces) });
+  const row = await q.insertTag(tx, accountId, {
+    sectionId: section.id,
+    discriminator,
+    name,
+    permissions: defaultPermissions(keyspaces),
+  });
   await announce(feed, tx, accountId);
   return tagView(row, false);
 }
 
 /** Gives a tag a new name; its discriminator stays. */
-export async function renameTag(tx: Queryable, scope: AccountScope, feed: ChangeFeed, ref: { section_discriminator: string; tag_discriminator: string }, name: string) {
+export async function renameTag(
+  tx: Queryable,
+  scope: AccountScope,
+  feed: ChangeFeed,
+  ref: { section_discriminator: string; tag_discriminator: string },
+  name: string,
+) {
   const section = sectionOf(scope, ref.section_discriminator);
   const tag = section.tags.find((t) => t.discriminator === ref.tag_discriminator);
-  if (!tag) throw new Problem('AUD-1103', `Tag "${ref.tag_discriminator}" does not exist in section "${section.discriminator}"`);
+  if (!tag)
+    throw new Problem(
+      'AUD-1103',
+      `Tag "${ref.tag_discriminator}" does not exist in section "${section.discriminator}"`,
+    );
   const row = await q.updateTagName(tx, scope.accountId, tag.tag_id, name);
   await announce(feed, tx, scope.accountId);
   return tagView(row, false);
@@ -257,18 +355,41 @@ export async function renameTag(tx: Queryable, scope: AccountScope, feed: Change
  * activities area records them (its counters would miss events written through the profile API).
  * Answers whether it added any.
  */
-export async function installActivityEventTypes(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, section: Pick<SectionDefs, 'id' | 'events'>): Promise<boolean> {
-  const wanted = activityEventTypes(vendor).filter((t) => !section.events.some((e) => e.discriminator === t.discriminator));
+export async function installActivityEventTypes(
+  tx: Queryable,
+  feed: ChangeFeed,
+  vendor: string,
+  accountId: string,
+  section: Pick<SectionDefs, 'id' | 'events'>,
+): Promise<boolean> {
+  const wanted = activityEventTypes(vendor).filter(
+    (t) => !section.events.some((e) => e.discriminator === t.discriminator),
+  );
   if (wanted.length === 0) return false;
   // The snapshot may predate an install earlier in this transaction (a manifest with several activities).
   const stored = (await q.listEventsByAccount(tx, accountId)).filter((e) => e.section_id === section.id);
   const missing = wanted.filter((t) => !stored.some((e) => e.discriminator === t.discriminator));
   if (missing.length === 0) return false;
   const keyspaces = await q.listKeyspacesByAccount(tx, accountId);
-  const readOnly: Permissions = Object.fromEntries(keyspaces.filter((k) => k.api_access).map((k) => [k.discriminator, ['read'] as ('read' | 'write')[]]));
+  const readOnly: Permissions = Object.fromEntries(
+    keyspaces.filter((k) => k.api_access).map((k) => [k.discriminator, ['read'] as ('read' | 'write')[]]),
+  );
   for (const t of missing) {
-    const id = await q.upsertEvent(tx, accountId, { section_id: section.id, discriminator: t.discriminator, name: t.name, description: t.description, hidden: false, keyspace_permissions: readOnly });
-    await q.insertTypeVersion(tx, 'event', accountId, { ownerId: id, ordinal: 1, type: t.fields, deprecatedAt: null, validFrom: '2000-01-01T00:00:00Z' });
+    const id = await q.upsertEvent(tx, accountId, {
+      section_id: section.id,
+      discriminator: t.discriminator,
+      name: t.name,
+      description: t.description,
+      hidden: false,
+      keyspace_permissions: readOnly,
+    });
+    await q.insertTypeVersion(tx, 'event', accountId, {
+      ownerId: id,
+      ordinal: 1,
+      type: t.fields,
+      deprecatedAt: null,
+      validFrom: '2000-01-01T00:00:00Z',
+    });
   }
   await announce(feed, tx, accountId);
   return true;

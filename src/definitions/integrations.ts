@@ -20,7 +20,10 @@ const prefix = (vendor: string) => `${namespace(vendor)}.integrations.keyspaces.
 /** The integrations of an account: its integration keyspaces of the platform's form. */
 export function listIntegrations(keyspaces: KeyspaceRow[], vendor: string): Integration[] {
   return keyspaces.flatMap((k) => {
-    const match = k.kind === 'integration' && k.discriminator.startsWith(prefix(vendor)) && /^[0-9a-f]{8}\.(.+)$/.exec(k.discriminator.slice(prefix(vendor).length));
+    const match =
+      k.kind === 'integration' &&
+      k.discriminator.startsWith(prefix(vendor)) &&
+      /^[0-9a-f]{8}\.(.+)$/.exec(k.discriminator.slice(prefix(vendor).length));
     return match ? [{ system: match[1], discriminator: k.discriminator }] : [];
   });
 }
@@ -29,7 +32,12 @@ export function listIntegrations(keyspaces: KeyspaceRow[], vendor: string): Inte
  * Connects an integration: creates its keyspace unless the account has one for that system, and
  * gives it the default permissions wherever the keyspaces there have them. The caller announces it.
  */
-export async function connectIntegration(tx: Queryable, vendor: string, accountId: string, system: string): Promise<Integration & { created: boolean }> {
+export async function connectIntegration(
+  tx: Queryable,
+  vendor: string,
+  accountId: string,
+  system: string,
+): Promise<Integration & { created: boolean }> {
   await q.lockKeyspacesByAccount(tx, accountId);
   const before = await q.listKeyspacesByAccount(tx, accountId);
   const existing = listIntegrations(before, vendor).find((i) => i.system === system);
@@ -37,15 +45,26 @@ export async function connectIntegration(tx: Queryable, vendor: string, accountI
   // The platform's discriminators carry 8 random hex digits; connectors match the form, not the digits.
   const discriminator = `${prefix(vendor)}${crypto.randomBytes(4).toString('hex')}.${system}`;
   await q.upsertKeyspace(tx, accountId, {
-    discriminator, name: `${system} customer id`, description: `Customer ids of the ${system} integration`,
-    manage_subscriptions: false, api_access: true, kind: 'integration', mapped_attribute: null,
+    discriminator,
+    name: `${system} customer id`,
+    description: `Customer ids of the ${system} integration`,
+    manage_subscriptions: false,
+    api_access: true,
+    kind: 'integration',
+    mapped_attribute: null,
   });
   await followDefaultPermissions(tx, accountId, before);
   return { system, discriminator, created: true };
 }
 
 /** Connects one integration to an account (the operator API's `POST /admin/accounts/{id}/integrations`). */
-export async function addIntegration(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, system: string): Promise<Integration & { created: boolean }> {
+export async function addIntegration(
+  tx: Queryable,
+  feed: ChangeFeed,
+  vendor: string,
+  accountId: string,
+  system: string,
+): Promise<Integration & { created: boolean }> {
   const integration = await connectIntegration(tx, vendor, accountId, system);
   if (integration.created) await announce(feed, tx, accountId);
   return integration;

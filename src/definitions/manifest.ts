@@ -14,16 +14,32 @@ type ManifestKeyspace = NonNullable<Manifest['keyspaces']>[number];
 type ManifestChannel = NonNullable<Manifest['channels']>[number];
 type ManifestSection = NonNullable<Manifest['sections']>[number];
 type ManifestSegment = NonNullable<Manifest['segments']>[number];
-interface ManifestVersion { type: unknown[]; deprecated_at?: string | null; valid_from?: string }
+interface ManifestVersion {
+  type: unknown[];
+  deprecated_at?: string | null;
+  valid_from?: string;
+}
 
 /** What the steps after keyspaces and channels share: permissions and topics refer to the keyspaces and channels as applied. */
-interface ManifestContext { tx: Queryable; accountId: string; vendor: string; keyspaces: KeyspaceRow[]; channels: ChannelRow[] }
+interface ManifestContext {
+  tx: Queryable;
+  accountId: string;
+  vendor: string;
+  keyspaces: KeyspaceRow[];
+  channels: ChannelRow[];
+}
 
 /** A section being applied: its id, and how error details name it. */
-interface SectionTarget { id: string; where: string }
+interface SectionTarget {
+  id: string;
+  where: string;
+}
 
 /** A section's topic folders by discriminator; `root` stands for no folder. */
-interface SectionFolders { root: string; ids: Map<string, string> }
+interface SectionFolders {
+  root: string;
+  ids: Map<string, string>;
+}
 
 /**
  * Applies a manifest (docs/manifest.md) to an account, idempotently: items are matched by
@@ -31,14 +47,22 @@ interface SectionFolders { root: string; ids: Map<string, string> }
  * whose type or query differs from the stored one is refused, because stored data depends on it.
  * Answers what it created, changed and left alone, from the definitions before and after.
  */
-export async function applyManifest(tx: Queryable, feed: ChangeFeed, vendor: string, accountId: string, input: Manifest): Promise<ManifestSummary> {
+export async function applyManifest(
+  tx: Queryable,
+  feed: ChangeFeed,
+  vendor: string,
+  accountId: string,
+  input: Manifest,
+): Promise<ManifestSummary> {
   const before = await loadDefinitions(tx, accountId);
   const m = withVendor(input, vendor);
   await applyKeyspaces({ tx, accountId, vendor }, m.keyspaces ?? []);
   for (const i of m.integrations ?? []) await connectIntegration(tx, vendor, accountId, i.system);
   await applyChannels({ tx, accountId }, m.channels ?? []);
   const ctx: ManifestContext = {
-    tx, accountId, vendor,
+    tx,
+    accountId,
+    vendor,
     keyspaces: await q.listKeyspacesByAccount(tx, accountId),
     channels: await q.listChannelsByAccount(tx, accountId),
   };
@@ -87,7 +111,10 @@ function withVendor(input: Manifest, vendor: string): Manifest {
  * Upserts keyspaces; what one leaves out comes from the stored keyspace, else from the built-in one.
  * Items with the default permissions keep them, new keyspaces included.
  */
-async function applyKeyspaces(ctx: Pick<ManifestContext, 'tx' | 'accountId' | 'vendor'>, keyspaces: ManifestKeyspace[]): Promise<void> {
+async function applyKeyspaces(
+  ctx: Pick<ManifestContext, 'tx' | 'accountId' | 'vendor'>,
+  keyspaces: ManifestKeyspace[],
+): Promise<void> {
   const { tx, accountId, vendor } = ctx;
   if (!keyspaces.length) return;
   const before = await q.listKeyspacesByAccount(tx, accountId);
@@ -102,16 +129,24 @@ async function applyKeyspaces(ctx: Pick<ManifestContext, 'tx' | 'accountId' | 'v
       manage_subscriptions: k.manage_subscriptions ?? base?.manage_subscriptions ?? false,
       api_access: k.api_access ?? current?.api_access ?? true,
       kind: base?.kind ?? 'integration',
-      mapped_attribute: k.mapped_attribute !== undefined ? k.mapped_attribute : base?.mapped_attribute ?? null,
+      mapped_attribute: k.mapped_attribute !== undefined ? k.mapped_attribute : (base?.mapped_attribute ?? null),
     });
   }
   await followDefaultPermissions(tx, accountId, before);
 }
 
 /** Upserts channels. */
-async function applyChannels(ctx: Pick<ManifestContext, 'tx' | 'accountId'>, channels: ManifestChannel[]): Promise<void> {
+async function applyChannels(
+  ctx: Pick<ManifestContext, 'tx' | 'accountId'>,
+  channels: ManifestChannel[],
+): Promise<void> {
   for (const c of channels) {
-    await q.upsertChannel(ctx.tx, ctx.accountId, { discriminator: c.discriminator, name: c.name, description: c.description ?? '', address_attribute: c.address_attribute ?? null });
+    await q.upsertChannel(ctx.tx, ctx.accountId, {
+      discriminator: c.discriminator,
+      name: c.name,
+      description: c.description ?? '',
+      address_attribute: c.address_attribute ?? null,
+    });
   }
 }
 
@@ -119,7 +154,10 @@ async function applyChannels(ctx: Pick<ManifestContext, 'tx' | 'accountId'>, cha
 async function applySection(ctx: ManifestContext, s: ManifestSection): Promise<void> {
   const discriminator = s.discriminator ?? userCreatedDiscriminator(ctx.vendor, 'sections', s.name);
   const { section_id: sectionId, created } = await q.upsertSection(ctx.tx, ctx.accountId, {
-    discriminator, name: s.name, description: s.description ?? '', ecommerce_connected: s.ecommerce_connected ?? false,
+    discriminator,
+    name: s.name,
+    description: s.description ?? '',
+    ecommerce_connected: s.ecommerce_connected ?? false,
   });
   const section: SectionTarget = { id: sectionId, where: `section "${discriminator}"` };
   // A new section gets the default attributes every section has (SPEC §1 rule 6).
@@ -131,32 +169,59 @@ async function applySection(ctx: ManifestContext, s: ManifestSection): Promise<v
 }
 
 /** Upserts a section's attributes and their versions. */
-async function applyAttributes(ctx: ManifestContext, section: SectionTarget, attributes: ManifestAttribute[]): Promise<void> {
+async function applyAttributes(
+  ctx: ManifestContext,
+  section: SectionTarget,
+  attributes: ManifestAttribute[],
+): Promise<void> {
   for (const a of attributes) {
     const ad = a.discriminator ?? userCreatedDiscriminator(ctx.vendor, 'attributes', a.name);
     const id = await q.upsertAttribute(ctx.tx, ctx.accountId, {
-      section_id: section.id, discriminator: ad, name: a.name, description: a.description ?? '',
-      hidden: a.hidden ?? false, ecommerce: a.ecommerce ?? false, keyspace_permissions: permissionsOf(ctx.keyspaces, a.keyspace_permissions, `${section.where}, attribute "${ad}"`),
+      section_id: section.id,
+      discriminator: ad,
+      name: a.name,
+      description: a.description ?? '',
+      hidden: a.hidden ?? false,
+      ecommerce: a.ecommerce ?? false,
+      keyspace_permissions: permissionsOf(ctx.keyspaces, a.keyspace_permissions, `${section.where}, attribute "${ad}"`),
     });
     await applyVersions(ctx, { kind: 'attribute', id, discriminator: ad }, a.versions);
   }
 }
 
 /** Upserts a section's tags. */
-async function applyTags(ctx: ManifestContext, section: SectionTarget, tags: NonNullable<ManifestSection['tags']>): Promise<void> {
+async function applyTags(
+  ctx: ManifestContext,
+  section: SectionTarget,
+  tags: NonNullable<ManifestSection['tags']>,
+): Promise<void> {
   for (const t of tags) {
     const td = t.discriminator ?? userCreatedDiscriminator(ctx.vendor, 'tags', t.name);
-    await q.upsertTag(ctx.tx, ctx.accountId, { section_id: section.id, discriminator: td, name: t.name, hidden: t.hidden ?? false, keyspace_permissions: permissionsOf(ctx.keyspaces, t.keyspace_permissions, `${section.where}, tag "${td}"`) });
+    await q.upsertTag(ctx.tx, ctx.accountId, {
+      section_id: section.id,
+      discriminator: td,
+      name: t.name,
+      hidden: t.hidden ?? false,
+      keyspace_permissions: permissionsOf(ctx.keyspaces, t.keyspace_permissions, `${section.where}, tag "${td}"`),
+    });
   }
 }
 
 /** Upserts a section's events and their versions. */
-async function applyEvents(ctx: ManifestContext, section: SectionTarget, events: NonNullable<ManifestSection['events']>): Promise<void> {
+async function applyEvents(
+  ctx: ManifestContext,
+  section: SectionTarget,
+  events: NonNullable<ManifestSection['events']>,
+): Promise<void> {
   for (const e of events) {
     const ed = e.discriminator ?? userCreatedDiscriminator(ctx.vendor, 'events', e.name);
     const id = await q.upsertEvent(ctx.tx, ctx.accountId, {
-      section_id: section.id, discriminator: ed, name: e.name, description: e.description ?? '',
-      hidden: e.hidden ?? false, keyspace_permissions: permissionsOf(ctx.keyspaces, e.keyspace_permissions, `${section.where}, event "${ed}"`),
+      section_id: section.id,
+      discriminator: ed,
+      name: e.name,
+      description: e.description ?? '',
+      hidden: e.hidden ?? false,
+      keyspace_permissions: permissionsOf(ctx.keyspaces, e.keyspace_permissions, `${section.where}, event "${ed}"`),
     });
     await applyVersions(ctx, { kind: 'event', id, discriminator: ed }, e.versions);
   }
@@ -166,15 +231,31 @@ async function applyEvents(ctx: ManifestContext, section: SectionTarget, events:
  * Upserts a section's topic folders, then sets their parents: a parent may be a folder listed
  * later. Returns the section's folders, stored and new, for its topics to refer to.
  */
-async function applyTopicFolders(ctx: ManifestContext, section: SectionTarget, topicFolders: NonNullable<ManifestSection['topic_folders']>): Promise<SectionFolders> {
+async function applyTopicFolders(
+  ctx: ManifestContext,
+  section: SectionTarget,
+  topicFolders: NonNullable<ManifestSection['topic_folders']>,
+): Promise<SectionFolders> {
   const { tx, accountId, vendor } = ctx;
-  const ids = new Map((await q.listFoldersByAccount(tx, accountId)).filter((f) => f.section_id === section.id).map((f) => [f.discriminator, f.folder_id]));
-  const folders = topicFolders.map((f) => ({ ...f, discriminator: f.discriminator ?? userCreatedDiscriminator(vendor, 'topic-folders', f.name) }));
-  for (const f of folders) ids.set(f.discriminator, await q.upsertFolder(tx, accountId, { sectionId: section.id, discriminator: f.discriminator, name: f.name }));
+  const ids = new Map(
+    (await q.listFoldersByAccount(tx, accountId))
+      .filter((f) => f.section_id === section.id)
+      .map((f) => [f.discriminator, f.folder_id]),
+  );
+  const folders = topicFolders.map((f) => ({
+    ...f,
+    discriminator: f.discriminator ?? userCreatedDiscriminator(vendor, 'topic-folders', f.name),
+  }));
+  for (const f of folders)
+    ids.set(
+      f.discriminator,
+      await q.upsertFolder(tx, accountId, { sectionId: section.id, discriminator: f.discriminator, name: f.name }),
+    );
   const sectionFolders: SectionFolders = { root: rootFolderDiscriminator(vendor), ids };
   for (const f of folders) {
     const parent = folderIdOf(section, sectionFolders, f.parent, `folder "${f.discriminator}"`);
-    if (parent === ids.get(f.discriminator)) throw new Problem('AUD-0', `${section.where}: folder "${f.discriminator}" cannot be its own parent`);
+    if (parent === ids.get(f.discriminator))
+      throw new Problem('AUD-0', `${section.where}: folder "${f.discriminator}" cannot be its own parent`);
     await q.updateFolderParent(tx, accountId, ids.get(f.discriminator)!, parent);
   }
   await refuseFolderCycles(ctx, section);
@@ -188,14 +269,20 @@ async function refuseFolderCycles(ctx: ManifestContext, section: SectionTarget):
   for (const f of stored) {
     const seen = new Set<string>();
     for (let at: string | null = f.folder_id; at !== null; at = parentOf.get(at) ?? null) {
-      if (seen.has(at)) throw new Problem('AUD-0', `${section.where}: the parents of folder "${f.discriminator}" form a cycle`);
+      if (seen.has(at))
+        throw new Problem('AUD-0', `${section.where}: the parents of folder "${f.discriminator}" form a cycle`);
       seen.add(at);
     }
   }
 }
 
 /** The id of the folder a manifest item names; null for the root or when it names none. */
-function folderIdOf(section: SectionTarget, folders: SectionFolders, ref: string | undefined, what: string): string | null {
+function folderIdOf(
+  section: SectionTarget,
+  folders: SectionFolders,
+  ref: string | undefined,
+  what: string,
+): string | null {
   if (ref === undefined || ref === folders.root) return null;
   const id = folders.ids.get(ref);
   if (!id) throw new Problem('AUD-1111', `${section.where}: ${what} names the unknown topic folder "${ref}"`);
@@ -203,14 +290,24 @@ function folderIdOf(section: SectionTarget, folders: SectionFolders, ref: string
 }
 
 /** Upserts a section's topics, each in its folder and, when it names one, for its channel. */
-async function applyTopics(ctx: ManifestContext, section: SectionTarget, folders: SectionFolders, topics: NonNullable<ManifestSection['topics']>): Promise<void> {
+async function applyTopics(
+  ctx: ManifestContext,
+  section: SectionTarget,
+  folders: SectionFolders,
+  topics: NonNullable<ManifestSection['topics']>,
+): Promise<void> {
   for (const t of topics) {
     const td = t.discriminator ?? userCreatedDiscriminator(ctx.vendor, 'topics', t.name);
     const channel = t.channel === undefined ? undefined : ctx.channels.find((c) => c.discriminator === t.channel);
-    if (t.channel !== undefined && !channel) throw new Problem('AUD-1111', `${section.where}: topic "${td}" names the unknown channel "${t.channel}"`);
+    if (t.channel !== undefined && !channel)
+      throw new Problem('AUD-1111', `${section.where}: topic "${td}" names the unknown channel "${t.channel}"`);
     await q.upsertTopic(ctx.tx, ctx.accountId, {
-      section_id: section.id, discriminator: td, name: t.name, description: t.description ?? '',
-      folder_id: folderIdOf(section, folders, t.folder, `topic "${td}"`), channel_id: channel?.channel_id ?? null,
+      section_id: section.id,
+      discriminator: td,
+      name: t.name,
+      description: t.description ?? '',
+      folder_id: folderIdOf(section, folders, t.folder, `topic "${td}"`),
+      channel_id: channel?.channel_id ?? null,
     });
   }
 }
@@ -219,22 +316,39 @@ async function applyTopics(ctx: ManifestContext, section: SectionTarget, folders
 function permissionsOf(keyspaces: KeyspaceRow[], given: Permissions | undefined, where: string): Permissions {
   if (!given) return defaultPermissions(keyspaces);
   for (const ks of Object.keys(given)) {
-    if (!keyspaces.some((k) => k.discriminator === ks)) throw new Problem('AUD-1111', `${where}: keyspace_permissions names the unknown keyspace "${ks}"`);
+    if (!keyspaces.some((k) => k.discriminator === ks))
+      throw new Problem('AUD-1111', `${where}: keyspace_permissions names the unknown keyspace "${ks}"`);
   }
   return given;
 }
 
 /** Inserts the versions not stored yet and updates deprecations; a stored version whose type differs is refused. */
-async function applyVersions(ctx: Pick<ManifestContext, 'tx' | 'accountId'>, owner: { kind: 'attribute' | 'event'; id: string; discriminator: string }, versions: ManifestVersion[]): Promise<void> {
+async function applyVersions(
+  ctx: Pick<ManifestContext, 'tx' | 'accountId'>,
+  owner: { kind: 'attribute' | 'event'; id: string; discriminator: string },
+  versions: ManifestVersion[],
+): Promise<void> {
   const { tx, accountId } = ctx;
   const { kind, id: ownerId, discriminator } = owner;
   for (const [i, v] of versions.entries()) {
     const stored = await q.findTypeVersionByOrdinal(tx, kind, accountId, ownerId, i + 1);
     if (!stored) {
-      await q.insertTypeVersion(tx, kind, accountId, { ownerId, ordinal: i + 1, type: v.type, deprecatedAt: v.deprecated_at ?? null, validFrom: v.valid_from ?? null });
+      await q.insertTypeVersion(tx, kind, accountId, {
+        ownerId,
+        ordinal: i + 1,
+        type: v.type,
+        deprecatedAt: v.deprecated_at ?? null,
+        validFrom: v.valid_from ?? null,
+      });
     } else if (JSON.stringify(canonicalJson(stored.type)) !== JSON.stringify(canonicalJson(v.type))) {
-      throw new Problem('AUD-1109', `${kind} "${discriminator}" version ${i + 1} is stored with another type; add a new version instead of changing it`);
-    } else if (v.deprecated_at !== undefined && (stored.deprecated_at?.toISOString() ?? null) !== (v.deprecated_at && new Date(v.deprecated_at).toISOString())) {
+      throw new Problem(
+        'AUD-1109',
+        `${kind} "${discriminator}" version ${i + 1} is stored with another type; add a new version instead of changing it`,
+      );
+    } else if (
+      v.deprecated_at !== undefined &&
+      (stored.deprecated_at?.toISOString() ?? null) !== (v.deprecated_at && new Date(v.deprecated_at).toISOString())
+    ) {
       await q.updateTypeVersionDeprecation(tx, kind, accountId, stored.version_id, v.deprecated_at);
     }
   }
@@ -251,14 +365,22 @@ async function applySegments(ctx: ManifestContext, segments: ManifestSegment[]):
 async function applySegment(ctx: ManifestContext, defs: Definitions, g: ManifestSegment): Promise<void> {
   const { tx, accountId } = ctx;
   const gd = g.discriminator ?? userCreatedDiscriminator(ctx.vendor, 'segments', g.name);
-  const segmentId = await q.upsertSegment(tx, accountId, { discriminator: gd, name: g.name, description: g.description ?? '' });
+  const segmentId = await q.upsertSegment(tx, accountId, {
+    discriminator: gd,
+    name: g.name,
+    description: g.description ?? '',
+  });
   for (const [i, v] of g.versions.entries()) {
     const stored = await q.findSegmentVersionByOrdinal(tx, accountId, segmentId, i + 1);
     const query = resolveManifestIds(defs, g.section, v.query, `segment "${gd}"`);
     // Stored segments are valid AQL for this account (docs/aql.md).
     check(parse(query), defs, query);
     if (!stored) await q.insertSegmentVersion(tx, accountId, { segmentId, ordinal: i + 1, query });
-    else if (stored.query !== query) throw new Problem('AUD-1109', `segment "${gd}" version ${i + 1} is stored with another query; add a new version instead of changing it`);
+    else if (stored.query !== query)
+      throw new Problem(
+        'AUD-1109',
+        `segment "${gd}" version ${i + 1} is stored with another query; add a new version instead of changing it`,
+      );
   }
 }
 
@@ -266,7 +388,11 @@ async function applySegment(ctx: ManifestContext, defs: Definitions, g: Manifest
 function canonicalJson(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(canonicalJson);
   if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonicalJson((value as Record<string, unknown>)[k])]));
+    return Object.fromEntries(
+      Object.keys(value)
+        .sort()
+        .map((k) => [k, canonicalJson((value as Record<string, unknown>)[k])]),
+    );
   }
   return value;
 }
@@ -276,19 +402,32 @@ function canonicalJson(value: unknown): unknown {
  * `{section}` or `{section:DISCRIMINATOR}` by a section id, `{attribute:DISCRIMINATOR@N}` and
  * `{event:DISCRIMINATOR@N}` by the id of version N (default 1) in the segment's section.
  */
-function resolveManifestIds(defs: Definitions, sectionDiscriminator: string | undefined, query: string, where: string): string {
+function resolveManifestIds(
+  defs: Definitions,
+  sectionDiscriminator: string | undefined,
+  query: string,
+  where: string,
+): string {
   const sectionNamed = (d: string | undefined) => {
-    if (d === undefined) throw new Problem('AUD-0', `${where}: the query refers to ids, so the segment needs "section"`);
+    if (d === undefined)
+      throw new Problem('AUD-0', `${where}: the query refers to ids, so the segment needs "section"`);
     const section = defs.sections.find((s) => s.discriminator === d);
     if (!section) throw new Problem('AUD-1111', `${where}: unknown section "${d}"`);
     return section;
   };
-  return query.replace(/\{(section|attribute|event)(?::([^{}@]+?)(?:@(\d+))?)?\}/g, (_all, kind: string, ref?: string, n?: string) => {
-    if (kind === 'section') return sectionNamed(ref ?? sectionDiscriminator).id;
-    const section = sectionNamed(sectionDiscriminator);
-    const owner = (kind === 'attribute' ? section.attributes : section.events).find((x) => x.discriminator === ref);
-    const version = owner?.versions[Number(n ?? 1) - 1];
-    if (!version) throw new Problem('AUD-1111', `${where}: no version ${n ?? 1} of ${kind} "${ref}" in section "${section.discriminator}"`);
-    return version.id;
-  });
+  return query.replace(
+    /\{(section|attribute|event)(?::([^{}@]+?)(?:@(\d+))?)?\}/g,
+    (_all, kind: string, ref?: string, n?: string) => {
+      if (kind === 'section') return sectionNamed(ref ?? sectionDiscriminator).id;
+      const section = sectionNamed(sectionDiscriminator);
+      const owner = (kind === 'attribute' ? section.attributes : section.events).find((x) => x.discriminator === ref);
+      const version = owner?.versions[Number(n ?? 1) - 1];
+      if (!version)
+        throw new Problem(
+          'AUD-1111',
+          `${where}: no version ${n ?? 1} of ${kind} "${ref}" in section "${section.discriminator}"`,
+        );
+      return version.id;
+    },
+  );
 }

@@ -13,7 +13,9 @@ afterAll(async () => server?.close());
 
 describe('keyspaceForProfileAccess', () => {
   it('AUTH-18 refuses a keyspace the account does not permit, with the detail of SPEC §2.1', async () => {
-    const { accountId } = await server.createAccount({ keyspaces: [{ discriminator: 'com.{vendor}1.keyspaces.sms', api_access: false }] });
+    const { accountId } = await server.createAccount({
+      keyspaces: [{ discriminator: 'com.{vendor}1.keyspaces.sms', api_access: false }],
+    });
     const defs = await loadDefinitions(server.services.pool, accountId);
     let thrown: unknown;
     try {
@@ -30,6 +32,8 @@ describe('keyspaceForProfileAccess', () => {
   it('ERR-11 answers 404 for an unknown keyspace', async () => {
     const { accountId } = await server.createAccount();
     const defs = await loadDefinitions(server.services.pool, accountId);
-    expect(() => keyspaceForProfileAccess(defs, 'com.vendor1.keyspaces.nope')).toThrow(expect.objectContaining({ status: 404 }));
+    expect(() => keyspaceForProfileAccess(defs, 'com.vendor1.keyspaces.nope')).toThrow(
+      expect.objectContaining({ status: 404 }),
+    );
   });
 });

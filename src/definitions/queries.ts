@@ -1,11 +1,39 @@
-import type { AttributeRow, ChannelRow, EventRow, FolderRow, KeyspaceRow, Permissions, SectionRow, TagRow, TopicRow } from '../core/definitions.ts';
+import type {
+  AttributeRow,
+  ChannelRow,
+  EventRow,
+  FolderRow,
+  KeyspaceRow,
+  Permissions,
+  SectionRow,
+  TagRow,
+  TopicRow,
+} from '../core/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
 
-export interface VersionRow { version_id: string; owner_id: string; ordinal: number; type: unknown[]; deprecated_at: Date | null; valid_from: Date }
-export interface SegmentRow { segment_id: string; discriminator: string; name: string; description: string }
-export interface SegmentVersionRow { version_id: string; segment_id: string; ordinal: number; query: string }
+export interface VersionRow {
+  version_id: string;
+  owner_id: string;
+  ordinal: number;
+  type: unknown[];
+  deprecated_at: Date | null;
+  valid_from: Date;
+}
+export interface SegmentRow {
+  segment_id: string;
+  discriminator: string;
+  name: string;
+  description: string;
+}
+export interface SegmentVersionRow {
+  version_id: string;
+  segment_id: string;
+  ordinal: number;
+  query: string;
+}
 
-const byAccount = async <T extends object>(db: Queryable, sql: string, accountId: string): Promise<T[]> => (await db.query<T>(sql, [accountId])).rows;
+const byAccount = async <T extends object>(db: Queryable, sql: string, accountId: string): Promise<T[]> =>
+  (await db.query<T>(sql, [accountId])).rows;
 
 export const listKeyspacesByAccount = (db: Queryable, accountId: string) =>
   byAccount<KeyspaceRow>(db, 'select * from keyspaces where account_id = $1::bigint order by keyspace_id', accountId);
@@ -14,15 +42,27 @@ export const listChannelsByAccount = (db: Queryable, accountId: string) =>
 export const listSectionsByAccount = (db: Queryable, accountId: string) =>
   byAccount<SectionRow>(db, 'select * from sections where account_id = $1::bigint order by section_id', accountId);
 export const listAttributesByAccount = (db: Queryable, accountId: string) =>
-  byAccount<AttributeRow>(db, 'select * from attributes where account_id = $1::bigint order by attribute_id', accountId);
+  byAccount<AttributeRow>(
+    db,
+    'select * from attributes where account_id = $1::bigint order by attribute_id',
+    accountId,
+  );
 export const listAttributeVersionsByAccount = (db: Queryable, accountId: string) =>
-  byAccount<VersionRow>(db, 'select version_id, attribute_id as owner_id, ordinal, type, deprecated_at, valid_from from attribute_versions where account_id = $1::bigint order by ordinal', accountId);
+  byAccount<VersionRow>(
+    db,
+    'select version_id, attribute_id as owner_id, ordinal, type, deprecated_at, valid_from from attribute_versions where account_id = $1::bigint order by ordinal',
+    accountId,
+  );
 export const listTagsByAccount = (db: Queryable, accountId: string) =>
   byAccount<TagRow>(db, 'select * from tags where account_id = $1::bigint order by tag_id', accountId);
 export const listEventsByAccount = (db: Queryable, accountId: string) =>
   byAccount<EventRow>(db, 'select * from events where account_id = $1::bigint order by event_id', accountId);
 export const listEventVersionsByAccount = (db: Queryable, accountId: string) =>
-  byAccount<VersionRow>(db, 'select version_id, event_id as owner_id, ordinal, type, deprecated_at, valid_from from event_versions where account_id = $1::bigint order by ordinal', accountId);
+  byAccount<VersionRow>(
+    db,
+    'select version_id, event_id as owner_id, ordinal, type, deprecated_at, valid_from from event_versions where account_id = $1::bigint order by ordinal',
+    accountId,
+  );
 export const listFoldersByAccount = (db: Queryable, accountId: string) =>
   byAccount<FolderRow>(db, 'select * from topic_folders where account_id = $1::bigint order by folder_id', accountId);
 export const listTopicsByAccount = (db: Queryable, accountId: string) =>
@@ -30,16 +70,33 @@ export const listTopicsByAccount = (db: Queryable, accountId: string) =>
 export const listSegmentsByAccount = (db: Queryable, accountId: string) =>
   byAccount<SegmentRow>(db, 'select * from segments where account_id = $1::bigint order by segment_id', accountId);
 export const listSegmentVersionsByAccount = (db: Queryable, accountId: string) =>
-  byAccount<SegmentVersionRow>(db, 'select version_id, segment_id, ordinal, query from segment_versions where account_id = $1::bigint order by ordinal', accountId);
+  byAccount<SegmentVersionRow>(
+    db,
+    'select version_id, segment_id, ordinal, query from segment_versions where account_id = $1::bigint order by ordinal',
+    accountId,
+  );
 
-export async function upsertKeyspace(db: Queryable, accountId: string, k: Omit<KeyspaceRow, 'keyspace_id'>): Promise<void> {
+export async function upsertKeyspace(
+  db: Queryable,
+  accountId: string,
+  k: Omit<KeyspaceRow, 'keyspace_id'>,
+): Promise<void> {
   await db.query(
     `insert into keyspaces (account_id, discriminator, name, description, manage_subscriptions, api_access, kind, mapped_attribute)
      values ($1::bigint, $2, $3, $4, $5, $6, $7, $8)
      on conflict (account_id, discriminator) do update set name = excluded.name, description = excluded.description,
        manage_subscriptions = excluded.manage_subscriptions, api_access = excluded.api_access,
        kind = excluded.kind, mapped_attribute = excluded.mapped_attribute`,
-    [accountId, k.discriminator, k.name, k.description, k.manage_subscriptions, k.api_access, k.kind, k.mapped_attribute],
+    [
+      accountId,
+      k.discriminator,
+      k.name,
+      k.description,
+      k.manage_subscriptions,
+      k.api_access,
+      k.kind,
+      k.mapped_attribute,
+    ],
   );
 }
 
@@ -50,7 +107,12 @@ export async function lockKeyspacesByAccount(db: Queryable, accountId: string): 
 }
 
 /** Gives the account's attributes, tags and events whose keyspace permissions are `from` the permissions `to`. */
-export async function updatePermissionsByValue(db: Queryable, accountId: string, from: Permissions, to: Permissions): Promise<void> {
+export async function updatePermissionsByValue(
+  db: Queryable,
+  accountId: string,
+  from: Permissions,
+  to: Permissions,
+): Promise<void> {
   await db.query(
     `with a as (update attributes set keyspace_permissions = $3::jsonb where account_id = $1::bigint and keyspace_permissions = $2::jsonb),
           t as (update tags set keyspace_permissions = $3::jsonb where account_id = $1::bigint and keyspace_permissions = $2::jsonb)
@@ -59,7 +121,11 @@ export async function updatePermissionsByValue(db: Queryable, accountId: string,
   );
 }
 
-export async function upsertChannel(db: Queryable, accountId: string, c: Omit<ChannelRow, 'channel_id'>): Promise<void> {
+export async function upsertChannel(
+  db: Queryable,
+  accountId: string,
+  c: Omit<ChannelRow, 'channel_id'>,
+): Promise<void> {
   await db.query(
     `insert into channels (account_id, discriminator, name, description, address_attribute) values ($1::bigint, $2, $3, $4, $5)
      on conflict (account_id, discriminator) do update set name = excluded.name, description = excluded.description,
@@ -69,7 +135,11 @@ export async function upsertChannel(db: Queryable, accountId: string, c: Omit<Ch
 }
 
 /** Inserts or updates a section; `created` tells whether it is new. */
-export async function upsertSection(db: Queryable, accountId: string, s: Omit<SectionRow, 'section_id'>): Promise<{ section_id: string; created: boolean }> {
+export async function upsertSection(
+  db: Queryable,
+  accountId: string,
+  s: Omit<SectionRow, 'section_id'>,
+): Promise<{ section_id: string; created: boolean }> {
   const { rows } = await db.query<{ section_id: string; created: boolean }>(
     `insert into sections (account_id, discriminator, name, description, ecommerce_connected) values ($1::bigint, $2, $3, $4, $5)
      on conflict (account_id, discriminator) do update set name = excluded.name, description = excluded.description,
@@ -80,7 +150,11 @@ export async function upsertSection(db: Queryable, accountId: string, s: Omit<Se
   return rows[0];
 }
 
-export async function upsertAttribute(db: Queryable, accountId: string, a: Omit<AttributeRow, 'attribute_id'>): Promise<string> {
+export async function upsertAttribute(
+  db: Queryable,
+  accountId: string,
+  a: Omit<AttributeRow, 'attribute_id'>,
+): Promise<string> {
   const { rows } = await db.query<{ attribute_id: string }>(
     `insert into attributes (account_id, section_id, discriminator, name, description, hidden, ecommerce, keyspace_permissions)
      values ($1::bigint, $2::bigint, $3, $4, $5, $6, $7, $8)
@@ -109,7 +183,13 @@ const VERSION_TABLES = {
   event: { table: 'event_versions', owner: 'event_id' },
 } as const;
 
-export async function findTypeVersionByOrdinal(db: Queryable, kind: 'attribute' | 'event', accountId: string, ownerId: string, ordinal: number): Promise<VersionRow | undefined> {
+export async function findTypeVersionByOrdinal(
+  db: Queryable,
+  kind: 'attribute' | 'event',
+  accountId: string,
+  ownerId: string,
+  ordinal: number,
+): Promise<VersionRow | undefined> {
   const t = VERSION_TABLES[kind];
   const { rows } = await db.query<VersionRow>(
     `select version_id, ${t.owner} as owner_id, ordinal, type, deprecated_at, valid_from from ${t.table}
@@ -119,7 +199,12 @@ export async function findTypeVersionByOrdinal(db: Queryable, kind: 'attribute' 
   return rows[0];
 }
 
-export async function insertTypeVersion(db: Queryable, kind: 'attribute' | 'event', accountId: string, v: { ownerId: string; ordinal: number; type: unknown[]; deprecatedAt: string | null; validFrom: string | null }): Promise<void> {
+export async function insertTypeVersion(
+  db: Queryable,
+  kind: 'attribute' | 'event',
+  accountId: string,
+  v: { ownerId: string; ordinal: number; type: unknown[]; deprecatedAt: string | null; validFrom: string | null },
+): Promise<void> {
   const t = VERSION_TABLES[kind];
   await db.query(
     `insert into ${t.table} (account_id, ${t.owner}, ordinal, type, deprecated_at, valid_from)
@@ -128,9 +213,18 @@ export async function insertTypeVersion(db: Queryable, kind: 'attribute' | 'even
   );
 }
 
-export async function updateTypeVersionDeprecation(db: Queryable, kind: 'attribute' | 'event', accountId: string, versionId: string, deprecatedAt: string | null): Promise<void> {
+export async function updateTypeVersionDeprecation(
+  db: Queryable,
+  kind: 'attribute' | 'event',
+  accountId: string,
+  versionId: string,
+  deprecatedAt: string | null,
+): Promise<void> {
   const t = VERSION_TABLES[kind];
-  await db.query(`update ${t.table} set deprecated_at = $3::timestamptz where account_id = $1::bigint and version_id = $2::bigint`, [accountId, versionId, deprecatedAt]);
+  await db.query(
+    `update ${t.table} set deprecated_at = $3::timestamptz where account_id = $1::bigint and version_id = $2::bigint`,
+    [accountId, versionId, deprecatedAt],
+  );
 }
 
 export async function upsertTag(db: Queryable, accountId: string, t: Omit<TagRow, 'tag_id'>): Promise<void> {
@@ -144,15 +238,26 @@ export async function upsertTag(db: Queryable, accountId: string, t: Omit<TagRow
 
 /** Locks the section row so that concurrent tag creations count tags one at a time. */
 export async function lockSection(db: Queryable, accountId: string, sectionId: string): Promise<void> {
-  await db.query('select 1 from sections where account_id = $1::bigint and section_id = $2::bigint for update', [accountId, sectionId]);
+  await db.query('select 1 from sections where account_id = $1::bigint and section_id = $2::bigint for update', [
+    accountId,
+    sectionId,
+  ]);
 }
 
 export async function countTagsBySection(db: Queryable, accountId: string, sectionId: string): Promise<number> {
-  const { rows } = await db.query<{ n: number }>('select count(*)::int as n from tags where account_id = $1::bigint and section_id = $2::bigint', [accountId, sectionId]);
+  const { rows } = await db.query<{ n: number }>(
+    'select count(*)::int as n from tags where account_id = $1::bigint and section_id = $2::bigint',
+    [accountId, sectionId],
+  );
   return rows[0].n;
 }
 
-export async function listTagDiscriminatorsLike(db: Queryable, accountId: string, sectionId: string, prefix: string): Promise<string[]> {
+export async function listTagDiscriminatorsLike(
+  db: Queryable,
+  accountId: string,
+  sectionId: string,
+  prefix: string,
+): Promise<string[]> {
   const { rows } = await db.query<{ discriminator: string }>(
     `select discriminator from tags where account_id = $1::bigint and section_id = $2::bigint and starts_with(discriminator, $3)`,
     [accountId, sectionId, prefix],
@@ -160,7 +265,11 @@ export async function listTagDiscriminatorsLike(db: Queryable, accountId: string
   return rows.map((r) => r.discriminator);
 }
 
-export async function insertTag(db: Queryable, accountId: string, t: { sectionId: string; discriminator: string; name: string; permissions: Permissions }): Promise<TagRow> {
+export async function insertTag(
+  db: Queryable,
+  accountId: string,
+  t: { sectionId: string; discriminator: string; name: string; permissions: Permissions },
+): Promise<TagRow> {
   const { rows } = await db.query<TagRow>(
     `insert into tags (account_id, section_id, discriminator, name, keyspace_permissions) values ($1::bigint, $2::bigint, $3, $4, $5) returning *`,
     [accountId, t.sectionId, t.discriminator, t.name, t.permissions],
@@ -176,7 +285,11 @@ export async function updateTagName(db: Queryable, accountId: string, tagId: str
   return rows[0];
 }
 
-export async function upsertFolder(db: Queryable, accountId: string, f: { sectionId: string; discriminator: string; name: string }): Promise<string> {
+export async function upsertFolder(
+  db: Queryable,
+  accountId: string,
+  f: { sectionId: string; discriminator: string; name: string },
+): Promise<string> {
   const { rows } = await db.query<{ folder_id: string }>(
     `insert into topic_folders (account_id, section_id, discriminator, name) values ($1::bigint, $2::bigint, $3, $4)
      on conflict (account_id, section_id, discriminator) do update set name = excluded.name returning folder_id`,
@@ -185,8 +298,16 @@ export async function upsertFolder(db: Queryable, accountId: string, f: { sectio
   return rows[0].folder_id;
 }
 
-export async function updateFolderParent(db: Queryable, accountId: string, folderId: string, parentId: string | null): Promise<void> {
-  await db.query('update topic_folders set parent_folder_id = $3::bigint where account_id = $1::bigint and folder_id = $2::bigint', [accountId, folderId, parentId]);
+export async function updateFolderParent(
+  db: Queryable,
+  accountId: string,
+  folderId: string,
+  parentId: string | null,
+): Promise<void> {
+  await db.query(
+    'update topic_folders set parent_folder_id = $3::bigint where account_id = $1::bigint and folder_id = $2::bigint',
+    [accountId, folderId, parentId],
+  );
 }
 
 export async function upsertTopic(db: Queryable, accountId: string, t: Omit<TopicRow, 'topic_id'>): Promise<void> {
@@ -199,7 +320,11 @@ export async function upsertTopic(db: Queryable, accountId: string, t: Omit<Topi
   );
 }
 
-export async function upsertSegment(db: Queryable, accountId: string, s: Omit<SegmentRow, 'segment_id'>): Promise<string> {
+export async function upsertSegment(
+  db: Queryable,
+  accountId: string,
+  s: Omit<SegmentRow, 'segment_id'>,
+): Promise<string> {
   const { rows } = await db.query<{ segment_id: string }>(
     `insert into segments (account_id, discriminator, name, description) values ($1::bigint, $2, $3, $4)
      on conflict (account_id, discriminator) do update set name = excluded.name, description = excluded.description
@@ -209,7 +334,12 @@ export async function upsertSegment(db: Queryable, accountId: string, s: Omit<Se
   return rows[0].segment_id;
 }
 
-export async function findSegmentVersionByOrdinal(db: Queryable, accountId: string, segmentId: string, ordinal: number): Promise<SegmentVersionRow | undefined> {
+export async function findSegmentVersionByOrdinal(
+  db: Queryable,
+  accountId: string,
+  segmentId: string,
+  ordinal: number,
+): Promise<SegmentVersionRow | undefined> {
   const { rows } = await db.query<SegmentVersionRow>(
     'select version_id, segment_id, ordinal, query from segment_versions where account_id = $1::bigint and segment_id = $2::bigint and ordinal = $3',
     [accountId, segmentId, ordinal],
@@ -217,6 +347,13 @@ export async function findSegmentVersionByOrdinal(db: Queryable, accountId: stri
   return rows[0];
 }
 
-export async function insertSegmentVersion(db: Queryable, accountId: string, v: { segmentId: string; ordinal: number; query: string }): Promise<void> {
-  await db.query('insert into segment_versions (account_id, segment_id, ordinal, query) values ($1::bigint, $2::bigint, $3, $4)', [accountId, v.segmentId, v.ordinal, v.query]);
+export async function insertSegmentVersion(
+  db: Queryable,
+  accountId: string,
+  v: { segmentId: string; ordinal: number; query: string },
+): Promise<void> {
+  await db.query(
+    'insert into segment_versions (account_id, segment_id, ordinal, query) values ($1::bigint, $2::bigint, $3, $4)',
+    [accountId, v.segmentId, v.ordinal, v.query],
+  );
 }

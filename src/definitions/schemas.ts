@@ -22,18 +22,23 @@ export const Section = Type.Object({
   id: Type.String({ description: 'Numeric section id, as used in AQL section(<id>)' }),
 });
 
-const TypeVersion = <T extends Parameters<typeof Type.Array>[0]>(typeItem: T, typeDescription: string) => Type.Object({
-  id: Type.String({ description: 'Version id' }),
-  type: Type.Array(typeItem, { description: typeDescription }),
-  deprecated_at: Type.Union([DateTime, Type.Null()], { description: 'When the version was deprecated; null while it is current' }),
-  valid_from: DateTime,
-});
+const TypeVersion = <T extends Parameters<typeof Type.Array>[0]>(typeItem: T, typeDescription: string) =>
+  Type.Object({
+    id: Type.String({ description: 'Version id' }),
+    type: Type.Array(typeItem, { description: typeDescription }),
+    deprecated_at: Type.Union([DateTime, Type.Null()], {
+      description: 'When the version was deprecated; null while it is current',
+    }),
+    valid_from: DateTime,
+  });
 
 export const AttributeDefinition = Type.Object({
   discriminator: Type.String({ description: 'Attribute identifier' }),
   name: Type.String({ description: 'Display name' }),
   description: Type.String({ description: 'Description' }),
-  versions: Type.Array(TypeVersion(Type.String(), 'Type names of SPEC §2.5'), { description: 'Versions of the attribute type' }),
+  versions: Type.Array(TypeVersion(Type.String(), 'Type names of SPEC §2.5'), {
+    description: 'Versions of the attribute type',
+  }),
   keyspace_permissions: Type.Optional(KeyspacePermissions),
 });
 
@@ -44,16 +49,21 @@ export const Tag = Type.Object({
   keyspace_permissions: Type.Optional(KeyspacePermissions),
 });
 
-export const EventField = Type.Object({
-  name: Type.String({ description: 'Field name in the event data' }),
-  type: Type.String({ description: 'Field type name' }),
-}, { additionalProperties: true });
+export const EventField = Type.Object(
+  {
+    name: Type.String({ description: 'Field name in the event data' }),
+    type: Type.String({ description: 'Field type name' }),
+  },
+  { additionalProperties: true },
+);
 
 export const EventDefinition = Type.Object({
   discriminator: Type.String({ description: 'Event identifier' }),
   name: Type.String({ description: 'Display name' }),
   description: Type.String({ description: 'Description' }),
-  versions: Type.Array(TypeVersion(EventField, 'The fields of the event data'), { description: 'Versions of the event type' }),
+  versions: Type.Array(TypeVersion(EventField, 'The fields of the event data'), {
+    description: 'Versions of the event type',
+  }),
   keyspace_permissions: Type.Optional(KeyspacePermissions),
 });
 
@@ -65,7 +75,11 @@ export const Topic = Type.Object({
   folder_discriminator: Type.String({ description: 'The folder holding the topic' }),
 });
 
-export interface FolderNode { discriminator: string; name: string; subfolders: FolderNode[] }
+export interface FolderNode {
+  discriminator: string;
+  name: string;
+  subfolders: FolderNode[];
+}
 const Subfolder = Type.Object({
   discriminator: Type.String({ description: 'Folder identifier' }),
   name: Type.String({ description: 'Display name' }),
@@ -89,14 +103,18 @@ export const Segment = Type.Object({
   versions: Type.Array(SegmentVersion, { description: 'Versions, oldest first' }),
 });
 
-export const TagName = Type.Object({
-  name: Type.String({ minLength: 1, maxLength: 255, description: 'Tag name, 1 to 255 characters' }),
-}, { additionalProperties: false });
+export const TagName = Type.Object(
+  {
+    name: Type.String({ minLength: 1, maxLength: 255, description: 'Tag name, 1 to 255 characters' }),
+  },
+  { additionalProperties: false },
+);
 
 // ---- Integrations (docs/manifest.md "Integrations") ----
 
 export const IntegrationSystem = Type.String({
-  pattern: '^[a-z0-9]+(-[a-z0-9]+)*$', maxLength: 64,
+  pattern: '^[a-z0-9]+(-[a-z0-9]+)*$',
+  maxLength: 64,
   description: 'The connected system, a lower-case word such as magento: the last part of its keyspace discriminator',
 });
 
@@ -111,88 +129,199 @@ export type Integration = Static<typeof Integration>;
 const Permissions = Type.Optional(KeyspacePermissions);
 const Text = (description: string) => Type.String({ minLength: 1, description });
 const OptionalText = (description: string) => Type.Optional(Type.String({ description }));
-const ManifestVersion = <T extends Parameters<typeof Type.Array>[0]>(typeItem: T) => Type.Object({
-  type: Type.Array(typeItem, { minItems: 1 }),
-  deprecated_at: Type.Optional(Type.Union([DateTime, Type.Null()])),
-  valid_from: Type.Optional(DateTime),
-}, { additionalProperties: false });
+const ManifestVersion = <T extends Parameters<typeof Type.Array>[0]>(typeItem: T) =>
+  Type.Object(
+    {
+      type: Type.Array(typeItem, { minItems: 1 }),
+      deprecated_at: Type.Optional(Type.Union([DateTime, Type.Null()])),
+      valid_from: Type.Optional(DateTime),
+    },
+    { additionalProperties: false },
+  );
 
-export const Manifest = Type.Object({
-  account: Type.Optional(Type.Object({
-    name: Type.Optional(Text('Account name')),
-    limits: Type.Optional(Type.Record(Type.String(), Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]), { description: 'Overrides of the default limits; null lifts one' })),
-  }, { additionalProperties: false })),
-  keyspaces: Type.Optional(Type.Array(Type.Object({
-    discriminator: Text('Keyspace discriminator'),
-    name: Type.Optional(Text('Display name')),
-    description: OptionalText('Description'),
-    manage_subscriptions: Type.Optional(Type.Boolean()),
-    api_access: Type.Optional(Type.Boolean({ description: 'Whether profiles may be accessed through the API in this keyspace' })),
-    mapped_attribute: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  }, { additionalProperties: false }))),
-  channels: Type.Optional(Type.Array(Type.Object({
-    discriminator: Text('Channel discriminator'),
-    name: Text('Display name'),
-    description: OptionalText('Description'),
-    address_attribute: Type.Optional(Type.Union([Type.String(), Type.Null()])),
-  }, { additionalProperties: false }))),
-  sections: Type.Optional(Type.Array(Type.Object({
-    name: Text('Section name'),
-    discriminator: Type.Optional(Text('Section discriminator; derived from the name when omitted')),
-    description: OptionalText('Description'),
-    ecommerce_connected: Type.Optional(Type.Boolean({ description: 'Whether an e-commerce integration is connected' })),
-    attributes: Type.Optional(Type.Array(Type.Object({
-      name: Text('Display name'),
-      discriminator: Type.Optional(Text('Attribute discriminator')),
-      description: OptionalText('Description'),
-      hidden: Type.Optional(Type.Boolean()),
-      ecommerce: Type.Optional(Type.Boolean({ description: 'Listed only while an e-commerce integration is connected' })),
-      keyspace_permissions: Permissions,
-      versions: Type.Array(ManifestVersion(Type.Unsafe<AttributeType>({ type: 'string', enum: [...ATTRIBUTE_TYPES], description: 'Type name of SPEC §2.5' })), { minItems: 1 }),
-    }, { additionalProperties: false }))),
-    tags: Type.Optional(Type.Array(Type.Object({
-      name: Type.String({ minLength: 1, maxLength: 255 }),
-      discriminator: Type.Optional(Text('Tag discriminator')),
-      hidden: Type.Optional(Type.Boolean()),
-      keyspace_permissions: Permissions,
-    }, { additionalProperties: false }))),
-    events: Type.Optional(Type.Array(Type.Object({
-      name: Text('Display name'),
-      discriminator: Type.Optional(Text('Event discriminator')),
-      description: OptionalText('Description'),
-      hidden: Type.Optional(Type.Boolean()),
-      keyspace_permissions: Permissions,
-      versions: Type.Array(ManifestVersion(EventField), { minItems: 1 }),
-    }, { additionalProperties: false }))),
-    topic_folders: Type.Optional(Type.Array(Type.Object({
-      name: Text('Display name'),
-      discriminator: Type.Optional(Text('Folder discriminator')),
-      parent: Type.Optional(Text('Discriminator of the parent folder; the root when omitted')),
-    }, { additionalProperties: false }))),
-    topics: Type.Optional(Type.Array(Type.Object({
-      name: Text('Display name'),
-      discriminator: Type.Optional(Text('Topic discriminator')),
-      description: OptionalText('Description'),
-      folder: Type.Optional(Text('Folder discriminator; the root when omitted')),
-      channel: Type.Optional(Text('Channel discriminator, for a channel-specific topic')),
-    }, { additionalProperties: false }))),
-  }, { additionalProperties: false }))),
-  integrations: Type.Optional(Type.Array(Type.Object({ system: IntegrationSystem }, { additionalProperties: false }), {
-    description: 'Integrations to connect: each gets its keyspace once, applying again keeps it',
-  })),
-  segments: Type.Optional(Type.Array(Type.Object({
-    name: Text('Display name'),
-    discriminator: Type.Optional(Text('Segment discriminator')),
-    description: OptionalText('Description'),
-    section: Type.Optional(Text('Section whose ids {section}, {attribute:…} and {event:…} in the queries refer to')),
-    versions: Type.Array(Type.Object({ query: Text('AQL query; may hold {section}, {attribute:DISCRIMINATOR@N}, {event:DISCRIMINATOR@N}') }, { additionalProperties: false }), { minItems: 1 }),
-  }, { additionalProperties: false }))),
-  suppressions: Type.Optional(Type.Array(Type.Object({
-    channel_discriminator: Text('Channel of the address'),
-    address: Text('The address that receives no marketing on the channel'),
-    reason: Text('Why'),
-  }, { additionalProperties: false }))),
-}, { additionalProperties: false, description: 'A declarative description of an account (docs/manifest.md)' });
+export const Manifest = Type.Object(
+  {
+    account: Type.Optional(
+      Type.Object(
+        {
+          name: Type.Optional(Text('Account name')),
+          limits: Type.Optional(
+            Type.Record(Type.String(), Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]), {
+              description: 'Overrides of the default limits; null lifts one',
+            }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+    keyspaces: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            discriminator: Text('Keyspace discriminator'),
+            name: Type.Optional(Text('Display name')),
+            description: OptionalText('Description'),
+            manage_subscriptions: Type.Optional(Type.Boolean()),
+            api_access: Type.Optional(
+              Type.Boolean({ description: 'Whether profiles may be accessed through the API in this keyspace' }),
+            ),
+            mapped_attribute: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+    channels: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            discriminator: Text('Channel discriminator'),
+            name: Text('Display name'),
+            description: OptionalText('Description'),
+            address_attribute: Type.Optional(Type.Union([Type.String(), Type.Null()])),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+    sections: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Text('Section name'),
+            discriminator: Type.Optional(Text('Section discriminator; derived from the name when omitted')),
+            description: OptionalText('Description'),
+            ecommerce_connected: Type.Optional(
+              Type.Boolean({ description: 'Whether an e-commerce integration is connected' }),
+            ),
+            attributes: Type.Optional(
+              Type.Array(
+                Type.Object(
+                  {
+                    name: Text('Display name'),
+                    discriminator: Type.Optional(Text('Attribute discriminator')),
+                    description: OptionalText('Description'),
+                    hidden: Type.Optional(Type.Boolean()),
+                    ecommerce: Type.Optional(
+                      Type.Boolean({ description: 'Listed only while an e-commerce integration is connected' }),
+                    ),
+                    keyspace_permissions: Permissions,
+                    versions: Type.Array(
+                      ManifestVersion(
+                        Type.Unsafe<AttributeType>({
+                          type: 'string',
+                          enum: [...ATTRIBUTE_TYPES],
+                          description: 'Type name of SPEC §2.5',
+                        }),
+                      ),
+                      { minItems: 1 },
+                    ),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+            ),
+            tags: Type.Optional(
+              Type.Array(
+                Type.Object(
+                  {
+                    name: Type.String({ minLength: 1, maxLength: 255 }),
+                    discriminator: Type.Optional(Text('Tag discriminator')),
+                    hidden: Type.Optional(Type.Boolean()),
+                    keyspace_permissions: Permissions,
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+            ),
+            events: Type.Optional(
+              Type.Array(
+                Type.Object(
+                  {
+                    name: Text('Display name'),
+                    discriminator: Type.Optional(Text('Event discriminator')),
+                    description: OptionalText('Description'),
+                    hidden: Type.Optional(Type.Boolean()),
+                    keyspace_permissions: Permissions,
+                    versions: Type.Array(ManifestVersion(EventField), { minItems: 1 }),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+            ),
+            topic_folders: Type.Optional(
+              Type.Array(
+                Type.Object(
+                  {
+                    name: Text('Display name'),
+                    discriminator: Type.Optional(Text('Folder discriminator')),
+                    parent: Type.Optional(Text('Discriminator of the parent folder; the root when omitted')),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+            ),
+            topics: Type.Optional(
+              Type.Array(
+                Type.Object(
+                  {
+                    name: Text('Display name'),
+                    discriminator: Type.Optional(Text('Topic discriminator')),
+                    description: OptionalText('Description'),
+                    folder: Type.Optional(Text('Folder discriminator; the root when omitted')),
+                    channel: Type.Optional(Text('Channel discriminator, for a channel-specific topic')),
+                  },
+                  { additionalProperties: false },
+                ),
+              ),
+            ),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+    integrations: Type.Optional(
+      Type.Array(Type.Object({ system: IntegrationSystem }, { additionalProperties: false }), {
+        description: 'Integrations to connect: each gets its keyspace once, applying again keeps it',
+      }),
+    ),
+    segments: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Text('Display name'),
+            discriminator: Type.Optional(Text('Segment discriminator')),
+            description: OptionalText('Description'),
+            section: Type.Optional(
+              Text('Section whose ids {section}, {attribute:…} and {event:…} in the queries refer to'),
+            ),
+            versions: Type.Array(
+              Type.Object(
+                { query: Text('AQL query; may hold {section}, {attribute:DISCRIMINATOR@N}, {event:DISCRIMINATOR@N}') },
+                { additionalProperties: false },
+              ),
+              { minItems: 1 },
+            ),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+    suppressions: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            channel_discriminator: Text('Channel of the address'),
+            address: Text('The address that receives no marketing on the channel'),
+            reason: Text('Why'),
+          },
+          { additionalProperties: false },
+        ),
+      ),
+    ),
+  },
+  { additionalProperties: false, description: 'A declarative description of an account (docs/manifest.md)' },
+);
 
 export type Manifest = Static<typeof Manifest>;
 

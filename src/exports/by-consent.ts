@@ -5,7 +5,18 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
-import { addressChannel, EXPORT_KEY_COLUMN, type ExportFile, type NamedSegments, planAttributes, planSegments, planTags, planTopics, profileSelection, requireDistinct } from './plans.ts';
+import {
+  addressChannel,
+  EXPORT_KEY_COLUMN,
+  type ExportFile,
+  type NamedSegments,
+  planAttributes,
+  planSegments,
+  planTags,
+  planTopics,
+  profileSelection,
+  requireDistinct,
+} from './plans.ts';
 import * as q from './queries.ts';
 import type { ConsentCountBody, ConsentExportBody } from './schemas.ts';
 
@@ -38,14 +49,35 @@ export function planByConsent(scope: AccountScope, body: ConsentCountBody): ByCo
   const section = sectionOf(scope, body.section_discriminator);
   const topicIds = planTopics(section, body.topic_discriminators);
   if ((body.channel_discriminator === undefined) === (body.channels === undefined)) {
-    throw new Problem('AUD-1907', `Give either channel_discriminator or channels, ${body.channels === undefined ? 'one of them is required' : 'not both'}`);
+    throw new Problem(
+      'AUD-1907',
+      `Give either channel_discriminator or channels, ${body.channels === undefined ? 'one of them is required' : 'not both'}`,
+    );
   }
   // One channel gives a column headed by the name of its address attribute (Email, Mobile); `channels` name theirs.
-  const channels = (body.channels ?? [{ channel_discriminator: body.channel_discriminator!, field_name: undefined }]).map((c, i) => {
-    const found = addressChannel(scope, section, c.channel_discriminator, body.channels ? `channels[${i}].channel_discriminator` : 'channel_discriminator');
-    return { channel: found.channel, addressVersionId: found.addressVersionId, column: c.field_name ?? found.attributeName, named: c.field_name !== undefined };
+  const channels = (
+    body.channels ?? [{ channel_discriminator: body.channel_discriminator!, field_name: undefined }]
+  ).map((c, i) => {
+    const found = addressChannel(
+      scope,
+      section,
+      c.channel_discriminator,
+      body.channels ? `channels[${i}].channel_discriminator` : 'channel_discriminator',
+    );
+    return {
+      channel: found.channel,
+      addressVersionId: found.addressVersionId,
+      column: c.field_name ?? found.attributeName,
+      named: c.field_name !== undefined,
+    };
   });
-  return { section, topicIds, channels, ...planSegments(scope, body.segments), duplicates: body.duplicate_address_filter ?? 'keep' };
+  return {
+    section,
+    topicIds,
+    channels,
+    ...planSegments(scope, body.segments),
+    duplicates: body.duplicate_address_filter ?? 'keep',
+  };
 }
 
 /** Checks a consent export request: the shared fields, its attribute and tag columns, and that every column has its own name. */
@@ -60,7 +92,10 @@ export function planConsentExport(scope: AccountScope, body: ConsentExportBody):
     ...attributes.map((a, i): [string, string] => [a.column, `attributes[${i}].field_name`]),
     ...tags.map((t, i): [string, string] => [t.column, `tags[${i}].field_name`]),
     ...plan.segments.map((s): [string, string] => [s.name, `segments.segment_discriminators.${s.name}`]),
-    ...plan.channels.map((c, i): [string, string] => [c.column, c.named ? `channels[${i}].field_name` : 'channel_discriminator']),
+    ...plan.channels.map((c, i): [string, string] => [
+      c.column,
+      c.named ? `channels[${i}].field_name` : 'channel_discriminator',
+    ]),
     ...(excludeUnsubscribed ? [[SUBSCRIBED_COLUMN, 'exclude_unsubscribed_profiles'] as [string, string]] : []),
   ]);
   return { ...plan, attributes, tags, limit: body.limit ?? null, excludeUnsubscribed };
@@ -78,9 +113,18 @@ export function planConsentCount(scope: AccountScope, body: ConsentCountBody): B
 }
 
 /** The statement's selection of a plan, its SQL bound in `values`. */
-function selectionOf(scope: AccountScope, plan: ByConsentPlan, values: SqlValues, fileOptions?: ConsentExportPlan): q.ConsentSelection {
+function selectionOf(
+  scope: AccountScope,
+  plan: ByConsentPlan,
+  values: SqlValues,
+  fileOptions?: ConsentExportPlan,
+): q.ConsentSelection {
   return {
-    ...profileSelection(scope, values, plan, { attributes: fileOptions?.attributes ?? [], tags: fileOptions?.tags ?? [], limit: fileOptions?.limit ?? null }),
+    ...profileSelection(scope, values, plan, {
+      attributes: fileOptions?.attributes ?? [],
+      tags: fileOptions?.tags ?? [],
+      limit: fileOptions?.limit ?? null,
+    }),
     duplicates: plan.duplicates,
     excludeUnsubscribed: fileOptions?.excludeUnsubscribed ?? false,
   };
@@ -92,8 +136,12 @@ export function consentExportFile(pool: pg.Pool, scope: AccountScope, plan: Cons
   const selection = selectionOf(scope, plan, values, plan);
   return {
     columns: [
-      EXPORT_KEY_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column), ...plan.segments.map((s) => s.name),
-      ...plan.channels.map((c) => c.column), ...(plan.excludeUnsubscribed ? [SUBSCRIBED_COLUMN] : []),
+      EXPORT_KEY_COLUMN,
+      ...plan.attributes.map((a) => a.column),
+      ...plan.tags.map((t) => t.column),
+      ...plan.segments.map((s) => s.name),
+      ...plan.channels.map((c) => c.column),
+      ...(plan.excludeUnsubscribed ? [SUBSCRIBED_COLUMN] : []),
     ],
     rows: q.consentExportCsv(pool, values, selection),
   };
@@ -104,7 +152,11 @@ export function consentExportFile(pool: pg.Pool, scope: AccountScope, plan: Cons
  * request would hold (total_profile_count, and the deprecated profile_count with the same value),
  * and per `channels[].field_name` those of them it would give an address on that channel.
  */
-export async function consentCountResult(db: Queryable, scope: AccountScope, plan: ByConsentPlan): Promise<Record<string, number>> {
+export async function consentCountResult(
+  db: Queryable,
+  scope: AccountScope,
+  plan: ByConsentPlan,
+): Promise<Record<string, number>> {
   const values = new SqlValues();
   const counts = await q.countConsentExport(db, values, selectionOf(scope, plan, values));
   const perChannel = plan.channels.flatMap((c, i) => (c.named ? [[c.column, counts.channels[i]] as const] : []));

@@ -6,7 +6,14 @@ import type { SectionDefs } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import { chosenQuery, knownProfileSql } from '../segments/segments.ts';
-import { EXPORT_KEY_COLUMN, type ExportFile, planAttributes, planTags, profileSelection, requireDistinct } from './plans.ts';
+import {
+  EXPORT_KEY_COLUMN,
+  type ExportFile,
+  planAttributes,
+  planTags,
+  profileSelection,
+  requireDistinct,
+} from './plans.ts';
 import * as q from './queries.ts';
 import type { SegmentExportBody } from './schemas.ts';
 
@@ -34,18 +41,41 @@ export function planSegmentExport(scope: AccountScope, body: SegmentExportBody):
     ...attributes.map((a, i): [string, string] => [a.column, `attributes[${i}].field_name`]),
     ...tags.map((t, i): [string, string] => [t.column, `tags[${i}].field_name`]),
   ]);
-  return { section, expression, timeZone, known: body.known_profiles ?? null, attributes, tags, limit: body.limit ?? null };
+  return {
+    section,
+    expression,
+    timeZone,
+    known: body.known_profiles ?? null,
+    attributes,
+    tags,
+    limit: body.limit ?? null,
+  };
 }
 
 /** The file of a profile in segment export: its header and its rows, streamed from the database. */
 export function segmentExportFile(pool: pg.Pool, scope: AccountScope, plan: SegmentExportPlan): ExportFile {
   const values = new SqlValues();
-  const base = profileSelection(scope, values, {
-    section: plan.section, topicIds: [], channels: [],
-    segments: [{ name: 'segment', expression: plan.expression }], timeZone: plan.timeZone, filter: { kind: 'name', name: 'segment' },
-  }, plan);
+  const base = profileSelection(
+    scope,
+    values,
+    {
+      section: plan.section,
+      topicIds: [],
+      channels: [],
+      segments: [{ name: 'segment', expression: plan.expression }],
+      timeZone: plan.timeZone,
+      filter: { kind: 'name', name: 'segment' },
+    },
+    plan,
+  );
   const { known } = plan;
-  const selection = { ...base, known: known === null ? null : (profile: string) => knownProfileSql(scope, values, { account: base.account, profile, wanted: known }) };
+  const selection = {
+    ...base,
+    known:
+      known === null
+        ? null
+        : (profile: string) => knownProfileSql(scope, values, { account: base.account, profile, wanted: known }),
+  };
   return {
     columns: [EXPORT_KEY_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column)],
     rows: q.segmentExportCsv(pool, values, selection),

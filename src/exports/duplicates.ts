@@ -4,7 +4,18 @@ import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import { addressChannel, EXPORT_KEY_COLUMN, type ExportFile, type NamedSegments, planAttributes, planSegments, planTags, planTopics, profileSelection, requireDistinct } from './plans.ts';
+import {
+  addressChannel,
+  EXPORT_KEY_COLUMN,
+  type ExportFile,
+  type NamedSegments,
+  planAttributes,
+  planSegments,
+  planTags,
+  planTopics,
+  profileSelection,
+  requireDistinct,
+} from './plans.ts';
 import * as q from './queries.ts';
 import type { DuplicateExportBody } from './schemas.ts';
 
@@ -31,18 +42,32 @@ export interface DuplicateExportPlan extends NamedSegments {
 export function planDuplicateExport(scope: AccountScope, body: DuplicateExportBody): DuplicateExportPlan {
   const section = sectionOf(scope, body.section_discriminator);
   const field = 'find_duplicates_by_attribute_version_id';
-  const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === body.find_duplicates_by_attribute_version_id));
-  if (!attribute) throw new Problem('AUD-1206', `${field}: attribute version "${body.find_duplicates_by_attribute_version_id}" is not defined in section "${section.discriminator}"`);
+  const attribute = section.attributes.find((a) =>
+    a.versions.some((v) => v.id === body.find_duplicates_by_attribute_version_id),
+  );
+  if (!attribute)
+    throw new Problem(
+      'AUD-1206',
+      `${field}: attribute version "${body.find_duplicates_by_attribute_version_id}" is not defined in section "${section.discriminator}"`,
+    );
   if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
   // The topics decide who may be contacted on the channel: one without the other says nothing.
   if ((body.channel_discriminator === undefined) !== (body.topic_discriminators === undefined)) {
-    throw new Problem('AUD-1909', body.channel_discriminator === undefined
-      ? 'topic_discriminators: the topics say who may be contacted on a channel; give channel_discriminator too'
-      : 'channel_discriminator: who may be contacted on the channel depends on topics; give topic_discriminators too');
+    throw new Problem(
+      'AUD-1909',
+      body.channel_discriminator === undefined
+        ? 'topic_discriminators: the topics say who may be contacted on a channel; give channel_discriminator too'
+        : 'channel_discriminator: who may be contacted on the channel depends on topics; give topic_discriminators too',
+    );
   }
   const topicIds = planTopics(section, body.topic_discriminators ?? []);
-  const found = body.channel_discriminator === undefined ? undefined : addressChannel(scope, section, body.channel_discriminator, 'channel_discriminator');
-  const channels = found ? [{ channel: found.channel, addressVersionId: found.addressVersionId, column: found.attributeName }] : [];
+  const found =
+    body.channel_discriminator === undefined
+      ? undefined
+      : addressChannel(scope, section, body.channel_discriminator, 'channel_discriminator');
+  const channels = found
+    ? [{ channel: found.channel, addressVersionId: found.addressVersionId, column: found.attributeName }]
+    : [];
   const named = planSegments(scope, body.segments);
   const attributes = planAttributes(section, body.attributes);
   const tags = planTags(section, body.tags);
@@ -54,7 +79,16 @@ export function planDuplicateExport(scope: AccountScope, body: DuplicateExportBo
     ...named.segments.map((s): [string, string] => [s.name, `the segment "${s.name}"`]),
     ...channels.map((c): [string, string] => [c.column, 'channel_discriminator']),
   ]);
-  return { section, duplicateVersionId: body.find_duplicates_by_attribute_version_id, topicIds, channels, ...named, attributes, tags, limit: body.limit ?? null };
+  return {
+    section,
+    duplicateVersionId: body.find_duplicates_by_attribute_version_id,
+    topicIds,
+    channels,
+    ...named,
+    attributes,
+    tags,
+    limit: body.limit ?? null,
+  };
 }
 
 /** The file of a duplicate export: its header and its rows, streamed from the database. */
@@ -63,8 +97,12 @@ export function duplicateExportFile(pool: pg.Pool, scope: AccountScope, plan: Du
   const selection = { ...profileSelection(scope, values, plan, plan), duplicateVersionId: plan.duplicateVersionId };
   return {
     columns: [
-      EXPORT_KEY_COLUMN, DUPLICATE_VALUE_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column),
-      ...plan.segments.map((s) => s.name), ...plan.channels.map((c) => c.column),
+      EXPORT_KEY_COLUMN,
+      DUPLICATE_VALUE_COLUMN,
+      ...plan.attributes.map((a) => a.column),
+      ...plan.tags.map((t) => t.column),
+      ...plan.segments.map((s) => s.name),
+      ...plan.channels.map((c) => c.column),
     ],
     rows: q.duplicateExportCsv(pool, values, selection),
   };

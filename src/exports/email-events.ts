@@ -28,8 +28,26 @@ import type { EmailEventExportBody, EmailReportStatus } from './schemas.ts';
 
 /** The default columns of SPEC §2.16, in order. */
 export const EMAIL_EVENT_COLUMNS = [
-  'activity_id', 'split_id', 'activity_name', 'split_activity_name', 'sender', 'subject', 'address', 'variation', 'type', 'correlation_id',
-  'event_time', 'server_time', 'device', 'location', 'link_id', 'link_url', 'link_title', 'bounce_code', 'unsubscribe_topic', 'abuse_section',
+  'activity_id',
+  'split_id',
+  'activity_name',
+  'split_activity_name',
+  'sender',
+  'subject',
+  'address',
+  'variation',
+  'type',
+  'correlation_id',
+  'event_time',
+  'server_time',
+  'device',
+  'location',
+  'link_id',
+  'link_url',
+  'link_title',
+  'bounce_code',
+  'unsubscribe_topic',
+  'abuse_section',
 ] as const;
 
 /** SPEC §8: a window of at most three months. */
@@ -46,7 +64,15 @@ function addMonths(time: number, months: number): number {
   const d = new Date(time);
   const month = d.getUTCMonth() + months;
   const lastDay = new Date(Date.UTC(d.getUTCFullYear(), month + 1, 0)).getUTCDate();
-  return Date.UTC(d.getUTCFullYear(), month, Math.min(d.getUTCDate(), lastDay), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds(), d.getUTCMilliseconds());
+  return Date.UTC(
+    d.getUTCFullYear(),
+    month,
+    Math.min(d.getUTCDate(), lastDay),
+    d.getUTCHours(),
+    d.getUTCMinutes(),
+    d.getUTCSeconds(),
+    d.getUTCMilliseconds(),
+  );
 }
 
 export interface EmailEventExportPlan {
@@ -54,7 +80,9 @@ export interface EmailEventExportPlan {
   to: Date;
   segment: { expression: Expression; timeZone: string } | null;
   /** The mapped columns in the request's order: attributes, then tags. */
-  mapped: ({ column: string; sectionId: string; versionId: string } | { column: string; sectionId: string; tagId: string })[];
+  mapped: (
+    { column: string; sectionId: string; versionId: string } | { column: string; sectionId: string; tagId: string }
+  )[];
 }
 
 /**
@@ -66,26 +94,55 @@ export function planEmailEventExport(scope: AccountScope, body: EmailEventExport
   const from = Date.parse(body.start_at);
   const longest = addMonths(from, WINDOW_MONTHS);
   const to = body.end_at === undefined ? longest : Date.parse(body.end_at);
-  if (to < from) throw new Problem('AUD-1910', `end_at (${body.end_at}) must not be before start_at (${body.start_at})`);
-  if (to > longest) throw new Problem('AUD-1911', `end_at (${body.end_at}): the window from start_at is at most three months, to ${new Date(longest).toISOString()}`);
+  if (to < from)
+    throw new Problem('AUD-1910', `end_at (${body.end_at}) must not be before start_at (${body.start_at})`);
+  if (to > longest)
+    throw new Problem(
+      'AUD-1911',
+      `end_at (${body.end_at}): the window from start_at is at most three months, to ${new Date(longest).toISOString()}`,
+    );
   const filter = body.segment_filter;
   const segment = filter
-    ? { expression: segmentExpression(scope.defs, filter, 'segment_filter'), timeZone: checkTimeZone(filter.timezone, 'segment_filter.timezone') }
+    ? {
+        expression: segmentExpression(scope.defs, filter, 'segment_filter'),
+        timeZone: checkTimeZone(filter.timezone, 'segment_filter.timezone'),
+      }
     : null;
   const attributes = (body.additional_attribute_mappings ?? []).map((m, i) => {
-    const section = sectionAt(scope, m.section_discriminator, `additional_attribute_mappings[${i}].section_discriminator`);
-    requireAttributeVersion(section, m.attribute_version_id, `additional_attribute_mappings[${i}].attribute_version_id`);
-    return { column: `${m.field_name} (version_id: ${m.attribute_version_id})`, sectionId: section.id, versionId: m.attribute_version_id, field: `additional_attribute_mappings[${i}]` };
+    const section = sectionAt(
+      scope,
+      m.section_discriminator,
+      `additional_attribute_mappings[${i}].section_discriminator`,
+    );
+    requireAttributeVersion(
+      section,
+      m.attribute_version_id,
+      `additional_attribute_mappings[${i}].attribute_version_id`,
+    );
+    return {
+      column: `${m.field_name} (version_id: ${m.attribute_version_id})`,
+      sectionId: section.id,
+      versionId: m.attribute_version_id,
+      field: `additional_attribute_mappings[${i}]`,
+    };
   });
   const tags = (body.additional_tag_mappings ?? []).map((m, i) => {
     const section = sectionAt(scope, m.section_discriminator, `additional_tag_mappings[${i}].section_discriminator`);
     const tag = visibleTag(section, m.tag_discriminator, `additional_tag_mappings[${i}].tag_discriminator`);
-    return { column: `${m.field_name} (version_id: ${m.tag_discriminator})`, sectionId: section.id, tagId: tag.tag_id, field: `additional_tag_mappings[${i}]` };
+    return {
+      column: `${m.field_name} (version_id: ${m.tag_discriminator})`,
+      sectionId: section.id,
+      tagId: tag.tag_id,
+      field: `additional_tag_mappings[${i}]`,
+    };
   });
   const mapped = [...attributes, ...tags];
   const sections = new Set(mapped.map((m) => m.sectionId));
   if (sections.size > MAX_SECTIONS) {
-    throw new Problem('AUD-1007', `additional_attribute_mappings, additional_tag_mappings: the mappings span ${sections.size} sections, at most ${MAX_SECTIONS}`);
+    throw new Problem(
+      'AUD-1007',
+      `additional_attribute_mappings, additional_tag_mappings: the mappings span ${sections.size} sections, at most ${MAX_SECTIONS}`,
+    );
   }
   requireDistinct(mapped.map((m) => [m.column, m.field]));
   return { from: new Date(from), to: new Date(to), segment, mapped: mapped.map(({ field: _, ...m }) => m) };
@@ -101,7 +158,11 @@ const PIECE = 64 * 1024;
  * each line, which costs the server far less than csv-stringify over rows of cells
  * (docs/benchmarks.md "Activities"); the lines stream through a cursor.
  */
-export async function* emailEventExportFile(pool: pg.Pool, scope: AccountScope, plan: EmailEventExportPlan): AsyncGenerator<string> {
+export async function* emailEventExportFile(
+  pool: pg.Pool,
+  scope: AccountScope,
+  plan: EmailEventExportPlan,
+): AsyncGenerator<string> {
   const values = new SqlValues();
   const account = values.add(scope.accountId, 'bigint');
   const sectionIds = scope.defs.sections.map((s) => s.id);
@@ -110,12 +171,24 @@ export async function* emailEventExportFile(pool: pg.Pool, scope: AccountScope, 
   const rows = q.streamEmailEventRows(pool, values, {
     account,
     events: emailEventsSql(values, { account, sectionIds, from: plan.from, to: plan.to }),
-    sections: scope.defs.sections.map((s) => ({ id: s.id, discriminator: s.discriminator, addressVersionId: (emailAttribute && currentVersionId(s, emailAttribute)) ?? null })),
-    segment: plan.segment ? compilePredicate(plan.segment.expression, { account, now: scope.now.getTime(), timeZone: plan.segment.timeZone }, values) : null,
+    sections: scope.defs.sections.map((s) => ({
+      id: s.id,
+      discriminator: s.discriminator,
+      addressVersionId: (emailAttribute && currentVersionId(s, emailAttribute)) ?? null,
+    })),
+    segment: plan.segment
+      ? compilePredicate(
+          plan.segment.expression,
+          { account, now: scope.now.getTime(), timeZone: plan.segment.timeZone },
+          values,
+        )
+      : null,
     firstSourceTime: new Date(FIRST_SOURCE_TIME),
     mapped: plan.mapped,
   });
-  let text = stringify([[...EMAIL_EVENT_COLUMNS, ...plan.mapped.map((m) => m.column)]], { record_delimiter: 'windows' });
+  let text = stringify([[...EMAIL_EVENT_COLUMNS, ...plan.mapped.map((m) => m.column)]], {
+    record_delimiter: 'windows',
+  });
   for await (const [line] of rows) {
     text += `${line as string}\r\n`;
     if (text.length >= PIECE) {
@@ -134,12 +207,18 @@ type Grant = { secret: string; accountId: string; reportId: string; expiresAt: n
 /** A credential: its expiry and an HMAC of what it opens, in the form it is given in (URL or header). */
 function credential(g: Grant): string {
   const key = crypto.createHmac('sha256', g.secret).update('email event export downloads').digest();
-  const mac = crypto.createHmac('sha256', key).update(`${g.form}\n${g.accountId}\n${g.reportId}\n${g.expiresAt}`).digest('base64url');
+  const mac = crypto
+    .createHmac('sha256', key)
+    .update(`${g.form}\n${g.accountId}\n${g.reportId}\n${g.expiresAt}`)
+    .digest('base64url');
   return `${g.expiresAt}.${mac}`;
 }
 
 /** The status of an email event export, and with a completed one the token of a header_auth URL. */
-export interface EmailReportAnswer { body: EmailReportStatus; headerToken?: string }
+export interface EmailReportAnswer {
+  body: EmailReportStatus;
+  headerToken?: string;
+}
 
 /**
  * GET /emails/reports/{id} (SPEC §4.8, EEX-07 to EEX-15): `requested`, `completed` or `error`;
@@ -148,7 +227,13 @@ export interface EmailReportAnswer { body: EmailReportStatus; headerToken?: stri
  * that the download needs in a header; without it, the URL carries its own. 404 for an id that is
  * no email event export of the account; 410 once the file has expired.
  */
-export async function emailReportStatus(db: Queryable, scope: AccountScope, publicUrl: string, reportId: string, headerAuth: boolean): Promise<EmailReportAnswer> {
+export async function emailReportStatus(
+  db: Queryable,
+  scope: AccountScope,
+  publicUrl: string,
+  reportId: string,
+  headerAuth: boolean,
+): Promise<EmailReportAnswer> {
   requireAllSections(scope, 'an email event export');
   const row = await q.findExport(db, scope.accountId, reportId);
   if (!row || row.kind !== 'email-events') throw new Problem('AUD-1903', `No email event export "${reportId}"`);
@@ -158,7 +243,12 @@ export async function emailReportStatus(db: Queryable, scope: AccountScope, publ
     case 'in_progress':
       return { body: { report_id: reportId, result: { status: 'requested', ...none } } };
     case 'failed':
-      return { body: { report_id: reportId, result: { status: 'error', ...none, message: row.message ?? 'the export could not be written' } } };
+      return {
+        body: {
+          report_id: reportId,
+          result: { status: 'error', ...none, message: row.message ?? 'the export could not be written' },
+        },
+      };
     case 'expired':
       throw gone(reportId);
     case 'ready': {
@@ -168,17 +258,25 @@ export async function emailReportStatus(db: Queryable, scope: AccountScope, publ
       const grant = { secret: scope.secret, accountId: scope.accountId, reportId, expiresAt };
       const url = `${publicUrl}/files/email-events/${scope.accountId}/${reportId}`;
       const result = {
-        status: 'completed' as const, message: null,
+        status: 'completed' as const,
+        message: null,
         file_download_url: headerAuth ? url : `${url}?token=${credential({ ...grant, form: 'url' })}`,
-        file_download_url_expires_at: new Date(expiresAt).toISOString(), file_expires_at: new Date(fileExpiresAt).toISOString(),
+        file_download_url_expires_at: new Date(expiresAt).toISOString(),
+        file_expires_at: new Date(fileExpiresAt).toISOString(),
       };
-      return { body: { report_id: reportId, result }, ...(headerAuth ? { headerToken: credential({ ...grant, form: 'header' }) } : {}) };
+      return {
+        body: { report_id: reportId, result },
+        ...(headerAuth ? { headerToken: credential({ ...grant, form: 'header' }) } : {}),
+      };
     }
   }
 }
 
 function gone(reportId: string): Problem {
-  return new Problem('AUD-1902', `The email event export "${reportId}" is no longer available (its file is kept for one day); request a new one`);
+  return new Problem(
+    'AUD-1902',
+    `The email event export "${reportId}" is no longer available (its file is kept for one day); request a new one`,
+  );
 }
 
 /**
@@ -187,19 +285,45 @@ function gone(reportId: string): Problem {
  * otherwise), the file still kept (410 otherwise) and the credential not expired (403). Answers
  * the stored gzip-compressed CSV.
  */
-export async function readEmailReportFile(db: Queryable, files: FileStore, scope: AccountScope, reportId: string, given: { token?: string; headerToken?: string }): Promise<Readable> {
-  const refused = new Problem('AUD-1913', 'The download URL needs its credential: the token of the URL, or with header_auth the token of the status answer in the x-<vendor>-auth header; call the status endpoint for a new URL');
-  const [form, text] = given.token !== undefined ? ['url', given.token] as const : given.headerToken !== undefined ? ['header', given.headerToken] as const : [undefined, ''];
+export async function readEmailReportFile(
+  db: Queryable,
+  files: FileStore,
+  scope: AccountScope,
+  reportId: string,
+  given: { token?: string; headerToken?: string },
+): Promise<Readable> {
+  const refused = new Problem(
+    'AUD-1913',
+    'The download URL needs its credential: the token of the URL, or with header_auth the token of the status answer in the x-<vendor>-auth header; call the status endpoint for a new URL',
+  );
+  const [form, text] =
+    given.token !== undefined
+      ? (['url', given.token] as const)
+      : given.headerToken !== undefined
+        ? (['header', given.headerToken] as const)
+        : [undefined, ''];
   if (form === undefined) throw refused;
   const expiresAt = Number(text.split('.')[0]);
   if (!Number.isSafeInteger(expiresAt)) throw refused;
-  const expected = Buffer.from(credential({ secret: scope.secret, accountId: scope.accountId, reportId, expiresAt, form }));
+  const expected = Buffer.from(
+    credential({ secret: scope.secret, accountId: scope.accountId, reportId, expiresAt, form }),
+  );
   const actual = Buffer.from(text);
   if (actual.length !== expected.length || !crypto.timingSafeEqual(actual, expected)) throw refused;
   const row = await q.findExport(db, scope.accountId, reportId);
-  if (!row || row.kind !== 'email-events' || row.status !== 'ready' || row.expires_at!.getTime() <= scope.now.getTime() || !(await files.exists(row.file_key!))) {
+  if (
+    !row ||
+    row.kind !== 'email-events' ||
+    row.status !== 'ready' ||
+    row.expires_at!.getTime() <= scope.now.getTime() ||
+    !(await files.exists(row.file_key!))
+  ) {
     throw gone(reportId);
   }
-  if (expiresAt < scope.now.getTime()) throw new Problem('AUD-1912', `This download URL expired at ${new Date(expiresAt).toISOString()}; call the status endpoint for a new one`);
+  if (expiresAt < scope.now.getTime())
+    throw new Problem(
+      'AUD-1912',
+      `This download URL expired at ${new Date(expiresAt).toISOString()}; call the status endpoint for a new one`,
+    );
   return files.read(row.file_key!);
 }

@@ -38,7 +38,10 @@ export interface EventExportPlan {
 export function planEventExport(scope: AccountScope, body: EventExportBody): EventExportPlan {
   const filter = body.segment_filter;
   const segment = filter
-    ? { expression: segmentExpression(scope.defs, filter, 'segment_filter'), timeZone: checkTimeZone(filter.timezone, 'segment_filter.timezone') }
+    ? {
+        expression: segmentExpression(scope.defs, filter, 'segment_filter'),
+        timeZone: checkTimeZone(filter.timezone, 'segment_filter.timezone'),
+      }
     : null;
   const sections = new Map<string, SectionDefs>();
   const named = (discriminator: string, field: string) => {
@@ -60,16 +63,26 @@ export function planEventExport(scope: AccountScope, body: EventExportBody): Eve
   if (body.events) {
     const from = Date.parse(body.events.start_at);
     const to = body.events.end_at === undefined ? from + DEFAULT_WINDOW_MS : Date.parse(body.events.end_at);
-    if (to <= from) throw new Problem('AUD-1910', `events.end_at (${body.events.end_at}) must be after events.start_at (${body.events.start_at})`);
+    if (to <= from)
+      throw new Problem(
+        'AUD-1910',
+        `events.end_at (${body.events.end_at}) must be after events.start_at (${body.events.start_at})`,
+      );
     // Without types, every visible event of the sections the attributes and tags name: only what the request names is exported.
     const versionIds = body.events.types
       ? body.events.types.map((t, i) => {
-        const section = named(t.section_discriminator, `events.types[${i}].section_discriminator`);
-        const event = section.events.find((e) => !e.hidden && e.versions.some((v) => v.id === t.event_version_id));
-        if (!event) throw new Problem('AUD-1220', `events.types[${i}].event_version_id: "${t.event_version_id}" is not a version of a visible event of section "${section.discriminator}"`);
-        return t.event_version_id;
-      })
-      : [...sections.values()].flatMap((s) => s.events.filter((e) => !e.hidden).flatMap((e) => e.versions.map((v) => v.id)));
+          const section = named(t.section_discriminator, `events.types[${i}].section_discriminator`);
+          const event = section.events.find((e) => !e.hidden && e.versions.some((v) => v.id === t.event_version_id));
+          if (!event)
+            throw new Problem(
+              'AUD-1220',
+              `events.types[${i}].event_version_id: "${t.event_version_id}" is not a version of a visible event of section "${section.discriminator}"`,
+            );
+          return t.event_version_id;
+        })
+      : [...sections.values()].flatMap((s) =>
+          s.events.filter((e) => !e.hidden).flatMap((e) => e.versions.map((v) => v.id)),
+        );
     events = { versionIds, from: new Date(from), to: new Date(to) };
   }
   return { segment, sectionIds: [...sections.keys()], attributes, tags, events };
@@ -88,7 +101,11 @@ export function planEventExport(scope: AccountScope, body: EventExportBody): Eve
  * time: the document is never whole in memory. A request with no attribute and no tag holds no
  * profile (SPEC §4.7).
  */
-export async function* eventExportDocument(pool: pg.Pool, scope: AccountScope, plan: EventExportPlan): AsyncGenerator<string> {
+export async function* eventExportDocument(
+  pool: pg.Pool,
+  scope: AccountScope,
+  plan: EventExportPlan,
+): AsyncGenerator<string> {
   if (plan.attributes.length === 0 && plan.tags.length === 0) {
     yield '{}';
     return;
@@ -99,7 +116,13 @@ export async function* eventExportDocument(pool: pg.Pool, scope: AccountScope, p
   const rows = q.streamEventExportRows(pool, values, {
     account,
     // Judged profile by profile: under "or" the set form would be run again for every profile.
-    segment: segment ? compilePredicate(segment.expression, { account, now: scope.now.getTime(), timeZone: segment.timeZone, perProfile: true }, values) : null,
+    segment: segment
+      ? compilePredicate(
+          segment.expression,
+          { account, now: scope.now.getTime(), timeZone: segment.timeZone, perProfile: true },
+          values,
+        )
+      : null,
     sectionIds: plan.sectionIds,
     keys: [
       ...plan.attributes.map((a) => ({ sectionId: a.sectionId, key: a.versionId, stored: a.versionId, tag: false })),
@@ -134,13 +157,15 @@ async function* jsonDocument(rows: AsyncIterable<q.EventExportRow>, withEvents: 
       firstEvent = true;
     } else {
       const time = row.eventTime.getTime();
-      text += (firstEvent ? '' : ',') + JSON.stringify({
-        correlationId: row.correlationId,
-        sourceEventTime: time < FIRST_SOURCE_TIME ? 0 : time,
-        typeId: row.versionId,
-        createdAt: row.createdAt.getTime(),
-        data: row.data,
-      });
+      text +=
+        (firstEvent ? '' : ',') +
+        JSON.stringify({
+          correlationId: row.correlationId,
+          sourceEventTime: time < FIRST_SOURCE_TIME ? 0 : time,
+          typeId: row.versionId,
+          createdAt: row.createdAt.getTime(),
+          data: row.data,
+        });
       firstEvent = false;
     }
     if (text.length >= PIECE) {

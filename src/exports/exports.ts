@@ -40,12 +40,18 @@ export type ExportRequest = { [K in keyof ExportBodies]: { kind: K; body: Export
 /** The request of a stored file or count export. Its body was checked against its kind's schema when it was created. */
 function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportRequest {
   switch (row.kind) {
-    case 'consents': return { kind: row.kind, body: row.request };
-    case 'consents-count': return { kind: row.kind, body: row.request };
-    case 'duplicates': return { kind: row.kind, body: row.request };
-    case 'segments': return { kind: row.kind, body: row.request };
-    case 'events': return { kind: row.kind, body: row.request };
-    case 'email-events': return { kind: row.kind, body: row.request };
+    case 'consents':
+      return { kind: row.kind, body: row.request };
+    case 'consents-count':
+      return { kind: row.kind, body: row.request };
+    case 'duplicates':
+      return { kind: row.kind, body: row.request };
+    case 'segments':
+      return { kind: row.kind, body: row.request };
+    case 'events':
+      return { kind: row.kind, body: row.request };
+    case 'email-events':
+      return { kind: row.kind, body: row.request };
   }
 }
 
@@ -104,11 +110,20 @@ export async function createExport(tx: Queryable, scope: AccountScope, request: 
  * Holds one of the account's pending places (429 beyond `pending_exports`) and stores a checked
  * export request with its job of kind `job` in the caller's transaction. Answers the export's id.
  */
-export async function queueExport(tx: Queryable, scope: AccountScope, stored: Pick<q.StoredRequest, 'kind' | 'request'>, job: string): Promise<string> {
+export async function queueExport(
+  tx: Queryable,
+  scope: AccountScope,
+  stored: Pick<q.StoredRequest, 'kind' | 'request'>,
+  job: string,
+): Promise<string> {
   await q.lockAccountExports(tx, scope.accountId);
   const pending = await q.countPendingExports(tx, scope.accountId);
   const limit = scope.limits.pending_exports;
-  if (limit !== null && pending >= limit) throw new Problem('AUD-1905', `Pending export limit reached: the account has ${pending} exports in progress, at most ${limit}; retry when one is ready`);
+  if (limit !== null && pending >= limit)
+    throw new Problem(
+      'AUD-1905',
+      `Pending export limit reached: the account has ${pending} exports in progress, at most ${limit}; retry when one is ready`,
+    );
   const exportId = crypto.randomUUID();
   await q.insertExport(tx, scope.accountId, { ...stored, exportId, createdAt: scope.now });
   await enqueue(tx, scope.accountId, job, { export_id: exportId });
@@ -136,7 +151,12 @@ export type ReadyAnswer = { file: ExportDownload } | { result: Record<string, nu
  * JSON forms": nothing more is stored, and the rows are the CSV's by construction).
  */
 function downloadOf(files: FileStore, kind: q.ExportRowDb['kind'], key: string): ExportDownload {
-  const types = kind === 'events' || kind === 'single' ? [JSON_TYPE] : kind === 'segments' ? [CSV_TYPE, XLSX_TYPE, JSON_TYPE] : [CSV_TYPE, XLSX_TYPE];
+  const types =
+    kind === 'events' || kind === 'single'
+      ? [JSON_TYPE]
+      : kind === 'segments'
+        ? [CSV_TYPE, XLSX_TYPE, JSON_TYPE]
+        : [CSV_TYPE, XLSX_TYPE];
   return {
     types,
     read(type) {
@@ -154,17 +174,42 @@ function downloadOf(files: FileStore, kind: q.ExportRowDb['kind'], key: string):
  * `single` form, the data URL of a single profile export, answers as the first one but 404 for
  * an unknown id; each form knows only its own exports.
  */
-export async function pollExport(db: Queryable, files: FileStore, scope: AccountScope, exportId: string, form: 'v1' | 'single'): Promise<ReadyAnswer>;
-export async function pollExport(db: Queryable, files: FileStore, scope: AccountScope, exportId: string, form: 'v1' | 'v2' | 'single'): Promise<PollAnswer>;
-export async function pollExport(db: Queryable, files: FileStore, scope: AccountScope, exportId: string, form: 'v1' | 'v2' | 'single'): Promise<PollAnswer> {
+export async function pollExport(
+  db: Queryable,
+  files: FileStore,
+  scope: AccountScope,
+  exportId: string,
+  form: 'v1' | 'single',
+): Promise<ReadyAnswer>;
+export async function pollExport(
+  db: Queryable,
+  files: FileStore,
+  scope: AccountScope,
+  exportId: string,
+  form: 'v1' | 'v2' | 'single',
+): Promise<PollAnswer>;
+export async function pollExport(
+  db: Queryable,
+  files: FileStore,
+  scope: AccountScope,
+  exportId: string,
+  form: 'v1' | 'v2' | 'single',
+): Promise<PollAnswer> {
   requireAllSections(scope, 'downloading a data export');
-  const gone = new Problem('AUD-1902', `The export "${exportId}" is no longer available (ready exports are kept for one day); request a new one`);
+  const gone = new Problem(
+    'AUD-1902',
+    `The export "${exportId}" is no longer available (ready exports are kept for one day); request a new one`,
+  );
   const found = await q.findExport(db, scope.accountId, exportId);
   // Each form knows only its own exports; an email event export is read at /emails/reports (email-events.ts).
-  const row = found && found.kind !== 'email-events' && (found.kind === 'single') === (form === 'single') ? found : undefined;
+  const row =
+    found && found.kind !== 'email-events' && (found.kind === 'single') === (form === 'single') ? found : undefined;
   if (!row) {
     if (form !== 'v1') throw new Problem('AUD-1903', `No export "${exportId}"`);
-    throw new Problem('AUD-1902', `No export "${exportId}" is available: the id is unknown, or the export is no longer available`);
+    throw new Problem(
+      'AUD-1902',
+      `No export "${exportId}" is available: the id is unknown, or the export is no longer available`,
+    );
   }
   switch (row.status) {
     case 'queued':
@@ -172,7 +217,10 @@ export async function pollExport(db: Queryable, files: FileStore, scope: Account
       if (form === 'v2') return { inProgress: true };
       throw new Problem('AUD-1901', `The export "${exportId}" is in progress; poll again later`);
     case 'failed':
-      throw new Problem('AUD-1904', `The export "${exportId}" failed (${row.message ?? 'no reason recorded'}); request a new export`);
+      throw new Problem(
+        'AUD-1904',
+        `The export "${exportId}" failed (${row.message ?? 'no reason recorded'}); request a new export`,
+      );
     case 'expired':
       throw gone;
     case 'ready':
@@ -193,7 +241,12 @@ export interface ExportDeps {
 }
 
 /** Writes what `source` reads, through `transforms`, gzip-compressed into the store: streamed, never whole in memory. */
-async function writeCompressed(files: FileStore, key: string, source: Readable, ...transforms: Transform[]): Promise<void> {
+async function writeCompressed(
+  files: FileStore,
+  key: string,
+  source: Readable,
+  ...transforms: Transform[]
+): Promise<void> {
   const gzip = zlib.createGzip();
   // A failing read (the database, a broken cursor or COPY) fails the gzip stream, and so the store's write, which then keeps nothing.
   pipeline([source, ...transforms, gzip], () => {});
@@ -271,12 +324,16 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
   try {
     const planned = plan(scope, requestOf(row));
     // The event export's file is JSON; the others' CSV (the email event export's written as a document); a count has none.
-    const fileKey = row.kind === 'consents-count' ? null : `exports/${accountId}/${exportId}.${row.kind === 'events' ? 'json' : 'csv'}.gz`;
+    const fileKey =
+      row.kind === 'consents-count'
+        ? null
+        : `exports/${accountId}/${exportId}.${row.kind === 'events' ? 'json' : 'csv'}.gz`;
     // A job taken up again after its worker died (its lease ran out) writes the file from the
     // start; what the dead worker had written of it, under a temporary name, goes first.
     if (fileKey !== null && job.attempts > 1) await deps.files.remove(fileKey);
     const output = await planned.produce(deps.pool);
-    if ('result' in output) return await markExportReady(deps, accountId, exportId, { fileKey: null, result: output.result });
+    if ('result' in output)
+      return await markExportReady(deps, accountId, exportId, { fileKey: null, result: output.result });
     if ('file' in output) {
       await writeCompressed(deps.files, fileKey!, output.file.rows, csvFile(output.file.columns));
     } else {
@@ -292,7 +349,13 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
  * Marks an export ready for one day with its file or its result and, for a file, queues its
  * sweeper, in one transaction with what `alongside` writes.
  */
-export async function markExportReady(deps: ExportDeps, accountId: string, exportId: string, ready: { fileKey: string | null; result: Record<string, number> | null }, alongside?: (tx: Queryable) => Promise<void>): Promise<void> {
+export async function markExportReady(
+  deps: ExportDeps,
+  accountId: string,
+  exportId: string,
+  ready: { fileKey: string | null; result: Record<string, number> | null },
+  alongside?: (tx: Queryable) => Promise<void>,
+): Promise<void> {
   const readyAt = new Date(deps.clock());
   const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);
   await withTransaction(deps.pool, async (tx) => {
@@ -309,7 +372,8 @@ export async function markExportReady(deps: ExportDeps, accountId: string, expor
  */
 export async function failExport(deps: ExportDeps, job: Job, exportId: string, err: unknown): Promise<void> {
   if (err instanceof Problem) return q.setExportFailed(deps.pool, job.accountId, exportId, err.detail);
-  if (job.attempts >= MAX_ATTEMPTS) await q.setExportFailed(deps.pool, job.accountId, exportId, 'the export could not be written');
+  if (job.attempts >= MAX_ATTEMPTS)
+    await q.setExportFailed(deps.pool, job.accountId, exportId, 'the export could not be written');
   throw err;
 }
 
@@ -324,7 +388,13 @@ export async function sweepExport(deps: ExportDeps, job: Job): Promise<void> {
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.status !== 'ready' || row.file_key === null) return;
   if (row.expires_at!.getTime() > deps.clock()) {
-    await enqueue(deps.pool, accountId, EXPORT_SWEEP_JOB, { export_id: exportId }, new Date(row.expires_at!.getTime() + SWEEP_RETRY_MS));
+    await enqueue(
+      deps.pool,
+      accountId,
+      EXPORT_SWEEP_JOB,
+      { export_id: exportId },
+      new Date(row.expires_at!.getTime() + SWEEP_RETRY_MS),
+    );
     return;
   }
   await deps.files.remove(row.file_key);

@@ -6,7 +6,23 @@ import ExcelJS from 'exceljs';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { serverWithPool, TestServer } from '../../test/app.ts';
-import { type Account, BIG, CH_EMAIL, CSV, EMAIL, exportHelpers, MANIFEST, MEMBERS, NEWS, NO_LIMITS, pollPath, SHOP, sleep, V, VIP } from '../../test/exports.ts';
+import {
+  type Account,
+  BIG,
+  CH_EMAIL,
+  CSV,
+  EMAIL,
+  exportHelpers,
+  MANIFEST,
+  MEMBERS,
+  NEWS,
+  NO_LIMITS,
+  pollPath,
+  SHOP,
+  sleep,
+  V,
+  VIP,
+} from '../../test/exports.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { ThreadSlots, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
 
@@ -18,7 +34,10 @@ const NOTE = `${V}.attributes.user-created.note`;
 const [shopSection, ...otherSections] = MANIFEST.sections!;
 const NOTES_MANIFEST: Manifest = {
   ...MANIFEST,
-  sections: [{ ...shopSection, attributes: [...shopSection.attributes!, { name: 'Note', versions: [{ type: ['Text'] }] }] }, ...otherSections],
+  sections: [
+    { ...shopSection, attributes: [...shopSection.attributes!, { name: 'Note', versions: [{ type: ['Text'] }] }] },
+    ...otherSections,
+  ],
 };
 /** Texts a spreadsheet could get wrong: separators, quotes, line breaks, leading zeros, a formula, letters beyond ASCII. */
 const NOTES = ['plain', 'comma, "quoted"', 'two\nlines', '0042', '=1+1', 'ünïcødé ✓ 日本', ' padded '];
@@ -46,10 +65,12 @@ async function sheets(bytes: Buffer): Promise<string[][][]> {
     const width = sheet.getRow(1).cellCount;
     const rows: string[][] = [];
     sheet.eachRow({ includeEmpty: true }, (row) => {
-      rows.push(Array.from({ length: width }, (_, i) => {
-        const value = row.getCell(i + 1).value;
-        return value === null || value === undefined ? '' : String(value);
-      }));
+      rows.push(
+        Array.from({ length: width }, (_, i) => {
+          const value = row.getCell(i + 1).value;
+          return value === null || value === undefined ? '' : String(value);
+        }),
+      );
     });
     return rows;
   });
@@ -60,37 +81,74 @@ beforeAll(async () => {
   shop = await account(NO_LIMITS, NOTES_MANIFEST);
   for (const [i, note] of NOTES.entries()) {
     const email = `p${i}@example.com`;
-    await person(shop, email, { points: i * 60, member: i % 2 === 0, vip: i % 3 === 0, consents: i % 2 === 0 ? [[NEWS, CH_EMAIL, 'opt-in']] : [] });
-    await ok(server.request('PATCH', `/v2/audience/keyspaces/${EMAIL}/profiles/${email}/sections/${SHOP}/attributes`, {
-      token: shop.token, body: { [NOTE]: note }, headers: { 'content-type': 'application/merge-patch+json' },
-    }), 204);
+    await person(shop, email, {
+      points: i * 60,
+      member: i % 2 === 0,
+      vip: i % 3 === 0,
+      consents: i % 2 === 0 ? [[NEWS, CH_EMAIL, 'opt-in']] : [],
+    });
+    await ok(
+      server.request('PATCH', `/v2/audience/keyspaces/${EMAIL}/profiles/${email}/sections/${SHOP}/attributes`, {
+        token: shop.token,
+        body: { [NOTE]: note },
+        headers: { 'content-type': 'application/merge-patch+json' },
+      }),
+      204,
+    );
   }
   // Two profiles sharing a note, for the duplicate export; and one with no values (empty cells).
   await person(shop, 'twin@example.com', { points: 1 });
-  await ok(server.request('PATCH', `/v2/audience/keyspaces/${EMAIL}/profiles/twin@example.com/sections/${SHOP}/attributes`, {
-    token: shop.token, body: { [NOTE]: 'plain' }, headers: { 'content-type': 'application/merge-patch+json' },
-  }), 204);
+  await ok(
+    server.request('PATCH', `/v2/audience/keyspaces/${EMAIL}/profiles/twin@example.com/sections/${SHOP}/attributes`, {
+      token: shop.token,
+      body: { [NOTE]: 'plain' },
+      headers: { 'content-type': 'application/merge-patch+json' },
+    }),
+    204,
+  );
   await person(shop, 'blank@example.com');
 });
 
 describe('Excel form of the CSV exports', () => {
   const columns = () => ({
-    attributes: [{ field_name: 'note', attribute_version_id: shop.v.note }, { field_name: 'points', attribute_version_id: shop.v.points }],
+    attributes: [
+      { field_name: 'note', attribute_version_id: shop.v.note },
+      { field_name: 'points', attribute_version_id: shop.v.points },
+    ],
     tags: [{ field_name: 'vip', tag_discriminator: VIP }],
   });
   const consentExport = () => ({
-    section_discriminator: SHOP, topic_discriminators: [NEWS], channel_discriminator: CH_EMAIL, segments: { timezone: 'UTC', segment_discriminators: { big: BIG, members: MEMBERS }, filter: 'big | !big' }, ...columns(),
+    section_discriminator: SHOP,
+    topic_discriminators: [NEWS],
+    channel_discriminator: CH_EMAIL,
+    segments: { timezone: 'UTC', segment_discriminators: { big: BIG, members: MEMBERS }, filter: 'big | !big' },
+    ...columns(),
   });
 
-  it('EXP-38: Accept of the spreadsheet type gives an .xlsx whose rows, read back, are the CSV\'s of the same export row by row, for the consent, duplicate and segment exports', async () => {
-    const sectionId = (await ok(server.request('GET', '/audience/sections', { token: shop.token }), 200)).body.items.find((s: { discriminator: string }) => s.discriminator === SHOP).id;
+  it("EXP-38: Accept of the spreadsheet type gives an .xlsx whose rows, read back, are the CSV's of the same export row by row, for the consent, duplicate and segment exports", async () => {
+    const sectionId = (
+      await ok(server.request('GET', '/audience/sections', { token: shop.token }), 200)
+    ).body.items.find((s: { discriminator: string }) => s.discriminator === SHOP).id;
     const kinds: [string, Record<string, unknown>][] = [
       ['consents', consentExport()],
-      ['duplicates', { section_discriminator: SHOP, find_duplicates_by_attribute_version_id: shop.v.note, ...columns() }],
-      ['segments', { section_discriminator: SHOP, segment: { timezone: 'UTC', segment_definition: `section(${sectionId}).attribute(${shop.v.points}).gte(0)` }, ...columns() }],
+      [
+        'duplicates',
+        { section_discriminator: SHOP, find_duplicates_by_attribute_version_id: shop.v.note, ...columns() },
+      ],
+      [
+        'segments',
+        {
+          section_discriminator: SHOP,
+          segment: { timezone: 'UTC', segment_definition: `section(${sectionId}).attribute(${shop.v.points}).gte(0)` },
+          ...columns(),
+        },
+      ],
     ];
     for (const [kind, body] of kinds) {
-      const created = await ok(server.request('POST', `/audience/profiles/reports/${kind}`, { token: shop.token, body }), 201);
+      const created = await ok(
+        server.request('POST', `/audience/profiles/reports/${kind}`, { token: shop.token, body }),
+        201,
+      );
       const pollUrl = created.body.poll_url ?? created.body.file_download_url;
       await whenReady(shop, pollUrl);
       const csv = await get(shop, pollUrl);
@@ -106,7 +164,11 @@ describe('Excel form of the CSV exports', () => {
       expect(workbook, kind).toEqual([rows]);
       expect(rows.length, kind).toBeGreaterThan(2);
       // The texts come through as they are, not as numbers or formulas.
-      if (kind !== 'duplicates') expect(workbook[0].map((r) => r[1]), kind).toEqual(expect.arrayContaining(NOTES));
+      if (kind !== 'duplicates')
+        expect(
+          workbook[0].map((r) => r[1]),
+          kind,
+        ).toEqual(expect.arrayContaining(NOTES));
     }
   });
 
@@ -135,7 +197,13 @@ describe('Excel form of the CSV exports', () => {
   });
 
   it('EXP-40: the event export is JSON whatever Accept asks', async () => {
-    const created = await ok(server.request('POST', '/audience/profiles/exports', { token: shop.token, body: { attributes: [{ section_discriminator: SHOP, attribute_version_id: shop.v.note }] } }), 201);
+    const created = await ok(
+      server.request('POST', '/audience/profiles/exports', {
+        token: shop.token,
+        body: { attributes: [{ section_discriminator: SHOP, attribute_version_id: shop.v.note }] },
+      }),
+      201,
+    );
     await whenReady(shop, created.body.file_download_url);
     const res = await get(shop, created.body.file_download_url, { accept: XLSX_TYPE });
     expect(res.headers['content-type']).toMatch(/^application\/json\b/);
@@ -145,10 +213,21 @@ describe('Excel form of the CSV exports', () => {
 
 describe('JSON form of the segment export (beta)', () => {
   it('EXP-39: Accept: application/json gives the rows as an array of objects, each cell by its column, as the CSV of the same export holds them', async () => {
-    const created = await ok(server.request('POST', '/audience/profiles/reports/segments', {
-      token: shop.token,
-      body: { section_discriminator: SHOP, segment: { timezone: 'UTC', segment_discriminator: MEMBERS }, attributes: [{ field_name: 'note', attribute_version_id: shop.v.note }, { field_name: 'birthday', attribute_version_id: shop.v.birthday }], tags: [{ field_name: 'vip', tag_discriminator: VIP }] },
-    }), 201);
+    const created = await ok(
+      server.request('POST', '/audience/profiles/reports/segments', {
+        token: shop.token,
+        body: {
+          section_discriminator: SHOP,
+          segment: { timezone: 'UTC', segment_discriminator: MEMBERS },
+          attributes: [
+            { field_name: 'note', attribute_version_id: shop.v.note },
+            { field_name: 'birthday', attribute_version_id: shop.v.birthday },
+          ],
+          tags: [{ field_name: 'vip', tag_discriminator: VIP }],
+        },
+      }),
+      201,
+    );
     const pollUrl = created.body.file_download_url;
     await whenReady(shop, pollUrl);
     const [header, ...rows] = parseCsv((await get(shop, pollUrl)).body) as string[][];
@@ -202,7 +281,11 @@ describe('the streaming workbook writer', () => {
     for await (const chunk of out) bytes.push(chunk as Buffer);
     const header = ['exportKey', 'points', 'note'];
     const row = (i: number) => [`key-${i}`, String(i), `note number ${i}`];
-    expect(await sheets(Buffer.concat(bytes))).toEqual([[header, row(0), row(1)], [header, row(2), row(3)], [header, row(4)]]);
+    expect(await sheets(Buffer.concat(bytes))).toEqual([
+      [header, row(0), row(1)],
+      [header, row(2), row(3)],
+      [header, row(4)],
+    ]);
   });
 
   it('runs at most as many workbook threads at once as it has slots: the others wait, and one closed while waiting never starts', async () => {
@@ -217,7 +300,9 @@ describe('the streaming workbook writer', () => {
     const bytes: Buffer[] = [];
     for await (const chunk of second) bytes.push(chunk as Buffer);
     const row = (i: number) => [`key-${i}`, String(i), `note number ${i}`];
-    expect(await sheets(Buffer.concat(bytes))).toEqual([[['exportKey', 'points', 'note'], row(0), row(1), row(2), row(3), row(4)]]);
+    expect(await sheets(Buffer.concat(bytes))).toEqual([
+      [['exportKey', 'points', 'note'], row(0), row(1), row(2), row(3), row(4)],
+    ]);
     // The second's thread ends after its last bytes; the third then takes the slot and gives it up unstarted.
     for (let i = 0; i < 250 && slots.running > 0; i++) await sleep(20);
     expect([slots.running, slots.waiting]).toEqual([0, 0]);
@@ -225,8 +310,12 @@ describe('the streaming workbook writer', () => {
 
   it('fails the workbook when the stored file cannot be read', async () => {
     const out = xlsxFromCsv(Readable.from([Buffer.from('not gzip at all')]));
-    await expect((async () => {
-      for await (const _ of out) { /* read to the end */ }
-    })()).rejects.toThrow(/header|gzip|incorrect/i);
+    await expect(
+      (async () => {
+        for await (const _ of out) {
+          /* read to the end */
+        }
+      })(),
+    ).rejects.toThrow(/header|gzip|incorrect/i);
   });
 });

@@ -150,14 +150,17 @@ export function xlsxFromCsv(stored: Readable, sheetRows = EXCEL_SHEET_ROWS, slot
  */
 function pulled(stored: Readable): WebReadable<Uint8Array> {
   const chunks = stored[Symbol.asyncIterator]();
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      const next = await chunks.next();
-      if (next.done) controller.close();
-      else controller.enqueue(next.value as Uint8Array);
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const next = await chunks.next();
+        if (next.done) controller.close();
+        else controller.enqueue(next.value as Uint8Array);
+      },
+      cancel: () => void stored.destroy(),
     },
-    cancel: () => void stored.destroy(),
-  }, { highWaterMark: 0 }) as WebReadable<Uint8Array>;
+    { highWaterMark: 0 },
+  ) as WebReadable<Uint8Array>;
 }
 
 /**
@@ -175,7 +178,12 @@ export async function writeWorkbookOf(stored: Readable, out: PassThrough, sheetR
 }
 
 /** Writes the records (header first) as a workbook into `out`, waiting for the zip whenever it is full; `signal` stops the wait. */
-async function writeWorkbook(records: AsyncIterable<string[]>, out: PassThrough, sheetRows: number, signal: AbortSignal): Promise<void> {
+async function writeWorkbook(
+  records: AsyncIterable<string[]>,
+  out: PassThrough,
+  sheetRows: number,
+  signal: AbortSignal,
+): Promise<void> {
   // Loaded by the first Excel download, not at start: ExcelJS and its zip weigh several MB in every API thread.
   const { default: excel } = await import('exceljs');
   const workbook = new excel.stream.xlsx.WorkbookWriter({ stream: out, useSharedStrings: false, useStyles: false });

@@ -17,7 +17,10 @@ import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 export const EXPORT_KEY_COLUMN = 'exportKey';
 
 /** A file an export writes: its header, and its rows as CSV as they stream from the database (`\n` after each row). */
-export interface ExportFile { columns: string[]; rows: Readable }
+export interface ExportFile {
+  columns: string[];
+  rows: Readable;
+}
 
 /** sectionOf, its problem naming the field of the request. */
 export function sectionAt(scope: AccountScope, discriminator: string, field: string): SectionDefs {
@@ -32,19 +35,30 @@ export function sectionAt(scope: AccountScope, discriminator: string, field: str
 /** Checks that a version is one of a visible attribute of the section (any of its versions); 400 naming `field` otherwise. */
 export function requireAttributeVersion(section: SectionDefs, versionId: string, field: string): void {
   const attribute = section.attributes.find((x) => x.versions.some((v) => v.id === versionId));
-  if (!attribute) throw new Problem('AUD-1206', `${field}: attribute version "${versionId}" is not defined in section "${section.discriminator}"`);
+  if (!attribute)
+    throw new Problem(
+      'AUD-1206',
+      `${field}: attribute version "${versionId}" is not defined in section "${section.discriminator}"`,
+    );
   if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
 }
 
 /** A visible tag of the section; 400 naming `field` otherwise. */
 export function visibleTag(section: SectionDefs, discriminator: string, field: string): TagRow {
   const tag = section.tags.find((x) => x.discriminator === discriminator);
-  if (!tag || tag.hidden) throw new Problem('AUD-1218', `${field}: tag "${discriminator}" is not defined in section "${section.discriminator}"`);
+  if (!tag || tag.hidden)
+    throw new Problem(
+      'AUD-1218',
+      `${field}: tag "${discriminator}" is not defined in section "${section.discriminator}"`,
+    );
   return tag;
 }
 
 /** Attribute columns: any version of a visible attribute of the section (400 naming `attributes[i]` otherwise). */
-export function planAttributes(section: SectionDefs, attributes: AttributeColumn[] = []): { column: string; versionId: string }[] {
+export function planAttributes(
+  section: SectionDefs,
+  attributes: AttributeColumn[] = [],
+): { column: string; versionId: string }[] {
   return attributes.map((a, i) => {
     requireAttributeVersion(section, a.attribute_version_id, `attributes[${i}].attribute_version_id`);
     return { column: a.field_name, versionId: a.attribute_version_id };
@@ -53,25 +67,41 @@ export function planAttributes(section: SectionDefs, attributes: AttributeColumn
 
 /** Tag columns: visible tags of the section (400 naming `tags[i]` otherwise). */
 export function planTags(section: SectionDefs, tags: TagColumn[] = []): { column: string; tagId: string }[] {
-  return tags.map((t, i) => ({ column: t.field_name, tagId: visibleTag(section, t.tag_discriminator, `tags[${i}].tag_discriminator`).tag_id }));
+  return tags.map((t, i) => ({
+    column: t.field_name,
+    tagId: visibleTag(section, t.tag_discriminator, `tags[${i}].tag_discriminator`).tag_id,
+  }));
 }
 
 /** Topics of the section, as ids (400 naming `topic_discriminators[i]` otherwise). */
 export function planTopics(section: SectionDefs, discriminators: string[]): string[] {
   return discriminators.map((discriminator, i) => {
     const topic = section.topics.find((t) => t.discriminator === discriminator);
-    if (!topic) throw new Problem('AUD-1610', `topic_discriminators[${i}]: topic "${discriminator}" not found in section "${section.discriminator}"`);
+    if (!topic)
+      throw new Problem(
+        'AUD-1610',
+        `topic_discriminators[${i}]: topic "${discriminator}" not found in section "${section.discriminator}"`,
+      );
     return topic.topic_id;
   });
 }
 
 /** A channel of the request that holds addresses in the section; 400 naming `field` otherwise. */
-export function addressChannel(scope: AccountScope, section: SectionDefs, discriminator: string, field: string): { channel: ChannelRow; addressVersionId: string; attributeName: string } {
+export function addressChannel(
+  scope: AccountScope,
+  section: SectionDefs,
+  discriminator: string,
+  field: string,
+): { channel: ChannelRow; addressVersionId: string; attributeName: string } {
   const channel = scope.defs.channels.find((c) => c.discriminator === discriminator);
   if (!channel) throw new Problem('AUD-1607', `${field}: channel ID "${discriminator}" not found`);
   const versionId = addressVersionId(section, channel);
   const attribute = section.attributes.find((a) => a.discriminator === channel.address_attribute);
-  if (versionId === undefined || !attribute) throw new Problem('AUD-1608', `${field}: the channel "${discriminator}" holds no addresses in section "${section.discriminator}": use the email or SMS channel`);
+  if (versionId === undefined || !attribute)
+    throw new Problem(
+      'AUD-1608',
+      `${field}: the channel "${discriminator}" holds no addresses in section "${section.discriminator}": use the email or SMS channel`,
+    );
   return { channel, addressVersionId: versionId, attributeName: attribute.name };
 }
 
@@ -80,7 +110,11 @@ export function requireDistinct(columns: [string, string][]): void {
   const seen = new Map<string, string>();
   for (const [name, field] of columns) {
     const before = seen.get(name);
-    if (before !== undefined) throw new Problem('AUD-1908', `${field}: the column "${name}" is already the column of ${before}; each column needs its own name`);
+    if (before !== undefined)
+      throw new Problem(
+        'AUD-1908',
+        `${field}: the column "${name}" is already the column of ${before}; each column needs its own name`,
+      );
     seen.set(name, field);
   }
 }
@@ -104,10 +138,18 @@ export function planSegments(scope: AccountScope, segments: SegmentsByNameOrQuer
     throw new Problem('AUD-0', 'segments: give either segment_discriminators or segment_definitions');
   }
   const named = Object.entries(stored ?? defined!);
-  if (named.length === 0) throw new Problem('AUD-0', `segments.${stored ? 'segment_discriminators' : 'segment_definitions'}: name at least one segment`);
+  if (named.length === 0)
+    throw new Problem(
+      'AUD-0',
+      `segments.${stored ? 'segment_discriminators' : 'segment_definitions'}: name at least one segment`,
+    );
   const list = named.map(([name, text]) => {
     if (name === '') throw new Problem('AUD-0', 'segments: a segment name (a column of the file) must not be empty');
-    if (stored) return { name, expression: segmentExpression(scope.defs, { discriminator: text }, `segments.segment_discriminators.${name}`) };
+    if (stored)
+      return {
+        name,
+        expression: segmentExpression(scope.defs, { discriminator: text }, `segments.segment_discriminators.${name}`),
+      };
     try {
       return { name, expression: compileQuery(scope.defs, text) };
     } catch (err) {
@@ -118,9 +160,10 @@ export function planSegments(scope: AccountScope, segments: SegmentsByNameOrQuer
   });
   const timeZone = checkTimeZone(segments.timezone, 'segments.timezone');
   const names = list.map((s) => s.name);
-  const filter = segments.filter === undefined
-    ? { kind: 'or' as const, terms: names.map((name) => ({ kind: 'name' as const, name })) }
-    : parseFilter(segments.filter, new Set(names), 'segments.filter');
+  const filter =
+    segments.filter === undefined
+      ? { kind: 'or' as const, terms: names.map((name) => ({ kind: 'name' as const, name })) }
+      : parseFilter(segments.filter, new Set(names), 'segments.filter');
   return { segments: list, timeZone, filter };
 }
 
@@ -130,14 +173,21 @@ export function planSegments(scope: AccountScope, segments: SegmentsByNameOrQuer
  * per channel its addresses and maySend on the plan's topics.
  */
 export function profileSelection(
-  scope: AccountScope, values: SqlValues,
-  plan: NamedSegments & { section: SectionDefs; topicIds: string[]; channels: { channel: ChannelRow; addressVersionId: string }[] },
+  scope: AccountScope,
+  values: SqlValues,
+  plan: NamedSegments & {
+    section: SectionDefs;
+    topicIds: string[];
+    channels: { channel: ChannelRow; addressVersionId: string }[];
+  },
   file: { attributes: { versionId: string }[]; tags: { tagId: string }[]; limit: number | null },
 ): ProfileSelection {
   const account = values.add(scope.accountId, 'bigint');
   const now = scope.now.getTime();
   // Each segment is a column of every row: judged profile by profile.
-  const segments = plan.segments.map((s) => compilePredicate(s.expression, { account, now, timeZone: plan.timeZone, perProfile: true }, values));
+  const segments = plan.segments.map((s) =>
+    compilePredicate(s.expression, { account, now, timeZone: plan.timeZone, perProfile: true }, values),
+  );
   const index = new Map(plan.segments.map((s, i) => [s.name, i]));
   const { filter, section, topicIds } = plan;
   return {
@@ -145,7 +195,10 @@ export function profileSelection(
     sectionId: section.id,
     segments,
     filter: filter ? (column) => filterSql(filter, (name) => column(index.get(name)!)) : null,
-    channels: plan.channels.map((c) => ({ addressVersionId: c.addressVersionId, ...maySendSql(scope, values, { account, section, topicIds, channel: c.channel }) })),
+    channels: plan.channels.map((c) => ({
+      addressVersionId: c.addressVersionId,
+      ...maySendSql(scope, values, { account, section, topicIds, channel: c.channel }),
+    })),
     attributes: file.attributes.map((a) => a.versionId),
     tags: file.tags.map((t) => t.tagId),
     limit: file.limit,

@@ -30,11 +30,18 @@ export async function lockAccountExports(db: Queryable, accountId: string): Prom
 
 /** Exports waiting for the worker or being written. */
 export async function countPendingExports(db: Queryable, accountId: string): Promise<number> {
-  const { rows } = await db.query<{ n: number }>("select count(*)::int as n from exports where account_id = $1::bigint and status in ('queued', 'in_progress')", [accountId]);
+  const { rows } = await db.query<{ n: number }>(
+    "select count(*)::int as n from exports where account_id = $1::bigint and status in ('queued', 'in_progress')",
+    [accountId],
+  );
   return rows[0].n;
 }
 
-export async function insertExport(db: Queryable, accountId: string, e: { exportId: string; kind: StoredRequest['kind']; request: StoredRequest['request']; createdAt: Date }): Promise<void> {
+export async function insertExport(
+  db: Queryable,
+  accountId: string,
+  e: { exportId: string; kind: StoredRequest['kind']; request: StoredRequest['request']; createdAt: Date },
+): Promise<void> {
   await db.query(
     "insert into exports (account_id, export_id, kind, request, status, created_at) values ($1::bigint, $2::uuid, $3, $4, 'queued', $5)",
     [accountId, e.exportId, e.kind, e.request, e.createdAt],
@@ -52,24 +59,43 @@ export async function findExport(db: Queryable, accountId: string, exportId: str
 }
 
 export async function setExportInProgress(db: Queryable, accountId: string, exportId: string): Promise<void> {
-  await db.query("update exports set status = 'in_progress' where account_id = $1::bigint and export_id = $2::uuid and status = 'queued'", [accountId, exportId]);
+  await db.query(
+    "update exports set status = 'in_progress' where account_id = $1::bigint and export_id = $2::uuid and status = 'queued'",
+    [accountId, exportId],
+  );
 }
 
 /** Marks an export ready with its file or its result, served until `expiresAt`. */
-export async function setExportReady(db: Queryable, accountId: string, exportId: string, ready: { fileKey: string | null; result: Record<string, number> | null; readyAt: Date; expiresAt: Date }): Promise<void> {
+export async function setExportReady(
+  db: Queryable,
+  accountId: string,
+  exportId: string,
+  ready: { fileKey: string | null; result: Record<string, number> | null; readyAt: Date; expiresAt: Date },
+): Promise<void> {
   await db.query(
     "update exports set status = 'ready', file_key = $3, result = $4, ready_at = $5, expires_at = $6 where account_id = $1::bigint and export_id = $2::uuid",
     [accountId, exportId, ready.fileKey, ready.result, ready.readyAt, ready.expiresAt],
   );
 }
 
-export async function setExportFailed(db: Queryable, accountId: string, exportId: string, message: string): Promise<void> {
-  await db.query("update exports set status = 'failed', message = $3 where account_id = $1::bigint and export_id = $2::uuid", [accountId, exportId, message]);
+export async function setExportFailed(
+  db: Queryable,
+  accountId: string,
+  exportId: string,
+  message: string,
+): Promise<void> {
+  await db.query(
+    "update exports set status = 'failed', message = $3 where account_id = $1::bigint and export_id = $2::uuid",
+    [accountId, exportId, message],
+  );
 }
 
 /** An expired export whose file is removed: the row stays, so that its poll URL answers 410 rather than "unknown". */
 export async function setExportExpired(db: Queryable, accountId: string, exportId: string): Promise<void> {
-  await db.query("update exports set status = 'expired', file_key = null where account_id = $1::bigint and export_id = $2::uuid", [accountId, exportId]);
+  await db.query(
+    "update exports set status = 'expired', file_key = null where account_id = $1::bigint and export_id = $2::uuid",
+    [accountId, exportId],
+  );
 }
 
 /**
@@ -105,14 +131,20 @@ export interface ConsentSelection extends ProfileSelection {
 function selectedProfiles(values: SqlValues, sel: ProfileSelection): string {
   const section = values.add(sel.sectionId, 'bigint');
   const segmentColumns = sel.segments.map((predicate, i) => `, ${predicate} as s${i}`).join('');
-  const addressColumns = sel.channels.map((c, i) => {
-    const v = values.add(c.addressVersionId, 'text');
-    return `, case when jsonb_typeof(d.attrs -> ${v}) = 'string' then d.attrs ->> ${v} end as a${i}`;
-  }).join('');
+  const addressColumns = sel.channels
+    .map((c, i) => {
+      const v = values.add(c.addressVersionId, 'text');
+      return `, case when jsonb_typeof(d.attrs -> ${v}) = 'string' then d.attrs ->> ${v} end as a${i}`;
+    })
+    .join('');
   const filter = sel.filter ? sel.filter((i) => `b.s${i}`) : null;
-  const contactColumns = sel.channels.map((c, i) => `, (k${i}.profile_id is not null and ${c.sendable(`b.a${i}`)}) as c${i}`).join('');
+  const contactColumns = sel.channels
+    .map((c, i) => `, (k${i}.profile_id is not null and ${c.sendable(`b.a${i}`)}) as c${i}`)
+    .join('');
   // Joined in the order of profile_id, as base comes, so that rows keep that order.
-  const permitting = sel.channels.map((c, i) => ` left join (${c.permitting}) k${i} on k${i}.profile_id = b.profile_id`).join('');
+  const permitting = sel.channels
+    .map((c, i) => ` left join (${c.permitting}) k${i} on k${i}.profile_id = b.profile_id`)
+    .join('');
   return `base as (
       select p.profile_id, p.export_key, d.attrs, d.tags, d.updated_at${segmentColumns}${addressColumns}
       from (${canonicalProfilesSql(sel.account)}) p
@@ -130,14 +162,19 @@ function chosen(values: SqlValues, from: string, limit: number | null): string {
 }
 
 /** An attribute value as a cell: strings as they are, other JSON as its text, nothing for null. */
-const cell = (json: string) => `case jsonb_typeof(${json}) when 'string' then (${json}) #>> '{}' when 'null' then null else (${json})::text end`;
+const cell = (json: string) =>
+  `case jsonb_typeof(${json}) when 'string' then (${json}) #>> '{}' when 'null' then null else (${json})::text end`;
 
 /**
  * The cells of a row of `chosen c`: the export key, `leading`, the attributes, the tags (1 or 0),
  * with `segments` the segments (1 or 0), the address per channel where the profile may be contacted
  * on it, and `trailing`.
  */
-function cells(values: SqlValues, sel: ProfileSelection, parts: { leading?: string[]; segments: boolean; trailing?: string[] }): string {
+function cells(
+  values: SqlValues,
+  sel: ProfileSelection,
+  parts: { leading?: string[]; segments: boolean; trailing?: string[] },
+): string {
   return [
     'c.export_key',
     ...(parts.leading ?? []),
@@ -162,9 +199,13 @@ function chosenByConsent(values: SqlValues, sel: ConsentSelection): string {
   return `with ${selectedProfiles(values, sel)}, kept as (
       select k.* from selected k ${sel.excludeUnsubscribed ? `where ${anyContact}` : ''}
     ), unique_addresses as (
-      ${sel.duplicates === 'keep' ? 'select * from kept' : `select * from (
+      ${
+        sel.duplicates === 'keep'
+          ? 'select * from kept'
+          : `select * from (
         select k.*, row_number() over (partition by lower(k.a0) order by k.updated_at ${order}, k.profile_id) as nth from kept k
-      ) u where u.nth = 1 or coalesce(u.a0, '') = ''`}
+      ) u where u.nth = 1 or coalesce(u.a0, '') = ''`
+      }
     ), ${chosen(values, 'unique_addresses', sel.limit)}`;
 }
 
@@ -178,9 +219,16 @@ export function consentExportCsv(pool: pg.Pool, values: SqlValues, sel: ConsentS
 }
 
 /** The count of an export by consent: its rows, and per channel those whose address it would hold. */
-export async function countConsentExport(db: Queryable, values: SqlValues, sel: ConsentSelection): Promise<{ total: number; channels: number[] }> {
+export async function countConsentExport(
+  db: Queryable,
+  values: SqlValues,
+  sel: ConsentSelection,
+): Promise<{ total: number; channels: number[] }> {
   const perChannel = sel.channels.map((_, i) => `, count(*) filter (where c.c${i})::int as c${i}`).join('');
-  const { rows } = await db.query<Record<string, number>>(`${chosenByConsent(values, sel)} select count(*)::int as total${perChannel} from chosen c`, values.values);
+  const { rows } = await db.query<Record<string, number>>(
+    `${chosenByConsent(values, sel)} select count(*)::int as total${perChannel} from chosen c`,
+    values.values,
+  );
   return { total: rows[0].total, channels: sel.channels.map((_, i) => rows[0][`c${i}`]) };
 }
 
@@ -191,7 +239,11 @@ export async function countConsentExport(db: Queryable, values: SqlValues, sel: 
  * them; ordered by that value, so that duplicates follow each other, then by creation. The value
  * comes right after the export key.
  */
-export function duplicateExportCsv(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { duplicateVersionId: string }): Readable {
+export function duplicateExportCsv(
+  pool: pg.Pool,
+  values: SqlValues,
+  sel: ProfileSelection & { duplicateVersionId: string },
+): Readable {
   const value = `k.attrs -> ${values.add(sel.duplicateVersionId, 'text')}`;
   const text = `with ${selectedProfiles(values, sel)}, keyed as (
       select k.*, ${cell(value)} as dup_value,
@@ -209,7 +261,11 @@ export function duplicateExportCsv(pool: pg.Pool, values: SqlValues, sel: Profil
  * unknown only when `known` (a predicate over a profile id) is given, then at most `limit` of them,
  * in the order of their creation.
  */
-export function segmentExportCsv(pool: pg.Pool, values: SqlValues, sel: ProfileSelection & { known: ((profile: string) => string) | null }): Readable {
+export function segmentExportCsv(
+  pool: pg.Pool,
+  values: SqlValues,
+  sel: ProfileSelection & { known: ((profile: string) => string) | null },
+): Readable {
   const text = `with ${selectedProfiles(values, sel)}, wanted as (
       select * from selected k ${sel.known ? `where ${sel.known('k.profile_id')}` : ''}
     ), ${chosen(values, 'wanted', sel.limit)}
@@ -233,7 +289,16 @@ export interface EventSelection {
 /** A row of an event export: a profile's values in a section, or one of its events there. */
 export type EventExportRow =
   | { kind: 'values'; exportKey: string; sectionId: string; attributes: Record<string, { value: unknown }> }
-  | { kind: 'event'; exportKey: string; sectionId: string; correlationId: string; eventTime: Date; versionId: string; createdAt: Date; data: unknown };
+  | {
+      kind: 'event';
+      exportKey: string;
+      sectionId: string;
+      correlationId: string;
+      eventTime: Date;
+      versionId: string;
+      createdAt: Date;
+      data: unknown;
+    };
 
 /**
  * Streams the rows of an event export through a cursor (never whole in memory): per canonical
@@ -242,11 +307,29 @@ export type EventExportRow =
  * values — the wanted attributes it has a value of (`{"value": …}`), the wanted tags it has set
  * (`{"value": null}`) — then its events, oldest first.
  */
-export async function* streamEventExportRows(pool: pg.Pool, values: SqlValues, sel: EventSelection): AsyncGenerator<EventExportRow> {
+export async function* streamEventExportRows(
+  pool: pg.Pool,
+  values: SqlValues,
+  sel: EventSelection,
+): AsyncGenerator<EventExportRow> {
   const { account } = sel;
-  const wanted = `unnest(${values.add(sel.keys.map((k) => k.sectionId), 'bigint[]')}, ${values.add(sel.keys.map((k) => k.key), 'text[]')}, ${values.add(sel.keys.map((k) => k.stored), 'text[]')}, ${values.add(sel.keys.map((k) => k.tag), 'boolean[]')}) w(section_id, key, stored, tag)`;
-  const events = sel.events ? `union all
-      select e.section_id, 1, e.event_time, e.event_id, null, e.correlation_id, e.version_id, e.created_at, e.data from (${sel.events('c.profile_id')}) e` : '';
+  const wanted = `unnest(${values.add(
+    sel.keys.map((k) => k.sectionId),
+    'bigint[]',
+  )}, ${values.add(
+    sel.keys.map((k) => k.key),
+    'text[]',
+  )}, ${values.add(
+    sel.keys.map((k) => k.stored),
+    'text[]',
+  )}, ${values.add(
+    sel.keys.map((k) => k.tag),
+    'boolean[]',
+  )}) w(section_id, key, stored, tag)`;
+  const events = sel.events
+    ? `union all
+      select e.section_id, 1, e.event_time, e.event_id, null, e.correlation_id, e.version_id, e.created_at, e.data from (${sel.events('c.profile_id')}) e`
+    : '';
   const text = `with chosen as (
       select p.profile_id, p.export_key from (${canonicalProfilesSql(account)}) p ${sel.segment === null ? '' : `where ${sel.segment}`}
     )
@@ -263,10 +346,33 @@ export async function* streamEventExportRows(pool: pg.Pool, values: SqlValues, s
       ${events}
     ) x
     order by c.profile_id, x.section_id, x.kind, x.event_time, x.event_id`;
-  for await (const [exportKey, sectionId, attributes, correlationId, eventTime, versionId, createdAt, data] of cursorRows(pool, { text, values: values.values })) {
+  for await (const [
+    exportKey,
+    sectionId,
+    attributes,
+    correlationId,
+    eventTime,
+    versionId,
+    createdAt,
+    data,
+  ] of cursorRows(pool, { text, values: values.values })) {
     yield attributes === null
-      ? { kind: 'event', exportKey: exportKey as string, sectionId: sectionId as string, correlationId: correlationId as string, eventTime: eventTime as Date, versionId: versionId as string, createdAt: createdAt as Date, data }
-      : { kind: 'values', exportKey: exportKey as string, sectionId: sectionId as string, attributes: attributes as Record<string, { value: unknown }> };
+      ? {
+          kind: 'event',
+          exportKey: exportKey as string,
+          sectionId: sectionId as string,
+          correlationId: correlationId as string,
+          eventTime: eventTime as Date,
+          versionId: versionId as string,
+          createdAt: createdAt as Date,
+          data,
+        }
+      : {
+          kind: 'values',
+          exportKey: exportKey as string,
+          sectionId: sectionId as string,
+          attributes: attributes as Record<string, { value: unknown }>,
+        };
   }
 }
 
@@ -290,7 +396,8 @@ export interface EmailEventSelection {
 const ms = (time: string) => `(floor(extract(epoch from ${time}) * 1000))::bigint::text`;
 
 /** A text cell as a CSV field (RFC 4180, as csv-stringify writes it): quoted when it holds a comma, a quote or a line break; empty for null. */
-const csvField = (text: string) => `coalesce(case when ${text} ~ '[",\r\n]' then '"' || replace(${text}, '"', '""') || '"' else ${text} end, '')`;
+const csvField = (text: string) =>
+  `coalesce(case when ${text} ~ '[",\r\n]' then '"' || replace(${text}, '"', '""') || '"' else ${text} end, '')`;
 
 /**
  * A line of CSV from the cells c.c0 … of a row and `c.line`, those cells joined by commas: the
@@ -313,10 +420,18 @@ function csvLine(cells: number): string {
  * mapped values are those the event's profile shows now (its merge cluster's, when it was merged
  * since); a field is written only for the types that carry it.
  */
-export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: EmailEventSelection): AsyncGenerator<unknown[]> {
+export function streamEmailEventRows(
+  pool: pg.Pool,
+  values: SqlValues,
+  sel: EmailEventSelection,
+): AsyncGenerator<unknown[]> {
   const { account } = sel;
-  const ids = values.add(sel.sections.map((s) => s.id), 'bigint[]');
-  const bySection = (list: (string | null)[], cast: string) => `(${values.add(list, cast)})[array_position(${ids}, e.section_id)]`;
+  const ids = values.add(
+    sel.sections.map((s) => s.id),
+    'bigint[]',
+  );
+  const bySection = (list: (string | null)[], cast: string) =>
+    `(${values.add(list, cast)})[array_position(${ids}, e.section_id)]`;
   const addressVersions = sel.sections.map((s) => s.addressVersionId);
   const own = `d.attrs -> ${bySection(addressVersions, 'text[]')}`;
   // The address in the event's section; a profile without one there (recorded on a profile that
@@ -325,10 +440,15 @@ export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: Emai
       select x.attrs ->> s.version from unnest(${ids}, ${values.add(addressVersions, 'text[]')}) s(section_id, version)
       cross join lateral (${sectionValuesSql(account, 'ep.canonical_id', 's.section_id')}) x
       where jsonb_typeof(x.attrs -> s.version) = 'string' order by s.section_id limit 1))`;
-  const only = (types: string[], column: string) => `case when e.type in (${types.map((t) => `'${t}'`).join(', ')}) then ${column} end`;
+  const only = (types: string[], column: string) =>
+    `case when e.type in (${types.map((t) => `'${t}'`).join(', ')}) then ${column} end`;
   const mappedSections = [...new Set(sel.mapped.map((m) => m.sectionId))];
-  const mappedJoins = mappedSections.map((sectionId, i) => `
-    left join lateral (${sectionValuesSql(account, 'ep.canonical_id', values.add(sectionId, 'bigint'))}) m${i} on true`).join('');
+  const mappedJoins = mappedSections
+    .map(
+      (sectionId, i) => `
+    left join lateral (${sectionValuesSql(account, 'ep.canonical_id', values.add(sectionId, 'bigint'))}) m${i} on true`,
+    )
+    .join('');
   const mappedCells = sel.mapped.map((m) => {
     const at = `m${mappedSections.indexOf(m.sectionId)}`;
     return 'versionId' in m
@@ -336,20 +456,41 @@ export function streamEmailEventRows(pool: pg.Pool, values: SqlValues, sel: Emai
       : `case when ${at}.tags -> ${values.add(m.tagId, 'text')} = 'true'::jsonb then 'TAG' end`;
   });
   const columns = [
-    'e.activity_id', 'coalesce(e.split_id, e.activity_id)', 'e.activity_name', 'coalesce(e.split_name, e.activity_name)',
-    'coalesce(e.split_sender_name, e.sender_name)', 'coalesce(e.split_email_subject, e.email_subject)', address,
-    'e.variation', 'e.type', 'e.correlation_id',
+    'e.activity_id',
+    'coalesce(e.split_id, e.activity_id)',
+    'e.activity_name',
+    'coalesce(e.split_name, e.activity_name)',
+    'coalesce(e.split_sender_name, e.sender_name)',
+    'coalesce(e.split_email_subject, e.email_subject)',
+    address,
+    'e.variation',
+    'e.type',
+    'e.correlation_id',
     `case when e.source_time is null or e.source_time < ${values.add(sel.firstSourceTime, 'timestamptz')} then '0' else ${ms('e.source_time')} end`,
     ms('e.server_time'),
-    only(['OPENED', 'CLICKED'], 'e.device'), only(['OPENED', 'CLICKED'], 'e.location'),
-    only(['CLICKED'], 'e.link_id'), only(['CLICKED'], 'e.link_url'), only(['CLICKED'], 'e.link_title'),
-    only(['BOUNCED'], 'e.bounce_code::text'), only(['UNSUBSCRIBED'], 'e.unsubscribe_topic'),
-    only(['ABUSE'], bySection(sel.sections.map((s) => s.discriminator), 'text[]')),
+    only(['OPENED', 'CLICKED'], 'e.device'),
+    only(['OPENED', 'CLICKED'], 'e.location'),
+    only(['CLICKED'], 'e.link_id'),
+    only(['CLICKED'], 'e.link_url'),
+    only(['CLICKED'], 'e.link_title'),
+    only(['BOUNCED'], 'e.bounce_code::text'),
+    only(['UNSUBSCRIBED'], 'e.unsubscribe_topic'),
+    only(
+      ['ABUSE'],
+      bySection(
+        sel.sections.map((s) => s.discriminator),
+        'text[]',
+      ),
+    ),
     ...mappedCells,
   ];
-  const text = `${sel.segment === null ? '' : `with selected as materialized (
+  const text = `${
+    sel.segment === null
+      ? ''
+      : `with selected as materialized (
       select p.profile_id from (${canonicalProfilesSql(account)}) p where ${sel.segment}
-    )`}
+    )`
+  }
     select ${csvLine(columns.length)} from (select c.*, ${columns.map((_, i) => `coalesce(c.c${i}, '')`).join(` || ',' || `)} as line from (
     select ${columns.map((c, i) => `${c} as c${i}`).join(', ')}
     from (${sel.events}) e

@@ -13,11 +13,12 @@ import { Problem } from '../core/problems.ts';
  * 1-based characters of the filter, as in AQL's errors.
  */
 export type Filter =
-  | { kind: 'name'; name: string }
-  | { kind: 'not'; operand: Filter }
-  | { kind: 'and' | 'or'; terms: Filter[] };
+  { kind: 'name'; name: string } | { kind: 'not'; operand: Filter } | { kind: 'and' | 'or'; terms: Filter[] };
 
-interface Token { text: string; at: number }
+interface Token {
+  text: string;
+  at: number;
+}
 
 const OPERATORS = new Set(['!', '&', '|', '(', ')']);
 
@@ -78,12 +79,21 @@ export function parseFilter(text: string, names: ReadonlySet<string>, field: str
     if (token?.text === '(') {
       next++;
       const inner = parseOr();
-      if (list[next]?.text !== ')') throw fail(where(list[next]), `expected ")" closing the "(" at position ${token.at + 1}, found ${found(list[next])}`);
+      if (list[next]?.text !== ')')
+        throw fail(
+          where(list[next]),
+          `expected ")" closing the "(" at position ${token.at + 1}, found ${found(list[next])}`,
+        );
       next++;
       return inner;
     }
-    if (!token || OPERATORS.has(token.text)) throw fail(where(token), `expected a segment name, "!" or "(", found ${found(token)}`);
-    if (!names.has(token.text)) throw fail(token.at, `unknown segment name "${token.text}" (the names are the keys of segments.segment_discriminators)`);
+    if (!token || OPERATORS.has(token.text))
+      throw fail(where(token), `expected a segment name, "!" or "(", found ${found(token)}`);
+    if (!names.has(token.text))
+      throw fail(
+        token.at,
+        `unknown segment name "${token.text}" (the names are the keys of segments.segment_discriminators)`,
+      );
     next++;
     return { kind: 'name', name: token.text };
   };

@@ -14,17 +14,27 @@ const EMAIL = `${V}.keyspaces.email`;
 const CRM = `${V}.keyspaces.crm-id`;
 const VIP = `${V}.tags.user-created.vip`;
 const POINTS = `${V}.attributes.user-created.points`;
-const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, profile_export_requests_per_second: null, export_downloads_per_minute: null, pending_exports: null, profile_key_operations_per_second: null };
+const NO_LIMITS = {
+  requests_per_second: null,
+  token_requests_per_minute: null,
+  profile_export_requests_per_second: null,
+  export_downloads_per_minute: null,
+  pending_exports: null,
+  profile_key_operations_per_second: null,
+};
 const MANIFEST: Manifest = {
-  sections: [{
-    name: 'Shop',
-    attributes: [
-      { name: 'Points', versions: [{ type: ['Number'] }] },
-      { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
-    ],
-    tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
-    events: [{ name: 'Visit', versions: [{ type: [{ name: 'url', type: 'Text' }] }] }],
-  }, { name: 'Blog' }],
+  sections: [
+    {
+      name: 'Shop',
+      attributes: [
+        { name: 'Points', versions: [{ type: ['Number'] }] },
+        { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
+      ],
+      tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
+      events: [{ name: 'Visit', versions: [{ type: [{ name: 'url', type: 'Text' }] }] }],
+    },
+    { name: 'Blog' },
+  ],
 };
 
 let server: TestServer;
@@ -47,15 +57,26 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-interface Account { accountId: string; token: string; shopId: string; points: string; visit: string; vip: string }
+interface Account {
+  accountId: string;
+  token: string;
+  shopId: string;
+  points: string;
+  visit: string;
+  vip: string;
+}
 
 async function account(limits: Record<string, number | null> = NO_LIMITS): Promise<Account> {
   const { accountId, token } = await server.login(MANIFEST, limits);
   const get = async (path: string) => (await ok(server.request('GET', path, { token }), 200)).body.items;
   const shop = (await get('/audience/sections')).find((s: { discriminator: string }) => s.discriminator === SHOP);
-  const points = (await get(`/audience/sections/${SHOP}/attributes`)).find((a: { discriminator: string }) => a.discriminator === POINTS).versions[0].id;
+  const points = (await get(`/audience/sections/${SHOP}/attributes`)).find(
+    (a: { discriminator: string }) => a.discriminator === POINTS,
+  ).versions[0].id;
   const visit = (await get(`/audience/sections/${SHOP}/events`))[0].versions[0].id;
-  const vip = (await get(`/audience/sections/${SHOP}/tags`)).find((t: { discriminator: string }) => t.discriminator === VIP).id;
+  const vip = (await get(`/audience/sections/${SHOP}/tags`)).find(
+    (t: { discriminator: string }) => t.discriminator === VIP,
+  ).id;
   return { accountId, token, shopId: shop.id, points, visit, vip };
 }
 
@@ -69,18 +90,51 @@ const at = (keyspace: string, key: string) => `/audience/keyspaces/${keyspace}/p
 
 /** A profile with a key in `keyspace`; answers its export key. */
 async function profile(a: Account, keyspace: string, key: string): Promise<string> {
-  await ok(server.request('POST', `/audience/keyspaces/${keyspace}/sections/${SHOP}/profiles`, { token: a.token, body: { profile_key: key } }), 201);
-  const { rows } = await db.query('select p.export_key from profile_identifiers i join profiles p using (account_id, profile_id) where i.account_id = $1::bigint and i.profile_key = $2', [a.accountId, key]);
+  await ok(
+    server.request('POST', `/audience/keyspaces/${keyspace}/sections/${SHOP}/profiles`, {
+      token: a.token,
+      body: { profile_key: key },
+    }),
+    201,
+  );
+  const { rows } = await db.query(
+    'select p.export_key from profile_identifiers i join profiles p using (account_id, profile_id) where i.account_id = $1::bigint and i.profile_key = $2',
+    [a.accountId, key],
+  );
   return rows[0].export_key;
 }
 
-async function patch(a: Account, keyspace: string, key: string, what: 'attributes' | 'tags', body: Record<string, unknown>): Promise<void> {
-  await ok(server.request('PATCH', `${what === 'attributes' ? '/v2' : ''}${at(keyspace, key)}/${what}`, { token: a.token, body, headers: { 'content-type': 'application/merge-patch+json' } }), 204);
+async function patch(
+  a: Account,
+  keyspace: string,
+  key: string,
+  what: 'attributes' | 'tags',
+  body: Record<string, unknown>,
+): Promise<void> {
+  await ok(
+    server.request('PATCH', `${what === 'attributes' ? '/v2' : ''}${at(keyspace, key)}/${what}`, {
+      token: a.token,
+      body,
+      headers: { 'content-type': 'application/merge-patch+json' },
+    }),
+    204,
+  );
 }
 
 /** Requests the export: 202 with an empty body; answers the path of the file's URL (the Location header). */
-async function requestExport(a: Account, exportKey: string, options: Record<string, boolean> = {}, callbackUrl = receiver.url()): Promise<string> {
-  const res = await ok(server.request('POST', `/audience/profiles/export-single/${exportKey}`, { token: a.token, body: { callback_url: callbackUrl, ...options } }), 202);
+async function requestExport(
+  a: Account,
+  exportKey: string,
+  options: Record<string, boolean> = {},
+  callbackUrl = receiver.url(),
+): Promise<string> {
+  const res = await ok(
+    server.request('POST', `/audience/profiles/export-single/${exportKey}`, {
+      token: a.token,
+      body: { callback_url: callbackUrl, ...options },
+    }),
+    202,
+  );
   expect(res.text).toBe('');
   const location = new URL(res.headers.get('location')!);
   return location.pathname + location.search;
@@ -99,7 +153,10 @@ async function settled(a: Account, path: string): Promise<Response> {
 /** Waits until the account's callback jobs are done (a few seconds at most): no callback can arrive after. */
 async function callbacksDone(a: Account): Promise<void> {
   for (let i = 0; i < 400; i++) {
-    const { rows } = await db.query("select count(*)::int as n from jobs where account_id = $1::bigint and kind like 'export-single%' and failed_at is null", [a.accountId]);
+    const { rows } = await db.query(
+      "select count(*)::int as n from jobs where account_id = $1::bigint and kind like 'export-single%' and failed_at is null",
+      [a.accountId],
+    );
     if (rows[0].n === 0) return;
     await sleep(25);
   }
@@ -119,11 +176,18 @@ describe('single profile export', () => {
     const key = await profile(a, EMAIL, 'ann@example.com');
     const path = await requestExport(a, key);
     const received = await receiver.waitFor(2);
-    expect(received.map((r) => [r.method, r.path, r.headers['content-type']])).toEqual([['POST', '/callback', 'application/json'], ['POST', '/callback', 'application/json']]);
+    expect(received.map((r) => [r.method, r.path, r.headers['content-type']])).toEqual([
+      ['POST', '/callback', 'application/json'],
+      ['POST', '/callback', 'application/json'],
+    ]);
     expect(received[0].body).toEqual({ code: 100, message: 'Callback verified' });
     expect(received[1].body).toEqual({ code: 200, message: expect.any(String) });
     const url = (received[1].body as { message: string }).message;
-    expect(url).toMatch(new RegExp(`^${server.services.config.publicUrl}/audience/profiles/export-single/accounts/${a.accountId}/definitions/[0-9a-f-]{36}\\?metadata=true$`));
+    expect(url).toMatch(
+      new RegExp(
+        `^${server.services.config.publicUrl}/audience/profiles/export-single/accounts/${a.accountId}/definitions/[0-9a-f-]{36}\\?metadata=true$`,
+      ),
+    );
     // The URL of the callback is the one of the 202's Location.
     expect(new URL(url).pathname + new URL(url).search).toBe(path);
     await callbacksDone(a);
@@ -137,10 +201,19 @@ describe('single profile export', () => {
     server.clock.advance(1000);
     await patch(a, EMAIL, 'bo@example.com', 'attributes', { [POINTS]: 20 });
     await patch(a, EMAIL, 'bo@example.com', 'tags', { [VIP]: true });
-    const events = [{ event_time: '2019-06-01T00:00:00Z', version_id: a.visit, data: { url: 'https://old' } }, { event_time: '2026-01-02T03:04:05Z', version_id: a.visit, data: { url: 'https://shop/basket' } }];
-    await ok(server.request('POST', `${at(EMAIL, 'bo@example.com')}/events`, { token: a.token, body: { items: events } }), 204);
+    const events = [
+      { event_time: '2019-06-01T00:00:00Z', version_id: a.visit, data: { url: 'https://old' } },
+      { event_time: '2026-01-02T03:04:05Z', version_id: a.visit, data: { url: 'https://shop/basket' } },
+    ];
+    await ok(
+      server.request('POST', `${at(EMAIL, 'bo@example.com')}/events`, { token: a.token, body: { items: events } }),
+      204,
+    );
     // Hidden values are not shown by the API, and not exported either.
-    await db.query("update profile_sections set attributes = attributes || jsonb_build_object((select v.version_id::text from attribute_versions v join attributes x using (account_id, attribute_id) where x.account_id = $1::bigint and x.hidden), 'hush') where account_id = $1::bigint", [a.accountId]);
+    await db.query(
+      "update profile_sections set attributes = attributes || jsonb_build_object((select v.version_id::text from attribute_versions v join attributes x using (account_id, attribute_id) where x.account_id = $1::bigint and x.hidden), 'hush') where account_id = $1::bigint",
+      [a.accountId],
+    );
 
     const path = await requestExport(a, key, { include_attribute_history: true });
     const res = await settled(a, path);
@@ -153,20 +226,44 @@ describe('single profile export', () => {
     expect(Object.keys(file.profiles[key].sections)).toEqual([a.shopId]);
     const shop = file.profiles[key].sections[a.shopId];
 
-    const shown = (await ok(server.request('GET', `${at(EMAIL, 'bo@example.com')}/attributes`, { token: a.token }), 200)).body as Record<string, unknown>;
-    expect(Object.fromEntries(Object.entries(shop.attributes).map(([id, e]) => [id, (e as { value: unknown }).value]))).toEqual(shown);
+    const shown = (
+      await ok(server.request('GET', `${at(EMAIL, 'bo@example.com')}/attributes`, { token: a.token }), 200)
+    ).body as Record<string, unknown>;
+    expect(
+      Object.fromEntries(Object.entries(shop.attributes).map(([id, e]) => [id, (e as { value: unknown }).value])),
+    ).toEqual(shown);
     // The changes, oldest first, at the times they were made (the test clock moved a second between them).
-    expect(shop.attributes[a.points]).toEqual({ value: 20, history: [{ value: 10, changedAt: server.clock.now - 1000 }, { value: 20, changedAt: server.clock.now }] });
+    expect(shop.attributes[a.points]).toEqual({
+      value: 20,
+      history: [
+        { value: 10, changedAt: server.clock.now - 1000 },
+        { value: 20, changedAt: server.clock.now },
+      ],
+    });
     expect(shop.tags).toEqual({ [a.vip]: true });
 
-    const listed = (await ok(server.request('GET', `${at(EMAIL, 'bo@example.com')}/events`, { token: a.token }), 200)).body.items as { event_time: string; version_id: string; correlation_id: string; created_at: string; data: unknown }[];
-    expect(shop.events).toEqual(listed.toReversed().map((e) => ({
-      correlationId: e.correlation_id,
-      // SPEC §6.4: a source time before 2020 is 0.
-      sourceEventTime: e.event_time.startsWith('2019') ? 0 : Date.parse(e.event_time),
-      typeId: e.version_id, createdAt: Date.parse(e.created_at), data: e.data,
-    })));
-    expect(shop.events.map((e: { sourceEventTime: number }) => e.sourceEventTime)).toEqual([0, Date.parse('2026-01-02T03:04:05Z')]);
+    const listed = (await ok(server.request('GET', `${at(EMAIL, 'bo@example.com')}/events`, { token: a.token }), 200))
+      .body.items as {
+      event_time: string;
+      version_id: string;
+      correlation_id: string;
+      created_at: string;
+      data: unknown;
+    }[];
+    expect(shop.events).toEqual(
+      listed.toReversed().map((e) => ({
+        correlationId: e.correlation_id,
+        // SPEC §6.4: a source time before 2020 is 0.
+        sourceEventTime: e.event_time.startsWith('2019') ? 0 : Date.parse(e.event_time),
+        typeId: e.version_id,
+        createdAt: Date.parse(e.created_at),
+        data: e.data,
+      })),
+    );
+    expect(shop.events.map((e: { sourceEventTime: number }) => e.sourceEventTime)).toEqual([
+      0,
+      Date.parse('2026-01-02T03:04:05Z'),
+    ]);
 
     // Without include_attribute_history, no history.
     const plain = (await settled(a, await requestExport(a, key))).body;
@@ -188,7 +285,11 @@ describe('single profile export', () => {
     const file = (await settled(a, await requestExport(a, key, { include_attribute_history: true }))).body;
     expect(file.profiles[key].sections[a.shopId].attributes[a.points]).toEqual({
       value: 30,
-      history: [{ value: 10, changedAt: t0 }, { value: null, changedAt: t0 + 1000 }, { value: 30, changedAt: t0 + 2000 }],
+      history: [
+        { value: 10, changedAt: t0 },
+        { value: null, changedAt: t0 + 1000 },
+        { value: 30, changedAt: t0 + 2000 },
+      ],
     });
     await callbacksDone(a);
   });
@@ -203,14 +304,18 @@ describe('single profile export', () => {
     expect(Object.keys(file.metadata.sections)).toEqual([a.shopId]);
     const section = file.metadata.sections[a.shopId];
     expect(section).toMatchObject({ discriminator: SHOP, name: 'Shop' });
-    const list = async (what: string) => (await ok(server.request('GET', `/audience/sections/${SHOP}/${what}`, { token: a.token }), 200)).body.items;
+    const list = async (what: string) =>
+      (await ok(server.request('GET', `/audience/sections/${SHOP}/${what}`, { token: a.token }), 200)).body.items;
     // The definitions as the definition routes list them (hidden ones left out).
     expect(section.attributes).toEqual(await list('attributes'));
     expect(section.tags).toEqual(await list('tags'));
     expect(section.events).toEqual(await list('events'));
     // Every attribute of the file is described.
-    const described = new Set(section.attributes.flatMap((x: { versions: { id: string }[] }) => x.versions.map((v) => v.id)));
-    for (const id of Object.keys(file.profiles[key].sections[a.shopId].attributes)) expect(described.has(id), id).toBe(true);
+    const described = new Set(
+      section.attributes.flatMap((x: { versions: { id: string }[] }) => x.versions.map((v) => v.id)),
+    );
+    for (const id of Object.keys(file.profiles[key].sections[a.shopId].attributes))
+      expect(described.has(id), id).toBe(true);
     await callbacksDone(a);
   });
 
@@ -220,12 +325,24 @@ describe('single profile export', () => {
     const crm = await profile(a, CRM, 'C-1');
     await patch(a, EMAIL, 'dee@example.com', 'attributes', { [POINTS]: 1 });
     await patch(a, CRM, 'C-1', 'attributes', { [POINTS]: 2 });
-    await ok(server.request('PUT', '/audience/profiles/merges', { token: a.token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: 'dee@example.com' }, { keyspace_discriminator: CRM, profile_key: 'C-1' }] } }), 204);
+    await ok(
+      server.request('PUT', '/audience/profiles/merges', {
+        token: a.token,
+        body: {
+          profiles: [
+            { keyspace_discriminator: EMAIL, profile_key: 'dee@example.com' },
+            { keyspace_discriminator: CRM, profile_key: 'C-1' },
+          ],
+        },
+      }),
+      204,
+    );
     const shown = (await ok(server.request('GET', `${at(CRM, 'C-1')}/attributes`, { token: a.token }), 200)).body;
 
     const alone = (await settled(a, await requestExport(a, crm))).body;
     expect(Object.keys(alone.profiles)).toEqual([crm]);
-    const values = (p: { sections: Record<string, { attributes: Record<string, { value: unknown }> }> }) => Object.fromEntries(Object.entries(p.sections[a.shopId].attributes).map(([id, e]) => [id, e.value]));
+    const values = (p: { sections: Record<string, { attributes: Record<string, { value: unknown }> }> }) =>
+      Object.fromEntries(Object.entries(p.sections[a.shopId].attributes).map(([id, e]) => [id, e.value]));
     // The requested profile shows what its cluster shows.
     expect(values(alone.profiles[crm])).toEqual(shown);
     expect(shown[a.points]).toBe(1);
@@ -252,7 +369,9 @@ describe('single profile export', () => {
       await sleep(25);
       res = await server.request('GET', path, { token: a.token });
     }
-    expect(expectProblem(res, 503, 'AUD-1904')).toMatch(/The verification callback failed: the callback URL answered 500; no ready callback is sent/);
+    expect(expectProblem(res, 503, 'AUD-1904')).toMatch(
+      /The verification callback failed: the callback URL answered 500; no ready callback is sent/,
+    );
     await callbacksDone(a);
     // One verification per attempt of the job (5), and nothing else.
     expect(bodies(receiver.received)).toEqual(Array(5).fill({ code: 100, message: 'Callback verified' }));
@@ -271,7 +390,8 @@ describe('single profile export', () => {
   it('SPE-09: a redirect is not followed: the verification answered 307 fails the export, and its Location is never called', async () => {
     const a = await account();
     const key = await profile(a, EMAIL, 'gil@example.com');
-    receiver.answer = (r) => (r.path === '/callback' ? { status: 307, headers: { location: receiver.url('/elsewhere') } } : { status: 200 });
+    receiver.answer = (r) =>
+      r.path === '/callback' ? { status: 307, headers: { location: receiver.url('/elsewhere') } } : { status: 200 };
     const res = await settled(a, await requestExport(a, key));
     expect(expectProblem(res, 503, 'AUD-1904')).toMatch(/answered 307 \(redirects are not followed\)/);
     await callbacksDone(a);
@@ -282,7 +402,8 @@ describe('single profile export', () => {
     const a = await account();
     const key = await profile(a, EMAIL, 'hal@example.com');
     let readies = 0;
-    receiver.answer = (r) => ((r.body as { code: number }).code === 200 && readies++ === 0 ? { status: 503 } : { status: 204 });
+    receiver.answer = (r) =>
+      (r.body as { code: number }).code === 200 && readies++ === 0 ? { status: 503 } : { status: 204 };
     await requestExport(a, key);
     await receiver.waitFor(2);
     for (let i = 0; i < 400 && receiver.received.length < 3; i++) {
@@ -296,15 +417,21 @@ describe('single profile export', () => {
   it('SPE-02, SPE-03, SPE-04, SPE-05: an invalid export key, an unknown one, a missing or malformed callback_url, another scheme: refused, nothing queued', async () => {
     const a = await account();
     const key = await profile(a, EMAIL, 'ida@example.com');
-    const post = (k: string, body: unknown) => server.request('POST', `/audience/profiles/export-single/${encodeURIComponent(k)}`, { token: a.token, body });
+    const post = (k: string, body: unknown) =>
+      server.request('POST', `/audience/profiles/export-single/${encodeURIComponent(k)}`, { token: a.token, body });
     const cb = { callback_url: receiver.url() };
     expect(expectProblem(await post('not_an@export.key', cb), 400, 'AUD-1920')).toMatch(/\[a-zA-Z0-9-\]\*/);
     expectProblem(await post('0b7c2a8e-1111-4c3b-9d2e-5f6a7b8c9d0e', cb), 404, 'AUD-1201');
     expect(expectProblem(await post(key, {}), 400, 'AUD-1003')).toMatch(/callback_url/);
     expect(expectProblem(await post(key, { callback_url: 'not a url' }), 400)).toMatch(/callback_url/);
-    expect(expectProblem(await post(key, { callback_url: 'ftp://example.com/hook' }), 400, 'AUD-1921')).toMatch(/"ftp" is not http or https/);
+    expect(expectProblem(await post(key, { callback_url: 'ftp://example.com/hook' }), 400, 'AUD-1921')).toMatch(
+      /"ftp" is not http or https/,
+    );
     expectProblem(await post(key, { ...cb, include_merged_profiles: 'yes' }), 400);
-    const { rows } = await db.query('select (select count(*) from exports where account_id = $1::bigint)::int as exports, (select count(*) from jobs where account_id = $1::bigint)::int as jobs', [a.accountId]);
+    const { rows } = await db.query(
+      'select (select count(*) from exports where account_id = $1::bigint)::int as exports, (select count(*) from jobs where account_id = $1::bigint)::int as jobs',
+      [a.accountId],
+    );
     expect(rows[0]).toEqual({ exports: 0, jobs: 0 });
     expect(receiver.received).toEqual([]);
   });
@@ -313,24 +440,47 @@ describe('single profile export', () => {
     const a = await account();
     const key = await profile(a, EMAIL, 'jo@example.com');
     const restricted = await server.token(await server.createKey(a.accountId, { section_discriminators: [SHOP] }));
-    expectProblem(await server.request('POST', `/audience/profiles/export-single/${key}`, { token: restricted, body: { callback_url: receiver.url() } }), 403, 'AUD-1107');
+    expectProblem(
+      await server.request('POST', `/audience/profiles/export-single/${key}`, {
+        token: restricted,
+        body: { callback_url: receiver.url() },
+      }),
+      403,
+      'AUD-1107',
+    );
     const path = await requestExport(a, key);
     expect((await settled(a, path)).status).toBe(200);
     expectProblem(await server.request('GET', path, { token: restricted }), 403, 'AUD-1107');
     await callbacksDone(a);
   });
 
-  it('AUTH-17, EXP-32: a URL naming another account is 403; another account\'s export under one\'s own is 404; the poll URLs know no single export', async () => {
+  it("AUTH-17, EXP-32: a URL naming another account is 403; another account's export under one's own is 404; the poll URLs know no single export", async () => {
     const a = await account();
     const b = await account();
     const path = await requestExport(a, await profile(a, EMAIL, 'kit@example.com'));
     expect((await settled(a, path)).status).toBe(200);
     expectProblem(await server.request('GET', path, { token: b.token }), 403, 'AUD-9');
     const id = path.split('/').pop()!.split('?')[0];
-    expectProblem(await server.request('GET', `/audience/profiles/export-single/accounts/${b.accountId}/definitions/${id}`, { token: b.token }), 404, 'AUD-1903');
-    expectProblem(await server.request('GET', `/audience/profiles/export-single/accounts/${a.accountId}/definitions/not-an-id`, { token: a.token }), 404, 'AUD-1903');
+    expectProblem(
+      await server.request('GET', `/audience/profiles/export-single/accounts/${b.accountId}/definitions/${id}`, {
+        token: b.token,
+      }),
+      404,
+      'AUD-1903',
+    );
+    expectProblem(
+      await server.request('GET', `/audience/profiles/export-single/accounts/${a.accountId}/definitions/not-an-id`, {
+        token: a.token,
+      }),
+      404,
+      'AUD-1903',
+    );
     expectProblem(await server.request('GET', `/audience/profiles/reports/${id}`, { token: a.token }), 410, 'AUD-1902');
-    expectProblem(await server.request('GET', `/v2/audience/profiles/reports/${id}`, { token: a.token }), 404, 'AUD-1903');
+    expectProblem(
+      await server.request('GET', `/v2/audience/profiles/reports/${id}`, { token: a.token }),
+      404,
+      'AUD-1903',
+    );
     await callbacksDone(a);
   });
 
@@ -338,7 +488,10 @@ describe('single profile export', () => {
     const a = await account({ ...NO_LIMITS, profile_export_requests_per_second: 1 });
     const key = await profile(a, EMAIL, 'lu@example.com');
     await requestExport(a, key);
-    const refused = await server.request('POST', `/audience/profiles/export-single/${key}`, { token: a.token, body: { callback_url: receiver.url() } });
+    const refused = await server.request('POST', `/audience/profiles/export-single/${key}`, {
+      token: a.token,
+      body: { callback_url: receiver.url() },
+    });
     expectProblem(refused, 429, 'AUD-1002');
     expect(refused.headers.get('retry-after')).toBe('1');
     server.clock.advance(1000);
@@ -359,17 +512,37 @@ describe('with the address filter on (CALLBACKS_ALLOW_PRIVATE unset)', () => {
 
   it('SPE-09: callbacks to loopback (by address, IPv4-mapped, by name) are refused: no callback arrives, and the export says why', async () => {
     const { accountId, token } = await filtering.login(MANIFEST, NO_LIMITS);
-    await ok(filtering.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP}/profiles`, { token, body: { profile_key: 'max@example.com' } }), 201);
+    await ok(
+      filtering.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP}/profiles`, {
+        token,
+        body: { profile_key: 'max@example.com' },
+      }),
+      201,
+    );
     const { rows } = await db.query('select export_key from profiles where account_id = $1::bigint', [accountId]);
-    for (const [host, shown] of [['127.0.0.1', '127.0.0.1'], ['::ffff:127.0.0.1', '::ffff:7f00:1'], ['localhost', 'localhost']]) {
-      const res = await ok(filtering.request('POST', `/audience/profiles/export-single/${rows[0].export_key}`, { token, body: { callback_url: receiver.url('/callback', host) } }), 202);
+    for (const [host, shown] of [
+      ['127.0.0.1', '127.0.0.1'],
+      ['::ffff:127.0.0.1', '::ffff:7f00:1'],
+      ['localhost', 'localhost'],
+    ]) {
+      const res = await ok(
+        filtering.request('POST', `/audience/profiles/export-single/${rows[0].export_key}`, {
+          token,
+          body: { callback_url: receiver.url('/callback', host) },
+        }),
+        202,
+      );
       const location = new URL(res.headers.get('location')!);
       let answer = await filtering.request('GET', location.pathname + location.search, { token });
       for (let i = 0; i < 400 && answer.status === 404; i++) {
         await sleep(25);
         answer = await filtering.request('GET', location.pathname + location.search, { token });
       }
-      expect(expectProblem(answer, 503, 'AUD-1904'), host).toMatch(new RegExp(`The verification callback failed: ${shown.replaceAll('.', '\\.')}.* is a loopback address, which callbacks may not reach; no ready callback is sent`));
+      expect(expectProblem(answer, 503, 'AUD-1904'), host).toMatch(
+        new RegExp(
+          `The verification callback failed: ${shown.replaceAll('.', '\\.')}.* is a loopback address, which callbacks may not reach; no ready callback is sent`,
+        ),
+      );
     }
     expect(receiver.received).toEqual([]);
   });

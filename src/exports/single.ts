@@ -43,12 +43,22 @@ export function singleExportUrl(publicUrl: string, accountId: string, exportId: 
  * or https callback URL; takes one of the account's pending places. Answers the export's id.
  * Where the callback URL leads is checked when the job calls it, at connection time.
  */
-export async function requestSingleExport(tx: Queryable, scope: AccountScope, exportKey: string, body: SingleExportBody): Promise<string> {
+export async function requestSingleExport(
+  tx: Queryable,
+  scope: AccountScope,
+  exportKey: string,
+  body: SingleExportBody,
+): Promise<string> {
   requireAllSections(scope, 'a data export');
-  if (!/^[a-zA-Z0-9-]*$/.test(exportKey)) throw new Problem('AUD-1920', `export_key "${exportKey}" is not an export key: letters, digits and hyphens only ([a-zA-Z0-9-]*)`);
+  if (!/^[a-zA-Z0-9-]*$/.test(exportKey))
+    throw new Problem(
+      'AUD-1920',
+      `export_key "${exportKey}" is not an export key: letters, digits and hyphens only ([a-zA-Z0-9-]*)`,
+    );
   if (!URL.canParse(body.callback_url)) throw new Problem('AUD-0', `callback_url "${body.callback_url}" is not a URL`);
   const { protocol } = new URL(body.callback_url);
-  if (protocol !== 'http:' && protocol !== 'https:') throw new Problem('AUD-1921', `callback_url: the scheme "${protocol.slice(0, -1)}" is not http or https`);
+  if (protocol !== 'http:' && protocol !== 'https:')
+    throw new Problem('AUD-1921', `callback_url: the scheme "${protocol.slice(0, -1)}" is not http or https`);
   await locateByExportKey(tx, scope, exportKey);
   return queueExport(tx, scope, { kind: 'single', request: { ...body, export_key: exportKey } }, SINGLE_EXPORT_JOB);
 }
@@ -58,16 +68,36 @@ export async function requestSingleExport(tx: Queryable, scope: AccountScope, ex
  * token's (403 otherwise, AUTH-17); then as a poll: 404 while in progress or for an unknown id,
  * 503 when failed (the detail says why), 410 a day after it became ready.
  */
-export async function readSingleExport(db: Queryable, files: FileStore, scope: AccountScope, accountId: string, exportId: string): Promise<ReadyAnswer> {
-  if (accountId !== scope.accountId) throw new Problem('AUD-9', `The URL names the account "${accountId}", and the bearer token is of another account`);
+export async function readSingleExport(
+  db: Queryable,
+  files: FileStore,
+  scope: AccountScope,
+  accountId: string,
+  exportId: string,
+): Promise<ReadyAnswer> {
+  if (accountId !== scope.accountId)
+    throw new Problem('AUD-9', `The URL names the account "${accountId}", and the bearer token is of another account`);
   return pollExport(db, files, scope, exportId, 'single');
 }
 
 /** An attribute in the file: its value (null when it has none left) and, when asked for, its changes. */
-interface AttributeEntry { value: unknown; history?: { value: unknown; changedAt: number }[] }
+interface AttributeEntry {
+  value: unknown;
+  history?: { value: unknown; changedAt: number }[];
+}
 /** An event in the file, as in the event export (SPEC §2.16). */
-interface EventEntry { correlationId: string; sourceEventTime: number; typeId: string; createdAt: number; data: unknown }
-interface SectionEntry { attributes: Record<string, AttributeEntry>; tags: Record<string, true>; events: EventEntry[] }
+interface EventEntry {
+  correlationId: string;
+  sourceEventTime: number;
+  typeId: string;
+  createdAt: number;
+  data: unknown;
+}
+interface SectionEntry {
+  attributes: Record<string, AttributeEntry>;
+  tags: Record<string, true>;
+  events: EventEntry[];
+}
 
 /** The attribute versions, tags and event versions of a section that the API shows (hidden ones are left out, as in every read). */
 function visibleIds(section: SectionDefs) {
@@ -79,7 +109,10 @@ function visibleIds(section: SectionDefs) {
 }
 
 /** A profile's sections in the file: those where it holds a visible value, tag, change or event. */
-function sectionEntries(record: ProfileRecord, visible: Map<string, ReturnType<typeof visibleIds>>): Record<string, SectionEntry> {
+function sectionEntries(
+  record: ProfileRecord,
+  visible: Map<string, ReturnType<typeof visibleIds>>,
+): Record<string, SectionEntry> {
   const sections: Record<string, SectionEntry> = {};
   const entry = (sectionId: string) => (sections[sectionId] ??= { attributes: {}, tags: {}, events: [] });
   const withHistory = record.history !== null;
@@ -87,7 +120,8 @@ function sectionEntries(record: ProfileRecord, visible: Map<string, ReturnType<t
     const shown = visible.get(sectionId);
     if (!shown) continue;
     for (const [versionId, value] of Object.entries(data.attributes)) {
-      if (shown.attributes.has(versionId)) entry(sectionId).attributes[versionId] = withHistory ? { value, history: [] } : { value };
+      if (shown.attributes.has(versionId))
+        entry(sectionId).attributes[versionId] = withHistory ? { value, history: [] } : { value };
     }
     for (const tagId of Object.keys(data.tags)) if (shown.tags.has(tagId)) entry(sectionId).tags[tagId] = true;
   }
@@ -100,7 +134,11 @@ function sectionEntries(record: ProfileRecord, visible: Map<string, ReturnType<t
     if (!visible.get(e.section_id)?.events.has(e.version_id)) continue;
     const time = e.event_time.getTime();
     entry(e.section_id).events.push({
-      correlationId: e.correlation_id, sourceEventTime: time < EARLIEST_SOURCE_TIME ? 0 : time, typeId: e.version_id, createdAt: e.created_at.getTime(), data: e.data,
+      correlationId: e.correlation_id,
+      sourceEventTime: time < EARLIEST_SOURCE_TIME ? 0 : time,
+      typeId: e.version_id,
+      createdAt: e.created_at.getTime(),
+      data: e.data,
     });
   }
   return sections;
@@ -113,14 +151,26 @@ function sectionEntries(record: ProfileRecord, visible: Map<string, ReturnType<t
  */
 async function singleExportFile(db: Queryable, scope: AccountScope, request: SingleExportRequest) {
   const located = await locateByExportKey(db, scope, request.export_key);
-  const records = await profileRecords(db, scope, located, { members: request.include_merged_profiles === true, history: request.include_attribute_history === true });
+  const records = await profileRecords(db, scope, located, {
+    members: request.include_merged_profiles === true,
+    history: request.include_attribute_history === true,
+  });
   const visible = new Map(scope.defs.sections.map((s) => [s.id, visibleIds(s)]));
   const profiles = Object.fromEntries(records.map((r) => [r.exportKey, { sections: sectionEntries(r, visible) }]));
   if (request.include_type_definitions !== true) return { profiles };
   const inFile = new Set(Object.values(profiles).flatMap((p) => Object.keys(p.sections)));
-  const sections = scope.defs.sections.filter((s) => inFile.has(s.id)).map((s) => [s.id, {
-    discriminator: s.discriminator, name: s.name, attributes: listAttributes(s, false), tags: listTags(s, false), events: listEvents(s, false),
-  }]);
+  const sections = scope.defs.sections
+    .filter((s) => inFile.has(s.id))
+    .map((s) => [
+      s.id,
+      {
+        discriminator: s.discriminator,
+        name: s.name,
+        attributes: listAttributes(s, false),
+        tags: listTags(s, false),
+        events: listEvents(s, false),
+      },
+    ]);
   return { profiles, metadata: { sections: Object.fromEntries(sections) } };
 }
 
@@ -136,11 +186,18 @@ export interface SingleExportDeps extends ExportDeps {
  * later may help: no answer (unreachable, timed out) or a server error or 429 may pass; a refused
  * address, a redirect (not followed: it could lead anywhere) or another 4xx will not.
  */
-async function callBack(deps: SingleExportDeps, url: string, body: unknown): Promise<{ reason: string; retry: boolean } | undefined> {
+async function callBack(
+  deps: SingleExportDeps,
+  url: string,
+  body: unknown,
+): Promise<{ reason: string; retry: boolean } | undefined> {
   try {
     const status = await deps.outbound.postJson(url, body, { timeoutMs: CALLBACK_TIMEOUT_MS });
     if (status >= 200 && status < 300) return undefined;
-    return { reason: `the callback URL answered ${status}${status >= 300 && status < 400 ? ' (redirects are not followed)' : ''}`, retry: status >= 500 || status === 429 };
+    return {
+      reason: `the callback URL answered ${status}${status >= 300 && status < 400 ? ' (redirects are not followed)' : ''}`,
+      retry: status >= 500 || status === 429,
+    };
   } catch (err) {
     if (err instanceof OutboundError) return { reason: err.message, retry: err.transient };
     throw err;
@@ -162,14 +219,23 @@ export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise
   try {
     if (row.status === 'queued') {
       const failed = await callBack(deps, row.request.callback_url, VERIFICATION);
-      if (failed?.retry && job.attempts < MAX_ATTEMPTS) throw new Error(`The verification callback failed: ${failed.reason}`);
-      if (failed) return await q.setExportFailed(deps.pool, accountId, exportId, `The verification callback failed: ${failed.reason}; no ready callback is sent`);
+      if (failed?.retry && job.attempts < MAX_ATTEMPTS)
+        throw new Error(`The verification callback failed: ${failed.reason}`);
+      if (failed)
+        return await q.setExportFailed(
+          deps.pool,
+          accountId,
+          exportId,
+          `The verification callback failed: ${failed.reason}; no ready callback is sent`,
+        );
       await q.setExportInProgress(deps.pool, accountId, exportId);
     }
     const file = await singleExportFile(deps.pool, await deps.scopeOf(accountId), row.request);
     const fileKey = `exports/${accountId}/${exportId}.json.gz`;
     await deps.files.put(fileKey, Readable.from([await gzip(JSON.stringify(file))]));
-    await markExportReady(deps, accountId, exportId, { fileKey, result: null }, (tx) => enqueue(tx, accountId, SINGLE_EXPORT_READY_JOB, { export_id: exportId }));
+    await markExportReady(deps, accountId, exportId, { fileKey, result: null }, (tx) =>
+      enqueue(tx, accountId, SINGLE_EXPORT_READY_JOB, { export_id: exportId }),
+    );
   } catch (err) {
     return failExport(deps, job, exportId, err);
   }
@@ -185,6 +251,9 @@ export async function sendReadyCallback(deps: SingleExportDeps, job: Job): Promi
   const exportId = String(job.payload.export_id);
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.kind !== 'single' || row.status !== 'ready') return;
-  const failed = await callBack(deps, row.request.callback_url, { code: 200, message: singleExportUrl(deps.publicUrl, accountId, exportId) });
+  const failed = await callBack(deps, row.request.callback_url, {
+    code: 200,
+    message: singleExportUrl(deps.publicUrl, accountId, exportId),
+  });
   if (failed) throw new Error(`The ready callback failed: ${failed.reason}`);
 }

@@ -34,7 +34,8 @@ export function parseFilesUrl(text: string): S3Location {
   if (!url.username || !url.password) throw fail('the access key or the secret is missing');
   const [bucket, ...rest] = url.pathname.split('/').filter((part) => part !== '');
   // S3's rule for bucket names.
-  if (!bucket || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) throw fail(bucket ? `"${bucket}" is no bucket name` : 'no bucket');
+  if (!bucket || !/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket))
+    throw fail(bucket ? `"${bucket}" is no bucket name` : 'no bucket');
   for (const name of url.searchParams.keys()) if (name !== 'region') throw fail(`unknown parameter "${name}"`);
   const region = url.searchParams.get('region') ?? 'us-east-1';
   if (!/^[a-z0-9-]+$/.test(region)) throw fail(`"${region}" is no region`);
@@ -73,12 +74,17 @@ export class S3FileStore {
   private pathOf(key: string): string {
     const segments = key.split('/');
     // URLs resolve "." and "..", so such a key would name another object.
-    if (segments.some((s) => s === '' || s === '.' || s === '..')) throw new Error(`file key "${key}" leaves the file store`);
+    if (segments.some((s) => s === '' || s === '.' || s === '..'))
+      throw new Error(`file key "${key}" leaves the file store`);
     const { bucket, prefix } = this.location;
     return `/${[bucket, ...(prefix ? prefix.split('/') : []), ...segments].map(encodeSegment).join('/')}`;
   }
 
-  private async request(method: string, key: string, options: { body?: Readable; length?: number; sha256?: string; signal?: AbortSignal } = {}): Promise<Response> {
+  private async request(
+    method: string,
+    key: string,
+    options: { body?: Readable; length?: number; sha256?: string; signal?: AbortSignal } = {},
+  ): Promise<Response> {
     const { endpoint, region, accessKey, secret } = this.location;
     const url = new URL(this.pathOf(key), endpoint);
     const { day, time } = stamp(new Date());
@@ -86,13 +92,29 @@ export class S3FileStore {
     // fetch sends the host of the URL; it is signed too.
     const signed: Record<string, string> = { host: url.host, ...amz };
     const names = Object.keys(signed).sort();
-    const canonical = [method, url.pathname, '', names.map((n) => `${n}:${signed[n]}\n`).join(''), names.join(';'), amz['x-amz-content-sha256']].join('\n');
-    const toSign = ['AWS4-HMAC-SHA256', time, scope(day, region), crypto.createHash('sha256').update(canonical).digest('hex')].join('\n');
+    const canonical = [
+      method,
+      url.pathname,
+      '',
+      names.map((n) => `${n}:${signed[n]}\n`).join(''),
+      names.join(';'),
+      amz['x-amz-content-sha256'],
+    ].join('\n');
+    const toSign = [
+      'AWS4-HMAC-SHA256',
+      time,
+      scope(day, region),
+      crypto.createHash('sha256').update(canonical).digest('hex'),
+    ].join('\n');
     const authorization = `AWS4-HMAC-SHA256 Credential=${accessKey}/${scope(day, region)}, SignedHeaders=${names.join(';')}, Signature=${sign(secret, day, region, toSign)}`;
     try {
       return await fetch(url, {
         method,
-        headers: { ...amz, authorization, ...(options.length !== undefined ? { 'content-length': String(options.length) } : {}) },
+        headers: {
+          ...amz,
+          authorization,
+          ...(options.length !== undefined ? { 'content-length': String(options.length) } : {}),
+        },
         body: options.body ? (Readable.toWeb(options.body) as globalThis.ReadableStream) : undefined,
         duplex: 'half',
         signal: options.signal,
@@ -113,7 +135,9 @@ export class S3FileStore {
     const body = method === 'HEAD' ? '' : await res.text().catch(() => '');
     const code = /<Code>([^<]*)<\/Code>/.exec(body)?.[1];
     const message = /<Message>([^<]*)<\/Message>/.exec(body)?.[1];
-    return new Error(`${this.describe(method, key)}: ${res.status}${code ? ` ${code}` : ''}${message ? `: ${message}` : ''}`);
+    return new Error(
+      `${this.describe(method, key)}: ${res.status}${code ? ` ${code}` : ''}${message ? `: ${message}` : ''}`,
+    );
   }
 
   /**

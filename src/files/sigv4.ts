@@ -8,7 +8,10 @@ function hmac(key: Buffer | string, data: string): Buffer {
 
 /** The SigV4 date stamps of `date`: `YYYYMMDD` and `YYYYMMDDTHHMMSSZ`. */
 export function stamp(date: Date): { day: string; time: string } {
-  const iso = date.toISOString().replace(/[-:]/g, '').replace(/\.\d{3}/, '');
+  const iso = date
+    .toISOString()
+    .replace(/[-:]/g, '')
+    .replace(/\.\d{3}/, '');
   return { day: iso.slice(0, 8), time: iso };
 }
 

@@ -15,7 +15,8 @@ const MB = 1024 * 1024;
 /** `size` bytes of content that differs from block to block, in 64 KiB blocks, and their SHA-256. */
 function content(size: number, seed = 'seed'): { stream(): Readable; sha256: string } {
   const BLOCK = 64 * 1024;
-  const block = (i: number) => Buffer.alloc(Math.min(BLOCK, size - i * BLOCK), crypto.createHash('sha256').update(`${seed}/${i}`).digest());
+  const block = (i: number) =>
+    Buffer.alloc(Math.min(BLOCK, size - i * BLOCK), crypto.createHash('sha256').update(`${seed}/${i}`).digest());
   const blocks = function* () {
     for (let i = 0; i * BLOCK < size; i++) yield block(i);
   };
@@ -42,10 +43,12 @@ async function text(stream: Readable): Promise<string> {
 
 /** A stream that gives `bytes` bytes, then fails. */
 function failing(bytes: number): Readable {
-  return Readable.from((async function* () {
-    yield Buffer.alloc(bytes, 'x');
-    throw new Error('the client went away');
-  })());
+  return Readable.from(
+    (async function* () {
+      yield Buffer.alloc(bytes, 'x');
+      throw new Error('the client went away');
+    })(),
+  );
 }
 
 let s3: Awaited<ReturnType<typeof startS3>>;
@@ -130,13 +133,20 @@ describe('files in the local folder', () => {
     await store.put('killed/export.csv.gz.2', Readable.from(['kept\n']));
     await fs.writeFile(path.join(dir, 'killed', 'export.csv.gz.2.4242.1767225600000.partial'), 'of another key');
     await store.remove('killed/export.csv.gz');
-    expect((await fs.readdir(path.join(dir, 'killed'))).sort()).toEqual(['export.csv.gz.2', 'export.csv.gz.2.4242.1767225600000.partial', 'export.csv.gz.other']);
+    expect((await fs.readdir(path.join(dir, 'killed'))).sort()).toEqual([
+      'export.csv.gz.2',
+      'export.csv.gz.2.4242.1767225600000.partial',
+      'export.csv.gz.other',
+    ]);
   });
 });
 
 describe('files in an S3 bucket', () => {
   it('keep their key under the prefix of FILES_URL (path-style)', async () => {
-    await openFileStore(readConfig({ FILES_URL: s3.filesUrl('some/prefix') })).put('imports/7/a b.csv', Readable.from(['here\n']));
+    await openFileStore(readConfig({ FILES_URL: s3.filesUrl('some/prefix') })).put(
+      'imports/7/a b.csv',
+      Readable.from(['here\n']),
+    );
     // The emulator serves unsigned reads: this looks at the bucket without the store.
     const res = await fetch(`${s3.endpoint}/${s3.bucket}/some/prefix/imports/7/a%20b.csv`);
     expect(res.status).toBe(200);
@@ -151,16 +161,26 @@ describe('files in an S3 bucket', () => {
     await expect(wrong.remove('x.csv')).rejects.toThrow(/403 SignatureDoesNotMatch/);
     const right = openFileStore(readConfig({ FILES_URL: s3.filesUrl() }));
     await expect(text(right.read('missing.csv'))).rejects.toThrow(/GET missing\.csv .*404 NoSuchKey/);
-    const noBucket = openFileStore(readConfig({ FILES_URL: s3.filesUrl().replace(`/${s3.bucket}`, '/no-such-bucket') }));
+    const noBucket = openFileStore(
+      readConfig({ FILES_URL: s3.filesUrl().replace(`/${s3.bucket}`, '/no-such-bucket') }),
+    );
     await expect(noBucket.put('x.csv', Readable.from(['x']))).rejects.toThrow(/404 NoSuchBucket/);
     const closed = await freePort();
     const unreachable = openFileStore(readConfig({ FILES_URL: `http://key:secret@127.0.0.1:${closed}/bucket` }));
-    await expect(unreachable.exists('x.csv')).rejects.toThrow(`S3 HEAD x.csv (bucket bucket at http://127.0.0.1:${closed}): connect ECONNREFUSED`);
+    await expect(unreachable.exists('x.csv')).rejects.toThrow(
+      `S3 HEAD x.csv (bucket bucket at http://127.0.0.1:${closed}): connect ECONNREFUSED`,
+    );
   });
 
   it('fail the start-up check with the reason: a wrong secret, a missing bucket', async () => {
-    await expect(checkFileStore(openFileStore(readConfig({ FILES_URL: s3.filesUrl('', 'not the secret') })), 'FILES_URL')).rejects.toThrow(/^The file store \(FILES_URL\) cannot be used: S3 PUT start-checks\/.* 403 SignatureDoesNotMatch/);
-    const noBucket = openFileStore(readConfig({ FILES_URL: s3.filesUrl().replace(`/${s3.bucket}`, '/no-such-bucket') }));
+    await expect(
+      checkFileStore(openFileStore(readConfig({ FILES_URL: s3.filesUrl('', 'not the secret') })), 'FILES_URL'),
+    ).rejects.toThrow(
+      /^The file store \(FILES_URL\) cannot be used: S3 PUT start-checks\/.* 403 SignatureDoesNotMatch/,
+    );
+    const noBucket = openFileStore(
+      readConfig({ FILES_URL: s3.filesUrl().replace(`/${s3.bucket}`, '/no-such-bucket') }),
+    );
     await expect(checkFileStore(noBucket, 'FILES_URL')).rejects.toThrow(/404 NoSuchBucket/);
     // A check that passes leaves nothing in the bucket.
     await checkFileStore(openFileStore(readConfig({ FILES_URL: s3.filesUrl() })), 'FILES_URL');
@@ -173,17 +193,21 @@ describe('files in an S3 bucket', () => {
     const store = openFileStore(readConfig({ FILES_URL: s3.filesUrl() }));
     // The spool files this process holds open, by their links in /proc (Linux): "(deleted)" once unlinked.
     const spools = async () => {
-      const links = await Promise.all((await fs.readdir('/proc/self/fd')).map((fd) => fs.readlink(`/proc/self/fd/${fd}`).catch(() => '')));
+      const links = await Promise.all(
+        (await fs.readdir('/proc/self/fd')).map((fd) => fs.readlink(`/proc/self/fd/${fd}`).catch(() => '')),
+      );
       return links.filter((l) => /audience-[0-9a-f-]+\.partial/.test(l));
     };
     let during: string[] = [];
     const file = content(2 * MB, 'spool');
-    const stream = Readable.from((async function* () {
-      for await (const block of file.stream()) {
-        yield block;
-        if (during.length === 0) during = await spools();
-      }
-    })());
+    const stream = Readable.from(
+      (async function* () {
+        for await (const block of file.stream()) {
+          yield block;
+          if (during.length === 0) during = await spools();
+        }
+      })(),
+    );
     await store.put('spooled.bin', stream);
     expect(during.length).toBeGreaterThan(0);
     for (const link of during) expect(link).toMatch(/\(deleted\)$/);
@@ -209,13 +233,29 @@ describe('FILES_URL', () => {
   });
 
   it('names the endpoint (TLS by its scheme), percent-encoded credentials, the bucket, a prefix and the region', () => {
-    expect(readConfig({ FILES_URL: 'https://AKIA%2F1:s%2Fe%3Ac%40r%20t@s3.example.com/my-bucket/audience/files?region=eu-west-1' }).files).toEqual({
-      endpoint: 'https://s3.example.com', bucket: 'my-bucket', prefix: 'audience/files', region: 'eu-west-1', accessKey: 'AKIA/1', secret: 's/e:c@r t',
+    expect(
+      readConfig({
+        FILES_URL: 'https://AKIA%2F1:s%2Fe%3Ac%40r%20t@s3.example.com/my-bucket/audience/files?region=eu-west-1',
+      }).files,
+    ).toEqual({
+      endpoint: 'https://s3.example.com',
+      bucket: 'my-bucket',
+      prefix: 'audience/files',
+      region: 'eu-west-1',
+      accessKey: 'AKIA/1',
+      secret: 's/e:c@r t',
     });
     expect(readConfig({ FILES_URL: 'http://minio:secret@127.0.0.1:9000/files/' }).files).toEqual({
-      endpoint: 'http://127.0.0.1:9000', bucket: 'files', prefix: '', region: 'us-east-1', accessKey: 'minio', secret: 'secret',
+      endpoint: 'http://127.0.0.1:9000',
+      bucket: 'files',
+      prefix: '',
+      region: 'us-east-1',
+      accessKey: 'minio',
+      secret: 'secret',
     });
-    expect(openFileStore(readConfig({ FILES_URL: 'http://minio:secret@127.0.0.1:9000/files' }))).toBeInstanceOf(S3FileStore);
+    expect(openFileStore(readConfig({ FILES_URL: 'http://minio:secret@127.0.0.1:9000/files' }))).toBeInstanceOf(
+      S3FileStore,
+    );
   });
 
   it.each([

@@ -71,7 +71,10 @@ export class LocalFileStore implements FileStore {
   }
 
   async exists(key: string): Promise<boolean> {
-    return fs.stat(this.pathOf(key)).then(() => true, () => false);
+    return fs.stat(this.pathOf(key)).then(
+      () => true,
+      () => false,
+    );
   }
 
   /**
@@ -84,8 +87,11 @@ export class LocalFileStore implements FileStore {
     await fs.rm(target, { force: true });
     const base = path.basename(target);
     // Named as put names them: the key, the writer's pid and time, ".partial".
-    const isPartial = (name: string) => name.startsWith(`${base}.`) && /^\.\d+\.\d+\.partial$/.test(name.slice(base.length));
+    const isPartial = (name: string) =>
+      name.startsWith(`${base}.`) && /^\.\d+\.\d+\.partial$/.test(name.slice(base.length));
     const names = await fs.readdir(path.dirname(target)).catch(() => [] as string[]);
-    await Promise.all(names.filter(isPartial).map((name) => fs.rm(path.join(path.dirname(target), name), { force: true })));
+    await Promise.all(
+      names.filter(isPartial).map((name) => fs.rm(path.join(path.dirname(target), name), { force: true })),
+    );
   }
 }

@@ -41,19 +41,21 @@ export class UploadSigner {
   form(grant: UploadGrant, now: Date): UploadForm {
     const { day, time } = stamp(now);
     const credential = `${this.accessKey}/${scope(day, this.region)}`;
-    const policy = Buffer.from(JSON.stringify({
-      expiration: grant.expiresAt.toISOString(),
-      conditions: [
-        { key: grant.key },
-        { success_action_status: '204' },
-        { 'content-type': grant.contentType },
-        ['content-length-range', 0, grant.maxBytes],
-        { 'x-store-meta-id': grant.metaId },
-        { 'x-store-algorithm': 'AWS4-HMAC-SHA256' },
-        { 'x-store-credential': credential },
-        { 'x-store-date': time },
-      ],
-    })).toString('base64');
+    const policy = Buffer.from(
+      JSON.stringify({
+        expiration: grant.expiresAt.toISOString(),
+        conditions: [
+          { key: grant.key },
+          { success_action_status: '204' },
+          { 'content-type': grant.contentType },
+          ['content-length-range', 0, grant.maxBytes],
+          { 'x-store-meta-id': grant.metaId },
+          { 'x-store-algorithm': 'AWS4-HMAC-SHA256' },
+          { 'x-store-credential': credential },
+          { 'x-store-date': time },
+        ],
+      }),
+    ).toString('base64');
     return {
       url: this.url,
       expiresAt: grant.expiresAt,
@@ -83,7 +85,10 @@ export class UploadSigner {
     if (!policy || !/^[0-9a-f]{64}$/.test(given)) return { refused: 'signature' };
     const expected = this.signature(policy, day);
     if (!crypto.timingSafeEqual(Buffer.from(expected), Buffer.from(given))) return { refused: 'signature' };
-    const decoded = JSON.parse(Buffer.from(policy, 'base64').toString('utf8')) as { expiration: string; conditions: (Record<string, string> | [string, number, number])[] };
+    const decoded = JSON.parse(Buffer.from(policy, 'base64').toString('utf8')) as {
+      expiration: string;
+      conditions: (Record<string, string> | [string, number, number])[];
+    };
     let maxBytes = 0;
     const signed = new Set(['policy', 'x-store-signature']);
     for (const condition of decoded.conditions) {
@@ -100,6 +105,14 @@ export class UploadSigner {
     if (unsigned !== undefined) return { refused: unsigned };
     const expiresAt = new Date(decoded.expiration);
     if (now.getTime() > expiresAt.getTime()) return { refused: 'expired' };
-    return { grant: { key: fields.key, metaId: fields['x-store-meta-id'], contentType: fields['content-type'], maxBytes, expiresAt } };
+    return {
+      grant: {
+        key: fields.key,
+        metaId: fields['x-store-meta-id'],
+        contentType: fields['content-type'],
+        maxBytes,
+        expiresAt,
+      },
+    };
   }
 }

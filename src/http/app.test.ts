@@ -22,7 +22,6 @@ afterAll(async () => server?.close());
 const SHOP_SECTION = 'com.vendor1.sections.user-created.shop';
 const TAGS = `/audience/sections/${SHOP_SECTION}/tags`;
 
-
 /** ERR-20: a success body never carries a top-level integer `status`. */
 function expectSuccessBody(res: Response): void {
   expect(res.status).toBeLessThan(300);
@@ -56,16 +55,26 @@ describe('problem documents (ERR-01, ERR-02, ERR-03, ERR-04, ERR-09)', () => {
   it('an unsupported Content-Type answers 415 (ERR-01..04, ERR-09)', async () => {
     const { token } = await server.login(SHOP);
     for (const type of ['text/plain', 'text/plain;charset=UTF-8', 'application/xml']) {
-      const res = await server.request('POST', TAGS, { token, raw: '{"name":"Typed"}', headers: { 'content-type': type } });
+      const res = await server.request('POST', TAGS, {
+        token,
+        raw: '{"name":"Typed"}',
+        headers: { 'content-type': type },
+      });
       expectProblem(res, 415, 'AUD-1005');
       expect(res.body.detail).toContain(type);
     }
-    expect((await server.request('GET', TAGS, { token })).body.items.map((t: { name: string }) => t.name)).toEqual(['VIP']);
+    expect((await server.request('GET', TAGS, { token })).body.items.map((t: { name: string }) => t.name)).toEqual([
+      'VIP',
+    ]);
   });
 
   it('malformed JSON answers 400 (ERR-01..04, ERR-09, ERR-10)', async () => {
     const { token } = await server.login(SHOP);
-    const res = await server.request('POST', TAGS, { token, raw: '{"name": "VIP', headers: { 'content-type': 'application/json' } });
+    const res = await server.request('POST', TAGS, {
+      token,
+      raw: '{"name": "VIP',
+      headers: { 'content-type': 'application/json' },
+    });
     expectProblem(res, 400);
     expect(res.body.detail).toMatch(/JSON/);
   });
@@ -96,7 +105,11 @@ describe('problem documents (ERR-01, ERR-02, ERR-03, ERR-04, ERR-09)', () => {
     const { token } = await server.login(SHOP);
     const big = await server.request('POST', TAGS, { token, body: { name: 'x'.repeat(101 * 1024) } });
     expectProblem(big, 413);
-    const raw = await server.request('POST', TAGS, { token, raw: ' '.repeat(150 * 1024), headers: { 'content-type': 'application/json' } });
+    const raw = await server.request('POST', TAGS, {
+      token,
+      raw: ' '.repeat(150 * 1024),
+      headers: { 'content-type': 'application/json' },
+    });
     expectProblem(raw, 413);
     // Nothing was created.
     const list = await server.request('GET', TAGS, { token });
@@ -115,7 +128,11 @@ describe('problem documents (ERR-01, ERR-02, ERR-03, ERR-04, ERR-09)', () => {
     expectSuccessBody(await server.request('GET', '/audience/sections', { token }));
     expectSuccessBody(await server.request('GET', TAGS, { token }));
     expectSuccessBody(await server.request('POST', TAGS, { token, body: { name: 'Status' } }));
-    expectSuccessBody(await server.request('POST', '/oauth/token', { body: { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret } }));
+    expectSuccessBody(
+      await server.request('POST', '/oauth/token', {
+        body: { grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret },
+      }),
+    );
     expectSuccessBody(await server.request('GET', '/healthz'));
     expectSuccessBody(await server.request('GET', '/errors/AUD-8'));
   });
@@ -133,18 +150,33 @@ describe('body validation (STYLE practice 4)', () => {
 
   it('ignores unknown top-level fields of a public body, as the platform does: not stored, nothing changed (ERR-10)', async () => {
     const { token } = await server.login(SHOP);
-    const accepted = await server.request('POST', TAGS, { token, body: { name: 'Extra', extra: true, time_zone: 'Europe/Oslo' } });
+    const accepted = await server.request('POST', TAGS, {
+      token,
+      body: { name: 'Extra', extra: true, time_zone: 'Europe/Oslo' },
+    });
     expect(accepted.status, accepted.text).toBe(201);
-    expect(accepted.body).toEqual({ discriminator: expect.any(String), name: 'Extra', id: expect.stringMatching(/^\d+$/) });
+    expect(accepted.body).toEqual({
+      discriminator: expect.any(String),
+      name: 'Extra',
+      id: expect.stringMatching(/^\d+$/),
+    });
     const stored = (await server.request('GET', `${TAGS}/${accepted.body.discriminator}`, { token })).body;
     expect(stored).toEqual(accepted.body);
   });
 
   it('checks the keys of data bodies (merge-patch maps) and of operator bodies, naming the field (ERR-10)', async () => {
     const { token } = await server.login(SHOP);
-    const created = await server.request('POST', `/audience/keyspaces/com.vendor1.keyspaces.email/sections/${SHOP_SECTION}/profiles`, { token, body: { profile_key: 'datamap@example.com' } });
+    const created = await server.request(
+      'POST',
+      `/audience/keyspaces/com.vendor1.keyspaces.email/sections/${SHOP_SECTION}/profiles`,
+      { token, body: { profile_key: 'datamap@example.com' } },
+    );
     expect(created.status).toBe(201);
-    const tags = await server.request('PATCH', `/audience/keyspaces/com.vendor1.keyspaces.email/profiles/datamap@example.com/sections/${SHOP_SECTION}/tags`, { token, body: { 'no.such.tag': true } });
+    const tags = await server.request(
+      'PATCH',
+      `/audience/keyspaces/com.vendor1.keyspaces.email/profiles/datamap@example.com/sections/${SHOP_SECTION}/tags`,
+      { token, body: { 'no.such.tag': true } },
+    );
     expectProblem(tags, 400, 'AUD-1218');
     expect(tags.body.detail).toContain('no.such.tag');
     const operator = await server.admin('POST', '/admin/accounts', { name: 'Typo', limit: {} });
@@ -227,12 +259,19 @@ describe('ERR-19: a database that goes away', () => {
     // A server as TestServer starts one, on the same database, but through the proxy.
     const config = readConfig({ LOG_LEVEL: 'silent', DATA_DIR: server.services.config.dataDir });
     const pool = createPool(through.toString(), 4);
-    const services = await createServices(config, pool, Date.now, { adminToken: 'unused', serverSecret: 'test-server-secret' });
+    const services = await createServices(config, pool, Date.now, {
+      adminToken: 'unused',
+      serverSecret: 'test-server-secret',
+    });
     const app = await buildApp(services, { logger: createLogger('silent') });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const url = `http://127.0.0.1:${(app.server.address() as net.AddressInfo).port}`;
     const call = async (method: string, path: string, body?: unknown): Promise<Response> => {
-      const res = await fetch(url + path, { method, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+      const res = await fetch(url + path, {
+        method,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
       const text = await res.text();
       return { status: res.status, headers: res.headers, text, body: text ? JSON.parse(text) : text };
     };
@@ -241,7 +280,11 @@ describe('ERR-19: a database that goes away', () => {
       expect((await call('POST', TAGS, { name: 'Before' })).status).toBe(201);
       await proxy.stop();
       // Cut connections (the pool's and the change feed's), then refused ones: both are the database gone.
-      for (const [method, path, body] of [['POST', TAGS, { name: 'Lost' }], ['GET', '/readyz'], ['GET', `/audience/sections/${SHOP_SECTION}/tags`]] as const) {
+      for (const [method, path, body] of [
+        ['POST', TAGS, { name: 'Lost' }],
+        ['GET', '/readyz'],
+        ['GET', `/audience/sections/${SHOP_SECTION}/tags`],
+      ] as const) {
         const res = await call(method, path, body);
         expectProblem(res, 503, 'AUD-2');
         expect(res.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
@@ -264,7 +307,12 @@ describe('rate limits (LIM-01)', () => {
 
   it('the 101st request within one second answers 429 with Retry-After, and the next second passes (LIM-01, ERR-18, ERR-01)', async () => {
     const { token } = await server.login({}, { requests_per_second: 100 });
-    const refusals = async () => metric((await server.request('GET', '/metrics', { token: server.services.metricsToken })).text, 'audience_rate_limit_refusals_total', { limit: 'requests_per_second' }) ?? 0;
+    const refusals = async () =>
+      metric(
+        (await server.request('GET', '/metrics', { token: server.services.metricsToken })).text,
+        'audience_rate_limit_refusals_total',
+        { limit: 'requests_per_second' },
+      ) ?? 0;
     const before = await refusals();
     for (let i = 0; i < 100; i++) expect((await sections(token)).status).toBe(200);
     const refused = await sections(token);
@@ -296,10 +344,14 @@ describe('rate limits (LIM-01)', () => {
 
   it('an operator change of the limits takes effect at once (LIM-12)', async () => {
     const { accountId, token } = await server.login();
-    expect((await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 3 } })).status).toBe(200);
+    expect(
+      (await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 3 } })).status,
+    ).toBe(200);
     for (let i = 0; i < 3; i++) expect((await sections(token)).status).toBe(200);
     expectProblem(await sections(token), 429, 'AUD-1002');
-    const lifted = await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: null } });
+    const lifted = await server.admin('PATCH', `/admin/accounts/${accountId}`, {
+      limits: { requests_per_second: null },
+    });
     expect(lifted.status).toBe(200);
     expect(lifted.body.limits.requests_per_second).toBeNull();
     expect((await sections(token)).status).toBe(200);
@@ -309,24 +361,45 @@ describe('rate limits (LIM-01)', () => {
     const { accountId, token } = await server.login({}, { requests_per_second: 5, token_requests_per_minute: null });
     for (let i = 0; i < 5; i++) expect((await sections(token)).status).toBe(200);
     expectProblem(await sections(token), 429, 'AUD-1002');
-    expect((await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 100 } })).status).toBe(200);
+    expect(
+      (await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 100 } })).status,
+    ).toBe(200);
     // The test clock stands still: no refill, only the raise.
     for (let i = 0; i < 8; i++) expect((await sections(token)).status).toBe(200);
     // Lowered again, it binds at once.
-    expect((await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 2 } })).status).toBe(200);
+    expect(
+      (await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 2 } })).status,
+    ).toBe(200);
     for (let i = 0; i < 2; i++) expect((await sections(token)).status).toBe(200);
     expectProblem(await sections(token), 429, 'AUD-1002');
   });
 
   it('a patch of the limits changes only the limits it names; an empty one changes none', async () => {
-    const { accountId } = await server.login({}, { requests_per_second: 7, tags_per_section: 9, token_requests_per_minute: null });
+    const { accountId } = await server.login(
+      {},
+      { requests_per_second: 7, tags_per_section: 9, token_requests_per_minute: null },
+    );
     let res = await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { tags_per_section: 4 } });
     expect(res.body.limits).toMatchObject({ requests_per_second: 7, tags_per_section: 4 });
     res = await server.admin('PATCH', `/admin/accounts/${accountId}`, { limits: {} });
-    expect(res.body.limit_overrides).toEqual({ requests_per_second: 7, tags_per_section: 4, token_requests_per_minute: null });
+    expect(res.body.limit_overrides).toEqual({
+      requests_per_second: 7,
+      tags_per_section: 4,
+      token_requests_per_minute: null,
+    });
     // A manifest's account.limits are changes too: nothing absent from it is removed.
-    expect((await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, { account: { limits: { merges_per_profile: 10 } } })).status).toBe(200);
-    expect((await server.admin('GET', `/admin/accounts/${accountId}`)).body.limits).toMatchObject({ requests_per_second: 7, tags_per_section: 4, merges_per_profile: 10 });
+    expect(
+      (
+        await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, {
+          account: { limits: { merges_per_profile: 10 } },
+        })
+      ).status,
+    ).toBe(200);
+    expect((await server.admin('GET', `/admin/accounts/${accountId}`)).body.limits).toMatchObject({
+      requests_per_second: 7,
+      tags_per_section: 4,
+      merges_per_profile: 10,
+    });
   });
 });
 
@@ -340,10 +413,16 @@ describe('path handling (COMP-09, COMP-10, COMP-11)', () => {
     const raw = await server.request('GET', `/audience/sections/${section}/tags/${tag}`, { token });
     expect(raw.status).toBe(200);
     expect(raw.body).toMatchObject({ discriminator: tag, name: 'T' });
-    const encoded = await server.request('GET', `/audience/sections/${encodeURIComponent(section)}/tags/${encodeURIComponent(tag)}`, { token });
+    const encoded = await server.request(
+      'GET',
+      `/audience/sections/${encodeURIComponent(section)}/tags/${encodeURIComponent(tag)}`,
+      { token },
+    );
     expect(encoded.status).toBe(200);
     expect(encoded.body).toEqual(raw.body);
-    const list = await server.request('GET', `/audience/sections/com.vendor1.sections.user-created.a%2Bb%40c.d/tags`, { token });
+    const list = await server.request('GET', `/audience/sections/com.vendor1.sections.user-created.a%2Bb%40c.d/tags`, {
+      token,
+    });
     expect(list.status).toBe(200);
     expect(list.body.items.map((t: { discriminator: string }) => t.discriminator)).toEqual([tag]);
   });
@@ -351,10 +430,14 @@ describe('path handling (COMP-09, COMP-10, COMP-11)', () => {
   it('a + in a path segment stays + and is never read as a space (COMP-10)', async () => {
     const { token } = await server.login(manifest);
     expect((await server.request('GET', `/audience/sections/${section}/tags`, { token })).status).toBe(200);
-    const spaced = await server.request('GET', '/audience/sections/com.vendor1.sections.user-created.a%20b@c.d/tags', { token });
+    const spaced = await server.request('GET', '/audience/sections/com.vendor1.sections.user-created.a%20b@c.d/tags', {
+      token,
+    });
     expectProblem(spaced, 404, 'AUD-1102');
     expect(spaced.body.detail).toContain('a b@c.d');
-    const tagSpaced = await server.request('GET', `/audience/sections/${section}/tags/com.vendor1.tags.x%20y@z.json`, { token });
+    const tagSpaced = await server.request('GET', `/audience/sections/${section}/tags/com.vendor1.tags.x%20y@z.json`, {
+      token,
+    });
     expectProblem(tagSpaced, 404, 'AUD-1103');
   });
 
@@ -365,8 +448,16 @@ describe('path handling (COMP-09, COMP-10, COMP-11)', () => {
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
     expect(res.body.discriminator).toBe(tag);
     // Without its ".json" the tag is another (unknown) identifier.
-    expectProblem(await server.request('GET', `/audience/sections/${section}/tags/com.vendor1.tags.x+y@z`, { token }), 404, 'AUD-1103');
-    expectProblem(await server.request('GET', `/audience/sections/com.vendor1.sections.user-created.a+b@c/tags`, { token }), 404, 'AUD-1102');
+    expectProblem(
+      await server.request('GET', `/audience/sections/${section}/tags/com.vendor1.tags.x+y@z`, { token }),
+      404,
+      'AUD-1103',
+    );
+    expectProblem(
+      await server.request('GET', `/audience/sections/com.vendor1.sections.user-created.a+b@c/tags`, { token }),
+      404,
+      'AUD-1102',
+    );
   });
 });
 
@@ -375,7 +466,11 @@ describe('form bodies (COMP-13, AUTH-02)', () => {
     expect(parseBracketForm('profiles[0][keyspace_discriminator]=a&profiles[1][profile_key]=b')).toEqual({
       profiles: [{ keyspace_discriminator: 'a' }, { profile_key: 'b' }],
     });
-    expect(parseBracketForm('profiles[0][keyspace_discriminator]=com.vendor1.keyspaces.email&profiles[0][profile_key]=a%2Bb%40c.com&x=1')).toEqual({
+    expect(
+      parseBracketForm(
+        'profiles[0][keyspace_discriminator]=com.vendor1.keyspaces.email&profiles[0][profile_key]=a%2Bb%40c.com&x=1',
+      ),
+    ).toEqual({
       profiles: [{ keyspace_discriminator: 'com.vendor1.keyspaces.email', profile_key: 'a+b@c.com' }],
       x: '1',
     });
@@ -384,7 +479,12 @@ describe('form bodies (COMP-13, AUTH-02)', () => {
   });
 
   it('parseBracketForm refuses prototype-pollution keys and conflicting fields (COMP-13)', () => {
-    for (const body of ['__proto__[polluted]=1', 'a[__proto__][polluted]=1', 'constructor[prototype][polluted]=1', 'a[0][prototype]=1']) {
+    for (const body of [
+      '__proto__[polluted]=1',
+      'a[__proto__][polluted]=1',
+      'constructor[prototype][polluted]=1',
+      'a[0][prototype]=1',
+    ]) {
       expect(() => parseBracketForm(body), body).toThrow(Problem);
     }
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
@@ -394,15 +494,29 @@ describe('form bodies (COMP-13, AUTH-02)', () => {
 
   it('POST /oauth/token accepts a form body (AUTH-02, COMP-13)', async () => {
     const { clientId, clientSecret } = await server.createAccount();
-    const raw = new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret }).toString();
-    const res = await server.request('POST', '/oauth/token', { raw, headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const raw = new URLSearchParams({
+      grant_type: 'client_credentials',
+      client_id: clientId,
+      client_secret: clientSecret,
+    }).toString();
+    const res = await server.request('POST', '/oauth/token', {
+      raw,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expect(res.status).toBe(200);
-    expect(res.body).toMatchObject({ access_token: expect.any(String), token_type: 'Bearer', expires_in: expect.any(Number) });
+    expect(res.body).toMatchObject({
+      access_token: expect.any(String),
+      token_type: 'Bearer',
+      expires_in: expect.any(Number),
+    });
     expect((await server.request('GET', '/audience/sections', { token: res.body.access_token })).status).toBe(200);
   });
 
   it('POST /oauth/token refuses a form body with a prototype key as a 400 problem (COMP-13)', async () => {
-    const res = await server.request('POST', '/oauth/token', { raw: '__proto__[x]=1&grant_type=client_credentials', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const res = await server.request('POST', '/oauth/token', {
+      raw: '__proto__[x]=1&grant_type=client_credentials',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     expectProblem(res, 400);
   });
 });
@@ -451,21 +565,38 @@ describe('operations', () => {
     const kind = `waits-${accountId}`;
     await enqueue(server.services.pool, accountId, kind, { n: 1 });
     await enqueue(server.services.pool, accountId, kind, { n: 2 });
-    await server.services.pool.query(`update jobs set created_at = now() - interval '90 seconds' where kind = $1 and payload->>'n' = '1'`, [kind]);
+    await server.services.pool.query(
+      `update jobs set created_at = now() - interval '90 seconds' where kind = $1 and payload->>'n' = '1'`,
+      [kind],
+    );
     const text = (await server.request('GET', '/metrics', { token: server.services.metricsToken })).text;
     expect(metric(text, 'audience_jobs', { kind, state: 'waiting' })).toBe(2);
     expect(metric(text, 'audience_jobs', { kind, state: 'failed' })).toBe(0);
     expect(metric(text, 'audience_jobs_oldest_waiting_seconds', { kind })).toBeGreaterThanOrEqual(90);
     const listed = await server.admin('GET', `/admin/jobs?state=waiting&kind=${kind}`);
     expect(listed.status, listed.text).toBe(200);
-    expect(listed.body.items.map((j: { payload: unknown; state: string; attempts: number }) => [j.payload, j.state, j.attempts])).toEqual([[{ n: 1 }, 'waiting', 0], [{ n: 2 }, 'waiting', 0]]);
+    expect(
+      listed.body.items.map((j: { payload: unknown; state: string; attempts: number }) => [
+        j.payload,
+        j.state,
+        j.attempts,
+      ]),
+    ).toEqual([
+      [{ n: 1 }, 'waiting', 0],
+      [{ n: 2 }, 'waiting', 0],
+    ]);
   });
 
   it('a job that fails its last attempt is kept as failed: GET /admin/jobs?state=failed lists it, /metrics counts it and its runs', async () => {
     const { accountId } = await server.createAccount();
     const kind = `always-fails-${accountId}`;
     await enqueue(server.services.pool, accountId, kind, { n: 1 });
-    const worker = new Worker(server.services.pool, { [kind]: async () => Promise.reject(new Error('the mail server said no')) }, () => {}, server.services.metrics);
+    const worker = new Worker(
+      server.services.pool,
+      { [kind]: async () => Promise.reject(new Error('the mail server said no')) },
+      () => {},
+      server.services.metrics,
+    );
     for (let attempt = 1; attempt <= 5; attempt++) {
       expect(await worker.runOne()).toBe(true);
       // The wait before the next attempt, skipped.
@@ -475,10 +606,20 @@ describe('operations', () => {
     expect(await worker.runOne()).toBe(false);
     const failed = await server.admin('GET', '/admin/jobs?state=failed');
     expect(failed.status, failed.text).toBe(200);
-    expect(failed.body.items.filter((j: { kind: string }) => j.kind === kind)).toEqual([{
-      account_id: accountId, job_id: expect.stringMatching(/^\d+$/), kind, state: 'failed', payload: { n: 1 }, attempts: 5,
-      last_error: 'the mail server said no', created_at: expect.any(String), run_at: expect.any(String), failed_at: expect.any(String),
-    }]);
+    expect(failed.body.items.filter((j: { kind: string }) => j.kind === kind)).toEqual([
+      {
+        account_id: accountId,
+        job_id: expect.stringMatching(/^\d+$/),
+        kind,
+        state: 'failed',
+        payload: { n: 1 },
+        attempts: 5,
+        last_error: 'the mail server said no',
+        created_at: expect.any(String),
+        run_at: expect.any(String),
+        failed_at: expect.any(String),
+      },
+    ]);
     expect((await server.admin('GET', `/admin/jobs?state=waiting&kind=${kind}`)).body.items).toEqual([]);
     const text = (await server.request('GET', '/metrics', { token: server.services.metricsToken })).text;
     expect(metric(text, 'audience_jobs', { kind, state: 'failed' })).toBe(1);
@@ -504,20 +645,29 @@ describe('operations', () => {
       expect(problems.map((p) => `${p.severity} ${p.ruleId} at ${p.location[0]?.pointer}: ${p.message}`)).toEqual([]);
       expect(res.body.servers).toEqual([{ url: 'https://cdp.shop.test', description: expect.any(String) }]);
       expect(res.body.info.license.name).toBe('Apache-2.0');
-      const operations = Object.values(res.body.paths as Record<string, Record<string, { operationId: string }>>).flatMap((path) => Object.values(path));
+      const operations = Object.values(
+        res.body.paths as Record<string, Record<string, { operationId: string }>>,
+      ).flatMap((path) => Object.values(path));
       expect(operations.length).toBeGreaterThan(50);
       expect(new Set(operations.map((o) => o.operationId)).size).toBe(operations.length);
-      expect(res.body.paths['/audience/segments/{segment_discriminator}'].get.operationId).toBe('getAudienceSegmentsBySegmentDiscriminator');
+      expect(res.body.paths['/audience/segments/{segment_discriminator}'].get.operationId).toBe(
+        'getAudienceSegmentsBySegmentDiscriminator',
+      );
     } finally {
       await published.close();
     }
   });
 
   it('GET /openapi.json declares every error of every operation as application/problem+json, as errors are sent', async () => {
-    const { paths } = (await server.request('GET', '/openapi.json')).body as { paths: Record<string, Record<string, { responses: Record<string, { content: Record<string, unknown> }> }>> };
+    const { paths } = (await server.request('GET', '/openapi.json')).body as {
+      paths: Record<string, Record<string, { responses: Record<string, { content: Record<string, unknown> }> }>>;
+    };
     for (const [path, methods] of Object.entries(paths)) {
       for (const [method, operation] of Object.entries(methods)) {
-        for (const status of ['4XX', '5XX']) expect(Object.keys(operation.responses[status]?.content ?? {}), `${method} ${path} ${status}`).toEqual(['application/problem+json']);
+        for (const status of ['4XX', '5XX'])
+          expect(Object.keys(operation.responses[status]?.content ?? {}), `${method} ${path} ${status}`).toEqual([
+            'application/problem+json',
+          ]);
       }
     }
     const sent = await server.request('GET', '/audience/sections');
@@ -534,7 +684,12 @@ describe('operations', () => {
   it('GET /errors/AUD-8 describes the code (ERR-04)', async () => {
     const res = await server.request('GET', '/errors/AUD-8');
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ type: '/errors/AUD-8', code: 'AUD-8', title: 'Authorization failure', http_status: 401 });
+    expect(res.body).toEqual({
+      type: '/errors/AUD-8',
+      code: 'AUD-8',
+      title: 'Authorization failure',
+      http_status: 401,
+    });
     expectProblem(await server.request('GET', '/errors/AUD-99999'), 404, 'AUD-1');
   });
 });
@@ -546,21 +701,52 @@ describe('request logs', () => {
     try {
       const { accountId, clientId, clientSecret, token } = await logged.login(SHOP);
       const email = 'com.vendor1.keyspaces.email';
-      await logged.request('GET', `/audience/keyspaces/${email}/profiles/ann.logged@example.com/sections/${SHOP_SECTION}/attributes`, { token });
-      await logged.request('GET', `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/+4791234567/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=com.vendor1.channels.email&suppression_address=bo.logged%40example.com`, { token });
-      await logged.request('GET', '/audience/channels/com.vendor1.channels.email/addresses/cy.logged@example.com/suppressions', { token });
-      await logged.request('POST', `/oauth/token?grant_type=client_credentials&client_id=${clientId}&client_secret=${clientSecret}`);
-      await logged.admin('DELETE', `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/dee.logged@example.com`);
-      const urls = lines.map((line) => JSON.parse(line)).filter((l) => l.msg === 'incoming request').map((l) => `${l.req.url} ${l.req.route ?? '(no route)'}`);
-      expect(urls).toEqual(expect.arrayContaining([
-        `/audience/keyspaces/${email}/profiles/[redacted]/sections/${SHOP_SECTION}/attributes /audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes`,
-        `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/[redacted]/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=com.vendor1.channels.email&suppression_address=[redacted] /v2/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/consents`,
-        '/audience/channels/com.vendor1.channels.email/addresses/[redacted]/suppressions (no route)',
-        `/oauth/token?grant_type=client_credentials&client_id=${clientId}&client_secret=[redacted] /oauth/token`,
-        `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/[redacted] /admin/accounts/:account_id/suppressions/:channel_discriminator/:address`,
-      ]));
+      await logged.request(
+        'GET',
+        `/audience/keyspaces/${email}/profiles/ann.logged@example.com/sections/${SHOP_SECTION}/attributes`,
+        { token },
+      );
+      await logged.request(
+        'GET',
+        `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/+4791234567/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=com.vendor1.channels.email&suppression_address=bo.logged%40example.com`,
+        { token },
+      );
+      await logged.request(
+        'GET',
+        '/audience/channels/com.vendor1.channels.email/addresses/cy.logged@example.com/suppressions',
+        { token },
+      );
+      await logged.request(
+        'POST',
+        `/oauth/token?grant_type=client_credentials&client_id=${clientId}&client_secret=${clientSecret}`,
+      );
+      await logged.admin(
+        'DELETE',
+        `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/dee.logged@example.com`,
+      );
+      const urls = lines
+        .map((line) => JSON.parse(line))
+        .filter((l) => l.msg === 'incoming request')
+        .map((l) => `${l.req.url} ${l.req.route ?? '(no route)'}`);
+      expect(urls).toEqual(
+        expect.arrayContaining([
+          `/audience/keyspaces/${email}/profiles/[redacted]/sections/${SHOP_SECTION}/attributes /audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes`,
+          `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/[redacted]/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=com.vendor1.channels.email&suppression_address=[redacted] /v2/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/consents`,
+          '/audience/channels/com.vendor1.channels.email/addresses/[redacted]/suppressions (no route)',
+          `/oauth/token?grant_type=client_credentials&client_id=${clientId}&client_secret=[redacted] /oauth/token`,
+          `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/[redacted] /admin/accounts/:account_id/suppressions/:channel_discriminator/:address`,
+        ]),
+      );
       const all = lines.join('');
-      for (const secret of ['logged@example.com', 'logged%40example.com', '4791234567', clientSecret, token, logged.services.adminToken]) expect(all).not.toContain(secret);
+      for (const secret of [
+        'logged@example.com',
+        'logged%40example.com',
+        '4791234567',
+        clientSecret,
+        token,
+        logged.services.adminToken,
+      ])
+        expect(all).not.toContain(secret);
     } finally {
       await logged.close();
     }
@@ -577,7 +763,14 @@ describe('operator API', () => {
   it('refuses a public API token (AUTH-09)', async () => {
     const { accountId, token } = await server.login();
     expectProblem(await server.request('GET', '/admin/accounts', { token }), 401, 'AUD-8');
-    expectProblem(await server.request('PATCH', `/admin/accounts/${accountId}`, { token, body: { limits: { requests_per_second: null } } }), 401, 'AUD-8');
+    expectProblem(
+      await server.request('PATCH', `/admin/accounts/${accountId}`, {
+        token,
+        body: { limits: { requests_per_second: null } },
+      }),
+      401,
+      'AUD-8',
+    );
   });
 });
 
@@ -588,11 +781,17 @@ describe('tenant isolation (AUTH-17)', () => {
     const a = await server.login(alpha);
     const b = await server.login(beta);
     const seenByA = await server.request('GET', '/audience/sections', { token: a.token });
-    expect(seenByA.body.items.map((s: { discriminator: string }) => s.discriminator)).toEqual(['com.vendor1.sections.user-created.alpha']);
+    expect(seenByA.body.items.map((s: { discriminator: string }) => s.discriminator)).toEqual([
+      'com.vendor1.sections.user-created.alpha',
+    ]);
     const betaTags = '/audience/sections/com.vendor1.sections.user-created.beta/tags';
     expect((await server.request('GET', betaTags, { token: b.token })).status).toBe(200);
     expectProblem(await server.request('GET', betaTags, { token: a.token }), 404, 'AUD-1102');
-    expectProblem(await server.request('POST', betaTags, { token: a.token, body: { name: 'Sneaky' } }), 404, 'AUD-1102');
+    expectProblem(
+      await server.request('POST', betaTags, { token: a.token, body: { name: 'Sneaky' } }),
+      404,
+      'AUD-1102',
+    );
     const bList = await server.request('GET', betaTags, { token: b.token });
     expect(bList.body.items.map((t: { name: string }) => t.name)).toEqual(['B tag']);
   });
@@ -602,11 +801,14 @@ describe('tenant isolation (AUTH-17)', () => {
 
 const redisBinary = spawnSync('which', ['redis-server']).status === 0;
 
-
 /** Starts redis-server and resolves once it accepts connections. */
 function startRedis(port: number): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
@@ -636,11 +838,17 @@ describe.skipIf(!redisBinary)('RedisBuckets (LIM-01 across processes)', () => {
     const shared = await TestServer.start({ REDIS_URL: url });
     try {
       const { accountId, token } = await shared.login({}, { requests_per_second: 5, token_requests_per_minute: null });
-      for (let i = 0; i < 5; i++) expect((await shared.request('GET', '/audience/sections', { token })).status).toBe(200);
+      for (let i = 0; i < 5; i++)
+        expect((await shared.request('GET', '/audience/sections', { token })).status).toBe(200);
       expectProblem(await shared.request('GET', '/audience/sections', { token }), 429, 'AUD-1002');
-      expect((await shared.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 100 } })).status).toBe(200);
-      for (let i = 0; i < 8; i++) expect((await shared.request('GET', '/audience/sections', { token })).status).toBe(200);
-      expect((await shared.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 1 } })).status).toBe(200);
+      expect(
+        (await shared.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 100 } })).status,
+      ).toBe(200);
+      for (let i = 0; i < 8; i++)
+        expect((await shared.request('GET', '/audience/sections', { token })).status).toBe(200);
+      expect(
+        (await shared.admin('PATCH', `/admin/accounts/${accountId}`, { limits: { requests_per_second: 1 } })).status,
+      ).toBe(200);
       expect((await shared.request('GET', '/audience/sections', { token })).status).toBe(200);
       expectProblem(await shared.request('GET', '/audience/sections', { token }), 429, 'AUD-1002');
     } finally {
@@ -656,7 +864,8 @@ describe.skipIf(!redisBinary)('RedisBuckets (LIM-01 across processes)', () => {
       second.clock.now = first.clock.now;
       const { token } = await first.login({}, { requests_per_second: 5 });
       const other = await first.login({}, { requests_per_second: 5 });
-      for (let i = 0; i < 5; i++) expect((await first.request('GET', '/audience/sections', { token })).status).toBe(200);
+      for (let i = 0; i < 5; i++)
+        expect((await first.request('GET', '/audience/sections', { token })).status).toBe(200);
       const refused = await second.request('GET', '/audience/sections', { token });
       expectProblem(refused, 429, 'AUD-1002');
       expect(refused.headers.get('retry-after')).toBe('1');
@@ -683,7 +892,11 @@ function rawRequest(bytes: Buffer | string): Promise<{ status: number; type: str
     socket.on('close', () => {
       const text = Buffer.concat(chunks).toString('utf8');
       const [head, body] = [text.slice(0, text.indexOf('\r\n\r\n')), text.slice(text.indexOf('\r\n\r\n') + 4)];
-      resolve({ status: Number(head.split(' ')[1]), type: /content-type: ([^\r\n]+)/i.exec(head)?.[1] ?? '', body: body ? JSON.parse(body) : undefined });
+      resolve({
+        status: Number(head.split(' ')[1]),
+        type: /content-type: ([^\r\n]+)/i.exec(head)?.[1] ?? '',
+        body: body ? JSON.parse(body) : undefined,
+      });
     });
   });
 }
@@ -693,17 +906,63 @@ describe('bad bytes and malformed requests: 4xx problem documents, never a 5xx',
     const { token } = await server.login(SHOP);
     const tag = await server.request('POST', TAGS, { token, body: { name: 'bad\u0000tag' } });
     expect(expectProblem(tag, 400, 'AUD-1012')).toContain('"name"');
-    expect((await server.request('GET', TAGS, { token })).body.items.map((t: { name: string }) => t.name)).not.toContain('bad\u0000tag');
+    expect(
+      (await server.request('GET', TAGS, { token })).body.items.map((t: { name: string }) => t.name),
+    ).not.toContain('bad\u0000tag');
     const profiles = `/audience/keyspaces/com.vendor1.keyspaces.email/sections/${SHOP_SECTION}/profiles`;
-    expect(expectProblem(await server.request('POST', profiles, { token, body: { profile_key: 'a\u0000@example.com' } }), 400, 'AUD-1012')).toContain('"profile_key"');
-    expect((await server.request('POST', profiles, { token, body: { profile_key: 'nul@example.com' } })).status).toBe(201);
+    expect(
+      expectProblem(
+        await server.request('POST', profiles, { token, body: { profile_key: 'a\u0000@example.com' } }),
+        400,
+        'AUD-1012',
+      ),
+    ).toContain('"profile_key"');
+    expect((await server.request('POST', profiles, { token, body: { profile_key: 'nul@example.com' } })).status).toBe(
+      201,
+    );
     const path = `/audience/keyspaces/com.vendor1.keyspaces.email/profiles/nul@example.com/sections/${SHOP_SECTION}`;
-    expect(expectProblem(await server.request('PATCH', `${path}/tags`, { token, body: { 'com.vendor1.tags.user-created.vip\u0000': true } }), 400, 'AUD-1012')).toContain('vip');
-    expectProblem(await server.request('GET', `/audience/keyspaces/com.vendor1.keyspaces.web/profiles/x%00y/sections/${SHOP_SECTION}/attributes`, { token }), 400, 'AUD-1012');
-    expect(expectProblem(await server.request('POST', '/audience/profiles/reports/segments/count?x=%00', { token, body: {} }), 400, 'AUD-1012')).toContain('"x"');
+    expect(
+      expectProblem(
+        await server.request('PATCH', `${path}/tags`, {
+          token,
+          body: { 'com.vendor1.tags.user-created.vip\u0000': true },
+        }),
+        400,
+        'AUD-1012',
+      ),
+    ).toContain('vip');
+    expectProblem(
+      await server.request(
+        'GET',
+        `/audience/keyspaces/com.vendor1.keyspaces.web/profiles/x%00y/sections/${SHOP_SECTION}/attributes`,
+        { token },
+      ),
+      400,
+      'AUD-1012',
+    );
+    expect(
+      expectProblem(
+        await server.request('POST', '/audience/profiles/reports/segments/count?x=%00', { token, body: {} }),
+        400,
+        'AUD-1012',
+      ),
+    ).toContain('"x"');
     // Unauthenticated, as JSON and as a form.
-    expectProblem(await server.request('POST', '/oauth/token', { body: { grant_type: 'client_credentials', client_id: 'a\u0000b', client_secret: 'x' } }), 400, 'AUD-1012');
-    expectProblem(await server.request('POST', '/oauth/token', { raw: 'grant_type=client_credentials&client_id=a%00b&client_secret=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 400, 'AUD-1012');
+    expectProblem(
+      await server.request('POST', '/oauth/token', {
+        body: { grant_type: 'client_credentials', client_id: 'a\u0000b', client_secret: 'x' },
+      }),
+      400,
+      'AUD-1012',
+    );
+    expectProblem(
+      await server.request('POST', '/oauth/token', {
+        raw: 'grant_type=client_credentials&client_id=a%00b&client_secret=x',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      }),
+      400,
+      'AUD-1012',
+    );
     expectProblem(await server.admin('POST', '/admin/accounts', { name: 'Nul\u0000' }), 400, 'AUD-1012');
   });
 
@@ -714,19 +973,29 @@ describe('bad bytes and malformed requests: 4xx problem documents, never a 5xx',
 
   it('answers a truncated multipart upload, unauthenticated, with 400 AUD-1810', async () => {
     const { token } = await server.login(SHOP);
-    const attributes = (await server.request('GET', `/audience/sections/${SHOP_SECTION}/attributes`, { token })).body.items;
-    const first = attributes.find((a: { discriminator: string }) => a.discriminator === 'com.vendor1.attributes.firstname').versions[0].id;
-    const created = await server.request('POST', `/v2/audience/sections/${SHOP_SECTION}/imports`, { token, body: {
-      keyspace_mapping: { keyspace_discriminator: 'com.vendor1.keyspaces.email', field_selector: 'email' },
-      attribute_mappings: [{ field_selector: 'first', attribute_version_id: first }],
-    } });
+    const attributes = (await server.request('GET', `/audience/sections/${SHOP_SECTION}/attributes`, { token })).body
+      .items;
+    const first = attributes.find(
+      (a: { discriminator: string }) => a.discriminator === 'com.vendor1.attributes.firstname',
+    ).versions[0].id;
+    const created = await server.request('POST', `/v2/audience/sections/${SHOP_SECTION}/imports`, {
+      token,
+      body: {
+        keyspace_mapping: { keyspace_discriminator: 'com.vendor1.keyspaces.email', field_selector: 'email' },
+        attribute_mappings: [{ field_selector: 'first', attribute_version_id: first }],
+      },
+    });
     expect(created.status, created.text).toBe(201);
     // The signed fields, whole; the file part breaks off with no closing boundary.
     const boundary = 'XyZ';
     const fields = Object.entries(created.body.file_upload_body as Record<string, string>)
-      .map(([name, value]) => `--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`).join('');
+      .map(([name, value]) => `--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`)
+      .join('');
     const truncated = `${fields}--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="a.csv"\r\ncontent-type: text/csv\r\n\r\nemail;first\r\na@b.c`;
-    const res = await server.request('POST', '/files/uploads', { raw: truncated, headers: { 'content-type': `multipart/form-data; boundary=${boundary}` } });
+    const res = await server.request('POST', '/files/uploads', {
+      raw: truncated,
+      headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+    });
     expect(res.status).toBe(400);
     expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
     expect(res.body.type).toBe('/errors/AUD-1810');
@@ -734,10 +1003,24 @@ describe('bad bytes and malformed requests: 4xx problem documents, never a 5xx',
 
   it('answers errors met before the routes as problem documents: a URL over 16 KB (431), bad percent-encoding and raw non-ASCII in a path (400)', async () => {
     const long = await rawRequest(`GET /audience/sections?x=${'a'.repeat(20_000)} HTTP/1.1\r\nhost: localhost\r\n\r\n`);
-    expect(long).toMatchObject({ status: 431, type: expect.stringMatching(/^application\/problem\+json/), body: { status: 431, type: '/errors/AUD-1010', title: expect.any(String), detail: expect.any(String) } });
+    expect(long).toMatchObject({
+      status: 431,
+      type: expect.stringMatching(/^application\/problem\+json/),
+      body: { status: 431, type: '/errors/AUD-1010', title: expect.any(String), detail: expect.any(String) },
+    });
     const badEscape = await server.request('GET', '/audience/sections/%E0%A4%A/attributes');
     expectProblem(badEscape, 400, 'AUD-0');
-    const nonAscii = await rawRequest(Buffer.concat([Buffer.from('GET /audience/sections/'), Buffer.from('ünï', 'utf8'), Buffer.from('/attributes HTTP/1.1\r\nhost: localhost\r\n\r\n')]));
-    expect(nonAscii).toMatchObject({ status: 400, type: expect.stringMatching(/^application\/problem\+json/), body: { status: 400, detail: expect.any(String) } });
+    const nonAscii = await rawRequest(
+      Buffer.concat([
+        Buffer.from('GET /audience/sections/'),
+        Buffer.from('ünï', 'utf8'),
+        Buffer.from('/attributes HTTP/1.1\r\nhost: localhost\r\n\r\n'),
+      ]),
+    );
+    expect(nonAscii).toMatchObject({
+      status: 400,
+      type: expect.stringMatching(/^application\/problem\+json/),
+      body: { status: 400, detail: expect.any(String) },
+    });
   });
 });

@@ -37,7 +37,13 @@ export type App = FastifyInstance;
 // Bodies are validated as sent: no coercion, no silent removal of unknown keys (STYLE.md practice 4).
 // Path and query values are text and are coerced to the declared types.
 function makeAjv(coerce: boolean): Ajv {
-  const ajv = new Ajv({ coerceTypes: coerce ? 'array' : false, useDefaults: true, removeAdditional: false, allErrors: false, strict: false });
+  const ajv = new Ajv({
+    coerceTypes: coerce ? 'array' : false,
+    useDefaults: true,
+    removeAdditional: false,
+    allErrors: false,
+    strict: false,
+  });
   addFormats(ajv);
   return ajv;
 }
@@ -49,9 +55,19 @@ function makeAjv(coerce: boolean): Ajv {
  * unless two paths differ only in their inner parameters (the OpenAPI lint test would say so).
  */
 export function operationIdOf(method: string, url: string): string {
-  const pascal = (text: string) => text.split(/[^A-Za-z0-9]+/).filter(Boolean).map((w) => w[0].toUpperCase() + w.slice(1)).join('');
+  const pascal = (text: string) =>
+    text
+      .split(/[^A-Za-z0-9]+/)
+      .filter(Boolean)
+      .map((w) => w[0].toUpperCase() + w.slice(1))
+      .join('');
   const segments = url.split('/').filter(Boolean);
-  return method.toLowerCase() + segments.map((s, i) => (!s.startsWith(':') ? pascal(s) : i === segments.length - 1 ? `By${pascal(s)}` : '')).join('');
+  return (
+    method.toLowerCase() +
+    segments
+      .map((s, i) => (!s.startsWith(':') ? pascal(s) : i === segments.length - 1 ? `By${pascal(s)}` : ''))
+      .join('')
+  );
 }
 
 /**
@@ -59,7 +75,10 @@ export function operationIdOf(method: string, url: string): string {
  * route module; with `operationsOnly`, only health, metrics and the error reference (a worker
  * process). `threadMetrics` gives the counters of the process's worker thread to /metrics.
  */
-export async function buildApp(services: Services, options: { logger?: FastifyBaseLogger; operationsOnly?: boolean; threadMetrics?: () => Promise<MetricsJson> } = {}): Promise<App> {
+export async function buildApp(
+  services: Services,
+  options: { logger?: FastifyBaseLogger; operationsOnly?: boolean; threadMetrics?: () => Promise<MetricsJson> } = {},
+): Promise<App> {
   const app = Fastify({
     loggerInstance: options.logger ?? createLogger(services.config.logLevel),
     bodyLimit: BODY_LIMIT,
@@ -81,11 +100,17 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
   const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 2000 });
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat()) if (method !== 'HEAD') router.on(method as 'GET', route.url, () => {});
-    route.schema = { ...route.schema, operationId: route.schema?.operationId ?? operationIdOf([route.method].flat()[0], route.url) };
+    route.schema = {
+      ...route.schema,
+      operationId: route.schema?.operationId ?? operationIdOf([route.method].flat()[0], route.url),
+    };
     // COMP-12: array query parameters arrive comma-separated or as a repeated key; booleans in
     // any case (Python clients send `True`).
     const query = route.schema?.querystring as { properties?: Record<string, { type?: string }> } | undefined;
-    const propertiesOf = (type: string) => Object.entries(query?.properties ?? {}).filter(([, s]) => s.type === type).map(([k]) => k);
+    const propertiesOf = (type: string) =>
+      Object.entries(query?.properties ?? {})
+        .filter(([, s]) => s.type === type)
+        .map(([k]) => k);
     const arrays = propertiesOf('array');
     const booleans = propertiesOf('boolean');
     if (arrays.length > 0 || booleans.length > 0) {
@@ -93,7 +118,12 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
         const q = request.query as Record<string, unknown>;
         for (const name of arrays) {
           const value = q[name];
-          if (value !== undefined) q[name] = [value].flat().flatMap((v) => String(v).split(',')).map((v) => v.trim()).filter((v) => v !== '');
+          if (value !== undefined)
+            q[name] = [value]
+              .flat()
+              .flatMap((v) => String(v).split(','))
+              .map((v) => v.trim())
+              .filter((v) => v !== '');
         }
         for (const name of booleans) if (typeof q[name] === 'string') q[name] = (q[name] as string).toLowerCase();
       };
@@ -103,8 +133,14 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
     // their own (the Drupal module sends time_zone with every merge). Bodies whose keys are data
     // (merge-patch attribute and tag maps) have no fixed fields and are checked as data; the
     // operator API (manifests included) stays strict, where an unknown field is a typo to report.
-    const body = route.schema?.body as { type?: string; properties?: Record<string, unknown>; additionalProperties?: unknown } | undefined;
-    if (body?.type === 'object' && body.properties && body.additionalProperties === false && route.config?.auth !== 'admin') {
+    const body = route.schema?.body as
+      { type?: string; properties?: Record<string, unknown>; additionalProperties?: unknown } | undefined;
+    if (
+      body?.type === 'object' &&
+      body.properties &&
+      body.additionalProperties === false &&
+      route.config?.auth !== 'admin'
+    ) {
       const known = new Set(Object.keys(body.properties));
       const ignoreUnknownFields = async (request: FastifyRequest) => {
         const fields = request.body;
@@ -119,8 +155,11 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
   client.collectDefaultMetrics({ register: registry });
   services.metrics.watchPool(services.pool, 'main');
   const duration = new client.Histogram({
-    name: 'http_request_duration_seconds', help: 'HTTP request duration by route and status',
-    labelNames: ['method', 'route', 'status'], registers: [registry], buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+    name: 'http_request_duration_seconds',
+    help: 'HTTP request duration by route and status',
+    labelNames: ['method', 'route', 'status'],
+    registers: [registry],
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
   });
   // The labelled series by method, route and status, so that a request does not hash its labels
   // again (prom-client's observe sorts and joins them on every call; docs/benchmarks.md "Profiles").
@@ -129,7 +168,8 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
     const route = request.routeOptions.url ?? 'unknown';
     const key = `${request.method} ${reply.statusCode} ${route}`;
     let observed = series.get(key);
-    if (!observed) series.set(key, observed = duration.labels({ method: request.method, route, status: reply.statusCode }));
+    if (!observed)
+      series.set(key, (observed = duration.labels({ method: request.method, route, status: reply.statusCode })));
     observed.observe(reply.elapsedTime / 1000);
     done();
   });
@@ -139,7 +179,12 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
     const path = request.url.split('?')[0];
     const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => router.find(m as 'GET', path));
     if (allowed.length > 0) {
-      return sendProblem(reply, new Problem('AUD-1006', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`, { allow: allowed.join(', ') }));
+      return sendProblem(
+        reply,
+        new Problem('AUD-1006', `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`, {
+          allow: allowed.join(', '),
+        }),
+      );
     }
     return sendProblem(reply, new Problem('AUD-1', `No route ${request.method} ${path}`));
   });
@@ -147,7 +192,9 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
   await app.register(swagger, {
     openapi: {
       info: {
-        title: 'audience', version: '0.1.0', description: 'Audience and marketing data service',
+        title: 'audience',
+        version: '0.1.0',
+        description: 'Audience and marketing data service',
         license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
       },
       servers: [{ url: services.config.publicUrl, description: 'This service (PUBLIC_URL)' }],
@@ -165,7 +212,16 @@ export async function buildApp(services: Services, options: { logger?: FastifyBa
   if (options.operationsOnly) return app;
   await app.register(apiKeysRoutes(services));
   await app.register(definitionsRoutes(services));
-  await app.register(profileDataPlane(services, [profilesRoutes, consentsRoutes, segmentsRoutes, importsRoutes, exportsRoutes, transactionalRoutes]));
+  await app.register(
+    profileDataPlane(services, [
+      profilesRoutes,
+      consentsRoutes,
+      segmentsRoutes,
+      importsRoutes,
+      exportsRoutes,
+      transactionalRoutes,
+    ]),
+  );
   await app.register(adminRoutes(services));
   await app.register(activitiesRoutes(services));
   await app.register(outboxRoutes(services));

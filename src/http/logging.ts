@@ -21,12 +21,18 @@ function decoded(text: string): string {
 /** A request URL as the log keeps it: without profile keys, addresses or secrets. */
 export function redactUrl(url: string): string {
   const at = url.indexOf('?');
-  const path = (at < 0 ? url : url.slice(0, at)).replace(KEY_SEGMENT, (_match, before: string | undefined, suppressions: string | undefined) => `${before ?? suppressions}${REDACTED}`);
+  const path = (at < 0 ? url : url.slice(0, at)).replace(
+    KEY_SEGMENT,
+    (_match, before: string | undefined, suppressions: string | undefined) => `${before ?? suppressions}${REDACTED}`,
+  );
   if (at < 0) return path;
-  const query = url.slice(at + 1).split('&').map((pair) => {
-    const name = pair.split('=', 1)[0];
-    return SECRET_QUERY.has(decoded(name).toLowerCase()) ? `${name}=${REDACTED}` : pair;
-  });
+  const query = url
+    .slice(at + 1)
+    .split('&')
+    .map((pair) => {
+      const name = pair.split('=', 1)[0];
+      return SECRET_QUERY.has(decoded(name).toLowerCase()) ? `${name}=${REDACTED}` : pair;
+    });
   return `${path}?${query.join('&')}`;
 }
 
@@ -51,7 +57,15 @@ export function createLogger(level: string, stream?: DestinationStream): Fastify
       }),
     },
     redact: {
-      paths: ['headers.authorization', 'headers.cookie', '*.headers.authorization', '*.headers.cookie', 'client_secret', '*.client_secret', 'err.detail'],
+      paths: [
+        'headers.authorization',
+        'headers.cookie',
+        '*.headers.authorization',
+        '*.headers.cookie',
+        'client_secret',
+        '*.client_secret',
+        'err.detail',
+      ],
       censor: REDACTED,
     },
   };

@@ -16,20 +16,32 @@ async function read(text: string, size: number): Promise<[string[], number][]> {
 /** What csv-parse read with the options imports used before readCsv, the line being the record's first. */
 function csvParse(text: string): [string[], number][] {
   let doubleCounted = 0;
-  const records: { record: string[]; info: { lines: number } }[] = parse(text, { bom: true, delimiter: ',', relax_column_count: true, relax_quotes: true, skip_empty_lines: true, info: true, trim: false }) as unknown as { record: string[]; info: { lines: number } }[];
+  const records: { record: string[]; info: { lines: number } }[] = parse(text, {
+    bom: true,
+    delimiter: ',',
+    relax_column_count: true,
+    relax_quotes: true,
+    skip_empty_lines: true,
+    info: true,
+    trim: false,
+  }) as unknown as { record: string[]; info: { lines: number } }[];
   return records.map(({ record, info }) => {
-      const breaks = record.reduce((n, cell) => n + (cell.match(/\r\n|\r|\n/g)?.length ?? 0), 0);
-      doubleCounted += record.reduce((n, cell) => n + (cell.match(/\r\n/g)?.length ?? 0), 0);
-      return [record, info.lines - doubleCounted - breaks];
-    });
+    const breaks = record.reduce((n, cell) => n + (cell.match(/\r\n|\r|\n/g)?.length ?? 0), 0);
+    doubleCounted += record.reduce((n, cell) => n + (cell.match(/\r\n/g)?.length ?? 0), 0);
+    return [record, info.lines - doubleCounted - breaks];
+  });
 }
 
 describe('readCsv (docs/imports.md "The file")', () => {
   it('IMP-27 reads quoted fields, a BOM, CRLF, empty lines and quotes in data, each record with its first line', async () => {
-    const text = '\uFEFFemail,name\r\n"a@x.example","Ann, ""the"" first"\r\n\r\nb@x.example,"two\r\nlines"\r\nc"d@x.example,"q"uoted\r\n';
+    const text =
+      '\uFEFFemail,name\r\n"a@x.example","Ann, ""the"" first"\r\n\r\nb@x.example,"two\r\nlines"\r\nc"d@x.example,"q"uoted\r\n';
     for (const size of [1, 2, 5, 1000]) {
       expect(await read(text, size)).toEqual([
-        [['email', 'name'], 1], [['a@x.example', 'Ann, "the" first'], 2], [['b@x.example', 'two\r\nlines'], 4], [['c"d@x.example', '"q"uoted'], 6],
+        [['email', 'name'], 1],
+        [['a@x.example', 'Ann, "the" first'], 2],
+        [['b@x.example', 'two\r\nlines'], 4],
+        [['c"d@x.example', '"q"uoted'], 6],
       ]);
     }
   });

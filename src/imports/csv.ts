@@ -1,7 +1,10 @@
 import { StringDecoder } from 'node:string_decoder';
 
 /** A record of a CSV file and the line it starts on (the first line is 1). */
-export interface CsvRecord { record: string[]; line: number }
+export interface CsvRecord {
+  record: string[];
+  line: number;
+}
 
 /** A fault of the file's CSV; its code starts with `CSV_`, like csv-parse's errors. */
 export class CsvError extends Error {
@@ -67,7 +70,11 @@ class CsvReader {
     const records: CsvRecord[] = [];
     const done = this.read(text, end, records);
     this.rest = text.slice(done);
-    if (end && this.rest.length > 0) throw new CsvError('CSV_QUOTE_NOT_CLOSED', `Quote Not Closed: the parsing is finished with an opening quote at line ${this.line}`);
+    if (end && this.rest.length > 0)
+      throw new CsvError(
+        'CSV_QUOTE_NOT_CLOSED',
+        `Quote Not Closed: the parsing is finished with an opening quote at line ${this.line}`,
+      );
     return records;
   }
 

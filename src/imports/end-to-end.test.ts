@@ -14,32 +14,67 @@ describe('an import end to end', () => {
     const { token } = await server.login(SHOP);
     const attrs = (await server.request('GET', `/audience/sections/${S}/attributes`, { token })).body.items;
     const first = attrs.find((a: any) => a.discriminator === 'com.vendor1.attributes.firstname').versions[0].id;
-    const points = attrs.find((a: any) => a.discriminator === 'com.vendor1.attributes.user-created.points').versions[1].id;
-    const created = await server.request('POST', `/v2/audience/sections/${S}/imports`, { token, body: {
-      keyspace_mapping: { keyspace_discriminator: 'com.vendor1.keyspaces.email', field_selector: 'email' },
-      attribute_mappings: [{ field_selector: 'first', attribute_version_id: first }, { field_selector: 'points', attribute_version_id: points }],
-      tag_mappings: [{ tag_discriminator: 'com.vendor1.tags.user-created.vip' }],
-      consent_mappings: [{ consents: [{ field_selector: 'news', topic_discriminator: 'com.vendor1.topics.user-created.weekly-news', channel_discriminator: 'com.vendor1.channels.email', type: 'opt-in' }] }],
-    } });
+    const points = attrs.find((a: any) => a.discriminator === 'com.vendor1.attributes.user-created.points').versions[1]
+      .id;
+    const created = await server.request('POST', `/v2/audience/sections/${S}/imports`, {
+      token,
+      body: {
+        keyspace_mapping: { keyspace_discriminator: 'com.vendor1.keyspaces.email', field_selector: 'email' },
+        attribute_mappings: [
+          { field_selector: 'first', attribute_version_id: first },
+          { field_selector: 'points', attribute_version_id: points },
+        ],
+        tag_mappings: [{ tag_discriminator: 'com.vendor1.tags.user-created.vip' }],
+        consent_mappings: [
+          {
+            consents: [
+              {
+                field_selector: 'news',
+                topic_discriminator: 'com.vendor1.topics.user-created.weekly-news',
+                channel_discriminator: 'com.vendor1.channels.email',
+                type: 'opt-in',
+              },
+            ],
+          },
+        ],
+      },
+    });
     expect(created.status, created.text).toBe(201);
     const form = new FormData();
     for (const [k, v] of Object.entries(created.body.file_upload_body)) form.append(k, v as string);
     const csv = '\ufeffemail;first;points;news\r\nann@x.io;Ann;"1,5";1\r\nbad-email;Bo;2;0\r\nCAT@x.io;Cat;x;1\r\n';
     form.append('file', new Blob([csv], { type: 'text/csv' }), 'people.csv');
-    const upload = await fetch(server.url + new URL(created.body.file_upload_url).pathname, { method: 'POST', body: form });
+    const upload = await fetch(server.url + new URL(created.body.file_upload_url).pathname, {
+      method: 'POST',
+      body: form,
+    });
     expect(upload.status, await upload.text()).toBe(204);
     let status: any;
     for (let i = 0; i < 100; i++) {
-      status = (await server.request('GET', `/audience/sections/${S}/imports/${created.body.import_id}`, { token })).body;
+      status = (await server.request('GET', `/audience/sections/${S}/imports/${created.body.import_id}`, { token }))
+        .body;
       if (status.result.status === 'completed' || status.result.status === 'error') break;
       await new Promise((r) => setTimeout(r, 100));
     }
-    expect(status.result).toEqual({ status: 'completed', profiles_found: 3, profiles_processed: 1, profiles_failed: 2 });
+    expect(status.result).toEqual({
+      status: 'completed',
+      profiles_found: 3,
+      profiles_processed: 1,
+      profiles_failed: 2,
+    });
     expect(status.report.failures.map((f: any) => f.line)).toEqual([3, 4]);
-    const got = await server.request('GET', `/audience/keyspaces/com.vendor1.keyspaces.email/profiles/ann@x.io/sections/${S}/attributes`, { token });
+    const got = await server.request(
+      'GET',
+      `/audience/keyspaces/com.vendor1.keyspaces.email/profiles/ann@x.io/sections/${S}/attributes`,
+      { token },
+    );
     expect(got.body[first]).toBe('Ann');
     expect(got.body[points]).toBe(1.5);
-    const consents = await server.request('GET', `/v2/audience/keyspaces/com.vendor1.keyspaces.email/profiles/ann@x.io/sections/${S}/consents`, { token });
+    const consents = await server.request(
+      'GET',
+      `/v2/audience/keyspaces/com.vendor1.keyspaces.email/profiles/ann@x.io/sections/${S}/consents`,
+      { token },
+    );
     expect(consents.body.items[0]).toMatchObject({ type: 'opt-in', source: 'Profile import' });
   });
 });

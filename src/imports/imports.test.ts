@@ -4,7 +4,15 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem as expectProblemDocument, metric, serverWithPool, startWorkerProcess, stopProcess, TestServer, type Response } from '../../test/app.ts';
+import {
+  expectProblem as expectProblemDocument,
+  metric,
+  serverWithPool,
+  startWorkerProcess,
+  stopProcess,
+  TestServer,
+  type Response,
+} from '../../test/app.ts';
 import { serverOnS3, type S3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { freePort } from '../store/embedded.ts';
@@ -26,9 +34,24 @@ const MAIL_OFFERS = `${V}.topics.user-created.email-offers`;
 const VIP = `${V}.tags.user-created.vip`;
 const STAFF = `${V}.tags.user-created.staff`;
 const MB = 1024 * 1024;
-const FORM_FIELDS = ['key', 'success_action_status', 'policy', 'content-type', 'x-store-meta-id', 'x-store-algorithm', 'x-store-credential', 'x-store-date', 'x-store-signature'];
+const FORM_FIELDS = [
+  'key',
+  'success_action_status',
+  'policy',
+  'content-type',
+  'x-store-meta-id',
+  'x-store-algorithm',
+  'x-store-credential',
+  'x-store-date',
+  'x-store-signature',
+];
 /** Limits lifted for the tests that are not about them. */
-const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, import_requests_per_minute: null, pending_imports: null };
+const NO_LIMITS = {
+  requests_per_second: null,
+  token_requests_per_minute: null,
+  import_requests_per_minute: null,
+  pending_imports: null,
+};
 
 /** An account with channel-specific topics, keyspaces with and without manage_subscriptions, and read-only types. */
 const MANIFEST: Manifest = {
@@ -36,23 +59,44 @@ const MANIFEST: Manifest = {
     { discriminator: PARTNER, name: 'Partner id', manage_subscriptions: false },
     { discriminator: LOYALTY, name: 'Loyalty id', manage_subscriptions: true },
   ],
-  sections: [{
-    name: 'Shop',
-    attributes: [
-      { name: 'Points', versions: [{ type: ['Number'], deprecated_at: '2026-01-01T00:00:00Z' }, { type: ['Number with decimal'] }] },
-      { name: 'Birthday', versions: [{ type: ['Date'] }] },
-      { name: 'Last seen', versions: [{ type: ['Timestamp'] }] },
-      { name: 'Member', versions: [{ type: ['True/False'] }] },
-      { name: 'Score', keyspace_permissions: { [EMAIL]: ['read'], [CRM]: ['read', 'write'] }, versions: [{ type: ['Text'] }] },
-    ],
-    tags: [{ name: 'VIP' }, { name: 'Staff', keyspace_permissions: { [EMAIL]: ['read'], [CRM]: ['read', 'write'] } }],
-    topics: [{ name: 'Weekly news' }, { name: 'SMS offers', channel: CH_SMS }, { name: 'Email offers', channel: CH_EMAIL }],
-  }, { name: 'Blog', topics: [{ name: 'Digest' }] }],
+  sections: [
+    {
+      name: 'Shop',
+      attributes: [
+        {
+          name: 'Points',
+          versions: [{ type: ['Number'], deprecated_at: '2026-01-01T00:00:00Z' }, { type: ['Number with decimal'] }],
+        },
+        { name: 'Birthday', versions: [{ type: ['Date'] }] },
+        { name: 'Last seen', versions: [{ type: ['Timestamp'] }] },
+        { name: 'Member', versions: [{ type: ['True/False'] }] },
+        {
+          name: 'Score',
+          keyspace_permissions: { [EMAIL]: ['read'], [CRM]: ['read', 'write'] },
+          versions: [{ type: ['Text'] }],
+        },
+      ],
+      tags: [{ name: 'VIP' }, { name: 'Staff', keyspace_permissions: { [EMAIL]: ['read'], [CRM]: ['read', 'write'] } }],
+      topics: [
+        { name: 'Weekly news' },
+        { name: 'SMS offers', channel: CH_SMS },
+        { name: 'Email offers', channel: CH_EMAIL },
+      ],
+    },
+    { name: 'Blog', topics: [{ name: 'Digest' }] },
+  ],
 };
 
 /** An account without channel-specific topics (version 1 may map several keyspaces). */
 const PLAIN: Manifest = {
-  sections: [{ name: 'Shop', attributes: [{ name: 'Points', versions: [{ type: ['Number with decimal'] }] }], tags: [{ name: 'VIP' }], topics: [{ name: 'Weekly news' }] }],
+  sections: [
+    {
+      name: 'Shop',
+      attributes: [{ name: 'Points', versions: [{ type: ['Number with decimal'] }] }],
+      tags: [{ name: 'VIP' }],
+      topics: [{ name: 'Weekly news' }],
+    },
+  ],
 };
 
 let server: TestServer;
@@ -64,12 +108,23 @@ serverWithPool({ worker: true, connections: 3 }, (s, d) => {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-interface Account { accountId: string; token: string; v: Record<string, string> }
+interface Account {
+  accountId: string;
+  token: string;
+  v: Record<string, string>;
+}
 
 /** A new account with the manifest, and the current version id of each attribute by its last name part ("firstname", "points" …). */
-async function account(manifest: Manifest = MANIFEST, limits: Record<string, number | null> = NO_LIMITS, on: TestServer = server): Promise<Account> {
+async function account(
+  manifest: Manifest = MANIFEST,
+  limits: Record<string, number | null> = NO_LIMITS,
+  on: TestServer = server,
+): Promise<Account> {
   const { accountId, token } = await on.login(manifest, limits);
-  const attributes = (await on.request('GET', `/audience/sections/${S}/attributes`, { token })).body.items as { discriminator: string; versions: { id: string }[] }[];
+  const attributes = (await on.request('GET', `/audience/sections/${S}/attributes`, { token })).body.items as {
+    discriminator: string;
+    versions: { id: string }[];
+  }[];
   const v = Object.fromEntries(attributes.map((a) => [a.discriminator.split('.').pop()!, a.versions.at(-1)!.id]));
   return { accountId, token, v };
 }
@@ -81,7 +136,10 @@ function expectProblem(res: Response, status: number, detail?: RegExp): void {
 }
 
 function create(a: Account, version: 1 | 2, body: unknown, section = S, on: TestServer = server): Promise<Response> {
-  return on.request('POST', `${version === 2 ? '/v2' : ''}/audience/sections/${section}/imports`, { token: a.token, body });
+  return on.request('POST', `${version === 2 ? '/v2' : ''}/audience/sections/${section}/imports`, {
+    token: a.token,
+    body,
+  });
 }
 
 async function created(a: Account, version: 1 | 2, body: unknown, on: TestServer = server): Promise<Created> {
@@ -90,21 +148,36 @@ async function created(a: Account, version: 1 | 2, body: unknown, on: TestServer
   return res.body;
 }
 
-interface Created { import_id: string; file_upload_url: string; file_upload_body: Record<string, string>; file_upload_url_expires_at: string }
+interface Created {
+  import_id: string;
+  file_upload_url: string;
+  file_upload_body: Record<string, string>;
+  file_upload_url_expires_at: string;
+}
 
 async function asResponse(res: globalThis.Response): Promise<Response> {
   const text = await res.text();
-  return { status: res.status, headers: res.headers, text, body: /json/.test(res.headers.get('content-type') ?? '') && text ? JSON.parse(text) : text };
+  return {
+    status: res.status,
+    headers: res.headers,
+    text,
+    body: /json/.test(res.headers.get('content-type') ?? '') && text ? JSON.parse(text) : text,
+  };
 }
 
 const uploadUrl = (c: Created, on: TestServer = server) => on.url + new URL(c.file_upload_url).pathname;
 
 /** The upload of ENDPOINTS.md "Imports": every form field in order, then the part `file`; no bearer token. */
-async function upload(c: Created, file: string, options: { fields?: Record<string, string>; omit?: string[]; fileFirst?: boolean; on?: TestServer } = {}): Promise<Response> {
+async function upload(
+  c: Created,
+  file: string,
+  options: { fields?: Record<string, string>; omit?: string[]; fileFirst?: boolean; on?: TestServer } = {},
+): Promise<Response> {
   const form = new FormData();
   const append = () => form.append('file', new Blob([file], { type: 'text/csv' }), 'people.csv');
   if (options.fileFirst) append();
-  for (const [k, v] of Object.entries({ ...c.file_upload_body, ...options.fields })) if (!options.omit?.includes(k)) form.append(k, v);
+  for (const [k, v] of Object.entries({ ...c.file_upload_body, ...options.fields }))
+    if (!options.omit?.includes(k)) form.append(k, v);
   if (!options.fileFirst) append();
   return asResponse(await fetch(uploadUrl(c, options.on), { method: 'POST', body: form }));
 }
@@ -136,7 +209,15 @@ async function runImport(a: Account, version: 1 | 2, body: unknown, csv: string)
 
 function expectCountsAddUp(s: any): void {
   const { result, report } = s;
-  for (const n of [result.profiles_found, result.profiles_processed, result.profiles_failed, report.profiles_new, report.profiles_updated, report.profiles_not_changed, report.profiles_failed]) {
+  for (const n of [
+    result.profiles_found,
+    result.profiles_processed,
+    result.profiles_failed,
+    report.profiles_new,
+    report.profiles_updated,
+    report.profiles_not_changed,
+    report.profiles_failed,
+  ]) {
     expect(Number.isInteger(n)).toBe(true);
   }
   expect(result.profiles_processed + result.profiles_failed).toBe(result.profiles_found);
@@ -146,16 +227,31 @@ function expectCountsAddUp(s: any): void {
 }
 
 function attributesOf(a: Account, keyspace: string, key: string, section = S): Promise<Response> {
-  return server.request('GET', `/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/sections/${section}/attributes`, { token: a.token });
+  return server.request(
+    'GET',
+    `/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/sections/${section}/attributes`,
+    { token: a.token },
+  );
 }
 
-async function consentsOf(a: Account, keyspace: string, key: string): Promise<{ topic_discriminator: string; channel_discriminator: string; type: string; source: string }[]> {
-  const res = await server.request('GET', `/v2/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/sections/${S}/consents`, { token: a.token });
+async function consentsOf(
+  a: Account,
+  keyspace: string,
+  key: string,
+): Promise<{ topic_discriminator: string; channel_discriminator: string; type: string; source: string }[]> {
+  const res = await server.request(
+    'GET',
+    `/v2/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/sections/${S}/consents`,
+    { token: a.token },
+  );
   expect(res.status, res.text).toBe(200);
   return res.body.items;
 }
 
-const v2 = (keyspace: string, column: string, rest: Record<string, unknown>) => ({ keyspace_mapping: { keyspace_discriminator: keyspace, field_selector: column }, ...rest });
+const v2 = (keyspace: string, column: string, rest: Record<string, unknown>) => ({
+  keyspace_mapping: { keyspace_discriminator: keyspace, field_selector: column },
+  ...rest,
+});
 const attr = (field_selector: string, attribute_version_id: string) => ({ field_selector, attribute_version_id });
 
 /** Files under the account's import folder of a server's file store (including partial ones). */
@@ -170,10 +266,18 @@ describe('creating an import', () => {
   });
 
   it('IMP-01 version 1 (keyspace_mappings) → 201 {import_id, file_upload_url, file_upload_body, file_upload_url_expires_at}', async () => {
-    const res = await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: false }], attribute_mappings: [attr('first', a.v.firstname)] });
+    const res = await create(a, 1, {
+      keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: false }],
+      attribute_mappings: [attr('first', a.v.firstname)],
+    });
     expect(res.status, res.text).toBe(201);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
-    expect(Object.keys(res.body).sort()).toEqual(['file_upload_body', 'file_upload_url', 'file_upload_url_expires_at', 'import_id']);
+    expect(Object.keys(res.body).sort()).toEqual([
+      'file_upload_body',
+      'file_upload_url',
+      'file_upload_url_expires_at',
+      'import_id',
+    ]);
     expect(res.body.import_id).toMatch(/^[0-9a-f-]{36}$/);
     expect(new URL(res.body.file_upload_url).pathname).toBe('/files/uploads');
     expect(typeof res.body.file_upload_body).toBe('object');
@@ -183,7 +287,12 @@ describe('creating an import', () => {
   it('IMP-02 version 2 (keyspace_mapping) → 201 with the same shape', async () => {
     const res = await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }));
     expect(res.status, res.text).toBe(201);
-    expect(Object.keys(res.body).sort()).toEqual(['file_upload_body', 'file_upload_url', 'file_upload_url_expires_at', 'import_id']);
+    expect(Object.keys(res.body).sort()).toEqual([
+      'file_upload_body',
+      'file_upload_url',
+      'file_upload_url_expires_at',
+      'import_id',
+    ]);
     expect(res.body.import_id).toMatch(/^[0-9a-f-]{36}$/);
     expect(new URL(res.body.file_upload_url).pathname).toBe('/files/uploads');
   });
@@ -209,16 +318,36 @@ describe('creating an import', () => {
 
   it('IMP-04 file_upload_url_expires_at is 5 minutes after the request', async () => {
     const before = server.clock.now;
-    const c = await created(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('first', a.v.firstname)] });
+    const c = await created(a, 1, {
+      keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+      attribute_mappings: [attr('first', a.v.firstname)],
+    });
     expect(c.file_upload_url_expires_at).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/);
     expect(Date.parse(c.file_upload_url_expires_at) - before).toBe(5 * 60 * 1000);
   });
 
   it('IMP-12 an import request for an unknown section → 404 (both versions)', async () => {
     const unknown = `${V}.sections.user-created.nope`;
-    expectProblem(await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('first', a.v.firstname)] }, unknown), 404);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), unknown), 404);
-    expectProblem(await server.request('GET', `/audience/sections/${unknown}/imports/${crypto.randomUUID()}`, { token: a.token }), 404);
+    expectProblem(
+      await create(
+        a,
+        1,
+        {
+          keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+          attribute_mappings: [attr('first', a.v.firstname)],
+        },
+        unknown,
+      ),
+      404,
+    );
+    expectProblem(
+      await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), unknown),
+      404,
+    );
+    expectProblem(
+      await server.request('GET', `/audience/sections/${unknown}/imports/${crypto.randomUUID()}`, { token: a.token }),
+      404,
+    );
   });
 
   it('AUTH-09 creating and reading imports need the bearer token', async () => {
@@ -231,11 +360,31 @@ describe('creating an import', () => {
   it('IMP-13 version 2 requires keyspace_mapping {keyspace_discriminator, field_selector}; missing → 400', async () => {
     const attributes = [attr('first', a.v.firstname)];
     expectProblem(await create(a, 2, { attribute_mappings: attributes }), 400, /keyspace_mapping/);
-    expectProblem(await create(a, 2, { keyspace_mapping: { field_selector: 'email' }, attribute_mappings: attributes }), 400, /keyspace_discriminator/);
-    expectProblem(await create(a, 2, { keyspace_mapping: { keyspace_discriminator: EMAIL }, attribute_mappings: attributes }), 400, /field_selector/);
-    expectProblem(await create(a, 2, { keyspace_mapping: { keyspace_discriminator: EMAIL, field_selector: '' }, attribute_mappings: attributes }), 400);
+    expectProblem(
+      await create(a, 2, { keyspace_mapping: { field_selector: 'email' }, attribute_mappings: attributes }),
+      400,
+      /keyspace_discriminator/,
+    );
+    expectProblem(
+      await create(a, 2, { keyspace_mapping: { keyspace_discriminator: EMAIL }, attribute_mappings: attributes }),
+      400,
+      /field_selector/,
+    );
+    expectProblem(
+      await create(a, 2, {
+        keyspace_mapping: { keyspace_discriminator: EMAIL, field_selector: '' },
+        attribute_mappings: attributes,
+      }),
+      400,
+    );
     // Version 2 has no keyspace_mappings (the version 1 form).
-    expectProblem(await create(a, 2, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: attributes }), 400);
+    expectProblem(
+      await create(a, 2, {
+        keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+        attribute_mappings: attributes,
+      }),
+      400,
+    );
     // An unknown keyspace.
     expectProblem(await create(a, 2, v2(`${V}.keyspaces.nope`, 'email', { attribute_mappings: attributes })), 404);
   });
@@ -243,66 +392,251 @@ describe('creating an import', () => {
   it('IMP-14 attribute_mappings: required, 1 to 100 items {field_selector, attribute_version_id}; empty → 400, over 100 → 413', async () => {
     expectProblem(await create(a, 2, v2(EMAIL, 'email', {})), 400, /attribute_mappings/);
     expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [] })), 400);
-    expectProblem(await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [] }), 400);
+    expectProblem(
+      await create(a, 1, {
+        keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+        attribute_mappings: [],
+      }),
+      400,
+    );
     const many = Array.from({ length: 101 }, (_, i) => attr(`c${i}`, a.v.firstname));
     expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: many })), 413);
-    expectProblem(await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: many }), 413);
+    expectProblem(
+      await create(a, 1, {
+        keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+        attribute_mappings: many,
+      }),
+      413,
+    );
     expect((await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: many.slice(0, 100) }))).status).toBe(201);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [{ field_selector: 'first' }] })), 400, /attribute_version_id/);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [{ attribute_version_id: a.v.firstname }] })), 400, /field_selector/);
+    expectProblem(
+      await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [{ field_selector: 'first' }] })),
+      400,
+      /attribute_version_id/,
+    );
+    expectProblem(
+      await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [{ attribute_version_id: a.v.firstname }] })),
+      400,
+      /field_selector/,
+    );
     // A version id the section does not define.
     expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('x', '999999999')] })), 400);
   });
 
   it('IMP-15 consent_mappings: at most 5 items, each a consents array of {resubscribe_if_opted_out, field_selector, channel_discriminator, topic_discriminator, type}; over 5 → 413', async () => {
-    const consent = (topic: string, channel?: string) => ({ resubscribe_if_opted_out: false, field_selector: 'c', topic_discriminator: topic, type: 'opt-in', ...(channel ? { channel_discriminator: channel } : {}) });
-    const topics: [string, string][] = [[WEEKLY, CH_EMAIL], [WEEKLY, CH_SMS], [SMS_OFFERS, CH_SMS], [MAIL_OFFERS, CH_EMAIL]];
+    const consent = (topic: string, channel?: string) => ({
+      resubscribe_if_opted_out: false,
+      field_selector: 'c',
+      topic_discriminator: topic,
+      type: 'opt-in',
+      ...(channel ? { channel_discriminator: channel } : {}),
+    });
+    const topics: [string, string][] = [
+      [WEEKLY, CH_EMAIL],
+      [WEEKLY, CH_SMS],
+      [SMS_OFFERS, CH_SMS],
+      [MAIL_OFFERS, CH_EMAIL],
+    ];
     const five = [...topics.map(([t, c]) => ({ consents: [consent(t, c)] })), { consents: [] }];
-    const ok = await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: five }));
+    const ok = await create(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: five }),
+    );
     expect(ok.status, ok.text).toBe(201);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [...five, { consents: [] }] })), 413);
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          consent_mappings: [...five, { consents: [] }],
+        }),
+      ),
+      413,
+    );
     // Each item's shape is checked.
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [{ field_selector: 'c', type: 'opt-in' }] }] })), 400, /topic_discriminator/);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [{ ...consent(WEEKLY, CH_EMAIL), resubscribe_if_opted_out: 'yes' }] }] })), 400);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [{ ...consent(WEEKLY, CH_EMAIL), type: 'maybe' }] }] })), 400);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [consent(`${V}.topics.user-created.nope`, CH_EMAIL)] }] })), 400);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [consent(WEEKLY, `${V}.channels.nope`)] }] })), 400);
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          consent_mappings: [{ consents: [{ field_selector: 'c', type: 'opt-in' }] }],
+        }),
+      ),
+      400,
+      /topic_discriminator/,
+    );
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          consent_mappings: [{ consents: [{ ...consent(WEEKLY, CH_EMAIL), resubscribe_if_opted_out: 'yes' }] }],
+        }),
+      ),
+      400,
+    );
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          consent_mappings: [{ consents: [{ ...consent(WEEKLY, CH_EMAIL), type: 'maybe' }] }],
+        }),
+      ),
+      400,
+    );
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          consent_mappings: [{ consents: [consent(`${V}.topics.user-created.nope`, CH_EMAIL)] }],
+        }),
+      ),
+      400,
+    );
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          consent_mappings: [{ consents: [consent(WEEKLY, `${V}.channels.nope`)] }],
+        }),
+      ),
+      400,
+    );
   });
 
   it('IMP-16 tag_mappings: at most 100 items {tag_discriminator}; over 100 → 413', async () => {
     const tags = (n: number) => Array.from({ length: n }, () => ({ tag_discriminator: VIP }));
-    expect((await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: tags(100) }))).status).toBe(201);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: tags(101) })), 413);
-    expectProblem(await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: tags(101) }), 413);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: [{}] })), 400, /tag_discriminator/);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: [{ tag_discriminator: `${V}.tags.user-created.nope` }] })), 400);
+    expect(
+      (
+        await create(
+          a,
+          2,
+          v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: tags(100) }),
+        )
+      ).status,
+    ).toBe(201);
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: tags(101) }),
+      ),
+      413,
+    );
+    expectProblem(
+      await create(a, 1, {
+        keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+        attribute_mappings: [attr('first', a.v.firstname)],
+        tag_mappings: tags(101),
+      }),
+      413,
+    );
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: [{}] }),
+      ),
+      400,
+      /tag_discriminator/,
+    );
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          tag_mappings: [{ tag_discriminator: `${V}.tags.user-created.nope` }],
+        }),
+      ),
+      400,
+    );
   });
 
   it('IMP-17 version 1: keyspace_mappings required with 1 to 10 items {keyspace_discriminator, field_selector, merge_profiles}; consent items carry address_field_selector', async () => {
     const attributes = [attr('first', a.v.firstname)];
     expectProblem(await create(a, 1, { attribute_mappings: attributes }), 400, /keyspace_mappings/);
     expectProblem(await create(a, 1, { keyspace_mappings: [], attribute_mappings: attributes }), 400);
-    const eleven = Array.from({ length: 11 }, () => ({ keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: true }));
+    const eleven = Array.from({ length: 11 }, () => ({
+      keyspace_discriminator: EMAIL,
+      field_selector: 'email',
+      merge_profiles: true,
+    }));
     expectProblem(await create(a, 1, { keyspace_mappings: eleven, attribute_mappings: attributes }), 413);
-    expectProblem(await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: 'yes' }], attribute_mappings: attributes }), 400);
+    expectProblem(
+      await create(a, 1, {
+        keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: 'yes' }],
+        attribute_mappings: attributes,
+      }),
+      400,
+    );
     // Version 1 has no keyspace_mapping (the version 2 form).
-    expectProblem(await create(a, 1, { keyspace_mapping: { keyspace_discriminator: EMAIL, field_selector: 'email' }, attribute_mappings: attributes }), 400);
-    const consent = { resubscribe_if_opted_out: true, field_selector: 'news', address_field_selector: 'mail', channel_discriminator: CH_EMAIL, topic_discriminator: WEEKLY, type: 'opt-in' };
-    const ok = await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: false }], attribute_mappings: attributes, consent_mappings: [{ consents: [consent] }] });
+    expectProblem(
+      await create(a, 1, {
+        keyspace_mapping: { keyspace_discriminator: EMAIL, field_selector: 'email' },
+        attribute_mappings: attributes,
+      }),
+      400,
+    );
+    const consent = {
+      resubscribe_if_opted_out: true,
+      field_selector: 'news',
+      address_field_selector: 'mail',
+      channel_discriminator: CH_EMAIL,
+      topic_discriminator: WEEKLY,
+      type: 'opt-in',
+    };
+    const ok = await create(a, 1, {
+      keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: false }],
+      attribute_mappings: attributes,
+      consent_mappings: [{ consents: [consent] }],
+    });
     expect(ok.status, ok.text).toBe(201);
     // address_field_selector belongs to version 1 only.
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: attributes, consent_mappings: [{ consents: [consent] }] })), 400, /address_field_selector/);
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', { attribute_mappings: attributes, consent_mappings: [{ consents: [consent] }] }),
+      ),
+      400,
+      /address_field_selector/,
+    );
     // With a PLAIN account, ten keyspace mappings are accepted.
     const plain = await account(PLAIN);
-    const ten = Array.from({ length: 10 }, (_, i) => ({ keyspace_discriminator: i % 2 ? CRM : EMAIL, field_selector: `k${i}`, merge_profiles: false }));
-    expect((await create(plain, 1, { keyspace_mappings: ten, attribute_mappings: [attr('first', plain.v.firstname)] })).status).toBe(201);
+    const ten = Array.from({ length: 10 }, (_, i) => ({
+      keyspace_discriminator: i % 2 ? CRM : EMAIL,
+      field_selector: `k${i}`,
+      merge_profiles: false,
+    }));
+    expect(
+      (await create(plain, 1, { keyspace_mappings: ten, attribute_mappings: [attr('first', plain.v.firstname)] }))
+        .status,
+    ).toBe(201);
   });
 
   it('IMP-18 an import through a keyspace whose manage_subscriptions is false → 403', async () => {
     const attributes = [attr('first', a.v.firstname)];
     for (const keyspace of [PARTNER, `${V}.keyspaces.web`, `${V}.keyspaces.export`]) {
       expectProblem(await create(a, 2, v2(keyspace, 'id', { attribute_mappings: attributes })), 403, /subscriptions/);
-      expectProblem(await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: keyspace, field_selector: 'id' }], attribute_mappings: attributes }), 403, /subscriptions/);
+      expectProblem(
+        await create(a, 1, {
+          keyspace_mappings: [{ keyspace_discriminator: keyspace, field_selector: 'id' }],
+          attribute_mappings: attributes,
+        }),
+        403,
+        /subscriptions/,
+      );
     }
     // An integration keyspace that manages subscriptions may be used.
     expect((await create(a, 2, v2(LOYALTY, 'id', { attribute_mappings: attributes }))).status).toBe(201);
@@ -310,50 +644,202 @@ describe('creating an import', () => {
 
   it('IMP-19 an import writing an attribute or tag not writable through the selected keyspace → 403', async () => {
     // "Score" and "Staff" are read-only through the email keyspace, writable through the CRM keyspace.
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('score', a.v.score)] })), 403, /score.*not writable/i);
-    expectProblem(await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('score', a.v.score)] }), 403);
-    expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: [{ tag_discriminator: STAFF }] })), 403, /staff.*not writable/i);
-    expectProblem(await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: [{ tag_discriminator: STAFF }] }), 403);
-    expect((await create(a, 2, v2(CRM, 'crm', { attribute_mappings: [attr('score', a.v.score)], tag_mappings: [{ tag_discriminator: STAFF }] }))).status).toBe(201);
+    expectProblem(
+      await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('score', a.v.score)] })),
+      403,
+      /score.*not writable/i,
+    );
+    expectProblem(
+      await create(a, 1, {
+        keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+        attribute_mappings: [attr('score', a.v.score)],
+      }),
+      403,
+    );
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(EMAIL, 'email', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          tag_mappings: [{ tag_discriminator: STAFF }],
+        }),
+      ),
+      403,
+      /staff.*not writable/i,
+    );
+    expectProblem(
+      await create(a, 1, {
+        keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+        attribute_mappings: [attr('first', a.v.firstname)],
+        tag_mappings: [{ tag_discriminator: STAFF }],
+      }),
+      403,
+    );
+    expect(
+      (
+        await create(
+          a,
+          2,
+          v2(CRM, 'crm', {
+            attribute_mappings: [attr('score', a.v.score)],
+            tag_mappings: [{ tag_discriminator: STAFF }],
+          }),
+        )
+      ).status,
+    ).toBe(201);
   });
 
   it('IMP-20 version 1 with more than one keyspace mapping while channel-specific topics are enabled → 400', async () => {
-    const two = [{ keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: true }, { keyspace_discriminator: CRM, field_selector: 'crm', merge_profiles: true }];
-    expectProblem(await create(a, 1, { keyspace_mappings: two, attribute_mappings: [attr('first', a.v.firstname)] }), 400, /channel-specific/);
-    expect((await create(a, 1, { keyspace_mappings: two.slice(0, 1), attribute_mappings: [attr('first', a.v.firstname)] })).status).toBe(201);
+    const two = [
+      { keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: true },
+      { keyspace_discriminator: CRM, field_selector: 'crm', merge_profiles: true },
+    ];
+    expectProblem(
+      await create(a, 1, { keyspace_mappings: two, attribute_mappings: [attr('first', a.v.firstname)] }),
+      400,
+      /channel-specific/,
+    );
+    expect(
+      (await create(a, 1, { keyspace_mappings: two.slice(0, 1), attribute_mappings: [attr('first', a.v.firstname)] }))
+        .status,
+    ).toBe(201);
     // Without channel-specific topics on the account, several mappings are fine.
     const plain = await account(PLAIN);
-    expect((await create(plain, 1, { keyspace_mappings: two, attribute_mappings: [attr('first', plain.v.firstname)] })).status).toBe(201);
+    expect(
+      (await create(plain, 1, { keyspace_mappings: two, attribute_mappings: [attr('first', plain.v.firstname)] }))
+        .status,
+    ).toBe(201);
   });
 
   it('IMP-22 version 2 takes one keyspace only: no keyspace list, no merge_profiles', async () => {
-    expectProblem(await create(a, 2, { keyspace_mapping: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('first', a.v.firstname)] }), 400);
-    expectProblem(await create(a, 2, { keyspace_mapping: { keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: true }, attribute_mappings: [attr('first', a.v.firstname)] }), 400, /merge_profiles/);
+    expectProblem(
+      await create(a, 2, {
+        keyspace_mapping: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+        attribute_mappings: [attr('first', a.v.firstname)],
+      }),
+      400,
+    );
+    expectProblem(
+      await create(a, 2, {
+        keyspace_mapping: { keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: true },
+        attribute_mappings: [attr('first', a.v.firstname)],
+      }),
+      400,
+      /merge_profiles/,
+    );
   });
 
-  it('IMP-23 version 2, channel-specific topic: channel_discriminator may be omitted; when given it must be the topic\'s channel, otherwise 400', async () => {
-    const body = (channel?: string) => v2(MOBILE, 'mobile', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [{ field_selector: 'sms', topic_discriminator: SMS_OFFERS, type: 'opt-in', ...(channel ? { channel_discriminator: channel } : {}) }] }] });
+  it("IMP-23 version 2, channel-specific topic: channel_discriminator may be omitted; when given it must be the topic's channel, otherwise 400", async () => {
+    const body = (channel?: string) =>
+      v2(MOBILE, 'mobile', {
+        attribute_mappings: [attr('first', a.v.firstname)],
+        consent_mappings: [
+          {
+            consents: [
+              {
+                field_selector: 'sms',
+                topic_discriminator: SMS_OFFERS,
+                type: 'opt-in',
+                ...(channel ? { channel_discriminator: channel } : {}),
+              },
+            ],
+          },
+        ],
+      });
     expect((await create(a, 2, body())).status).toBe(201);
     expect((await create(a, 2, body(CH_SMS))).status).toBe(201);
     expectProblem(await create(a, 2, body(CH_EMAIL)), 400, /channel/);
   });
 
   it('IMP-24 version 2, topic that is not channel-specific: channel_discriminator is required; missing → 400', async () => {
-    const body = (channel?: string) => v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [{ field_selector: 'news', topic_discriminator: WEEKLY, type: 'opt-in', ...(channel ? { channel_discriminator: channel } : {}) }] }] });
+    const body = (channel?: string) =>
+      v2(EMAIL, 'email', {
+        attribute_mappings: [attr('first', a.v.firstname)],
+        consent_mappings: [
+          {
+            consents: [
+              {
+                field_selector: 'news',
+                topic_discriminator: WEEKLY,
+                type: 'opt-in',
+                ...(channel ? { channel_discriminator: channel } : {}),
+              },
+            ],
+          },
+        ],
+      });
     expectProblem(await create(a, 2, body()), 400, /channel_discriminator/);
     expect((await create(a, 2, body(CH_EMAIL))).status).toBe(201);
     expect((await create(a, 2, body(CH_SMS))).status).toBe(201);
   });
 
   it('IMP-32 two consent mappings for the same topic and channel in one request → 400', async () => {
-    const consent = (field: string, channel?: string) => ({ field_selector: field, topic_discriminator: SMS_OFFERS, type: 'opt-in', ...(channel ? { channel_discriminator: channel } : {}) });
-    expectProblem(await create(a, 2, v2(MOBILE, 'mobile', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [consent('a', CH_SMS)] }, { consents: [consent('b', CH_SMS)] }] })), 400, /same topic|already updates/i);
+    const consent = (field: string, channel?: string) => ({
+      field_selector: field,
+      topic_discriminator: SMS_OFFERS,
+      type: 'opt-in',
+      ...(channel ? { channel_discriminator: channel } : {}),
+    });
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(MOBILE, 'mobile', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          consent_mappings: [{ consents: [consent('a', CH_SMS)] }, { consents: [consent('b', CH_SMS)] }],
+        }),
+      ),
+      400,
+      /same topic|already updates/i,
+    );
     // The channel inferred from the topic is the same channel as one given.
-    expectProblem(await create(a, 2, v2(MOBILE, 'mobile', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [consent('a'), consent('b', CH_SMS)] }] })), 400);
-    const weekly = (field: string) => ({ field_selector: field, address_field_selector: 'mail', topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in' });
-    expectProblem(await create(a, 1, { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [weekly('a')] }, { consents: [weekly('b')] }] }), 400);
+    expectProblem(
+      await create(
+        a,
+        2,
+        v2(MOBILE, 'mobile', {
+          attribute_mappings: [attr('first', a.v.firstname)],
+          consent_mappings: [{ consents: [consent('a'), consent('b', CH_SMS)] }],
+        }),
+      ),
+      400,
+    );
+    const weekly = (field: string) => ({
+      field_selector: field,
+      address_field_selector: 'mail',
+      topic_discriminator: WEEKLY,
+      channel_discriminator: CH_EMAIL,
+      type: 'opt-in',
+    });
+    expectProblem(
+      await create(a, 1, {
+        keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+        attribute_mappings: [attr('first', a.v.firstname)],
+        consent_mappings: [{ consents: [weekly('a')] }, { consents: [weekly('b')] }],
+      }),
+      400,
+    );
     // The same topic on two channels is no conflict.
-    expect((await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [{ field_selector: 'a', topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in' }, { field_selector: 'b', topic_discriminator: WEEKLY, channel_discriminator: CH_SMS, type: 'opt-in' }] }] }))).status).toBe(201);
+    expect(
+      (
+        await create(
+          a,
+          2,
+          v2(EMAIL, 'email', {
+            attribute_mappings: [attr('first', a.v.firstname)],
+            consent_mappings: [
+              {
+                consents: [
+                  { field_selector: 'a', topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in' },
+                  { field_selector: 'b', topic_discriminator: WEEKLY, channel_discriminator: CH_SMS, type: 'opt-in' },
+                ],
+              },
+            ],
+          }),
+        )
+      ).status,
+    ).toBe(201);
   });
 });
 
@@ -361,16 +847,33 @@ describe('status of an import', () => {
   it('IMP-09 IMP-10 GET → 200 {import_id, result:{status, profiles_found, profiles_processed, profiles_failed}} for both versions: waiting_for_file until the upload, then completed', async () => {
     const a = await account();
     for (const version of [1, 2] as const) {
-      const body = version === 1
-        ? { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('first', a.v.firstname)] }
-        : v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] });
+      const body =
+        version === 1
+          ? {
+              keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+              attribute_mappings: [attr('first', a.v.firstname)],
+            }
+          : v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] });
       const c = await created(a, version, body);
       const waiting = await status(a, c.import_id);
       expect(waiting.status, waiting.text).toBe(200);
       expect(waiting.body.import_id).toBe(c.import_id);
-      expect(waiting.body.result).toEqual({ status: 'waiting_for_file', profiles_found: 0, profiles_processed: 0, profiles_failed: 0 });
-      expect(waiting.body.report).toEqual({ profiles_new: 0, profiles_updated: 0, profiles_not_changed: 0, profiles_failed: 0, failures: [] });
-      expect((await upload(c, `email,first\nv${version}a@x.io,A\nv${version}b@x.io,B\nnot-an-email,C\n`)).status).toBe(204);
+      expect(waiting.body.result).toEqual({
+        status: 'waiting_for_file',
+        profiles_found: 0,
+        profiles_processed: 0,
+        profiles_failed: 0,
+      });
+      expect(waiting.body.report).toEqual({
+        profiles_new: 0,
+        profiles_updated: 0,
+        profiles_not_changed: 0,
+        profiles_failed: 0,
+        failures: [],
+      });
+      expect((await upload(c, `email,first\nv${version}a@x.io,A\nv${version}b@x.io,B\nnot-an-email,C\n`)).status).toBe(
+        204,
+      );
       const seen = new Set<string>();
       let last: any;
       for (let i = 0; i < 600; i++) {
@@ -381,7 +884,12 @@ describe('status of an import', () => {
       }
       expect([...seen].every((s) => ['queued', 'in_progress', 'completed'].includes(s))).toBe(true);
       expect(last.import_id).toBe(c.import_id);
-      expect(last.result).toEqual({ status: 'completed', profiles_found: 3, profiles_processed: 2, profiles_failed: 1 });
+      expect(last.result).toEqual({
+        status: 'completed',
+        profiles_found: 3,
+        profiles_processed: 2,
+        profiles_failed: 1,
+      });
       expectCountsAddUp(last);
       expect((await attributesOf(a, EMAIL, `v${version}b@x.io`)).body[a.v.firstname]).toBe('B');
     }
@@ -398,7 +906,12 @@ describe('status of an import', () => {
     expect(empty.result.status).toBe('error');
     expect(empty.result.message).toMatch(/empty|header/i);
     const headerOnly = await runImport(a, 2, body, 'email,first\r\n');
-    expect(headerOnly.result).toEqual({ status: 'completed', profiles_found: 0, profiles_processed: 0, profiles_failed: 0 });
+    expect(headerOnly.result).toEqual({
+      status: 'completed',
+      profiles_found: 0,
+      profiles_processed: 0,
+      profiles_failed: 0,
+    });
     // An import that ended, in error or not, keeps no file.
     expect(await storedFiles(a.accountId)).toEqual([]);
   });
@@ -454,7 +967,14 @@ describe('the upload', () => {
     const other = await created(a, 2, body(a));
     const f = c.file_upload_body;
     const policy = JSON.parse(Buffer.from(f.policy, 'base64').toString('utf8'));
-    const widened = Buffer.from(JSON.stringify({ ...policy, conditions: policy.conditions.map((x: unknown) => (Array.isArray(x) ? ['content-length-range', 0, 5000 * MB] : x)) })).toString('base64');
+    const widened = Buffer.from(
+      JSON.stringify({
+        ...policy,
+        conditions: policy.conditions.map((x: unknown) =>
+          Array.isArray(x) ? ['content-length-range', 0, 5000 * MB] : x,
+        ),
+      }),
+    ).toString('base64');
     const later = Buffer.from(JSON.stringify({ ...policy, expiration: '2999-01-01T00:00:00.000Z' })).toString('base64');
     const flipped = f['x-store-signature'].slice(0, -1) + (f['x-store-signature'].endsWith('0') ? '1' : '0');
     const attempts: { fields?: Record<string, string>; omit?: string[]; fileFirst?: boolean }[] = [
@@ -467,7 +987,12 @@ describe('the upload', () => {
       { fields: { 'x-store-signature': 'not-a-signature' } },
       { fields: { 'x-store-signature': other.file_upload_body['x-store-signature'] } },
       { fields: { 'x-store-meta-id': other.file_upload_body['x-store-meta-id'] } },
-      { fields: { 'x-store-date': f['x-store-date'].slice(0, 9) + (f['x-store-date'].endsWith('T000000Z') ? '000001Z' : '000000Z') } },
+      {
+        fields: {
+          'x-store-date':
+            f['x-store-date'].slice(0, 9) + (f['x-store-date'].endsWith('T000000Z') ? '000001Z' : '000000Z'),
+        },
+      },
       { fields: { 'x-store-credential': f['x-store-credential'].replace(/^[^/]+/, 'someone') } },
       { fields: { 'content-type': 'application/octet-stream' } },
       { fields: { success_action_status: '201' } },
@@ -508,8 +1033,12 @@ describe('the upload', () => {
     const a = await account();
     const c = await created(a, 2, body(a));
     const boundary = `----audience-${crypto.randomUUID()}`;
-    const head = Buffer.from(Object.entries(c.file_upload_body).map(([k, v]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`).join('')
-      + `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.csv"\r\nContent-Type: text/csv\r\n\r\nemail,first\n`);
+    const head = Buffer.from(
+      Object.entries(c.file_upload_body)
+        .map(([k, v]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)
+        .join('') +
+        `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="big.csv"\r\nContent-Type: text/csv\r\n\r\nemail,first\n`,
+    );
     const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
     const chunk = Buffer.alloc(MB, 'big@x.io,Big\n');
     const fileBytes = 51 * MB;
@@ -532,48 +1061,106 @@ describe('the upload', () => {
         }
       },
     });
-    const res = await asResponse(await fetch(uploadUrl(c), {
-      method: 'POST', body: stream, duplex: 'half', headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
-    } as RequestInit));
+    const res = await asResponse(
+      await fetch(uploadUrl(c), {
+        method: 'POST',
+        body: stream,
+        duplex: 'half',
+        headers: { 'content-type': `multipart/form-data; boundary=${boundary}` },
+      } as RequestInit),
+    );
     expectProblem(res, 413, /50|limit/);
     expect(await storedFiles(a.accountId)).toEqual([]);
-    expect((await status(a, c.import_id)).body.result).toEqual({ status: 'waiting_for_file', profiles_found: 0, profiles_processed: 0, profiles_failed: 0 });
+    expect((await status(a, c.import_id)).body.result).toEqual({
+      status: 'waiting_for_file',
+      profiles_found: 0,
+      profiles_processed: 0,
+      profiles_failed: 0,
+    });
     // The form stays usable for a file within the limit.
     expect((await upload(c, 'email,first\nsmall@x.io,Small\n')).status).toBe(204);
-    expect((await finished(a, c.import_id)).result).toEqual({ status: 'completed', profiles_found: 1, profiles_processed: 1, profiles_failed: 0 });
+    expect((await finished(a, c.import_id)).result).toEqual({
+      status: 'completed',
+      profiles_found: 1,
+      profiles_processed: 1,
+      profiles_failed: 0,
+    });
   });
 });
 
 describe('ingestion', () => {
   it('CSV with a header row: quoted fields, UTF-8 BOM, CRLF or LF, comma or semicolon; keys normalised', async () => {
     const a = await account();
-    const body = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname), attr('last', a.v.lastname), attr('points', a.v.points)] });
+    const body = v2(EMAIL, 'email', {
+      attribute_mappings: [attr('first', a.v.firstname), attr('last', a.v.lastname), attr('points', a.v.points)],
+    });
     // BOM, CRLF, semicolons, quoted cells holding the delimiter, quotes and a line break; decimal commas unquoted.
-    const semi = await runImport(a, 2, body, '\ufeffemail;first;last;points\r\n'
-      + ' Semi@X.io ;"Ann; Marie";"O""Brien";1,5\r\n'
-      + 'two@x.io;"Two\r\nLines";Plain;2\r\n'
-      + '\r\n'
-      + 'THREE@x.io;Three;"";3,25\r\n');
+    const semi = await runImport(
+      a,
+      2,
+      body,
+      '\ufeffemail;first;last;points\r\n' +
+        ' Semi@X.io ;"Ann; Marie";"O""Brien";1,5\r\n' +
+        'two@x.io;"Two\r\nLines";Plain;2\r\n' +
+        '\r\n' +
+        'THREE@x.io;Three;"";3,25\r\n',
+    );
     expect(semi.result).toEqual({ status: 'completed', profiles_found: 3, profiles_processed: 3, profiles_failed: 0 });
     const semiAnn = (await attributesOf(a, EMAIL, 'semi@x.io')).body;
-    expect(semiAnn).toMatchObject({ [a.v.email]: 'semi@x.io', [a.v.firstname]: 'Ann; Marie', [a.v.lastname]: 'O"Brien', [a.v.points]: 1.5 });
-    expect((await attributesOf(a, EMAIL, 'two@x.io')).body).toMatchObject({ [a.v.firstname]: 'Two\r\nLines', [a.v.points]: 2 });
-    expect((await attributesOf(a, EMAIL, 'three@x.io')).body).toMatchObject({ [a.v.firstname]: 'Three', [a.v.points]: 3.25 });
+    expect(semiAnn).toMatchObject({
+      [a.v.email]: 'semi@x.io',
+      [a.v.firstname]: 'Ann; Marie',
+      [a.v.lastname]: 'O"Brien',
+      [a.v.points]: 1.5,
+    });
+    expect((await attributesOf(a, EMAIL, 'two@x.io')).body).toMatchObject({
+      [a.v.firstname]: 'Two\r\nLines',
+      [a.v.points]: 2,
+    });
+    expect((await attributesOf(a, EMAIL, 'three@x.io')).body).toMatchObject({
+      [a.v.firstname]: 'Three',
+      [a.v.points]: 3.25,
+    });
     // LF and commas, columns in another order, a semicolon inside an unquoted cell.
-    const comma = await runImport(a, 2, body, 'points,last,first,email\n4,"Smith, Jr.",Bo; Bob,comma@x.io\n"5.5",Doe,"Cy",CY@X.IO');
+    const comma = await runImport(
+      a,
+      2,
+      body,
+      'points,last,first,email\n4,"Smith, Jr.",Bo; Bob,comma@x.io\n"5.5",Doe,"Cy",CY@X.IO',
+    );
     expect(comma.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 2, profiles_failed: 0 });
-    expect((await attributesOf(a, EMAIL, 'comma@x.io')).body).toMatchObject({ [a.v.firstname]: 'Bo; Bob', [a.v.lastname]: 'Smith, Jr.', [a.v.points]: 4 });
+    expect((await attributesOf(a, EMAIL, 'comma@x.io')).body).toMatchObject({
+      [a.v.firstname]: 'Bo; Bob',
+      [a.v.lastname]: 'Smith, Jr.',
+      [a.v.points]: 4,
+    });
     expect((await attributesOf(a, EMAIL, 'cy@x.io')).body).toMatchObject({ [a.v.firstname]: 'Cy', [a.v.points]: 5.5 });
     // Mobile keys in international form are stored in E.164; the same key twice is one profile.
-    const mobile = await runImport(a, 2, v2(MOBILE, 'phone', { attribute_mappings: [attr('first', a.v.firstname)] }), 'phone,first\n+47 912 34 567,Mo\n004791234567,Mona\n12345,Bad\n');
-    expect(mobile.result).toEqual({ status: 'completed', profiles_found: 3, profiles_processed: 2, profiles_failed: 1 });
+    const mobile = await runImport(
+      a,
+      2,
+      v2(MOBILE, 'phone', { attribute_mappings: [attr('first', a.v.firstname)] }),
+      'phone,first\n+47 912 34 567,Mo\n004791234567,Mona\n12345,Bad\n',
+    );
+    expect(mobile.result).toEqual({
+      status: 'completed',
+      profiles_found: 3,
+      profiles_processed: 2,
+      profiles_failed: 1,
+    });
     expect(mobile.report).toMatchObject({ profiles_new: 1, profiles_updated: 1 });
-    expect((await attributesOf(a, MOBILE, '+4791234567')).body).toMatchObject({ [a.v.mobile]: '+4791234567', [a.v.firstname]: 'Mona' });
-    const { rows } = await db.query('select count(*)::int as n from profile_identifiers i join keyspaces k using (account_id, keyspace_id) where i.account_id = $1 and k.discriminator = $2', [a.accountId, MOBILE]);
+    expect((await attributesOf(a, MOBILE, '+4791234567')).body).toMatchObject({
+      [a.v.mobile]: '+4791234567',
+      [a.v.firstname]: 'Mona',
+    });
+    const { rows } = await db.query(
+      'select count(*)::int as n from profile_identifiers i join keyspaces k using (account_id, keyspace_id) where i.account_id = $1 and k.discriminator = $2',
+      [a.accountId, MOBILE],
+    );
     expect(rows[0].n).toBe(1);
   });
 
-  it('IMP-27 a key\'s rows apply in file order across batches and parallel lanes, whatever form the key is written in', async () => {
+  it("IMP-27 a key's rows apply in file order across batches and parallel lanes, whatever form the key is written in", async () => {
     const a = await account();
     const body = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname), attr('points', a.v.points)] });
     // Each of the two lanes takes about half the rows, BATCH_ROWS at a time: the repeated key, in
@@ -584,9 +1171,17 @@ describe('ingestion', () => {
     rows[Math.floor(2.5 * BATCH_ROWS)] = ' SAME@Order.io,Second,2';
     rows[rows.length - 1] = 'Same@ORDER.io,Third,3';
     const s = await runImport(a, 2, body, `email,first,points\n${rows.join('\n')}\n`);
-    expect(s.result).toEqual({ status: 'completed', profiles_found: rows.length, profiles_processed: rows.length, profiles_failed: 0 });
+    expect(s.result).toEqual({
+      status: 'completed',
+      profiles_found: rows.length,
+      profiles_processed: rows.length,
+      profiles_failed: 0,
+    });
     expect(s.report).toMatchObject({ profiles_new: rows.length - 2, profiles_updated: 2, profiles_not_changed: 0 });
-    expect((await attributesOf(a, EMAIL, 'same@order.io')).body).toMatchObject({ [a.v.firstname]: 'Third', [a.v.points]: 3 });
+    expect((await attributesOf(a, EMAIL, 'same@order.io')).body).toMatchObject({
+      [a.v.firstname]: 'Third',
+      [a.v.points]: 3,
+    });
     // The values replaced are in the history, in the order they were written.
     const { rows: history } = await db.query(
       `select h.value from attribute_history h join profile_identifiers i on i.account_id = h.account_id and i.profile_id = h.profile_id
@@ -596,24 +1191,35 @@ describe('ingestion', () => {
     );
     expect(history.map((r) => r.value)).toEqual(['First', 'Second']);
     // The import ran in two lanes.
-    const { rows: [imported] } = await db.query('select lanes_done from imports where account_id = $1 and import_id = $2', [a.accountId, s.import_id]);
+    const {
+      rows: [imported],
+    } = await db.query('select lanes_done from imports where account_id = $1 and import_id = $2', [
+      a.accountId,
+      s.import_id,
+    ]);
     expect(imported.lanes_done).toHaveLength(2);
   });
 
-  it('IMP-27 the report counts profiles as new, updated, not changed and failed, with each failed row\'s line and reason', async () => {
+  it("IMP-27 the report counts profiles as new, updated, not changed and failed, with each failed row's line and reason", async () => {
     const a = await account();
     const body = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname), attr('points', a.v.points)] });
     await runImport(a, 2, body, 'email,first,points\nsame@x.io,Same,1\nold@x.io,Old,1\n');
-    const csv = 'email,first,points\r\n'
-      + 'same@x.io,Same,1\r\n' // line 2: not changed
-      + 'old@x.io,"New\r\nName",2\r\n' // lines 3-4: updated
-      + 'not-an-email,X,1\r\n' // line 5: failed
-      + 'fresh@x.io,Fresh,1\r\n' // line 6: new
-      + 'pts@x.io,Pts,lots\r\n' // line 7: failed
-      + ',Nobody,1\r\n'; // line 8: failed (no key)
+    const csv =
+      'email,first,points\r\n' +
+      'same@x.io,Same,1\r\n' + // line 2: not changed
+      'old@x.io,"New\r\nName",2\r\n' + // lines 3-4: updated
+      'not-an-email,X,1\r\n' + // line 5: failed
+      'fresh@x.io,Fresh,1\r\n' + // line 6: new
+      'pts@x.io,Pts,lots\r\n' + // line 7: failed
+      ',Nobody,1\r\n'; // line 8: failed (no key)
     const s = await runImport(a, 2, body, csv);
     expect(s.result).toEqual({ status: 'completed', profiles_found: 6, profiles_processed: 3, profiles_failed: 3 });
-    expect(s.report).toMatchObject({ profiles_new: 1, profiles_updated: 1, profiles_not_changed: 1, profiles_failed: 3 });
+    expect(s.report).toMatchObject({
+      profiles_new: 1,
+      profiles_updated: 1,
+      profiles_not_changed: 1,
+      profiles_failed: 3,
+    });
     expect(s.report.failures.map((f: { line: number }) => f.line)).toEqual([5, 7, 8]);
     expect(s.report.failures[0].reason).toMatch(/not-an-email/);
     expect(s.report.failures[1].reason).toMatch(/points.*lots/);
@@ -621,9 +1227,11 @@ describe('ingestion', () => {
     expect((await attributesOf(a, EMAIL, 'old@x.io')).body[a.v.firstname]).toBe('New\r\nName');
   });
 
-  it('IMP-26 date cells in the formats users send are stored converted to the mapped attribute\'s type', async () => {
+  it("IMP-26 date cells in the formats users send are stored converted to the mapped attribute's type", async () => {
     const a = await account();
-    const body = v2(EMAIL, 'email', { attribute_mappings: [attr('birthday', a.v.birthday), attr('seen', a.v['last-seen']), attr('member', a.v.member)] });
+    const body = v2(EMAIL, 'email', {
+      attribute_mappings: [attr('birthday', a.v.birthday), attr('seen', a.v['last-seen']), attr('member', a.v.member)],
+    });
     const noon = Date.parse('2024-03-05T12:00:00Z');
     const midnight = Date.parse('2024-03-05T00:00:00Z');
     const rows: [string, string, string, string, unknown][] = [
@@ -635,7 +1243,10 @@ describe('ingestion', () => {
       ['d6@x.io', '5-3-2024', '2024-03-05T14:00:00+02:00', '0', noon],
       ['d7@x.io', '2024-03-05T23:30:00+02:00', '2024/03/05', 'TRUE', midnight],
     ];
-    const csv = 'email;birthday;seen;member\n' + rows.map((r) => r.slice(0, 4).join(';')).join('\n') + '\nbad@x.io;31.02.2024;2024-03-05;true\nbad2@x.io;2024-03-05;someday;true\n';
+    const csv =
+      'email;birthday;seen;member\n' +
+      rows.map((r) => r.slice(0, 4).join(';')).join('\n') +
+      '\nbad@x.io;31.02.2024;2024-03-05;true\nbad2@x.io;2024-03-05;someday;true\n';
     // A date-time without an offset is UTC (SPEC §1.2), whatever the zone of the server.
     const zone = process.env.TZ;
     process.env.TZ = 'America/New_York';
@@ -647,7 +1258,10 @@ describe('ingestion', () => {
       else process.env.TZ = zone;
     }
     expect(s.result).toEqual({ status: 'completed', profiles_found: 9, profiles_processed: 7, profiles_failed: 2 });
-    expect(s.report.failures).toEqual([{ line: 9, reason: expect.stringMatching(/birthday.*31\.02\.2024/) }, { line: 10, reason: expect.stringMatching(/seen.*someday/) }]);
+    expect(s.report.failures).toEqual([
+      { line: 9, reason: expect.stringMatching(/birthday.*31\.02\.2024/) },
+      { line: 10, reason: expect.stringMatching(/seen.*someday/) },
+    ]);
     for (const [key, , , member, seen] of rows) {
       const got = (await attributesOf(a, EMAIL, key)).body;
       expect(got[a.v.birthday], key).toBe('2024-03-05');
@@ -659,12 +1273,28 @@ describe('ingestion', () => {
   it('IMP-28 update_existing_profiles false leaves existing profiles unchanged and still creates new ones', async () => {
     const a = await account();
     const mapping = { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: [{ tag_discriminator: VIP }] };
-    await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: mapping.attribute_mappings }), 'email,first\nkeep@x.io,Kept\n');
-    const s = await runImport(a, 2, v2(EMAIL, 'email', { ...mapping, options: { update_existing_profiles: false } }), 'email,first\nkeep@x.io,Changed\nnew@x.io,New\n');
+    await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: mapping.attribute_mappings }),
+      'email,first\nkeep@x.io,Kept\n',
+    );
+    const s = await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { ...mapping, options: { update_existing_profiles: false } }),
+      'email,first\nkeep@x.io,Changed\nnew@x.io,New\n',
+    );
     expect(s.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 2, profiles_failed: 0 });
     expect(s.report).toMatchObject({ profiles_new: 1, profiles_updated: 0, profiles_not_changed: 1 });
     expect((await attributesOf(a, EMAIL, 'keep@x.io')).body[a.v.firstname]).toBe('Kept');
-    expect((await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/keep@x.io/sections/${S}/tags`, { token: a.token })).body[VIP]).not.toBe(true);
+    expect(
+      (
+        await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/keep@x.io/sections/${S}/tags`, {
+          token: a.token,
+        })
+      ).body[VIP],
+    ).not.toBe(true);
     expect((await attributesOf(a, EMAIL, 'new@x.io')).body[a.v.firstname]).toBe('New');
     // The default (true) updates them.
     const u = await runImport(a, 2, v2(EMAIL, 'email', mapping), 'email,first\nkeep@x.io,Changed\n');
@@ -675,13 +1305,33 @@ describe('ingestion', () => {
   it('IMP-29 clear_existing_attributes true lets an empty cell clear the mapped attribute; false leaves the stored value', async () => {
     const a = await account();
     const attributes = [attr('first', a.v.firstname), attr('points', a.v.points)];
-    await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: attributes }), 'email,first,points\nc1@x.io,One,1\nc2@x.io,Two,2\n');
-    const kept = await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: attributes, options: { clear_existing_attributes: false } }), 'email,first,points\nc1@x.io,,\n');
+    await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: attributes }),
+      'email,first,points\nc1@x.io,One,1\nc2@x.io,Two,2\n',
+    );
+    const kept = await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: attributes, options: { clear_existing_attributes: false } }),
+      'email,first,points\nc1@x.io,,\n',
+    );
     expect(kept.report).toMatchObject({ profiles_not_changed: 1 });
     expect((await attributesOf(a, EMAIL, 'c1@x.io')).body).toMatchObject({ [a.v.firstname]: 'One', [a.v.points]: 1 });
-    const kept2 = await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: attributes }), 'email,first,points\nc1@x.io,"",\n');
+    const kept2 = await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: attributes }),
+      'email,first,points\nc1@x.io,"",\n',
+    );
     expect(kept2.report).toMatchObject({ profiles_not_changed: 1 });
-    const cleared = await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: attributes, options: { clear_existing_attributes: true } }), 'email,first,points\nc1@x.io,,\nc2@x.io,Deux,\n');
+    const cleared = await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: attributes, options: { clear_existing_attributes: true } }),
+      'email,first,points\nc1@x.io,,\nc2@x.io,Deux,\n',
+    );
     expect(cleared.report).toMatchObject({ profiles_updated: 2 });
     const c1 = (await attributesOf(a, EMAIL, 'c1@x.io')).body;
     expect(c1[a.v.firstname]).toBeUndefined();
@@ -693,29 +1343,79 @@ describe('ingestion', () => {
 
   it('tags are set on every imported profile', async () => {
     const a = await account();
-    await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)], tag_mappings: [{ tag_discriminator: VIP }] }), 'email,first\nt1@x.io,T1\nt2@x.io,\n');
+    await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', {
+        attribute_mappings: [attr('first', a.v.firstname)],
+        tag_mappings: [{ tag_discriminator: VIP }],
+      }),
+      'email,first\nt1@x.io,T1\nt2@x.io,\n',
+    );
     for (const key of ['t1@x.io', 't2@x.io']) {
-      const tags = await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/${key}/sections/${S}/tags`, { token: a.token });
+      const tags = await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/${key}/sections/${S}/tags`, {
+        token: a.token,
+      });
       expect(tags.body[VIP], key).toBe(true);
     }
-    const crm = await runImport(a, 2, v2(CRM, 'crm', { attribute_mappings: [attr('score', a.v.score)], tag_mappings: [{ tag_discriminator: STAFF }] }), 'crm,score\nC-1,high\n');
+    const crm = await runImport(
+      a,
+      2,
+      v2(CRM, 'crm', { attribute_mappings: [attr('score', a.v.score)], tag_mappings: [{ tag_discriminator: STAFF }] }),
+      'crm,score\nC-1,high\n',
+    );
     expect(crm.result.profiles_processed).toBe(1);
-    expect((await server.request('GET', `/audience/keyspaces/${CRM}/profiles/C-1/sections/${S}/tags`, { token: a.token })).body[STAFF]).toBe(true);
+    expect(
+      (await server.request('GET', `/audience/keyspaces/${CRM}/profiles/C-1/sections/${S}/tags`, { token: a.token }))
+        .body[STAFF],
+    ).toBe(true);
     expect((await attributesOf(a, CRM, 'C-1')).body[a.v.score]).toBe('high');
   });
 
   it('IMP-30 consents are created from the consent column; an opted-out consent turns back only with resubscribe_if_opted_out', async () => {
     const a = await account();
-    const body = (resubscribe: boolean) => v2(EMAIL, 'email', {
-      attribute_mappings: [attr('first', a.v.firstname)],
-      consent_mappings: [{ consents: [{ field_selector: 'news', topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in', resubscribe_if_opted_out: resubscribe }] }],
-    });
-    const s = await runImport(a, 2, body(false), 'email,first,news\nyes@x.io,Y,1\nno@x.io,N,0\nempty@x.io,E,\nout@x.io,O,yes\n');
+    const body = (resubscribe: boolean) =>
+      v2(EMAIL, 'email', {
+        attribute_mappings: [attr('first', a.v.firstname)],
+        consent_mappings: [
+          {
+            consents: [
+              {
+                field_selector: 'news',
+                topic_discriminator: WEEKLY,
+                channel_discriminator: CH_EMAIL,
+                type: 'opt-in',
+                resubscribe_if_opted_out: resubscribe,
+              },
+            ],
+          },
+        ],
+      });
+    const s = await runImport(
+      a,
+      2,
+      body(false),
+      'email,first,news\nyes@x.io,Y,1\nno@x.io,N,0\nempty@x.io,E,\nout@x.io,O,yes\n',
+    );
     expect(s.result).toEqual({ status: 'completed', profiles_found: 4, profiles_processed: 4, profiles_failed: 0 });
-    expect(await consentsOf(a, EMAIL, 'yes@x.io')).toEqual([expect.objectContaining({ topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in' })]);
+    expect(await consentsOf(a, EMAIL, 'yes@x.io')).toEqual([
+      expect.objectContaining({ topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in' }),
+    ]);
     expect(await consentsOf(a, EMAIL, 'no@x.io')).toEqual([]);
     expect(await consentsOf(a, EMAIL, 'empty@x.io')).toEqual([]);
-    const optOut = await server.request('POST', `/v2/audience/keyspaces/${EMAIL}/profiles/out@x.io/sections/${S}/consents`, { token: a.token, body: { topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-out', reason: 'Asked to stop' } });
+    const optOut = await server.request(
+      'POST',
+      `/v2/audience/keyspaces/${EMAIL}/profiles/out@x.io/sections/${S}/consents`,
+      {
+        token: a.token,
+        body: {
+          topic_discriminator: WEEKLY,
+          channel_discriminator: CH_EMAIL,
+          type: 'opt-out',
+          reason: 'Asked to stop',
+        },
+      },
+    );
     expect(optOut.status, optOut.text).toBe(204);
     await runImport(a, 2, body(false), 'email,first,news\nout@x.io,O,1\n');
     expect((await consentsOf(a, EMAIL, 'out@x.io'))[0].type).toBe('opt-out');
@@ -723,7 +1423,7 @@ describe('ingestion', () => {
     expect((await consentsOf(a, EMAIL, 'out@x.io'))[0]).toMatchObject({ type: 'opt-in', source: 'Profile import' });
   });
 
-  it('IMP-23 IMP-25 version 2 consents: the channel is inferred from a channel-specific topic, and the address is the profile\'s email or mobile attribute (a row without it fails)', async () => {
+  it("IMP-23 IMP-25 version 2 consents: the channel is inferred from a channel-specific topic, and the address is the profile's email or mobile attribute (a row without it fails)", async () => {
     const a = await account();
     const body = v2(EMAIL, 'email', {
       attribute_mappings: [attr('first', a.v.firstname), attr('phone', a.v.mobile)],
@@ -732,45 +1432,100 @@ describe('ingestion', () => {
         { consents: [{ field_selector: 'mail', topic_discriminator: MAIL_OFFERS, type: 'opt-in' }] },
       ],
     });
-    await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), 'email,first\nexisting@x.io,Before\n');
-    const s = await runImport(a, 2, body, 'email,first,phone,sms,mail\nphone@x.io,P,+47 912 34 567,1,1\nnophone@x.io,N,,1,0\nmailonly@x.io,M,,0,1\nexisting@x.io,After,,1,1\n');
+    await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }),
+      'email,first\nexisting@x.io,Before\n',
+    );
+    const s = await runImport(
+      a,
+      2,
+      body,
+      'email,first,phone,sms,mail\nphone@x.io,P,+47 912 34 567,1,1\nnophone@x.io,N,,1,0\nmailonly@x.io,M,,0,1\nexisting@x.io,After,,1,1\n',
+    );
     expect(s.result).toEqual({ status: 'completed', profiles_found: 4, profiles_processed: 2, profiles_failed: 2 });
     expect(s.report).toMatchObject({ profiles_new: 2, profiles_updated: 0, profiles_not_changed: 0 });
-    expect(s.report.failures).toEqual([{ line: 3, reason: expect.stringMatching(/no address/i) }, { line: 5, reason: expect.stringMatching(/no address/i) }]);
+    expect(s.report.failures).toEqual([
+      { line: 3, reason: expect.stringMatching(/no address/i) },
+      { line: 5, reason: expect.stringMatching(/no address/i) },
+    ]);
     // A failed row changes nothing: no new profile, no update of an existing one, no consent.
     expectProblem(await attributesOf(a, EMAIL, 'nophone@x.io'), 404);
     expect((await attributesOf(a, EMAIL, 'existing@x.io')).body[a.v.firstname]).toBe('Before');
     expect(await consentsOf(a, EMAIL, 'existing@x.io')).toEqual([]);
-    expect(await consentsOf(a, EMAIL, 'phone@x.io')).toEqual(expect.arrayContaining([
-      expect.objectContaining({ topic_discriminator: SMS_OFFERS, channel_discriminator: CH_SMS, type: 'opt-in' }),
-      expect.objectContaining({ topic_discriminator: MAIL_OFFERS, channel_discriminator: CH_EMAIL, type: 'opt-in' }),
-    ]));
-    expect(await consentsOf(a, EMAIL, 'mailonly@x.io')).toEqual([expect.objectContaining({ topic_discriminator: MAIL_OFFERS, channel_discriminator: CH_EMAIL })]);
+    expect(await consentsOf(a, EMAIL, 'phone@x.io')).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ topic_discriminator: SMS_OFFERS, channel_discriminator: CH_SMS, type: 'opt-in' }),
+        expect.objectContaining({ topic_discriminator: MAIL_OFFERS, channel_discriminator: CH_EMAIL, type: 'opt-in' }),
+      ]),
+    );
+    expect(await consentsOf(a, EMAIL, 'mailonly@x.io')).toEqual([
+      expect.objectContaining({ topic_discriminator: MAIL_OFFERS, channel_discriminator: CH_EMAIL }),
+    ]);
     const { rows } = await db.query(
       `select t.discriminator as topic, c.address from consents c join topics t on t.account_id = c.account_id and t.topic_id = c.topic_id
-       where c.account_id = $1 order by 1, 2`, [a.accountId]);
+       where c.account_id = $1 order by 1, 2`,
+      [a.accountId],
+    );
     expect(rows).toEqual([
       { topic: MAIL_OFFERS, address: 'mailonly@x.io' },
       { topic: MAIL_OFFERS, address: 'phone@x.io' },
       { topic: SMS_OFFERS, address: '+4791234567' },
     ]);
     // Through the mobile keyspace, the SMS address is the key itself.
-    const m = await runImport(a, 2, v2(MOBILE, 'mobile', { attribute_mappings: [attr('first', a.v.firstname)], consent_mappings: [{ consents: [{ field_selector: 'sms', topic_discriminator: SMS_OFFERS, channel_discriminator: CH_SMS, type: 'opt-in' }] }] }), 'mobile,first,sms\n+4741234567,Mob,1\n');
+    const m = await runImport(
+      a,
+      2,
+      v2(MOBILE, 'mobile', {
+        attribute_mappings: [attr('first', a.v.firstname)],
+        consent_mappings: [
+          {
+            consents: [
+              { field_selector: 'sms', topic_discriminator: SMS_OFFERS, channel_discriminator: CH_SMS, type: 'opt-in' },
+            ],
+          },
+        ],
+      }),
+      'mobile,first,sms\n+4741234567,Mob,1\n',
+    );
     expect(m.result.profiles_processed).toBe(1);
-    expect(await consentsOf(a, MOBILE, '+4741234567')).toEqual([expect.objectContaining({ topic_discriminator: SMS_OFFERS, channel_discriminator: CH_SMS, type: 'opt-in' })]);
+    expect(await consentsOf(a, MOBILE, '+4741234567')).toEqual([
+      expect.objectContaining({ topic_discriminator: SMS_OFFERS, channel_discriminator: CH_SMS, type: 'opt-in' }),
+    ]);
   });
 
   it('IMP-17 version 1 consents take the address from address_field_selector', async () => {
     const a = await account();
-    const s = await runImport(a, 1, {
-      keyspace_mappings: [{ keyspace_discriminator: CRM, field_selector: 'crm', merge_profiles: false }],
-      attribute_mappings: [attr('first', a.v.firstname)],
-      consent_mappings: [{ consents: [{ field_selector: 'news', address_field_selector: 'mail', topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in', resubscribe_if_opted_out: false }] }],
-    }, 'crm;first;mail;news\nK-1;Kay;Kay@X.io;1\nK-2;Nope;;1\n');
+    const s = await runImport(
+      a,
+      1,
+      {
+        keyspace_mappings: [{ keyspace_discriminator: CRM, field_selector: 'crm', merge_profiles: false }],
+        attribute_mappings: [attr('first', a.v.firstname)],
+        consent_mappings: [
+          {
+            consents: [
+              {
+                field_selector: 'news',
+                address_field_selector: 'mail',
+                topic_discriminator: WEEKLY,
+                channel_discriminator: CH_EMAIL,
+                type: 'opt-in',
+                resubscribe_if_opted_out: false,
+              },
+            ],
+          },
+        ],
+      },
+      'crm;first;mail;news\nK-1;Kay;Kay@X.io;1\nK-2;Nope;;1\n',
+    );
     expect(s.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 1, profiles_failed: 1 });
     expect(s.report.failures).toEqual([{ line: 3, reason: expect.stringMatching(/no address/i) }]);
     expectProblem(await attributesOf(a, CRM, 'K-2'), 404);
-    expect(await consentsOf(a, CRM, 'K-1')).toEqual([expect.objectContaining({ topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in' })]);
+    expect(await consentsOf(a, CRM, 'K-1')).toEqual([
+      expect.objectContaining({ topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in' }),
+    ]);
     const { rows } = await db.query('select address from consents where account_id = $1', [a.accountId]);
     expect(rows).toEqual([{ address: 'kay@x.io' }]);
   });
@@ -778,16 +1533,33 @@ describe('ingestion', () => {
   it('IMP-21 version 1 with merge_profiles true merges the profiles a row names in several keyspaces; false does not', async () => {
     const a = await account(PLAIN);
     const first = a.v.firstname;
-    await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', first)] }), 'email,first\nann@x.io,Ann\n');
+    await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: [attr('first', first)] }),
+      'email,first\nann@x.io,Ann\n',
+    );
     await runImport(a, 2, v2(CRM, 'crm', { attribute_mappings: [attr('points', a.v.points)] }), 'crm,points\nA-1,7\n');
     const body = (merge: boolean) => ({
-      keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: merge }, { keyspace_discriminator: CRM, field_selector: 'crm', merge_profiles: merge }],
+      keyspace_mappings: [
+        { keyspace_discriminator: EMAIL, field_selector: 'email', merge_profiles: merge },
+        { keyspace_discriminator: CRM, field_selector: 'crm', merge_profiles: merge },
+      ],
       attribute_mappings: [attr('first', first)],
     });
     const merged = await runImport(a, 1, body(true), 'email,crm,first\nann@x.io,A-1,Annie\nbo@x.io,B-1,Bo\n');
-    expect(merged.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 2, profiles_failed: 0 });
+    expect(merged.result).toEqual({
+      status: 'completed',
+      profiles_found: 2,
+      profiles_processed: 2,
+      profiles_failed: 0,
+    });
     // Both keys of a row resolve to one profile that shows the data of both.
-    expect((await attributesOf(a, CRM, 'A-1')).body).toMatchObject({ [first]: 'Annie', [a.v.email]: 'ann@x.io', [a.v.points]: 7 });
+    expect((await attributesOf(a, CRM, 'A-1')).body).toMatchObject({
+      [first]: 'Annie',
+      [a.v.email]: 'ann@x.io',
+      [a.v.points]: 7,
+    });
     expect((await attributesOf(a, EMAIL, 'ann@x.io')).body).toMatchObject({ [first]: 'Annie', [a.v.points]: 7 });
     expect((await attributesOf(a, CRM, 'B-1')).body).toMatchObject({ [first]: 'Bo', [a.v.email]: 'bo@x.io' });
     const separate = await runImport(a, 1, body(false), 'email,crm,first\ncy@x.io,C-1,Cy\n');
@@ -797,9 +1569,19 @@ describe('ingestion', () => {
     expect(c1.status).toBe(200);
     expect(c1.body[first]).toBeUndefined();
     // A row whose profiles cannot be merged (different emails) fails and changes nothing.
-    await runImport(a, 2, v2(CRM, 'crm', { attribute_mappings: [attr('mail', a.v.email)] }), 'crm,mail\nQ-1,quinn@x.io\n');
+    await runImport(
+      a,
+      2,
+      v2(CRM, 'crm', { attribute_mappings: [attr('mail', a.v.email)] }),
+      'crm,mail\nQ-1,quinn@x.io\n',
+    );
     const conflict = await runImport(a, 1, body(true), 'email,crm,first\nann@x.io,Q-1,Changed\neve@x.io,E-1,Eve\n');
-    expect(conflict.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 1, profiles_failed: 1 });
+    expect(conflict.result).toEqual({
+      status: 'completed',
+      profiles_found: 2,
+      profiles_processed: 1,
+      profiles_failed: 1,
+    });
     expect(conflict.report.failures).toEqual([{ line: 2, reason: expect.stringMatching(/merged|different/) }]);
     expect((await attributesOf(a, EMAIL, 'ann@x.io')).body[first]).toBe('Annie');
     expect((await attributesOf(a, CRM, 'Q-1')).body[first]).toBeUndefined();
@@ -810,36 +1592,73 @@ describe('ingestion', () => {
     expect((await attributesOf(a, CRM, 'D-1')).body[first]).toBe('Dee');
   });
 
-  it('IMP-22 version 2 never merges profiles: a key attribute written by the import leaves the other keyspace\'s profile apart', async () => {
+  it("IMP-22 version 2 never merges profiles: a key attribute written by the import leaves the other keyspace's profile apart", async () => {
     const a = await account();
-    await runImport(a, 2, v2(CRM, 'crm', { attribute_mappings: [attr('first', a.v.firstname)] }), 'crm,first\nZ-1,Crm\n');
-    const s = await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname), attr('crm', a.v.crmid)] }), 'email,first,crm\nzed@x.io,Mail,Z-1\n');
+    await runImport(
+      a,
+      2,
+      v2(CRM, 'crm', { attribute_mappings: [attr('first', a.v.firstname)] }),
+      'crm,first\nZ-1,Crm\n',
+    );
+    const s = await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname), attr('crm', a.v.crmid)] }),
+      'email,first,crm\nzed@x.io,Mail,Z-1\n',
+    );
     expect(s.result.profiles_processed).toBe(1);
     expect((await attributesOf(a, CRM, 'Z-1')).body[a.v.firstname]).toBe('Crm');
-    expect((await attributesOf(a, EMAIL, 'zed@x.io')).body).toMatchObject({ [a.v.firstname]: 'Mail', [a.v.crmid]: 'Z-1' });
-    const { rows } = await db.query('select count(*)::int as n from profiles where account_id = $1 and canonical_id is not null', [a.accountId]);
+    expect((await attributesOf(a, EMAIL, 'zed@x.io')).body).toMatchObject({
+      [a.v.firstname]: 'Mail',
+      [a.v.crmid]: 'Z-1',
+    });
+    const { rows } = await db.query(
+      'select count(*)::int as n from profiles where account_id = $1 and canonical_id is not null',
+      [a.accountId],
+    );
     expect(rows[0].n).toBe(0);
   });
 
   it('IMP-31 rows that match a locked profile fail, are counted as failed, and do not bring the profile back', async () => {
     const a = await account();
-    await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), 'email,first\nlocked@x.io,Lock\n');
-    const lock = await server.request('PUT', `/audience/keyspaces/${EMAIL}/profiles/locked@x.io/locks`, { token: a.token });
+    await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }),
+      'email,first\nlocked@x.io,Lock\n',
+    );
+    const lock = await server.request('PUT', `/audience/keyspaces/${EMAIL}/profiles/locked@x.io/locks`, {
+      token: a.token,
+    });
     expect(lock.status, lock.text).toBe(204);
-    const s = await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), 'email,first\nfree@x.io,Free\nLOCKED@x.io,Again\n');
+    const s = await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }),
+      'email,first\nfree@x.io,Free\nLOCKED@x.io,Again\n',
+    );
     expect(s.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 1, profiles_failed: 1 });
     expect(s.report.failures).toEqual([{ line: 3, reason: expect.stringMatching(/locked/i) }]);
     expect((await attributesOf(a, EMAIL, 'locked@x.io')).status).not.toBe(200);
-    const { rows } = await db.query('select i.profile_key from profile_identifiers i join keyspaces k using (account_id, keyspace_id) where i.account_id = $1 and k.discriminator = $2 order by 1', [a.accountId, EMAIL]);
+    const { rows } = await db.query(
+      'select i.profile_key from profile_identifiers i join keyspaces k using (account_id, keyspace_id) where i.account_id = $1 and k.discriminator = $2 order by 1',
+      [a.accountId, EMAIL],
+    );
     expect(rows.map((r) => r.profile_key)).toEqual(['free@x.io']);
   });
 
   it('counts the rows it commits and its job run, for /metrics', async () => {
     const a = await account();
     const scrape = async () => (await server.request('GET', '/metrics', { token: server.services.metricsToken })).text;
-    const completedRuns = (text: string) => metric(text, 'audience_job_duration_seconds_count', { kind: 'import', outcome: 'completed' }) ?? 0;
+    const completedRuns = (text: string) =>
+      metric(text, 'audience_job_duration_seconds_count', { kind: 'import', outcome: 'completed' }) ?? 0;
     const before = await scrape();
-    const s = await runImport(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), 'email,first\nm1@x.io,One\nm2@x.io,Two\nnot-an-address,Bad\n');
+    const s = await runImport(
+      a,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }),
+      'email,first\nm1@x.io,One\nm2@x.io,Two\nnot-an-address,Bad\n',
+    );
     expect(s.result).toEqual({ status: 'completed', profiles_found: 3, profiles_processed: 2, profiles_failed: 1 });
     await jobsEnded(a);
     const after = await scrape();
@@ -851,13 +1670,25 @@ describe('ingestion', () => {
 
 /** Waits (bounded) until the account's jobs are gone: a job ends a moment after its import has. */
 async function jobsEnded(a: Account): Promise<void> {
-  for (let i = 0; i < 200 && (await db.query('select 1 from jobs where account_id = $1', [a.accountId])).rowCount! > 0; i++) await sleep(25);
+  for (
+    let i = 0;
+    i < 200 && (await db.query('select 1 from jobs where account_id = $1', [a.accountId])).rowCount! > 0;
+    i++
+  )
+    await sleep(25);
 }
 
 describe('limits', () => {
   it('LIM-03 at most 10 import requests per minute per account (both versions); beyond → 429', async () => {
-    const a = await account(MANIFEST, { requests_per_second: null, token_requests_per_minute: null, pending_imports: null });
-    const b1 = { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('first', a.v.firstname)] };
+    const a = await account(MANIFEST, {
+      requests_per_second: null,
+      token_requests_per_minute: null,
+      pending_imports: null,
+    });
+    const b1 = {
+      keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+      attribute_mappings: [attr('first', a.v.firstname)],
+    };
     const b2 = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] });
     for (let i = 0; i < 10; i++) expect((await create(a, i % 2 ? 1 : 2, i % 2 ? b1 : b2)).status).toBe(201);
     const over = await create(a, 2, b2);
@@ -865,16 +1696,29 @@ describe('limits', () => {
     expect(over.headers.get('retry-after')).toMatch(/^\d+$/);
     expectProblem(await create(a, 1, b1), 429);
     // Other accounts are not affected; reading the status is not an import request.
-    const other = await account(MANIFEST, { requests_per_second: null, token_requests_per_minute: null, pending_imports: null });
-    expect((await create(other, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', other.v.firstname)] }))).status).toBe(201);
+    const other = await account(MANIFEST, {
+      requests_per_second: null,
+      token_requests_per_minute: null,
+      pending_imports: null,
+    });
+    expect(
+      (await create(other, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', other.v.firstname)] }))).status,
+    ).toBe(201);
     server.clock.advance(60_000);
     expect((await create(a, 2, b2)).status).toBe(201);
   });
 
   it('LIM-10 at most three imports per account are pending at once; the fourth → 429 until one has ended or its upload window has passed', async () => {
-    const a = await account(MANIFEST, { requests_per_second: null, token_requests_per_minute: null, import_requests_per_minute: null });
+    const a = await account(MANIFEST, {
+      requests_per_second: null,
+      token_requests_per_minute: null,
+      import_requests_per_minute: null,
+    });
     const b2 = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] });
-    const b1 = { keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }], attribute_mappings: [attr('first', a.v.firstname)] };
+    const b1 = {
+      keyspace_mappings: [{ keyspace_discriminator: EMAIL, field_selector: 'email' }],
+      attribute_mappings: [attr('first', a.v.firstname)],
+    };
     const first = await created(a, 2, b2);
     await created(a, 1, b1);
     await created(a, 2, b2);
@@ -893,10 +1737,13 @@ describe('limits', () => {
 describe('files in an S3-compatible bucket (FILES_URL)', () => {
   let s3: S3;
   let onS3: TestServer;
-  serverOnS3(() => server, (s, bucket) => {
-    onS3 = s;
-    s3 = bucket;
-  });
+  serverOnS3(
+    () => server,
+    (s, bucket) => {
+      onS3 = s;
+      s3 = bucket;
+    },
+  );
 
   it('IMP-05 the upload is written into the bucket, and the worker imports the file from there, then removes it', async () => {
     const a = await account(MANIFEST, NO_LIMITS, onS3);
@@ -906,7 +1753,13 @@ describe('files in an S3-compatible bucket (FILES_URL)', () => {
     expect(up.status, up.text).toBe(204);
     const done = await finished(a, c.import_id, onS3);
     expect(done.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 2, profiles_failed: 0 });
-    expect((await onS3.request('GET', `/audience/keyspaces/${EMAIL}/profiles/bucket@x.io/sections/${S}/attributes`, { token: a.token })).body).toMatchObject({ [a.v.firstname]: 'Bucket' });
+    expect(
+      (
+        await onS3.request('GET', `/audience/keyspaces/${EMAIL}/profiles/bucket@x.io/sections/${S}/attributes`, {
+          token: a.token,
+        })
+      ).body,
+    ).toMatchObject({ [a.v.firstname]: 'Bucket' });
     // The file was never in the local folder, and once the import has ended it is gone from the
     // bucket too (read from the emulator, which serves unsigned reads).
     expect(await storedFiles(a.accountId, onS3)).toEqual([]);
@@ -940,83 +1793,158 @@ describe('a worker killed in the middle of an import', () => {
   }
 
   /** The import's state, and the rows it has found (read, in committed batches) so far. */
-  async function progress(a: Account, importId: string): Promise<{ status: string; found: number; lanes: number[] | null }> {
-    const { rows } = await db.query('select status, profiles_found as found, lanes_done as lanes from imports where account_id = $1 and import_id = $2', [a.accountId, importId]);
+  async function progress(
+    a: Account,
+    importId: string,
+  ): Promise<{ status: string; found: number; lanes: number[] | null }> {
+    const { rows } = await db.query(
+      'select status, profiles_found as found, lanes_done as lanes from imports where account_id = $1 and import_id = $2',
+      [a.accountId, importId],
+    );
     return rows[0];
   }
 
-  it('IMP-09 IMP-10 finishes the import after a restart without duplicating or losing a row (kill the process, start it again)', { timeout: 100_000 }, async () => {
-    const a = await account(MANIFEST, NO_LIMITS, api);
-    const c = await created(a, 2, v2(EMAIL, 'email', {
-      attribute_mappings: [attr('first', a.v.firstname), attr('points', a.v.points)],
-      tag_mappings: [{ tag_discriminator: VIP }],
-      consent_mappings: [{ consents: [{ field_selector: 'news', topic_discriminator: WEEKLY, channel_discriminator: CH_EMAIL, type: 'opt-in' }] }],
-    }), api);
-    const lines = ['email;first;points;news'];
-    for (let i = 1; i <= ROWS; i++) lines.push(i % BAD_EVERY === 0 ? `broken-${i};Bad;1;1` : `p${i}@crash.io;"Person ${i}";"${i},5";1`);
-    const csv = lines.join('\r\n') + '\r\n';
-    expect(csv.length).toBeGreaterThan(1 * MB);
-    const up = await upload(c, csv, { on: api });
-    expect(up.status, up.text).toBe(204);
-    // IMP-10: without a worker the import waits in the queue.
-    expect((await status(a, c.import_id, S, api)).body.result.status).toBe('queued');
-    expect((await db.query('select kind, payload from jobs where account_id = $1', [a.accountId])).rows).toEqual([{ kind: 'import', payload: { import_id: c.import_id } }]);
+  it(
+    'IMP-09 IMP-10 finishes the import after a restart without duplicating or losing a row (kill the process, start it again)',
+    { timeout: 100_000 },
+    async () => {
+      const a = await account(MANIFEST, NO_LIMITS, api);
+      const c = await created(
+        a,
+        2,
+        v2(EMAIL, 'email', {
+          attribute_mappings: [attr('first', a.v.firstname), attr('points', a.v.points)],
+          tag_mappings: [{ tag_discriminator: VIP }],
+          consent_mappings: [
+            {
+              consents: [
+                {
+                  field_selector: 'news',
+                  topic_discriminator: WEEKLY,
+                  channel_discriminator: CH_EMAIL,
+                  type: 'opt-in',
+                },
+              ],
+            },
+          ],
+        }),
+        api,
+      );
+      const lines = ['email;first;points;news'];
+      for (let i = 1; i <= ROWS; i++)
+        lines.push(i % BAD_EVERY === 0 ? `broken-${i};Bad;1;1` : `p${i}@crash.io;"Person ${i}";"${i},5";1`);
+      const csv = lines.join('\r\n') + '\r\n';
+      expect(csv.length).toBeGreaterThan(1 * MB);
+      const up = await upload(c, csv, { on: api });
+      expect(up.status, up.text).toBe(204);
+      // IMP-10: without a worker the import waits in the queue.
+      expect((await status(a, c.import_id, S, api)).body.result.status).toBe('queued');
+      expect((await db.query('select kind, payload from jobs where account_id = $1', [a.accountId])).rows).toEqual([
+        { kind: 'import', payload: { import_id: c.import_id } },
+      ]);
 
-    const first = await startWorker(await freePort());
-    let seen: { status: string; found: number } | undefined;
-    for (let i = 0; i < 3000; i++) {
-      seen = await progress(a, c.import_id);
-      if (seen.found > 0) break;
-      await sleep(10);
-    }
-    expect(seen!.found, output.join('')).toBeGreaterThan(0);
-    await stopProcess(first, 'SIGKILL');
-    const atKill = await progress(a, c.import_id);
-    // Killed in the middle: some batches committed, not all. The file's one keyspace gives two lanes.
-    expect(atKill.found).toBeGreaterThan(0);
-    expect(atKill.found).toBeLessThan(ROWS);
-    expect(atKill.lanes).toHaveLength(2);
-    expect(atKill.status).toBe('in_progress');
-    const mid = (await status(a, c.import_id, S, api)).body;
-    expect(mid.result.status).toBe('in_progress');
-    expect(mid.result.profiles_found).toBe(atKill.found);
+      const first = await startWorker(await freePort());
+      let seen: { status: string; found: number } | undefined;
+      for (let i = 0; i < 3000; i++) {
+        seen = await progress(a, c.import_id);
+        if (seen.found > 0) break;
+        await sleep(10);
+      }
+      expect(seen!.found, output.join('')).toBeGreaterThan(0);
+      await stopProcess(first, 'SIGKILL');
+      const atKill = await progress(a, c.import_id);
+      // Killed in the middle: some batches committed, not all. The file's one keyspace gives two lanes.
+      expect(atKill.found).toBeGreaterThan(0);
+      expect(atKill.found).toBeLessThan(ROWS);
+      expect(atKill.lanes).toHaveLength(2);
+      expect(atKill.status).toBe('in_progress');
+      const mid = (await status(a, c.import_id, S, api)).body;
+      expect(mid.result.status).toBe('in_progress');
+      expect(mid.result.profiles_found).toBe(atKill.found);
 
-    const secondPort = await freePort();
-    const second = await startWorker(secondPort);
-    const done = await finished(a, c.import_id, api, 1200);
-    expect(done.result.status, output.join('')).toBe('completed');
-    // The worker process serves the counters of its worker thread: the rows it committed, after
-    // the first one's, and the job's run.
-    await jobsEnded(a);
-    const metrics = await (await fetch(`http://127.0.0.1:${secondPort}/metrics`, { headers: { authorization: 'Bearer worker-metrics' } })).text();
-    expect(metric(metrics, 'audience_import_rows_total')).toBe(ROWS - atKill.found);
-    expect(metric(metrics, 'audience_job_duration_seconds_count', { kind: 'import', outcome: 'completed' })).toBe(1);
-    expect(metric(metrics, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);
-    await stopProcess(second, 'SIGTERM');
+      const secondPort = await freePort();
+      const second = await startWorker(secondPort);
+      const done = await finished(a, c.import_id, api, 1200);
+      expect(done.result.status, output.join('')).toBe('completed');
+      // The worker process serves the counters of its worker thread: the rows it committed, after
+      // the first one's, and the job's run.
+      await jobsEnded(a);
+      const metrics = await (
+        await fetch(`http://127.0.0.1:${secondPort}/metrics`, { headers: { authorization: 'Bearer worker-metrics' } })
+      ).text();
+      expect(metric(metrics, 'audience_import_rows_total')).toBe(ROWS - atKill.found);
+      expect(metric(metrics, 'audience_job_duration_seconds_count', { kind: 'import', outcome: 'completed' })).toBe(1);
+      expect(metric(metrics, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);
+      await stopProcess(second, 'SIGTERM');
 
-    const bad = ROWS / BAD_EVERY;
-    const good = ROWS - bad;
-    expect(done.result).toEqual({ status: 'completed', profiles_found: ROWS, profiles_processed: good, profiles_failed: bad });
-    expect(done.report).toMatchObject({ profiles_new: good, profiles_updated: 0, profiles_not_changed: 0, profiles_failed: bad });
-    expect(done.report.failures.map((f: { line: number }) => f.line)).toEqual(Array.from({ length: bad }, (_, i) => (i + 1) * BAD_EVERY + 1));
-    expectCountsAddUp(done);
+      const bad = ROWS / BAD_EVERY;
+      const good = ROWS - bad;
+      expect(done.result).toEqual({
+        status: 'completed',
+        profiles_found: ROWS,
+        profiles_processed: good,
+        profiles_failed: bad,
+      });
+      expect(done.report).toMatchObject({
+        profiles_new: good,
+        profiles_updated: 0,
+        profiles_not_changed: 0,
+        profiles_failed: bad,
+      });
+      expect(done.report.failures.map((f: { line: number }) => f.line)).toEqual(
+        Array.from({ length: bad }, (_, i) => (i + 1) * BAD_EVERY + 1),
+      );
+      expectCountsAddUp(done);
 
-    const one = async (sql: string, params: unknown[] = [a.accountId]) => (await db.query(sql, params)).rows[0];
-    // Every key of the file exists exactly once.
-    const keys = await one(`select count(*)::int as n, count(distinct profile_key)::int as d from profile_identifiers i join keyspaces k using (account_id, keyspace_id)
-      where i.account_id = $1 and k.discriminator = $2`, [a.accountId, EMAIL]);
-    expect(keys).toEqual({ n: good, d: good });
-    expect(await one('select count(*)::int as n from profiles where account_id = $1')).toEqual({ n: good });
-    // No row was applied twice: first values replace none, so no attribute history; one consent change per consent.
-    expect(await one('select count(*)::int as n from attribute_history where account_id = $1')).toEqual({ n: 0 });
-    expect(await one('select count(*)::int as n from profile_sections where account_id = $1 and attribute_set_at ?& $2::text[]', [a.accountId, [a.v.firstname, a.v.points, a.v.email]])).toEqual({ n: good });
-    expect(await one('select count(*)::int as n, count(distinct profile_id)::int as d from consent_history where account_id = $1')).toEqual({ n: good, d: good });
-    expect(await one('select count(*)::int as n from consents where account_id = $1')).toEqual({ n: good });
-    expect(await one('select count(*)::int as n from import_failures where account_id = $1')).toEqual({ n: bad });
-    expect(await one('select count(*)::int as n from jobs where account_id = $1')).toEqual({ n: 0 });
-    // Spot checks of values at both ends of the file.
-    expect((await api.request('GET', `/audience/keyspaces/${EMAIL}/profiles/p1@crash.io/sections/${S}/attributes`, { token: a.token })).body).toMatchObject({ [a.v.firstname]: 'Person 1', [a.v.points]: 1.5 });
-    expect((await api.request('GET', `/audience/keyspaces/${EMAIL}/profiles/p${ROWS - 1}@crash.io/sections/${S}/attributes`, { token: a.token })).body).toMatchObject({ [a.v.points]: ROWS - 1 + 0.5 });
-    expect((await api.request('GET', `/audience/keyspaces/${EMAIL}/profiles/p${ROWS - 1}@crash.io/sections/${S}/tags`, { token: a.token })).body[VIP]).toBe(true);
-  });
+      const one = async (sql: string, params: unknown[] = [a.accountId]) => (await db.query(sql, params)).rows[0];
+      // Every key of the file exists exactly once.
+      const keys = await one(
+        `select count(*)::int as n, count(distinct profile_key)::int as d from profile_identifiers i join keyspaces k using (account_id, keyspace_id)
+      where i.account_id = $1 and k.discriminator = $2`,
+        [a.accountId, EMAIL],
+      );
+      expect(keys).toEqual({ n: good, d: good });
+      expect(await one('select count(*)::int as n from profiles where account_id = $1')).toEqual({ n: good });
+      // No row was applied twice: first values replace none, so no attribute history; one consent change per consent.
+      expect(await one('select count(*)::int as n from attribute_history where account_id = $1')).toEqual({ n: 0 });
+      expect(
+        await one(
+          'select count(*)::int as n from profile_sections where account_id = $1 and attribute_set_at ?& $2::text[]',
+          [a.accountId, [a.v.firstname, a.v.points, a.v.email]],
+        ),
+      ).toEqual({ n: good });
+      expect(
+        await one(
+          'select count(*)::int as n, count(distinct profile_id)::int as d from consent_history where account_id = $1',
+        ),
+      ).toEqual({ n: good, d: good });
+      expect(await one('select count(*)::int as n from consents where account_id = $1')).toEqual({ n: good });
+      expect(await one('select count(*)::int as n from import_failures where account_id = $1')).toEqual({ n: bad });
+      expect(await one('select count(*)::int as n from jobs where account_id = $1')).toEqual({ n: 0 });
+      // Spot checks of values at both ends of the file.
+      expect(
+        (
+          await api.request('GET', `/audience/keyspaces/${EMAIL}/profiles/p1@crash.io/sections/${S}/attributes`, {
+            token: a.token,
+          })
+        ).body,
+      ).toMatchObject({ [a.v.firstname]: 'Person 1', [a.v.points]: 1.5 });
+      expect(
+        (
+          await api.request(
+            'GET',
+            `/audience/keyspaces/${EMAIL}/profiles/p${ROWS - 1}@crash.io/sections/${S}/attributes`,
+            { token: a.token },
+          )
+        ).body,
+      ).toMatchObject({ [a.v.points]: ROWS - 1 + 0.5 });
+      expect(
+        (
+          await api.request('GET', `/audience/keyspaces/${EMAIL}/profiles/p${ROWS - 1}@crash.io/sections/${S}/tags`, {
+            token: a.token,
+          })
+        ).body[VIP],
+      ).toBe(true);
+    },
+  );
 });

@@ -102,12 +102,20 @@ function parseDate(text: string, keepTime = false): string | undefined {
 }
 
 /** A data row as written: `key` is the first key found, normalised; `keys` holds it and the others as given. */
-interface Parsed { line: number; key: string; keys: { keyspaceIndex: number; key: string }[]; attributes: Record<string, unknown>; consents: { index: number; address: string | undefined }[] }
+interface Parsed {
+  line: number;
+  key: string;
+  keys: { keyspaceIndex: number; key: string }[];
+  attributes: Record<string, unknown>;
+  consents: { index: number; address: string | undefined }[];
+}
 
 /** Turns a data record into what the row writes, by the plan; throws RowError for a bad cell. */
 function parseRecord(plan: ImportPlan, columns: Map<string, number>, record: string[], line: number): Parsed {
   const cell = (column: string) => record[columns.get(column)!] ?? '';
-  const keys = plan.keyspaces.map((k, keyspaceIndex) => ({ keyspaceIndex, key: cell(k.column).trim() })).filter((k) => k.key !== '');
+  const keys = plan.keyspaces
+    .map((k, keyspaceIndex) => ({ keyspaceIndex, key: cell(k.column).trim() }))
+    .filter((k) => k.key !== '');
   if (keys.length === 0) throw new RowError(`no key: column "${plan.keyspaces[0].column}" is empty`);
   try {
     keys[0].key = normaliseKey(plan.keyspaces[keys[0].keyspaceIndex].keyspace.kind, keys[0].key, 'key');
@@ -125,7 +133,11 @@ function parseRecord(plan: ImportPlan, columns: Map<string, number>, record: str
     attributes[a.versionId] = convertCell(a.typeName, text, a.column);
   }
   const consents = plan.consents
-    .map((c, index) => ({ index, set: !FALSE_CELLS.has(cell(c.column).trim().toLowerCase()), address: c.addressColumn ? cell(c.addressColumn).trim() || undefined : undefined }))
+    .map((c, index) => ({
+      index,
+      set: !FALSE_CELLS.has(cell(c.column).trim().toLowerCase()),
+      address: c.addressColumn ? cell(c.addressColumn).trim() || undefined : undefined,
+    }))
     .filter((c) => c.set)
     .map(({ index, address }) => ({ index, address }));
   return { line, key: keys[0].key, keys, attributes, consents };
@@ -169,13 +181,24 @@ export interface IngestDeps {
 }
 
 /** A row refused, with its line in the file. */
-interface RowFailure { line: number; reason: string }
+interface RowFailure {
+  line: number;
+  reason: string;
+}
 
 /** How an import ends: its last status and, for an error, the reason its status shows. */
-interface Ending { status: 'completed' | 'error'; message?: string }
+interface Ending {
+  status: 'completed' | 'error';
+  message?: string;
+}
 
 /** One run of an import job, with what its batches are written by. */
-interface ImportRun { deps: IngestDeps; accountId: string; importId: string; plan: ImportPlan }
+interface ImportRun {
+  deps: IngestDeps;
+  accountId: string;
+  importId: string;
+  plan: ImportPlan;
+}
 
 /**
  * The worker's import job: streams the file (never whole), parses it as CSV with a header row,
@@ -187,7 +210,8 @@ export async function runImport(deps: IngestDeps, job: Job): Promise<void> {
   const importId = String(job.payload.import_id);
   const row = await q.findImport(deps.pool, accountId, importId);
   if (!row) return;
-  if (row.status === 'completed' || row.status === 'error') return endImport(deps, accountId, importId, row, { status: row.status });
+  if (row.status === 'completed' || row.status === 'error')
+    return endImport(deps, accountId, importId, row, { status: row.status });
   await q.setImportStatus(deps.pool, accountId, importId, 'in_progress');
   const scope = await deps.scopeOf(accountId);
   const section = scope.defs.sections.find((s) => s.id === row.section_id);
@@ -207,8 +231,15 @@ export async function runImport(deps: IngestDeps, job: Job): Promise<void> {
  * needed of failed rows (line and reason). A job that ended the import but not the removal (a
  * crash, the store unreachable) removes the file when it runs again.
  */
-async function endImport(deps: IngestDeps, accountId: string, importId: string, row: q.ImportRowDb, ending: Ending): Promise<void> {
-  if (row.status !== ending.status) await q.setImportStatus(deps.pool, accountId, importId, ending.status, ending.message);
+async function endImport(
+  deps: IngestDeps,
+  accountId: string,
+  importId: string,
+  row: q.ImportRowDb,
+  ending: Ending,
+): Promise<void> {
+  if (row.status !== ending.status)
+    await q.setImportStatus(deps.pool, accountId, importId, ending.status, ending.message);
   await deps.files.remove(row.file_key);
 }
 
@@ -228,7 +259,11 @@ async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
         if (!columns) {
           columns = new Map(record.map((name, i) => [name.trim(), i]));
           const missing = missingColumns(plan, columns);
-          if (missing.length > 0) return { status: 'error', message: `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})` };
+          if (missing.length > 0)
+            return {
+              status: 'error',
+              message: `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})`,
+            };
           continue;
         }
         await lanes.add(readRow(plan, columns, record, line));
@@ -249,7 +284,11 @@ async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
 
 /** The columns the plan reads that the file's header lacks. */
 function missingColumns(plan: ImportPlan, columns: Map<string, number>): string[] {
-  const needed = [...plan.keyspaces.map((k) => k.column), ...plan.attributes.map((a) => a.column), ...plan.consents.flatMap((c) => [c.column, ...(c.addressColumn ? [c.addressColumn] : [])])];
+  const needed = [
+    ...plan.keyspaces.map((k) => k.column),
+    ...plan.attributes.map((a) => a.column),
+    ...plan.consents.flatMap((c) => [c.column, ...(c.addressColumn ? [c.addressColumn] : [])]),
+  ];
   return needed.filter((c) => !columns.has(c));
 }
 
@@ -264,7 +303,11 @@ function readRow(plan: ImportPlan, columns: Map<string, number>, record: string[
 }
 
 /** Rows of a lane read since its last batch: the rows to write, and the rows refused by their cells. */
-interface ParsedBatch { found: number; parsed: Parsed[]; failures: RowFailure[] }
+interface ParsedBatch {
+  found: number;
+  parsed: Parsed[];
+  failures: RowFailure[];
+}
 
 const emptyBatch = (): ParsedBatch => ({ found: 0, parsed: [], failures: [] });
 
@@ -272,7 +315,12 @@ const emptyBatch = (): ParsedBatch => ({ found: 0, parsed: [], failures: [] });
  * One of the writers of an import: the rows whose key hashes to it, in file order. `done` is the
  * number of data rows read when its last batch committed: its rows among them are written.
  */
-interface Lane { index: number; done: number; batch: ParsedBatch; writing: Promise<void> }
+interface Lane {
+  index: number;
+  done: number;
+  batch: ParsedBatch;
+  writing: Promise<void>;
+}
 
 /**
  * The lanes of one run of an import and the count of data rows read, which each batch records as
@@ -328,7 +376,9 @@ async function writeBatch(run: ImportRun, lane: number, batch: ParsedBatch, rows
   for (let attempt = 1; ; attempt++) {
     const scope = await run.deps.scopeOf(run.accountId);
     try {
-      await withTransaction(run.deps.pool, (tx) => applyBatch(tx, scope, run.plan, run.importId, lane, batch, rowsDone));
+      await withTransaction(run.deps.pool, (tx) =>
+        applyBatch(tx, scope, run.plan, run.importId, lane, batch, rowsDone),
+      );
       run.deps.committed(batch.found);
       break;
     } catch (err) {
@@ -348,7 +398,15 @@ function laneOf(key: string, lanes: number): number {
 }
 
 /** Writes one parsed batch of rows and records it, in the caller's transaction. */
-async function applyBatch(tx: Queryable, scope: AccountScope, plan: ImportPlan, importId: string, lane: number, batch: ParsedBatch, rowsDone: number): Promise<void> {
+async function applyBatch(
+  tx: Queryable,
+  scope: AccountScope,
+  plan: ImportPlan,
+  importId: string,
+  lane: number,
+  batch: ParsedBatch,
+  rowsDone: number,
+): Promise<void> {
   const failures = [...batch.failures];
   // The commit need not wait for its WAL to reach the disk: the batch commits with its lane's
   // progress, so a batch lost in a crash of the database is simply written again when the import
@@ -361,7 +419,13 @@ async function applyBatch(tx: Queryable, scope: AccountScope, plan: ImportPlan, 
     const written = await writeRows(tx, scope, plan, rows);
     if (written.late.length === 0) {
       await importConsents(tx, scope, written.consents, IMPORT_LABEL, written.newProfiles);
-      await q.recordImportBatch(tx, scope.accountId, importId, { lane, rowsDone, found: batch.found, ...written.counts, failures: [...failures, ...written.failures] });
+      await q.recordImportBatch(tx, scope.accountId, importId, {
+        lane,
+        rowsDone,
+        found: batch.found,
+        ...written.counts,
+        failures: [...failures, ...written.failures],
+      });
       return;
     }
     await tx.query('rollback to savepoint import_batch');
@@ -399,8 +463,15 @@ async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, p
   }));
   for (const [index, rows] of byKeyspace) {
     const keyspace = plan.keyspaces[index].keyspace;
-    const importRows: ImportRow[] = rows.map((p) => ({ line: p.line, key: p.keys[0].key, attributes: p.attributes, tags }));
-    const outcomes = await importProfileRows(tx, scope, keyspace, plan.section, importRows, { updateExisting: plan.updateExisting });
+    const importRows: ImportRow[] = rows.map((p) => ({
+      line: p.line,
+      key: p.keys[0].key,
+      attributes: p.attributes,
+      tags,
+    }));
+    const outcomes = await importProfileRows(tx, scope, keyspace, plan.section, importRows, {
+      updateExisting: plan.updateExisting,
+    });
     for (const [i, outcome] of outcomes.entries()) {
       const p = rows[i];
       if ('failed' in outcome) {
@@ -429,7 +500,15 @@ async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, p
           failed = err.detail;
           break;
         }
-        rowConsents.push({ canonicalId: outcome.canonicalId, topicId: mapping.topicId, channelId: mapping.channelId, sectionId: plan.section.id, type: mapping.type, address, resubscribe: mapping.resubscribe });
+        rowConsents.push({
+          canonicalId: outcome.canonicalId,
+          topicId: mapping.topicId,
+          channelId: mapping.channelId,
+          sectionId: plan.section.id,
+          type: mapping.type,
+          address,
+          resubscribe: mapping.resubscribe,
+        });
       }
       if (failed) {
         late.push({ line: p.line, reason: failed });
@@ -450,20 +529,38 @@ async function writeRows(tx: Queryable, scope: AccountScope, plan: ImportPlan, p
  * `merge_profiles` it is merged with the row's profile (the row's values go to the profile of its
  * first key). Returns the reason of a failure (a locked key, a merge conflict).
  */
-async function linkOtherKeys(tx: Queryable, scope: AccountScope, plan: ImportPlan, row: Parsed, canonicalId: string): Promise<string | undefined> {
+async function linkOtherKeys(
+  tx: Queryable,
+  scope: AccountScope,
+  plan: ImportPlan,
+  row: Parsed,
+  canonicalId: string,
+): Promise<string | undefined> {
   for (const { keyspaceIndex, key } of row.keys.slice(1)) {
     const mapping = plan.keyspaces[keyspaceIndex];
     try {
-      const other = await locate(tx, scope, { keyspace_discriminator: mapping.keyspace.discriminator, profile_key: key });
-      if (other.canonicalId !== canonicalId && mapping.mergeProfiles) await joinClusters(tx, scope, canonicalId, other.canonicalId, { checkConflicts: true });
+      const other = await locate(tx, scope, {
+        keyspace_discriminator: mapping.keyspace.discriminator,
+        profile_key: key,
+      });
+      if (other.canonicalId !== canonicalId && mapping.mergeProfiles)
+        await joinClusters(tx, scope, canonicalId, other.canonicalId, { checkConflicts: true });
     } catch (err) {
       if (!(err instanceof Problem)) throw err;
       if (err.code !== 'AUD-1201') return err.detail;
       const normalised = normaliseKey(mapping.keyspace.kind, key, 'key');
-      const added = await importProfileRows(tx, scope, mapping.keyspace, plan.section, [{ line: row.line, key: normalised, attributes: {}, tags: {} }], { updateExisting: true });
+      const added = await importProfileRows(
+        tx,
+        scope,
+        mapping.keyspace,
+        plan.section,
+        [{ line: row.line, key: normalised, attributes: {}, tags: {} }],
+        { updateExisting: true },
+      );
       const outcome = added[0];
       if ('failed' in outcome) return outcome.failed;
-      if (mapping.mergeProfiles) await joinClusters(tx, scope, canonicalId, outcome.canonicalId, { checkConflicts: true });
+      if (mapping.mergeProfiles)
+        await joinClusters(tx, scope, canonicalId, outcome.canonicalId, { checkConflicts: true });
     }
   }
   return undefined;

@@ -25,7 +25,11 @@ export function importRequestOf(row: StoredRequest): ImportRequest {
   return row.version === 1 ? { version: 1, body: row.request } : { version: 2, body: row.request };
 }
 
-export async function insertImport(db: Queryable, accountId: string, i: { importId: string; sectionId: string; request: ImportRequest; fileKey: string; uploadExpiresAt: Date }): Promise<void> {
+export async function insertImport(
+  db: Queryable,
+  accountId: string,
+  i: { importId: string; sectionId: string; request: ImportRequest; fileKey: string; uploadExpiresAt: Date },
+): Promise<void> {
   await db.query(
     `insert into imports (account_id, import_id, section_id, version, request, status, file_key, upload_expires_at)
      values ($1::bigint, $2::uuid, $3::bigint, $4, $5, 'waiting_for_file', $6, $7)`,
@@ -33,7 +37,12 @@ export async function insertImport(db: Queryable, accountId: string, i: { import
   );
 }
 
-export async function findImport(db: Queryable, accountId: string, importId: string, forUpdate = false): Promise<ImportRowDb | undefined> {
+export async function findImport(
+  db: Queryable,
+  accountId: string,
+  importId: string,
+  forUpdate = false,
+): Promise<ImportRowDb | undefined> {
   if (!/^[0-9a-f-]{36}$/i.test(importId)) return undefined;
   const { rows } = await db.query<ImportRowDb>(
     `select import_id::text, section_id::text, version, request, status, file_key, upload_expires_at, lanes_done, profiles_found, profiles_processed,
@@ -59,7 +68,13 @@ export async function lockAccountImports(db: Queryable, accountId: string): Prom
   await db.query("select pg_advisory_xact_lock(hashtext('imports'), $1::bigint::int)", [accountId]);
 }
 
-export async function setImportStatus(db: Queryable, accountId: string, importId: string, status: string, message: string | null = null): Promise<void> {
+export async function setImportStatus(
+  db: Queryable,
+  accountId: string,
+  importId: string,
+  status: string,
+  message: string | null = null,
+): Promise<void> {
   // The end time is set by its own form of the statement: Citus takes no now() inside a CASE of an UPDATE.
   const finished = status === 'completed' || status === 'error' ? ', finished_at = now()' : '';
   await db.query(
@@ -70,19 +85,50 @@ export async function setImportStatus(db: Queryable, accountId: string, importId
 }
 
 /** Gives an import starting its first run its lanes, none with a row done yet. */
-export async function startImportLanes(db: Queryable, accountId: string, importId: string, lanes: number): Promise<void> {
-  await db.query('update imports set lanes_done = array_fill(0, array[$3::int]) where account_id = $1::bigint and import_id = $2::uuid and lanes_done is null', [accountId, importId, lanes]);
+export async function startImportLanes(
+  db: Queryable,
+  accountId: string,
+  importId: string,
+  lanes: number,
+): Promise<void> {
+  await db.query(
+    'update imports set lanes_done = array_fill(0, array[$3::int]) where account_id = $1::bigint and import_id = $2::uuid and lanes_done is null',
+    [accountId, importId, lanes],
+  );
 }
 
 /** Records a processed batch of a lane: counters, the rows read so far, and the failed rows. */
-export async function recordImportBatch(db: Queryable, accountId: string, importId: string, batch: { lane: number; rowsDone: number; found: number; new: number; updated: number; notChanged: number; failures: { line: number; reason: string }[] }): Promise<void> {
+export async function recordImportBatch(
+  db: Queryable,
+  accountId: string,
+  importId: string,
+  batch: {
+    lane: number;
+    rowsDone: number;
+    found: number;
+    new: number;
+    updated: number;
+    notChanged: number;
+    failures: { line: number; reason: string }[];
+  },
+): Promise<void> {
   await db.query(
     `update imports set lanes_done[$9::int + 1] = $3, profiles_found = profiles_found + $4,
        profiles_processed = profiles_processed + $5 + $6 + $7, profiles_new = profiles_new + $5,
        profiles_updated = profiles_updated + $6, profiles_not_changed = profiles_not_changed + $7,
        profiles_failed = profiles_failed + $8
      where account_id = $1::bigint and import_id = $2::uuid`,
-    [accountId, importId, batch.rowsDone, batch.found, batch.new, batch.updated, batch.notChanged, batch.failures.length, batch.lane],
+    [
+      accountId,
+      importId,
+      batch.rowsDone,
+      batch.found,
+      batch.new,
+      batch.updated,
+      batch.notChanged,
+      batch.failures.length,
+      batch.lane,
+    ],
   );
   if (batch.failures.length > 0) {
     await db.query(
@@ -93,7 +139,12 @@ export async function recordImportBatch(db: Queryable, accountId: string, import
   }
 }
 
-export async function listImportFailures(db: Queryable, accountId: string, importId: string, limit: number): Promise<{ line: number; reason: string }[]> {
+export async function listImportFailures(
+  db: Queryable,
+  accountId: string,
+  importId: string,
+  limit: number,
+): Promise<{ line: number; reason: string }[]> {
   const { rows } = await db.query<{ line: number; reason: string }>(
     'select line, reason from import_failures where account_id = $1::bigint and import_id = $2::uuid order by line limit $3',
     [accountId, importId, limit],

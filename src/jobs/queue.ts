@@ -33,7 +33,13 @@ const STATE_OF = `case when failed_at is not null then 'failed' when locked_unti
  * Enqueues a job in the caller's transaction, so it exists exactly when the record it serves does;
  * `runAt` delays it (the database's clock decides when it is due).
  */
-export async function enqueue(tx: Queryable, accountId: string, kind: string, payload: Record<string, unknown>, runAt?: Date): Promise<void> {
+export async function enqueue(
+  tx: Queryable,
+  accountId: string,
+  kind: string,
+  payload: Record<string, unknown>,
+  runAt?: Date,
+): Promise<void> {
   await enqueueWith(tx, kind, [{ accountId, payload }], { text: 'select', values: [] }, runAt);
 }
 
@@ -44,9 +50,20 @@ export async function enqueue(tx: Queryable, accountId: string, kind: string, pa
  * transaction, without the caller writing the queue's table (transactional sends,
  * docs/benchmarks.md "Transactional mail").
  */
-export async function enqueueWith<R extends pg.QueryResultRow>(db: Queryable, kind: string, jobs: { accountId: string; payload: Record<string, unknown> }[], write: { text: string; values: unknown[] }, runAt?: Date): Promise<R[]> {
+export async function enqueueWith<R extends pg.QueryResultRow>(
+  db: Queryable,
+  kind: string,
+  jobs: { accountId: string; payload: Record<string, unknown> }[],
+  write: { text: string; values: unknown[] },
+  runAt?: Date,
+): Promise<R[]> {
   const n = write.values.length;
-  const values = [...write.values, JSON.stringify(jobs.map((j) => ({ account_id: j.accountId, payload: j.payload }))), kind, runAt ?? null];
+  const values = [
+    ...write.values,
+    JSON.stringify(jobs.map((j) => ({ account_id: j.accountId, payload: j.payload }))),
+    kind,
+    runAt ?? null,
+  ];
   const insert = `insert into jobs (account_id, kind, payload, run_at)
     select j.account_id, $${n + 2}::text, j.payload, coalesce($${n + 3}::timestamptz, now()) from json_to_recordset($${n + 1}::json) as j(account_id bigint, payload jsonb) returning kind`;
   // A transaction that notifies holds a lock of the whole database from its commit's start to its
@@ -55,7 +72,8 @@ export async function enqueueWith<R extends pg.QueryResultRow>(db: Queryable, ki
   // that notification wakes keep taking jobs while they find some, and look again soon after.
   const now = performance.now();
   if (jobs.length === 0 || now - (notified.get(kind) ?? -Infinity) < NOTIFY_EVERY_MS) {
-    return (await db.query<R>(`with written as (${write.text}), job as (${insert}) select * from written`, values)).rows;
+    return (await db.query<R>(`with written as (${write.text}), job as (${insert}) select * from written`, values))
+      .rows;
   }
   notified.set(kind, now);
   // The notification is a select: it runs because the answer joins it. As text: Citus keeps a
@@ -84,9 +102,18 @@ export async function completeJobs(tx: Queryable, jobs: Pick<Job, 'accountId' | 
 }
 
 /** Loops of their own for a job kind: how many, and how many jobs each claims together and runs at once. */
-export interface Lanes { loops: number; jobs: number }
+export interface Lanes {
+  loops: number;
+  jobs: number;
+}
 
-interface JobRow { account_id: string; job_id: string; kind: string; payload: Record<string, unknown>; attempts: number }
+interface JobRow {
+  account_id: string;
+  job_id: string;
+  kind: string;
+  payload: Record<string, unknown>;
+  attempts: number;
+}
 
 /** A job as the operator sees it. */
 export interface JobRecord {
@@ -103,7 +130,10 @@ export interface JobRecord {
 }
 
 /** Jobs in `state` (every state when absent), oldest first. */
-export async function listJobs(db: Queryable, filter: { state?: JobState; kind?: string; limit: number }): Promise<JobRecord[]> {
+export async function listJobs(
+  db: Queryable,
+  filter: { state?: JobState; kind?: string; limit: number },
+): Promise<JobRecord[]> {
   const { rows } = await db.query<JobRecord>(
     `select account_id::text, job_id::text, kind, state, payload, attempts, last_error, created_at, run_at, failed_at
      from (select *, ${STATE_OF} as state from jobs) j
@@ -115,7 +145,9 @@ export async function listJobs(db: Queryable, filter: { state?: JobState; kind?:
 }
 
 /** The queue by kind and state: how many jobs, and the age of the oldest (seconds). */
-export async function jobFigures(db: Queryable): Promise<{ kind: string; state: JobState; count: number; oldest_seconds: number }[]> {
+export async function jobFigures(
+  db: Queryable,
+): Promise<{ kind: string; state: JobState; count: number; oldest_seconds: number }[]> {
   const { rows } = await db.query(
     `select kind, ${STATE_OF} as state, count(*)::int as count, extract(epoch from now() - min(created_at))::float8 as oldest_seconds
      from jobs group by 1, 2 order by 1, 2`,
@@ -147,7 +179,13 @@ export class Worker {
    * claiming up to `jobs` jobs at a time and running them at once (a send job waits on a mail
    * server most of its time).
    */
-  constructor(pool: pg.Pool, handlers: Record<string, JobHandler>, onError: (err: unknown, job?: Job) => void, metrics: Metrics, lanes: Record<string, Lanes> = {}) {
+  constructor(
+    pool: pg.Pool,
+    handlers: Record<string, JobHandler>,
+    onError: (err: unknown, job?: Job) => void,
+    metrics: Metrics,
+    lanes: Record<string, Lanes> = {},
+  ) {
     this.pool = pool;
     this.handlers = handlers;
     this.onError = onError;
@@ -164,7 +202,12 @@ export class Worker {
     });
     this.listener.on('error', () => {});
     await this.listener.query(`listen ${CHANNEL}`);
-    this.loops = [this.run(Object.keys(this.handlers), 1), ...Object.entries(this.lanes).flatMap(([kind, l]) => Array.from({ length: l.loops }, () => this.run([kind], l.jobs)))];
+    this.loops = [
+      this.run(Object.keys(this.handlers), 1),
+      ...Object.entries(this.lanes).flatMap(([kind, l]) =>
+        Array.from({ length: l.loops }, () => this.run([kind], l.jobs)),
+      ),
+    ];
   }
 
   private wakeAll(): void {
@@ -197,7 +240,10 @@ export class Worker {
             this.waiting.delete(wake);
             resolve();
           };
-          const timer = setTimeout(wake, performance.now() - this.lastWake < RECHECK_MS.idle ? RECHECK_MS.afterWake : RECHECK_MS.idle);
+          const timer = setTimeout(
+            wake,
+            performance.now() - this.lastWake < RECHECK_MS.idle ? RECHECK_MS.afterWake : RECHECK_MS.idle,
+          );
           this.waiting.add(wake);
         });
       }
@@ -210,7 +256,10 @@ export class Worker {
    */
   async runOne(kinds: string[] = Object.keys(this.handlers), max = 1): Promise<boolean> {
     // The oldest ready jobs, leased; claim_jobs (migration 0018) commits without waiting for the WAL flush.
-    const { rows } = await this.pool.query<JobRow>('select account_id::text, job_id::text, kind, payload, attempts from claim_jobs($1::text[], $2, $3)', [kinds, LEASE_SECONDS, max]);
+    const { rows } = await this.pool.query<JobRow>(
+      'select account_id::text, job_id::text, kind, payload, attempts from claim_jobs($1::text[], $2, $3)',
+      [kinds, LEASE_SECONDS, max],
+    );
     // Every one to its end before the loop claims again, so that a loop never has more than `max` under way.
     const failed = (await Promise.allSettled(rows.map((row) => this.runJob(row)))).find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
@@ -218,9 +267,18 @@ export class Worker {
   }
 
   private async runJob(row: JobRow): Promise<void> {
-    const job: Job = { accountId: row.account_id, jobId: row.job_id, kind: row.kind, payload: row.payload, attempts: row.attempts };
+    const job: Job = {
+      accountId: row.account_id,
+      jobId: row.job_id,
+      kind: row.kind,
+      payload: row.payload,
+      attempts: row.attempts,
+    };
     const renew = async () => {
-      await this.pool.query('update jobs set locked_until = now() + make_interval(secs => $3) where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId, LEASE_SECONDS]);
+      await this.pool.query(
+        'update jobs set locked_until = now() + make_interval(secs => $3) where account_id = $1::bigint and job_id = $2::bigint',
+        [job.accountId, job.jobId, LEASE_SECONDS],
+      );
     };
     const heartbeat = setInterval(() => renew().catch(() => {}), (LEASE_SECONDS * 1000) / 3);
     const timer = this.metrics.jobDuration.startTimer({ kind: job.kind });
@@ -244,6 +302,10 @@ export class Worker {
       clearInterval(heartbeat);
     }
     timer({ outcome: 'completed' });
-    if (outcome !== 'completed') await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [job.accountId, job.jobId]);
+    if (outcome !== 'completed')
+      await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [
+        job.accountId,
+        job.jobId,
+      ]);
   }
 }

@@ -8,22 +8,47 @@ import { Outbound, OutboundError, refusedRange } from './outbound.ts';
 
 describe('refusedRange', () => {
   it.each([
-    ['127.0.0.1', 'loopback'], ['127.255.0.9', 'loopback'], ['10.1.2.3', 'private'], ['172.16.0.1', 'private'], ['172.31.255.255', 'private'],
-    ['192.168.1.1', 'private'], ['169.254.169.254', 'linkLocal'], ['100.64.0.1', 'carrierGradeNat'], ['100.100.100.200', 'carrierGradeNat'],
-    ['0.0.0.0', 'unspecified'], ['255.255.255.255', 'broadcast'], ['224.0.0.1', 'multicast'], ['192.0.0.192', 'reserved'], ['240.0.0.1', 'reserved'],
-    ['::1', 'loopback'], ['::', 'unspecified'], ['fe80::1', 'linkLocal'], ['fc00::1', 'uniqueLocal'], ['fd00:ec2::254', 'uniqueLocal'],
-    ['ff02::1', 'multicast'], ['64:ff9b::7f00:1', 'rfc6052'], ['2002:7f00:1::', '6to4'], ['2001::1', 'teredo'],
+    ['127.0.0.1', 'loopback'],
+    ['127.255.0.9', 'loopback'],
+    ['10.1.2.3', 'private'],
+    ['172.16.0.1', 'private'],
+    ['172.31.255.255', 'private'],
+    ['192.168.1.1', 'private'],
+    ['169.254.169.254', 'linkLocal'],
+    ['100.64.0.1', 'carrierGradeNat'],
+    ['100.100.100.200', 'carrierGradeNat'],
+    ['0.0.0.0', 'unspecified'],
+    ['255.255.255.255', 'broadcast'],
+    ['224.0.0.1', 'multicast'],
+    ['192.0.0.192', 'reserved'],
+    ['240.0.0.1', 'reserved'],
+    ['::1', 'loopback'],
+    ['::', 'unspecified'],
+    ['fe80::1', 'linkLocal'],
+    ['fc00::1', 'uniqueLocal'],
+    ['fd00:ec2::254', 'uniqueLocal'],
+    ['ff02::1', 'multicast'],
+    ['64:ff9b::7f00:1', 'rfc6052'],
+    ['2002:7f00:1::', '6to4'],
+    ['2001::1', 'teredo'],
     // IPv4-mapped IPv6 addresses are judged as the IPv4 address they map, in either notation.
-    ['::ffff:127.0.0.1', 'loopback'], ['::ffff:7f00:1', 'loopback'], ['::ffff:a9fe:a9fe', 'linkLocal'], ['::ffff:10.0.0.1', 'private'],
+    ['::ffff:127.0.0.1', 'loopback'],
+    ['::ffff:7f00:1', 'loopback'],
+    ['::ffff:a9fe:a9fe', 'linkLocal'],
+    ['::ffff:10.0.0.1', 'private'],
     // IPv4-compatible and other IPv6 outside global unicast.
-    ['::7f00:1', 'notGlobal'], ['fec0::1', 'deprecatedSiteLocal'],
+    ['::7f00:1', 'notGlobal'],
+    ['fec0::1', 'deprecatedSiteLocal'],
   ])('refuses %s (%s)', (address, range) => {
     expect(refusedRange(address)).toBe(range);
   });
 
-  it.each(['8.8.8.8', '93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '2a00:1450:4001::200e', '::ffff:8.8.8.8'])('lets the public address %s through', (address) => {
-    expect(refusedRange(address)).toBeUndefined();
-  });
+  it.each(['8.8.8.8', '93.184.216.34', '1.1.1.1', '2606:4700:4700::1111', '2a00:1450:4001::200e', '::ffff:8.8.8.8'])(
+    'lets the public address %s through',
+    (address) => {
+      expect(refusedRange(address)).toBeUndefined();
+    },
+  );
 });
 
 describe('Outbound', () => {
@@ -47,7 +72,10 @@ describe('Outbound', () => {
 
   /** The error of a call that must fail. */
   async function failure(call: Promise<unknown>): Promise<OutboundError> {
-    const err = await call.then(() => undefined, (e: unknown) => e);
+    const err = await call.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(OutboundError);
     return err as OutboundError;
   }
@@ -55,7 +83,9 @@ describe('Outbound', () => {
   it('posts JSON and answers the status, with private targets allowed', async () => {
     receiver.answer = () => ({ status: 204 });
     expect(await open.postJson(receiver.url('/hook?a=1'), { code: 100 }, { timeoutMs: 5000 })).toBe(204);
-    expect(receiver.received).toEqual([expect.objectContaining({ method: 'POST', path: '/hook?a=1', body: { code: 100 } })]);
+    expect(receiver.received).toEqual([
+      expect.objectContaining({ method: 'POST', path: '/hook?a=1', body: { code: 100 } }),
+    ]);
     expect(receiver.received[0].headers['content-type']).toBe('application/json');
   });
 
@@ -69,7 +99,13 @@ describe('Outbound', () => {
       });
       probe.on('error', () => resolve(false));
     });
-    const urls = [receiver.url('/a', '127.0.0.1'), receiver.url('/b', '::ffff:127.0.0.1'), receiver.url('/c', '::ffff:7f00:1'), receiver.url('/d', 'localhost'), receiver.url('/e', '::1')];
+    const urls = [
+      receiver.url('/a', '127.0.0.1'),
+      receiver.url('/b', '::ffff:127.0.0.1'),
+      receiver.url('/c', '::ffff:7f00:1'),
+      receiver.url('/d', 'localhost'),
+      receiver.url('/e', '::1'),
+    ];
     for (const url of urls) {
       const err = await failure(filtered.postJson(url, { code: 100 }, { timeoutMs: 5000 }));
       expect(err.transient, url).toBe(false);
@@ -83,7 +119,13 @@ describe('Outbound', () => {
   });
 
   it('refuses private, link-local (metadata), CGNAT and unique-local literals', async () => {
-    for (const [host, words] of [['10.0.0.1', 'a private address'], ['169.254.169.254', 'a link-local address'], ['100.100.100.200', 'a carrier-grade NAT address'], ['fd00:ec2::254', 'a unique-local address'], ['0.0.0.0', 'the unspecified address']]) {
+    for (const [host, words] of [
+      ['10.0.0.1', 'a private address'],
+      ['169.254.169.254', 'a link-local address'],
+      ['100.100.100.200', 'a carrier-grade NAT address'],
+      ['fd00:ec2::254', 'a unique-local address'],
+      ['0.0.0.0', 'the unspecified address'],
+    ]) {
       const err = await failure(filtered.postJson(receiver.url('/', host), {}, { timeoutMs: 5000 }));
       expect(err.message).toContain(words);
       expect(err.transient).toBe(false);
@@ -91,7 +133,8 @@ describe('Outbound', () => {
   });
 
   it('does not follow a redirect: the 3xx is the answer, and its Location is not called', async () => {
-    receiver.answer = (r) => (r.path === '/moved' ? { status: 302, headers: { location: receiver.url('/target') } } : { status: 200 });
+    receiver.answer = (r) =>
+      r.path === '/moved' ? { status: 302, headers: { location: receiver.url('/target') } } : { status: 200 };
     expect(await open.postJson(receiver.url('/moved'), {}, { timeoutMs: 5000 })).toBe(302);
     expect(receiver.received.map((r) => r.path)).toEqual(['/moved']);
   });

@@ -35,7 +35,10 @@ export class OutboundError extends Error {
 /** An address the filter refuses: thrown by the connector, so that no connection is attempted. */
 class RefusedAddress extends OutboundError {
   constructor(host: string, address: string, range: string) {
-    super(`${host === address ? address : `${host} (${address})`} is ${RANGE_WORDS[range] ?? `a special-purpose address (${range})`}, which callbacks may not reach`, false);
+    super(
+      `${host === address ? address : `${host} (${address})`} is ${RANGE_WORDS[range] ?? `a special-purpose address (${range})`}, which callbacks may not reach`,
+      false,
+    );
   }
 }
 
@@ -65,7 +68,11 @@ export function refusedRange(address: string): string | undefined {
   return undefined;
 }
 
-type LookupCallback = (err: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;
+type LookupCallback = (
+  err: NodeJS.ErrnoException | null,
+  address: string | dns.LookupAddress[],
+  family?: number,
+) => void;
 
 /** dns.lookup that answers only the addresses the filter lets through, and fails when none is left. */
 function filteredLookup(hostname: string, options: dns.LookupOptions, callback: LookupCallback): void {
@@ -74,7 +81,10 @@ function filteredLookup(hostname: string, options: dns.LookupOptions, callback: 
     const allowed = addresses.filter((a) => refusedRange(a.address) === undefined);
     if (allowed.length === 0) {
       const first = addresses[0];
-      return callback(new RefusedAddress(hostname, first.address, refusedRange(first.address)!) as NodeJS.ErrnoException, '');
+      return callback(
+        new RefusedAddress(hostname, first.address, refusedRange(first.address)!) as NodeJS.ErrnoException,
+        '',
+      );
     }
     if (options.all) return callback(null, allowed);
     callback(null, allowed[0].address, allowed[0].family);
@@ -119,7 +129,8 @@ export class Outbound {
     } catch {
       throw new OutboundError(`"${url}" is not a URL`, false);
     }
-    if (target.protocol !== 'http:' && target.protocol !== 'https:') throw new OutboundError(`the scheme of "${url}" is not http or https`, false);
+    if (target.protocol !== 'http:' && target.protocol !== 'https:')
+      throw new OutboundError(`the scheme of "${url}" is not http or https`, false);
     try {
       const answer = await request(target, {
         method: 'POST',
@@ -133,9 +144,14 @@ export class Outbound {
     } catch (err) {
       const refused = refusalOf(err);
       if (refused) throw refused;
-      if ((err as Error).name === 'TimeoutError') throw new OutboundError(`no answer from ${target.host} within ${options.timeoutMs / 1000} s`, true, { cause: err });
+      if ((err as Error).name === 'TimeoutError')
+        throw new OutboundError(`no answer from ${target.host} within ${options.timeoutMs / 1000} s`, true, {
+          cause: err,
+        });
       const code = (err as NodeJS.ErrnoException).code;
-      throw new OutboundError(`${target.host} could not be reached (${code ?? (err as Error).message})`, true, { cause: err });
+      throw new OutboundError(`${target.host} could not be reached (${code ?? (err as Error).message})`, true, {
+        cause: err,
+      });
     }
   }
 

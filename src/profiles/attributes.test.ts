@@ -33,57 +33,87 @@ const DEPRECATED = '2025-01-01T00:00:00Z';
 const text = (name: string) => ({ name, type: 'Text' });
 
 const MANIFEST: Manifest = {
-  sections: [{
-    name: 'Store',
-    attributes: [
-      { name: 'Nickname', versions: [{ type: ['Text'] }] },
-      { name: 'Subscribed', versions: [{ type: ['True/False'] }] },
-      { name: 'Birthday', versions: [{ type: ['Date'] }] },
-      { name: 'Last seen', versions: [{ type: ['Timestamp'] }] },
-      { name: 'Visits', versions: [{ type: ['Number'] }] },
-      { name: 'Balance', versions: [{ type: ['Number with decimal'] }] },
-      { name: 'Address', versions: [{ type: ['Struct'] }] },
-      { name: 'Points', versions: [{ type: ['Number'], deprecated_at: DEPRECATED }, { type: ['Number with decimal'] }] },
-      { name: 'Level', versions: [{ type: ['Text'] }, { type: ['Number'] }] },
-      { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
-      { name: 'Read only', keyspace_permissions: { [EMAIL]: ['read'], [WEB]: ['read'] }, versions: [{ type: ['Text'] }] },
-      { name: 'Write only', keyspace_permissions: { [EMAIL]: ['write'] }, versions: [{ type: ['Text'] }] },
-      { name: 'Email only', keyspace_permissions: { [EMAIL]: ['read', 'write'] }, versions: [{ type: ['Text'] }] },
-    ],
-    tags: [
-      { name: 'VIP' },
-      { name: 'Newsletter' },
-      { name: 'Hidden', hidden: true },
-      { name: 'Read only tag', keyspace_permissions: { [EMAIL]: ['read'] } },
-      { name: 'Write only tag', keyspace_permissions: { [EMAIL]: ['write'] } },
-      { name: 'Email only tag', keyspace_permissions: { [EMAIL]: ['read', 'write'] } },
-    ],
-    events: [
-      { name: 'Page view', versions: [{ type: [text('url'), text('title')] }, { type: [text('url'), { name: 'seconds', type: 'Number' }] }] },
-      {
-        name: 'Purchase',
-        versions: [{
-          type: [
-            { name: 'amount', type: 'Number with decimal' }, { name: 'paid', type: 'True/False' }, { name: 'at', type: 'Timestamp' },
-            { name: 'day', type: 'Date' }, { name: 'basket', type: 'Struct' }, text('note'),
+  sections: [
+    {
+      name: 'Store',
+      attributes: [
+        { name: 'Nickname', versions: [{ type: ['Text'] }] },
+        { name: 'Subscribed', versions: [{ type: ['True/False'] }] },
+        { name: 'Birthday', versions: [{ type: ['Date'] }] },
+        { name: 'Last seen', versions: [{ type: ['Timestamp'] }] },
+        { name: 'Visits', versions: [{ type: ['Number'] }] },
+        { name: 'Balance', versions: [{ type: ['Number with decimal'] }] },
+        { name: 'Address', versions: [{ type: ['Struct'] }] },
+        {
+          name: 'Points',
+          versions: [{ type: ['Number'], deprecated_at: DEPRECATED }, { type: ['Number with decimal'] }],
+        },
+        { name: 'Level', versions: [{ type: ['Text'] }, { type: ['Number'] }] },
+        { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
+        {
+          name: 'Read only',
+          keyspace_permissions: { [EMAIL]: ['read'], [WEB]: ['read'] },
+          versions: [{ type: ['Text'] }],
+        },
+        { name: 'Write only', keyspace_permissions: { [EMAIL]: ['write'] }, versions: [{ type: ['Text'] }] },
+        { name: 'Email only', keyspace_permissions: { [EMAIL]: ['read', 'write'] }, versions: [{ type: ['Text'] }] },
+      ],
+      tags: [
+        { name: 'VIP' },
+        { name: 'Newsletter' },
+        { name: 'Hidden', hidden: true },
+        { name: 'Read only tag', keyspace_permissions: { [EMAIL]: ['read'] } },
+        { name: 'Write only tag', keyspace_permissions: { [EMAIL]: ['write'] } },
+        { name: 'Email only tag', keyspace_permissions: { [EMAIL]: ['read', 'write'] } },
+      ],
+      events: [
+        {
+          name: 'Page view',
+          versions: [
+            { type: [text('url'), text('title')] },
+            { type: [text('url'), { name: 'seconds', type: 'Number' }] },
           ],
-        }],
-      },
-      { name: 'Old', versions: [{ type: [text('url')], deprecated_at: DEPRECATED }, { type: [text('url')] }] },
-      { name: 'Secret event', hidden: true, versions: [{ type: [text('url')] }] },
-      { name: 'Email only event', keyspace_permissions: { [EMAIL]: ['read', 'write'] }, versions: [{ type: [text('url')] }] },
-      { name: 'Read only event', keyspace_permissions: { [EMAIL]: ['read'] }, versions: [{ type: [text('url')] }] },
-    ],
-  }, {
-    name: 'Magazine',
-    attributes: [{ name: 'Issue', versions: [{ type: ['Number'] }] }],
-    tags: [{ name: 'Reader' }],
-    events: [{ name: 'Read', versions: [{ type: [text('url')] }] }],
-  }],
+        },
+        {
+          name: 'Purchase',
+          versions: [
+            {
+              type: [
+                { name: 'amount', type: 'Number with decimal' },
+                { name: 'paid', type: 'True/False' },
+                { name: 'at', type: 'Timestamp' },
+                { name: 'day', type: 'Date' },
+                { name: 'basket', type: 'Struct' },
+                text('note'),
+              ],
+            },
+          ],
+        },
+        { name: 'Old', versions: [{ type: [text('url')], deprecated_at: DEPRECATED }, { type: [text('url')] }] },
+        { name: 'Secret event', hidden: true, versions: [{ type: [text('url')] }] },
+        {
+          name: 'Email only event',
+          keyspace_permissions: { [EMAIL]: ['read', 'write'] },
+          versions: [{ type: [text('url')] }],
+        },
+        { name: 'Read only event', keyspace_permissions: { [EMAIL]: ['read'] }, versions: [{ type: [text('url')] }] },
+      ],
+    },
+    {
+      name: 'Magazine',
+      attributes: [{ name: 'Issue', versions: [{ type: ['Number'] }] }],
+      tags: [{ name: 'Reader' }],
+      events: [{ name: 'Read', versions: [{ type: [text('url')] }] }],
+    },
+  ],
 };
 
 /** Rate limits lifted: the tests make many calls on one key within a second. */
-const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null };
+const NO_LIMITS = {
+  requests_per_second: null,
+  token_requests_per_minute: null,
+  profile_key_operations_per_second: null,
+};
 
 let token: string;
 /** Section → attribute discriminator → version ids (hidden ones included). */
@@ -99,13 +129,18 @@ beforeAll(async () => {
   attributeVersions = {};
   eventVersions = {};
   for (const section of defs.sections) {
-    attributeVersions[section.discriminator] = Object.fromEntries(section.attributes.map((a) => [a.discriminator, a.versions.map((v) => v.id)]));
-    eventVersions[section.discriminator] = Object.fromEntries(section.events.map((e) => [e.discriminator, e.versions.map((v) => v.id)]));
+    attributeVersions[section.discriminator] = Object.fromEntries(
+      section.attributes.map((a) => [a.discriminator, a.versions.map((v) => v.id)]),
+    );
+    eventVersions[section.discriminator] = Object.fromEntries(
+      section.events.map((e) => [e.discriminator, e.versions.map((v) => v.id)]),
+    );
   }
   // The public listings agree with them for visible attributes.
   const listed = await server.request('GET', `/audience/sections/${S}/attributes`, { token });
   expect(listed.status, listed.text).toBe(200);
-  for (const a of listed.body.items) expect(a.versions.map((v: { id: string }) => v.id)).toEqual(attributeVersions[S][a.discriminator]);
+  for (const a of listed.body.items)
+    expect(a.versions.map((v: { id: string }) => v.id)).toEqual(attributeVersions[S][a.discriminator]);
 });
 
 /** Version `n` (1-based) of an attribute of a section. */
@@ -127,9 +162,9 @@ function fresh(prefix = 'p'): string {
   return `${prefix}-${++counter}@example.com`;
 }
 
-const profile = (ks: string, key: string, section = S) => `/audience/keyspaces/${ks}/profiles/${encodeURIComponent(key)}/sections/${section}`;
+const profile = (ks: string, key: string, section = S) =>
+  `/audience/keyspaces/${ks}/profiles/${encodeURIComponent(key)}/sections/${section}`;
 const v2 = (ks: string, key: string, section = S) => `/v2${profile(ks, key, section)}`;
-
 
 /** COMP-08: writes that return nothing answer 204 with an empty body. */
 function expectNoContent(res: Response): void {
@@ -138,7 +173,10 @@ function expectNoContent(res: Response): void {
 }
 
 async function create(key: string, ks = EMAIL, section = S): Promise<void> {
-  const res = await server.request('POST', `/audience/keyspaces/${ks}/sections/${section}/profiles`, { token, body: { profile_key: key } });
+  const res = await server.request('POST', `/audience/keyspaces/${ks}/sections/${section}/profiles`, {
+    token,
+    body: { profile_key: key },
+  });
   expect(res.status, res.text).toBe(201);
 }
 
@@ -155,11 +193,23 @@ async function tags(ks: string, key: string, section = S): Promise<Record<string
 }
 
 const patchV1 = (ks: string, key: string, body: unknown, section = S, headers?: Record<string, string>) =>
-  server.request('PATCH', `${profile(ks, key, section)}/attributes`, { token, body, headers: headers ?? { 'content-type': 'application/merge-patch+json' } });
+  server.request('PATCH', `${profile(ks, key, section)}/attributes`, {
+    token,
+    body,
+    headers: headers ?? { 'content-type': 'application/merge-patch+json' },
+  });
 const patchV2 = (ks: string, key: string, body: unknown, query = '', section = S, headers?: Record<string, string>) =>
-  server.request('PATCH', `${v2(ks, key, section)}/attributes${query}`, { token, body, headers: headers ?? { 'content-type': 'application/merge-patch+json' } });
+  server.request('PATCH', `${v2(ks, key, section)}/attributes${query}`, {
+    token,
+    body,
+    headers: headers ?? { 'content-type': 'application/merge-patch+json' },
+  });
 const patchTags = (ks: string, key: string, body: unknown, section = S, headers?: Record<string, string>) =>
-  server.request('PATCH', `${profile(ks, key, section)}/tags`, { token, body, headers: headers ?? { 'content-type': 'application/merge-patch+json' } });
+  server.request('PATCH', `${profile(ks, key, section)}/tags`, {
+    token,
+    body,
+    headers: headers ?? { 'content-type': 'application/merge-patch+json' },
+  });
 const postEvents = (ks: string, key: string, body: unknown, section = S) =>
   server.request('POST', `${profile(ks, key, section)}/events`, { token, body });
 const getEvents = (ks: string, key: string, query = '', section = S) =>
@@ -187,7 +237,13 @@ describe('GET tags and attributes', () => {
     const key = await emailProfile();
     // Creating the profile set the email attribute mapped to the keyspace (SPEC §1 rule 5).
     expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key });
-    expectNoContent(await patchV2(EMAIL, key, { [FIRSTNAME]: 'Ann', [attr('visits')]: 3, [attr('address')]: { city: 'Oslo', zip: '0150' } }));
+    expectNoContent(
+      await patchV2(EMAIL, key, {
+        [FIRSTNAME]: 'Ann',
+        [attr('visits')]: 3,
+        [attr('address')]: { city: 'Oslo', zip: '0150' },
+      }),
+    );
     const res = await server.request('GET', `${profile(EMAIL, key)}/attributes`, { token });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^application\/json/);
@@ -201,41 +257,85 @@ describe('GET tags and attributes', () => {
 
   it('answers 404 AUD-1201 for attributes, tags and events of an unknown profile (ATTR-03)', async () => {
     for (const what of ['attributes', 'tags', 'events']) {
-      expectProblem(await server.request('GET', `${profile(EMAIL, fresh('nobody'))}/${what}`, { token }), 404, 'AUD-1201');
+      expectProblem(
+        await server.request('GET', `${profile(EMAIL, fresh('nobody'))}/${what}`, { token }),
+        404,
+        'AUD-1201',
+      );
     }
   });
 
   it('answers 404 for an unknown keyspace or section (ATTR-03)', async () => {
     const key = await emailProfile();
     for (const what of ['attributes', 'tags', 'events']) {
-      expectProblem(await server.request('GET', `${profile(`${NS}.keyspaces.nope`, key)}/${what}`, { token }), 404, 'AUD-1101');
-      expectProblem(await server.request('GET', `${profile(EMAIL, key, `${NS}.sections.user-created.nope`)}/${what}`, { token }), 404, 'AUD-1102');
+      expectProblem(
+        await server.request('GET', `${profile(`${NS}.keyspaces.nope`, key)}/${what}`, { token }),
+        404,
+        'AUD-1101',
+      );
+      expectProblem(
+        await server.request('GET', `${profile(EMAIL, key, `${NS}.sections.user-created.nope`)}/${what}`, { token }),
+        404,
+        'AUD-1102',
+      );
     }
     // Writes name the same resources and answer the same.
-    expectProblem(await patchV1(EMAIL, key, { [version(FIRSTNAME)]: 'x' }, `${NS}.sections.user-created.nope`), 404, 'AUD-1102');
+    expectProblem(
+      await patchV1(EMAIL, key, { [version(FIRSTNAME)]: 'x' }, `${NS}.sections.user-created.nope`),
+      404,
+      'AUD-1102',
+    );
     expectProblem(await patchV2(`${NS}.keyspaces.nope`, key, { [FIRSTNAME]: 'x' }), 404, 'AUD-1101');
-    expectProblem(await patchTags(EMAIL, key, { [tag('vip')]: true }, `${NS}.sections.user-created.nope`), 404, 'AUD-1102');
+    expectProblem(
+      await patchTags(EMAIL, key, { [tag('vip')]: true }, `${NS}.sections.user-created.nope`),
+      404,
+      'AUD-1102',
+    );
   });
 
   it('leaves out attributes and tags not readable through the keyspace (ATTR-04)', async () => {
     const key = await emailProfile();
     // "Write only" can be written but not read through the email keyspace.
-    expectNoContent(await patchV2(EMAIL, key, { [attr('write-only')]: 'w', [attr('email-only')]: 'e', [FIRSTNAME]: 'Ann' }));
-    expectNoContent(await patchTags(EMAIL, key, { [tag('write-only-tag')]: true, [tag('email-only-tag')]: true, [tag('vip')]: true }));
-    expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Ann', [version(attr('email-only'))]: 'e' });
+    expectNoContent(
+      await patchV2(EMAIL, key, { [attr('write-only')]: 'w', [attr('email-only')]: 'e', [FIRSTNAME]: 'Ann' }),
+    );
+    expectNoContent(
+      await patchTags(EMAIL, key, { [tag('write-only-tag')]: true, [tag('email-only-tag')]: true, [tag('vip')]: true }),
+    );
+    expect(await attributes(EMAIL, key)).toEqual({
+      [version(EMAIL_ATTR)]: key,
+      [version(FIRSTNAME)]: 'Ann',
+      [version(attr('email-only'))]: 'e',
+    });
     expect(await tags(EMAIL, key)).toEqual({ [tag('email-only-tag')]: true, [tag('vip')]: true });
 
     // Through the web keyspace (after a merge) the email-only types are left out too.
     const cookie = `cookie-${++counter}`;
-    const merged = await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: key }, { keyspace_discriminator: WEB, profile_key: cookie }] } });
+    const merged = await server.request('PUT', '/audience/profiles/merges', {
+      token,
+      body: {
+        profiles: [
+          { keyspace_discriminator: EMAIL, profile_key: key },
+          { keyspace_discriminator: WEB, profile_key: cookie },
+        ],
+      },
+    });
     expectNoContent(merged);
     expect(await attributes(WEB, cookie)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Ann' });
     expect(await tags(WEB, cookie)).toEqual({ [tag('vip')]: true });
     // Events follow the same rule.
-    expectNoContent(await postEvents(EMAIL, key, { items: [
-      { event_time: '2026-01-01T00:00:00Z', version_id: eventVersion(event('email-only-event')), data: { url: 'e' } },
-      { event_time: '2026-01-02T00:00:00Z', version_id: eventVersion(event('page-view')), data: { url: 'p' } },
-    ] }));
+    expectNoContent(
+      await postEvents(EMAIL, key, {
+        items: [
+          {
+            event_time: '2026-01-01T00:00:00Z',
+            version_id: eventVersion(event('email-only-event')),
+            data: { url: 'e' },
+          },
+          { event_time: '2026-01-02T00:00:00Z', version_id: eventVersion(event('page-view')), data: { url: 'p' } },
+        ],
+      }),
+    );
     const viaEmail = await getEvents(EMAIL, key);
     expect(viaEmail.body.items.map((e: { data: { url: string } }) => e.data.url)).toEqual(['p', 'e']);
     const viaWeb = await getEvents(WEB, cookie);
@@ -282,19 +382,41 @@ describe('PATCH tags', () => {
 describe('PATCH attributes, version 1', () => {
   it('sets by version id, clears with null, keeps unmentioned attributes, answers 204 (ATTR-07, COMP-08)', async () => {
     const key = await emailProfile();
-    expectNoContent(await patchV1(EMAIL, key, { [version(FIRSTNAME)]: 'Ann', [version(LASTNAME)]: 'Lee', [version(attr('visits'))]: 2 }));
-    expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Ann', [version(LASTNAME)]: 'Lee', [version(attr('visits'))]: 2 });
+    expectNoContent(
+      await patchV1(EMAIL, key, {
+        [version(FIRSTNAME)]: 'Ann',
+        [version(LASTNAME)]: 'Lee',
+        [version(attr('visits'))]: 2,
+      }),
+    );
+    expect(await attributes(EMAIL, key)).toEqual({
+      [version(EMAIL_ATTR)]: key,
+      [version(FIRSTNAME)]: 'Ann',
+      [version(LASTNAME)]: 'Lee',
+      [version(attr('visits'))]: 2,
+    });
     expectNoContent(await patchV1(EMAIL, key, { [version(FIRSTNAME)]: 'Anna', [version(LASTNAME)]: null }));
-    expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Anna', [version(attr('visits'))]: 2 });
+    expect(await attributes(EMAIL, key)).toEqual({
+      [version(EMAIL_ATTR)]: key,
+      [version(FIRSTNAME)]: 'Anna',
+      [version(attr('visits'))]: 2,
+    });
     // Clearing an attribute that has no value is no error.
     expectNoContent(await patchV1(EMAIL, key, { [version(LASTNAME)]: null }));
-    expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Anna', [version(attr('visits'))]: 2 });
+    expect(await attributes(EMAIL, key)).toEqual({
+      [version(EMAIL_ATTR)]: key,
+      [version(FIRSTNAME)]: 'Anna',
+      [version(attr('visits'))]: 2,
+    });
   });
 
   it('writes each version of an attribute on its own (ATTR-07)', async () => {
     const key = await emailProfile();
     expectNoContent(await patchV1(EMAIL, key, { [version(attr('level'), 1)]: 'gold', [version(attr('level'), 2)]: 3 }));
-    expect(await attributes(EMAIL, key)).toMatchObject({ [version(attr('level'), 1)]: 'gold', [version(attr('level'), 2)]: 3 });
+    expect(await attributes(EMAIL, key)).toMatchObject({
+      [version(attr('level'), 1)]: 'gold',
+      [version(attr('level'), 2)]: 3,
+    });
   });
 
   it('creates a missing profile (ATTR-08)', async () => {
@@ -312,7 +434,11 @@ describe('PATCH attributes, version 1', () => {
 
   it('creates nothing when the PATCH is refused (ATTR-08)', async () => {
     const key = fresh('v1refused');
-    expectProblem(await patchV1(EMAIL, key, { [version(FIRSTNAME)]: 'Nina', [version(attr('visits'))]: 'many' }), 400, 'AUD-1209');
+    expectProblem(
+      await patchV1(EMAIL, key, { [version(FIRSTNAME)]: 'Nina', [version(attr('visits'))]: 'many' }),
+      400,
+      'AUD-1209',
+    );
     expectProblem(await server.request('GET', `${profile(EMAIL, key)}/attributes`, { token }), 404, 'AUD-1201');
   });
 
@@ -332,11 +458,24 @@ describe('PATCH attributes, version 2', () => {
   it('sets by discriminator, clears with null, keeps unmentioned attributes, answers 204 (ATTR-10, COMP-08)', async () => {
     const key = await emailProfile();
     expectNoContent(await patchV2(EMAIL, key, { [FIRSTNAME]: 'Ann', [LASTNAME]: 'Lee', [attr('subscribed')]: true }));
-    expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Ann', [version(LASTNAME)]: 'Lee', [version(attr('subscribed'))]: true });
+    expect(await attributes(EMAIL, key)).toEqual({
+      [version(EMAIL_ATTR)]: key,
+      [version(FIRSTNAME)]: 'Ann',
+      [version(LASTNAME)]: 'Lee',
+      [version(attr('subscribed'))]: true,
+    });
     expectNoContent(await patchV2(EMAIL, key, { [LASTNAME]: null, [attr('subscribed')]: false }));
-    expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Ann', [version(attr('subscribed'))]: false });
+    expect(await attributes(EMAIL, key)).toEqual({
+      [version(EMAIL_ATTR)]: key,
+      [version(FIRSTNAME)]: 'Ann',
+      [version(attr('subscribed'))]: false,
+    });
     expectNoContent(await patchV2(EMAIL, key, {}));
-    expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Ann', [version(attr('subscribed'))]: false });
+    expect(await attributes(EMAIL, key)).toEqual({
+      [version(EMAIL_ATTR)]: key,
+      [version(FIRSTNAME)]: 'Ann',
+      [version(attr('subscribed'))]: false,
+    });
   });
 
   it('writes the current version of an attribute, not a deprecated one (ATTR-10, ATTR-22)', async () => {
@@ -393,7 +532,7 @@ describe('PATCH attributes, version 2', () => {
     expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key });
   });
 
-  it('answers 409 AUD-1213 when the new key is another profile\'s, without profile_key_update_method (ATTR-14)', async () => {
+  it("answers 409 AUD-1213 when the new key is another profile's, without profile_key_update_method (ATTR-14)", async () => {
     const a = await emailProfile('a');
     const b = await emailProfile('b');
     expectNoContent(await patchV2(EMAIL, b, { [LASTNAME]: 'Bee' }));
@@ -417,15 +556,21 @@ describe('PATCH attributes, version 2', () => {
     expect(await attributes(EMAIL, free)).toEqual({ [version(EMAIL_ATTR)]: free, [version(FIRSTNAME)]: 'Ann' });
   });
 
-  it('with delete, moves the section\'s attributes to the profile holding the new key and drops the old key (ATTR-16)', async () => {
+  it("with delete, moves the section's attributes to the profile holding the new key and drops the old key (ATTR-16)", async () => {
     const a = await emailProfile('a');
     const b = await emailProfile('b');
     expectNoContent(await patchV2(EMAIL, a, { [FIRSTNAME]: 'Ann', [attr('visits')]: 7 }));
     expectNoContent(await patchV2(EMAIL, b, { [FIRSTNAME]: 'Bob', [LASTNAME]: 'Bee' }));
-    expectNoContent(await patchV2(EMAIL, a, { [EMAIL_ATTR]: b, [attr('nickname')]: 'annie' }, '?profile_key_update_method=delete'));
+    expectNoContent(
+      await patchV2(EMAIL, a, { [EMAIL_ATTR]: b, [attr('nickname')]: 'annie' }, '?profile_key_update_method=delete'),
+    );
     // The holder of the new key has a's values over its own.
     expect(await attributes(EMAIL, b)).toEqual({
-      [version(EMAIL_ATTR)]: b, [version(FIRSTNAME)]: 'Ann', [version(LASTNAME)]: 'Bee', [version(attr('visits'))]: 7, [version(attr('nickname'))]: 'annie',
+      [version(EMAIL_ATTR)]: b,
+      [version(FIRSTNAME)]: 'Ann',
+      [version(LASTNAME)]: 'Bee',
+      [version(attr('visits'))]: 7,
+      [version(attr('nickname'))]: 'annie',
     });
     // a's key was not used in another section: it no longer locates a profile.
     expectProblem(await server.request('GET', `${profile(EMAIL, a)}/attributes`, { token }), 404, 'AUD-1201');
@@ -441,7 +586,10 @@ describe('PATCH attributes, version 2', () => {
     expect(await attributes(EMAIL, b)).toEqual({ [version(EMAIL_ATTR)]: b, [version(FIRSTNAME)]: 'Ann' });
     // The old key still locates a: its store values moved away, its magazine values stay.
     expect(await attributes(EMAIL, a)).toEqual({});
-    expect(await attributes(EMAIL, a, M)).toEqual({ [version(EMAIL_ATTR, 1, M)]: a, [version(attr('issue'), 1, M)]: 4 });
+    expect(await attributes(EMAIL, a, M)).toEqual({
+      [version(EMAIL_ATTR, 1, M)]: a,
+      [version(attr('issue'), 1, M)]: 4,
+    });
     // They are two profiles.
     expect(await attributes(EMAIL, b, M)).toEqual({});
   });
@@ -471,7 +619,17 @@ describe('concurrent writes (ATTR-07, ATTR-10)', () => {
   it('applies concurrent PATCHes through two keys of one cluster and answers a missing profile with 404 alone', async () => {
     const key = await emailProfile('c');
     const web = `web-${key}`;
-    expectNoContent(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: key }, { keyspace_discriminator: WEB, profile_key: web }] } }));
+    expectNoContent(
+      await server.request('PUT', '/audience/profiles/merges', {
+        token,
+        body: {
+          profiles: [
+            { keyspace_discriminator: EMAIL, profile_key: key },
+            { keyspace_discriminator: WEB, profile_key: web },
+          ],
+        },
+      }),
+    );
     const missing = fresh('cmissing');
     const answers = await Promise.all([
       patchV2(EMAIL, key, { [FIRSTNAME]: 'Ann' }),
@@ -484,7 +642,13 @@ describe('concurrent writes (ATTR-07, ATTR-10)', () => {
     ]);
     expectProblem(answers[4], 404, 'AUD-1201');
     for (const res of answers.filter((_, i) => i !== 4)) expectNoContent(res);
-    const expected = { [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Ann', [version(LASTNAME)]: 'Lee', [version(attr('visits'))]: 3, [version(attr('nickname'))]: 'nick' };
+    const expected = {
+      [version(EMAIL_ATTR)]: key,
+      [version(FIRSTNAME)]: 'Ann',
+      [version(LASTNAME)]: 'Lee',
+      [version(attr('visits'))]: 3,
+      [version(attr('nickname'))]: 'nick',
+    };
     expect(await attributes(EMAIL, key)).toEqual(expected);
     expect(await attributes(WEB, web)).toEqual(expected);
     expect(await attributes(EMAIL, key, M)).toEqual({ [version(attr('issue'), 1, M)]: 7 });
@@ -494,7 +658,10 @@ describe('concurrent writes (ATTR-07, ATTR-10)', () => {
   it('applies concurrent PATCHes of one key in some order, each value whole', async () => {
     const key = await emailProfile('d');
     const names = ['One', 'Two', 'Three', 'Four'];
-    for (const res of await Promise.all(names.map((n) => patchV2(EMAIL, key, { [FIRSTNAME]: n, [attr('nickname')]: n.toLowerCase() })))) expectNoContent(res);
+    for (const res of await Promise.all(
+      names.map((n) => patchV2(EMAIL, key, { [FIRSTNAME]: n, [attr('nickname')]: n.toLowerCase() })),
+    ))
+      expectNoContent(res);
     const values = await attributes(EMAIL, key);
     expect(names).toContain(values[version(FIRSTNAME)]);
     expect(values[version(attr('nickname'))]).toBe(String(values[version(FIRSTNAME)]).toLowerCase());
@@ -523,15 +690,26 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
 
   /** A profile's account and id, the first and second values of the statements below. */
   const profileOf = async (key: string) => {
-    const { rows: [row] } = await db.query<{ account_id: string; profile_id: string }>('select account_id, profile_id from profile_identifiers where profile_key = $1', [key]);
+    const {
+      rows: [row],
+    } = await db.query<{ account_id: string; profile_id: string }>(
+      'select account_id, profile_id from profile_identifiers where profile_key = $1',
+      [key],
+    );
     return [row.account_id, row.profile_id];
   };
   /** Waits until `n` statements of the database wait for a lock (on a Citus cluster, on its nodes: citus_stat_activity). */
   async function waiting(n: number): Promise<void> {
-    const { rows: [{ citus }] } = await watch.query<{ citus: boolean }>("select to_regclass('citus_stat_activity') is not null as citus");
+    const {
+      rows: [{ citus }],
+    } = await watch.query<{ citus: boolean }>("select to_regclass('citus_stat_activity') is not null as citus");
     const activity = citus ? 'citus_stat_activity' : 'pg_stat_activity';
-    const count = async () => (await watch.query<{ n: number }>(
-      `select count(*)::int as n from ${activity} where datname = current_database() and wait_event_type = 'Lock'`)).rows[0].n;
+    const count = async () =>
+      (
+        await watch.query<{ n: number }>(
+          `select count(*)::int as n from ${activity} where datname = current_database() and wait_event_type = 'Lock'`,
+        )
+      ).rows[0].n;
     while ((await count()) < n) await new Promise((r) => setTimeout(r, 20));
   }
   /** Starts the requests one after another, each once the ones before it wait, then ends the test's lock. */
@@ -551,7 +729,8 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
     const history = await db.query<{ value: unknown }>(
       `select h.value from attribute_history h join sections s on s.account_id = h.account_id and s.section_id = h.section_id
        where h.account_id = $1::bigint and h.profile_id = $2::bigint and h.version_id = $3::bigint and s.discriminator = $4`,
-      [...(await profileOf(key)), versionId, section]);
+      [...(await profileOf(key)), versionId, section],
+    );
     const current = (await attributes(EMAIL, key, section))[versionId];
     return [...history.rows.map((r) => r.value), ...(current === undefined ? [] : [current])].sort();
   }
@@ -561,10 +740,11 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
     const issue = version(attr('issue'), 1, M);
     // The first write inserts the row and then waits to check its profile (the foreign key),
     // which the test's lock holds; the second, which found no row, waits for the first's insert.
-    const answers = await meet('select 1 from profiles where account_id = $1::bigint and profile_id = $2::bigint for update', await profileOf(key), [
-      () => patchV1(EMAIL, key, { [issue]: 1 }, M),
-      () => patchV1(EMAIL, key, { [issue]: 2 }, M),
-    ]);
+    const answers = await meet(
+      'select 1 from profiles where account_id = $1::bigint and profile_id = $2::bigint for update',
+      await profileOf(key),
+      [() => patchV1(EMAIL, key, { [issue]: 1 }, M), () => patchV1(EMAIL, key, { [issue]: 2 }, M)],
+    );
     for (const res of answers) expectNoContent(res);
     expect(await valuesOf(key, M, issue)).toEqual([1, 2]);
   });
@@ -576,10 +756,14 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
     // Both read the row, then wait for the test's lock on it; the DELETE writes in a transaction.
     const row = `select 1 from profile_sections ps join sections s using (account_id, section_id)
       where ps.account_id = $1::bigint and ps.profile_id = $2::bigint and s.discriminator = $3 for update`;
-    const answers = await meet(row, [...(await profileOf(key)), S], [
-      () => patchV1(EMAIL, key, { [nick]: 'two' }),
-      () => server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('nickname')}`, { token }),
-    ]);
+    const answers = await meet(
+      row,
+      [...(await profileOf(key)), S],
+      [
+        () => patchV1(EMAIL, key, { [nick]: 'two' }),
+        () => server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('nickname')}`, { token }),
+      ],
+    );
     for (const res of answers) expectNoContent(res);
     expect(await valuesOf(key, S, nick)).toEqual(['one', 'two']);
   });
@@ -609,13 +793,29 @@ describe('payload size (ATTR-19)', () => {
 
 describe('attribute types (ATTR-20)', () => {
   const cases: { attribute: string; accepted: unknown[]; refused: unknown[] }[] = [
-    { attribute: attr('nickname'), accepted: ['annie', '', '2024-01-01', 'ünïcødé'], refused: [5, true, { a: 1 }, ['a']] },
+    {
+      attribute: attr('nickname'),
+      accepted: ['annie', '', '2024-01-01', 'ünïcødé'],
+      refused: [5, true, { a: 1 }, ['a']],
+    },
     { attribute: attr('subscribed'), accepted: [true, false], refused: ['true', 1, 0, { a: true }, [true]] },
-    { attribute: attr('birthday'), accepted: ['1990-05-17', '2024-02-29', '2024-05-01T10:00:00Z'], refused: ['yesterday', '17.05.1990', '2024-13-45', 19900517, true, { d: '1990-05-17' }] },
-    { attribute: attr('last-seen'), accepted: [1714557600000, 0, -5], refused: [1.5, 1714557600000.25, '1714557600000', true, [1]] },
+    {
+      attribute: attr('birthday'),
+      accepted: ['1990-05-17', '2024-02-29', '2024-05-01T10:00:00Z'],
+      refused: ['yesterday', '17.05.1990', '2024-13-45', 19900517, true, { d: '1990-05-17' }],
+    },
+    {
+      attribute: attr('last-seen'),
+      accepted: [1714557600000, 0, -5],
+      refused: [1.5, 1714557600000.25, '1714557600000', true, [1]],
+    },
     { attribute: attr('visits'), accepted: [3, 0, -2, 3.5], refused: ['3', true, { n: 3 }, [3]] },
     { attribute: attr('balance'), accepted: [2.75, 10, -0.5], refused: ['2.75', false, { n: 2.75 }, [2.75]] },
-    { attribute: attr('address'), accepted: [{ city: 'Oslo', lines: ['a', 'b'], nested: { n: 1 } }, {}], refused: [[], [{ city: 'Oslo' }], 'Oslo', 5, true] },
+    {
+      attribute: attr('address'),
+      accepted: [{ city: 'Oslo', lines: ['a', 'b'], nested: { n: 1 } }, {}],
+      refused: [[], [{ city: 'Oslo' }], 'Oslo', 5, true],
+    },
   ];
 
   for (const { attribute, accepted, refused } of cases) {
@@ -648,7 +848,11 @@ describe('attribute types (ATTR-20)', () => {
     const key = await emailProfile();
     // JSON has no Infinity, but 1e400 parses to it.
     for (const attribute of [attr('visits'), attr('balance'), attr('last-seen')]) {
-      const res = await server.request('PATCH', `${v2(EMAIL, key)}/attributes`, { token, raw: `{"${attribute}": 1e400}`, headers: { 'content-type': 'application/merge-patch+json' } });
+      const res = await server.request('PATCH', `${v2(EMAIL, key)}/attributes`, {
+        token,
+        raw: `{"${attribute}": 1e400}`,
+        headers: { 'content-type': 'application/merge-patch+json' },
+      });
       expectProblem(res, 400, 'AUD-1209');
     }
   });
@@ -662,7 +866,11 @@ describe('attribute types (ATTR-20)', () => {
   it('refuses a body that is not a JSON object with 400', async () => {
     const key = await emailProfile();
     for (const raw of ['[1,2]', '"x"', '{"a":', 'null']) {
-      const res = await server.request('PATCH', `${v2(EMAIL, key)}/attributes`, { token, raw, headers: { 'content-type': 'application/merge-patch+json' } });
+      const res = await server.request('PATCH', `${v2(EMAIL, key)}/attributes`, {
+        token,
+        raw,
+        headers: { 'content-type': 'application/merge-patch+json' },
+      });
       expectProblem(res, 400);
     }
   });
@@ -698,14 +906,52 @@ describe('attribute definitions and permissions', () => {
     expectProblem(await patchV2(EMAIL, key, { [attr('read-only')]: 'r' }), 403, 'AUD-1208');
     expectProblem(await patchV1(EMAIL, key, { [version(attr('read-only'))]: 'r' }), 403, 'AUD-1208');
     expectProblem(await patchTags(EMAIL, key, { [tag('read-only-tag')]: true }), 403, 'AUD-1208');
-    expectProblem(await server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('read-only')}`, { token }), 403, 'AUD-1208');
-    expectProblem(await postEvents(EMAIL, key, { items: [{ event_time: '2026-01-01T00:00:00Z', version_id: eventVersion(event('read-only-event')), data: { url: 'x' } }] }), 403, 'AUD-1208');
+    expectProblem(
+      await server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('read-only')}`, { token }),
+      403,
+      'AUD-1208',
+    );
+    expectProblem(
+      await postEvents(EMAIL, key, {
+        items: [
+          {
+            event_time: '2026-01-01T00:00:00Z',
+            version_id: eventVersion(event('read-only-event')),
+            data: { url: 'x' },
+          },
+        ],
+      }),
+      403,
+      'AUD-1208',
+    );
     // Through the web keyspace, the email-only types are not writable either.
     const cookie = `cookie-${++counter}`;
-    expectNoContent(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: key }, { keyspace_discriminator: WEB, profile_key: cookie }] } }));
+    expectNoContent(
+      await server.request('PUT', '/audience/profiles/merges', {
+        token,
+        body: {
+          profiles: [
+            { keyspace_discriminator: EMAIL, profile_key: key },
+            { keyspace_discriminator: WEB, profile_key: cookie },
+          ],
+        },
+      }),
+    );
     expectProblem(await patchV2(WEB, cookie, { [attr('email-only')]: 'e' }), 403, 'AUD-1208');
     expectProblem(await patchTags(WEB, cookie, { [tag('email-only-tag')]: true }), 403, 'AUD-1208');
-    expectProblem(await postEvents(WEB, cookie, { items: [{ event_time: '2026-01-01T00:00:00Z', version_id: eventVersion(event('email-only-event')), data: { url: 'x' } }] }), 403, 'AUD-1208');
+    expectProblem(
+      await postEvents(WEB, cookie, {
+        items: [
+          {
+            event_time: '2026-01-01T00:00:00Z',
+            version_id: eventVersion(event('email-only-event')),
+            data: { url: 'x' },
+          },
+        ],
+      }),
+      403,
+      'AUD-1208',
+    );
     expectNoContent(await patchV2(WEB, cookie, { [FIRSTNAME]: 'Web' }));
     expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Web' });
     expect(await tags(EMAIL, key)).toEqual({});
@@ -719,10 +965,16 @@ describe('attribute definitions and permissions', () => {
     // The profile was created in the store section: the magazine section has no values yet.
     expect(await attributes(EMAIL, key, M)).toEqual({});
     expectNoContent(await patchV2(EMAIL, key, { [FIRSTNAME]: 'Anna', [EMAIL_ATTR]: key }, '', M));
-    expect(await attributes(EMAIL, key, M)).toEqual({ [version(FIRSTNAME, 1, M)]: 'Anna', [version(EMAIL_ATTR, 1, M)]: key });
+    expect(await attributes(EMAIL, key, M)).toEqual({
+      [version(FIRSTNAME, 1, M)]: 'Anna',
+      [version(EMAIL_ATTR, 1, M)]: key,
+    });
     expect(await attributes(EMAIL, key)).toEqual({ [version(FIRSTNAME)]: 'Ann', [version(EMAIL_ATTR)]: key });
     expectNoContent(await patchV1(EMAIL, key, { [version(FIRSTNAME)]: null }));
-    expect(await attributes(EMAIL, key, M)).toEqual({ [version(FIRSTNAME, 1, M)]: 'Anna', [version(EMAIL_ATTR, 1, M)]: key });
+    expect(await attributes(EMAIL, key, M)).toEqual({
+      [version(FIRSTNAME, 1, M)]: 'Anna',
+      [version(EMAIL_ATTR, 1, M)]: key,
+    });
     // Tags are per section too.
     expectNoContent(await patchTags(EMAIL, key, { [tag('reader')]: true }, M));
     expect(await tags(EMAIL, key)).toEqual({});
@@ -739,7 +991,20 @@ describe('attribute definitions and permissions', () => {
     expectProblem(await patchV1(EMAIL, key, { [version(FIRSTNAME, 1, M)]: 'x' }), 400, 'AUD-1206');
     expectProblem(await patchTags(EMAIL, key, { [tag('vip')]: true }, M), 400, 'AUD-1218');
     expectProblem(await patchTags(EMAIL, key, { [tag('reader')]: true }), 400, 'AUD-1218');
-    expectProblem(await postEvents(EMAIL, key, { items: [{ event_time: '2026-01-01T00:00:00Z', version_id: eventVersion(event('page-view')), data: { url: 'x' } }] }, M), 400, 'AUD-1220');
+    expectProblem(
+      await postEvents(
+        EMAIL,
+        key,
+        {
+          items: [
+            { event_time: '2026-01-01T00:00:00Z', version_id: eventVersion(event('page-view')), data: { url: 'x' } },
+          ],
+        },
+        M,
+      ),
+      400,
+      'AUD-1220',
+    );
     expect(await attributes(EMAIL, key, M)).toEqual({});
     expect(await tags(EMAIL, key, M)).toEqual({});
   });
@@ -748,25 +1013,65 @@ describe('attribute definitions and permissions', () => {
 describe('DELETE attributes', () => {
   it('clears one version by version id and answers 204 (ATTR-26, COMP-08)', async () => {
     const key = await emailProfile();
-    expectNoContent(await patchV1(EMAIL, key, { [version(attr('level'), 1)]: 'gold', [version(attr('level'), 2)]: 3, [version(FIRSTNAME)]: 'Ann' }));
-    expectNoContent(await server.request('DELETE', `${profile(EMAIL, key)}/attributes/${version(attr('level'), 1)}`, { token }));
-    expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(attr('level'), 2)]: 3, [version(FIRSTNAME)]: 'Ann' });
+    expectNoContent(
+      await patchV1(EMAIL, key, {
+        [version(attr('level'), 1)]: 'gold',
+        [version(attr('level'), 2)]: 3,
+        [version(FIRSTNAME)]: 'Ann',
+      }),
+    );
+    expectNoContent(
+      await server.request('DELETE', `${profile(EMAIL, key)}/attributes/${version(attr('level'), 1)}`, { token }),
+    );
+    expect(await attributes(EMAIL, key)).toEqual({
+      [version(EMAIL_ATTR)]: key,
+      [version(attr('level'), 2)]: 3,
+      [version(FIRSTNAME)]: 'Ann',
+    });
     // Clearing a version without a value is no error.
-    expectNoContent(await server.request('DELETE', `${profile(EMAIL, key)}/attributes/${version(attr('level'), 1)}`, { token }));
+    expectNoContent(
+      await server.request('DELETE', `${profile(EMAIL, key)}/attributes/${version(attr('level'), 1)}`, { token }),
+    );
   });
 
   it('answers 400 for an unknown version and 404 for an unknown profile (ATTR-26)', async () => {
     const key = await emailProfile();
-    expectProblem(await server.request('DELETE', `${profile(EMAIL, key)}/attributes/999999999`, { token }), 400, 'AUD-1206');
-    expectProblem(await server.request('DELETE', `${profile(EMAIL, key)}/attributes/${version(attr('issue'), 1, M)}`, { token }), 400, 'AUD-1206');
-    expectProblem(await server.request('DELETE', `${profile(EMAIL, fresh('nobody'))}/attributes/${version(FIRSTNAME)}`, { token }), 404, 'AUD-1201');
-    expectProblem(await server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('nope')}`, { token }), 400, 'AUD-1206');
-    expectProblem(await server.request('DELETE', `${v2(EMAIL, fresh('nobody'))}/attributes/${FIRSTNAME}`, { token }), 404, 'AUD-1201');
+    expectProblem(
+      await server.request('DELETE', `${profile(EMAIL, key)}/attributes/999999999`, { token }),
+      400,
+      'AUD-1206',
+    );
+    expectProblem(
+      await server.request('DELETE', `${profile(EMAIL, key)}/attributes/${version(attr('issue'), 1, M)}`, { token }),
+      400,
+      'AUD-1206',
+    );
+    expectProblem(
+      await server.request('DELETE', `${profile(EMAIL, fresh('nobody'))}/attributes/${version(FIRSTNAME)}`, { token }),
+      404,
+      'AUD-1201',
+    );
+    expectProblem(
+      await server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('nope')}`, { token }),
+      400,
+      'AUD-1206',
+    );
+    expectProblem(
+      await server.request('DELETE', `${v2(EMAIL, fresh('nobody'))}/attributes/${FIRSTNAME}`, { token }),
+      404,
+      'AUD-1201',
+    );
   });
 
   it('clears every version of an attribute by discriminator with version 2 (ATTR-27, COMP-08)', async () => {
     const key = await emailProfile();
-    expectNoContent(await patchV1(EMAIL, key, { [version(attr('level'), 1)]: 'gold', [version(attr('level'), 2)]: 3, [version(FIRSTNAME)]: 'Ann' }));
+    expectNoContent(
+      await patchV1(EMAIL, key, {
+        [version(attr('level'), 1)]: 'gold',
+        [version(attr('level'), 2)]: 3,
+        [version(FIRSTNAME)]: 'Ann',
+      }),
+    );
     expectNoContent(await server.request('DELETE', `${v2(EMAIL, key)}/attributes/${attr('level')}`, { token }));
     expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'Ann' });
     expectNoContent(await server.request('DELETE', `${v2(EMAIL, key)}/attributes/${FIRSTNAME}`, { token }));
@@ -775,11 +1080,19 @@ describe('DELETE attributes', () => {
 
   it('refuses to clear an attribute that is a profile key with 400 (ATTR-28)', async () => {
     const key = await emailProfile();
-    expectProblem(await server.request('DELETE', `${v2(EMAIL, key)}/attributes/${EMAIL_ATTR}`, { token }), 400, 'AUD-1212');
+    expectProblem(
+      await server.request('DELETE', `${v2(EMAIL, key)}/attributes/${EMAIL_ATTR}`, { token }),
+      400,
+      'AUD-1212',
+    );
     expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key });
     const crm = `crm-${++counter}`;
     await create(crm, CRM);
-    expectProblem(await server.request('DELETE', `${v2(CRM, crm)}/attributes/${CRMID_ATTR}`, { token }), 400, 'AUD-1212');
+    expectProblem(
+      await server.request('DELETE', `${v2(CRM, crm)}/attributes/${CRMID_ATTR}`, { token }),
+      400,
+      'AUD-1212',
+    );
     expect(await attributes(CRM, crm)).toEqual({ [version(CRMID_ATTR)]: crm });
   });
 });
@@ -794,10 +1107,25 @@ describe('events', () => {
     const res = await getEvents(EMAIL, key);
     expect(res.status, res.text).toBe(200);
     expect(res.body).toEqual({ items: [] });
-    expectNoContent(await postEvents(EMAIL, key, { items: [
-      { event_time: '2026-03-01T10:00:00Z', version_id: pageView(), data: { url: 'https://a', title: 'A' } },
-      { event_time: '2026-03-01T11:00:00.250Z', version_id: purchase(), data: { amount: 9.5, paid: true, at: 1772359200000, day: '2026-03-01', basket: { items: [{ sku: 'x' }] }, note: 'n' } },
-    ] }));
+    expectNoContent(
+      await postEvents(EMAIL, key, {
+        items: [
+          { event_time: '2026-03-01T10:00:00Z', version_id: pageView(), data: { url: 'https://a', title: 'A' } },
+          {
+            event_time: '2026-03-01T11:00:00.250Z',
+            version_id: purchase(),
+            data: {
+              amount: 9.5,
+              paid: true,
+              at: 1772359200000,
+              day: '2026-03-01',
+              basket: { items: [{ sku: 'x' }] },
+              note: 'n',
+            },
+          },
+        ],
+      }),
+    );
     const after = await getEvents(EMAIL, key);
     expect(after.status).toBe(200);
     expect(after.headers.get('content-type')).toMatch(/^application\/json/);
@@ -805,14 +1133,28 @@ describe('events', () => {
     expect(after.body.items).toHaveLength(2);
     const [newest, oldest] = after.body.items;
     expect(newest).toEqual({
-      event_time: expect.any(String), version_id: purchase(), correlation_id: expect.any(String), created_at: expect.any(String),
-      data: { amount: 9.5, paid: true, at: 1772359200000, day: '2026-03-01', basket: { items: [{ sku: 'x' }] }, note: 'n' },
+      event_time: expect.any(String),
+      version_id: purchase(),
+      correlation_id: expect.any(String),
+      created_at: expect.any(String),
+      data: {
+        amount: 9.5,
+        paid: true,
+        at: 1772359200000,
+        day: '2026-03-01',
+        basket: { items: [{ sku: 'x' }] },
+        note: 'n',
+      },
     });
     expect(Date.parse(newest.event_time)).toBe(Date.parse('2026-03-01T11:00:00.250Z'));
     expect(oldest).toMatchObject({ version_id: pageView(), data: { url: 'https://a', title: 'A' } });
     expect(Date.parse(oldest.event_time)).toBe(Date.parse('2026-03-01T10:00:00Z'));
     // Data may leave fields out; an empty list adds nothing.
-    expectNoContent(await postEvents(EMAIL, key, { items: [{ event_time: '2026-03-02T00:00:00Z', version_id: pageView(), data: {} }] }));
+    expectNoContent(
+      await postEvents(EMAIL, key, {
+        items: [{ event_time: '2026-03-02T00:00:00Z', version_id: pageView(), data: {} }],
+      }),
+    );
     expectNoContent(await postEvents(EMAIL, key, { items: [] }));
     expect((await getEvents(EMAIL, key)).body.items).toHaveLength(3);
   });
@@ -820,21 +1162,38 @@ describe('events', () => {
   it('sorts events by event_time, newest first (ATTR-30)', async () => {
     const key = await emailProfile();
     const times = ['2026-01-05T00:00:00Z', '2025-12-31T23:59:59Z', '2026-02-01T12:00:00Z', '2026-01-20T08:30:00Z'];
-    expectNoContent(await postEvents(EMAIL, key, { items: times.slice(0, 2).map((t) => ({ event_time: t, version_id: pageView(), data: { url: t } })) }));
-    expectNoContent(await postEvents(EMAIL, key, { items: times.slice(2).map((t) => ({ event_time: t, version_id: pageView(), data: { url: t } })) }));
+    expectNoContent(
+      await postEvents(EMAIL, key, {
+        items: times.slice(0, 2).map((t) => ({ event_time: t, version_id: pageView(), data: { url: t } })),
+      }),
+    );
+    expectNoContent(
+      await postEvents(EMAIL, key, {
+        items: times.slice(2).map((t) => ({ event_time: t, version_id: pageView(), data: { url: t } })),
+      }),
+    );
     const res = await getEvents(EMAIL, key);
     const got = res.body.items.map((e: { event_time: string }) => Date.parse(e.event_time));
     expect(got).toEqual(times.map((t) => Date.parse(t)).sort((a, b) => b - a));
-    expect(res.body.items.map((e: { data: { url: string } }) => e.data.url)).toEqual(['2026-02-01T12:00:00Z', '2026-01-20T08:30:00Z', '2026-01-05T00:00:00Z', '2025-12-31T23:59:59Z']);
+    expect(res.body.items.map((e: { data: { url: string } }) => e.data.url)).toEqual([
+      '2026-02-01T12:00:00Z',
+      '2026-01-20T08:30:00Z',
+      '2026-01-05T00:00:00Z',
+      '2025-12-31T23:59:59Z',
+    ]);
   });
 
   it('filters by event_version_ids, comma-separated or repeated, with the same result (ATTR-31, COMP-12)', async () => {
     const key = await emailProfile();
-    expectNoContent(await postEvents(EMAIL, key, { items: [
-      { event_time: '2026-01-01T00:00:00Z', version_id: pageView(), data: { url: 'v1' } },
-      { event_time: '2026-01-02T00:00:00Z', version_id: pageView2(), data: { url: 'v2', seconds: 12 } },
-      { event_time: '2026-01-03T00:00:00Z', version_id: purchase(), data: { amount: 1 } },
-    ] }));
+    expectNoContent(
+      await postEvents(EMAIL, key, {
+        items: [
+          { event_time: '2026-01-01T00:00:00Z', version_id: pageView(), data: { url: 'v1' } },
+          { event_time: '2026-01-02T00:00:00Z', version_id: pageView2(), data: { url: 'v2', seconds: 12 } },
+          { event_time: '2026-01-03T00:00:00Z', version_id: purchase(), data: { amount: 1 } },
+        ],
+      }),
+    );
     const urls = async (query: string) => {
       const res = await getEvents(EMAIL, key, query);
       expect(res.status, res.text).toBe(200);
@@ -846,7 +1205,10 @@ describe('events', () => {
     const repeated = await urls(`?event_version_ids=${pageView()}&event_version_ids=${purchase()}`);
     expect(comma).toEqual([purchase(), pageView()]);
     expect(repeated).toEqual(comma);
-    expect(await urls(`?event_version_ids=${encodeURIComponent(`${pageView2()},${purchase()}`)}`)).toEqual([purchase(), pageView2()]);
+    expect(await urls(`?event_version_ids=${encodeURIComponent(`${pageView2()},${purchase()}`)}`)).toEqual([
+      purchase(),
+      pageView2(),
+    ]);
     // A version with no events (or of no event) selects nothing.
     expect(await urls(`?event_version_ids=${eventVersion(event('old'), 2)}`)).toEqual([]);
     expect(await urls('?event_version_ids=999999999')).toEqual([]);
@@ -854,7 +1216,12 @@ describe('events', () => {
 
   it('refuses more than 100 items with 413 and stores none (ATTR-34)', async () => {
     const key = await emailProfile();
-    const items = (n: number) => Array.from({ length: n }, (_, i) => ({ event_time: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(), version_id: pageView(), data: { url: `u${i}` } }));
+    const items = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({
+        event_time: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+        version_id: pageView(),
+        data: { url: `u${i}` },
+      }));
     expectProblem(await postEvents(EMAIL, key, { items: items(101) }), 413, 'AUD-1007');
     expect((await getEvents(EMAIL, key)).body.items).toEqual([]);
     expectNoContent(await postEvents(EMAIL, key, { items: items(100) }));
@@ -876,7 +1243,9 @@ describe('events', () => {
 
   it('refuses an unknown, hidden or deprecated event version with 400 (ATTR-36)', async () => {
     const key = await emailProfile();
-    const one = (version_id: string) => ({ items: [{ event_time: '2026-01-01T00:00:00Z', version_id, data: { url: 'x' } }] });
+    const one = (version_id: string) => ({
+      items: [{ event_time: '2026-01-01T00:00:00Z', version_id, data: { url: 'x' } }],
+    });
     expectProblem(await postEvents(EMAIL, key, one('999999999')), 400, 'AUD-1220');
     expectProblem(await postEvents(EMAIL, key, one(eventVersion(event('secret-event')))), 400, 'AUD-1220');
     expectProblem(await postEvents(EMAIL, key, one(eventVersion(event('read'), 1, M))), 400, 'AUD-1220');
@@ -897,15 +1266,44 @@ describe('events', () => {
       [{ colour: 'red' }, 'AUD-1402'],
     ];
     for (const [data, code] of bad) {
-      expectProblem(await postEvents(EMAIL, key, { items: [good, { event_time: '2026-01-02T00:00:00Z', version_id: purchase(), data }] }), 400, code);
+      expectProblem(
+        await postEvents(EMAIL, key, {
+          items: [good, { event_time: '2026-01-02T00:00:00Z', version_id: purchase(), data }],
+        }),
+        400,
+        code,
+      );
     }
     // A field of another version of the same event is unknown to this version.
-    expectProblem(await postEvents(EMAIL, key, { items: [{ event_time: '2026-01-02T00:00:00Z', version_id: pageView(), data: { seconds: 3 } }] }), 400, 'AUD-1402');
-    expectProblem(await postEvents(EMAIL, key, { items: [{ event_time: '2026-01-02T00:00:00Z', version_id: pageView2(), data: { url: 'x', seconds: '3' } }] }), 400, 'AUD-1209');
+    expectProblem(
+      await postEvents(EMAIL, key, {
+        items: [{ event_time: '2026-01-02T00:00:00Z', version_id: pageView(), data: { seconds: 3 } }],
+      }),
+      400,
+      'AUD-1402',
+    );
+    expectProblem(
+      await postEvents(EMAIL, key, {
+        items: [{ event_time: '2026-01-02T00:00:00Z', version_id: pageView2(), data: { url: 'x', seconds: '3' } }],
+      }),
+      400,
+      'AUD-1209',
+    );
     // Malformed items.
-    expectProblem(await postEvents(EMAIL, key, { items: [{ event_time: 'yesterday', version_id: purchase(), data: {} }] }), 400);
-    expectProblem(await postEvents(EMAIL, key, { items: [{ event_time: '2026-01-02T00:00:00Z', version_id: purchase() }] }), 400);
-    expectProblem(await postEvents(EMAIL, key, { items: [{ event_time: '2026-01-02T00:00:00Z', version_id: purchase(), data: [1] }] }), 400);
+    expectProblem(
+      await postEvents(EMAIL, key, { items: [{ event_time: 'yesterday', version_id: purchase(), data: {} }] }),
+      400,
+    );
+    expectProblem(
+      await postEvents(EMAIL, key, { items: [{ event_time: '2026-01-02T00:00:00Z', version_id: purchase() }] }),
+      400,
+    );
+    expectProblem(
+      await postEvents(EMAIL, key, {
+        items: [{ event_time: '2026-01-02T00:00:00Z', version_id: purchase(), data: [1] }],
+      }),
+      400,
+    );
     expect((await getEvents(EMAIL, key)).body.items).toEqual([]);
   });
 
@@ -924,16 +1322,19 @@ describe('events', () => {
     // Size of one event in the answer for a url of `n` characters, measured on a probe profile.
     const probe = await emailProfile('probe');
     const stamp = (i: number) => new Date(Date.UTC(2026, 0, 1) + i * 1000).toISOString();
-    expectNoContent(await postEvents(EMAIL, probe, { items: [{ event_time: stamp(0), version_id: pageView(), data: { url: '' } }] }));
+    expectNoContent(
+      await postEvents(EMAIL, probe, { items: [{ event_time: stamp(0), version_id: pageView(), data: { url: '' } }] }),
+    );
     const overhead = Buffer.byteLength(JSON.stringify((await getEvents(EMAIL, probe)).body.items[0]));
     // Choose a url length for which the largest answer that fits ({"items":[…],"truncated":true}) lands
     // within a few bytes of the limit, so that any miscount of the answer's size shows.
     const frame = Buffer.byteLength('{"items":[],"truncated":true}');
     // (A batch of 100 events with urls of up to 920 characters stays under the 100 KB body limit.)
-    const urlLength = Array.from({ length: 320 }, (_, i) => 600 + i).find((n) => {
-      const item = overhead + n + 1; // with its comma
-      return item - ((LIMIT - frame + 1) % item) < 32;
-    }) ?? 900;
+    const urlLength =
+      Array.from({ length: 320 }, (_, i) => 600 + i).find((n) => {
+        const item = overhead + n + 1; // with its comma
+        return item - ((LIMIT - frame + 1) % item) < 32;
+      }) ?? 900;
 
     const key = await emailProfile('big');
     for (let b = 0; b < BATCHES; b++) {
@@ -966,21 +1367,33 @@ describe('events', () => {
 });
 
 describe('merge-patch and JSON bodies (COMP-04)', () => {
-  for (const type of ['application/merge-patch+json', 'application/json', 'application/merge-patch+json; charset=utf-8']) {
+  for (const type of [
+    'application/merge-patch+json',
+    'application/json',
+    'application/merge-patch+json; charset=utf-8',
+  ]) {
     it(`accepts ${type} on attribute and tag PATCH (COMP-04)`, async () => {
       const key = await emailProfile();
       const headers = { 'content-type': type };
       expectNoContent(await patchV1(EMAIL, key, { [version(FIRSTNAME)]: 'One' }, S, headers));
       expectNoContent(await patchV2(EMAIL, key, { [LASTNAME]: 'Two' }, '', S, headers));
       expectNoContent(await patchTags(EMAIL, key, { [tag('vip')]: true }, S, headers));
-      expect(await attributes(EMAIL, key)).toEqual({ [version(EMAIL_ATTR)]: key, [version(FIRSTNAME)]: 'One', [version(LASTNAME)]: 'Two' });
+      expect(await attributes(EMAIL, key)).toEqual({
+        [version(EMAIL_ATTR)]: key,
+        [version(FIRSTNAME)]: 'One',
+        [version(LASTNAME)]: 'Two',
+      });
       expect(await tags(EMAIL, key)).toEqual({ [tag('vip')]: true });
     });
   }
 
   it('refuses a PATCH body of another media type with 415', async () => {
     const key = await emailProfile();
-    const res = await server.request('PATCH', `${profile(EMAIL, key)}/tags`, { token, raw: JSON.stringify({ [tag('vip')]: true }), headers: { 'content-type': 'text/plain' } });
+    const res = await server.request('PATCH', `${profile(EMAIL, key)}/tags`, {
+      token,
+      raw: JSON.stringify({ [tag('vip')]: true }),
+      headers: { 'content-type': 'text/plain' },
+    });
     expectProblem(res, 415);
     expect(await tags(EMAIL, key)).toEqual({});
   });

@@ -21,7 +21,13 @@ export type RowOutcome =
   | { line: number; failed: string };
 
 /** Whether two attribute values are the same value (as their JSON): equal primitives, or objects with the same JSON. */
-const same = (a: unknown, b: unknown) => a === b || (typeof a === 'object' && a !== null && typeof b === 'object' && b !== null && JSON.stringify(a) === JSON.stringify(b));
+const same = (a: unknown, b: unknown) =>
+  a === b ||
+  (typeof a === 'object' &&
+    a !== null &&
+    typeof b === 'object' &&
+    b !== null &&
+    JSON.stringify(a) === JSON.stringify(b));
 
 /**
  * Writes a batch of import rows into one section with a handful of set-based statements: finds or
@@ -29,17 +35,31 @@ const same = (a: unknown, b: unknown) => a === b || (typeof a === 'object' && a 
  * only what changes. Rows matching a locked identity fail; with `updateExisting` false, existing
  * profiles are left as they are.
  */
-export async function importProfileRows(tx: Queryable, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, rows: ImportRow[], options: { updateExisting: boolean }): Promise<RowOutcome[]> {
+export async function importProfileRows(
+  tx: Queryable,
+  scope: AccountScope,
+  keyspace: KeyspaceRow,
+  section: SectionDefs,
+  rows: ImportRow[],
+  options: { updateExisting: boolean },
+): Promise<RowOutcome[]> {
   const outcomes = new Map<number, RowOutcome>();
   const keys = [...new Set(rows.map((r) => r.key))];
-  const existing = new Map((await q.findProfilesByKeys(tx, scope.accountId, keyspace, keys)).map((r) => [r.profile_key, r.canonical_id]));
+  const existing = new Map(
+    (await q.findProfilesByKeys(tx, scope.accountId, keyspace, keys)).map((r) => [r.profile_key, r.canonical_id]),
+  );
   // A locked key has no profile. Hashing every key was a twentieth of the worker's CPU in an
   // import, so keys are hashed only when the account has locked anything.
   const unknown = keys.filter((k) => !existing.has(k));
   const locked = new Set<string>();
   if (unknown.length > 0 && (await q.hasLockedIdentities(tx, scope.accountId))) {
     const hashes = new Map(unknown.map((k) => [identityHash(scope, keyspace.keyspace_id, k).toString('hex'), k]));
-    for (const h of await q.listLockedIdentities(tx, scope.accountId, [...hashes.keys()].map((x) => Buffer.from(x, 'hex')))) locked.add(hashes.get(h.toString('hex'))!);
+    for (const h of await q.listLockedIdentities(
+      tx,
+      scope.accountId,
+      [...hashes.keys()].map((x) => Buffer.from(x, 'hex')),
+    ))
+      locked.add(hashes.get(h.toString('hex'))!);
   }
 
   const fresh = unknown.filter((k) => !locked.has(k));
@@ -55,7 +75,10 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
     });
     await q.insertIdentifiersBulk(tx, scope.accountId, identifiers);
   }
-  const current = existing.size > 0 ? await q.listSectionDataByProfiles(tx, scope.accountId, [...existing.values()], section.id) : new Map<string, q.SectionDataRow>();
+  const current =
+    existing.size > 0
+      ? await q.listSectionDataByProfiles(tx, scope.accountId, [...existing.values()], section.id)
+      : new Map<string, q.SectionDataRow>();
   const mapped = keyspace.mapped_attribute ? currentVersionId(section, keyspace.mapped_attribute) : undefined;
 
   // The state of each profile as the batch goes, so that a key repeated in the file counts right.
@@ -72,7 +95,8 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
       // Everything of a new profile's first row is a change: its values but nulls, its true tags
       // (built once: the general path below made four copies of each row's maps).
       const attributes: q.ValueMap = {};
-      for (const versionId in row.attributes) if (row.attributes[versionId] !== null) attributes[versionId] = row.attributes[versionId];
+      for (const versionId in row.attributes)
+        if (row.attributes[versionId] !== null) attributes[versionId] = row.attributes[versionId];
       if (mapped) attributes[mapped] = row.key;
       const tags: Record<string, boolean> = {};
       for (const tagId in row.tags) if (row.tags[tagId] === true) tags[tagId] = true;
@@ -111,7 +135,8 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
     const after = { attributes: before.attributes, tags: before.tags };
     if (attributesChanged) {
       after.attributes = { ...before.attributes, ...attributes };
-      for (const versionId of Object.keys(attributes)) if (attributes[versionId] === null) delete after.attributes[versionId];
+      for (const versionId of Object.keys(attributes))
+        if (attributes[versionId] === null) delete after.attributes[versionId];
     }
     if (tagsChanged) {
       after.tags = { ...before.tags, ...tags };
@@ -119,16 +144,38 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
     }
     state.set(row.key, after);
     const patch = patches.get(canonicalId);
-    patches.set(canonicalId, patch ? { attributes: { ...patch.attributes, ...attributes }, tags: { ...patch.tags, ...tags } } : { attributes, tags });
+    patches.set(
+      canonicalId,
+      patch
+        ? { attributes: { ...patch.attributes, ...attributes }, tags: { ...patch.tags, ...tags } }
+        : { attributes, tags },
+    );
     const changed = attributesChanged || tagsChanged;
-    outcomes.set(row.line, { line: row.line, outcome: changed ? 'updated' : 'not_changed', canonicalId, values: after.attributes });
+    outcomes.set(row.line, {
+      line: row.line,
+      outcome: changed ? 'updated' : 'not_changed',
+      canonicalId,
+      values: after.attributes,
+    });
   }
   const writes = [...patches].filter(([, p]) => Object.keys(p.attributes).length + Object.keys(p.tags).length > 0);
   // Profiles created above have no section data yet: a plain insert, no update to try first.
   const createdIds = new Set(created.values());
-  await q.insertSectionDataBulk(tx, scope.accountId, section.id, writes.filter(([profileId]) => createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })), scope.now);
+  await q.insertSectionDataBulk(
+    tx,
+    scope.accountId,
+    section.id,
+    writes.filter(([profileId]) => createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })),
+    scope.now,
+  );
   // The values replaced go to the attribute history as the rows are written.
-  await q.patchSectionDataBulk(tx, scope.accountId, section.id, writes.filter(([profileId]) => !createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })), scope.now);
+  await q.patchSectionDataBulk(
+    tx,
+    scope.accountId,
+    section.id,
+    writes.filter(([profileId]) => !createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })),
+    scope.now,
+  );
   return rows.map((r) => outcomes.get(r.line)!);
 }
 
@@ -138,14 +185,29 @@ export async function importProfileRows(tx: Queryable, scope: AccountScope, keys
  * locked profiles are answered in `locked`. Creation is serialised per account, so that two
  * batches naming the same new key create it once.
  */
-export async function findOrCreateProfiles(tx: Queryable, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, keys: string[]): Promise<{ profiles: Map<string, string>; locked: Set<string> }> {
+export async function findOrCreateProfiles(
+  tx: Queryable,
+  scope: AccountScope,
+  keyspace: KeyspaceRow,
+  section: SectionDefs,
+  keys: string[],
+): Promise<{ profiles: Map<string, string>; locked: Set<string> }> {
   const unique = [...new Set(keys)];
-  const profiles = new Map((await q.findProfilesByKeys(tx, scope.accountId, keyspace, unique)).map((r) => [r.profile_key, r.canonical_id]));
+  const profiles = new Map(
+    (await q.findProfilesByKeys(tx, scope.accountId, keyspace, unique)).map((r) => [r.profile_key, r.canonical_id]),
+  );
   const locked = new Set<string>();
   const unknown = unique.filter((k) => !profiles.has(k));
   if (unknown.length === 0) return { profiles, locked };
   await q.lockProfileCreation(tx, scope.accountId);
-  const outcomes = await importProfileRows(tx, scope, keyspace, section, unknown.map((key, line) => ({ line, key, attributes: {}, tags: {} })), { updateExisting: false });
+  const outcomes = await importProfileRows(
+    tx,
+    scope,
+    keyspace,
+    section,
+    unknown.map((key, line) => ({ line, key, attributes: {}, tags: {} })),
+    { updateExisting: false },
+  );
   for (const o of outcomes) {
     if ('failed' in o) locked.add(unknown[o.line]);
     else profiles.set(unknown[o.line], o.canonicalId);

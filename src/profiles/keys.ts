@@ -12,7 +12,8 @@ let parsePhoneNumber: typeof ParsePhoneNumber | undefined;
  * it takes about 50 ms, once.
  */
 function phoneParser(): typeof ParsePhoneNumber {
-  parsePhoneNumber ??= (require('libphonenumber-js') as { parsePhoneNumberFromString: typeof ParsePhoneNumber }).parsePhoneNumberFromString;
+  parsePhoneNumber ??= (require('libphonenumber-js') as { parsePhoneNumberFromString: typeof ParsePhoneNumber })
+    .parsePhoneNumberFromString;
   return parsePhoneNumber;
 }
 
@@ -32,14 +33,19 @@ export function normaliseKey(kind: string, raw: string, field = 'profile_key'): 
     case 'email':
     case 'transactional-email': {
       const key = raw.trim().toLowerCase();
-      if (key.length > 254 || !EMAIL.test(key)) throw new Problem('AUD-1205', `${field} "${raw}" is not a valid email address`);
+      if (key.length > 254 || !EMAIL.test(key))
+        throw new Problem('AUD-1205', `${field} "${raw}" is not a valid email address`);
       return key;
     }
     case 'mobile':
     case 'sms': {
       const input = raw.trim().replace(/^00/, '+');
       const phone = input.startsWith('+') ? phoneParser()(input) : undefined;
-      if (!phone || !phone.isValid()) throw new Problem('AUD-1205', `${field} "${raw}" is not a valid mobile number in international form (+<country code><number>)`);
+      if (!phone || !phone.isValid())
+        throw new Problem(
+          'AUD-1205',
+          `${field} "${raw}" is not a valid mobile number in international form (+<country code><number>)`,
+        );
       return phone.number;
     }
     case 'crm-id': {

@@ -28,7 +28,11 @@ const PAGE_VIEW = `${NS}.events.page-view`;
 /** SHOP plus a second section, for rules about "other sections". */
 const TWO: Manifest = { ...SHOP, sections: [...SHOP.sections!, { name: 'Club' }] };
 /** Limits of the general account: nothing throttles the tests. */
-const UNLIMITED = { requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: null };
+const UNLIMITED = {
+  requests_per_second: null,
+  token_requests_per_minute: null,
+  profile_key_operations_per_second: null,
+};
 
 let server: TestServer;
 let token: string;
@@ -57,7 +61,6 @@ const profilePath = (ks: string, pk: string) => `/audience/keyspaces/${ks}/profi
 const sectionPath = (ks: string, pk: string, s: string) => `${profilePath(ks, pk)}/sections/${s}`;
 const id = (keyspace_discriminator: string, profile_key: string) => ({ keyspace_discriminator, profile_key });
 
-
 function expectNoContent(r: Response): void {
   expect(r.status, r.text).toBe(204);
   expect(r.text).toBe('');
@@ -65,16 +68,29 @@ function expectNoContent(r: Response): void {
 
 const create = (ks: string, key: unknown, s = SHOP_S, t = token) =>
   server.request('POST', `/audience/keyspaces/${ks}/sections/${s}/profiles`, { token: t, body: { profile_key: key } });
-const merge = (a: { keyspace_discriminator: string; profile_key: string }, b: { keyspace_discriminator: string; profile_key: string }, t = token) =>
-  server.request('PUT', '/audience/profiles/merges', { token: t, body: { profiles: [a, b] } });
-const unmerge = (ks: string, pk: string, t = token) => server.request('DELETE', `/audience/profiles/merges/keyspaces/${ks}/profiles/${enc(pk)}`, { token: t });
+const merge = (
+  a: { keyspace_discriminator: string; profile_key: string },
+  b: { keyspace_discriminator: string; profile_key: string },
+  t = token,
+) => server.request('PUT', '/audience/profiles/merges', { token: t, body: { profiles: [a, b] } });
+const unmerge = (ks: string, pk: string, t = token) =>
+  server.request('DELETE', `/audience/profiles/merges/keyspaces/${ks}/profiles/${enc(pk)}`, { token: t });
 const lock = (ks: string, pk: string, t = token) => server.request('PUT', `${profilePath(ks, pk)}/locks`, { token: t });
 const remove = (ks: string, pk: string, t = token) => server.request('DELETE', profilePath(ks, pk), { token: t });
-const switchId = (ks: string, pk: string, s: string, body: unknown, t = token) => server.request('PUT', sectionPath(ks, pk, s), { token: t, body });
+const switchId = (ks: string, pk: string, s: string, body: unknown, t = token) =>
+  server.request('PUT', sectionPath(ks, pk, s), { token: t, body });
 const patchV2 = (ks: string, pk: string, values: Record<string, unknown>, s = SHOP_S, t = token) =>
-  server.request('PATCH', `/v2${sectionPath(ks, pk, s)}/attributes`, { token: t, body: values, headers: { 'content-type': 'application/merge-patch+json' } });
+  server.request('PATCH', `/v2${sectionPath(ks, pk, s)}/attributes`, {
+    token: t,
+    body: values,
+    headers: { 'content-type': 'application/merge-patch+json' },
+  });
 const patchTags = (ks: string, pk: string, values: Record<string, boolean>, s = SHOP_S, t = token) =>
-  server.request('PATCH', `${sectionPath(ks, pk, s)}/tags`, { token: t, body: values, headers: { 'content-type': 'application/merge-patch+json' } });
+  server.request('PATCH', `${sectionPath(ks, pk, s)}/tags`, {
+    token: t,
+    body: values,
+    headers: { 'content-type': 'application/merge-patch+json' },
+  });
 
 /** Attribute discriminator → current version id, and version id → discriminator, of a section. */
 const definitionCache = new Map<string, { current: Map<string, string>; byVersion: Map<string, string> }>();
@@ -85,7 +101,10 @@ async function definitionsOf(s: string, t = token) {
     const r = await server.request('GET', `/audience/sections/${s}/attributes`, { token: t });
     expect(r.status, r.text).toBe(200);
     defs = { current: new Map(), byVersion: new Map() };
-    for (const a of r.body.items as { discriminator: string; versions: { id: string; deprecated_at: string | null }[] }[]) {
+    for (const a of r.body.items as {
+      discriminator: string;
+      versions: { id: string; deprecated_at: string | null }[];
+    }[]) {
       for (const v of a.versions) defs.byVersion.set(v.id, a.discriminator);
       const current = a.versions.filter((v) => v.deprecated_at === null).at(-1);
       if (current) defs.current.set(a.discriminator, current.id);
@@ -96,10 +115,20 @@ async function definitionsOf(s: string, t = token) {
 }
 
 /** PATCH version 1 (never changes keys; creates a missing profile), by discriminator. */
-async function patchV1(ks: string, pk: string, values: Record<string, unknown>, s = SHOP_S, t = token): Promise<Response> {
+async function patchV1(
+  ks: string,
+  pk: string,
+  values: Record<string, unknown>,
+  s = SHOP_S,
+  t = token,
+): Promise<Response> {
   const { current } = await definitionsOf(s, t);
   const body = Object.fromEntries(Object.entries(values).map(([d, v]) => [current.get(d)!, v]));
-  return server.request('PATCH', `${sectionPath(ks, pk, s)}/attributes`, { token: t, body, headers: { 'content-type': 'application/merge-patch+json' } });
+  return server.request('PATCH', `${sectionPath(ks, pk, s)}/attributes`, {
+    token: t,
+    body,
+    headers: { 'content-type': 'application/merge-patch+json' },
+  });
 }
 
 /** GET a profile's attributes, tags or events in a section, keyed by discriminator. */
@@ -108,11 +137,21 @@ function getSection(ks: string, pk: string, what = 'attributes', s = SHOP_S, t =
 }
 
 /** GET attributes, keyed by discriminator; the response for its status. */
-async function readAttributes(ks: string, pk: string, s = SHOP_S, t = token): Promise<{ r: Response; values: Record<string, unknown> }> {
+async function readAttributes(
+  ks: string,
+  pk: string,
+  s = SHOP_S,
+  t = token,
+): Promise<{ r: Response; values: Record<string, unknown> }> {
   const r = await getSection(ks, pk, 'attributes', s, t);
   if (r.status !== 200) return { r, values: {} };
   const { byVersion } = await definitionsOf(s, t);
-  return { r, values: Object.fromEntries(Object.entries(r.body as Record<string, unknown>).map(([v, value]) => [byVersion.get(v) ?? v, value])) };
+  return {
+    r,
+    values: Object.fromEntries(
+      Object.entries(r.body as Record<string, unknown>).map(([v, value]) => [byVersion.get(v) ?? v, value]),
+    ),
+  };
 }
 
 /** Attributes of a profile that must be found. */
@@ -130,8 +169,13 @@ async function tags(ks: string, pk: string, s = SHOP_S, t = token): Promise<Reco
 
 let pageViewVersion: string | undefined;
 async function addPageView(ks: string, pk: string, title: string, t = token): Promise<Response> {
-  pageViewVersion ??= (await server.request('GET', `/audience/sections/${SHOP_S}/events`, { token: t })).body.items.find((e: any) => e.discriminator === PAGE_VIEW).versions[0].id;
-  return server.request('POST', `${sectionPath(ks, pk, SHOP_S)}/events`, { token: t, body: { items: [{ event_time: '2026-01-02T03:04:05Z', version_id: pageViewVersion, data: { title } }] } });
+  pageViewVersion ??= (
+    await server.request('GET', `/audience/sections/${SHOP_S}/events`, { token: t })
+  ).body.items.find((e: any) => e.discriminator === PAGE_VIEW).versions[0].id;
+  return server.request('POST', `${sectionPath(ks, pk, SHOP_S)}/events`, {
+    token: t,
+    body: { items: [{ event_time: '2026-01-02T03:04:05Z', version_id: pageViewVersion, data: { title } }] },
+  });
 }
 
 async function events(ks: string, pk: string, t = token): Promise<any[]> {
@@ -178,8 +222,12 @@ async function findPlaintext(needle: string): Promise<string[]> {
   // One statement per table, a count per column: on a Citus cluster each statement reads every shard.
   const found: string[] = [];
   for (const [table, ofTable] of Map.groupBy(columns, (c) => c.table_name)) {
-    const counts = ofTable.map((c, i) => `count(*) filter (where strpos(lower("${c.column_name}"::text), lower($1)) > 0)::int as n${i}`);
-    const { rows: [row] } = await db.query<Record<string, number>>(`select ${counts.join(', ')} from public."${table}"`, [needle]);
+    const counts = ofTable.map(
+      (c, i) => `count(*) filter (where strpos(lower("${c.column_name}"::text), lower($1)) > 0)::int as n${i}`,
+    );
+    const {
+      rows: [row],
+    } = await db.query<Record<string, number>>(`select ${counts.join(', ')} from public."${table}"`, [needle]);
     ofTable.forEach((c, i) => {
       if (row[`n${i}`] > 0) found.push(`${table}.${c.column_name}`);
     });
@@ -245,7 +293,10 @@ describe('profiles: creation', () => {
     expectProblem(await server.request('POST', path, { token, body: { profile_key: 42 } }), 400);
     expectProblem(await server.request('POST', path, { token, body: { profile_key: null } }), 400);
     expectProblem(await server.request('POST', path, { token, body: { profile_key: ['a@example.com'] } }), 400);
-    expectProblem(await server.request('POST', path, { token, headers: { 'content-type': 'application/json' }, raw: '' }), 400);
+    expectProblem(
+      await server.request('POST', path, { token, headers: { 'content-type': 'application/json' }, raw: '' }),
+      400,
+    );
     expectProblem(await create(WEB, ''), 400, 'AUD-1205');
   });
 
@@ -281,8 +332,16 @@ describe('profiles: creation', () => {
     const email = mail('c09');
     expect((await create(EMAIL, email)).status).toBe(201);
     expect((await patchV2(EMAIL, email, { [A_FIRST]: 'Enc' })).status).toBe(204);
-    const raw = await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/${email}/sections/${SHOP_S}/attributes`, { token });
-    const encoded = await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/${email.replace('@', '%40')}/sections/${SHOP_S}/attributes`, { token });
+    const raw = await server.request(
+      'GET',
+      `/audience/keyspaces/${EMAIL}/profiles/${email}/sections/${SHOP_S}/attributes`,
+      { token },
+    );
+    const encoded = await server.request(
+      'GET',
+      `/audience/keyspaces/${EMAIL}/profiles/${email.replace('@', '%40')}/sections/${SHOP_S}/attributes`,
+      { token },
+    );
     expect(raw.status, raw.text).toBe(200);
     expect(encoded.body).toEqual(raw.body);
     expect(Object.values(raw.body)).toContain('Enc');
@@ -290,15 +349,31 @@ describe('profiles: creation', () => {
 
   it('COMP-10 a + in a path segment stays + (mobile keys and email tags)', async () => {
     expect((await create(MOBILE, '+4741230010')).status).toBe(201);
-    const r = await server.request('GET', `/audience/keyspaces/${MOBILE}/profiles/+4741230010/sections/${SHOP_S}/attributes`, { token });
+    const r = await server.request(
+      'GET',
+      `/audience/keyspaces/${MOBILE}/profiles/+4741230010/sections/${SHOP_S}/attributes`,
+      { token },
+    );
     expect(r.status, r.text).toBe(200);
     const tagged = `${uid('c10')}+tag@example.com`;
     expect((await create(EMAIL, tagged)).status).toBe(201);
-    const raw = await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/${tagged}/sections/${SHOP_S}/attributes`, { token });
+    const raw = await server.request(
+      'GET',
+      `/audience/keyspaces/${EMAIL}/profiles/${tagged}/sections/${SHOP_S}/attributes`,
+      { token },
+    );
     expect(raw.status, raw.text).toBe(200);
     expect(Object.values(raw.body)).toEqual([tagged]);
     // A space is another key (and not a valid address).
-    expectProblem(await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/${tagged.replace('+', '%20')}/sections/${SHOP_S}/attributes`, { token }), 400, 'AUD-1205');
+    expectProblem(
+      await server.request(
+        'GET',
+        `/audience/keyspaces/${EMAIL}/profiles/${tagged.replace('+', '%20')}/sections/${SHOP_S}/attributes`,
+        { token },
+      ),
+      400,
+      'AUD-1205',
+    );
   });
 
   it('PROF-08 a profile holds several identifiers, one per keyspace, each locating it', async () => {
@@ -311,7 +386,12 @@ describe('profiles: creation', () => {
     expect((await patchV2(WEB, cookie, { [A_FIRST]: 'Eight' })).status).toBe(204);
     const exportKey = await exportKeyOf(EMAIL, email);
     const expected = { [A_EMAIL]: email, [A_FIRST]: 'Eight' };
-    for (const [ks, key] of [[EMAIL, email], [CRM, crm], [WEB, cookie], [EXPORT, exportKey]]) {
+    for (const [ks, key] of [
+      [EMAIL, email],
+      [CRM, crm],
+      [WEB, cookie],
+      [EXPORT, exportKey],
+    ]) {
       expect(await attrs(ks, key)).toEqual(expected);
     }
   });
@@ -361,16 +441,34 @@ describe('profiles: export key', () => {
     expectProblem(await patchV2(EXPORT, ek, { [A_FIRST]: 'Writer' }), 403, 'AUD-1203');
     expectProblem(await patchTags(EXPORT, ek, { [VIP]: false }), 403, 'AUD-1203');
     expectProblem(await addPageView(EXPORT, ek, 'not added'), 403, 'AUD-1203');
-    expectProblem(await server.request('DELETE', `${sectionPath(EXPORT, ek, SHOP_S)}/attributes/${current.get(A_FIRST)}`, { token }), 403, 'AUD-1203');
-    expectProblem(await server.request('DELETE', `/v2${sectionPath(EXPORT, ek, SHOP_S)}/attributes/${A_FIRST}`, { token }), 403, 'AUD-1203');
+    expectProblem(
+      await server.request('DELETE', `${sectionPath(EXPORT, ek, SHOP_S)}/attributes/${current.get(A_FIRST)}`, {
+        token,
+      }),
+      403,
+      'AUD-1203',
+    );
+    expectProblem(
+      await server.request('DELETE', `/v2${sectionPath(EXPORT, ek, SHOP_S)}/attributes/${A_FIRST}`, { token }),
+      403,
+      'AUD-1203',
+    );
     // Neither creation, nor a version 1 write that would create, nor an export key as `to`.
     expectProblem(await create(EXPORT, crypto.randomUUID()), 403, 'AUD-1203');
     const unknown = crypto.randomUUID();
     expectProblem(await patchV1(EXPORT, unknown, { [A_FIRST]: 'Writer' }), 403, 'AUD-1203');
     expectProblem(await getSection(EXPORT, unknown), 404, 'AUD-1201');
-    expectProblem(await switchId(EMAIL, email, SHOP_S, { from: id(EMAIL, email), to: id(EXPORT, crypto.randomUUID()) }), 403, 'AUD-1203');
+    expectProblem(
+      await switchId(EMAIL, email, SHOP_S, { from: id(EMAIL, email), to: id(EXPORT, crypto.randomUUID()) }),
+      403,
+      'AUD-1203',
+    );
     // Nor can the service-assigned export key be switched away (PROF-10: every profile keeps one).
-    expectProblem(await switchId(EMAIL, email, SHOP_S, { from: id(EXPORT, ek), to: id(WEB, uid('cookie')) }), 403, 'AUD-1203');
+    expectProblem(
+      await switchId(EMAIL, email, SHOP_S, { from: id(EXPORT, ek), to: id(WEB, uid('cookie')) }),
+      403,
+      'AUD-1203',
+    );
     expect(await attrs(EXPORT, ek)).toEqual({ [A_EMAIL]: email, [A_FIRST]: 'Reader' });
 
     // Nothing changed.
@@ -435,7 +533,12 @@ describe('profiles: export key', () => {
     // Lock through an export key, after a merge: every key of the cluster answers 410, export keys included.
     expectNoContent(await merge(id(EXPORT, ekA), id(WEB, cookie)));
     expectNoContent(await lock(EXPORT, ekB));
-    for (const [ks, key] of [[EXPORT, ekA], [EXPORT, ekB], [EMAIL, email], [WEB, cookie]]) {
+    for (const [ks, key] of [
+      [EXPORT, ekA],
+      [EXPORT, ekB],
+      [EMAIL, email],
+      [WEB, cookie],
+    ]) {
       expectProblem(await getSection(ks, key), 410, 'AUD-1202');
     }
     // A merge naming a locked export key locks the other profile (MRG-11).
@@ -456,12 +559,23 @@ describe('profiles: export key', () => {
 });
 
 describe('profiles: migration 0016 (export keys without identifier rows)', () => {
-  it('PROF-10 PROF-12 MRG-21 an old database keeps its profiles: the export keys\' identifier rows go, every other row stays, and export keys locate as before', async () => {
+  it("PROF-10 PROF-12 MRG-21 an old database keeps its profiles: the export keys' identifier rows go, every other row stays, and export keys locate as before", async () => {
     const [plain, member, canonical, lockedKey] = [mail('m16'), uid('cookie'), mail('m16c'), mail('m16l')];
-    for (const [ks, key] of [[EMAIL, plain], [EMAIL, canonical], [WEB, member], [EMAIL, lockedKey]]) expect((await create(ks, key)).status).toBe(201);
+    for (const [ks, key] of [
+      [EMAIL, plain],
+      [EMAIL, canonical],
+      [WEB, member],
+      [EMAIL, lockedKey],
+    ])
+      expect((await create(ks, key)).status).toBe(201);
     expect((await patchV2(EMAIL, plain, { [A_FIRST]: 'Old' })).status).toBe(204);
     expectNoContent(await merge(id(EMAIL, canonical), id(WEB, member)));
-    const [ekPlain, ekMember, ekCanonical, ekLocked] = [await exportKeyOf(EMAIL, plain), await exportKeyOf(WEB, member), await exportKeyOf(EMAIL, canonical), await exportKeyOf(EMAIL, lockedKey)];
+    const [ekPlain, ekMember, ekCanonical, ekLocked] = [
+      await exportKeyOf(EMAIL, plain),
+      await exportKeyOf(WEB, member),
+      await exportKeyOf(EMAIL, canonical),
+      await exportKeyOf(EMAIL, lockedKey),
+    ];
     expectNoContent(await lock(EXPORT, ekLocked));
 
     // The database as before migration 0016: every profile also had its export key as an identifier row.
@@ -473,8 +587,11 @@ describe('profiles: migration 0016 (export keys without identifier rows)', () =>
     );
     expect(rowCount).toBeGreaterThanOrEqual(3);
     const others = (await db.query(otherIdentifiers)).rows[0].n;
-    const counts = async () => (await db.query(`select (select count(*) from profiles)::int as profiles, (select count(*) from profile_sections)::int as sections,
-      (select count(*) from locked_identities)::int as locked, (select count(*) from attribute_history)::int as history`)).rows[0];
+    const counts = async () =>
+      (
+        await db.query(`select (select count(*) from profiles)::int as profiles, (select count(*) from profile_sections)::int as sections,
+      (select count(*) from locked_identities)::int as locked, (select count(*) from attribute_history)::int as history`)
+      ).rows[0];
     const before = await counts();
     await db.query(`delete from schema_migrations where name like '0016\\_%'`);
     expect(await migrate(server.services.pool)).toEqual(['0016_export_key_without_identifier.sql']);
@@ -494,7 +611,11 @@ describe('profiles: migration 0016 (export keys without identifier rows)', () =>
     expectNoContent(await merge(id(EXPORT, ekPlain), id(WEB, cookie)));
     expect(await attrs(WEB, cookie)).toEqual({ [A_EMAIL]: plain, [A_FIRST]: 'Old' });
     expectNoContent(await remove(EXPORT, ekPlain));
-    for (const [ks, key] of [[EXPORT, ekPlain], [WEB, cookie], [EMAIL, plain]]) {
+    for (const [ks, key] of [
+      [EXPORT, ekPlain],
+      [WEB, cookie],
+      [EMAIL, plain],
+    ]) {
       expectProblem(await getSection(ks, key), 404, 'AUD-1201');
     }
   });
@@ -522,7 +643,11 @@ describe('profiles: delete', () => {
     expect(await findPlaintext(name)).toContain('attribute_history.value');
 
     expectNoContent(await remove(WEB, cookie));
-    for (const [ks, key] of [[EMAIL, email], [WEB, cookie], [EXPORT, ek]]) {
+    for (const [ks, key] of [
+      [EMAIL, email],
+      [WEB, cookie],
+      [EXPORT, ek],
+    ]) {
       for (const s of [SHOP_S, CLUB_S]) {
         for (const what of ['attributes', 'tags', 'events']) {
           expectProblem(await getSection(ks, key, what, s), 404, 'AUD-1201');
@@ -586,7 +711,11 @@ describe('profiles: lock', () => {
     expect((await patchV2(WEB, cookie, { [A_FIRST]: 'Locked' }, CLUB_S)).status).toBe(204);
     const ek = await exportKeyOf(EMAIL, email);
     expectNoContent(await lock(WEB, cookie));
-    for (const [ks, key] of [[EMAIL, email], [WEB, cookie], [EXPORT, ek]]) {
+    for (const [ks, key] of [
+      [EMAIL, email],
+      [WEB, cookie],
+      [EXPORT, ek],
+    ]) {
       for (const what of ['attributes', 'tags', 'events']) {
         expectProblem(await getSection(ks, key, what, CLUB_S), 410, 'AUD-1202');
       }
@@ -602,8 +731,18 @@ describe('profiles: lock', () => {
     expectProblem(await patchV1(EMAIL, email, { [A_FIRST]: 'x' }), 410, 'AUD-1202');
     expectProblem(await patchTags(EMAIL, email, { [VIP]: true }), 410, 'AUD-1202');
     expectProblem(await addPageView(EMAIL, email, 'x'), 410, 'AUD-1202');
-    expectProblem(await server.request('DELETE', `${sectionPath(EMAIL, email, SHOP_S)}/attributes/${current.get(A_FIRST)}`, { token }), 410, 'AUD-1202');
-    expectProblem(await server.request('DELETE', `/v2${sectionPath(EMAIL, email, SHOP_S)}/attributes/${A_FIRST}`, { token }), 410, 'AUD-1202');
+    expectProblem(
+      await server.request('DELETE', `${sectionPath(EMAIL, email, SHOP_S)}/attributes/${current.get(A_FIRST)}`, {
+        token,
+      }),
+      410,
+      'AUD-1202',
+    );
+    expectProblem(
+      await server.request('DELETE', `/v2${sectionPath(EMAIL, email, SHOP_S)}/attributes/${A_FIRST}`, { token }),
+      410,
+      'AUD-1202',
+    );
     expectProblem(await getSection(EMAIL, email), 410, 'AUD-1202');
   });
 
@@ -632,7 +771,11 @@ describe('profiles: lock', () => {
     expectProblem(await remove(EMAIL, email), 410, 'AUD-1202');
     expectProblem(await unmerge(EMAIL, email), 410, 'AUD-1202');
     expectProblem(await lock(EMAIL, email), 410, 'AUD-1202');
-    expectProblem(await switchId(EMAIL, email, SHOP_S, { from: id(EMAIL, email), to: id(WEB, uid('cookie')) }), 410, 'AUD-1202');
+    expectProblem(
+      await switchId(EMAIL, email, SHOP_S, { from: id(EMAIL, email), to: id(WEB, uid('cookie')) }),
+      410,
+      'AUD-1202',
+    );
     expectProblem(await create(EMAIL, email), 410, 'AUD-1202');
     expectProblem(await getSection(EMAIL, email), 410, 'AUD-1202');
   });
@@ -652,9 +795,16 @@ describe('profiles: lock', () => {
     expect((await patchV2(EMAIL, email, { [A_FIRST]: name, [A_LAST]: name })).status).toBe(204);
     expect((await patchV2(EMAIL, email, { [A_FIRST]: `${name}-club` }, CLUB_S)).status).toBe(204);
     expect((await addPageView(WEB, cookie, title)).status).toBe(204);
-    const exportKeys = [await exportKeyOf(EMAIL, email), await exportKeyOf(WEB, cookie), await exportKeyOf(MOBILE, mobile), await exportKeyOf(CRM, crm)];
+    const exportKeys = [
+      await exportKeyOf(EMAIL, email),
+      await exportKeyOf(WEB, cookie),
+      await exportKeyOf(MOBILE, mobile),
+      await exportKeyOf(CRM, crm),
+    ];
     const needles = [email, cookie, crm, mobile, mobile.slice(3), name, title, ...exportKeys];
-    const { rows: [before] } = await db.query<{ n: number }>('select count(*)::int as n from locked_identities');
+    const {
+      rows: [before],
+    } = await db.query<{ n: number }>('select count(*)::int as n from locked_identities');
 
     // The search finds the data while it exists…
     for (const needle of needles) expect(await findPlaintext(needle), needle).not.toEqual([]);
@@ -663,10 +813,18 @@ describe('profiles: lock', () => {
     for (const needle of needles) expect(await findPlaintext(needle), needle).toEqual([]);
 
     // What remains is one keyed hash per identifier (four keys and four export keys)…
-    const { rows: [after] } = await db.query<{ n: number }>('select count(*)::int as n from locked_identities');
+    const {
+      rows: [after],
+    } = await db.query<{ n: number }>('select count(*)::int as n from locked_identities');
     expect(after.n - before.n).toBe(8);
     // …which still refuses every one of them.
-    for (const [ks, key] of [[EMAIL, email], [WEB, cookie], [CRM, crm], [MOBILE, mobile]]) expectProblem(await create(ks, key), 410, 'AUD-1202');
+    for (const [ks, key] of [
+      [EMAIL, email],
+      [WEB, cookie],
+      [CRM, crm],
+      [MOBILE, mobile],
+    ])
+      expectProblem(await create(ks, key), 410, 'AUD-1202');
     for (const ek of exportKeys) expectProblem(await getSection(EXPORT, ek, 'tags'), 410, 'AUD-1202');
   });
 });
@@ -689,12 +847,17 @@ describe('profiles: merge', () => {
     const one = [id(EMAIL, mail())];
     const three = [id(EMAIL, mail()), id(WEB, uid()), id(CRM, uid())];
     for (const profiles of [[], one, three]) {
-      expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles } }), 400, 'AUD-1214');
+      expectProblem(
+        await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles } }),
+        400,
+        'AUD-1214',
+      );
     }
     expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, body: {} }), 400);
     expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: 'x' } }), 400);
     // None of the named profiles was created.
-    for (const p of three) expectProblem(await getSection(p.keyspace_discriminator, p.profile_key, 'tags'), 404, 'AUD-1201');
+    for (const p of three)
+      expectProblem(await getSection(p.keyspace_discriminator, p.profile_key, 'tags'), 404, 'AUD-1201');
   });
 
   it('MRG-03 an invalid profile_key → 400, and nothing is created', async () => {
@@ -702,8 +865,20 @@ describe('profiles: merge', () => {
     expectProblem(await merge(id(WEB, cookie), id(EMAIL, 'not-an-email')), 400, 'AUD-1205');
     expectProblem(await merge(id(MOBILE, '123'), id(WEB, cookie)), 400, 'AUD-1205');
     expectProblem(await merge(id(WEB, cookie), id(WEB, '')), 400, 'AUD-1205');
-    expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [id(WEB, cookie), { keyspace_discriminator: WEB, profile_key: 7 }] } }), 400);
-    expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [id(WEB, cookie), { keyspace_discriminator: WEB }] } }), 400);
+    expectProblem(
+      await server.request('PUT', '/audience/profiles/merges', {
+        token,
+        body: { profiles: [id(WEB, cookie), { keyspace_discriminator: WEB, profile_key: 7 }] },
+      }),
+      400,
+    );
+    expectProblem(
+      await server.request('PUT', '/audience/profiles/merges', {
+        token,
+        body: { profiles: [id(WEB, cookie), { keyspace_discriminator: WEB }] },
+      }),
+      400,
+    );
     expectProblem(await getSection(WEB, cookie, 'tags'), 404, 'AUD-1201');
   });
 
@@ -858,8 +1033,10 @@ describe('profiles: merge', () => {
     const b = uid('cookie');
     expect((await create(EMAIL, a)).status).toBe(201);
     const form = new URLSearchParams({
-      'profiles[0][keyspace_discriminator]': EMAIL, 'profiles[0][profile_key]': a,
-      'profiles[1][keyspace_discriminator]': WEB, 'profiles[1][profile_key]': b,
+      'profiles[0][keyspace_discriminator]': EMAIL,
+      'profiles[0][profile_key]': a,
+      'profiles[1][keyspace_discriminator]': WEB,
+      'profiles[1][profile_key]': b,
     }).toString();
     expect(form).toContain('%5B0%5D');
     const headers = { 'content-type': 'application/x-www-form-urlencoded' };
@@ -869,30 +1046,69 @@ describe('profiles: merge', () => {
     const raw = `profiles[0][keyspace_discriminator]=${WEB}&profiles[0][profile_key]=${uid('x')}&profiles[1][keyspace_discriminator]=${WEB}&profiles[1][profile_key]=${b}`;
     expectNoContent(await server.request('PUT', '/audience/profiles/merges', { token, raw, headers }));
     const single = `profiles[0][keyspace_discriminator]=${WEB}&profiles[0][profile_key]=${b}`;
-    expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, raw: single, headers }), 400, 'AUD-1214');
+    expectProblem(
+      await server.request('PUT', '/audience/profiles/merges', { token, raw: single, headers }),
+      400,
+      'AUD-1214',
+    );
     const invalid = `profiles[0][keyspace_discriminator]=${EMAIL}&profiles[0][profile_key]=nope&profiles[1][keyspace_discriminator]=${WEB}&profiles[1][profile_key]=${b}`;
-    expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, raw: invalid, headers }), 400, 'AUD-1205');
+    expectProblem(
+      await server.request('PUT', '/audience/profiles/merges', { token, raw: invalid, headers }),
+      400,
+      'AUD-1205',
+    );
     const conflicting = mail('c13other');
     expect((await create(EMAIL, conflicting)).status).toBe(201);
     const conflict = new URLSearchParams({
-      'profiles[0][keyspace_discriminator]': EMAIL, 'profiles[0][profile_key]': conflicting,
-      'profiles[1][keyspace_discriminator]': WEB, 'profiles[1][profile_key]': b,
+      'profiles[0][keyspace_discriminator]': EMAIL,
+      'profiles[0][profile_key]': conflicting,
+      'profiles[1][keyspace_discriminator]': WEB,
+      'profiles[1][profile_key]': b,
     }).toString();
-    expectProblem(await server.request('PUT', '/audience/profiles/merges', { token, raw: conflict, headers }), 409, 'AUD-1215');
+    expectProblem(
+      await server.request('PUT', '/audience/profiles/merges', { token, raw: conflict, headers }),
+      409,
+      'AUD-1215',
+    );
   });
 
-  it('COMP-13 the Drupal module\'s form-encoded merge, which adds time_zone, merges: unknown top-level fields are ignored', async () => {
+  it("COMP-13 the Drupal module's form-encoded merge, which adds time_zone, merges: unknown top-level fields are ignored", async () => {
     const a = mail('drupal');
     const b = uid('cookie');
     expect((await create(EMAIL, a)).status).toBe(201);
     const raw = `profiles[0][keyspace_discriminator]=${EMAIL}&profiles[0][profile_key]=${encodeURIComponent(a)}&profiles[1][keyspace_discriminator]=${WEB}&profiles[1][profile_key]=${b}&time_zone=Europe%2FOslo`;
-    expectNoContent(await server.request('PUT', '/audience/profiles/merges', { token, raw, headers: { 'content-type': 'application/x-www-form-urlencoded' } }));
+    expectNoContent(
+      await server.request('PUT', '/audience/profiles/merges', {
+        token,
+        raw,
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      }),
+    );
     expect(await attrs(WEB, b)).toEqual({ [A_EMAIL]: a });
     // The same in JSON; fields inside a profile reference are not top-level and stay checked.
     const c = uid('cookie');
-    expectNoContent(await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: a }, { keyspace_discriminator: WEB, profile_key: c }], time_zone: 'Europe/Oslo' } }));
+    expectNoContent(
+      await server.request('PUT', '/audience/profiles/merges', {
+        token,
+        body: {
+          profiles: [
+            { keyspace_discriminator: EMAIL, profile_key: a },
+            { keyspace_discriminator: WEB, profile_key: c },
+          ],
+          time_zone: 'Europe/Oslo',
+        },
+      }),
+    );
     expect(await attrs(WEB, c)).toEqual({ [A_EMAIL]: a });
-    const nested = await server.request('PUT', '/audience/profiles/merges', { token, body: { profiles: [{ keyspace_discriminator: EMAIL, profile_key: a, extra: 1 }, { keyspace_discriminator: WEB, profile_key: uid('cookie') }] } });
+    const nested = await server.request('PUT', '/audience/profiles/merges', {
+      token,
+      body: {
+        profiles: [
+          { keyspace_discriminator: EMAIL, profile_key: a, extra: 1 },
+          { keyspace_discriminator: WEB, profile_key: uid('cookie') },
+        ],
+      },
+    });
     expectProblem(nested, 400);
     expect(nested.body.detail).toContain('profiles[0].extra');
   });
@@ -921,7 +1137,11 @@ describe('profiles: merge', () => {
 
 // ---- MRG-06: commutativity and associativity, generated ----
 
-interface Seeded { first?: string; last?: string; vip: boolean }
+interface Seeded {
+  first?: string;
+  last?: string;
+  vip: boolean;
+}
 
 /** Merge steps (pairs of profile indexes) that join exactly the given groups, ordered by `rnd`. */
 function mergePlan(groups: number[], rnd: number[]): [number, number][] {
@@ -951,12 +1171,14 @@ function mergePlan(groups: number[], rnd: number[]): [number, number][] {
 describe('profiles: merge algebra', () => {
   it('MRG-06 argument order and grouping of merges do not change the clusters, their data or their canonical profile', async () => {
     const names = fc.option(fc.constantFrom('Ann', 'Bob', 'Cy', 'Dee'), { nil: undefined });
-    const scenario = fc.integer({ min: 2, max: 5 }).chain((n) => fc.record({
-      seeds: fc.array(fc.record({ first: names, last: names, vip: fc.boolean() }), { minLength: n, maxLength: n }),
-      groups: fc.array(fc.integer({ min: 0, max: n - 1 }), { minLength: n, maxLength: n }),
-      orderA: fc.array(fc.nat(), { minLength: 4 * n, maxLength: 4 * n }),
-      orderB: fc.array(fc.nat(), { minLength: 4 * n, maxLength: 4 * n }),
-    }));
+    const scenario = fc.integer({ min: 2, max: 5 }).chain((n) =>
+      fc.record({
+        seeds: fc.array(fc.record({ first: names, last: names, vip: fc.boolean() }), { minLength: n, maxLength: n }),
+        groups: fc.array(fc.integer({ min: 0, max: n - 1 }), { minLength: n, maxLength: n }),
+        orderA: fc.array(fc.nat(), { minLength: 4 * n, maxLength: 4 * n }),
+        orderB: fc.array(fc.nat(), { minLength: 4 * n, maxLength: 4 * n }),
+      }),
+    );
 
     type Observed = { attributes: Record<string, unknown>; tags: Record<string, boolean> };
     const run = async (seeds: Seeded[], plan: [number, number][]) => {
@@ -987,35 +1209,38 @@ describe('profiles: merge algebra', () => {
       return label;
     };
 
-    await fc.assert(fc.asyncProperty(scenario, async ({ seeds, groups, orderA, orderB }) => {
-      const a = await run(seeds, mergePlan(groups, orderA));
-      const b = await run(seeds, mergePlan(groups, orderB));
-      // The same data through every key, whatever the order…
-      expect(b.observed).toEqual(a.observed);
-      // …which is, per cluster, the earliest-created member's value of each attribute, and every tag set.
-      const expected = seeds.map((_, i): Observed => {
-        const members = seeds.filter((__, j) => groups[j] === groups[i]);
-        const first = members.find((m) => m.first)?.first;
-        const last = members.find((m) => m.last)?.last;
-        return {
-          attributes: { ...(first ? { [A_FIRST]: first } : {}), ...(last ? { [A_LAST]: last } : {}) },
-          tags: members.some((m) => m.vip) ? { [VIP]: true } : {},
-        };
-      });
-      expect(a.observed).toEqual(expected);
-      // The same clusters: each labelled by its earliest member.
-      const clusters = groups.map((g) => groups.indexOf(g));
-      expect(await clustersOf(a.keys)).toEqual(clusters);
-      expect(await clustersOf(b.keys)).toEqual(clusters);
-      // The same canonical profile: the earliest member cannot be unmerged, the others can.
-      for (const { keys } of [a, b]) {
-        for (const [i, key] of keys.entries()) {
-          const size = groups.filter((g) => g === groups[i]).length;
-          if (size > 1 && clusters[i] === i) expectProblem(await unmerge(WEB, key), 400, 'AUD-1217');
+    await fc.assert(
+      fc.asyncProperty(scenario, async ({ seeds, groups, orderA, orderB }) => {
+        const a = await run(seeds, mergePlan(groups, orderA));
+        const b = await run(seeds, mergePlan(groups, orderB));
+        // The same data through every key, whatever the order…
+        expect(b.observed).toEqual(a.observed);
+        // …which is, per cluster, the earliest-created member's value of each attribute, and every tag set.
+        const expected = seeds.map((_, i): Observed => {
+          const members = seeds.filter((__, j) => groups[j] === groups[i]);
+          const first = members.find((m) => m.first)?.first;
+          const last = members.find((m) => m.last)?.last;
+          return {
+            attributes: { ...(first ? { [A_FIRST]: first } : {}), ...(last ? { [A_LAST]: last } : {}) },
+            tags: members.some((m) => m.vip) ? { [VIP]: true } : {},
+          };
+        });
+        expect(a.observed).toEqual(expected);
+        // The same clusters: each labelled by its earliest member.
+        const clusters = groups.map((g) => groups.indexOf(g));
+        expect(await clustersOf(a.keys)).toEqual(clusters);
+        expect(await clustersOf(b.keys)).toEqual(clusters);
+        // The same canonical profile: the earliest member cannot be unmerged, the others can.
+        for (const { keys } of [a, b]) {
+          for (const [i, key] of keys.entries()) {
+            const size = groups.filter((g) => g === groups[i]).length;
+            if (size > 1 && clusters[i] === i) expectProblem(await unmerge(WEB, key), 400, 'AUD-1217');
+          }
+          for (const [i, key] of keys.entries()) if (clusters[i] !== i) expectNoContent(await unmerge(WEB, key));
         }
-        for (const [i, key] of keys.entries()) if (clusters[i] !== i) expectNoContent(await unmerge(WEB, key));
-      }
-    }), { numRuns: 25 });
+      }),
+      { numRuns: 25 },
+    );
   }, 120_000);
 });
 
@@ -1125,7 +1350,9 @@ describe('profiles: switch identifier', () => {
     expect((await patchV2(EMAIL, old, { [A_FIRST]: 'Switch' })).status).toBe(204);
     // Version 1 changes only the attribute, so the section's email can name the new address.
     expect((await patchV1(EMAIL, old, { [A_EMAIL]: next })).status).toBe(204);
-    expectNoContent(await switchId(EMAIL, old, SHOP_S, { from: id(EMAIL, old), to: id(EMAIL, ` ${next.toUpperCase()} `) }));
+    expectNoContent(
+      await switchId(EMAIL, old, SHOP_S, { from: id(EMAIL, old), to: id(EMAIL, ` ${next.toUpperCase()} `) }),
+    );
     expect(await attrs(EMAIL, next)).toEqual({ [A_EMAIL]: next, [A_FIRST]: 'Switch' });
     expectProblem(await getSection(EMAIL, old), 404, 'AUD-1201');
     // The old key is free again.
@@ -1148,7 +1375,11 @@ describe('profiles: switch identifier', () => {
     expectProblem(await switchId(EMAIL, a, SHOP_S, { from: id(EMAIL, a) }), 400);
     expectProblem(await switchId(EMAIL, a, SHOP_S, {}), 400);
     expectProblem(await switchId(EMAIL, a, SHOP_S, { from: id(EMAIL, a), to: { keyspace_discriminator: WEB } }), 400);
-    expectProblem(await switchId(EMAIL, a, SHOP_S, { from: id(EMAIL, a), to: id(EMAIL, 'not-an-email') }), 400, 'AUD-1205');
+    expectProblem(
+      await switchId(EMAIL, a, SHOP_S, { from: id(EMAIL, a), to: id(EMAIL, 'not-an-email') }),
+      400,
+      'AUD-1205',
+    );
     expect(await attrs(EMAIL, a)).toEqual({ [A_EMAIL]: a });
   });
 
@@ -1156,7 +1387,11 @@ describe('profiles: switch identifier', () => {
     const a = mail('m28');
     expectProblem(await switchId(EMAIL, a, SHOP_S, { from: id(EMAIL, a), to: id(WEB, uid()) }), 404, 'AUD-1201');
     expect((await create(EMAIL, a)).status).toBe(201);
-    expectProblem(await switchId(EMAIL, a, `${NS}.sections.user-created.nope`, { from: id(EMAIL, a), to: id(WEB, uid()) }), 404, 'AUD-1102');
+    expectProblem(
+      await switchId(EMAIL, a, `${NS}.sections.user-created.nope`, { from: id(EMAIL, a), to: id(WEB, uid()) }),
+      404,
+      'AUD-1102',
+    );
   });
 
   it('MRG-29 `from` must be an identifier of the located profile → else 400', async () => {
@@ -1200,10 +1435,18 @@ describe('profiles: switch identifier', () => {
     const crm = uid('crm');
     expect((await create(CRM, crm)).status).toBe(201);
     // No email attribute at all.
-    expectProblem(await switchId(CRM, crm, SHOP_S, { from: id(CRM, crm), to: id(EMAIL, mail('m32')) }), 400, 'AUD-1223');
+    expectProblem(
+      await switchId(CRM, crm, SHOP_S, { from: id(CRM, crm), to: id(EMAIL, mail('m32')) }),
+      400,
+      'AUD-1223',
+    );
     // Another email attribute.
     expect((await patchV1(CRM, crm, { [A_EMAIL]: 'held@example.com' })).status).toBe(204);
-    expectProblem(await switchId(CRM, crm, SHOP_S, { from: id(CRM, crm), to: id(EMAIL, mail('m32')) }), 400, 'AUD-1223');
+    expectProblem(
+      await switchId(CRM, crm, SHOP_S, { from: id(CRM, crm), to: id(EMAIL, mail('m32')) }),
+      400,
+      'AUD-1223',
+    );
     // The email attribute of another section does not count.
     const club = mail('m32club');
     expect((await patchV1(CRM, crm, { [A_EMAIL]: club }, CLUB_S)).status).toBe(204);
@@ -1231,7 +1474,11 @@ describe('profiles: switch identifier', () => {
 
 describe('profiles: operations per key', () => {
   it('LIM-07 the 11th operation on one key within a second → 429; another key is free; a second later it is free again', async () => {
-    const limited = await server.login(TWO, { requests_per_second: null, token_requests_per_minute: null, profile_key_operations_per_second: 10 });
+    const limited = await server.login(TWO, {
+      requests_per_second: null,
+      token_requests_per_minute: null,
+      profile_key_operations_per_second: 10,
+    });
     const t = limited.token;
     const busy = mail('busy');
     const other = mail('other');
@@ -1252,7 +1499,13 @@ describe('profiles: operations per key', () => {
     expectProblem(refused, 429, 'AUD-1002');
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
     // The raw spelling of the key is the same key.
-    expectProblem(await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/${busy}/sections/${SHOP_S}/tags`, { token: t }), 429, 'AUD-1002');
+    expectProblem(
+      await server.request('GET', `/audience/keyspaces/${EMAIL}/profiles/${busy}/sections/${SHOP_S}/tags`, {
+        token: t,
+      }),
+      429,
+      'AUD-1002',
+    );
     expectProblem(await lock(EMAIL, busy, t), 429, 'AUD-1002');
     // So is another spelling of the same address: the limit is on the profile key, not on the text.
     expectProblem(await getSection(EMAIL, ` ${busy.toUpperCase()}`, 'attributes', SHOP_S, t), 429, 'AUD-1002');

@@ -26,11 +26,23 @@ export interface Located {
  */
 export interface ProfileFollower {
   /** An address attribute of a cluster's section changed value. */
-  addressChanged(tx: Queryable, scope: AccountScope, change: { canonicalId: string; section: SectionDefs; attributeDiscriminator: string; from: string; to: string }): Promise<void>;
+  addressChanged(
+    tx: Queryable,
+    scope: AccountScope,
+    change: { canonicalId: string; section: SectionDefs; attributeDiscriminator: string; from: string; to: string },
+  ): Promise<void>;
   /** A section's values moved to the cluster holding `address` as its key (key update method delete); the source cluster may be deleted next. */
-  sectionMoved(tx: Queryable, scope: AccountScope, move: { fromCanonicalId: string; toCanonicalId: string; sectionId: string; address: string }): Promise<void>;
+  sectionMoved(
+    tx: Queryable,
+    scope: AccountScope,
+    move: { fromCanonicalId: string; toCanonicalId: string; sectionId: string; address: string },
+  ): Promise<void>;
   /** A member is about to leave the cluster (unmerge): the cluster keeps what it showed. */
-  memberLeaving(tx: Queryable, scope: AccountScope, cluster: { canonicalId: string; memberIds: string[] }): Promise<void>;
+  memberLeaving(
+    tx: Queryable,
+    scope: AccountScope,
+    cluster: { canonicalId: string; memberIds: string[] },
+  ): Promise<void>;
   /** Profiles are being deleted (deleted, locked, or left with nothing): what is kept of them elsewhere goes too. */
   profilesDeleted(tx: Queryable, scope: AccountScope, profileIds: string[]): Promise<void>;
 }
@@ -46,7 +58,11 @@ export function isLockedIdentity(db: Queryable, scope: AccountScope, hashes: Buf
 }
 
 /** A keyspace and a normalised key from a path or body, checked for API access. */
-export function identifierOf(scope: AccountScope, id: UniqueIdentifier, field = 'profile_key'): { keyspace: KeyspaceRow; key: string } {
+export function identifierOf(
+  scope: AccountScope,
+  id: UniqueIdentifier,
+  field = 'profile_key',
+): { keyspace: KeyspaceRow; key: string } {
   const keyspace = keyspaceForProfileAccess(scope.defs, id.keyspace_discriminator);
   return { keyspace, key: normaliseKey(keyspace.kind, id.profile_key, field) };
 }
@@ -58,10 +74,16 @@ async function refuseLocked(db: Queryable, scope: AccountScope, keyspace: Keyspa
 }
 
 /** Finds a profile by unique identifier with what it shows in a section, in one round trip; 404 or 410 as `locate`. */
-export async function locateWithSectionData(db: Queryable, scope: AccountScope, id: UniqueIdentifier, section: SectionDefs): Promise<{ located: Located; data: q.SectionDataRow }> {
+export async function locateWithSectionData(
+  db: Queryable,
+  scope: AccountScope,
+  id: UniqueIdentifier,
+  section: SectionDefs,
+): Promise<{ located: Located; data: q.SectionDataRow }> {
   const { keyspace, key } = identifierOf(scope, id);
   const found = await q.findSectionDataByKey(db, scope.accountId, keyspace, key, section.id);
-  if (found) return { located: { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id }, data: found };
+  if (found)
+    return { located: { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id }, data: found };
   await refuseLocked(db, scope, keyspace, key);
   throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
 }
@@ -93,7 +115,10 @@ export async function locateByExportKey(db: Queryable, scope: AccountScope, expo
 /** Refuses writes through the export keyspace, which is read-only for profile data (SPEC §2.1). */
 export function refuseReadOnly(keyspace: KeyspaceRow): void {
   if (keyspace.kind === 'export') {
-    throw new Problem('AUD-1203', `The keyspace "${keyspace.discriminator}" is not authorised to update profiles: it is read-only for profile data`);
+    throw new Problem(
+      'AUD-1203',
+      `The keyspace "${keyspace.discriminator}" is not authorised to update profiles: it is read-only for profile data`,
+    );
   }
 }
 
@@ -115,14 +140,26 @@ export function identifiersOf(tx: Queryable, scope: AccountScope, profileIds: st
 }
 
 /** Creates a standalone profile with one identifier (and its export key, in profiles itself); false when the key is taken. */
-export async function insertNewProfile(tx: Queryable, scope: AccountScope, keyspace: KeyspaceRow, key: string): Promise<string | undefined> {
+export async function insertNewProfile(
+  tx: Queryable,
+  scope: AccountScope,
+  keyspace: KeyspaceRow,
+  key: string,
+): Promise<string | undefined> {
   const profileId = await q.insertProfile(tx, scope.accountId, crypto.randomUUID(), scope.now);
   if (!(await q.insertIdentifier(tx, scope.accountId, keyspace.keyspace_id, key, profileId))) return undefined;
   return profileId;
 }
 
 /** Writes attribute values and tags of a cluster's section, and keeps the history of attribute changes. */
-export async function writeSectionData(tx: Queryable, scope: AccountScope, canonicalId: string, sectionId: string, attributes: q.ValueMap, tags: Record<string, boolean> = {}): Promise<void> {
+export async function writeSectionData(
+  tx: Queryable,
+  scope: AccountScope,
+  canonicalId: string,
+  sectionId: string,
+  attributes: q.ValueMap,
+  tags: Record<string, boolean> = {},
+): Promise<void> {
   await q.patchSectionData(tx, scope.accountId, canonicalId, sectionId, attributes, tags, scope.now);
 }
 
@@ -130,7 +167,11 @@ export async function writeSectionData(tx: Queryable, scope: AccountScope, canon
  * Creates a profile (SPEC §4.3): 409 when the key exists, 410 when it was locked; sets the
  * keyspace's mapped attribute in the section to the key (SPEC §1 rule 5).
  */
-export async function createProfile(tx: Queryable, scope: AccountScope, id: IdentifierInSection): Promise<UniqueIdentifier> {
+export async function createProfile(
+  tx: Queryable,
+  scope: AccountScope,
+  id: IdentifierInSection,
+): Promise<UniqueIdentifier> {
   const { keyspace, key } = identifierOf(scope, id);
   const section = sectionOf(scope, id.section_discriminator);
   refuseReadOnly(keyspace);
@@ -148,7 +189,12 @@ export function lockedClusters(tx: Queryable, scope: AccountScope, canonicalIds:
 }
 
 /** Deletes a profile, its whole cluster, with all identifiers, data and events (SPEC §3.2). */
-export async function deleteProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier, follower: ProfileFollower): Promise<void> {
+export async function deleteProfile(
+  tx: Queryable,
+  scope: AccountScope,
+  id: UniqueIdentifier,
+  follower: ProfileFollower,
+): Promise<void> {
   requireAllSections(scope, 'deleting a profile');
   const located = await locate(tx, scope, id);
   await deleteProfiles(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]), follower);
@@ -160,15 +206,29 @@ export async function deleteProfile(tx: Queryable, scope: AccountScope, id: Uniq
  * follower. The profiles are locked (lockedClusters) by then: the writers of events and history
  * that held them have committed, so these statements see their rows, and none can start.
  */
-export async function deleteProfiles(tx: Queryable, scope: AccountScope, profileIds: string[], follower: ProfileFollower): Promise<void> {
+export async function deleteProfiles(
+  tx: Queryable,
+  scope: AccountScope,
+  profileIds: string[],
+  follower: ProfileFollower,
+): Promise<void> {
   await follower.profilesDeleted(tx, scope, profileIds);
   await q.deleteProfiles(tx, scope.accountId, profileIds);
 }
 
 /** Locks profiles for good (SPEC §3.2): keyed hashes of their identifiers stay, the profiles go. */
-async function lockForGood(tx: Queryable, scope: AccountScope, members: string[], follower: ProfileFollower): Promise<void> {
+async function lockForGood(
+  tx: Queryable,
+  scope: AccountScope,
+  members: string[],
+  follower: ProfileFollower,
+): Promise<void> {
   const identifiers = await identifiersOf(tx, scope, members);
-  await q.insertLockedIdentities(tx, scope.accountId, identifiers.map((i) => identityHash(scope, i.keyspace_id, i.profile_key)));
+  await q.insertLockedIdentities(
+    tx,
+    scope.accountId,
+    identifiers.map((i) => identityHash(scope, i.keyspace_id, i.profile_key)),
+  );
   await deleteProfiles(tx, scope, members, follower);
 }
 
@@ -176,7 +236,12 @@ async function lockForGood(tx: Queryable, scope: AccountScope, members: string[]
  * Locks a profile for good (SPEC §3.2): deletes its whole cluster and keeps only keyed hashes of
  * its identifiers, which refuse any later use of them.
  */
-export async function lockProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier, follower: ProfileFollower): Promise<void> {
+export async function lockProfile(
+  tx: Queryable,
+  scope: AccountScope,
+  id: UniqueIdentifier,
+  follower: ProfileFollower,
+): Promise<void> {
   requireAllSections(scope, 'locking a profile');
   const located = await locate(tx, scope, id);
   await lockForGood(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]), follower);
@@ -184,10 +249,15 @@ export async function lockProfile(tx: Queryable, scope: AccountScope, id: Unique
 
 /** The key attributes (mapped to the email, mobile and CRM keyspaces) whose values block a merge when they differ. */
 function blockingVersionIds(scope: AccountScope): Map<string, string> {
-  const blocking = new Set(scope.defs.keyspaces.filter((k) => ['email', 'mobile', 'crm-id'].includes(k.kind) && k.mapped_attribute).map((k) => k.mapped_attribute!));
+  const blocking = new Set(
+    scope.defs.keyspaces
+      .filter((k) => ['email', 'mobile', 'crm-id'].includes(k.kind) && k.mapped_attribute)
+      .map((k) => k.mapped_attribute!),
+  );
   const versions = new Map<string, string>();
   for (const section of scope.defs.sections) {
-    for (const a of section.attributes) if (blocking.has(a.discriminator)) for (const v of a.versions) versions.set(v.id, a.discriminator);
+    for (const a of section.attributes)
+      if (blocking.has(a.discriminator)) for (const v of a.versions) versions.set(v.id, a.discriminator);
   }
   return versions;
 }
@@ -197,36 +267,59 @@ function blockingVersionIds(scope: AccountScope): Map<string, string> {
  * the cluster shows, per attribute and tag, the entry of the earliest-created member that has one,
  * so that the order and grouping of merges do not matter.
  */
-export async function joinClusters(tx: Queryable, scope: AccountScope, a: string, b: string, options: { checkConflicts: boolean }): Promise<string> {
+export async function joinClusters(
+  tx: Queryable,
+  scope: AccountScope,
+  a: string,
+  b: string,
+  options: { checkConflicts: boolean },
+): Promise<string> {
   const all = await lockedClusters(tx, scope, [a, b]);
   const canonicalId = all[0];
   if (a === b) return canonicalId;
   const limit = scope.limits.merges_per_profile;
-  if (limit !== null && all.length > limit) throw new Problem('AUD-1216', `The merge would make a cluster of ${all.length} profiles; at most ${limit} can be merged`);
+  if (limit !== null && all.length > limit)
+    throw new Problem(
+      'AUD-1216',
+      `The merge would make a cluster of ${all.length} profiles; at most ${limit} can be merged`,
+    );
   if (options.checkConflicts) {
     const blocking = blockingVersionIds(scope);
-    const [left, right] = [await q.listSectionDataByProfile(tx, scope.accountId, a), await q.listSectionDataByProfile(tx, scope.accountId, b)];
+    const [left, right] = [
+      await q.listSectionDataByProfile(tx, scope.accountId, a),
+      await q.listSectionDataByProfile(tx, scope.accountId, b),
+    ];
     for (const [sectionId, data] of left) {
       const other = right.get(sectionId);
       for (const [versionId, discriminator] of blocking) {
         const x = data.attributes[versionId];
         const y = other?.attributes[versionId];
         if (x !== undefined && y !== undefined && x !== y) {
-          throw new Problem('AUD-1215', `The profiles have different values of ${discriminator} (${JSON.stringify(x)} and ${JSON.stringify(y)}); they cannot be merged`);
+          throw new Problem(
+            'AUD-1215',
+            `The profiles have different values of ${discriminator} (${JSON.stringify(x)} and ${JSON.stringify(y)}); they cannot be merged`,
+          );
         }
       }
     }
   }
   // The former canonical profiles stop leading: their own values stay as they are.
-  for (const former of [a, b]) if (former !== canonicalId) await q.settleSectionData(tx, scope.accountId, former, scope.now, false);
+  for (const former of [a, b])
+    if (former !== canonicalId) await q.settleSectionData(tx, scope.accountId, former, scope.now, false);
   await q.setCanonical(tx, scope.accountId, all, canonicalId);
   await q.recomputeClusterData(tx, scope.accountId, canonicalId, all);
   return canonicalId;
 }
 
 /** Merges two profiles given by unique identifier; missing ones are created, a locked one locks the other (SPEC §3.2). */
-export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles: UniqueIdentifier[], follower: ProfileFollower): Promise<void> {
-  if (profiles.length !== 2) throw new Problem('AUD-1214', `profiles must hold exactly two profiles, not ${profiles.length}`);
+export async function mergeProfiles(
+  tx: Queryable,
+  scope: AccountScope,
+  profiles: UniqueIdentifier[],
+  follower: ProfileFollower,
+): Promise<void> {
+  if (profiles.length !== 2)
+    throw new Problem('AUD-1214', `profiles must hold exactly two profiles, not ${profiles.length}`);
   requireAllSections(scope, 'merging profiles');
   const sides: { canonicalId?: string; locked: boolean }[] = [];
   for (const [i, ref] of profiles.entries()) {
@@ -237,9 +330,14 @@ export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles
     } else if (await q.findLockedIdentity(tx, scope.accountId, [identityHash(scope, keyspace.keyspace_id, key)])) {
       sides.push({ locked: true });
     } else {
-      if (keyspace.kind === 'export') throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
+      if (keyspace.kind === 'export')
+        throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
       const created = await insertNewProfile(tx, scope, keyspace, key);
-      if (!created) throw new Problem('AUD-1204', `A profile with ${keyspace.discriminator} key "${key}" was created at the same time; retry`);
+      if (!created)
+        throw new Problem(
+          'AUD-1204',
+          `A profile with ${keyspace.discriminator} key "${key}" was created at the same time; retry`,
+        );
       sides.push({ canonicalId: created, locked: false });
     }
   }
@@ -258,7 +356,12 @@ export async function mergeProfiles(tx: Queryable, scope: AccountScope, profiles
  * keyspace, the email attribute must hold it). `from` is removed unless another section still
  * holds it as its mapped attribute.
  */
-export async function switchIdentifier(tx: Queryable, scope: AccountScope, id: IdentifierInSection, change: { from: UniqueIdentifier; to: UniqueIdentifier }): Promise<void> {
+export async function switchIdentifier(
+  tx: Queryable,
+  scope: AccountScope,
+  id: IdentifierInSection,
+  change: { from: UniqueIdentifier; to: UniqueIdentifier },
+): Promise<void> {
   requireAllSections(scope, 'switching an identifier');
   const located = await locate(tx, scope, id);
   const section = sectionOf(scope, id.section_discriminator);
@@ -268,12 +371,20 @@ export async function switchIdentifier(tx: Queryable, scope: AccountScope, id: I
   refuseReadOnly(source.keyspace);
   refuseReadOnly(target.keyspace);
   const members = await lockedClusters(tx, scope, [located.canonicalId]);
-  const owner = (await identifiersOf(tx, scope, members))
-    .find((i) => i.keyspace_id === source.keyspace.keyspace_id && i.profile_key === source.key);
-  if (!owner) throw new Problem('AUD-1221', `from: ${source.keyspace.discriminator} key "${source.key}" is not an identifier of this profile`);
+  const owner = (await identifiersOf(tx, scope, members)).find(
+    (i) => i.keyspace_id === source.keyspace.keyspace_id && i.profile_key === source.key,
+  );
+  if (!owner)
+    throw new Problem(
+      'AUD-1221',
+      `from: ${source.keyspace.discriminator} key "${source.key}" is not an identifier of this profile`,
+    );
   await refuseLocked(tx, scope, target.keyspace, target.key);
   if (await q.findProfileByKey(tx, scope.accountId, target.keyspace, target.key)) {
-    throw new Problem('AUD-1222', `to: ${target.keyspace.discriminator} key "${target.key}" already identifies a profile`);
+    throw new Problem(
+      'AUD-1222',
+      `to: ${target.keyspace.discriminator} key "${target.key}" already identifies a profile`,
+    );
   }
   const data = await q.listSectionDataByProfile(tx, scope.accountId, located.canonicalId);
   const mappedValue = (keyspace: KeyspaceRow, s: SectionDefs) => {
@@ -282,12 +393,20 @@ export async function switchIdentifier(tx: Queryable, scope: AccountScope, id: I
   };
   const held = mappedValue(target.keyspace, section);
   if (target.keyspace.kind === 'email' && held === undefined) {
-    throw new Problem('AUD-1223', `to: the profile has no ${target.keyspace.mapped_attribute} in section "${section.discriminator}" equal to "${target.key}"`);
+    throw new Problem(
+      'AUD-1223',
+      `to: the profile has no ${target.keyspace.mapped_attribute} in section "${section.discriminator}" equal to "${target.key}"`,
+    );
   }
   if (held !== undefined && held !== target.key) {
-    throw new Problem('AUD-1223', `to: the section "${section.discriminator}" holds ${target.keyspace.mapped_attribute} "${String(held)}", not "${target.key}"`);
+    throw new Problem(
+      'AUD-1223',
+      `to: the section "${section.discriminator}" holds ${target.keyspace.mapped_attribute} "${String(held)}", not "${target.key}"`,
+    );
   }
-  const keptElsewhere = scope.defs.sections.some((s) => s.id !== section.id && mappedValue(source.keyspace, s) === source.key);
+  const keptElsewhere = scope.defs.sections.some(
+    (s) => s.id !== section.id && mappedValue(source.keyspace, s) === source.key,
+  );
   if (!keptElsewhere) await q.deleteIdentifier(tx, scope.accountId, source.keyspace.keyspace_id, source.key);
   await q.insertIdentifier(tx, scope.accountId, target.keyspace.keyspace_id, target.key, owner.profile_id);
 }
@@ -297,13 +416,21 @@ export async function switchIdentifier(tx: Queryable, scope: AccountScope, id: I
  * identifiers, its own values, consents and events; the cluster keeps the values it showed, and
  * `follower` keeps what it holds of the cluster (consents).
  */
-export async function unmergeProfile(tx: Queryable, scope: AccountScope, id: UniqueIdentifier, follower: ProfileFollower): Promise<void> {
+export async function unmergeProfile(
+  tx: Queryable,
+  scope: AccountScope,
+  id: UniqueIdentifier,
+  follower: ProfileFollower,
+): Promise<void> {
   requireAllSections(scope, 'unmerging a profile');
   const located = await locate(tx, scope, id);
   const members = await lockedClusters(tx, scope, [located.canonicalId]);
   if (members.length === 1) return;
   if (located.profileId === located.canonicalId) {
-    throw new Problem('AUD-1217', `The profile with ${located.keyspace.discriminator} key "${located.key}" is the canonical profile of its merge cluster and cannot be unmerged`);
+    throw new Problem(
+      'AUD-1217',
+      `The profile with ${located.keyspace.discriminator} key "${located.key}" is the canonical profile of its merge cluster and cannot be unmerged`,
+    );
   }
   const remaining = members.filter((m) => m !== located.profileId);
   await follower.memberLeaving(tx, scope, { canonicalId: located.canonicalId, memberIds: members });
@@ -319,7 +446,12 @@ export function clusterMembers(db: Queryable, scope: AccountScope, canonicalId: 
 }
 
 /** The attribute values (version id → value) a profile shows in a section. */
-export async function sectionValues(db: Queryable, scope: AccountScope, canonicalId: string, sectionId: string): Promise<q.ValueMap> {
+export async function sectionValues(
+  db: Queryable,
+  scope: AccountScope,
+  canonicalId: string,
+  sectionId: string,
+): Promise<q.ValueMap> {
   return (await q.findSectionData(db, scope.accountId, canonicalId, sectionId)).attributes;
 }
 
@@ -336,16 +468,30 @@ function factsOf(row: q.FactsRow) {
  * every section and its cluster's events of some versions, in one statement; 404 when there is no
  * such profile, 410 when it was locked.
  */
-export async function locateWithFacts(db: Queryable, scope: AccountScope, id: UniqueIdentifier, eventVersionIds: string[]): Promise<{ located: Located; facts: ReturnType<typeof factsOf> }> {
+export async function locateWithFacts(
+  db: Queryable,
+  scope: AccountScope,
+  id: UniqueIdentifier,
+  eventVersionIds: string[],
+): Promise<{ located: Located; facts: ReturnType<typeof factsOf> }> {
   const { keyspace, key } = identifierOf(scope, id);
   const found = await q.findFactsByKey(db, scope.accountId, keyspace, key, eventVersionIds);
-  if (found) return { located: { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id }, facts: factsOf(found) };
+  if (found)
+    return {
+      located: { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id },
+      facts: factsOf(found),
+    };
   await refuseLocked(db, scope, keyspace, key);
   throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
 }
 
 /** What locateWithFacts reads, for many canonical profiles by id (checks over a whole population). */
-export async function factsOfProfiles(db: Queryable, scope: Pick<AccountScope, 'accountId'>, canonicalIds: string[], eventVersionIds: string[]): Promise<Map<string, ReturnType<typeof factsOf>>> {
+export async function factsOfProfiles(
+  db: Queryable,
+  scope: Pick<AccountScope, 'accountId'>,
+  canonicalIds: string[],
+  eventVersionIds: string[],
+): Promise<Map<string, ReturnType<typeof factsOf>>> {
   const rows = await q.listFacts(db, scope.accountId, canonicalIds, eventVersionIds);
   return new Map([...rows].map(([id, row]) => [id, factsOf(row)]));
 }
@@ -367,7 +513,12 @@ export interface ProfileRecord {
  * the events and attribute changes of every member); then, with `members`, each other member of
  * its cluster under its own export key, with what it holds itself.
  */
-export async function profileRecords(db: Queryable, scope: AccountScope, located: Located, options: { members: boolean; history: boolean }): Promise<ProfileRecord[]> {
+export async function profileRecords(
+  db: Queryable,
+  scope: AccountScope,
+  located: Located,
+  options: { members: boolean; history: boolean },
+): Promise<ProfileRecord[]> {
   const members = await q.listClusterMemberKeys(db, scope.accountId, located.canonicalId);
   const ids = members.map((m) => m.profile_id);
   const others = options.members ? members.filter((m) => m.profile_id !== located.profileId) : [];

@@ -44,7 +44,12 @@ const isExport = (keyspace: KeyspaceOfKey) => keyspace.kind === 'export';
 // The three statements of the hottest profile requests (this one, findSectionDataByKeys and
 // patchSectionData) are named, so PostgreSQL parses and plans them once per connection (about a
 // fifth of their cost unnamed; bench/profiles.ts). The others are not worth a plan per connection.
-export async function findProfileByKey(db: Queryable, accountId: string, keyspace: KeyspaceOfKey, key: string): Promise<LocatedRow | undefined> {
+export async function findProfileByKey(
+  db: Queryable,
+  accountId: string,
+  keyspace: KeyspaceOfKey,
+  key: string,
+): Promise<LocatedRow | undefined> {
   const { rows } = await db.query<LocatedRow>({
     name: 'profiles.find-profile-by-key',
     text: `select f.profile_id, f.canonical_id from ${MEMBER_BY_KEY('$1::bigint', '$2::bigint', '$3', '$4::boolean')} f`,
@@ -53,12 +58,22 @@ export async function findProfileByKey(db: Queryable, accountId: string, keyspac
   return rows[0];
 }
 
-interface KeyInSection { keyspace: KeyspaceOfKey; key: string; sectionId: string }
+interface KeyInSection {
+  keyspace: KeyspaceOfKey;
+  key: string;
+  sectionId: string;
+}
 type FoundInSection = LocatedRow & SectionDataRow;
 
 /** Profiles found by key with what each shows in a section, in one statement: one answer per key, in order (undefined where none). */
-async function findSectionDataByKeys(db: Queryable, accountId: string, keys: KeyInSection[]): Promise<(FoundInSection | undefined)[]> {
-  const { rows } = await db.query<LocatedRow & { n: number; attributes: ValueMap | null; tags: Record<string, boolean> | null }>({
+async function findSectionDataByKeys(
+  db: Queryable,
+  accountId: string,
+  keys: KeyInSection[],
+): Promise<(FoundInSection | undefined)[]> {
+  const { rows } = await db.query<
+    LocatedRow & { n: number; attributes: ValueMap | null; tags: Record<string, boolean> | null }
+  >({
     name: 'profiles.find-section-data-by-keys',
     // One primary-key lookup per key, as in findProfilesByKeys.
     text: `select x.n::int as n, f.profile_id, f.canonical_id,
@@ -74,12 +89,22 @@ async function findSectionDataByKeys(db: Queryable, accountId: string, keys: Key
        where ps.account_id = $1::bigint and ps.profile_id = f.canonical_id and ps.section_id = x.section_id
        limit 1
      ) ps on true`,
-    values: [accountId, idArray(keys.map((k) => k.keyspace.keyspace_id)), JSON.stringify(keys.map((k) => k.key)), idArray(keys.map((k) => k.sectionId)),
-      `{${keys.map((k) => (isExport(k.keyspace) ? 't' : 'f')).join(',')}}`],
+    values: [
+      accountId,
+      idArray(keys.map((k) => k.keyspace.keyspace_id)),
+      JSON.stringify(keys.map((k) => k.key)),
+      idArray(keys.map((k) => k.sectionId)),
+      `{${keys.map((k) => (isExport(k.keyspace) ? 't' : 'f')).join(',')}}`,
+    ],
   });
   const found: (FoundInSection | undefined)[] = new Array(keys.length);
   for (const row of rows) {
-    found[row.n - 1] = { profile_id: row.profile_id, canonical_id: row.canonical_id, attributes: row.attributes ?? {}, tags: trueTags(row.tags ?? {}) };
+    found[row.n - 1] = {
+      profile_id: row.profile_id,
+      canonical_id: row.canonical_id,
+      attributes: row.attributes ?? {},
+      tags: trueTags(row.tags ?? {}),
+    };
   }
   return found;
 }
@@ -88,7 +113,13 @@ async function findSectionDataByKeys(db: Queryable, accountId: string, keys: Key
 const sectionReads = coalescePerPool(findSectionDataByKeys);
 
 /** A profile found by key together with what it shows in one section, in one round trip shared with the other reads of the same turn. */
-export function findSectionDataByKey(db: Queryable, accountId: string, keyspace: KeyspaceOfKey, key: string, sectionId: string): Promise<FoundInSection | undefined> {
+export function findSectionDataByKey(
+  db: Queryable,
+  accountId: string,
+  keyspace: KeyspaceOfKey,
+  key: string,
+  sectionId: string,
+): Promise<FoundInSection | undefined> {
   return sectionReads(db, accountId, { keyspace, key, sectionId });
 }
 
@@ -115,7 +146,13 @@ const FACTS = (account: string, canonical: string, versions: string) => `select
  * A profile found by key with what segment evaluations read of its cluster (FACTS), in one round
  * trip: an evaluation is one statement instead of four.
  */
-export async function findFactsByKey(db: Queryable, accountId: string, keyspace: KeyspaceOfKey, key: string, versionIds: string[]): Promise<(LocatedRow & FactsRow) | undefined> {
+export async function findFactsByKey(
+  db: Queryable,
+  accountId: string,
+  keyspace: KeyspaceOfKey,
+  key: string,
+  versionIds: string[],
+): Promise<(LocatedRow & FactsRow) | undefined> {
   const { rows } = await db.query<LocatedRow & FactsRow>({
     name: 'profiles.find-facts-by-key',
     text: `select found.profile_id, found.canonical_id, f.sections, f.events
@@ -127,7 +164,12 @@ export async function findFactsByKey(db: Queryable, accountId: string, keyspace:
 }
 
 /** FACTS of many canonical profiles by id (for checks over a whole population). */
-export async function listFacts(db: Queryable, accountId: string, canonicalIds: string[], versionIds: string[]): Promise<Map<string, FactsRow>> {
+export async function listFacts(
+  db: Queryable,
+  accountId: string,
+  canonicalIds: string[],
+  versionIds: string[],
+): Promise<Map<string, FactsRow>> {
   const { rows } = await db.query<FactsRow & { profile_id: string }>(
     `select c.id::text as profile_id, f.sections, f.events from unnest($2::bigint[]) as c(id)
      cross join lateral (${FACTS('$1::bigint', 'c.id', '$3::bigint[]')}) f`,
@@ -136,7 +178,12 @@ export async function listFacts(db: Queryable, accountId: string, canonicalIds: 
   return new Map(rows.map((r) => [r.profile_id, { sections: r.sections, events: r.events }]));
 }
 
-export async function insertProfile(db: Queryable, accountId: string, exportKey: string, createdAt: Date): Promise<string> {
+export async function insertProfile(
+  db: Queryable,
+  accountId: string,
+  exportKey: string,
+  createdAt: Date,
+): Promise<string> {
   const { rows } = await db.query<{ profile_id: string }>(
     'insert into profiles (account_id, export_key, created_at) values ($1::bigint, $2, $3) returning profile_id',
     [accountId, exportKey, createdAt],
@@ -145,7 +192,13 @@ export async function insertProfile(db: Queryable, accountId: string, exportKey:
 }
 
 /** Adds an identifier; false when the key is taken. */
-export async function insertIdentifier(db: Queryable, accountId: string, keyspaceId: string, key: string, profileId: string): Promise<boolean> {
+export async function insertIdentifier(
+  db: Queryable,
+  accountId: string,
+  keyspaceId: string,
+  key: string,
+  profileId: string,
+): Promise<boolean> {
   const { rowCount } = await db.query(
     `insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id) values ($1::bigint, $2::bigint, $3, $4::bigint)
      on conflict do nothing`,
@@ -154,14 +207,31 @@ export async function insertIdentifier(db: Queryable, accountId: string, keyspac
   return rowCount === 1;
 }
 
-export async function deleteIdentifier(db: Queryable, accountId: string, keyspaceId: string, key: string): Promise<void> {
-  await db.query('delete from profile_identifiers where account_id = $1::bigint and keyspace_id = $2::bigint and profile_key = $3', [accountId, keyspaceId, key]);
+export async function deleteIdentifier(
+  db: Queryable,
+  accountId: string,
+  keyspaceId: string,
+  key: string,
+): Promise<void> {
+  await db.query(
+    'delete from profile_identifiers where account_id = $1::bigint and keyspace_id = $2::bigint and profile_key = $3',
+    [accountId, keyspaceId, key],
+  );
 }
 
-export interface IdentifierRow { keyspace_id: string; profile_key: string; profile_id: string }
+export interface IdentifierRow {
+  keyspace_id: string;
+  profile_key: string;
+  profile_id: string;
+}
 
 /** The identifiers of profiles, their export keys (as keys of `exportKeyspaceId`, when the account has that keyspace) included. */
-export async function listIdentifiersByProfiles(db: Queryable, accountId: string, profileIds: string[], exportKeyspaceId: string | undefined): Promise<IdentifierRow[]> {
+export async function listIdentifiersByProfiles(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+  exportKeyspaceId: string | undefined,
+): Promise<IdentifierRow[]> {
   const { rows } = await db.query<IdentifierRow>(
     `select keyspace_id, profile_key, profile_id from profile_identifiers where account_id = $1::bigint and profile_id = any($2::bigint[])
      union all
@@ -182,7 +252,11 @@ export async function listClusterMembers(db: Queryable, accountId: string, canon
 }
 
 /** The members of a cluster with their export keys, earliest created (the canonical profile) first. */
-export async function listClusterMemberKeys(db: Queryable, accountId: string, canonicalId: string): Promise<{ profile_id: string; export_key: string }[]> {
+export async function listClusterMemberKeys(
+  db: Queryable,
+  accountId: string,
+  canonicalId: string,
+): Promise<{ profile_id: string; export_key: string }[]> {
   const { rows } = await db.query<{ profile_id: string; export_key: string }>(
     `select profile_id, export_key from profiles where account_id = $1::bigint and (profile_id = $2::bigint or canonical_id = $2::bigint) order by profile_id`,
     [accountId, canonicalId],
@@ -201,7 +275,12 @@ export async function lockClusterMembers(db: Queryable, accountId: string, canon
   return rows.map((r) => r.profile_id);
 }
 
-export async function setCanonical(db: Queryable, accountId: string, profileIds: string[], canonicalId: string | null): Promise<void> {
+export async function setCanonical(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+  canonicalId: string | null,
+): Promise<void> {
   await db.query(
     `update profiles set canonical_id = case when profile_id = $3::bigint then null else $3::bigint end
      where account_id = $1::bigint and profile_id = any($2::bigint[])`,
@@ -220,7 +299,10 @@ export async function deleteProfiles(db: Queryable, accountId: string, profileId
 }
 
 export async function findLockedIdentity(db: Queryable, accountId: string, hashes: Buffer[]): Promise<boolean> {
-  const { rowCount } = await db.query('select 1 from locked_identities where account_id = $1::bigint and identity_hash = any($2::bytea[]) limit 1', [accountId, hashes]);
+  const { rowCount } = await db.query(
+    'select 1 from locked_identities where account_id = $1::bigint and identity_hash = any($2::bytea[]) limit 1',
+    [accountId, hashes],
+  );
   return (rowCount ?? 0) > 0;
 }
 
@@ -231,10 +313,18 @@ export async function insertLockedIdentities(db: Queryable, accountId: string, h
   );
 }
 
-export interface SectionDataRow { attributes: ValueMap; tags: Record<string, boolean> }
+export interface SectionDataRow {
+  attributes: ValueMap;
+  tags: Record<string, boolean>;
+}
 
 /** What a profile (a canonical one) shows in a section: the cluster's values, or its own. */
-export async function findSectionData(db: Queryable, accountId: string, profileId: string, sectionId: string): Promise<SectionDataRow> {
+export async function findSectionData(
+  db: Queryable,
+  accountId: string,
+  profileId: string,
+  sectionId: string,
+): Promise<SectionDataRow> {
   const { rows } = await db.query<SectionDataRow>(
     `select jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) as attributes, coalesce(cluster_tags, tags) as tags
      from profile_sections where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint`,
@@ -245,7 +335,11 @@ export async function findSectionData(db: Queryable, accountId: string, profileI
 }
 
 /** What a profile shows in every section that has data: section id → values. */
-export async function listSectionDataByProfile(db: Queryable, accountId: string, profileId: string): Promise<Map<string, SectionDataRow>> {
+export async function listSectionDataByProfile(
+  db: Queryable,
+  accountId: string,
+  profileId: string,
+): Promise<Map<string, SectionDataRow>> {
   const { rows } = await db.query<SectionDataRow & { section_id: string }>(
     `select section_id, jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) as attributes, coalesce(cluster_tags, tags) as tags
      from profile_sections where account_id = $1::bigint and profile_id = $2::bigint`,
@@ -259,7 +353,11 @@ export async function listSectionDataByProfile(db: Queryable, accountId: string,
  * section id → values (a canonical profile's own maps keep entries cleared after a merge as null
  * and false, which are left out).
  */
-export async function listOwnSectionData(db: Queryable, accountId: string, profileIds: string[]): Promise<Map<string, Map<string, SectionDataRow>>> {
+export async function listOwnSectionData(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+): Promise<Map<string, Map<string, SectionDataRow>>> {
   const { rows } = await db.query<SectionDataRow & { profile_id: string; section_id: string }>(
     `select profile_id, section_id, jsonb_strip_nulls(attributes) as attributes, profile_true_tags(tags) as tags
      from profile_sections where account_id = $1::bigint and profile_id = any($2::bigint[])`,
@@ -274,7 +372,13 @@ export async function listOwnSectionData(db: Queryable, accountId: string, profi
   return byProfile;
 }
 
-export interface AttributeChangeRow { profile_id: string; section_id: string; version_id: string; value: unknown; changed_at: Date }
+export interface AttributeChangeRow {
+  profile_id: string;
+  section_id: string;
+  version_id: string;
+  value: unknown;
+  changed_at: Date;
+}
 
 /**
  * The attribute changes of some profiles, oldest first; a null value is a value cleared. Each
@@ -282,7 +386,11 @@ export interface AttributeChangeRow { profile_id: string; section_id: string; ve
  * past value that nothing was set in place of when it was replaced was cleared then. A clear of a
  * value that the profile did not hold is no change.
  */
-export async function listAttributeChangesByProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<AttributeChangeRow[]> {
+export async function listAttributeChangesByProfiles(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+): Promise<AttributeChangeRow[]> {
   const { rows } = await db.query<AttributeChangeRow>(
     `with spans as (
        select h.profile_id, h.section_id, h.version_id, h.value, h.set_at, h.replaced_at from attribute_history h
@@ -311,7 +419,12 @@ export async function listAttributeChangesByProfiles(db: Queryable, accountId: s
  * since 1970. Written out in each statement rather than as a SQL function, which PostgreSQL would
  * call through its function executor for every row written.
  */
-export const setTimes = (times: string, values: string, next: string, at: string) => `(select coalesce(jsonb_object_agg(n.key,
+export const setTimes = (
+  times: string,
+  values: string,
+  next: string,
+  at: string,
+) => `(select coalesce(jsonb_object_agg(n.key,
     case when ${values} -> n.key = n.value and ${times} ? n.key then ${times} -> n.key else ${microsJson(at)} end), '{}'::jsonb)
   from jsonb_each(${next}) n)`;
 
@@ -321,7 +434,8 @@ export const setTimes = (times: string, values: string, next: string, at: string
  * than extract and to_jsonb, which are stable: Citus accepts only immutable functions in an
  * upsert's DO UPDATE and in the CASE of an UPDATE on a distributed table.
  */
-const microsJson = (at: string) => `((extract(epoch from (${at}) - 'epoch'::timestamptz) * 1000000)::bigint::text::jsonb)`;
+const microsJson = (at: string) =>
+  `((extract(epoch from (${at}) - 'epoch'::timestamptz) * 1000000)::bigint::text::jsonb)`;
 
 /**
  * The history insert of a write of section rows: from the CTE `written`, which returns each row's
@@ -336,7 +450,8 @@ const REPLACED = `insert into attribute_history (account_id, profile_id, section
      cross join lateral profile_replaced_values(o.attribute_set_at, o.attributes, w.new_values) r`;
 
 /** What a write of section rows at the time `at` returns for REPLACED. */
-const WRITTEN = (at: string) => `returning ps.account_id, ps.profile_id, ps.section_id, ps.attributes as new_values, ${at} as replaced_at`;
+const WRITTEN = (at: string) =>
+  `returning ps.account_id, ps.profile_id, ps.section_id, ps.attributes as new_values, ${at} as replaced_at`;
 
 /**
  * SQL, true: the check of a write's final select that its CTEs `written` (the rows updated) and
@@ -372,11 +487,21 @@ const UNCHANGED = 'ps.attributes = o.attributes and ps.attribute_set_at = o.attr
  * members' older values, and updates the cluster's values. `tx` is a transaction's client: a
  * write that met a concurrent one is tried again behind a savepoint (retryRacedInTransaction).
  */
-export async function patchSectionData(tx: Queryable, accountId: string, profileId: string, sectionId: string, attributes: ValueMap, tags: Record<string, boolean>, changedAt: Date): Promise<void> {
-  const next = 'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end';
-  await retryRacedInTransaction(tx, () => tx.query({
-    name: 'profiles.patch-section-data',
-    text: `with old as (
+export async function patchSectionData(
+  tx: Queryable,
+  accountId: string,
+  profileId: string,
+  sectionId: string,
+  attributes: ValueMap,
+  tags: Record<string, boolean>,
+  changedAt: Date,
+): Promise<void> {
+  const next =
+    'case when ps.cluster_attributes is null then jsonb_strip_nulls(ps.attributes || $4::jsonb) else ps.attributes || $4::jsonb end';
+  await retryRacedInTransaction(tx, () =>
+    tx.query({
+      name: 'profiles.patch-section-data',
+      text: `with old as (
        select profile_id, section_id, attributes, attribute_set_at from profile_sections
        where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint
      ), written as (
@@ -401,12 +526,19 @@ export async function patchSectionData(tx: Queryable, accountId: string, profile
        ${REPLACED}
      )
      select ${ALL_WRITTEN('1')}`,
-    values: [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags), changedAt],
-  }));
+      values: [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags), changedAt],
+    }),
+  );
 }
 
 /** A write by key; never through the export keyspace, which is read-only (so the key is looked up in profile_identifiers only). */
-interface PatchByKey { keyspaceId: string; key: string; sectionId: string; attributes: ValueMap; changedAt: Date }
+interface PatchByKey {
+  keyspaceId: string;
+  key: string;
+  sectionId: string;
+  attributes: ValueMap;
+  changedAt: Date;
+}
 
 /**
  * patchSectionData of profiles given by key, attributes only, in one statement (so without a
@@ -461,8 +593,14 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
        ${REPLACED}
      )
      select n::int as n from located where ${ALL_WRITTEN('(select count(*) from merged)')}`,
-    values: [accountId, idArray(patches.map((p) => p.keyspaceId)), JSON.stringify(patches.map((p) => p.key)), idArray(patches.map((p) => p.sectionId)),
-      JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.changedAt.toISOString()))],
+    values: [
+      accountId,
+      idArray(patches.map((p) => p.keyspaceId)),
+      JSON.stringify(patches.map((p) => p.key)),
+      idArray(patches.map((p) => p.sectionId)),
+      JSON.stringify(patches.map((p) => p.attributes)),
+      JSON.stringify(patches.map((p) => p.changedAt.toISOString())),
+    ],
   });
   const found = new Array<boolean>(patches.length).fill(false);
   for (const row of rows) found[row.n - 1] = true;
@@ -474,8 +612,13 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
  * go as one statement, and one commit. A write alone is tried again when it met a concurrent write
  * of its row (retryRaced); a batch that failed for that is written one patch at a time.
  */
-const sectionWrites = coalescePerPool(aloneOnFailure((db: Queryable, accountId: string, patches: PatchByKey[]) =>
-  (patches.length === 1 ? retryRaced(() => patchSectionDataByKeys(db, accountId, patches)) : patchSectionDataByKeys(db, accountId, patches))));
+const sectionWrites = coalescePerPool(
+  aloneOnFailure((db: Queryable, accountId: string, patches: PatchByKey[]) =>
+    patches.length === 1
+      ? retryRaced(() => patchSectionDataByKeys(db, accountId, patches))
+      : patchSectionDataByKeys(db, accountId, patches),
+  ),
+);
 
 /**
  * patchSectionData of a profile given by key (attributes only), in one statement shared with the
@@ -492,7 +635,12 @@ export function patchSectionDataByKey(db: Queryable, accountId: string, patch: P
  * attribute and tag, the entry of the earliest-created member that has one. This depends only
  * on the members, so merging is commutative and associative (docs/profiles.md "Merge").
  */
-export async function recomputeClusterData(db: Queryable, accountId: string, canonicalId: string, memberIds: string[]): Promise<void> {
+export async function recomputeClusterData(
+  db: Queryable,
+  accountId: string,
+  canonicalId: string,
+  memberIds: string[],
+): Promise<void> {
   await db.query(
     `with member_rows as (
        select section_id, profile_id, attributes, tags from profile_sections
@@ -523,7 +671,14 @@ export async function recomputeClusterData(db: Queryable, accountId: string, can
  * `at`. It replaces none, so it writes no history: the canonical profile is the earliest-created
  * member, whose own values are those the cluster shows.
  */
-export async function settleSectionData(db: Queryable, accountId: string, profileId: string, at: Date, keepClusterValues: boolean, keepCleared = false): Promise<void> {
+export async function settleSectionData(
+  db: Queryable,
+  accountId: string,
+  profileId: string,
+  at: Date,
+  keepClusterValues: boolean,
+  keepCleared = false,
+): Promise<void> {
   const settled = `case when not $3 then attributes
          when $4 then (select coalesce(jsonb_object_agg(key, value), '{}') from jsonb_each(attributes) where value = 'null'::jsonb) || jsonb_strip_nulls(coalesce(cluster_attributes, attributes))
          else jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) end`;
@@ -540,14 +695,27 @@ export async function settleSectionData(db: Queryable, accountId: string, profil
   );
 }
 
-export interface EventRow { event_time: Date; created_at: Date; version_id: string; correlation_id: string; data: unknown }
+export interface EventRow {
+  event_time: Date;
+  created_at: Date;
+  version_id: string;
+  correlation_id: string;
+  data: unknown;
+}
 
 /**
  * Appends events of one profile, having locked it (`for key share`, as a foreign key's check would)
  * for the rest of the transaction: a delete of the profile waits for the commit and then deletes
  * the events too (migration 0017). False, with nothing written, when the profile is gone.
  */
-export async function insertEvents(db: Queryable, accountId: string, profileId: string, sectionId: string, events: { eventTime: string; versionId: string; correlationId: string; data: unknown }[], createdAt: Date): Promise<boolean> {
+export async function insertEvents(
+  db: Queryable,
+  accountId: string,
+  profileId: string,
+  sectionId: string,
+  events: { eventTime: string; versionId: string; correlationId: string; data: unknown }[],
+  createdAt: Date,
+): Promise<boolean> {
   const { rows } = await db.query<{ found: boolean }>(
     `with profile as (select profile_id from profiles where account_id = $1::bigint and profile_id = $2::bigint for key share),
      inserted as (
@@ -557,13 +725,29 @@ export async function insertEvents(db: Queryable, accountId: string, profileId: 
        returning 1
      )
      select exists (select 1 from profile) as found`,
-    [accountId, profileId, sectionId, events.map((e) => e.versionId), events.map((e) => e.eventTime), events.map((e) => e.correlationId), events.map((e) => JSON.stringify(e.data)), createdAt],
+    [
+      accountId,
+      profileId,
+      sectionId,
+      events.map((e) => e.versionId),
+      events.map((e) => e.eventTime),
+      events.map((e) => e.correlationId),
+      events.map((e) => JSON.stringify(e.data)),
+      createdAt,
+    ],
   );
   return rows[0].found;
 }
 
 /** A cluster's events in a section, newest first; `versionIds` null for every version. */
-export async function listEventsByProfiles(db: Queryable, accountId: string, profileIds: string[], sectionId: string, versionIds: string[] | null, limit: number): Promise<EventRow[]> {
+export async function listEventsByProfiles(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+  sectionId: string,
+  versionIds: string[] | null,
+  limit: number,
+): Promise<EventRow[]> {
   const { rows } = await db.query<EventRow>(
     `select event_time, created_at, version_id::text, correlation_id, data from profile_events
      where account_id = $1::bigint and profile_id = any($2::bigint[]) and section_id = $3::bigint
@@ -574,10 +758,17 @@ export async function listEventsByProfiles(db: Queryable, accountId: string, pro
   return rows;
 }
 
-export interface SectionEventRow extends EventRow { profile_id: string; section_id: string }
+export interface SectionEventRow extends EventRow {
+  profile_id: string;
+  section_id: string;
+}
 
 /** Every event of some profiles, in every section, oldest first. */
-export async function listSectionEventsByProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<SectionEventRow[]> {
+export async function listSectionEventsByProfiles(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+): Promise<SectionEventRow[]> {
   const { rows } = await db.query<SectionEventRow>(
     `select profile_id, section_id, event_time, created_at, version_id::text, correlation_id, data from profile_events
      where account_id = $1::bigint and profile_id = any($2::bigint[]) order by event_time, event_id`,
@@ -592,7 +783,10 @@ export async function listSectionEventsByProfiles(db: Queryable, accountId: stri
  * an event time from `from` (inclusive) to `to` (exclusive). `account` is the placeholder of the
  * account id. Columns: section_id, event_id, version_id, event_time, created_at, correlation_id, data.
  */
-export function clusterEventsRelation(values: SqlValues, target: { account: string; profile: string; versionIds: string[]; from: Date; to: Date }): string {
+export function clusterEventsRelation(
+  values: SqlValues,
+  target: { account: string; profile: string; versionIds: string[]; from: Date; to: Date },
+): string {
   const { account, profile } = target;
   return `select e.section_id, e.event_id, e.version_id, e.event_time, e.created_at, e.correlation_id, e.data from profile_events e
     where e.account_id = ${account}
@@ -603,7 +797,12 @@ export function clusterEventsRelation(values: SqlValues, target: { account: stri
 
 // ---- Bulk statements, for imports: one statement per batch of rows ----
 
-export async function findProfilesByKeys(db: Queryable, accountId: string, keyspace: KeyspaceOfKey, keys: string[]): Promise<{ profile_key: string; canonical_id: string }[]> {
+export async function findProfilesByKeys(
+  db: Queryable,
+  accountId: string,
+  keyspace: KeyspaceOfKey,
+  keys: string[],
+): Promise<{ profile_key: string; canonical_id: string }[]> {
   const { rows } = await db.query<{ profile_key: string; canonical_id: string }>(
     // One primary-key lookup per key (the lateral subquery with its limit cannot be flattened into a
     // join). With `profile_key = any(…)` the planner chose, by the table's size, between index
@@ -617,7 +816,10 @@ export async function findProfilesByKeys(db: Queryable, accountId: string, keysp
 }
 
 export async function hasLockedIdentities(db: Queryable, accountId: string): Promise<boolean> {
-  const { rows } = await db.query<{ any: boolean }>('select exists (select 1 from locked_identities where account_id = $1::bigint) as any', [accountId]);
+  const { rows } = await db.query<{ any: boolean }>(
+    'select exists (select 1 from locked_identities where account_id = $1::bigint) as any',
+    [accountId],
+  );
   return rows[0].any;
 }
 
@@ -630,7 +832,12 @@ export async function listLockedIdentities(db: Queryable, accountId: string, has
 }
 
 /** Creates profiles with the given export keys; returns export key → profile id. */
-export async function insertProfilesBulk(db: Queryable, accountId: string, exportKeys: string[], createdAt: Date): Promise<Map<string, string>> {
+export async function insertProfilesBulk(
+  db: Queryable,
+  accountId: string,
+  exportKeys: string[],
+  createdAt: Date,
+): Promise<Map<string, string>> {
   const { rows } = await db.query<{ profile_id: string; export_key: string }>(
     `insert into profiles (account_id, export_key, created_at) select $1::bigint, k, $3 from jsonb_array_elements_text($2::jsonb) as k
      returning profile_id, export_key`,
@@ -640,16 +847,30 @@ export async function insertProfilesBulk(db: Queryable, accountId: string, expor
 }
 
 /** Adds identifiers (a key taken meanwhile by another writer fails the statement, and so the batch). */
-export async function insertIdentifiersBulk(db: Queryable, accountId: string, identifiers: { keyspaceId: string; key: string; profileId: string }[]): Promise<void> {
+export async function insertIdentifiersBulk(
+  db: Queryable,
+  accountId: string,
+  identifiers: { keyspaceId: string; key: string; profileId: string }[],
+): Promise<void> {
   await db.query(
     `insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id)
      select $1::bigint, k, pk, p from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[])) as x(k, pk, p)`,
-    [accountId, idArray(identifiers.map((i) => i.keyspaceId)), JSON.stringify(identifiers.map((i) => i.key)), idArray(identifiers.map((i) => i.profileId))],
+    [
+      accountId,
+      idArray(identifiers.map((i) => i.keyspaceId)),
+      JSON.stringify(identifiers.map((i) => i.key)),
+      idArray(identifiers.map((i) => i.profileId)),
+    ],
   );
 }
 
 /** What canonical profiles show in one section: profile id → values. */
-export async function listSectionDataByProfiles(db: Queryable, accountId: string, profileIds: string[], sectionId: string): Promise<Map<string, SectionDataRow>> {
+export async function listSectionDataByProfiles(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+  sectionId: string,
+): Promise<Map<string, SectionDataRow>> {
   const { rows } = await db.query<SectionDataRow & { profile_id: string }>(
     `select profile_id, jsonb_strip_nulls(coalesce(cluster_attributes, attributes)) as attributes, coalesce(cluster_tags, tags) as tags
      from profile_sections where account_id = $1::bigint and profile_id = any($2::bigint[]) and section_id = $3::bigint`,
@@ -673,7 +894,13 @@ function stripNulls(value: unknown): unknown {
  * stripped, true tags, every value's set time) is built here: in SQL it was most of the database's
  * work in an import (docs/benchmarks.md "Imports").
  */
-export async function insertSectionDataBulk(db: Queryable, accountId: string, sectionId: string, rows: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[], at: Date): Promise<void> {
+export async function insertSectionDataBulk(
+  db: Queryable,
+  accountId: string,
+  sectionId: string,
+  rows: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[],
+  at: Date,
+): Promise<void> {
   if (rows.length === 0) return;
   // The set time as setTimes writes it: microseconds since the epoch.
   const micros = String(at.getTime() * 1000);
@@ -693,7 +920,8 @@ export async function insertSectionDataBulk(db: Queryable, accountId: string, se
       setAt += `${setAt ? ',' : ''}${key}:${micros}`;
     }
     let trueTags = '';
-    for (const tagId in row.tags) if (row.tags[tagId] === true) trueTags += `${trueTags ? ',' : ''}${JSON.stringify(tagId)}:true`;
+    for (const tagId in row.tags)
+      if (row.tags[tagId] === true) trueTags += `${trueTags ? ',' : ''}${JSON.stringify(tagId)}:true`;
     attributes += `${attributes ? ',' : ''}{${values}}`;
     times += `${times ? ',' : ''}{${setAt}}`;
     tags += `${tags ? ',' : ''}{${trueTags}}`;
@@ -707,7 +935,13 @@ export async function insertSectionDataBulk(db: Queryable, accountId: string, se
 }
 
 /** patchSectionData for many canonical profiles of one section at once, at the time `at`. */
-export async function patchSectionDataBulk(db: Queryable, accountId: string, sectionId: string, patches: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[], at: Date): Promise<void> {
+export async function patchSectionDataBulk(
+  db: Queryable,
+  accountId: string,
+  sectionId: string,
+  patches: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[],
+  at: Date,
+): Promise<void> {
   if (patches.length === 0) return;
   await db.query(
     `with patch as (select * from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)),
@@ -736,7 +970,14 @@ export async function patchSectionDataBulk(db: Queryable, accountId: string, sec
        returning 1
      )
      select ${ALL_WRITTEN('(select count(*) from patch)')}`,
-    [accountId, sectionId, idArray(patches.map((p) => p.profileId)), JSON.stringify(patches.map((p) => p.attributes)), JSON.stringify(patches.map((p) => p.tags)), at],
+    [
+      accountId,
+      sectionId,
+      idArray(patches.map((p) => p.profileId)),
+      JSON.stringify(patches.map((p) => p.attributes)),
+      JSON.stringify(patches.map((p) => p.tags)),
+      at,
+    ],
   );
 }
 
@@ -760,11 +1001,24 @@ export async function lockEventProfiles(db: Queryable, accountId: string, profil
 }
 
 /** Appends events of many profiles in one section: each row names its profile, locked before with lockEventProfiles. */
-export async function insertEventsBulk(db: Queryable, accountId: string, sectionId: string, events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[], createdAt: Date): Promise<void> {
+export async function insertEventsBulk(
+  db: Queryable,
+  accountId: string,
+  sectionId: string,
+  events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[],
+  createdAt: Date,
+): Promise<void> {
   await db.query(
     `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
      select $1::bigint, e.p, $2::bigint, e.v, e.t, $4, e.c, e.d
      from json_to_recordset($3::json) as e(p bigint, v bigint, t timestamptz, c text, d jsonb)`,
-    [accountId, sectionId, JSON.stringify(events.map((e) => ({ p: e.profileId, v: e.versionId, t: e.eventTime, c: e.correlationId, d: e.data }))), createdAt],
+    [
+      accountId,
+      sectionId,
+      JSON.stringify(
+        events.map((e) => ({ p: e.profileId, v: e.versionId, t: e.eventTime, c: e.correlationId, d: e.data })),
+      ),
+      createdAt,
+    ],
   );
 }

@@ -52,7 +52,10 @@ export function clusterMembersSql(account: string): string {
  * `canonicalIds`, every profile of the account.
  */
 export function clusterProfilesSql(account: string, canonicalIds?: string): string {
-  const which = canonicalIds === undefined ? '' : ` and (m.profile_id = any(${canonicalIds}) or m.canonical_id = any(${canonicalIds}))`;
+  const which =
+    canonicalIds === undefined
+      ? ''
+      : ` and (m.profile_id = any(${canonicalIds}) or m.canonical_id = any(${canonicalIds}))`;
   return `select m.profile_id, coalesce(m.canonical_id, m.profile_id) as canonical_id from profiles m where m.account_id = ${account}${which}`;
 }
 
@@ -78,7 +81,12 @@ export function identifiedProfilesSql(account: string, keyspaceIds: string, opti
  * each profile a statement reads), and `own` (the profile's own identifiers, for an account
  * without merge clusters).
  */
-export function knownSql(account: string, profile: string, keyspaceIds: string, form: 'set' | 'perProfile' | 'own'): string {
+export function knownSql(
+  account: string,
+  profile: string,
+  keyspaceIds: string,
+  form: 'set' | 'perProfile' | 'own',
+): string {
   switch (form) {
     case 'set':
       return `exists (select 1 from profile_identifiers i join profiles m on m.account_id = i.account_id and m.profile_id = i.profile_id

@@ -1,5 +1,11 @@
 import type { SqlValues } from '../aql/compile-sql.ts';
-import { canonicalProfilesSql, clusterMembersSql, identifiedProfilesSql, knownSql, sectionRowsSql } from '../profiles/relations.ts';
+import {
+  canonicalProfilesSql,
+  clusterMembersSql,
+  identifiedProfilesSql,
+  knownSql,
+  sectionRowsSql,
+} from '../profiles/relations.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 
@@ -17,7 +23,11 @@ const HAS_CLUSTERS = (account: string) => `exists (${clusterMembersSql(account)}
  * picks the one that holds in its own snapshot, so a merge committed meanwhile cannot make the
  * count use the wrong one; PostgreSQL runs only the branch it takes.
  */
-export async function countProfilesMatching(db: Queryable, predicate: { account: string; text: string; simple: { text: string; section?: string }; values: unknown[] }, known: { keyspaceIds: string[]; wanted: boolean } | null): Promise<number> {
+export async function countProfilesMatching(
+  db: Queryable,
+  predicate: { account: string; text: string; simple: { text: string; section?: string }; values: unknown[] },
+  known: { keyspaceIds: string[]; wanted: boolean } | null,
+): Promise<number> {
   const values = [...predicate.values];
   const { account } = predicate;
   let knownClause = '';
@@ -28,12 +38,14 @@ export async function countProfilesMatching(db: Queryable, predicate: { account:
     knownClause = `and ${not}${knownSql(account, 'p.profile_id', `$${values.length}::bigint[]`, 'set')}`;
     simpleKnownClause = `and ${not}${knownSql(account, 'p.profile_id', `$${values.length}::bigint[]`, 'own')}`;
   }
-  const count = (text: string, clause: string) => `(select count(*) from (${canonicalProfilesSql(account)}) p where ${text} ${clause})`;
+  const count = (text: string, clause: string) =>
+    `(select count(*) from (${canonicalProfilesSql(account)}) p where ${text} ${clause})`;
   const { simple } = predicate;
   // Without clusters every profile is canonical, and a profile has one row in a section.
-  const simpleCount = simple.section === undefined
-    ? count(simple.text, simpleKnownClause)
-    : `(select count(*) from (${sectionRowsSql(account, simple.section)}) p where ${simple.text} ${simpleKnownClause})`;
+  const simpleCount =
+    simple.section === undefined
+      ? count(simple.text, simpleKnownClause)
+      : `(select count(*) from (${sectionRowsSql(account, simple.section)}) p where ${simple.text} ${simpleKnownClause})`;
   const { rows } = await db.query<{ n: string }>(
     `select case when ${HAS_CLUSTERS(account)} then ${count(predicate.text, knownClause)} else ${simpleCount} end as n`,
     values,
@@ -66,15 +78,29 @@ const TREND_SETTINGS = 'set local enable_sort = off';
  * in the serving process, after the parallel part (docs/benchmarks.md "Segments"). The sort by
  * profile stays, since the subquery's ORDER BY asks for it.
  */
-export async function countMasksByPoint(pool: pg.Pool, compiled: { general: { rows: string; mask: string }; simple: { rows: string; mask: string }; values: unknown[]; accountParam: string; pointsParam: string }, knownKeyspaceIds: string[]): Promise<{ i: number; known: number; unknown: number }[]> {
+export async function countMasksByPoint(
+  pool: pg.Pool,
+  compiled: {
+    general: { rows: string; mask: string };
+    simple: { rows: string; mask: string };
+    values: unknown[];
+    accountParam: string;
+    pointsParam: string;
+  },
+  knownKeyspaceIds: string[],
+): Promise<{ i: number; known: number; unknown: number }[]> {
   const values = [...compiled.values, knownKeyspaceIds];
   const { accountParam: account, pointsParam: pts } = compiled;
   const keyspaces = `$${values.length}::bigint[]`;
   // The points from the profile's creation on: all but the (number of points before created_at).
   const created = `select p.profile_id, 0 as term, (1::bigint << cardinality(${pts})) - (1::bigint << width_bucket(p.created_at - interval '1 microsecond', ${pts})) as mask
        from (${canonicalProfilesSql(account)}) p`;
-  const known = (clusters: boolean) => `select k.profile_id, -1 as term, 0::bigint as mask from (${identifiedProfilesSql(account, keyspaces, { clusters })}) k`;
-  const counted = (q: { rows: string; mask: string }, knownRows: string) => `select x.mask, x.known, count(*) as n from (
+  const known = (clusters: boolean) =>
+    `select k.profile_id, -1 as term, 0::bigint as mask from (${identifiedProfilesSql(account, keyspaces, { clusters })}) k`;
+  const counted = (
+    q: { rows: string; mask: string },
+    knownRows: string,
+  ) => `select x.mask, x.known, count(*) as n from (
        select ${q.mask} & coalesce(bit_or(t.mask) filter (where t.term = 0), 0) as mask, bool_or(t.term = -1) as known
        from (select * from (${q.rows} union all (${created}) union all (${knownRows})) u order by u.profile_id) t
        group by t.profile_id
@@ -107,6 +133,9 @@ export async function countMasksByPoint(pool: pg.Pool, compiled: { general: { ro
  * has an identifier in one of the keyspaces (the same rule as countProfilesMatching's), for
  * statements over many profiles; `account` is the placeholder of the account id.
  */
-export function knownPredicate(values: SqlValues, target: { account: string; profile: string; keyspaceIds: string[] }): string {
+export function knownPredicate(
+  values: SqlValues,
+  target: { account: string; profile: string; keyspaceIds: string[] },
+): string {
   return knownSql(target.account, target.profile, values.add(target.keyspaceIds, 'bigint[]'), 'perProfile');
 }

@@ -1,17 +1,28 @@
 import { Type } from 'typebox';
 import { DateTime } from '../core/schemas.ts';
 
-export const Evaluation = Type.Object({
-  segments: Type.Array(Type.Object({
-    discriminator: Type.String({ description: 'Segment discriminator' }),
-    version_id: Type.Optional(Type.String({ description: 'A version of the segment; its latest when omitted' })),
-  }, { additionalProperties: false }), { minItems: 1, description: 'The segments to evaluate' }),
-  time_zone: Type.String({ description: 'IANA time zone of the evaluation, for time windows' }),
-}, { additionalProperties: false });
+export const Evaluation = Type.Object(
+  {
+    segments: Type.Array(
+      Type.Object(
+        {
+          discriminator: Type.String({ description: 'Segment discriminator' }),
+          version_id: Type.Optional(Type.String({ description: 'A version of the segment; its latest when omitted' })),
+        },
+        { additionalProperties: false },
+      ),
+      { minItems: 1, description: 'The segments to evaluate' },
+    ),
+    time_zone: Type.String({ description: 'IANA time zone of the evaluation, for time windows' }),
+  },
+  { additionalProperties: false },
+);
 
 export const Matches = Type.Object({
   matches: Type.Object({
-    segments: Type.Record(Type.String(), Type.Boolean(), { description: 'discriminator (or discriminator|version_id) → whether the profile matches' }),
+    segments: Type.Record(Type.String(), Type.Boolean(), {
+      description: 'discriminator (or discriminator|version_id) → whether the profile matches',
+    }),
   }),
 });
 
@@ -20,25 +31,40 @@ export const TrendParams = Type.Object({
   segment_discriminator: Type.String({ description: 'Segment discriminator' }),
 });
 
-export const Trend = Type.Object({
-  sampling_points: Type.Array(DateTime, { minItems: 1, maxItems: 25, description: '1 to 25 UTC date-times' }),
-  timezone: Type.String({ description: 'IANA time zone, for time windows' }),
-}, { additionalProperties: false });
+export const Trend = Type.Object(
+  {
+    sampling_points: Type.Array(DateTime, { minItems: 1, maxItems: 25, description: '1 to 25 UTC date-times' }),
+    timezone: Type.String({ description: 'IANA time zone, for time windows' }),
+  },
+  { additionalProperties: false },
+);
 
 export const TrendCounts = Type.Object({
-  matching_profile_count: Type.Record(Type.String(), Type.Object({ known: Type.Integer(), unknown: Type.Integer() }), { description: 'sampling point → counts' }),
+  matching_profile_count: Type.Record(Type.String(), Type.Object({ known: Type.Integer(), unknown: Type.Integer() }), {
+    description: 'sampling point → counts',
+  }),
 });
 
-export const SegmentChoice = Type.Object({
-  timezone: Type.String({ description: 'IANA time zone, for time windows' }),
-  segment_discriminator: Type.Optional(Type.String({ description: 'A stored segment (its latest version)' })),
-  segment_definition: Type.Optional(Type.String({ description: 'An AQL query, instead of a stored segment' })),
-}, { additionalProperties: false });
+export const SegmentChoice = Type.Object(
+  {
+    timezone: Type.String({ description: 'IANA time zone, for time windows' }),
+    segment_discriminator: Type.Optional(Type.String({ description: 'A stored segment (its latest version)' })),
+    segment_definition: Type.Optional(Type.String({ description: 'An AQL query, instead of a stored segment' })),
+  },
+  { additionalProperties: false },
+);
 
-export const SegmentCount = Type.Object({
-  section_discriminator: Type.String({ description: 'Section discriminator' }),
-  segment: SegmentChoice,
-  known_profiles: Type.Optional(Type.Union([Type.Boolean(), Type.Null()], { description: 'true: known profiles only; false: unknown only; null: all' })),
-}, { additionalProperties: false });
+export const SegmentCount = Type.Object(
+  {
+    section_discriminator: Type.String({ description: 'Section discriminator' }),
+    segment: SegmentChoice,
+    known_profiles: Type.Optional(
+      Type.Union([Type.Boolean(), Type.Null()], {
+        description: 'true: known profiles only; false: unknown only; null: all',
+      }),
+    ),
+  },
+  { additionalProperties: false },
+);
 
 export const ProfileCount = Type.Object({ profile_count: Type.Integer({ description: 'Matching profiles' }) });

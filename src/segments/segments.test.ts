@@ -40,7 +40,19 @@ const MANIFEST: Manifest = {
         { name: 'Spend', versions: [{ type: ['Number'] }] },
         { name: 'Tier', versions: [{ type: ['Text'] }] },
       ],
-      events: [{ name: 'Purchase', versions: [{ type: [{ name: 'sku', type: 'Text' }, { name: 'amount', type: 'Number' }] }] }],
+      events: [
+        {
+          name: 'Purchase',
+          versions: [
+            {
+              type: [
+                { name: 'sku', type: 'Text' },
+                { name: 'amount', type: 'Number' },
+              ],
+            },
+          ],
+        },
+      ],
     },
     { name: 'Other', attributes: [{ name: 'Score', versions: [{ type: ['Number'] }] }] },
   ],
@@ -50,19 +62,37 @@ const MANIFEST: Manifest = {
     { name: 'Gold', section: SEC, versions: [{ query: `${tier}.eq("Gold")` }] },
     { name: 'Gold spenders', section: SEC, versions: [{ query: `${tier}.eq("Gold") && ${spend}.gt(100)` }] },
     { name: 'Gold or spenders', section: SEC, versions: [{ query: `${tier}.eq("Gold") || ${spend}.gt(1000)` }] },
-    { name: 'Silver or gold spenders', section: SEC, versions: [{ query: `(${tier}.eq("Silver") || ${tier}.eq("Gold")) && ${spend}.gt(100)` }] },
+    {
+      name: 'Silver or gold spenders',
+      section: SEC,
+      versions: [{ query: `(${tier}.eq("Silver") || ${tier}.eq("Gold")) && ${spend}.gt(100)` }],
+    },
     { name: 'Buyers', section: SEC, versions: [{ query: purchase }] },
     { name: 'Recent buyers', section: SEC, versions: [{ query: `${purchase}.inLast("events.day", 0, 7)` }] },
     { name: 'Lapsed buyers', section: SEC, versions: [{ query: `${purchase}.inLast("events.day", 7, 30)` }] },
-    { name: 'New year buyers', section: SEC, versions: [{ query: `${purchase}.betweenDates("events", "2026-01-01", "2026-01-01")` }] },
+    {
+      name: 'New year buyers',
+      section: SEC,
+      versions: [{ query: `${purchase}.betweenDates("events", "2026-01-01", "2026-01-01")` }],
+    },
     { name: 'ABC buyers', section: SEC, versions: [{ query: `${purchase}.eventData("sku").eq("ABC")` }] },
-    { name: 'High scorers', section: OTHER, versions: [{ query: 'section({section}).attribute({attribute:com.vendor1.attributes.user-created.score}).gt(10)' }] },
+    {
+      name: 'High scorers',
+      section: OTHER,
+      versions: [
+        { query: 'section({section}).attribute({attribute:com.vendor1.attributes.user-created.score}).gt(10)' },
+      ],
+    },
   ],
 };
 
 /** Rate limits lifted, so that tests may count as often as they like. */
-const OPEN = { requests_per_second: null, token_requests_per_minute: null, profile_export_requests_per_second: null, profile_key_operations_per_second: null };
-
+const OPEN = {
+  requests_per_second: null,
+  token_requests_per_minute: null,
+  profile_export_requests_per_second: null,
+  profile_key_operations_per_second: null,
+};
 
 function expectNoContent(r: Response): void {
   expect(r.status, r.text).toBe(204);
@@ -72,8 +102,11 @@ function expectNoContent(r: Response): void {
 async function account(limits: Record<string, number | null> = OPEN) {
   const credentials = await server.login(MANIFEST, limits);
   let token = credentials.token;
-  const call = (method: string, path: string, options: { body?: unknown; raw?: string; headers?: Record<string, string> } = {}) =>
-    server.request(method, path, { token, ...options });
+  const call = (
+    method: string,
+    path: string,
+    options: { body?: unknown; raw?: string; headers?: Record<string, string> } = {},
+  ) => server.request(method, path, { token, ...options });
   const events = await call('GET', `/audience/sections/${SEC}/events`);
   const purchaseVersion: string = events.body.items.find((e: any) => e.discriminator === PURCHASE).versions[0].id;
   return {
@@ -85,29 +118,57 @@ async function account(limits: Record<string, number | null> = OPEN) {
       token = await server.token(credentials);
     },
     async create(keyspace: string, key: string, section = SEC) {
-      const r = await call('POST', `/audience/keyspaces/${keyspace}/sections/${section}/profiles`, { body: { profile_key: key } });
+      const r = await call('POST', `/audience/keyspaces/${keyspace}/sections/${section}/profiles`, {
+        body: { profile_key: key },
+      });
       expect(r.status, r.text).toBe(201);
     },
     async set(keyspace: string, key: string, values: Record<string, unknown>) {
-      expectNoContent(await call('PATCH', `/v2/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/sections/${SEC}/attributes`, { body: values }));
+      expectNoContent(
+        await call(
+          'PATCH',
+          `/v2/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/sections/${SEC}/attributes`,
+          { body: values },
+        ),
+      );
     },
     async buy(keyspace: string, key: string, eventTime: number | string, sku = 'X-1') {
       const event_time = typeof eventTime === 'number' ? new Date(eventTime).toISOString() : eventTime;
-      expectNoContent(await call('POST', `/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/sections/${SEC}/events`, {
-        body: { items: [{ event_time, version_id: purchaseVersion, data: { sku, amount: 10 } }] },
-      }));
+      expectNoContent(
+        await call(
+          'POST',
+          `/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/sections/${SEC}/events`,
+          {
+            body: { items: [{ event_time, version_id: purchaseVersion, data: { sku, amount: 10 } }] },
+          },
+        ),
+      );
     },
     async merge(a: [string, string], b: [string, string]) {
-      expectNoContent(await call('PUT', '/audience/profiles/merges', {
-        body: { profiles: [{ keyspace_discriminator: a[0], profile_key: a[1] }, { keyspace_discriminator: b[0], profile_key: b[1] }] },
-      }));
+      expectNoContent(
+        await call('PUT', '/audience/profiles/merges', {
+          body: {
+            profiles: [
+              { keyspace_discriminator: a[0], profile_key: a[1] },
+              { keyspace_discriminator: b[0], profile_key: b[1] },
+            ],
+          },
+        }),
+      );
     },
     evaluate(keyspace: string, key: string, body: unknown) {
       return call('POST', `/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/evaluations`, { body });
     },
     /** The evaluation's answer map, asserting 200. */
-    async matches(keyspace: string, key: string, segments: { discriminator: string; version_id?: string }[], timeZone = 'UTC'): Promise<Record<string, boolean>> {
-      const r = await call('POST', `/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/evaluations`, { body: { segments, time_zone: timeZone } });
+    async matches(
+      keyspace: string,
+      key: string,
+      segments: { discriminator: string; version_id?: string }[],
+      timeZone = 'UTC',
+    ): Promise<Record<string, boolean>> {
+      const r = await call('POST', `/audience/keyspaces/${keyspace}/profiles/${encodeURIComponent(key)}/evaluations`, {
+        body: { segments, time_zone: timeZone },
+      });
       expect(r.status, r.text).toBe(200);
       expect(Object.keys(r.body)).toEqual(['matches']);
       return r.body.matches.segments;
@@ -148,16 +209,34 @@ describe('evaluate a profile against segments', () => {
     expect(v2).toBeDefined();
     await a.create(EMAIL, 'ann@x.io');
     await a.set(EMAIL, 'ann@x.io', { [SPEND]: 500 });
-    const ask = [{ discriminator: seg('spenders') }, { discriminator: seg('spenders'), version_id: v1.id }, { discriminator: seg('spenders'), version_id: v2.id }];
+    const ask = [
+      { discriminator: seg('spenders') },
+      { discriminator: seg('spenders'), version_id: v1.id },
+      { discriminator: seg('spenders'), version_id: v2.id },
+    ];
     const r = await a.evaluate(EMAIL, 'ann@x.io', { segments: ask, time_zone: 'Europe/Oslo' });
     expect(r.status, r.text).toBe(200);
     expect(r.headers.get('content-type')).toMatch(/^application\/json/);
     // 500 passes version 1 (> 100) but not version 2 (> 1000), the latest.
-    expect(r.body).toEqual({ matches: { segments: { [seg('spenders')]: false, [`${seg('spenders')}|${v1.id}`]: true, [`${seg('spenders')}|${v2.id}`]: false } } });
+    expect(r.body).toEqual({
+      matches: {
+        segments: {
+          [seg('spenders')]: false,
+          [`${seg('spenders')}|${v1.id}`]: true,
+          [`${seg('spenders')}|${v2.id}`]: false,
+        },
+      },
+    });
     await a.set(EMAIL, 'ann@x.io', { [SPEND]: 5000 });
-    expect(await a.matches(EMAIL, 'ann@x.io', ask)).toEqual({ [seg('spenders')]: true, [`${seg('spenders')}|${v1.id}`]: true, [`${seg('spenders')}|${v2.id}`]: true });
+    expect(await a.matches(EMAIL, 'ann@x.io', ask)).toEqual({
+      [seg('spenders')]: true,
+      [`${seg('spenders')}|${v1.id}`]: true,
+      [`${seg('spenders')}|${v2.id}`]: true,
+    });
     // Several segments at once, each under its own key.
-    expect(await a.matches(EMAIL, 'ann@x.io', [{ discriminator: seg('gold') }, { discriminator: seg('spenders') }])).toEqual({ [seg('gold')]: false, [seg('spenders')]: true });
+    expect(
+      await a.matches(EMAIL, 'ann@x.io', [{ discriminator: seg('gold') }, { discriminator: seg('spenders') }]),
+    ).toEqual({ [seg('gold')]: false, [seg('spenders')]: true });
   });
 
   it('AQL-01, AQL-02: accepts a form-urlencoded body with bracket keys', async () => {
@@ -174,9 +253,14 @@ describe('evaluate a profile against segments', () => {
     const headers = { 'content-type': 'application/x-www-form-urlencoded' };
     let r = await a.call('POST', `/audience/keyspaces/${EMAIL}/profiles/bo%40x.io/evaluations`, { raw: form, headers });
     expect(r.status, r.text).toBe(200);
-    expect(r.body).toEqual({ matches: { segments: { [seg('spenders')]: false, [`${seg('spenders')}|${v1.id}`]: true } } });
+    expect(r.body).toEqual({
+      matches: { segments: { [seg('spenders')]: false, [`${seg('spenders')}|${v1.id}`]: true } },
+    });
     // The same form without its time zone is refused like the JSON body (AQL-04).
-    r = await a.call('POST', `/audience/keyspaces/${EMAIL}/profiles/bo%40x.io/evaluations`, { raw: `segments[0][discriminator]=${encodeURIComponent(seg('spenders'))}`, headers });
+    r = await a.call('POST', `/audience/keyspaces/${EMAIL}/profiles/bo%40x.io/evaluations`, {
+      raw: `segments[0][discriminator]=${encodeURIComponent(seg('spenders'))}`,
+      headers,
+    });
     expectProblem(r, 400);
   });
 
@@ -196,7 +280,10 @@ describe('evaluate a profile against segments', () => {
     for (const time_zone of ['Mars/Olympus_Mons', 'not a zone', '']) {
       expectProblem(await a.evaluate(EMAIL, 'di@x.io', { segments: [{ discriminator: seg('gold') }], time_zone }), 400);
     }
-    const r = await a.evaluate(EMAIL, 'di@x.io', { segments: [{ discriminator: seg('gold') }], time_zone: 'Mars/Olympus_Mons' });
+    const r = await a.evaluate(EMAIL, 'di@x.io', {
+      segments: [{ discriminator: seg('gold') }],
+      time_zone: 'Mars/Olympus_Mons',
+    });
     expect(r.body.detail).toContain('Mars/Olympus_Mons');
   });
 
@@ -204,20 +291,55 @@ describe('evaluate a profile against segments', () => {
     const a = await account();
     await a.create(EMAIL, 'ed@x.io');
     const [goldVersion] = await a.versions(seg('gold'));
-    expectProblem(await a.evaluate(EMAIL, 'ed@x.io', { segments: [{ discriminator: seg('spenders'), version_id: goldVersion.id }], time_zone: 'UTC' }), 400, 'AUD-1713');
-    expectProblem(await a.evaluate(EMAIL, 'ed@x.io', { segments: [{ discriminator: seg('spenders'), version_id: '999999999' }], time_zone: 'UTC' }), 400);
-    expectProblem(await a.evaluate(EMAIL, 'ed@x.io', { segments: [{ discriminator: seg('no-such-segment') }], time_zone: 'UTC' }), 400, 'AUD-1711');
+    expectProblem(
+      await a.evaluate(EMAIL, 'ed@x.io', {
+        segments: [{ discriminator: seg('spenders'), version_id: goldVersion.id }],
+        time_zone: 'UTC',
+      }),
+      400,
+      'AUD-1713',
+    );
+    expectProblem(
+      await a.evaluate(EMAIL, 'ed@x.io', {
+        segments: [{ discriminator: seg('spenders'), version_id: '999999999' }],
+        time_zone: 'UTC',
+      }),
+      400,
+    );
+    expectProblem(
+      await a.evaluate(EMAIL, 'ed@x.io', { segments: [{ discriminator: seg('no-such-segment') }], time_zone: 'UTC' }),
+      400,
+      'AUD-1711',
+    );
     // One bad entry spoils the request, even beside a good one.
-    expectProblem(await a.evaluate(EMAIL, 'ed@x.io', { segments: [{ discriminator: seg('gold') }, { discriminator: seg('gold'), version_id: (await a.versions(seg('spenders')))[0].id }], time_zone: 'UTC' }), 400, 'AUD-1713');
+    expectProblem(
+      await a.evaluate(EMAIL, 'ed@x.io', {
+        segments: [
+          { discriminator: seg('gold') },
+          { discriminator: seg('gold'), version_id: (await a.versions(seg('spenders')))[0].id },
+        ],
+        time_zone: 'UTC',
+      }),
+      400,
+      'AUD-1713',
+    );
   });
 
   it('AQL-07: evaluating an unknown profile → 404', async () => {
     const a = await account();
-    expectProblem(await a.evaluate(EMAIL, 'nobody@x.io', { segments: [{ discriminator: seg('gold') }], time_zone: 'UTC' }), 404, 'AUD-1201');
-    expectProblem(await a.evaluate(WEB, 'no-cookie', { segments: [{ discriminator: seg('gold') }], time_zone: 'UTC' }), 404, 'AUD-1201');
+    expectProblem(
+      await a.evaluate(EMAIL, 'nobody@x.io', { segments: [{ discriminator: seg('gold') }], time_zone: 'UTC' }),
+      404,
+      'AUD-1201',
+    );
+    expectProblem(
+      await a.evaluate(WEB, 'no-cookie', { segments: [{ discriminator: seg('gold') }], time_zone: 'UTC' }),
+      404,
+      'AUD-1201',
+    );
   });
 
-  it('AQL-01, AQL-07: a merged profile is evaluated with its cluster (values, every member\'s events) by any key; a locked one → 410', async () => {
+  it("AQL-01, AQL-07: a merged profile is evaluated with its cluster (values, every member's events) by any key; a locked one → 410", async () => {
     const a = await account();
     await a.create(EMAIL, 'cluster@x.io');
     await a.create(WEB, 'cookie-cluster');
@@ -225,7 +347,11 @@ describe('evaluate a profile against segments', () => {
     await a.buy(WEB, 'cookie-cluster', Date.now() - HOUR, 'ABC');
     await a.merge([EMAIL, 'cluster@x.io'], [WEB, 'cookie-cluster']);
     await a.set(EMAIL, 'cluster@x.io', { [SPEND]: 5000, [TIER]: 'Gold' });
-    const ask = [{ discriminator: seg('abc-buyers') }, { discriminator: seg('gold-spenders') }, { discriminator: seg('lapsed-buyers') }];
+    const ask = [
+      { discriminator: seg('abc-buyers') },
+      { discriminator: seg('gold-spenders') },
+      { discriminator: seg('lapsed-buyers') },
+    ];
     const expected = { [seg('abc-buyers')]: true, [seg('gold-spenders')]: true, [seg('lapsed-buyers')]: false };
     expect(await a.matches(EMAIL, 'cluster@x.io', ask)).toEqual(expected);
     expect(await a.matches(WEB, 'cookie-cluster', ask)).toEqual(expected);
@@ -235,12 +361,22 @@ describe('evaluate a profile against segments', () => {
 
   it('AQL-19: terms combine with && and || (and parentheses), in evaluation and count alike', async () => {
     const a = await account();
-    const people: [string, string, number][] = [['gold-rich@x.io', 'Gold', 5000], ['gold-mid@x.io', 'Gold', 500], ['gold-poor@x.io', 'Gold', 5], ['silver-rich@x.io', 'Silver', 5000], ['silver-mid@x.io', 'Silver', 500], ['bronze-mid@x.io', 'Bronze', 500], ['silver-poor@x.io', 'Silver', 5]];
+    const people: [string, string, number][] = [
+      ['gold-rich@x.io', 'Gold', 5000],
+      ['gold-mid@x.io', 'Gold', 500],
+      ['gold-poor@x.io', 'Gold', 5],
+      ['silver-rich@x.io', 'Silver', 5000],
+      ['silver-mid@x.io', 'Silver', 500],
+      ['bronze-mid@x.io', 'Bronze', 500],
+      ['silver-poor@x.io', 'Silver', 5],
+    ];
     for (const [key, t, s] of people) {
       await a.create(EMAIL, key);
       await a.set(EMAIL, key, { [TIER]: t, [SPEND]: s });
     }
-    const ask = ['gold-spenders', 'gold-or-spenders', 'silver-or-gold-spenders'].map((s) => ({ discriminator: seg(s) }));
+    const ask = ['gold-spenders', 'gold-or-spenders', 'silver-or-gold-spenders'].map((s) => ({
+      discriminator: seg(s),
+    }));
     const expected: Record<string, [boolean, boolean, boolean]> = {
       'gold-rich@x.io': [true, true, true],
       'gold-mid@x.io': [true, true, true],
@@ -251,7 +387,11 @@ describe('evaluate a profile against segments', () => {
       'silver-poor@x.io': [false, false, false],
     };
     for (const [key, [and, or, nested]] of Object.entries(expected)) {
-      expect(await a.matches(EMAIL, key, ask), key).toEqual({ [seg('gold-spenders')]: and, [seg('gold-or-spenders')]: or, [seg('silver-or-gold-spenders')]: nested });
+      expect(await a.matches(EMAIL, key, ask), key).toEqual({
+        [seg('gold-spenders')]: and,
+        [seg('gold-or-spenders')]: or,
+        [seg('silver-or-gold-spenders')]: nested,
+      });
     }
     expect(await a.counted({ segment_discriminator: seg('gold-spenders') })).toBe(2);
     expect(await a.counted({ segment_discriminator: seg('gold-or-spenders') })).toBe(4);
@@ -260,7 +400,12 @@ describe('evaluate a profile against segments', () => {
 
   it('AQL-24: text conditions are case-sensitive (attributes and event data; evaluation and count)', async () => {
     const a = await account();
-    for (const [key, t, sku] of [['g1@x.io', 'Gold', 'ABC'], ['g2@x.io', 'gold', 'abc'], ['g3@x.io', 'GOLD', 'Abc'], ['g4@x.io', ' Gold', 'ABC ']]) {
+    for (const [key, t, sku] of [
+      ['g1@x.io', 'Gold', 'ABC'],
+      ['g2@x.io', 'gold', 'abc'],
+      ['g3@x.io', 'GOLD', 'Abc'],
+      ['g4@x.io', ' Gold', 'ABC '],
+    ]) {
       await a.create(EMAIL, key);
       await a.set(EMAIL, key, { [TIER]: t });
       await a.buy(EMAIL, key, server.clock.now - HOUR, sku);
@@ -282,7 +427,7 @@ describe('evaluate a profile against segments', () => {
     expect(r.body).toEqual({ matching_profile_count: { [point]: { known: 1, unknown: 0 } } });
   });
 
-  it('AQL-17: inLast windows count back from the server clock\'s now', async () => {
+  it("AQL-17: inLast windows count back from the server clock's now", async () => {
     const a = await account();
     await a.create(EMAIL, 'fresh@x.io');
     await a.buy(EMAIL, 'fresh@x.io', server.clock.now - 2 * DAY);
@@ -292,7 +437,11 @@ describe('evaluate a profile against segments', () => {
     await a.buy(EMAIL, 'ancient@x.io', server.clock.now - 40 * DAY);
     await a.create(EMAIL, 'never@x.io');
     const ask = ['buyers', 'recent-buyers', 'lapsed-buyers'].map((s) => ({ discriminator: seg(s) }));
-    const result = (buyers: boolean, recent: boolean, lapsed: boolean) => ({ [seg('buyers')]: buyers, [seg('recent-buyers')]: recent, [seg('lapsed-buyers')]: lapsed });
+    const result = (buyers: boolean, recent: boolean, lapsed: boolean) => ({
+      [seg('buyers')]: buyers,
+      [seg('recent-buyers')]: recent,
+      [seg('lapsed-buyers')]: lapsed,
+    });
     expect(await a.matches(EMAIL, 'fresh@x.io', ask)).toEqual(result(true, true, false));
     expect(await a.matches(EMAIL, 'stale@x.io', ask)).toEqual(result(true, false, true));
     expect(await a.matches(EMAIL, 'ancient@x.io', ask)).toEqual(result(true, false, false));
@@ -313,7 +462,7 @@ describe('evaluate a profile against segments', () => {
     expect(await a.matches(EMAIL, 'never@x.io', ask)).toEqual(result(true, true, false));
   });
 
-  it('AQL-18: betweenDates takes whole days in the request\'s time zone, around midnight', async () => {
+  it("AQL-18: betweenDates takes whole days in the request's time zone, around midnight", async () => {
     const a = await account();
     // 23:30 UTC on New Year's Eve is 00:30 on New Year's Day in Oslo (UTC+1).
     await a.create(EMAIL, 'eve@x.io');
@@ -344,7 +493,10 @@ describe('evaluate a profile against segments', () => {
     expect(await a.counted({ segment_discriminator: seg('new-year-buyers'), timezone: 'Europe/Oslo' })).toBe(3);
     // And so does the trend.
     const point = iso(server.clock.now + MINUTE);
-    for (const [timezone, n] of [['UTC', 4], ['Europe/Oslo', 3]] as const) {
+    for (const [timezone, n] of [
+      ['UTC', 4],
+      ['Europe/Oslo', 3],
+    ] as const) {
       const r = await a.trend(seg('new-year-buyers'), { sampling_points: [point], timezone });
       expect(r.status, r.text).toBe(200);
       expect(r.body).toEqual({ matching_profile_count: { [point]: { known: n, unknown: 0 } } });
@@ -384,7 +536,12 @@ describe('profile in segment count', () => {
 
   it('EXP-23: counts by stored discriminator (latest version) or by inline segment_definition, answering 200 {profile_count} at once', async () => {
     const a = await account();
-    for (const [key, t, s] of [['a@x.io', 'Gold', 5000], ['b@x.io', 'Gold', 500], ['c@x.io', 'Silver', 500], ['d@x.io', 'Silver', 5]] as const) {
+    for (const [key, t, s] of [
+      ['a@x.io', 'Gold', 5000],
+      ['b@x.io', 'Gold', 500],
+      ['c@x.io', 'Silver', 500],
+      ['d@x.io', 'Silver', 5],
+    ] as const) {
       await a.create(EMAIL, key);
       await a.set(EMAIL, key, { [TIER]: t, [SPEND]: s });
     }
@@ -419,34 +576,77 @@ describe('profile in segment count', () => {
       [`section(${sectionId}).event(1).inLast("events.year", 0, 1)`, 'AUD-1707'],
     ];
     for (const [definition, code] of cases) {
-      const r = await a.count({ section_discriminator: SEC, segment: { timezone: 'UTC', segment_definition: definition } });
+      const r = await a.count({
+        section_discriminator: SEC,
+        segment: { timezone: 'UTC', segment_definition: definition },
+      });
       expectProblem(r, 400, code);
       expect(r.body.detail, definition).toMatch(/AQL/);
     }
     // The detail says where the fault is.
-    const r = await a.count({ section_discriminator: SEC, segment: { timezone: 'UTC', segment_definition: 'section(1).attribute("x").eq(1)' } });
+    const r = await a.count({
+      section_discriminator: SEC,
+      segment: { timezone: 'UTC', segment_definition: 'section(1).attribute("x").eq(1)' },
+    });
     expect(r.body.detail).toMatch(/line 1, column 22/);
   });
 
   it('unknown section → 404; neither or both of segment_discriminator and segment_definition → 400; unknown segment → 400', async () => {
     const a = await account();
     const [v2] = (await a.versions(seg('spenders'))).slice(-1);
-    expectProblem(await a.count({ section_discriminator: 'com.vendor1.sections.user-created.nope', segment: { timezone: 'UTC', segment_discriminator: seg('spenders') } }), 404);
+    expectProblem(
+      await a.count({
+        section_discriminator: 'com.vendor1.sections.user-created.nope',
+        segment: { timezone: 'UTC', segment_discriminator: seg('spenders') },
+      }),
+      404,
+    );
     expectProblem(await a.count({ section_discriminator: SEC, segment: { timezone: 'UTC' } }), 400);
-    expectProblem(await a.count({ section_discriminator: SEC, segment: { timezone: 'UTC', segment_discriminator: seg('spenders'), segment_definition: v2.query } }), 400);
-    expectProblem(await a.count({ section_discriminator: SEC, segment: { timezone: 'UTC', segment_discriminator: seg('no-such') } }), 400);
+    expectProblem(
+      await a.count({
+        section_discriminator: SEC,
+        segment: { timezone: 'UTC', segment_discriminator: seg('spenders'), segment_definition: v2.query },
+      }),
+      400,
+    );
+    expectProblem(
+      await a.count({
+        section_discriminator: SEC,
+        segment: { timezone: 'UTC', segment_discriminator: seg('no-such') },
+      }),
+      400,
+    );
     expectProblem(await a.count({ section_discriminator: SEC }), 400);
     expectProblem(await a.count({ segment: { timezone: 'UTC', segment_discriminator: seg('spenders') } }), 400);
-    expectProblem(await a.count({ section_discriminator: SEC, segment: { timezone: 'UTC', segment_discriminator: seg('spenders') }, known_profiles: 'yes' }), 400);
+    expectProblem(
+      await a.count({
+        section_discriminator: SEC,
+        segment: { timezone: 'UTC', segment_discriminator: seg('spenders') },
+        known_profiles: 'yes',
+      }),
+      400,
+    );
   });
 
   it('AQL-05: an unrecognised or missing time zone → 400', async () => {
     const a = await account();
-    const r = await a.count({ section_discriminator: SEC, segment: { timezone: 'Atlantis/Capital', segment_discriminator: seg('spenders') } });
+    const r = await a.count({
+      section_discriminator: SEC,
+      segment: { timezone: 'Atlantis/Capital', segment_discriminator: seg('spenders') },
+    });
     expectProblem(r, 400, 'AUD-1712');
     expect(r.body.detail).toContain('Atlantis/Capital');
-    expectProblem(await a.count({ section_discriminator: SEC, segment: { segment_discriminator: seg('spenders') } }), 400);
-    expectProblem(await a.count({ section_discriminator: SEC, segment: { time_zone: 'UTC', segment_discriminator: seg('spenders') } }), 400);
+    expectProblem(
+      await a.count({ section_discriminator: SEC, segment: { segment_discriminator: seg('spenders') } }),
+      400,
+    );
+    expectProblem(
+      await a.count({
+        section_discriminator: SEC,
+        segment: { time_zone: 'UTC', segment_discriminator: seg('spenders') },
+      }),
+      400,
+    );
   });
 
   it('LIM-04: a second count within the same second → 429 with the default limits', async () => {
@@ -473,7 +673,9 @@ describe('count matching profiles over time', () => {
    * A buyer created at t0 who buys ten minutes later (bought), and ten minutes after that an
    * unknown profile (created) with a purchase dated a day before t0, before it existed.
    */
-  async function buyerAndLateCookie(a: Awaited<ReturnType<typeof account>>): Promise<{ t0: number; bought: number; created: number }> {
+  async function buyerAndLateCookie(
+    a: Awaited<ReturnType<typeof account>>,
+  ): Promise<{ t0: number; bought: number; created: number }> {
     const t0 = server.clock.now;
     await a.create(EMAIL, 'buyer@x.io');
     server.clock.advance(10 * MINUTE);
@@ -527,7 +729,7 @@ describe('count matching profiles over time', () => {
     expect(await a.counted({ segment_discriminator: seg('spenders') }, false)).toBe(0);
   });
 
-  it('AQL-08: a merged cluster is one profile of the trend (clusters as they are now), known through any member, with every member\'s history and events', async () => {
+  it("AQL-08: a merged cluster is one profile of the trend (clusters as they are now), known through any member, with every member's history and events", async () => {
     const a = await account();
     const t0 = server.clock.now;
     // A web visitor buys and spends before it is merged with a known profile; an unknown visitor spends too.
@@ -555,7 +757,11 @@ describe('count matching profiles over time', () => {
       [points[2]]: { known: 1, unknown: 1 },
     };
     expect(await trend('spenders')).toEqual(expected);
-    expect(await trend('buyers')).toEqual({ ...expected, [points[1]]: { known: 1, unknown: 0 }, [points[2]]: { known: 1, unknown: 0 } });
+    expect(await trend('buyers')).toEqual({
+      ...expected,
+      [points[1]]: { known: 1, unknown: 0 },
+      [points[2]]: { known: 1, unknown: 0 },
+    });
   });
 
   it('AQL-08: points before a profile existed count 0; events count only up to each point, windows back from it', async () => {
@@ -588,7 +794,7 @@ describe('count matching profiles over time', () => {
     });
   });
 
-  it('AQL-08: an event term without a time window counts every event up to the point, from the profile\'s creation on', async () => {
+  it("AQL-08: an event term without a time window counts every event up to the point, from the profile's creation on", async () => {
     const a = await account();
     const { t0, bought, created } = await buyerAndLateCookie(a);
     const points = [t0 - HOUR, bought - MINUTE, bought + MINUTE, created + MINUTE, bought + 400 * DAY].map(iso);
@@ -624,7 +830,7 @@ describe('count matching profiles over time', () => {
     expectProblem(await a.trend(seg('spenders'), { sampling_points: '2026-01-01T00:00:00Z', timezone: 'UTC' }), 400);
   });
 
-  it('AQL-10: the trend\'s time zone field is timezone, required (400 when missing or given as time_zone)', async () => {
+  it("AQL-10: the trend's time zone field is timezone, required (400 when missing or given as time_zone)", async () => {
     const a = await account();
     const point = '2026-01-01T00:00:00Z';
     expectProblem(await a.trend(seg('spenders'), { sampling_points: [point] }), 400);
@@ -635,7 +841,10 @@ describe('count matching profiles over time', () => {
 
   it('AQL-05: an unrecognised trend timezone → 400', async () => {
     const a = await account();
-    const r = await a.trend(seg('spenders'), { sampling_points: ['2026-01-01T00:00:00Z'], timezone: 'Europe/Atlantis' });
+    const r = await a.trend(seg('spenders'), {
+      sampling_points: ['2026-01-01T00:00:00Z'],
+      timezone: 'Europe/Atlantis',
+    });
     expectProblem(r, 400, 'AUD-1712');
     expect(r.body.detail).toContain('Europe/Atlantis');
   });
@@ -650,9 +859,13 @@ describe('count matching profiles over time', () => {
 
 describe('attribute history: a row for each value replaced (migration 0015)', () => {
   /** The account's attribute history rows, [value, set_at, replaced_at] in ms, oldest first. */
-  const history = async (accountId: string) => (await db.query<{ value: unknown; set_at: Date; replaced_at: Date }>(
-    'select value, set_at, replaced_at from attribute_history where account_id = $1 order by set_at, replaced_at', [accountId],
-  )).rows.map((r) => [r.value, r.set_at.getTime(), r.replaced_at.getTime()]);
+  const history = async (accountId: string) =>
+    (
+      await db.query<{ value: unknown; set_at: Date; replaced_at: Date }>(
+        'select value, set_at, replaced_at from attribute_history where account_id = $1 order by set_at, replaced_at',
+        [accountId],
+      )
+    ).rows.map((r) => [r.value, r.set_at.getTime(), r.replaced_at.getTime()]);
   /** The known profiles the spenders segment counts at each point. */
   const known = async (a: Awaited<ReturnType<typeof account>>, points: number[]) => {
     const r = await a.trend(seg('spenders'), { sampling_points: points.map(iso), timezone: 'UTC' });
@@ -701,7 +914,7 @@ describe('attribute history: a row for each value replaced (migration 0015)', ()
     expect(await known(a, [t1, t2 - 1, t2, t3 - 1, t3])).toEqual([1, 1, 0, 0, 1]);
   });
 
-  it('AQL-08, MRG-12, MRG-14: a merge and an unmerge write no history; a write to the cluster replaces the canonical profile\'s own value', async () => {
+  it("AQL-08, MRG-12, MRG-14: a merge and an unmerge write no history; a write to the cluster replaces the canonical profile's own value", async () => {
     const a = await account();
     // The web profile, created first, is the canonical one: its value is the one the cluster shows.
     await a.create(WEB, 'cookie-h');

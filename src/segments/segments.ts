@@ -40,16 +40,29 @@ function storedExpression(defs: Definitions, text: string): Expression {
   return expression;
 }
 
-export interface SegmentRef { discriminator: string; version_id?: string }
+export interface SegmentRef {
+  discriminator: string;
+  version_id?: string;
+}
 
 /**
  * Refuses (403) a query that reads a section the caller's API key is not granted: its count or
  * evaluation would answer from data the key may not read (SPEC §5.7; docs/security.md).
  */
-function requireReadable(scope: AccountScope, query: { expression: Expression; text: string }, field: string): Expression {
+function requireReadable(
+  scope: AccountScope,
+  query: { expression: Expression; text: string },
+  field: string,
+): Expression {
   const granted = scope.caller?.sectionIds;
   const denied = granted ? termsOf(query.expression).find((t) => !granted.includes(t.sectionId)) : undefined;
-  if (denied) throw aqlError('AUD-1107', query.text, denied.sectionAt, `${field} reads the section ${denied.sectionId}, which the API key is not granted`);
+  if (denied)
+    throw aqlError(
+      'AUD-1107',
+      query.text,
+      denied.sectionAt,
+      `${field} reads the section ${denied.sectionId}, which the API key is not granted`,
+    );
   return query.expression;
 }
 
@@ -63,7 +76,11 @@ function segmentQuery(defs: Definitions, ref: SegmentRef, field: string): string
     return latest.query;
   }
   const version = segment.versions.find((v) => v.id === ref.version_id);
-  if (!version) throw new Problem('AUD-1713', `${field}: version ID "${ref.version_id}" does not belong to segment "${ref.discriminator}"`);
+  if (!version)
+    throw new Problem(
+      'AUD-1713',
+      `${field}: version ID "${ref.version_id}" does not belong to segment "${ref.discriminator}"`,
+    );
   return version.query;
 }
 
@@ -80,7 +97,11 @@ export function segmentExpression(defs: Definitions, ref: SegmentRef, field: str
  * whose id is the SQL `profile`, for statements over many profiles (exports); `account` is the
  * placeholder of the account id.
  */
-export function knownProfileSql(scope: Pick<AccountScope, 'defs'>, values: SqlValues, target: { account: string; profile: string; wanted: boolean }): string {
+export function knownProfileSql(
+  scope: Pick<AccountScope, 'defs'>,
+  values: SqlValues,
+  target: { account: string; profile: string; wanted: boolean },
+): string {
   return `${target.wanted ? '' : 'not '}${q.knownPredicate(values, { account: target.account, profile: target.profile, keyspaceIds: knownKeyspaceIds(scope.defs) })}`;
 }
 
@@ -93,7 +114,12 @@ export function knownKeyspaceIds(defs: Definitions): string[] {
  * Evaluates a profile against segments (SPEC §4.3) with the in-memory evaluator: the answer maps
  * each discriminator (or `discriminator|version_id`) to whether the profile matches now.
  */
-export async function evaluateProfile(db: Queryable, scope: AccountScope, id: UniqueIdentifier, body: { segments: SegmentRef[]; time_zone: string }): Promise<{ matches: { segments: Record<string, boolean> } }> {
+export async function evaluateProfile(
+  db: Queryable,
+  scope: AccountScope,
+  id: UniqueIdentifier,
+  body: { segments: SegmentRef[]; time_zone: string },
+): Promise<{ matches: { segments: Record<string, boolean> } }> {
   const timeZone = checkTimeZone(body.time_zone, 'time_zone');
   const queries = body.segments.map((ref, i) => {
     const text = segmentQuery(scope.defs, ref, `segments[${i}]`);
@@ -102,26 +128,44 @@ export async function evaluateProfile(db: Queryable, scope: AccountScope, id: Un
       expression: requireReadable(scope, { expression: storedExpression(scope.defs, text), text }, `segments[${i}]`),
     };
   });
-  const versions = new Set(queries.flatMap((x) => termsOf(x.expression)).filter((t) => t.kind === 'event').map((t) => t.versionId));
+  const versions = new Set(
+    queries
+      .flatMap((x) => termsOf(x.expression))
+      .filter((t) => t.kind === 'event')
+      .map((t) => t.versionId),
+  );
   const { facts } = await locateWithFacts(db, scope, id, [...versions]);
   const now = scope.now.getTime();
-  return { matches: { segments: Object.fromEntries(queries.map((x) => [x.key, evaluate(x.expression, facts, now, timeZone)])) } };
+  return {
+    matches: {
+      segments: Object.fromEntries(queries.map((x) => [x.key, evaluate(x.expression, facts, now, timeZone)])),
+    },
+  };
 }
 
-export interface SegmentChoice { timezone: string; segment_discriminator?: string; segment_definition?: string }
+export interface SegmentChoice {
+  timezone: string;
+  segment_discriminator?: string;
+  segment_definition?: string;
+}
 
 /** The query of a request's `segment`: a stored segment by discriminator, or an inline definition (validated here); 400 for neither or both. */
 export function chosenQuery(defs: Definitions, segment: SegmentChoice): { expression: Expression; text: string } {
   if ((segment.segment_discriminator === undefined) === (segment.segment_definition === undefined)) {
     throw new Problem('AUD-0', 'segment: give either segment_discriminator or segment_definition');
   }
-  if (segment.segment_definition !== undefined) return { expression: compileQuery(defs, segment.segment_definition), text: segment.segment_definition };
+  if (segment.segment_definition !== undefined)
+    return { expression: compileQuery(defs, segment.segment_definition), text: segment.segment_definition };
   const text = segmentQuery(defs, { discriminator: segment.segment_discriminator! }, 'segment.segment_discriminator');
   return { expression: storedExpression(defs, text), text };
 }
 
 /** Profile in segment count (POST /audience/profiles/reports/segments/count): profiles matching now, all, known or unknown. */
-export async function countSegment(db: Queryable, scope: AccountScope, body: { section_discriminator: string; segment: SegmentChoice; known_profiles?: boolean | null }): Promise<{ profile_count: number }> {
+export async function countSegment(
+  db: Queryable,
+  scope: AccountScope,
+  body: { section_discriminator: string; segment: SegmentChoice; known_profiles?: boolean | null },
+): Promise<{ profile_count: number }> {
   sectionOf(scope, body.section_discriminator);
   const timeZone = checkTimeZone(body.segment.timezone, 'segment.timezone');
   const expression = requireReadable(scope, chosenQuery(scope.defs, body.segment), 'segment');
@@ -131,10 +175,17 @@ export async function countSegment(db: Queryable, scope: AccountScope, body: { s
   const text = compilePredicate(expression, { account, now, timeZone }, values);
   // Without clusters, a query that needs a section row counts that section's rows (docs/benchmarks.md "Segments").
   const [section] = requiredSections(expression);
-  const simple = section === undefined
-    ? { text: compilePredicate(expression, { account, now, timeZone, clusters: false }, values) }
-    : { section: values.add(section, 'bigint'), text: compilePredicate(expression, { account, now, timeZone, clusters: false, sectionRow: section }, values) };
-  const known = body.known_profiles === undefined || body.known_profiles === null ? null : { keyspaceIds: knownKeyspaceIds(scope.defs), wanted: body.known_profiles };
+  const simple =
+    section === undefined
+      ? { text: compilePredicate(expression, { account, now, timeZone, clusters: false }, values) }
+      : {
+          section: values.add(section, 'bigint'),
+          text: compilePredicate(expression, { account, now, timeZone, clusters: false, sectionRow: section }, values),
+        };
+  const known =
+    body.known_profiles === undefined || body.known_profiles === null
+      ? null
+      : { keyspaceIds: knownKeyspaceIds(scope.defs), wanted: body.known_profiles };
   return { profile_count: await q.countProfilesMatching(db, { account, text, simple, values: values.values }, known) };
 }
 
@@ -142,7 +193,13 @@ export async function countSegment(db: Queryable, scope: AccountScope, body: { s
  * Count matching profiles over time (POST /audience/sections/{s}/segments/{seg}/trend): for each
  * sampling point, the known and unknown profiles that matched the segment's latest version then.
  */
-export async function segmentTrend(pool: pg.Pool, scope: AccountScope, sectionDiscriminator: string, segmentDiscriminator: string, body: { sampling_points: string[]; timezone: string }): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }> }> {
+export async function segmentTrend(
+  pool: pg.Pool,
+  scope: AccountScope,
+  sectionDiscriminator: string,
+  segmentDiscriminator: string,
+  body: { sampling_points: string[]; timezone: string },
+): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }> }> {
   sectionOf(scope, sectionDiscriminator);
   const timeZone = checkTimeZone(body.timezone, 'timezone');
   const segment = scope.defs.segments.find((s) => s.discriminator === segmentDiscriminator);
@@ -155,10 +212,17 @@ export async function segmentTrend(pool: pg.Pool, scope: AccountScope, sectionDi
   const points = order.map((i) => requested[i]);
   const values = new SqlValues();
   const accountParam = values.add(scope.accountId, 'bigint');
-  const pointsParam = values.add(points.map((t) => new Date(t)), 'timestamptz[]');
+  const pointsParam = values.add(
+    points.map((t) => new Date(t)),
+    'timestamptz[]',
+  );
   const general = compileMasks(expression, { accountParam, points, pointsParam, timeZone }, values);
   const simple = compileMasks(expression, { accountParam, points, pointsParam, timeZone, clusters: false }, values);
-  const counts = await q.countMasksByPoint(pool, { general, simple, values: values.values, accountParam, pointsParam }, knownKeyspaceIds(scope.defs));
+  const counts = await q.countMasksByPoint(
+    pool,
+    { general, simple, values: values.values, accountParam, pointsParam },
+    knownKeyspaceIds(scope.defs),
+  );
   const result: Record<string, { known: number; unknown: number }> = {};
   order.forEach((i, j) => {
     const found = counts.find((c) => c.i === j + 1);

@@ -8,7 +8,10 @@ import type { Queryable } from './pool.ts';
  * costs PostgreSQL a wake-up, a protocol exchange and an executor start-up whatever its size
  * (docs/benchmarks.md "Profiles").
  */
-export function coalesce<K, T, R>(run: (key: K, items: T[]) => Promise<(R | PromiseLike<R>)[]>, maxItems = 64): (key: K, item: T) => Promise<R> {
+export function coalesce<K, T, R>(
+  run: (key: K, items: T[]) => Promise<(R | PromiseLike<R>)[]>,
+  maxItems = 64,
+): (key: K, item: T) => Promise<R> {
   type Waiting = { item: T; resolve: (result: R | PromiseLike<R>) => void; reject: (err: unknown) => void };
   let pending: Map<K, Waiting[]> | undefined;
   const flush = () => {
@@ -17,30 +20,36 @@ export function coalesce<K, T, R>(run: (key: K, items: T[]) => Promise<(R | Prom
     for (const [key, waiting] of batches) {
       for (let from = 0; from < waiting.length; from += maxItems) {
         const part = waiting.slice(from, from + maxItems);
-        run(key, part.map((w) => w.item)).then(
+        run(
+          key,
+          part.map((w) => w.item),
+        ).then(
           (results) => part.forEach((w, i) => w.resolve(results[i])),
           (err: unknown) => part.forEach((w) => w.reject(err)),
         );
       }
     }
   };
-  return (key, item) => new Promise<R>((resolve, reject) => {
-    if (!pending) {
-      pending = new Map();
-      // After the poll phase: every request read in this turn has asked by then.
-      setImmediate(flush);
-    }
-    const waiting = pending.get(key);
-    if (waiting) waiting.push({ item, resolve, reject });
-    else pending.set(key, [{ item, resolve, reject }]);
-  });
+  return (key, item) =>
+    new Promise<R>((resolve, reject) => {
+      if (!pending) {
+        pending = new Map();
+        // After the poll phase: every request read in this turn has asked by then.
+        setImmediate(flush);
+      }
+      const waiting = pending.get(key);
+      if (waiting) waiting.push({ item, resolve, reject });
+      else pending.set(key, [{ item, resolve, reject }]);
+    });
 }
 
 /**
  * coalesce for statements: one gathering per pool (or client), so that only calls on the same
  * connections share a statement; `run` gets the pool with the key and the items.
  */
-export function coalescePerPool<K, T, R>(run: (db: Queryable, key: K, items: T[]) => Promise<(R | PromiseLike<R>)[]>): (db: Queryable, key: K, item: T) => Promise<R> {
+export function coalescePerPool<K, T, R>(
+  run: (db: Queryable, key: K, items: T[]) => Promise<(R | PromiseLike<R>)[]>,
+): (db: Queryable, key: K, item: T) => Promise<R> {
   const byPool = new WeakMap<Queryable, (key: K, item: T) => Promise<R>>();
   return (db, key, item) => {
     let call = byPool.get(db);
@@ -57,7 +66,9 @@ export function coalescePerPool<K, T, R>(run: (db: Queryable, key: K, items: T[]
  * again one at a time, so that one item's failure (or a deadlock with another transaction) is
  * that item's alone.
  */
-export function aloneOnFailure<K, T, R>(run: (db: Queryable, key: K, items: T[]) => Promise<R[]>): (db: Queryable, key: K, items: T[]) => Promise<(R | Promise<R>)[]> {
+export function aloneOnFailure<K, T, R>(
+  run: (db: Queryable, key: K, items: T[]) => Promise<R[]>,
+): (db: Queryable, key: K, items: T[]) => Promise<(R | Promise<R>)[]> {
   return async (db, key, items) => {
     if (items.length === 1) return run(db, key, items);
     try {

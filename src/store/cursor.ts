@@ -7,7 +7,12 @@ import type pg from 'pg';
  * however long the reader takes. Stopping the iteration early closes the cursor. With `whole`, the
  * statement is planned for reading all of it.
  */
-export async function* cursorRows(pool: pg.Pool, statement: { text: string; values: unknown[] }, batch = 1000, options: { whole?: boolean } = {}): AsyncGenerator<unknown[]> {
+export async function* cursorRows(
+  pool: pg.Pool,
+  statement: { text: string; values: unknown[] },
+  batch = 1000,
+  options: { whole?: boolean } = {},
+): AsyncGenerator<unknown[]> {
   const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (err: Error) => {

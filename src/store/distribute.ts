@@ -32,7 +32,11 @@ export async function isDistributed(db: Pick<pg.ClientBase, 'query'>): Promise<b
   return rows.length > 0;
 }
 
-interface ForeignKey { table: string; name: string; definition: string }
+interface ForeignKey {
+  table: string;
+  name: string;
+  definition: string;
+}
 
 /**
  * Makes the reference tables and distributes every other table of the schema that Citus does not
@@ -68,16 +72,23 @@ export async function distribute(db: Pick<pg.ClientBase, 'query'>): Promise<stri
       await db.query('select create_reference_table($1::regclass)', [table]);
       converted.push(table);
     }
-    const { rows: [colocated] } = await db.query<{ name: string | null }>(
+    const {
+      rows: [colocated],
+    } = await db.query<{ name: string | null }>(
       `select min(logicalrelid::regclass::text) as name from pg_dist_partition where partmethod = 'h'`,
     );
     let colocateWith = colocated.name ?? 'default';
     for (const table of pending.filter((t) => !REFERENCE_TABLES.includes(t))) {
-      await db.query('select create_distributed_table($1::regclass, $2, colocate_with => $3)', [table, DISTRIBUTION_COLUMN, colocateWith]);
+      await db.query('select create_distributed_table($1::regclass, $2, colocate_with => $3)', [
+        table,
+        DISTRIBUTION_COLUMN,
+        colocateWith,
+      ]);
       if (colocateWith === 'default') colocateWith = table;
       converted.push(table);
     }
-    for (const k of keys) await db.query(`alter table ${ident(k.table)} add constraint ${ident(k.name)} ${k.definition}`);
+    for (const k of keys)
+      await db.query(`alter table ${ident(k.table)} add constraint ${ident(k.name)} ${k.definition}`);
   }
   // Statements pushed down to a worker call the schema's SQL functions there.
   const { rows: functions } = await db.query<{ signature: string }>(

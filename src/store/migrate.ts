@@ -24,7 +24,9 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
       name text primary key, applied_at timestamptz not null default now())`);
     const citus = await hasCitus(client);
     const distributed = citus && (await isDistributed(client));
-    const done = new Set((await client.query<{ name: string }>('select name from schema_migrations')).rows.map((r) => r.name));
+    const done = new Set(
+      (await client.query<{ name: string }>('select name from schema_migrations')).rows.map((r) => r.name),
+    );
     const files = (await fs.readdir(MIGRATIONS_DIR)).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort();
     for (const file of files) {
       if (done.has(file)) continue;

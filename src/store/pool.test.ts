@@ -27,9 +27,14 @@ describe('isDatabaseUnavailable', () => {
     const terminated = await failure(async (client, other) => {
       const pid = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
       // Settled at once, so that its failure is not unhandled while the test waits.
-      const sleeping = client.query('select pg_sleep(30)').then(() => undefined, (err: unknown) => err);
+      const sleeping = client.query('select pg_sleep(30)').then(
+        () => undefined,
+        (err: unknown) => err,
+      );
       // Once the statement runs, the server ends its backend.
-      while ((await other.query(`select 1 from pg_stat_activity where pid = $1 and state = 'active'`, [pid])).rowCount === 0);
+      while (
+        (await other.query(`select 1 from pg_stat_activity where pid = $1 and state = 'active'`, [pid])).rowCount === 0
+      );
       await other.query('select pg_terminate_backend($1)', [pid]);
       throw await sleeping;
     });
@@ -37,7 +42,10 @@ describe('isDatabaseUnavailable', () => {
     expect(isDatabaseUnavailable(terminated)).toBe(true);
 
     const closed = new pg.Client({ host: '127.0.0.1', port: 1, user: 'postgres' });
-    const refused = await closed.connect().then(() => undefined, (err: unknown) => err);
+    const refused = await closed.connect().then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     expect(isDatabaseUnavailable(refused)).toBe(true);
   });
 

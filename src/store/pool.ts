@@ -93,6 +93,10 @@ export function isDatabaseUnavailable(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   const code = (err as { code?: unknown }).code;
   if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || /^08[0-9A-Z]{3}$/.test(code))) return true;
-  if (err.message.startsWith('Connection terminated') || err.message.startsWith('Client has encountered a connection error')) return true;
+  if (
+    err.message.startsWith('Connection terminated') ||
+    err.message.startsWith('Client has encountered a connection error')
+  )
+    return true;
   return err instanceof AggregateError && err.errors.some(isDatabaseUnavailable);
 }

@@ -16,7 +16,10 @@ const key = trackingKey('test-server-secret');
 /** A header of a parsed message as it was written, unfolded (mailparser structures some headers). */
 function header(mail: ParsedMail, name: string): string | undefined {
   const line = mail.headerLines.find((h) => h.key === name)?.line;
-  return line?.slice(line.indexOf(':') + 1).replace(/\r?\n[ \t]+/g, ' ').trim();
+  return line
+    ?.slice(line.indexOf(':') + 1)
+    .replace(/\r?\n[ \t]+/g, ' ')
+    .trim();
 }
 const PDF = Buffer.from('%PDF-1.4 a small document');
 
@@ -34,7 +37,10 @@ function input(overrides: Partial<MessageInput> = {}): MessageInput {
     from: { name: 'The Shop', address: 'orders@shop.example' },
     to: { name: 'Ann Example', address: 'ann@example.com' },
     replyTo: 'help@shop.example',
-    attachments: [{ name: 'invoice.pdf', content_type: 'application/pdf', content: PDF.toString('base64') }, { name: 'note.txt', content_type: 'text/plain', content: Buffer.from('thanks').toString('base64') }],
+    attachments: [
+      { name: 'invoice.pdf', content_type: 'application/pdf', content: PDF.toString('base64') },
+      { name: 'note.txt', content_type: 'text/plain', content: Buffer.from('thanks').toString('base64') },
+    ],
     tracking: { base: 'https://t.example', key, target: { accountId: '7', transactionId: crypto.randomUUID() } },
     ...overrides,
   };
@@ -82,7 +88,11 @@ describe('delivery over SMTP (nodemailer to a loopback smtp-server, parsed back 
     expect(readTracking(key, 'unsubscribe', unsubscribe.split('/').pop()!)).toEqual(given.tracking.target);
     expect(header(m, 'list-unsubscribe-post')).toBe('List-Unsubscribe=One-Click');
     // The text alternative, made from the HTML as rendered (its links untracked).
-    expect(m.text).toBe('Hello <Ann & Bob>,\n\nYour order A-17.\n\nSee the order (https://shop.example/orders/A-17?a=1&b=2) help (mailto:help@shop.example) Unsubscribe (' + unsubscribe + ')');
+    expect(m.text).toBe(
+      'Hello <Ann & Bob>,\n\nYour order A-17.\n\nSee the order (https://shop.example/orders/A-17?a=1&b=2) help (mailto:help@shop.example) Unsubscribe (' +
+        unsubscribe +
+        ')',
+    );
     expect(m.attachments.map((a) => [a.filename, a.contentType, a.content.toString()])).toEqual([
       ['invoice.pdf', 'application/pdf', PDF.toString()],
       ['note.txt', 'text/plain', 'thanks'],
@@ -90,7 +100,10 @@ describe('delivery over SMTP (nodemailer to a loopback smtp-server, parsed back 
   });
 
   it('keeps a text body the activity gives, rendered', async () => {
-    const given = input({ templates: { ...input().templates, text: 'Hi {{ name }}, order {{ order_id }}' }, attachments: [] });
+    const given = input({
+      templates: { ...input().templates, text: 'Hi {{ name }}, order {{ order_id }}' },
+      attachments: [],
+    });
     await mailer.send('7', given.tracking.target.transactionId, (await composeMessage(given)).message);
     const mail = (await smtp.waitFor(2))[1];
     expect(mail.parsed.text?.trim()).toBe('Hi <Ann & Bob>, order A-17');
@@ -109,8 +122,13 @@ describe('the SMTP server refusing', () => {
     await smtp.close();
   });
 
-  const sendOne = async () => mailer.send('7', crypto.randomUUID(), (await composeMessage(input({ attachments: [] }))).message);
-  const refusal = async () => sendOne().then(() => undefined, (err: unknown) => err as DeliveryError);
+  const sendOne = async () =>
+    mailer.send('7', crypto.randomUUID(), (await composeMessage(input({ attachments: [] }))).message);
+  const refusal = async () =>
+    sendOne().then(
+      () => undefined,
+      (err: unknown) => err as DeliveryError,
+    );
 
   it('a 4xx answer may pass later: not permanent, and the same message is taken once the server takes it', async () => {
     smtp.answer = (step) => (step === 'data' ? 451 : undefined);
@@ -139,7 +157,17 @@ describe('DKIM signing', () => {
   it('signs every message with the configured key, List-Unsubscribe and List-Unsubscribe-Post among the signed headers (RFC 8058 §4)', async () => {
     const smtp = await SmtpReceiver.start();
     const { privateKey } = crypto.generateKeyPairSync('rsa', { modulusLength: 2048 });
-    const mailer = openMailer({ smtpUrl: smtp.url(), dkim: { domainName: 'shop.example', keySelector: 'mail2026', privateKey: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string } }, undefined as unknown as pg.Pool);
+    const mailer = openMailer(
+      {
+        smtpUrl: smtp.url(),
+        dkim: {
+          domainName: 'shop.example',
+          keySelector: 'mail2026',
+          privateKey: privateKey.export({ type: 'pkcs8', format: 'pem' }) as string,
+        },
+      },
+      undefined as unknown as pg.Pool,
+    );
     try {
       await mailer.send('7', crypto.randomUUID(), (await composeMessage(input())).message);
       const [mail] = await smtp.waitFor(1);
@@ -147,7 +175,9 @@ describe('DKIM signing', () => {
       expect(signature).toMatch(/\bd=shop\.example;/);
       expect(signature).toMatch(/\bs=mail2026;/);
       const signed = /\bh=([^;]+)/.exec(signature)![1].replace(/\s+/g, '').toLowerCase().split(':');
-      expect(signed).toEqual(expect.arrayContaining(['from', 'to', 'subject', 'list-unsubscribe', 'list-unsubscribe-post']));
+      expect(signed).toEqual(
+        expect.arrayContaining(['from', 'to', 'subject', 'list-unsubscribe', 'list-unsubscribe-post']),
+      );
     } finally {
       await mailer.close();
       await smtp.close();
@@ -171,28 +201,48 @@ describe('the built-in outbox (SMTP_URL unset)', () => {
     const { accountId } = await server.createAccount();
     const mailer = openMailer({}, pool);
     const given = input();
-    const answer = await mailer.send(accountId, given.tracking.target.transactionId, (await composeMessage(given)).message);
+    const answer = await mailer.send(
+      accountId,
+      given.tracking.target.transactionId,
+      (await composeMessage(given)).message,
+    );
     expect(answer.response).toMatch(/^kept in the outbox as message \d+$/);
     const [row] = await q.listOutboxMessages(pool, accountId, 10);
-    expect(row).toMatchObject({ transaction_id: given.tracking.target.transactionId, sender: 'orders@shop.example', recipients: ['ann@example.com'], subject: 'Order A-17 for Ann' });
+    expect(row).toMatchObject({
+      transaction_id: given.tracking.target.transactionId,
+      sender: 'orders@shop.example',
+      recipients: ['ann@example.com'],
+      subject: 'Order A-17 for Ann',
+    });
     const parsed = await simpleParser((await q.findOutboxMessage(pool, accountId, row.message_id))!.source);
     expect(parsed.subject).toBe('Order A-17 for Ann');
     expect(parsed.attachments).toHaveLength(2);
     expect(header(parsed, 'list-unsubscribe-post')).toBe('List-Unsubscribe=One-Click');
   });
 
-  it('the operator lists, reads and empties an account\'s outbox (/admin/accounts/{id}/outbox); another account\'s message is not found', async () => {
+  it("the operator lists, reads and empties an account's outbox (/admin/accounts/{id}/outbox); another account's message is not found", async () => {
     const { accountId } = await server.createAccount();
     const other = await server.createAccount();
     expect(server.services.mailer.kind).toBe('outbox');
     const given = input();
-    await server.services.mailer.send(accountId, given.tracking.target.transactionId, (await composeMessage(given)).message);
+    await server.services.mailer.send(
+      accountId,
+      given.tracking.target.transactionId,
+      (await composeMessage(given)).message,
+    );
     const list = await server.admin('GET', `/admin/accounts/${accountId}/outbox`);
     expect(list.status).toBe(200);
-    expect(list.body.items).toEqual([{
-      message_id: expect.any(String), transaction_id: given.tracking.target.transactionId, created_at: expect.any(String),
-      sender: 'orders@shop.example', recipients: ['ann@example.com'], subject: 'Order A-17 for Ann', size: expect.any(Number),
-    }]);
+    expect(list.body.items).toEqual([
+      {
+        message_id: expect.any(String),
+        transaction_id: given.tracking.target.transactionId,
+        created_at: expect.any(String),
+        sender: 'orders@shop.example',
+        recipients: ['ann@example.com'],
+        subject: 'Order A-17 for Ann',
+        size: expect.any(Number),
+      },
+    ]);
     const id = list.body.items[0].message_id;
     const read = await server.admin('GET', `/admin/accounts/${accountId}/outbox/${id}`);
     expect(read.status).toBe(200);

@@ -9,7 +9,10 @@ import * as q from './queries.ts';
  * is configured, so the outbox shows exactly what would have gone out.
  */
 
-export interface Address { name: string; address: string }
+export interface Address {
+  name: string;
+  address: string;
+}
 
 /** A message ready to go: rendered, its links tracked. */
 export interface OutgoingMessage {
@@ -80,7 +83,13 @@ function mailOf(message: OutgoingMessage) {
 
 /** nodemailer's error in our terms; anything without an SMTP answer may pass on a later attempt. */
 function deliveryError(err: unknown): DeliveryError {
-  const e = err as { message?: string; response?: string; responseCode?: number; permanent?: boolean; rejected?: string[] };
+  const e = err as {
+    message?: string;
+    response?: string;
+    responseCode?: number;
+    permanent?: boolean;
+    rejected?: string[];
+  };
   const permanent = e.permanent ?? (e.responseCode !== undefined && e.responseCode >= 500);
   // The answer alone: nodemailer's message repeats the refused address, which logs must not carry.
   const reason = e.response ?? e.message ?? String(err);
@@ -105,7 +114,11 @@ export function openMailer(options: MailerOptions, db: Queryable): Mailer {
       async send(accountId, transactionId, message) {
         const info = await (await transport()).sendMail(mailOf(message));
         const id = await q.insertOutboxMessage(db, accountId, {
-          transactionId, sender: message.from.address, recipients: [message.to.address], subject: message.subject, source: info.message as Buffer,
+          transactionId,
+          sender: message.from.address,
+          recipients: [message.to.address],
+          subject: message.subject,
+          source: info.message as Buffer,
         });
         return { response: `kept in the outbox as message ${id}` };
       },

@@ -1,9 +1,20 @@
 import type { Address, OutgoingMessage } from './mailer.ts';
 import { htmlToText, renderParts, type MessageTemplates } from './templates.ts';
-import { addOpenPixel, addPreheader, trackLinks, trackingUrls, type TrackedLink, type TrackingTarget } from './tracking.ts';
+import {
+  addOpenPixel,
+  addPreheader,
+  trackLinks,
+  trackingUrls,
+  type TrackedLink,
+  type TrackingTarget,
+} from './tracking.ts';
 
 /** An attachment as a send gives it (SPEC §4.8). */
-export interface Attachment { name: string; content_type: string; content: string }
+export interface Attachment {
+  name: string;
+  content_type: string;
+  content: string;
+}
 
 /** Everything a message is made of. */
 export interface MessageInput {
@@ -28,7 +39,12 @@ export interface MessageInput {
  */
 export async function composeMessage(input: MessageInput): Promise<{ message: OutgoingMessage; links: TrackedLink[] }> {
   const urls = trackingUrls(input.tracking.base, input.tracking.key, input.tracking.target);
-  const context = { ...input.variables, variables: input.variables, profile: input.profile, unsubscribe_url: urls.unsubscribe };
+  const context = {
+    ...input.variables,
+    variables: input.variables,
+    profile: input.profile,
+    unsubscribe_url: urls.unsubscribe,
+  };
   const rendered = await renderParts(input.templates, context);
   const tracked = trackLinks(rendered.html, urls.click, urls.unsubscribe);
   const domain = input.from.address.slice(input.from.address.lastIndexOf('@') + 1);
@@ -42,7 +58,11 @@ export async function composeMessage(input: MessageInput): Promise<{ message: Ou
     // From the HTML as rendered, before tracking: its links read as the message's own.
     text: input.templates.text === null ? htmlToText(rendered.html) : rendered.text,
     headers: { 'List-Unsubscribe': `<${urls.unsubscribe}>`, 'List-Unsubscribe-Post': 'List-Unsubscribe=One-Click' },
-    attachments: input.attachments.map((a) => ({ filename: a.name, contentType: a.content_type, content: Buffer.from(a.content, 'base64') })),
+    attachments: input.attachments.map((a) => ({
+      filename: a.name,
+      contentType: a.content_type,
+      content: Buffer.from(a.content, 'base64'),
+    })),
   };
   return { message, links: tracked.links };
 }

@@ -17,26 +17,49 @@ describe('the outbox (SMTP_URL unset)', () => {
   it('keeps the sent message for the operator: the send is sent, and the outbox has it whole', async () => {
     const { accountId, token } = await server.login({ sections: [{ name: 'Shop' }] });
     const activity = await server.admin('PUT', `/admin/accounts/${accountId}/activities/receipt`, {
-      kind: 'email', section_discriminator: SHOP, name: 'Receipt', transactional: true, email_subject: 'Receipt {{ order }}',
-      sender_email_address: 'shop@shop.example', html: '<p>Thanks for order {{ order }}.</p>',
+      kind: 'email',
+      section_discriminator: SHOP,
+      name: 'Receipt',
+      transactional: true,
+      email_subject: 'Receipt {{ order }}',
+      sender_email_address: 'shop@shop.example',
+      html: '<p>Thanks for order {{ order }}.</p>',
     });
     expect(activity.status, activity.text).toBe(201);
     const res = await server.request('POST', `/emails/sections/${SHOP}/activities/transactional/receipt/transactions`, {
-      token, body: { keyspace_discriminator: 'com.vendor1.keyspaces.email', profile_key: 'ann@example.com', to_name: 'Ann', to_email_address: 'ann@example.com', variables: { order: 'A-17' } },
+      token,
+      body: {
+        keyspace_discriminator: 'com.vendor1.keyspaces.email',
+        profile_key: 'ann@example.com',
+        to_name: 'Ann',
+        to_email_address: 'ann@example.com',
+        variables: { order: 'A-17' },
+      },
     });
     expect(res.status, res.text).toBe(201);
     const until = Date.now() + 30_000;
     let status = 'queued';
     while (status === 'queued' && Date.now() < until) {
-      status = (await server.request('GET', `/emails/sections/${SHOP}/activities/receipt/transactions/${res.body.id}`, { token })).body.status;
+      status = (
+        await server.request('GET', `/emails/sections/${SHOP}/activities/receipt/transactions/${res.body.id}`, {
+          token,
+        })
+      ).body.status;
       await new Promise((r) => setTimeout(r, 50));
     }
     expect(status).toBe('sent');
     const [item] = (await server.admin('GET', `/admin/accounts/${accountId}/outbox`)).body.items;
-    expect(item).toMatchObject({ transaction_id: res.body.id, sender: 'shop@shop.example', recipients: ['ann@example.com'], subject: 'Receipt A-17' });
+    expect(item).toMatchObject({
+      transaction_id: res.body.id,
+      sender: 'shop@shop.example',
+      recipients: ['ann@example.com'],
+      subject: 'Receipt A-17',
+    });
     const source = (await server.admin('GET', `/admin/accounts/${accountId}/outbox/${item.message_id}`)).body.source;
     const parsed = await simpleParser(source);
     expect(parsed.text?.trim()).toBe('Thanks for order A-17.');
-    expect(parsed.headerLines.map((h) => h.key)).toEqual(expect.arrayContaining(['list-unsubscribe', 'list-unsubscribe-post']));
+    expect(parsed.headerLines.map((h) => h.key)).toEqual(
+      expect.arrayContaining(['list-unsubscribe', 'list-unsubscribe-post']),
+    );
   });
 });

@@ -13,7 +13,11 @@ export function listOutbox(db: Queryable, accountId: string, limit: number): Pro
 }
 
 /** One message with its source as it would have gone over SMTP; 404 (AUD-2103) when the outbox does not hold it. */
-export async function readOutboxMessage(db: Queryable, accountId: string, messageId: string): Promise<q.OutboxRow & { source: string }> {
+export async function readOutboxMessage(
+  db: Queryable,
+  accountId: string,
+  messageId: string,
+): Promise<q.OutboxRow & { source: string }> {
   const row = await q.findOutboxMessage(db, accountId, messageId);
   if (!row) throw new Problem('AUD-2103', `The outbox of account ${accountId} holds no message ${messageId}`);
   // nodemailer writes 7-bit text (quoted-printable and base64 parts), so the source reads as text.

@@ -13,9 +13,14 @@ export interface OutboxRow {
   size: number;
 }
 
-const OUTBOX_FIELDS = 'message_id::text, transaction_id::text, created_at, sender, recipients, subject, octet_length(source) as size';
+const OUTBOX_FIELDS =
+  'message_id::text, transaction_id::text, created_at, sender, recipients, subject, octet_length(source) as size';
 
-export async function insertOutboxMessage(db: Queryable, accountId: string, m: { transactionId: string; sender: string; recipients: string[]; subject: string; source: Buffer }): Promise<string> {
+export async function insertOutboxMessage(
+  db: Queryable,
+  accountId: string,
+  m: { transactionId: string; sender: string; recipients: string[]; subject: string; source: Buffer },
+): Promise<string> {
   const { rows } = await db.query<{ message_id: string }>(
     `insert into transactional_outbox (account_id, transaction_id, sender, recipients, subject, source)
      values ($1::bigint, $2::uuid, $3, $4::text[], $5, $6) returning message_id::text`,
@@ -33,7 +38,11 @@ export async function listOutboxMessages(db: Queryable, accountId: string, limit
   return rows;
 }
 
-export async function findOutboxMessage(db: Queryable, accountId: string, messageId: string): Promise<(OutboxRow & { source: Buffer }) | undefined> {
+export async function findOutboxMessage(
+  db: Queryable,
+  accountId: string,
+  messageId: string,
+): Promise<(OutboxRow & { source: Buffer }) | undefined> {
   const { rows } = await db.query<OutboxRow & { source: Buffer }>(
     `select ${OUTBOX_FIELDS}, source from transactional_outbox where account_id = $1::bigint and message_id = $2::bigint`,
     [accountId, messageId],
@@ -62,8 +71,16 @@ export interface SendRow {
 
 /** A send as it is kept when accepted: what it was made of goes in its job (docs/mail.md "Lifecycle"). */
 export interface NewSend {
-  account_id: string; transaction_id: string; activity_id: string; section_id: string; keyspace_id: string; profile_key: string;
-  to_address: string; status: SendStatus; status_reason: string | null; created_at: Date;
+  account_id: string;
+  transaction_id: string;
+  activity_id: string;
+  section_id: string;
+  keyspace_id: string;
+  profile_key: string;
+  to_address: string;
+  status: SendStatus;
+  status_reason: string | null;
+  created_at: Date;
 }
 
 /** The insert of accepted sends, as a statement (for enqueueWith, which writes their jobs with it); answers nothing of its own. */
@@ -87,7 +104,12 @@ export async function findSend(db: Queryable, accountId: string, transactionId: 
 }
 
 /** Ends a send unsent, with the reason (its job, which held what it was made of, is completed with it). */
-export async function updateSend(db: Queryable, accountId: string, transactionId: string, s: { status: SendStatus; reason: string }): Promise<void> {
+export async function updateSend(
+  db: Queryable,
+  accountId: string,
+  transactionId: string,
+  s: { status: SendStatus; reason: string },
+): Promise<void> {
   await db.query(
     'update transactional_sends set status = $3, status_reason = $4 where account_id = $1::bigint and transaction_id = $2::uuid',
     [accountId, transactionId, s.status, s.reason],
@@ -98,14 +120,27 @@ export async function updateSend(db: Queryable, accountId: string, transactionId
  * Sends the mail server took: their links and message ids are kept (what they were made of goes
  * with their jobs). One statement per account, so that each runs on the account's node of a cluster.
  */
-export async function markSendsSent(db: Queryable, sends: { accountId: string; transactionId: string; links: TrackedLink[]; messageId: string; sentAt: Date }[]): Promise<void> {
+export async function markSendsSent(
+  db: Queryable,
+  sends: { accountId: string; transactionId: string; links: TrackedLink[]; messageId: string; sentAt: Date }[],
+): Promise<void> {
   const byAccount = Map.groupBy(sends, (m) => m.accountId);
   for (const [accountId, ofAccount] of byAccount) {
     await db.query(
       `update transactional_sends s set status = 'sent', links = m.links, message_id = m.message_id, sent_at = m.sent_at
        from json_to_recordset($2::json) as m(transaction_id uuid, links jsonb, message_id text, sent_at timestamptz)
        where s.account_id = $1::bigint and s.transaction_id = m.transaction_id`,
-      [accountId, JSON.stringify(ofAccount.map((m) => ({ transaction_id: m.transactionId, links: m.links, message_id: m.messageId, sent_at: m.sentAt })))],
+      [
+        accountId,
+        JSON.stringify(
+          ofAccount.map((m) => ({
+            transaction_id: m.transactionId,
+            links: m.links,
+            message_id: m.messageId,
+            sent_at: m.sentAt,
+          })),
+        ),
+      ],
     );
   }
 }

@@ -17,23 +17,40 @@ export const SEND_BODY_LIMIT = 4 * 1024 * 1024;
 const Email = (description: string) => Type.String({ format: 'email', description });
 
 /** The body of a transactional send (SPEC §4.8). */
-export const SendBody = Type.Object({
-  keyspace_discriminator: Type.String({ description: 'The keyspace of profile_key: the profile that gets the events (created when missing)' }),
-  profile_key: Type.String({ description: 'The profile\'s key in the keyspace' }),
-  to_name: Type.String({ description: 'The recipient\'s name' }),
-  to_email_address: Email('The recipient\'s address'),
-  from_name: Type.Optional(Type.String({ description: 'The sender\'s name; the activity\'s when omitted' })),
-  from_email_address: Type.Optional(Email('The sender\'s address; the activity\'s when omitted')),
-  reply_email_address: Type.Optional(Email('The reply-to address; the activity\'s when omitted')),
-  subject_line: Type.Optional(Type.String({ description: 'The subject (a template); the activity\'s when omitted' })),
-  pre_header: Type.Optional(Type.String({ description: 'The pre-header (a template); the activity\'s when omitted' })),
-  variables: Type.Optional(Type.Record(Type.String(), Type.Unknown(), { description: 'Values the templates read by name; names and values up to 200 KB in all' })),
-  attachments: Type.Optional(Type.Array(Type.Object({
-    name: Type.String({ minLength: 1, description: 'The file name' }),
-    content_type: Type.String({ minLength: 1, description: 'The media type, such as application/pdf' }),
-    content: Type.String({ description: 'The content, base64' }),
-  }, { additionalProperties: false }), { description: 'At most 5, up to 2 MB in all' })),
-}, { additionalProperties: false });
+export const SendBody = Type.Object(
+  {
+    keyspace_discriminator: Type.String({
+      description: 'The keyspace of profile_key: the profile that gets the events (created when missing)',
+    }),
+    profile_key: Type.String({ description: "The profile's key in the keyspace" }),
+    to_name: Type.String({ description: "The recipient's name" }),
+    to_email_address: Email("The recipient's address"),
+    from_name: Type.Optional(Type.String({ description: "The sender's name; the activity's when omitted" })),
+    from_email_address: Type.Optional(Email("The sender's address; the activity's when omitted")),
+    reply_email_address: Type.Optional(Email("The reply-to address; the activity's when omitted")),
+    subject_line: Type.Optional(Type.String({ description: "The subject (a template); the activity's when omitted" })),
+    pre_header: Type.Optional(Type.String({ description: "The pre-header (a template); the activity's when omitted" })),
+    variables: Type.Optional(
+      Type.Record(Type.String(), Type.Unknown(), {
+        description: 'Values the templates read by name; names and values up to 200 KB in all',
+      }),
+    ),
+    attachments: Type.Optional(
+      Type.Array(
+        Type.Object(
+          {
+            name: Type.String({ minLength: 1, description: 'The file name' }),
+            content_type: Type.String({ minLength: 1, description: 'The media type, such as application/pdf' }),
+            content: Type.String({ description: 'The content, base64' }),
+          },
+          { additionalProperties: false },
+        ),
+        { description: 'At most 5, up to 2 MB in all' },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
 export type SendBody = Static<typeof SendBody>;
 
 export const SendParams = Type.Object({
@@ -49,19 +66,26 @@ export const TransactionParams = Type.Object({
 export const SEND_STATUSES = ['queued', 'sent', 'delivered', 'bounced', 'failed', 'suppressed'] as const;
 export type SendStatus = (typeof SEND_STATUSES)[number];
 
-export const Transaction = Type.Object({ id: Type.String({ description: 'The send\'s id' }) });
+export const Transaction = Type.Object({ id: Type.String({ description: "The send's id" }) });
 export const TransactionStatus = Type.Object({
   id: Type.String(),
-  status: Type.Union(SEND_STATUSES.map((s) => Type.Literal(s)), {
-    description: 'queued (accepted, not sent yet), sent (the mail server took it), delivered, bounced, failed (not sent: the server refused it or could not be reached in time), suppressed (not sent: the address is suppressed or the profile locked)',
-  }),
+  status: Type.Union(
+    SEND_STATUSES.map((s) => Type.Literal(s)),
+    {
+      description:
+        'queued (accepted, not sent yet), sent (the mail server took it), delivered, bounced, failed (not sent: the server refused it or could not be reached in time), suppressed (not sent: the address is suppressed or the profile locked)',
+    },
+  ),
 });
 
 export const TrackingParams = Type.Object({ token: Type.String({ description: 'The signed token of the link' }) });
 
-export const OutboxQuery = Type.Object({
-  limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'At most this many, newest first' }),
-}, { additionalProperties: false });
+export const OutboxQuery = Type.Object(
+  {
+    limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'At most this many, newest first' }),
+  },
+  { additionalProperties: false },
+);
 export const OutboxMessageParams = Type.Object({
   account_id: Type.String({ pattern: '^[0-9]{1,18}$', description: 'Account id' }),
   message_id: Type.String({ pattern: '^[0-9]{1,18}$', description: 'Message id in the outbox' }),

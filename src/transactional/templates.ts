@@ -27,7 +27,10 @@ const LIMITS = { parseLimit: 1_000_000, renderLimit: 2_000, memoryLimit: 50_000_
 /** Parsed templates kept per engine: a send renders the same activity's templates as the one before. */
 const PARSED_CACHE_SIZE = 200;
 
-interface Engines { html: Liquid; text: Liquid }
+interface Engines {
+  html: Liquid;
+  text: Liquid;
+}
 let engines: Promise<Engines> | undefined;
 const parsed = { html: new Map<string, Template[]>(), text: new Map<string, Template[]>() };
 
@@ -37,9 +40,20 @@ function loadEngines(): Promise<Engines> {
     const make = (escape: boolean) => {
       // No file system: `templates: {}` answers every name with "not found", and the tags that
       // read other templates are refused when parsed, so the error shows when the activity is saved.
-      const engine = new Liquid({ ...LIMITS, templates: {}, strictFilters: true, ownPropertyOnly: true, ...(escape ? { outputEscape: 'escape' as const } : {}) });
+      const engine = new Liquid({
+        ...LIMITS,
+        templates: {},
+        strictFilters: true,
+        ownPropertyOnly: true,
+        ...(escape ? { outputEscape: 'escape' as const } : {}),
+      });
       for (const tag of ['include', 'render', 'layout']) {
-        engine.registerTag(tag, { parse() { throw new Error(`the ${tag} tag is not available: a message's templates are self-contained`); }, render() {} });
+        engine.registerTag(tag, {
+          parse() {
+            throw new Error(`the ${tag} tag is not available: a message's templates are self-contained`);
+          },
+          render() {},
+        });
       }
       return engine;
     };
@@ -68,7 +82,10 @@ async function parse(part: keyof MessageTemplates, source: string): Promise<Temp
  * parse is a 400 naming the field (`names` gives the caller's field names), the line and the
  * column, rather than a send failing later.
  */
-export async function checkTemplates(parts: Partial<MessageTemplates>, names: Partial<Record<keyof MessageTemplates, string>> = {}): Promise<void> {
+export async function checkTemplates(
+  parts: Partial<MessageTemplates>,
+  names: Partial<Record<keyof MessageTemplates, string>> = {},
+): Promise<void> {
   for (const [part, source] of Object.entries(parts) as [keyof MessageTemplates, string | null | undefined][]) {
     if (source === null || source === undefined) continue;
     try {
@@ -128,16 +145,24 @@ export function htmlToText(html: string): string {
     .replace(/<!--[\s\S]*?-->/g, '')
     .replace(/<(head|style|script|title)\b[\s\S]*?<\/\1\s*>/gi, '')
     .replace(/\s+/g, ' ')
-    .replace(/<a\b[^>]*?\bhref\s*=\s*(?:"([^"]*)"|'([^']*)')[^>]*>([\s\S]*?)<\/a\s*>/gi, (_m, dq: string | undefined, sq: string | undefined, inner: string) => {
-      const url = decodeEntities(dq ?? sq ?? '').trim();
-      const label = decodeEntities(inner.replace(/<[^>]*>/g, '')).trim();
-      return !label || label === url || (/^mailto:/i.test(url) && label === url.slice(7)) ? url : `${label} (${url})`;
-    })
+    .replace(
+      /<a\b[^>]*?\bhref\s*=\s*(?:"([^"]*)"|'([^']*)')[^>]*>([\s\S]*?)<\/a\s*>/gi,
+      (_m, dq: string | undefined, sq: string | undefined, inner: string) => {
+        const url = decodeEntities(dq ?? sq ?? '').trim();
+        const label = decodeEntities(inner.replace(/<[^>]*>/g, '')).trim();
+        return !label || label === url || (/^mailto:/i.test(url) && label === url.slice(7)) ? url : `${label} (${url})`;
+      },
+    )
     .replace(/<br\s*\/?>/gi, '\n')
     .replace(/<li\b[^>]*>/gi, '\n* ')
     .replace(new RegExp(`</?(?:${BLOCKS})\\b[^>]*>`, 'gi'), '\n\n')
     .replace(/<\/t[dh]\s*>/gi, ' ')
     .replace(/<[^>]*>/g, '');
   text = decodeEntities(text);
-  return text.split('\n').map((line) => line.replace(/[ \t]+/g, ' ').trim()).join('\n').replace(/\n{3,}/g, '\n\n').trim();
+  return text
+    .split('\n')
+    .map((line) => line.replace(/[ \t]+/g, ' ').trim())
+    .join('\n')
+    .replace(/\n{3,}/g, '\n\n')
+    .trim();
 }

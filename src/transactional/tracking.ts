@@ -39,11 +39,16 @@ function signature(key: Buffer, kind: TrackingKind, body: string): Buffer {
 
 /** The token of a tracking link: `account.transaction[.link].signature`. */
 export function signTracking(key: Buffer, kind: TrackingKind, target: TrackingTarget): string {
-  const body = [target.accountId, target.transactionId, ...(target.link === undefined ? [] : [String(target.link)])].join('.');
+  const body = [
+    target.accountId,
+    target.transactionId,
+    ...(target.link === undefined ? [] : [String(target.link)]),
+  ].join('.');
   return `${body}.${signature(key, kind, body).toString('base64url')}`;
 }
 
-const TOKEN = /^([0-9]{1,18})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:\.([0-9]{1,6}))?\.([A-Za-z0-9_-]{22})$/;
+const TOKEN =
+  /^([0-9]{1,18})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:\.([0-9]{1,6}))?\.([A-Za-z0-9_-]{22})$/;
 
 /** What a tracking token names; 404 (AUD-2102) for a token this server did not sign for `kind`. */
 export function readTracking(key: Buffer, kind: TrackingKind, token: string): TrackingTarget {
@@ -74,24 +79,43 @@ const TITLE_LENGTH = 200;
  * links in order (a link's index is the one its click link names). Links that lead nowhere to
  * track (mailto:, tel:, anchors) and `skip` (the unsubscribe link) stay as they are.
  */
-export function trackLinks(html: string, clickUrl: (link: number) => string, skip: string): { html: string; links: TrackedLink[] } {
+export function trackLinks(
+  html: string,
+  clickUrl: (link: number) => string,
+  skip: string,
+): { html: string; links: TrackedLink[] } {
   const links: TrackedLink[] = [];
-  const tracked = html.replace(/(<a\b[^>]*?\bhref\s*=\s*)(?:"([^"]*)"|'([^']*)')([^>]*>)([\s\S]*?)(<\/a\s*>)/gi,
-    (whole, start: string, dq: string | undefined, sq: string | undefined, rest: string, inner: string, end: string) => {
+  const tracked = html.replace(
+    /(<a\b[^>]*?\bhref\s*=\s*)(?:"([^"]*)"|'([^']*)')([^>]*>)([\s\S]*?)(<\/a\s*>)/gi,
+    (
+      whole,
+      start: string,
+      dq: string | undefined,
+      sq: string | undefined,
+      rest: string,
+      inner: string,
+      end: string,
+    ) => {
       const url = decodeEntities(dq ?? sq ?? '').trim();
       if (!/^https?:\/\//i.test(url) || url === skip) return whole;
       const titled = /\btitle\s*=\s*(?:"([^"]*)"|'([^']*)')/i.exec(start + rest);
-      const title = decodeEntities(titled ? titled[1] ?? titled[2] : inner.replace(/<[^>]*>/g, '')).replace(/\s+/g, ' ').trim().slice(0, TITLE_LENGTH);
+      const title = decodeEntities(titled ? (titled[1] ?? titled[2]) : inner.replace(/<[^>]*>/g, ''))
+        .replace(/\s+/g, ' ')
+        .trim()
+        .slice(0, TITLE_LENGTH);
       links.push({ url, title });
       return `${start}"${escapeHtml(clickUrl(links.length - 1))}"${rest}${inner}${end}`;
-    });
+    },
+  );
   return { html: tracked, links };
 }
 
 /** Puts `fragment` at the start of the body (after `<body …>`, or first when there is none). */
 function atBodyStart(html: string, fragment: string): string {
   const body = /<body\b[^>]*>/i.exec(html);
-  return body ? html.slice(0, body.index + body[0].length) + fragment + html.slice(body.index + body[0].length) : fragment + html;
+  return body
+    ? html.slice(0, body.index + body[0].length) + fragment + html.slice(body.index + body[0].length)
+    : fragment + html;
 }
 
 /** Puts `fragment` at the end of the body (before `</body>`, or last). */
@@ -103,12 +127,18 @@ function atBodyEnd(html: string, fragment: string): string {
 /** The pre-header: the preview that mail programs show after the subject, hidden in the message itself. */
 export function addPreheader(html: string, preheader: string): string {
   if (preheader === '') return html;
-  return atBodyStart(html, `<div style="display:none;max-height:0;overflow:hidden;mso-hide:all">${escapeHtml(preheader)}</div>`);
+  return atBodyStart(
+    html,
+    `<div style="display:none;max-height:0;overflow:hidden;mso-hide:all">${escapeHtml(preheader)}</div>`,
+  );
 }
 
 /** The open pixel: a 1×1 image from the open link, last in the body. */
 export function addOpenPixel(html: string, openUrl: string): string {
-  return atBodyEnd(html, `<img src="${escapeHtml(openUrl)}" width="1" height="1" alt="" style="display:block;border:0;width:1px;height:1px">`);
+  return atBodyEnd(
+    html,
+    `<img src="${escapeHtml(openUrl)}" width="1" height="1" alt="" style="display:block;border:0;width:1px;height:1px">`,
+  );
 }
 
 /** A transparent 1×1 GIF: what the open link answers. */

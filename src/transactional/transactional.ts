@@ -18,7 +18,13 @@ import { withTransaction, type Queryable } from '../store/pool.ts';
 import { DeliveryError, type Mailer } from './mailer.ts';
 import { composeMessage, type Attachment } from './message.ts';
 import * as q from './queries.ts';
-import { ATTACHMENTS_LIMIT, ATTACHMENTS_SIZE_LIMIT, VARIABLES_LIMIT, type SendBody, type SendStatus } from './schemas.ts';
+import {
+  ATTACHMENTS_LIMIT,
+  ATTACHMENTS_SIZE_LIMIT,
+  VARIABLES_LIMIT,
+  type SendBody,
+  type SendStatus,
+} from './schemas.ts';
 import { checkTemplates, type MessageTemplates } from './templates.ts';
 import { readTracking, trackingKey, type TrackedLink, type TrackingKind, type TrackingTarget } from './tracking.ts';
 
@@ -58,7 +64,13 @@ interface SendJob {
 type SendRef = Pick<q.SendRow, 'account_id' | 'transaction_id' | 'activity_id' | 'keyspace_id' | 'profile_key'>;
 
 /** An activity that takes sends: a transactional email activity, not archived; 404 otherwise (TX-13). */
-async function transactionalActivity(db: Queryable, scope: AccountScope, section: SectionDefs, activityId: string, options: { shared?: boolean } = {}): Promise<Activity> {
+async function transactionalActivity(
+  db: Queryable,
+  scope: AccountScope,
+  section: SectionDefs,
+  activityId: string,
+  options: { shared?: boolean } = {},
+): Promise<Activity> {
   const activity = await getActivity(db, scope, section.id, activityId, options);
   if (activity.kind !== 'email' || activity.transactional !== true || activity.archived_at !== null) {
     throw new Problem('AUD-2001', `Activity "${activityId}" is not a transactional email activity of the section`);
@@ -72,14 +84,20 @@ function checkLimits(body: SendBody): void {
     throw new Problem('AUD-2104', `variables: names and values take more than ${VARIABLES_LIMIT / 1024} KB`);
   }
   const attachments = body.attachments ?? [];
-  if (attachments.length > ATTACHMENTS_LIMIT) throw new Problem('AUD-1007', `attachments: at most ${ATTACHMENTS_LIMIT}, not ${attachments.length}`);
+  if (attachments.length > ATTACHMENTS_LIMIT)
+    throw new Problem('AUD-1007', `attachments: at most ${ATTACHMENTS_LIMIT}, not ${attachments.length}`);
   let size = 0;
   attachments.forEach((a, i) => {
     const content = a.content.replace(/\s+/g, '');
-    if (content.length % 4 === 1 || !/^[A-Za-z0-9+/]*={0,2}$/.test(content)) throw new Problem('AUD-0', `attachments/${i}/content: not base64`);
+    if (content.length % 4 === 1 || !/^[A-Za-z0-9+/]*={0,2}$/.test(content))
+      throw new Problem('AUD-0', `attachments/${i}/content: not base64`);
     size += Buffer.byteLength(content, 'base64');
   });
-  if (size > ATTACHMENTS_SIZE_LIMIT) throw new Problem('AUD-2105', `attachments: ${size} bytes in all, over ${ATTACHMENTS_SIZE_LIMIT / (1024 * 1024)} MB`);
+  if (size > ATTACHMENTS_SIZE_LIMIT)
+    throw new Problem(
+      'AUD-2105',
+      `attachments: ${size} bytes in all, over ${ATTACHMENTS_SIZE_LIMIT / (1024 * 1024)} MB`,
+    );
 }
 
 /**
@@ -91,43 +109,91 @@ function checkLimits(body: SendBody): void {
  * The reads and the write are each shared with the other sends of the same turn of the event
  * loop (one statement, and one commit, for the sends that arrive together).
  */
-export async function acceptSend(pool: pg.Pool, scope: AccountScope, target: { section_discriminator: string; activity_id: string }, body: SendBody): Promise<string> {
+export async function acceptSend(
+  pool: pg.Pool,
+  scope: AccountScope,
+  target: { section_discriminator: string; activity_id: string },
+  body: SendBody,
+): Promise<string> {
   const section = sectionOf(scope, target.section_discriminator);
   const activity = await transactionalActivity(pool, scope, section, target.activity_id, { shared: true });
   checkLimits(body);
   const from = body.from_email_address ?? activity.sender_email_address;
-  if (from === undefined) throw new Problem('AUD-1003', `from_email_address: activity "${activity.id}" has no sender address, so the send must give one`);
-  if (body.subject_line === undefined && activity.email_subject === undefined) throw new Problem('AUD-1003', `subject_line: activity "${activity.id}" has no subject, so the send must give one`);
-  if (activity.html === undefined && activity.text === undefined) throw new Problem('AUD-1003', `Activity "${activity.id}" has no body to send: give it html or text`);
-  await checkTemplates({ subject: body.subject_line, preheader: body.pre_header }, { subject: 'subject_line', preheader: 'pre_header' });
+  if (from === undefined)
+    throw new Problem(
+      'AUD-1003',
+      `from_email_address: activity "${activity.id}" has no sender address, so the send must give one`,
+    );
+  if (body.subject_line === undefined && activity.email_subject === undefined)
+    throw new Problem('AUD-1003', `subject_line: activity "${activity.id}" has no subject, so the send must give one`);
+  if (activity.html === undefined && activity.text === undefined)
+    throw new Problem('AUD-1003', `Activity "${activity.id}" has no body to send: give it html or text`);
+  await checkTemplates(
+    { subject: body.subject_line, preheader: body.pre_header },
+    { subject: 'subject_line', preheader: 'pre_header' },
+  );
   const keyspace = keyspaceForProfileAccess(scope.defs, body.keyspace_discriminator);
   refuseReadOnly(keyspace);
   const key = normaliseKey(keyspace.kind, body.profile_key);
   const found = await profileValues(pool, scope, keyspace, section, key);
   const send: q.NewSend = {
-    account_id: scope.accountId, transaction_id: crypto.randomUUID(), activity_id: activity.id, section_id: section.id, keyspace_id: keyspace.keyspace_id,
-    profile_key: key, to_address: body.to_email_address, status: 'queued', status_reason: null, created_at: scope.now,
+    account_id: scope.accountId,
+    transaction_id: crypto.randomUUID(),
+    activity_id: activity.id,
+    section_id: section.id,
+    keyspace_id: keyspace.keyspace_id,
+    profile_key: key,
+    to_address: body.to_email_address,
+    status: 'queued',
+    status_reason: null,
+    created_at: scope.now,
   };
   if (found === 'locked') {
     await pool.query(q.insertSends([{ ...send, status: 'suppressed', status_reason: 'the profile is locked' }]));
     return send.transaction_id;
   }
   const request: SendRequest = {
-    to_name: body.to_name, to_email_address: body.to_email_address, from_email_address: from,
-    from_name: body.from_name ?? activity.sender_name, reply_email_address: body.reply_email_address ?? activity.reply_to,
-    subject_line: body.subject_line, pre_header: body.pre_header, variables: body.variables ?? {}, attachments: body.attachments ?? [],
+    to_name: body.to_name,
+    to_email_address: body.to_email_address,
+    from_email_address: from,
+    from_name: body.from_name ?? activity.sender_name,
+    reply_email_address: body.reply_email_address ?? activity.reply_to,
+    subject_line: body.subject_line,
+    pre_header: body.pre_header,
+    variables: body.variables ?? {},
+    attachments: body.attachments ?? [],
   };
-  await writeQueued(pool, { send, job: { transaction_id: send.transaction_id, activity_id: send.activity_id, section_id: send.section_id, keyspace_id: send.keyspace_id, profile_key: key, request } });
+  await writeQueued(pool, {
+    send,
+    job: {
+      transaction_id: send.transaction_id,
+      activity_id: send.activity_id,
+      section_id: send.section_id,
+      keyspace_id: send.keyspace_id,
+      profile_key: key,
+      request,
+    },
+  });
   return send.transaction_id;
 }
 
-interface Queued { send: q.NewSend; job: SendJob }
+interface Queued {
+  send: q.NewSend;
+  job: SendJob;
+}
 
 /** The queued sends of each pool: those of one turn of the event loop are written, with their jobs, in one statement. */
-const queuedWrites = coalescePerPool(aloneOnFailure(async (db: Queryable, _key: string, all: Queued[]) => {
-  await enqueueWith(db, SEND_JOB, all.map((x) => ({ accountId: x.send.account_id, payload: { ...x.job } })), q.insertSends(all.map((x) => x.send)));
-  return all.map(() => undefined);
-}));
+const queuedWrites = coalescePerPool(
+  aloneOnFailure(async (db: Queryable, _key: string, all: Queued[]) => {
+    await enqueueWith(
+      db,
+      SEND_JOB,
+      all.map((x) => ({ accountId: x.send.account_id, payload: { ...x.job } })),
+      q.insertSends(all.map((x) => x.send)),
+    );
+    return all.map(() => undefined);
+  }),
+);
 
 /**
  * Writes a queued send and its job in one autocommitted statement shared with the other sends of
@@ -141,11 +207,18 @@ function writeQueued(pool: pg.Pool, queued: Queued): Promise<void> {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A send's status (TX-12); 404 for an activity that takes no sends or a transaction it does not have (TX-13). */
-export async function sendStatus(db: Queryable, scope: AccountScope, target: { section_discriminator: string; activity_id: string; transaction_id: string }): Promise<{ id: string; status: SendStatus }> {
+export async function sendStatus(
+  db: Queryable,
+  scope: AccountScope,
+  target: { section_discriminator: string; activity_id: string; transaction_id: string },
+): Promise<{ id: string; status: SendStatus }> {
   const section = sectionOf(scope, target.section_discriminator);
   await transactionalActivity(db, scope, section, target.activity_id);
-  const row = UUID.test(target.transaction_id) ? await q.findSend(db, scope.accountId, target.transaction_id.toLowerCase()) : undefined;
-  if (!row || row.activity_id !== target.activity_id) throw new Problem('AUD-2106', `Activity "${target.activity_id}" has no transaction "${target.transaction_id}"`);
+  const row = UUID.test(target.transaction_id)
+    ? await q.findSend(db, scope.accountId, target.transaction_id.toLowerCase())
+    : undefined;
+  if (!row || row.activity_id !== target.activity_id)
+    throw new Problem('AUD-2106', `Activity "${target.activity_id}" has no transaction "${target.transaction_id}"`);
   return { id: row.transaction_id, status: row.status === 'sent' ? await reportedStatus(db, scope, row) : row.status };
 }
 
@@ -162,7 +235,10 @@ async function reportedStatus(db: Queryable, scope: AccountScope, send: q.SendRo
 /** The check of an email activity's templates when it is saved (ActivityWriter.checkEmail): those of a transactional one must parse. */
 export async function checkActivityTemplates(input: ActivityInput): Promise<void> {
   if (input.transactional !== true) return;
-  await checkTemplates({ subject: input.email_subject, preheader: input.preheader, html: input.html, text: input.text }, { subject: 'email_subject' });
+  await checkTemplates(
+    { subject: input.email_subject, preheader: input.preheader, html: input.html, text: input.text },
+    { subject: 'email_subject' },
+  );
 }
 
 /** What the send job works with. */
@@ -193,19 +269,39 @@ function profileContext(section: SectionDefs, values: Record<string, unknown>): 
 }
 
 /** Records events of sends of one account through the activities area: the transaction id is their correlation id. */
-async function recordEvents(tx: Queryable, scope: AccountScope, vendor: string, events: ({ send: SendRef } & Omit<ActivityEventInput, 'activity_id' | 'keyspace_discriminator' | 'profile_key' | 'correlation_id'>)[]): Promise<void> {
+async function recordEvents(
+  tx: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  events: ({ send: SendRef } & Omit<
+    ActivityEventInput,
+    'activity_id' | 'keyspace_discriminator' | 'profile_key' | 'correlation_id'
+  >)[],
+): Promise<void> {
   const inputs: ActivityEventInput[] = [];
   for (const { send, ...event } of events) {
     const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === send.keyspace_id);
     // A keyspace removed since the send: the events have no profile to land on.
     if (!keyspace) continue;
-    inputs.push({ ...event, activity_id: send.activity_id, keyspace_discriminator: keyspace.discriminator, profile_key: send.profile_key, correlation_id: send.transaction_id });
+    inputs.push({
+      ...event,
+      activity_id: send.activity_id,
+      keyspace_discriminator: keyspace.discriminator,
+      profile_key: send.profile_key,
+      correlation_id: send.transaction_id,
+    });
   }
   if (inputs.length > 0) await recordActivityEvents(tx, scope, vendor, inputs);
 }
 
 /** Ends a send that will not be sent: its status and its reason, and its job completed with it (so it is not run again). */
-async function endSend(deps: SendDeps, job: Job, send: SendRef, status: 'failed' | 'suppressed' | 'bounced', reason: string): Promise<'completed'> {
+async function endSend(
+  deps: SendDeps,
+  job: Job,
+  send: SendRef,
+  status: 'failed' | 'suppressed' | 'bounced',
+  reason: string,
+): Promise<'completed'> {
   // The scope before the transaction: a job holds one connection at a time, so that the lanes of the worker cannot wait on each other's.
   const scope = await deps.scopeOf(send.account_id);
   await withTransaction(deps.pool, async (tx) => {
@@ -230,12 +326,19 @@ const trackingKeys = new WeakMap<SendDeps, Buffer>();
  */
 export async function runSend(deps: SendDeps, job: Job): Promise<void | 'completed'> {
   const payload = job.payload as unknown as SendJob;
-  const send: SendRef = { account_id: job.accountId, transaction_id: payload.transaction_id, activity_id: payload.activity_id, keyspace_id: payload.keyspace_id, profile_key: payload.profile_key };
+  const send: SendRef = {
+    account_id: job.accountId,
+    transaction_id: payload.transaction_id,
+    activity_id: payload.activity_id,
+    keyspace_id: payload.keyspace_id,
+    profile_key: payload.profile_key,
+  };
   const { request } = payload;
   const scope = await deps.scopeOf(job.accountId);
   const section = scope.defs.sections.find((s) => s.id === payload.section_id);
   const keyspace = scope.defs.keyspaces.find((k) => k.keyspace_id === payload.keyspace_id);
-  if (!section || !keyspace) return endSend(deps, job, send, 'failed', 'the section or keyspace of the send no longer exists');
+  if (!section || !keyspace)
+    return endSend(deps, job, send, 'failed', 'the section or keyspace of the send no longer exists');
   // Three reads at once rather than one after the other: each waits for a turn's statement.
   const [activity, suppressed, values] = await Promise.all([
     transactionalActivity(deps.pool, scope, section, send.activity_id, { shared: true }).catch((err: unknown) => {
@@ -245,7 +348,14 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void | 'complet
     isSuppressed(deps.pool, scope, `${namespace(deps.vendor)}.channels.email`, request.to_email_address),
     profileValues(deps.pool, scope, keyspace, section, send.profile_key),
   ]);
-  if (activity instanceof Problem) return endSend(deps, job, send, 'failed', `the activity is no longer a transactional email activity: ${activity.detail}`);
+  if (activity instanceof Problem)
+    return endSend(
+      deps,
+      job,
+      send,
+      'failed',
+      `the activity is no longer a transactional email activity: ${activity.detail}`,
+    );
   if (suppressed) return endSend(deps, job, send, 'suppressed', 'the address is suppressed on the email channel');
   if (values === 'locked') return endSend(deps, job, send, 'suppressed', 'the profile is locked');
   const profile = profileContext(section, values);
@@ -261,12 +371,18 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void | 'complet
   let composed: Awaited<ReturnType<typeof composeMessage>>;
   try {
     composed = await composeMessage({
-      templates, variables: request.variables, profile,
+      templates,
+      variables: request.variables,
+      profile,
       from: { name: request.from_name ?? '', address: request.from_email_address! },
       to: { name: request.to_name, address: request.to_email_address },
       ...(request.reply_email_address ? { replyTo: request.reply_email_address } : {}),
       attachments: request.attachments,
-      tracking: { base: deps.trackingUrl, key, target: { accountId: send.account_id, transactionId: send.transaction_id } },
+      tracking: {
+        base: deps.trackingUrl,
+        key,
+        target: { accountId: send.account_id, transactionId: send.transaction_id },
+      },
     });
   } catch (err) {
     return endSend(deps, job, send, 'failed', (err as Error).message);
@@ -275,7 +391,8 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void | 'complet
     await deps.mailer.send(send.account_id, send.transaction_id, composed.message);
   } catch (err) {
     if (!(err instanceof DeliveryError)) throw err;
-    if (!err.permanent && job.attempts < MAX_ATTEMPTS) throw new Error(`the mail server did not take the message: ${err.message}; tried again later`);
+    if (!err.permanent && job.attempts < MAX_ATTEMPTS)
+      throw new Error(`the mail server did not take the message: ${err.message}; tried again later`);
     return endSend(deps, job, send, err.refused ? 'bounced' : 'failed', `the mail server answered: ${err.message}`);
   }
   await sentRecorder(deps).record({ job, scope, send, links: composed.links, messageId: composed.message.messageId });
@@ -286,18 +403,39 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void | 'complet
  * The attribute values of a profile in a section: one read (shared with the other reads of the
  * same turn) when the profile is there; else the profile is created (TX-10), or found locked.
  */
-async function profileValues(pool: pg.Pool, scope: AccountScope, keyspace: KeyspaceRow, section: SectionDefs, key: string): Promise<Record<string, unknown> | 'locked'> {
+async function profileValues(
+  pool: pg.Pool,
+  scope: AccountScope,
+  keyspace: KeyspaceRow,
+  section: SectionDefs,
+  key: string,
+): Promise<Record<string, unknown> | 'locked'> {
   try {
-    return (await locateWithSectionData(pool, scope, { keyspace_discriminator: keyspace.discriminator, profile_key: key }, section)).data.attributes;
+    return (
+      await locateWithSectionData(
+        pool,
+        scope,
+        { keyspace_discriminator: keyspace.discriminator, profile_key: key },
+        section,
+      )
+    ).data.attributes;
   } catch (err) {
     if (!(err instanceof Problem)) throw err;
   }
-  const { profiles, locked } = await withTransaction(pool, (tx) => findOrCreateProfiles(tx, scope, keyspace, section, [key]));
+  const { profiles, locked } = await withTransaction(pool, (tx) =>
+    findOrCreateProfiles(tx, scope, keyspace, section, [key]),
+  );
   return locked.size > 0 ? 'locked' : sectionValues(pool, scope, profiles.get(key)!, section.id);
 }
 
 /** A message the mail server took, to be recorded as sent. */
-interface Sent { job: Job; scope: AccountScope; send: SendRef; links: TrackedLink[]; messageId: string }
+interface Sent {
+  job: Job;
+  scope: AccountScope;
+  send: SendRef;
+  links: TrackedLink[];
+  messageId: string;
+}
 
 /**
  * Records sent messages: their sends marked sent, SENT recorded on their activities and their jobs
@@ -338,11 +476,28 @@ class SentRecorder {
 
   private async write(batch: Sent[]): Promise<void> {
     await withTransaction(this.deps.pool, async (tx) => {
-      await q.markSendsSent(tx, batch.map(({ send, links, messageId, scope }) => ({ accountId: send.account_id, transactionId: send.transaction_id, links, messageId, sentAt: scope.now })));
+      await q.markSendsSent(
+        tx,
+        batch.map(({ send, links, messageId, scope }) => ({
+          accountId: send.account_id,
+          transactionId: send.transaction_id,
+          links,
+          messageId,
+          sentAt: scope.now,
+        })),
+      );
       for (const sends of Map.groupBy(batch, (b) => b.send.account_id).values()) {
-        await recordEvents(tx, sends[0].scope, this.deps.vendor, sends.map((b) => ({ send: b.send, type: 'SENT' })));
+        await recordEvents(
+          tx,
+          sends[0].scope,
+          this.deps.vendor,
+          sends.map((b) => ({ send: b.send, type: 'SENT' })),
+        );
       }
-      await completeJobs(tx, batch.map((b) => b.job));
+      await completeJobs(
+        tx,
+        batch.map((b) => b.job),
+      );
     });
   }
 }
@@ -378,21 +533,45 @@ export function readTrackingLink(serverSecret: string, kind: TrackingKind, token
 /** The send a tracking link names; 404 when it is gone (its account or activity deleted). */
 async function trackedSend(db: Queryable, scope: AccountScope, target: TrackingTarget): Promise<q.SendRow> {
   const send = await q.findSend(db, scope.accountId, target.transactionId);
-  if (!send || send.status === 'queued' || send.status === 'failed' || send.status === 'suppressed') throw new Problem('AUD-2102', 'This link\'s message was not sent');
+  if (!send || send.status === 'queued' || send.status === 'failed' || send.status === 'suppressed')
+    throw new Problem('AUD-2102', "This link's message was not sent");
   return send;
 }
 
 /** The open pixel was loaded: OPENED, once per send (the activities area keeps events once per correlation id). */
-export async function trackOpen(tx: Queryable, scope: AccountScope, vendor: string, target: TrackingTarget, userAgent: string | undefined): Promise<void> {
-  await recordEvents(tx, scope, vendor, [{ send: await trackedSend(tx, scope, target), type: 'OPENED', device: deviceOf(userAgent) }]);
+export async function trackOpen(
+  tx: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  target: TrackingTarget,
+  userAgent: string | undefined,
+): Promise<void> {
+  await recordEvents(tx, scope, vendor, [
+    { send: await trackedSend(tx, scope, target), type: 'OPENED', device: deviceOf(userAgent) },
+  ]);
 }
 
 /** A click link was followed: CLICKED, once per send, and the address of the link the message held there. */
-export async function trackClick(tx: Queryable, scope: AccountScope, vendor: string, target: TrackingTarget, userAgent: string | undefined): Promise<string> {
+export async function trackClick(
+  tx: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  target: TrackingTarget,
+  userAgent: string | undefined,
+): Promise<string> {
   const send = await trackedSend(tx, scope, target);
   const link = send.links[target.link ?? -1];
   if (!link) throw new Problem('AUD-2102', 'This click link names no link of its message');
-  await recordEvents(tx, scope, vendor, [{ send, type: 'CLICKED', device: deviceOf(userAgent), link_id: String(target.link), link_url: link.url, link_title: link.title }]);
+  await recordEvents(tx, scope, vendor, [
+    {
+      send,
+      type: 'CLICKED',
+      device: deviceOf(userAgent),
+      link_id: String(target.link),
+      link_url: link.url,
+      link_title: link.title,
+    },
+  ]);
   return link.url;
 }
 
@@ -401,8 +580,17 @@ export async function trackClick(tx: Queryable, scope: AccountScope, vendor: str
  * is suppressed on the email channel, so that nothing more is sent to it, and UNSUBSCRIBED is
  * recorded once.
  */
-export async function unsubscribe(tx: Queryable, scope: AccountScope, vendor: string, target: TrackingTarget): Promise<void> {
+export async function unsubscribe(
+  tx: Queryable,
+  scope: AccountScope,
+  vendor: string,
+  target: TrackingTarget,
+): Promise<void> {
   const send = await trackedSend(tx, scope, target);
-  await addSuppression(tx, scope, { channel_discriminator: `${namespace(vendor)}.channels.email`, address: send.to_address, reason: `Unsubscribed from transactional activity ${send.activity_id}` });
+  await addSuppression(tx, scope, {
+    channel_discriminator: `${namespace(vendor)}.channels.email`,
+    address: send.to_address,
+    reason: `Unsubscribed from transactional activity ${send.activity_id}`,
+  });
   await recordEvents(tx, scope, vendor, [{ send, type: 'UNSUBSCRIBED' }]);
 }

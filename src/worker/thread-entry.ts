@@ -13,10 +13,18 @@ const { config, databaseUrl, secrets } = workerData as ThreadData;
 const pool = createPool(databaseUrl, 10);
 const services = await createThreadServices(config, pool, systemClock, secrets);
 services.metrics.watchPool(pool, 'worker');
-const worker = await startWorker(services, (err) => console.error(JSON.stringify({ level: 50, msg: 'job failed', err: String((err as Error)?.stack ?? err) })), { settleAfterImports: true });
+const worker = await startWorker(
+  services,
+  (err) => console.error(JSON.stringify({ level: 50, msg: 'job failed', err: String((err as Error)?.stack ?? err) })),
+  { settleAfterImports: true },
+);
 parentPort!.on('message', async (message) => {
   // The process's /metrics asks for this thread's counters (src/worker/thread.ts).
-  if (typeof message?.metrics === 'number') return parentPort!.postMessage({ metrics: message.metrics, json: await services.metrics.registry.getMetricsAsJSON() });
+  if (typeof message?.metrics === 'number')
+    return parentPort!.postMessage({
+      metrics: message.metrics,
+      json: await services.metrics.registry.getMetricsAsJSON(),
+    });
   if (message !== 'stop') return;
   await worker.stop();
   await services.close();

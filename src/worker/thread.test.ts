@@ -23,7 +23,10 @@ describe('the worker thread', () => {
 
   it('starts against the database, and stop() ends it', async () => {
     const logged: string[] = [];
-    const thread = await startWorkerThread({ config: await configIn(), databaseUrl: await testDatabase(), secrets }, (msg) => logged.push(msg));
+    const thread = await startWorkerThread(
+      { config: await configIn(), databaseUrl: await testDatabase(), secrets },
+      (msg) => logged.push(msg),
+    );
     await thread.stop();
     expect(logged).toEqual([]);
   });
@@ -31,7 +34,11 @@ describe('the worker thread', () => {
   it('starts a thread that ended again, a second later, until it is stopped', { timeout: 60_000 }, async () => {
     const logged: string[] = [];
     const entry = new URL('../../test/fixtures/short-lived-thread.ts', import.meta.url);
-    const thread = await startWorkerThread({ config: await configIn(), databaseUrl: 'unused', secrets }, (msg) => logged.push(msg), entry);
+    const thread = await startWorkerThread(
+      { config: await configIn(), databaseUrl: 'unused', secrets },
+      (msg) => logged.push(msg),
+      entry,
+    );
     const ended = () => logged.filter((m) => m === 'worker thread ended (exit code 3); starting it again').length;
     while (ended() < 3) await new Promise((r) => setTimeout(r, 50));
     await thread.stop();
@@ -44,6 +51,8 @@ describe('the worker thread', () => {
 
   it('refuses to start when its database cannot be reached, with the reason', async () => {
     const databaseUrl = `postgres://nobody:nothing@127.0.0.1:${await freePort()}/none`;
-    await expect(startWorkerThread({ config: await configIn(), databaseUrl, secrets }, () => {})).rejects.toThrow(/ECONNREFUSED/);
+    await expect(startWorkerThread({ config: await configIn(), databaseUrl, secrets }, () => {})).rejects.toThrow(
+      /ECONNREFUSED/,
+    );
   });
 });

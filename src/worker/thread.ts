@@ -35,7 +35,11 @@ export interface WorkerThread {
  * started again (and again, a second apart, while it fails to start); the job it had is taken up
  * when its lease runs out. `entry` is the thread's module (tests give one of their own).
  */
-export async function startWorkerThread(data: ThreadData, log: (msg: string, err?: unknown) => void, entry = new URL('./thread-entry.ts', import.meta.url)): Promise<WorkerThread> {
+export async function startWorkerThread(
+  data: ThreadData,
+  log: (msg: string, err?: unknown) => void,
+  entry = new URL('./thread-entry.ts', import.meta.url),
+): Promise<WorkerThread> {
   let stopping = false;
   let current: Thread | undefined;
   const ask = (thread: Thread) => {
@@ -43,34 +47,39 @@ export async function startWorkerThread(data: ThreadData, log: (msg: string, err
     thread.postMessage('stop');
     return ended;
   };
-  const restart = () => setTimeout(() => {
-    if (stopping) return;
-    spawn().then((thread) => {
-      current = thread;
-      // Stopped while it started.
-      if (stopping) void ask(thread);
-    }, (err) => {
-      log('worker thread did not start again', err);
-      restart();
-    });
-  }, RESTART_MS).unref();
-  const spawn = () => new Promise<Thread>((resolve, reject) => {
-    const thread = new Thread(entry, { workerData: data, resourceLimits: HEAP_LIMITS });
-    let ready = false;
-    thread.on('message', (message) => {
-      if (message !== 'ready') return;
-      ready = true;
-      resolve(thread);
-    });
-    thread.on('error', (err) => (ready ? log('worker thread failed', err) : reject(err)));
-    thread.on('exit', (code) => {
-      if (!ready) return reject(new Error(`the worker thread ended while starting (exit code ${code})`));
-      if (current === thread) current = undefined;
+  const restart = () =>
+    setTimeout(() => {
       if (stopping) return;
-      log(`worker thread ended (exit code ${code}); starting it again`);
-      restart();
+      spawn().then(
+        (thread) => {
+          current = thread;
+          // Stopped while it started.
+          if (stopping) void ask(thread);
+        },
+        (err) => {
+          log('worker thread did not start again', err);
+          restart();
+        },
+      );
+    }, RESTART_MS).unref();
+  const spawn = () =>
+    new Promise<Thread>((resolve, reject) => {
+      const thread = new Thread(entry, { workerData: data, resourceLimits: HEAP_LIMITS });
+      let ready = false;
+      thread.on('message', (message) => {
+        if (message !== 'ready') return;
+        ready = true;
+        resolve(thread);
+      });
+      thread.on('error', (err) => (ready ? log('worker thread failed', err) : reject(err)));
+      thread.on('exit', (code) => {
+        if (!ready) return reject(new Error(`the worker thread ended while starting (exit code ${code})`));
+        if (current === thread) current = undefined;
+        if (stopping) return;
+        log(`worker thread ended (exit code ${code}); starting it again`);
+        restart();
+      });
     });
-  });
   current = await spawn();
   let asked = 0;
   return {

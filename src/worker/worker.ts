@@ -1,5 +1,11 @@
 import { EXPORT_JOB, EXPORT_SWEEP_JOB, runExport, sweepExport, type ExportDeps } from '../exports/exports.ts';
-import { runSingleExport, sendReadyCallback, SINGLE_EXPORT_JOB, SINGLE_EXPORT_READY_JOB, type SingleExportDeps } from '../exports/single.ts';
+import {
+  runSingleExport,
+  sendReadyCallback,
+  SINGLE_EXPORT_JOB,
+  SINGLE_EXPORT_READY_JOB,
+  type SingleExportDeps,
+} from '../exports/single.ts';
 import { settleHeap } from '../core/heap.ts';
 import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
@@ -22,25 +28,44 @@ const SEND_LANES: Lanes = { loops: 4, jobs: 8 };
  * "Imports"): 0.25-0.4 s once per import in the thread (on the loaded bench machine), but most
  * of a second where the same heap holds the API's (and the tests') objects.
  */
-export async function startWorker(services: ThreadServices, onError: (err: unknown) => void, options: { settleAfterImports?: boolean } = {}): Promise<Worker> {
+export async function startWorker(
+  services: ThreadServices,
+  onError: (err: unknown) => void,
+  options: { settleAfterImports?: boolean } = {},
+): Promise<Worker> {
   const { pool, files, clock, metrics } = services;
   const scopeOf = (accountId: string) => accountScope(services, accountId);
   const exportDeps: ExportDeps = { pool, files, clock, scopeOf };
-  const singleDeps: SingleExportDeps = { ...exportDeps, outbound: services.outbound, publicUrl: services.config.publicUrl };
-  const sendDeps: SendDeps = {
-    pool, scopeOf, mailer: services.mailer, vendor: services.config.vendor, trackingUrl: services.config.trackingUrl, serverSecret: services.serverSecret,
+  const singleDeps: SingleExportDeps = {
+    ...exportDeps,
+    outbound: services.outbound,
+    publicUrl: services.config.publicUrl,
   };
-  const worker = new Worker(pool, {
-    [IMPORT_JOB]: async (job) => {
-      await runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job);
-      if (options.settleAfterImports) settleHeap();
+  const sendDeps: SendDeps = {
+    pool,
+    scopeOf,
+    mailer: services.mailer,
+    vendor: services.config.vendor,
+    trackingUrl: services.config.trackingUrl,
+    serverSecret: services.serverSecret,
+  };
+  const worker = new Worker(
+    pool,
+    {
+      [IMPORT_JOB]: async (job) => {
+        await runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job);
+        if (options.settleAfterImports) settleHeap();
+      },
+      [EXPORT_JOB]: (job) => runExport(exportDeps, job),
+      [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
+      [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
+      [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
+      [SEND_JOB]: (job) => runSend(sendDeps, job),
     },
-    [EXPORT_JOB]: (job) => runExport(exportDeps, job),
-    [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
-    [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
-    [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
-    [SEND_JOB]: (job) => runSend(sendDeps, job),
-  }, onError, metrics, { [SEND_JOB]: SEND_LANES });
+    onError,
+    metrics,
+    { [SEND_JOB]: SEND_LANES },
+  );
   await worker.start();
   return worker;
 }

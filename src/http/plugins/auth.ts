@@ -27,13 +27,22 @@ function windowOf(limit: LimitName): number {
 }
 
 /** Spends one request of `limit` from bucket `key`, or throws 429 with Retry-After; a null account has the default limits. */
-export async function spend(services: Services, accountId: string | null, key: string, limit: LimitName): Promise<void> {
+export async function spend(
+  services: Services,
+  accountId: string | null,
+  key: string,
+  limit: LimitName,
+): Promise<void> {
   const value = accountId === null ? DEFAULT_LIMITS[limit] : (await services.accounts.get(accountId))?.limits[limit];
   if (value === null || value === undefined) return;
   const taken = await services.buckets.take(`${key}:${limit}`, value, windowOf(limit));
   if (!taken.ok) {
     services.metrics.rateLimitRefusals.inc({ limit });
-    throw new Problem('AUD-1002', `Request capacity reached: at most ${value} ${limit.replaceAll('_', ' ')}; retry later`, { 'retry-after': String(taken.retryAfter) });
+    throw new Problem(
+      'AUD-1002',
+      `Request capacity reached: at most ${value} ${limit.replaceAll('_', ' ')}; retry later`,
+      { 'retry-after': String(taken.retryAfter) },
+    );
   }
 }
 
@@ -51,14 +60,19 @@ export function registerAuth(app: FastifyInstance, services: Services): void {
   app.decorateRequest('caller', null as unknown as Caller);
   app.addHook('onRequest', async (request: FastifyRequest) => {
     // An unknown route answers 404 (or 405) whoever asks.
-    const auth = request.is404 ? 'none' : request.routeOptions.config.auth ?? 'bearer';
+    const auth = request.is404 ? 'none' : (request.routeOptions.config.auth ?? 'bearer');
     if (auth === 'none') return;
     if (auth === 'admin' || auth === 'metrics') {
       const header = request.headers.authorization ?? '';
-      const [expected, needs] = auth === 'admin'
-        ? [services.adminToken, 'The operator API needs "Authorization: Bearer <ADMIN_TOKEN>"']
-        : [services.metricsToken, 'Metrics need "Authorization: Bearer <METRICS_TOKEN>" (the operator token when METRICS_TOKEN is unset)'];
-      if (!/^Bearer /i.test(header) || !sameSecret(header.slice(7).trim(), expected)) throw new Problem('AUD-8', needs, { 'www-authenticate': 'Bearer' });
+      const [expected, needs] =
+        auth === 'admin'
+          ? [services.adminToken, 'The operator API needs "Authorization: Bearer <ADMIN_TOKEN>"']
+          : [
+              services.metricsToken,
+              'Metrics need "Authorization: Bearer <METRICS_TOKEN>" (the operator token when METRICS_TOKEN is unset)',
+            ];
+      if (!/^Bearer /i.test(header) || !sameSecret(header.slice(7).trim(), expected))
+        throw new Problem('AUD-8', needs, { 'www-authenticate': 'Bearer' });
       return;
     }
     const caller = await services.apiKeys.authenticate(request.headers.authorization);

@@ -14,13 +14,16 @@ export function parseBracketForm(body: string): Record<string, unknown> {
     let node: Record<string, unknown> = root;
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i] === '' ? String(Object.keys(node).length) : parts[i];
-      if (['__proto__', 'constructor', 'prototype'].includes(part)) throw new Problem('AUD-1004', `Form field name "${key}" is not allowed`);
+      if (['__proto__', 'constructor', 'prototype'].includes(part))
+        throw new Problem('AUD-1004', `Form field name "${key}" is not allowed`);
       if (i === parts.length - 1) {
-        if (typeof node[part] === 'object') throw new Problem('AUD-1004', `Form field "${key}" conflicts with another field`);
+        if (typeof node[part] === 'object')
+          throw new Problem('AUD-1004', `Form field "${key}" conflicts with another field`);
         node[part] = value;
       } else {
         const next = node[part];
-        if (next !== undefined && (typeof next !== 'object' || next === null)) throw new Problem('AUD-1004', `Form field "${key}" conflicts with another field`);
+        if (next !== undefined && (typeof next !== 'object' || next === null))
+          throw new Problem('AUD-1004', `Form field "${key}" conflicts with another field`);
         node = (next ?? (node[part] = {})) as Record<string, unknown>;
       }
     }
@@ -62,7 +65,8 @@ export function registerBodyParsers(app: FastifyInstance): void {
   const strict = app.getDefaultJsonParser('error', 'error');
   // An empty body with a JSON type (clients send one on PUT …/locks and DELETE) is no body;
   // routes that need one say so through their schema.
-  const json: typeof strict = (request, body, done) => (body === '' ? done(null, undefined) : strict(request, body, done));
+  const json: typeof strict = (request, body, done) =>
+    body === '' ? done(null, undefined) : strict(request, body, done);
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, json);
   app.addContentTypeParser('application/merge-patch+json', { parseAs: 'string' }, json);

@@ -21,7 +21,11 @@ export function nulFieldOf(value: unknown, field = ''): string | undefined {
   return undefined;
 }
 
-const PARTS = [['params', 'path parameter'], ['query', 'query parameter'], ['body', 'body field']] as const;
+const PARTS = [
+  ['params', 'path parameter'],
+  ['query', 'query parameter'],
+  ['body', 'body field'],
+] as const;
 
 /**
  * Refuses text holding NUL (U+0000) anywhere in a request's path, query or body, before any
@@ -33,7 +37,13 @@ export function registerNulGuard(app: FastifyInstance): void {
   app.addHook('preValidation', (request: FastifyRequest, _reply, done) => {
     for (const [part, name] of PARTS) {
       const field = nulFieldOf(request[part]);
-      if (field !== undefined) return done(new Problem('AUD-1012', `The ${field ? `${name} "${field}"` : `request ${part}`} holds a NUL character (U+0000), which no text may hold`));
+      if (field !== undefined)
+        return done(
+          new Problem(
+            'AUD-1012',
+            `The ${field ? `${name} "${field}"` : `request ${part}`} holds a NUL character (U+0000), which no text may hold`,
+          ),
+        );
     }
     done();
   });

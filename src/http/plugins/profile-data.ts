@@ -13,17 +13,30 @@ export type ScopeOf = (request: FastifyRequest) => Promise<AccountScope>;
  * together under the limit of SPEC §8 of at most 10 consecutive operations per second on one
  * profile key, with one way of getting a request's scope.
  */
-export function profileDataPlane(services: Services, routes: ((services: Services, scopeOf: ScopeOf) => (app: FastifyInstance) => Promise<void>)[]) {
+export function profileDataPlane(
+  services: Services,
+  routes: ((services: Services, scopeOf: ScopeOf) => (app: FastifyInstance) => Promise<void>)[],
+) {
   return async (app: FastifyInstance) => {
     app.addHook('preHandler', async (request) => {
-      const params = request.params as { keyspace_discriminator?: string; profile_key?: string; channel_discriminator?: string; address?: string };
+      const params = request.params as {
+        keyspace_discriminator?: string;
+        profile_key?: string;
+        channel_discriminator?: string;
+        address?: string;
+      };
       const raw = params.profile_key ?? params.address;
       if (raw === undefined) return;
       const { accountId } = request.caller;
       const defs = await services.definitions.get(accountId);
       // The legacy consent routes name a profile by its address on a channel: its key in the keyspace of the channel's addresses.
-      const channel = params.address === undefined ? undefined : defs.channels.find((c) => c.discriminator === params.channel_discriminator);
-      const keyspace = channel ? addressKeyspace(defs, channel) : defs.keyspaces.find((k) => k.discriminator === params.keyspace_discriminator);
+      const channel =
+        params.address === undefined
+          ? undefined
+          : defs.channels.find((c) => c.discriminator === params.channel_discriminator);
+      const keyspace = channel
+        ? addressKeyspace(defs, channel)
+        : defs.keyspaces.find((k) => k.discriminator === params.keyspace_discriminator);
       // Counted per normalised key, so that another spelling of one address is the same key.
       let key = raw;
       try {
@@ -31,7 +44,12 @@ export function profileDataPlane(services: Services, routes: ((services: Service
       } catch {
         // An invalid key is refused by the route itself.
       }
-      await spend(services, accountId, `${accountId}:${keyspace?.discriminator ?? params.keyspace_discriminator ?? params.channel_discriminator}:${key}`, 'profile_key_operations_per_second');
+      await spend(
+        services,
+        accountId,
+        `${accountId}:${keyspace?.discriminator ?? params.keyspace_discriminator ?? params.channel_discriminator}:${key}`,
+        'profile_key_operations_per_second',
+      );
     });
     const scopeOf: ScopeOf = (request) => accountScope(services, request.caller.accountId, request.caller);
     for (const register of routes) await app.register(register(services, scopeOf));

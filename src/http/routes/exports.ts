@@ -10,8 +10,23 @@ import type { ScopeOf } from '../plugins/profile-data.ts';
 import * as emailEvents from '../../exports/email-events.ts';
 import * as exports from '../../exports/exports.ts';
 import {
-  ConsentCountBody, ConsentExportBody, DownloadUrls, DuplicateExportBody, EmailEventExportBody, EmailReportFileParams, EmailReportFileQuery, EmailReportQuery,
-  EmailReportStatus, EventExportBody, FileDownloadUrl, PollUrl, ReportParams, SegmentExportBody, SingleExportBody, SingleExportFileParams, SingleExportParams,
+  ConsentCountBody,
+  ConsentExportBody,
+  DownloadUrls,
+  DuplicateExportBody,
+  EmailEventExportBody,
+  EmailReportFileParams,
+  EmailReportFileQuery,
+  EmailReportQuery,
+  EmailReportStatus,
+  EventExportBody,
+  FileDownloadUrl,
+  PollUrl,
+  ReportParams,
+  SegmentExportBody,
+  SingleExportBody,
+  SingleExportFileParams,
+  SingleExportParams,
 } from '../../exports/schemas.ts';
 import * as single from '../../exports/single.ts';
 import { withTransaction } from '../../store/pool.ts';
@@ -44,7 +59,10 @@ function preferredType(header: string | undefined, offered: readonly string[]): 
   const ranges = weighted(header);
   const weight = (type: string) => {
     const essence = type.split(';')[0];
-    const range = ranges.find((r) => r.name === essence) ?? ranges.find((r) => r.name === `${essence.split('/')[0]}/*`) ?? ranges.find((r) => r.name === '*/*');
+    const range =
+      ranges.find((r) => r.name === essence) ??
+      ranges.find((r) => r.name === `${essence.split('/')[0]}/*`) ??
+      ranges.find((r) => r.name === '*/*');
     return range !== undefined && range.q > 0 ? range.q : 0;
   };
   return offered.reduce((best, type) => (weight(type) > weight(best) ? type : best));
@@ -83,129 +101,274 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
       const scope = await scopeOf(request);
       return withTransaction(services.pool, (tx) => exports.createExport(tx, scope, exportRequest));
     };
-    const pollUrl = (id: string, prefix = '') => `${services.config.publicUrl}${prefix}/audience/profiles/reports/${id}`;
+    const pollUrl = (id: string, prefix = '') =>
+      `${services.config.publicUrl}${prefix}/audience/profiles/reports/${id}`;
 
-    app.post('/audience/profiles/reports/consents', {
-      config: requests,
-      schema: { summary: 'Profile in segment by consent export', tags, body: ConsentExportBody, response: responses({ 201: PollUrl }) },
-    }, async (request, reply) => reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'consents', body: request.body })) }));
-
-    app.post('/audience/profiles/reports/consents/count', {
-      config: requests,
-      schema: { summary: 'Count profiles in segment by consent', tags, body: ConsentCountBody, response: responses({ 201: PollUrl }) },
-    }, async (request, reply) => reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'consents-count', body: request.body })) }));
-
-    app.post('/audience/profiles/reports/duplicates', {
-      config: requests,
-      schema: { summary: 'Duplicate profile in segment by consent export', tags, body: DuplicateExportBody, response: responses({ 201: PollUrl }) },
-    }, async (request, reply) => reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'duplicates', body: request.body })) }));
-
-    app.post('/audience/profiles/reports/segments', {
-      config: requests,
-      schema: { summary: 'Profile in segment export (beta)', tags, body: SegmentExportBody, response: responses({ 201: DownloadUrls }) },
-    }, async (request, reply) => {
-      const id = await create(request, { kind: 'segments', body: request.body });
-      return reply.code(201).send({ file_download_url: pollUrl(id), file_download_url_v2: pollUrl(id, '/v2') });
-    });
-
-    app.post('/audience/profiles/export-single/:export_key', {
-      config: requests,
-      schema: {
-        summary: 'Single profile export (beta)',
-        description: 'Answers 202 with an empty body (and the URL of the file in Location); then POSTs {"code": 100, "message": "Callback verified"} to callback_url and, once the file is written, {"code": 200, "message": <the URL of the file>}. No second callback when the first is not taken.',
-        tags, params: SingleExportParams, body: SingleExportBody,
-        response: responses({ 202: Type.Null({ description: 'Accepted: the callbacks follow' }) }),
+    app.post(
+      '/audience/profiles/reports/consents',
+      {
+        config: requests,
+        schema: {
+          summary: 'Profile in segment by consent export',
+          tags,
+          body: ConsentExportBody,
+          response: responses({ 201: PollUrl }),
+        },
       },
-    }, async (request, reply) => {
-      const scope = await scopeOf(request);
-      const id = await withTransaction(services.pool, (tx) => single.requestSingleExport(tx, scope, request.params.export_key, request.body));
-      return reply.code(202).header('location', single.singleExportUrl(services.config.publicUrl, scope.accountId, id)).send();
-    });
+      async (request, reply) =>
+        reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'consents', body: request.body })) }),
+    );
 
-    app.get('/audience/profiles/export-single/accounts/:account_id/definitions/:export_id', {
-      config: downloads,
-      schema: {
-        summary: 'The file of a single profile export: the URL of its second callback',
-        description: '200 with the file (JSON) when ready, for one day; 404 while in progress or for an unknown id; 503 when the export failed (the detail says why); 410 once gone. The metadata=true of the URL changes nothing: include_type_definitions decides.',
-        tags, params: SingleExportFileParams,
-        response: responses({ 200: Type.Unknown({ description: 'The file (JSON), gzip-compressed when Accept-Encoding takes gzip' }) }),
+    app.post(
+      '/audience/profiles/reports/consents/count',
+      {
+        config: requests,
+        schema: {
+          summary: 'Count profiles in segment by consent',
+          tags,
+          body: ConsentCountBody,
+          response: responses({ 201: PollUrl }),
+        },
       },
-    }, async (request, reply) => {
-      const { account_id: accountId, export_id: exportId } = request.params;
-      return sendReady(request, reply, await single.readSingleExport(services.pool, services.files, await scopeOf(request), accountId, exportId));
-    });
+      async (request, reply) =>
+        reply
+          .code(201)
+          .send({ poll_url: pollUrl(await create(request, { kind: 'consents-count', body: request.body })) }),
+    );
 
-    app.post('/audience/profiles/exports', {
-      config: eventRequests,
-      schema: { summary: 'Profile in segment event export', tags, body: EventExportBody, response: responses({ 201: FileDownloadUrl }) },
-    }, async (request, reply) => reply.code(201).send({ file_download_url: pollUrl(await create(request, { kind: 'events', body: request.body })) }));
+    app.post(
+      '/audience/profiles/reports/duplicates',
+      {
+        config: requests,
+        schema: {
+          summary: 'Duplicate profile in segment by consent export',
+          tags,
+          body: DuplicateExportBody,
+          response: responses({ 201: PollUrl }),
+        },
+      },
+      async (request, reply) =>
+        reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'duplicates', body: request.body })) }),
+    );
+
+    app.post(
+      '/audience/profiles/reports/segments',
+      {
+        config: requests,
+        schema: {
+          summary: 'Profile in segment export (beta)',
+          tags,
+          body: SegmentExportBody,
+          response: responses({ 201: DownloadUrls }),
+        },
+      },
+      async (request, reply) => {
+        const id = await create(request, { kind: 'segments', body: request.body });
+        return reply.code(201).send({ file_download_url: pollUrl(id), file_download_url_v2: pollUrl(id, '/v2') });
+      },
+    );
+
+    app.post(
+      '/audience/profiles/export-single/:export_key',
+      {
+        config: requests,
+        schema: {
+          summary: 'Single profile export (beta)',
+          description:
+            'Answers 202 with an empty body (and the URL of the file in Location); then POSTs {"code": 100, "message": "Callback verified"} to callback_url and, once the file is written, {"code": 200, "message": <the URL of the file>}. No second callback when the first is not taken.',
+          tags,
+          params: SingleExportParams,
+          body: SingleExportBody,
+          response: responses({ 202: Type.Null({ description: 'Accepted: the callbacks follow' }) }),
+        },
+      },
+      async (request, reply) => {
+        const scope = await scopeOf(request);
+        const id = await withTransaction(services.pool, (tx) =>
+          single.requestSingleExport(tx, scope, request.params.export_key, request.body),
+        );
+        return reply
+          .code(202)
+          .header('location', single.singleExportUrl(services.config.publicUrl, scope.accountId, id))
+          .send();
+      },
+    );
+
+    app.get(
+      '/audience/profiles/export-single/accounts/:account_id/definitions/:export_id',
+      {
+        config: downloads,
+        schema: {
+          summary: 'The file of a single profile export: the URL of its second callback',
+          description:
+            '200 with the file (JSON) when ready, for one day; 404 while in progress or for an unknown id; 503 when the export failed (the detail says why); 410 once gone. The metadata=true of the URL changes nothing: include_type_definitions decides.',
+          tags,
+          params: SingleExportFileParams,
+          response: responses({
+            200: Type.Unknown({ description: 'The file (JSON), gzip-compressed when Accept-Encoding takes gzip' }),
+          }),
+        },
+      },
+      async (request, reply) => {
+        const { account_id: accountId, export_id: exportId } = request.params;
+        return sendReady(
+          request,
+          reply,
+          await single.readSingleExport(services.pool, services.files, await scopeOf(request), accountId, exportId),
+        );
+      },
+    );
+
+    app.post(
+      '/audience/profiles/exports',
+      {
+        config: eventRequests,
+        schema: {
+          summary: 'Profile in segment event export',
+          tags,
+          body: EventExportBody,
+          response: responses({ 201: FileDownloadUrl }),
+        },
+      },
+      async (request, reply) =>
+        reply
+          .code(201)
+          .send({ file_download_url: pollUrl(await create(request, { kind: 'events', body: request.body })) }),
+    );
 
     // The email event export (SPEC §4.8): a report id, its status, and its file at URLs that each status call issues.
-    app.post('/emails/reports', {
-      config: eventRequests,
-      schema: {
-        summary: 'Email event export', tags, body: EmailEventExportBody,
-        response: responses({ 201: Type.Object({ report_id: Type.String({ description: 'Its status is at GET /emails/reports/{report_id}' }) }) }),
+    app.post(
+      '/emails/reports',
+      {
+        config: eventRequests,
+        schema: {
+          summary: 'Email event export',
+          tags,
+          body: EmailEventExportBody,
+          response: responses({
+            201: Type.Object({
+              report_id: Type.String({ description: 'Its status is at GET /emails/reports/{report_id}' }),
+            }),
+          }),
+        },
       },
-    }, async (request, reply) => reply.code(201).send({ report_id: await create(request, { kind: 'email-events', body: request.body }) }));
+      async (request, reply) =>
+        reply.code(201).send({ report_id: await create(request, { kind: 'email-events', body: request.body }) }),
+    );
 
     const authHeader = `x-${services.config.vendor}-auth`;
-    app.get('/emails/reports/:report_id', {
-      schema: {
-        summary: 'Status of an email event export',
-        description: `requested, then completed (with a new download URL on every call) or error; 404 for an unknown id, 410 once the file has expired. With header_auth=true the URL carries no credential, and the token the download needs comes in the response header ${authHeader}.`,
-        tags, params: ReportParams, querystring: EmailReportQuery, response: responses({ 200: EmailReportStatus }),
+    app.get(
+      '/emails/reports/:report_id',
+      {
+        schema: {
+          summary: 'Status of an email event export',
+          description: `requested, then completed (with a new download URL on every call) or error; 404 for an unknown id, 410 once the file has expired. With header_auth=true the URL carries no credential, and the token the download needs comes in the response header ${authHeader}.`,
+          tags,
+          params: ReportParams,
+          querystring: EmailReportQuery,
+          response: responses({ 200: EmailReportStatus }),
+        },
       },
-    }, async (request, reply) => {
-      const answer = await emailEvents.emailReportStatus(services.pool, await scopeOf(request), services.config.publicUrl, request.params.report_id, request.query.header_auth === true);
-      if (answer.headerToken !== undefined) reply.header(authHeader, answer.headerToken);
-      return answer.body;
-    });
+      async (request, reply) => {
+        const answer = await emailEvents.emailReportStatus(
+          services.pool,
+          await scopeOf(request),
+          services.config.publicUrl,
+          request.params.report_id,
+          request.query.header_auth === true,
+        );
+        if (answer.headerToken !== undefined) reply.header(authHeader, answer.headerToken);
+        return answer.body;
+      },
+    );
 
     // The download URL carries its own credential, or needs the status answer's token in a header: no bearer token (AUTH-09).
-    app.get('/files/email-events/:account_id/:report_id', {
-      config: { auth: 'none' },
-      schema: {
-        summary: 'The file of an email event export (gzip-compressed CSV), at the URL of a status answer',
-        description: `403 without the URL's token (or, for a header_auth URL, the ${authHeader} header of the status answer) or once the URL has expired; 410 once the file has expired.`,
-        tags, params: EmailReportFileParams, querystring: EmailReportFileQuery,
-        response: responses({ 200: Type.Unknown({ description: 'The gzip-compressed CSV' }) }),
+    app.get(
+      '/files/email-events/:account_id/:report_id',
+      {
+        config: { auth: 'none' },
+        schema: {
+          summary: 'The file of an email event export (gzip-compressed CSV), at the URL of a status answer',
+          description: `403 without the URL's token (or, for a header_auth URL, the ${authHeader} header of the status answer) or once the URL has expired; 410 once the file has expired.`,
+          tags,
+          params: EmailReportFileParams,
+          querystring: EmailReportFileQuery,
+          response: responses({ 200: Type.Unknown({ description: 'The gzip-compressed CSV' }) }),
+        },
       },
-    }, async (request, reply) => {
-      const { account_id: accountId, report_id: reportId } = request.params;
-      // An account that does not exist is refused as a wrong credential is: the URL tells nothing of which accounts exist.
-      if (!/^\d{1,18}$/.test(accountId) || !(await services.accounts.get(accountId))) throw new Problem('AUD-1913', 'The download URL is not valid; call the status endpoint for a new one');
-      const header = request.headers[authHeader];
-      const stream = await emailEvents.readEmailReportFile(services.pool, services.files, await accountScope(services, accountId), reportId, {
-        token: request.query.token, headerToken: typeof header === 'string' ? header : undefined,
-      });
-      try {
-        await spend(services, accountId, accountId, 'export_downloads_per_minute');
-      } catch (err) {
-        stream.destroy();
-        throw err;
-      }
-      return reply.type(emailEvents.GZIP_TYPE).header('content-disposition', `attachment; filename="email-events-${reportId}.csv.gz"`).send(stream);
+      async (request, reply) => {
+        const { account_id: accountId, report_id: reportId } = request.params;
+        // An account that does not exist is refused as a wrong credential is: the URL tells nothing of which accounts exist.
+        if (!/^\d{1,18}$/.test(accountId) || !(await services.accounts.get(accountId)))
+          throw new Problem('AUD-1913', 'The download URL is not valid; call the status endpoint for a new one');
+        const header = request.headers[authHeader];
+        const stream = await emailEvents.readEmailReportFile(
+          services.pool,
+          services.files,
+          await accountScope(services, accountId),
+          reportId,
+          {
+            token: request.query.token,
+            headerToken: typeof header === 'string' ? header : undefined,
+          },
+        );
+        try {
+          await spend(services, accountId, accountId, 'export_downloads_per_minute');
+        } catch (err) {
+          stream.destroy();
+          throw err;
+        }
+        return reply
+          .type(emailEvents.GZIP_TYPE)
+          .header('content-disposition', `attachment; filename="email-events-${reportId}.csv.gz"`)
+          .send(stream);
+      },
+    );
+
+    const ready = Type.Unknown({
+      description:
+        "The file (CSV, or Excel with Accept: application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, and for the segment export JSON with Accept: application/json; the event export's JSON) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip",
     });
-
-    const ready = Type.Unknown({ description: 'The file (CSV, or Excel with Accept: application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, and for the segment export JSON with Accept: application/json; the event export\'s JSON) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip' });
     /** A poll of either form; only the v2 form answers "in progress" without a problem. */
-    const poll = (form: 'v1' | 'v2') => async (request: FastifyRequest<{ Params: { report_id: string } }>, reply: FastifyReply) => {
-      const answer = await exports.pollExport(services.pool, services.files, await scopeOf(request), request.params.report_id, form);
-      return 'inProgress' in answer ? reply.code(202).send() : sendReady(request, reply, answer);
-    };
+    const poll =
+      (form: 'v1' | 'v2') =>
+      async (request: FastifyRequest<{ Params: { report_id: string } }>, reply: FastifyReply) => {
+        const answer = await exports.pollExport(
+          services.pool,
+          services.files,
+          await scopeOf(request),
+          request.params.report_id,
+          form,
+        );
+        return 'inProgress' in answer ? reply.code(202).send() : sendReady(request, reply, answer);
+      };
 
-    app.get('/audience/profiles/reports/:report_id', {
-      config: downloads,
-      schema: { summary: 'Poll an export: 404 while in progress, 200 when ready, 410 when gone or unknown', tags, params: ReportParams, response: responses({ 200: ready }) },
-    }, poll('v1'));
-
-    app.get('/v2/audience/profiles/reports/:report_id', {
-      config: downloads,
-      schema: {
-        summary: 'Poll an export (v2): 202 while in progress, 200 when ready, 404 for an unknown id, 410 when gone', tags, params: ReportParams,
-        response: responses({ 200: ready, 202: Type.Null({ description: 'In progress: poll again later' }) }),
+    app.get(
+      '/audience/profiles/reports/:report_id',
+      {
+        config: downloads,
+        schema: {
+          summary: 'Poll an export: 404 while in progress, 200 when ready, 410 when gone or unknown',
+          tags,
+          params: ReportParams,
+          response: responses({ 200: ready }),
+        },
       },
-    }, poll('v2'));
+      poll('v1'),
+    );
+
+    app.get(
+      '/v2/audience/profiles/reports/:report_id',
+      {
+        config: downloads,
+        schema: {
+          summary: 'Poll an export (v2): 202 while in progress, 200 when ready, 404 for an unknown id, 410 when gone',
+          tags,
+          params: ReportParams,
+          response: responses({ 200: ready, 202: Type.Null({ description: 'In progress: poll again later' }) }),
+        },
+      },
+      poll('v2'),
+    );
   };
 }

@@ -9,7 +9,12 @@ import { JOB_STATES, jobFigures } from '../../jobs/queue.ts';
 import { databaseUnavailable } from '../problems.ts';
 import { responses } from '../schemas/problem.ts';
 
-const ErrorCode = Type.Object({ type: Type.String(), code: Type.String(), title: Type.String(), http_status: Type.Integer() });
+const ErrorCode = Type.Object({
+  type: Type.String(),
+  code: Type.String(),
+  title: Type.String(),
+  http_status: Type.Integer(),
+});
 
 /**
  * The job queue's figures, read from the database at each scrape: the jobs are rows, written by
@@ -20,18 +25,23 @@ function registerJobGauges(services: Services): void {
   const registers = [services.metrics.registry];
   const read = () => jobFigures(services.pool).catch(() => []);
   new client.Gauge({
-    name: 'audience_jobs', help: 'Jobs by kind and state: waiting (retries too), running, failed (after their last attempt; GET /admin/jobs?state=failed)',
-    labelNames: ['kind', 'state'], registers,
+    name: 'audience_jobs',
+    help: 'Jobs by kind and state: waiting (retries too), running, failed (after their last attempt; GET /admin/jobs?state=failed)',
+    labelNames: ['kind', 'state'],
+    registers,
     async collect() {
       const figures = await read();
       this.reset();
-      for (const kind of new Set(figures.map((f) => f.kind))) for (const state of JOB_STATES) this.set({ kind, state }, 0);
+      for (const kind of new Set(figures.map((f) => f.kind)))
+        for (const state of JOB_STATES) this.set({ kind, state }, 0);
       for (const f of figures) this.set({ kind: f.kind, state: f.state }, f.count);
     },
   });
   new client.Gauge({
-    name: 'audience_jobs_oldest_waiting_seconds', help: 'Age of the oldest job waiting its turn, by kind; 0 when none waits',
-    labelNames: ['kind'], registers,
+    name: 'audience_jobs_oldest_waiting_seconds',
+    help: 'Age of the oldest job waiting its turn, by kind; 0 when none waits',
+    labelNames: ['kind'],
+    registers,
     async collect() {
       const figures = await read();
       this.reset();
@@ -46,10 +56,15 @@ function registerJobGauges(services: Services): void {
  * each metric's cluster aggregator, where `omit` (the process start time) would drop a metric only
  * this thread has: the process's own are taken as they are.
  */
-async function exposition(registry: client.Registry, threadMetrics: (() => Promise<MetricsJson>) | undefined): Promise<string> {
+async function exposition(
+  registry: client.Registry,
+  threadMetrics: (() => Promise<MetricsJson>) | undefined,
+): Promise<string> {
   const theirs = threadMetrics ? await threadMetrics() : [];
   if (theirs.length === 0) return registry.metrics();
-  const mine = (await registry.getMetricsAsJSON()).map((m) => (m.aggregator === 'omit' ? { ...m, aggregator: 'first' as const } : m));
+  const mine = (await registry.getMetricsAsJSON()).map((m) =>
+    m.aggregator === 'omit' ? { ...m, aggregator: 'first' as const } : m,
+  );
   return client.AggregatorRegistry.aggregate([mine, theirs]).metrics();
 }
 
@@ -63,10 +78,31 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
     const tags = ['operations'];
     const security: [] = [];
 
-    app.get('/healthz', { config, schema: { tags, security, summary: 'The process is up', response: responses({ 200: Type.Object({ state: Type.String() }) }) } },
-      async () => ({ state: 'up' }));
+    app.get(
+      '/healthz',
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: 'The process is up',
+          response: responses({ 200: Type.Object({ state: Type.String() }) }),
+        },
+      },
+      async () => ({ state: 'up' }),
+    );
 
-    app.get('/readyz', { config, schema: { tags, security, summary: 'The process can serve: its database answers', response: responses({ 200: Type.Object({ state: Type.String() }) }) } },
+    app.get(
+      '/readyz',
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: 'The process can serve: its database answers',
+          response: responses({ 200: Type.Object({ state: Type.String() }) }),
+        },
+      },
       async () => {
         try {
           await services.pool.query('select 1');
@@ -74,22 +110,58 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
           throw databaseUnavailable();
         }
         return { state: 'ready' };
-      });
+      },
+    );
 
     // Metrics tell who calls what and how much: behind a token (METRICS_TOKEN, else the operator token).
-    app.get('/metrics', { config: { auth: 'metrics' }, schema: { tags, summary: 'Prometheus metrics', hide: true } }, async (_request, reply) =>
-      reply.type(registry.contentType).send(await exposition(registry, threadMetrics)));
+    app.get(
+      '/metrics',
+      { config: { auth: 'metrics' }, schema: { tags, summary: 'Prometheus metrics', hide: true } },
+      async (_request, reply) => reply.type(registry.contentType).send(await exposition(registry, threadMetrics)),
+    );
 
-    app.get('/openapi.json', { config, schema: { tags, security, summary: 'This OpenAPI document', hide: true } }, async () => root.swagger());
+    app.get(
+      '/openapi.json',
+      { config, schema: { tags, security, summary: 'This OpenAPI document', hide: true } },
+      async () => root.swagger(),
+    );
 
-    const describe = (code: ProblemCode) => ({ type: problemType(code), code, title: PROBLEMS[code].title, http_status: PROBLEMS[code].status });
-    app.get('/errors', { config, schema: { tags, security, summary: 'Every error code', response: responses({ 200: Type.Object({ items: Type.Array(ErrorCode) }) }) } },
-      async () => ({ items: (Object.keys(PROBLEMS) as ProblemCode[]).map(describe) }));
-    app.get('/errors/:code', { config, schema: { tags, security, summary: 'One error code', params: Type.Object({ code: Type.String() }), response: responses({ 200: ErrorCode }) } },
+    const describe = (code: ProblemCode) => ({
+      type: problemType(code),
+      code,
+      title: PROBLEMS[code].title,
+      http_status: PROBLEMS[code].status,
+    });
+    app.get(
+      '/errors',
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: 'Every error code',
+          response: responses({ 200: Type.Object({ items: Type.Array(ErrorCode) }) }),
+        },
+      },
+      async () => ({ items: (Object.keys(PROBLEMS) as ProblemCode[]).map(describe) }),
+    );
+    app.get(
+      '/errors/:code',
+      {
+        config,
+        schema: {
+          tags,
+          security,
+          summary: 'One error code',
+          params: Type.Object({ code: Type.String() }),
+          response: responses({ 200: ErrorCode }),
+        },
+      },
       async (request) => {
         const code = request.params.code.toUpperCase() as ProblemCode;
         if (!(code in PROBLEMS)) throw new Problem('AUD-1', `No error code "${request.params.code}"`);
         return describe(code);
-      });
+      },
+    );
   };
 }

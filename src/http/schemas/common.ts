@@ -2,7 +2,9 @@ import { Type } from 'typebox';
 
 /** The `include_keyspace_permissions` query parameter of the definition routes. Other query parameters are ignored, as clients add their own. */
 export const PermissionsQuery = Type.Object({
-  include_keyspace_permissions: Type.Optional(Type.Boolean({ default: false, description: 'Add keyspace_permissions to each item' })),
+  include_keyspace_permissions: Type.Optional(
+    Type.Boolean({ default: false, description: 'Add keyspace_permissions to each item' }),
+  ),
 });
 
 /** Wraps an item schema as a list answer (SPEC §1.3). */

@@ -13,7 +13,10 @@ export const ProblemSchema = Type.Object({
 export const NoContent = Type.Null({ description: 'No content' });
 
 /** An error answer: a problem document, in its own media type (what `sendProblem` sends). */
-const ProblemResponse = { description: 'A problem document (RFC 9457)', content: { 'application/problem+json': { schema: ProblemSchema } } };
+const ProblemResponse = {
+  description: 'A problem document (RFC 9457)',
+  content: { 'application/problem+json': { schema: ProblemSchema } },
+};
 
 /** A route's declared answers: its successes, and problem documents for every error. */
 export function responses(success: Record<number, TSchema>): Record<string, TSchema | typeof ProblemResponse> {
