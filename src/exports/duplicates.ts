@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { SqlValues } from '../aql/compile-sql.ts';
-import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
+import { attributeOfVersion, type ChannelRow, type SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
@@ -42,9 +42,7 @@ export interface DuplicateExportPlan extends NamedSegments {
 export function planDuplicateExport(scope: AccountScope, body: DuplicateExportBody): DuplicateExportPlan {
   const section = sectionOf(scope, body.section_discriminator);
   const field = 'find_duplicates_by_attribute_version_id';
-  const attribute = section.attributes.find((a) =>
-    a.versions.some((v) => v.id === body.find_duplicates_by_attribute_version_id),
-  );
+  const attribute = attributeOfVersion(section, body.find_duplicates_by_attribute_version_id)?.attribute;
   if (!attribute)
     throw new Problem(
       'AUD-1206',

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { SqlValues } from '../aql/compile-sql.ts';
-import { conforms, eventFieldsOf, grants, requireWrite } from '../core/definitions.ts';
+import { conforms, eventFieldsOf, eventOfVersion, grants, requireWrite } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
@@ -30,8 +30,7 @@ export async function addEvents(
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
   const events = items.map((item, i) => {
-    const event = section.events.find((e) => e.versions.some((v) => v.id === item.version_id));
-    const version = event?.versions.find((v) => v.id === item.version_id);
+    const { event, version } = eventOfVersion(section, item.version_id) ?? {};
     if (!event || !version || event.hidden)
       throw new Problem(
         'AUD-1220',
