@@ -221,8 +221,18 @@ export function conforms(typeName: string, value: unknown): boolean {
   }
 }
 
-/** The value an attribute of a type stores for a value written to it, or undefined when the value does not fit the type (conforms). */
+/**
+ * The value an attribute of a type stores for a value written to it, or undefined when the value
+ * does not fit the type (conforms). A Text attribute also takes a JSON number, stored as its
+ * decimal text (web forms send phone numbers so), when that text is exact: an integer beyond
+ * 2^53 has lost digits in JSON parsing, and a number printed with an exponent is not decimal text.
+ */
 export function storedValue(typeName: string, value: unknown): unknown {
+  if (typeName === 'Text' && typeof value === 'number') {
+    const text = String(value);
+    const exact = !/e/i.test(text) && (!Number.isInteger(value) || Number.isSafeInteger(value));
+    return Number.isFinite(value) && exact ? text : undefined;
+  }
   return conforms(typeName, value) ? value : undefined;
 }
 
