@@ -66,7 +66,12 @@ export async function addEvents(
   // A profile deleted since it was located (a delete that committed meanwhile) is no longer there.
   if (
     events.length > 0 &&
-    !(await q.insertEvents(tx, scope.accountId, located.canonicalId, section.id, events, scope.now))
+    !(await q.insertEvents(tx, scope.accountId, {
+      profileId: located.canonicalId,
+      sectionId: section.id,
+      events,
+      createdAt: scope.now,
+    }))
   ) {
     throw new Problem('AUD-1201', `No profile with ${located.keyspace.discriminator} key "${located.key}"`);
   }
@@ -89,7 +94,12 @@ export async function listEvents(
     .flatMap((e) => e.versions.map((v) => v.id));
   const wanted = versionIds === undefined ? readable : readable.filter((id) => versionIds.includes(id));
   const members = await q.listClusterMembers(db, scope.accountId, located.canonicalId);
-  const rows = await q.listEventsByProfiles(db, scope.accountId, members, section.id, wanted, ROWS_READ);
+  const rows = await q.listEventsByProfiles(db, scope.accountId, {
+    profileIds: members,
+    sectionId: section.id,
+    versionIds: wanted,
+    limit: ROWS_READ,
+  });
   const items: StoredEvent[] = [];
   // The answer's bytes as sent: the frame of a truncated answer, each item, a comma between items.
   let size = Buffer.byteLength('{"items":[],"truncated":true}');

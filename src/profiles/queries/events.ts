@@ -20,11 +20,14 @@ export interface EventRow {
 export async function insertEvents(
   db: Queryable,
   accountId: string,
-  profileId: string,
-  sectionId: string,
-  events: { eventTime: string; versionId: string; correlationId: string; data: unknown }[],
-  createdAt: Date,
+  write: {
+    profileId: string;
+    sectionId: string;
+    events: { eventTime: string; versionId: string; correlationId: string; data: unknown }[];
+    createdAt: Date;
+  },
 ): Promise<boolean> {
+  const { profileId, sectionId, events, createdAt } = write;
   const { rows } = await db.query<{ found: boolean }>(
     `with profile as (select profile_id from profiles where account_id = $1::bigint and profile_id = $2::bigint for key share),
      inserted as (
@@ -52,11 +55,9 @@ export async function insertEvents(
 export async function listEventsByProfiles(
   db: Queryable,
   accountId: string,
-  profileIds: string[],
-  sectionId: string,
-  versionIds: string[] | null,
-  limit: number,
+  read: { profileIds: string[]; sectionId: string; versionIds: string[] | null; limit: number },
 ): Promise<EventRow[]> {
+  const { profileIds, sectionId, versionIds, limit } = read;
   const { rows } = await db.query<EventRow>(
     `select event_time, created_at, version_id::text, correlation_id, data from profile_events
      where account_id = $1::bigint and profile_id = any($2::bigint[]) and section_id = $3::bigint
