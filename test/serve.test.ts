@@ -648,12 +648,12 @@ describe('what an operator watches: the metrics and log lines of real work (issu
     await program.cli('activity', 'put', path.join(EXAMPLES, 'newsletter.json'), '--account', id);
     expect(await program.cli('activity', 'events', path.join(EXAMPLES, 'events.jsonl'), '--account', id)).toMatchObject(
       {
-        recorded: 5,
+        recorded: 8,
       },
     );
     expect(await program.cli('activity', 'events', path.join(EXAMPLES, 'events.jsonl'), '--account', id)).toMatchObject(
       {
-        duplicates: 5,
+        duplicates: 8,
       },
     );
 
@@ -717,8 +717,8 @@ describe('what an operator watches: the metrics and log lines of real work (issu
     expect(grew('audience_authentication_failures_total', { credential: 'bearer' })).toBe(1);
     expect(grew('audience_authentication_failures_total', { credential: 'client' })).toBe(1);
     expect(grew('audience_authentication_failures_total', { credential: 'operator' })).toBe(1);
-    expect(grew('audience_activity_events_total', { outcome: 'recorded' })).toBe(5);
-    expect(grew('audience_activity_events_total', { outcome: 'duplicate' })).toBe(5);
+    expect(grew('audience_activity_events_total', { outcome: 'recorded' })).toBe(8);
+    expect(grew('audience_activity_events_total', { outcome: 'duplicate' })).toBe(8);
     expect(grew('audience_mail_total', { outcome: 'sent' })).toBe(1);
     expect(grew('audience_mail_total', { outcome: 'suppressed' })).toBe(1);
     expect(grew('audience_export_rows_total', { kind: 'segments' })).toBe(2);
