@@ -9,7 +9,7 @@ import { freePort } from '../store/embedded.ts';
 import { createPool } from '../store/pool.ts';
 import { buildApp } from './app.ts';
 import { createLogger } from './logging.ts';
-import { enqueue, Worker } from '../jobs/queue.ts';
+import { enqueue, Worker, type JobRun } from '../jobs/queue.ts';
 import { parseBracketForm } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
 
@@ -587,15 +587,18 @@ describe('operations', () => {
     ]);
   });
 
-  it('a job that fails its last attempt is kept as failed: GET /admin/jobs?state=failed lists it, /metrics counts it and its runs', async () => {
+  it('a job that fails its last attempt is kept as failed: GET /admin/jobs?state=failed lists it, /metrics counts it and its runs, each run is reported for the log', async () => {
     const { accountId } = await server.createAccount();
     const kind = `always-fails-${accountId}`;
     await enqueue(server.services.pool, accountId, kind, { n: 1 });
+    const runs: JobRun[] = [];
     const worker = new Worker(
       server.services.pool,
       { [kind]: async () => Promise.reject(new Error('the mail server said no')) },
       () => {},
       server.services.metrics,
+      {},
+      (run) => runs.push(run),
     );
     for (let attempt = 1; attempt <= 5; attempt++) {
       expect(await worker.runOne()).toBe(true);
@@ -604,6 +607,13 @@ describe('operations', () => {
     }
     // No sixth attempt.
     expect(await worker.runOne()).toBe(false);
+    // What the worker thread logs: each run's start, then its failure, the last one for good.
+    expect(runs.map((r) => `${r.attempt} ${r.outcome}`)).toEqual([
+      ...[1, 2, 3, 4].flatMap((n) => [`${n} started`, `${n} failed`]),
+      '5 started',
+      '5 failed for good',
+    ]);
+    expect(runs.at(-1)).toMatchObject({ kind, account: accountId, seconds: expect.any(Number) });
     const failed = await server.admin('GET', '/admin/jobs?state=failed');
     expect(failed.status, failed.text).toBe(200);
     expect(failed.body.items.filter((j: { kind: string }) => j.kind === kind)).toEqual([
