@@ -23,7 +23,7 @@ export interface Account {
   created_at: string;
 }
 
-const TOPIC = 'account';
+export const ACCOUNT_TOPIC = 'account';
 
 function view(row: q.AccountRow): Account {
   return {
@@ -88,7 +88,7 @@ export async function updateAccount(
   if (changes.limits) checkLimits(changes.limits);
   const row = await q.updateAccount(tx, accountId, changes);
   if (!row) throw new Problem('AUD-1110', `Account "${accountId}" does not exist`);
-  await feed.publish(tx, TOPIC, accountId);
+  await feed.publish(tx, ACCOUNT_TOPIC, accountId);
   return view(row);
 }
 
@@ -96,7 +96,7 @@ export async function updateAccount(
 export class AccountDirectory {
   private readonly cache: RecordCache<Account | null>;
   constructor(db: Queryable, feed: ChangeFeed) {
-    this.cache = new RecordCache(feed, TOPIC, async (id) => {
+    this.cache = new RecordCache(feed, ACCOUNT_TOPIC, async (id) => {
       const row = await q.findAccountById(db, id);
       return row ? view(row) : null;
     });

@@ -48,3 +48,19 @@ export async function updateAccount(
   );
   return rows[0];
 }
+
+/** Locks the account's row until the transaction ends (a write of the account, which checks its foreign key, waits); false when there is none. */
+export async function lockAccount(db: Queryable, accountId: string): Promise<boolean> {
+  if (!/^\d{1,18}$/.test(accountId)) return false;
+  const { rows } = await db.query('select 1 from accounts where account_id = $1::bigint for update', [accountId]);
+  return rows.length > 0;
+}
+
+export async function deleteAccount(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from accounts where account_id = $1::bigint', [accountId]);
+}
+
+export async function findAccountsByName(db: Queryable, name: string): Promise<AccountRow[]> {
+  const { rows } = await db.query<AccountRow>('select * from accounts where name = $1 order by account_id', [name]);
+  return rows;
+}

@@ -394,3 +394,9 @@ export async function installActivityEventTypes(
   await announce(feed, tx, accountId);
   return true;
 }
+
+/** Erases every definition of an account being deleted (after the areas whose rows name them). */
+export async function forgetAccountDefinitions(tx: Queryable, feed: ChangeFeed, accountId: string): Promise<void> {
+  await q.deleteAccountRows(tx, accountId);
+  await announce(feed, tx, accountId);
+}

@@ -502,3 +502,8 @@ export function streamEmailEventRows(
     offset 0) c offset 0) c`;
   return cursorRows(pool, { text, values: values.values }, 1000, { whole: true });
 }
+
+/** Erases the exports of a deleted account. */
+export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from exports where account_id = $1::bigint', [accountId]);
+}

@@ -5,7 +5,8 @@ import { REGIONS } from '../../config.ts';
 import type { Services } from '../../services.ts';
 import * as accounts from '../../accounts/accounts.ts';
 import { LIMIT_NAMES, LIMIT_RANGES } from '../../core/limits.ts';
-import { AccountManifest, applyAccountManifest } from '../../accounts/manifest.ts';
+import { deleteAccount } from '../../accounts/delete.ts';
+import { AccountManifest, applyAccountManifest, applyNamedManifest } from '../../accounts/manifest.ts';
 import * as consents from '../../consents/consents.ts';
 import { Suppression } from '../../consents/schemas.ts';
 import { addIntegration, listIntegrations } from '../../definitions/integrations.ts';
@@ -47,6 +48,8 @@ const ApiKey = Type.Object({
   created_at: DateTime,
   client_secret: Type.Optional(Type.String({ description: 'Shown only when the key is created' })),
 });
+
+const NamedManifestSummary = Type.Object({ account: Account, ...ManifestSummary.properties });
 
 const JobSchema = Type.Object({
   account_id: Type.String(),
@@ -138,6 +141,65 @@ export function adminRoutes(services: Services) {
       },
       async (request) =>
         withTransaction(pool, (tx) => accounts.updateAccount(tx, feed, request.params.account_id, request.body)),
+    );
+
+    app.delete(
+      '/admin/accounts/:account_id',
+      {
+        config,
+        schema: {
+          tags,
+          summary:
+            'Delete an account and everything of it: profiles, definitions, keys (their tokens stop at once), jobs, imports, exports, mail and files',
+          params: AccountParams,
+          response: responses({ 204: NoContent }),
+        },
+      },
+      async (request, reply) => {
+        await deleteAccount(pool, services, request.params.account_id);
+        return reply.code(204).send();
+      },
+    );
+
+    app.put(
+      '/admin/manifest',
+      {
+        config,
+        bodyLimit: 10 * 1024 * 1024,
+        schema: {
+          tags,
+          summary:
+            'Apply a manifest to the account its account.name names, created (201) when no account has that name; nothing changes when it fails',
+          querystring: Type.Object(
+            {
+              region: Type.Optional(
+                Type.Enum(REGIONS, {
+                  description: 'The region of the account when it is created; the server’s by default',
+                }),
+              ),
+            },
+            { additionalProperties: false },
+          ),
+          body: AccountManifest,
+          response: responses({
+            200: NamedManifestSummary,
+            201: NamedManifestSummary,
+          }),
+        },
+      },
+      async (request, reply) => {
+        const { created_account, ...applied } = await withTransaction(pool, (tx) =>
+          applyNamedManifest(
+            tx,
+            feed,
+            vendor,
+            request.body,
+            request.query.region ?? services.config.region,
+            new Date(services.clock()),
+          ),
+        );
+        return reply.code(created_account ? 201 : 200).send(applied);
+      },
     );
 
     app.put(
