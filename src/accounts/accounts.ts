@@ -2,7 +2,7 @@ import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
-import { installBuiltins } from '../definitions/definitions.ts';
+import { installBuiltins, vendorWordOf } from '../definitions/definitions.ts';
 import {
   effectiveLimits,
   LIMIT_NAMES,
@@ -76,6 +76,12 @@ export async function listAccounts(db: Queryable): Promise<Account[]> {
 
 export async function countAccounts(db: Queryable): Promise<number> {
   return q.countAccounts(db);
+}
+
+/** The vendor word the oldest account's identifiers were made with; undefined on a database without accounts. */
+export async function vendorWordInUse(db: Queryable): Promise<string | undefined> {
+  const oldest = await q.oldestAccount(db);
+  return oldest && vendorWordOf(db, oldest.account_id);
 }
 
 /** Renames an account or changes the limit overrides it names; the others stay as they are. */

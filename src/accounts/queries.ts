@@ -31,6 +31,11 @@ export async function listAccounts(db: Queryable): Promise<AccountRow[]> {
   return rows;
 }
 
+export async function oldestAccount(db: Queryable): Promise<AccountRow | undefined> {
+  const { rows } = await db.query<AccountRow>('select * from accounts order by account_id limit 1');
+  return rows[0];
+}
+
 export async function countAccounts(db: Queryable): Promise<number> {
   const { rows } = await db.query<{ n: number }>('select count(*)::int as n from accounts');
   return rows[0].n;
