@@ -26,6 +26,7 @@ import { activitiesRoutes } from './routes/activities.ts';
 import { outboxRoutes, trackingRoutes, transactionalRoutes } from './routes/transactional.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
 import { createLogger } from './logging.ts';
+import { registerOperations } from './operation.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -223,7 +224,7 @@ export async function buildApp(
     ]),
   );
   await app.register(adminRoutes(services));
-  await app.register(activitiesRoutes(services));
+  await registerOperations(app, services, activitiesRoutes);
   await app.register(outboxRoutes(services));
   await app.register(trackingRoutes(services));
   return app;
