@@ -225,7 +225,7 @@ export async function buildApp(
   );
   await app.register(adminRoutes(services));
   await registerOperations(app, services, activitiesRoutes);
-  await app.register(outboxRoutes(services));
-  await app.register(trackingRoutes(services));
+  await registerOperations(app, services, outboxRoutes);
+  await registerOperations(app, services, trackingRoutes);
   return app;
 }
