@@ -212,7 +212,7 @@ export async function buildApp(
   await app.register(operationsRoutes(services, options.threadMetrics));
   if (options.operationsOnly) return app;
   await app.register(apiKeysRoutes(services));
-  await app.register(definitionsRoutes(services));
+  await registerOperations(app, services, definitionsRoutes);
   await app.register(
     profileDataPlane(services, [
       profilesRoutes,
