@@ -211,7 +211,7 @@ export async function buildApp(
   registerAuth(app, services);
   await app.register(operationsRoutes(services, options.threadMetrics));
   if (options.operationsOnly) return app;
-  await app.register(apiKeysRoutes(services));
+  await registerOperations(app, services, apiKeysRoutes);
   await registerOperations(app, services, definitionsRoutes);
   await app.register(
     profileDataPlane(services, [
