@@ -15,7 +15,11 @@ import { sendProblem, toProblem, writeClientProblem } from './problems.ts';
 import { registerNulGuard } from './plugins/nul-guard.ts';
 import { apiKeysRoutes } from './routes/api-keys.ts';
 import { definitionsRoutes } from './routes/definitions.ts';
-import { adminRoutes } from './routes/admin.ts';
+import { adminAccountsRoutes } from './routes/admin/accounts.ts';
+import { adminApiKeysRoutes } from './routes/admin/api-keys.ts';
+import { adminIntegrationsRoutes } from './routes/admin/integrations.ts';
+import { adminJobsRoutes } from './routes/admin/jobs.ts';
+import { adminSuppressionsRoutes } from './routes/admin/suppressions.ts';
 import { operationsRoutes } from './routes/operations.ts';
 import { profilesRoutes } from './routes/profiles.ts';
 import { consentsRoutes } from './routes/consents.ts';
@@ -223,7 +227,14 @@ export async function buildApp(
       transactionalRoutes,
     ]),
   );
-  await app.register(adminRoutes(services));
+  for (const table of [
+    adminAccountsRoutes,
+    adminIntegrationsRoutes,
+    adminSuppressionsRoutes,
+    adminApiKeysRoutes,
+    adminJobsRoutes,
+  ])
+    await registerOperations(app, services, table);
   await registerOperations(app, services, activitiesRoutes);
   await registerOperations(app, services, outboxRoutes);
   await registerOperations(app, services, trackingRoutes);

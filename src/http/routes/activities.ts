@@ -22,7 +22,7 @@ import {
 } from '../../activities/schemas.ts';
 import { Problem } from '../../core/problems.ts';
 import { answer, operation, type OperationTable } from '../operation.ts';
-import { Items, SectionParams } from '../schemas/common.ts';
+import { AccountId, AccountParams, Items, SectionParams } from '../schemas/common.ts';
 import { NoContent } from '../schemas/problem.ts';
 
 /** The public path of each kind, and the shapes of its list items and single answers (SPEC §2.14, §4.8). */
@@ -64,8 +64,6 @@ const ActivityParams = Type.Object({
   activity_id: Type.String({ description: 'Activity id' }),
 });
 
-const AccountId = Type.String({ pattern: '^[0-9]{1,18}$', description: 'Account id' });
-const AccountParams = Type.Object({ account_id: AccountId });
 const AdminActivityParams = Type.Object({ account_id: AccountId, activity_id: ActivityId });
 
 /** Events a request may carry: 100,000 events of about 300 bytes, with room. */

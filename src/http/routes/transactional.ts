@@ -18,8 +18,7 @@ import {
 import * as transactional from '../../transactional/transactional.ts';
 import { PIXEL, type TrackingKind } from '../../transactional/tracking.ts';
 import { operation, type OperationTable } from '../operation.ts';
-
-const AccountParams = Type.Object({ account_id: Type.String({ pattern: '^[0-9]{1,18}$', description: 'Account id' }) });
+import { AccountParams } from '../schemas/common.ts';
 
 /** Transactional sends and their status (SPEC §4.8; ENDPOINTS.md "Activities and transactional email"). */
 export const transactionalRoutes: OperationTable = {
