@@ -213,7 +213,7 @@ export async function buildApp(
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
   registerAuth(app, services);
-  await app.register(operationsRoutes(services, options.threadMetrics));
+  await registerOperations(app, services, operationsRoutes(services, options.threadMetrics));
   if (options.operationsOnly) return app;
   await registerOperations(app, services, apiKeysRoutes);
   await registerOperations(app, services, definitionsRoutes);
