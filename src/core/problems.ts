@@ -109,7 +109,6 @@ export const PROBLEMS = {
   'AUD-1906': { status: 400, title: 'Invalid segment filter' },
   'AUD-1907': { status: 400, title: 'Give channel_discriminator or channels' },
   'AUD-1908': { status: 400, title: 'Column name used twice' },
-  'AUD-1909': { status: 400, title: 'Topics and channel go together' },
   'AUD-1920': { status: 400, title: 'Export key invalid' },
   'AUD-1921': { status: 400, title: 'Callback URL scheme not http or https' },
   'AUD-1910': { status: 400, title: 'Event window ends before it starts' },
