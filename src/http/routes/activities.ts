@@ -24,6 +24,7 @@ import { Problem } from '../../core/problems.ts';
 import { answer, operation, type OperationTable } from '../operation.ts';
 import { AccountId, AccountParams, Items, SectionParams } from '../schemas/common.ts';
 import { NoContent } from '../schemas/problem.ts';
+import { withTransaction } from '../../store/pool.ts';
 
 /** The public path of each kind, and the shapes of its list items and single answers (SPEC §2.14, §4.8). */
 const KINDS: Record<ActivityKind, { path: string; item: TSchema; single: TSchema; statistics: boolean; name: string }> =
@@ -223,8 +224,17 @@ export const activitiesRoutes: OperationTable = {
       body: ActivityEventBatch,
       response: { 200: IngestionResult },
       scope: 'operator-account',
-      transaction: true,
-      handle: ({ db, scope, services, body }) => recordActivityEvents(db, scope, services.config.vendor, body.items),
+      // Its own transaction: the events are counted for /metrics once they are committed.
+      handle: async ({ scope, services, body }) => {
+        const result = await withTransaction(services.pool, (tx) =>
+          recordActivityEvents(tx, scope, services.config.vendor, body.items),
+        );
+        const events = services.metrics.activityEvents;
+        events.inc({ outcome: 'recorded' }, result.recorded);
+        events.inc({ outcome: 'duplicate' }, result.duplicates);
+        events.inc({ outcome: 'skipped' }, result.skipped.length);
+        return result;
+      },
     }),
   ],
 };
