@@ -107,7 +107,7 @@ function detailsOf(input: ActivityInput): Record<string, unknown> {
   const details: Record<string, unknown> = {};
   for (const field of new Set(ACTIVITY_KINDS.flatMap((k) => KIND_FIELDS[k]))) {
     if (input[field] === undefined) continue;
-    if (!own.includes(field)) throw new Problem('AUD-0', `${field}: not a field of ${input.kind} activities`);
+    if (!own.includes(field)) throw new Problem('AUD-2005', `${field}: not a field of ${input.kind} activities`);
     details[field] = input[field];
   }
   if (input.kind === 'email') details.transactional ??= false;
@@ -136,7 +136,7 @@ export async function putActivity(
   const details = detailsOf(input);
   if (input.kind === 'email') await writer.checkEmail?.(input);
   if (input.created_at !== undefined && input.sent_at && Date.parse(input.sent_at) < Date.parse(input.created_at)) {
-    throw new Problem('AUD-0', 'sent_at: an activity cannot be sent before it was created');
+    throw new Problem('AUD-2006', 'sent_at: an activity cannot be sent before it was created');
   }
   const current = id === undefined ? undefined : await q.findActivity(tx, scope.accountId, id, true);
   const fields = {

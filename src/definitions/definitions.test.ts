@@ -1011,7 +1011,9 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
         },
       ],
     };
-    expectProblem(await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, cycle), 400, 'cycle');
+    const refused = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, cycle);
+    expectProblem(refused, 400, 'cycle');
+    expect(refused.body.type).toBe('/errors/AUD-1113');
     // Through a folder stored before: News is the parent of Weekly, so News cannot move under Weekly.
     const moved = copy(SHOP);
     moved.sections![0].topic_folders = [{ name: 'News', parent: f('weekly') }];
@@ -1021,6 +1023,49 @@ describe('PUT /admin/accounts/{id}/manifest', () => {
         (x: { name: string }) => x.name,
       ),
     ).toEqual(['News']);
+  });
+
+  it('refuses a topic folder that is its own parent with 400 AUD-1112, changing nothing (DEF-18)', async () => {
+    const { token, accountId } = await server.login(SHOP);
+    const ping = `${NS}.topic-folders.user-created.ping`;
+    const res = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, {
+      sections: [{ name: 'Shop', topic_folders: [{ name: 'Ping', parent: ping }] }],
+    });
+    expectProblem(res, 400, 'own parent');
+    expect(res.body.type).toBe('/errors/AUD-1112');
+    expect(
+      (await get(token, `/folders/topic/sections/${SHOP_SECTION}/folders`)).subfolders.map(
+        (x: { name: string }) => x.name,
+      ),
+    ).toEqual(['News']);
+  });
+
+  it('refuses a segment query that refers to ids without naming its section with 400 AUD-1114 (DEF-19)', async () => {
+    const { accountId } = await server.login(SHOP);
+    const res = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, {
+      segments: [
+        {
+          name: 'No section',
+          versions: [
+            { query: `section({section}).attribute({attribute:${NS}.attributes.user-created.points@1}).gt(1)` },
+          ],
+        },
+      ],
+    });
+    expectProblem(res, 400, 'section');
+    expect(res.body.type).toBe('/errors/AUD-1114');
+  });
+
+  it('refuses a manifest whose account limits name no limit (AUD-1115) or leave its range (AUD-1116) (LIM-12)', async () => {
+    const { accountId } = await server.login(SHOP);
+    const put = (limits: Record<string, number>) =>
+      server.admin('PUT', `/admin/accounts/${accountId}/manifest`, { account: { limits } });
+    const unknown = await put({ widgets_per_second: 1 });
+    expectProblem(unknown, 400, 'limits.widgets_per_second');
+    expect(unknown.body.type).toBe('/errors/AUD-1115');
+    const short = await put({ token_lifetime_seconds: 60 });
+    expectProblem(short, 400, 'limits.token_lifetime_seconds');
+    expect(short.body.type).toBe('/errors/AUD-1116');
   });
 
   it('refuses a segment query naming an unknown attribute version with 400 (DEF-19, ERR-12)', async () => {

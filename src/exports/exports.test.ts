@@ -494,6 +494,16 @@ describe('body rules: a problem document and nothing queued', () => {
       /segment_discriminators/,
     ],
     [
+      'EXP-07 an empty segment name',
+      () => ({
+        ...base,
+        segments: { timezone: 'UTC', segment_discriminators: { '': `${V}.segments.user-created.none` } },
+      }),
+      400,
+      'AUD-1925',
+      /segment name .* must not be empty/,
+    ],
+    [
       'EXP-07 an unknown time zone',
       () => ({ ...base, segments: { ...segments(), timezone: 'Mars/Olympus' } }),
       400,
@@ -853,8 +863,15 @@ describe('duplicate export', () => {
         segments: { timezone: 'UTC', segment_discriminators: { big: BIG }, segment_definitions: { x: 'section(1)' } },
       }),
       400,
-      'AUD-0',
+      'AUD-1923',
       /either segment_discriminators or segment_definitions/,
+    ],
+    [
+      'EXP-18 no segment named',
+      (a) => ({ ...base(a), segments: { timezone: 'UTC', segment_definitions: {} } }),
+      400,
+      'AUD-1924',
+      /segments\.segment_definitions: name at least one segment/,
     ],
     [
       'EXP-18 a segment definition that is no AQL',
@@ -1019,14 +1036,14 @@ describe('profile in segment export (beta)', () => {
       'EXP-21 neither segment_discriminator nor segment_definition',
       () => ({ ...base, segment: { timezone: 'UTC' } }),
       400,
-      'AUD-0',
+      'AUD-1714',
       /segment_discriminator or segment_definition/,
     ],
     [
       'EXP-21 both segment_discriminator and segment_definition',
       () => ({ ...base, segment: { ...base.segment, segment_definition: 'section(1)' } }),
       400,
-      'AUD-0',
+      'AUD-1714',
       /segment_discriminator or segment_definition/,
     ],
     [

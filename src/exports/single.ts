@@ -55,7 +55,8 @@ export async function requestSingleExport(
       'AUD-1920',
       `export_key "${exportKey}" is not an export key: letters, digits and hyphens only ([a-zA-Z0-9-]*)`,
     );
-  if (!URL.canParse(body.callback_url)) throw new Problem('AUD-0', `callback_url "${body.callback_url}" is not a URL`);
+  if (!URL.canParse(body.callback_url))
+    throw new Problem('AUD-1922', `callback_url "${body.callback_url}" is not a URL`);
   const { protocol } = new URL(body.callback_url);
   if (protocol !== 'http:' && protocol !== 'https:')
     throw new Problem('AUD-1921', `callback_url: the scheme "${protocol.slice(0, -1)}" is not http or https`);

@@ -307,6 +307,7 @@ describe('the body of a send (SPEC §4.8)', () => {
       expectProblem(
         await send(body('x@example.com', { attachments: [small, { ...small, content: 'not base64!' }] })),
         400,
+        'AUD-2107',
       ),
     ).toContain('attachments/1/content');
   });

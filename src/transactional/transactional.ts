@@ -90,7 +90,7 @@ function checkLimits(body: SendBody): void {
   attachments.forEach((a, i) => {
     const content = a.content.replace(/\s+/g, '');
     if (content.length % 4 === 1 || !/^[A-Za-z0-9+/]*={0,2}$/.test(content))
-      throw new Problem('AUD-0', `attachments/${i}/content: not base64`);
+      throw new Problem('AUD-2107', `attachments/${i}/content: not base64`);
     size += Buffer.byteLength(content, 'base64');
   });
   if (size > ATTACHMENTS_SIZE_LIMIT)
