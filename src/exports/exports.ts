@@ -8,7 +8,7 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
-import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
+import { enqueue, MAX_ATTEMPTS, type Job, type JobKind, type JobPayloads } from '../jobs/queue.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { consentCountResult, consentExportFile, planConsentCount, planConsentExport } from './by-consent.ts';
 import { planSegmentExport, segmentExportFile } from './by-segment.ts';
@@ -29,6 +29,18 @@ import type { ExportBodies } from './schemas.ts';
 
 export const EXPORT_JOB = 'export';
 export const EXPORT_SWEEP_JOB = 'export-sweep';
+/** The payload of an export's jobs, here and in single.ts. */
+export interface ExportJob {
+  export_id: string;
+}
+declare module '../jobs/queue.ts' {
+  interface JobPayloads {
+    [EXPORT_JOB]: ExportJob;
+    [EXPORT_SWEEP_JOB]: ExportJob;
+  }
+}
+/** The kinds of job that carry an export's id. */
+type ExportJobKind = { [K in JobKind]: JobPayloads[K] extends ExportJob ? K : never }[JobKind];
 /** SPEC §3.3, §8: a ready export is served for one day. */
 export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
 /** A sweep that comes before the export's expiry (the database's clock ahead of the service's) tries again this much later. */
@@ -114,7 +126,7 @@ export async function queueExport(
   tx: Queryable,
   scope: AccountScope,
   stored: Pick<q.StoredRequest, 'kind' | 'request'>,
-  job: string,
+  job: ExportJobKind,
 ): Promise<string> {
   await q.lockAccountExports(tx, scope.accountId);
   const pending = await q.countPendingExports(tx, scope.accountId);
@@ -313,9 +325,9 @@ function csvFile(columns: string[]): Transform {
  * marks the export ready for one day, with its sweeper job, in one transaction. A job that fails
  * for another reason is retried; after its last attempt the export fails.
  */
-export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
+export async function runExport(deps: ExportDeps, job: Job<typeof EXPORT_JOB>): Promise<void> {
   const { accountId } = job;
-  const exportId = String(job.payload.export_id);
+  const exportId = job.payload.export_id;
   const row = await q.findExport(deps.pool, accountId, exportId);
   // A single profile export has jobs of its own (single.ts).
   if (!row || row.kind === 'single' || (row.status !== 'queued' && row.status !== 'in_progress')) return;
@@ -370,7 +382,12 @@ export async function markExportReady(
  * export with its detail; any other error is thrown again, so that the job is retried, and fails
  * the export after the job's last attempt.
  */
-export async function failExport(deps: ExportDeps, job: Job, exportId: string, err: unknown): Promise<void> {
+export async function failExport(
+  deps: ExportDeps,
+  job: Job<ExportJobKind>,
+  exportId: string,
+  err: unknown,
+): Promise<void> {
   if (err instanceof Problem) return q.setExportFailed(deps.pool, job.accountId, exportId, err.detail);
   if (job.attempts >= MAX_ATTEMPTS)
     await q.setExportFailed(deps.pool, job.accountId, exportId, 'the export could not be written');
@@ -382,9 +399,9 @@ export async function failExport(deps: ExportDeps, job: Job, exportId: string, e
  * marks it expired (a crash in between removes nothing twice: removing is idempotent and the job
  * runs again).
  */
-export async function sweepExport(deps: ExportDeps, job: Job): Promise<void> {
+export async function sweepExport(deps: ExportDeps, job: Job<typeof EXPORT_SWEEP_JOB>): Promise<void> {
   const { accountId } = job;
-  const exportId = String(job.payload.export_id);
+  const exportId = job.payload.export_id;
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.status !== 'ready' || row.file_key === null) return;
   if (row.expires_at!.getTime() > deps.clock()) {

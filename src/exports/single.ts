@@ -10,7 +10,15 @@ import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
 import { OutboundError, type Outbound } from '../outbound/outbound.ts';
 import { locateByExportKey, profileRecords, type ProfileRecord } from '../profiles/profiles.ts';
 import type { Queryable } from '../store/pool.ts';
-import { failExport, markExportReady, pollExport, queueExport, type ExportDeps, type ReadyAnswer } from './exports.ts';
+import {
+  failExport,
+  markExportReady,
+  pollExport,
+  queueExport,
+  type ExportDeps,
+  type ExportJob,
+  type ReadyAnswer,
+} from './exports.ts';
 import * as q from './queries.ts';
 import type { SingleExportBody, SingleExportRequest } from './schemas.ts';
 
@@ -24,6 +32,12 @@ import type { SingleExportBody, SingleExportRequest } from './schemas.ts';
 
 export const SINGLE_EXPORT_JOB = 'export-single';
 export const SINGLE_EXPORT_READY_JOB = 'export-single-ready';
+declare module '../jobs/queue.ts' {
+  interface JobPayloads {
+    [SINGLE_EXPORT_JOB]: ExportJob;
+    [SINGLE_EXPORT_READY_JOB]: ExportJob;
+  }
+}
 /** A callback that has not answered in this time counts as unreachable, and is tried again with the queue's back-off. */
 const CALLBACK_TIMEOUT_MS = 10_000;
 /** SPEC §6.5: the first callback's body. */
@@ -212,9 +226,9 @@ async function callBack(
  * progress, so that a retry does not verify it again. Then the file is written, and the export is
  * marked ready with its sweeper and its ready callback's job in one transaction.
  */
-export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise<void> {
+export async function runSingleExport(deps: SingleExportDeps, job: Job<typeof SINGLE_EXPORT_JOB>): Promise<void> {
   const { accountId } = job;
-  const exportId = String(job.payload.export_id);
+  const exportId = job.payload.export_id;
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.kind !== 'single' || (row.status !== 'queued' && row.status !== 'in_progress')) return;
   try {
@@ -247,9 +261,12 @@ export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise
  * is not taken is tried again with the queue's back-off and, after the last attempt, kept failed
  * for the operator; the file stays readable at its URL for its day either way.
  */
-export async function sendReadyCallback(deps: SingleExportDeps, job: Job): Promise<void> {
+export async function sendReadyCallback(
+  deps: SingleExportDeps,
+  job: Job<typeof SINGLE_EXPORT_READY_JOB>,
+): Promise<void> {
   const { accountId } = job;
-  const exportId = String(job.payload.export_id);
+  const exportId = job.payload.export_id;
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.kind !== 'single' || row.status !== 'ready') return;
   const failed = await callBack(deps, row.request.callback_url, {

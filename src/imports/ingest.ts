@@ -8,7 +8,7 @@ import { normaliseKey } from '../profiles/keys.ts';
 import { currentVersionId, joinClusters, locate } from '../profiles/profiles.ts';
 import type { FileStore } from '../files/store.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
-import { planImport, type ImportPlan } from './imports.ts';
+import { IMPORT_JOB, planImport, type ImportPlan } from './imports.ts';
 import { CsvError, readCsv } from './csv.ts';
 import * as q from './queries.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -205,9 +205,9 @@ interface ImportRun {
  * and writes rows in batches, each in one transaction with the import's progress, so that a worker
  * killed in the middle resumes after the last committed batch without losing or repeating a row.
  */
-export async function runImport(deps: IngestDeps, job: Job): Promise<void> {
+export async function runImport(deps: IngestDeps, job: Job<typeof IMPORT_JOB>): Promise<void> {
   const { accountId } = job;
-  const importId = String(job.payload.import_id);
+  const importId = job.payload.import_id;
   const row = await q.findImport(deps.pool, accountId, importId);
   if (!row) return;
   if (row.status === 'completed' || row.status === 'error')
