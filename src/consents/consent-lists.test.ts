@@ -655,14 +655,16 @@ describe('consent list evaluations', () => {
     expect(await evaluated(a, EMAIL_CH, 'ann@example.com', NEWS_LIST)).toEqual([]);
   });
 
-  it('CONS-15: an address no profile has answers 404 AUD-1201 and creates nothing; unknown channel, section or list as elsewhere', async () => {
+  it('an address no profile has opted in to nothing: 200 with no items, and nothing is created', async () => {
     const a = await account();
-    expectProblem(
-      await server.request('GET', evaluationsPath(EMAIL_CH, 'nobody@example.com', ROOT), { token: a.token }),
-      404,
-      'AUD-1201',
-    );
+    const res = await server.request('GET', evaluationsPath(EMAIL_CH, 'nobody@example.com', ROOT), { token: a.token });
+    expect(res.status, res.text).toBe(200);
+    expect(res.body).toEqual({ items: [] });
     expect(await rowCounts(a)).toEqual({ profiles: 0, consents: 0 });
+  });
+
+  it('an unknown channel, section or list is refused as elsewhere', async () => {
+    const a = await account();
     await createProfile(a, EMAIL, 'ann@example.com');
     expectProblem(
       await server.request('GET', evaluationsPath(`${NS}.channels.nothing`, 'ann@example.com', ROOT), {

@@ -231,7 +231,7 @@ async function may(a: Account, ks: string, key: string, topic: string, channel: 
   const pool = server.services.pool;
   const scope = await scopeOf(a);
   const { canonicalId } = await locate(pool, scope, { keyspace_discriminator: ks, profile_key: key });
-  return maySend(pool, scope, canonicalId, topic, channel);
+  return maySend(pool, scope, canonicalId, { topic_discriminator: topic, channel_discriminator: channel });
 }
 
 describe('create consent', () => {
@@ -970,11 +970,17 @@ describe('may send (SPEC §2.11)', () => {
       keyspace_discriminator: EMAIL,
       profile_key: 'ann@example.com',
     });
-    expect(await maySend(pool, scope, canonicalId, NEWS, EMAIL_CH, CLUB)).toBe(true);
-    expect(await maySend(pool, scope, canonicalId, NEWS, EMAIL_CH, S)).toBe(false);
+    const newsByEmail = { topic_discriminator: NEWS, channel_discriminator: EMAIL_CH };
+    expect(await maySend(pool, scope, canonicalId, { ...newsByEmail, section_discriminator: CLUB })).toBe(true);
+    expect(await maySend(pool, scope, canonicalId, { ...newsByEmail, section_discriminator: S })).toBe(false);
     // Without a section: any section's topic of that discriminator.
-    expect(await maySend(pool, scope, canonicalId, NEWS, EMAIL_CH)).toBe(true);
-    expect(await maySend(pool, scope, canonicalId, NEWS, EMAIL_CH, `${NS}.sections.user-created.nothing`)).toBe(false);
+    expect(await maySend(pool, scope, canonicalId, newsByEmail)).toBe(true);
+    expect(
+      await maySend(pool, scope, canonicalId, {
+        ...newsByEmail,
+        section_discriminator: `${NS}.sections.user-created.nothing`,
+      }),
+    ).toBe(false);
   });
 
   it('CONS-23: an opt-in whose address was removed from the profile no longer permits sending', async () => {

@@ -89,7 +89,14 @@ async function mayBeSent(a: Account, exportKey: string, topics: string[], channe
     profile_key: exportKey,
   });
   for (const topic of topics)
-    if (await maySend(server.services.pool, scope, canonicalId, topic, channel, SHOP)) return true;
+    if (
+      await maySend(server.services.pool, scope, canonicalId, {
+        topic_discriminator: topic,
+        channel_discriminator: channel,
+        section_discriminator: SHOP,
+      })
+    )
+      return true;
   return false;
 }
 

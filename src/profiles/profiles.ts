@@ -94,11 +94,32 @@ export async function locate(db: Queryable, scope: AccountScope, id: UniqueIdent
   return locateIn(db, scope, keyspace, key);
 }
 
-async function locateIn(db: Queryable, scope: AccountScope, keyspace: KeyspaceRow, key: string): Promise<Located> {
+/** Finds a profile by unique identifier, for callers that go on without one: undefined when there is none, 410 when it was locked. */
+export async function findProfile(
+  db: Queryable,
+  scope: AccountScope,
+  id: UniqueIdentifier,
+): Promise<Located | undefined> {
+  const { keyspace, key } = identifierOf(scope, id);
+  return findIn(db, scope, keyspace, key);
+}
+
+async function findIn(
+  db: Queryable,
+  scope: AccountScope,
+  keyspace: KeyspaceRow,
+  key: string,
+): Promise<Located | undefined> {
   const found = await q.findProfileByKey(db, scope.accountId, keyspace, key);
   if (found) return { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id };
   await refuseLocked(db, scope, keyspace, key);
-  throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
+  return undefined;
+}
+
+async function locateIn(db: Queryable, scope: AccountScope, keyspace: KeyspaceRow, key: string): Promise<Located> {
+  const found = await findIn(db, scope, keyspace, key);
+  if (!found) throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
+  return found;
 }
 
 /**
