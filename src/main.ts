@@ -400,7 +400,7 @@ async function admin(method: string, path: string, body?: unknown): Promise<unkn
   const base = (process.env.AUDIENCE_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, '');
   if (!/^https?:\/\/[^/]/.test(base))
     throw new Error(`AUDIENCE_URL must be the server's address, such as http://127.0.0.1:8080; got "${base}"`);
-  const token = await (await server()).adminTokenOf(config, false);
+  const token = await (await server()).adminTokenOf(config, { create: false });
   if (!token)
     throw new Error(
       `no operator token: set ADMIN_TOKEN, or start the server once with DATA_DIR=${config.dataDir} so that it writes ${config.dataDir}/admin-token`,

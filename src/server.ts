@@ -31,12 +31,12 @@ export async function openDatabase(
   return { pool: createPool(url, 20), url, embedded };
 }
 
-/** A secret given in the environment, or generated once into `DATA_DIR/<file>` (mode 0600). */
+/** A secret given in the environment, or read from `DATA_DIR/<file>`; with `create`, generated there once (mode 0600). */
 export async function secretOf(
   config: Config,
   given: string | undefined,
   file: string,
-  create: boolean,
+  { create }: { create: boolean },
 ): Promise<string | undefined> {
   if (given) return given;
   const at = path.join(config.dataDir, file);
@@ -54,8 +54,8 @@ export async function secretOf(
 }
 
 /** ADMIN_TOKEN, or the operator token generated once into the data directory. */
-export function adminTokenOf(config: Config, create: boolean): Promise<string | undefined> {
-  return secretOf(config, config.adminToken, 'admin-token', create);
+export function adminTokenOf(config: Config, options: { create: boolean }): Promise<string | undefined> {
+  return secretOf(config, config.adminToken, 'admin-token', options);
 }
 
 /** On a database without accounts: the demo account of manifests/demo.json and an API key for it. */
@@ -131,8 +131,8 @@ export async function serve(
     if (embedded) started.push(() => embedded.stop());
     started.push(() => pool.end());
     await migrate(pool);
-    const adminToken = (await adminTokenOf(config, true))!;
-    const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', true))!;
+    const adminToken = (await adminTokenOf(config, { create: true }))!;
+    const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', { create: true }))!;
     const services = await createServices(config, pool, systemClock, { adminToken, serverSecret });
     started.push(() => services.close());
     if (config.demoAccount) {
