@@ -71,7 +71,11 @@ export async function createDemoAccount(
       name: manifest.account?.name ?? 'Demo',
       region,
     });
-    await applyAccountManifest(tx, services.feed, vendor, created.id, manifest, new Date(services.clock()));
+    await applyAccountManifest(
+      tx,
+      { feed: services.feed, vendor },
+      { accountId: created.id, manifest, now: new Date(services.clock()) },
+    );
     const key = await services.apiKeys.createApiKey(tx, created.id, { name: 'demo' });
     return { account_id: created.id, client_id: key.client_id, client_secret: key.client_secret };
   });

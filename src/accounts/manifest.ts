@@ -3,11 +3,10 @@ import { listAllActivities, putActivity } from '../activities/activities.ts';
 import { ActivityId, ActivityInput } from '../activities/schemas.ts';
 import { addSuppression, listSuppressions } from '../consents/consents.ts';
 import { Problem } from '../core/problems.ts';
-import { loadDefinitions } from '../definitions/definitions.ts';
+import { loadDefinitions, type DefinitionsWriter } from '../definitions/definitions.ts';
 import { applyManifest, summarise } from '../definitions/manifest.ts';
 import { checkActivityTemplates } from '../transactional/transactional.ts';
 import { Manifest, type ManifestSummary } from '../definitions/schemas.ts';
-import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import { getAccount, updateAccount, type Account } from './accounts.ts';
 
@@ -32,11 +31,8 @@ export type AccountManifest = Static<typeof AccountManifest>;
  */
 export async function applyAccountManifest(
   tx: Queryable,
-  feed: ChangeFeed,
-  vendor: string,
-  accountId: string,
-  manifest: AccountManifest,
-  now: Date,
+  { feed, vendor }: DefinitionsWriter,
+  { accountId, manifest, now }: { accountId: string; manifest: AccountManifest; now: Date },
 ): Promise<ManifestSummary> {
   const before = await accountItems(tx, accountId);
   const { account, suppressions, activities, ...definitions } = manifest;

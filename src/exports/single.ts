@@ -117,9 +117,9 @@ interface SectionEntry {
 /** The attribute versions, tags and event versions of a section that the API shows (hidden ones are left out, as in every read). */
 function visibleIds(section: SectionDefs) {
   return {
-    attributes: new Set(listAttributes(section, false).flatMap((a) => a.versions.map((v) => v.id))),
-    tags: new Set(listTags(section, false).map((t) => t.id)),
-    events: new Set(listEvents(section, false).flatMap((e) => e.versions.map((v) => v.id))),
+    attributes: new Set(listAttributes(section, {}).flatMap((a) => a.versions.map((v) => v.id))),
+    tags: new Set(listTags(section, {}).map((t) => t.id)),
+    events: new Set(listEvents(section, {}).flatMap((e) => e.versions.map((v) => v.id))),
   };
 }
 
@@ -181,9 +181,9 @@ async function singleExportFile(db: Queryable, scope: AccountScope, request: Sin
       {
         discriminator: s.discriminator,
         name: s.name,
-        attributes: listAttributes(s, false),
-        tags: listTags(s, false),
-        events: listEvents(s, false),
+        attributes: listAttributes(s, {}),
+        tags: listTags(s, {}),
+        events: listEvents(s, {}),
       },
     ]);
   return { profiles, metadata: { sections: Object.fromEntries(sections) } };

@@ -155,7 +155,11 @@ export function adminRoutes(services: Services) {
       },
       async (request) =>
         withTransaction(pool, (tx) =>
-          applyAccountManifest(tx, feed, vendor, request.params.account_id, request.body, new Date(services.clock())),
+          applyAccountManifest(
+            tx,
+            { feed, vendor },
+            { accountId: request.params.account_id, manifest: request.body, now: new Date(services.clock()) },
+          ),
         ),
     );
 

@@ -73,7 +73,7 @@ export function definitionsRoutes(services: Services) {
       },
       async (request) => {
         const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return { items: definitions.listAttributes(section, request.query.include_keyspace_permissions === true) };
+        return { items: definitions.listAttributes(section, request.query) };
       },
     );
 
@@ -90,7 +90,7 @@ export function definitionsRoutes(services: Services) {
       },
       async (request) => {
         const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return { items: definitions.listTags(section, request.query.include_keyspace_permissions === true) };
+        return { items: definitions.listTags(section, request.query) };
       },
     );
 
@@ -108,14 +108,7 @@ export function definitionsRoutes(services: Services) {
       async (request, reply) => {
         const scope = await accountScope(services, request.caller.accountId, request.caller);
         const tag = await withTransaction(services.pool, (tx) =>
-          definitions.createTag(
-            tx,
-            scope,
-            services.feed,
-            vendor,
-            request.params.section_discriminator,
-            request.body.name,
-          ),
+          definitions.createTag(tx, scope, { feed: services.feed, vendor }, { ...request.params, ...request.body }),
         );
         return reply.code(201).send(tag);
       },
@@ -134,11 +127,7 @@ export function definitionsRoutes(services: Services) {
       },
       async (request) => {
         const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return definitions.getTag(
-          section,
-          request.params.tag_discriminator,
-          request.query.include_keyspace_permissions === true,
-        );
+        return definitions.getTag(section, request.params.tag_discriminator, request.query);
       },
     );
 
@@ -168,7 +157,7 @@ export function definitionsRoutes(services: Services) {
       },
       async (request) => {
         const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return { items: definitions.listEvents(section, request.query.include_keyspace_permissions === true) };
+        return { items: definitions.listEvents(section, request.query) };
       },
     );
 
