@@ -21,7 +21,6 @@ import {
   jobsEnded,
   runImport,
   server,
-  status,
   v2,
 } from '../../test/imports-http.ts';
 

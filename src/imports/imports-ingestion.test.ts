@@ -14,7 +14,6 @@ import {
   importsServer,
   runImport,
   server,
-  status,
   v2,
 } from '../../test/imports-http.ts';
 

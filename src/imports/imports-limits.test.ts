@@ -14,7 +14,6 @@ import {
   finished,
   importsServer,
   server,
-  status,
   storedFiles,
   upload,
   v2,

@@ -17,10 +17,8 @@ import {
   account,
   attr,
   create,
-  created,
   expectProblem,
   importsServer,
-  status,
   v2,
 } from '../../test/imports-http.ts';
 

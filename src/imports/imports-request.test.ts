@@ -19,7 +19,6 @@ import {
   expectProblem,
   importsServer,
   server,
-  status,
   v2,
 } from '../../test/imports-http.ts';
 
