@@ -174,23 +174,18 @@ export async function consentAtAddress(
   }
   if (!(await findProfile(tx, scope, id))) await createProfile(tx, scope, id);
   for (const topic of topics) {
-    await keepingSameType(
-      createConsent(tx, scope, id, {
+    await createConsent(
+      tx,
+      scope,
+      id,
+      {
         topic_discriminator: topic.discriminator,
         channel_discriminator: channel.discriminator,
         type: request.type,
         reason: LEGACY_REASON,
-      }),
+      },
+      { sameType: 'unchanged' },
     );
-  }
-}
-
-/** A consent write of these routes: one the consent already has (409 AUD-1605 in the v2 route) changes nothing and is no failure. */
-async function keepingSameType(write: Promise<unknown>): Promise<void> {
-  try {
-    await write;
-  } catch (err) {
-    if (!(err instanceof Problem) || err.code !== 'AUD-1605') throw err;
   }
 }
 
@@ -258,13 +253,17 @@ export async function subscribe(
       `topic_discriminator: the topic "${topic.discriminator}" is for every channel and keys of "${located.keyspace.discriminator}" are no channel's addresses; subscribe through the keyspace of the channel's addresses`,
     );
   }
-  await keepingSameType(
-    createConsent(tx, scope, id, {
+  await createConsent(
+    tx,
+    scope,
+    id,
+    {
       topic_discriminator: topic.discriminator,
       channel_discriminator: channel.discriminator,
       type: 'opt-in',
       reason: LEGACY_REASON,
-    }),
+    },
+    { sameType: 'unchanged' },
   );
   return { id: `${located.canonicalId}-${topic.topic_id}-${channel.channel_id}` };
 }

@@ -115,15 +115,17 @@ async function refuseLockedAddress(
 
 /**
  * Creates or changes a consent (SPEC §3.1, §4.5): `created` for a new one (201), `changed` for a
- * supported move (204); 409 for the type it already has; pending-opt-in and confirmed-opt-in
- * cannot be requested through the API yet.
+ * supported move (204); 409 for the type it already has, or `unchanged` with `sameType: 'unchanged'`
+ * (the legacy routes, whose clients send the same consent again); pending-opt-in and
+ * confirmed-opt-in cannot be requested through the API yet.
  */
 export async function createConsent(
   tx: Queryable,
   scope: AccountScope,
   id: IdentifierInSection,
   request: ConsentRequest,
-): Promise<'created' | 'changed'> {
+  options: { sameType: 'refused' | 'unchanged' } = { sameType: 'refused' },
+): Promise<'created' | 'changed' | 'unchanged'> {
   requireConsentType(request.type, 'type');
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
@@ -170,6 +172,7 @@ export async function createConsent(
   }
   if (request.type === 'opt-in') await refuseLockedAddress(tx, scope, channel, address);
   if (current?.type === request.type) {
+    if (options.sameType === 'unchanged') return 'unchanged';
     throw new Problem(
       'AUD-1605',
       `The consent to "${topic.discriminator}" on "${channel.discriminator}" is already ${request.type}`,
