@@ -515,7 +515,7 @@ function unreachable(base: string, err: Error): string {
 /** Calls the operator API of the running server with the operator token; errors name the server and the cause. */
 async function admin(method: string, path: string, body?: unknown): Promise<unknown> {
   const config = readConfig();
-  const token = await (await server()).adminTokenOf(config, false);
+  const token = await (await server()).adminTokenOf(config, { create: false });
   if (!token)
     throw new Error(
       `no operator token: set ADMIN_TOKEN, or start the server once with DATA_DIR=${config.dataDir} so that it writes ${config.dataDir}/admin-token`,

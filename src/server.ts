@@ -32,12 +32,12 @@ export async function openDatabase(
   return { pool: createPool(url, 20), url, embedded };
 }
 
-/** A secret given in the environment, or generated once into `DATA_DIR/<file>` (mode 0600). */
+/** A secret given in the environment, or read from `DATA_DIR/<file>`; with `create`, generated there once (mode 0600). */
 export async function secretOf(
   config: Config,
   given: string | undefined,
   file: string,
-  create: boolean,
+  { create }: { create: boolean },
 ): Promise<string | undefined> {
   if (given) return given;
   const at = path.join(config.dataDir, file);
@@ -55,8 +55,8 @@ export async function secretOf(
 }
 
 /** ADMIN_TOKEN, or the operator token generated once into the data directory. */
-export function adminTokenOf(config: Config, create: boolean): Promise<string | undefined> {
-  return secretOf(config, config.adminToken, 'admin-token', create);
+export function adminTokenOf(config: Config, options: { create: boolean }): Promise<string | undefined> {
+  return secretOf(config, config.adminToken, 'admin-token', options);
 }
 
 /** On a database without accounts: the demo account of manifests/demo.json and an API key for it. */
@@ -72,7 +72,11 @@ export async function createDemoAccount(
       name: manifest.account?.name ?? 'Demo',
       region,
     });
-    await applyAccountManifest(tx, services.feed, vendor, created.id, manifest, new Date(services.clock()));
+    await applyAccountManifest(
+      tx,
+      { feed: services.feed, vendor },
+      { accountId: created.id, manifest, now: new Date(services.clock()) },
+    );
     const key = await services.apiKeys.createApiKey(tx, created.id, { name: 'demo' });
     return { account_id: created.id, client_id: key.client_id, client_secret: key.client_secret };
   });
@@ -158,8 +162,8 @@ export async function serve(
         { vendor: config.vendor, accountsVendor: inUse },
         `VENDOR is "${config.vendor}" but the accounts were made with "${inUse}": integrations sending com.${inUse}1.… identifiers find none of the new accounts' built-in ones; start with VENDOR=${inUse} unless that is meant`,
       );
-    const adminToken = (await adminTokenOf(config, true))!;
-    const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', true))!;
+    const adminToken = (await adminTokenOf(config, { create: true }))!;
+    const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', { create: true }))!;
     const services = await createServices(config, pool, systemClock, { adminToken, serverSecret });
     started.push(() => services.close());
     if (config.demoAccount) {

@@ -40,11 +40,11 @@ function view(row: q.AccountRow): Account {
 function checkLimits(limits: LimitOverrides): void {
   for (const [name, value] of Object.entries(limits)) {
     if (!(LIMIT_NAMES as string[]).includes(name))
-      throw new Problem('AUD-0', `limits.${name} is not a limit; the limits are ${LIMIT_NAMES.join(', ')}`);
+      throw new Problem('AUD-1116', `limits.${name} is not a limit; the limits are ${LIMIT_NAMES.join(', ')}`);
     const range = LIMIT_RANGES[name as LimitName];
     if (range && value !== null && (value < range.minimum || value > range.maximum)) {
       throw new Problem(
-        'AUD-0',
+        'AUD-1117',
         `limits.${name} must be from ${range.minimum} to ${range.maximum}, or null for the default`,
       );
     }

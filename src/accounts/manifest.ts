@@ -3,11 +3,10 @@ import { listAllActivities, putActivity } from '../activities/activities.ts';
 import { ActivityId, ActivityInput } from '../activities/schemas.ts';
 import { addSuppression, listSuppressions } from '../consents/consents.ts';
 import { Problem } from '../core/problems.ts';
-import { loadDefinitions } from '../definitions/definitions.ts';
+import { loadDefinitions, type DefinitionsWriter } from '../definitions/definitions.ts';
 import { applyManifest, summarise } from '../definitions/manifest.ts';
 import { checkActivityTemplates } from '../transactional/transactional.ts';
 import { Manifest, type ManifestSummary } from '../definitions/schemas.ts';
-import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import { createAccount, getAccount, updateAccount, type Account } from './accounts.ts';
 import * as q from './queries.ts';
@@ -33,11 +32,8 @@ export type AccountManifest = Static<typeof AccountManifest>;
  */
 export async function applyAccountManifest(
   tx: Queryable,
-  feed: ChangeFeed,
-  vendor: string,
-  accountId: string,
-  manifest: AccountManifest,
-  now: Date,
+  { feed, vendor }: DefinitionsWriter,
+  { accountId, manifest, now }: { accountId: string; manifest: AccountManifest; now: Date },
 ): Promise<ManifestSummary> {
   const before = await accountItems(tx, accountId);
   const { account, suppressions, activities, ...definitions } = manifest;
@@ -87,15 +83,12 @@ export async function applyAccountManifest(
  */
 export async function applyNamedManifest(
   tx: Queryable,
-  feed: ChangeFeed,
-  vendor: string,
-  manifest: AccountManifest,
-  region: string,
-  now: Date,
+  { feed, vendor }: DefinitionsWriter,
+  { manifest, region, now }: { manifest: AccountManifest; region: string; now: Date },
 ): Promise<ManifestSummary & { account: Account; created_account: boolean }> {
   const name = manifest.account?.name;
   if (name === undefined)
-    throw new Problem('AUD-0', 'account.name is required: it names the account to apply the manifest to');
+    throw new Problem('AUD-1118', 'account.name is required: it names the account to apply the manifest to');
   await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`account name ${name}`]);
   const named = await q.findAccountsByName(tx, name);
   if (named.length > 1)
@@ -104,7 +97,7 @@ export async function applyNamedManifest(
       `${named.length} accounts are named "${name}" (${named.map((a) => a.account_id).join(', ')}): apply the manifest to one of them by its id`,
     );
   const id = named[0]?.account_id ?? (await createAccount(tx, feed, vendor, { name, region })).id;
-  const summary = await applyAccountManifest(tx, feed, vendor, id, manifest, now);
+  const summary = await applyAccountManifest(tx, { feed, vendor }, { accountId: id, manifest, now });
   const item = `account ${id}`;
   const createdAccount = named.length === 0;
   return {

@@ -133,9 +133,22 @@ describe('the operator writes activities', () => {
         email_subject: 'x',
       }),
       400,
-      'AUD-0',
+      'AUD-2005',
     );
     expect(detail).toContain('email_subject');
+  });
+
+  it('refuses an activity sent before it was created, naming sent_at (AUD-2006)', async () => {
+    const detail = expectProblem(
+      await admin('POST', '/activities', {
+        ...email(),
+        created_at: '2026-01-02T00:00:00Z',
+        sent_at: '2026-01-01T00:00:00Z',
+      }),
+      400,
+      'AUD-2006',
+    );
+    expect(detail).toContain('sent_at');
   });
 
   it('archives an activity: it leaves the public routes', async () => {

@@ -107,7 +107,7 @@ function detailsOf(input: ActivityInput): Record<string, unknown> {
   const details: Record<string, unknown> = {};
   for (const field of new Set(ACTIVITY_KINDS.flatMap((k) => KIND_FIELDS[k]))) {
     if (input[field] === undefined) continue;
-    if (!own.includes(field)) throw new Problem('AUD-0', `${field}: not a field of ${input.kind} activities`);
+    if (!own.includes(field)) throw new Problem('AUD-2005', `${field}: not a field of ${input.kind} activities`);
     details[field] = input[field];
   }
   if (input.kind === 'email') details.transactional ??= false;
@@ -136,7 +136,7 @@ export async function putActivity(
   const details = detailsOf(input);
   if (input.kind === 'email') await writer.checkEmail?.(input);
   if (input.created_at !== undefined && input.sent_at && Date.parse(input.sent_at) < Date.parse(input.created_at)) {
-    throw new Problem('AUD-0', 'sent_at: an activity cannot be sent before it was created');
+    throw new Problem('AUD-2006', 'sent_at: an activity cannot be sent before it was created');
   }
   const current = id === undefined ? undefined : await q.findActivity(tx, scope.accountId, id, true);
   const fields = {
@@ -162,7 +162,7 @@ export async function putActivity(
       archived_at: archivedAt,
     };
     await q.updateActivity(tx, scope.accountId, row, scope.now);
-    await installEventTypes(tx, scope, writer, section, input.kind, details);
+    await installEventTypes(tx, writer, { scope, section, kind: input.kind, details });
     return { activity: toActivity(row, section), created: false };
   }
   const row: q.ActivityRow = {
@@ -180,18 +180,20 @@ export async function putActivity(
     if (id !== undefined)
       throw new Problem('AUD-2002', `Activity "${id}" was created meanwhile; send the request again`);
   }
-  await installEventTypes(tx, scope, writer, section, input.kind, details);
+  await installEventTypes(tx, writer, { scope, section, kind: input.kind, details });
   return { activity: toActivity(row, section), created: true };
 }
 
 /** Gives the section the built-in event types of activities once it has one whose events they record. */
 async function installEventTypes(
   tx: Queryable,
-  scope: WriteScope,
   writer: ActivityWriter,
-  section: SectionDefs,
-  kind: ActivityKind,
-  details: Record<string, unknown>,
+  {
+    scope,
+    section,
+    kind,
+    details,
+  }: { scope: WriteScope; section: SectionDefs; kind: ActivityKind; details: Record<string, unknown> },
 ): Promise<void> {
   if (channelOf({ kind, form_type: details.form_type as Activity['form_type'] }))
     await installActivityEventTypes(tx, writer.feed, writer.vendor, scope.accountId, section);
@@ -331,7 +333,8 @@ export interface PublicRead {
   include_statistics?: boolean;
 }
 
-function publicView(row: q.ActivityRow, statistics: Counters | undefined, wantStatistics: boolean) {
+/** An activity as the public routes show it; `statistics` only where they were asked for and counted. */
+function publicView(row: q.ActivityRow, statistics: Counters | undefined) {
   const activity = toActivity(row, { discriminator: '' });
   const common = { id: activity.id, name: activity.name, status: activity.status, created_at: activity.created_at };
   switch (activity.kind) {
@@ -340,10 +343,10 @@ function publicView(row: q.ActivityRow, statistics: Counters | undefined, wantSt
         ...common,
         sent_at: activity.sent_at,
         email_subject: activity.email_subject ?? '',
-        ...(wantStatistics && statistics ? { statistics: emailStatistics(statistics) } : {}),
+        ...(statistics ? { statistics: emailStatistics(statistics) } : {}),
       };
     case 'sms':
-      return { ...common, ...(wantStatistics && statistics ? { statistics: smsStatistics(statistics) } : {}) };
+      return { ...common, ...(statistics ? { statistics: smsStatistics(statistics) } : {}) };
     case 'marketing-automation':
       return { ...common, description: activity.description ?? '' };
     default:
@@ -378,7 +381,7 @@ export async function listActivities(
           rows.map((r) => r.activity_id),
         )
       : new Map<string, Counters>();
-  return rows.map((r) => publicView(r, counters.get(r.activity_id), read.include_statistics === true));
+  return rows.map((r) => publicView(r, counters.get(r.activity_id)));
 }
 
 /**
@@ -402,7 +405,7 @@ export async function readActivity(
     read.include_statistics && (kind === 'email' || kind === 'sms')
       ? await countersOf(db, scope, [row.activity_id])
       : new Map<string, Counters>();
-  const view = publicView(row, counters.get(row.activity_id), read.include_statistics === true);
+  const view = publicView(row, counters.get(row.activity_id));
   const activity = toActivity(row, section);
   if (kind === 'email')
     return { ...view, aql_queries: aqlOf(section, vendor, 'email', row.activity_id, EMAIL_AQL_KEYS) };

@@ -4,14 +4,14 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { rootFolderDiscriminator } from '../definitions/builtins.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import { createProfile, locate, refuseReadOnly } from '../profiles/profiles.ts';
+import { createProfile, findProfile, locate, refuseReadOnly } from '../profiles/profiles.ts';
 import type { IdentifierInSection } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import {
   addressKeyspace,
   channelByDiscriminator,
+  clusterConsents,
   createConsent,
-  getConsents,
   normaliseAddress,
   permits,
   refuseUnmanaged,
@@ -172,38 +172,28 @@ export async function consentAtAddress(
       `topic_discriminator: the ${where} holds no topic for the channel "${channel.discriminator}"`,
     );
   }
-  try {
-    await locate(tx, scope, id);
-  } catch (err) {
-    if (!(err instanceof Problem) || err.code !== 'AUD-1201') throw err;
-    await createProfile(tx, scope, id);
-  }
+  if (!(await findProfile(tx, scope, id))) await createProfile(tx, scope, id);
   for (const topic of topics) {
-    await keepingSameType(
-      createConsent(tx, scope, id, {
+    await createConsent(
+      tx,
+      scope,
+      id,
+      {
         topic_discriminator: topic.discriminator,
         channel_discriminator: channel.discriminator,
         type: request.type,
         reason: LEGACY_REASON,
-      }),
+      },
+      { sameType: 'unchanged' },
     );
-  }
-}
-
-/** A consent write of these routes: one the consent already has (409 AUD-1605 in the v2 route) changes nothing and is no failure. */
-async function keepingSameType(write: Promise<unknown>): Promise<void> {
-  try {
-    await write;
-  } catch (err) {
-    if (!(err instanceof Problem) || err.code !== 'AUD-1605') throw err;
   }
 }
 
 /**
  * GET …/addresses/{address}/consents/sections/{s}/consent-lists/{list}/evaluations: the topics of
- * the list that the profile at the address has opted in to on the channel, read with getConsents
- * (so as the v2 route shows them: a merge cluster's latest consent per topic). 404 for an
- * address no profile has: a read creates nothing.
+ * the list that the profile at the address has opted in to on the channel, as the v2 route shows
+ * them (a merge cluster's latest consent per topic). An address no profile has has opted in to
+ * nothing: no items, and nothing created (a shop module reads 404 as a failure).
  */
 export async function evaluateConsentList(
   db: Queryable,
@@ -216,9 +206,10 @@ export async function evaluateConsentList(
   const inList = new Set(
     topicsOf(section, consentListOf(section, vendor, ref.consent_list_discriminator)).map((t) => t.discriminator),
   );
-  const { items } = await getConsents(db, scope, id, {});
+  const located = await findProfile(db, scope, id);
+  if (!located) return { items: [] };
   return {
-    items: items
+    items: (await clusterConsents(db, scope, located, section))
       .filter(
         (c) =>
           c.channel_discriminator === channel.discriminator && inList.has(c.topic_discriminator) && permits(c.type),
@@ -262,13 +253,17 @@ export async function subscribe(
       `topic_discriminator: the topic "${topic.discriminator}" is for every channel and keys of "${located.keyspace.discriminator}" are no channel's addresses; subscribe through the keyspace of the channel's addresses`,
     );
   }
-  await keepingSameType(
-    createConsent(tx, scope, id, {
+  await createConsent(
+    tx,
+    scope,
+    id,
+    {
       topic_discriminator: topic.discriminator,
       channel_discriminator: channel.discriminator,
       type: 'opt-in',
       reason: LEGACY_REASON,
-    }),
+    },
+    { sameType: 'unchanged' },
   );
   return { id: `${located.canonicalId}-${topic.topic_id}-${channel.channel_id}` };
 }

@@ -12,6 +12,7 @@ import {
   locate,
   refuseReadOnly,
   sectionValues,
+  type Located,
   type ProfileFollower,
 } from '../profiles/profiles.ts';
 import type { IdentifierInSection, UniqueIdentifier } from '../profiles/schemas.ts';
@@ -114,15 +115,17 @@ async function refuseLockedAddress(
 
 /**
  * Creates or changes a consent (SPEC §3.1, §4.5): `created` for a new one (201), `changed` for a
- * supported move (204); 409 for the type it already has; pending-opt-in and confirmed-opt-in
- * cannot be requested through the API yet.
+ * supported move (204); 409 for the type it already has, or `unchanged` with `sameType: 'unchanged'`
+ * (the legacy routes, whose clients send the same consent again); pending-opt-in and
+ * confirmed-opt-in cannot be requested through the API yet.
  */
 export async function createConsent(
   tx: Queryable,
   scope: AccountScope,
   id: IdentifierInSection,
   request: ConsentRequest,
-): Promise<'created' | 'changed'> {
+  options: { sameType: 'refused' | 'unchanged' } = { sameType: 'refused' },
+): Promise<'created' | 'changed' | 'unchanged'> {
   requireConsentType(request.type, 'type');
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
@@ -169,6 +172,7 @@ export async function createConsent(
   }
   if (request.type === 'opt-in') await refuseLockedAddress(tx, scope, channel, address);
   if (current?.type === request.type) {
+    if (options.sameType === 'unchanged') return 'unchanged';
     throw new Problem(
       'AUD-1605',
       `The consent to "${topic.discriminator}" on "${channel.discriminator}" is already ${request.type}`,
@@ -189,6 +193,29 @@ export async function createConsent(
   return current ? 'changed' : 'created';
 }
 
+/** A located profile's consents on the section's topics: its merge cluster's latest consent per topic and channel. */
+export async function clusterConsents(
+  db: Queryable,
+  scope: AccountScope,
+  located: Located,
+  section: SectionDefs,
+): Promise<Consent[]> {
+  const members = await clusterMembers(db, scope, located.canonicalId);
+  const consents = await q.listClusterConsents(db, scope.accountId, members, section.id);
+  const topics = new Map(section.topics.map((t) => [t.topic_id, t.discriminator]));
+  const channels = new Map(scope.defs.channels.map((c) => [c.channel_id, c.discriminator]));
+  return consents
+    .filter((c) => topics.has(c.topic_id))
+    .map((c) => ({
+      topic_discriminator: topics.get(c.topic_id)!,
+      channel_discriminator: channels.get(c.channel_id)!,
+      type: c.type,
+      reason: c.reason,
+      source: c.source,
+      modified_at: c.modified_at.toISOString(),
+    }));
+}
+
 /**
  * GET …/consents (SPEC §4.5): the profile's consents on the section's topics, of some types or
  * all, and the suppressions of the address used as profile key and of the address asked about.
@@ -207,23 +234,11 @@ export async function getConsents(
     );
   }
   const located = await locate(db, scope, id);
-  const section = sectionOf(scope, id.section_discriminator);
-  const members = await clusterMembers(db, scope, located.canonicalId);
-  const consents = await q.listClusterConsents(db, scope.accountId, members, section.id);
+  const all = await clusterConsents(db, scope, located, sectionOf(scope, id.section_discriminator));
   // `consent_types=` with no value is no filter, as without the parameter.
   const types = query.consent_types?.length ? query.consent_types : undefined;
-  const topics = new Map(section.topics.map((t) => [t.topic_id, t.discriminator]));
+  const items = types ? all.filter((c) => types.includes(c.type)) : all;
   const channels = new Map(scope.defs.channels.map((c) => [c.channel_id, c.discriminator]));
-  const items = consents
-    .filter((c) => topics.has(c.topic_id) && (!types || types.includes(c.type)))
-    .map((c) => ({
-      topic_discriminator: topics.get(c.topic_id)!,
-      channel_discriminator: channels.get(c.channel_id)!,
-      type: c.type,
-      reason: c.reason,
-      source: c.source,
-      modified_at: c.modified_at.toISOString(),
-    }));
   // The profile key is an address on the channels whose address attribute its keyspace maps to.
   const wanted = scope.defs.channels
     .filter((c) => c.address_attribute !== null && c.address_attribute === located.keyspace.mapped_attribute)
@@ -286,10 +301,13 @@ export async function maySend(
   db: Queryable,
   scope: AccountScope,
   canonicalId: string,
-  topicDiscriminator: string,
-  channelDiscriminator: string,
-  sectionDiscriminator?: string,
+  on: { topic_discriminator: string; channel_discriminator: string; section_discriminator?: string },
 ): Promise<boolean> {
+  const {
+    topic_discriminator: topicDiscriminator,
+    channel_discriminator: channelDiscriminator,
+    section_discriminator: sectionDiscriminator,
+  } = on;
   const channel = scope.defs.channels.find((c) => c.discriminator === channelDiscriminator);
   if (!channel) return false;
   const sections = scope.defs.sections.filter(

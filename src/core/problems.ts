@@ -2,7 +2,7 @@
  * Every error the service answers, once: its HTTP status, its title and its code (the `type`
  * of the problem document is `/errors/<code>`). Published codes of the platform are kept
  * (ENDPOINTS.md "Facts"); the others follow the same form, grouped by area:
- * AUD-10xx request and platform, AUD-11xx definitions, AUD-12xx profiles, AUD-14xx types,
+ * AUD-10xx request and platform, AUD-11xx definitions and accounts, AUD-12xx profiles, AUD-14xx types,
  * AUD-16xx consents, AUD-17xx segments and AQL, AUD-18xx imports, AUD-19xx exports, AUD-20xx activities,
  * AUD-21xx transactional mail.
  */
@@ -38,6 +38,12 @@ export const PROBLEMS = {
   'AUD-1110': { status: 404, title: 'Account not found' },
   'AUD-1111': { status: 400, title: 'Target not found' },
   'AUD-1112': { status: 409, title: 'Account name not unique' },
+  'AUD-1113': { status: 400, title: 'Folder cannot be its own parent' },
+  'AUD-1114': { status: 400, title: 'Folder parents form a cycle' },
+  'AUD-1115': { status: 400, title: 'Segment query refers to ids without a section' },
+  'AUD-1116': { status: 400, title: 'Not a limit' },
+  'AUD-1117': { status: 400, title: 'Limit out of range' },
+  'AUD-1118': { status: 400, title: 'Manifest names no account' },
   'AUD-1201': { status: 404, title: 'Profile not found' },
   'AUD-1202': { status: 410, title: 'Profile locked' },
   'AUD-1203': { status: 403, title: 'Keyspace not authorised to update the profile' },
@@ -101,6 +107,7 @@ export const PROBLEMS = {
   'AUD-1711': { status: 400, title: 'Segment not found' },
   'AUD-1712': { status: 400, title: 'Time zone not recognised' },
   'AUD-1713': { status: 400, title: 'Version ID belongs to another segment' },
+  'AUD-1714': { status: 400, title: 'Give a stored segment or a segment definition' },
   'AUD-1901': { status: 404, title: 'Export in progress' },
   'AUD-1902': { status: 410, title: 'Export no longer available' },
   'AUD-1903': { status: 404, title: 'Export not found' },
@@ -111,6 +118,10 @@ export const PROBLEMS = {
   'AUD-1908': { status: 400, title: 'Column name used twice' },
   'AUD-1920': { status: 400, title: 'Export key invalid' },
   'AUD-1921': { status: 400, title: 'Callback URL scheme not http or https' },
+  'AUD-1922': { status: 400, title: 'Callback URL invalid' },
+  'AUD-1923': { status: 400, title: 'Give segment_discriminators or segment_definitions' },
+  'AUD-1924': { status: 400, title: 'No segment named' },
+  'AUD-1925': { status: 400, title: 'Segment name empty' },
   'AUD-1910': { status: 400, title: 'Event window ends before it starts' },
   'AUD-1911': { status: 400, title: 'Event window longer than three months' },
   'AUD-1912': { status: 403, title: 'Download URL expired' },
@@ -119,12 +130,15 @@ export const PROBLEMS = {
   'AUD-2002': { status: 409, title: 'Activity kind or section cannot change' },
   'AUD-2003': { status: 400, title: 'Activity event invalid' },
   'AUD-2004': { status: 400, title: 'Trigger type unsupported' },
+  'AUD-2005': { status: 400, title: 'Field not of the activity kind' },
+  'AUD-2006': { status: 400, title: 'Activity sent before it was created' },
   'AUD-2101': { status: 400, title: 'Invalid template' },
   'AUD-2102': { status: 404, title: 'Tracking link not recognised' },
   'AUD-2103': { status: 404, title: 'Outbox message not found' },
   'AUD-2104': { status: 413, title: 'Variables too large' },
   'AUD-2105': { status: 413, title: 'Attachments too large' },
   'AUD-2106': { status: 404, title: 'Transaction not found' },
+  'AUD-2107': { status: 400, title: 'Attachment content not base64' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

@@ -167,8 +167,13 @@ export function listSections(defs: Definitions, caller: Caller) {
     .map((s) => ({ discriminator: s.discriminator, name: s.name, description: s.description, id: s.id }));
 }
 
+/** How a definition is shown: with the permissions of each keyspace only when asked for (`include_keyspace_permissions`). */
+export interface DefinitionRead {
+  include_keyspace_permissions?: boolean;
+}
+
 /** Visible attributes: hidden ones never, e-commerce ones only while an integration is connected (SPEC §2.5). */
-export function listAttributes(section: SectionDefs, withPermissions: boolean): Static<typeof AttributeDefinition>[] {
+export function listAttributes(section: SectionDefs, read: DefinitionRead): Static<typeof AttributeDefinition>[] {
   return section.attributes
     .filter((a) => !a.hidden && (!a.ecommerce || section.ecommerce_connected))
     .map((a) => ({
@@ -176,31 +181,31 @@ export function listAttributes(section: SectionDefs, withPermissions: boolean): 
       name: a.name,
       description: a.description,
       versions: a.versions.map((v) => ({ ...v, type: v.type as string[] })),
-      ...(withPermissions ? { keyspace_permissions: a.keyspace_permissions } : {}),
+      ...(read.include_keyspace_permissions ? { keyspace_permissions: a.keyspace_permissions } : {}),
     }));
 }
 
-function tagView(t: TagRow, withPermissions: boolean): Static<typeof Tag> {
+function tagView(t: TagRow, read: DefinitionRead): Static<typeof Tag> {
   return {
     discriminator: t.discriminator,
     name: t.name,
     id: t.tag_id,
-    ...(withPermissions ? { keyspace_permissions: t.keyspace_permissions } : {}),
+    ...(read.include_keyspace_permissions ? { keyspace_permissions: t.keyspace_permissions } : {}),
   };
 }
 
-export function listTags(section: SectionDefs, withPermissions: boolean) {
-  return section.tags.filter((t) => !t.hidden).map((t) => tagView(t, withPermissions));
+export function listTags(section: SectionDefs, read: DefinitionRead) {
+  return section.tags.filter((t) => !t.hidden).map((t) => tagView(t, read));
 }
 
-export function getTag(section: SectionDefs, tagDiscriminator: string, withPermissions: boolean) {
+export function getTag(section: SectionDefs, tagDiscriminator: string, read: DefinitionRead) {
   const tag = section.tags.find((t) => t.discriminator === tagDiscriminator);
   if (!tag)
     throw new Problem('AUD-1103', `Tag "${tagDiscriminator}" does not exist in section "${section.discriminator}"`);
-  return tagView(tag, withPermissions);
+  return tagView(tag, read);
 }
 
-export function listEvents(section: SectionDefs, withPermissions: boolean): Static<typeof EventDefinition>[] {
+export function listEvents(section: SectionDefs, read: DefinitionRead): Static<typeof EventDefinition>[] {
   return section.events
     .filter((e) => !e.hidden)
     .map((e) => ({
@@ -211,7 +216,7 @@ export function listEvents(section: SectionDefs, withPermissions: boolean): Stat
         ...v,
         type: v.type as Static<typeof EventDefinition>['versions'][number]['type'],
       })),
-      ...(withPermissions ? { keyspace_permissions: e.keyspace_permissions } : {}),
+      ...(read.include_keyspace_permissions ? { keyspace_permissions: e.keyspace_permissions } : {}),
     }));
 }
 
@@ -304,17 +309,21 @@ export async function vendorWordOf(db: Queryable, accountId: string): Promise<st
   return /^com\.([a-z][a-z0-9-]*)1\.keyspaces\./.exec(first?.discriminator ?? '')?.[1];
 }
 
+/** What writes definitions announces them on, and the vendor word of the discriminators it makes. */
+export interface DefinitionsWriter {
+  feed: ChangeFeed;
+  vendor: string;
+}
+
 /** Creates a tag in a section (SPEC §4.2) within the account's tag limit. */
 export async function createTag(
   tx: Queryable,
   scope: AccountScope,
-  feed: ChangeFeed,
-  vendor: string,
-  sectionDiscriminator: string,
-  name: string,
+  { feed, vendor }: DefinitionsWriter,
+  { section_discriminator, name }: { section_discriminator: string; name: string },
 ) {
   const { accountId } = scope;
-  const section = sectionOf(scope, sectionDiscriminator);
+  const section = sectionOf(scope, section_discriminator);
   const tagLimit = scope.limits.tags_per_section;
   await q.lockSection(tx, accountId, section.id);
   if (tagLimit !== null && (await q.countTagsBySection(tx, accountId, section.id)) >= tagLimit) {
@@ -332,7 +341,7 @@ export async function createTag(
     permissions: defaultPermissions(keyspaces),
   });
   await announce(feed, tx, accountId);
-  return tagView(row, false);
+  return tagView(row, {});
 }
 
 /** Gives a tag a new name; its discriminator stays. */
@@ -352,7 +361,7 @@ export async function renameTag(
     );
   const row = await q.updateTagName(tx, scope.accountId, tag.tag_id, name);
   await announce(feed, tx, scope.accountId);
-  return tagView(row, false);
+  return tagView(row, {});
 }
 
 /**

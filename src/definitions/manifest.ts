@@ -255,7 +255,7 @@ async function applyTopicFolders(
   for (const f of folders) {
     const parent = folderIdOf(section, sectionFolders, f.parent, `folder "${f.discriminator}"`);
     if (parent === ids.get(f.discriminator))
-      throw new Problem('AUD-0', `${section.where}: folder "${f.discriminator}" cannot be its own parent`);
+      throw new Problem('AUD-1113', `${section.where}: folder "${f.discriminator}" cannot be its own parent`);
     await q.updateFolderParent(tx, accountId, ids.get(f.discriminator)!, parent);
   }
   await refuseFolderCycles(ctx, section);
@@ -270,7 +270,7 @@ async function refuseFolderCycles(ctx: ManifestContext, section: SectionTarget):
     const seen = new Set<string>();
     for (let at: string | null = f.folder_id; at !== null; at = parentOf.get(at) ?? null) {
       if (seen.has(at))
-        throw new Problem('AUD-0', `${section.where}: the parents of folder "${f.discriminator}" form a cycle`);
+        throw new Problem('AUD-1114', `${section.where}: the parents of folder "${f.discriminator}" form a cycle`);
       seen.add(at);
     }
   }
@@ -410,7 +410,7 @@ function resolveManifestIds(
 ): string {
   const sectionNamed = (d: string | undefined) => {
     if (d === undefined)
-      throw new Problem('AUD-0', `${where}: the query refers to ids, so the segment needs "section"`);
+      throw new Problem('AUD-1115', `${where}: the query refers to ids, so the segment needs "section"`);
     const section = defs.sections.find((s) => s.discriminator === d);
     if (!section) throw new Problem('AUD-1111', `${where}: unknown section "${d}"`);
     return section;

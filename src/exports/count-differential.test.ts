@@ -369,8 +369,16 @@ describe('the count by consent, the segment count and the evaluator agree', () =
                 profile_key: key,
               });
               sendable.push(
-                (await maySend(server.services.pool, scope, canonicalId, NEWS, CH_EMAIL, SHOP)) ||
-                  (await maySend(server.services.pool, scope, canonicalId, OFFERS, CH_EMAIL, SHOP)),
+                (await maySend(server.services.pool, scope, canonicalId, {
+                  topic_discriminator: NEWS,
+                  channel_discriminator: CH_EMAIL,
+                  section_discriminator: SHOP,
+                })) ||
+                  (await maySend(server.services.pool, scope, canonicalId, {
+                    topic_discriminator: OFFERS,
+                    channel_discriminator: CH_EMAIL,
+                    section_discriminator: SHOP,
+                  })),
               );
             }
             const base = {

@@ -90,7 +90,14 @@ async function mayBeSent(a: Account, exportKey: string, topics: string[], channe
     profile_key: exportKey,
   });
   for (const topic of topics)
-    if (await maySend(server.services.pool, scope, canonicalId, topic, channel, SHOP)) return true;
+    if (
+      await maySend(server.services.pool, scope, canonicalId, {
+        topic_discriminator: topic,
+        channel_discriminator: channel,
+        section_discriminator: SHOP,
+      })
+    )
+      return true;
   return false;
 }
 
@@ -495,6 +502,16 @@ describe('body rules: a problem document and nothing queued', () => {
       /segment_discriminators/,
     ],
     [
+      'EXP-07 an empty segment name',
+      () => ({
+        ...base,
+        segments: { timezone: 'UTC', segment_discriminators: { '': `${V}.segments.user-created.none` } },
+      }),
+      400,
+      'AUD-1925',
+      /segment name .* must not be empty/,
+    ],
+    [
       'EXP-07 an unknown time zone',
       () => ({ ...base, segments: { ...segments(), timezone: 'Mars/Olympus' } }),
       400,
@@ -887,8 +904,15 @@ describe('duplicate export', () => {
         segments: { timezone: 'UTC', segment_discriminators: { big: BIG }, segment_definitions: { x: 'section(1)' } },
       }),
       400,
-      'AUD-0',
+      'AUD-1923',
       /either segment_discriminators or segment_definitions/,
+    ],
+    [
+      'EXP-18 no segment named',
+      (a) => ({ ...base(a), segments: { timezone: 'UTC', segment_definitions: {} } }),
+      400,
+      'AUD-1924',
+      /segments\.segment_definitions: name at least one segment/,
     ],
     [
       'EXP-18 a segment definition that is no AQL',
@@ -1053,14 +1077,14 @@ describe('profile in segment export (beta)', () => {
       'EXP-21 neither segment_discriminator nor segment_definition',
       () => ({ ...base, segment: { timezone: 'UTC' } }),
       400,
-      'AUD-0',
+      'AUD-1714',
       /segment_discriminator or segment_definition/,
     ],
     [
       'EXP-21 both segment_discriminator and segment_definition',
       () => ({ ...base, segment: { ...base.segment, segment_definition: 'section(1)' } }),
       400,
-      'AUD-0',
+      'AUD-1714',
       /segment_discriminator or segment_definition/,
     ],
     [

@@ -9,7 +9,7 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
-import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
+import { enqueue, MAX_ATTEMPTS, type Job, type JobKind, type JobPayloads } from '../jobs/queue.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { XLSX_TYPE, jsonFromCsv, xlsxFromCsv } from './formats.ts';
 import type { StoredKind } from './kind.ts';
@@ -26,14 +26,6 @@ import * as q from './queries.ts';
 
 export const EXPORT_JOB = 'export';
 export const EXPORT_SWEEP_JOB = 'export-sweep';
-/** SPEC §3.3, §8: a ready export is served for one day. */
-export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
-/** A sweep that comes before the export's expiry (the database's clock ahead of the service's) tries again this much later. */
-const SWEEP_RETRY_MS = 60_000;
-
-/** An export request with the kind whose schema its body was checked against. */
-export type ExportRequest = { [K in ExportKindName]: { kind: K; body: BodyOf<K> } }[ExportKindName];
-
 /** A plan as the export job carries it: with a digest of the definitions it was made in. */
 interface StoredPlan {
   definitions: string;
@@ -41,18 +33,28 @@ interface StoredPlan {
 }
 
 /**
- * The payload of the export jobs (this file's and the single profile export's): the export, and
- * for the export job the plan made when it was requested (none in a job queued before plans were
- * kept).
+ * The payload of an export's jobs, here and in single.ts: the export, and for the export job the
+ * plan made when it was requested (none in a job queued before plans were kept).
  */
-export type ExportJobPayload = { export_id: string; plan?: StoredPlan };
-
-/** The payload of one of the export jobs, as its enqueue wrote it. */
-export function exportPayload(job: Job): ExportJobPayload {
-  const { export_id: exportId, plan } = job.payload;
-  if (typeof exportId !== 'string') throw new Error(`The ${job.kind} job ${job.jobId} names no export`);
-  return plan === undefined ? { export_id: exportId } : { export_id: exportId, plan: plan as StoredPlan };
+export interface ExportJob {
+  export_id: string;
+  plan?: StoredPlan;
 }
+declare module '../jobs/queue.ts' {
+  interface JobPayloads {
+    [EXPORT_JOB]: ExportJob;
+    [EXPORT_SWEEP_JOB]: ExportJob;
+  }
+}
+/** The kinds of job that carry an export's id. */
+type ExportJobKind = { [K in JobKind]: JobPayloads[K] extends ExportJob ? K : never }[JobKind];
+/** SPEC §3.3, §8: a ready export is served for one day. */
+export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
+/** A sweep that comes before the export's expiry (the database's clock ahead of the service's) tries again this much later. */
+const SWEEP_RETRY_MS = 60_000;
+
+/** An export request with the kind whose schema its body was checked against. */
+export type ExportRequest = { [K in ExportKindName]: { kind: K; body: BodyOf<K> } }[ExportKindName];
 
 const digests = new WeakMap<Definitions, string>();
 /** A digest of an account's definitions: a plan is run as made while it stays the same. */
@@ -88,7 +90,7 @@ export async function queueExport(
   tx: Queryable,
   scope: AccountScope,
   stored: q.StoredRequest,
-  job: string,
+  job: ExportJobKind,
   plan?: StoredPlan,
 ): Promise<string> {
   await q.lockAccountExports(tx, scope.accountId);
@@ -101,7 +103,7 @@ export async function queueExport(
     );
   const exportId = crypto.randomUUID();
   await q.insertExport(tx, scope.accountId, { ...stored, exportId, createdAt: scope.now });
-  const payload: ExportJobPayload = plan === undefined ? { export_id: exportId } : { export_id: exportId, plan };
+  const payload: ExportJob = plan === undefined ? { export_id: exportId } : { export_id: exportId, plan };
   await enqueue(tx, scope.accountId, job, payload);
   return exportId;
 }
@@ -291,9 +293,9 @@ function csvFile(columns: string[], counted: (rows: number) => void): Transform 
  * checked again in the present ones, and a problem now fails the export with its detail. A job
  * that fails for another reason is retried; after its last attempt the export fails.
  */
-export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
+export async function runExport(deps: ExportDeps, job: Job<typeof EXPORT_JOB>): Promise<void> {
   const { accountId } = job;
-  const { export_id: exportId, plan: stored } = exportPayload(job);
+  const { export_id: exportId, plan: stored } = job.payload;
   const row = await q.findExport(deps.pool, accountId, exportId);
   // A single profile export has jobs of its own (single.ts).
   const kind = row && exportKind(row.kind);
@@ -345,7 +347,7 @@ export async function markExportReady(
   const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);
   await withTransaction(deps.pool, async (tx) => {
     await q.setExportReady(tx, accountId, exportId, { ...ready, readyAt, expiresAt });
-    const sweep: ExportJobPayload = { export_id: exportId };
+    const sweep: ExportJob = { export_id: exportId };
     if (ready.fileKey !== null) await enqueue(tx, accountId, EXPORT_SWEEP_JOB, sweep, expiresAt);
     await alongside?.(tx);
   });
@@ -356,7 +358,12 @@ export async function markExportReady(
  * export with its detail; any other error is thrown again, so that the job is retried, and fails
  * the export after the job's last attempt.
  */
-export async function failExport(deps: ExportDeps, job: Job, exportId: string, err: unknown): Promise<void> {
+export async function failExport(
+  deps: ExportDeps,
+  job: Job<ExportJobKind>,
+  exportId: string,
+  err: unknown,
+): Promise<void> {
   if (err instanceof Problem) return q.setExportFailed(deps.pool, job.accountId, exportId, err.detail);
   if (job.attempts >= MAX_ATTEMPTS)
     await q.setExportFailed(deps.pool, job.accountId, exportId, 'the export could not be written');
@@ -368,13 +375,13 @@ export async function failExport(deps: ExportDeps, job: Job, exportId: string, e
  * marks it expired (a crash in between removes nothing twice: removing is idempotent and the job
  * runs again).
  */
-export async function sweepExport(deps: ExportDeps, job: Job): Promise<void> {
+export async function sweepExport(deps: ExportDeps, job: Job<typeof EXPORT_SWEEP_JOB>): Promise<void> {
   const { accountId } = job;
-  const { export_id: exportId } = exportPayload(job);
+  const exportId = job.payload.export_id;
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.status !== 'ready' || row.file_key === null) return;
   if (row.expires_at!.getTime() > deps.clock()) {
-    const payload: ExportJobPayload = { export_id: exportId };
+    const payload: ExportJob = { export_id: exportId };
     await enqueue(
       deps.pool,
       accountId,

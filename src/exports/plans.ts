@@ -148,16 +148,16 @@ export function planSegments(scope: AccountScope, segments: SegmentsByNameOrQuer
   if (!segments) return { segments: [], timeZone: 'UTC', filter: null };
   const { segment_discriminators: stored, segment_definitions: defined } = segments;
   if ((stored === undefined) === (defined === undefined)) {
-    throw new Problem('AUD-0', 'segments: give either segment_discriminators or segment_definitions');
+    throw new Problem('AUD-1923', 'segments: give either segment_discriminators or segment_definitions');
   }
   const named = Object.entries(stored ?? defined!);
   if (named.length === 0)
     throw new Problem(
-      'AUD-0',
+      'AUD-1924',
       `segments.${stored ? 'segment_discriminators' : 'segment_definitions'}: name at least one segment`,
     );
   const list = named.map(([name, text]) => {
-    if (name === '') throw new Problem('AUD-0', 'segments: a segment name (a column of the file) must not be empty');
+    if (name === '') throw new Problem('AUD-1925', 'segments: a segment name (a column of the file) must not be empty');
     if (stored)
       return {
         name,

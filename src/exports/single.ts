@@ -11,13 +11,12 @@ import { OutboundError, type Outbound } from '../outbound/outbound.ts';
 import { locateByExportKey, profileRecords, type ProfileRecord } from '../profiles/profiles.ts';
 import type { Queryable } from '../store/pool.ts';
 import {
-  exportPayload,
   failExport,
   markExportReady,
   pollExport,
   queueExport,
   type ExportDeps,
-  type ExportJobPayload,
+  type ExportJob,
   type ReadyAnswer,
 } from './exports.ts';
 import { SINGLE_EXPORT } from './kinds.ts';
@@ -34,6 +33,12 @@ import type { SingleExportBody, SingleExportRequest } from './schemas.ts';
 
 export const SINGLE_EXPORT_JOB = 'export-single';
 export const SINGLE_EXPORT_READY_JOB = 'export-single-ready';
+declare module '../jobs/queue.ts' {
+  interface JobPayloads {
+    [SINGLE_EXPORT_JOB]: ExportJob;
+    [SINGLE_EXPORT_READY_JOB]: ExportJob;
+  }
+}
 /** A callback that has not answered in this time counts as unreachable, and is tried again with the queue's back-off. */
 const CALLBACK_TIMEOUT_MS = 10_000;
 /** SPEC §6.5: the first callback's body. */
@@ -65,7 +70,8 @@ export async function requestSingleExport(
       'AUD-1920',
       `export_key "${exportKey}" is not an export key: letters, digits and hyphens only ([a-zA-Z0-9-]*)`,
     );
-  if (!URL.canParse(body.callback_url)) throw new Problem('AUD-0', `callback_url "${body.callback_url}" is not a URL`);
+  if (!URL.canParse(body.callback_url))
+    throw new Problem('AUD-1922', `callback_url "${body.callback_url}" is not a URL`);
   const { protocol } = new URL(body.callback_url);
   if (protocol !== 'http:' && protocol !== 'https:')
     throw new Problem('AUD-1921', `callback_url: the scheme "${protocol.slice(0, -1)}" is not http or https`);
@@ -113,9 +119,9 @@ interface SectionEntry {
 /** The attribute versions, tags and event versions of a section that the API shows (hidden ones are left out, as in every read). */
 function visibleIds(section: SectionDefs) {
   return {
-    attributes: new Set(listAttributes(section, false).flatMap((a) => a.versions.map((v) => v.id))),
-    tags: new Set(listTags(section, false).map((t) => t.id)),
-    events: new Set(listEvents(section, false).flatMap((e) => e.versions.map((v) => v.id))),
+    attributes: new Set(listAttributes(section, {}).flatMap((a) => a.versions.map((v) => v.id))),
+    tags: new Set(listTags(section, {}).map((t) => t.id)),
+    events: new Set(listEvents(section, {}).flatMap((e) => e.versions.map((v) => v.id))),
   };
 }
 
@@ -177,9 +183,9 @@ async function singleExportFile(db: Queryable, scope: AccountScope, request: Sin
       {
         discriminator: s.discriminator,
         name: s.name,
-        attributes: listAttributes(s, false),
-        tags: listTags(s, false),
-        events: listEvents(s, false),
+        attributes: listAttributes(s, {}),
+        tags: listTags(s, {}),
+        events: listEvents(s, {}),
       },
     ]);
   return { profiles, metadata: { sections: Object.fromEntries(sections) } };
@@ -222,9 +228,9 @@ async function callBack(
  * progress, so that a retry does not verify it again. Then the file is written, and the export is
  * marked ready with its sweeper and its ready callback's job in one transaction.
  */
-export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise<void> {
+export async function runSingleExport(deps: SingleExportDeps, job: Job<typeof SINGLE_EXPORT_JOB>): Promise<void> {
   const { accountId } = job;
-  const { export_id: exportId } = exportPayload(job);
+  const exportId = job.payload.export_id;
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.kind !== SINGLE_EXPORT || (row.status !== 'queued' && row.status !== 'in_progress')) return;
   const request = row.request as SingleExportRequest;
@@ -245,7 +251,7 @@ export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise
     const file = await singleExportFile(deps.pool, await deps.scopeOf(accountId), request);
     const fileKey = `exports/${accountId}/${exportId}.json.gz`;
     await deps.files.put(fileKey, Readable.from([await gzip(JSON.stringify(file))]));
-    const ready: ExportJobPayload = { export_id: exportId };
+    const ready: ExportJob = { export_id: exportId };
     await markExportReady(deps, accountId, exportId, { fileKey, result: null }, (tx) =>
       enqueue(tx, accountId, SINGLE_EXPORT_READY_JOB, ready),
     );
@@ -259,9 +265,12 @@ export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise
  * is not taken is tried again with the queue's back-off and, after the last attempt, kept failed
  * for the operator; the file stays readable at its URL for its day either way.
  */
-export async function sendReadyCallback(deps: SingleExportDeps, job: Job): Promise<void> {
+export async function sendReadyCallback(
+  deps: SingleExportDeps,
+  job: Job<typeof SINGLE_EXPORT_READY_JOB>,
+): Promise<void> {
   const { accountId } = job;
-  const { export_id: exportId } = exportPayload(job);
+  const exportId = job.payload.export_id;
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.kind !== SINGLE_EXPORT || row.status !== 'ready') return;
   const failed = await callBack(deps, (row.request as SingleExportRequest).callback_url, {

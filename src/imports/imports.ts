@@ -25,6 +25,11 @@ import type { AccountScope } from '../core/scope.ts';
 export const UPLOAD_WINDOW_MS = 5 * 60 * 1000;
 export const MAX_FILE_BYTES = 50 * 1024 * 1024;
 export const IMPORT_JOB = 'import';
+declare module '../jobs/queue.ts' {
+  interface JobPayloads {
+    [IMPORT_JOB]: { import_id: string };
+  }
+}
 const FAILURES_SHOWN = 1000;
 
 /** What an import writes, resolved against the account's definitions. */

@@ -5,10 +5,10 @@ import { Problem } from '../core/problems.ts';
 import type { Job } from '../jobs/queue.ts';
 import { importProfileRows, type ImportRow } from '../profiles/bulk.ts';
 import { normaliseKey } from '../profiles/keys.ts';
-import { currentVersionId, joinClusters, locate } from '../profiles/profiles.ts';
+import { currentVersionId, findProfile, joinClusters, type Located } from '../profiles/profiles.ts';
 import type { FileStore } from '../files/store.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
-import { planImport, type ImportPlan } from './imports.ts';
+import { IMPORT_JOB, planImport, type ImportPlan } from './imports.ts';
 import { CsvError, readCsv } from './csv.ts';
 import * as q from './queries.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -205,9 +205,9 @@ interface ImportRun {
  * and writes rows in batches, each in one transaction with the import's progress, so that a worker
  * killed in the middle resumes after the last committed batch without losing or repeating a row.
  */
-export async function runImport(deps: IngestDeps, job: Job): Promise<void> {
+export async function runImport(deps: IngestDeps, job: Job<typeof IMPORT_JOB>): Promise<void> {
   const { accountId } = job;
-  const importId = String(job.payload.import_id);
+  const importId = job.payload.import_id;
   const row = await q.findImport(deps.pool, accountId, importId);
   if (!row) return;
   if (row.status === 'completed' || row.status === 'error')
@@ -376,9 +376,7 @@ async function writeBatch(run: ImportRun, lane: number, batch: ParsedBatch, rows
   for (let attempt = 1; ; attempt++) {
     const scope = await run.deps.scopeOf(run.accountId);
     try {
-      await withTransaction(run.deps.pool, (tx) =>
-        applyBatch(tx, scope, run.plan, run.importId, lane, batch, rowsDone),
-      );
+      await withTransaction(run.deps.pool, (tx) => applyBatch(tx, scope, run, { lane, batch, rowsDone }));
       run.deps.committed(batch.found);
       break;
     } catch (err) {
@@ -397,15 +395,12 @@ function laneOf(key: string, lanes: number): number {
   return (hash >>> 0) % lanes;
 }
 
-/** Writes one parsed batch of rows and records it, in the caller's transaction. */
+/** Writes one parsed batch of rows and records it (with its lane's progress, `rowsDone`), in the caller's transaction. */
 async function applyBatch(
   tx: Queryable,
   scope: AccountScope,
-  plan: ImportPlan,
-  importId: string,
-  lane: number,
-  batch: ParsedBatch,
-  rowsDone: number,
+  { plan, importId }: ImportRun,
+  { lane, batch, rowsDone }: { lane: number; batch: ParsedBatch; rowsDone: number },
 ): Promise<void> {
   const failures = [...batch.failures];
   // The commit need not wait for its WAL to reach the disk: the batch commits with its lane's
@@ -538,30 +533,32 @@ async function linkOtherKeys(
 ): Promise<string | undefined> {
   for (const { keyspaceIndex, key } of row.keys.slice(1)) {
     const mapping = plan.keyspaces[keyspaceIndex];
+    let other: Located | undefined;
     try {
-      const other = await locate(tx, scope, {
+      other = await findProfile(tx, scope, {
         keyspace_discriminator: mapping.keyspace.discriminator,
         profile_key: key,
       });
-      if (other.canonicalId !== canonicalId && mapping.mergeProfiles)
+      if (other && other.canonicalId !== canonicalId && mapping.mergeProfiles)
         await joinClusters(tx, scope, canonicalId, other.canonicalId, { checkConflicts: true });
     } catch (err) {
       if (!(err instanceof Problem)) throw err;
-      if (err.code !== 'AUD-1201') return err.detail;
-      const normalised = normaliseKey(mapping.keyspace.kind, key, 'key');
-      const added = await importProfileRows(
-        tx,
-        scope,
-        mapping.keyspace,
-        plan.section,
-        [{ line: row.line, key: normalised, attributes: {}, tags: {} }],
-        { updateExisting: true },
-      );
-      const outcome = added[0];
-      if ('failed' in outcome) return outcome.failed;
-      if (mapping.mergeProfiles)
-        await joinClusters(tx, scope, canonicalId, outcome.canonicalId, { checkConflicts: true });
+      return err.detail;
     }
+    if (other) continue;
+    const normalised = normaliseKey(mapping.keyspace.kind, key, 'key');
+    const added = await importProfileRows(
+      tx,
+      scope,
+      mapping.keyspace,
+      plan.section,
+      [{ line: row.line, key: normalised, attributes: {}, tags: {} }],
+      { updateExisting: true },
+    );
+    const outcome = added[0];
+    if ('failed' in outcome) return outcome.failed;
+    if (mapping.mergeProfiles)
+      await joinClusters(tx, scope, canonicalId, outcome.canonicalId, { checkConflicts: true });
   }
   return undefined;
 }

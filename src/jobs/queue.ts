@@ -2,12 +2,26 @@ import type pg from 'pg';
 import type { Metrics } from '../core/metrics.ts';
 import type { Queryable } from '../store/pool.ts';
 
+/**
+ * The payload of each job kind. The area that owns a kind declares it beside its constant, so that
+ * enqueueing it and handling it are checked against one type (the queue imports no area):
+ *
+ *     export const IMPORT_JOB = 'import';
+ *     declare module '../jobs/queue.ts' {
+ *       interface JobPayloads { [IMPORT_JOB]: { import_id: string } }
+ *     }
+ */
+export interface JobPayloads {}
+export type JobKind = keyof JobPayloads;
+/** The payload of a kind: the declared one; any JSON object for a kind no area declares (a test's own). */
+export type PayloadOf<K extends string> = K extends JobKind ? JobPayloads[K] : Record<string, unknown>;
+
 /** A job as its handler sees it. */
-export interface Job {
+export interface Job<K extends string = JobKind> {
   accountId: string;
   jobId: string;
-  kind: string;
-  payload: Record<string, unknown>;
+  kind: K;
+  payload: PayloadOf<K>;
   attempts: number;
   /** The rows the run wrote (an import's committed rows, an export file's), as its handler counts them, for the run's log line. */
   rows?: number;
@@ -30,7 +44,9 @@ export interface JobRun {
  * transaction of its last writes, which then need no commit of their own); else the worker
  * deletes the job when it resolves. The worker renews the job's lease while it runs.
  */
-export type JobHandler = (job: Job) => Promise<void | 'completed'>;
+export type JobHandler<K extends string = JobKind> = (job: Job<K>) => Promise<void | 'completed'>;
+/** A handler for every declared kind, each seeing its kind's payload (the worker role's table). */
+export type JobHandlers = { [K in JobKind]: JobHandler<K> };
 
 const CHANNEL = 'audience_jobs';
 /** How long a job stays leased without renewal; a dead worker's job is taken up after this. */
@@ -47,11 +63,11 @@ const STATE_OF = `case when failed_at is not null then 'failed' when locked_unti
  * Enqueues a job in the caller's transaction, so it exists exactly when the record it serves does;
  * `runAt` delays it (the database's clock decides when it is due).
  */
-export async function enqueue(
+export async function enqueue<K extends string>(
   tx: Queryable,
   accountId: string,
-  kind: string,
-  payload: Record<string, unknown>,
+  kind: K,
+  payload: PayloadOf<K>,
   runAt?: Date,
 ): Promise<void> {
   await enqueueWith(tx, kind, [{ accountId, payload }], { text: 'select', values: [] }, runAt);
@@ -64,10 +80,10 @@ export async function enqueue(
  * transaction, without the caller writing the queue's table (transactional sends,
  * docs/benchmarks.md "Transactional mail").
  */
-export async function enqueueWith<R extends pg.QueryResultRow>(
+export async function enqueueWith<R extends pg.QueryResultRow, K extends string = string>(
   db: Queryable,
-  kind: string,
-  jobs: { accountId: string; payload: Record<string, unknown> }[],
+  kind: K,
+  jobs: { accountId: string; payload: PayloadOf<K> }[],
   write: { text: string; values: unknown[] },
   runAt?: Date,
 ): Promise<R[]> {
@@ -107,7 +123,7 @@ const notified = new Map<string, number>();
 const RECHECK_MS = { afterWake: 2 * NOTIFY_EVERY_MS, idle: 1000 };
 
 /** Deletes finished jobs in the caller's transaction (their handlers then answer 'completed'). */
-export async function completeJobs(tx: Queryable, jobs: Pick<Job, 'accountId' | 'jobId'>[]): Promise<void> {
+export async function completeJobs(tx: Queryable, jobs: Pick<Job<string>, 'accountId' | 'jobId'>[]): Promise<void> {
   if (jobs.length === 0) return;
   await tx.query(
     'delete from jobs j using json_to_recordset($1::json) as d(account_id bigint, job_id bigint) where j.account_id = d.account_id and j.job_id = d.job_id',
@@ -187,12 +203,12 @@ export async function jobFigures(
  */
 export class Worker {
   private readonly pool: pg.Pool;
-  private readonly handlers: Record<string, JobHandler>;
+  private readonly handlers: Record<string, JobHandler<never>>;
   private running = false;
   private readonly waiting = new Set<() => void>();
   private loops: Promise<void>[] = [];
   private listener: pg.PoolClient | undefined;
-  private readonly onError: (err: unknown, job?: Job) => void;
+  private readonly onError: (err: unknown, job?: Job<string>) => void;
   private readonly onRun: (run: JobRun) => void;
   private readonly metrics: Metrics;
   private readonly lanes: Record<string, Lanes>;
@@ -200,14 +216,15 @@ export class Worker {
   private lastWake = -Infinity;
 
   /**
-   * `lanes`: job kinds that get loops of their own besides the one that takes every kind, each
-   * claiming up to `jobs` jobs at a time and running them at once (a send job waits on a mail
-   * server most of its time). `onRun` hears of each run's start, end and failure.
+   * `handlers`: the worker role's `JobHandlers` (or a test's own kinds). `lanes`: job kinds that
+   * get loops of their own besides the one that takes every kind, each claiming up to `jobs` jobs
+   * at a time and running them at once (a send job waits on a mail server most of its time).
+   * `onRun` hears of each run's start, end and failure.
    */
   constructor(
     pool: pg.Pool,
-    handlers: Record<string, JobHandler>,
-    onError: (err: unknown, job?: Job) => void,
+    handlers: Record<string, JobHandler<never>>,
+    onError: (err: unknown, job?: Job<string>) => void,
     metrics: Metrics,
     lanes: Record<string, Lanes> = {},
     onRun: (run: JobRun) => void = () => {},
@@ -294,7 +311,7 @@ export class Worker {
   }
 
   private async runJob(row: JobRow): Promise<void> {
-    const job: Job = {
+    const job: Job<string> = {
       accountId: row.account_id,
       jobId: row.job_id,
       kind: row.kind,
@@ -315,7 +332,8 @@ export class Worker {
     this.onRun({ ...run, outcome: 'started' });
     let outcome: void | 'completed';
     try {
-      outcome = await this.handlers[job.kind](job);
+      // The row's payload is the one enqueue took for this kind, so it has the kind's type.
+      outcome = await this.handlers[job.kind](job as Job<never>);
     } catch (err) {
       // After its last attempt a job is kept, failed, for the operator; before it, it is tried
       // again later, each wait twice the one before.

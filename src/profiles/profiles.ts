@@ -94,6 +94,21 @@ export async function locate(db: Queryable, scope: AccountScope, id: UniqueIdent
   return locateKey(db, scope, keyspace, key);
 }
 
+/**
+ * Finds a profile by unique identifier, for callers that go on without one: undefined when there
+ * is none, 410 when it was locked.
+ */
+export async function findProfile(
+  db: Queryable,
+  scope: AccountScope,
+  id: UniqueIdentifier,
+): Promise<Located | undefined> {
+  const { keyspace, key } = identifierOf(scope, id);
+  const found = await findByKey(db, scope, keyspace, key);
+  if (!found) await refuseLocked(db, scope, keyspace, key);
+  return found;
+}
+
 /** The profile of a normalised key (identifierOf); undefined when there is none. */
 async function findByKey(
   db: Queryable,

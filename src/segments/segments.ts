@@ -152,7 +152,7 @@ export interface SegmentChoice {
 /** The query of a request's `segment`: a stored segment by discriminator, or an inline definition (validated here); 400 for neither or both. */
 export function chosenQuery(defs: Definitions, segment: SegmentChoice): { expression: Expression; text: string } {
   if ((segment.segment_discriminator === undefined) === (segment.segment_definition === undefined)) {
-    throw new Problem('AUD-0', 'segment: give either segment_discriminator or segment_definition');
+    throw new Problem('AUD-1714', 'segment: give either segment_discriminator or segment_definition');
   }
   if (segment.segment_definition !== undefined)
     return { expression: compileQuery(defs, segment.segment_definition), text: segment.segment_definition };

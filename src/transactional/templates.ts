@@ -37,7 +37,7 @@ const parsed = { html: new Map<string, Template[]>(), text: new Map<string, Temp
 /** The two engines, loaded when first needed (an API that saves no template does not load liquidjs). */
 function loadEngines(): Promise<Engines> {
   engines ??= import('liquidjs').then(({ Liquid }) => {
-    const make = (escape: boolean) => {
+    const make = (output: { outputEscape?: 'escape' }) => {
       // No file system: `templates: {}` answers every name with "not found", and the tags that
       // read other templates are refused when parsed, so the error shows when the activity is saved.
       const engine = new Liquid({
@@ -45,7 +45,7 @@ function loadEngines(): Promise<Engines> {
         templates: {},
         strictFilters: true,
         ownPropertyOnly: true,
-        ...(escape ? { outputEscape: 'escape' as const } : {}),
+        ...output,
       });
       for (const tag of ['include', 'render', 'layout']) {
         engine.registerTag(tag, {
@@ -57,7 +57,7 @@ function loadEngines(): Promise<Engines> {
       }
       return engine;
     };
-    return { html: make(true), text: make(false) };
+    return { html: make({ outputEscape: 'escape' }), text: make({}) };
   });
   return engines;
 }

@@ -36,6 +36,13 @@ import { readTracking, trackingKey, type TrackedLink, type TrackingKind, type Tr
  */
 
 export const SEND_JOB = 'transactional-send';
+declare module '../jobs/queue.ts' {
+  interface JobPayloads {
+    [SEND_JOB]: SendJob;
+  }
+}
+
+type SendJobRun = Job<typeof SEND_JOB>;
 
 /** What a send needs to make its message, kept with it until it is sent. */
 interface SendRequest {
@@ -90,7 +97,7 @@ function checkLimits(body: SendBody): void {
   attachments.forEach((a, i) => {
     const content = a.content.replace(/\s+/g, '');
     if (content.length % 4 === 1 || !/^[A-Za-z0-9+/]*={0,2}$/.test(content))
-      throw new Problem('AUD-0', `attachments/${i}/content: not base64`);
+      throw new Problem('AUD-2107', `attachments/${i}/content: not base64`);
     size += Buffer.byteLength(content, 'base64');
   });
   if (size > ATTACHMENTS_SIZE_LIMIT)
@@ -188,7 +195,7 @@ const queuedWrites = coalescePerPool(
     await enqueueWith(
       db,
       SEND_JOB,
-      all.map((x) => ({ accountId: x.send.account_id, payload: { ...x.job } })),
+      all.map((x) => ({ accountId: x.send.account_id, payload: x.job })),
       q.insertSends(all.map((x) => x.send)),
     );
     return all.map(() => undefined);
@@ -299,7 +306,7 @@ async function recordEvents(
 /** Ends a send that will not be sent: its status and its reason, and its job completed with it (so it is not run again). */
 async function endSend(
   deps: SendDeps,
-  job: Job,
+  job: SendJobRun,
   send: SendRef,
   status: 'failed' | 'suppressed' | 'bounced',
   reason: string,
@@ -327,8 +334,8 @@ const trackingKeys = new WeakMap<SendDeps, Buffer>();
  * exactly while the send is queued); the activity, the suppression and the profile are read in
  * statements shared with the other sends under way.
  */
-export async function runSend(deps: SendDeps, job: Job): Promise<void | 'completed'> {
-  const payload = job.payload as unknown as SendJob;
+export async function runSend(deps: SendDeps, job: SendJobRun): Promise<void | 'completed'> {
+  const { payload } = job;
   const send: SendRef = {
     account_id: job.accountId,
     transaction_id: payload.transaction_id,
@@ -434,7 +441,7 @@ async function profileValues(
 
 /** A message the mail server took, to be recorded as sent. */
 interface Sent {
-  job: Job;
+  job: SendJobRun;
   scope: AccountScope;
   send: SendRef;
   links: TrackedLink[];

@@ -11,7 +11,7 @@ import { runImport } from '../imports/ingest.ts';
 import { IMPORT_JOB } from '../imports/imports.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
 import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
-import { Worker, type Job, type JobRun, type Lanes } from '../jobs/queue.ts';
+import { Worker, type Job, type JobHandlers, type JobRun, type Lanes } from '../jobs/queue.ts';
 
 /**
  * Send jobs run at once besides the main loop's job: each waits on the mail server, and on its
@@ -59,28 +59,22 @@ export async function startWorker(
     serverSecret: services.serverSecret,
     ended: (status) => metrics.mail.inc({ outcome: status }),
   };
-  const worker = new Worker(
-    pool,
-    {
-      [IMPORT_JOB]: async (job) => {
-        const committed = (rows: number) => {
-          metrics.importRows.inc(rows);
-          job.rows = (job.rows ?? 0) + rows;
-        };
-        await runImport({ pool, files, scopeOf, committed }, job);
-        if (options.settleAfterImports) settleHeap();
-      },
-      [EXPORT_JOB]: (job) => runExport(exportDepsOf(job), job),
-      [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
-      [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
-      [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
-      [SEND_JOB]: (job) => runSend(sendDeps, job),
+  const handlers: JobHandlers = {
+    [IMPORT_JOB]: async (job) => {
+      const committed = (rows: number) => {
+        metrics.importRows.inc(rows);
+        job.rows = (job.rows ?? 0) + rows;
+      };
+      await runImport({ pool, files, scopeOf, committed }, job);
+      if (options.settleAfterImports) settleHeap();
     },
-    onError,
-    metrics,
-    { [SEND_JOB]: SEND_LANES },
-    options.onRun,
-  );
+    [EXPORT_JOB]: (job) => runExport(exportDepsOf(job), job),
+    [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
+    [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
+    [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
+    [SEND_JOB]: (job) => runSend(sendDeps, job),
+  };
+  const worker = new Worker(pool, handlers, onError, metrics, { [SEND_JOB]: SEND_LANES }, options.onRun);
   await worker.start();
   return worker;
 }

@@ -64,10 +64,7 @@ export const definitionsRoutes: OperationTable = {
       response: { 200: Items(AttributeDefinition, 'Attribute definitions') },
       scope,
       handle: async ({ scope, params, query }) => ({
-        items: definitions.listAttributes(
-          definitions.sectionOf(scope, params.section_discriminator),
-          query.include_keyspace_permissions === true,
-        ),
+        items: definitions.listAttributes(definitions.sectionOf(scope, params.section_discriminator), query),
       }),
     }),
     operation({
@@ -79,10 +76,7 @@ export const definitionsRoutes: OperationTable = {
       response: { 200: Items(Tag, 'Tags') },
       scope,
       handle: async ({ scope, params, query }) => ({
-        items: definitions.listTags(
-          definitions.sectionOf(scope, params.section_discriminator),
-          query.include_keyspace_permissions === true,
-        ),
+        items: definitions.listTags(definitions.sectionOf(scope, params.section_discriminator), query),
       }),
     }),
     operation({
@@ -98,10 +92,8 @@ export const definitionsRoutes: OperationTable = {
         definitions.createTag(
           db,
           scope,
-          services.feed,
-          services.config.vendor,
-          params.section_discriminator,
-          body.name,
+          { feed: services.feed, vendor: services.config.vendor },
+          { section_discriminator: params.section_discriminator, name: body.name },
         ),
     }),
     operation({
@@ -113,11 +105,7 @@ export const definitionsRoutes: OperationTable = {
       response: { 200: Tag },
       scope,
       handle: async ({ scope, params, query }) =>
-        definitions.getTag(
-          definitions.sectionOf(scope, params.section_discriminator),
-          params.tag_discriminator,
-          query.include_keyspace_permissions === true,
-        ),
+        definitions.getTag(definitions.sectionOf(scope, params.section_discriminator), params.tag_discriminator, query),
     }),
     operation({
       method: 'PUT',
@@ -140,10 +128,7 @@ export const definitionsRoutes: OperationTable = {
       response: { 200: Items(EventDefinition, 'Event definitions') },
       scope,
       handle: async ({ scope, params, query }) => ({
-        items: definitions.listEvents(
-          definitions.sectionOf(scope, params.section_discriminator),
-          query.include_keyspace_permissions === true,
-        ),
+        items: definitions.listEvents(definitions.sectionOf(scope, params.section_discriminator), query),
       }),
     }),
     operation({

@@ -120,11 +120,8 @@ export const adminAccountsRoutes: OperationTable = {
       handle: async ({ db, services, query, body }) => {
         const { created_account, ...applied } = await applyNamedManifest(
           db,
-          services.feed,
-          services.config.vendor,
-          body,
-          query.region ?? services.config.region,
-          new Date(services.clock()),
+          { feed: services.feed, vendor: services.config.vendor },
+          { manifest: body, region: query.region ?? services.config.region, now: new Date(services.clock()) },
         );
         return answer(created_account ? 201 : 200, applied);
       },
@@ -142,11 +139,8 @@ export const adminAccountsRoutes: OperationTable = {
       handle: ({ db, services, params, body }) =>
         applyAccountManifest(
           db,
-          services.feed,
-          services.config.vendor,
-          params.account_id,
-          body,
-          new Date(services.clock()),
+          { feed: services.feed, vendor: services.config.vendor },
+          { accountId: params.account_id, manifest: body, now: new Date(services.clock()) },
         ),
     }),
   ],
