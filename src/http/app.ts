@@ -223,7 +223,7 @@ export async function buildApp(
       consentsRoutes,
       segmentsRoutes,
       importsRoutes,
-      exportsRoutes,
+      exportsRoutes(services),
       transactionalRoutes,
     ]),
   );
