@@ -103,6 +103,8 @@ export interface OperationSpec<
   /** Reshapes the body before validation (an events batch sent as a bare array). */
   preValidation?: (request: FastifyRequest) => Promise<void>;
   handle: (context: Context<Of<P>, Of<Q>, Of<B>, ScopeFor<K>>) => Promise<unknown>;
+  /** Runs with the handler's result once its transaction has committed (counters of what was written). */
+  committed?: (result: unknown, services: Services) => void;
 }
 
 /** A declared operation, as a table holds it. */
@@ -177,6 +179,7 @@ export function routeOf(op: Operation, services: Services, tags: string[]): Rout
           reply,
         } as Parameters<Operation['handle']>[0]);
       const result = await (op.transaction ? withTransaction(services.pool, run) : run(services.pool));
+      op.committed?.(result, services);
       if (result === reply) return reply;
       const { status: code, body, headers } = result instanceof Answer ? result : new Answer(status, result);
       reply.code(code).headers(headers);

@@ -77,6 +77,14 @@ function apiTriggeredOnly(values: string[] | undefined): boolean {
   return values !== undefined && values.length > 0;
 }
 
+/** Counts an ingestion's events by outcome, for /metrics. */
+function countIngested(services: Services, result: IngestionResult) {
+  const events = services.metrics.activityEvents;
+  events.inc({ outcome: 'recorded' }, result.recorded);
+  events.inc({ outcome: 'duplicate' }, result.duplicates);
+  events.inc({ outcome: 'skipped' }, result.skipped.length);
+}
+
 /** What an activity's writes need besides the scope. */
 const writerOf = (services: Services) => ({
   feed: services.feed,
@@ -225,6 +233,8 @@ export const activitiesRoutes: OperationTable = {
       scope: 'operator-account',
       transaction: true,
       handle: ({ db, scope, services, body }) => recordActivityEvents(db, scope, services.config.vendor, body.items),
+      // Counted once the events are committed.
+      committed: (result, services) => countIngested(services, result as IngestionResult),
     }),
   ],
 };
