@@ -231,7 +231,7 @@ export async function buildApp(
       consentsRoutes,
       segmentsRoutes,
       importsRoutes,
-      exportsRoutes,
+      exportsRoutes(services),
       transactionalRoutes,
     ]),
   );

@@ -63,7 +63,7 @@ export const answer = (status: number, body?: unknown, headers?: Record<string, 
 
 type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 type Of<T extends TSchema | undefined> = T extends TSchema ? Static<T> : undefined;
-type ScopeOf<K extends ScopeKind> = K extends 'account' | 'operator-account' | 'link' ? AccountScope : undefined;
+type ScopeFor<K extends ScopeKind> = K extends 'account' | 'operator-account' | 'link' ? AccountScope : undefined;
 
 /** One operation of the API, declared: its route, its shapes, its access, and the domain call it makes. */
 export interface OperationSpec<
@@ -102,7 +102,9 @@ export interface OperationSpec<
   multipart?: { fields: number; fieldSize: number; files: number; fileSize: number };
   /** Reshapes the body before validation (an events batch sent as a bare array). */
   preValidation?: (request: FastifyRequest) => Promise<void>;
-  handle: (context: Context<Of<P>, Of<Q>, Of<B>, ScopeOf<K>>) => Promise<unknown>;
+  handle: (context: Context<Of<P>, Of<Q>, Of<B>, ScopeFor<K>>) => Promise<unknown>;
+  /** Runs with the handler's result once its transaction has committed (counters of what was written). */
+  committed?: (result: unknown, services: Services) => void;
 }
 
 /** A declared operation, as a table holds it. */
@@ -177,6 +179,7 @@ export function routeOf(op: Operation, services: Services, tags: string[]): Rout
           reply,
         } as Parameters<Operation['handle']>[0]);
       const result = await (op.transaction ? withTransaction(services.pool, run) : run(services.pool));
+      op.committed?.(result, services);
       if (result === reply) return reply;
       const { status: code, body, headers } = result instanceof Answer ? result : new Answer(status, result);
       reply.code(code).headers(headers);

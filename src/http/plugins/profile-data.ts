@@ -1,6 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { AccountScope } from '../../core/scope.ts';
-import { accountScope } from '../../services.ts';
+import type { FastifyInstance } from 'fastify';
 import { addressKeyspace } from '../../consents/consents.ts';
 import { normaliseKey } from '../../profiles/keys.ts';
 import type { Services } from '../../services.ts';
@@ -12,11 +10,7 @@ import { spend } from './auth.ts';
  * together under the limit of SPEC §8 of at most 10 consecutive operations per second on one
  * profile key.
  */
-/** What the domain operations of a request need (route modules not yet tables of operations). */
-export type ScopeOf = (request: FastifyRequest) => Promise<AccountScope>;
-type Legacy = (services: Services, scopeOf: ScopeOf) => (app: FastifyInstance) => Promise<void>;
-
-export function profileDataPlane(services: Services, tables: (OperationTable | Legacy)[]) {
+export function profileDataPlane(services: Services, tables: OperationTable[]) {
   return async (app: FastifyInstance) => {
     app.addHook('preHandler', async (request) => {
       const params = request.params as {
@@ -51,9 +45,6 @@ export function profileDataPlane(services: Services, tables: (OperationTable | L
         'profile_key_operations_per_second',
       );
     });
-    const scopeOf: ScopeOf = (request) => accountScope(services, request.caller.accountId, request.caller);
-    for (const table of tables)
-      if (typeof table === 'function') await app.register(table(services, scopeOf));
-      else await registerOperations(app, services, table);
+    for (const table of tables) await registerOperations(app, services, table);
   };
 }

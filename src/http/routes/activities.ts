@@ -24,7 +24,6 @@ import { Problem } from '../../core/problems.ts';
 import { answer, operation, type OperationTable } from '../operation.ts';
 import { AccountId, AccountParams, Items, SectionParams } from '../schemas/common.ts';
 import { NoContent } from '../schemas/problem.ts';
-import { withTransaction } from '../../store/pool.ts';
 
 /** The public path of each kind, and the shapes of its list items and single answers (SPEC §2.14, §4.8). */
 const KINDS: Record<ActivityKind, { path: string; item: TSchema; single: TSchema; statistics: boolean; name: string }> =
@@ -76,6 +75,14 @@ function apiTriggeredOnly(values: string[] | undefined): boolean {
   if (other !== undefined)
     throw new Problem('AUD-2004', `The query parameter "trigger_types" accepts only api, not "${other}"`);
   return values !== undefined && values.length > 0;
+}
+
+/** Counts an ingestion's events by outcome, for /metrics. */
+function countIngested(services: Services, result: IngestionResult) {
+  const events = services.metrics.activityEvents;
+  events.inc({ outcome: 'recorded' }, result.recorded);
+  events.inc({ outcome: 'duplicate' }, result.duplicates);
+  events.inc({ outcome: 'skipped' }, result.skipped.length);
 }
 
 /** What an activity's writes need besides the scope. */
@@ -224,17 +231,10 @@ export const activitiesRoutes: OperationTable = {
       body: ActivityEventBatch,
       response: { 200: IngestionResult },
       scope: 'operator-account',
-      // Its own transaction: the events are counted for /metrics once they are committed.
-      handle: async ({ scope, services, body }) => {
-        const result = await withTransaction(services.pool, (tx) =>
-          recordActivityEvents(tx, scope, services.config.vendor, body.items),
-        );
-        const events = services.metrics.activityEvents;
-        events.inc({ outcome: 'recorded' }, result.recorded);
-        events.inc({ outcome: 'duplicate' }, result.duplicates);
-        events.inc({ outcome: 'skipped' }, result.skipped.length);
-        return result;
-      },
+      transaction: true,
+      handle: ({ db, scope, services, body }) => recordActivityEvents(db, scope, services.config.vendor, body.items),
+      // Counted once the events are committed.
+      committed: (result, services) => countIngested(services, result as IngestionResult),
     }),
   ],
 };
