@@ -1,25 +1,9 @@
 import crypto from 'node:crypto';
-import zlib from 'node:zlib';
-import { parse as parseCsv } from 'csv-parse/sync';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { EMAIL_EVENTS_MANIFEST, emailEventHelpers, LIFTED } from '../../test/email-event-exports.ts';
 import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
-import { type Account, BIG, DAY, EMAIL, exportHelpers, MANIFEST, NO_LIMITS, SHOP, V, VIP } from '../../test/exports.ts';
-import type { Manifest } from '../definitions/schemas.ts';
-
-const LIFTED = { ...NO_LIMITS, event_export_requests_per_minute: null };
-
-const EMAIL_EVENTS_MANIFEST: Manifest = {
-  ...MANIFEST,
-  sections: [
-    MANIFEST.sections![0],
-    {
-      ...MANIFEST.sections![1],
-      attributes: [{ name: 'Nickname', versions: [{ type: ['Text'] }] }],
-      tags: [{ name: 'Writer' }],
-    },
-  ],
-};
+import { type Account, BIG, DAY, exportHelpers, NO_LIMITS, SHOP, V, VIP } from '../../test/exports.ts';
 
 let server: TestServer;
 let db: pg.Pool;
@@ -33,69 +17,13 @@ const { account, ok, rawGet, expectNothingQueued, withoutWorker, changeDefinitio
   server,
   db,
 }));
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const { activity, ingest, requestReport, settled, local, fetchFile } = emailEventHelpers(() => ({ server, db }));
 
 /** The test clock's time when the file starts: fixtures are placed around it. */
 let t0: number;
 
 /** An ISO time `days` (may be fractional) after t0. */
 const at = (days: number) => new Date(t0 + days * DAY).toISOString();
-
-async function activity(a: Account, id: string, body: Record<string, unknown>): Promise<void> {
-  await ok(
-    server.admin('PUT', `/admin/accounts/${a.accountId}/activities/${id}`, { kind: 'email', status: 'sent', ...body }),
-    201,
-  );
-}
-
-/** Ingests events through the operator's endpoint (keyed by email); answers the server time they were received at. */
-async function ingest(a: Account, items: Record<string, unknown>[]): Promise<string> {
-  const res = await ok(
-    server.admin('POST', `/admin/accounts/${a.accountId}/activity-events`, {
-      items: items.map((i) => ({ keyspace_discriminator: EMAIL, ...i })),
-    }),
-    200,
-  );
-  expect(res.body.recorded, res.text).toBe(items.length);
-  return String(server.clock.now);
-}
-
-async function requestReport(a: Account, body: unknown): Promise<string> {
-  const res = await ok(server.request('POST', '/emails/reports', { token: a.token, body }), 201);
-  expect(Object.keys(res.body)).toEqual(['report_id']);
-  expect(typeof res.body.report_id).toBe('string');
-  return res.body.report_id;
-}
-
-/** Status calls until the report is no longer `requested` (a few seconds at most). */
-async function settled(a: Account, id: string, query = ''): Promise<{ body: any; headers: Headers }> {
-  for (let i = 0; i < 400; i++) {
-    const res = await ok(server.request('GET', `/emails/reports/${id}${query}`, { token: a.token }), 200);
-    if (res.body.result.status !== 'requested') return res;
-    await sleep(25);
-  }
-  throw new Error(`report ${id} not settled`);
-}
-
-/** The path and query of a download URL. */
-const local = (url: string) => {
-  const u = new URL(url);
-  return u.pathname + u.search;
-};
-
-/** Downloads a file: its bytes must be gzip; answers header and rows of the CSV inside. */
-async function fetchFile(
-  url: string,
-  headers: Record<string, string> = {},
-): Promise<{ header: string[]; rows: string[][] }> {
-  const res = await rawGet(local(url), headers);
-  expect(res.status, res.body.toString()).toBe(200);
-  expect(res.headers['content-type']).toBe('application/gzip');
-  expect(res.headers['content-encoding']).toBeUndefined();
-  const [header, ...rows] = parseCsv(zlib.gunzipSync(res.body), { relax_column_count: false }) as string[][];
-  return { header, rows };
-}
 
 describe('the request', () => {
   let a: Account;

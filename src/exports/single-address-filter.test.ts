@@ -2,39 +2,11 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer, type Response } from '../../test/app.ts';
 import { CallbackReceiver } from '../../test/callbacks.ts';
-import type { Manifest } from '../definitions/schemas.ts';
+import { EMAIL, NO_LIMITS, SHOP } from '../../test/exports.ts';
+import { SINGLE_MANIFEST as MANIFEST } from '../../test/single-exports.ts';
 
-// The single profile export (SPEC §2.16, §4.7, §6.5; docs/exports.md "Single profile export"):
-// callbacks received by a real HTTP server on loopback, which the server reaches with
-// CALLBACKS_ALLOW_PRIVATE; the last part runs a server without it.
-
-const V = 'com.vendor1';
-const SHOP = `${V}.sections.user-created.shop`;
-const EMAIL = `${V}.keyspaces.email`;
-
-const NO_LIMITS = {
-  requests_per_second: null,
-  token_requests_per_minute: null,
-  profile_export_requests_per_second: null,
-  export_downloads_per_minute: null,
-  pending_exports: null,
-  profile_key_operations_per_second: null,
-};
-
-const MANIFEST: Manifest = {
-  sections: [
-    {
-      name: 'Shop',
-      attributes: [
-        { name: 'Points', versions: [{ type: ['Number'] }] },
-        { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
-      ],
-      tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
-      events: [{ name: 'Visit', versions: [{ type: [{ name: 'url', type: 'Text' }] }] }],
-    },
-    { name: 'Blog' },
-  ],
-};
+// The single profile export's callbacks with the address filter on: a second server, without
+// CALLBACKS_ALLOW_PRIVATE, whose callbacks to the loopback receiver are refused.
 
 let server: TestServer;
 let receiver: CallbackReceiver;
