@@ -2,7 +2,7 @@ import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, type SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
 import { addressVersionId, maySendSql } from '../consents/consents.ts';
-import type { ChannelRow, SectionDefs, TagRow } from '../core/definitions.ts';
+import { attributeOfVersion, type ChannelRow, type SectionDefs, type TagRow } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
@@ -27,7 +27,7 @@ export function sectionAt(scope: AccountScope, discriminator: string, field: str
 
 /** Checks that a version is one of a visible attribute of the section (any of its versions); 400 naming `field` otherwise. */
 export function requireAttributeVersion(section: SectionDefs, versionId: string, field: string): void {
-  const attribute = section.attributes.find((x) => x.versions.some((v) => v.id === versionId));
+  const attribute = attributeOfVersion(section, versionId)?.attribute;
   if (!attribute)
     throw new Problem(
       'AUD-1206',
