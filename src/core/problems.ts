@@ -37,6 +37,7 @@ export const PROBLEMS = {
   'AUD-1109': { status: 409, title: 'Same discriminator with a different specification' },
   'AUD-1110': { status: 404, title: 'Account not found' },
   'AUD-1111': { status: 400, title: 'Target not found' },
+  'AUD-1112': { status: 409, title: 'Account name not unique' },
   'AUD-1201': { status: 404, title: 'Profile not found' },
   'AUD-1202': { status: 410, title: 'Profile locked' },
   'AUD-1203': { status: 403, title: 'Keyspace not authorised to update the profile' },

@@ -387,3 +387,12 @@ export async function sweepExport(deps: ExportDeps, job: Job): Promise<void> {
   await deps.files.remove(row.file_key);
   await q.setExportExpired(deps.pool, accountId, exportId);
 }
+
+/**
+ * An account being deleted: `rows` erases its exports in the caller's transaction; `files`, once
+ * that has committed, every file under the account's folder.
+ */
+export const forgetAccountExports = {
+  rows: (tx: Queryable, accountId: string): Promise<void> => q.deleteAccountRows(tx, accountId),
+  files: (store: FileStore, accountId: string): Promise<void> => store.removeAll(`exports/${accountId}`),
+};

@@ -500,3 +500,8 @@ export function emailEventStatement(values: SqlValues, sel: EmailEventSelection)
 export function emailEventLines(pool: pg.Pool, statement: Statement): AsyncGenerator<unknown[]> {
   return cursorRows(pool, statement, 1000, { whole: true });
 }
+
+/** Erases the exports of a deleted account. */
+export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from exports where account_id = $1::bigint', [accountId]);
+}

@@ -15,6 +15,8 @@ export interface FileStore {
   exists(key: string): Promise<boolean>;
   /** Removes the file under `key`, if there is one, and what an interrupted write of it left behind. */
   remove(key: string): Promise<void>;
+  /** Removes every file whose key starts with `folder/` (a deleted account's), partial writes included. */
+  removeAll(folder: string): Promise<void>;
 }
 
 /** The store of the configuration: the bucket of FILES_URL, else the folder `DATA_DIR/files`. (S3FileStore is a FileStore by its shape, checked here, so that s3.ts needs nothing of this module.) */
@@ -93,5 +95,9 @@ export class LocalFileStore implements FileStore {
     await Promise.all(
       names.filter(isPartial).map((name) => fs.rm(path.join(path.dirname(target), name), { force: true })),
     );
+  }
+
+  async removeAll(folder: string): Promise<void> {
+    await fs.rm(this.pathOf(folder), { recursive: true, force: true });
   }
 }

@@ -330,3 +330,13 @@ export async function acceptUpload(
     await enqueue(tx, accountId, IMPORT_JOB, { import_id: importId });
   });
 }
+
+/**
+ * An account being deleted: `rows` erases its imports and their failures in the caller's
+ * transaction; `files`, once that has committed, every file under the account's folder, partial
+ * writes included.
+ */
+export const forgetAccountImports = {
+  rows: (tx: Queryable, accountId: string): Promise<void> => q.deleteAccountRows(tx, accountId),
+  files: (store: FileStore, accountId: string): Promise<void> => store.removeAll(`imports/${accountId}`),
+};

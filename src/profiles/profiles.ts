@@ -573,3 +573,8 @@ export async function profileRecords(
     })),
   ];
 }
+
+/** Erases every profile of an account being deleted, with their keys, values, history and events. */
+export async function forgetAccountProfiles(tx: Queryable, accountId: string): Promise<void> {
+  await q.deleteAccountRows(tx, accountId);
+}

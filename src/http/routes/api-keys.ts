@@ -1,9 +1,6 @@
-import type { FastifyInstance } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../../services.ts';
+import { operation, type OperationTable } from '../operation.ts';
 import { spend } from '../plugins/auth.ts';
-import { responses } from '../schemas/problem.ts';
 
 const TokenRequest = Type.Object(
   {
@@ -25,25 +22,20 @@ const Jwks = Type.Object({
 });
 
 /** POST /oauth/token (SPEC §4.1) and the public signing keys. */
-export function apiKeysRoutes(services: Services) {
-  return async (root: FastifyInstance) => {
-    const app = root.withTypeProvider<TypeBoxTypeProvider>();
-    app.post(
-      '/oauth/token',
-      {
-        config: { auth: 'none' },
-        schema: {
-          summary: 'Obtain an access token',
-          tags: ['auth'],
-          security: [],
-          body: TokenRequest,
-          response: responses({ 200: TokenResponse }),
-        },
-      },
-      async (request, reply) => {
+export const apiKeysRoutes: OperationTable = {
+  tags: ['auth'],
+  operations: [
+    operation({
+      method: 'POST',
+      path: '/oauth/token',
+      summary: 'Obtain an access token',
+      body: TokenRequest,
+      response: { 200: TokenResponse },
+      scope: 'public',
+      handle: async ({ services, request, reply, body }) => {
         // RFC 6749 §5.1: no cache keeps a token, nor an answer about credentials.
         reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
-        const { client_id, client_secret } = request.body;
+        const { client_id, client_secret } = body;
         // SPEC §8: token requests are limited per account; unknown clients per address.
         const accountId = await services.apiKeys.accountOfClient(client_id);
         if (accountId) await spend(services, accountId, accountId, 'token_requests_per_minute');
@@ -54,20 +46,14 @@ export function apiKeysRoutes(services: Services) {
           async (id) => (await services.accounts.get(id)) ?? undefined,
         );
       },
-    );
-
-    app.get(
-      '/.well-known/jwks.json',
-      {
-        config: { auth: 'none' },
-        schema: {
-          summary: 'Public keys that verify access tokens',
-          tags: ['auth'],
-          security: [],
-          response: responses({ 200: Jwks }),
-        },
-      },
-      async () => services.apiKeys.jwks(),
-    );
-  };
-}
+    }),
+    operation({
+      method: 'GET',
+      path: '/.well-known/jwks.json',
+      summary: 'Public keys that verify access tokens',
+      response: { 200: Jwks },
+      scope: 'public',
+      handle: async ({ services }) => services.apiKeys.jwks(),
+    }),
+  ],
+};

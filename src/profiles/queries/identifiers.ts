@@ -185,3 +185,13 @@ export async function insertLockedIdentities(db: Queryable, accountId: string, h
     [accountId, hashes],
   );
 }
+
+/** Erases the profiles of a deleted account, with everything kept of them. */
+export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from profile_events where account_id = $1::bigint', [accountId]);
+  await db.query('delete from attribute_history where account_id = $1::bigint', [accountId]);
+  await db.query('delete from profile_sections where account_id = $1::bigint', [accountId]);
+  await db.query('delete from profile_identifiers where account_id = $1::bigint', [accountId]);
+  await db.query('delete from locked_identities where account_id = $1::bigint', [accountId]);
+  await db.query('delete from profiles where account_id = $1::bigint', [accountId]);
+}
