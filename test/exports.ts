@@ -254,6 +254,38 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
     }
   }
 
+  /** The shared account of the export tests: who matches which segment, and who may be sent to. */
+  async function shopAccount(): Promise<Account> {
+    const shop = await account();
+    await person(shop, 'ann@example.com', {
+      points: 150,
+      member: true,
+      vip: true,
+      birthday: '1990-05-01',
+      mobile: '+4741234567',
+      consents: [
+        [NEWS, CH_EMAIL, 'opt-in'],
+        [SMS_OFFERS, CH_SMS, 'opt-in'],
+      ],
+    });
+    await person(shop, 'bob@example.com', { points: 50, member: true, consents: [[NEWS, CH_EMAIL, 'opt-out']] });
+    await person(shop, 'cid@example.com', {
+      points: 200,
+      member: false,
+      mobile: '+4741234568',
+      consents: [
+        [NEWS, CH_EMAIL, 'opt-in'],
+        [SMS_OFFERS, CH_SMS, 'opt-in'],
+      ],
+    });
+    await person(shop, 'dan@example.com', { points: 300 });
+    await person(shop, 'eve@example.com', { points: 120, member: true, consents: [[DAILY, CH_EMAIL, 'opt-in']] });
+    await person(shop, 'gus@example.com', { points: 10, member: false, consents: [[NEWS, CH_EMAIL, 'opt-in']] });
+    await suppress(shop, CH_EMAIL, 'CID@example.com');
+    await suppress(shop, CH_SMS, '+4741234568');
+    return shop;
+  }
+
   /** Changes the account's definitions (a new tag of Shop), as an operator may between a request and its job. */
   async function changeDefinitions(a: Account): Promise<void> {
     await ok(
@@ -269,6 +301,7 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
     account,
     ok,
     changeDefinitions,
+    shopAccount,
     person,
     suppress,
     requestExport,

@@ -14,6 +14,7 @@ import {
   planSegments,
   planTags,
   planTopics,
+  profileColumns,
   profileSelection,
   requireDistinct,
 } from './plans.ts';
@@ -146,14 +147,7 @@ export const consentExport: ExportKind<ConsentExportBody, ConsentExportPlan> = {
   async produce(pool, scope, plan) {
     return {
       file: {
-        columns: [
-          EXPORT_KEY_COLUMN,
-          ...plan.attributes.map((a) => a.column),
-          ...plan.tags.map((t) => t.column),
-          ...plan.segments.map((s) => s.name),
-          ...plan.channels.map((c) => c.column),
-          ...(plan.excludeUnsubscribed ? [SUBSCRIBED_COLUMN] : []),
-        ],
+        columns: profileColumns(plan, { trailing: plan.excludeUnsubscribed ? [SUBSCRIBED_COLUMN] : [] }),
         rows: copyCsvRows(pool, consentExportStatement(scope, plan)),
       },
     };

@@ -7,7 +7,14 @@ import { chosenQuery, knownProfileSql } from '../segments/segments.ts';
 import { copyCsvRows } from '../store/copy.ts';
 import { CSV_TYPE, JSON_TYPE, XLSX_TYPE } from './formats.ts';
 import type { ExportKind, Statement } from './kind.ts';
-import { EXPORT_KEY_COLUMN, planAttributes, planTags, profileSelection, requireDistinct } from './plans.ts';
+import {
+  EXPORT_KEY_COLUMN,
+  planAttributes,
+  planTags,
+  profileColumns,
+  profileSelection,
+  requireDistinct,
+} from './plans.ts';
 import * as q from './queries.ts';
 import { SegmentExportBody } from './schemas.ts';
 
@@ -83,7 +90,7 @@ export const segmentExport: ExportKind<SegmentExportBody, SegmentExportPlan> = {
   async produce(pool, scope, plan) {
     return {
       file: {
-        columns: [EXPORT_KEY_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column)],
+        columns: profileColumns(plan),
         rows: copyCsvRows(pool, segmentExportStatement(scope, plan)),
       },
     };

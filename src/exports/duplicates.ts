@@ -14,6 +14,7 @@ import {
   planSegments,
   planTags,
   planTopics,
+  profileColumns,
   profileSelection,
   requireAttributeVersion,
   requireDistinct,
@@ -115,14 +116,7 @@ export const duplicateExport: ExportKind<DuplicateExportBody, DuplicateExportPla
   async produce(pool, scope, plan) {
     return {
       file: {
-        columns: [
-          EXPORT_KEY_COLUMN,
-          DUPLICATE_VALUE_COLUMN,
-          ...plan.attributes.map((a) => a.column),
-          ...plan.tags.map((t) => t.column),
-          ...plan.segments.map((s) => s.name),
-          ...plan.channels.map((c) => c.column),
-        ],
+        columns: profileColumns(plan, { leading: [DUPLICATE_VALUE_COLUMN] }),
         rows: copyCsvRows(pool, duplicateExportStatement(scope, plan)),
       },
     };

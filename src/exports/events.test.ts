@@ -1,82 +1,19 @@
 import zlib from 'node:zlib';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
+import { serverWithPool, TestServer } from '../../test/app.ts';
 import {
-  type Account,
-  BIG,
-  BLOG,
-  CRM,
-  EMAIL,
-  EXPORT,
-  exportHelpers,
-  MANIFEST,
-  NO_LIMITS,
-  pollPath,
-  SHOP,
-  sleep,
-  V,
-  v2,
-  VIP,
-} from '../../test/exports.ts';
-import type { Manifest } from '../definitions/schemas.ts';
-
-// The profile in segment event export (SPEC §2.16, §4.7; docs/exports.md "Event export"), through
-// the real HTTP interface and worker, its file compared with what the profiles hold as the
-// profile routes read it.
-
-const WRITER = `${V}.tags.user-created.writer`;
-const PAGE_VIEW = `${V}.events.user-created.page-view`;
-const PURCHASE = `${V}.events.user-created.purchase`;
-const HIDDEN_VISIT = `${V}.events.user-created.hidden-visit`;
-const COMMENT = `${V}.events.user-created.comment`;
-const POINTS = `${V}.segments.user-created.points`;
-const WEEK = 7 * 24 * 60 * 60 * 1000;
-/** The event export's own limit lifted too, for the tests that are not about it. */
-const LIFTED = { ...NO_LIMITS, event_export_requests_per_minute: null };
-
-const [shopSection, blogSection] = MANIFEST.sections!;
-const EVENTS_MANIFEST: Manifest = {
-  ...MANIFEST,
-  sections: [
-    {
-      ...shopSection,
-      events: [
-        { name: 'Page view', versions: [{ type: [{ name: 'url', type: 'Text' }] }] },
-        {
-          name: 'Purchase',
-          versions: [
-            { type: [{ name: 'amount', type: 'Number' }] },
-            {
-              type: [
-                { name: 'amount', type: 'Number' },
-                { name: 'currency', type: 'Text' },
-              ],
-            },
-          ],
-        },
-        { name: 'Hidden visit', hidden: true, versions: [{ type: [{ name: 'url', type: 'Text' }] }] },
-      ],
-    },
-    {
-      ...blogSection,
-      attributes: [{ name: 'Nickname', versions: [{ type: ['Text'] }] }],
-      tags: [{ name: 'Writer' }],
-      events: [{ name: 'Comment', versions: [{ type: [{ name: 'text', type: 'Text' }] }] }],
-    },
-  ],
-  segments: [
-    ...MANIFEST.segments!,
-    {
-      name: 'Points',
-      section: SHOP,
-      versions: [
-        { query: `section({section}).attribute({attribute:${V}.attributes.user-created.points}).gt(100)` },
-        { query: `section({section}).attribute({attribute:${V}.attributes.user-created.points}).gt(250)` },
-      ],
-    },
-  ],
-};
+  COMMENT,
+  type EventAccount,
+  eventExportHelpers,
+  HIDDEN_VISIT,
+  PAGE_VIEW,
+  POINTS,
+  PURCHASE,
+  WEEK,
+  WRITER,
+} from '../../test/event-exports.ts';
+import { type Account, BIG, BLOG, CRM, EMAIL, EXPORT, exportHelpers, pollPath, SHOP, VIP } from '../../test/exports.ts';
 
 let server: TestServer;
 let db: pg.Pool;
@@ -84,39 +21,12 @@ serverWithPool({ worker: true }, (s, d) => {
   server = s;
   db = d;
 });
-const { account, ok, person, whenReady, rawGet, expectNothingQueued, withoutWorker, changeDefinitions } = exportHelpers(
-  () => ({
-    server,
-    db,
-  }),
-);
 
-/** An account with the events manifest, and the ids its tests need: sections, versions of Blog's attribute and of each event, the Points segment's versions. */
-async function eventAccount(limits: Record<string, number | null> = LIFTED) {
-  const a = await account(limits, EVENTS_MANIFEST);
-  const get = async (path: string) => (await ok(server.request('GET', path, { token: a.token }), 200)).body;
-  const sections = Object.fromEntries(
-    (await get('/audience/sections')).items.map((s: { discriminator: string; id: string }) => [s.discriminator, s.id]),
-  );
-  const versions = (items: { discriminator: string; versions: { id: string }[] }[]) =>
-    Object.fromEntries(items.map((i) => [i.discriminator, i.versions.map((v) => v.id)]));
-  const events = {
-    ...versions((await get(`/audience/sections/${SHOP}/events`)).items),
-    ...versions((await get(`/audience/sections/${BLOG}/events`)).items),
-  };
-  // Lists leave hidden events out.
-  const { rows } = await db.query(
-    'select v.version_id::text as id from event_versions v join events e using (account_id, event_id) where e.account_id = $1::bigint and e.hidden',
-    [a.accountId],
-  );
-  events[HIDDEN_VISIT] = [rows[0].id];
-  const nickname = (await get(`/audience/sections/${BLOG}/attributes`)).items.find((x: { discriminator: string }) =>
-    x.discriminator.endsWith('nickname'),
-  ).versions[0].id as string;
-  const points = (await get(`/audience/segments/${POINTS}`)).versions.map((v: { id: string }) => v.id) as string[];
-  return { ...a, sections: sections as Record<string, string>, events, nickname, pointsSegment: points };
-}
-type EventAccount = Awaited<ReturnType<typeof eventAccount>>;
+const { ok, person, whenReady, rawGet } = exportHelpers(() => ({
+  server,
+  db,
+}));
+const { eventAccount, requestEventExport } = eventExportHelpers(() => ({ server, db }));
 
 /** Adds events to a profile (keyed by email unless another keyspace is given) in a section: [event version id, ISO time, data]. */
 async function addEvents(
@@ -157,17 +67,11 @@ async function patch(
   );
 }
 
-async function requestEventExport(a: Account, body: unknown): Promise<string> {
-  const res = await ok(server.request('POST', '/audience/profiles/exports', { token: a.token, body }), 201);
-  expect(Object.keys(res.body)).toEqual(['file_download_url']);
-  expect(res.body.file_download_url).toMatch(/\/audience\/profiles\/reports\/[0-9a-f-]{36}$/);
-  return res.body.file_download_url;
-}
-
 type Document = Record<
   string,
   { sections: Record<string, { attributes: Record<string, { value: unknown }>; events?: EventItem[] }> }
 >;
+
 interface EventItem {
   correlationId: string;
   sourceEventTime: number;
@@ -498,231 +402,4 @@ describe('profile in segment event export', () => {
     expect(profiles.flatMap((p) => p.sections[b.sections[SHOP]].events!.map((e) => e.data))).toHaveLength(count / 4);
     // 500 writes one after the other: on a Citus cluster each profile write is several round trips.
   }, 120_000);
-});
-
-describe('event export body rules: a problem document and nothing queued', () => {
-  const at = (section: string, id: string) => ({ section_discriminator: section, attribute_version_id: id });
-  const cases: [string, (a: EventAccount) => Record<string, unknown>, number, string, RegExp][] = [
-    [
-      'EXP-26 over 75 attributes',
-      (a) => ({ attributes: Array(76).fill(at(SHOP, a.v.points)) }),
-      413,
-      'AUD-1007',
-      /attributes/,
-    ],
-    [
-      'EXP-26 over 25 tags',
-      () => ({ tags: Array(26).fill({ section_discriminator: SHOP, tag_discriminator: VIP }) }),
-      413,
-      'AUD-1007',
-      /tags/,
-    ],
-    [
-      'EXP-26 an attribute without its section',
-      (a) => ({ attributes: [{ attribute_version_id: a.v.points }] }),
-      400,
-      'AUD-1003',
-      /attributes\/0|attributes\[0\]|section_discriminator/,
-    ],
-    [
-      'EXP-26 an unknown section',
-      (a) => ({ attributes: [at(`${V}.sections.user-created.none`, a.v.points)] }),
-      404,
-      'AUD-1102',
-      /attributes\[0\]\.section_discriminator/,
-    ],
-    [
-      'EXP-26 an attribute version of another section',
-      (a) => ({ attributes: [at(BLOG, a.v.points)] }),
-      400,
-      'AUD-1206',
-      /attributes\[0\]\.attribute_version_id/,
-    ],
-    ['EXP-26 a hidden attribute', (a) => ({ attributes: [at(SHOP, a.v.hidden)] }), 400, 'AUD-1211', /attributes\[0\]/],
-    [
-      'EXP-26 a hidden tag',
-      () => ({ tags: [{ section_discriminator: SHOP, tag_discriminator: `${V}.tags.user-created.hidden` }] }),
-      400,
-      'AUD-1218',
-      /tags\[0\]\.tag_discriminator/,
-    ],
-    [
-      'EXP-26 a tag of another section',
-      () => ({ tags: [{ section_discriminator: BLOG, tag_discriminator: VIP }] }),
-      400,
-      'AUD-1218',
-      /tags\[0\]\.tag_discriminator/,
-    ],
-    [
-      'EXP-26 an unknown field in an attribute',
-      (a) => ({ attributes: [{ ...at(SHOP, a.v.points), field_name: 'x' }] }),
-      400,
-      'AUD-0',
-      /field_name/,
-    ],
-    [
-      'EXP-25 events without start_at',
-      () => ({ events: { end_at: '2026-01-01T00:00:00Z' } }),
-      400,
-      'AUD-1003',
-      /start_at/,
-    ],
-    ['EXP-25 start_at not a date-time', () => ({ events: { start_at: 'yesterday' } }), 400, 'AUD-0', /start_at/],
-    [
-      'EXP-25 end_at before start_at',
-      () => ({ events: { start_at: '2026-01-02T00:00:00Z', end_at: '2026-01-01T00:00:00Z' } }),
-      400,
-      'AUD-1910',
-      /events\.end_at .* must be after events\.start_at/,
-    ],
-    [
-      'EXP-25 end_at equal to start_at',
-      () => ({ events: { start_at: '2026-01-01T00:00:00Z', end_at: '2026-01-01T00:00:00Z' } }),
-      400,
-      'AUD-1910',
-      /end_at/,
-    ],
-    [
-      'EXP-25 no event types',
-      () => ({ events: { start_at: '2026-01-01T00:00:00Z', types: [] } }),
-      400,
-      'AUD-0',
-      /types/,
-    ],
-    [
-      'EXP-25 an unknown event version',
-      () => ({
-        events: {
-          start_at: '2026-01-01T00:00:00Z',
-          types: [{ section_discriminator: SHOP, event_version_id: '999999999' }],
-        },
-      }),
-      400,
-      'AUD-1220',
-      /events\.types\[0\]\.event_version_id/,
-    ],
-    [
-      'EXP-25 a hidden event',
-      (a) => ({
-        events: {
-          start_at: '2026-01-01T00:00:00Z',
-          types: [{ section_discriminator: SHOP, event_version_id: a.events[HIDDEN_VISIT][0] }],
-        },
-      }),
-      400,
-      'AUD-1220',
-      /events\.types\[0\]/,
-    ],
-    [
-      'EXP-25 an event of another section',
-      (a) => ({
-        events: {
-          start_at: '2026-01-01T00:00:00Z',
-          types: [{ section_discriminator: SHOP, event_version_id: a.events[COMMENT][0] }],
-        },
-      }),
-      400,
-      'AUD-1220',
-      /events\.types\[0\]/,
-    ],
-    [
-      'EXP-27 an unknown segment',
-      () => ({ segment_filter: { timezone: 'UTC', discriminator: `${V}.segments.user-created.none` } }),
-      400,
-      'AUD-1711',
-      /segment_filter/,
-    ],
-    [
-      'EXP-27 a version of another segment',
-      (a) => ({ segment_filter: { timezone: 'UTC', discriminator: BIG, version_id: a.pointsSegment[0] } }),
-      400,
-      'AUD-1713',
-      /segment_filter/,
-    ],
-    [
-      'EXP-27 an unknown time zone',
-      () => ({ segment_filter: { timezone: 'Mars/Olympus', discriminator: BIG } }),
-      400,
-      'AUD-1712',
-      /segment_filter\.timezone/,
-    ],
-    [
-      'EXP-27 segment_filter without timezone',
-      () => ({ segment_filter: { discriminator: BIG } }),
-      400,
-      'AUD-1003',
-      /timezone/,
-    ],
-  ];
-  for (const [name, body, status, code, detail] of cases) {
-    it(name, async () => {
-      const a = await eventAccount();
-      const res = await server.request('POST', '/audience/profiles/exports', { token: a.token, body: body(a) });
-      expect(expectProblem(res, status, code)).toMatch(detail);
-      await expectNothingQueued(a);
-    });
-  }
-});
-
-describe('event export: failure, access and limits', () => {
-  it('EXP-34: an export that fails (its request no longer holds when the worker takes it) answers 503 in both poll forms, and goes on doing so', async () => {
-    const a = await eventAccount();
-    await person(a, 'ann@example.com', { points: 1 });
-    const url = await withoutWorker(async () => {
-      const created = await requestEventExport(a, {
-        attributes: [{ section_discriminator: SHOP, attribute_version_id: a.v.points }],
-      });
-      // As if the attribute had been hidden since the request: the definitions changed, and the request names a hidden one.
-      await db.query(
-        `update exports set request = json_build_object('attributes', json_build_array(json_build_object('section_discriminator', $2::text, 'attribute_version_id', $3::text))) where account_id = $1::bigint`,
-        [a.accountId, SHOP, a.v.hidden],
-      );
-      await changeDefinitions(a);
-      return created;
-    });
-    let res = await server.request('GET', pollPath(url), { token: a.token });
-    for (let i = 0; i < 200 && res.status === 404; i++) {
-      await sleep(25);
-      res = await server.request('GET', pollPath(url), { token: a.token });
-    }
-    expect(expectProblem(res, 503, 'AUD-1904')).toMatch(
-      /attributes\[0\]\.attribute_version_id: the attribute .* is hidden\); request a new export/,
-    );
-    expectProblem(await server.request('GET', v2(url), { token: a.token }), 503, 'AUD-1904');
-    expectProblem(await server.request('GET', pollPath(url), { token: a.token }), 503, 'AUD-1904');
-  });
-
-  it('EXP-41: a key restricted to some sections is refused the event export (403) and nothing is queued', async () => {
-    const a = await eventAccount();
-    const restricted = await server.token(await server.createKey(a.accountId, { section_discriminators: [SHOP] }));
-    const res = await server.request('POST', '/audience/profiles/exports', {
-      token: restricted,
-      body: { attributes: [{ section_discriminator: SHOP, attribute_version_id: a.v.points }] },
-    });
-    expectProblem(res, 403, 'AUD-1107');
-    await expectNothingQueued(a);
-  });
-
-  it('LIM-05: at most event_export_requests_per_minute event exports (1 by default); beyond, 429 with Retry-After and nothing queued; a minute later, one more', async () => {
-    const a = await eventAccount({ ...NO_LIMITS, event_export_requests_per_minute: 1 });
-    const body = { attributes: [{ section_discriminator: SHOP, attribute_version_id: a.v.points }] };
-    await requestEventExport(a, body);
-    const refused = await server.request('POST', '/audience/profiles/exports', { token: a.token, body });
-    expectProblem(refused, 429, 'AUD-1002');
-    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
-    const { rows } = await db.query('select count(*)::int as n from exports where account_id = $1::bigint', [
-      a.accountId,
-    ]);
-    expect(rows[0].n).toBe(1);
-    // The other exports have their own limit.
-    await ok(
-      server.request('POST', '/audience/profiles/reports/segments', {
-        token: a.token,
-        body: { section_discriminator: SHOP, segment: { timezone: 'UTC', segment_discriminator: BIG } },
-      }),
-      201,
-    );
-    server.clock.advance(60_000);
-    await requestEventExport(a, body);
-  });
 });

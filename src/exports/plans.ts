@@ -118,6 +118,30 @@ export function addressChannels(scope: AccountScope, section: SectionDefs): Addr
   return scope.defs.channels.flatMap((c) => addressesOn(section, c) ?? []);
 }
 
+/**
+ * The header of a file of profiles: the export key, `leading`, the attribute and tag columns, a
+ * column per segment and per channel (when the plan has them), then `trailing`.
+ */
+export function profileColumns(
+  plan: {
+    attributes: { column: string }[];
+    tags: { column: string }[];
+    segments?: { name: string }[];
+    channels?: { column: string }[];
+  },
+  extra: { leading?: string[]; trailing?: string[] } = {},
+): string[] {
+  return [
+    EXPORT_KEY_COLUMN,
+    ...(extra.leading ?? []),
+    ...plan.attributes.map((a) => a.column),
+    ...plan.tags.map((t) => t.column),
+    ...(plan.segments ?? []).map((s) => s.name),
+    ...(plan.channels ?? []).map((c) => c.column),
+    ...(extra.trailing ?? []),
+  ];
+}
+
 /** Refuses (400) a column name given twice; `columns` are [name, the field that gives it] in the file's order. */
 export function requireDistinct(columns: [string, string][]): void {
   const seen = new Map<string, string>();

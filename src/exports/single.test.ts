@@ -2,40 +2,16 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer, type Response } from '../../test/app.ts';
 import { CallbackReceiver, type Received } from '../../test/callbacks.ts';
-import type { Manifest } from '../definitions/schemas.ts';
+import { EMAIL, NO_LIMITS, SHOP, V } from '../../test/exports.ts';
+import { SINGLE_MANIFEST as MANIFEST } from '../../test/single-exports.ts';
 
 // The single profile export (SPEC §2.16, §4.7, §6.5; docs/exports.md "Single profile export"):
 // callbacks received by a real HTTP server on loopback, which the server reaches with
 // CALLBACKS_ALLOW_PRIVATE; the last part runs a server without it.
 
-const V = 'com.vendor1';
-const SHOP = `${V}.sections.user-created.shop`;
-const EMAIL = `${V}.keyspaces.email`;
 const CRM = `${V}.keyspaces.crm-id`;
 const VIP = `${V}.tags.user-created.vip`;
 const POINTS = `${V}.attributes.user-created.points`;
-const NO_LIMITS = {
-  requests_per_second: null,
-  token_requests_per_minute: null,
-  profile_export_requests_per_second: null,
-  export_downloads_per_minute: null,
-  pending_exports: null,
-  profile_key_operations_per_second: null,
-};
-const MANIFEST: Manifest = {
-  sections: [
-    {
-      name: 'Shop',
-      attributes: [
-        { name: 'Points', versions: [{ type: ['Number'] }] },
-        { name: 'Secret', hidden: true, versions: [{ type: ['Text'] }] },
-      ],
-      tags: [{ name: 'VIP' }, { name: 'Hidden', hidden: true }],
-      events: [{ name: 'Visit', versions: [{ type: [{ name: 'url', type: 'Text' }] }] }],
-    },
-    { name: 'Blog' },
-  ],
-};
 
 let server: TestServer;
 let receiver: CallbackReceiver;
@@ -497,53 +473,5 @@ describe('single profile export', () => {
     server.clock.advance(1000);
     await requestExport(a, key);
     await callbacksDone(a);
-  });
-});
-
-// Last: it stops the worker of the server above, whose jobs the filtering server's worker must take.
-describe('with the address filter on (CALLBACKS_ALLOW_PRIVATE unset)', () => {
-  let filtering: TestServer;
-  beforeAll(async () => {
-    await server.worker?.stop();
-    server.worker = undefined;
-    filtering = await TestServer.start({}, { worker: true });
-  });
-  afterAll(async () => filtering?.close());
-
-  it('SPE-09: callbacks to loopback (by address, IPv4-mapped, by name) are refused: no callback arrives, and the export says why', async () => {
-    const { accountId, token } = await filtering.login(MANIFEST, NO_LIMITS);
-    await ok(
-      filtering.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SHOP}/profiles`, {
-        token,
-        body: { profile_key: 'max@example.com' },
-      }),
-      201,
-    );
-    const { rows } = await db.query('select export_key from profiles where account_id = $1::bigint', [accountId]);
-    for (const [host, shown] of [
-      ['127.0.0.1', '127.0.0.1'],
-      ['::ffff:127.0.0.1', '::ffff:7f00:1'],
-      ['localhost', 'localhost'],
-    ]) {
-      const res = await ok(
-        filtering.request('POST', `/audience/profiles/export-single/${rows[0].export_key}`, {
-          token,
-          body: { callback_url: receiver.url('/callback', host) },
-        }),
-        202,
-      );
-      const location = new URL(res.headers.get('location')!);
-      let answer = await filtering.request('GET', location.pathname + location.search, { token });
-      for (let i = 0; i < 400 && answer.status === 404; i++) {
-        await sleep(25);
-        answer = await filtering.request('GET', location.pathname + location.search, { token });
-      }
-      expect(expectProblem(answer, 503, 'AUD-1904'), host).toMatch(
-        new RegExp(
-          `The verification callback failed: ${shown.replaceAll('.', '\\.')}.* is a loopback address, which callbacks may not reach; no ready callback is sent`,
-        ),
-      );
-    }
-    expect(receiver.received).toEqual([]);
   });
 });
