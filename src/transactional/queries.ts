@@ -70,16 +70,7 @@ export interface SendRow {
 }
 
 /** A send as it is kept when accepted: what it was made of goes in its job (docs/mail.md "Lifecycle"). */
-export interface NewSend {
-  account_id: string;
-  transaction_id: string;
-  activity_id: string;
-  section_id: string;
-  keyspace_id: string;
-  profile_key: string;
-  to_address: string;
-  status: SendStatus;
-  status_reason: string | null;
+export interface NewSend extends Omit<SendRow, 'links'> {
   created_at: Date;
 }
 
