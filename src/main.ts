@@ -19,6 +19,7 @@ const OPTIONS = {
   id: { type: 'string' },
   message: { type: 'string' },
   rename: { type: 'boolean' },
+  'revoke-old': { type: 'boolean' },
   state: { type: 'string' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean' },
@@ -265,10 +266,10 @@ const COMMANDS: Record<string, Command> = {
     run: (v) => admin('DELETE', `${account(v)}/outbox`),
   },
   'signing-key rotate': {
-    args: '',
-    what: 'sign tokens with a new key; tokens of the old one stay valid until they expire',
-    options: [],
-    run: () => admin('POST', '/admin/signing-keys'),
+    args: '[--revoke-old]',
+    what: 'sign tokens with a new key; tokens of the old one stay valid until they expire (up to 24 hours).\nWith --revoke-old the old key stops at once (when it may be in other hands): every token it signed is refused, and every client must ask for a new one',
+    options: ['revoke-old'],
+    run: (v) => admin('POST', `/admin/signing-keys${v['revoke-old'] ? '?revoke_old=true' : ''}`),
   },
 };
 

@@ -112,6 +112,26 @@ const nowSeconds = () => Math.floor(server.clock.now / 1000);
 // ---- POST /oauth/token ----
 
 describe('POST /oauth/token', () => {
+  it('answers every refusal with Cache-Control: no-store too: a body refused by its schema, its parsing, its type or the rate limit', async () => {
+    const creds = await server.createAccount({}, { limits: { token_requests_per_minute: 1 } });
+    const refusals = [
+      await tokenJson({ grant_type: 'password', client_id: creds.clientId, client_secret: 'x' }),
+      await tokenJson({ grant_type: 'client_credentials' }),
+      await server.request('POST', '/oauth/token', {
+        raw: '{"grant_type":',
+        headers: { 'content-type': 'application/json' },
+      }),
+      await server.request('POST', '/oauth/token', { raw: 'x', headers: { 'content-type': 'text/xml' } }),
+      await tokenJson(grant(creds)),
+      await tokenJson(grant(creds)),
+    ];
+    expect(refusals.map((r) => r.status)).toEqual([400, 400, 400, 415, 200, 429]);
+    for (const res of refusals) {
+      expect(res.headers.get('cache-control'), res.text).toBe('no-store');
+      expect(res.headers.get('pragma')).toBe('no-cache');
+    }
+  });
+
   it('AUTH-01 AUTH-03 VER-05 a JSON client_credentials request without Authorization gets a Bearer token with integer expires_in', async () => {
     const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
     const res = await tokenJson(grant(creds));
@@ -640,6 +660,36 @@ describe('Signing keys', () => {
     for (const token of [fresh, oldUnused]) {
       await expect(jose.jwtVerify(token, set, { currentDate: new Date(server.clock.now) })).resolves.toBeDefined();
     }
+  });
+});
+
+describe('Revoking a signing key', () => {
+  it('AUTH-15 a rotation with revoke_old refuses every token of the old key at once: issued, remembered or newly signed with it', async () => {
+    const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
+    const claims = await realClaims(creds);
+    const old = await serverSigningKey();
+    const used = await server.token(creds);
+    expect((await sections(used)).status).toBe(200);
+    const unused = await server.token(creds);
+    // Whoever holds the old key signs a token of their own.
+    const newlySigned = () =>
+      sign(
+        { ...claims, iat: nowSeconds(), exp: nowSeconds() + 3600, jti: crypto.randomUUID() },
+        { kid: old.kid, key: old.key },
+      );
+    expect((await sections(await newlySigned())).status).toBe(200);
+
+    const rotated = await server.admin('POST', '/admin/signing-keys?revoke_old=true');
+    expect(rotated.status, rotated.text).toBe(201);
+    for (const token of [used, unused, await newlySigned()])
+      expect(expect401(await sections(token))).toContain(old.kid);
+    const kids = (await server.request('GET', '/.well-known/jwks.json')).body.keys.map((k: { kid: string }) => k.kid);
+    expect(kids).toEqual([rotated.body.kid]);
+    // A new token, signed with the new key, works.
+    const fresh = await server.token(creds);
+    expect(jose.decodeProtectedHeader(fresh).kid).toBe(rotated.body.kid);
+    expect((await sections(fresh)).status).toBe(200);
+    expectProblem(await server.admin('POST', '/admin/signing-keys?revoke_old=yes'), 400);
   });
 });
 

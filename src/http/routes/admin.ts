@@ -364,10 +364,21 @@ export function adminRoutes(services: Services) {
         schema: {
           tags,
           summary: 'Rotate the token signing key',
+          description:
+            'The old keys keep verifying the tokens they signed until those expire (24 hours), unless revoke_old is true: then every token they signed is refused at once, and every client must ask for a new token.',
+          querystring: Type.Object(
+            {
+              revoke_old: Type.Optional(
+                Type.Boolean({ description: 'Stop the old keys at once rather than after 24 hours' }),
+              ),
+            },
+            { additionalProperties: false },
+          ),
           response: responses({ 201: Type.Object({ kid: Type.String() }) }),
         },
       },
-      async (_request, reply) => reply.code(201).send(await services.apiKeys.rotateSigningKey()),
+      async (request, reply) =>
+        reply.code(201).send(await services.apiKeys.rotateSigningKey({ revokeOld: request.query.revoke_old === true })),
     );
   };
 }

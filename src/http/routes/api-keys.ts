@@ -32,6 +32,12 @@ export function apiKeysRoutes(services: Services) {
       '/oauth/token',
       {
         config: { auth: 'none' },
+        // RFC 6749 §5.1: no cache keeps a token, nor an answer about credentials; set before any
+        // step that can refuse (body parsing and validation too), so that every answer has it.
+        onRequest: (_request, reply, done) => {
+          reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+          done();
+        },
         schema: {
           summary: 'Obtain an access token',
           tags: ['auth'],
@@ -40,9 +46,7 @@ export function apiKeysRoutes(services: Services) {
           response: responses({ 200: TokenResponse }),
         },
       },
-      async (request, reply) => {
-        // RFC 6749 §5.1: no cache keeps a token, nor an answer about credentials.
-        reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+      async (request) => {
         const { client_id, client_secret } = request.body;
         // SPEC §8: token requests are limited per account; unknown clients per address.
         const accountId = await services.apiKeys.accountOfClient(client_id);
