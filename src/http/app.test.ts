@@ -875,6 +875,27 @@ describe.skipIf(!redisBinary)('RedisBuckets (LIM-01 across processes)', () => {
       first.clock.advance(1000);
       second.clock.advance(1000);
       expect((await second.request('GET', '/audience/sections', { token })).status).toBe(200);
+      // A request refused for its input gives back its route limit, in the shared bucket too.
+      const imports = '/v2/audience/sections/com.vendor1.sections.user-created.shop/imports';
+      const exporter = await first.login(SHOP, { requests_per_second: null, import_requests_per_minute: 1 });
+      expectProblem(await first.request('POST', imports, { token: exporter.token, body: {} }), 400);
+      const attributes = await first.request(
+        'GET',
+        '/audience/sections/com.vendor1.sections.user-created.shop/attributes',
+        {
+          token: exporter.token,
+        },
+      );
+      const firstname = attributes.body.items.find(
+        (a: { discriminator: string }) => a.discriminator === 'com.vendor1.attributes.firstname',
+      ).versions[0].id;
+      const good = {
+        keyspace_mapping: { keyspace_discriminator: 'com.vendor1.keyspaces.email', field_selector: 'e' },
+        attribute_mappings: [{ field_selector: 'f', attribute_version_id: firstname }],
+      };
+      const accepted = await second.request('POST', imports, { token: exporter.token, body: good });
+      expect(accepted.status, accepted.text).toBe(201);
+      expectProblem(await first.request('POST', imports, { token: exporter.token, body: good }), 429, 'AUD-1002');
     } finally {
       await first.close();
       await second.close();
