@@ -17,6 +17,8 @@ import { serverOnS3, type S3 } from '../../test/s3.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { freePort } from '../store/embedded.ts';
 import { BATCH_ROWS } from './ingest.ts';
+import { MAX_ATTEMPTS } from '../jobs/queue.ts';
+import { startWorker as startInProcessWorker } from '../worker/worker.ts';
 
 const V = 'com.vendor1';
 const S = `${V}.sections.user-created.shop`;
@@ -1781,6 +1783,67 @@ describe('files in an S3-compatible bucket (FILES_URL)', () => {
     expect(await storedFiles(a.accountId, onS3)).toEqual([]);
     const object = await fetch(`${s3.endpoint}/${s3.bucket}/audience/files/imports/${a.accountId}/${c.import_id}.csv`);
     expect(object.status).toBe(404);
+  });
+});
+
+describe('bad bytes in a file and a job that keeps failing', () => {
+  it('IMP-09 a NUL byte in a cell fails that row, naming its column; the other rows are written and the import completes at once', async () => {
+    const a = await account(MANIFEST, NO_LIMITS);
+    const body = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] });
+    const csv = 'email;first\nann@x.io;An\u0000n\nbo\u0000@x.io;Bo\ncat@x.io;Cat\n';
+    const done = await runImport(a, 2, body, csv);
+    expect(done.result).toMatchObject({
+      status: 'completed',
+      profiles_found: 3,
+      profiles_processed: 1,
+      profiles_failed: 2,
+    });
+    expect(done.report.failures).toEqual([
+      { line: 2, reason: expect.stringMatching(/column "first".*NUL/) },
+      { line: 3, reason: expect.stringMatching(/column "email".*NUL/) },
+    ]);
+    expect((await attributesOf(a, EMAIL, 'cat@x.io')).body[a.v.firstname]).toBe('Cat');
+    expectProblem(await attributesOf(a, EMAIL, 'ann@x.io'), 404);
+    // A NUL in a header name that the import does not read is no fault.
+    const other = await runImport(a, 2, body, 'email;first;no\u0000te\ndan@x.io;Dan;x\n');
+    expect(other.result).toMatchObject({ status: 'completed', profiles_processed: 1 });
+    expect(await storedFiles(a.accountId)).toEqual([]);
+  });
+
+  it('IMP-10 a job that fails its last attempt ends its import as failed, frees its pending place and removes its file', async () => {
+    const a = await account(MANIFEST, { ...NO_LIMITS, pending_imports: 1 });
+    const body = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] });
+    await server.worker!.stop();
+    let c: Created;
+    try {
+      c = await created(a, 2, body);
+      expect((await upload(c, 'email;first\nann@x.io;Ann\n')).status).toBe(204);
+      expect(await storedFiles(a.accountId)).toHaveLength(1);
+      // The job fails on every run: its import's request no longer makes sense to the worker.
+      await db.query(`update imports set version = 1, request = '{}' where account_id = $1 and import_id = $2`, [
+        a.accountId,
+        c.import_id,
+      ]);
+      // Its earlier attempts are spent (each waits twice the one before: 30 s in all).
+      await db.query(`update jobs set attempts = $2 - 1 where account_id = $1 and kind = 'import'`, [
+        a.accountId,
+        MAX_ATTEMPTS,
+      ]);
+      expectProblem(await create(a, 2, body), 429);
+    } finally {
+      server.worker = await startInProcessWorker(server.services, () => {});
+    }
+    const done = await finished(a, c.import_id);
+    expect(done.result.status).toBe('error');
+    expect(done.result.message).toMatch(/attempts/);
+    expect(await storedFiles(a.accountId)).toEqual([]);
+    const { rows } = await db.query(
+      `select failed_at is not null as failed from jobs where account_id = $1 and kind = 'import'`,
+      [a.accountId],
+    );
+    expect(rows).toEqual([{ failed: true }]);
+    // Its pending place is free.
+    expect((await create(a, 2, body)).status).toBe(201);
   });
 });
 
