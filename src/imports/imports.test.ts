@@ -2,6 +2,7 @@ import type { ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -1674,7 +1675,8 @@ describe('ingestion', () => {
 async function jobsEnded(a: Account): Promise<void> {
   for (
     let i = 0;
-    i < 200 && (await db.query('select 1 from jobs where account_id = $1', [a.accountId])).rowCount! > 0;
+    i < 200 &&
+    (await db.query(`select 1 from jobs where account_id = $1 and kind = 'import'`, [a.accountId])).rowCount! > 0;
     i++
   )
     await sleep(25);
@@ -1752,40 +1754,6 @@ describe('limits', () => {
   });
 });
 
-describe('files in an S3-compatible bucket (FILES_URL)', () => {
-  let s3: S3;
-  let onS3: TestServer;
-  serverOnS3(
-    () => server,
-    (s, bucket) => {
-      onS3 = s;
-      s3 = bucket;
-    },
-  );
-
-  it('IMP-05 the upload is written into the bucket, and the worker imports the file from there, then removes it', async () => {
-    const a = await account(MANIFEST, NO_LIMITS, onS3);
-    const c = await created(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), onS3);
-    const csv = 'email,first\nbucket@x.io,Bucket\nsecond@x.io,Second\n';
-    const up = await upload(c, csv, { on: onS3 });
-    expect(up.status, up.text).toBe(204);
-    const done = await finished(a, c.import_id, onS3);
-    expect(done.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 2, profiles_failed: 0 });
-    expect(
-      (
-        await onS3.request('GET', `/audience/keyspaces/${EMAIL}/profiles/bucket@x.io/sections/${S}/attributes`, {
-          token: a.token,
-        })
-      ).body,
-    ).toMatchObject({ [a.v.firstname]: 'Bucket' });
-    // The file was never in the local folder, and once the import has ended it is gone from the
-    // bucket too (read from the emulator, which serves unsigned reads).
-    expect(await storedFiles(a.accountId, onS3)).toEqual([]);
-    const object = await fetch(`${s3.endpoint}/${s3.bucket}/audience/files/imports/${a.accountId}/${c.import_id}.csv`);
-    expect(object.status).toBe(404);
-  });
-});
-
 describe('bad bytes in a file and a job that keeps failing', () => {
   it('IMP-09 a NUL byte in a cell fails that row, naming its column; the other rows are written and the import completes at once', async () => {
     const a = await account(MANIFEST, NO_LIMITS);
@@ -1808,6 +1776,40 @@ describe('bad bytes in a file and a job that keeps failing', () => {
     const other = await runImport(a, 2, body, 'email;first;no\u0000te\ndan@x.io;Dan;x\n');
     expect(other.result).toMatchObject({ status: 'completed', profiles_processed: 1 });
     expect(await storedFiles(a.accountId)).toEqual([]);
+  });
+
+  it('IMP-10 a file stored for an import that never took it (its process killed between the two) is removed once the upload window is long closed', async () => {
+    const a = await account(MANIFEST, NO_LIMITS);
+    const c = await created(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }));
+    // What a process killed after storing the upload and before recording it leaves behind.
+    await server.services.files.put(c.file_upload_body.key, Readable.from(['email;first\nann@x.io;Ann\n']));
+    expect(await storedFiles(a.accountId)).toHaveLength(1);
+    expect((await status(a, c.import_id)).body.result.status).toBe('waiting_for_file');
+    // The window's job is due an hour after the window closes: brought forward here.
+    const { rowCount } = await db.query(
+      `update jobs set run_at = now() where account_id = $1 and kind = 'import-upload-window' and payload->>'import_id' = $2`,
+      [a.accountId, c.import_id],
+    );
+    expect(rowCount).toBe(1);
+    for (let i = 0; (await storedFiles(a.accountId)).length > 0; i++) {
+      expect(i, 'the file stays').toBeLessThan(200);
+      await sleep(50);
+    }
+    // An import that took its file keeps it until its job has read it; the window's job leaves it alone.
+    const d = await created(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }));
+    await server.worker!.stop();
+    try {
+      expect((await upload(d, 'email;first\nbo@x.io;Bo\n')).status).toBe(204);
+      await db.query(
+        `update jobs set run_at = now() where account_id = $1 and kind = 'import-upload-window' and payload->>'import_id' = $2`,
+        [a.accountId, d.import_id],
+      );
+      await server.worker!.runOne(['import-upload-window']);
+      expect(await storedFiles(a.accountId)).toHaveLength(1);
+    } finally {
+      server.worker = await startInProcessWorker(server.services, () => {});
+    }
+    expect((await finished(a, d.import_id)).result.status).toBe('completed');
   });
 
   it('IMP-10 a job that fails its last attempt ends its import as failed, frees its pending place and removes its file', async () => {
@@ -1844,6 +1846,40 @@ describe('bad bytes in a file and a job that keeps failing', () => {
     expect(rows).toEqual([{ failed: true }]);
     // Its pending place is free.
     expect((await create(a, 2, body)).status).toBe(201);
+  });
+});
+
+describe('files in an S3-compatible bucket (FILES_URL)', () => {
+  let s3: S3;
+  let onS3: TestServer;
+  serverOnS3(
+    () => server,
+    (s, bucket) => {
+      onS3 = s;
+      s3 = bucket;
+    },
+  );
+
+  it('IMP-05 the upload is written into the bucket, and the worker imports the file from there, then removes it', async () => {
+    const a = await account(MANIFEST, NO_LIMITS, onS3);
+    const c = await created(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] }), onS3);
+    const csv = 'email,first\nbucket@x.io,Bucket\nsecond@x.io,Second\n';
+    const up = await upload(c, csv, { on: onS3 });
+    expect(up.status, up.text).toBe(204);
+    const done = await finished(a, c.import_id, onS3);
+    expect(done.result).toEqual({ status: 'completed', profiles_found: 2, profiles_processed: 2, profiles_failed: 0 });
+    expect(
+      (
+        await onS3.request('GET', `/audience/keyspaces/${EMAIL}/profiles/bucket@x.io/sections/${S}/attributes`, {
+          token: a.token,
+        })
+      ).body,
+    ).toMatchObject({ [a.v.firstname]: 'Bucket' });
+    // The file was never in the local folder, and once the import has ended it is gone from the
+    // bucket too (read from the emulator, which serves unsigned reads).
+    expect(await storedFiles(a.accountId, onS3)).toEqual([]);
+    const object = await fetch(`${s3.endpoint}/${s3.bucket}/audience/files/imports/${a.accountId}/${c.import_id}.csv`);
+    expect(object.status).toBe(404);
   });
 });
 
@@ -1918,9 +1954,10 @@ describe('a worker killed in the middle of an import', () => {
       expect(up.status, up.text).toBe(204);
       // IMP-10: without a worker the import waits in the queue.
       expect((await status(a, c.import_id, S, api)).body.result.status).toBe('queued');
-      expect((await db.query('select kind, payload from jobs where account_id = $1', [a.accountId])).rows).toEqual([
-        { kind: 'import', payload: { import_id: c.import_id } },
-      ]);
+      expect(
+        (await db.query(`select kind, payload from jobs where account_id = $1 and kind = 'import'`, [a.accountId]))
+          .rows,
+      ).toEqual([{ kind: 'import', payload: { import_id: c.import_id } }]);
 
       const first = await startWorker(await freePort());
       let seen: { status: string; found: number } | undefined;
@@ -1999,7 +2036,9 @@ describe('a worker killed in the middle of an import', () => {
       ).toEqual({ n: good, d: good });
       expect(await one('select count(*)::int as n from consents where account_id = $1')).toEqual({ n: good });
       expect(await one('select count(*)::int as n from import_failures where account_id = $1')).toEqual({ n: bad });
-      expect(await one('select count(*)::int as n from jobs where account_id = $1')).toEqual({ n: 0 });
+      expect(await one(`select count(*)::int as n from jobs where account_id = $1 and kind = 'import'`)).toEqual({
+        n: 0,
+      });
       // Spot checks of values at both ends of the file.
       expect(
         (
