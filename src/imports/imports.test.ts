@@ -1776,6 +1776,24 @@ describe('bad bytes in a file and a job that keeps failing', () => {
     const other = await runImport(a, 2, body, 'email;first;no\u0000te\ndan@x.io;Dan;x\n');
     expect(other.result).toMatchObject({ status: 'completed', profiles_processed: 1 });
     expect(await storedFiles(a.accountId)).toEqual([]);
+    // A JSON cell whose text PostgreSQL cannot store, in a key or a value: its row fails, not its batch.
+    const s = await account(
+      {
+        sections: [{ ...MANIFEST.sections![0], attributes: [{ name: 'Address', versions: [{ type: ['Struct'] }] }] }],
+      },
+      NO_LIMITS,
+    );
+    const json = await runImport(
+      s,
+      2,
+      v2(EMAIL, 'email', { attribute_mappings: [attr('address', s.v.address)] }),
+      'email;address\nann@x.io;"{""city"":""Oslo\\u0000""}"\nbo@x.io;"{""\\ud800"":1}"\ncat@x.io;"{""city"":""Bergen""}"\n',
+    );
+    expect(json.result).toMatchObject({ status: 'completed', profiles_processed: 1, profiles_failed: 2 });
+    expect(json.report.failures.map((f: { reason: string }) => f.reason)).toEqual([
+      expect.stringMatching(/column "address".*NUL/),
+      expect.stringMatching(/column "address".*surrogate/),
+    ]);
   });
 
   it('IMP-10 a file stored for an import that never took it (its process killed between the two) is removed once the upload window is long closed', async () => {

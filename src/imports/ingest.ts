@@ -64,10 +64,11 @@ export function convertCell(typeName: AttributeType, cell: string, column: strin
     case 'Struct': {
       try {
         const value = JSON.parse(text);
-        const fault = textFaultIn(value);
+        // Its field is not named: the reason is stored, and the field's own name may be the fault.
+        const fault = textFaultIn(value)?.fault;
         if (fault)
           throw new RowError(
-            `column "${column}": ${fault.fault === 'depth' ? 'the JSON object nests too deeply' : 'the JSON object holds text that cannot be stored'}${fault.field ? ` at "${fault.field}"` : ''}`,
+            `column "${column}": the JSON object ${fault === 'depth' ? 'nests too deeply' : 'holds a NUL or a lone surrogate, which no text may hold'}`,
           );
         if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value;
       } catch (err) {
