@@ -943,7 +943,9 @@ describe('the upload', () => {
     const done = await finished(a, c.import_id);
     expect(done.result).toEqual({ status: 'completed', profiles_found: 1, profiles_processed: 1, profiles_failed: 0 });
     expect((await attributesOf(a, EMAIL, 'up@x.io')).body[a.v.firstname]).toBe('Up');
-    // The file holds personal data: it goes once the import has ended (docs/imports.md).
+    // The file holds personal data: it goes once the import has ended (docs/imports.md), just
+    // after its status says so, before its job ends.
+    await jobsEnded(a);
     expect(await storedFiles(a.accountId)).toEqual([]);
     // The same form cannot deliver a second file.
     expectProblem(await upload(c, 'email,first\nagain@x.io,Again\n'), 409);
@@ -1775,6 +1777,7 @@ describe('bad bytes in a file and a job that keeps failing', () => {
     // A NUL in a header name that the import does not read is no fault.
     const other = await runImport(a, 2, body, 'email;first;no\u0000te\ndan@x.io;Dan;x\n');
     expect(other.result).toMatchObject({ status: 'completed', profiles_processed: 1 });
+    await jobsEnded(a);
     expect(await storedFiles(a.accountId)).toEqual([]);
     // A JSON cell whose text PostgreSQL cannot store, in a key or a value: its row fails, not its batch.
     const s = await account(
