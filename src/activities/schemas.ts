@@ -159,7 +159,12 @@ export const ActivityEventInput = Type.Object(
     link_url: Type.Optional(Type.String({ description: 'CLICKED' })),
     link_title: Type.Optional(Type.String({ description: 'CLICKED' })),
     bounce_code: Type.Optional(
-      Type.Integer({ minimum: 1000, maximum: 9999, description: 'BOUNCED: SPEC §2.16 ranges' }),
+      Type.Integer({
+        minimum: 1000,
+        maximum: 9999,
+        description:
+          'BOUNCED: 1000-1999 rejected, 2000-2999 invalid address, 3000-3999 temporarily unavailable, 4000-4999 technical, 5000-5999 informational, 9999 unknown',
+      }),
     ),
     unsubscribe_topic: Type.Optional(
       Type.String({

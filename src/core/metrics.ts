@@ -1,5 +1,6 @@
 import client, { type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import type pg from 'pg';
+import { VERSION } from './version.ts';
 
 /** The metrics of a registry, as `getMetricsAsJSON()` gives them and `AggregatorRegistry.aggregate()` merges them. */
 export type MetricsJson = MetricObjectWithValues<MetricValue<string>>[];
@@ -29,10 +30,47 @@ export class Metrics {
     help: 'Data rows of import files committed (written or refused with a reason); rate() gives rows per second',
     registers: [this.registry],
   });
+  readonly mail = new client.Counter({
+    name: 'audience_mail_total',
+    help: 'Transactional messages by outcome: sent (the mail server took it), failed, bounced (the recipient was refused), suppressed (not sent)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly activityEvents = new client.Counter({
+    name: 'audience_activity_events_total',
+    help: 'Activity events received by the ingestion route, by outcome: recorded, duplicate (recorded before), skipped (a locked profile)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
+  readonly authenticationFailures = new client.Counter({
+    name: 'audience_authentication_failures_total',
+    help: 'Requests refused with 401, by the credential they lacked: bearer (an API token), client (the token route), operator, metrics',
+    labelNames: ['credential'],
+    registers: [this.registry],
+  });
+  readonly exportRows = new client.Counter({
+    name: 'audience_export_rows_total',
+    help: 'Data rows written to the CSV files of exports, by export kind; rate() gives rows per second',
+    labelNames: ['kind'],
+    registers: [this.registry],
+  });
   private readonly pools = new Map<string, pg.Pool>();
 
   constructor() {
+    // Every series from the start, at 0, so that rate() and alerts see the first one counted.
+    for (const outcome of ['sent', 'failed', 'bounced', 'suppressed']) this.mail.inc({ outcome }, 0);
+    for (const outcome of ['recorded', 'duplicate', 'skipped']) this.activityEvents.inc({ outcome }, 0);
+    for (const credential of ['bearer', 'client', 'operator', 'metrics'])
+      this.authenticationFailures.inc({ credential }, 0);
     const pools = this.pools;
+    new client.Gauge({
+      name: 'audience_build_info',
+      help: 'The version of the program this process runs, as its label; always 1',
+      labelNames: ['version'],
+      registers: [this.registry],
+      // Each thread reports it; /metrics merges them into one series, not their sum.
+      aggregator: 'max',
+    }).set({ version: VERSION }, 1);
     new client.Gauge({
       name: 'audience_db_pool_connections',
       help: 'Database connections of each pool of this process: total, idle, and callers waiting for one',

@@ -36,9 +36,12 @@ export const AttributeDefinition = Type.Object({
   discriminator: Type.String({ description: 'Attribute identifier' }),
   name: Type.String({ description: 'Display name' }),
   description: Type.String({ description: 'Description' }),
-  versions: Type.Array(TypeVersion(Type.String(), 'Type names of SPEC §2.5'), {
-    description: 'Versions of the attribute type',
-  }),
+  versions: Type.Array(
+    TypeVersion(Type.String(), 'Type names: Text, True/False, Date, Timestamp, Number, Number with decimal, Struct'),
+    {
+      description: 'Versions of the attribute type',
+    },
+  ),
   keyspace_permissions: Type.Optional(KeyspacePermissions),
 });
 
@@ -211,7 +214,8 @@ export const Manifest = Type.Object(
                         Type.Unsafe<AttributeType>({
                           type: 'string',
                           enum: [...ATTRIBUTE_TYPES],
-                          description: 'Type name of SPEC §2.5',
+                          description:
+                            'Type name: Text, True/False, Date, Timestamp, Number, Number with decimal or Struct',
                         }),
                       ),
                       { minItems: 1 },

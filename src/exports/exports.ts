@@ -238,6 +238,8 @@ export interface ExportDeps {
   files: FileStore;
   clock: Clock;
   scopeOf: (accountId: string) => Promise<AccountScope>;
+  /** Told the data rows of each CSV file an export job wrote, once the export is ready (for /metrics and the job's log line). */
+  exported?: (kind: string, rows: number) => void;
 }
 
 /** Writes what `source` reads, through `transforms`, gzip-compressed into the store: streamed, never whole in memory. */
@@ -269,7 +271,8 @@ const CRLF = Buffer.from('\r\n');
  * and stays as it is: quotes open and close such cells (a quote inside one is doubled, which
  * closes and opens again).
  */
-function csvFile(columns: string[]): Transform {
+function csvFile(columns: string[], counted: (rows: number) => void): Transform {
+  let rows = 0;
   let header: Buffer | null = Buffer.from(stringifyCsv([columns], { record_delimiter: 'windows' }));
   let quoted = false;
   return new Transform({
@@ -295,6 +298,7 @@ function csvFile(columns: string[]): Transform {
         }
         if (lf === -1) break;
         parts.push(chunk.subarray(from, lf), CRLF);
+        rows++;
         from = at = lf + 1;
       }
       parts.push(chunk.subarray(from));
@@ -302,6 +306,7 @@ function csvFile(columns: string[]): Transform {
     },
     // A file without rows is its header.
     flush(done) {
+      counted(rows);
       done(null, header ?? undefined);
     },
   });
@@ -334,12 +339,19 @@ export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
     const output = await planned.produce(deps.pool);
     if ('result' in output)
       return await markExportReady(deps, accountId, exportId, { fileKey: null, result: output.result });
+    let rows: number | undefined;
     if ('file' in output) {
-      await writeCompressed(deps.files, fileKey!, output.file.rows, csvFile(output.file.columns));
+      await writeCompressed(
+        deps.files,
+        fileKey!,
+        output.file.rows,
+        csvFile(output.file.columns, (n) => (rows = n)),
+      );
     } else {
       await writeCompressed(deps.files, fileKey!, Readable.from(output.document));
     }
     await markExportReady(deps, accountId, exportId, { fileKey, result: null });
+    if (rows !== undefined) deps.exported?.(row.kind, rows);
   } catch (err) {
     return failExport(deps, job, exportId, err);
   }

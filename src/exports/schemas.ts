@@ -71,7 +71,7 @@ const Attributes = Type.Optional(
 const Tags = Type.Optional(Type.Array(TagColumn, { maxItems: 25, description: 'At most 25 tag columns' }));
 const Limit = Type.Optional(Type.Integer({ minimum: 1, description: 'At most this many profiles, chosen at random' }));
 const ConsentList = Type.Optional(
-  Type.String({ description: 'Deprecated (SPEC §9.3): accepted and not used; the topics say what is exported' }),
+  Type.String({ description: 'Deprecated: accepted and not used; the topics say what is exported' }),
 );
 
 /** The fields shared by the consent export and its count (SPEC §4.7). */

@@ -9,7 +9,7 @@ import { freePort } from '../store/embedded.ts';
 import { createPool } from '../store/pool.ts';
 import { buildApp } from './app.ts';
 import { createLogger } from './logging.ts';
-import { enqueue, Worker } from '../jobs/queue.ts';
+import { enqueue, Worker, type JobRun } from '../jobs/queue.ts';
 import { parseBracketForm } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
 import { MAX_JSON_DEPTH } from '../core/text.ts';
@@ -561,13 +561,13 @@ describe('operations', () => {
     expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'waiting' })).toBe(0);
   });
 
-  it('GET /metrics and GET /admin/jobs show waiting jobs by kind, with the age of the oldest, read from the database', async () => {
+  it('GET /metrics and GET /admin/jobs show waiting jobs by kind, with how long the one due longest ago has waited, read from the database', async () => {
     const { accountId } = await server.createAccount();
     const kind = `waits-${accountId}`;
     await enqueue(server.services.pool, accountId, kind, { n: 1 });
     await enqueue(server.services.pool, accountId, kind, { n: 2 });
     await server.services.pool.query(
-      `update jobs set created_at = now() - interval '90 seconds' where kind = $1 and payload->>'n' = '1'`,
+      `update jobs set created_at = now() - interval '90 seconds', run_at = now() - interval '90 seconds' where kind = $1 and payload->>'n' = '1'`,
       [kind],
     );
     const text = (await server.request('GET', '/metrics', { token: server.services.metricsToken })).text;
@@ -588,15 +588,18 @@ describe('operations', () => {
     ]);
   });
 
-  it('a job that fails its last attempt is kept as failed: GET /admin/jobs?state=failed lists it, /metrics counts it and its runs', async () => {
+  it('a job that fails its last attempt is kept as failed: GET /admin/jobs?state=failed lists it, /metrics counts it and its runs, each run is reported for the log', async () => {
     const { accountId } = await server.createAccount();
     const kind = `always-fails-${accountId}`;
     await enqueue(server.services.pool, accountId, kind, { n: 1 });
+    const runs: JobRun[] = [];
     const worker = new Worker(
       server.services.pool,
       { [kind]: async () => Promise.reject(new Error('the mail server said no')) },
       () => {},
       server.services.metrics,
+      {},
+      (run) => runs.push(run),
     );
     for (let attempt = 1; attempt <= 5; attempt++) {
       expect(await worker.runOne()).toBe(true);
@@ -605,6 +608,13 @@ describe('operations', () => {
     }
     // No sixth attempt.
     expect(await worker.runOne()).toBe(false);
+    // What the worker thread logs: each run's start, then its failure, the last one for good.
+    expect(runs.map((r) => `${r.attempt} ${r.outcome}`)).toEqual([
+      ...[1, 2, 3, 4].flatMap((n) => [`${n} started`, `${n} failed`]),
+      '5 started',
+      '5 failed for good',
+    ]);
+    expect(runs.at(-1)).toMatchObject({ kind, account: accountId, seconds: expect.any(Number) });
     const failed = await server.admin('GET', '/admin/jobs?state=failed');
     expect(failed.status, failed.text).toBe(200);
     expect(failed.body.items.filter((j: { kind: string }) => j.kind === kind)).toEqual([
@@ -732,9 +742,10 @@ describe('request logs', () => {
       expect(urls).toEqual(
         expect.arrayContaining([
           `/audience/keyspaces/${email}/profiles/[redacted]/sections/${SHOP_SECTION}/attributes /audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes`,
-          `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/[redacted]/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=com.vendor1.channels.email&suppression_address=[redacted] /v2/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/consents`,
+          `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/[redacted]/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=[redacted]&suppression_address=[redacted] /v2/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/consents`,
           '/audience/channels/com.vendor1.channels.email/addresses/[redacted]/suppressions (no route)',
-          `/oauth/token?grant_type=client_credentials&client_id=${clientId}&client_secret=[redacted] /oauth/token`,
+          // The token route declares no query parameters: none is kept.
+          '/oauth/token /oauth/token',
           `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/[redacted] /admin/accounts/:account_id/suppressions/:channel_discriminator/:address`,
         ]),
       );

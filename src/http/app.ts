@@ -8,7 +8,7 @@ import FindMyWay from 'find-my-way';
 import client from 'prom-client';
 import type { MetricsJson } from '../core/metrics.ts';
 import type { Services } from '../services.ts';
-import { registerAuth } from './plugins/auth.ts';
+import { registerAuth, type RouteAuth } from './plugins/auth.ts';
 import { registerBodyParsers } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
 import { sendProblem, toProblem, writeClientProblem } from './problems.ts';
@@ -28,6 +28,11 @@ import { profileDataPlane } from './plugins/profile-data.ts';
 import { createLogger } from './logging.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+
+/** The credential a route's 401 says was missing or wrong: the token route's (no auth of its own) are a client's. */
+function credentialOf(auth: RouteAuth | undefined): string {
+  return auth === 'admin' ? 'operator' : auth === 'metrics' ? 'metrics' : auth === 'none' ? 'client' : 'bearer';
+}
 
 /** SPEC §8: request bodies up to 100 KB. */
 export const BODY_LIMIT = 100 * 1024;
@@ -163,6 +168,7 @@ export async function buildApp(
   });
   // The labelled series by method, route and status, so that a request does not hash its labels
   // again (prom-client's observe sorts and joins them on every call; docs/benchmarks.md "Profiles").
+  const { authenticationFailures } = services.metrics;
   const series = new Map<string, client.Histogram.Internal<'method' | 'route' | 'status'>>();
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unknown';
@@ -171,6 +177,8 @@ export async function buildApp(
     if (!observed)
       series.set(key, (observed = duration.labels({ method: request.method, route, status: reply.statusCode })));
     observed.observe(reply.elapsedTime / 1000);
+    if (reply.statusCode === 401)
+      authenticationFailures.inc({ credential: credentialOf(request.routeOptions.config.auth) });
     done();
   });
 

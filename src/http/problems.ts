@@ -3,6 +3,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { ErrorObject } from 'ajv';
 import { Problem } from '../core/problems.ts';
 import { isDatabaseUnavailable } from '../store/pool.ts';
+import { noteProblem } from './logging.ts';
 
 // Node's http module as CommonJS gives it: an ESM import of node:http builds the module's whole
 // namespace, whose lazy WebSocket getter loads Node's fetch implementation (undici; about 2 MB of
@@ -103,6 +104,7 @@ export function toProblem(error: FastifyError | Problem | Error, request: Fastif
 /** Writes a problem as `application/problem+json`, with its headers (Retry-After, Allow, WWW-Authenticate). */
 export function sendProblem(reply: FastifyReply, problem: Problem): FastifyReply {
   for (const [name, value] of Object.entries(problem.headers)) reply.header(name, value);
+  noteProblem(reply, problem.code);
   return reply.code(problem.status).type('application/problem+json').send(problem.toJSON());
 }
 

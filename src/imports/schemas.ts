@@ -133,6 +133,6 @@ export const ImportStatus = Type.Object({
         { description: 'The first 1000 failed rows' },
       ),
     },
-    { description: 'Statistics and error details (SPEC §4.6 rule 7)' },
+    { description: 'Statistics and error details: the first 1000 failed rows with their line and reason' },
   ),
 });

@@ -9,6 +9,20 @@ export interface Job {
   kind: string;
   payload: Record<string, unknown>;
   attempts: number;
+  /** The rows the run wrote (an import's committed rows, an export file's), as its handler counts them, for the run's log line. */
+  rows?: number;
+}
+
+/** A run of a job as the worker reports it (a log line each): its start, its end, or its failure. */
+export interface JobRun {
+  kind: string;
+  account: string;
+  job: string;
+  attempt: number;
+  /** failed: tried again later; failed for good: after its last attempt, kept as failed. */
+  outcome: 'started' | 'completed' | 'failed' | 'failed for good';
+  rows?: number;
+  seconds?: number;
 }
 
 /**
@@ -144,12 +158,17 @@ export async function listJobs(
   return rows;
 }
 
-/** The queue by kind and state: how many jobs, and the age of the oldest (seconds). */
+/**
+ * The queue by kind and state: how many jobs, and how long the one due longest ago has waited since
+ * it was due (seconds; 0 when none is due). A job due later (an export's sweeper, a day after its
+ * file; a retry's back-off) waits for its time, not for a worker, so it adds nothing to that wait.
+ */
 export async function jobFigures(
   db: Queryable,
-): Promise<{ kind: string; state: JobState; count: number; oldest_seconds: number }[]> {
+): Promise<{ kind: string; state: JobState; count: number; overdue_seconds: number }[]> {
   const { rows } = await db.query(
-    `select kind, ${STATE_OF} as state, count(*)::int as count, extract(epoch from now() - min(created_at))::float8 as oldest_seconds
+    `select kind, ${STATE_OF} as state, count(*)::int as count,
+       coalesce(extract(epoch from now() - min(run_at) filter (where run_at <= now())), 0)::float8 as overdue_seconds
      from jobs group by 1, 2 order by 1, 2`,
   );
   return rows;
@@ -169,6 +188,7 @@ export class Worker {
   private loops: Promise<void>[] = [];
   private listener: pg.PoolClient | undefined;
   private readonly onError: (err: unknown, job?: Job) => void;
+  private readonly onRun: (run: JobRun) => void;
   private readonly metrics: Metrics;
   private readonly lanes: Record<string, Lanes>;
   /** When the last notification came (performance.now()). */
@@ -177,7 +197,7 @@ export class Worker {
   /**
    * `lanes`: job kinds that get loops of their own besides the one that takes every kind, each
    * claiming up to `jobs` jobs at a time and running them at once (a send job waits on a mail
-   * server most of its time).
+   * server most of its time). `onRun` hears of each run's start, end and failure.
    */
   constructor(
     pool: pg.Pool,
@@ -185,10 +205,12 @@ export class Worker {
     onError: (err: unknown, job?: Job) => void,
     metrics: Metrics,
     lanes: Record<string, Lanes> = {},
+    onRun: (run: JobRun) => void = () => {},
   ) {
     this.pool = pool;
     this.handlers = handlers;
     this.onError = onError;
+    this.onRun = onRun;
     this.metrics = metrics;
     this.lanes = lanes;
   }
@@ -282,15 +304,19 @@ export class Worker {
     };
     const heartbeat = setInterval(() => renew().catch(() => {}), (LEASE_SECONDS * 1000) / 3);
     const timer = this.metrics.jobDuration.startTimer({ kind: job.kind });
+    const run = { kind: job.kind, account: job.accountId, job: job.jobId, attempt: job.attempts };
+    const report = (outcome: JobRun['outcome'], seconds: number) =>
+      this.onRun({ ...run, outcome, ...(job.rows === undefined ? {} : { rows: job.rows }), seconds });
+    this.onRun({ ...run, outcome: 'started' });
     let outcome: void | 'completed';
     try {
       outcome = await this.handlers[job.kind](job);
     } catch (err) {
-      timer({ outcome: 'failed' });
-      this.onError(err, job);
       // After its last attempt a job is kept, failed, for the operator; before it, it is tried
       // again later, each wait twice the one before.
       const last = job.attempts >= MAX_ATTEMPTS;
+      report(last ? 'failed for good' : 'failed', timer({ outcome: 'failed' }));
+      this.onError(err, job);
       await this.pool.query(
         `update jobs set locked_until = null, last_error = $3,
            failed_at = case when $4 then now() end, run_at = case when $4 then run_at else now() + make_interval(secs => $5) end
@@ -301,7 +327,7 @@ export class Worker {
     } finally {
       clearInterval(heartbeat);
     }
-    timer({ outcome: 'completed' });
+    report('completed', timer({ outcome: 'completed' }));
     if (outcome !== 'completed')
       await this.pool.query('delete from jobs where account_id = $1::bigint and job_id = $2::bigint', [
         job.accountId,

@@ -250,6 +250,8 @@ export interface SendDeps {
   /** The base of tracking links (TRACKING_URL, or the public URL). */
   trackingUrl: string;
   serverSecret: string;
+  /** Told the end of each send, once its status is stored (the worker counts them for /metrics). */
+  ended?: (status: 'sent' | 'failed' | 'suppressed' | 'bounced') => void;
 }
 
 /** The name a template reads an attribute by: the last word of its discriminator, `-` as `_` (`profile.first_name`). */
@@ -309,6 +311,7 @@ async function endSend(
     if (status === 'bounced') await recordEvents(tx, scope, deps.vendor, [{ send, type: 'BOUNCED' }]);
     await completeJobs(tx, [job]);
   });
+  deps.ended?.(status);
   return 'completed';
 }
 
@@ -396,6 +399,7 @@ export async function runSend(deps: SendDeps, job: Job): Promise<void | 'complet
     return endSend(deps, job, send, err.refused ? 'bounced' : 'failed', `the mail server answered: ${err.message}`);
   }
   await sentRecorder(deps).record({ job, scope, send, links: composed.links, messageId: composed.message.messageId });
+  deps.ended?.('sent');
   return 'completed';
 }
 

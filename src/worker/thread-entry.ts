@@ -1,5 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../core/clock.ts';
+import { createLogger } from '../core/log.ts';
 import { settleHeap } from '../core/heap.ts';
 import { createThreadServices } from '../services.ts';
 import { createPool } from '../store/pool.ts';
@@ -13,11 +14,17 @@ const { config, databaseUrl, secrets } = workerData as ThreadData;
 const pool = createPool(databaseUrl, 10);
 const services = await createThreadServices(config, pool, systemClock, secrets);
 services.metrics.watchPool(pool, 'worker');
-const worker = await startWorker(
-  services,
-  (err) => console.error(JSON.stringify({ level: 50, msg: 'job failed', err: String((err as Error)?.stack ?? err) })),
-  { settleAfterImports: true },
-);
+const logger = createLogger(config.logLevel);
+const worker = await startWorker(services, (err) => logger.error({ err }, 'job error'), {
+  settleAfterImports: true,
+  // A line for each run's start, end and failure: kind, account, job, attempt, rows, seconds, outcome.
+  onRun: (run) =>
+    run.outcome === 'failed for good'
+      ? logger.error(run, 'job failed for good')
+      : run.outcome === 'failed'
+        ? logger.warn(run, 'job failed; tried again later')
+        : logger.info(run, `job ${run.outcome}`),
+});
 parentPort!.on('message', async (message) => {
   // The process's /metrics asks for this thread's counters (src/worker/thread.ts).
   if (typeof message?.metrics === 'number')

@@ -11,7 +11,7 @@ import { runImport } from '../imports/ingest.ts';
 import { closeUploadWindow, IMPORT_JOB, UPLOAD_WINDOW_JOB } from '../imports/imports.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
 import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
-import { Worker, type Lanes } from '../jobs/queue.ts';
+import { Worker, type Job, type JobRun, type Lanes } from '../jobs/queue.ts';
 
 /**
  * Send jobs run at once besides the main loop's job: each waits on the mail server, and on its
@@ -26,16 +26,25 @@ const SEND_LANES: Lanes = { loops: 4, jobs: 8 };
  * own: an import grows the thread's heap by 40-60 MB, which V8 keeps while the thread idles (as
  * after the start, src/core/heap.ts), so it is given back after each import (docs/benchmarks.md
  * "Imports"): 0.25-0.4 s once per import in the thread (on the loaded bench machine), but most
- * of a second where the same heap holds the API's (and the tests') objects.
+ * of a second where the same heap holds the API's (and the tests') objects. `onRun` hears of each
+ * job run's start, end and failure, with the rows it wrote (the thread logs them).
  */
 export async function startWorker(
   services: ThreadServices,
   onError: (err: unknown) => void,
-  options: { settleAfterImports?: boolean } = {},
+  options: { settleAfterImports?: boolean; onRun?: (run: JobRun) => void } = {},
 ): Promise<Worker> {
   const { pool, files, clock, metrics } = services;
   const scopeOf = (accountId: string) => accountScope(services, accountId);
   const exportDeps: ExportDeps = { pool, files, clock, scopeOf };
+  // An export job's deps count its file's rows, for /metrics and for the job's log line.
+  const exportDepsOf = (job: Job): ExportDeps => ({
+    ...exportDeps,
+    exported: (kind, rows) => {
+      metrics.exportRows.inc({ kind }, rows);
+      job.rows = rows;
+    },
+  });
   const singleDeps: SingleExportDeps = {
     ...exportDeps,
     outbound: services.outbound,
@@ -48,16 +57,21 @@ export async function startWorker(
     vendor: services.config.vendor,
     trackingUrl: services.config.trackingUrl,
     serverSecret: services.serverSecret,
+    ended: (status) => metrics.mail.inc({ outcome: status }),
   };
   const worker = new Worker(
     pool,
     {
       [IMPORT_JOB]: async (job) => {
-        await runImport({ pool, files, scopeOf, committed: (rows) => metrics.importRows.inc(rows) }, job);
+        const committed = (rows: number) => {
+          metrics.importRows.inc(rows);
+          job.rows = (job.rows ?? 0) + rows;
+        };
+        await runImport({ pool, files, scopeOf, committed }, job);
         if (options.settleAfterImports) settleHeap();
       },
       [UPLOAD_WINDOW_JOB]: (job) => closeUploadWindow({ pool, files }, job),
-      [EXPORT_JOB]: (job) => runExport(exportDeps, job),
+      [EXPORT_JOB]: (job) => runExport(exportDepsOf(job), job),
       [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
       [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
       [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
@@ -66,6 +80,7 @@ export async function startWorker(
     onError,
     metrics,
     { [SEND_JOB]: SEND_LANES },
+    options.onRun,
   );
   await worker.start();
   return worker;

@@ -87,6 +87,12 @@ export function activitiesRoutes(services: Services) {
   const { pool } = services;
   const { vendor } = services.config;
   const writer = { feed: services.feed, vendor, checkEmail: checkActivityTemplates };
+  const countIngested = (result: IngestionResult) => {
+    const events = services.metrics.activityEvents;
+    events.inc({ outcome: 'recorded' }, result.recorded);
+    events.inc({ outcome: 'duplicate' }, result.duplicates);
+    events.inc({ outcome: 'skipped' }, result.skipped.length);
+  };
   return async (root: FastifyInstance) => {
     const app = root.withTypeProvider<TypeBoxTypeProvider>();
     const tags = ['activities'];
@@ -269,7 +275,9 @@ export function activitiesRoutes(services: Services) {
       },
       async (request) => {
         const scope = await adminScope(request.params.account_id);
-        return withTransaction(pool, (tx) => recordActivityEvents(tx, scope, vendor, request.body.items));
+        const result = await withTransaction(pool, (tx) => recordActivityEvents(tx, scope, vendor, request.body.items));
+        countIngested(result);
+        return result;
       },
     );
   };

@@ -39,14 +39,14 @@ function registerJobGauges(services: Services): void {
   });
   new client.Gauge({
     name: 'audience_jobs_oldest_waiting_seconds',
-    help: 'Age of the oldest job waiting its turn, by kind; 0 when none waits',
+    help: 'How long the waiting job due longest ago has waited since it was due, by kind; 0 when none is due (jobs due later, such as the sweep of an export file a day on, do not count)',
     labelNames: ['kind'],
     registers,
     async collect() {
       const figures = await read();
       this.reset();
       for (const f of figures) this.set({ kind: f.kind }, 0);
-      for (const f of figures) if (f.state === 'waiting') this.set({ kind: f.kind }, f.oldest_seconds);
+      for (const f of figures) if (f.state === 'waiting') this.set({ kind: f.kind }, f.overdue_seconds);
     },
   });
 }
