@@ -17,7 +17,7 @@ trap 'bash scripts/citus.sh down "$dir/cluster"; bash scripts/citus.sh down "$di
 eval "$(bash scripts/citus.sh up "$dir/cluster" 2 "$port" | grep '^DATABASE_URL=')"
 eval "$(bash scripts/citus.sh spare "$dir/spare" $((port + 10)) | grep '^NODE_URL=')"
 export DATABASE_URL CITUS_SPARE_NODE_URL=$NODE_URL AUDIENCE_TEST_SINGLE_SHARD=1
-files=(src/profiles src/consents src/segments src/imports src/exports src/activities src/transactional
+files=(src/accounts src/profiles src/consents src/segments src/imports src/exports src/activities src/transactional
   test/event-writers.test.ts test/section-access.test.ts test/end-to-end.test.ts test/distribution.test.ts test/citus.test.ts)
 [ $# -gt 0 ] && files=("$@")
 npx vitest run "${files[@]}"

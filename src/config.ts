@@ -70,6 +70,41 @@ function baseUrl(name: string, value: string): string {
 
 export const REGIONS = ['eu', 'apac'] as const;
 
+/** Every environment variable the program reads, its default and what it sets: `audience serve --help` lists them (README "Configuration" says more). */
+export const ENVIRONMENT: readonly [name: string, fallback: string, meaning: string][] = [
+  ['PORT', '8080', 'HTTP port'],
+  ['HOST', '0.0.0.0', 'address to listen on; 127.0.0.1 keeps the service to this machine'],
+  [
+    'DATABASE_URL',
+    'unset',
+    'PostgreSQL 15 or later, or a Citus coordinator; unset: the embedded one in DATA_DIR/postgres',
+  ],
+  ['DATA_DIR', './data', 'embedded database, files, generated operator token and server secret, demo credentials'],
+  ['VENDOR', 'vendor', 'the vendor word of built-in identifiers (com.<VENDOR>1.…); set it before the first start'],
+  ['REGION', 'eu', 'the region this process serves: eu or apac'],
+  ['PUBLIC_URL', 'http://localhost:$PORT', 'the address clients reach this service at'],
+  ['ADMIN_TOKEN', 'generated', 'the operator token of /admin; unset: generated into DATA_DIR/admin-token'],
+  ['METRICS_TOKEN', 'the operator token', 'the bearer token that reads /metrics'],
+  [
+    'SERVER_SECRET',
+    'generated',
+    "key of locked identities' hashes, the same in every process; unset: DATA_DIR/server-secret",
+  ],
+  ['REDIS_URL', 'unset', 'share rate-limit budgets between API processes'],
+  ['LOG_LEVEL', 'info', 'silent, warn, info or debug'],
+  ['DEMO_ACCOUNT', 'true', 'false: no demo account on an empty database'],
+  [
+    'FILES_URL',
+    'unset',
+    'an S3-compatible bucket for files: https://KEY:SECRET@host/bucket[/prefix]; unset: DATA_DIR/files',
+  ],
+  ['SMTP_URL', 'unset', 'the SMTP server of transactional mail; unset: the built-in outbox'],
+  ['DKIM_DOMAIN, DKIM_SELECTOR, DKIM_PRIVATE_KEY(_FILE)', 'unset', 'sign every message with DKIM: all or none'],
+  ['TRACKING_URL', 'PUBLIC_URL', 'the base of open, click and unsubscribe links in messages'],
+  ['CALLBACKS_ALLOW_PRIVATE', 'false', 'true lets callbacks reach private addresses: development and tests only'],
+  ['AUDIENCE_URL', 'http://127.0.0.1:$PORT', 'where the operator commands reach the server'],
+];
+
 /** Reads the configuration from `env`; throws naming the variable at fault. */
 export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const port = Number(env.PORT ?? 8080);

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { readConfig } from './config.ts';
+import readline from 'node:readline/promises';
+import { ENVIRONMENT, readConfig, REGIONS } from './config.ts';
 
 // Loaded when a command needs it, so that --help, --version and usage errors answer at once
 // (loading the server takes 0.4 s).
@@ -21,6 +22,9 @@ const OPTIONS = {
   rename: { type: 'boolean' },
   'revoke-old': { type: 'boolean' },
   state: { type: 'string' },
+  limit: { type: 'string', multiple: true },
+  credentials: { type: 'string' },
+  yes: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean' },
 } as const;
@@ -44,8 +48,16 @@ interface Command {
   options: Option[];
   /** The command's one positional argument (apply's FILE), when it takes one. */
   file?: true;
+  /** The values an option takes, checked before the command runs. */
+  choices?: Partial<Record<Option, readonly string[]>>;
+  /** More of the usage, shown by `COMMAND --help` only. */
+  more?: string;
   run(values: Values, file: string): Promise<unknown>;
 }
+
+const ENVIRONMENT_HELP = `Environment variables (all optional):\n${ENVIRONMENT.map(
+  ([name, fallback, meaning]) => `  ${name} (${fallback})\n      ${meaning}`,
+).join('\n')}`;
 
 const account = (v: Values) => `/admin/accounts/${encodeURIComponent(need(v, 'account'))}`;
 
@@ -54,18 +66,21 @@ const COMMANDS: Record<string, Command> = {
     args: '',
     what: 'serve the API and run the worker (what npm start runs)',
     options: [],
+    more: ENVIRONMENT_HELP,
     run: async () => (await server()).serve(readConfig()),
   },
   api: {
     args: '',
     what: 'only the HTTP API: api and worker processes can share a database',
     options: [],
+    more: ENVIRONMENT_HELP,
     run: async () => (await server()).serve(readConfig(), { api: true, worker: false }),
   },
   worker: {
     args: '',
     what: 'only the worker (imports)',
     options: [],
+    more: ENVIRONMENT_HELP,
     run: async () => (await server()).serve(readConfig(), { api: false, worker: true }),
   },
   migrate: {
@@ -89,6 +104,31 @@ const COMMANDS: Record<string, Command> = {
     run: (v) => admin('POST', '/admin/accounts', { name: need(v, 'name'), region: v.region }),
   },
   'account list': { args: '', what: 'list accounts', options: [], run: () => admin('GET', '/admin/accounts') },
+  'account update': {
+    args: '--account ID [--name N] [--limit NAME=VALUE]...',
+    what: 'rename an account or change its limits (a VALUE of null lifts a limit, docs/manifest.md names them)',
+    options: ['account', 'name', 'limit'],
+    run: (v) => {
+      if (v.name === undefined && !v.limit?.length) throw new UsageError('give --name or --limit, or both');
+      return admin('PATCH', account(v), { name: v.name, limits: v.limit && limitsOf(v.limit) });
+    },
+  },
+  'account delete': {
+    args: '--account ID [--yes]',
+    what: "delete an account and everything of it (profiles, definitions, keys, jobs, imports, exports, mail, files); asks for the account's name unless --yes",
+    options: ['account', 'yes'],
+    async run(v) {
+      const { name } = (await admin('GET', account(v))) as { name: string };
+      if (!v.yes) {
+        const answer = await ask(
+          `This deletes account ${need(v, 'account')} "${name}" and everything of it, for good. Type its name to go on: `,
+        );
+        if (answer !== name) throw new Error(`not deleted: "${answer ?? ''}" is not the account's name`);
+      }
+      await admin('DELETE', account(v));
+      return { deleted: v.account, name };
+    },
+  },
   'key create': {
     args: '--account ID [--name N] [--section DISCRIMINATOR]...',
     what: 'create an API key; its client_secret is shown only now',
@@ -114,24 +154,24 @@ const COMMANDS: Record<string, Command> = {
     args: 'FILE [--account ID [--rename]] [--region eu|apac]',
     file: true,
     options: ['account', 'rename', 'region'],
-    what: 'apply a manifest; prints what it created, changed and left alone.\nWithout --account it creates the account named by account.name; an existing account keeps its name unless --rename',
+    choices: { region: REGIONS },
+    what: 'apply a manifest; prints what it created, changed and left alone. Nothing changes when it fails.\nWithout --account it applies to the account named by account.name, created when none has that name;\nan account given by --account keeps its name unless --rename',
     async run(v, file) {
       const manifest = await readManifest(file);
-      let id = v.account;
-      if (id === undefined) {
-        const name = manifest.account?.name;
-        if (typeof name !== 'string')
+      if (v.account === undefined) {
+        if (typeof manifest.account?.name !== 'string')
           throw new UsageError(
-            `${file} has no account.name to name a new account: give --account ID to apply it to an existing one`,
+            `${file} has no account.name to find or create its account: give --account ID to apply it to an existing one`,
           );
-        id = ((await admin('POST', '/admin/accounts', { name, region: v.region })) as { id: string }).id;
-      } else if (v.region !== undefined) {
+        return admin('PUT', `/admin/manifest${v.region ? `?region=${encodeURIComponent(v.region)}` : ''}`, manifest);
+      }
+      if (v.region !== undefined)
         throw new UsageError('--region is for the account apply creates; an existing account keeps its region');
-      } else if (!v.rename && manifest.account) {
+      if (!v.rename && manifest.account) {
         // A manifest applied to an account of its own (a template such as the demo) must not rename it unasked.
         delete manifest.account.name;
       }
-      const path = `/admin/accounts/${encodeURIComponent(id)}`;
+      const path = account(v);
       const summary = (await admin('PUT', `${path}/manifest`, manifest)) as object;
       return { account: await admin('GET', path), ...summary };
     },
@@ -245,6 +285,7 @@ const COMMANDS: Record<string, Command> = {
     args: '[--state waiting|running|failed]',
     what: 'jobs, oldest first (failed: kept after their last attempt)',
     options: ['state'],
+    choices: { state: ['waiting', 'running', 'failed'] },
     run: (v) => admin('GET', `/admin/jobs${v.state ? `?state=${encodeURIComponent(v.state)}` : ''}`),
   },
   'outbox list': {
@@ -265,6 +306,40 @@ const COMMANDS: Record<string, Command> = {
     options: ['account'],
     run: (v) => admin('DELETE', `${account(v)}/outbox`),
   },
+  token: {
+    args: '[--credentials FILE]',
+    what: "print an access token (24 hours) for the demo account's key, or for the key of FILE: the JSON that key create printed",
+    options: ['credentials'],
+    async run(v) {
+      const file = v.credentials ?? `${readConfig().dataDir}/demo-credentials.json`;
+      let key: { client_id?: unknown; client_secret?: unknown };
+      try {
+        key = JSON.parse(await fs.readFile(file, 'utf8'));
+      } catch (err) {
+        throw new Error(
+          v.credentials
+            ? `cannot read the credentials ${file}: ${(err as Error).message}`
+            : `no demo credentials at ${file} (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): give the DATA_DIR the server was started with, or --credentials FILE`,
+        );
+      }
+      if (typeof key.client_id !== 'string' || typeof key.client_secret !== 'string')
+        throw new Error(`${file} has no client_id and client_secret`);
+      const form = new URLSearchParams({
+        grant_type: 'client_credentials',
+        client_id: key.client_id,
+        client_secret: key.client_secret,
+      });
+      const { access_token } = (await call('POST', '/oauth/token', { form })) as { access_token: string };
+      // Printed bare, for token=$(audience token).
+      console.log(access_token);
+    },
+  },
+  help: {
+    args: '[COMMAND]',
+    what: 'show the usage of every command, or of one',
+    options: [],
+    run: async () => console.log(usage()),
+  },
   'signing-key rotate': {
     args: '[--revoke-old]',
     what: 'sign tokens with a new key; tokens of the old one stay valid until they expire (up to 24 hours).\nWith --revoke-old the old key stops at once (when it may be in other hands): every token it signed is refused, and every client must ask for a new one',
@@ -273,9 +348,9 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
-const FOOTER = `Every command but serve, api, worker and migrate calls the operator API of a running server:
+const FOOTER = `Every command but serve, api, worker, migrate, token and help calls the operator API of a running server:
 AUDIENCE_URL (default http://127.0.0.1:$PORT), with ADMIN_TOKEN or the token in $DATA_DIR/admin-token.
-audience COMMAND --help shows one command; audience --version the version.`;
+audience help COMMAND or audience COMMAND --help shows one command; audience --version the version.`;
 
 /** The usage of the commands whose name starts with `prefix` (all of them for ''). */
 function usage(prefix = ''): string {
@@ -286,7 +361,10 @@ function usage(prefix = ''): string {
       .split('\n')
       .map((l) => indent + l)
       .join('\n');
-  if (commands.length === 1) return `usage: ${line(commands[0])}\n${what(commands[0][1], '  ')}\n\n${FOOTER}`;
+  if (commands.length === 1) {
+    const more = commands[0][1].more;
+    return `usage: ${line(commands[0])}\n${what(commands[0][1], '  ')}\n\n${more ? `${more}\n\n` : ''}${FOOTER}`;
+  }
   return `usage: audience COMMAND [OPTIONS]\n\n${commands.map((c) => `  ${line(c)}\n${what(c[1], '      ')}`).join('\n')}\n\n${FOOTER}`;
 }
 
@@ -294,6 +372,46 @@ function need(values: Values, name: Option): string {
   const value = values[name];
   if (typeof value !== 'string') throw new UsageError(`--${name} is required`);
   return value;
+}
+
+/** `--limit NAME=VALUE` options as limit overrides: VALUE an integer, or null to lift the limit. */
+function limitsOf(options: string[]): Record<string, number | null> {
+  return Object.fromEntries(
+    options.map((o) => {
+      const m = /^([a-z_]+)=(null|\d+)$/.exec(o);
+      if (!m) throw new UsageError(`--limit takes NAME=VALUE, VALUE a whole number or null; got "${o}"`);
+      return [m[1], m[2] === 'null' ? null : Number(m[2])];
+    }),
+  );
+}
+
+/** One line of standard input after the question (on standard error, so that standard output stays the result); undefined at its end. */
+async function ask(question: string): Promise<string | undefined> {
+  const rl = readline.createInterface({ input: process.stdin, output: process.stderr, terminal: process.stdin.isTTY });
+  try {
+    const line = rl.question(question);
+    const closed = new Promise<undefined>((resolve) => rl.once('close', () => resolve(undefined)));
+    return (await Promise.race([line, closed]))?.trim();
+  } finally {
+    rl.close();
+  }
+}
+
+/** The command nearest to a mistyped one (edit distance of at most a third of its length), if any. */
+function nearest(typed: string): string | undefined {
+  const distance = (a: string, b: string) => {
+    let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+    for (let i = 1; i <= a.length; i++) {
+      const next = [i];
+      for (let j = 1; j <= b.length; j++)
+        next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+      row = next;
+    }
+    return row[b.length];
+  };
+  const names = [...new Set(Object.keys(COMMANDS).flatMap((c) => [c, c.split(' ')[0]]))];
+  const [best] = names.map((n) => [n, distance(typed, n)] as const).sort((a, b) => a[1] - b[1]);
+  return best && best[1] <= Math.max(1, Math.floor(typed.length / 3)) ? best[0] : undefined;
 }
 
 /** A manifest file's JSON; errors name the file and, for bad JSON, the line and column. */
@@ -395,26 +513,37 @@ function unreachable(base: string, err: Error): string {
   return `${NETWORK_ERRORS[code] ?? cause?.message ?? err.message} at ${base}: is the server running there? (AUDIENCE_URL, or PORT for http://127.0.0.1:PORT)`;
 }
 
-/** Calls the operator API of the running server; errors name the server and the cause. */
+/** Calls the operator API of the running server with the operator token; errors name the server and the cause. */
 async function admin(method: string, path: string, body?: unknown): Promise<unknown> {
   const config = readConfig();
-  const base = (process.env.AUDIENCE_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, '');
-  if (!/^https?:\/\/[^/]/.test(base))
-    throw new Error(`AUDIENCE_URL must be the server's address, such as http://127.0.0.1:8080; got "${base}"`);
   const token = await (await server()).adminTokenOf(config, false);
   if (!token)
     throw new Error(
       `no operator token: set ADMIN_TOKEN, or start the server once with DATA_DIR=${config.dataDir} so that it writes ${config.dataDir}/admin-token`,
     );
+  return call(method, path, { token, body });
+}
+
+/** Calls the running server (AUDIENCE_URL) with a JSON body or a form; answers the JSON of a success, throws naming the server, the status and the problem's detail. */
+async function call(
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; form?: URLSearchParams },
+): Promise<unknown> {
+  const config = readConfig();
+  const base = (process.env.AUDIENCE_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, '');
+  if (!/^https?:\/\/[^/]/.test(base))
+    throw new Error(`AUDIENCE_URL must be the server's address, such as http://127.0.0.1:8080; got "${base}"`);
+  const { token, body, form } = options;
   let res: Response;
   try {
     res = await fetch(base + path, {
       method,
       headers: {
-        authorization: `Bearer ${token}`,
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },
-      body: body === undefined ? undefined : JSON.stringify(body),
+      body: form ?? (body === undefined ? undefined : JSON.stringify(body)),
     });
   } catch (err) {
     throw new Error(unreachable(base, err as Error));
@@ -428,10 +557,13 @@ async function admin(method: string, path: string, body?: unknown): Promise<unkn
   }
   if (res.ok && json) return json;
   const cause = json?.detail ?? (text.slice(0, 200) || res.statusText);
+  const retry = res.headers.get('retry-after');
   const hint =
-    res.status === 401
+    res.status === 401 && token
       ? ' (the operator token, ADMIN_TOKEN or $DATA_DIR/admin-token, is not the one of the server)'
-      : '';
+      : res.status === 429 && retry
+        ? ` (try again in ${retry} s)`
+        : '';
   throw new Error(`${method} ${path} at ${base}: ${res.status} ${json?.title ?? res.statusText}: ${cause}${hint}`);
 }
 
@@ -448,6 +580,8 @@ async function main(argv: string[]): Promise<void> {
   }
   const { values, positionals } = parsed;
   if (values.version) return console.log(await version());
+  // `audience help COMMAND` is `audience COMMAND --help`.
+  if (positionals[0] === 'help' && positionals.length > 1) return main([...positionals.slice(1), '--help']);
   const words = positionals.length > 1 && COMMANDS[`${positionals[0]} ${positionals[1]}`] ? 2 : 1;
   const name = positionals.slice(0, words).join(' ');
   const command = COMMANDS[name];
@@ -461,8 +595,8 @@ async function main(argv: string[]): Promise<void> {
     if (group === '') throw new UsageError('a command is needed', shown);
     throw new UsageError(
       inGroup
-        ? `${group} needs one of the subcommands below${positionals[1] ? `, not "${positionals[1]}"` : ''}`
-        : `unknown command "${group}"`,
+        ? `${group} needs one of the subcommands below${positionals[1] ? `, not "${positionals[1]}"${nearest(`${group} ${positionals[1]}`)?.includes(' ') ? `; did you mean "${nearest(`${group} ${positionals[1]}`)}"?` : ''}` : ''}`
+        : `unknown command "${group}"${nearest(group) ? `; did you mean "${nearest(group)}"?` : ''}`,
       shown,
     );
   }
@@ -472,6 +606,11 @@ async function main(argv: string[]): Promise<void> {
     const given = (Object.keys(values) as (keyof Values)[]).filter((o) => o !== 'help' && o !== 'version');
     const stray = given.find((o) => !command.options.includes(o as Option));
     if (stray) throw new UsageError(`${name} takes no --${stray}`);
+    for (const [option, allowed] of Object.entries(command.choices ?? {}) as [Option, readonly string[]][]) {
+      const value = values[option];
+      if (typeof value === 'string' && !allowed.includes(value))
+        throw new UsageError(`--${option} must be one of ${allowed.join(', ')}; got "${value}"`);
+    }
     const args = positionals.slice(words);
     if (args.length !== (command.file ? 1 : 0))
       throw new UsageError(command.file ? `${name} needs one FILE` : `${name} takes no argument "${args[0]}"`);

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
@@ -113,12 +114,32 @@ export async function whereThingsAre(config: Config): Promise<Record<string, str
   };
 }
 
+/**
+ * Fails when the port is taken, before anything is created: a start that would end there must not
+ * leave a data directory, a database or a demo account behind. (A program that takes the port
+ * between this check and the listen still fails the start, which then stops what it started.)
+ */
+async function checkPortFree(host: string, port: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) =>
+      reject(
+        err.code === 'EADDRINUSE'
+          ? new Error(`PORT ${port} is in use on ${host} (EADDRINUSE): stop the program there, or set another PORT`)
+          : err,
+      ),
+    );
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
 /** `audience serve`: the API and the worker in this process (or one of them), until SIGTERM or SIGINT. */
 export async function serve(
   config: Config,
   roles: { api: boolean; worker: boolean } = { api: true, worker: true },
 ): Promise<void> {
   const logger = createLogger(config.logLevel);
+  if (config.port !== 0) await checkPortFree(config.host, config.port);
   await checkFileStore(openFileStore(config), config.files ? 'FILES_URL' : 'DATA_DIR/files');
   // What this start has started, stopped in the reverse order on SIGTERM or when a later step
   // fails (a port in use): a failed start leaves no database running without its program.
@@ -131,6 +152,12 @@ export async function serve(
     if (embedded) started.push(() => embedded.stop());
     started.push(() => pool.end());
     await migrate(pool);
+    const inUse = await accounts.vendorWordInUse(pool);
+    if (inUse !== undefined && inUse !== config.vendor)
+      logger.warn(
+        { vendor: config.vendor, accountsVendor: inUse },
+        `VENDOR is "${config.vendor}" but the accounts were made with "${inUse}": integrations sending com.${inUse}1.… identifiers find none of the new accounts' built-in ones; start with VENDOR=${inUse} unless that is meant`,
+      );
     const adminToken = (await adminTokenOf(config, true))!;
     const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', true))!;
     const services = await createServices(config, pool, systemClock, { adminToken, serverSecret });
@@ -177,6 +204,11 @@ export async function serve(
     // The start-up's garbage goes before the first request (src/core/heap.ts).
     settleHeap();
     await app.listen({ port: config.port, host: config.host });
+    if (roles.api)
+      logger.info(
+        { docs: `${config.publicUrl}/docs`, openapi: `${config.publicUrl}/openapi.json` },
+        `listening: the HTTP interface is described at ${config.publicUrl}/docs`,
+      );
   } catch (err) {
     await stopStarted();
     throw err;

@@ -40,19 +40,25 @@ async function constraints(
   return rows.map((r) => ({ table: r.table, name: r.name, columns: r.columns, refColumns: r.ref_columns ?? [] }));
 }
 
-/** The SQL text of every statement in the areas' queries.ts files (template literals and plain strings passed to query). */
+/**
+ * The SQL text of every statement in the areas' queries.ts files and their queries/ folders (an
+ * area's statements by family), template literals and plain strings passed to query.
+ */
 async function statements(): Promise<{ file: string; sql: string }[]> {
   const src = path.resolve(import.meta.dirname, '..', 'src');
   const found: { file: string; sql: string }[] = [];
   for (const area of await fs.readdir(src, { withFileTypes: true })) {
     if (!area.isDirectory()) continue;
-    const file = path.join(src, area.name, 'queries.ts');
-    const text = await fs.readFile(file, 'utf8').catch(() => undefined);
-    if (text === undefined) continue;
-    for (const m of text.matchAll(/`([^`]*)`|'((?:select|insert|update|delete|with)\b[^']*)'/gis)) {
-      const sql = m[1] ?? m[2];
-      if (/\b(select|insert|update|delete)\b/i.test(sql) && /\b(from|into|update|join)\b/i.test(sql))
-        found.push({ file: path.relative(src, file), sql });
+    const family = path.join(src, area.name, 'queries');
+    const families = (await fs.readdir(family).catch(() => [])).filter((f) => f.endsWith('.ts'));
+    for (const file of [path.join(src, area.name, 'queries.ts'), ...families.map((f) => path.join(family, f))]) {
+      const text = await fs.readFile(file, 'utf8').catch(() => undefined);
+      if (text === undefined) continue;
+      for (const m of text.matchAll(/`([^`]*)`|'((?:select|insert|update|delete|with)\b[^']*)'/gis)) {
+        const sql = m[1] ?? m[2];
+        if (/\b(select|insert|update|delete)\b/i.test(sql) && /\b(from|into|update|join)\b/i.test(sql))
+          found.push({ file: path.relative(src, file), sql });
+      }
     }
   }
   return found;

@@ -254,9 +254,21 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
     }
   }
 
+  /** Changes the account's definitions (a new tag of Shop), as an operator may between a request and its job. */
+  async function changeDefinitions(a: Account): Promise<void> {
+    await ok(
+      env().server.request('POST', `/audience/sections/${SHOP}/tags`, {
+        token: a.token,
+        body: { name: `Added ${crypto.randomUUID().slice(0, 8)}` },
+      }),
+      201,
+    );
+  }
+
   return {
     account,
     ok,
+    changeDefinitions,
     person,
     suppress,
     requestExport,

@@ -28,6 +28,8 @@ class Program {
     this.port = port;
     this.user = user;
   }
+  /** Settings of the next start beyond the data directory and port (VENDOR …). */
+  settings: Record<string, string> = {};
   get env() {
     return {
       ...process.env,
@@ -36,6 +38,7 @@ class Program {
       HOST: '127.0.0.1',
       LOG_LEVEL: 'info',
       DATABASE_URL: '',
+      ...this.settings,
     };
   }
   /** Starts the program; `detached`: in a process group of its own, which a test can kill whole. */
@@ -83,6 +86,18 @@ class Program {
       const e = err as { code: number; stdout: string; stderr: string };
       return { code: e.code, stdout: e.stdout, stderr: e.stderr };
     }
+  }
+  /** The command line with `input` on its standard input, however it exits. */
+  execWithInput(args: string[], input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((resolve) => {
+      const child = spawn(path.join(ROOT, 'bin', 'audience'), args, { env: this.env });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.once('close', (code) => resolve({ code, stdout, stderr }));
+      child.stdin.end(input);
+    });
   }
   url(p: string): string {
     return `http://127.0.0.1:${this.port}${p}`;
@@ -161,6 +176,11 @@ describe('audience serve (npm start)', () => {
       demoCredentials: path.join(dataDir, 'demo-credentials.json'),
       region: 'eu',
       vendor: 'vendor',
+    });
+    // Where the HTTP interface is described.
+    expect(program.logLines().find((l) => l.msg.startsWith('listening'))).toMatchObject({
+      docs: `http://localhost:${program.port}/docs`,
+      msg: `listening: the HTTP interface is described at http://localhost:${program.port}/docs`,
     });
     const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
     expect(program.output).not.toContain(adminToken);
@@ -254,7 +274,17 @@ describe('audience serve (npm start)', () => {
     expect(await program.stop('SIGTERM')).toBe(0);
     await expect(fs.stat(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'))).rejects.toThrow();
 
+    // A VENDOR other than the accounts' word is named at start.
+    program.settings = { VENDOR: 'acme' };
     await program.start();
+    expect(program.logLines().find((l) => l.level === 40 && l.vendor === 'acme')).toMatchObject({
+      accountsVendor: 'vendor',
+      msg: expect.stringContaining('VENDOR is "acme" but the accounts were made with "vendor"'),
+    });
+    await program.stop('SIGTERM');
+    program.settings = {};
+    await program.start();
+    expect(program.logLines().filter((l) => l.level === 40)).toEqual([]);
     const created = await program.cli('account', 'create', '--name', 'Written before the kill');
     await program.stop('SIGKILL');
     await program.start();
@@ -566,6 +596,137 @@ describe('the command line (bin/audience)', () => {
       { headers: auth },
     );
     expect(found.status).toBe(200);
+  });
+});
+
+describe("a new operator's first hour", () => {
+  it("runs the README's walkthrough verbatim: a token for the demo account, then its sections", async () => {
+    const readme = await fs.readFile(path.join(ROOT, 'README.md'), 'utf8');
+    const block = /```sh\n(url=http[\s\S]*?)```/.exec(readme)![1];
+    expect(block).toContain('bin/audience token');
+    const walk = (env: Record<string, string>) =>
+      run('bash', ['-c', block], { cwd: ROOT, env: { ...program.env, ...env } }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (err: { code: number; stdout: string; stderr: string }) => err,
+      );
+    const ok = await walk({});
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(JSON.parse(ok.stdout).items.map((s: { name: string }) => s.name)).toEqual(['Shop', 'Magazine']);
+    // Without the server's DATA_DIR it stops at the token, saying where it looked, rather than sending "undefined".
+    const lost = await walk({ DATA_DIR: path.join(dataDir, 'elsewhere') });
+    expect(lost.code).not.toBe(0);
+    expect(lost.stderr).toContain(`no demo credentials at ${path.join(dataDir, 'elsewhere', 'demo-credentials.json')}`);
+    expect(lost.stdout + lost.stderr).not.toMatch(/undefined|cannot be decoded/);
+  });
+
+  it('token --credentials: a token for the key of a file, and the rate limit named when the account has spent it', async () => {
+    const account = await program.cli('account', 'create', '--name', 'Tokens');
+    // The account's budget: one token request a minute, which the first spends.
+    await program.cli('account', 'update', '--account', account.id, '--limit', 'token_requests_per_minute=1');
+    const file = path.join(dataDir, 'key.json');
+    const key = await program.exec(['key', 'create', '--account', account.id, '--name', 'ci']);
+    await fs.writeFile(file, key.stdout);
+    const first = await program.exec(['token', '--credentials', file]);
+    expect(first.code, first.stderr).toBe(0);
+    const sections = await fetch(program.url('/audience/sections'), {
+      headers: { authorization: `Bearer ${first.stdout.trim()}` },
+    });
+    expect(sections.status).toBe(200);
+    const last = await program.exec(['token', '--credentials', file]);
+    expect(last.code).toBe(1);
+    expect(last.stdout).toBe('');
+    expect(last.stderr).toMatch(/POST \/oauth\/token at http:\/\/127\.0\.0\.1:\d+: 429 .*\(try again in \d+ s\)/);
+  });
+
+  it('apply without --account is atomic: a failing manifest leaves no account, and applying again finds the account it made', async () => {
+    const name = `Broken ${Date.now()}`;
+    const broken = path.join(dataDir, 'broken-named.json');
+    await fs.writeFile(
+      broken,
+      JSON.stringify({ account: { name }, sections: [{ name: 'Shop', attributes: [{ name: 'A', versions: [] }] }] }),
+    );
+    for (let i = 0; i < 3; i++) expect((await program.exec(['apply', broken])).code).toBe(1);
+    const named = async () =>
+      (await program.cli('account', 'list')).items.filter((a: { name: string }) => a.name === name);
+    expect(await named()).toEqual([]);
+
+    const good = path.join(dataDir, 'good-named.json');
+    await fs.writeFile(good, JSON.stringify({ account: { name }, sections: [{ name: 'Outlet' }] }));
+    const first = await program.cli('apply', good);
+    expect(first.account.name).toBe(name);
+    expect(first.created).toEqual(
+      expect.arrayContaining([`account ${first.account.id}`, expect.stringMatching(/^section /)]),
+    );
+    const second = await program.cli('apply', good);
+    expect(second.account.id).toBe(first.account.id);
+    expect(second.created).toEqual([]);
+    expect(await named()).toHaveLength(1);
+  });
+
+  it('account update renames and changes limits; account delete asks for the name, or takes --yes, and erases the account', async () => {
+    const account = await program.cli('account', 'create', '--name', 'Short lived');
+    const updated = await program.cli(
+      'account',
+      'update',
+      '--account',
+      account.id,
+      '--name',
+      'Shorter lived',
+      '--limit',
+      'token_requests_per_minute=20',
+      '--limit',
+      'requests_per_second=null',
+    );
+    expect(updated).toMatchObject({
+      name: 'Shorter lived',
+      limit_overrides: { token_requests_per_minute: 20, requests_per_second: null },
+    });
+    const key = await program.cli('key', 'create', '--account', account.id);
+
+    const refused = await program.execWithInput(['account', 'delete', '--account', account.id], 'Short lived\n');
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('Type its name');
+    expect(refused.stderr).toContain('not deleted');
+    expect((await program.cli('account', 'list')).items.map((a: { id: string }) => a.id)).toContain(account.id);
+
+    const confirmed = await program.execWithInput(['account', 'delete', '--account', account.id], 'Shorter lived\n');
+    expect(confirmed.code, confirmed.stderr).toBe(0);
+    expect(JSON.parse(confirmed.stdout)).toEqual({ deleted: account.id, name: 'Shorter lived' });
+    expect((await program.cli('account', 'list')).items.map((a: { id: string }) => a.id)).not.toContain(account.id);
+    expect((await tokenFor(program, key.client_id, key.client_secret)).status).toBe(401);
+
+    const other = await program.cli('account', 'create', '--name', 'Scripted');
+    expect(await program.cli('account', 'delete', '--account', other.id, '--yes')).toEqual({
+      deleted: other.id,
+      name: 'Scripted',
+    });
+    const gone = await program.exec(['account', 'delete', '--account', other.id, '--yes']);
+    expect(gone.code).toBe(1);
+    expect(gone.stderr).toContain('404 Account not found');
+  });
+
+  it('names the values of job list --state, suggests the nearest command, takes help as a command, and lists the environment in serve --help', async () => {
+    const state = await program.exec(['job', 'list', '--state', 'stuck']);
+    expect(state.code).toBe(2);
+    expect(state.stderr).toContain('--state must be one of waiting, running, failed; got "stuck"');
+
+    const typo = await program.exec(['acount', 'list']);
+    expect(typo.code).toBe(2);
+    expect(typo.stderr).toContain('unknown command "acount"; did you mean "account"?');
+    const sub = await program.exec(['key', 'lst']);
+    expect(sub.stderr).toContain('did you mean "key list"?');
+
+    const help = await program.exec(['help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^usage: audience COMMAND/);
+    const one = await program.exec(['help', 'account', 'delete']);
+    expect(one.code).toBe(0);
+    expect(one.stdout).toMatch(/^usage: audience account delete --account ID \[--yes\]/);
+
+    const serve = await program.exec(['serve', '--help']);
+    expect(serve.code).toBe(0);
+    for (const name of ['PORT', 'HOST', 'DATABASE_URL', 'DATA_DIR', 'VENDOR', 'ADMIN_TOKEN', 'FILES_URL', 'SMTP_URL'])
+      expect(serve.stdout).toMatch(new RegExp(`^  ${name}\\b`, 'm'));
   });
 });
 
@@ -889,14 +1050,14 @@ describe('crashes, restarts and a data directory in use', () => {
     expect(await program.cli('account', 'list')).toEqual({ items: expect.any(Array) });
   });
 
-  it('stops what it started when the start fails later (its port is in use): no database runs without its program', async () => {
+  it('refuses a busy port before it creates anything: no database, no secret, no demo account', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-port-'));
     try {
       const failed = await failedStart(dir, program.port);
       expect(failed.code).toBe(1);
-      expect(failed.output).toMatch(/EADDRINUSE|address already in use/i);
+      expect(failed.output).toContain(`PORT ${program.port} is in use on 127.0.0.1 (EADDRINUSE)`);
       expect(await databaseRuns(dir)).toBe(false);
-      await expect(fs.stat(path.join(dir, 'postgres', 'owner.pid'))).rejects.toThrow();
+      expect(await fs.readdir(dir)).toEqual([]);
       // The directory is free for the next start.
       const next = new Program(dir, await freePort());
       await next.start();

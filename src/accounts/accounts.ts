@@ -2,7 +2,7 @@ import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
-import { installBuiltins } from '../definitions/definitions.ts';
+import { installBuiltins, vendorWordOf } from '../definitions/definitions.ts';
 import {
   effectiveLimits,
   LIMIT_NAMES,
@@ -23,7 +23,7 @@ export interface Account {
   created_at: string;
 }
 
-const TOPIC = 'account';
+export const ACCOUNT_TOPIC = 'account';
 
 function view(row: q.AccountRow): Account {
   return {
@@ -78,6 +78,12 @@ export async function countAccounts(db: Queryable): Promise<number> {
   return q.countAccounts(db);
 }
 
+/** The vendor word the oldest account's identifiers were made with; undefined on a database without accounts. */
+export async function vendorWordInUse(db: Queryable): Promise<string | undefined> {
+  const oldest = await q.oldestAccount(db);
+  return oldest && vendorWordOf(db, oldest.account_id);
+}
+
 /** Renames an account or changes the limit overrides it names; the others stay as they are. */
 export async function updateAccount(
   tx: Queryable,
@@ -88,7 +94,7 @@ export async function updateAccount(
   if (changes.limits) checkLimits(changes.limits);
   const row = await q.updateAccount(tx, accountId, changes);
   if (!row) throw new Problem('AUD-1110', `Account "${accountId}" does not exist`);
-  await feed.publish(tx, TOPIC, accountId);
+  await feed.publish(tx, ACCOUNT_TOPIC, accountId);
   return view(row);
 }
 
@@ -96,7 +102,7 @@ export async function updateAccount(
 export class AccountDirectory {
   private readonly cache: RecordCache<Account | null>;
   constructor(db: Queryable, feed: ChangeFeed) {
-    this.cache = new RecordCache(feed, TOPIC, async (id) => {
+    this.cache = new RecordCache(feed, ACCOUNT_TOPIC, async (id) => {
       const row = await q.findAccountById(db, id);
       return row ? view(row) : null;
     });

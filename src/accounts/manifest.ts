@@ -9,7 +9,8 @@ import { checkActivityTemplates } from '../transactional/transactional.ts';
 import { Manifest, type ManifestSummary } from '../definitions/schemas.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
-import { getAccount, updateAccount, type Account } from './accounts.ts';
+import { createAccount, getAccount, updateAccount, type Account } from './accounts.ts';
+import * as q from './queries.ts';
 
 /** The whole manifest: the definitions' manifest, with the account's activities (docs/manifest.md "Activities"). */
 export const AccountManifest = Type.Object(
@@ -75,6 +76,43 @@ export async function applyAccountManifest(
     created: [...own.created, ...applied.created],
     changed: [...own.changed, ...applied.changed],
     unchanged: [...own.unchanged, ...applied.unchanged],
+  };
+}
+
+/**
+ * Applies a manifest to the account its `account.name` names, creating the account (in `region`)
+ * when none has that name, all in one transaction: a manifest that fails leaves no account behind,
+ * and applying it again finds the account it made. Applies to one account at a time per name, so
+ * that two applies of one new manifest make one account.
+ */
+export async function applyNamedManifest(
+  tx: Queryable,
+  feed: ChangeFeed,
+  vendor: string,
+  manifest: AccountManifest,
+  region: string,
+  now: Date,
+): Promise<ManifestSummary & { account: Account; created_account: boolean }> {
+  const name = manifest.account?.name;
+  if (name === undefined)
+    throw new Problem('AUD-0', 'account.name is required: it names the account to apply the manifest to');
+  await tx.query('select pg_advisory_xact_lock(hashtext($1))', [`account name ${name}`]);
+  const named = await q.findAccountsByName(tx, name);
+  if (named.length > 1)
+    throw new Problem(
+      'AUD-1112',
+      `${named.length} accounts are named "${name}" (${named.map((a) => a.account_id).join(', ')}): apply the manifest to one of them by its id`,
+    );
+  const id = named[0]?.account_id ?? (await createAccount(tx, feed, vendor, { name, region })).id;
+  const summary = await applyAccountManifest(tx, feed, vendor, id, manifest, now);
+  const item = `account ${id}`;
+  const createdAccount = named.length === 0;
+  return {
+    account: await getAccount(tx, id),
+    created_account: createdAccount,
+    created: createdAccount ? [item, ...summary.created] : summary.created,
+    changed: createdAccount ? summary.changed.filter((i) => i !== item) : summary.changed,
+    unchanged: createdAccount ? summary.unchanged.filter((i) => i !== item) : summary.unchanged,
   };
 }
 

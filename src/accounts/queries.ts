@@ -31,6 +31,11 @@ export async function listAccounts(db: Queryable): Promise<AccountRow[]> {
   return rows;
 }
 
+export async function oldestAccount(db: Queryable): Promise<AccountRow | undefined> {
+  const { rows } = await db.query<AccountRow>('select * from accounts order by account_id limit 1');
+  return rows[0];
+}
+
 export async function countAccounts(db: Queryable): Promise<number> {
   const { rows } = await db.query<{ n: number }>('select count(*)::int as n from accounts');
   return rows[0].n;
@@ -47,4 +52,20 @@ export async function updateAccount(
     [accountId, changes.name ?? null, changes.limits ?? null],
   );
   return rows[0];
+}
+
+/** Locks the account's row until the transaction ends (a write of the account, which checks its foreign key, waits); false when there is none. */
+export async function lockAccount(db: Queryable, accountId: string): Promise<boolean> {
+  if (!/^\d{1,18}$/.test(accountId)) return false;
+  const { rows } = await db.query('select 1 from accounts where account_id = $1::bigint for update', [accountId]);
+  return rows.length > 0;
+}
+
+export async function deleteAccount(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from accounts where account_id = $1::bigint', [accountId]);
+}
+
+export async function findAccountsByName(db: Queryable, name: string): Promise<AccountRow[]> {
+  const { rows } = await db.query<AccountRow>('select * from accounts where name = $1 order by account_id', [name]);
+  return rows;
 }

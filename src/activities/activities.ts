@@ -431,3 +431,8 @@ export async function checkCounters(
     recounted: sort(await q.recountCounters(db, scope.accountId, activityId)),
   };
 }
+
+/** Erases the activities of an account being deleted, with their events, recipients and counters. */
+export async function forgetAccountActivities(tx: Queryable, accountId: string): Promise<void> {
+  await q.deleteAccountRows(tx, accountId);
+}

@@ -285,3 +285,11 @@ export async function listEventTypes(
   );
   return rows.map((r) => r.type);
 }
+
+/** Erases the activities of a deleted account, their events, recipients and counters. */
+export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from activity_counters where account_id = $1::bigint', [accountId]);
+  await db.query('delete from activity_recipients where account_id = $1::bigint', [accountId]);
+  await db.query('delete from activity_events where account_id = $1::bigint', [accountId]);
+  await db.query('delete from activities where account_id = $1::bigint', [accountId]);
+}

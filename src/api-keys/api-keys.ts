@@ -127,6 +127,11 @@ export class ApiKeys {
     await this.feed.publish(db, KEYS_TOPIC, clientId);
   }
 
+  /** Erases the API keys of an account being deleted; their tokens stop at once in every process. */
+  async forgetAccount(tx: Queryable, accountId: string): Promise<void> {
+    for (const clientId of await q.deleteAccountKeys(tx, accountId)) await this.feed.publish(tx, KEYS_TOPIC, clientId);
+  }
+
   /**
    * The client-credentials grant (SPEC §4.1). `accountOf` tells the region the key's account
    * belongs to (a key is only served in its own region) and how long its tokens live.

@@ -103,3 +103,12 @@ export async function deleteSigningKeysExcept(db: Queryable, kid: string): Promi
 export async function lockSigningKeys(db: Queryable): Promise<void> {
   await db.query('lock table signing_keys in share row exclusive mode');
 }
+
+/** Erases the API keys of a deleted account, deleted ones included; answers their client ids. */
+export async function deleteAccountKeys(db: Queryable, accountId: string): Promise<string[]> {
+  const { rows } = await db.query<{ client_id: string }>(
+    'delete from api_keys where account_id = $1::bigint returning client_id',
+    [accountId],
+  );
+  return rows.map((r) => r.client_id);
+}

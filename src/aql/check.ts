@@ -1,6 +1,8 @@
 import {
+  attributeOfVersion,
   attributeTypeOf,
   eventFieldsOf,
+  eventOfVersion,
   JSON_KIND_OF,
   type AttributeType,
   type Definitions,
@@ -32,15 +34,15 @@ export function check(expression: Expression, defs: Definitions, text: string): 
     const section = defs.sections.find((s) => s.id === e.sectionId);
     if (!section) throw aqlError('AUD-1111', text, e.sectionAt, `Section ${e.sectionId} not found`);
     if (e.kind === 'attribute') {
-      const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === e.versionId));
-      if (!attribute)
+      const found = attributeOfVersion(section, e.versionId);
+      if (!found)
         throw aqlError(
           'AUD-1111',
           text,
           e.versionAt,
           `Attribute version ${e.versionId} not found in section ${e.sectionId}`,
         );
-      const typeName = attributeTypeOf(attribute.versions.find((v) => v.id === e.versionId)!);
+      const typeName = attributeTypeOf(found.version);
       const kind = JSON_KIND_OF[typeName];
       if (kind === 'struct') {
         if (e.condition.path.length === 0)
@@ -64,10 +66,10 @@ export function check(expression: Expression, defs: Definitions, text: string): 
       }
       return;
     }
-    const event = section.events.find((ev) => ev.versions.some((v) => v.id === e.versionId));
+    const event = eventOfVersion(section, e.versionId);
     if (!event)
       throw aqlError('AUD-1111', text, e.versionAt, `Event version ${e.versionId} not found in section ${e.sectionId}`);
-    const fields = eventFieldsOf(event.versions.find((v) => v.id === e.versionId)!);
+    const fields = eventFieldsOf(event.version);
     for (const condition of e.conditions) {
       const fieldType = fields.get(condition.path[0]);
       if (fieldType === undefined)

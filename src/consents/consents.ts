@@ -571,3 +571,8 @@ export async function importConsents(
     all.filter((w) => !newProfiles.has(w.profileId)),
   );
 }
+
+/** Erases the consents, their history and the suppressions of an account being deleted. */
+export async function forgetAccountConsents(tx: Queryable, accountId: string): Promise<void> {
+  await q.deleteAccountRows(tx, accountId);
+}

@@ -282,3 +282,10 @@ export function maySendRelation(
       and s.address = ${comparableAddressSql(values, address, target.addressKind)}))`,
   };
 }
+
+/** Erases the consents, their history and the suppressions of a deleted account. */
+export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from consent_history where account_id = $1::bigint', [accountId]);
+  await db.query('delete from consents where account_id = $1::bigint', [accountId]);
+  await db.query('delete from suppressions where account_id = $1::bigint', [accountId]);
+}

@@ -127,6 +127,35 @@ export interface Definitions {
   segments: SegmentDef[];
 }
 
+/** The attribute of a section that owns an attribute version id, with that version; undefined when none does. */
+export function attributeOfVersion(
+  section: Pick<SectionDefs, 'attributes'>,
+  versionId: string,
+): { attribute: AttributeDef; version: TypeVersion } | undefined {
+  const found = ownerOfVersion(section.attributes, versionId);
+  return found && { attribute: found.owner, version: found.version };
+}
+
+/** The event of a section that owns an event version id, with that version; undefined when none does. */
+export function eventOfVersion(
+  section: Pick<SectionDefs, 'events'>,
+  versionId: string,
+): { event: EventDef; version: TypeVersion } | undefined {
+  const found = ownerOfVersion(section.events, versionId);
+  return found && { event: found.owner, version: found.version };
+}
+
+function ownerOfVersion<T extends { versions: TypeVersion[] }>(
+  owners: T[],
+  versionId: string,
+): { owner: T; version: TypeVersion } | undefined {
+  for (const owner of owners) {
+    const version = owner.versions.find((v) => v.id === versionId);
+    if (version) return { owner, version };
+  }
+  return undefined;
+}
+
 // ---- Attribute types (SPEC §2.5) ----
 
 /** Attribute value types of SPEC §2.5; event fields take the same types. */
@@ -192,6 +221,21 @@ export function conforms(typeName: string, value: unknown): boolean {
   }
 }
 
+/**
+ * The value an attribute of a type stores for a value written to it, or undefined when the value
+ * does not fit the type (conforms). A Text attribute also takes a JSON number, stored as its
+ * decimal text (web forms send phone numbers so), when that text is exact: an integer beyond
+ * 2^53 has lost digits in JSON parsing, and a number printed with an exponent is not decimal text.
+ */
+export function storedValue(typeName: string, value: unknown): unknown {
+  if (typeName === 'Text' && typeof value === 'number') {
+    const text = String(value);
+    const exact = !/e/i.test(text) && (!Number.isInteger(value) || Number.isSafeInteger(value));
+    return Number.isFinite(value) && exact ? text : undefined;
+  }
+  return conforms(typeName, value) ? value : undefined;
+}
+
 /** Whether a type's values (an attribute, tag or event) may be read or written through a keyspace. */
 export function grants(
   permissions: Permissions,
@@ -208,10 +252,20 @@ export function requireWrite(
   keyspace: Pick<KeyspaceRow, 'discriminator'>,
   field?: string,
 ): void {
-  if (!grants(item.keyspace_permissions, keyspace, 'write')) {
-    throw new Problem(
-      'AUD-1208',
-      `${field ? `${field}: ` : ''}The ${kind} "${item.discriminator}" is not writable through the keyspace "${keyspace.discriminator}"`,
-    );
-  }
+  const refusal = writeRefusal(kind, item, keyspace, field);
+  if (refusal) throw refusal;
+}
+
+/** The refusal of requireWrite, or undefined when the keyspace is granted the write. */
+export function writeRefusal(
+  kind: 'attribute' | 'tag' | 'event',
+  item: { discriminator: string; keyspace_permissions: Permissions },
+  keyspace: Pick<KeyspaceRow, 'discriminator'>,
+  field?: string,
+): Problem | undefined {
+  if (grants(item.keyspace_permissions, keyspace, 'write')) return undefined;
+  return new Problem(
+    'AUD-1208',
+    `${field ? `${field}: ` : ''}The ${kind} "${item.discriminator}" is not writable through the keyspace "${keyspace.discriminator}"`,
+  );
 }

@@ -298,6 +298,12 @@ export async function installBuiltins(
   await announce(feed, tx, accountId);
 }
 
+/** The vendor word an account's built-in identifiers were made with (`com.<word>1.…`), read from its first keyspace, a built-in one. */
+export async function vendorWordOf(db: Queryable, accountId: string): Promise<string | undefined> {
+  const [first] = await q.listKeyspacesByAccount(db, accountId);
+  return /^com\.([a-z][a-z0-9-]*)1\.keyspaces\./.exec(first?.discriminator ?? '')?.[1];
+}
+
 /** Creates a tag in a section (SPEC §4.2) within the account's tag limit. */
 export async function createTag(
   tx: Queryable,
@@ -393,4 +399,10 @@ export async function installActivityEventTypes(
   }
   await announce(feed, tx, accountId);
   return true;
+}
+
+/** Erases every definition of an account being deleted (after the areas whose rows name them). */
+export async function forgetAccountDefinitions(tx: Queryable, feed: ChangeFeed, accountId: string): Promise<void> {
+  await q.deleteAccountRows(tx, accountId);
+  await announce(feed, tx, accountId);
 }

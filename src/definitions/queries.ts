@@ -357,3 +357,19 @@ export async function insertSegmentVersion(
     [accountId, v.segmentId, v.ordinal, v.query],
   );
 }
+
+/** Erases the definitions of a deleted account, the dependent ones first. */
+export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from segment_versions where account_id = $1::bigint', [accountId]);
+  await db.query('delete from segments where account_id = $1::bigint', [accountId]);
+  await db.query('delete from topics where account_id = $1::bigint', [accountId]);
+  await db.query('delete from topic_folders where account_id = $1::bigint', [accountId]);
+  await db.query('delete from event_versions where account_id = $1::bigint', [accountId]);
+  await db.query('delete from events where account_id = $1::bigint', [accountId]);
+  await db.query('delete from tags where account_id = $1::bigint', [accountId]);
+  await db.query('delete from attribute_versions where account_id = $1::bigint', [accountId]);
+  await db.query('delete from attributes where account_id = $1::bigint', [accountId]);
+  await db.query('delete from sections where account_id = $1::bigint', [accountId]);
+  await db.query('delete from channels where account_id = $1::bigint', [accountId]);
+  await db.query('delete from keyspaces where account_id = $1::bigint', [accountId]);
+}

@@ -1,14 +1,14 @@
-import type pg from 'pg';
 import { SqlValues } from '../aql/compile-sql.ts';
 import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import type { Queryable } from '../store/pool.ts';
+import { copyCsvRows } from '../store/copy.ts';
+import { CSV_TYPE, XLSX_TYPE } from './formats.ts';
+import type { ExportKind, Statement } from './kind.ts';
 import {
   addressChannel,
   EXPORT_KEY_COLUMN,
-  type ExportFile,
   type NamedSegments,
   planAttributes,
   planSegments,
@@ -18,7 +18,7 @@ import {
   requireDistinct,
 } from './plans.ts';
 import * as q from './queries.ts';
-import type { ConsentCountBody, ConsentExportBody } from './schemas.ts';
+import { ConsentCountBody, ConsentExportBody } from './schemas.ts';
 
 /**
  * The profile in segment by consent export and its count (SPEC §2.16, §4.7; docs/exports.md):
@@ -27,7 +27,7 @@ import type { ConsentCountBody, ConsentExportBody } from './schemas.ts';
 
 /** A request by consent resolved against the definitions: what the count needs. */
 export interface ByConsentPlan extends NamedSegments {
-  section: SectionDefs;
+  sectionId: string;
   topicIds: string[];
   /** Each channel, the column of its addresses, and whether the request named that column (`channels`) or not (`channel_discriminator`). */
   channels: { channel: ChannelRow; column: string; addressVersionId: string; named: boolean }[];
@@ -45,8 +45,7 @@ export interface ConsentExportPlan extends ByConsentPlan {
 const SUBSCRIBED_COLUMN = 'subscribed';
 
 /** Checks a request by consent (the fields the export and the count share) against the definitions. */
-export function planByConsent(scope: AccountScope, body: ConsentCountBody): ByConsentPlan {
-  const section = sectionOf(scope, body.section_discriminator);
+function planByConsent(scope: AccountScope, section: SectionDefs, body: ConsentCountBody): ByConsentPlan {
   const topicIds = planTopics(section, body.topic_discriminators);
   if ((body.channel_discriminator === undefined) === (body.channels === undefined)) {
     throw new Problem(
@@ -72,7 +71,7 @@ export function planByConsent(scope: AccountScope, body: ConsentCountBody): ByCo
     };
   });
   return {
-    section,
+    sectionId: section.id,
     topicIds,
     channels,
     ...planSegments(scope, body.segments),
@@ -81,9 +80,9 @@ export function planByConsent(scope: AccountScope, body: ConsentCountBody): ByCo
 }
 
 /** Checks a consent export request: the shared fields, its attribute and tag columns, and that every column has its own name. */
-export function planConsentExport(scope: AccountScope, body: ConsentExportBody): ConsentExportPlan {
-  const plan = planByConsent(scope, body);
-  const { section } = plan;
+function planConsentExport(scope: AccountScope, body: ConsentExportBody): ConsentExportPlan {
+  const section = sectionOf(scope, body.section_discriminator);
+  const plan = planByConsent(scope, section, body);
   const attributes = planAttributes(section, body.attributes);
   const tags = planTags(section, body.tags);
   const excludeUnsubscribed = body.exclude_unsubscribed_profiles ?? false;
@@ -102,8 +101,8 @@ export function planConsentExport(scope: AccountScope, body: ConsentExportBody):
 }
 
 /** Checks a count request: the shared fields, and result names of its own for its channels. */
-export function planConsentCount(scope: AccountScope, body: ConsentCountBody): ByConsentPlan {
-  const plan = planByConsent(scope, body);
+function planConsentCount(scope: AccountScope, body: ConsentCountBody): ByConsentPlan {
+  const plan = planByConsent(scope, sectionOf(scope, body.section_discriminator), body);
   requireDistinct([
     ['profile_count', 'the deprecated count'],
     ['total_profile_count', 'the total count'],
@@ -130,35 +129,60 @@ function selectionOf(
   };
 }
 
-/** The file of a consent export: its header and its rows, streamed from the database. */
-export function consentExportFile(pool: pg.Pool, scope: AccountScope, plan: ConsentExportPlan): ExportFile {
+/** The statement of a consent export's rows. */
+function consentExportStatement(scope: AccountScope, plan: ConsentExportPlan): Statement {
   const values = new SqlValues();
-  const selection = selectionOf(scope, plan, values, plan);
-  return {
-    columns: [
-      EXPORT_KEY_COLUMN,
-      ...plan.attributes.map((a) => a.column),
-      ...plan.tags.map((t) => t.column),
-      ...plan.segments.map((s) => s.name),
-      ...plan.channels.map((c) => c.column),
-      ...(plan.excludeUnsubscribed ? [SUBSCRIBED_COLUMN] : []),
-    ],
-    rows: q.consentExportCsv(pool, values, selection),
-  };
+  const text = q.consentExportStatement(values, selectionOf(scope, plan, values, plan));
+  return { text, values: values.values };
+}
+
+/** The profile in segment by consent export: a CSV file of its profiles, their values and addresses. */
+export const consentExport: ExportKind<ConsentExportBody, ConsentExportPlan> = {
+  body: ConsentExportBody,
+  readAt: 'reports',
+  file: { extension: 'csv', types: [CSV_TYPE, XLSX_TYPE] },
+  plan: planConsentExport,
+  statement: consentExportStatement,
+  async produce(pool, scope, plan) {
+    return {
+      file: {
+        columns: [
+          EXPORT_KEY_COLUMN,
+          ...plan.attributes.map((a) => a.column),
+          ...plan.tags.map((t) => t.column),
+          ...plan.segments.map((s) => s.name),
+          ...plan.channels.map((c) => c.column),
+          ...(plan.excludeUnsubscribed ? [SUBSCRIBED_COLUMN] : []),
+        ],
+        rows: copyCsvRows(pool, consentExportStatement(scope, plan)),
+      },
+    };
+  },
+};
+
+/** The statement of a count by consent. */
+function consentCountStatement(scope: AccountScope, plan: ByConsentPlan): Statement {
+  const values = new SqlValues();
+  const text = q.consentCountStatement(values, selectionOf(scope, plan, values));
+  return { text, values: values.values };
 }
 
 /**
- * The result of a count by consent (ENDPOINTS.md "Facts"): the profiles the export of the same
- * request would hold (total_profile_count, and the deprecated profile_count with the same value),
- * and per `channels[].field_name` those of them it would give an address on that channel.
+ * The count by consent (ENDPOINTS.md "Facts"): the profiles the export of the same request would
+ * hold (total_profile_count, and the deprecated profile_count with the same value), and per
+ * `channels[].field_name` those of them it would give an address on that channel.
  */
-export async function consentCountResult(
-  db: Queryable,
-  scope: AccountScope,
-  plan: ByConsentPlan,
-): Promise<Record<string, number>> {
-  const values = new SqlValues();
-  const counts = await q.countConsentExport(db, values, selectionOf(scope, plan, values));
-  const perChannel = plan.channels.flatMap((c, i) => (c.named ? [[c.column, counts.channels[i]] as const] : []));
-  return { profile_count: counts.total, total_profile_count: counts.total, ...Object.fromEntries(perChannel) };
-}
+export const consentCount: ExportKind<ConsentCountBody, ByConsentPlan> = {
+  body: ConsentCountBody,
+  readAt: 'reports',
+  file: null,
+  plan: planConsentCount,
+  statement: consentCountStatement,
+  async produce(pool, scope, plan) {
+    const counts = await q.countConsentExport(pool, consentCountStatement(scope, plan), plan.channels.length);
+    const perChannel = plan.channels.flatMap((c, i) => (c.named ? [[c.column, counts.channels[i]] as const] : []));
+    return {
+      result: { profile_count: counts.total, total_profile_count: counts.total, ...Object.fromEntries(perChannel) },
+    };
+  },
+};

@@ -1,26 +1,20 @@
-import type pg from 'pg';
 import type { Expression } from '../aql/ast.ts';
 import { SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
-import type { SectionDefs } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import { chosenQuery, knownProfileSql } from '../segments/segments.ts';
-import {
-  EXPORT_KEY_COLUMN,
-  type ExportFile,
-  planAttributes,
-  planTags,
-  profileSelection,
-  requireDistinct,
-} from './plans.ts';
+import { copyCsvRows } from '../store/copy.ts';
+import { CSV_TYPE, JSON_TYPE, XLSX_TYPE } from './formats.ts';
+import type { ExportKind, Statement } from './kind.ts';
+import { EXPORT_KEY_COLUMN, planAttributes, planTags, profileSelection, requireDistinct } from './plans.ts';
 import * as q from './queries.ts';
-import type { SegmentExportBody } from './schemas.ts';
+import { SegmentExportBody } from './schemas.ts';
 
 /** The profile in segment export, beta (SPEC §4.7; docs/exports.md): the profiles of one segment, known, unknown or all. */
 
 export interface SegmentExportPlan {
-  section: SectionDefs;
+  sectionId: string;
   expression: Expression;
   timeZone: string;
   known: boolean | null;
@@ -30,7 +24,7 @@ export interface SegmentExportPlan {
 }
 
 /** Checks a profile in segment export request against the definitions. */
-export function planSegmentExport(scope: AccountScope, body: SegmentExportBody): SegmentExportPlan {
+function planSegmentExport(scope: AccountScope, body: SegmentExportBody): SegmentExportPlan {
   const section = sectionOf(scope, body.section_discriminator);
   const timeZone = checkTimeZone(body.segment.timezone, 'segment.timezone');
   const { expression } = chosenQuery(scope.defs, body.segment);
@@ -42,7 +36,7 @@ export function planSegmentExport(scope: AccountScope, body: SegmentExportBody):
     ...tags.map((t, i): [string, string] => [t.column, `tags[${i}].field_name`]),
   ]);
   return {
-    section,
+    sectionId: section.id,
     expression,
     timeZone,
     known: body.known_profiles ?? null,
@@ -52,14 +46,14 @@ export function planSegmentExport(scope: AccountScope, body: SegmentExportBody):
   };
 }
 
-/** The file of a profile in segment export: its header and its rows, streamed from the database. */
-export function segmentExportFile(pool: pg.Pool, scope: AccountScope, plan: SegmentExportPlan): ExportFile {
+/** The statement of a profile in segment export's rows. */
+function segmentExportStatement(scope: AccountScope, plan: SegmentExportPlan): Statement {
   const values = new SqlValues();
   const base = profileSelection(
     scope,
     values,
     {
-      section: plan.section,
+      sectionId: plan.sectionId,
       topicIds: [],
       channels: [],
       segments: [{ name: 'segment', expression: plan.expression }],
@@ -69,15 +63,29 @@ export function segmentExportFile(pool: pg.Pool, scope: AccountScope, plan: Segm
     plan,
   );
   const { known } = plan;
-  const selection = {
+  const text = q.segmentExportStatement(values, {
     ...base,
     known:
       known === null
         ? null
         : (profile: string) => knownProfileSql(scope, values, { account: base.account, profile, wanted: known }),
-  };
-  return {
-    columns: [EXPORT_KEY_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column)],
-    rows: q.segmentExportCsv(pool, values, selection),
-  };
+  });
+  return { text, values: values.values };
 }
+
+/** The profile in segment export: a CSV file of its segment's profiles (also sent as JSON). */
+export const segmentExport: ExportKind<SegmentExportBody, SegmentExportPlan> = {
+  body: SegmentExportBody,
+  readAt: 'reports',
+  file: { extension: 'csv', types: [CSV_TYPE, XLSX_TYPE, JSON_TYPE] },
+  plan: planSegmentExport,
+  statement: segmentExportStatement,
+  async produce(pool, scope, plan) {
+    return {
+      file: {
+        columns: [EXPORT_KEY_COLUMN, ...plan.attributes.map((a) => a.column), ...plan.tags.map((t) => t.column)],
+        rows: copyCsvRows(pool, segmentExportStatement(scope, plan)),
+      },
+    };
+  },
+};

@@ -1,23 +1,25 @@
-import type pg from 'pg';
 import { SqlValues } from '../aql/compile-sql.ts';
-import type { ChannelRow, SectionDefs } from '../core/definitions.ts';
-import { Problem } from '../core/problems.ts';
+import type { ChannelRow } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
+import { copyCsvRows } from '../store/copy.ts';
+import { CSV_TYPE, XLSX_TYPE } from './formats.ts';
+import type { ExportKind, Statement } from './kind.ts';
 import {
   addressChannel,
+  addressChannels,
   EXPORT_KEY_COLUMN,
-  type ExportFile,
   type NamedSegments,
   planAttributes,
   planSegments,
   planTags,
   planTopics,
   profileSelection,
+  requireAttributeVersion,
   requireDistinct,
 } from './plans.ts';
 import * as q from './queries.ts';
-import type { DuplicateExportBody } from './schemas.ts';
+import { DuplicateExportBody } from './schemas.ts';
 
 /**
  * The duplicate profile in segment by consent export (SPEC §4.7; docs/exports.md): the profiles
@@ -28,46 +30,45 @@ import type { DuplicateExportBody } from './schemas.ts';
 const DUPLICATE_VALUE_COLUMN = 'duplicateValue';
 
 export interface DuplicateExportPlan extends NamedSegments {
-  section: SectionDefs;
+  sectionId: string;
   duplicateVersionId: string;
   topicIds: string[];
-  /** The channel whose address column the file has, with `topic_discriminators`; none without. */
+  /** The channels whose address columns the file has: the request's, or with topics alone every channel with addresses; none without either. */
   channels: { channel: ChannelRow; addressVersionId: string; column: string }[];
   attributes: { column: string; versionId: string }[];
   tags: { column: string; tagId: string }[];
   limit: number | null;
 }
 
-/** Checks a duplicate export request against the definitions. */
-export function planDuplicateExport(scope: AccountScope, body: DuplicateExportBody): DuplicateExportPlan {
+/**
+ * Checks a duplicate export request against the definitions. Topics and a channel are each
+ * optional: a channel gives its address column, holding the address of profiles that may be
+ * contacted on it for one of the topics, or without topics for any topic of the section; topics
+ * without a channel give that column for every channel with addresses in the section (their
+ * consents on any channel count).
+ */
+function planDuplicateExport(scope: AccountScope, body: DuplicateExportBody): DuplicateExportPlan {
   const section = sectionOf(scope, body.section_discriminator);
-  const field = 'find_duplicates_by_attribute_version_id';
-  const attribute = section.attributes.find((a) =>
-    a.versions.some((v) => v.id === body.find_duplicates_by_attribute_version_id),
+  requireAttributeVersion(
+    section,
+    body.find_duplicates_by_attribute_version_id,
+    'find_duplicates_by_attribute_version_id',
   );
-  if (!attribute)
-    throw new Problem(
-      'AUD-1206',
-      `${field}: attribute version "${body.find_duplicates_by_attribute_version_id}" is not defined in section "${section.discriminator}"`,
-    );
-  if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
-  // The topics decide who may be contacted on the channel: one without the other says nothing.
-  if ((body.channel_discriminator === undefined) !== (body.topic_discriminators === undefined)) {
-    throw new Problem(
-      'AUD-1909',
-      body.channel_discriminator === undefined
-        ? 'topic_discriminators: the topics say who may be contacted on a channel; give channel_discriminator too'
-        : 'channel_discriminator: who may be contacted on the channel depends on topics; give topic_discriminators too',
-    );
-  }
-  const topicIds = planTopics(section, body.topic_discriminators ?? []);
+  const topicIds =
+    body.topic_discriminators === undefined
+      ? section.topics.map((t) => t.topic_id)
+      : planTopics(section, body.topic_discriminators);
   const found =
-    body.channel_discriminator === undefined
-      ? undefined
-      : addressChannel(scope, section, body.channel_discriminator, 'channel_discriminator');
-  const channels = found
-    ? [{ channel: found.channel, addressVersionId: found.addressVersionId, column: found.attributeName }]
-    : [];
+    body.channel_discriminator !== undefined
+      ? [addressChannel(scope, section, body.channel_discriminator, 'channel_discriminator')]
+      : body.topic_discriminators !== undefined
+        ? addressChannels(scope, section)
+        : [];
+  const channels = found.map((c) => ({
+    channel: c.channel,
+    addressVersionId: c.addressVersionId,
+    column: c.attributeName,
+  }));
   const named = planSegments(scope, body.segments);
   const attributes = planAttributes(section, body.attributes);
   const tags = planTags(section, body.tags);
@@ -77,10 +78,13 @@ export function planDuplicateExport(scope: AccountScope, body: DuplicateExportBo
     ...attributes.map((a, i): [string, string] => [a.column, `attributes[${i}].field_name`]),
     ...tags.map((t, i): [string, string] => [t.column, `tags[${i}].field_name`]),
     ...named.segments.map((s): [string, string] => [s.name, `the segment "${s.name}"`]),
-    ...channels.map((c): [string, string] => [c.column, 'channel_discriminator']),
+    ...channels.map((c): [string, string] => [
+      c.column,
+      body.channel_discriminator === undefined ? `the channel "${c.channel.discriminator}"` : 'channel_discriminator',
+    ]),
   ]);
   return {
-    section,
+    sectionId: section.id,
     duplicateVersionId: body.find_duplicates_by_attribute_version_id,
     topicIds,
     channels,
@@ -91,19 +95,36 @@ export function planDuplicateExport(scope: AccountScope, body: DuplicateExportBo
   };
 }
 
-/** The file of a duplicate export: its header and its rows, streamed from the database. */
-export function duplicateExportFile(pool: pg.Pool, scope: AccountScope, plan: DuplicateExportPlan): ExportFile {
+/** The statement of a duplicate export's rows. */
+function duplicateExportStatement(scope: AccountScope, plan: DuplicateExportPlan): Statement {
   const values = new SqlValues();
-  const selection = { ...profileSelection(scope, values, plan, plan), duplicateVersionId: plan.duplicateVersionId };
-  return {
-    columns: [
-      EXPORT_KEY_COLUMN,
-      DUPLICATE_VALUE_COLUMN,
-      ...plan.attributes.map((a) => a.column),
-      ...plan.tags.map((t) => t.column),
-      ...plan.segments.map((s) => s.name),
-      ...plan.channels.map((c) => c.column),
-    ],
-    rows: q.duplicateExportCsv(pool, values, selection),
-  };
+  const text = q.duplicateExportStatement(values, {
+    ...profileSelection(scope, values, plan, plan),
+    duplicateVersionId: plan.duplicateVersionId,
+  });
+  return { text, values: values.values };
 }
+
+/** The duplicate export: a CSV file of the profiles sharing a value, next to each other. */
+export const duplicateExport: ExportKind<DuplicateExportBody, DuplicateExportPlan> = {
+  body: DuplicateExportBody,
+  readAt: 'reports',
+  file: { extension: 'csv', types: [CSV_TYPE, XLSX_TYPE] },
+  plan: planDuplicateExport,
+  statement: duplicateExportStatement,
+  async produce(pool, scope, plan) {
+    return {
+      file: {
+        columns: [
+          EXPORT_KEY_COLUMN,
+          DUPLICATE_VALUE_COLUMN,
+          ...plan.attributes.map((a) => a.column),
+          ...plan.tags.map((t) => t.column),
+          ...plan.segments.map((s) => s.name),
+          ...plan.channels.map((c) => c.column),
+        ],
+        rows: copyCsvRows(pool, duplicateExportStatement(scope, plan)),
+      },
+    };
+  },
+};

@@ -48,7 +48,10 @@ serverWithPool({ worker: true }, (s, d) => {
   t0 = server.clock.now;
   db = d;
 });
-const { account, ok, person, rawGet, expectNothingQueued, withoutWorker } = exportHelpers(() => ({ server, db }));
+const { account, ok, person, rawGet, expectNothingQueued, withoutWorker, changeDefinitions } = exportHelpers(() => ({
+  server,
+  db,
+}));
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The test clock's time when the file starts: fixtures are placed around it. */
@@ -701,11 +704,12 @@ describe('the status and the download URL', () => {
   it('EEX-08: a report that cannot be written turns error, with the reason in message', async () => {
     const id = await withoutWorker(async () => {
       const created = await requestReport(a, body());
-      // As if the attribute had been hidden since the request.
+      // As if the attribute had been hidden since the request: the definitions changed, and the request names a hidden one.
       await db.query(
         `update exports set request = json_build_object('start_at', $2::text, 'additional_attribute_mappings', json_build_array(json_build_object('field_name', 'x', 'section_discriminator', $3::text, 'attribute_version_id', $4::text))) where account_id = $1::bigint and export_id = $5::uuid`,
         [a.accountId, at(-2), SHOP, a.v.hidden, created],
       );
+      await changeDefinitions(a);
       return created;
     });
     const status = await settled(a, id);

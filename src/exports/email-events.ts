@@ -1,7 +1,6 @@
 import crypto from 'node:crypto';
 import { stringify } from 'csv-stringify/sync';
 import type { Readable } from 'node:stream';
-import type pg from 'pg';
 import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
@@ -14,9 +13,11 @@ import { currentVersionId } from '../profiles/profiles.ts';
 import { segmentExpression } from '../segments/segments.ts';
 import type { Queryable } from '../store/pool.ts';
 import { FIRST_SOURCE_TIME } from './events.ts';
+import { CSV_TYPE } from './formats.ts';
+import type { ExportKind, Statement } from './kind.ts';
 import { requireAttributeVersion, requireDistinct, sectionAt, visibleTag } from './plans.ts';
 import * as q from './queries.ts';
-import type { EmailEventExportBody, EmailReportStatus } from './schemas.ts';
+import { EmailEventExportBody, type EmailReportStatus } from './schemas.ts';
 
 /**
  * The email event export (SPEC §2.16, §3.3, §4.8; docs/activities.md "The email event export
@@ -76,8 +77,9 @@ function addMonths(time: number, months: number): number {
 }
 
 export interface EmailEventExportPlan {
-  from: Date;
-  to: Date;
+  /** The window [from, to), RFC 3339. */
+  from: string;
+  to: string;
   segment: { expression: Expression; timeZone: string } | null;
   /** The mapped columns in the request's order: attributes, then tags. */
   mapped: (
@@ -90,7 +92,7 @@ export interface EmailEventExportPlan {
  * mappings over more than 25 sections): the window [start_at, end_at) of at most three months,
  * end_at defaulting to three months after start_at.
  */
-export function planEmailEventExport(scope: AccountScope, body: EmailEventExportBody): EmailEventExportPlan {
+function planEmailEventExport(scope: AccountScope, body: EmailEventExportBody): EmailEventExportPlan {
   const from = Date.parse(body.start_at);
   const longest = addMonths(from, WINDOW_MONTHS);
   const to = body.end_at === undefined ? longest : Date.parse(body.end_at);
@@ -145,32 +147,27 @@ export function planEmailEventExport(scope: AccountScope, body: EmailEventExport
     );
   }
   requireDistinct(mapped.map((m) => [m.column, m.field]));
-  return { from: new Date(from), to: new Date(to), segment, mapped: mapped.map(({ field: _, ...m }) => m) };
+  return {
+    from: new Date(from).toISOString(),
+    to: new Date(to).toISOString(),
+    segment,
+    mapped: mapped.map(({ field: _, ...m }) => m),
+  };
 }
 
 /** Lines of the text are handed on in pieces of about this many characters. */
 const PIECE = 64 * 1024;
 
-/**
- * The file of an email event export (SPEC §2.16, EEX-16 to EEX-27) as CSV text: the header (the
- * default columns, then the mapped ones), then a line per event of an email activity of any
- * section with an event time in the window, by section, then event time. The database writes
- * each line, which costs the server far less than csv-stringify over rows of cells
- * (docs/benchmarks.md "Activities"); the lines stream through a cursor.
- */
-export async function* emailEventExportFile(
-  pool: pg.Pool,
-  scope: AccountScope,
-  plan: EmailEventExportPlan,
-): AsyncGenerator<string> {
+/** The statement of an email event export's lines. */
+function emailEventStatement(scope: AccountScope, plan: EmailEventExportPlan): Statement {
   const values = new SqlValues();
   const account = values.add(scope.accountId, 'bigint');
   const sectionIds = scope.defs.sections.map((s) => s.id);
   // The primary email attribute: the one the email keyspace maps to.
   const emailAttribute = scope.defs.keyspaces.find((k) => k.kind === 'email')?.mapped_attribute ?? null;
-  const rows = q.streamEmailEventRows(pool, values, {
+  const text = q.emailEventStatement(values, {
     account,
-    events: emailEventsSql(values, { account, sectionIds, from: plan.from, to: plan.to }),
+    events: emailEventsSql(values, { account, sectionIds, from: new Date(plan.from), to: new Date(plan.to) }),
     sections: scope.defs.sections.map((s) => ({
       id: s.id,
       discriminator: s.discriminator,
@@ -186,10 +183,21 @@ export async function* emailEventExportFile(
     firstSourceTime: new Date(FIRST_SOURCE_TIME),
     mapped: plan.mapped,
   });
+  return { text, values: values.values };
+}
+
+/**
+ * The file of an email event export (SPEC §2.16, EEX-16 to EEX-27) as CSV text: the header (the
+ * default columns, then the mapped ones), then a line per event of an email activity of any
+ * section with an event time in the window, by section, then event time. The database writes
+ * each line, which costs the server far less than csv-stringify over rows of cells
+ * (docs/benchmarks.md "Activities"); the lines stream through a cursor.
+ */
+async function* csvText(lines: AsyncIterable<unknown[]>, plan: EmailEventExportPlan): AsyncGenerator<string> {
   let text = stringify([[...EMAIL_EVENT_COLUMNS, ...plan.mapped.map((m) => m.column)]], {
     record_delimiter: 'windows',
   });
-  for await (const [line] of rows) {
+  for await (const [line] of lines) {
     text += `${line as string}\r\n`;
     if (text.length >= PIECE) {
       yield text;
@@ -198,6 +206,19 @@ export async function* emailEventExportFile(
   }
   yield text;
 }
+
+/** The email event export: read at /emails/reports, its file a gzip-compressed CSV of the database's lines. */
+export const emailEventExport: ExportKind<EmailEventExportBody, EmailEventExportPlan> = {
+  body: EmailEventExportBody,
+  readAt: 'emails',
+  // Sent as the stored gzip by readEmailReportFile.
+  file: { extension: 'csv', types: [CSV_TYPE] },
+  plan: planEmailEventExport,
+  statement: emailEventStatement,
+  async produce(pool, scope, plan) {
+    return { document: csvText(q.emailEventLines(pool, emailEventStatement(scope, plan)), plan) };
+  },
+};
 
 // ---- Status and download ----
 

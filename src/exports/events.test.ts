@@ -84,10 +84,12 @@ serverWithPool({ worker: true }, (s, d) => {
   server = s;
   db = d;
 });
-const { account, ok, person, whenReady, rawGet, expectNothingQueued, withoutWorker } = exportHelpers(() => ({
-  server,
-  db,
-}));
+const { account, ok, person, whenReady, rawGet, expectNothingQueued, withoutWorker, changeDefinitions } = exportHelpers(
+  () => ({
+    server,
+    db,
+  }),
+);
 
 /** An account with the events manifest, and the ids its tests need: sections, versions of Blog's attribute and of each event, the Points segment's versions. */
 async function eventAccount(limits: Record<string, number | null> = LIFTED) {
@@ -670,11 +672,12 @@ describe('event export: failure, access and limits', () => {
       const created = await requestEventExport(a, {
         attributes: [{ section_discriminator: SHOP, attribute_version_id: a.v.points }],
       });
-      // As if the attribute had been hidden since the request.
+      // As if the attribute had been hidden since the request: the definitions changed, and the request names a hidden one.
       await db.query(
         `update exports set request = json_build_object('attributes', json_build_array(json_build_object('section_discriminator', $2::text, 'attribute_version_id', $3::text))) where account_id = $1::bigint`,
         [a.accountId, SHOP, a.v.hidden],
       );
+      await changeDefinitions(a);
       return created;
     });
     let res = await server.request('GET', pollPath(url), { token: a.token });

@@ -1,4 +1,3 @@
-import type pg from 'pg';
 import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
@@ -7,9 +6,11 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { clusterEventsSql } from '../profiles/events.ts';
 import { segmentExpression } from '../segments/segments.ts';
+import { JSON_TYPE } from './formats.ts';
+import type { ExportKind, Statement } from './kind.ts';
 import { requireAttributeVersion, sectionAt, visibleTag } from './plans.ts';
 import * as q from './queries.ts';
-import type { EventExportBody } from './schemas.ts';
+import { EventExportBody } from './schemas.ts';
 
 /**
  * The profile in segment event export (SPEC §2.16, §4.7; docs/exports.md): the values of some
@@ -30,12 +31,12 @@ export interface EventExportPlan {
   sectionIds: string[];
   attributes: { sectionId: string; versionId: string }[];
   tags: { sectionId: string; tagId: string; discriminator: string }[];
-  /** The event versions and the window [from, to); null when the request has no `events`. */
-  events: { versionIds: string[]; from: Date; to: Date } | null;
+  /** The event versions and the window [from, to) (RFC 3339); null when the request has no `events`. */
+  events: { versionIds: string[]; from: string; to: string } | null;
 }
 
 /** Checks an event export request against the definitions (400 naming the field). */
-export function planEventExport(scope: AccountScope, body: EventExportBody): EventExportPlan {
+function planEventExport(scope: AccountScope, body: EventExportBody): EventExportPlan {
   const filter = body.segment_filter;
   const segment = filter
     ? {
@@ -83,37 +84,17 @@ export function planEventExport(scope: AccountScope, body: EventExportBody): Eve
       : [...sections.values()].flatMap((s) =>
           s.events.filter((e) => !e.hidden).flatMap((e) => e.versions.map((v) => v.id)),
         );
-    events = { versionIds, from: new Date(from), to: new Date(to) };
+    events = { versionIds, from: new Date(from).toISOString(), to: new Date(to).toISOString() };
   }
   return { segment, sectionIds: [...sections.keys()], attributes, tags, events };
 }
 
-/**
- * The file of an event export: a JSON document (SPEC §2.16, EXP-29, EXP-30)
- *
- *     {"<export key>": {"sections": {"<section id>": {"attributes": {…}, "events": […]}}}, …}
- *
- * with, per profile, every section the request names; `attributes` holds the requested attributes
- * the profile has a value of (`{"value": …}`, keyed by attribute version id) and the requested
- * tags it has set (`{"value": null}`, keyed by tag discriminator, as in profile tag maps: tag ids
- * and attribute version ids are numbered apart and would collide); `events`, only when the request
- * has `events`, its events in the window, oldest first. Streamed from the database a row at a
- * time: the document is never whole in memory. A request with no attribute and no tag holds no
- * profile (SPEC §4.7).
- */
-export async function* eventExportDocument(
-  pool: pg.Pool,
-  scope: AccountScope,
-  plan: EventExportPlan,
-): AsyncGenerator<string> {
-  if (plan.attributes.length === 0 && plan.tags.length === 0) {
-    yield '{}';
-    return;
-  }
+/** The statement of an event export's rows (streamed through a cursor). */
+function eventExportStatement(scope: AccountScope, plan: EventExportPlan): Statement {
   const values = new SqlValues();
   const account = values.add(scope.accountId, 'bigint');
   const { segment, events } = plan;
-  const rows = q.streamEventExportRows(pool, values, {
+  const text = q.eventExportStatement(values, {
     account,
     // Judged profile by profile: under "or" the set form would be run again for every profile.
     segment: segment
@@ -128,13 +109,48 @@ export async function* eventExportDocument(
       ...plan.attributes.map((a) => ({ sectionId: a.sectionId, key: a.versionId, stored: a.versionId, tag: false })),
       ...plan.tags.map((t) => ({ sectionId: t.sectionId, key: t.discriminator, stored: t.tagId, tag: true })),
     ],
-    events: events ? (profile) => clusterEventsSql(values, { account, profile, ...events }) : null,
+    events: events
+      ? (profile) =>
+          clusterEventsSql(values, {
+            account,
+            profile,
+            versionIds: events.versionIds,
+            from: new Date(events.from),
+            to: new Date(events.to),
+          })
+      : null,
   });
-  yield* jsonDocument(rows, events !== null);
+  return { text, values: values.values };
 }
 
 /**
- * Writes the rows of streamEventExportRows (ordered by profile, then section, the section's row of
+ * The profile in segment event export. Its file is a JSON document (SPEC §2.16, EXP-29, EXP-30)
+ *
+ *     {"<export key>": {"sections": {"<section id>": {"attributes": {…}, "events": […]}}}, …}
+ *
+ * with, per profile, every section the request names; `attributes` holds the requested attributes
+ * the profile has a value of (`{"value": …}`, keyed by attribute version id) and the requested
+ * tags it has set (`{"value": null}`, keyed by tag discriminator, as in profile tag maps: tag ids
+ * and attribute version ids are numbered apart and would collide); `events`, only when the request
+ * has `events`, its events in the window, oldest first. Streamed from the database a row at a
+ * time: the document is never whole in memory. A request with no attribute and no tag holds no
+ * profile (SPEC §4.7).
+ */
+export const eventExport: ExportKind<EventExportBody, EventExportPlan> = {
+  body: EventExportBody,
+  readAt: 'reports',
+  file: { extension: 'json', types: [JSON_TYPE] },
+  plan: planEventExport,
+  statement: eventExportStatement,
+  async produce(pool, scope, plan) {
+    if (plan.attributes.length === 0 && plan.tags.length === 0) return { document: ['{}'] };
+    const rows = q.eventExportRows(pool, eventExportStatement(scope, plan));
+    return { document: jsonDocument(rows, plan.events !== null) };
+  },
+};
+
+/**
+ * Writes the rows of eventExportRows (ordered by profile, then section, the section's row of
  * values before its events) as the document's text.
  */
 async function* jsonDocument(rows: AsyncIterable<q.EventExportRow>, withEvents: boolean): AsyncGenerator<string> {

@@ -54,6 +54,7 @@ const {
   expectNothingQueued,
   holds,
   withoutWorker,
+  changeDefinitions,
 } = exportHelpers(() => ({ server, db }));
 
 async function exportFile(a: Account, body: unknown, kind = 'consents') {
@@ -782,6 +783,53 @@ describe('duplicate export', () => {
     expect(one.rows).toHaveLength(1);
   });
 
+  it('EXP-18: topic_discriminators without channel_discriminator: a column per channel with addresses, holding the address of profiles that may be contacted on it for one of the topics', async () => {
+    const a = await duplicates();
+    const { header, rows } = await exportFile(
+      a,
+      {
+        section_discriminator: SHOP,
+        find_duplicates_by_attribute_version_id: a.v.email,
+        topic_discriminators: [NEWS],
+        attributes: [{ field_name: 'crm', attribute_version_id: a.v.crmid }],
+      },
+      'duplicates',
+    );
+    expect(header).toEqual(['exportKey', 'duplicateValue', 'crm', 'Email', 'Mobile']);
+    expect(rows.map((r) => r.slice(2))).toEqual([
+      ['first', 'same@example.com', ''],
+      ['second', '', ''],
+      ['third', '', ''],
+    ]);
+  });
+
+  it('EXP-18: channel_discriminator without topic_discriminators: its column holds the address of profiles that may be contacted on it for any topic of the section', async () => {
+    const a = await duplicates();
+    await ok(
+      server.request('POST', `/v2/audience/keyspaces/${CRM}/profiles/second/sections/${SHOP}/consents`, {
+        token: a.token,
+        body: { topic_discriminator: DAILY, channel_discriminator: CH_EMAIL, type: 'opt-in', reason: 'test' },
+      }),
+      201,
+    );
+    const { header, rows } = await exportFile(
+      a,
+      {
+        section_discriminator: SHOP,
+        find_duplicates_by_attribute_version_id: a.v.email,
+        channel_discriminator: CH_EMAIL,
+        attributes: [{ field_name: 'crm', attribute_version_id: a.v.crmid }],
+      },
+      'duplicates',
+    );
+    expect(header).toEqual(['exportKey', 'duplicateValue', 'crm', 'Email']);
+    expect(rows.map((r) => r.slice(2))).toEqual([
+      ['first', 'same@example.com'],
+      ['second', 'SAME@example.com'],
+      ['third', ''],
+    ]);
+  });
+
   const base = (a: Account) => ({ section_discriminator: SHOP, find_duplicates_by_attribute_version_id: a.v.email });
   const cases: [string, (a: Account) => Record<string, unknown>, number, string, RegExp][] = [
     [
@@ -831,20 +879,6 @@ describe('duplicate export', () => {
       413,
       'AUD-1007',
       /tags/,
-    ],
-    [
-      'EXP-18 a channel without topics',
-      (a) => ({ ...base(a), channel_discriminator: CH_EMAIL }),
-      400,
-      'AUD-1909',
-      /topic_discriminators/,
-    ],
-    [
-      'EXP-18 topics without a channel',
-      (a) => ({ ...base(a), topic_discriminators: [NEWS] }),
-      400,
-      'AUD-1909',
-      /channel_discriminator/,
     ],
     [
       'EXP-18 segment_discriminators and segment_definitions together',
@@ -1074,11 +1108,12 @@ describe('poll URLs', () => {
         topic_discriminators: [NEWS],
         channel_discriminator: CH_EMAIL,
       });
-      // As if the topic had gone from the definitions since the request.
+      // As if the topic had gone from the definitions since the request: they changed, and the request names it.
       await db.query(
         `update exports set request = jsonb_set(request::jsonb, '{topic_discriminators}', '["${V}.topics.user-created.gone"]')::json where account_id = $1::bigint`,
         [a.accountId],
       );
+      await changeDefinitions(a);
       return url;
     });
     let res = await server.request('GET', pollPath(pollUrl), { token: a.token });
@@ -1090,6 +1125,24 @@ describe('poll URLs', () => {
       /topic_discriminators\[0\]: topic "com\.vendor1\.topics\.user-created\.gone" not found/,
     );
     expectProblem(await server.request('GET', v2(pollUrl), { token: a.token }), 503, 'AUD-1904');
+  });
+
+  it('the worker runs the plan made when the export was requested, while the definitions stay as they were: the stored request is not checked again', async () => {
+    const a = await account();
+    const pollUrl = await withoutWorker(async () => {
+      const url = await requestExport(a, {
+        section_discriminator: SHOP,
+        topic_discriminators: [NEWS],
+        channel_discriminator: CH_EMAIL,
+      });
+      await db.query(
+        `update exports set request = jsonb_set(request::jsonb, '{topic_discriminators}', '["${V}.topics.user-created.gone"]')::json where account_id = $1::bigint`,
+        [a.accountId],
+      );
+      return url;
+    });
+    await whenReady(a, pollUrl);
+    expect((await download(a, pollUrl)).header).toEqual(['exportKey', 'Email']);
   });
 
   it("EXP-32, EXP-33, AUTH-17: an unknown id is 410 (v2: 404), and so is another account's export", async () => {

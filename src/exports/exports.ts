@@ -4,26 +4,23 @@ import zlib from 'node:zlib';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import type pg from 'pg';
 import type { Clock } from '../core/clock.ts';
+import type { Definitions } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
 import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
-import { consentCountResult, consentExportFile, planConsentCount, planConsentExport } from './by-consent.ts';
-import { planSegmentExport, segmentExportFile } from './by-segment.ts';
-import { duplicateExportFile, planDuplicateExport } from './duplicates.ts';
-import { emailEventExportFile, planEmailEventExport } from './email-events.ts';
-import { eventExportDocument, planEventExport } from './events.ts';
-import { CSV_TYPE, JSON_TYPE, jsonFromCsv, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
-import type { ExportFile } from './plans.ts';
+import { XLSX_TYPE, jsonFromCsv, xlsxFromCsv } from './formats.ts';
+import type { StoredKind } from './kind.ts';
+import { exportKind, storedKind, type BodyOf, type ExportKindName } from './kinds.ts';
 import * as q from './queries.ts';
-import type { ExportBodies } from './schemas.ts';
 
 /**
- * Exports and counts (SPEC §2.16, §3.3, §4.7; docs/exports.md): a request is checked and stored
- * with its job in one transaction; the worker writes its file (CSV, or JSON for the event export,
- * gzip-compressed in the file store) or its result; its poll URL answers while it is in progress,
+ * The life cycle of exports and counts (SPEC §2.16, §3.3, §4.7; docs/exports.md), the same for
+ * every kind of the table in kinds.ts: a request is checked into its kind's plan and stored with
+ * its job, which carries the plan, in one transaction; the worker runs the plan, writing its file
+ * (gzip-compressed in the file store) or its result; its poll URL answers while it is in progress,
  * serves it for one day once ready, then answers 410, and a sweeper job removes the file.
  */
 
@@ -34,65 +31,38 @@ export const EXPORT_LIFETIME_MS = 24 * 60 * 60 * 1000;
 /** A sweep that comes before the export's expiry (the database's clock ahead of the service's) tries again this much later. */
 const SWEEP_RETRY_MS = 60_000;
 
-/** An export request with the kind whose schema its body was checked against: code narrows on `kind`. */
-export type ExportRequest = { [K in keyof ExportBodies]: { kind: K; body: ExportBodies[K] } }[keyof ExportBodies];
+/** An export request with the kind whose schema its body was checked against. */
+export type ExportRequest = { [K in ExportKindName]: { kind: K; body: BodyOf<K> } }[ExportKindName];
 
-/** The request of a stored file or count export. Its body was checked against its kind's schema when it was created. */
-function requestOf(row: Exclude<q.ExportRowDb, { kind: 'single' }>): ExportRequest {
-  switch (row.kind) {
-    case 'consents':
-      return { kind: row.kind, body: row.request };
-    case 'consents-count':
-      return { kind: row.kind, body: row.request };
-    case 'duplicates':
-      return { kind: row.kind, body: row.request };
-    case 'segments':
-      return { kind: row.kind, body: row.request };
-    case 'events':
-      return { kind: row.kind, body: row.request };
-    case 'email-events':
-      return { kind: row.kind, body: row.request };
-  }
+/** A plan as the export job carries it: with a digest of the definitions it was made in. */
+interface StoredPlan {
+  definitions: string;
+  plan: unknown;
 }
 
 /**
- * What an export produces: a CSV file (its header, its rows as a stream), a document (its text as a
- * stream: JSON, or CSV whose lines the database writes) or a count's result.
+ * The payload of the export jobs (this file's and the single profile export's): the export, and
+ * for the export job the plan made when it was requested (none in a job queued before plans were
+ * kept).
  */
-type Output = { file: ExportFile } | { document: AsyncIterable<string> } | { result: Record<string, number> };
+export type ExportJobPayload = { export_id: string; plan?: StoredPlan };
 
-/**
- * Checks a request against the account's definitions (400 naming the field) and answers how to
- * produce it; the worker checks again, as definitions may have changed since. Nothing runs until
- * `produce` is called.
- */
-function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.Pool): Promise<Output> } {
-  switch (request.kind) {
-    case 'consents': {
-      const p = planConsentExport(scope, request.body);
-      return { produce: async (pool) => ({ file: consentExportFile(pool, scope, p) }) };
-    }
-    case 'consents-count': {
-      const p = planConsentCount(scope, request.body);
-      return { produce: async (pool) => ({ result: await consentCountResult(pool, scope, p) }) };
-    }
-    case 'duplicates': {
-      const p = planDuplicateExport(scope, request.body);
-      return { produce: async (pool) => ({ file: duplicateExportFile(pool, scope, p) }) };
-    }
-    case 'segments': {
-      const p = planSegmentExport(scope, request.body);
-      return { produce: async (pool) => ({ file: segmentExportFile(pool, scope, p) }) };
-    }
-    case 'events': {
-      const p = planEventExport(scope, request.body);
-      return { produce: async (pool) => ({ document: eventExportDocument(pool, scope, p) }) };
-    }
-    case 'email-events': {
-      const p = planEmailEventExport(scope, request.body);
-      return { produce: async (pool) => ({ document: emailEventExportFile(pool, scope, p) }) };
-    }
+/** The payload of one of the export jobs, as its enqueue wrote it. */
+export function exportPayload(job: Job): ExportJobPayload {
+  const { export_id: exportId, plan } = job.payload;
+  if (typeof exportId !== 'string') throw new Error(`The ${job.kind} job ${job.jobId} names no export`);
+  return plan === undefined ? { export_id: exportId } : { export_id: exportId, plan: plan as StoredPlan };
+}
+
+const digests = new WeakMap<Definitions, string>();
+/** A digest of an account's definitions: a plan is run as made while it stays the same. */
+function definitionsDigest(defs: Definitions): string {
+  let digest = digests.get(defs);
+  if (digest === undefined) {
+    digest = crypto.createHash('sha256').update(JSON.stringify(defs)).digest('base64url');
+    digests.set(defs, digest);
   }
+  return digest;
 }
 
 /**
@@ -102,19 +72,24 @@ function plan(scope: AccountScope, request: ExportRequest): { produce(pool: pg.P
  */
 export async function createExport(tx: Queryable, scope: AccountScope, request: ExportRequest): Promise<string> {
   requireAllSections(scope, 'a data export');
-  plan(scope, request);
-  return queueExport(tx, scope, { kind: request.kind, request: request.body }, EXPORT_JOB);
+  const plan = exportKind(request.kind)!.plan(scope, request.body);
+  return queueExport(tx, scope, { kind: request.kind, request: request.body }, EXPORT_JOB, {
+    definitions: definitionsDigest(scope.defs),
+    plan,
+  });
 }
 
 /**
  * Holds one of the account's pending places (429 beyond `pending_exports`) and stores a checked
- * export request with its job of kind `job` in the caller's transaction. Answers the export's id.
+ * export request with its job of kind `job` (carrying `plan`, when given) in the caller's
+ * transaction. Answers the export's id.
  */
 export async function queueExport(
   tx: Queryable,
   scope: AccountScope,
-  stored: Pick<q.StoredRequest, 'kind' | 'request'>,
+  stored: q.StoredRequest,
   job: string,
+  plan?: StoredPlan,
 ): Promise<string> {
   await q.lockAccountExports(tx, scope.accountId);
   const pending = await q.countPendingExports(tx, scope.accountId);
@@ -126,7 +101,8 @@ export async function queueExport(
     );
   const exportId = crypto.randomUUID();
   await q.insertExport(tx, scope.accountId, { ...stored, exportId, createdAt: scope.now });
-  await enqueue(tx, scope.accountId, job, { export_id: exportId });
+  const payload: ExportJobPayload = plan === undefined ? { export_id: exportId } : { export_id: exportId, plan };
+  await enqueue(tx, scope.accountId, job, payload);
   return exportId;
 }
 
@@ -145,18 +121,14 @@ export type PollAnswer = { inProgress: true } | ReadyAnswer;
 export type ReadyAnswer = { file: ExportDownload } | { result: Record<string, number> };
 
 /**
- * The forms of a stored file (SPEC §4.7, EXP-37 to EXP-40): the event export's and the single
- * profile export's JSON; the other files' CSV, or the same rows as an Excel workbook, and for the segment export as JSON too. The
- * other forms are produced from the stored CSV while they are sent (docs/exports.md "Excel and
- * JSON forms": nothing more is stored, and the rows are the CSV's by construction).
+ * The forms of a stored file (SPEC §4.7, EXP-37 to EXP-40), those its kind names: the JSON of the
+ * event export and the single profile export; the other files' CSV, or the same rows as an Excel
+ * workbook, and for the segment export as JSON too. The other forms are produced from the stored
+ * CSV while they are sent (docs/exports.md "Excel and JSON forms": nothing more is stored, and the
+ * rows are the CSV's by construction).
  */
-function downloadOf(files: FileStore, kind: q.ExportRowDb['kind'], key: string): ExportDownload {
-  const types =
-    kind === 'events' || kind === 'single'
-      ? [JSON_TYPE]
-      : kind === 'segments'
-        ? [CSV_TYPE, XLSX_TYPE, JSON_TYPE]
-        : [CSV_TYPE, XLSX_TYPE];
+function downloadOf(files: FileStore, file: NonNullable<StoredKind['file']>, key: string): ExportDownload {
+  const { types } = file;
   return {
     types,
     read(type) {
@@ -202,9 +174,9 @@ export async function pollExport(
   );
   const found = await q.findExport(db, scope.accountId, exportId);
   // Each form knows only its own exports; an email event export is read at /emails/reports (email-events.ts).
-  const row =
-    found && found.kind !== 'email-events' && (found.kind === 'single') === (form === 'single') ? found : undefined;
-  if (!row) {
+  const kind = found && storedKind(found.kind);
+  const row = kind && kind.readAt === (form === 'single' ? 'single' : 'reports') ? found : undefined;
+  if (!kind || !row) {
     if (form !== 'v1') throw new Problem('AUD-1903', `No export "${exportId}"`);
     throw new Problem(
       'AUD-1902',
@@ -225,10 +197,10 @@ export async function pollExport(
       throw gone;
     case 'ready':
       if (row.expires_at!.getTime() <= scope.now.getTime()) throw gone;
-      if (row.file_key === null) return { result: row.result! };
+      if (row.file_key === null || kind.file === null) return { result: row.result! };
       // A file removed behind the sweeper's back (the store emptied by hand) is gone too.
       if (!(await files.exists(row.file_key))) throw gone;
-      return { file: downloadOf(files, row.kind, row.file_key) };
+      return { file: downloadOf(files, kind.file, row.file_key) };
   }
 }
 
@@ -313,30 +285,31 @@ function csvFile(columns: string[], counted: (rows: number) => void): Transform 
 }
 
 /**
- * The worker's export job: checks the request again in the account's present definitions (a
- * problem now fails the export with its detail), writes the file or computes the result, and
- * marks the export ready for one day, with its sweeper job, in one transaction. A job that fails
- * for another reason is retried; after its last attempt the export fails.
+ * The worker's export job: runs the plan its job carries, writes the file or computes the result,
+ * and marks the export ready for one day, with its sweeper job, in one transaction. When the
+ * account's definitions changed since the request (or the job carries no plan), the request is
+ * checked again in the present ones, and a problem now fails the export with its detail. A job
+ * that fails for another reason is retried; after its last attempt the export fails.
  */
 export async function runExport(deps: ExportDeps, job: Job): Promise<void> {
   const { accountId } = job;
-  const exportId = String(job.payload.export_id);
+  const { export_id: exportId, plan: stored } = exportPayload(job);
   const row = await q.findExport(deps.pool, accountId, exportId);
   // A single profile export has jobs of its own (single.ts).
-  if (!row || row.kind === 'single' || (row.status !== 'queued' && row.status !== 'in_progress')) return;
+  const kind = row && exportKind(row.kind);
+  if (!row || !kind || (row.status !== 'queued' && row.status !== 'in_progress')) return;
   await q.setExportInProgress(deps.pool, accountId, exportId);
   const scope = await deps.scopeOf(accountId);
   try {
-    const planned = plan(scope, requestOf(row));
-    // The event export's file is JSON; the others' CSV (the email event export's written as a document); a count has none.
-    const fileKey =
-      row.kind === 'consents-count'
-        ? null
-        : `exports/${accountId}/${exportId}.${row.kind === 'events' ? 'json' : 'csv'}.gz`;
+    const plan =
+      stored !== undefined && stored.definitions === definitionsDigest(scope.defs)
+        ? stored.plan
+        : kind.plan(scope, row.request);
+    const fileKey = kind.file === null ? null : `exports/${accountId}/${exportId}.${kind.file.extension}.gz`;
     // A job taken up again after its worker died (its lease ran out) writes the file from the
     // start; what the dead worker had written of it, under a temporary name, goes first.
     if (fileKey !== null && job.attempts > 1) await deps.files.remove(fileKey);
-    const output = await planned.produce(deps.pool);
+    const output = await kind.produce(deps.pool, scope, plan);
     if ('result' in output)
       return await markExportReady(deps, accountId, exportId, { fileKey: null, result: output.result });
     let rows: number | undefined;
@@ -372,7 +345,8 @@ export async function markExportReady(
   const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);
   await withTransaction(deps.pool, async (tx) => {
     await q.setExportReady(tx, accountId, exportId, { ...ready, readyAt, expiresAt });
-    if (ready.fileKey !== null) await enqueue(tx, accountId, EXPORT_SWEEP_JOB, { export_id: exportId }, expiresAt);
+    const sweep: ExportJobPayload = { export_id: exportId };
+    if (ready.fileKey !== null) await enqueue(tx, accountId, EXPORT_SWEEP_JOB, sweep, expiresAt);
     await alongside?.(tx);
   });
 }
@@ -396,15 +370,16 @@ export async function failExport(deps: ExportDeps, job: Job, exportId: string, e
  */
 export async function sweepExport(deps: ExportDeps, job: Job): Promise<void> {
   const { accountId } = job;
-  const exportId = String(job.payload.export_id);
+  const { export_id: exportId } = exportPayload(job);
   const row = await q.findExport(deps.pool, accountId, exportId);
   if (!row || row.status !== 'ready' || row.file_key === null) return;
   if (row.expires_at!.getTime() > deps.clock()) {
+    const payload: ExportJobPayload = { export_id: exportId };
     await enqueue(
       deps.pool,
       accountId,
       EXPORT_SWEEP_JOB,
-      { export_id: exportId },
+      payload,
       new Date(row.expires_at!.getTime() + SWEEP_RETRY_MS),
     );
     return;
@@ -412,3 +387,12 @@ export async function sweepExport(deps: ExportDeps, job: Job): Promise<void> {
   await deps.files.remove(row.file_key);
   await q.setExportExpired(deps.pool, accountId, exportId);
 }
+
+/**
+ * An account being deleted: `rows` erases its exports in the caller's transaction; `files`, once
+ * that has committed, every file under the account's folder.
+ */
+export const forgetAccountExports = {
+  rows: (tx: Queryable, accountId: string): Promise<void> => q.deleteAccountRows(tx, accountId),
+  files: (store: FileStore, accountId: string): Promise<void> => store.removeAll(`exports/${accountId}`),
+};

@@ -1,9 +1,8 @@
-import type { Readable } from 'node:stream';
 import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, type SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
 import { addressVersionId, maySendSql } from '../consents/consents.ts';
-import type { ChannelRow, SectionDefs, TagRow } from '../core/definitions.ts';
+import { attributeOfVersion, type ChannelRow, type SectionDefs, type TagRow } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
@@ -15,12 +14,6 @@ import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 /** What several exports check the same way: their attribute and tag columns, their segments by name, the names of their columns. */
 
 export const EXPORT_KEY_COLUMN = 'exportKey';
-
-/** A file an export writes: its header, and its rows as CSV as they stream from the database (`\n` after each row). */
-export interface ExportFile {
-  columns: string[];
-  rows: Readable;
-}
 
 /** sectionOf, its problem naming the field of the request. */
 export function sectionAt(scope: AccountScope, discriminator: string, field: string): SectionDefs {
@@ -34,7 +27,7 @@ export function sectionAt(scope: AccountScope, discriminator: string, field: str
 
 /** Checks that a version is one of a visible attribute of the section (any of its versions); 400 naming `field` otherwise. */
 export function requireAttributeVersion(section: SectionDefs, versionId: string, field: string): void {
-  const attribute = section.attributes.find((x) => x.versions.some((v) => v.id === versionId));
+  const attribute = attributeOfVersion(section, versionId)?.attribute;
   if (!attribute)
     throw new Problem(
       'AUD-1206',
@@ -86,23 +79,43 @@ export function planTopics(section: SectionDefs, discriminators: string[]): stri
   });
 }
 
+/** A channel that holds addresses in a section: the version of its address attribute, and that attribute's name (its column's). */
+export interface AddressChannel {
+  channel: ChannelRow;
+  addressVersionId: string;
+  attributeName: string;
+}
+
+/** The channel's addresses in the section; undefined for a channel without any there (web). */
+function addressesOn(section: SectionDefs, channel: ChannelRow): AddressChannel | undefined {
+  const versionId = addressVersionId(section, channel);
+  const attribute = section.attributes.find((a) => a.discriminator === channel.address_attribute);
+  return versionId === undefined || !attribute
+    ? undefined
+    : { channel, addressVersionId: versionId, attributeName: attribute.name };
+}
+
 /** A channel of the request that holds addresses in the section; 400 naming `field` otherwise. */
 export function addressChannel(
   scope: AccountScope,
   section: SectionDefs,
   discriminator: string,
   field: string,
-): { channel: ChannelRow; addressVersionId: string; attributeName: string } {
+): AddressChannel {
   const channel = scope.defs.channels.find((c) => c.discriminator === discriminator);
   if (!channel) throw new Problem('AUD-1607', `${field}: channel ID "${discriminator}" not found`);
-  const versionId = addressVersionId(section, channel);
-  const attribute = section.attributes.find((a) => a.discriminator === channel.address_attribute);
-  if (versionId === undefined || !attribute)
+  const found = addressesOn(section, channel);
+  if (!found)
     throw new Problem(
       'AUD-1608',
       `${field}: the channel "${discriminator}" holds no addresses in section "${section.discriminator}": use the email or SMS channel`,
     );
-  return { channel, addressVersionId: versionId, attributeName: attribute.name };
+  return found;
+}
+
+/** Every channel of the account that holds addresses in the section (email, SMS), in the account's order. */
+export function addressChannels(scope: AccountScope, section: SectionDefs): AddressChannel[] {
+  return scope.defs.channels.flatMap((c) => addressesOn(section, c) ?? []);
 }
 
 /** Refuses (400) a column name given twice; `columns` are [name, the field that gives it] in the file's order. */
@@ -167,6 +180,13 @@ export function planSegments(scope: AccountScope, segments: SegmentsByNameOrQuer
   return { segments: list, timeZone, filter };
 }
 
+/** A section of a plan by its id (a plan holds ids: it is stored as JSON with its job). */
+function sectionById(scope: AccountScope, sectionId: string): SectionDefs {
+  const section = scope.defs.sections.find((s) => s.id === sectionId);
+  if (!section) throw new Problem('AUD-1102', `The section ${sectionId} of the export no longer exists`);
+  return section;
+}
+
 /**
  * What a statement selects for a plan, its SQL bound in `values`: the section, the segments
  * compiled to SQL and evaluated at `scope.now` in the plan's time zone, the filter over them, and
@@ -176,7 +196,7 @@ export function profileSelection(
   scope: AccountScope,
   values: SqlValues,
   plan: NamedSegments & {
-    section: SectionDefs;
+    sectionId: string;
     topicIds: string[];
     channels: { channel: ChannelRow; addressVersionId: string }[];
   },
@@ -189,15 +209,16 @@ export function profileSelection(
     compilePredicate(s.expression, { account, now, timeZone: plan.timeZone, perProfile: true }, values),
   );
   const index = new Map(plan.segments.map((s, i) => [s.name, i]));
-  const { filter, section, topicIds } = plan;
+  const { filter, topicIds } = plan;
+  const section = plan.channels.length > 0 ? sectionById(scope, plan.sectionId) : undefined;
   return {
     account,
-    sectionId: section.id,
+    sectionId: plan.sectionId,
     segments,
     filter: filter ? (column) => filterSql(filter, (name) => column(index.get(name)!)) : null,
     channels: plan.channels.map((c) => ({
       addressVersionId: c.addressVersionId,
-      ...maySendSql(scope, values, { account, section, topicIds, channel: c.channel }),
+      ...maySendSql(scope, values, { account, section: section!, topicIds, channel: c.channel }),
     })),
     attributes: file.attributes.map((a) => a.versionId),
     tags: file.tags.map((t) => t.tagId),

@@ -1,18 +1,20 @@
-import type { Readable } from 'node:stream';
 import type pg from 'pg';
 import type { SqlValues } from '../aql/compile-sql.ts';
 import { canonicalProfilesSql, clusterProfilesSql, sectionValuesSql } from '../profiles/relations.ts';
-import { copyCsvRows } from '../store/copy.ts';
 import { cursorRows } from '../store/cursor.ts';
 import type { Queryable } from '../store/pool.ts';
-import type { ExportBodies, SingleExportRequest } from './schemas.ts';
+import type { Statement } from './kind.ts';
 
 export type ExportStatus = 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
 
-/** The columns `kind` and `request`: a body checked against its kind's schema when the export was created. */
-export type StoredRequest =
-  | { [K in keyof ExportBodies]: { kind: K; request: ExportBodies[K] } }[keyof ExportBodies]
-  | { kind: 'single'; request: SingleExportRequest };
+/**
+ * The columns `kind` (a key of the table in kinds.ts) and `request`: a body checked against its
+ * kind's schema when the export was created (the single profile export's: a SingleExportRequest).
+ */
+export interface StoredRequest {
+  kind: string;
+  request: unknown;
+}
 
 export type ExportRowDb = StoredRequest & {
   export_id: string;
@@ -210,42 +212,42 @@ function chosenByConsent(values: SqlValues, sel: ConsentSelection): string {
 }
 
 /**
- * The file rows of an export by consent as CSV, streamed by COPY (never whole in memory), in the
- * order of the profiles' creation, with 1 for `subscribed` when unsubscribed profiles are excluded.
+ * The file rows of an export by consent (for COPY), in the order of the profiles' creation, with 1
+ * for `subscribed` when unsubscribed profiles are excluded.
  */
-export function consentExportCsv(pool: pg.Pool, values: SqlValues, sel: ConsentSelection): Readable {
-  const text = `${chosenByConsent(values, sel)} select ${cells(values, sel, { segments: true, trailing: sel.excludeUnsubscribed ? ["'1'"] : [] })} from chosen c order by c.profile_id`;
-  return copyCsvRows(pool, { text, values: values.values });
+export function consentExportStatement(values: SqlValues, sel: ConsentSelection): string {
+  return `${chosenByConsent(values, sel)} select ${cells(values, sel, { segments: true, trailing: sel.excludeUnsubscribed ? ["'1'"] : [] })} from chosen c order by c.profile_id`;
 }
 
-/** The count of an export by consent: its rows, and per channel those whose address it would hold. */
+/** The count of an export by consent: its rows (`total`), and per channel i those whose address it would hold (`c<i>`). */
+export function consentCountStatement(values: SqlValues, sel: ConsentSelection): string {
+  const perChannel = sel.channels.map((_, i) => `, count(*) filter (where c.c${i})::int as c${i}`).join('');
+  return `${chosenByConsent(values, sel)} select count(*)::int as total${perChannel} from chosen c`;
+}
+
+/** The counts of consentCountStatement. */
 export async function countConsentExport(
   db: Queryable,
-  values: SqlValues,
-  sel: ConsentSelection,
+  statement: Statement,
+  channels: number,
 ): Promise<{ total: number; channels: number[] }> {
-  const perChannel = sel.channels.map((_, i) => `, count(*) filter (where c.c${i})::int as c${i}`).join('');
-  const { rows } = await db.query<Record<string, number>>(
-    `${chosenByConsent(values, sel)} select count(*)::int as total${perChannel} from chosen c`,
-    values.values,
-  );
-  return { total: rows[0].total, channels: sel.channels.map((_, i) => rows[0][`c${i}`]) };
+  const { rows } = await db.query<Record<string, number>>(statement.text, statement.values);
+  return { total: rows[0].total, channels: Array.from({ length: channels }, (_, i) => rows[0][`c${i}`]) };
 }
 
 /**
- * The file rows of a duplicate export as CSV, streamed by COPY: of the profiles the filter selects, those whose
+ * The file rows of a duplicate export (for COPY): of the profiles the filter selects, those whose
  * value of the attribute version is also another one's (texts compared trimmed and without case,
  * other values as JSON; no value or an empty text is never a duplicate), then at most `limit` of
  * them; ordered by that value, so that duplicates follow each other, then by creation. The value
  * comes right after the export key.
  */
-export function duplicateExportCsv(
-  pool: pg.Pool,
+export function duplicateExportStatement(
   values: SqlValues,
   sel: ProfileSelection & { duplicateVersionId: string },
-): Readable {
+): string {
   const value = `k.attrs -> ${values.add(sel.duplicateVersionId, 'text')}`;
-  const text = `with ${selectedProfiles(values, sel)}, keyed as (
+  return `with ${selectedProfiles(values, sel)}, keyed as (
       select k.*, ${cell(value)} as dup_value,
         case jsonb_typeof(${value}) when 'string' then lower(btrim((${value}) #>> '{}')) when 'null' then null else (${value})::text end as dup_key
       from selected k
@@ -253,24 +255,21 @@ export function duplicateExportCsv(
       select * from (select d.*, count(*) over (partition by d.dup_key) as copies from keyed d where d.dup_key <> '') x where x.copies > 1
     ), ${chosen(values, 'duplicated', sel.limit)}
     select ${cells(values, sel, { leading: ['c.dup_value'], segments: true })} from chosen c order by c.dup_key, c.profile_id`;
-  return copyCsvRows(pool, { text, values: values.values });
 }
 
 /**
- * The file rows of a profile in segment export as CSV, streamed by COPY: the profiles of its one segment, known or
+ * The file rows of a profile in segment export (for COPY): the profiles of its one segment, known or
  * unknown only when `known` (a predicate over a profile id) is given, then at most `limit` of them,
  * in the order of their creation.
  */
-export function segmentExportCsv(
-  pool: pg.Pool,
+export function segmentExportStatement(
   values: SqlValues,
   sel: ProfileSelection & { known: ((profile: string) => string) | null },
-): Readable {
-  const text = `with ${selectedProfiles(values, sel)}, wanted as (
+): string {
+  return `with ${selectedProfiles(values, sel)}, wanted as (
       select * from selected k ${sel.known ? `where ${sel.known('k.profile_id')}` : ''}
     ), ${chosen(values, 'wanted', sel.limit)}
     select ${cells(values, sel, { segments: false })} from chosen c order by c.profile_id`;
-  return copyCsvRows(pool, { text, values: values.values });
 }
 
 /** What the statement of an event export selects; its SQL fragments bind their values in the statement's `values`. */
@@ -301,17 +300,12 @@ export type EventExportRow =
     };
 
 /**
- * Streams the rows of an event export through a cursor (never whole in memory): per canonical
- * profile the segment selects (a merge cluster shows its cluster's values and its members'
+ * The rows of an event export: per canonical profile the segment selects (a merge cluster shows its cluster's values and its members'
  * events), in the order of creation, per requested section in the order of its id, one row of
  * values — the wanted attributes it has a value of (`{"value": …}`), the wanted tags it has set
  * (`{"value": null}`) — then its events, oldest first.
  */
-export async function* streamEventExportRows(
-  pool: pg.Pool,
-  values: SqlValues,
-  sel: EventSelection,
-): AsyncGenerator<EventExportRow> {
+export function eventExportStatement(values: SqlValues, sel: EventSelection): string {
   const { account } = sel;
   const wanted = `unnest(${values.add(
     sel.keys.map((k) => k.sectionId),
@@ -330,7 +324,7 @@ export async function* streamEventExportRows(
     ? `union all
       select e.section_id, 1, e.event_time, e.event_id, null, e.correlation_id, e.version_id, e.created_at, e.data from (${sel.events('c.profile_id')}) e`
     : '';
-  const text = `with chosen as (
+  return `with chosen as (
       select p.profile_id, p.export_key from (${canonicalProfilesSql(account)}) p ${sel.segment === null ? '' : `where ${sel.segment}`}
     )
     select c.export_key, x.section_id::text, x.attributes, x.correlation_id, x.event_time, x.version_id::text, x.created_at, x.data
@@ -346,6 +340,10 @@ export async function* streamEventExportRows(
       ${events}
     ) x
     order by c.profile_id, x.section_id, x.kind, x.event_time, x.event_id`;
+}
+
+/** Streams the rows of eventExportStatement through a cursor (never whole in memory). */
+export async function* eventExportRows(pool: pg.Pool, statement: Statement): AsyncGenerator<EventExportRow> {
   for await (const [
     exportKey,
     sectionId,
@@ -355,7 +353,7 @@ export async function* streamEventExportRows(
     versionId,
     createdAt,
     data,
-  ] of cursorRows(pool, { text, values: values.values })) {
+  ] of cursorRows(pool, statement)) {
     yield attributes === null
       ? {
           kind: 'event',
@@ -413,18 +411,14 @@ function csvLine(cells: number): string {
 }
 
 /**
- * Streams the lines of an email event export through a cursor (never whole in memory), each row
- * written as a CSV line (without its line end) by the database, in the columns of SPEC §2.16 then
+ * The lines of an email event export, each row written as a CSV line (without its line end) by
+ * the database, in the columns of SPEC §2.16 then
  * the mapped ones: its events in the window, of every profile or of the profiles the segment
  * selects, by section, then event time, then event id. The address and the
  * mapped values are those the event's profile shows now (its merge cluster's, when it was merged
  * since); a field is written only for the types that carry it.
  */
-export function streamEmailEventRows(
-  pool: pg.Pool,
-  values: SqlValues,
-  sel: EmailEventSelection,
-): AsyncGenerator<unknown[]> {
+export function emailEventStatement(values: SqlValues, sel: EmailEventSelection): string {
   const { account } = sel;
   const ids = values.add(
     sel.sections.map((s) => s.id),
@@ -484,7 +478,7 @@ export function streamEmailEventRows(
     ),
     ...mappedCells,
   ];
-  const text = `${
+  return `${
     sel.segment === null
       ? ''
       : `with selected as materialized (
@@ -500,5 +494,14 @@ export function streamEmailEventRows(
     order by e.section_id, e.event_time, e.event_id
     -- offset 0 keeps the subqueries whole: each cell and each line computed once.
     offset 0) c offset 0) c`;
-  return cursorRows(pool, { text, values: values.values }, 1000, { whole: true });
+}
+
+/** Streams the lines of emailEventStatement through a cursor (never whole in memory). */
+export function emailEventLines(pool: pg.Pool, statement: Statement): AsyncGenerator<unknown[]> {
+  return cursorRows(pool, statement, 1000, { whole: true });
+}
+
+/** Erases the exports of a deleted account. */
+export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from exports where account_id = $1::bigint', [accountId]);
 }

@@ -372,6 +372,10 @@ export const PollUrl = Type.Object({
   }),
 });
 
+export const ReportId = Type.Object({
+  report_id: Type.String({ description: 'Its status is at GET /emails/reports/{report_id}' }),
+});
+
 export const ReportParams = Type.Object({ report_id: Type.String({ description: 'The id at the end of a poll URL' }) });
 
 /** The single profile export (SPEC §4.7, beta; docs/exports.md). */
@@ -413,13 +417,3 @@ export const SingleExportFileParams = Type.Object({
   account_id: Type.String({ description: 'The account of the export: that of the bearer token' }),
   export_id: Type.String({ description: 'The id of the export' }),
 });
-
-/** The body of each kind of export created through a request, as checked against its kind's schema. */
-export interface ExportBodies {
-  consents: ConsentExportBody;
-  'consents-count': ConsentCountBody;
-  duplicates: DuplicateExportBody;
-  segments: SegmentExportBody;
-  events: EventExportBody;
-  'email-events': EmailEventExportBody;
-}

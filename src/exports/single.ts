@@ -10,7 +10,17 @@ import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
 import { OutboundError, type Outbound } from '../outbound/outbound.ts';
 import { locateByExportKey, profileRecords, type ProfileRecord } from '../profiles/profiles.ts';
 import type { Queryable } from '../store/pool.ts';
-import { failExport, markExportReady, pollExport, queueExport, type ExportDeps, type ReadyAnswer } from './exports.ts';
+import {
+  exportPayload,
+  failExport,
+  markExportReady,
+  pollExport,
+  queueExport,
+  type ExportDeps,
+  type ExportJobPayload,
+  type ReadyAnswer,
+} from './exports.ts';
+import { SINGLE_EXPORT } from './kinds.ts';
 import * as q from './queries.ts';
 import type { SingleExportBody, SingleExportRequest } from './schemas.ts';
 
@@ -60,7 +70,8 @@ export async function requestSingleExport(
   if (protocol !== 'http:' && protocol !== 'https:')
     throw new Problem('AUD-1921', `callback_url: the scheme "${protocol.slice(0, -1)}" is not http or https`);
   await locateByExportKey(tx, scope, exportKey);
-  return queueExport(tx, scope, { kind: 'single', request: { ...body, export_key: exportKey } }, SINGLE_EXPORT_JOB);
+  const request: SingleExportRequest = { ...body, export_key: exportKey };
+  return queueExport(tx, scope, { kind: SINGLE_EXPORT, request }, SINGLE_EXPORT_JOB);
 }
 
 /**
@@ -213,12 +224,13 @@ async function callBack(
  */
 export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise<void> {
   const { accountId } = job;
-  const exportId = String(job.payload.export_id);
+  const { export_id: exportId } = exportPayload(job);
   const row = await q.findExport(deps.pool, accountId, exportId);
-  if (!row || row.kind !== 'single' || (row.status !== 'queued' && row.status !== 'in_progress')) return;
+  if (!row || row.kind !== SINGLE_EXPORT || (row.status !== 'queued' && row.status !== 'in_progress')) return;
+  const request = row.request as SingleExportRequest;
   try {
     if (row.status === 'queued') {
-      const failed = await callBack(deps, row.request.callback_url, VERIFICATION);
+      const failed = await callBack(deps, request.callback_url, VERIFICATION);
       if (failed?.retry && job.attempts < MAX_ATTEMPTS)
         throw new Error(`The verification callback failed: ${failed.reason}`);
       if (failed)
@@ -230,11 +242,12 @@ export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise
         );
       await q.setExportInProgress(deps.pool, accountId, exportId);
     }
-    const file = await singleExportFile(deps.pool, await deps.scopeOf(accountId), row.request);
+    const file = await singleExportFile(deps.pool, await deps.scopeOf(accountId), request);
     const fileKey = `exports/${accountId}/${exportId}.json.gz`;
     await deps.files.put(fileKey, Readable.from([await gzip(JSON.stringify(file))]));
+    const ready: ExportJobPayload = { export_id: exportId };
     await markExportReady(deps, accountId, exportId, { fileKey, result: null }, (tx) =>
-      enqueue(tx, accountId, SINGLE_EXPORT_READY_JOB, { export_id: exportId }),
+      enqueue(tx, accountId, SINGLE_EXPORT_READY_JOB, ready),
     );
   } catch (err) {
     return failExport(deps, job, exportId, err);
@@ -248,10 +261,10 @@ export async function runSingleExport(deps: SingleExportDeps, job: Job): Promise
  */
 export async function sendReadyCallback(deps: SingleExportDeps, job: Job): Promise<void> {
   const { accountId } = job;
-  const exportId = String(job.payload.export_id);
+  const { export_id: exportId } = exportPayload(job);
   const row = await q.findExport(deps.pool, accountId, exportId);
-  if (!row || row.kind !== 'single' || row.status !== 'ready') return;
-  const failed = await callBack(deps, row.request.callback_url, {
+  if (!row || row.kind !== SINGLE_EXPORT || row.status !== 'ready') return;
+  const failed = await callBack(deps, (row.request as SingleExportRequest).callback_url, {
     code: 200,
     message: singleExportUrl(deps.publicUrl, accountId, exportId),
   });

@@ -83,10 +83,23 @@ export class S3FileStore {
   private async request(
     method: string,
     key: string,
-    options: { body?: Readable; length?: number; sha256?: string; signal?: AbortSignal } = {},
+    options: {
+      body?: Readable;
+      length?: number;
+      sha256?: string;
+      signal?: AbortSignal;
+      /** A request of the bucket itself (a listing), `key` only naming it in errors. */
+      query?: Record<string, string>;
+    } = {},
   ): Promise<Response> {
     const { endpoint, region, accessKey, secret } = this.location;
-    const url = new URL(this.pathOf(key), endpoint);
+    const url = new URL(options.query ? `/${encodeSegment(this.location.bucket)}` : this.pathOf(key), endpoint);
+    // SigV4 signs the query with its names sorted and both sides encoded as path segments are.
+    const query = Object.entries(options.query ?? {})
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([n, v]) => `${encodeSegment(n)}=${encodeSegment(v)}`)
+      .join('&');
+    url.search = query;
     const { day, time } = stamp(new Date());
     const amz = { 'x-amz-content-sha256': options.sha256 ?? EMPTY_SHA256, 'x-amz-date': time };
     // fetch sends the host of the URL; it is signed too.
@@ -95,7 +108,7 @@ export class S3FileStore {
     const canonical = [
       method,
       url.pathname,
-      '',
+      query,
       names.map((n) => `${n}:${signed[n]}\n`).join(''),
       names.join(';'),
       amz['x-amz-content-sha256'],
@@ -210,4 +223,31 @@ export class S3FileStore {
     if (!res.ok && res.status !== 404) throw await this.failure('DELETE', key, res);
     await res.body?.cancel();
   }
+
+  /** Lists the keys under `folder/` (ListObjectsV2, page by page) and removes each. */
+  async removeAll(folder: string): Promise<void> {
+    const { prefix } = this.location;
+    const under = `${prefix ? `${prefix}/` : ''}${folder}/`;
+    let token: string | undefined;
+    do {
+      const query: Record<string, string> = { 'list-type': '2', prefix: under };
+      if (token) query['continuation-token'] = token;
+      const res = await this.request('GET', `${folder}/`, { query });
+      if (!res.ok) throw await this.failure('GET', `${folder}/`, res);
+      const body = await res.text();
+      const keys = [...body.matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => unescapeXml(m[1]).slice(under.length));
+      for (const key of keys) await this.remove(`${folder}/${key}`);
+      token = /<IsTruncated>true<\/IsTruncated>/.test(body)
+        ? unescapeXml(/<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(body)?.[1] ?? '')
+        : undefined;
+    } while (token);
+  }
+}
+
+/** The text of an XML element, its five predefined entities replaced. */
+function unescapeXml(text: string): string {
+  return text.replace(
+    /&(lt|gt|quot|apos|amp);/g,
+    (_m, e: string) => ({ lt: '<', gt: '>', quot: '"', apos: "'", amp: '&' })[e]!,
+  );
 }

@@ -104,6 +104,17 @@ describe.each(stores)('files in %s', (_name, open) => {
     expect(await store.exists('imports/12/a')).toBe(false);
   });
 
+  it("removes every file under a folder (a deleted account's) and none beside it", async () => {
+    const store = open();
+    const under = ['imports/71/a.csv', 'imports/71/deep/b c.csv', 'imports/71/x.csv.123.456.partial'];
+    const beside = ['imports/711/a.csv', 'imports/7/a.csv', 'exports/71/a.csv.gz'];
+    for (const key of [...under, ...beside]) await store.put(key, Readable.from([key]));
+    await store.removeAll('imports/71');
+    for (const key of under) expect(await store.exists(key), key).toBe(false);
+    for (const key of beside) expect(await store.exists(key), key).toBe(true);
+    await store.removeAll('imports/71');
+  });
+
   it('refuses a key that leaves the store', async () => {
     const store = open();
     await expect(store.put('../outside.csv', Readable.from(['x']))).rejects.toThrow(/leaves the file store/);

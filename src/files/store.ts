@@ -15,6 +15,8 @@ export interface FileStore {
   exists(key: string): Promise<boolean>;
   /** Removes the file under `key`, if there is one, and what an interrupted write of it left behind. */
   remove(key: string): Promise<void>;
+  /** Removes every file whose key starts with `folder/` (a deleted account's), partial writes included. */
+  removeAll(folder: string): Promise<void>;
   /** Removes what interrupted writes of any key left behind (a process killed during an upload); answers how many files. */
   sweep(): Promise<number>;
 }
@@ -113,6 +115,10 @@ export class LocalFileStore implements FileStore {
     await Promise.all(
       names.filter(isPartial).map((name) => fs.rm(path.join(path.dirname(target), name), { force: true })),
     );
+  }
+
+  async removeAll(folder: string): Promise<void> {
+    await fs.rm(this.pathOf(folder), { recursive: true, force: true });
   }
 
   /**

@@ -15,7 +15,11 @@ import { sendProblem, toProblem, writeClientProblem } from './problems.ts';
 import { registerTextGuard } from './plugins/text-guard.ts';
 import { apiKeysRoutes } from './routes/api-keys.ts';
 import { definitionsRoutes } from './routes/definitions.ts';
-import { adminRoutes } from './routes/admin.ts';
+import { adminAccountsRoutes } from './routes/admin/accounts.ts';
+import { adminApiKeysRoutes } from './routes/admin/api-keys.ts';
+import { adminIntegrationsRoutes } from './routes/admin/integrations.ts';
+import { adminJobsRoutes } from './routes/admin/jobs.ts';
+import { adminSuppressionsRoutes } from './routes/admin/suppressions.ts';
 import { operationsRoutes } from './routes/operations.ts';
 import { profilesRoutes } from './routes/profiles.ts';
 import { consentsRoutes } from './routes/consents.ts';
@@ -26,6 +30,7 @@ import { activitiesRoutes } from './routes/activities.ts';
 import { outboxRoutes, trackingRoutes, transactionalRoutes } from './routes/transactional.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
 import { createLogger } from './logging.ts';
+import { registerOperations } from './operation.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -216,10 +221,10 @@ export async function buildApp(
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
   registerAuth(app, services);
-  await app.register(operationsRoutes(services, options.threadMetrics));
+  await registerOperations(app, services, operationsRoutes(services, options.threadMetrics));
   if (options.operationsOnly) return app;
-  await app.register(apiKeysRoutes(services));
-  await app.register(definitionsRoutes(services));
+  await registerOperations(app, services, apiKeysRoutes);
+  await registerOperations(app, services, definitionsRoutes);
   await app.register(
     profileDataPlane(services, [
       profilesRoutes,
@@ -230,9 +235,16 @@ export async function buildApp(
       transactionalRoutes,
     ]),
   );
-  await app.register(adminRoutes(services));
-  await app.register(activitiesRoutes(services));
-  await app.register(outboxRoutes(services));
-  await app.register(trackingRoutes(services));
+  for (const table of [
+    adminAccountsRoutes,
+    adminIntegrationsRoutes,
+    adminSuppressionsRoutes,
+    adminApiKeysRoutes,
+    adminJobsRoutes,
+  ])
+    await registerOperations(app, services, table);
+  await registerOperations(app, services, activitiesRoutes);
+  await registerOperations(app, services, outboxRoutes);
+  await registerOperations(app, services, trackingRoutes);
   return app;
 }

@@ -11,6 +11,7 @@ import { withTransaction, type Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
 import type { ImportRequest } from './schemas.ts';
 import {
+  attributeOfVersion,
   attributeTypeOf,
   requireWrite,
   type AttributeType,
@@ -122,16 +123,16 @@ function planAttributes(
   keyspaces: PlannedKeyspace[],
 ): ImportPlan['attributes'] {
   return body.attribute_mappings.map((m, i) => {
-    const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === m.attribute_version_id));
+    const found = attributeOfVersion(section, m.attribute_version_id);
     const field = `attribute_mappings[${i}].attribute_version_id`;
-    if (!attribute)
+    if (!found)
       throw new Problem(
         'AUD-1206',
         `${field}: attribute version "${m.attribute_version_id}" is not defined in section "${section.discriminator}"`,
       );
+    const { attribute, version: v } = found;
     if (attribute.hidden)
       throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
-    const v = attribute.versions.find((x) => x.id === m.attribute_version_id)!;
     if (v.deprecated_at !== null)
       throw new Problem('AUD-1207', `${field}: version ${v.id} of "${attribute.discriminator}" is deprecated`);
     for (const k of keyspaces) requireWrite('attribute', attribute, k.keyspace, field);
@@ -349,3 +350,13 @@ export async function acceptUpload(
     await enqueue(tx, accountId, IMPORT_JOB, { import_id: importId });
   });
 }
+
+/**
+ * An account being deleted: `rows` erases its imports and their failures in the caller's
+ * transaction; `files`, once that has committed, every file under the account's folder, partial
+ * writes included.
+ */
+export const forgetAccountImports = {
+  rows: (tx: Queryable, accountId: string): Promise<void> => q.deleteAccountRows(tx, accountId),
+  files: (store: FileStore, accountId: string): Promise<void> => store.removeAll(`imports/${accountId}`),
+};

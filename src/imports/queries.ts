@@ -151,3 +151,9 @@ export async function listImportFailures(
   );
   return rows;
 }
+
+/** Erases the imports of a deleted account and their failures. */
+export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from import_failures where account_id = $1::bigint', [accountId]);
+  await db.query('delete from imports where account_id = $1::bigint', [accountId]);
+}

@@ -115,6 +115,11 @@ export async function completeJobs(tx: Queryable, jobs: Pick<Job, 'accountId' | 
   );
 }
 
+/** Erases every job of a deleted account, failed ones included (a running one finds its rows gone). */
+export async function forgetAccountJobs(tx: Queryable, accountId: string): Promise<void> {
+  await tx.query('delete from jobs where account_id = $1::bigint', [accountId]);
+}
+
 /** Loops of their own for a job kind: how many, and how many jobs each claims together and runs at once. */
 export interface Lanes {
   loops: number;

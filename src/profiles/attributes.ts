@@ -1,11 +1,14 @@
 import {
+  attributeOfVersion,
   attributeTypeOf,
-  conforms,
   grants,
   requireWrite,
+  storedValue,
+  writeRefusal,
   type AttributeDef,
   type KeyspaceRow,
   type SectionDefs,
+  type TypeVersion,
 } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -19,45 +22,129 @@ import {
   identifierOf,
   identifiersOf,
   identityHash,
-  insertNewProfile,
   joinClusters,
   locate,
+  locateOrCreate,
+  locateKey,
   locateWithSectionData,
-  lockedClusters,
   refuseReadOnly,
-  writeSectionData,
   type Located,
   type ProfileFollower,
 } from './profiles.ts';
 import * as q from './queries.ts';
 import type { IdentifierInSection } from './schemas.ts';
 
-/** Checks one attribute write and returns the version it goes to. */
-function checkWrite(
+/** A write of an attribute that a keyspace maps its profile keys to. */
+interface KeyChange {
+  attribute: AttributeDef;
+  versionId: string;
+  value: unknown;
+}
+
+/**
+ * An attribute patch checked once against the definitions and the keyspace it is written through:
+ * the values to store (version id → value), the key attributes it changes (version 2 only), and
+ * whether it writes an address attribute, whose consents follow it (version 2 only). `refusal` is
+ * the first entry that failed a check; it is answered once the profile is located, since a missing,
+ * locked or read-only profile is answered first.
+ */
+interface WritePlan {
+  values: q.ValueMap;
+  keyChanges: KeyChange[];
+  addresses: boolean;
+  refusal?: Problem;
+}
+
+/** The refusal of one entry of a patch, or what it writes: the version and the value as stored. */
+function checkEntry(
   section: SectionDefs,
   keyspace: KeyspaceRow,
-  attribute: AttributeDef | undefined,
-  versionId: string | undefined,
-  key: string,
+  name: string,
+  found: { attribute: AttributeDef; version: TypeVersion } | undefined,
   value: unknown,
-): string {
-  if (!attribute || !versionId)
-    throw new Problem('AUD-1206', `The attribute "${key}" is not defined in section "${section.discriminator}"`);
-  if (attribute.hidden) throw new Problem('AUD-1211', `The attribute "${key}" is hidden and cannot be written`);
-  const version = attribute.versions.find((v) => v.id === versionId)!;
+): { refusal: Problem } | { attribute: AttributeDef; versionId: string; value: unknown } {
+  if (!found)
+    return {
+      refusal: new Problem('AUD-1206', `The attribute "${name}" is not defined in section "${section.discriminator}"`),
+    };
+  const { attribute, version } = found;
+  if (attribute.hidden)
+    return { refusal: new Problem('AUD-1211', `The attribute "${name}" is hidden and cannot be written`) };
   if (version.deprecated_at !== null)
-    throw new Problem(
-      'AUD-1207',
-      `Version ${versionId} of attribute "${attribute.discriminator}" is deprecated; write its current version`,
-    );
-  requireWrite('attribute', attribute, keyspace);
+    return {
+      refusal: new Problem(
+        'AUD-1207',
+        `Version ${version.id} of attribute "${attribute.discriminator}" is deprecated; write its current version`,
+      ),
+    };
+  const refusal = writeRefusal('attribute', attribute, keyspace);
+  if (refusal) return { refusal };
   const typeName = attributeTypeOf(version);
-  if (!conforms(typeName, value))
-    throw new Problem(
-      'AUD-1209',
-      `The value of "${key}" does not conform to the type ${typeName}: ${JSON.stringify(value)}`,
-    );
-  return versionId;
+  const stored = storedValue(typeName, value);
+  if (stored === undefined)
+    return {
+      refusal: new Problem(
+        'AUD-1209',
+        `The value of "${name}" does not conform to the type ${typeName}: ${JSON.stringify(value)}`,
+      ),
+    };
+  return { attribute, versionId: version.id, value: stored };
+}
+
+/**
+ * Checks a patch into its plan. Version 1 names attribute versions and writes values only;
+ * version 2 names attributes (their current version) and changes profile keys and follows
+ * addresses.
+ */
+function planPatch(
+  scope: AccountScope,
+  section: SectionDefs,
+  keyspace: KeyspaceRow,
+  patch: q.ValueMap,
+  version: 1 | 2,
+): WritePlan {
+  const plan: WritePlan = { values: {}, keyChanges: [], addresses: false };
+  const addressAttributes = new Set(scope.defs.channels.map((c) => c.address_attribute));
+  for (const [name, value] of Object.entries(patch)) {
+    const found = version === 1 ? attributeOfVersion(section, name) : currentVersionOf(section, name);
+    const checked = checkEntry(section, keyspace, name, found, value);
+    if ('refusal' in checked) return { ...plan, refusal: checked.refusal };
+    if (version === 1) plan.values[checked.versionId] = checked.value;
+    else if (scope.defs.keyspaces.some((k) => k.mapped_attribute === name)) plan.keyChanges.push(checked);
+    else plan.values[checked.versionId] = checked.value;
+    if (version === 2 && addressAttributes.has(name)) plan.addresses = true;
+  }
+  return plan;
+}
+
+/** An attribute by discriminator with its current version (currentVersionId); undefined without one. */
+function currentVersionOf(
+  section: SectionDefs,
+  discriminator: string,
+): { attribute: AttributeDef; version: TypeVersion } | undefined {
+  const versionId = currentVersionId(section, discriminator);
+  return versionId === undefined ? undefined : attributeOfVersion(section, versionId);
+}
+
+/**
+ * Writes a plan that is values and nothing else as one statement, without a transaction (shared
+ * with the other such writes of the same turn; queries.ts patchSectionDataByKey): false when it
+ * is not such a plan, or no profile has the key, for the caller to take the transaction.
+ */
+async function writeDirectly(
+  pool: pg.Pool,
+  scope: AccountScope,
+  target: { keyspace: KeyspaceRow; key: string; section: SectionDefs },
+  plan: WritePlan,
+): Promise<boolean> {
+  if (plan.refusal || plan.keyChanges.length > 0 || plan.addresses || target.keyspace.kind === 'export') return false;
+  return q.patchSectionDataByKey(pool, scope.accountId, {
+    keyspaceId: target.keyspace.keyspace_id,
+    key: target.key,
+    sectionId: target.section.id,
+    attributes: plan.values,
+    changedAt: scope.now,
+  });
 }
 
 /** Section → keyspace → the attribute version ids readable through it; both objects belong to one load of the definitions. */
@@ -88,37 +175,13 @@ export async function getAttributes(db: Queryable, scope: AccountScope, id: Iden
   return shown;
 }
 
-/**
- * The common attribute write as one statement, without a transaction (shared with the other such
- * writes of the same turn; queries.ts patchSectionDataByKey): when the key is valid and not an
- * export key, `changes` passes every check and asks for nothing more than values written, and the
- * profile exists. Otherwise (false) the caller takes the full path, which answers the same errors
- * in the same order as before; a failed check here is only a reason to take it.
- */
-async function writeDirectly(
-  db: Queryable,
-  scope: AccountScope,
-  id: IdentifierInSection,
-  section: SectionDefs,
-  changes: (keyspace: KeyspaceRow) => q.ValueMap | undefined,
-): Promise<boolean> {
-  let located: { keyspace: KeyspaceRow; key: string };
-  let attributes: q.ValueMap | undefined;
-  try {
-    located = identifierOf(scope, id);
-    if (located.keyspace.kind === 'export') return false;
-    attributes = changes(located.keyspace);
-  } catch {
-    return false;
-  }
-  if (!attributes) return false;
-  return q.patchSectionDataByKey(db, scope.accountId, {
-    keyspaceId: located.keyspace.keyspace_id,
-    key: located.key,
-    sectionId: section.id,
-    attributes,
-    changedAt: scope.now,
-  });
+/** What every step of an attribute write in its transaction works with. */
+interface WriteContext {
+  tx: Queryable;
+  scope: AccountScope;
+  section: SectionDefs;
+  located: Located;
+  follower: ProfileFollower;
 }
 
 /**
@@ -132,39 +195,19 @@ export async function patchAttributesV1(
   patch: q.ValueMap,
 ): Promise<void> {
   const section = sectionOf(scope, id.section_discriminator);
-  const checked = (keyspace: KeyspaceRow) => {
-    const changes: q.ValueMap = {};
-    for (const [versionId, value] of Object.entries(patch)) {
-      const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === versionId));
-      changes[checkWrite(section, keyspace, attribute, attribute ? versionId : undefined, versionId, value)] = value;
-    }
-    return changes;
-  };
-  if (await writeDirectly(pool, scope, id, section, checked)) return;
+  const { keyspace, key } = identifierOf(scope, id);
+  const plan = planPatch(scope, section, keyspace, patch, 1);
+  if (await writeDirectly(pool, scope, { keyspace, key, section }, plan)) return;
   await withTransaction(pool, async (tx) => {
-    const located = await locateOrCreate(tx, scope, id);
-    await writeSectionData(tx, scope, located.canonicalId, section.id, checked(located.keyspace));
+    const located = await locateOrCreate(tx, scope, keyspace, key);
+    if (plan.refusal) throw plan.refusal;
+    await q.patchSectionData(tx, scope.accountId, {
+      profileId: located.canonicalId,
+      sectionId: section.id,
+      attributes: plan.values,
+      at: scope.now,
+    });
   });
-}
-
-async function locateOrCreate(tx: Queryable, scope: AccountScope, id: IdentifierInSection): Promise<Located> {
-  try {
-    const located = await locate(tx, scope, id);
-    refuseReadOnly(located.keyspace);
-    return located;
-  } catch (err) {
-    if (!(err instanceof Problem) || err.code !== 'AUD-1201') throw err;
-    const keyspace = scope.defs.keyspaces.find((k) => k.discriminator === id.keyspace_discriminator)!;
-    refuseReadOnly(keyspace);
-    const key = normaliseKey(keyspace.kind, id.profile_key);
-    const profileId = await insertNewProfile(tx, scope, keyspace, key);
-    if (!profileId)
-      throw new Problem(
-        'AUD-1204',
-        `A profile with ${keyspace.discriminator} key "${key}" was created at the same time; retry`,
-      );
-    return { keyspace, key, profileId, canonicalId: profileId };
-  }
 }
 
 export type KeyUpdateMethod = 'delete' | 'merge';
@@ -178,16 +221,9 @@ async function keyspaceOfKeyAttribute(
 ): Promise<{ keyspace: KeyspaceRow; identifiers: q.IdentifierRow[] } | undefined> {
   const keyspace = scope.defs.keyspaces.find((k) => k.mapped_attribute === attribute.discriminator);
   if (!keyspace) return undefined;
-  const members = await lockedClusters(tx, scope, [located.canonicalId]);
+  const members = await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId]);
   const identifiers = (await identifiersOf(tx, scope, members)).filter((i) => i.keyspace_id === keyspace.keyspace_id);
   return identifiers.length > 0 ? { keyspace, identifiers } : undefined;
-}
-
-/** A write of an attribute that a keyspace maps its profile keys to. */
-interface KeyChange {
-  attribute: AttributeDef;
-  versionId: string;
-  value: unknown;
 }
 
 /**
@@ -215,78 +251,38 @@ export async function patchAttributesV2(
   follower: ProfileFollower,
 ): Promise<void> {
   const section = sectionOf(scope, id.section_discriminator);
-  const addressAttributes = new Set(scope.defs.channels.map((c) => c.address_attribute));
-  // Without key or address attributes, a patch is values written and nothing else.
-  const plain = (keyspace: KeyspaceRow) => {
-    const changes: q.ValueMap = {};
-    for (const [discriminator, value] of Object.entries(patch)) {
-      if (
-        addressAttributes.has(discriminator) ||
-        scope.defs.keyspaces.some((k) => k.mapped_attribute === discriminator)
-      )
-        return undefined;
-      const attribute = section.attributes.find((a) => a.discriminator === discriminator);
-      changes[
-        checkWrite(
-          section,
-          keyspace,
-          attribute,
-          attribute ? currentVersionId(section, discriminator) : undefined,
-          discriminator,
-          value,
-        )
-      ] = value;
-    }
-    return changes;
-  };
-  if (await writeDirectly(pool, scope, id, section, plain)) return;
-  await withTransaction(pool, (tx) => patchInTransaction(tx, scope, id, section, patch, method, follower));
+  const { keyspace, key } = identifierOf(scope, id);
+  const plan = planPatch(scope, section, keyspace, patch, 2);
+  if (await writeDirectly(pool, scope, { keyspace, key, section }, plan)) return;
+  await withTransaction(pool, async (tx) => {
+    const located = await locateKey(tx, scope, keyspace, key);
+    refuseReadOnly(located.keyspace);
+    if (plan.refusal) throw plan.refusal;
+    await writePlan({ tx, scope, section, located, follower }, plan, method);
+  });
 }
 
-async function patchInTransaction(
-  tx: Queryable,
-  scope: AccountScope,
-  id: IdentifierInSection,
-  section: SectionDefs,
-  patch: q.ValueMap,
-  method: KeyUpdateMethod | undefined,
-  follower: ProfileFollower,
-): Promise<void> {
-  let located = await locate(tx, scope, id);
-  refuseReadOnly(located.keyspace);
-  const changes: q.ValueMap = {};
-  const keyChanges: KeyChange[] = [];
-  for (const [discriminator, value] of Object.entries(patch)) {
-    const attribute = section.attributes.find((a) => a.discriminator === discriminator);
-    const versionId = checkWrite(
-      section,
-      located.keyspace,
-      attribute,
-      attribute ? currentVersionId(section, discriminator) : undefined,
-      discriminator,
-      value,
-    );
-    if (scope.defs.keyspaces.some((k) => k.mapped_attribute === discriminator))
-      keyChanges.push({ attribute: attribute!, versionId, value });
-    else changes[versionId] = value;
-  }
-  for (const change of keyChanges) {
-    const outcome = await changeKey(tx, scope, located, section, change, method);
+/** Writes a checked version 2 plan in its transaction: key changes first, then the values, with the addresses followed. */
+async function writePlan(ctx: WriteContext, plan: WritePlan, method: KeyUpdateMethod | undefined): Promise<void> {
+  const changes: q.ValueMap = { ...plan.values };
+  for (const change of plan.keyChanges) {
+    const outcome = await changeKey(ctx, change, method);
     changes[change.versionId] = outcome.value;
-    if ('mergedInto' in outcome) located = { ...located, canonicalId: outcome.mergedInto };
-    if ('movesTo' in outcome)
-      return moveSection(tx, scope, located, section, changes, { ...outcome.movesTo, newKey: outcome.value }, follower);
+    if ('mergedInto' in outcome) ctx = { ...ctx, located: { ...ctx.located, canonicalId: outcome.mergedInto } };
+    if ('movesTo' in outcome) return moveSection(ctx, changes, { ...outcome.movesTo, newKey: outcome.value });
   }
-  await followAddresses(tx, scope, located, section, changes, follower);
-  await writeSectionData(tx, scope, located.canonicalId, section.id, changes);
+  await followAddresses(ctx, changes);
+  await q.patchSectionData(ctx.tx, ctx.scope.accountId, {
+    profileId: ctx.located.canonicalId,
+    sectionId: ctx.section.id,
+    attributes: changes,
+    at: ctx.scope.now,
+  });
 }
 
 /** Changes the profile key a key attribute holds, as far as the profile's own identifiers go. */
 async function changeKey(
-  tx: Queryable,
-  scope: AccountScope,
-  located: Located,
-  section: SectionDefs,
+  { tx, scope, located, section }: WriteContext,
   change: KeyChange,
   method: KeyUpdateMethod | undefined,
 ): Promise<KeyOutcome> {
@@ -345,16 +341,17 @@ async function changeKey(
  * mapped attribute, and a profile left with nothing but its export key goes too.
  */
 async function moveSection(
-  tx: Queryable,
-  scope: AccountScope,
-  located: Located,
-  section: SectionDefs,
+  { tx, scope, located, section, follower }: WriteContext,
   changes: q.ValueMap,
   move: { canonicalId: string; keyspace: KeyspaceRow; oldKey: string; newKey: string; attribute: AttributeDef },
-  follower: ProfileFollower,
 ): Promise<void> {
   const moved = (await q.findSectionData(tx, scope.accountId, located.canonicalId, section.id)).attributes;
-  await writeSectionData(tx, scope, move.canonicalId, section.id, { ...moved, ...changes });
+  await q.patchSectionData(tx, scope.accountId, {
+    profileId: move.canonicalId,
+    sectionId: section.id,
+    attributes: { ...moved, ...changes },
+    at: scope.now,
+  });
   await follower.sectionMoved(tx, scope, {
     fromCanonicalId: located.canonicalId,
     toCanonicalId: move.canonicalId,
@@ -372,14 +369,13 @@ async function moveSection(
       ] === move.oldKey,
   );
   if (!stillUsed) await q.deleteIdentifier(tx, scope.accountId, move.keyspace.keyspace_id, move.oldKey);
-  await writeSectionData(
-    tx,
-    scope,
-    located.canonicalId,
-    section.id,
-    Object.fromEntries(Object.keys(moved).map((v) => [v, null])),
-  );
-  const left = await identifiersOf(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]));
+  await q.patchSectionData(tx, scope.accountId, {
+    profileId: located.canonicalId,
+    sectionId: section.id,
+    attributes: Object.fromEntries(Object.keys(moved).map((v) => [v, null])),
+    at: scope.now,
+  });
+  const left = await identifiersOf(tx, scope, await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId]));
   if (left.every((i) => scope.defs.keyspaces.find((k) => k.keyspace_id === i.keyspace_id)?.kind === 'export')) {
     await deleteProfiles(tx, scope, [...new Set(left.map((i) => i.profile_id))], follower);
   }
@@ -387,23 +383,17 @@ async function moveSection(
 
 /** Tells the follower of address attributes whose value the patch changes (SPEC §4.4: consents follow the address). */
 async function followAddresses(
-  tx: Queryable,
-  scope: AccountScope,
-  located: Located,
-  section: SectionDefs,
+  { tx, scope, located, section, follower }: WriteContext,
   changes: q.ValueMap,
-  follower: ProfileFollower,
 ): Promise<void> {
   const addressAttributes = new Set(scope.defs.channels.map((c) => c.address_attribute));
-  const addressChanges = Object.entries(changes).filter(([versionId]) =>
-    section.attributes.some(
-      (a) => addressAttributes.has(a.discriminator) && a.versions.some((v) => v.id === versionId),
-    ),
-  );
+  const addressChanges = Object.entries(changes).flatMap(([versionId, value]) => {
+    const attribute = attributeOfVersion(section, versionId)?.attribute;
+    return attribute && addressAttributes.has(attribute.discriminator) ? [{ attribute, versionId, value }] : [];
+  });
   if (addressChanges.length === 0) return;
   const before = (await q.findSectionData(tx, scope.accountId, located.canonicalId, section.id)).attributes;
-  for (const [versionId, value] of addressChanges) {
-    const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === versionId))!;
+  for (const { attribute, versionId, value } of addressChanges) {
     const old = before[versionId];
     if (typeof old === 'string' && typeof value === 'string' && old !== value) {
       await follower.addressChanged(tx, scope, {
@@ -427,13 +417,13 @@ export async function clearAttributeVersion(
   const section = sectionOf(scope, id.section_discriminator);
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
-  const attribute = section.attributes.find((a) => a.versions.some((v) => v.id === versionId));
-  if (!attribute)
+  const found = attributeOfVersion(section, versionId);
+  if (!found)
     throw new Problem(
       'AUD-1206',
       `The attribute version "${versionId}" is not defined in section "${section.discriminator}"`,
     );
-  await clear(tx, scope, located, section, attribute, [versionId]);
+  await clear(tx, scope, { located, section, attribute: found.attribute, versionIds: [versionId] });
 }
 
 /** DELETE /v2/…/attributes/{attribute_discriminator}: clears every version's value; a key attribute cannot be cleared. */
@@ -455,34 +445,24 @@ export async function clearAttribute(
   if (await keyspaceOfKeyAttribute(tx, scope, located, attribute)) {
     throw new Problem('AUD-1212', `The attribute "${discriminator}" holds a profile key and cannot be cleared`);
   }
-  await clear(
-    tx,
-    scope,
-    located,
-    section,
-    attribute,
-    attribute.versions.map((v) => v.id),
-  );
+  await clear(tx, scope, { located, section, attribute, versionIds: attribute.versions.map((v) => v.id) });
 }
 
 async function clear(
   tx: Queryable,
   scope: AccountScope,
-  located: Located,
-  section: SectionDefs,
-  attribute: AttributeDef,
-  versionIds: string[],
+  target: { located: Located; section: SectionDefs; attribute: AttributeDef; versionIds: string[] },
 ): Promise<void> {
+  const { located, section, attribute } = target;
   if (attribute.hidden)
     throw new Problem('AUD-1211', `The attribute "${attribute.discriminator}" is hidden and cannot be written`);
   requireWrite('attribute', attribute, located.keyspace);
-  await writeSectionData(
-    tx,
-    scope,
-    located.canonicalId,
-    section.id,
-    Object.fromEntries(versionIds.map((v) => [v, null])),
-  );
+  await q.patchSectionData(tx, scope.accountId, {
+    profileId: located.canonicalId,
+    sectionId: section.id,
+    attributes: Object.fromEntries(target.versionIds.map((v) => [v, null])),
+    at: scope.now,
+  });
 }
 
 /** GET …/tags: tag discriminator → true for the set tags readable through the keyspace. */
@@ -524,5 +504,11 @@ export async function patchTags(
     requireWrite('tag', tag, located.keyspace);
     changes[tag.tag_id] = value;
   }
-  await writeSectionData(tx, scope, located.canonicalId, section.id, {}, changes);
+  await q.patchSectionData(tx, scope.accountId, {
+    profileId: located.canonicalId,
+    sectionId: section.id,
+    attributes: {},
+    tags: changes,
+    at: scope.now,
+  });
 }

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { SqlValues } from '../aql/compile-sql.ts';
-import { conforms, eventFieldsOf, grants, requireWrite } from '../core/definitions.ts';
+import { conforms, eventFieldsOf, eventOfVersion, grants, requireWrite } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
@@ -30,8 +30,7 @@ export async function addEvents(
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
   const events = items.map((item, i) => {
-    const event = section.events.find((e) => e.versions.some((v) => v.id === item.version_id));
-    const version = event?.versions.find((v) => v.id === item.version_id);
+    const { event, version } = eventOfVersion(section, item.version_id) ?? {};
     if (!event || !version || event.hidden)
       throw new Problem(
         'AUD-1220',
@@ -67,7 +66,12 @@ export async function addEvents(
   // A profile deleted since it was located (a delete that committed meanwhile) is no longer there.
   if (
     events.length > 0 &&
-    !(await q.insertEvents(tx, scope.accountId, located.canonicalId, section.id, events, scope.now))
+    !(await q.insertEvents(tx, scope.accountId, {
+      profileId: located.canonicalId,
+      sectionId: section.id,
+      events,
+      createdAt: scope.now,
+    }))
   ) {
     throw new Problem('AUD-1201', `No profile with ${located.keyspace.discriminator} key "${located.key}"`);
   }
@@ -90,7 +94,12 @@ export async function listEvents(
     .flatMap((e) => e.versions.map((v) => v.id));
   const wanted = versionIds === undefined ? readable : readable.filter((id) => versionIds.includes(id));
   const members = await q.listClusterMembers(db, scope.accountId, located.canonicalId);
-  const rows = await q.listEventsByProfiles(db, scope.accountId, members, section.id, wanted, ROWS_READ);
+  const rows = await q.listEventsByProfiles(db, scope.accountId, {
+    profileIds: members,
+    sectionId: section.id,
+    versionIds: wanted,
+    limit: ROWS_READ,
+  });
   const items: StoredEvent[] = [];
   // The answer's bytes as sent: the frame of a truncated answer, each item, a comma between items.
   let size = Buffer.byteLength('{"items":[],"truncated":true}');

@@ -91,14 +91,54 @@ export async function locateWithSectionData(
 /** Finds a profile by unique identifier; 404 when there is none, 410 when it was locked. */
 export async function locate(db: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<Located> {
   const { keyspace, key } = identifierOf(scope, id);
-  return locateIn(db, scope, keyspace, key);
+  return locateKey(db, scope, keyspace, key);
 }
 
-async function locateIn(db: Queryable, scope: AccountScope, keyspace: KeyspaceRow, key: string): Promise<Located> {
+/** The profile of a normalised key (identifierOf); undefined when there is none. */
+async function findByKey(
+  db: Queryable,
+  scope: AccountScope,
+  keyspace: KeyspaceRow,
+  key: string,
+): Promise<Located | undefined> {
   const found = await q.findProfileByKey(db, scope.accountId, keyspace, key);
-  if (found) return { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id };
+  return found && { keyspace, key, profileId: found.profile_id, canonicalId: found.canonical_id };
+}
+
+/** locate of a normalised key (identifierOf). */
+export async function locateKey(
+  db: Queryable,
+  scope: AccountScope,
+  keyspace: KeyspaceRow,
+  key: string,
+): Promise<Located> {
+  const found = await findByKey(db, scope, keyspace, key);
+  if (found) return found;
   await refuseLocked(db, scope, keyspace, key);
   throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
+}
+
+/**
+ * The profile of a normalised key (identifierOf) to write to, created when there is none: 410 when
+ * the key was locked, 403 through the read-only export keyspace.
+ */
+export async function locateOrCreate(
+  tx: Queryable,
+  scope: AccountScope,
+  keyspace: KeyspaceRow,
+  key: string,
+): Promise<Located> {
+  const found = await findByKey(tx, scope, keyspace, key);
+  if (!found) await refuseLocked(tx, scope, keyspace, key);
+  refuseReadOnly(keyspace);
+  if (found) return found;
+  const profileId = await insertNewProfile(tx, scope, keyspace, key);
+  if (!profileId)
+    throw new Problem(
+      'AUD-1204',
+      `A profile with ${keyspace.discriminator} key "${key}" was created at the same time; retry`,
+    );
+  return { keyspace, key, profileId, canonicalId: profileId };
 }
 
 /**
@@ -109,7 +149,7 @@ async function locateIn(db: Queryable, scope: AccountScope, keyspace: KeyspaceRo
 export async function locateByExportKey(db: Queryable, scope: AccountScope, exportKey: string): Promise<Located> {
   const keyspace = exportKeyspace(scope);
   if (!keyspace) throw new Problem('AUD-1201', `No profile with export key "${exportKey}"`);
-  return locateIn(db, scope, keyspace, exportKey);
+  return locateKey(db, scope, keyspace, exportKey);
 }
 
 /** Refuses writes through the export keyspace, which is read-only for profile data (SPEC §2.1). */
@@ -151,18 +191,6 @@ export async function insertNewProfile(
   return profileId;
 }
 
-/** Writes attribute values and tags of a cluster's section, and keeps the history of attribute changes. */
-export async function writeSectionData(
-  tx: Queryable,
-  scope: AccountScope,
-  canonicalId: string,
-  sectionId: string,
-  attributes: q.ValueMap,
-  tags: Record<string, boolean> = {},
-): Promise<void> {
-  await q.patchSectionData(tx, scope.accountId, canonicalId, sectionId, attributes, tags, scope.now);
-}
-
 /**
  * Creates a profile (SPEC §4.3): 409 when the key exists, 410 when it was locked; sets the
  * keyspace's mapped attribute in the section to the key (SPEC §1 rule 5).
@@ -179,13 +207,14 @@ export async function createProfile(
   const profileId = await insertNewProfile(tx, scope, keyspace, key);
   if (!profileId) throw new Problem('AUD-1204', `A profile with ${keyspace.discriminator} key "${key}" already exists`);
   const mapped = keyspace.mapped_attribute ? currentVersionId(section, keyspace.mapped_attribute) : undefined;
-  if (mapped) await writeSectionData(tx, scope, profileId, section.id, { [mapped]: key });
+  if (mapped)
+    await q.patchSectionData(tx, scope.accountId, {
+      profileId,
+      sectionId: section.id,
+      attributes: { [mapped]: key },
+      at: scope.now,
+    });
   return { keyspace_discriminator: keyspace.discriminator, profile_key: key };
-}
-
-/** Every member of the clusters of some canonical profiles, canonical first, locked for this transaction. */
-export function lockedClusters(tx: Queryable, scope: AccountScope, canonicalIds: string[]): Promise<string[]> {
-  return q.lockClusterMembers(tx, scope.accountId, canonicalIds);
 }
 
 /** Deletes a profile, its whole cluster, with all identifiers, data and events (SPEC §3.2). */
@@ -197,13 +226,13 @@ export async function deleteProfile(
 ): Promise<void> {
   requireAllSections(scope, 'deleting a profile');
   const located = await locate(tx, scope, id);
-  await deleteProfiles(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]), follower);
+  await deleteProfiles(tx, scope, await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId]), follower);
 }
 
 /**
  * Deletes profiles with everything kept of them: their identifiers, section data and consents by
  * their foreign keys, their history and events here, and what other areas keep through the
- * follower. The profiles are locked (lockedClusters) by then: the writers of events and history
+ * follower. The profiles are locked (q.lockClusterMembers) by then: the writers of events and history
  * that held them have committed, so these statements see their rows, and none can start.
  */
 export async function deleteProfiles(
@@ -244,7 +273,7 @@ export async function lockProfile(
 ): Promise<void> {
   requireAllSections(scope, 'locking a profile');
   const located = await locate(tx, scope, id);
-  await lockForGood(tx, scope, await lockedClusters(tx, scope, [located.canonicalId]), follower);
+  await lockForGood(tx, scope, await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId]), follower);
 }
 
 /** The key attributes (mapped to the email, mobile and CRM keyspaces) whose values block a merge when they differ. */
@@ -274,7 +303,7 @@ export async function joinClusters(
   b: string,
   options: { checkConflicts: boolean },
 ): Promise<string> {
-  const all = await lockedClusters(tx, scope, [a, b]);
+  const all = await q.lockClusterMembers(tx, scope.accountId, [a, b]);
   const canonicalId = all[0];
   if (a === b) return canonicalId;
   const limit = scope.limits.merges_per_profile;
@@ -305,7 +334,8 @@ export async function joinClusters(
   }
   // The former canonical profiles stop leading: their own values stay as they are.
   for (const former of [a, b])
-    if (former !== canonicalId) await q.settleSectionData(tx, scope.accountId, former, scope.now, false);
+    if (former !== canonicalId)
+      await q.settleSectionData(tx, scope.accountId, former, { at: scope.now, keep: 'own values' });
   await q.setCanonical(tx, scope.accountId, all, canonicalId);
   await q.recomputeClusterData(tx, scope.accountId, canonicalId, all);
   return canonicalId;
@@ -344,7 +374,8 @@ export async function mergeProfiles(
   const [x, y] = sides;
   if (x.locked || y.locked) {
     const unlocked = [x, y].filter((s) => !s.locked).map((s) => s.canonicalId!);
-    if (unlocked.length > 0) await lockForGood(tx, scope, await lockedClusters(tx, scope, unlocked), follower);
+    if (unlocked.length > 0)
+      await lockForGood(tx, scope, await q.lockClusterMembers(tx, scope.accountId, unlocked), follower);
     return;
   }
   await joinClusters(tx, scope, x.canonicalId!, y.canonicalId!, { checkConflicts: true });
@@ -370,7 +401,7 @@ export async function switchIdentifier(
   // The export key is service-assigned: it can be neither given nor taken away.
   refuseReadOnly(source.keyspace);
   refuseReadOnly(target.keyspace);
-  const members = await lockedClusters(tx, scope, [located.canonicalId]);
+  const members = await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId]);
   const owner = (await identifiersOf(tx, scope, members)).find(
     (i) => i.keyspace_id === source.keyspace.keyspace_id && i.profile_key === source.key,
   );
@@ -424,7 +455,7 @@ export async function unmergeProfile(
 ): Promise<void> {
   requireAllSections(scope, 'unmerging a profile');
   const located = await locate(tx, scope, id);
-  const members = await lockedClusters(tx, scope, [located.canonicalId]);
+  const members = await q.lockClusterMembers(tx, scope.accountId, [located.canonicalId]);
   if (members.length === 1) return;
   if (located.profileId === located.canonicalId) {
     throw new Problem(
@@ -435,7 +466,10 @@ export async function unmergeProfile(
   const remaining = members.filter((m) => m !== located.profileId);
   await follower.memberLeaving(tx, scope, { canonicalId: located.canonicalId, memberIds: members });
   // Cleared entries of a cluster that stays merged must keep hiding its members' older values.
-  await q.settleSectionData(tx, scope.accountId, located.canonicalId, scope.now, true, remaining.length > 1);
+  await q.settleSectionData(tx, scope.accountId, located.canonicalId, {
+    at: scope.now,
+    keep: remaining.length > 1 ? 'shown values and clears' : 'shown values',
+  });
   await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId);
   if (remaining.length > 1) await q.recomputeClusterData(tx, scope.accountId, located.canonicalId, remaining);
 }
@@ -538,4 +572,9 @@ export async function profileRecords(
       history: history && history.filter((h) => h.profile_id === m.profile_id),
     })),
   ];
+}
+
+/** Erases every profile of an account being deleted, with their keys, values, history and events. */
+export async function forgetAccountProfiles(tx: Queryable, accountId: string): Promise<void> {
+  await q.deleteAccountRows(tx, accountId);
 }

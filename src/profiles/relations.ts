@@ -8,6 +8,7 @@
  * Each relation is a plain sub-select (no grouping, limit or ordering), which PostgreSQL pulls up
  * into the statement that embeds it: the plans are those of the tables named directly.
  */
+import { SHOWN } from './queries/section-rules.ts';
 
 /**
  * The account's canonical profiles (a merge cluster is its canonical profile), as whole rows of
@@ -33,7 +34,7 @@ export function sectionRowsSql(account: string, section: string): string {
  * has no data there.
  */
 export function sectionValuesSql(account: string, profile: string, section: string): string {
-  return `select coalesce(ps.cluster_attributes, ps.attributes) as attrs, coalesce(ps.cluster_tags, ps.tags) as tags, ps.updated_at
+  return `select ${SHOWN.storedAttributes('ps')} as attrs, ${SHOWN.tags('ps')} as tags, ps.updated_at
         from profile_sections ps where ps.account_id = ${account} and ps.profile_id = ${profile} and ps.section_id = ${section}`;
 }
 

@@ -144,3 +144,9 @@ export async function markSendsSent(
     );
   }
 }
+
+/** Erases the sends and the outbox of a deleted account. */
+export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
+  await db.query('delete from transactional_sends where account_id = $1::bigint', [accountId]);
+  await db.query('delete from transactional_outbox where account_id = $1::bigint', [accountId]);
+}

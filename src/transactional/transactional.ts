@@ -598,3 +598,8 @@ export async function unsubscribe(
   });
   await recordEvents(tx, scope, vendor, [{ send, type: 'UNSUBSCRIBED' }]);
 }
+
+/** Erases the sends and the outbox of an account being deleted. */
+export async function forgetAccountMail(tx: Queryable, accountId: string): Promise<void> {
+  await q.deleteAccountRows(tx, accountId);
+}

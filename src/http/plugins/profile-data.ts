@@ -1,22 +1,22 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { AccountScope } from '../../core/scope.ts';
+import { accountScope } from '../../services.ts';
 import { addressKeyspace } from '../../consents/consents.ts';
 import { normaliseKey } from '../../profiles/keys.ts';
-import type { AccountScope } from '../../core/scope.ts';
-import { accountScope, type Services } from '../../services.ts';
+import type { Services } from '../../services.ts';
+import { registerOperations, type OperationTable } from '../operation.ts';
 import { spend } from './auth.ts';
-
-/** What the domain operations of a request need: the caller, its account's definitions and limits, and the time. */
-export type ScopeOf = (request: FastifyRequest) => Promise<AccountScope>;
 
 /**
  * The profile data plane (profiles, consents, segments, imports, exports): its route modules, registered
  * together under the limit of SPEC §8 of at most 10 consecutive operations per second on one
- * profile key, with one way of getting a request's scope.
+ * profile key.
  */
-export function profileDataPlane(
-  services: Services,
-  routes: ((services: Services, scopeOf: ScopeOf) => (app: FastifyInstance) => Promise<void>)[],
-) {
+/** What the domain operations of a request need (route modules not yet tables of operations). */
+export type ScopeOf = (request: FastifyRequest) => Promise<AccountScope>;
+type Legacy = (services: Services, scopeOf: ScopeOf) => (app: FastifyInstance) => Promise<void>;
+
+export function profileDataPlane(services: Services, tables: (OperationTable | Legacy)[]) {
   return async (app: FastifyInstance) => {
     app.addHook('preHandler', async (request) => {
       const params = request.params as {
@@ -52,6 +52,8 @@ export function profileDataPlane(
       );
     });
     const scopeOf: ScopeOf = (request) => accountScope(services, request.caller.accountId, request.caller);
-    for (const register of routes) await app.register(register(services, scopeOf));
+    for (const table of tables)
+      if (typeof table === 'function') await app.register(table(services, scopeOf));
+      else await registerOperations(app, services, table);
   };
 }

@@ -1,8 +1,5 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type, type TSchema } from 'typebox';
-import { accountScope, type Services } from '../../services.ts';
-import { getAccount } from '../../accounts/accounts.ts';
+import type { Services } from '../../services.ts';
 import * as activities from '../../activities/activities.ts';
 import { recordActivityEvents } from '../../activities/events.ts';
 import { checkActivityTemplates } from '../../transactional/transactional.ts';
@@ -24,9 +21,10 @@ import {
   type ActivityKind,
 } from '../../activities/schemas.ts';
 import { Problem } from '../../core/problems.ts';
+import { answer, operation, type OperationTable } from '../operation.ts';
+import { AccountId, AccountParams, Items, SectionParams } from '../schemas/common.ts';
+import { NoContent } from '../schemas/problem.ts';
 import { withTransaction } from '../../store/pool.ts';
-import { Items, SectionParams } from '../schemas/common.ts';
-import { NoContent, responses } from '../schemas/problem.ts';
 
 /** The public path of each kind, and the shapes of its list items and single answers (SPEC §2.14, §4.8). */
 const KINDS: Record<ActivityKind, { path: string; item: TSchema; single: TSchema; statistics: boolean; name: string }> =
@@ -67,8 +65,6 @@ const ActivityParams = Type.Object({
   activity_id: Type.String({ description: 'Activity id' }),
 });
 
-const AccountId = Type.String({ pattern: '^[0-9]{1,18}$', description: 'Account id' });
-const AccountParams = Type.Object({ account_id: AccountId });
 const AdminActivityParams = Type.Object({ account_id: AccountId, activity_id: ActivityId });
 
 /** Events a request may carry: 100,000 events of about 300 bytes, with room. */
@@ -82,203 +78,163 @@ function apiTriggeredOnly(values: string[] | undefined): boolean {
   return values !== undefined && values.length > 0;
 }
 
+/** What an activity's writes need besides the scope. */
+const writerOf = (services: Services) => ({
+  feed: services.feed,
+  vendor: services.config.vendor,
+  checkEmail: checkActivityTemplates,
+});
+
+/** The public reads of one kind's activities (SPEC §4.8). */
+function kindOperations(kind: ActivityKind) {
+  const { path, item, single, statistics, name } = KINDS[kind];
+  const querystring = statistics ? StatisticsQuery : kind === 'marketing-automation' ? TriggerQuery : Type.Object({});
+  return [
+    operation({
+      method: 'GET',
+      path: `${path}/sections/:section_discriminator/activities`,
+      summary: `List the 500 most recent ${name} activities, newest first`,
+      params: SectionParams,
+      query: querystring as TSchema,
+      response: { 200: Items(item, `${name} activities`) },
+      scope: 'account',
+      handle: async ({ db, scope, params, query }) => {
+        const { include_statistics, trigger_types } = query as {
+          include_statistics?: boolean;
+          trigger_types?: string[];
+        };
+        const read = {
+          section_discriminator: params.section_discriminator,
+          include_statistics,
+          api_triggered_only: apiTriggeredOnly(trigger_types),
+        };
+        return { items: await activities.listActivities(db, scope, kind, read) };
+      },
+    }),
+    operation({
+      method: 'GET',
+      path: `${path}/sections/:section_discriminator/activities/:activity_id`,
+      summary: `Get a ${name} activity`,
+      params: ActivityParams,
+      query: (statistics ? StatisticsQuery : Type.Object({})) as TSchema,
+      response: { 200: single },
+      scope: 'account',
+      handle: ({ db, scope, services, params, query }) =>
+        activities.readActivity(db, scope, services.config.vendor, kind, {
+          ...params,
+          include_statistics: (query as { include_statistics?: boolean }).include_statistics,
+        }),
+    }),
+  ];
+}
+
+const operator = ['operator'];
+
 /** Activities: the public reads of SPEC §4.8, and the operator's writes and event ingestion (docs/activities.md). */
-export function activitiesRoutes(services: Services) {
-  const { pool } = services;
-  const { vendor } = services.config;
-  const writer = { feed: services.feed, vendor, checkEmail: checkActivityTemplates };
-  const countIngested = (result: IngestionResult) => {
-    const events = services.metrics.activityEvents;
-    events.inc({ outcome: 'recorded' }, result.recorded);
-    events.inc({ outcome: 'duplicate' }, result.duplicates);
-    events.inc({ outcome: 'skipped' }, result.skipped.length);
-  };
-  return async (root: FastifyInstance) => {
-    const app = root.withTypeProvider<TypeBoxTypeProvider>();
-    const tags = ['activities'];
-    const scopeOf = (request: FastifyRequest) => accountScope(services, request.caller.accountId, request.caller);
-
-    for (const kind of ACTIVITY_KINDS) {
-      const { path, item, single, statistics, name } = KINDS[kind];
-      const querystring = statistics
-        ? StatisticsQuery
-        : kind === 'marketing-automation'
-          ? TriggerQuery
-          : Type.Object({});
-      app.get(
-        `${path}/sections/:section_discriminator/activities`,
+export const activitiesRoutes: OperationTable = {
+  tags: ['activities'],
+  operations: [
+    ...ACTIVITY_KINDS.flatMap(kindOperations),
+    operation({
+      method: 'GET',
+      path: '/admin/accounts/:account_id/activities',
+      tags: operator,
+      summary: 'List every activity of an account, archived ones included, newest first',
+      params: AccountParams,
+      query: Type.Object(
         {
-          schema: {
-            summary: `List the 500 most recent ${name} activities, newest first`,
-            tags,
-            params: SectionParams,
-            querystring,
-            response: responses({ 200: Items(item, `${name} activities`) }),
-          },
+          section_discriminator: Type.Optional(Type.String()),
+          kind: Type.Optional(Type.Enum(ACTIVITY_KINDS)),
         },
-        async (request) => {
-          const query = request.query as { include_statistics?: boolean; trigger_types?: string[] };
-          const read = {
-            section_discriminator: request.params.section_discriminator,
-            include_statistics: query.include_statistics,
-            api_triggered_only: apiTriggeredOnly(query.trigger_types),
-          };
-          return { items: await activities.listActivities(pool, await scopeOf(request), kind, read) };
-        },
-      );
-      app.get(
-        `${path}/sections/:section_discriminator/activities/:activity_id`,
-        {
-          schema: {
-            summary: `Get a ${name} activity`,
-            tags,
-            params: ActivityParams,
-            querystring: statistics ? StatisticsQuery : Type.Object({}),
-            response: responses({ 200: single }),
-          },
-        },
-        async (request) => {
-          const query = request.query as { include_statistics?: boolean };
-          return activities.readActivity(pool, await scopeOf(request), vendor, kind, {
-            ...request.params,
-            include_statistics: query.include_statistics,
-          });
-        },
-      );
-    }
-
-    // ---- Operator API ----
-    const config = { auth: 'admin' as const };
-    const operator = ['operator'];
-    const adminScope = async (accountId: string) => {
-      await getAccount(pool, accountId);
-      return accountScope(services, accountId);
-    };
-
-    app.get(
-      '/admin/accounts/:account_id/activities',
-      {
-        config,
-        schema: {
-          tags: operator,
-          summary: 'List every activity of an account, archived ones included, newest first',
-          params: AccountParams,
-          querystring: Type.Object(
-            {
-              section_discriminator: Type.Optional(Type.String()),
-              kind: Type.Optional(Type.Enum(ACTIVITY_KINDS)),
-            },
-            { additionalProperties: false },
-          ),
-          response: responses({ 200: Items(Activity, 'Activities') }),
-        },
-      },
-      async (request) => ({
-        items: await activities.listAllActivities(pool, await adminScope(request.params.account_id), request.query),
-      }),
-    );
-
-    app.post(
-      '/admin/accounts/:account_id/activities',
-      {
-        config,
-        bodyLimit: 10 * 1024 * 1024,
-        schema: {
-          tags: operator,
-          summary: 'Create an activity; the service gives its id',
-          params: AccountParams,
-          body: ActivityInput,
-          response: responses({ 201: Activity }),
-        },
-      },
-      async (request, reply) => {
-        const scope = await adminScope(request.params.account_id);
-        const { activity } = await withTransaction(pool, (tx) =>
-          activities.putActivity(tx, scope, writer, undefined, request.body),
+        { additionalProperties: false },
+      ),
+      response: { 200: Items(Activity, 'Activities') },
+      scope: 'operator-account',
+      handle: async ({ db, scope, query }) => ({ items: await activities.listAllActivities(db, scope, query) }),
+    }),
+    operation({
+      method: 'POST',
+      path: '/admin/accounts/:account_id/activities',
+      bodyLimit: 10 * 1024 * 1024,
+      tags: operator,
+      summary: 'Create an activity; the service gives its id',
+      params: AccountParams,
+      body: ActivityInput,
+      response: { 201: Activity },
+      scope: 'operator-account',
+      transaction: true,
+      handle: async ({ db, scope, services, body }) =>
+        (await activities.putActivity(db, scope, writerOf(services), undefined, body)).activity,
+    }),
+    operation({
+      method: 'PUT',
+      path: '/admin/accounts/:account_id/activities/:activity_id',
+      bodyLimit: 10 * 1024 * 1024,
+      tags: operator,
+      summary: 'Create (201) or change (200) the activity with this id',
+      params: AdminActivityParams,
+      body: ActivityInput,
+      response: { 200: Activity, 201: Activity },
+      scope: 'operator-account',
+      transaction: true,
+      handle: async ({ db, scope, services, params, body }) => {
+        const { activity, created } = await activities.putActivity(
+          db,
+          scope,
+          writerOf(services),
+          params.activity_id,
+          body,
         );
-        return reply.code(201).send(activity);
+        return answer(created ? 201 : 200, activity);
       },
-    );
-
-    app.put(
-      '/admin/accounts/:account_id/activities/:activity_id',
-      {
-        config,
-        bodyLimit: 10 * 1024 * 1024,
-        schema: {
-          tags: operator,
-          summary: 'Create (201) or change (200) the activity with this id',
-          params: AdminActivityParams,
-          body: ActivityInput,
-          response: responses({ 200: Activity, 201: Activity }),
-        },
+    }),
+    operation({
+      method: 'GET',
+      path: '/admin/accounts/:account_id/activities/:activity_id',
+      tags: operator,
+      summary: 'Get an activity, with every field',
+      params: AdminActivityParams,
+      response: { 200: Activity },
+      scope: 'operator-account',
+      handle: ({ db, scope, params }) => activities.getActivityById(db, scope, params.activity_id),
+    }),
+    operation({
+      method: 'DELETE',
+      path: '/admin/accounts/:account_id/activities/:activity_id',
+      tags: operator,
+      summary: 'Archive an activity: it leaves the public routes and takes no more events',
+      params: AdminActivityParams,
+      response: { 204: NoContent },
+      scope: 'operator-account',
+      transaction: true,
+      handle: ({ db, scope, params }) => activities.archiveActivity(db, scope, params.activity_id),
+    }),
+    operation({
+      method: 'POST',
+      path: '/admin/accounts/:account_id/activity-events',
+      bodyLimit: EVENTS_BODY_LIMIT,
+      // A JSON array, or JSON lines (application/x-ndjson), is the list of items.
+      preValidation: async (request) => {
+        if (Array.isArray(request.body)) request.body = { items: request.body };
       },
-      async (request, reply) => {
-        const scope = await adminScope(request.params.account_id);
-        const { activity, created } = await withTransaction(pool, (tx) =>
-          activities.putActivity(tx, scope, writer, request.params.activity_id, request.body),
+      tags: operator,
+      summary:
+        'Record events of activities: a JSON array, {"items": [...]} or JSON lines; idempotent per activity, type and correlation id',
+      params: AccountParams,
+      body: ActivityEventBatch,
+      response: { 200: IngestionResult },
+      scope: 'operator-account',
+      // Its own transaction: the events are counted for /metrics once they are committed.
+      handle: async ({ scope, services, body }) => {
+        const result = await withTransaction(services.pool, (tx) =>
+          recordActivityEvents(tx, scope, services.config.vendor, body.items),
         );
-        return reply.code(created ? 201 : 200).send(activity);
-      },
-    );
-
-    app.get(
-      '/admin/accounts/:account_id/activities/:activity_id',
-      {
-        config,
-        schema: {
-          tags: operator,
-          summary: 'Get an activity, with every field',
-          params: AdminActivityParams,
-          response: responses({ 200: Activity }),
-        },
-      },
-      async (request) =>
-        activities.getActivityById(pool, await adminScope(request.params.account_id), request.params.activity_id),
-    );
-
-    app.delete(
-      '/admin/accounts/:account_id/activities/:activity_id',
-      {
-        config,
-        schema: {
-          tags: operator,
-          summary: 'Archive an activity: it leaves the public routes and takes no more events',
-          params: AdminActivityParams,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        const scope = await adminScope(request.params.account_id);
-        await withTransaction(pool, (tx) => activities.archiveActivity(tx, scope, request.params.activity_id));
-        return reply.code(204).send();
-      },
-    );
-
-    app.post(
-      '/admin/accounts/:account_id/activity-events',
-      {
-        config,
-        bodyLimit: EVENTS_BODY_LIMIT,
-        // A JSON array, or JSON lines (application/x-ndjson), is the list of items.
-        preValidation: async (request) => {
-          if (Array.isArray(request.body)) request.body = { items: request.body };
-        },
-        schema: {
-          tags: operator,
-          summary:
-            'Record events of activities: a JSON array, {"items": [...]} or JSON lines; idempotent per activity, type and correlation id',
-          params: AccountParams,
-          body: ActivityEventBatch,
-          response: responses({ 200: IngestionResult }),
-        },
-      },
-      async (request) => {
-        const scope = await adminScope(request.params.account_id);
-        const result = await withTransaction(pool, (tx) => recordActivityEvents(tx, scope, vendor, request.body.items));
-        countIngested(result);
+        const events = services.metrics.activityEvents;
+        events.inc({ outcome: 'recorded' }, result.recorded);
+        events.inc({ outcome: 'duplicate' }, result.duplicates);
+        events.inc({ outcome: 'skipped' }, result.skipped.length);
         return result;
       },
-    );
-  };
-}
+    }),
+  ],
+};

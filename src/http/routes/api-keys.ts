@@ -1,9 +1,6 @@
-import type { FastifyInstance } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import type { Services } from '../../services.ts';
+import { operation, type OperationTable } from '../operation.ts';
 import { spend } from '../plugins/auth.ts';
-import { responses } from '../schemas/problem.ts';
 
 const TokenRequest = Type.Object(
   {
@@ -25,29 +22,21 @@ const Jwks = Type.Object({
 });
 
 /** POST /oauth/token (SPEC §4.1) and the public signing keys. */
-export function apiKeysRoutes(services: Services) {
-  return async (root: FastifyInstance) => {
-    const app = root.withTypeProvider<TypeBoxTypeProvider>();
-    app.post(
-      '/oauth/token',
-      {
-        config: { auth: 'none' },
-        // RFC 6749 §5.1: no cache keeps a token, nor an answer about credentials; set before any
-        // step that can refuse (body parsing and validation too), so that every answer has it.
-        onRequest: (_request, reply, done) => {
-          reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
-          done();
-        },
-        schema: {
-          summary: 'Obtain an access token',
-          tags: ['auth'],
-          security: [],
-          body: TokenRequest,
-          response: responses({ 200: TokenResponse }),
-        },
-      },
-      async (request) => {
-        const { client_id, client_secret } = request.body;
+export const apiKeysRoutes: OperationTable = {
+  tags: ['auth'],
+  operations: [
+    operation({
+      method: 'POST',
+      path: '/oauth/token',
+      summary: 'Obtain an access token',
+      body: TokenRequest,
+      response: { 200: TokenResponse },
+      scope: 'public',
+      // RFC 6749 §5.1: no cache keeps a token, nor an answer about credentials: set on request, so
+      // that every answer has them, refusals of parsing and validation included.
+      headers: { 'cache-control': 'no-store', pragma: 'no-cache' },
+      handle: async ({ services, request, body }) => {
+        const { client_id, client_secret } = body;
         // SPEC §8: token requests are limited per account; unknown clients per address.
         const accountId = await services.apiKeys.accountOfClient(client_id);
         if (accountId) await spend(services, accountId, accountId, 'token_requests_per_minute');
@@ -58,20 +47,14 @@ export function apiKeysRoutes(services: Services) {
           async (id) => (await services.accounts.get(id)) ?? undefined,
         );
       },
-    );
-
-    app.get(
-      '/.well-known/jwks.json',
-      {
-        config: { auth: 'none' },
-        schema: {
-          summary: 'Public keys that verify access tokens',
-          tags: ['auth'],
-          security: [],
-          response: responses({ 200: Jwks }),
-        },
-      },
-      async () => services.apiKeys.jwks(),
-    );
-  };
-}
+    }),
+    operation({
+      method: 'GET',
+      path: '/.well-known/jwks.json',
+      summary: 'Public keys that verify access tokens',
+      response: { 200: Jwks },
+      scope: 'public',
+      handle: async ({ services }) => services.apiKeys.jwks(),
+    }),
+  ],
+};

@@ -1,8 +1,4 @@
-import type { FastifyInstance } from 'fastify';
-import type { Caller } from '../../core/scope.ts';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
-import { accountScope, type Services } from '../../services.ts';
 import * as definitions from '../../definitions/definitions.ts';
 import {
   AttributeDefinition,
@@ -17,9 +13,8 @@ import {
   TagName,
   Topic,
 } from '../../definitions/schemas.ts';
-import { withTransaction } from '../../store/pool.ts';
+import { operation, type OperationTable } from '../operation.ts';
 import { Items, PermissionsQuery, SectionParams } from '../schemas/common.ts';
-import { responses } from '../schemas/problem.ts';
 
 const TagParams = Type.Object({
   section_discriminator: Type.String(),
@@ -30,206 +25,177 @@ const SegmentVersionParams = Type.Object({
   segment_discriminator: Type.String(),
   version_id: Type.String({ description: 'Segment version id' }),
 });
+const scope = 'account';
 
 /** The read side of SPEC §2.1–2.9 (§4.2), tag creation and tag rename. */
-export function definitionsRoutes(services: Services) {
-  const { vendor } = services.config;
-  return async (root: FastifyInstance) => {
-    const app = root.withTypeProvider<TypeBoxTypeProvider>();
-    const defsOf = (accountId: string) => services.definitions.get(accountId);
-    /** The section of a path, as the caller may see it. */
-    const sectionFor = async (caller: Caller, discriminator: string) =>
-      definitions.sectionOf({ defs: await defsOf(caller.accountId), caller }, discriminator);
-    const tags = ['definitions'];
-
-    app.get(
-      '/audience/keyspaces',
-      { schema: { summary: 'List keyspaces', tags, response: responses({ 200: Items(Keyspace, 'Keyspaces') }) } },
-      async (request) => ({ items: definitions.listKeyspaces(await defsOf(request.caller.accountId)) }),
-    );
-
-    app.get(
-      '/audience/channels',
-      { schema: { summary: 'List channels', tags, response: responses({ 200: Items(Channel, 'Channels') }) } },
-      async (request) => ({ items: definitions.listChannels(await defsOf(request.caller.accountId)) }),
-    );
-
-    app.get(
-      '/audience/sections',
-      { schema: { summary: 'List sections', tags, response: responses({ 200: Items(Section, 'Sections') }) } },
-      async (request) => ({ items: definitions.listSections(await defsOf(request.caller.accountId), request.caller) }),
-    );
-
-    app.get(
-      '/audience/sections/:section_discriminator/attributes',
-      {
-        schema: {
-          summary: 'List attribute definitions',
-          tags,
-          params: SectionParams,
-          querystring: PermissionsQuery,
-          response: responses({ 200: Items(AttributeDefinition, 'Attribute definitions') }),
-        },
-      },
-      async (request) => {
-        const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return { items: definitions.listAttributes(section, request.query.include_keyspace_permissions === true) };
-      },
-    );
-
-    app.get(
-      '/audience/sections/:section_discriminator/tags',
-      {
-        schema: {
-          summary: 'List tags',
-          tags,
-          params: SectionParams,
-          querystring: PermissionsQuery,
-          response: responses({ 200: Items(Tag, 'Tags') }),
-        },
-      },
-      async (request) => {
-        const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return { items: definitions.listTags(section, request.query.include_keyspace_permissions === true) };
-      },
-    );
-
-    app.post(
-      '/audience/sections/:section_discriminator/tags',
-      {
-        schema: {
-          summary: 'Create a tag',
-          tags,
-          params: SectionParams,
-          body: TagName,
-          response: responses({ 201: Tag }),
-        },
-      },
-      async (request, reply) => {
-        const scope = await accountScope(services, request.caller.accountId, request.caller);
-        const tag = await withTransaction(services.pool, (tx) =>
-          definitions.createTag(
-            tx,
-            scope,
-            services.feed,
-            vendor,
-            request.params.section_discriminator,
-            request.body.name,
-          ),
-        );
-        return reply.code(201).send(tag);
-      },
-    );
-
-    app.get(
-      '/audience/sections/:section_discriminator/tags/:tag_discriminator',
-      {
-        schema: {
-          summary: 'Get a tag',
-          tags,
-          params: TagParams,
-          querystring: PermissionsQuery,
-          response: responses({ 200: Tag }),
-        },
-      },
-      async (request) => {
-        const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return definitions.getTag(
-          section,
-          request.params.tag_discriminator,
-          request.query.include_keyspace_permissions === true,
-        );
-      },
-    );
-
-    app.put(
-      '/audience/sections/:section_discriminator/tags/:tag_discriminator',
-      {
-        schema: { summary: 'Rename a tag', tags, params: TagParams, body: TagName, response: responses({ 200: Tag }) },
-      },
-      async (request) => {
-        const scope = await accountScope(services, request.caller.accountId, request.caller);
-        return withTransaction(services.pool, (tx) =>
-          definitions.renameTag(tx, scope, services.feed, request.params, request.body.name),
-        );
-      },
-    );
-
-    app.get(
-      '/audience/sections/:section_discriminator/events',
-      {
-        schema: {
-          summary: 'List event definitions',
-          tags,
-          params: SectionParams,
-          querystring: PermissionsQuery,
-          response: responses({ 200: Items(EventDefinition, 'Event definitions') }),
-        },
-      },
-      async (request) => {
-        const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return { items: definitions.listEvents(section, request.query.include_keyspace_permissions === true) };
-      },
-    );
-
-    app.get(
-      '/v2/audience/sections/:section_discriminator/topics',
-      {
-        schema: {
-          summary: 'List topics',
-          tags,
-          params: SectionParams,
-          response: responses({ 200: Items(Topic, 'Topics') }),
-        },
-      },
-      async (request) => {
-        const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return { items: definitions.listTopics(section, vendor) };
-      },
-    );
-
-    app.get(
-      '/folders/topic/sections/:section_discriminator/folders',
-      {
-        schema: { summary: 'Topic folder tree', tags, params: SectionParams, response: responses({ 200: FolderTree }) },
-      },
-      async (request) => {
-        const section = await sectionFor(request.caller, request.params.section_discriminator);
-        return definitions.topicFolderTree(section, vendor);
-      },
-    );
-
-    app.get(
-      '/audience/segments',
-      { schema: { summary: 'List segments', tags, response: responses({ 200: Items(Segment, 'Segments') }) } },
-      async (request) => ({ items: definitions.listSegments(await defsOf(request.caller.accountId)) }),
-    );
-
-    app.get(
-      '/audience/segments/:segment_discriminator',
-      {
-        schema: { summary: 'Get a segment', tags, params: SegmentParams, response: responses({ 200: Segment }) },
-      },
-      async (request) =>
-        definitions.getSegment(await defsOf(request.caller.accountId), request.params.segment_discriminator),
-    );
-
-    app.get(
-      '/audience/segments/:segment_discriminator/versions/:version_id',
-      {
-        schema: {
-          summary: 'Get a segment version',
-          tags,
-          params: SegmentVersionParams,
-          response: responses({ 200: SegmentVersion }),
-        },
-      },
-      async (request) =>
-        definitions.getSegmentVersion(
-          await defsOf(request.caller.accountId),
-          request.params.segment_discriminator,
-          request.params.version_id,
+export const definitionsRoutes: OperationTable = {
+  tags: ['definitions'],
+  operations: [
+    operation({
+      method: 'GET',
+      path: '/audience/keyspaces',
+      summary: 'List keyspaces',
+      response: { 200: Items(Keyspace, 'Keyspaces') },
+      scope,
+      handle: async ({ scope }) => ({ items: definitions.listKeyspaces(scope.defs) }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/channels',
+      summary: 'List channels',
+      response: { 200: Items(Channel, 'Channels') },
+      scope,
+      handle: async ({ scope }) => ({ items: definitions.listChannels(scope.defs) }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/sections',
+      summary: 'List sections',
+      response: { 200: Items(Section, 'Sections') },
+      scope,
+      handle: async ({ scope, request }) => ({ items: definitions.listSections(scope.defs, request.caller) }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/sections/:section_discriminator/attributes',
+      summary: 'List attribute definitions',
+      params: SectionParams,
+      query: PermissionsQuery,
+      response: { 200: Items(AttributeDefinition, 'Attribute definitions') },
+      scope,
+      handle: async ({ scope, params, query }) => ({
+        items: definitions.listAttributes(
+          definitions.sectionOf(scope, params.section_discriminator),
+          query.include_keyspace_permissions === true,
         ),
-    );
-  };
-}
+      }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/sections/:section_discriminator/tags',
+      summary: 'List tags',
+      params: SectionParams,
+      query: PermissionsQuery,
+      response: { 200: Items(Tag, 'Tags') },
+      scope,
+      handle: async ({ scope, params, query }) => ({
+        items: definitions.listTags(
+          definitions.sectionOf(scope, params.section_discriminator),
+          query.include_keyspace_permissions === true,
+        ),
+      }),
+    }),
+    operation({
+      method: 'POST',
+      path: '/audience/sections/:section_discriminator/tags',
+      summary: 'Create a tag',
+      params: SectionParams,
+      body: TagName,
+      response: { 201: Tag },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, services, params, body }) =>
+        definitions.createTag(
+          db,
+          scope,
+          services.feed,
+          services.config.vendor,
+          params.section_discriminator,
+          body.name,
+        ),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/sections/:section_discriminator/tags/:tag_discriminator',
+      summary: 'Get a tag',
+      params: TagParams,
+      query: PermissionsQuery,
+      response: { 200: Tag },
+      scope,
+      handle: async ({ scope, params, query }) =>
+        definitions.getTag(
+          definitions.sectionOf(scope, params.section_discriminator),
+          params.tag_discriminator,
+          query.include_keyspace_permissions === true,
+        ),
+    }),
+    operation({
+      method: 'PUT',
+      path: '/audience/sections/:section_discriminator/tags/:tag_discriminator',
+      summary: 'Rename a tag',
+      params: TagParams,
+      body: TagName,
+      response: { 200: Tag },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, services, params, body }) =>
+        definitions.renameTag(db, scope, services.feed, params, body.name),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/sections/:section_discriminator/events',
+      summary: 'List event definitions',
+      params: SectionParams,
+      query: PermissionsQuery,
+      response: { 200: Items(EventDefinition, 'Event definitions') },
+      scope,
+      handle: async ({ scope, params, query }) => ({
+        items: definitions.listEvents(
+          definitions.sectionOf(scope, params.section_discriminator),
+          query.include_keyspace_permissions === true,
+        ),
+      }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/v2/audience/sections/:section_discriminator/topics',
+      summary: 'List topics',
+      params: SectionParams,
+      response: { 200: Items(Topic, 'Topics') },
+      scope,
+      handle: async ({ scope, services, params }) => ({
+        items: definitions.listTopics(
+          definitions.sectionOf(scope, params.section_discriminator),
+          services.config.vendor,
+        ),
+      }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/folders/topic/sections/:section_discriminator/folders',
+      summary: 'Topic folder tree',
+      params: SectionParams,
+      response: { 200: FolderTree },
+      scope,
+      handle: async ({ scope, services, params }) =>
+        definitions.topicFolderTree(definitions.sectionOf(scope, params.section_discriminator), services.config.vendor),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/segments',
+      summary: 'List segments',
+      response: { 200: Items(Segment, 'Segments') },
+      scope,
+      handle: async ({ scope }) => ({ items: definitions.listSegments(scope.defs) }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/segments/:segment_discriminator',
+      summary: 'Get a segment',
+      params: SegmentParams,
+      response: { 200: Segment },
+      scope,
+      handle: async ({ scope, params }) => definitions.getSegment(scope.defs, params.segment_discriminator),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/segments/:segment_discriminator/versions/:version_id',
+      summary: 'Get a segment version',
+      params: SegmentVersionParams,
+      response: { 200: SegmentVersion },
+      scope,
+      handle: async ({ scope, params }) =>
+        definitions.getSegmentVersion(scope.defs, params.segment_discriminator, params.version_id),
+    }),
+  ],
+};

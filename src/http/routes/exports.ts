@@ -2,28 +2,25 @@ import { pipeline } from 'node:stream';
 import zlib from 'node:zlib';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { Type } from 'typebox';
+import { Type, type TSchema } from 'typebox';
 import { Problem } from '../../core/problems.ts';
 import { accountScope, type Services } from '../../services.ts';
 import { spend } from '../plugins/auth.ts';
+import type { LimitName } from '../../core/limits.ts';
 import type { ScopeOf } from '../plugins/profile-data.ts';
 import * as emailEvents from '../../exports/email-events.ts';
 import * as exports from '../../exports/exports.ts';
+import { EXPORT_KINDS, type ExportKindName } from '../../exports/kinds.ts';
 import {
-  ConsentCountBody,
-  ConsentExportBody,
   DownloadUrls,
-  DuplicateExportBody,
-  EmailEventExportBody,
   EmailReportFileParams,
   EmailReportFileQuery,
   EmailReportQuery,
   EmailReportStatus,
-  EventExportBody,
   FileDownloadUrl,
   PollUrl,
+  ReportId,
   ReportParams,
-  SegmentExportBody,
   SingleExportBody,
   SingleExportFileParams,
   SingleExportParams,
@@ -96,77 +93,92 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
     const eventRequests = { rateLimit: 'event_export_requests_per_minute' as const };
     const downloads = { rateLimit: 'export_downloads_per_minute' as const };
 
-    /** Creates the export in one transaction and answers its id. */
-    const create = async (request: FastifyRequest, exportRequest: exports.ExportRequest) => {
-      const scope = await scopeOf(request);
-      return withTransaction(services.pool, (tx) => exports.createExport(tx, scope, exportRequest));
-    };
     const pollUrl = (id: string, prefix = '') =>
       `${services.config.publicUrl}${prefix}/audience/profiles/reports/${id}`;
 
-    app.post(
-      '/audience/profiles/reports/consents',
+    /**
+     * The routes that create an export of a kind (src/exports/kinds.ts): each takes its kind's
+     * body, creates the export in one transaction and answers 201 with where to find it.
+     */
+    const creates: {
+      path: string;
+      summary: string;
+      kind: ExportKindName;
+      config: { rateLimit: LimitName };
+      created: TSchema;
+      answer: (id: string) => unknown;
+    }[] = [
       {
+        path: '/audience/profiles/reports/consents',
+        summary: 'Profile in segment by consent export',
+        kind: 'consents',
         config: requests,
-        schema: {
-          summary: 'Profile in segment by consent export',
-          tags,
-          body: ConsentExportBody,
-          response: responses({ 201: PollUrl }),
-        },
+        created: PollUrl,
+        answer: (id) => ({ poll_url: pollUrl(id) }),
       },
-      async (request, reply) =>
-        reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'consents', body: request.body })) }),
-    );
-
-    app.post(
-      '/audience/profiles/reports/consents/count',
       {
+        path: '/audience/profiles/reports/consents/count',
+        summary: 'Count profiles in segment by consent',
+        kind: 'consents-count',
         config: requests,
-        schema: {
-          summary: 'Count profiles in segment by consent',
-          tags,
-          body: ConsentCountBody,
-          response: responses({ 201: PollUrl }),
-        },
+        created: PollUrl,
+        answer: (id) => ({ poll_url: pollUrl(id) }),
       },
-      async (request, reply) =>
-        reply
-          .code(201)
-          .send({ poll_url: pollUrl(await create(request, { kind: 'consents-count', body: request.body })) }),
-    );
-
-    app.post(
-      '/audience/profiles/reports/duplicates',
       {
+        path: '/audience/profiles/reports/duplicates',
+        summary: 'Duplicate profile in segment by consent export',
+        kind: 'duplicates',
         config: requests,
-        schema: {
-          summary: 'Duplicate profile in segment by consent export',
-          tags,
-          body: DuplicateExportBody,
-          response: responses({ 201: PollUrl }),
-        },
+        created: PollUrl,
+        answer: (id) => ({ poll_url: pollUrl(id) }),
       },
-      async (request, reply) =>
-        reply.code(201).send({ poll_url: pollUrl(await create(request, { kind: 'duplicates', body: request.body })) }),
-    );
-
-    app.post(
-      '/audience/profiles/reports/segments',
       {
+        path: '/audience/profiles/reports/segments',
+        summary: 'Profile in segment export (beta)',
+        kind: 'segments',
         config: requests,
-        schema: {
-          summary: 'Profile in segment export (beta)',
-          tags,
-          body: SegmentExportBody,
-          response: responses({ 201: DownloadUrls }),
+        created: DownloadUrls,
+        answer: (id) => ({ file_download_url: pollUrl(id), file_download_url_v2: pollUrl(id, '/v2') }),
+      },
+      {
+        path: '/audience/profiles/exports',
+        summary: 'Profile in segment event export',
+        kind: 'events',
+        config: eventRequests,
+        created: FileDownloadUrl,
+        answer: (id) => ({ file_download_url: pollUrl(id) }),
+      },
+      {
+        // The email event export (SPEC §4.8): a report id, its status, and its file at URLs that each status call issues.
+        path: '/emails/reports',
+        summary: 'Email event export',
+        kind: 'email-events',
+        config: eventRequests,
+        created: ReportId,
+        answer: (id) => ({ report_id: id }),
+      },
+    ];
+    for (const route of creates) {
+      app.post(
+        route.path,
+        {
+          config: route.config,
+          schema: {
+            summary: route.summary,
+            tags,
+            body: EXPORT_KINDS[route.kind].body,
+            response: responses({ 201: route.created }),
+          },
         },
-      },
-      async (request, reply) => {
-        const id = await create(request, { kind: 'segments', body: request.body });
-        return reply.code(201).send({ file_download_url: pollUrl(id), file_download_url_v2: pollUrl(id, '/v2') });
-      },
-    );
+        async (request, reply) => {
+          const scope = await scopeOf(request);
+          // The body was checked against the kind's schema.
+          const exportRequest = { kind: route.kind, body: request.body } as exports.ExportRequest;
+          const id = await withTransaction(services.pool, (tx) => exports.createExport(tx, scope, exportRequest));
+          return reply.code(201).send(route.answer(id));
+        },
+      );
+    }
 
     app.post(
       '/audience/profiles/export-single/:export_key',
@@ -217,43 +229,6 @@ export function exportsRoutes(services: Services, scopeOf: ScopeOf) {
           await single.readSingleExport(services.pool, services.files, await scopeOf(request), accountId, exportId),
         );
       },
-    );
-
-    app.post(
-      '/audience/profiles/exports',
-      {
-        config: eventRequests,
-        schema: {
-          summary: 'Profile in segment event export',
-          tags,
-          body: EventExportBody,
-          response: responses({ 201: FileDownloadUrl }),
-        },
-      },
-      async (request, reply) =>
-        reply
-          .code(201)
-          .send({ file_download_url: pollUrl(await create(request, { kind: 'events', body: request.body })) }),
-    );
-
-    // The email event export (SPEC §4.8): a report id, its status, and its file at URLs that each status call issues.
-    app.post(
-      '/emails/reports',
-      {
-        config: eventRequests,
-        schema: {
-          summary: 'Email event export',
-          tags,
-          body: EmailEventExportBody,
-          response: responses({
-            201: Type.Object({
-              report_id: Type.String({ description: 'Its status is at GET /emails/reports/{report_id}' }),
-            }),
-          }),
-        },
-      },
-      async (request, reply) =>
-        reply.code(201).send({ report_id: await create(request, { kind: 'email-events', body: request.body }) }),
     );
 
     const authHeader = `x-${services.config.vendor}-auth`;

@@ -1,13 +1,11 @@
-import type { FastifyInstance } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import client from 'prom-client';
 import type { Services } from '../../services.ts';
 import type { MetricsJson } from '../../core/metrics.ts';
 import { PROBLEMS, Problem, problemType, type ProblemCode } from '../../core/problems.ts';
 import { JOB_STATES, jobFigures } from '../../jobs/queue.ts';
+import { operation, type OperationTable } from '../operation.ts';
 import { databaseUnavailable } from '../problems.ts';
-import { responses } from '../schemas/problem.ts';
 
 const ErrorCode = Type.Object({
   type: Type.String(),
@@ -68,100 +66,81 @@ async function exposition(
   return client.AggregatorRegistry.aggregate([mine, theirs]).metrics();
 }
 
+const describe = (code: ProblemCode) => ({
+  type: problemType(code),
+  code,
+  title: PROBLEMS[code].title,
+  http_status: PROBLEMS[code].status,
+});
+
 /** Health, readiness, metrics, the OpenAPI document and the error code reference. */
-export function operationsRoutes(services: Services, threadMetrics?: () => Promise<MetricsJson>) {
+export function operationsRoutes(services: Services, threadMetrics?: () => Promise<MetricsJson>): OperationTable {
   const { registry } = services.metrics;
   registerJobGauges(services);
-  return async (root: FastifyInstance) => {
-    const app = root.withTypeProvider<TypeBoxTypeProvider>();
-    const config = { auth: 'none' as const };
-    const tags = ['operations'];
-    const security: [] = [];
-
-    app.get(
-      '/healthz',
-      {
-        config,
-        schema: {
-          tags,
-          security,
-          summary: 'The process is up',
-          response: responses({ 200: Type.Object({ state: Type.String() }) }),
+  return {
+    tags: ['operations'],
+    operations: [
+      operation({
+        method: 'GET',
+        path: '/healthz',
+        summary: 'The process is up',
+        response: { 200: Type.Object({ state: Type.String() }) },
+        scope: 'public',
+        handle: async () => ({ state: 'up' }),
+      }),
+      operation({
+        method: 'GET',
+        path: '/readyz',
+        summary: 'The process can serve: its database answers',
+        response: { 200: Type.Object({ state: Type.String() }) },
+        scope: 'public',
+        handle: async ({ db }) => {
+          try {
+            await db.query('select 1');
+          } catch {
+            throw databaseUnavailable();
+          }
+          return { state: 'ready' };
         },
-      },
-      async () => ({ state: 'up' }),
-    );
-
-    app.get(
-      '/readyz',
-      {
-        config,
-        schema: {
-          tags,
-          security,
-          summary: 'The process can serve: its database answers',
-          response: responses({ 200: Type.Object({ state: Type.String() }) }),
+      }),
+      // Metrics tell who calls what and how much: behind a token (METRICS_TOKEN, else the operator token).
+      operation({
+        method: 'GET',
+        path: '/metrics',
+        summary: 'Prometheus metrics',
+        hide: true,
+        scope: 'metrics',
+        handle: async ({ reply }) => reply.type(registry.contentType).send(await exposition(registry, threadMetrics)),
+      }),
+      operation({
+        method: 'GET',
+        path: '/openapi.json',
+        summary: 'This OpenAPI document',
+        hide: true,
+        scope: 'public',
+        handle: async ({ request }) => request.server.swagger(),
+      }),
+      operation({
+        method: 'GET',
+        path: '/errors',
+        summary: 'Every error code',
+        response: { 200: Type.Object({ items: Type.Array(ErrorCode) }) },
+        scope: 'public',
+        handle: async () => ({ items: (Object.keys(PROBLEMS) as ProblemCode[]).map(describe) }),
+      }),
+      operation({
+        method: 'GET',
+        path: '/errors/:code',
+        summary: 'One error code',
+        params: Type.Object({ code: Type.String() }),
+        response: { 200: ErrorCode },
+        scope: 'public',
+        handle: async ({ params }) => {
+          const code = params.code.toUpperCase() as ProblemCode;
+          if (!(code in PROBLEMS)) throw new Problem('AUD-1', `No error code "${params.code}"`);
+          return describe(code);
         },
-      },
-      async () => {
-        try {
-          await services.pool.query('select 1');
-        } catch {
-          throw databaseUnavailable();
-        }
-        return { state: 'ready' };
-      },
-    );
-
-    // Metrics tell who calls what and how much: behind a token (METRICS_TOKEN, else the operator token).
-    app.get(
-      '/metrics',
-      { config: { auth: 'metrics' }, schema: { tags, summary: 'Prometheus metrics', hide: true } },
-      async (_request, reply) => reply.type(registry.contentType).send(await exposition(registry, threadMetrics)),
-    );
-
-    app.get(
-      '/openapi.json',
-      { config, schema: { tags, security, summary: 'This OpenAPI document', hide: true } },
-      async () => root.swagger(),
-    );
-
-    const describe = (code: ProblemCode) => ({
-      type: problemType(code),
-      code,
-      title: PROBLEMS[code].title,
-      http_status: PROBLEMS[code].status,
-    });
-    app.get(
-      '/errors',
-      {
-        config,
-        schema: {
-          tags,
-          security,
-          summary: 'Every error code',
-          response: responses({ 200: Type.Object({ items: Type.Array(ErrorCode) }) }),
-        },
-      },
-      async () => ({ items: (Object.keys(PROBLEMS) as ProblemCode[]).map(describe) }),
-    );
-    app.get(
-      '/errors/:code',
-      {
-        config,
-        schema: {
-          tags,
-          security,
-          summary: 'One error code',
-          params: Type.Object({ code: Type.String() }),
-          response: responses({ 200: ErrorCode }),
-        },
-      },
-      async (request) => {
-        const code = request.params.code.toUpperCase() as ProblemCode;
-        if (!(code in PROBLEMS)) throw new Problem('AUD-1', `No error code "${request.params.code}"`);
-        return describe(code);
-      },
-    );
+      }),
+    ],
   };
 }

@@ -1,8 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Services } from '../../services.ts';
 import { activitiesFollowProfiles } from '../../activities/events.ts';
-import type { AccountScope } from '../../core/scope.ts';
 import * as attributes from '../../profiles/attributes.ts';
 import * as events from '../../profiles/events.ts';
 import * as profiles from '../../profiles/profiles.ts';
@@ -24,285 +20,184 @@ import {
   UniqueIdentifier,
   VersionParams,
 } from '../../profiles/schemas.ts';
-import { withTransaction } from '../../store/pool.ts';
-import type { ScopeOf } from '../plugins/profile-data.ts';
-import { NoContent, responses } from '../schemas/problem.ts';
+import { operation, type OperationTable } from '../operation.ts';
+import { NoContent } from '../schemas/problem.ts';
+
+const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
+const scope = 'account';
+/** The profile updates of SPEC §8 whose over-large bodies have an error of their own. */
+const bodyTooLarge = 'AUD-1210';
 
 /** Profiles (SPEC §4.3 and §4.4) on the routes of ENDPOINTS.md "Profiles". */
-export function profilesRoutes(services: Services, scopeOf: ScopeOf) {
-  return async (root: FastifyInstance) => {
-    const app = root.withTypeProvider<TypeBoxTypeProvider>();
-    const tags = ['profiles'];
-    const updates = { bodyTooLarge: 'AUD-1210' as const };
-
-    const write = <T>(
-      request: FastifyRequest,
-      work: (tx: Parameters<Parameters<typeof withTransaction>[1]>[0], scope: AccountScope) => Promise<T>,
-    ) => scopeOf(request).then((scope) => withTransaction(services.pool, (tx) => work(tx, scope)));
-
-    app.post(
-      '/audience/keyspaces/:keyspace_discriminator/sections/:section_discriminator/profiles',
-      {
-        schema: {
-          summary: 'Create a profile',
-          tags,
-          params: CreateProfileParams,
-          body: CreateProfile,
-          response: responses({ 201: UniqueIdentifier }),
-        },
-      },
-      async (request, reply) => {
-        const created = await write(request, (tx, scope) =>
-          profiles.createProfile(tx, scope, { ...request.params, profile_key: request.body.profile_key }),
-        );
-        return reply.code(201).send(created);
-      },
-    );
-
-    app.put(
-      '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/locks',
-      {
-        schema: {
-          summary: 'Lock a profile for good',
-          tags,
-          params: ProfileParams,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        await write(request, (tx, scope) => profiles.lockProfile(tx, scope, request.params, activitiesFollowProfiles));
-        return reply.code(204).send();
-      },
-    );
-
-    app.delete(
-      '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key',
-      {
-        schema: { summary: 'Delete a profile', tags, params: ProfileParams, response: responses({ 204: NoContent }) },
-      },
-      async (request, reply) => {
-        await write(request, (tx, scope) =>
-          profiles.deleteProfile(tx, scope, request.params, activitiesFollowProfiles),
-        );
-        return reply.code(204).send();
-      },
-    );
-
-    app.put(
-      '/audience/profiles/merges',
-      {
-        schema: { summary: 'Merge two profiles', tags, body: Merge, response: responses({ 204: NoContent }) },
-      },
-      async (request, reply) => {
-        await write(request, (tx, scope) =>
-          profiles.mergeProfiles(tx, scope, request.body.profiles, activitiesFollowProfiles),
-        );
-        return reply.code(204).send();
-      },
-    );
-
-    app.delete(
-      '/audience/profiles/merges/keyspaces/:keyspace_discriminator/profiles/:profile_key',
-      {
-        schema: {
-          summary: 'Unmerge a profile from its cluster',
-          tags,
-          params: ProfileParams,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        await write(request, (tx, scope) =>
-          profiles.unmergeProfile(tx, scope, request.params, activitiesFollowProfiles),
-        );
-        return reply.code(204).send();
-      },
-    );
-
-    app.put(
-      '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator',
-      {
-        schema: {
-          summary: 'Switch a unique identifier',
-          tags,
-          params: ProfileSectionParams,
-          body: Switch,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        await write(request, (tx, scope) => profiles.switchIdentifier(tx, scope, request.params, request.body));
-        return reply.code(204).send();
-      },
-    );
-
-    const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
-
-    app.get(
-      `${base}/tags`,
-      {
-        schema: {
-          summary: 'Tags of a profile',
-          tags,
-          params: ProfileSectionParams,
-          response: responses({ 200: TagValues }),
-        },
-      },
-      async (request) => {
-        return attributes.getTags(services.pool, await scopeOf(request), request.params);
-      },
-    );
-
-    app.patch(
-      `${base}/tags`,
-      {
-        config: updates,
-        schema: {
-          summary: 'Set and remove tags',
-          tags,
-          params: ProfileSectionParams,
-          body: MergePatch,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        await write(request, (tx, scope) => attributes.patchTags(tx, scope, request.params, request.body));
-        return reply.code(204).send();
-      },
-    );
-
-    app.get(
-      `${base}/attributes`,
-      {
-        schema: {
-          summary: 'Attributes of a profile',
-          tags,
-          params: ProfileSectionParams,
-          response: responses({ 200: AttributeValues }),
-        },
-      },
-      async (request) => {
-        return attributes.getAttributes(services.pool, await scopeOf(request), request.params);
-      },
-    );
-
-    app.patch(
-      `${base}/attributes`,
-      {
-        config: updates,
-        schema: {
-          summary: 'Set attributes (version 1: keys are version ids; creates the profile)',
-          tags,
-          params: ProfileSectionParams,
-          body: MergePatch,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        await attributes.patchAttributesV1(services.pool, await scopeOf(request), request.params, request.body);
-        return reply.code(204).send();
-      },
-    );
-
-    app.patch(
-      `/v2${base}/attributes`,
-      {
-        config: updates,
-        schema: {
-          summary: 'Set attributes (version 2: keys are discriminators)',
-          tags,
-          params: ProfileSectionParams,
-          querystring: KeyUpdateQuery,
-          body: MergePatch,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        await attributes.patchAttributesV2(
+export const profilesRoutes: OperationTable = {
+  tags: ['profiles'],
+  operations: [
+    operation({
+      method: 'POST',
+      path: '/audience/keyspaces/:keyspace_discriminator/sections/:section_discriminator/profiles',
+      summary: 'Create a profile',
+      params: CreateProfileParams,
+      body: CreateProfile,
+      response: { 201: UniqueIdentifier },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, params, body }) =>
+        profiles.createProfile(db, scope, { ...params, profile_key: body.profile_key }),
+    }),
+    operation({
+      method: 'PUT',
+      path: '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/locks',
+      summary: 'Lock a profile for good',
+      params: ProfileParams,
+      response: { 204: NoContent },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, params }) => profiles.lockProfile(db, scope, params, activitiesFollowProfiles),
+    }),
+    operation({
+      method: 'DELETE',
+      path: '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key',
+      summary: 'Delete a profile',
+      params: ProfileParams,
+      response: { 204: NoContent },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, params }) => profiles.deleteProfile(db, scope, params, activitiesFollowProfiles),
+    }),
+    operation({
+      method: 'PUT',
+      path: '/audience/profiles/merges',
+      summary: 'Merge two profiles',
+      body: Merge,
+      response: { 204: NoContent },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, body }) => profiles.mergeProfiles(db, scope, body.profiles, activitiesFollowProfiles),
+    }),
+    operation({
+      method: 'DELETE',
+      path: '/audience/profiles/merges/keyspaces/:keyspace_discriminator/profiles/:profile_key',
+      summary: 'Unmerge a profile from its cluster',
+      params: ProfileParams,
+      response: { 204: NoContent },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, params }) => profiles.unmergeProfile(db, scope, params, activitiesFollowProfiles),
+    }),
+    operation({
+      method: 'PUT',
+      path: base,
+      summary: 'Switch a unique identifier',
+      params: ProfileSectionParams,
+      body: Switch,
+      response: { 204: NoContent },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, params, body }) => profiles.switchIdentifier(db, scope, params, body),
+    }),
+    operation({
+      method: 'GET',
+      path: `${base}/tags`,
+      summary: 'Tags of a profile',
+      params: ProfileSectionParams,
+      response: { 200: TagValues },
+      scope,
+      handle: ({ db, scope, params }) => attributes.getTags(db, scope, params),
+    }),
+    operation({
+      method: 'PATCH',
+      path: `${base}/tags`,
+      summary: 'Set and remove tags',
+      params: ProfileSectionParams,
+      body: MergePatch,
+      response: { 204: NoContent },
+      scope,
+      transaction: true,
+      bodyTooLarge,
+      handle: ({ db, scope, params, body }) => attributes.patchTags(db, scope, params, body),
+    }),
+    operation({
+      method: 'GET',
+      path: `${base}/attributes`,
+      summary: 'Attributes of a profile',
+      params: ProfileSectionParams,
+      response: { 200: AttributeValues },
+      scope,
+      handle: ({ db, scope, params }) => attributes.getAttributes(db, scope, params),
+    }),
+    // The attribute PATCHes take the pool: they open a transaction only when a write needs one (docs/architecture.md).
+    operation({
+      method: 'PATCH',
+      path: `${base}/attributes`,
+      summary: 'Set attributes (version 1: keys are version ids; creates the profile)',
+      params: ProfileSectionParams,
+      body: MergePatch,
+      response: { 204: NoContent },
+      scope,
+      bodyTooLarge,
+      handle: ({ services, scope, params, body }) => attributes.patchAttributesV1(services.pool, scope, params, body),
+    }),
+    operation({
+      method: 'PATCH',
+      path: `/v2${base}/attributes`,
+      summary: 'Set attributes (version 2: keys are discriminators)',
+      params: ProfileSectionParams,
+      query: KeyUpdateQuery,
+      body: MergePatch,
+      response: { 204: NoContent },
+      scope,
+      bodyTooLarge,
+      handle: ({ services, scope, params, query, body }) =>
+        attributes.patchAttributesV2(
           services.pool,
-          await scopeOf(request),
-          request.params,
-          request.body,
-          request.query.profile_key_update_method,
+          scope,
+          params,
+          body,
+          query.profile_key_update_method,
           activitiesFollowProfiles,
-        );
-        return reply.code(204).send();
-      },
-    );
-
-    app.delete(
-      `${base}/attributes/:version_id`,
-      {
-        schema: {
-          summary: 'Clear an attribute version',
-          tags,
-          params: VersionParams,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        await write(request, (tx, scope) =>
-          attributes.clearAttributeVersion(tx, scope, request.params, request.params.version_id),
-        );
-        return reply.code(204).send();
-      },
-    );
-
-    app.delete(
-      `/v2${base}/attributes/:attribute_discriminator`,
-      {
-        schema: {
-          summary: 'Clear every version of an attribute',
-          tags,
-          params: AttributeParams,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        await write(request, (tx, scope) =>
-          attributes.clearAttribute(tx, scope, request.params, request.params.attribute_discriminator),
-        );
-        return reply.code(204).send();
-      },
-    );
-
-    app.get(
-      `${base}/events`,
-      {
-        schema: {
-          summary: 'Events of a profile',
-          tags,
-          params: ProfileSectionParams,
-          querystring: EventsQuery,
-          response: responses({ 200: Events }),
-        },
-      },
-      async (request) => {
-        return events.listEvents(
-          services.pool,
-          await scopeOf(request),
-          request.params,
-          request.query.event_version_ids,
-        );
-      },
-    );
-
-    app.post(
-      `${base}/events`,
-      {
-        config: updates,
-        schema: {
-          summary: 'Add events',
-          tags,
-          params: ProfileSectionParams,
-          body: NewEvents,
-          response: responses({ 204: NoContent }),
-        },
-      },
-      async (request, reply) => {
-        await write(request, (tx, scope) => events.addEvents(tx, scope, request.params, request.body.items));
-        return reply.code(204).send();
-      },
-    );
-  };
-}
+        ),
+    }),
+    operation({
+      method: 'DELETE',
+      path: `${base}/attributes/:version_id`,
+      summary: 'Clear an attribute version',
+      params: VersionParams,
+      response: { 204: NoContent },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, params }) => attributes.clearAttributeVersion(db, scope, params, params.version_id),
+    }),
+    operation({
+      method: 'DELETE',
+      path: `/v2${base}/attributes/:attribute_discriminator`,
+      summary: 'Clear every version of an attribute',
+      params: AttributeParams,
+      response: { 204: NoContent },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, params }) => attributes.clearAttribute(db, scope, params, params.attribute_discriminator),
+    }),
+    operation({
+      method: 'GET',
+      path: `${base}/events`,
+      summary: 'Events of a profile',
+      params: ProfileSectionParams,
+      query: EventsQuery,
+      response: { 200: Events },
+      scope,
+      handle: ({ db, scope, params, query }) => events.listEvents(db, scope, params, query.event_version_ids),
+    }),
+    operation({
+      method: 'POST',
+      path: `${base}/events`,
+      summary: 'Add events',
+      params: ProfileSectionParams,
+      body: NewEvents,
+      response: { 204: NoContent },
+      scope,
+      transaction: true,
+      bodyTooLarge,
+      handle: ({ db, scope, params, body }) => events.addEvents(db, scope, params, body.items),
+    }),
+  ],
+};

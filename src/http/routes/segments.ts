@@ -1,7 +1,3 @@
-import type { FastifyInstance } from 'fastify';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Services } from '../../services.ts';
-import type { ScopeOf } from '../plugins/profile-data.ts';
 import { ProfileParams } from '../../profiles/schemas.ts';
 import * as segments from '../../segments/segments.ts';
 import {
@@ -13,61 +9,42 @@ import {
   TrendCounts,
   TrendParams,
 } from '../../segments/schemas.ts';
-import { responses } from '../schemas/problem.ts';
+import { operation, type OperationTable } from '../operation.ts';
 
 /** Segment evaluation, trends and counts (SPEC §4.3, §4.7) on the routes of ENDPOINTS.md. */
-export function segmentsRoutes(services: Services, scopeOf: ScopeOf) {
-  return async (root: FastifyInstance) => {
-    const app = root.withTypeProvider<TypeBoxTypeProvider>();
-    const tags = ['segments'];
-
-    app.post(
-      '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/evaluations',
-      {
-        schema: {
-          summary: 'Evaluate a profile against segments',
-          tags,
-          params: ProfileParams,
-          body: Evaluation,
-          response: responses({ 200: Matches }),
-        },
-      },
-      async (request) => segments.evaluateProfile(services.pool, await scopeOf(request), request.params, request.body),
-    );
-
-    app.post(
-      '/audience/sections/:section_discriminator/segments/:segment_discriminator/trend',
-      {
-        schema: {
-          summary: 'Count matching profiles over time',
-          tags,
-          params: TrendParams,
-          body: Trend,
-          response: responses({ 200: TrendCounts }),
-        },
-      },
-      async (request) =>
-        segments.segmentTrend(
-          services.pool,
-          await scopeOf(request),
-          request.params.section_discriminator,
-          request.params.segment_discriminator,
-          request.body,
-        ),
-    );
-
-    app.post(
-      '/audience/profiles/reports/segments/count',
-      {
-        config: { rateLimit: 'profile_export_requests_per_second' },
-        schema: {
-          summary: 'Count profiles in a segment',
-          tags,
-          body: SegmentCount,
-          response: responses({ 200: ProfileCount }),
-        },
-      },
-      async (request) => segments.countSegment(services.pool, await scopeOf(request), request.body),
-    );
-  };
-}
+export const segmentsRoutes: OperationTable = {
+  tags: ['segments'],
+  operations: [
+    operation({
+      method: 'POST',
+      path: '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/evaluations',
+      summary: 'Evaluate a profile against segments',
+      params: ProfileParams,
+      body: Evaluation,
+      response: { 200: Matches },
+      scope: 'account',
+      handle: ({ db, scope, params, body }) => segments.evaluateProfile(db, scope, params, body),
+    }),
+    operation({
+      method: 'POST',
+      path: '/audience/sections/:section_discriminator/segments/:segment_discriminator/trend',
+      summary: 'Count matching profiles over time',
+      params: TrendParams,
+      body: Trend,
+      response: { 200: TrendCounts },
+      scope: 'account',
+      handle: ({ services, scope, params, body }) =>
+        segments.segmentTrend(services.pool, scope, params.section_discriminator, params.segment_discriminator, body),
+    }),
+    operation({
+      method: 'POST',
+      path: '/audience/profiles/reports/segments/count',
+      rateLimit: 'profile_export_requests_per_second',
+      summary: 'Count profiles in a segment',
+      body: SegmentCount,
+      response: { 200: ProfileCount },
+      scope: 'account',
+      handle: ({ db, scope, body }) => segments.countSegment(db, scope, body),
+    }),
+  ],
+};

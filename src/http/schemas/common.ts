@@ -14,3 +14,8 @@ export const Items = <T extends Parameters<typeof Type.Array>[0]>(item: T, descr
 export const SectionParams = Type.Object({
   section_discriminator: Type.String({ description: 'Section discriminator' }),
 });
+
+// Account ids are bigints: more than 18 digits could not be one, and PostgreSQL would refuse the cast.
+export const AccountId = Type.String({ pattern: '^[0-9]{1,18}$', description: 'Account id' });
+/** The path of an operator route on one account. */
+export const AccountParams = Type.Object({ account_id: AccountId });

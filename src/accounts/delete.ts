@@ -1,0 +1,48 @@
+import type pg from 'pg';
+import { forgetAccountActivities } from '../activities/activities.ts';
+import type { ApiKeys } from '../api-keys/api-keys.ts';
+import { forgetAccountConsents } from '../consents/consents.ts';
+import { Problem } from '../core/problems.ts';
+import { forgetAccountDefinitions } from '../definitions/definitions.ts';
+import { forgetAccountExports } from '../exports/exports.ts';
+import type { FileStore } from '../files/store.ts';
+import { forgetAccountImports } from '../imports/imports.ts';
+import { forgetAccountJobs } from '../jobs/queue.ts';
+import { forgetAccountProfiles } from '../profiles/profiles.ts';
+import type { ChangeFeed } from '../store/changes.ts';
+import { withTransaction } from '../store/pool.ts';
+import { forgetAccountMail } from '../transactional/transactional.ts';
+import { ACCOUNT_TOPIC } from './accounts.ts';
+import * as q from './queries.ts';
+
+/**
+ * Deletes an account and everything of it: every row of every area, each area erasing its own
+ * tables (the areas that name another's rows first: mail, exports, imports, activities, jobs,
+ * consents, profiles, definitions, keys), in one transaction, then its files. Every statement
+ * names the account, so on Citus each runs on the one node holding it. The account's row is
+ * locked first: a write of the account that starts meanwhile waits, and then finds it gone.
+ * Takes the pool rather than a transaction because the files go only once the rows are gone for
+ * good; a process that dies between the two leaves files that no row names.
+ */
+export async function deleteAccount(
+  pool: pg.Pool,
+  deps: { feed: ChangeFeed; apiKeys: ApiKeys; files: FileStore },
+  accountId: string,
+): Promise<void> {
+  await withTransaction(pool, async (tx) => {
+    if (!(await q.lockAccount(tx, accountId))) throw new Problem('AUD-1110', `Account "${accountId}" does not exist`);
+    await forgetAccountMail(tx, accountId);
+    await forgetAccountExports.rows(tx, accountId);
+    await forgetAccountImports.rows(tx, accountId);
+    await forgetAccountActivities(tx, accountId);
+    await forgetAccountJobs(tx, accountId);
+    await forgetAccountConsents(tx, accountId);
+    await forgetAccountProfiles(tx, accountId);
+    await forgetAccountDefinitions(tx, deps.feed, accountId);
+    await deps.apiKeys.forgetAccount(tx, accountId);
+    await q.deleteAccount(tx, accountId);
+    await deps.feed.publish(tx, ACCOUNT_TOPIC, accountId);
+  });
+  await forgetAccountImports.files(deps.files, accountId);
+  await forgetAccountExports.files(deps.files, accountId);
+}

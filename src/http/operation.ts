@@ -1,0 +1,216 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import multipart from '@fastify/multipart';
+import type { Static, TSchema } from 'typebox';
+import type { LimitName } from '../core/limits.ts';
+import type { ProblemCode } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
+import * as accounts from '../accounts/accounts.ts';
+import { accountScope, type Services } from '../services.ts';
+import { withTransaction, type Queryable } from '../store/pool.ts';
+import type { RouteAuth } from './plugins/auth.ts';
+import { NoContent, responses } from './schemas/problem.ts';
+
+/**
+ * Who may call an operation, and in which account's scope it runs:
+ * - `account`: a bearer token; the scope of the caller's account;
+ * - `operator-account`: the operator token; the account of the path's `:account_id`, which must exist (404 otherwise);
+ * - `operator`: the operator token; no account;
+ * - `public`: no token; no account;
+ * - `link`: no token; the account a signed link names, found by the operation's `resolve`;
+ * - `metrics`: the metrics token; no account.
+ */
+export type ScopeKind = 'account' | 'operator-account' | 'operator' | 'public' | 'link' | 'metrics';
+
+const AUTH: Record<ScopeKind, RouteAuth> = {
+  account: 'bearer',
+  'operator-account': 'admin',
+  operator: 'admin',
+  public: 'none',
+  link: 'none',
+  metrics: 'metrics',
+};
+
+/** What an operation's handler is given: the request's validated parts, its account's scope, and where to run SQL. */
+export interface Context<P, Q, B, S> {
+  params: P;
+  query: Q;
+  body: B;
+  /** The account's scope (see `ScopeKind`). */
+  scope: S;
+  /** The operation's transaction when it declares one, else the pool. */
+  db: Queryable;
+  services: Services;
+  request: FastifyRequest;
+  /** For the few answers that are not JSON (files, pages, redirects): a handler that sends one returns the reply. */
+  reply: FastifyReply;
+}
+
+/** An answer whose status (or headers) the outcome decides: created (201) or found (200), for one. */
+export class Answer {
+  readonly status: number;
+  readonly body: unknown;
+  readonly headers: Record<string, string>;
+  constructor(status: number, body?: unknown, headers: Record<string, string> = {}) {
+    this.status = status;
+    this.body = body;
+    this.headers = headers;
+  }
+}
+
+/** An answer with this status. */
+export const answer = (status: number, body?: unknown, headers?: Record<string, string>) =>
+  new Answer(status, body, headers);
+
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+type Of<T extends TSchema | undefined> = T extends TSchema ? Static<T> : undefined;
+type ScopeOf<K extends ScopeKind> = K extends 'account' | 'operator-account' | 'link' ? AccountScope : undefined;
+
+/** One operation of the API, declared: its route, its shapes, its access, and the domain call it makes. */
+export interface OperationSpec<
+  P extends TSchema | undefined,
+  Q extends TSchema | undefined,
+  B extends TSchema | undefined,
+  K extends ScopeKind,
+> {
+  method: Method;
+  path: string;
+  summary: string;
+  description?: string;
+  /** The table's tags when omitted. */
+  tags?: string[];
+  deprecated?: boolean;
+  /** Left out of the OpenAPI document (links in messages, not operations of the API). */
+  hide?: boolean;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** The success answers by status; problem documents are added for every error. None: an undocumented answer. */
+  response?: Record<number, TSchema>;
+  /** The success status; by default the lowest of `response`. A handler that returns an `Answer` chooses its own. */
+  status?: number;
+  scope: K;
+  /** For a `link` operation: the scope of the account the request names. */
+  resolve?: (request: FastifyRequest, services: Services) => Promise<AccountScope>;
+  /** Whether the handler runs in one transaction (`db` is then that transaction). */
+  transaction?: boolean;
+  /** A limit of SPEC §8 this operation spends from, on top of requests_per_second. */
+  rateLimit?: LimitName;
+  /** The error of a body over the size limit, where the spec names one. */
+  bodyTooLarge?: ProblemCode;
+  bodyLimit?: number;
+  /** Takes multipart/form-data bodies, with these limits (the import upload form). */
+  multipart?: { fields: number; fieldSize: number; files: number; fileSize: number };
+  /** Reshapes the body before validation (an events batch sent as a bare array). */
+  preValidation?: (request: FastifyRequest) => Promise<void>;
+  /** Headers of every answer, refusals of parsing and validation included (the token route's Cache-Control). */
+  headers?: Record<string, string>;
+  handle: (context: Context<Of<P>, Of<Q>, Of<B>, ScopeOf<K>>) => Promise<unknown>;
+}
+
+/** A declared operation, as a table holds it. */
+export type Operation = OperationSpec<TSchema | undefined, TSchema | undefined, TSchema | undefined, ScopeKind>;
+
+/** Declares an operation; the handler's context is typed by its schemas and scope. */
+export function operation<
+  P extends TSchema | undefined = undefined,
+  Q extends TSchema | undefined = undefined,
+  B extends TSchema | undefined = undefined,
+  K extends ScopeKind = ScopeKind,
+>(spec: OperationSpec<P, Q, B, K>): Operation {
+  return spec as unknown as Operation;
+}
+
+/** A route module: the operations of one area, with the tags they share. */
+export interface OperationTable {
+  tags: string[];
+  operations: Operation[];
+}
+
+/** The scope an operation runs in, or undefined. */
+async function scopeFor(op: Operation, request: FastifyRequest, services: Services): Promise<AccountScope | undefined> {
+  if (op.scope === 'account') return accountScope(services, request.caller.accountId, request.caller);
+  if (op.scope === 'operator-account') {
+    const accountId = (request.params as { account_id: string }).account_id;
+    await accounts.getAccount(services.pool, accountId);
+    return accountScope(services, accountId);
+  }
+  return op.resolve?.(request, services);
+}
+
+/** The route of an operation: its schema for validation and OpenAPI, its access, and the one shared handler. */
+export function routeOf(op: Operation, services: Services, tags: string[]): RouteOptions {
+  const success = op.response ?? {};
+  const statuses = Object.keys(success).map(Number);
+  const status = op.status ?? (statuses.length > 0 ? Math.min(...statuses) : 200);
+  return {
+    method: op.method,
+    url: op.path,
+    bodyLimit: op.bodyLimit,
+    config: {
+      auth: AUTH[op.scope],
+      ...(op.rateLimit ? { rateLimit: op.rateLimit } : {}),
+      ...(op.bodyTooLarge ? { bodyTooLarge: op.bodyTooLarge } : {}),
+    },
+    ...(op.preValidation ? { preValidation: op.preValidation } : {}),
+    ...(op.headers
+      ? {
+          onRequest: (_request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+            reply.headers(op.headers!);
+            done();
+          },
+        }
+      : {}),
+    schema: {
+      summary: op.summary,
+      ...(op.description ? { description: op.description } : {}),
+      tags: op.tags ?? tags,
+      ...(op.deprecated ? { deprecated: true } : {}),
+      ...(op.hide ? { hide: true } : {}),
+      ...(AUTH[op.scope] === 'none' ? { security: [] } : {}),
+      ...(op.multipart ? { consumes: ['multipart/form-data'] } : {}),
+      ...(op.params ? { params: op.params } : {}),
+      ...(op.query ? { querystring: op.query } : {}),
+      ...(op.body ? { body: op.body } : {}),
+      ...(op.response ? { response: responses(op.response) } : {}),
+    },
+    handler: async (request, reply) => {
+      const scope = await scopeFor(op, request, services);
+      const run = (db: Queryable) =>
+        op.handle({
+          params: request.params,
+          query: request.query,
+          body: request.body,
+          scope,
+          db,
+          services,
+          request,
+          reply,
+        } as Parameters<Operation['handle']>[0]);
+      const result = await (op.transaction ? withTransaction(services.pool, run) : run(services.pool));
+      if (result === reply) return reply;
+      const { status: code, body, headers } = result instanceof Answer ? result : new Answer(status, result);
+      reply.code(code).headers(headers);
+      return code === 204 || success[code] === NoContent ? reply.send() : reply.send(body);
+    },
+  };
+}
+
+/** Registers a table's operations; those that take a multipart form each in a context of their own with the parser. */
+export async function registerOperations(
+  app: FastifyInstance,
+  services: Services,
+  table: OperationTable,
+): Promise<void> {
+  await app.register(async (scoped) => {
+    for (const op of table.operations) {
+      if (!op.multipart) scoped.route(routeOf(op, services, table.tags));
+      else {
+        const limits = op.multipart;
+        await scoped.register(async (form) => {
+          await form.register(multipart, { limits });
+          form.route(routeOf(op, services, table.tags));
+        });
+      }
+    }
+  });
+}

@@ -1,0 +1,84 @@
+import { Type } from 'typebox';
+import { Problem } from '../../../core/problems.ts';
+import { DateTime } from '../../../core/schemas.ts';
+import { operation, type OperationTable } from '../../operation.ts';
+import { AccountId, AccountParams } from '../../schemas/common.ts';
+import { NoContent } from '../../schemas/problem.ts';
+
+const KeyParams = Type.Object({ account_id: AccountId, client_id: Type.String() });
+const ApiKey = Type.Object({
+  client_id: Type.String(),
+  name: Type.String(),
+  section_ids: Type.Union([Type.Array(Type.String()), Type.Null()]),
+  created_at: DateTime,
+  client_secret: Type.Optional(Type.String({ description: 'Shown only when the key is created' })),
+});
+
+/** The operator's API keys of an account, and the rotation of the service's token signing key. */
+export const adminApiKeysRoutes: OperationTable = {
+  tags: ['operator'],
+  operations: [
+    operation({
+      method: 'GET',
+      path: '/admin/accounts/:account_id/keys',
+      summary: 'List API keys',
+      params: AccountParams,
+      response: { 200: Type.Object({ items: Type.Array(ApiKey) }) },
+      scope: 'operator-account',
+      handle: async ({ db, scope, services }) => ({ items: await services.apiKeys.listApiKeys(db, scope.accountId) }),
+    }),
+    operation({
+      method: 'POST',
+      path: '/admin/accounts/:account_id/keys',
+      summary: 'Create an API key; its secret is shown once',
+      params: AccountParams,
+      body: Type.Object(
+        {
+          name: Type.Optional(Type.String()),
+          section_discriminators: Type.Optional(
+            Type.Array(Type.String(), { description: 'Sections the key may use; all when omitted' }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 201: ApiKey },
+      scope: 'operator-account',
+      handle: ({ db, scope, services, body }) => {
+        const sectionIds = body?.section_discriminators?.map((d) => {
+          const section = scope.defs.sections.find((s) => s.discriminator === d);
+          if (!section) throw new Problem('AUD-1111', `section_discriminators names the unknown section "${d}"`);
+          return section.id;
+        });
+        return services.apiKeys.createApiKey(db, scope.accountId, { name: body?.name, sectionIds: sectionIds ?? null });
+      },
+    }),
+    operation({
+      method: 'DELETE',
+      path: '/admin/accounts/:account_id/keys/:client_id',
+      summary: 'Delete an API key',
+      params: KeyParams,
+      response: { 204: NoContent },
+      scope: 'operator',
+      transaction: true,
+      handle: ({ db, services, params }) => services.apiKeys.deleteApiKey(db, params.account_id, params.client_id),
+    }),
+    operation({
+      method: 'POST',
+      path: '/admin/signing-keys',
+      summary: 'Rotate the token signing key',
+      description:
+        'The old keys keep verifying the tokens they signed until those expire (24 hours), unless revoke_old is true: then they are deleted, every token they signed is refused at once, and every client must ask for a new token.',
+      query: Type.Object(
+        {
+          revoke_old: Type.Optional(
+            Type.Boolean({ description: 'Stop the old keys at once rather than after 24 hours' }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 201: Type.Object({ kid: Type.String() }) },
+      scope: 'operator',
+      handle: ({ services, query }) => services.apiKeys.rotateSigningKey({ revokeOld: query.revoke_old === true }),
+    }),
+  ],
+};

@@ -1,0 +1,42 @@
+import { Type } from 'typebox';
+import * as consents from '../../../consents/consents.ts';
+import { Suppression } from '../../../consents/schemas.ts';
+import { operation, type OperationTable } from '../../operation.ts';
+import { AccountId, AccountParams } from '../../schemas/common.ts';
+import { NoContent } from '../../schemas/problem.ts';
+
+/** The addresses an operator suppresses on a channel: no message goes to them, whatever their consents. */
+export const adminSuppressionsRoutes: OperationTable = {
+  tags: ['operator'],
+  operations: [
+    operation({
+      method: 'GET',
+      path: '/admin/accounts/:account_id/suppressions',
+      summary: 'List suppressed addresses',
+      params: AccountParams,
+      response: { 200: Type.Object({ items: Type.Array(Suppression) }) },
+      scope: 'operator-account',
+      handle: async ({ db, scope }) => ({ items: await consents.listSuppressions(db, scope) }),
+    }),
+    operation({
+      method: 'PUT',
+      path: '/admin/accounts/:account_id/suppressions',
+      summary: 'Suppress an address on a channel',
+      params: AccountParams,
+      body: Suppression,
+      response: { 204: NoContent },
+      scope: 'operator-account',
+      handle: ({ db, scope, body }) => consents.addSuppression(db, scope, body),
+    }),
+    operation({
+      method: 'DELETE',
+      path: '/admin/accounts/:account_id/suppressions/:channel_discriminator/:address',
+      summary: 'Lift a suppression',
+      params: Type.Object({ account_id: AccountId, channel_discriminator: Type.String(), address: Type.String() }),
+      response: { 204: NoContent },
+      scope: 'operator-account',
+      handle: ({ db, scope, params }) =>
+        consents.removeSuppression(db, scope, params.channel_discriminator, params.address),
+    }),
+  ],
+};
