@@ -20,6 +20,7 @@ const OPTIONS = {
   id: { type: 'string' },
   message: { type: 'string' },
   rename: { type: 'boolean' },
+  'revoke-old': { type: 'boolean' },
   state: { type: 'string' },
   limit: { type: 'string', multiple: true },
   credentials: { type: 'string' },
@@ -340,10 +341,10 @@ const COMMANDS: Record<string, Command> = {
     run: async () => console.log(usage()),
   },
   'signing-key rotate': {
-    args: '',
-    what: 'sign tokens with a new key; tokens of the old one stay valid until they expire',
-    options: [],
-    run: () => admin('POST', '/admin/signing-keys'),
+    args: '[--revoke-old]',
+    what: 'sign tokens with a new key; tokens of the old one stay valid until they expire (up to 24 hours).\nWith --revoke-old the old key stops at once (when it may be in other hands): every token it signed is refused, and every client must ask for a new one',
+    options: ['revoke-old'],
+    run: (v) => admin('POST', `/admin/signing-keys${v['revoke-old'] ? '?revoke_old=true' : ''}`),
   },
 };
 

@@ -12,7 +12,7 @@ import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
 import { createLogger } from './http/logging.ts';
-import { checkFileStore, openFileStore } from './files/store.ts';
+import { checkFileStore, openFileStore, SWEEP_EVERY_MS } from './files/store.ts';
 import { startWorkerThread } from './worker/thread.ts';
 import { createServices, type Services } from './services.ts';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './store/embedded.ts';
@@ -166,6 +166,18 @@ export async function serve(
     const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', { create: true }))!;
     const services = await createServices(config, pool, systemClock, { adminToken, serverSecret });
     started.push(() => services.close());
+    // What writes of killed processes left in the file store (a part of an upload: personal data) goes now, and later ones on each sweep.
+    const sweep = async () => {
+      const removed = await services.files.sweep();
+      if (removed > 0) logger.info({ files: removed }, 'removed the partial files of interrupted writes');
+    };
+    await sweep();
+    const sweeping = setInterval(
+      () => void sweep().catch((err) => logger.error({ err }, 'file sweep failed')),
+      SWEEP_EVERY_MS,
+    );
+    sweeping.unref();
+    started.push(async () => clearInterval(sweeping));
     if (config.demoAccount) {
       const demo = await createDemoAccount(services);
       if (demo) {

@@ -95,8 +95,32 @@ function valueOf(schema: JsonSchema | undefined, depth = 0): fc.Arbitrary<unknow
   return fc.oneof({ weight: 4, arbitrary: shaped }, { weight: 1, arbitrary: anything });
 }
 
-/** How the body goes: as JSON, form-encoded, or broken. */
-const encoding = fc.constantFrom('json', 'json', 'json', 'form', 'garbage');
+/**
+ * How the body goes: as JSON, form-encoded, or broken; as JSON with a lone surrogate ending every
+ * string (keys too), or with a value nested thousands of levels deep added to it.
+ */
+const encoding = fc.constantFrom('json', 'json', 'json', 'form', 'garbage', 'surrogates', 'deep');
+
+/** The JSON text of a body with a lone surrogate after every string of it. */
+function withSurrogates(body: unknown): string {
+  const walk = (v: unknown): unknown =>
+    typeof v === 'string'
+      ? `${v}\uD800`
+      : Array.isArray(v)
+        ? v.map(walk)
+        : v !== null && typeof v === 'object'
+          ? Object.fromEntries(Object.entries(v).map(([k, x]) => [`${k}\uDC00`, walk(x)]))
+          : v;
+  return JSON.stringify(walk(body));
+}
+
+/** The JSON text of a body with `levels` nested arrays in it: as a new field of an object, else as the body. */
+function withDepth(body: unknown, levels: number): string {
+  const deep = '['.repeat(levels) + ']'.repeat(levels);
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) return deep;
+  const text = JSON.stringify(body);
+  return `${text.slice(0, -1)}${text === '{}' ? '' : ','}"deep":${deep}}`;
+}
 
 function formOf(value: unknown, prefix = ''): string[] {
   if (value !== null && typeof value === 'object')
@@ -180,9 +204,10 @@ describe('generated requests over every operation of /openapi.json', () => {
             body: op.body ? valueOf(op.body) : fc.option(fc.jsonValue({ maxDepth: 1 })),
             encoding,
             garbage: fc.string({ maxLength: 30 }),
+            levels: fc.constantFrom(65, 1000, 10_000),
           });
         }),
-        async ({ op, path, query, body, encoding: how, garbage }) => {
+        async ({ op, path, query, body, encoding: how, garbage, levels }) => {
           const pathParams = op.params.filter((p) => p.in === 'path');
           let url = op.path;
           pathParams.forEach(
@@ -203,12 +228,19 @@ describe('generated requests over every operation of /openapi.json', () => {
               raw = formOf(body).join('&');
             } else {
               headers['content-type'] = op.method === 'PATCH' ? 'application/merge-patch+json' : 'application/json';
-              raw = how === 'garbage' ? garbage : JSON.stringify(body);
+              raw =
+                how === 'garbage'
+                  ? garbage
+                  : how === 'surrogates'
+                    ? withSurrogates(body)
+                    : how === 'deep'
+                      ? withDepth(body, levels)
+                      : JSON.stringify(body);
             }
           }
           const res = await server.request(op.method, `${url}${search ? `?${search}` : ''}`, { raw, headers });
           seen.add(`${op.method} ${op.path}`);
-          const where = `${op.method} ${url} ${raw ?? ''} → ${res.status} ${res.text.slice(0, 300)}`;
+          const where = `${op.method} ${url} ${raw?.slice(0, 500) ?? ''} → ${res.status} ${res.text.slice(0, 300)}`;
           expect(res.status, where).toBeLessThan(500);
           if (res.status >= 400) {
             expect(res.headers.get('content-type') ?? '', where).toMatch(/^application\/problem\+json/);

@@ -1,5 +1,6 @@
 import { spawn, spawnSync, execFile, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -294,6 +295,67 @@ describe('audience serve (npm start)', () => {
     ]);
     // No second demo account on a database that has accounts.
     expect(after.items.filter((a: { name: string }) => a.name === 'Demo')).toHaveLength(1);
+  });
+
+  it('a process killed during an upload leaves a partial file (mode 0600) that the next start removes', async () => {
+    const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
+    const { access_token: token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as {
+      access_token: string;
+    };
+    const get = async (p: string): Promise<any> =>
+      (await fetch(program.url(p), { headers: { authorization: `Bearer ${token}` } })).json();
+    const section = (await get('/audience/sections')).items[0].discriminator;
+    const attribute = (await get(`/audience/sections/${section}/attributes`)).items.find(
+      (a: { discriminator: string }) => a.discriminator.endsWith('.attributes.firstname'),
+    );
+    const created: any = await (
+      await fetch(program.url(`/v2/audience/sections/${section}/imports`), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          keyspace_mapping: {
+            keyspace_discriminator: attribute.discriminator.replace(/attributes\.firstname$/, 'keyspaces.email'),
+            field_selector: 'email',
+          },
+          attribute_mappings: [{ field_selector: 'first', attribute_version_id: attribute.versions[0].id }],
+        }),
+      })
+    ).json();
+    expect(created.import_id, JSON.stringify(created)).toEqual(expect.any(String));
+    // The form's fields, then the file part, sent slowly and never finished.
+    const boundary = 'audience-kill-test';
+    const fields = Object.entries(created.file_upload_body as Record<string, string>)
+      .map(([k, v]) => `--${boundary}\r\ncontent-disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)
+      .join('');
+    const upload = http.request(program.url(new URL(created.file_upload_url).pathname), {
+      method: 'POST',
+      headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'transfer-encoding': 'chunked' },
+    });
+    upload.on('error', () => {});
+    upload.write(
+      `${fields}--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="people.csv"\r\ncontent-type: text/csv\r\n\r\nemail;first\n`,
+    );
+    const folder = path.join(dataDir, 'files', 'imports', demo.account_id);
+    const partials = async () =>
+      (await fs.readdir(folder).catch(() => [] as string[])).filter((n) => n.endsWith('.partial'));
+    for (let i = 0; (await partials()).length === 0; i++) {
+      expect(i, 'no partial file appeared').toBeLessThan(200);
+      upload.write(`person${i}@example.com;${'x'.repeat(1000)}\n`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const [partial] = await partials();
+    expect((await fs.stat(path.join(folder, partial))).mode & 0o777).toBe(0o600);
+    await program.stop('SIGKILL');
+    upload.destroy();
+    expect(await partials()).toEqual([partial]);
+
+    await program.start();
+    expect(await partials()).toEqual([]);
+    expect(program.logLines().find((l) => l.msg.startsWith('removed the partial files'))).toMatchObject({ files: 1 });
+    // The import still waits for its file; a new upload of the same form is taken.
+    expect((await get(`/audience/sections/${section}/imports/${created.import_id}`)).result.status).toBe(
+      'waiting_for_file',
+    );
   });
 
   it('refuses to start when the file store cannot be used, naming it and the reason, before starting its database', async () => {

@@ -86,6 +86,8 @@ export class ApiKeys {
     );
     this.signingKeys = new RecordCache(this.feed, SIGNING_TOPIC, () => this.loadSigningKeys());
     this.feed.on(KEYS_TOPIC, () => this.verified.clear());
+    // A verified token is remembered until its key's retirement as it was: a key revoked since ends it too.
+    this.feed.on(SIGNING_TOPIC, () => this.verified.clear());
   }
 
   /** Creates an API key for `accountId`; the secret is returned here once and stored only as a hash. */
@@ -259,13 +261,18 @@ export class ApiKeys {
     return { keys: [...keys.verifying.values()].map((k) => k.publicJwk) };
   }
 
-  /** Makes a new signing key current; the old ones keep verifying until their tokens have expired. */
-  async rotateSigningKey(): Promise<{ kid: string }> {
+  /**
+   * Makes a new signing key current; the old ones keep verifying until their tokens have expired,
+   * or, with `revokeOld` (the old key may be in other hands), are deleted: every token they
+   * signed is refused from then on in every process, and its client must ask for a new one.
+   */
+  async rotateSigningKey(options: { revokeOld?: boolean } = {}): Promise<{ kid: string }> {
     return withTransaction(this.pool, async (tx) => {
       await q.lockSigningKeys(tx);
       const kid = await this.insertNewSigningKey(tx);
       // The service's clock, which decides when a token expires, also decides when its key retires.
-      await q.retireSigningKeysExcept(tx, kid, new Date(this.clock() + ROTATION_GRACE_SECONDS * 1000));
+      if (options.revokeOld) await q.deleteSigningKeysExcept(tx, kid);
+      else await q.retireSigningKeysExcept(tx, kid, new Date(this.clock() + ROTATION_GRACE_SECONDS * 1000));
       await this.feed.publish(tx, SIGNING_TOPIC, 'all');
       return { kid };
     });

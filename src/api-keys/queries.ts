@@ -94,6 +94,11 @@ export async function retireSigningKeysExcept(db: Queryable, kid: string, retire
   await db.query(`update signing_keys set retired_at = $2 where kid <> $1 and retired_at is null`, [kid, retiredAt]);
 }
 
+/** Removes every signing key but `kid`: the tokens they signed stop verifying in every process, whatever its clock. */
+export async function deleteSigningKeysExcept(db: Queryable, kid: string): Promise<void> {
+  await db.query('delete from signing_keys where kid <> $1', [kid]);
+}
+
 /** Serialises first-time key creation between processes. */
 export async function lockSigningKeys(db: Queryable): Promise<void> {
   await db.query('lock table signing_keys in share row exclusive mode');

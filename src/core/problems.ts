@@ -26,6 +26,8 @@ export const PROBLEMS = {
   'AUD-1010': { status: 431, title: 'Request header fields too large' },
   'AUD-1011': { status: 408, title: 'Request timeout' },
   'AUD-1012': { status: 400, title: 'NUL character in text' },
+  'AUD-1013': { status: 400, title: 'Lone surrogate in text' },
+  'AUD-1014': { status: 400, title: 'Body nested too deeply' },
   'AUD-1101': { status: 404, title: 'Keyspace not found' },
   'AUD-1102': { status: 404, title: 'Section not found' },
   'AUD-1103': { status: 404, title: 'Tag not found' },

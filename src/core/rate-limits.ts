@@ -10,6 +10,8 @@ export interface Taken {
 /** Token buckets holding at most `limit` tokens, refilled at `limit` per `windowMs` (SPEC §8). */
 export interface Buckets {
   take(key: string, limit: number, windowMs: number): Promise<Taken>;
+  /** Puts back one token taken from bucket `key` (never above `limit`): for a request that turned out not to count. */
+  giveBack(key: string, limit: number, windowMs: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -52,6 +54,12 @@ export class MemoryBuckets implements Buckets {
     return { ok: false, retryAfter: retryAfter(tokens, limit, windowMs) };
   }
 
+  async giveBack(key: string, limit: number, windowMs: number): Promise<void> {
+    const now = this.clock();
+    const s = this.state.get(key);
+    if (s) this.state.set(key, { tokens: Math.min(limit, refill(s, now, limit, windowMs) + 1), at: now, limit });
+  }
+
   async close(): Promise<void> {}
 }
 
@@ -73,6 +81,22 @@ if tokens >= 1 then tokens = tokens - 1; ok = 1 end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now), 'limit', tostring(limit))
 redis.call('PEXPIRE', KEYS[1], window * 2)
 return {ok, tostring(tokens)}
+`;
+
+// One token put back into a bucket that exists, refilled first as TAKE does, never above the limit.
+const GIVE_BACK = `
+local limit = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local s = redis.call('HMGET', KEYS[1], 'tokens', 'at', 'limit')
+if not s[1] then return 0 end
+local tokens = tonumber(s[1])
+local before = tonumber(s[3] or limit)
+if limit > before then tokens = tokens + (limit - before) else tokens = math.min(tokens, limit) end
+tokens = math.min(limit, tokens + (now - tonumber(s[2])) * limit / window + 1)
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now), 'limit', tostring(limit))
+redis.call('PEXPIRE', KEYS[1], window * 2)
+return 1
 `;
 
 /** Buckets in Redis (`REDIS_URL`): several API processes share one budget per account. */
@@ -98,6 +122,10 @@ export class RedisBuckets implements Buckets {
     return ok === 1
       ? { ok: true, retryAfter: 0 }
       : { ok: false, retryAfter: retryAfter(Number(tokens), limit, windowMs) };
+  }
+
+  async giveBack(key: string, limit: number, windowMs: number): Promise<void> {
+    await this.redis.eval(GIVE_BACK, 1, `audience:rate:${key}`, limit, windowMs, this.clock());
   }
 
   async close(): Promise<void> {

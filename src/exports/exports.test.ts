@@ -191,6 +191,18 @@ describe('access and limits', () => {
     await requestExport(a, body, 'consents/count');
   });
 
+  it('LIM-04: export requests refused for their input (400) spend none of the 1 a second', async () => {
+    const a = await account({ ...NO_LIMITS, profile_export_requests_per_second: 1 });
+    const body = { section_discriminator: SHOP, topic_discriminators: [NEWS], channel_discriminator: CH_EMAIL };
+    const post = (b: unknown) =>
+      server.request('POST', '/audience/profiles/reports/consents/count', { token: a.token, body: b });
+    expectProblem(await post({ ...body, topic_discriminators: [] }), 400);
+    expectProblem(await post({ ...body, section_discriminator: 42 }), 400);
+    await requestExport(a, body, 'consents/count');
+    expectProblem(await post(body), 429, 'AUD-1002');
+    server.clock.advance(1000);
+  });
+
   it('LIM-06: at most export_downloads_per_minute polls (60 by default); beyond, 429', async () => {
     const a = await account({ ...NO_LIMITS, export_downloads_per_minute: 60 });
     const pollUrl = await requestExport(a, {

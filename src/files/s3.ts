@@ -212,6 +212,11 @@ export class S3FileStore {
     return true;
   }
 
+  /** Nothing to sweep: an upload is spooled to an unlinked file, and the bucket stores objects whole. */
+  async sweep(): Promise<number> {
+    return 0;
+  }
+
   async remove(key: string): Promise<void> {
     const res = await this.request('DELETE', key);
     // Deleting a missing object is no error, as in the local store.

@@ -17,6 +17,25 @@ export interface FileStore {
   remove(key: string): Promise<void>;
   /** Removes every file whose key starts with `folder/` (a deleted account's), partial writes included. */
   removeAll(folder: string): Promise<void>;
+  /** Removes what interrupted writes of any key left behind (a process killed during an upload); answers how many files. */
+  sweep(): Promise<number>;
+}
+
+/** How often a process sweeps its file store: partial files of processes killed meanwhile go within this. */
+export const SWEEP_EVERY_MS = 10 * 60_000;
+/** A partial file untouched this long is left over, whoever wrote it: no write pauses for an hour. */
+const ABANDONED_MS = 60 * 60_000;
+/** When this process started (the clock of partial file names): an earlier file of its pid is of a predecessor. */
+const STARTED_AT = Date.now() - Math.round(performance.now());
+
+/** Whether process `pid` of this machine is running (EPERM: it runs as another user). */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
 }
 
 /** The store of the configuration: the bucket of FILES_URL, else the folder `DATA_DIR/files`. (S3FileStore is a FileStore by its shape, checked here, so that s3.ts needs nothing of this module.) */
@@ -54,12 +73,13 @@ export class LocalFileStore implements FileStore {
 
   async put(key: string, content: Readable): Promise<number> {
     const target = this.pathOf(key);
-    await fs.mkdir(path.dirname(target), { recursive: true });
+    // Files hold personal data: readable by the service's user only.
+    await fs.mkdir(path.dirname(target), { recursive: true, mode: 0o700 });
     const partial = `${target}.${process.pid}.${Date.now()}.partial`;
     let bytes = 0;
     content.on('data', (chunk: Buffer) => (bytes += chunk.length));
     try {
-      await pipeline(content, createWriteStream(partial));
+      await pipeline(content, createWriteStream(partial, { mode: 0o600 }));
       await fs.rename(partial, target);
     } catch (err) {
       await fs.rm(partial, { force: true });
@@ -99,5 +119,31 @@ export class LocalFileStore implements FileStore {
 
   async removeAll(folder: string): Promise<void> {
     await fs.rm(this.pathOf(folder), { recursive: true, force: true });
+  }
+
+  /**
+   * Removes the partial files whose write will never end: of a process that is gone, of this
+   * process's pid before it started (a container's process is often pid 1 each time), or untouched
+   * for an hour. Processes sharing a folder must see each other's pids: one machine, or one
+   * container (across machines, FILES_URL's bucket is the shared store).
+   */
+  async sweep(): Promise<number> {
+    const names = (await fs.readdir(this.dir, { recursive: true }).catch(() => [] as string[])).filter((n) =>
+      n.endsWith('.partial'),
+    );
+    let removed = 0;
+    for (const name of names) {
+      const match = /\.(\d+)\.(\d+)\.partial$/.exec(name);
+      const file = path.join(this.dir, name);
+      const stat = await fs.stat(file).catch(() => undefined);
+      if (!match || !stat) continue;
+      const [pid, at] = [Number(match[1]), Number(match[2])];
+      const ended = pid === process.pid ? at < STARTED_AT : !running(pid);
+      if (ended || Date.now() - stat.mtimeMs > ABANDONED_MS) {
+        await fs.rm(file, { force: true });
+        removed++;
+      }
+    }
+    return removed;
   }
 }

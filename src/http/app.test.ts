@@ -12,6 +12,7 @@ import { createLogger } from './logging.ts';
 import { enqueue, Worker, type JobRun } from '../jobs/queue.ts';
 import { parseBracketForm } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
+import { MAX_JSON_DEPTH } from '../core/text.ts';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -885,6 +886,27 @@ describe.skipIf(!redisBinary)('RedisBuckets (LIM-01 across processes)', () => {
       first.clock.advance(1000);
       second.clock.advance(1000);
       expect((await second.request('GET', '/audience/sections', { token })).status).toBe(200);
+      // A request refused for its input gives back its route limit, in the shared bucket too.
+      const imports = '/v2/audience/sections/com.vendor1.sections.user-created.shop/imports';
+      const exporter = await first.login(SHOP, { requests_per_second: null, import_requests_per_minute: 1 });
+      expectProblem(await first.request('POST', imports, { token: exporter.token, body: {} }), 400);
+      const attributes = await first.request(
+        'GET',
+        '/audience/sections/com.vendor1.sections.user-created.shop/attributes',
+        {
+          token: exporter.token,
+        },
+      );
+      const firstname = attributes.body.items.find(
+        (a: { discriminator: string }) => a.discriminator === 'com.vendor1.attributes.firstname',
+      ).versions[0].id;
+      const good = {
+        keyspace_mapping: { keyspace_discriminator: 'com.vendor1.keyspaces.email', field_selector: 'e' },
+        attribute_mappings: [{ field_selector: 'f', attribute_version_id: firstname }],
+      };
+      const accepted = await second.request('POST', imports, { token: exporter.token, body: good });
+      expect(accepted.status, accepted.text).toBe(201);
+      expectProblem(await first.request('POST', imports, { token: exporter.token, body: good }), 429, 'AUD-1002');
     } finally {
       await first.close();
       await second.close();
@@ -975,6 +997,116 @@ describe('bad bytes and malformed requests: 4xx problem documents, never a 5xx',
       'AUD-1012',
     );
     expectProblem(await server.admin('POST', '/admin/accounts', { name: 'Nul\u0000' }), 400, 'AUD-1012');
+  });
+
+  it('refuses a lone UTF-16 surrogate in any text with 400 AUD-1013 naming the field, and stores nothing', async () => {
+    const { token, accountId } = await server.login(SHOP);
+    const lone = 'Ann\ud800';
+    const email = 'com.vendor1.keyspaces.email';
+    const profile = `/audience/keyspaces/${email}/profiles/lone@example.com/sections/${SHOP_SECTION}`;
+    const attributes = (await server.request('GET', `/audience/sections/${SHOP_SECTION}/attributes`, { token })).body
+      .items;
+    const firstname = attributes.find(
+      (a: { discriminator: string }) => a.discriminator === 'com.vendor1.attributes.firstname',
+    ).versions[0].id;
+    const refused: [string, string, unknown, string][] = [
+      ['POST', `/audience/keyspaces/${email}/sections/${SHOP_SECTION}/profiles`, { profile_key: lone }, 'profile_key'],
+      ['PATCH', `${profile}/attributes`, { [firstname]: lone }, firstname],
+      [
+        'PATCH',
+        `/v2${profile}/attributes`,
+        { 'com.vendor1.attributes.firstname': lone },
+        'com.vendor1.attributes.firstname',
+      ],
+      [
+        'POST',
+        `${profile}/events`,
+        { items: [{ type: 'com.vendor1.events.page-view', version: 1, data: { title: lone } }] },
+        'items[0].data.title',
+      ],
+      [
+        'POST',
+        `/v2/audience/sections/${SHOP_SECTION}/imports`,
+        { keyspace_mapping: { keyspace_discriminator: email, field_selector: lone } },
+        'keyspace_mapping.field_selector',
+      ],
+      [
+        'POST',
+        `/emails/sections/${SHOP_SECTION}/activities/transactional/tx-1/transactions`,
+        {
+          keyspace_discriminator: email,
+          profile_key: 'lone@example.com',
+          to_name: 'Ann',
+          to_email_address: 'lone@example.com',
+          variables: { [lone]: 1 },
+        },
+        `variables.${lone}`,
+      ],
+      ['POST', '/oauth/token', { grant_type: 'client_credentials', client_id: lone, client_secret: 'x' }, 'client_id'],
+    ];
+    for (const [method, path, body, field] of refused) {
+      const res = await server.request(method, path, { token, body });
+      expect(expectProblem(res, 400, 'AUD-1013'), `${method} ${path}`).toContain(`"${field}"`);
+    }
+    const activity = await server.admin('PUT', `/admin/accounts/${accountId}/activities/lone`, {
+      kind: 'website',
+      section_discriminator: SHOP_SECTION,
+      name: lone,
+    });
+    expect(expectProblem(activity, 400, 'AUD-1013')).toContain('"name"');
+    // Nothing was stored: the profile was never created, the activity does not exist.
+    expectProblem(await server.request('GET', `${profile}/attributes`, { token }), 404);
+    expectProblem(await server.admin('GET', `/admin/accounts/${accountId}/activities/lone`), 404);
+    // A surrogate pair (an emoji) is a character like any other.
+    expect(
+      (await server.request('PATCH', `${profile}/attributes`, { token, body: { [firstname]: 'Ann \ud83d\ude00' } }))
+        .status,
+    ).toBe(204);
+  });
+
+  it(`refuses a body nested deeper than ${MAX_JSON_DEPTH} levels with 400 AUD-1014, unauthenticated too, JSON and forms`, async () => {
+    const { token } = await server.login(SHOP);
+    const deep = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
+    const attributes = `/audience/keyspaces/com.vendor1.keyspaces.email/profiles/deep@example.com/sections/${SHOP_SECTION}/attributes`;
+    for (const levels of [MAX_JSON_DEPTH + 1, 10_000]) {
+      const body = `{"grant_type":"client_credentials","client_id":"x","client_secret":${deep(levels)}}`;
+      expectProblem(
+        await server.request('POST', '/oauth/token', { raw: body, headers: { 'content-type': 'application/json' } }),
+        400,
+        'AUD-1014',
+      );
+      const patch = `{"com.vendor1.attributes.firstname":${deep(levels)}}`;
+      expect(
+        expectProblem(
+          await server.request('PATCH', attributes, {
+            token,
+            raw: patch,
+            headers: { 'content-type': 'application/merge-patch+json' },
+          }),
+          400,
+          'AUD-1014',
+        ),
+      ).toContain('"com.vendor1.attributes.firstname');
+      expectProblem(
+        await server.request('POST', '/oauth/token', {
+          raw: `grant_type=client_credentials&client_id=x&client_secret${'[a]'.repeat(levels)}=x`,
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        }),
+        400,
+        'AUD-1014',
+      );
+    }
+    // At the limit a body is read as usual: refused here by what it says (no such attribute), not by its depth.
+    const atLimit = `{"com.vendor1.attributes.firstname":${deep(MAX_JSON_DEPTH - 1)}}`;
+    expectProblem(
+      await server.request('PATCH', attributes, {
+        token,
+        raw: atLimit,
+        headers: { 'content-type': 'application/merge-patch+json' },
+      }),
+      400,
+      'AUD-1206',
+    );
   });
 
   it('refuses an account id that cannot be one with 400, not a 500 from the database', async () => {

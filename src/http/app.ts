@@ -12,7 +12,7 @@ import { registerAuth, type RouteAuth } from './plugins/auth.ts';
 import { registerBodyParsers } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
 import { sendProblem, toProblem, writeClientProblem } from './problems.ts';
-import { registerNulGuard } from './plugins/nul-guard.ts';
+import { registerTextGuard } from './plugins/text-guard.ts';
 import { apiKeysRoutes } from './routes/api-keys.ts';
 import { definitionsRoutes } from './routes/definitions.ts';
 import { adminAccountsRoutes } from './routes/admin/accounts.ts';
@@ -104,7 +104,7 @@ export async function buildApp(
   const textAjv = makeAjv(true);
   app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
   registerBodyParsers(app);
-  registerNulGuard(app);
+  registerTextGuard(app);
 
   // Every route's path, to tell an unknown path (404) from a known path with another method (405).
   const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 2000 });

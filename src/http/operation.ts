@@ -102,6 +102,8 @@ export interface OperationSpec<
   multipart?: { fields: number; fieldSize: number; files: number; fileSize: number };
   /** Reshapes the body before validation (an events batch sent as a bare array). */
   preValidation?: (request: FastifyRequest) => Promise<void>;
+  /** Headers of every answer, refusals of parsing and validation included (the token route's Cache-Control). */
+  headers?: Record<string, string>;
   handle: (context: Context<Of<P>, Of<Q>, Of<B>, ScopeFor<K>>) => Promise<unknown>;
   /** Runs with the handler's result once its transaction has committed (counters of what was written). */
   committed?: (result: unknown, services: Services) => void;
@@ -152,6 +154,14 @@ export function routeOf(op: Operation, services: Services, tags: string[]): Rout
       ...(op.bodyTooLarge ? { bodyTooLarge: op.bodyTooLarge } : {}),
     },
     ...(op.preValidation ? { preValidation: op.preValidation } : {}),
+    ...(op.headers
+      ? {
+          onRequest: (_request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+            reply.headers(op.headers!);
+            done();
+          },
+        }
+      : {}),
     schema: {
       summary: op.summary,
       ...(op.description ? { description: op.description } : {}),

@@ -5,7 +5,7 @@ import { keyspaceForProfileAccess, requireAllSections, sectionOf } from '../defi
 import type { FileStore } from '../files/store.ts';
 import type { UploadSigner } from '../files/upload-form.ts';
 import { Problem } from '../core/problems.ts';
-import { enqueue } from '../jobs/queue.ts';
+import { enqueue, type Job } from '../jobs/queue.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
@@ -25,9 +25,17 @@ import type { AccountScope } from '../core/scope.ts';
 export const UPLOAD_WINDOW_MS = 5 * 60 * 1000;
 export const MAX_FILE_BYTES = 50 * 1024 * 1024;
 export const IMPORT_JOB = 'import';
+/**
+ * The job that, once an import's upload window is long closed, removes a file stored for it that
+ * never became its upload (its process was killed, or its database write failed, between the
+ * two): due an hour after the window, when no upload begun within it is still arriving.
+ */
+export const UPLOAD_WINDOW_JOB = 'import-upload-window';
+const LATE_UPLOAD_MS = 60 * 60 * 1000;
 declare module '../jobs/queue.ts' {
   interface JobPayloads {
     [IMPORT_JOB]: { import_id: string };
+    [UPLOAD_WINDOW_JOB]: { import_id: string };
   }
 }
 const FAILURES_SHOWN = 1000;
@@ -253,6 +261,13 @@ export async function createImport(
     fileKey,
     uploadExpiresAt: expiresAt,
   });
+  await enqueue(
+    tx,
+    scope.accountId,
+    UPLOAD_WINDOW_JOB,
+    { import_id: importId },
+    new Date(expiresAt.getTime() + LATE_UPLOAD_MS),
+  );
   const form = signer.form(
     {
       key: fileKey,
@@ -299,6 +314,15 @@ export async function getImport(db: Queryable, scope: AccountScope, sectionDiscr
       failures: await q.listImportFailures(db, scope.accountId, row.import_id, FAILURES_SHOWN),
     },
   };
+}
+
+/** The upload window's job: an import still waiting for its file has none, whatever the store holds under its key. */
+export async function closeUploadWindow(
+  deps: { pool: pg.Pool; files: FileStore },
+  job: Job<typeof UPLOAD_WINDOW_JOB>,
+): Promise<void> {
+  const row = await q.findImport(deps.pool, job.accountId, job.payload.import_id);
+  if (row?.status === 'waiting_for_file') await deps.files.remove(row.file_key);
 }
 
 /**

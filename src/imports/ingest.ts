@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import type pg from 'pg';
 import { importConsents, type ImportedConsent } from '../consents/consents.ts';
 import { Problem } from '../core/problems.ts';
-import type { Job } from '../jobs/queue.ts';
+import { MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
 import { importProfileRows, type ImportRow } from '../profiles/bulk.ts';
 import { normaliseKey } from '../profiles/keys.ts';
 import { currentVersionId, findProfile, joinClusters, type Located } from '../profiles/profiles.ts';
@@ -13,6 +13,7 @@ import { CsvError, readCsv } from './csv.ts';
 import * as q from './queries.ts';
 import type { AccountScope } from '../core/scope.ts';
 import type { AttributeType } from '../core/definitions.ts';
+import { textFaultIn } from '../core/text.ts';
 
 /** Rows written per transaction: large enough for set-based statements, small enough to resume cheaply. */
 export const BATCH_ROWS = 2000;
@@ -63,8 +64,15 @@ export function convertCell(typeName: AttributeType, cell: string, column: strin
     case 'Struct': {
       try {
         const value = JSON.parse(text);
+        // Its field is not named: the reason is stored, and the field's own name may be the fault.
+        const fault = textFaultIn(value)?.fault;
+        if (fault)
+          throw new RowError(
+            `column "${column}": the JSON object ${fault === 'depth' ? 'nests too deeply' : 'holds a NUL or a lone surrogate, which no text may hold'}`,
+          );
         if (value !== null && typeof value === 'object' && !Array.isArray(value)) return value;
-      } catch {
+      } catch (err) {
+        if (err instanceof RowError) throw err;
         // falls through to the error below
       }
       throw fail('a JSON object');
@@ -112,7 +120,12 @@ interface Parsed {
 
 /** Turns a data record into what the row writes, by the plan; throws RowError for a bad cell. */
 function parseRecord(plan: ImportPlan, columns: Map<string, number>, record: string[], line: number): Parsed {
-  const cell = (column: string) => record[columns.get(column)!] ?? '';
+  const cell = (column: string) => {
+    const text = record[columns.get(column)!] ?? '';
+    // PostgreSQL stores no NUL: the row fails here rather than its batch in the database.
+    if (text.includes('\u0000')) throw new RowError(`column "${column}" holds a NUL character (U+0000)`);
+    return text;
+  };
   const keys = plan.keyspaces
     .map((k, keyspaceIndex) => ({ keyspaceIndex, key: cell(k.column).trim() }))
     .filter((k) => k.key !== '');
@@ -206,6 +219,27 @@ interface ImportRun {
  * killed in the middle resumes after the last committed batch without losing or repeating a row.
  */
 export async function runImport(deps: IngestDeps, job: Job<typeof IMPORT_JOB>): Promise<void> {
+  try {
+    await ingestImport(deps, job);
+  } catch (err) {
+    // The last attempt: the import ends rather than staying in progress for ever, holding a
+    // pending place and its file. The cause goes to the job, kept failed for the operator; the
+    // import's message tells the client no more (a database error may quote the file's data).
+    if (job.attempts >= MAX_ATTEMPTS) {
+      const importId = job.payload.import_id;
+      const row = await q.findImport(deps.pool, job.accountId, importId);
+      if (row)
+        await endImport(deps, job.accountId, importId, row, {
+          status: 'error',
+          message: `The import failed after ${MAX_ATTEMPTS} attempts for a reason of the service, not of the file; the operator's list of failed jobs has it`,
+        });
+    }
+    throw err;
+  }
+}
+
+/** One attempt of the import job. */
+async function ingestImport(deps: IngestDeps, job: Job<typeof IMPORT_JOB>): Promise<void> {
   const { accountId } = job;
   const importId = job.payload.import_id;
   const row = await q.findImport(deps.pool, accountId, importId);
@@ -262,7 +296,8 @@ async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
           if (missing.length > 0)
             return {
               status: 'error',
-              message: `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ')})`,
+              // The header is the client's text: a NUL in it would make the message unstorable.
+              message: `The file has no column ${missing.map((c) => `"${c}"`).join(', ')} (header: ${record.join(', ').replaceAll('\u0000', '\ufffd')})`,
             };
           continue;
         }

@@ -8,7 +8,7 @@ import {
 } from '../exports/single.ts';
 import { settleHeap } from '../core/heap.ts';
 import { runImport } from '../imports/ingest.ts';
-import { IMPORT_JOB } from '../imports/imports.ts';
+import { closeUploadWindow, IMPORT_JOB, UPLOAD_WINDOW_JOB } from '../imports/imports.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
 import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
 import { Worker, type Job, type JobHandlers, type JobRun, type Lanes } from '../jobs/queue.ts';
@@ -68,6 +68,7 @@ export async function startWorker(
       await runImport({ pool, files, scopeOf, committed }, job);
       if (options.settleAfterImports) settleHeap();
     },
+    [UPLOAD_WINDOW_JOB]: (job) => closeUploadWindow({ pool, files }, job),
     [EXPORT_JOB]: (job) => runExport(exportDepsOf(job), job),
     [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
     [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),

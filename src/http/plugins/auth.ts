@@ -46,6 +46,19 @@ export async function spend(
   }
 }
 
+/**
+ * Gives back what `spend` took, for a request that turned out not to count: a request refused
+ * for its input must not use up a scarce budget, such as one event export a minute.
+ */
+export async function giveBack(services: Services, accountId: string, limit: LimitName): Promise<void> {
+  const value = (await services.accounts.get(accountId))?.limits[limit];
+  if (value === null || value === undefined) return;
+  await services.buckets.giveBack(`${accountId}:${limit}`, value, windowOf(limit));
+}
+
+/** The statuses of a request refused for what it sent (its body, query or type), which costs no route limit. */
+const INPUT_REFUSALS = new Set([400, 413, 415]);
+
 function sameSecret(a: string, b: string): boolean {
   const ha = crypto.createHash('sha256').update(a).digest();
   const hb = crypto.createHash('sha256').update(b).digest();
@@ -80,5 +93,17 @@ export function registerAuth(app: FastifyInstance, services: Services): void {
     await spend(services, caller.accountId, caller.accountId, 'requests_per_second');
     const routeLimit = request.routeOptions.config.rateLimit;
     if (routeLimit) await spend(services, caller.accountId, caller.accountId, routeLimit);
+  });
+  // Before the answer is sent, so that a client correcting its request at once finds the token back.
+  // (requests_per_second is not given back: it guards the service, whatever the request held.)
+  // A callback hook, not an async one: it runs on every answer and has nothing to wait for on nearly all.
+  app.addHook('onSend', (request, reply, payload, done) => {
+    const routeLimit = request.routeOptions.config?.rateLimit;
+    if (!routeLimit || !request.caller || !INPUT_REFUSALS.has(reply.statusCode)) return done(null, payload);
+    // A token not given back (Redis unreachable) costs the client a wait, never its answer.
+    giveBack(services, request.caller.accountId, routeLimit).then(
+      () => done(null, payload),
+      () => done(null, payload),
+    );
   });
 }

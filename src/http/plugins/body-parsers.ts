@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { Problem } from '../../core/problems.ts';
+import { MAX_JSON_DEPTH } from '../../core/text.ts';
 
 /**
  * Parses `a[0][b]=x&a[1][b]=y` into `{a: [{b: 'x'}, {b: 'y'}]}`: the form bodies that existing
@@ -11,6 +12,12 @@ export function parseBracketForm(body: string): Record<string, unknown> {
     const path = key.match(/^([^[\]]+)((?:\[[^[\]]*\])*)$/);
     if (!path) throw new Problem('AUD-1004', `Form field name "${key}" is not of the form name[key][key]…`);
     const parts = [path[1], ...[...path[2].matchAll(/\[([^[\]]*)\]/g)].map((m) => m[1])];
+    // Bounded here, before arraysFromIndexes walks the result by recursion.
+    if (parts.length > MAX_JSON_DEPTH)
+      throw new Problem(
+        'AUD-1014',
+        `Form field name "${key.slice(0, 100)}…" nests deeper than ${MAX_JSON_DEPTH} levels`,
+      );
     let node: Record<string, unknown> = root;
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i] === '' ? String(Object.keys(node).length) : parts[i];

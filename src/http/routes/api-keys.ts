@@ -32,9 +32,10 @@ export const apiKeysRoutes: OperationTable = {
       body: TokenRequest,
       response: { 200: TokenResponse },
       scope: 'public',
-      handle: async ({ services, request, reply, body }) => {
-        // RFC 6749 §5.1: no cache keeps a token, nor an answer about credentials.
-        reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
+      // RFC 6749 §5.1: no cache keeps a token, nor an answer about credentials: set on request, so
+      // that every answer has them, refusals of parsing and validation included.
+      headers: { 'cache-control': 'no-store', pragma: 'no-cache' },
+      handle: async ({ services, request, body }) => {
         const { client_id, client_secret } = body;
         // SPEC §8: token requests are limited per account; unknown clients per address.
         const accountId = await services.apiKeys.accountOfClient(client_id);

@@ -66,9 +66,19 @@ export const adminApiKeysRoutes: OperationTable = {
       method: 'POST',
       path: '/admin/signing-keys',
       summary: 'Rotate the token signing key',
+      description:
+        'The old keys keep verifying the tokens they signed until those expire (24 hours), unless revoke_old is true: then they are deleted, every token they signed is refused at once, and every client must ask for a new token.',
+      query: Type.Object(
+        {
+          revoke_old: Type.Optional(
+            Type.Boolean({ description: 'Stop the old keys at once rather than after 24 hours' }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
       response: { 201: Type.Object({ kid: Type.String() }) },
       scope: 'operator',
-      handle: ({ services }) => services.apiKeys.rotateSigningKey(),
+      handle: ({ services, query }) => services.apiKeys.rotateSigningKey({ revokeOld: query.revoke_old === true }),
     }),
   ],
 };
