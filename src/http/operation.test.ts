@@ -1,5 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Fastify from 'fastify';
 import { TestServer } from '../../test/app.ts';
+import { createLogger } from './logging.ts';
+import { operation, registerOperations } from './operation.ts';
 
 // The access an operation declares (src/http/operation.ts) is the one /openapi.json publishes:
 // an operation documented with `security: []` is served without a token, every other one
@@ -24,5 +27,29 @@ describe('access published in /openapi.json', () => {
         if ((res.status === 401) === open) mismatched.push(`${method.toUpperCase()} ${path} → ${res.status}`);
       }
     expect(mismatched).toEqual([]);
+  });
+});
+
+describe('an operation that sends its own answer (files, pixels, redirects)', () => {
+  it('answers once: the shared handler does not send again, and nothing is logged about a second answer', async () => {
+    const lines: string[] = [];
+    const app = Fastify({ loggerInstance: createLogger('warn', { write: (line) => void lines.push(line) }) });
+    await registerOperations(app, server.services, {
+      tags: ['test'],
+      operations: [
+        operation({
+          method: 'GET',
+          path: '/own-answer',
+          summary: 'Sends its own answer',
+          scope: 'public',
+          handle: async ({ reply }) => reply.code(200).type('text/plain').send('sent by the handler'),
+        }),
+      ],
+    });
+    const res = await app.inject({ method: 'GET', url: '/own-answer' });
+    await app.close();
+    expect(res.statusCode).toBe(200);
+    expect(res.body).toBe('sent by the handler');
+    expect(lines.filter((line) => /already sent/i.test(line))).toEqual([]);
   });
 });

@@ -190,7 +190,9 @@ export function routeOf(op: Operation, services: Services, tags: string[]): Rout
         } as Parameters<Operation['handle']>[0]);
       const result = await (op.transaction ? withTransaction(services.pool, run) : run(services.pool));
       op.committed?.(result, services);
-      if (result === reply) return reply;
+      // A handler that sent its own answer returns the reply, which is thenable: awaiting it gave
+      // undefined once the answer went, so `sent` is what tells.
+      if (reply.sent) return reply;
       const { status: code, body, headers } = result instanceof Answer ? result : new Answer(status, result);
       reply.code(code).headers(headers);
       return code === 204 || success[code] === NoContent ? reply.send() : reply.send(body);
