@@ -263,11 +263,12 @@ export async function storedFiles(accountId: string, on: TestServer = server): P
   return fs.readdir(path.join(on.services.config.dataDir, 'files', 'imports', accountId)).catch(() => []);
 }
 
-/** Waits (bounded) until the account's jobs are gone: a job ends a moment after its import has. */
+/** Waits (bounded) until the account's import jobs are gone: a job ends a moment after its import has. */
 export async function jobsEnded(a: Account): Promise<void> {
   for (
     let i = 0;
-    i < 200 && (await db.query('select 1 from jobs where account_id = $1', [a.accountId])).rowCount! > 0;
+    i < 200 &&
+    (await db.query(`select 1 from jobs where account_id = $1 and kind = 'import'`, [a.accountId])).rowCount! > 0;
     i++
   )
     await sleep(25);

@@ -171,6 +171,36 @@ describe('Signing keys', () => {
   });
 });
 
+describe('Revoking a signing key', () => {
+  it('AUTH-15 a rotation with revoke_old refuses every token of the old key at once: issued, remembered or newly signed with it', async () => {
+    const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
+    const claims = await realClaims(creds);
+    const old = await serverSigningKey();
+    const used = await server.token(creds);
+    expect((await sections(used)).status).toBe(200);
+    const unused = await server.token(creds);
+    // Whoever holds the old key signs a token of their own.
+    const newlySigned = () =>
+      sign(
+        { ...claims, iat: nowSeconds(), exp: nowSeconds() + 3600, jti: crypto.randomUUID() },
+        { kid: old.kid, key: old.key },
+      );
+    expect((await sections(await newlySigned())).status).toBe(200);
+
+    const rotated = await server.admin('POST', '/admin/signing-keys?revoke_old=true');
+    expect(rotated.status, rotated.text).toBe(201);
+    for (const token of [used, unused, await newlySigned()])
+      expect(expect401(await sections(token))).toContain(old.kid);
+    const kids = (await server.request('GET', '/.well-known/jwks.json')).body.keys.map((k: { kid: string }) => k.kid);
+    expect(kids).toEqual([rotated.body.kid]);
+    // A new token, signed with the new key, works.
+    const fresh = await server.token(creds);
+    expect(jose.decodeProtectedHeader(fresh).kid).toBe(rotated.body.kid);
+    expect((await sections(fresh)).status).toBe(200);
+    expectProblem(await server.admin('POST', '/admin/signing-keys?revoke_old=yes'), 400);
+  });
+});
+
 describe('Regions', () => {
   it('VER-01 VER-02 AUTH-16 an account is served only in its region: tokens of one region are refused at the other', async () => {
     const apac = await TestServer.start({ REGION: 'apac' });

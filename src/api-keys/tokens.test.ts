@@ -21,6 +21,26 @@ import {
 apiKeysServer();
 
 describe('POST /oauth/token', () => {
+  it('answers every refusal with Cache-Control: no-store too: a body refused by its schema, its parsing, its type or the rate limit', async () => {
+    const creds = await server.createAccount({}, { limits: { token_requests_per_minute: 1 } });
+    const refusals = [
+      await tokenJson({ grant_type: 'password', client_id: creds.clientId, client_secret: 'x' }),
+      await tokenJson({ grant_type: 'client_credentials' }),
+      await server.request('POST', '/oauth/token', {
+        raw: '{"grant_type":',
+        headers: { 'content-type': 'application/json' },
+      }),
+      await server.request('POST', '/oauth/token', { raw: 'x', headers: { 'content-type': 'text/xml' } }),
+      await tokenJson(grant(creds)),
+      await tokenJson(grant(creds)),
+    ];
+    expect(refusals.map((r) => r.status)).toEqual([400, 400, 400, 415, 200, 429]);
+    for (const res of refusals) {
+      expect(res.headers.get('cache-control'), res.text).toBe('no-store');
+      expect(res.headers.get('pragma')).toBe('no-cache');
+    }
+  });
+
   it('AUTH-01 AUTH-03 VER-05 a JSON client_credentials request without Authorization gets a Bearer token with integer expires_in', async () => {
     const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
     const res = await tokenJson(grant(creds));

@@ -198,6 +198,19 @@ describe('the request', () => {
     );
   });
 
+  it('LIM-05: a request refused for its input (400) spends none of the event export limit; the corrected one a second later is served', async () => {
+    const b = await account({ ...NO_LIMITS, event_export_requests_per_minute: 1 }, EMAIL_EVENTS_MANIFEST);
+    const post = (body: unknown) => server.request('POST', '/emails/reports', { token: b.token, body });
+    // A four-month window, then a date that is none: both refused for what they say.
+    expectProblem(await post({ start_at: start, end_at: '2026-05-31T10:00:00.000Z' }), 400, 'AUD-1911');
+    expectProblem(await post({ start_at: 'last spring' }), 400, 'AUD-0');
+    server.clock.advance(1000);
+    await requestReport(b, { start_at: start, end_at: '2026-04-30T10:00:00.000Z' });
+    // The one a minute is spent now.
+    expectProblem(await post({ start_at: start }), 429, 'AUD-1002');
+    server.clock.advance(60_000);
+  });
+
   it('needs a key granted every section (403); spends the event export limit, 1 a minute (429); holds a pending place (429)', async () => {
     const restricted = await server.token(await server.createKey(a.accountId, { section_discriminators: [SHOP] }));
     expectProblem(

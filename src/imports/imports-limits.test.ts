@@ -53,6 +53,22 @@ describe('limits', () => {
     expect((await create(a, 2, b2)).status).toBe(201);
   });
 
+  it('LIM-03 import requests refused for their input (400) spend none of the 10 a minute', async () => {
+    const a = await account(MANIFEST, {
+      requests_per_second: null,
+      token_requests_per_minute: null,
+      pending_imports: null,
+    });
+    const good = v2(EMAIL, 'email', { attribute_mappings: [attr('first', a.v.firstname)] });
+    for (let i = 0; i < 12; i++) {
+      expectProblem(await create(a, 2, { ...good, keyspace_mapping: { keyspace_discriminator: EMAIL } }), 400);
+      expectProblem(await create(a, 2, v2(EMAIL, 'email', { attribute_mappings: [attr('first', '999999')] })), 400);
+    }
+    for (let i = 0; i < 10; i++) expect((await create(a, 2, good)).status).toBe(201);
+    expectProblem(await create(a, 2, good), 429);
+    server.clock.advance(60_000);
+  });
+
   it('LIM-10 at most three imports per account are pending at once; the fourth → 429 until one has ended or its upload window has passed', async () => {
     const a = await account(MANIFEST, {
       requests_per_second: null,

@@ -15,6 +15,7 @@ import {
   expectProblem,
   finished,
   importsServer,
+  jobsEnded,
   runImport,
   server,
   sleep,
@@ -126,7 +127,9 @@ describe('the upload', () => {
     const done = await finished(a, c.import_id);
     expect(done.result).toEqual({ status: 'completed', profiles_found: 1, profiles_processed: 1, profiles_failed: 0 });
     expect((await attributesOf(a, EMAIL, 'up@x.io')).body[a.v.firstname]).toBe('Up');
-    // The file holds personal data: it goes once the import has ended (docs/imports.md).
+    // The file holds personal data: it goes once the import has ended (docs/imports.md), just
+    // after its status says so, before its job ends.
+    await jobsEnded(a);
     expect(await storedFiles(a.accountId)).toEqual([]);
     // The same form cannot deliver a second file.
     expectProblem(await upload(c, 'email,first\nagain@x.io,Again\n'), 409);
