@@ -1,0 +1,63 @@
+import { describe, expect, it } from 'vitest';
+import { SHOP, TestServer } from '../../test/app.ts';
+import { SHOP_SECTION } from '../../test/http-server.ts';
+
+describe('request logs', () => {
+  it('leave out profile keys, addresses, tokens and client secrets, and name the route', async () => {
+    const lines: string[] = [];
+    const logged = await TestServer.start({ LOG_LEVEL: 'info' }, { log: { write: (line) => void lines.push(line) } });
+    try {
+      const { accountId, clientId, clientSecret, token } = await logged.login(SHOP);
+      const email = 'com.vendor1.keyspaces.email';
+      await logged.request(
+        'GET',
+        `/audience/keyspaces/${email}/profiles/ann.logged@example.com/sections/${SHOP_SECTION}/attributes`,
+        { token },
+      );
+      await logged.request(
+        'GET',
+        `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/+4791234567/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=com.vendor1.channels.email&suppression_address=bo.logged%40example.com`,
+        { token },
+      );
+      await logged.request(
+        'GET',
+        '/audience/channels/com.vendor1.channels.email/addresses/cy.logged@example.com/suppressions',
+        { token },
+      );
+      await logged.request(
+        'POST',
+        `/oauth/token?grant_type=client_credentials&client_id=${clientId}&client_secret=${clientSecret}`,
+      );
+      await logged.admin(
+        'DELETE',
+        `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/dee.logged@example.com`,
+      );
+      const urls = lines
+        .map((line) => JSON.parse(line))
+        .filter((l) => l.msg === 'incoming request')
+        .map((l) => `${l.req.url} ${l.req.route ?? '(no route)'}`);
+      expect(urls).toEqual(
+        expect.arrayContaining([
+          `/audience/keyspaces/${email}/profiles/[redacted]/sections/${SHOP_SECTION}/attributes /audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes`,
+          `/v2/audience/keyspaces/com.vendor1.keyspaces.mobile/profiles/[redacted]/sections/${SHOP_SECTION}/consents?suppression_channel_discriminator=[redacted]&suppression_address=[redacted] /v2/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/consents`,
+          '/audience/channels/com.vendor1.channels.email/addresses/[redacted]/suppressions (no route)',
+          // The token route declares no query parameters: none is kept.
+          '/oauth/token /oauth/token',
+          `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/[redacted] /admin/accounts/:account_id/suppressions/:channel_discriminator/:address`,
+        ]),
+      );
+      const all = lines.join('');
+      for (const secret of [
+        'logged@example.com',
+        'logged%40example.com',
+        '4791234567',
+        clientSecret,
+        token,
+        logged.services.adminToken,
+      ])
+        expect(all).not.toContain(secret);
+    } finally {
+      await logged.close();
+    }
+  });
+});

@@ -1,0 +1,143 @@
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, vi } from 'vitest';
+import { freePort } from '../src/store/embedded.ts';
+
+// What the tests of the real program (test/serve-*.test.ts) share: `audience serve` in a process of
+// its own, its command line, and one program per test file on a data directory of its own.
+
+export const ROOT = path.resolve(import.meta.dirname, '..');
+export const NODE = path.join(ROOT, 'node_modules', '.bin', 'node');
+export const run = promisify(execFile);
+
+/** `audience serve` as `npm start` runs it, in its own process, on a data directory of its own. */
+export class Program {
+  child!: ChildProcess;
+  output = '';
+  readonly dataDir: string;
+  readonly port: number;
+  /** The user and group to run as (the tests' own when absent). */
+  readonly user: { uid: number; gid: number } | undefined;
+  constructor(dataDir: string, port: number, user?: { uid: number; gid: number }) {
+    this.dataDir = dataDir;
+    this.port = port;
+    this.user = user;
+  }
+  /** Settings of the next start beyond the data directory and port (VENDOR …). */
+  settings: Record<string, string> = {};
+  get env() {
+    return {
+      ...process.env,
+      DATA_DIR: this.dataDir,
+      PORT: String(this.port),
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'info',
+      DATABASE_URL: '',
+      ...this.settings,
+    };
+  }
+  /** Starts the program; `detached`: in a process group of its own, which a test can kill whole. */
+  async start(options: { detached?: boolean } = {}): Promise<void> {
+    this.output = '';
+    this.child = spawn(path.join(ROOT, 'bin', 'audience'), ['serve'], {
+      env: this.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: options.detached ?? false,
+      ...this.user,
+    });
+    this.child.stdout!.on('data', (d) => (this.output += d));
+    this.child.stderr!.on('data', (d) => (this.output += d));
+    for (let i = 0; i < 600; i++) {
+      if (this.child.exitCode !== null) throw new Error(`serve exited: ${this.output}`);
+      const ready = await fetch(`http://127.0.0.1:${this.port}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ready) return;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    throw new Error(`serve did not become ready: ${this.output}`);
+  }
+  stop(signal: NodeJS.Signals): Promise<number | null> {
+    return new Promise((resolve) => {
+      this.child.once('exit', (code) => resolve(code));
+      this.child.kill(signal);
+    });
+  }
+  /** The command line, against this server: what it prints as JSON; it fails on a non-zero exit. */
+  async cli(...args: string[]): Promise<any> {
+    const { stdout } = await run(path.join(ROOT, 'bin', 'audience'), args, { env: this.env });
+    return JSON.parse(stdout);
+  }
+  /** The command line, against this server (or where `env` says), however it exits. */
+  async exec(
+    args: string[],
+    env: Record<string, string> = {},
+  ): Promise<{ code: number; stdout: string; stderr: string }> {
+    try {
+      const { stdout, stderr } = await run(path.join(ROOT, 'bin', 'audience'), args, { env: { ...this.env, ...env } });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  }
+  /** The command line with `input` on its standard input, however it exits. */
+  execWithInput(args: string[], input: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    return new Promise((resolve) => {
+      const child = spawn(path.join(ROOT, 'bin', 'audience'), args, { env: this.env });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d) => (stdout += d));
+      child.stderr.on('data', (d) => (stderr += d));
+      child.once('close', (code) => resolve({ code, stdout, stderr }));
+      child.stdin.end(input);
+    });
+  }
+  url(p: string): string {
+    return `http://127.0.0.1:${this.port}${p}`;
+  }
+  /** The whole JSON lines of the output so far, parsed. */
+  logLines(): Array<Record<string, any>> {
+    return this.output
+      .split('\n')
+      .slice(0, -1)
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l));
+  }
+  /** The log lines, once one matches: the program's output arrives apart from its answers. */
+  async logLinesWith(match: (line: Record<string, any>) => boolean): Promise<Array<Record<string, any>>> {
+    for (let i = 0; i < 100 && !this.logLines().some(match); i++) await new Promise((r) => setTimeout(r, 50));
+    return this.logLines();
+  }
+}
+
+export async function tokenFor(program: Program, clientId: string, clientSecret: string): Promise<Response> {
+  return fetch(program.url('/oauth/token'), {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret }),
+  });
+}
+
+export let dataDir: string;
+export let program: Program;
+
+/** Starts the test file's program, before its tests, and stops it and removes its data directory after them. */
+export function serveProgram(): void {
+  // Every test here starts real programs (a server, command-line runs, each a Node process loading the
+  // program): on a machine busy with other work, a few of them overran the default 30 s.
+  vi.setConfig({ testTimeout: 90_000 });
+  beforeAll(async () => {
+    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-'));
+    program = new Program(dataDir, await freePort());
+    await program.start();
+  });
+  afterAll(async () => {
+    if (program?.child.exitCode === null) await program.stop('SIGTERM');
+    await fs.rm(dataDir, { recursive: true, force: true });
+  });
+}

@@ -1,0 +1,289 @@
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs/promises';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { freePort } from '../src/store/embedded.ts';
+import { metric } from './app.ts';
+import { NODE, Program, ROOT, dataDir, program, run, serveProgram, tokenFor } from './serve-program.ts';
+
+serveProgram();
+
+describe('audience serve (npm start)', () => {
+  it('creates the demo account on first start, saves its credentials with mode 0600, and serves them a token and the definitions', async () => {
+    const file = path.join(dataDir, 'demo-credentials.json');
+    expect((await fs.stat(file)).mode & 0o777).toBe(0o600);
+    const demo = JSON.parse(await fs.readFile(file, 'utf8'));
+    // The log names the file; the secret stays in it.
+    expect(program.output).not.toContain(demo.client_secret);
+    expect(program.logLines().find((l) => l.msg.startsWith('demo account created'))).toMatchObject({
+      account: demo.account_id,
+      file,
+    });
+    const token = await tokenFor(program, demo.client_id, demo.client_secret);
+    expect(token.status).toBe(200);
+    const { access_token } = (await token.json()) as { access_token: string };
+    const sections = await fetch(program.url('/audience/sections'), {
+      headers: { authorization: `Bearer ${access_token}` },
+    });
+    const body = (await sections.json()) as any;
+    expect(body.items.map((s: { name: string }) => s.name)).toEqual(['Shop', 'Magazine']);
+    const segments = (await (
+      await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })
+    ).json()) as any;
+    expect(segments.items[0].versions[0].query).toMatch(/^section\(\d+\)\.attribute\(\d+\)\.gt\(100\)$/);
+    // The launcher (what `npm start` runs) replaces itself with the program, with glibc's malloc arenas bounded.
+    const environ = (await fs.readFile(`/proc/${program.child.pid}/environ`, 'utf8')).split('\0');
+    expect(environ).toContain(`MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? 2}`);
+  });
+
+  it('logs where its database, files and secrets are, never a secret, and requests without profile keys or credentials', async () => {
+    const started = program.logLines().find((l) => l.msg === 'starting');
+    expect(started).toMatchObject({
+      roles: ['api', 'worker'],
+      database: `embedded, in ${path.join(dataDir, 'postgres')}`,
+      files: path.join(dataDir, 'files'),
+      adminToken: path.join(dataDir, 'admin-token'),
+      serverSecret: path.join(dataDir, 'server-secret'),
+      demoCredentials: path.join(dataDir, 'demo-credentials.json'),
+      region: 'eu',
+      vendor: 'vendor',
+    });
+    // Where the HTTP interface is described.
+    expect(program.logLines().find((l) => l.msg.startsWith('listening'))).toMatchObject({
+      docs: `http://localhost:${program.port}/docs`,
+      msg: `listening: the HTTP interface is described at http://localhost:${program.port}/docs`,
+    });
+    const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
+    expect(program.output).not.toContain(adminToken);
+
+    const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
+    const { access_token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as {
+      access_token: string;
+    };
+    const headers = { authorization: `Bearer ${access_token}`, 'content-type': 'application/json' };
+    const keyspace = 'com.vendor1.keyspaces.email';
+    const section = 'com.vendor1.sections.user-created.shop';
+    const created = await fetch(program.url(`/audience/keyspaces/${keyspace}/sections/${section}/profiles`), {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ profile_key: 'ann.logged@example.com' }),
+    });
+    expect(created.status).toBe(201);
+    const read = await fetch(
+      program.url(`/audience/keyspaces/${keyspace}/profiles/ann.logged@example.com/sections/${section}/attributes`),
+      { headers },
+    );
+    expect(read.status).toBe(200);
+    // The request was logged, by its route, with the key left out.
+    const route =
+      '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes';
+    const lines = (await program.logLinesWith((l) => l.req?.route === route && l.msg === 'incoming request')).filter(
+      (l) => l.req?.route === route,
+    );
+    expect(lines.map((l) => l.req.url)).toEqual([
+      `/audience/keyspaces/${keyspace}/profiles/[redacted]/sections/${section}/attributes`,
+    ]);
+    expect(program.output).not.toContain('ann.logged');
+    expect(program.output).not.toContain(access_token);
+    expect(program.output).not.toContain(demo.client_secret);
+  });
+
+  it('serves on /metrics, behind the operator token by default, the counters of its worker thread with its own', async () => {
+    expect((await fetch(program.url('/metrics'))).status).toBe(401);
+    const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
+    const text = await (
+      await fetch(program.url('/metrics'), { headers: { authorization: `Bearer ${adminToken}` } })
+    ).text();
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'worker', state: 'total' })).toBeGreaterThan(0);
+    expect(metric(text, 'audience_db_pool_connections', { pool: 'main', state: 'total' })).toBeGreaterThan(0);
+    expect(text).toContain('# TYPE audience_job_duration_seconds histogram');
+    // The process's own metrics stay, the start time among them.
+    expect(metric(text, 'process_start_time_seconds')).toBeGreaterThan(0);
+  });
+
+  it('drives the operator API from the command line: account, key, manifest, signing key', async () => {
+    const account = await program.cli('account', 'create', '--name', 'Shop two', '--region', 'eu');
+    expect(account).toMatchObject({ name: 'Shop two', region: 'eu' });
+    const manifest = path.join(dataDir, 'manifest.json');
+    await fs.writeFile(
+      manifest,
+      JSON.stringify({ sections: [{ name: 'Outlet', tags: [{ name: 'Bargain hunter' }] }] }),
+    );
+    const applied = await program.cli('apply', manifest, '--account', account.id);
+    expect(applied.account.id).toBe(account.id);
+    // Applying twice changes nothing.
+    await program.cli('apply', manifest, '--account', account.id);
+    const key = await program.cli('key', 'create', '--account', account.id, '--name', 'ci');
+    const token = await tokenFor(program, key.client_id, key.client_secret);
+    const { access_token } = (await token.json()) as { access_token: string };
+    const tags = (await (
+      await fetch(program.url('/audience/sections/com.vendor1.sections.user-created.outlet/tags'), {
+        headers: { authorization: `Bearer ${access_token}` },
+      })
+    ).json()) as any;
+    expect(tags.items).toEqual([
+      { discriminator: 'com.vendor1.tags.user-created.bargain-hunter', name: 'Bargain hunter', id: expect.any(String) },
+    ]);
+    expect(await program.cli('job', 'list', '--state', 'failed')).toEqual({ items: [] });
+    // Mail kept in the outbox (SMTP_URL is unset): none yet for the new account, and an unknown message is an error naming it.
+    expect(await program.cli('outbox', 'list', '--account', account.id)).toEqual({ items: [] });
+    const none = await program.exec(['outbox', 'show', '--account', account.id, '--message', '999']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain('holds no message 999');
+    const rotated = await program.cli('signing-key', 'rotate');
+    expect(rotated.kid).toEqual(expect.any(String));
+    const again = await fetch(program.url('/audience/sections'), {
+      headers: { authorization: `Bearer ${access_token}` },
+    });
+    expect(again.status).toBe(200);
+    await program.cli('key', 'delete', '--account', account.id, '--client-id', key.client_id);
+    expect((await tokenFor(program, key.client_id, key.client_secret)).status).toBe(401);
+  });
+
+  it('drains and stops its database on SIGTERM, and keeps every account after a SIGKILL', async () => {
+    const before = await program.cli('account', 'list');
+    expect(await program.stop('SIGTERM')).toBe(0);
+    await expect(fs.stat(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'))).rejects.toThrow();
+
+    // A VENDOR other than the accounts' word is named at start.
+    program.settings = { VENDOR: 'acme' };
+    await program.start();
+    expect(program.logLines().find((l) => l.level === 40 && l.vendor === 'acme')).toMatchObject({
+      accountsVendor: 'vendor',
+      msg: expect.stringContaining('VENDOR is "acme" but the accounts were made with "vendor"'),
+    });
+    await program.stop('SIGTERM');
+    program.settings = {};
+    await program.start();
+    expect(program.logLines().filter((l) => l.level === 40)).toEqual([]);
+    const created = await program.cli('account', 'create', '--name', 'Written before the kill');
+    await program.stop('SIGKILL');
+    await program.start();
+    const after = await program.cli('account', 'list');
+    expect(after.items.map((a: { id: string }) => a.id)).toEqual([
+      ...before.items.map((a: { id: string }) => a.id),
+      created.id,
+    ]);
+    // No second demo account on a database that has accounts.
+    expect(after.items.filter((a: { name: string }) => a.name === 'Demo')).toHaveLength(1);
+  });
+
+  it('a process killed during an upload leaves a partial file (mode 0600) that the next start removes', async () => {
+    const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
+    const { access_token: token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as {
+      access_token: string;
+    };
+    const get = async (p: string): Promise<any> =>
+      (await fetch(program.url(p), { headers: { authorization: `Bearer ${token}` } })).json();
+    const section = (await get('/audience/sections')).items[0].discriminator;
+    const attribute = (await get(`/audience/sections/${section}/attributes`)).items.find(
+      (a: { discriminator: string }) => a.discriminator.endsWith('.attributes.firstname'),
+    );
+    const created: any = await (
+      await fetch(program.url(`/v2/audience/sections/${section}/imports`), {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          keyspace_mapping: {
+            keyspace_discriminator: attribute.discriminator.replace(/attributes\.firstname$/, 'keyspaces.email'),
+            field_selector: 'email',
+          },
+          attribute_mappings: [{ field_selector: 'first', attribute_version_id: attribute.versions[0].id }],
+        }),
+      })
+    ).json();
+    expect(created.import_id, JSON.stringify(created)).toEqual(expect.any(String));
+    // The form's fields, then the file part, sent slowly and never finished.
+    const boundary = 'audience-kill-test';
+    const fields = Object.entries(created.file_upload_body as Record<string, string>)
+      .map(([k, v]) => `--${boundary}\r\ncontent-disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)
+      .join('');
+    const upload = http.request(program.url(new URL(created.file_upload_url).pathname), {
+      method: 'POST',
+      headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'transfer-encoding': 'chunked' },
+    });
+    upload.on('error', () => {});
+    upload.write(
+      `${fields}--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="people.csv"\r\ncontent-type: text/csv\r\n\r\nemail;first\n`,
+    );
+    const folder = path.join(dataDir, 'files', 'imports', demo.account_id);
+    const partials = async () =>
+      (await fs.readdir(folder).catch(() => [] as string[])).filter((n) => n.endsWith('.partial'));
+    for (let i = 0; (await partials()).length === 0; i++) {
+      expect(i, 'no partial file appeared').toBeLessThan(200);
+      upload.write(`person${i}@example.com;${'x'.repeat(1000)}\n`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const [partial] = await partials();
+    expect((await fs.stat(path.join(folder, partial))).mode & 0o777).toBe(0o600);
+    await program.stop('SIGKILL');
+    upload.destroy();
+    expect(await partials()).toEqual([partial]);
+
+    await program.start();
+    expect(await partials()).toEqual([]);
+    expect(program.logLines().find((l) => l.msg.startsWith('removed the partial files'))).toMatchObject({ files: 1 });
+    // The import still waits for its file; a new upload of the same form is taken.
+    expect((await get(`/audience/sections/${section}/imports/${created.import_id}`)).result.status).toBe(
+      'waiting_for_file',
+    );
+  });
+
+  it('refuses to start when the file store cannot be used, naming it and the reason, before starting its database', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-files-'));
+    try {
+      const closed = await freePort();
+      const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
+        env: {
+          ...process.env,
+          DATA_DIR: dir,
+          PORT: String(await freePort()),
+          LOG_LEVEL: 'warn',
+          DATABASE_URL: '',
+          FILES_URL: `http://key:secret@127.0.0.1:${closed}/uploads`,
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout!.on('data', (d) => (output += d));
+      child.stderr!.on('data', (d) => (output += d));
+      const code = await new Promise((resolve) => child.once('exit', resolve));
+      expect(code).toBe(1);
+      expect(output).toMatch(
+        /The file store \(FILES_URL\) cannot be used: S3 PUT start-checks\/\S+ \(bucket uploads at http:\/\/127\.0\.0\.1:\d+\): connect ECONNREFUSED/,
+      );
+      expect(output).not.toContain('secret@');
+      await expect(fs.stat(path.join(dir, 'postgres'))).rejects.toThrow();
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+// The container image runs as a user of its own, not root. Tests run as root in CI, where the
+// embedded database runs as a `postgres` user instead, so this path is tried as `nobody` there
+// (when that user can read the checkout).
+const NOBODY = { uid: 65534, gid: 65534 };
+const asNobody =
+  process.getuid?.() === 0 &&
+  spawnSync(NODE, ['-e', `require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'src', 'main.ts'))})`], NOBODY)
+    .status === 0;
+
+describe.skipIf(!asNobody)('audience serve as an unprivileged user (as the container image runs it)', () => {
+  it('initialises and starts its embedded database as that user, serves, and stops on SIGTERM', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-nobody-'));
+    await fs.chown(dir, NOBODY.uid, NOBODY.gid);
+    const unprivileged = new Program(dir, await freePort(), NOBODY);
+    try {
+      await unprivileged.start();
+      expect((await fs.stat(path.join(dir, 'postgres', 'cluster', 'PG_VERSION'))).uid).toBe(NOBODY.uid);
+      expect((await fetch(unprivileged.url('/healthz'))).status).toBe(200);
+      expect(await unprivileged.stop('SIGTERM')).toBe(0);
+    } finally {
+      if (unprivileged.child?.exitCode === null) await unprivileged.stop('SIGKILL');
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
