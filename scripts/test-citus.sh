@@ -21,9 +21,9 @@ if [ $# -gt 0 ]; then
   npx vitest run "$@"
   exit
 fi
-# Arguments are file filters: test/section-access names every file of the section access tests.
+# Arguments are file filters: test/section-access and test/section-operations name the section access tests.
 npx vitest run src/accounts src/profiles src/consents src/segments src/imports src/exports src/activities \
-  src/transactional test/event-writers.test.ts test/section-access test/end-to-end.test.ts test/distribution.test.ts
+  src/transactional test/event-writers.test.ts test/section-access test/section-operations test/end-to-end.test.ts test/distribution.test.ts
 # The cluster tests after the others: a rebalance connects the nodes to each other, and with the
 # other files' servers running beside it the coordinator ran out of connections (too many clients).
 npx vitest run test/citus.test.ts
