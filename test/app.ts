@@ -26,15 +26,20 @@ export class TestClock {
   }
 }
 
-let database: Promise<string> | undefined;
+let database: { name: string; url: Promise<string> } | undefined;
 
 /** This test file's own database, cloned from the migrated template. */
 export function testDatabase(): Promise<string> {
-  database ??= (async () => {
+  if (!database) {
     const name = `test_${crypto.randomBytes(6).toString('hex')}`;
-    return createDatabase(inject('databaseUrl'), name, 'audience_template');
-  })();
-  return database;
+    database = { name, url: createDatabase(inject('databaseUrl'), name, 'audience_template') };
+  }
+  return database.url;
+}
+
+/** The name of this test file's database, once it was asked for (test/drop-database.ts drops it). */
+export function testDatabaseName(): string | undefined {
+  return database?.name;
 }
 
 /**
