@@ -104,6 +104,16 @@ export async function findProfile(
   id: UniqueIdentifier,
 ): Promise<Located | undefined> {
   const { keyspace, key } = identifierOf(scope, id);
+  return findKey(db, scope, keyspace, key);
+}
+
+/** The profile of a normalised key (identifierOf); undefined when there is none, 410 when it was locked. */
+async function findKey(
+  db: Queryable,
+  scope: AccountScope,
+  keyspace: KeyspaceRow,
+  key: string,
+): Promise<Located | undefined> {
   const found = await findByKey(db, scope, keyspace, key);
   if (!found) await refuseLocked(db, scope, keyspace, key);
   return found;
@@ -127,9 +137,8 @@ export async function locateKey(
   keyspace: KeyspaceRow,
   key: string,
 ): Promise<Located> {
-  const found = await findByKey(db, scope, keyspace, key);
+  const found = await findKey(db, scope, keyspace, key);
   if (found) return found;
-  await refuseLocked(db, scope, keyspace, key);
   throw new Problem('AUD-1201', `No profile with ${keyspace.discriminator} key "${key}"`);
 }
 
