@@ -7,9 +7,11 @@
  * BENCH_EMULATOR_PROFILES profiles (20) before each reset and times POST /_emulator/reset
  * (BENCH_EMULATOR_RESETS, 20) as a client sees it. The prepared cluster is made first if missing
  * (`audience emulate --prepare`, timed apart: once per machine and schema). BENCH_EMULATOR_RUNS (5)
- * starts. The load average is printed with the results: the machine is shared.
+ * starts. The load average is printed with the results: the machine is shared; so is the CPU time
+ * the program's Node process used to start, which no load adds to.
  */
 import { spawn, execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
@@ -27,7 +29,16 @@ const quantile = (xs: number[], q: number) => {
 const summary = (xs: number[]) =>
   `median ${Math.round(quantile(xs, 0.5))} ms, min ${Math.round(Math.min(...xs))}, max ${Math.round(Math.max(...xs))} (n=${xs.length})`;
 
+/** CPU seconds (user and system) a process has used: /proc/<pid>/stat, in clock ticks of 1/100 s. */
+function cpuSecondsOf(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 interface Started {
+  /** CPU time the program's process (Node; PostgreSQL's processes are apart) used to start. */
+  cpuMs: number;
   url: string;
   ready: Record<string, string>;
   spawnToReadyMs: number;
@@ -47,6 +58,7 @@ async function start(): Promise<Started> {
     child.once('exit', (code) => reject(new Error(`emulate exited with ${code}`)));
   });
   return {
+    cpuMs: cpuSecondsOf(child.pid!) * 1000,
     url: ready.url,
     ready,
     spawnToReadyMs: performance.now() - t0,
@@ -64,12 +76,14 @@ console.log(`prepare (a no-op when prepared before): ${Math.round(performance.no
 
 const spawnToReady: number[] = [];
 const reported: number[] = [];
+const cpu: number[] = [];
 let last: Started | undefined;
 for (let i = 0; i < RUNS; i++) {
   await last?.stop();
   last = await start();
   spawnToReady.push(last.spawnToReadyMs);
   reported.push(Number(last.ready.started_ms));
+  cpu.push(last.cpuMs);
   console.log(
     `start ${i + 1}: ${Math.round(last.spawnToReadyMs)} ms spawn to ready, ${last.ready.started_ms} ms reported`,
   );
@@ -118,4 +132,5 @@ console.log(
 );
 console.log(`start, spawn to ready:     ${summary(spawnToReady)}`);
 console.log(`start, reported by emulate: ${summary(reported)}`);
+console.log(`start, CPU time of the Node process (a floor of the start on an idle machine): ${summary(cpu)}`);
 console.log(`reset after ${PROFILES} profile writes: ${summary(resets)}`);
