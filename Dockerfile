@@ -31,7 +31,7 @@ ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 PORT=8080 MALLOC_ARENA_MAX=2
 # volume on /data takes the folder's owner from the image.
 USER audience
 # `docker run -p 8080:8080 audience emulate` (docs/emulator.md): the emulator's migrated database
-# is prepared here, so that a container serves about a second after it starts.
+# is prepared here, so that a container copies it rather than making it at each start.
 ENV AUDIENCE_EMULATOR_CACHE=/app/.emulator
 RUN node src/main.ts emulate --prepare
 EXPOSE 8080

@@ -177,6 +177,18 @@ async function claimDataDirectory(dir: string): Promise<() => Promise<void>> {
   throw new Error(`Could not claim the data directory ${path.dirname(dir)}: another program is starting on it`);
 }
 
+/**
+ * Stops the database of a data directory whose program no longer runs (its claim, `owner.pid`,
+ * names a process that is gone): true when it did, or found none running; false when the owner
+ * still runs or the directory was never claimed.
+ */
+export async function stopAbandonedCluster(dir: string): Promise<boolean> {
+  const owner = Number((await fs.readFile(path.join(dir, 'owner.pid'), 'utf8').catch(() => '')).trim());
+  if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid || (await runs(owner, 'node'))) return false;
+  await stopOrphanedServer(path.join(dir, 'cluster'));
+  return true;
+}
+
 /** A TCP port free on the loopback address now (for servers this program and its tests start). */
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
