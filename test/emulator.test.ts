@@ -63,6 +63,10 @@ describe('the ready account', () => {
     expect(sections.body.items.map((s: { discriminator: string }) => s.discriminator)).toContain(SHOP);
     // The service allows 10 token requests a minute; the emulator lifts it, so a suite's setup does not trip 429s.
     for (let i = 0; i < 12; i++) await emulator.token();
+    // The document the emulator serves is the service's: the control API is not in it.
+    const doc = await call('GET', '/openapi.json');
+    expect(Object.keys(doc.body.paths).filter((p) => p.startsWith('/_emulator'))).toEqual([]);
+    expect(Object.keys(doc.body.paths)).toContain('/audience/sections');
     const limits = await emulator.control.limits.get();
     expect(limits.token_requests_per_minute).toBeNull();
     expect(limits.pending_imports).toBe(3);
