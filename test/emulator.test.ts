@@ -130,6 +130,9 @@ describe('the clock', () => {
     const at = await emulator.control.clock.set('2030-01-02T03:04:05.000Z', { frozen: true });
     expect(at).toEqual({ now: '2030-01-02T03:04:05.000Z', frozen: true, jobs_run: expect.any(Number) });
     expect((await emulator.control.clock.now()).now).toBe('2030-01-02T03:04:05.000Z');
+    const past = await call('PUT', '/_emulator/clock', { body: { now: '2020-01-01T00:00:00Z' } });
+    expect(past.status).toBe(400);
+    expect(past.body.type).toBe('/errors/AUD-2203');
     await emulator.control.reset();
     const now = await emulator.control.clock.now();
     expect(now.frozen).toBe(false);
@@ -186,6 +189,20 @@ describe('jobs', () => {
       profiles_failed: 0,
     });
     expect((await call('GET', `${profile('imported@example.com')}/attributes`, { token })).status).toBe(200);
+  });
+});
+
+describe('jobs under a stopped clock', () => {
+  it('IMP-05 jobs to run at once still run when the stopped clock has fallen behind the real time', async () => {
+    await emulator.control.clock.set(new Date(Date.now() + 1000), { frozen: true });
+    // The real time passes the stopped clock: the import's job is due at the database's time.
+    await new Promise((r) => setTimeout(r, 1500));
+    const token = await emulator.token();
+    const created = { body: await createImport(token) };
+    expect((await upload(created.body, 'email,reader\nfrozen@example.com,true\n')).status).toBe(204);
+    await emulator.control.jobs.run();
+    const status = await call('GET', `/audience/sections/${SHOP}/imports/${created.body.import_id}`, { token });
+    expect(status.body.result.status).toBe('completed');
   });
 });
 
