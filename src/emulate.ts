@@ -92,7 +92,7 @@ export async function preparedCluster(env: NodeJS.ProcessEnv = process.env): Pro
   await fs.mkdir(path.dirname(dir), { recursive: true });
   const building = `${dir}.${process.pid}.building`;
   await fs.rm(building, { recursive: true, force: true });
-  const db = await startEmbeddedDatabase(building, { throwAway: true });
+  const db = await startEmbeddedDatabase(building, { throwaway: true, copied: true });
   try {
     const pool = createPool(db.url, 2);
     await migrate(pool).finally(() => pool.end());
@@ -132,7 +132,7 @@ async function throwAwayDatabase(
     const copy = (prepared: string) => run('cp', ['-a', prepared, dir]);
     const prepared = preparedDir(env);
     await (isPrepared(prepared) ? copy(prepared) : preparedCluster(env).then(copy));
-    const db = await startEmbeddedDatabase(dir, { throwAway: true });
+    const db = await startEmbeddedDatabase(dir, { throwaway: true, copied: true });
     return { url: db.url, stop: db.stop };
   }
   // A template database of this schema on that server, migrated once; each emulator clones it.
