@@ -31,7 +31,9 @@
  *    trend's rows grouped by profile without masks). Beside every time, the CPU time of the
  *    PostgreSQL processes (parallel workers included), which other jobs on the machine change less.
  *
- * Aims (issue #17; 2-core machine): count under 0.4 s, trend under 3 s, evaluation of 10 segments at one connection p99 under 5 ms (the run at 10 connections is reported without an aim).
+ * Aims (issue 26; 2-core machine): count under 150 ms at 1,000,000 profiles and under 1 s at
+ * 10,000,000, trend under 3 s and 10 s, evaluation of 10 segments at one connection p99 under 5 ms
+ * (the run at 10 connections is reported without an aim).
  * The machine is shared and noisy, so the figures are medians.
  *
  * Everything is bounded in time and cleaned up (child processes, temp dir, database connections)
@@ -95,8 +97,15 @@ const DEADLINE_MS =
   2 * (RUNS + 1) * QUERY_TIMEOUT_MS +
   EVAL_CONNECTIONS.length * (WARMUP_S + DURATION_S + 30) * 1000;
 
-/** Issue #17 (speed of the data plane); the first aims (issue "Segments") were 1 s, 5 s and 10 ms. */
-const AIMS = { countMs: 400, trendMs: 3000, evaluationP99Ms: 5 };
+/**
+ * Issue 26 (a live segment editor): at 10,000,000 profiles a count under 1 s and a trend under 10 s,
+ * at 1,000,000 a count under 150 ms (and the trend's aim of issue 17, 3 s); evaluation p99 under 5
+ * ms at both. Issue 17's count aim was 400 ms; the first aims (issue "Segments") 1 s, 5 s and 10 ms.
+ */
+const AIMS =
+  PROFILES >= 10_000_000
+    ? { countMs: 1000, trendMs: 10_000, evaluationP99Ms: 5 }
+    : { countMs: 150, trendMs: 3000, evaluationP99Ms: 5 };
 const DAY = 86_400_000;
 
 // ---- The segments ----
@@ -378,6 +387,24 @@ function tables(accountId: string, ids: Ids, pop: Population): Table[] {
         return out;
       },
     },
+    {
+      // What the writes keep of the events above (migration 0021): per event version, how many,
+      // the first and the last time (the generated times are sorted).
+      name: 'profile_event_summaries',
+      columns: 'account_id, profile_id, section_id, version_id, event_count, first_time, last_time',
+      rows: (n, p, c) => {
+        let out = '';
+        for (const [version, times] of [
+          [ids.events.pageView, pop.pageViews(n)],
+          [ids.events.purchase, pop.purchases(n).map((x) => x.t)],
+        ] as const) {
+          if (times.length === 0) continue;
+          out += `${a}\t${p}\t${s}\t${version}\t${times.length}\t${ts(times[0])}\t${ts(times.at(-1)!)}\n`;
+          c.rows++;
+        }
+        return out;
+      },
+    },
   ];
 }
 
@@ -476,7 +503,14 @@ async function load(dbs: pg.Client[], accountId: string, ids: Ids, pop: Populati
   // that its rows are written frozen and all-visible and VACUUM has nothing left to do. (profiles
   // cannot be truncated: other tables reference it.) Then the table's indexes are built.
   const perTable: Record<string, { s: number; rows: number; freeze: boolean }> = {};
-  const order = ['attribute_history', 'profile_events', 'profile_identifiers', 'profile_sections', 'profiles'];
+  const order = [
+    'attribute_history',
+    'profile_events',
+    'profile_identifiers',
+    'profile_sections',
+    'profile_event_summaries',
+    'profiles',
+  ];
   const task = (t: Table) => async (db: pg.Client) => {
     const started = performance.now();
     const empty = (await db.query(`select not exists (select 1 from ${t.name}) as empty`)).rows[0].empty as boolean;
@@ -891,7 +925,17 @@ await runBench(DEADLINE_MS, async (autocannon) => {
       values: [a, s, ids.events.pageView, windowStart, new Date(points.at(-1)!)],
     },
     {
-      what: 'Shop rows with a page view (the semi-join, no condition)',
+      what: 'profiles with a page view since the 30 days began (summary rows, bare scan)',
+      text: 'select count(*) from profile_event_summaries where account_id = $1 and section_id = $2 and version_id = $3 and last_time >= $4',
+      values: [a, s, ids.events.pageView, windowStart],
+    },
+    {
+      what: 'Shop rows with a page view by the summaries (the semi-join, no condition)',
+      text: `select count(*) from profile_sections p where p.account_id = $1 and p.section_id = $2 and exists (select 1 from profile_event_summaries e where e.account_id = p.account_id and e.profile_id = p.profile_id and e.section_id = $2 and e.version_id = $3 and e.last_time >= $4 and e.first_time <= $5)`,
+      values: [a, s, ids.events.pageView, windowStart, new Date(points.at(-1)!)],
+    },
+    {
+      what: 'Shop rows with a page view by the events (the semi-join before issue 26, no condition)',
       text: `select count(*) from profile_sections p where p.account_id = $1 and p.section_id = $2 and exists (select 1 from profile_events e where e.account_id = p.account_id and e.profile_id = p.profile_id and e.section_id = $2 and e.version_id = $3 and e.event_time >= $4 and e.event_time <= $5)`,
       values: [a, s, ids.events.pageView, windowStart, new Date(points.at(-1)!)],
     },

@@ -3,6 +3,7 @@
  */
 import { idArray } from '../../store/arrays.ts';
 import type { Queryable } from '../../store/pool.ts';
+import { SUMMARIES_GROW, SUMMARISE_EVENTS } from './events.ts';
 import { isExport, MEMBER_BY_KEY, type KeyspaceOfKey } from './identifiers.ts';
 import {
   ALL_WRITTEN,
@@ -220,13 +221,19 @@ export async function insertEventsBulk(
   db: Queryable,
   accountId: string,
   sectionId: string,
-  events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[],
+  // A time as a Date, or as text PostgreSQL reads as a timestamptz (years BC, which a Date cannot print).
+  events: { profileId: string; versionId: string; eventTime: Date | string; correlationId: string; data: unknown }[],
   createdAt: Date,
 ): Promise<void> {
   await db.query(
-    `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
-     select $1::bigint, e.p, $2::bigint, e.v, e.t, $4, e.c, e.d
-     from json_to_recordset($3::json) as e(p bigint, v bigint, t timestamptz, c text, d jsonb)`,
+    `with e as (select * from json_to_recordset($3::json) as e(p bigint, v bigint, t timestamptz, c text, d jsonb)),
+     inserted as (
+       insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
+       select $1::bigint, e.p, $2::bigint, e.v, e.t, $4, e.c, e.d from e
+     )
+     ${SUMMARISE_EVENTS}
+     select $1::bigint, e.p, $2::bigint, e.v, count(*), min(e.t), max(e.t) from e group by e.p, e.v order by e.p, e.v
+     ${SUMMARIES_GROW}`,
     [
       accountId,
       sectionId,
