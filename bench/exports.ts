@@ -52,6 +52,7 @@ import {
   sampleMemory,
   sleep,
   startAudience,
+  summariseEvents,
   table,
   within,
   type Audience,
@@ -186,6 +187,7 @@ async function load(server: Audience, ids: Ids): Promise<void> {
      from profiles p cross join generate_series(1, $4::int) k where p.account_id = $1::bigint and p.export_key like 'bench-%' and p.profile_id % 3 <> 0`,
     [account, ids.section, ids.pageView, EVENTS],
   );
+  await summariseEvents(db, account);
   await db.query('analyze');
   log(
     `loaded ${PROFILES} profiles and ${Math.round((PROFILES * 2) / 3) * EVENTS} events in ${((Date.now() - started) / 1000).toFixed(1)} s`,

@@ -126,7 +126,7 @@ export function compilePredicate(
         and ps.section_id = ${values.add(expression.sectionId, 'bigint')}
         and ${condition('coalesce(ps.cluster_attributes, ps.attributes)', [expression.versionId], expression.condition, values)})`;
     case 'event': {
-      if (expression.conditions.length === 0) return summarised(expression, options, values);
+      if (expression.conditions.length === 0 && !expression.window) return summarised(expression, options, values);
       const where = [
         `e.section_id = ${values.add(expression.sectionId, 'bigint')}`,
         `e.version_id = ${values.add(expression.versionId, 'bigint')}`,
@@ -155,43 +155,30 @@ export function compilePredicate(
 }
 
 /**
- * An event term without conditions on the event's data, answered from the profiles' rows of
- * profile_event_summaries (migration 0021; the options as compilePredicate's): one row per profile
- * and event version, with the first and the last event time, instead of the events. A profile has
- * an event in the window [start, end] when its first or last event lies in it; when neither does,
- * only a window strictly between the two can hold one, and then its events are looked up by the
- * index of events by profile, section and time.
+ * An event term without conditions on the event's data and without a time window, answered from
+ * the profiles' rows of profile_event_summaries (migration 0021; the options as compilePredicate's):
+ * a profile has such an event exactly when it has a row there, one per profile and event version
+ * however many events it sums. (With a window the events are read: first and last time answer a
+ * window only when it reaches past one of them, and the look-up of the events for the other
+ * profiles, in the same statement, made PostgreSQL plan the count without its parallel hash join:
+ * docs/benchmarks.md "Issue 26".)
  */
 function summarised(
   term: EventTerm,
-  options: { account: string; now: number; timeZone: string; clusters?: boolean; perProfile?: boolean },
+  options: { account: string; clusters?: boolean; perProfile?: boolean },
   values: SqlValues,
 ): string {
   const { account } = options;
-  const section = values.add(term.sectionId, 'bigint');
-  const version = values.add(term.versionId, 'bigint');
-  const where = [`s.account_id = ${account}`, `s.section_id = ${section}`, `s.version_id = ${version}`];
-  if (term.window) {
-    const { start, end } = windowBounds(term.window, options.now, options.timeZone);
-    const from = values.add(timestamp(start), 'timestamptz');
-    const to = values.add(timestamp(end), 'timestamptz');
-    where.push(
-      `s.last_time >= ${from}`,
-      `s.first_time <= ${to}`,
-      `(s.first_time >= ${from} or s.last_time <= ${to} or exists (select 1 from profile_events e
-        where e.account_id = ${account} and e.profile_id = s.profile_id and e.section_id = ${section}
-          and e.version_id = ${version} and e.event_time >= ${from} and e.event_time <= ${to}))`,
-    );
-  }
+  const where = `s.account_id = ${account} and s.section_id = ${values.add(term.sectionId, 'bigint')} and s.version_id = ${values.add(term.versionId, 'bigint')}`;
   if (options.clusters === false)
-    return `exists (select 1 from profile_event_summaries s where s.profile_id = p.profile_id and ${where.join(' and ')})`;
+    return `exists (select 1 from profile_event_summaries s where s.profile_id = p.profile_id and ${where})`;
   if (options.perProfile)
     return `exists (select 1 from profile_event_summaries s
       where s.profile_id = any(array(select p.profile_id union all select m.profile_id from profiles m where m.account_id = ${account} and m.canonical_id = p.profile_id))
-        and ${where.join(' and ')})`;
+        and ${where})`;
   return `p.profile_id in (select coalesce(m.canonical_id, s.profile_id) from profile_event_summaries s
     left join profiles m on m.account_id = ${account} and m.profile_id = s.profile_id and m.canonical_id is not null
-    where ${where.join(' and ')})`;
+    where ${where})`;
 }
 
 /** At most this many sampling points: their bits fill a bigint. */

@@ -216,7 +216,11 @@ export async function lockEventProfiles(db: Queryable, accountId: string, profil
   return rows.map((r) => r.profile_id);
 }
 
-/** Appends events of many profiles in one section: each row names its profile, locked before with lockEventProfiles. */
+/**
+ * Appends events of many profiles in one section, each row naming its profile, locked before with
+ * lockEventProfiles, and adds them to their profiles' sums: two statements, so that each is one
+ * plain INSERT … SELECT, which Citus routes to the account's shard (the caller's transaction holds both).
+ */
 export async function insertEventsBulk(
   db: Queryable,
   accountId: string,
@@ -226,14 +230,9 @@ export async function insertEventsBulk(
   createdAt: Date,
 ): Promise<void> {
   await db.query(
-    `with e as (select * from json_to_recordset($3::json) as e(p bigint, v bigint, t timestamptz, c text, d jsonb)),
-     inserted as (
-       insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
-       select $1::bigint, e.p, $2::bigint, e.v, e.t, $4, e.c, e.d from e
-     )
-     ${SUMMARISE_EVENTS}
-     select $1::bigint, e.p, $2::bigint, e.v, count(*), min(e.t), max(e.t) from e group by e.p, e.v order by e.p, e.v
-     ${SUMMARIES_GROW}`,
+    `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
+     select $1::bigint, e.p, $2::bigint, e.v, e.t, $4, e.c, e.d
+     from json_to_recordset($3::json) as e(p bigint, v bigint, t timestamptz, c text, d jsonb)`,
     [
       accountId,
       sectionId,
@@ -241,6 +240,19 @@ export async function insertEventsBulk(
         events.map((e) => ({ p: e.profileId, v: e.versionId, t: e.eventTime, c: e.correlationId, d: e.data })),
       ),
       createdAt,
+    ],
+  );
+  await db.query(
+    `${SUMMARISE_EVENTS}
+     select $1::bigint, e.p, $2::bigint, e.v, count(*), min(e.t), max(e.t)
+     from unnest($3::bigint[], $4::bigint[], $5::timestamptz[]) as e(p, v, t) group by e.p, e.v order by e.p, e.v
+     ${SUMMARIES_GROW}`,
+    [
+      accountId,
+      sectionId,
+      events.map((e) => e.profileId),
+      events.map((e) => e.versionId),
+      events.map((e) => (typeof e.eventTime === 'string' ? e.eventTime : e.eventTime.toISOString())),
     ],
   );
 }

@@ -1,8 +1,6 @@
--- Per profile and event version, what its events are in sum (docs/aql.md "How queries run"): how
--- many, the first and the last event time. An event term without conditions on the event's data
--- reads one row per profile here instead of every event: a window that reaches to or past the last
--- event, or back to or before the first, holds an event exactly when it holds the first or the
--- last; only a window that lies strictly between the two looks at the events themselves.
+-- Per profile and event version, what its events are in sum (docs/aql.md): how many, the first and
+-- the last event time. An event term without conditions on the event's data and without a time
+-- window reads one row per profile here instead of every event of the profile.
 --
 -- Kept by the statements that write and delete profile events, in the same statement
 -- (src/profiles/queries): events are appended, never rewritten, and deleted only with their
@@ -19,10 +17,9 @@ create table profile_event_summaries (
   primary key (account_id, profile_id, section_id, version_id)
 );
 
--- The profiles with an event of one version since a time, for the event terms of counts, read
--- index-only from the window's start.
-create index profile_event_summaries_by_version on profile_event_summaries (account_id, section_id, version_id, last_time)
-  include (profile_id, first_time);
+-- The profiles with an event of one version, read index-only by counts. No column of it changes
+-- when events are added, so that the update of a row can be a heap-only one.
+create index profile_event_summaries_by_version on profile_event_summaries (account_id, section_id, version_id, profile_id);
 
 insert into profile_event_summaries (account_id, profile_id, section_id, version_id, event_count, first_time, last_time)
 select account_id, profile_id, section_id, version_id, count(*), min(event_time), max(event_time)
