@@ -93,6 +93,7 @@ const TIME_ZONE = 'Europe/Oslo';
 /** The whole run: start-up, load, vacuum, counts, trends, evaluations, plans, clean-up. */
 const DEADLINE_MS =
   600_000 +
+  PROFILES * 0.5 +
   HOLD_S * 1000 +
   2 * (RUNS + 1) * QUERY_TIMEOUT_MS +
   EVAL_CONNECTIONS.length * (WARMUP_S + DURATION_S + 30) * 1000;
@@ -433,7 +434,8 @@ async function copyRange(
 }
 
 async function connect(url: string, what: string): Promise<pg.Client> {
-  const db = new pg.Client({ connectionString: url, statement_timeout: 600_000 });
+  // One COPY of a table, or one index build, grows with the profiles (10,000,000 on a busy machine: over 10 minutes).
+  const db = new pg.Client({ connectionString: url, statement_timeout: Math.max(600_000, PROFILES * 0.36) });
   // When the server stops its PostgreSQL (e.g. on a Ctrl-C, which reaches the whole process
   // group), the connection ends with an error event, which must not crash the bench.
   db.on('error', (err) => log(`${what}: ${err.message}`));
