@@ -305,7 +305,7 @@ export class Worker {
    * claimed in one statement and run at once; false when there was none.
    */
   async runOne(kinds: string[] = Object.keys(this.handlers), max = 1): Promise<boolean> {
-    // The oldest ready jobs, leased; claim_jobs (migrations 0018, 0021) commits without waiting for the WAL flush.
+    // The oldest ready jobs, leased; claim_jobs (migrations 0018, 0022) commits without waiting for the WAL flush.
     const { rows } = await this.pool.query<JobRow>(
       'select account_id::text, job_id::text, kind, payload, attempts from claim_jobs($1::text[], $2, $3, $4)',
       [kinds, LEASE_SECONDS, max, this.dueBy ? new Date(this.dueBy()) : null],
