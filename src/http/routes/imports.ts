@@ -17,6 +17,9 @@ export const importsRoutes: OperationTable = {
       method: 'POST',
       path: '/audience/sections/:section_discriminator/imports',
       summary: 'Create an import (version 1)',
+      description:
+        "Requests an import of profiles from a CSV file: the mappings say which columns are keys, attributes, tags and consents. Answers the import's id and the signed form to upload the file with (`POST /files/uploads`) within 5 minutes. 10 import requests a minute; a limited number may wait for their file at once.",
+      errors: ['AUD-1102', 'AUD-1107', 'AUD-1101', 'AUD-1801', 'AUD-1802', 'AUD-1803', 'AUD-1804'],
       params: SectionParams,
       body: ImportV1,
       response: { 201: ImportCreated },
@@ -30,6 +33,9 @@ export const importsRoutes: OperationTable = {
       method: 'POST',
       path: '/v2/audience/sections/:section_discriminator/imports',
       summary: 'Create an import (version 2)',
+      description:
+        "Requests an import as version 1 does, with mappings by attribute discriminator and consent mappings per topic and channel. Answers the import's id and the signed upload form.",
+      errors: ['AUD-1102', 'AUD-1107', 'AUD-1101', 'AUD-1801', 'AUD-1802', 'AUD-1803', 'AUD-1804'],
       params: SectionParams,
       body: ImportV2,
       response: { 201: ImportCreated },
@@ -43,6 +49,9 @@ export const importsRoutes: OperationTable = {
       method: 'GET',
       path: '/audience/sections/:section_discriminator/imports/:import_id',
       summary: 'Status and report of an import',
+      description:
+        "The import's status (`waiting_for_file`, `queued`, `in_progress`, `completed`, `error`) and, once it ran, its report: rows read, written and refused, with the reasons. Serves imports of both versions.",
+      errors: ['AUD-1102', 'AUD-1107', 'AUD-1805'],
       params: ImportParams,
       response: { 200: ImportStatus },
       scope: 'account',
@@ -53,6 +62,9 @@ export const importsRoutes: OperationTable = {
       method: 'POST',
       path: '/files/uploads',
       summary: 'Upload an import file with its signed form',
+      description:
+        "Receives an import's file: a multipart form with every field of the import's `file_upload_body` in order, then the part `file` (CSV, at most 50 MB). Needs no bearer token: the form's signature is the credential, valid 5 minutes.",
+      errors: ['AUD-1806', 'AUD-1807', 'AUD-1808', 'AUD-1809', 'AUD-1810'],
       multipart: { fields: 20, fieldSize: 8192, files: 1, fileSize: imports.MAX_FILE_BYTES },
       response: { 204: NoContent },
       scope: 'public',
