@@ -24,6 +24,8 @@ const OPTIONS = {
   state: { type: 'string' },
   limit: { type: 'string', multiple: true },
   credentials: { type: 'string' },
+  manifest: { type: 'string' },
+  prepare: { type: 'boolean' },
   yes: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean' },
@@ -82,6 +84,38 @@ const COMMANDS: Record<string, Command> = {
     options: [],
     more: ENVIRONMENT_HELP,
     run: async () => (await server()).serve(readConfig(), { api: false, worker: true }),
+  },
+  emulate: {
+    args: '[--manifest FILE] [--prepare]',
+    what: "the emulator for integrators' tests (docs/emulator.md): a throw-away database, a ready account whose\ncredentials it prints, and the control API under /_emulator. --manifest: the ready account's definitions\n(the demo's by default); --prepare: only prepare the migrated database that starts copy, and exit",
+    options: ['manifest', 'prepare'],
+    more: ENVIRONMENT_HELP,
+    async run(v) {
+      const emulate = await import('./emulate.ts');
+      if (v.prepare) return { prepared: await emulate.preparedCluster() };
+      const manifest = v.manifest ? await readManifest(v.manifest) : undefined;
+      const running = await emulate.startEmulator(process.env, { manifest });
+      // The one line a test helper reads (audience/testing); the secret is a throw-away account's.
+      console.log(
+        JSON.stringify({
+          emulator: 'ready',
+          url: running.url,
+          ...running.account,
+          started_ms: Math.round(running.startedMs),
+        }),
+      );
+      console.error(
+        `audience emulator at ${running.url} (started in ${Math.round(running.startedMs)} ms, VENDOR ${running.account.vendor})\n` +
+          `  account_id     ${running.account.account_id}\n  client_id      ${running.account.client_id}\n` +
+          `  client_secret  ${running.account.client_secret}\n  control API    ${running.url}/_emulator (docs/emulator.md)`,
+      );
+      await new Promise<void>((resolve) => {
+        const stop = () => void running.stop().then(resolve);
+        process.once('SIGTERM', stop);
+        process.once('SIGINT', stop);
+      });
+      process.exit(0);
+    },
   },
   migrate: {
     args: '',

@@ -17,7 +17,8 @@ import { startWorkerThread } from './worker/thread.ts';
 import { createServices, type Services } from './services.ts';
 import { startEmbeddedDatabase, type EmbeddedDatabase } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';
-import { createPool, withTransaction } from './store/pool.ts';
+import { createPool, withTransaction, type Queryable } from './store/pool.ts';
+import type { LimitOverrides } from './core/limits.ts';
 
 export const DEMO_MANIFEST = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'manifests', 'demo.json');
 // Serialises the first-start demo account between processes sharing one database.
@@ -59,26 +60,42 @@ export function adminTokenOf(config: Config, options: { create: boolean }): Prom
   return secretOf(config, config.adminToken, 'admin-token', options);
 }
 
+/** A new account of `manifest` with one API key, in the caller's transaction: what the demo and the emulator's ready account are. */
+export async function createAccountWithKey(
+  tx: Queryable,
+  services: Services,
+  manifest: Manifest,
+  options: { keyName: string; limits?: LimitOverrides },
+): Promise<{ account_id: string; client_id: string; client_secret: string }> {
+  const { vendor, region } = services.config;
+  const created = await accounts.createAccount(tx, services.feed, vendor, {
+    name: manifest.account?.name ?? 'Demo',
+    region,
+    limits: options.limits,
+  });
+  await applyAccountManifest(
+    tx,
+    { feed: services.feed, vendor },
+    { accountId: created.id, manifest, now: new Date(services.clock()) },
+  );
+  const key = await services.apiKeys.createApiKey(tx, created.id, { name: options.keyName });
+  return { account_id: created.id, client_id: key.client_id, client_secret: key.client_secret };
+}
+
+/** The demo account's manifest (manifests/demo.json). */
+export async function demoManifest(): Promise<Manifest> {
+  return JSON.parse(await fs.readFile(DEMO_MANIFEST, 'utf8')) as Manifest;
+}
+
 /** On a database without accounts: the demo account of manifests/demo.json and an API key for it. */
 export async function createDemoAccount(
   services: Services,
 ): Promise<{ account_id: string; client_id: string; client_secret: string } | undefined> {
-  const manifest = JSON.parse(await fs.readFile(DEMO_MANIFEST, 'utf8')) as Manifest;
-  const { vendor, region } = services.config;
+  const manifest = await demoManifest();
   return withTransaction(services.pool, async (tx) => {
     await tx.query('select pg_advisory_xact_lock($1)', [DEMO_LOCK]);
     if ((await accounts.countAccounts(tx)) > 0) return undefined;
-    const created = await accounts.createAccount(tx, services.feed, vendor, {
-      name: manifest.account?.name ?? 'Demo',
-      region,
-    });
-    await applyAccountManifest(
-      tx,
-      { feed: services.feed, vendor },
-      { accountId: created.id, manifest, now: new Date(services.clock()) },
-    );
-    const key = await services.apiKeys.createApiKey(tx, created.id, { name: 'demo' });
-    return { account_id: created.id, client_id: key.client_id, client_secret: key.client_secret };
+    return createAccountWithKey(tx, services, manifest, { keyName: 'demo' });
   });
 }
 

@@ -33,6 +33,8 @@ describe('audience serve (npm start)', () => {
       await fetch(program.url('/audience/segments'), { headers: { authorization: `Bearer ${access_token}` } })
     ).json()) as any;
     expect(segments.items[0].versions[0].query).toMatch(/^section\(\d+\)\.attribute\(\d+\)\.gt\(100\)$/);
+    // The emulator's control API is absent from serve (docs/emulator.md).
+    expect((await fetch(program.url('/_emulator/reset'), { method: 'POST' })).status).toBe(404);
     // The launcher (what `npm start` runs) replaces itself with the program, with glibc's malloc arenas bounded.
     const environ = (await fs.readFile(`/proc/${program.child.pid}/environ`, 'utf8')).split('\0');
     expect(environ).toContain(`MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? 2}`);

@@ -4,7 +4,7 @@
  * (ENDPOINTS.md "Facts"); the others follow the same form, grouped by area:
  * AUD-10xx request and platform, AUD-11xx definitions and accounts, AUD-12xx profiles, AUD-14xx types,
  * AUD-16xx consents, AUD-17xx segments and AQL, AUD-18xx imports, AUD-19xx exports, AUD-20xx activities,
- * AUD-21xx transactional mail.
+ * AUD-21xx transactional mail, AUD-22xx the emulator's control API.
  */
 export const PROBLEMS = {
   'AUD-0': { status: 400, title: 'Bad request' },
@@ -141,6 +141,8 @@ export const PROBLEMS = {
   'AUD-2105': { status: 413, title: 'Attachments too large' },
   'AUD-2106': { status: 404, title: 'Transaction not found' },
   'AUD-2107': { status: 400, title: 'Attachment content not base64' },
+  'AUD-2201': { status: 404, title: 'Emulator snapshot not found' },
+  'AUD-2202': { status: 400, title: 'Fault without an effect' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

@@ -54,6 +54,11 @@ export class MemoryBuckets implements Buckets {
     return { ok: false, retryAfter: retryAfter(tokens, limit, windowMs) };
   }
 
+  /** Every bucket full again (the emulator's reset). */
+  clear(): void {
+    this.state.clear();
+  }
+
   async giveBack(key: string, limit: number, windowMs: number): Promise<void> {
     const now = this.clock();
     const s = this.state.get(key);

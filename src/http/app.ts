@@ -33,6 +33,8 @@ import { createLogger } from './logging.ts';
 import { docsOptions, openapiOptions } from './openapi.ts';
 import { ProblemSchema } from './schemas/problem.ts';
 import { registerOperations } from './operation.ts';
+import type { Emulator } from './emulator.ts';
+import { emulatorRoutes } from './routes/emulator.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -85,11 +87,17 @@ export function operationIdOf(method: string, url: string): string {
 /**
  * Builds the HTTP application: parsers, validation, problems, auth, metrics, OpenAPI and every
  * route module; with `operationsOnly`, only health, metrics and the error reference (a worker
- * process). `threadMetrics` gives the counters of the process's worker thread to /metrics.
+ * process). `threadMetrics` gives the counters of the process's worker thread to /metrics. With
+ * `emulator` (`audience emulate` only), its faults, request log and control API under /_emulator.
  */
 export async function buildApp(
   services: Services,
-  options: { logger?: FastifyBaseLogger; operationsOnly?: boolean; threadMetrics?: () => Promise<MetricsJson> } = {},
+  options: {
+    logger?: FastifyBaseLogger;
+    operationsOnly?: boolean;
+    threadMetrics?: () => Promise<MetricsJson>;
+    emulator?: Emulator;
+  } = {},
 ): Promise<App> {
   const app = Fastify({
     loggerInstance: options.logger ?? createLogger(services.config.logLevel),
@@ -210,6 +218,8 @@ export async function buildApp(
   });
   await app.register(swaggerUi, docsOptions);
 
+  // Before authentication: a fault answers as a proxy or an overloaded server would.
+  options.emulator?.traffic.register(app);
   registerAuth(app, services);
   await registerOperations(app, services, operationsRoutes(services, options.threadMetrics));
   if (options.operationsOnly) return app;
@@ -236,5 +246,6 @@ export async function buildApp(
   await registerOperations(app, services, activitiesRoutes);
   await registerOperations(app, services, outboxRoutes);
   await registerOperations(app, services, trackingRoutes);
+  if (options.emulator) await registerOperations(app, services, emulatorRoutes(options.emulator));
   return app;
 }

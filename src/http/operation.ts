@@ -59,7 +59,7 @@ export function describeOperation(op: Operation): string {
     (a, b) => PROBLEMS[a].status - PROBLEMS[b].status || a.localeCompare(b, 'en', { numeric: true }),
   );
   const rows = codes.map((code) => `| ${PROBLEMS[code].status} | \`${code}\` | ${PROBLEMS[code].title} |`);
-  return `${op.description}\n\n**Errors** (problem documents; \`GET /errors/{code}\` explains a code):\n\n| Status | Code | Title |\n|---|---|---|\n${rows.join('\n')}`;
+  return `${op.description ?? ''}\n\n**Errors** (problem documents; \`GET /errors/{code}\` explains a code):\n\n| Status | Code | Title |\n|---|---|---|\n${rows.join('\n')}`;
 }
 
 /** What an operation's handler is given: the request's validated parts, its account's scope, and where to run SQL. */
@@ -98,7 +98,30 @@ type Of<T extends TSchema | undefined> = T extends TSchema ? Static<T> : undefin
 type ScopeFor<K extends ScopeKind> = K extends 'account' | 'operator-account' | 'link' ? AccountScope : undefined;
 
 /** One operation of the API, declared: its route, its shapes, its access, and the domain call it makes. */
-export interface OperationSpec<
+export type OperationSpec<
+  P extends TSchema | undefined,
+  Q extends TSchema | undefined,
+  B extends TSchema | undefined,
+  K extends ScopeKind,
+> = OperationFields<P, Q, B, K> & Documented;
+
+/**
+ * The reference explains every operation it shows: a description is required unless the operation
+ * is left out of the document (`hide`).
+ */
+type Documented =
+  | {
+      /** What the reference explains (Markdown): what the operation does, its rules and limits. */
+      description: string;
+      hide?: false;
+    }
+  | {
+      description?: string;
+      /** Left out of the OpenAPI document (links in messages, not operations of the API). */
+      hide: true;
+    };
+
+interface OperationFields<
   P extends TSchema | undefined,
   Q extends TSchema | undefined,
   B extends TSchema | undefined,
@@ -108,8 +131,6 @@ export interface OperationSpec<
   path: string;
   /** One line: what the operation does (the reference's title of it). */
   summary: string;
-  /** What the reference explains (Markdown): what the operation does, its rules and limits. */
-  description: string;
   /**
    * The refusals of its own the operation can answer, by code; the reference lists them with their
    * status and title, after those every operation of its kind can answer (`commonErrors`).
@@ -120,8 +141,6 @@ export interface OperationSpec<
   /** The table's tags when omitted. */
   tags?: string[];
   deprecated?: boolean;
-  /** Left out of the OpenAPI document (links in messages, not operations of the API). */
-  hide?: boolean;
   params?: P;
   query?: Q;
   body?: B;

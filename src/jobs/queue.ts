@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import type { Clock } from '../core/clock.ts';
 import type { Metrics } from '../core/metrics.ts';
 import type { Queryable } from '../store/pool.ts';
 
@@ -214,12 +215,15 @@ export class Worker {
   private readonly lanes: Record<string, Lanes>;
   /** When the last notification came (performance.now()). */
   private lastWake = -Infinity;
+  /** Jobs due by this clock's time are taken (the emulator's, moved ahead); unset: the database's time. */
+  private readonly dueBy: Clock | undefined;
 
   /**
    * `handlers`: the worker role's `JobHandlers` (or a test's own kinds). `lanes`: job kinds that
    * get loops of their own besides the one that takes every kind, each claiming up to `jobs` jobs
    * at a time and running them at once (a send job waits on a mail server most of its time).
-   * `onRun` hears of each run's start, end and failure.
+   * `onRun` hears of each run's start, end and failure. `dueBy`: the clock that says which jobs
+   * are due (the emulator's); by default the database's.
    */
   constructor(
     pool: pg.Pool,
@@ -228,7 +232,9 @@ export class Worker {
     metrics: Metrics,
     lanes: Record<string, Lanes> = {},
     onRun: (run: JobRun) => void = () => {},
+    dueBy?: Clock,
   ) {
+    this.dueBy = dueBy;
     this.pool = pool;
     this.handlers = handlers;
     this.onError = onError;
@@ -299,15 +305,39 @@ export class Worker {
    * claimed in one statement and run at once; false when there was none.
    */
   async runOne(kinds: string[] = Object.keys(this.handlers), max = 1): Promise<boolean> {
-    // The oldest ready jobs, leased; claim_jobs (migration 0018) commits without waiting for the WAL flush.
+    // The oldest ready jobs, leased; claim_jobs (migrations 0018, 0021) commits without waiting for the WAL flush.
     const { rows } = await this.pool.query<JobRow>(
-      'select account_id::text, job_id::text, kind, payload, attempts from claim_jobs($1::text[], $2, $3)',
-      [kinds, LEASE_SECONDS, max],
+      'select account_id::text, job_id::text, kind, payload, attempts from claim_jobs($1::text[], $2, $3, $4)',
+      [kinds, LEASE_SECONDS, max, this.dueBy ? new Date(this.dueBy()) : null],
     );
     // Every one to its end before the loop claims again, so that a loop never has more than `max` under way.
     const failed = (await Promise.allSettled(rows.map((row) => this.runJob(row)))).find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
     return rows.length > 0;
+  }
+
+  /**
+   * Runs every job due now (by `dueBy`) until none is left, those that jobs enqueue meanwhile and
+   * those the worker's own loops had taken included; answers how many this call ran. A job whose
+   * retry comes later than now waits for its time. Gives up waiting after `withinMs`.
+   */
+  async runDue(withinMs = 30_000): Promise<number> {
+    const until = performance.now() + withinMs;
+    let ran = 0;
+    while (performance.now() < until) {
+      if (await this.runOne()) {
+        ran++;
+        continue;
+      }
+      // A job taken by one of the worker's loops is still due until it ends.
+      const { rows } = await this.pool.query<{ running: boolean }>(
+        'select exists (select 1 from jobs where failed_at is null and run_at <= coalesce($1, now()) and locked_until >= now()) as running',
+        [this.dueBy ? new Date(this.dueBy()) : null],
+      );
+      if (!rows[0].running) return ran;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`jobs still running after ${withinMs} ms`);
   }
 
   private async runJob(row: JobRow): Promise<void> {

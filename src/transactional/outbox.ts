@@ -28,3 +28,50 @@ export async function readOutboxMessage(
 export function emptyOutbox(db: Queryable, accountId: string): Promise<number> {
   return q.deleteOutboxMessages(db, accountId);
 }
+
+/** A message of the outbox as a test reads it: its parts decoded and the links it holds. */
+export interface ReadMessage extends q.OutboxRow {
+  from: string;
+  to: string[];
+  text: string | null;
+  html: string | null;
+  /** Every http(s) link of the message, in order of appearance, once each: tracking links of clicks, the unsubscribe link, the open pixel. */
+  links: string[];
+  /** The link of its List-Unsubscribe header. */
+  unsubscribe: string | null;
+}
+
+/**
+ * The account's newest messages, decoded (the emulator's mail: docs/emulator.md "Mail"). Parsed
+ * with mailparser, loaded here only, as nodemailer writes quoted-printable and base64 parts.
+ */
+export async function readOutbox(db: Queryable, accountId: string, limit: number): Promise<ReadMessage[]> {
+  const { simpleParser } = await import('mailparser');
+  const rows = await q.listOutboxMessages(db, accountId, limit);
+  return Promise.all(
+    rows.map(async (row) => {
+      const { source } = (await q.findOutboxMessage(db, accountId, row.message_id))!;
+      const parsed = await simpleParser(source);
+      const html = typeof parsed.html === 'string' ? parsed.html : null;
+      const text = parsed.text ?? null;
+      const links = [
+        ...new Set(
+          [...`${html ?? ''}\n${text ?? ''}`.matchAll(/https?:\/\/[^\s"'<>]+/g)].map((m) =>
+            m[0].replaceAll('&amp;', '&'),
+          ),
+        ),
+      ];
+      const header = parsed.headerLines.find((h) => h.key === 'list-unsubscribe');
+      const unsubscribe = /<(https?:[^>]+)>/.exec(header?.line ?? '');
+      return {
+        ...row,
+        from: parsed.from?.text ?? row.sender,
+        to: row.recipients,
+        text,
+        html,
+        links,
+        unsubscribe: unsubscribe?.[1] ?? null,
+      };
+    }),
+  );
+}

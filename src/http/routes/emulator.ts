@@ -1,0 +1,303 @@
+import { Type } from 'typebox';
+import * as accounts from '../../accounts/accounts.ts';
+import { LIMIT_NAMES } from '../../core/limits.ts';
+import { Problem } from '../../core/problems.ts';
+import { DateTime } from '../../core/schemas.ts';
+import { SNAPSHOT_NAME } from '../../store/snapshots.ts';
+import { readOutbox } from '../../transactional/outbox.ts';
+import { operation, type OperationTable } from '../operation.ts';
+import { CONTROL_PREFIX, type Emulator } from '../emulator.ts';
+
+/**
+ * The emulator's control API (docs/emulator.md), registered by `audience emulate` only: reset and
+ * snapshots, the clock, jobs, faults, the request log, mail and limits. No token: the emulator is a
+ * test tool on a throw-away database. Left out of the OpenAPI document, which describes the service.
+ */
+
+const Clock = Type.Object({
+  now: DateTime,
+  frozen: Type.Boolean({ description: 'Whether the clock stands still' }),
+  jobs_run: Type.Optional(Type.Integer({ description: 'Jobs that came due and ran' })),
+});
+
+const FaultBody = Type.Object(
+  {
+    path: Type.String({ minLength: 1, maxLength: 2000, description: 'A path; * stands for any characters' }),
+    method: Type.Optional(Type.Union(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => Type.Literal(m)))),
+    times: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
+    delay_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
+    status: Type.Optional(Type.Union([Type.Literal(429), Type.Literal(500), Type.Literal(503)])),
+    retry_after: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400 })),
+    drop: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+
+const Fault = Type.Object({
+  id: Type.Integer(),
+  path: Type.String(),
+  method: Type.Optional(Type.String()),
+  times: Type.Integer(),
+  remaining: Type.Integer(),
+  delay_ms: Type.Optional(Type.Integer()),
+  status: Type.Optional(Type.Integer()),
+  retry_after: Type.Optional(Type.Integer()),
+  drop: Type.Optional(Type.Boolean()),
+});
+
+const LoggedRequest = Type.Object({
+  id: Type.Integer(),
+  at: DateTime,
+  method: Type.String(),
+  path: Type.String(),
+  query: Type.Record(Type.String(), Type.Unknown()),
+  headers: Type.Record(Type.String(), Type.Unknown()),
+  body: Type.Optional(Type.Unknown()),
+  status: Type.Integer({ description: '0 for a dropped connection' }),
+  fault: Type.Optional(Type.Integer()),
+});
+
+const MailMessage = Type.Object({
+  message_id: Type.String(),
+  transaction_id: Type.Union([Type.String(), Type.Null()]),
+  created_at: DateTime,
+  from: Type.String(),
+  to: Type.Array(Type.String()),
+  subject: Type.String(),
+  text: Type.Union([Type.String(), Type.Null()]),
+  html: Type.Union([Type.String(), Type.Null()]),
+  links: Type.Array(Type.String()),
+  unsubscribe: Type.Union([Type.String(), Type.Null()]),
+});
+
+const Limits = Type.Record(Type.String(), Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]));
+
+const SnapshotParams = Type.Object({ name: Type.String({ pattern: SNAPSHOT_NAME.source }) });
+
+export function emulatorRoutes(emulator: Emulator): OperationTable {
+  // Read when a request comes: the account is made while the routes are built.
+  const accountId = () => emulator.account.account_id;
+  const clockNow = (jobsRun?: number) => ({
+    now: new Date(emulator.clock.read()).toISOString(),
+    frozen: emulator.clock.frozen,
+    ...(jobsRun === undefined ? {} : { jobs_run: jobsRun }),
+  });
+  return {
+    tags: ['emulator'],
+    operations: [
+      operation({
+        method: 'GET',
+        path: `${CONTROL_PREFIX}/account`,
+        hide: true,
+        summary: 'The ready account: its ids, its API key and the operator token',
+        response: {
+          200: Type.Object({
+            account_id: Type.String(),
+            client_id: Type.String(),
+            client_secret: Type.String(),
+            vendor: Type.String(),
+            region: Type.String(),
+            admin_token: Type.String(),
+          }),
+        },
+        scope: 'public',
+        handle: async () => emulator.account,
+      }),
+      operation({
+        method: 'POST',
+        path: `${CONTROL_PREFIX}/reset`,
+        hide: true,
+        summary: 'Back to the initial state, or to a saved snapshot',
+        // A POST without a body is a reset to the initial state.
+        preValidation: async (request) => {
+          request.body ??= {};
+        },
+        body: Type.Object(
+          { snapshot: Type.Optional(Type.String({ pattern: SNAPSHOT_NAME.source })) },
+          { additionalProperties: false },
+        ),
+        response: { 204: Type.Null() },
+        scope: 'public',
+        handle: ({ body }) => emulator.reset(body.snapshot),
+      }),
+      operation({
+        method: 'GET',
+        path: `${CONTROL_PREFIX}/snapshots`,
+        hide: true,
+        summary: 'The saved snapshots',
+        response: { 200: Type.Object({ items: Type.Array(Type.String()) }) },
+        scope: 'public',
+        handle: async () => ({ items: await emulator.snapshots() }),
+      }),
+      operation({
+        method: 'PUT',
+        path: `${CONTROL_PREFIX}/snapshots/:name`,
+        hide: true,
+        summary: 'Save the current state (data and files) as a snapshot that reset can return to',
+        params: SnapshotParams,
+        response: { 204: Type.Null() },
+        scope: 'public',
+        handle: ({ params }) => emulator.saveSnapshot(params.name),
+      }),
+      operation({
+        method: 'GET',
+        path: `${CONTROL_PREFIX}/clock`,
+        hide: true,
+        summary: "The emulator's time",
+        response: { 200: Clock },
+        scope: 'public',
+        handle: async () => clockNow(),
+      }),
+      operation({
+        method: 'PUT',
+        path: `${CONTROL_PREFIX}/clock`,
+        hide: true,
+        summary: 'Set the time (and stop it or let it run); the jobs due by then run before the answer',
+        body: Type.Object(
+          { now: Type.Optional(DateTime), frozen: Type.Optional(Type.Boolean()) },
+          { additionalProperties: false },
+        ),
+        response: { 200: Clock },
+        scope: 'public',
+        handle: async ({ body }) => {
+          emulator.clock.set(body.now ? Date.parse(body.now) : emulator.clock.read(), body.frozen);
+          return clockNow(await emulator.runJobs());
+        },
+      }),
+      operation({
+        method: 'POST',
+        path: `${CONTROL_PREFIX}/clock/advance`,
+        hide: true,
+        summary: 'Move the time forward; the jobs due by then run before the answer',
+        body: Type.Object(
+          { seconds: Type.Number({ minimum: 0, maximum: 10 * 365 * 86_400 }) },
+          { additionalProperties: false },
+        ),
+        response: { 200: Clock },
+        scope: 'public',
+        handle: async ({ body }) => {
+          emulator.clock.advance(body.seconds * 1000);
+          return clockNow(await emulator.runJobs());
+        },
+      }),
+      operation({
+        method: 'POST',
+        path: `${CONTROL_PREFIX}/jobs/run`,
+        hide: true,
+        summary: 'Run every job due now (imports, exports, mail) until none is left',
+        response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
+        scope: 'public',
+        handle: async () => ({ jobs_run: await emulator.runJobs() }),
+      }),
+      operation({
+        method: 'GET',
+        path: `${CONTROL_PREFIX}/faults`,
+        hide: true,
+        summary: 'The faults still to apply',
+        response: { 200: Type.Object({ items: Type.Array(Fault) }) },
+        scope: 'public',
+        handle: async () => ({ items: emulator.traffic.listFaults() }),
+      }),
+      operation({
+        method: 'POST',
+        path: `${CONTROL_PREFIX}/faults`,
+        hide: true,
+        summary: 'Delay, refuse (429, 500, 503) or drop the next requests on a path',
+        body: FaultBody,
+        response: { 201: Fault },
+        scope: 'public',
+        handle: async ({ body }) => {
+          if (body.status === undefined && !body.drop && !body.delay_ms)
+            throw new Problem('AUD-2202', 'A fault needs status, drop or delay_ms: one of them says what it does');
+          if (body.status !== undefined && body.drop)
+            throw new Problem(
+              'AUD-2202',
+              'A fault answers a status or drops the connection, not both: give status or drop',
+            );
+          return emulator.traffic.addFault(body);
+        },
+      }),
+      operation({
+        method: 'DELETE',
+        path: `${CONTROL_PREFIX}/faults`,
+        hide: true,
+        summary: 'Remove every fault',
+        response: { 204: Type.Null() },
+        scope: 'public',
+        handle: async () => emulator.traffic.clearFaults(),
+      }),
+      operation({
+        method: 'GET',
+        path: `${CONTROL_PREFIX}/requests`,
+        hide: true,
+        summary: 'The requests received (the control API excepted), oldest first, credentials masked',
+        query: Type.Object(
+          {
+            method: Type.Optional(Type.String({ maxLength: 10 })),
+            path: Type.Optional(Type.String({ maxLength: 2000, description: 'A path; * stands for any characters' })),
+            since: Type.Optional(DateTime),
+            after: Type.Optional(Type.Integer({ minimum: 0, description: 'Only requests of a greater id' })),
+            limit: Type.Integer({ minimum: 1, maximum: 1000, default: 1000 }),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: Type.Object({ items: Type.Array(LoggedRequest) }) },
+        scope: 'public',
+        handle: async ({ query }) => ({ items: emulator.traffic.listRequests(query) }),
+      }),
+      operation({
+        method: 'DELETE',
+        path: `${CONTROL_PREFIX}/requests`,
+        hide: true,
+        summary: 'Forget the requests received',
+        response: { 204: Type.Null() },
+        scope: 'public',
+        handle: async () => emulator.traffic.clearRequests(),
+      }),
+      operation({
+        method: 'GET',
+        path: `${CONTROL_PREFIX}/mail`,
+        hide: true,
+        summary: "The messages the ready account's transactional sends sent, newest first, with their links",
+        query: Type.Object(
+          {
+            to: Type.Optional(Type.String({ maxLength: 320, description: 'Only messages to this address' })),
+            limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: Type.Object({ items: Type.Array(MailMessage) }) },
+        scope: 'public',
+        handle: async ({ db, query }) => {
+          const messages = await readOutbox(db, accountId(), query.limit);
+          const to = query.to?.toLowerCase();
+          return { items: to ? messages.filter((m) => m.to.some((r) => r.toLowerCase() === to)) : messages };
+        },
+      }),
+      operation({
+        method: 'GET',
+        path: `${CONTROL_PREFIX}/limits`,
+        hide: true,
+        summary: "The ready account's limits (null: lifted)",
+        response: { 200: Limits },
+        scope: 'public',
+        handle: async ({ db }) => (await accounts.getAccount(db, accountId())).limits,
+      }),
+      operation({
+        method: 'PATCH',
+        path: `${CONTROL_PREFIX}/limits`,
+        hide: true,
+        summary: "Change limits of the ready account (null lifts one); reset brings back the emulator's",
+        body: Type.Partial(
+          Type.Object(Object.fromEntries(LIMIT_NAMES.map((n) => [n, Type.Union([Type.Integer(), Type.Null()])]))),
+          { additionalProperties: false },
+        ),
+        response: { 200: Limits },
+        scope: 'public',
+        transaction: true,
+        handle: async ({ db, services, body }) =>
+          (await accounts.updateAccount(db, services.feed, accountId(), { limits: body })).limits,
+      }),
+    ],
+  };
+}

@@ -1,0 +1,249 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import readline from 'node:readline';
+
+/**
+ * `import { startEmulator } from 'audience/testing'`: the emulator (docs/emulator.md) for a test
+ * suite. It runs `audience emulate` in a process of its own (its database and its port too), waits
+ * for it to serve, and answers its address, the ready account and a client of the control API.
+ * This module imports nothing of the service, so a test suite loads none of it.
+ */
+
+/** The ready account of the emulator, and the operator token. */
+export interface EmulatorAccount {
+  accountId: string;
+  clientId: string;
+  clientSecret: string;
+  /** The vendor word of built-in identifiers (`com.<vendor>1.…`). */
+  vendor: string;
+  region: string;
+  adminToken: string;
+}
+
+/** A fault: the next `times` requests on `path` (`*` for any characters) delayed, answered 429, 500 or 503, or dropped. */
+export interface Fault {
+  path: string;
+  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  times?: number;
+  delay_ms?: number;
+  status?: 429 | 500 | 503;
+  retry_after?: number;
+  drop?: boolean;
+}
+
+/** A request the emulator received, credentials masked. */
+export interface LoggedRequest {
+  id: number;
+  at: string;
+  method: string;
+  path: string;
+  query: Record<string, unknown>;
+  headers: Record<string, string | string[] | undefined>;
+  body?: unknown;
+  /** 0 for a dropped connection. */
+  status: number;
+  fault?: number;
+}
+
+/** A message a transactional send sent, decoded, with its links. */
+export interface MailMessage {
+  message_id: string;
+  transaction_id: string | null;
+  created_at: string;
+  from: string;
+  to: string[];
+  subject: string;
+  text: string | null;
+  html: string | null;
+  links: string[];
+  unsubscribe: string | null;
+}
+
+export interface ClockState {
+  now: string;
+  frozen: boolean;
+  jobs_run?: number;
+}
+
+/** The control API (`/_emulator/…`) as functions. */
+export interface EmulatorControl {
+  /** Back to the state the emulator started in, or to a snapshot saved with `snapshot`. */
+  reset(snapshot?: string): Promise<void>;
+  /** Saves the current state (data and files) under `name`, for `reset(name)`. */
+  snapshot(name: string): Promise<void>;
+  clock: {
+    now(): Promise<ClockState>;
+    /** Sets the time (`frozen` stops it there); the jobs due by then run before it answers. */
+    set(at: Date | string, options?: { frozen?: boolean }): Promise<ClockState>;
+    /** Moves the time forward; the jobs due by then run before it answers. */
+    advance(seconds: number): Promise<ClockState>;
+  };
+  jobs: {
+    /** Runs every job due (imports, exports, mail) until none is left; answers how many ran. */
+    run(): Promise<number>;
+  };
+  faults: {
+    add(fault: Fault): Promise<Fault & { id: number; remaining: number }>;
+    list(): Promise<(Fault & { id: number; remaining: number })[]>;
+    clear(): Promise<void>;
+  };
+  requests: {
+    list(filter?: { method?: string; path?: string; since?: Date | string; after?: number }): Promise<LoggedRequest[]>;
+    clear(): Promise<void>;
+  };
+  mail: {
+    list(filter?: { to?: string }): Promise<MailMessage[]>;
+  };
+  limits: {
+    get(): Promise<Record<string, number | null>>;
+    /** Sets limits of the ready account (null lifts one); `reset` brings back the emulator's. */
+    set(limits: Record<string, number | null>): Promise<Record<string, number | null>>;
+  };
+}
+
+export interface Emulator {
+  /** The address of the service, as clients call it. */
+  baseUrl: string;
+  account: EmulatorAccount;
+  control: EmulatorControl;
+  /** Fetches an access token of the ready account (each call a new one). */
+  token(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** The vendor word of the ready account's built-in identifiers (`VENDOR`). */
+  vendor?: string;
+  /** A manifest file (docs/manifest.md) of the ready account's definitions instead of the demo's. */
+  manifest?: string;
+  /** More environment of the emulator (`DATABASE_URL` for a database on a server of yours, `LOG_LEVEL` …). */
+  env?: Record<string, string>;
+  /** The `audience` program to run: this package's by default. */
+  command?: string;
+  /** Give up waiting for the start after this long (the first start on a machine prepares the database: seconds). */
+  timeoutMs?: number;
+}
+
+const PROGRAM = path.join(import.meta.dirname, '..', 'bin', 'audience');
+
+/** Starts an emulator and waits until it serves. */
+export async function startEmulator(options: StartOptions = {}): Promise<Emulator> {
+  const child = spawn(
+    options.command ?? PROGRAM,
+    ['emulate', ...(options.manifest ? ['--manifest', options.manifest] : [])],
+    {
+      env: {
+        ...process.env,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        LOG_LEVEL: 'warn',
+        ...(options.vendor ? { VENDOR: options.vendor } : {}),
+        ...options.env,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  const output: string[] = [];
+  child.stderr!.on('data', (d) => output.push(String(d)));
+  const ready = await new Promise<Record<string, string>>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGTERM');
+      reject(new Error(`the emulator did not start within ${options.timeoutMs ?? 60_000} ms:\n${output.join('')}`));
+    }, options.timeoutMs ?? 60_000);
+    const lines = readline.createInterface({ input: child.stdout! });
+    lines.on('line', (line) => {
+      if (!line.includes('"emulator":"ready"')) return output.push(line + '\n');
+      clearTimeout(timer);
+      resolve(JSON.parse(line));
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the emulator exited (code ${code}) before serving:\n${output.join('')}`));
+    });
+  });
+  const baseUrl = ready.url;
+  const account: EmulatorAccount = {
+    accountId: ready.account_id,
+    clientId: ready.client_id,
+    clientSecret: ready.client_secret,
+    vendor: ready.vendor,
+    region: ready.region,
+    adminToken: ready.admin_token,
+  };
+  const call = controlClient(baseUrl);
+  return {
+    baseUrl,
+    account,
+    control: call,
+    async token() {
+      const res = await fetch(`${baseUrl}/oauth/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          grant_type: 'client_credentials',
+          client_id: account.clientId,
+          client_secret: account.clientSecret,
+        }),
+      });
+      if (!res.ok) throw new Error(`token: ${res.status} ${await res.text()}`);
+      return ((await res.json()) as { access_token: string }).access_token;
+    },
+    stop: () => stopProcess(child),
+  };
+}
+
+/** A client of the control API of the emulator at `baseUrl` (one started otherwise: a container). */
+export function controlClient(baseUrl: string): EmulatorControl {
+  const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
+    const res = await fetch(`${baseUrl}/_emulator${path}`, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    if (!res.ok) throw new Error(`${method} /_emulator${path}: ${res.status} ${text}`);
+    return (text ? JSON.parse(text) : undefined) as T;
+  };
+  const iso = (at: Date | string) => (at instanceof Date ? at.toISOString() : at);
+  return {
+    reset: (snapshot) => call('POST', '/reset', snapshot === undefined ? undefined : { snapshot }),
+    snapshot: (name) => call('PUT', `/snapshots/${encodeURIComponent(name)}`),
+    clock: {
+      now: () => call('GET', '/clock'),
+      set: (at, options = {}) => call('PUT', '/clock', { now: iso(at), ...options }),
+      advance: (seconds) => call('POST', '/clock/advance', { seconds }),
+    },
+    jobs: { run: async () => (await call<{ jobs_run: number }>('POST', '/jobs/run')).jobs_run },
+    faults: {
+      add: (fault) => call('POST', '/faults', fault),
+      list: async () => (await call<{ items: (Fault & { id: number; remaining: number })[] }>('GET', '/faults')).items,
+      clear: () => call('DELETE', '/faults'),
+    },
+    requests: {
+      list: async (filter = {}) => {
+        const query = new URLSearchParams();
+        for (const [k, v] of Object.entries(filter))
+          if (v !== undefined) query.set(k, v instanceof Date ? v.toISOString() : String(v));
+        const q = query.size > 0 ? `?${query}` : '';
+        return (await call<{ items: LoggedRequest[] }>('GET', `/requests${q}`)).items;
+      },
+      clear: () => call('DELETE', '/requests'),
+    },
+    mail: {
+      list: async (filter = {}) =>
+        (await call<{ items: MailMessage[] }>('GET', `/mail${filter.to ? `?to=${encodeURIComponent(filter.to)}` : ''}`))
+          .items,
+    },
+    limits: {
+      get: () => call('GET', '/limits'),
+      set: (limits) => call('PATCH', '/limits', limits),
+    },
+  };
+}
+
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}

@@ -1,0 +1,310 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { startEmulator, type Emulator } from 'audience/testing';
+
+// The emulator (docs/emulator.md) used as an integrator's test suite uses it: through
+// audience/testing, which runs `audience emulate`, and plain HTTP. One emulator for the file,
+// reset before each test.
+
+let emulator: Emulator;
+// The ready account's definitions are the demo's, under the vendor word the test chose.
+const V = 'com.acme1';
+const SHOP = `${V}.sections.user-created.shop`;
+const EMAIL = `${V}.keyspaces.email`;
+const profile = (key: string) => `/audience/keyspaces/${EMAIL}/profiles/${encodeURIComponent(key)}/sections/${SHOP}`;
+
+beforeAll(async () => {
+  emulator = await startEmulator({ vendor: 'acme', timeoutMs: 110_000 });
+});
+afterAll(async () => {
+  await emulator?.stop();
+});
+beforeEach(async () => {
+  await emulator.control.reset();
+});
+
+async function call(
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown } = {},
+): Promise<{ status: number; headers: Headers; body: any }> {
+  const res = await fetch(emulator.baseUrl + path, {
+    method,
+    headers: {
+      ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+      ...(options.body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    redirect: 'manual',
+  });
+  const text = await res.text();
+  return {
+    status: res.status,
+    headers: res.headers,
+    body: /json/.test(res.headers.get('content-type') ?? '') ? JSON.parse(text) : text,
+  };
+}
+
+const admin = (method: string, path: string, body?: unknown) =>
+  call(method, `/admin/accounts/${emulator.account.accountId}${path}`, { token: emulator.account.adminToken, body });
+
+describe('the ready account', () => {
+  it("has the credentials the emulator printed, the vendor word asked for, and the emulator's relaxed rate limits", async () => {
+    expect(emulator.account).toEqual({
+      accountId: expect.stringMatching(/^\d+$/),
+      clientId: expect.any(String),
+      clientSecret: expect.any(String),
+      vendor: 'acme',
+      region: 'eu',
+      adminToken: expect.any(String),
+    });
+    const token = await emulator.token();
+    const sections = await call('GET', '/audience/sections', { token });
+    expect(sections.status).toBe(200);
+    expect(sections.body.items.map((s: { discriminator: string }) => s.discriminator)).toContain(SHOP);
+    // The service allows 10 token requests a minute; the emulator lifts it, so a suite's setup does not trip 429s.
+    for (let i = 0; i < 12; i++) await emulator.token();
+    const limits = await emulator.control.limits.get();
+    expect(limits.token_requests_per_minute).toBeNull();
+    expect(limits.pending_imports).toBe(3);
+  });
+
+  it('limits can be set per test, and reset brings back the relaxed ones', async () => {
+    await emulator.control.limits.set({ token_requests_per_minute: 1 });
+    await emulator.token();
+    await expect(emulator.token()).rejects.toThrow(/429/);
+    await emulator.control.reset();
+    for (let i = 0; i < 3; i++) await emulator.token();
+  });
+});
+
+describe('reset', () => {
+  it('goes back to the initial state: what a test wrote is gone, the credentials still work', async () => {
+    const token = await emulator.token();
+    expect((await call('PATCH', `${profile('ann@example.com')}/attributes`, { token, body: {} })).status).toBe(204);
+    expect((await call('GET', `${profile('ann@example.com')}/attributes`, { token })).status).toBe(200);
+    await emulator.control.reset();
+    // The token of before still verifies: the key and the signing keys are those of the initial state.
+    expect((await call('GET', `${profile('ann@example.com')}/attributes`, { token })).status).toBe(404);
+    expect(
+      (await call('GET', `${profile('ann@example.com')}/attributes`, { token: await emulator.token() })).status,
+    ).toBe(404);
+  });
+
+  it("goes back to a saved snapshot of the test's own fixtures, and from it to the initial state", async () => {
+    const token = await emulator.token();
+    await call('PATCH', `${profile('fixture@example.com')}/attributes`, { token, body: {} });
+    await emulator.control.snapshot('fixtures');
+    await call('PATCH', `${profile('later@example.com')}/attributes`, { token, body: {} });
+    await emulator.control.reset('fixtures');
+    expect((await call('GET', `${profile('fixture@example.com')}/attributes`, { token })).status).toBe(200);
+    expect((await call('GET', `${profile('later@example.com')}/attributes`, { token })).status).toBe(404);
+    await emulator.control.reset();
+    expect((await call('GET', `${profile('fixture@example.com')}/attributes`, { token })).status).toBe(404);
+    const unknown = await call('POST', '/_emulator/reset', { body: { snapshot: 'nothing_saved' } });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.type).toBe('/errors/AUD-2201');
+  });
+});
+
+describe('the clock', () => {
+  it('TOK-05 moved past a token’s lifetime, the token is refused; a new one works', async () => {
+    const token = await emulator.token();
+    expect((await call('GET', '/audience/sections', { token })).status).toBe(200);
+    const before = Date.parse((await emulator.control.clock.now()).now);
+    const moved = await emulator.control.clock.advance(24 * 3600 + 1);
+    expect(Date.parse(moved.now) - before).toBeGreaterThanOrEqual((24 * 3600 + 1) * 1000);
+    const refused = await call('GET', '/audience/sections', { token });
+    expect(refused.status).toBe(401);
+    expect(refused.body.detail).toMatch(/expired/i);
+    expect((await call('GET', '/audience/sections', { token: await emulator.token() })).status).toBe(200);
+  });
+
+  it('set and frozen, it stands still; reset brings back the real time', async () => {
+    const at = await emulator.control.clock.set('2030-01-02T03:04:05.000Z', { frozen: true });
+    expect(at).toEqual({ now: '2030-01-02T03:04:05.000Z', frozen: true, jobs_run: expect.any(Number) });
+    expect((await emulator.control.clock.now()).now).toBe('2030-01-02T03:04:05.000Z');
+    await emulator.control.reset();
+    const now = await emulator.control.clock.now();
+    expect(now.frozen).toBe(false);
+    expect(Math.abs(Date.parse(now.now) - Date.now())).toBeLessThan(60_000);
+  });
+
+  it('IMP-05 moved past an import’s upload window, the upload is refused', async () => {
+    const token = await emulator.token();
+    const created = { body: await createImport(token) };
+    await emulator.control.clock.advance(5 * 60 + 1);
+    const res = await upload(created.body, 'email,reader\nlate@example.com,true\n');
+    expect(res.status).toBeGreaterThanOrEqual(400);
+    expect(res.status).toBeLessThan(500);
+  });
+});
+
+/** An import of email addresses with one attribute of the demo's Shop, the newsletter reader flag. */
+async function createImport(token: string) {
+  const attributes = (await call('GET', `/audience/sections/${SHOP}/attributes`, { token })).body.items as {
+    discriminator: string;
+    versions: { id: string }[];
+  }[];
+  const reader = attributes.find((a) => a.discriminator.endsWith('.newsletter-reader'))!;
+  const created = await call('POST', `/v2/audience/sections/${SHOP}/imports`, {
+    token,
+    body: {
+      keyspace_mapping: { keyspace_discriminator: EMAIL, field_selector: 'email' },
+      attribute_mappings: [{ field_selector: 'reader', attribute_version_id: reader.versions.at(-1)!.id }],
+    },
+  });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  return created.body;
+}
+
+async function upload(created: { file_upload_url: string; file_upload_body: Record<string, string> }, csv: string) {
+  const form = new FormData();
+  for (const [k, v] of Object.entries(created.file_upload_body)) form.append(k, v);
+  form.append('file', new Blob([csv], { type: 'text/csv' }), 'people.csv');
+  return fetch(emulator.baseUrl + new URL(created.file_upload_url).pathname, { method: 'POST', body: form });
+}
+
+describe('jobs', () => {
+  it('IMP-05 run now: an uploaded import is completed on the next poll', async () => {
+    const token = await emulator.token();
+    const created = { body: await createImport(token) };
+    expect(
+      (await upload(created.body, 'email,reader\nimported@example.com,true\nsecond@example.com,false\n')).status,
+    ).toBe(204);
+    await emulator.control.jobs.run();
+    const status = await call('GET', `/audience/sections/${SHOP}/imports/${created.body.import_id}`, { token });
+    expect(status.body.result).toEqual({
+      status: 'completed',
+      profiles_found: 2,
+      profiles_processed: 2,
+      profiles_failed: 0,
+    });
+    expect((await call('GET', `${profile('imported@example.com')}/attributes`, { token })).status).toBe(200);
+  });
+});
+
+describe('faults', () => {
+  it('answers the next N requests on a path 503, then serves it again', async () => {
+    const token = await emulator.token();
+    const fault = await emulator.control.faults.add({
+      path: '/audience/sections',
+      method: 'GET',
+      status: 503,
+      times: 2,
+    });
+    expect(fault).toMatchObject({ id: expect.any(Number), remaining: 2 });
+    for (let i = 0; i < 2; i++) {
+      const res = await call('GET', '/audience/sections', { token });
+      expect(res.status).toBe(503);
+      expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(res.body.status).toBe(503);
+    }
+    expect((await call('GET', '/audience/sections', { token })).status).toBe(200);
+    expect(await emulator.control.faults.list()).toEqual([]);
+  });
+
+  it('answers 429 with the Retry-After asked for, on any path the pattern matches, before authentication', async () => {
+    await emulator.control.faults.add({ path: '/audience/*', status: 429, retry_after: 7 });
+    const res = await call('GET', `${profile('x@example.com')}/attributes`);
+    expect(res.status).toBe(429);
+    expect(res.headers.get('retry-after')).toBe('7');
+    expect(res.body.type).toBe('/errors/AUD-1002');
+    // Spent: the same request is the service's again (401: no token).
+    expect((await call('GET', `${profile('x@example.com')}/attributes`)).status).toBe(401);
+  });
+
+  it('drops the connection, or delays the answer and then serves the request', async () => {
+    await emulator.control.faults.add({ path: '/oauth/token', drop: true });
+    await expect(emulator.token()).rejects.toThrow();
+    await emulator.control.faults.add({ path: '/oauth/token', delay_ms: 50 });
+    expect(await emulator.token()).toMatch(/\./);
+    const logged = await emulator.control.requests.list({ path: '/oauth/token' });
+    expect(logged.map((r) => [r.status, r.fault !== undefined])).toEqual([
+      [0, true],
+      [200, true],
+    ]);
+  });
+
+  it('a fault that does nothing is refused, naming what it needs', async () => {
+    const res = await call('POST', '/_emulator/faults', { body: { path: '/x' } });
+    expect(res.status).toBe(400);
+    expect(res.body.type).toBe('/errors/AUD-2202');
+    expect(res.body.detail).toMatch(/status, drop or delay_ms/);
+  });
+});
+
+describe('the request log', () => {
+  it('holds what the client sent, filterable by method, path and time, credentials masked', async () => {
+    const start = (await emulator.control.clock.now()).now;
+    const token = await emulator.token();
+    await call('PATCH', `${profile('logged@example.com')}/attributes`, { token, body: {} });
+    await call('GET', '/audience/sections', { token });
+    const tokens = await emulator.control.requests.list({ method: 'POST', path: '/oauth/token', since: start });
+    expect(tokens).toHaveLength(1);
+    expect(tokens[0].body).toEqual({
+      grant_type: 'client_credentials',
+      client_id: emulator.account.clientId,
+      client_secret: '[masked]',
+    });
+    expect(tokens[0].status).toBe(200);
+    const patches = await emulator.control.requests.list({ path: '/audience/keyspaces/*' });
+    expect(patches.map((r) => [r.method, r.status, r.headers.authorization])).toEqual([
+      ['PATCH', 204, 'Bearer [masked]'],
+    ]);
+    expect((await emulator.control.requests.list()).map((r) => r.path)).toEqual([
+      '/oauth/token',
+      patches[0].path,
+      '/audience/sections',
+    ]);
+    // The control API's own requests are not in it.
+    expect((await emulator.control.requests.list({ path: '/_emulator*' })).length).toBe(0);
+  });
+});
+
+describe('mail', () => {
+  it('TX-01 holds the messages transactional sends sent, decoded, with their tracking links', async () => {
+    const activity = await admin('PUT', '/activities/order-confirmation', {
+      kind: 'email',
+      section_discriminator: SHOP,
+      name: 'Order confirmation',
+      status: 'active',
+      transactional: true,
+      email_subject: 'Order {{ order }}',
+      sender_name: 'The Shop',
+      sender_email_address: 'orders@shop.example',
+      html: '<p>Order {{ order }}.</p><a href="https://shop.example/orders/{{ order }}">Your order</a> <a href="{{ unsubscribe_url }}">Unsubscribe</a>',
+    });
+    expect(activity.status).toBe(201);
+    const token = await emulator.token();
+    const sent = await call(
+      'POST',
+      `/emails/sections/${SHOP}/activities/transactional/${activity.body.id}/transactions`,
+      {
+        token,
+        body: {
+          keyspace_discriminator: EMAIL,
+          profile_key: 'buyer@example.com',
+          to_name: 'Bea Buyer',
+          to_email_address: 'buyer@example.com',
+          variables: { order: 'A-17' },
+        },
+      },
+    );
+    expect(sent.status, JSON.stringify(sent.body)).toBe(201);
+    await emulator.control.jobs.run();
+    const [message] = await emulator.control.mail.list({ to: 'buyer@example.com' });
+    expect(message).toMatchObject({
+      transaction_id: sent.body.id,
+      to: ['buyer@example.com'],
+      subject: 'Order A-17',
+      from: expect.stringContaining('orders@shop.example'),
+    });
+    expect(message.html).toContain('Order A-17.');
+    expect(message.unsubscribe).toMatch(/\/mail\/unsubscribe\//);
+    const click = message.links.find((l) => l.includes('/mail/click/'))!;
+    const followed = await fetch(emulator.baseUrl + new URL(click).pathname, { redirect: 'manual' });
+    expect(followed.status).toBe(302);
+    expect(followed.headers.get('location')).toBe('https://shop.example/orders/A-17');
+    expect(await emulator.control.mail.list({ to: 'nobody@example.com' })).toEqual([]);
+  });
+});
