@@ -62,17 +62,22 @@ const VALUES: Record<string, unknown> = {
   activity_id: 'd6a3e4f5-7b8c-4d9e-8f0a-2b3c4d5e6f70',
   transaction_id: 'e7b4f5a6-8c9d-4e0f-9a1b-3c4d5e6f7081',
   message_id: 'f8c5a6b7-9d0e-4f1a-8b2c-4d5e6f708192',
-  code: 'AUD-1201',
-  type: '/errors/AUD-1201',
-  title: 'Profile not found',
-  detail: 'No profile "customer-4711" in keyspace com.vendor1.integrations.keyspaces.5f2b9c1e.shop',
-  status: 404,
-  status_code: 404,
   state: 'ready',
   url: 'https://cdp.shop.example/files/exports/c5f2d3e4.csv',
   callback_url: 'https://shop.example/hooks/audience-export',
   time_zone: 'Europe/Berlin',
+  timezone: 'Europe/Berlin',
+  field_selector: 'email',
+  field_name: 'points',
+  reason: 'Signed up at checkout',
+  source: 'Shop checkout',
+  message: 'The file has no column "email"',
+  file_upload_url: 'https://cdp.shop.example/files/uploads',
+  file_download_url: 'https://cdp.shop.example/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f',
+  file_download_url_v2: 'https://cdp.shop.example/v2/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f',
+  poll_url: 'https://cdp.shop.example/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f',
   region: 'eu',
+  system: 'magento',
 };
 
 const TEXT_BY_FORMAT: Record<string, string> = {
@@ -124,7 +129,8 @@ export function exampleOf(schema: Json | undefined, name = '', depth = 0): unkno
       if (/_at$|_time$|^time$|timestamp/.test(name)) return TEXT_BY_FORMAT['date-time'];
       if (/_id$|^id$/.test(name)) return String(VALUES.version_id);
       if (/discriminator/.test(name)) return String(VALUES.discriminator);
-      return 'text'.padEnd(schema.minLength ?? 0, 'x');
+      if (/_url$|^url$/.test(name)) return String(VALUES.url);
+      return 'Example'.padEnd(schema.minLength ?? 0, '.');
     }
     case 'integer':
     case 'number':
@@ -202,7 +208,9 @@ function nameComponents(doc: Json): void {
     if (Array.isArray(node)) return node.map(visit);
     if (node === null || typeof node !== 'object') return node;
     const object = node as Json;
-    for (const key of Object.keys(object)) object[key] = visit(object[key]);
+    // Examples are values, not schemas: a `title` in one is data.
+    for (const key of Object.keys(object))
+      if (key !== 'example' && key !== 'examples') object[key] = visit(object[key]);
     const title = object.title;
     if (typeof title !== 'string' || !/^[A-Z][A-Za-z0-9]*$/.test(title) || !('type' in object || 'anyOf' in object))
       return object;

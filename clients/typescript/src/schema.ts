@@ -3690,9 +3690,9 @@ export interface operations {
            * @example {
            *       "items": [
            *         {
-           *           "type": "/errors/AUD-1201",
-           *           "code": "AUD-1201",
-           *           "title": "Profile not found",
+           *           "type": "Example",
+           *           "code": "Example",
+           *           "title": "Example",
            *           "http_status": 1
            *         }
            *       ]
@@ -3714,7 +3714,7 @@ export interface operations {
       path: {
         /**
          * @description code
-         * @example AUD-1201
+         * @example Example
          */
         code: string;
       };
@@ -3730,9 +3730,9 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "type": "/errors/AUD-1201",
-           *       "code": "AUD-1201",
-           *       "title": "Profile not found",
+           *       "type": "Example",
+           *       "code": "Example",
+           *       "title": "Example",
            *       "http_status": 1
            *     }
            */
@@ -4009,7 +4009,7 @@ export interface operations {
            *             {
            *               "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *               "type": [
-           *                 "/errors/AUD-1201"
+           *                 "Example"
            *               ],
            *               "deprecated_at": "2026-03-01T09:30:00Z",
            *               "valid_from": "2026-03-01T09:30:00Z"
@@ -4312,7 +4312,7 @@ export interface operations {
            *               "type": [
            *                 {
            *                   "name": "Shop",
-           *                   "type": "/errors/AUD-1201"
+           *                   "type": "Example"
            *                 }
            *               ],
            *               "deprecated_at": "2026-03-01T09:30:00Z",
@@ -4504,7 +4504,7 @@ export interface operations {
            *           "versions": [
            *             {
            *               "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
-           *               "query": "text"
+           *               "query": "Example"
            *             }
            *           ]
            *         }
@@ -4550,7 +4550,7 @@ export interface operations {
            *       "versions": [
            *         {
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
-           *           "query": "text"
+           *           "query": "Example"
            *         }
            *       ]
            *     }
@@ -4591,7 +4591,7 @@ export interface operations {
           /**
            * @example {
            *       "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
-           *       "query": "text"
+           *       "query": "Example"
            *     }
            */
           'application/json': components['schemas']['SegmentVersion'];
@@ -4870,7 +4870,8 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "com.vendor1.attributes.user-created.city": false
+           *       "com.vendor1.tags.user-created.vip": true,
+           *       "com.vendor1.tags.user-created.newsletter-reader": true
            *     }
            */
           'application/json': {
@@ -4910,7 +4911,8 @@ export interface operations {
       content: {
         /**
          * @example {
-         *       "com.vendor1.attributes.user-created.city": {}
+         *       "com.vendor1.tags.user-created.vip": true,
+         *       "com.vendor1.tags.user-created.first-order": null
          *     }
          */
         'application/json': {
@@ -4963,7 +4965,8 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "com.vendor1.attributes.user-created.city": {}
+           *       "3f6a1c2e-8b4d-4e5f-9a0b-1c2d3e4f5a6b": "Hamburg",
+           *       "9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d": 1520.5
            *     }
            */
           'application/json': {
@@ -5003,7 +5006,8 @@ export interface operations {
       content: {
         /**
          * @example {
-         *       "com.vendor1.attributes.user-created.city": {}
+         *       "3f6a1c2e-8b4d-4e5f-9a0b-1c2d3e4f5a6b": "Hamburg",
+         *       "9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d": 1520.5
          *     }
          */
         'application/json': {
@@ -5057,7 +5061,9 @@ export interface operations {
       content: {
         /**
          * @example {
-         *       "com.vendor1.attributes.user-created.city": {}
+         *       "com.vendor1.attributes.user-created.city": "Hamburg",
+         *       "com.vendor1.attributes.user-created.loyalty-points": 1520.5,
+         *       "com.vendor1.attributes.user-created.birthday": null
          *     }
          */
         'application/json': {
@@ -5268,9 +5274,11 @@ export interface operations {
          *       "items": [
          *         {
          *           "event_time": "2026-03-01T09:30:00Z",
-         *           "version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+         *           "version_id": "e1d2c3b4-a5f6-4e7d-8c9b-0a1f2e3d4c5b",
          *           "data": {
-         *             "com.vendor1.attributes.user-created.city": {}
+         *             "url": "https://shop.example/products/4711",
+         *             "title": "Rain jacket",
+         *             "device": "mobile"
          *           }
          *         }
          *       ]
@@ -5312,7 +5320,7 @@ export interface operations {
         /**
          * @description Only consents of these types (comma-separated or repeated)
          * @example [
-         *       "text"
+         *       "Example"
          *     ]
          */
         consent_types?: string[];
@@ -5323,7 +5331,7 @@ export interface operations {
         suppression_channel_discriminator?: string;
         /**
          * @description With suppression_channel_discriminator
-         * @example text
+         * @example Example
          */
         suppression_address?: string;
       };
@@ -5361,9 +5369,9 @@ export interface operations {
            *         {
            *           "topic_discriminator": "com.vendor1.topics.user-created.weekly-newsletter",
            *           "channel_discriminator": "com.vendor1.channels.email",
-           *           "type": "/errors/AUD-1201",
-           *           "reason": "text",
-           *           "source": "text",
+           *           "type": "Example",
+           *           "reason": "Signed up at checkout",
+           *           "source": "Shop checkout",
            *           "modified_at": "2026-03-01T09:30:00Z"
            *         }
            *       ],
@@ -5371,7 +5379,7 @@ export interface operations {
            *         {
            *           "channel_discriminator": "com.vendor1.channels.email",
            *           "address": "anna.berg@example.org",
-           *           "reason": "text"
+           *           "reason": "Signed up at checkout"
            *         }
            *       ]
            *     }
@@ -5424,9 +5432,9 @@ export interface operations {
          * @example {
          *       "topic_discriminator": "com.vendor1.topics.user-created.weekly-newsletter",
          *       "channel_discriminator": "com.vendor1.channels.email",
-         *       "type": "/errors/AUD-1201",
-         *       "reason": "text",
-         *       "source": "text"
+         *       "type": "opt-in",
+         *       "reason": "Ticked the newsletter box at checkout",
+         *       "source": "Shop checkout"
          *     }
          */
         'application/json': {
@@ -5615,7 +5623,7 @@ export interface operations {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
          *       "consent_list_discriminator": "com.vendor1.folders.user-created.newsletters",
          *       "topic_discriminator": "com.vendor1.topics.user-created.weekly-newsletter",
-         *       "type": "/errors/AUD-1201"
+         *       "type": "Example"
          *     }
          */
         'application/json': {
@@ -5785,8 +5793,10 @@ export interface operations {
          * @example {
          *       "segments": [
          *         {
-         *           "discriminator": "com.vendor1.sections.user-created.shop",
-         *           "version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
+         *           "discriminator": "com.vendor1.segments.user-created.loyal-customers"
+         *         },
+         *         {
+         *           "discriminator": "com.vendor1.segments.user-created.recent-visitors"
          *         }
          *       ],
          *       "time_zone": "Europe/Berlin"
@@ -5816,7 +5826,8 @@ export interface operations {
            * @example {
            *       "matches": {
            *         "segments": {
-           *           "com.vendor1.attributes.user-created.city": false
+           *           "com.vendor1.segments.user-created.loyal-customers": true,
+           *           "com.vendor1.segments.user-created.recent-visitors": false
            *         }
            *       }
            *     }
@@ -5860,7 +5871,7 @@ export interface operations {
          *       "sampling_points": [
          *         "2026-03-01T09:30:00Z"
          *       ],
-         *       "timezone": "text"
+         *       "timezone": "Europe/Berlin"
          *     }
          */
         'application/json': {
@@ -5916,9 +5927,9 @@ export interface operations {
          * @example {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
          *       "segment": {
-         *         "timezone": "text",
+         *         "timezone": "Europe/Berlin",
          *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers",
-         *         "segment_definition": "text"
+         *         "segment_definition": "Example"
          *       },
          *       "known_profiles": false
          *     }
@@ -5981,7 +5992,7 @@ export interface operations {
          *       "keyspace_mappings": [
          *         {
          *           "keyspace_discriminator": "com.vendor1.integrations.keyspaces.5f2b9c1e.shop",
-         *           "field_selector": "text",
+         *           "field_selector": "email",
          *           "merge_profiles": false
          *         }
          *       ],
@@ -5994,11 +6005,11 @@ export interface operations {
          *           "consents": [
          *             {
          *               "resubscribe_if_opted_out": false,
-         *               "field_selector": "text",
-         *               "address_field_selector": "text",
+         *               "field_selector": "email",
+         *               "address_field_selector": "Example",
          *               "channel_discriminator": "com.vendor1.channels.email",
          *               "topic_discriminator": "com.vendor1.topics.user-created.weekly-newsletter",
-         *               "type": "/errors/AUD-1201"
+         *               "type": "Example"
          *             }
          *           ]
          *         }
@@ -6010,7 +6021,7 @@ export interface operations {
          *       ],
          *       "attribute_mappings": [
          *         {
-         *           "field_selector": "text",
+         *           "field_selector": "email",
          *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
          *         }
          *       ]
@@ -6073,9 +6084,9 @@ export interface operations {
           /**
            * @example {
            *       "import_id": "b4e1c2d3-5f6a-4b7c-8d9e-0a1b2c3d4e5f",
-           *       "file_upload_url": "text",
+           *       "file_upload_url": "https://cdp.shop.example/files/uploads",
            *       "file_upload_body": {
-           *         "com.vendor1.attributes.user-created.city": "text"
+           *         "com.vendor1.attributes.user-created.city": "Example"
            *       },
            *       "file_upload_url_expires_at": "2026-03-01T09:30:00Z"
            *     }
@@ -6105,24 +6116,17 @@ export interface operations {
         /**
          * @example {
          *       "keyspace_mapping": {
-         *         "keyspace_discriminator": "com.vendor1.integrations.keyspaces.5f2b9c1e.shop",
-         *         "field_selector": "text"
+         *         "keyspace_discriminator": "com.vendor1.keyspaces.email",
+         *         "field_selector": "email"
          *       },
-         *       "options": {
-         *         "update_existing_profiles": false,
-         *         "clear_existing_attributes": false
-         *       },
-         *       "consent_mappings": [
+         *       "attribute_mappings": [
          *         {
-         *           "consents": [
-         *             {
-         *               "resubscribe_if_opted_out": false,
-         *               "field_selector": "text",
-         *               "channel_discriminator": "com.vendor1.channels.email",
-         *               "topic_discriminator": "com.vendor1.topics.user-created.weekly-newsletter",
-         *               "type": "/errors/AUD-1201"
-         *             }
-         *           ]
+         *           "field_selector": "city",
+         *           "attribute_version_id": "3f6a1c2e-8b4d-4e5f-9a0b-1c2d3e4f5a6b"
+         *         },
+         *         {
+         *           "field_selector": "points",
+         *           "attribute_version_id": "9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
          *         }
          *       ],
          *       "tag_mappings": [
@@ -6130,10 +6134,16 @@ export interface operations {
          *           "tag_discriminator": "com.vendor1.tags.user-created.vip"
          *         }
          *       ],
-         *       "attribute_mappings": [
+         *       "consent_mappings": [
          *         {
-         *           "field_selector": "text",
-         *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
+         *           "consents": [
+         *             {
+         *               "field_selector": "newsletter",
+         *               "topic_discriminator": "com.vendor1.topics.user-created.weekly-newsletter",
+         *               "channel_discriminator": "com.vendor1.channels.email",
+         *               "type": "opt-in"
+         *             }
+         *           ]
          *         }
          *       ]
          *     }
@@ -6190,11 +6200,13 @@ export interface operations {
           /**
            * @example {
            *       "import_id": "b4e1c2d3-5f6a-4b7c-8d9e-0a1b2c3d4e5f",
-           *       "file_upload_url": "text",
+           *       "file_upload_url": "https://cdp.shop.example/files/uploads",
            *       "file_upload_body": {
-           *         "com.vendor1.attributes.user-created.city": "text"
+           *         "key": "imports/1042/b4e1c2d3-5f6a-4b7c-8d9e-0a1b2c3d4e5f",
+           *         "policy": "eyJleHBpcmF0aW9uIjoiMjAyNi0wMy0wMVQwOTozNTowMFoifQ==",
+           *         "x-amz-signature": "5d2f0c9e8b7a6f5e4d3c2b1a0f9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e"
            *       },
-           *       "file_upload_url_expires_at": "2026-03-01T09:30:00Z"
+           *       "file_upload_url_expires_at": "2026-03-01T09:35:00Z"
            *     }
            */
           'application/json': components['schemas']['ImportCreated'];
@@ -6234,21 +6246,20 @@ export interface operations {
            * @example {
            *       "import_id": "b4e1c2d3-5f6a-4b7c-8d9e-0a1b2c3d4e5f",
            *       "result": {
-           *         "status": "text",
-           *         "profiles_found": 1,
-           *         "profiles_processed": 1,
-           *         "profiles_failed": 1,
-           *         "message": "text"
+           *         "status": "completed",
+           *         "profiles_found": 3,
+           *         "profiles_processed": 2,
+           *         "profiles_failed": 1
            *       },
            *       "report": {
            *         "profiles_new": 1,
            *         "profiles_updated": 1,
-           *         "profiles_not_changed": 1,
+           *         "profiles_not_changed": 0,
            *         "profiles_failed": 1,
            *         "failures": [
            *           {
-           *             "line": 1,
-           *             "reason": "text"
+           *             "line": 4,
+           *             "reason": "The key \"bad-email\" is not an email address"
            *           }
            *         ]
            *       }
@@ -6300,27 +6311,27 @@ export interface operations {
          *       "channel_discriminator": "com.vendor1.channels.email",
          *       "channels": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "channel_discriminator": "com.vendor1.channels.email"
          *         }
          *       ],
          *       "segments": {
-         *         "timezone": "text",
+         *         "timezone": "Europe/Berlin",
          *         "segment_discriminators": {
-         *           "com.vendor1.attributes.user-created.city": "text"
+         *           "com.vendor1.attributes.user-created.city": "Example"
          *         },
-         *         "filter": "text"
+         *         "filter": "Example"
          *       },
          *       "duplicate_address_filter": "oldest",
          *       "attributes": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
          *         }
          *       ],
          *       "tags": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "tag_discriminator": "com.vendor1.tags.user-created.vip"
          *         }
          *       ],
@@ -6386,7 +6397,7 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "poll_url": "text"
+           *       "poll_url": "https://cdp.shop.example/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f"
            *     }
            */
           'application/json': {
@@ -6418,16 +6429,16 @@ export interface operations {
          *       "channel_discriminator": "com.vendor1.channels.email",
          *       "channels": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "channel_discriminator": "com.vendor1.channels.email"
          *         }
          *       ],
          *       "segments": {
-         *         "timezone": "text",
+         *         "timezone": "Europe/Berlin",
          *         "segment_discriminators": {
-         *           "com.vendor1.attributes.user-created.city": "text"
+         *           "com.vendor1.attributes.user-created.city": "Example"
          *         },
-         *         "filter": "text"
+         *         "filter": "Example"
          *       },
          *       "duplicate_address_filter": "oldest"
          *     }
@@ -6472,7 +6483,7 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "poll_url": "text"
+           *       "poll_url": "https://cdp.shop.example/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f"
            *     }
            */
           'application/json': {
@@ -6503,25 +6514,25 @@ export interface operations {
          *       ],
          *       "channel_discriminator": "com.vendor1.channels.email",
          *       "segments": {
-         *         "timezone": "text",
+         *         "timezone": "Europe/Berlin",
          *         "segment_discriminators": {
-         *           "com.vendor1.attributes.user-created.city": "text"
+         *           "com.vendor1.attributes.user-created.city": "Example"
          *         },
          *         "segment_definitions": {
-         *           "com.vendor1.attributes.user-created.city": "text"
+         *           "com.vendor1.attributes.user-created.city": "Example"
          *         },
-         *         "filter": "text"
+         *         "filter": "Example"
          *       },
          *       "find_duplicates_by_attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
          *       "attributes": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
          *         }
          *       ],
          *       "tags": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "tag_discriminator": "com.vendor1.tags.user-created.vip"
          *         }
          *       ],
@@ -6581,7 +6592,7 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "poll_url": "text"
+           *       "poll_url": "https://cdp.shop.example/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f"
            *     }
            */
           'application/json': {
@@ -6607,20 +6618,20 @@ export interface operations {
          * @example {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
          *       "segment": {
-         *         "timezone": "text",
+         *         "timezone": "Europe/Berlin",
          *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers",
-         *         "segment_definition": "text"
+         *         "segment_definition": "Example"
          *       },
          *       "known_profiles": false,
          *       "attributes": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
          *         }
          *       ],
          *       "tags": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "tag_discriminator": "com.vendor1.tags.user-created.vip"
          *         }
          *       ],
@@ -6668,8 +6679,8 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "file_download_url": "text",
-           *       "file_download_url_v2": "text"
+           *       "file_download_url": "https://cdp.shop.example/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f",
+           *       "file_download_url_v2": "https://cdp.shop.example/v2/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f"
            *     }
            */
           'application/json': {
@@ -6696,7 +6707,7 @@ export interface operations {
         /**
          * @example {
          *       "segment_filter": {
-         *         "timezone": "text",
+         *         "timezone": "Europe/Berlin",
          *         "discriminator": "com.vendor1.sections.user-created.shop",
          *         "version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
          *       },
@@ -6780,7 +6791,7 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "file_download_url": "text"
+           *       "file_download_url": "https://cdp.shop.example/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f"
            *     }
            */
           'application/json': {
@@ -6807,20 +6818,20 @@ export interface operations {
          *       "start_at": "2026-03-01T09:30:00Z",
          *       "end_at": "2026-03-01T09:30:00Z",
          *       "segment_filter": {
-         *         "timezone": "text",
+         *         "timezone": "Europe/Berlin",
          *         "discriminator": "com.vendor1.sections.user-created.shop",
          *         "version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
          *       },
          *       "additional_attribute_mappings": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "section_discriminator": "com.vendor1.sections.user-created.shop",
          *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
          *         }
          *       ],
          *       "additional_tag_mappings": [
          *         {
-         *           "field_name": "text",
+         *           "field_name": "points",
          *           "section_discriminator": "com.vendor1.sections.user-created.shop",
          *           "tag_discriminator": "com.vendor1.tags.user-created.vip"
          *         }
@@ -6897,7 +6908,7 @@ export interface operations {
       path: {
         /**
          * @description The export key of the profile (the key of the export keyspace): letters, digits and hyphens
-         * @example text
+         * @example Example
          */
         export_key: string;
       };
@@ -7006,8 +7017,8 @@ export interface operations {
            *       "report_id": "c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f",
            *       "result": {
            *         "status": "requested",
-           *         "message": "text",
-           *         "file_download_url": "text",
+           *         "message": "The file has no column \"email\"",
+           *         "file_download_url": "https://cdp.shop.example/audience/profiles/reports/c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f",
            *         "file_download_url_expires_at": "2026-03-01T09:30:00Z",
            *         "file_expires_at": "2026-03-01T09:30:00Z"
            *       }
@@ -7045,7 +7056,7 @@ export interface operations {
       query?: {
         /**
          * @description The credential of a URL issued without header_auth
-         * @example text
+         * @example Example
          */
         token?: string;
       };
@@ -7169,21 +7180,21 @@ export interface operations {
          * @example {
          *       "keyspace_discriminator": "com.vendor1.integrations.keyspaces.5f2b9c1e.shop",
          *       "profile_key": "customer-4711",
-         *       "to_name": "text",
+         *       "to_name": "Example",
          *       "to_email_address": "anna.berg@example.org",
-         *       "from_name": "text",
+         *       "from_name": "Example",
          *       "from_email_address": "anna.berg@example.org",
          *       "reply_email_address": "anna.berg@example.org",
-         *       "subject_line": "text",
-         *       "pre_header": "text",
+         *       "subject_line": "Example",
+         *       "pre_header": "Example",
          *       "variables": {
          *         "com.vendor1.attributes.user-created.city": {}
          *       },
          *       "attachments": [
          *         {
          *           "name": "Shop",
-         *           "content_type": "text",
-         *           "content": "text"
+         *           "content_type": "Example",
+         *           "content": "Example"
          *         }
          *       ]
          *     }
@@ -7606,7 +7617,7 @@ export interface operations {
          *           "description": "Customers of the online shop",
          *           "manage_subscriptions": false,
          *           "api_access": false,
-         *           "mapped_attribute": "text"
+         *           "mapped_attribute": "Example"
          *         }
          *       ],
          *       "channels": [
@@ -7614,7 +7625,7 @@ export interface operations {
          *           "discriminator": "com.vendor1.sections.user-created.shop",
          *           "name": "Shop",
          *           "description": "Customers of the online shop",
-         *           "address_attribute": "text"
+         *           "address_attribute": "Example"
          *         }
          *       ],
          *       "sections": [
@@ -7674,7 +7685,7 @@ export interface operations {
          *                   "type": [
          *                     {
          *                       "name": "Shop",
-         *                       "type": "/errors/AUD-1201"
+         *                       "type": "Example"
          *                     }
          *                   ],
          *                   "deprecated_at": "2026-03-01T09:30:00Z",
@@ -7687,7 +7698,7 @@ export interface operations {
          *             {
          *               "name": "Shop",
          *               "discriminator": "com.vendor1.sections.user-created.shop",
-         *               "parent": "text"
+         *               "parent": "Example"
          *             }
          *           ],
          *           "topics": [
@@ -7695,15 +7706,15 @@ export interface operations {
          *               "name": "Shop",
          *               "discriminator": "com.vendor1.sections.user-created.shop",
          *               "description": "Customers of the online shop",
-         *               "folder": "text",
-         *               "channel": "text"
+         *               "folder": "Example",
+         *               "channel": "Example"
          *             }
          *           ]
          *         }
          *       ],
          *       "integrations": [
          *         {
-         *           "system": "text"
+         *           "system": "magento"
          *         }
          *       ],
          *       "segments": [
@@ -7711,10 +7722,10 @@ export interface operations {
          *           "name": "Shop",
          *           "discriminator": "com.vendor1.sections.user-created.shop",
          *           "description": "Customers of the online shop",
-         *           "section": "text",
+         *           "section": "Example",
          *           "versions": [
          *             {
-         *               "query": "text"
+         *               "query": "Example"
          *             }
          *           ]
          *         }
@@ -7723,7 +7734,7 @@ export interface operations {
          *         {
          *           "channel_discriminator": "com.vendor1.channels.email",
          *           "address": "anna.berg@example.org",
-         *           "reason": "text"
+         *           "reason": "Signed up at checkout"
          *         }
          *       ],
          *       "activities": [
@@ -7736,25 +7747,25 @@ export interface operations {
          *           "created_at": "2026-03-01T09:30:00Z",
          *           "sent_at": "2026-03-01T09:30:00Z",
          *           "archived": false,
-         *           "email_subject": "text",
-         *           "sender_name": "text",
+         *           "email_subject": "Example",
+         *           "sender_name": "Example",
          *           "sender_email_address": "anna.berg@example.org",
          *           "reply_to": "anna.berg@example.org",
-         *           "preheader": "text",
-         *           "html": "text",
-         *           "text": "text",
+         *           "preheader": "Example",
+         *           "html": "Example",
+         *           "text": "Example",
          *           "transactional": false,
          *           "description": "Customers of the online shop",
          *           "trigger_type": "api",
          *           "form_type": "form",
          *           "elements": [
          *             {
-         *               "type": "/errors/AUD-1201",
+         *               "type": "Example",
          *               "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
          *               "name": "Shop",
          *               "required": false,
-         *               "placeholder": "text",
-         *               "confirm_placeholder": "text",
+         *               "placeholder": "Example",
+         *               "confirm_placeholder": "Example",
          *               "confirm": false
          *             }
          *           ]
@@ -7787,13 +7798,13 @@ export interface operations {
            *         "created_at": "2026-03-01T09:30:00Z"
            *       },
            *       "created": [
-           *         "text"
+           *         "Example"
            *       ],
            *       "changed": [
-           *         "text"
+           *         "Example"
            *       ],
            *       "unchanged": [
-           *         "text"
+           *         "Example"
            *       ]
            *     }
            */
@@ -7829,13 +7840,13 @@ export interface operations {
            *         "created_at": "2026-03-01T09:30:00Z"
            *       },
            *       "created": [
-           *         "text"
+           *         "Example"
            *       ],
            *       "changed": [
-           *         "text"
+           *         "Example"
            *       ],
            *       "unchanged": [
-           *         "text"
+           *         "Example"
            *       ]
            *     }
            */
@@ -7884,7 +7895,7 @@ export interface operations {
          *           "description": "Customers of the online shop",
          *           "manage_subscriptions": false,
          *           "api_access": false,
-         *           "mapped_attribute": "text"
+         *           "mapped_attribute": "Example"
          *         }
          *       ],
          *       "channels": [
@@ -7892,7 +7903,7 @@ export interface operations {
          *           "discriminator": "com.vendor1.sections.user-created.shop",
          *           "name": "Shop",
          *           "description": "Customers of the online shop",
-         *           "address_attribute": "text"
+         *           "address_attribute": "Example"
          *         }
          *       ],
          *       "sections": [
@@ -7952,7 +7963,7 @@ export interface operations {
          *                   "type": [
          *                     {
          *                       "name": "Shop",
-         *                       "type": "/errors/AUD-1201"
+         *                       "type": "Example"
          *                     }
          *                   ],
          *                   "deprecated_at": "2026-03-01T09:30:00Z",
@@ -7965,7 +7976,7 @@ export interface operations {
          *             {
          *               "name": "Shop",
          *               "discriminator": "com.vendor1.sections.user-created.shop",
-         *               "parent": "text"
+         *               "parent": "Example"
          *             }
          *           ],
          *           "topics": [
@@ -7973,15 +7984,15 @@ export interface operations {
          *               "name": "Shop",
          *               "discriminator": "com.vendor1.sections.user-created.shop",
          *               "description": "Customers of the online shop",
-         *               "folder": "text",
-         *               "channel": "text"
+         *               "folder": "Example",
+         *               "channel": "Example"
          *             }
          *           ]
          *         }
          *       ],
          *       "integrations": [
          *         {
-         *           "system": "text"
+         *           "system": "magento"
          *         }
          *       ],
          *       "segments": [
@@ -7989,10 +8000,10 @@ export interface operations {
          *           "name": "Shop",
          *           "discriminator": "com.vendor1.sections.user-created.shop",
          *           "description": "Customers of the online shop",
-         *           "section": "text",
+         *           "section": "Example",
          *           "versions": [
          *             {
-         *               "query": "text"
+         *               "query": "Example"
          *             }
          *           ]
          *         }
@@ -8001,7 +8012,7 @@ export interface operations {
          *         {
          *           "channel_discriminator": "com.vendor1.channels.email",
          *           "address": "anna.berg@example.org",
-         *           "reason": "text"
+         *           "reason": "Signed up at checkout"
          *         }
          *       ],
          *       "activities": [
@@ -8014,25 +8025,25 @@ export interface operations {
          *           "created_at": "2026-03-01T09:30:00Z",
          *           "sent_at": "2026-03-01T09:30:00Z",
          *           "archived": false,
-         *           "email_subject": "text",
-         *           "sender_name": "text",
+         *           "email_subject": "Example",
+         *           "sender_name": "Example",
          *           "sender_email_address": "anna.berg@example.org",
          *           "reply_to": "anna.berg@example.org",
-         *           "preheader": "text",
-         *           "html": "text",
-         *           "text": "text",
+         *           "preheader": "Example",
+         *           "html": "Example",
+         *           "text": "Example",
          *           "transactional": false,
          *           "description": "Customers of the online shop",
          *           "trigger_type": "api",
          *           "form_type": "form",
          *           "elements": [
          *             {
-         *               "type": "/errors/AUD-1201",
+         *               "type": "Example",
          *               "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
          *               "name": "Shop",
          *               "required": false,
-         *               "placeholder": "text",
-         *               "confirm_placeholder": "text",
+         *               "placeholder": "Example",
+         *               "confirm_placeholder": "Example",
          *               "confirm": false
          *             }
          *           ]
@@ -8053,13 +8064,13 @@ export interface operations {
           /**
            * @example {
            *       "created": [
-           *         "text"
+           *         "Example"
            *       ],
            *       "changed": [
-           *         "text"
+           *         "Example"
            *       ],
            *       "unchanged": [
-           *         "text"
+           *         "Example"
            *       ]
            *     }
            */
@@ -8102,7 +8113,7 @@ export interface operations {
            * @example {
            *       "items": [
            *         {
-           *           "system": "text",
+           *           "system": "magento",
            *           "discriminator": "com.vendor1.sections.user-created.shop"
            *         }
            *       ]
@@ -8134,7 +8145,7 @@ export interface operations {
       content: {
         /**
          * @example {
-         *       "system": "text"
+         *       "system": "magento"
          *     }
          */
         'application/json': {
@@ -8152,7 +8163,7 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "system": "text",
+           *       "system": "magento",
            *       "discriminator": "com.vendor1.sections.user-created.shop"
            *     }
            */
@@ -8167,7 +8178,7 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "system": "text",
+           *       "system": "magento",
            *       "discriminator": "com.vendor1.sections.user-created.shop"
            *     }
            */
@@ -8205,7 +8216,7 @@ export interface operations {
            *         {
            *           "channel_discriminator": "com.vendor1.channels.email",
            *           "address": "anna.berg@example.org",
-           *           "reason": "text"
+           *           "reason": "Signed up at checkout"
            *         }
            *       ]
            *     }
@@ -8245,7 +8256,7 @@ export interface operations {
          * @example {
          *       "channel_discriminator": "com.vendor1.channels.email",
          *       "address": "anna.berg@example.org",
-         *       "reason": "text"
+         *       "reason": "Signed up at checkout"
          *     }
          */
         'application/json': {
@@ -8482,7 +8493,7 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "kid": "text"
+           *       "kid": "Example"
            *     }
            */
           'application/json': {
@@ -8504,7 +8515,7 @@ export interface operations {
         state?: 'waiting' | 'running' | 'failed';
         /**
          * @description kind
-         * @example text
+         * @example Example
          */
         kind?: string;
         /**
@@ -8531,13 +8542,13 @@ export interface operations {
            *         {
            *           "account_id": "1042",
            *           "job_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
-           *           "kind": "text",
+           *           "kind": "Example",
            *           "state": "waiting",
            *           "payload": {
            *             "com.vendor1.attributes.user-created.city": {}
            *           },
            *           "attempts": 1,
-           *           "last_error": "text",
+           *           "last_error": "Example",
            *           "created_at": "2026-03-01T09:30:00Z",
            *           "run_at": "2026-03-01T09:30:00Z",
            *           "failed_at": "2026-03-01T09:30:00Z"
@@ -8614,10 +8625,10 @@ export interface operations {
            *         {
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
-           *           "status": "text",
+           *           "status": "Example",
            *           "created_at": "2026-03-01T09:30:00Z",
            *           "sent_at": "2026-03-01T09:30:00Z",
-           *           "email_subject": "text",
+           *           "email_subject": "Example",
            *           "statistics": {
            *             "sent": 1,
            *             "delivered": 1,
@@ -8733,10 +8744,10 @@ export interface operations {
            * @example {
            *       "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *       "name": "Shop",
-           *       "status": "text",
+           *       "status": "Example",
            *       "created_at": "2026-03-01T09:30:00Z",
            *       "sent_at": "2026-03-01T09:30:00Z",
-           *       "email_subject": "text",
+           *       "email_subject": "Example",
            *       "statistics": {
            *         "sent": 1,
            *         "delivered": 1,
@@ -8756,13 +8767,13 @@ export interface operations {
            *         "spam_complaint_rate": 1
            *       },
            *       "aql_queries": {
-           *         "sent": "text",
-           *         "delivered": "text",
-           *         "opens": "text",
-           *         "clicks": "text",
-           *         "bounces": "text",
-           *         "spam_complaints": "text",
-           *         "unsubscribes": "text"
+           *         "sent": "Example",
+           *         "delivered": "Example",
+           *         "opens": "Example",
+           *         "clicks": "Example",
+           *         "bounces": "Example",
+           *         "spam_complaints": "Example",
+           *         "unsubscribes": "Example"
            *       }
            *     }
            */
@@ -8869,7 +8880,7 @@ export interface operations {
            *         {
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
-           *           "status": "text",
+           *           "status": "Example",
            *           "created_at": "2026-03-01T09:30:00Z",
            *           "statistics": {
            *             "sent": 1,
@@ -8962,7 +8973,7 @@ export interface operations {
            * @example {
            *       "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *       "name": "Shop",
-           *       "status": "text",
+           *       "status": "Example",
            *       "created_at": "2026-03-01T09:30:00Z",
            *       "statistics": {
            *         "sent": 1,
@@ -8976,11 +8987,11 @@ export interface operations {
            *         "unsubscribe_rate": 1
            *       },
            *       "aql_queries": {
-           *         "sent": "text",
-           *         "delivered": "text",
-           *         "clicks": "text",
-           *         "bounces": "text",
-           *         "unsubscribes": "text"
+           *         "sent": "Example",
+           *         "delivered": "Example",
+           *         "clicks": "Example",
+           *         "bounces": "Example",
+           *         "unsubscribes": "Example"
            *       }
            *     }
            */
@@ -9060,7 +9071,7 @@ export interface operations {
            *         {
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
-           *           "status": "text",
+           *           "status": "Example",
            *           "created_at": "2026-03-01T09:30:00Z"
            *         }
            *       ]
@@ -9116,7 +9127,7 @@ export interface operations {
            * @example {
            *       "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *       "name": "Shop",
-           *       "status": "text",
+           *       "status": "Example",
            *       "created_at": "2026-03-01T09:30:00Z"
            *     }
            */
@@ -9143,7 +9154,7 @@ export interface operations {
         /**
          * @description Only api: automations triggered through the API; comma separated or repeated
          * @example [
-         *       "text"
+         *       "Example"
          *     ]
          */
         trigger_types?: string[];
@@ -9172,7 +9183,7 @@ export interface operations {
            *         {
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
-           *           "status": "text",
+           *           "status": "Example",
            *           "created_at": "2026-03-01T09:30:00Z",
            *           "description": "Customers of the online shop"
            *         }
@@ -9230,7 +9241,7 @@ export interface operations {
            * @example {
            *       "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *       "name": "Shop",
-           *       "status": "text",
+           *       "status": "Example",
            *       "created_at": "2026-03-01T09:30:00Z",
            *       "description": "Customers of the online shop"
            *     }
@@ -9280,7 +9291,7 @@ export interface operations {
            *         {
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
-           *           "status": "text",
+           *           "status": "Example",
            *           "created_at": "2026-03-01T09:30:00Z"
            *         }
            *       ]
@@ -9336,24 +9347,24 @@ export interface operations {
            * @example {
            *       "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *       "name": "Shop",
-           *       "status": "text",
+           *       "status": "Example",
            *       "created_at": "2026-03-01T09:30:00Z",
            *       "elements": [
            *         {
-           *           "type": "/errors/AUD-1201",
+           *           "type": "Example",
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
            *           "required": false,
-           *           "placeholder": "text",
-           *           "confirm_placeholder": "text",
+           *           "placeholder": "Example",
+           *           "confirm_placeholder": "Example",
            *           "confirm": false
            *         }
            *       ],
            *       "aql_queries": {
-           *         "viewed": "text",
-           *         "started": "text",
-           *         "rejected": "text",
-           *         "submitted": "text"
+           *         "viewed": "Example",
+           *         "started": "Example",
+           *         "rejected": "Example",
+           *         "submitted": "Example"
            *       }
            *     }
            */
@@ -9429,25 +9440,25 @@ export interface operations {
            *           "created_at": "2026-03-01T09:30:00Z",
            *           "sent_at": "2026-03-01T09:30:00Z",
            *           "archived_at": "2026-03-01T09:30:00Z",
-           *           "email_subject": "text",
-           *           "sender_name": "text",
-           *           "sender_email_address": "text",
-           *           "reply_to": "text",
-           *           "preheader": "text",
-           *           "html": "text",
-           *           "text": "text",
+           *           "email_subject": "Example",
+           *           "sender_name": "Example",
+           *           "sender_email_address": "Example",
+           *           "reply_to": "Example",
+           *           "preheader": "Example",
+           *           "html": "Example",
+           *           "text": "Example",
            *           "transactional": false,
            *           "description": "Customers of the online shop",
            *           "trigger_type": "api",
            *           "form_type": "form",
            *           "elements": [
            *             {
-           *               "type": "/errors/AUD-1201",
+           *               "type": "Example",
            *               "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *               "name": "Shop",
            *               "required": false,
-           *               "placeholder": "text",
-           *               "confirm_placeholder": "text",
+           *               "placeholder": "Example",
+           *               "confirm_placeholder": "Example",
            *               "confirm": false
            *             }
            *           ]
@@ -9489,25 +9500,25 @@ export interface operations {
          *       "created_at": "2026-03-01T09:30:00Z",
          *       "sent_at": "2026-03-01T09:30:00Z",
          *       "archived": false,
-         *       "email_subject": "text",
-         *       "sender_name": "text",
+         *       "email_subject": "Example",
+         *       "sender_name": "Example",
          *       "sender_email_address": "anna.berg@example.org",
          *       "reply_to": "anna.berg@example.org",
-         *       "preheader": "text",
-         *       "html": "text",
-         *       "text": "text",
+         *       "preheader": "Example",
+         *       "html": "Example",
+         *       "text": "Example",
          *       "transactional": false,
          *       "description": "Customers of the online shop",
          *       "trigger_type": "api",
          *       "form_type": "form",
          *       "elements": [
          *         {
-         *           "type": "/errors/AUD-1201",
+         *           "type": "Example",
          *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
          *           "name": "Shop",
          *           "required": false,
-         *           "placeholder": "text",
-         *           "confirm_placeholder": "text",
+         *           "placeholder": "Example",
+         *           "confirm_placeholder": "Example",
          *           "confirm": false
          *         }
          *       ]
@@ -9579,25 +9590,25 @@ export interface operations {
            *       "created_at": "2026-03-01T09:30:00Z",
            *       "sent_at": "2026-03-01T09:30:00Z",
            *       "archived_at": "2026-03-01T09:30:00Z",
-           *       "email_subject": "text",
-           *       "sender_name": "text",
-           *       "sender_email_address": "text",
-           *       "reply_to": "text",
-           *       "preheader": "text",
-           *       "html": "text",
-           *       "text": "text",
+           *       "email_subject": "Example",
+           *       "sender_name": "Example",
+           *       "sender_email_address": "Example",
+           *       "reply_to": "Example",
+           *       "preheader": "Example",
+           *       "html": "Example",
+           *       "text": "Example",
            *       "transactional": false,
            *       "description": "Customers of the online shop",
            *       "trigger_type": "api",
            *       "form_type": "form",
            *       "elements": [
            *         {
-           *           "type": "/errors/AUD-1201",
+           *           "type": "Example",
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
            *           "required": false,
-           *           "placeholder": "text",
-           *           "confirm_placeholder": "text",
+           *           "placeholder": "Example",
+           *           "confirm_placeholder": "Example",
            *           "confirm": false
            *         }
            *       ]
@@ -9646,25 +9657,25 @@ export interface operations {
            *       "created_at": "2026-03-01T09:30:00Z",
            *       "sent_at": "2026-03-01T09:30:00Z",
            *       "archived_at": "2026-03-01T09:30:00Z",
-           *       "email_subject": "text",
-           *       "sender_name": "text",
-           *       "sender_email_address": "text",
-           *       "reply_to": "text",
-           *       "preheader": "text",
-           *       "html": "text",
-           *       "text": "text",
+           *       "email_subject": "Example",
+           *       "sender_name": "Example",
+           *       "sender_email_address": "Example",
+           *       "reply_to": "Example",
+           *       "preheader": "Example",
+           *       "html": "Example",
+           *       "text": "Example",
            *       "transactional": false,
            *       "description": "Customers of the online shop",
            *       "trigger_type": "api",
            *       "form_type": "form",
            *       "elements": [
            *         {
-           *           "type": "/errors/AUD-1201",
+           *           "type": "Example",
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
            *           "required": false,
-           *           "placeholder": "text",
-           *           "confirm_placeholder": "text",
+           *           "placeholder": "Example",
+           *           "confirm_placeholder": "Example",
            *           "confirm": false
            *         }
            *       ]
@@ -9706,25 +9717,25 @@ export interface operations {
          *       "created_at": "2026-03-01T09:30:00Z",
          *       "sent_at": "2026-03-01T09:30:00Z",
          *       "archived": false,
-         *       "email_subject": "text",
-         *       "sender_name": "text",
+         *       "email_subject": "Example",
+         *       "sender_name": "Example",
          *       "sender_email_address": "anna.berg@example.org",
          *       "reply_to": "anna.berg@example.org",
-         *       "preheader": "text",
-         *       "html": "text",
-         *       "text": "text",
+         *       "preheader": "Example",
+         *       "html": "Example",
+         *       "text": "Example",
          *       "transactional": false,
          *       "description": "Customers of the online shop",
          *       "trigger_type": "api",
          *       "form_type": "form",
          *       "elements": [
          *         {
-         *           "type": "/errors/AUD-1201",
+         *           "type": "Example",
          *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
          *           "name": "Shop",
          *           "required": false,
-         *           "placeholder": "text",
-         *           "confirm_placeholder": "text",
+         *           "placeholder": "Example",
+         *           "confirm_placeholder": "Example",
          *           "confirm": false
          *         }
          *       ]
@@ -9796,25 +9807,25 @@ export interface operations {
            *       "created_at": "2026-03-01T09:30:00Z",
            *       "sent_at": "2026-03-01T09:30:00Z",
            *       "archived_at": "2026-03-01T09:30:00Z",
-           *       "email_subject": "text",
-           *       "sender_name": "text",
-           *       "sender_email_address": "text",
-           *       "reply_to": "text",
-           *       "preheader": "text",
-           *       "html": "text",
-           *       "text": "text",
+           *       "email_subject": "Example",
+           *       "sender_name": "Example",
+           *       "sender_email_address": "Example",
+           *       "reply_to": "Example",
+           *       "preheader": "Example",
+           *       "html": "Example",
+           *       "text": "Example",
            *       "transactional": false,
            *       "description": "Customers of the online shop",
            *       "trigger_type": "api",
            *       "form_type": "form",
            *       "elements": [
            *         {
-           *           "type": "/errors/AUD-1201",
+           *           "type": "Example",
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
            *           "required": false,
-           *           "placeholder": "text",
-           *           "confirm_placeholder": "text",
+           *           "placeholder": "Example",
+           *           "confirm_placeholder": "Example",
            *           "confirm": false
            *         }
            *       ]
@@ -9839,25 +9850,25 @@ export interface operations {
            *       "created_at": "2026-03-01T09:30:00Z",
            *       "sent_at": "2026-03-01T09:30:00Z",
            *       "archived_at": "2026-03-01T09:30:00Z",
-           *       "email_subject": "text",
-           *       "sender_name": "text",
-           *       "sender_email_address": "text",
-           *       "reply_to": "text",
-           *       "preheader": "text",
-           *       "html": "text",
-           *       "text": "text",
+           *       "email_subject": "Example",
+           *       "sender_name": "Example",
+           *       "sender_email_address": "Example",
+           *       "reply_to": "Example",
+           *       "preheader": "Example",
+           *       "html": "Example",
+           *       "text": "Example",
            *       "transactional": false,
            *       "description": "Customers of the online shop",
            *       "trigger_type": "api",
            *       "form_type": "form",
            *       "elements": [
            *         {
-           *           "type": "/errors/AUD-1201",
+           *           "type": "Example",
            *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
            *           "name": "Shop",
            *           "required": false,
-           *           "placeholder": "text",
-           *           "confirm_placeholder": "text",
+           *           "placeholder": "Example",
+           *           "confirm_placeholder": "Example",
            *           "confirm": false
            *         }
            *       ]
@@ -9927,14 +9938,14 @@ export interface operations {
          *           "correlation_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
          *           "event_time": "2026-03-01T09:30:00Z",
          *           "split_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
-         *           "variation": "text",
-         *           "device": "text",
-         *           "location": "text",
+         *           "variation": "Example",
+         *           "device": "Example",
+         *           "location": "Example",
          *           "link_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
-         *           "link_url": "text",
-         *           "link_title": "text",
+         *           "link_url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+         *           "link_title": "Example",
          *           "bounce_code": 1000,
-         *           "unsubscribe_topic": "text"
+         *           "unsubscribe_topic": "Example"
          *         }
          *       ]
          *     }
@@ -10003,7 +10014,7 @@ export interface operations {
            *       "skipped": [
            *         {
            *           "item": 1,
-           *           "reason": "text"
+           *           "reason": "Signed up at checkout"
            *         }
            *       ]
            *     }
@@ -10061,11 +10072,11 @@ export interface operations {
            *           "message_id": "f8c5a6b7-9d0e-4f1a-8b2c-4d5e6f708192",
            *           "transaction_id": "e7b4f5a6-8c9d-4e0f-9a1b-3c4d5e6f7081",
            *           "created_at": "2026-03-01T09:30:00Z",
-           *           "sender": "text",
+           *           "sender": "Example",
            *           "recipients": [
-           *             "text"
+           *             "Example"
            *           ],
-           *           "subject": "text",
+           *           "subject": "Example",
            *           "size": 128
            *         }
            *       ]
@@ -10162,13 +10173,13 @@ export interface operations {
            *       "message_id": "f8c5a6b7-9d0e-4f1a-8b2c-4d5e6f708192",
            *       "transaction_id": "e7b4f5a6-8c9d-4e0f-9a1b-3c4d5e6f7081",
            *       "created_at": "2026-03-01T09:30:00Z",
-           *       "sender": "text",
+           *       "sender": "Example",
            *       "recipients": [
-           *         "text"
+           *         "Example"
            *       ],
-           *       "subject": "text",
+           *       "subject": "Example",
            *       "size": 128,
-           *       "source": "text"
+           *       "source": "Shop checkout"
            *     }
            */
           'application/json': {

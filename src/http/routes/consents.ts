@@ -36,6 +36,15 @@ export const consentsRoutes: OperationTable = {
       method: 'POST',
       path: `${base}/sections/:section_discriminator/consents`,
       summary: 'Create or change a consent',
+      examples: {
+        body: {
+          topic_discriminator: 'com.vendor1.topics.user-created.weekly-newsletter',
+          channel_discriminator: 'com.vendor1.channels.email',
+          type: 'opt-in',
+          reason: 'Ticked the newsletter box at checkout',
+          source: 'Shop checkout',
+        },
+      },
       description:
         "Sets a profile's consent to a topic on a channel (opted in, opted out, pending …): 201 when the consent is new, 204 when it changed. A transition the topic does not allow answers 409.",
       errors: [

@@ -116,6 +116,11 @@ export const profilesRoutes: OperationTable = {
       method: 'GET',
       path: `${base}/tags`,
       summary: 'Tags of a profile',
+      examples: {
+        response: {
+          200: { 'com.vendor1.tags.user-created.vip': true, 'com.vendor1.tags.user-created.newsletter-reader': true },
+        },
+      },
       description: 'The tags a profile carries in a section, as a map of tag discriminator to `true`.',
       errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202'],
       params: ProfileSectionParams,
@@ -127,6 +132,9 @@ export const profilesRoutes: OperationTable = {
       method: 'PATCH',
       path: `${base}/tags`,
       summary: 'Set and remove tags',
+      examples: {
+        body: { 'com.vendor1.tags.user-created.vip': true, 'com.vendor1.tags.user-created.first-order': null },
+      },
       description:
         "A JSON merge patch of the profile's tags: `true` sets a tag, `null` removes it. Creates the profile when it does not exist. At most 100 KB; every tag must be defined in the section.",
       errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1202', 'AUD-1203', 'AUD-1218'],
@@ -142,6 +150,11 @@ export const profilesRoutes: OperationTable = {
       method: 'GET',
       path: `${base}/attributes`,
       summary: 'Attributes of a profile',
+      examples: {
+        response: {
+          200: { '3f6a1c2e-8b4d-4e5f-9a0b-1c2d3e4f5a6b': 'Hamburg', '9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d': 1520.5 },
+        },
+      },
       description:
         'The attribute values of a profile in a section, keyed by attribute version id. Hidden attributes are left out.',
       errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202'],
@@ -155,6 +168,9 @@ export const profilesRoutes: OperationTable = {
       method: 'PATCH',
       path: `${base}/attributes`,
       summary: 'Set attributes (version 1)',
+      examples: {
+        body: { '3f6a1c2e-8b4d-4e5f-9a0b-1c2d3e4f5a6b': 'Hamburg', '9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d': 1520.5 },
+      },
       description:
         "A JSON merge patch of attribute values keyed by attribute version id: a value sets the attribute, `null` clears it. Creates the profile when it does not exist. Each value must conform to its version's type; at most 100 KB.",
       errors: [
@@ -181,6 +197,13 @@ export const profilesRoutes: OperationTable = {
       method: 'PATCH',
       path: `/v2${base}/attributes`,
       summary: 'Set attributes (version 2)',
+      examples: {
+        body: {
+          'com.vendor1.attributes.user-created.city': 'Hamburg',
+          'com.vendor1.attributes.user-created.loyalty-points': 1520.5,
+          'com.vendor1.attributes.user-created.birthday': null,
+        },
+      },
       description:
         "A JSON merge patch of attribute values keyed by attribute discriminator; each value is written to the attribute's current version. Changing a key attribute needs `profile_key_update_method`. Each value must conform to its type; at most 100 KB.",
       errors: [
@@ -254,6 +277,17 @@ export const profilesRoutes: OperationTable = {
       method: 'POST',
       path: `${base}/events`,
       summary: 'Add events',
+      examples: {
+        body: {
+          items: [
+            {
+              event_time: '2026-03-01T09:30:00Z',
+              version_id: 'e1d2c3b4-a5f6-4e7d-8c9b-0a1f2e3d4c5b',
+              data: { url: 'https://shop.example/products/4711', title: 'Rain jacket', device: 'mobile' },
+            },
+          ],
+        },
+      },
       description:
         "Records up to 100 events of a profile: each names its event version, its time and its data, which must conform to the version's type. Creates the profile when it does not exist.",
       errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1202', 'AUD-1203', 'AUD-1209', 'AUD-1219', 'AUD-1220'],

@@ -19,6 +19,25 @@ export const segmentsRoutes: OperationTable = {
       method: 'POST',
       path: '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/evaluations',
       summary: 'Evaluate a profile against segments',
+      examples: {
+        body: {
+          segments: [
+            { discriminator: 'com.vendor1.segments.user-created.loyal-customers' },
+            { discriminator: 'com.vendor1.segments.user-created.recent-visitors' },
+          ],
+          time_zone: 'Europe/Berlin',
+        },
+        response: {
+          200: {
+            matches: {
+              segments: {
+                'com.vendor1.segments.user-created.loyal-customers': true,
+                'com.vendor1.segments.user-created.recent-visitors': false,
+              },
+            },
+          },
+        },
+      },
       description:
         'Whether the profile is in each of the named segments (stored ones, at a version, or given as a query), as `{"matches": {"segments": {…}}}`. The body is JSON or a bracket-key form.',
       errors: [
