@@ -20,11 +20,26 @@ import {
   UniqueIdentifier,
   VersionParams,
 } from '../../profiles/schemas.ts';
+import type { ProblemCode } from '../../core/problems.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { NoContent } from '../schemas/problem.ts';
 
 const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
 const scope = 'account';
+/** The refusals of an attribute write, of either version. */
+const attributeWriteErrors: ProblemCode[] = [
+  'AUD-1101',
+  'AUD-1102',
+  'AUD-1107',
+  'AUD-1202',
+  'AUD-1203',
+  'AUD-1206',
+  'AUD-1207',
+  'AUD-1208',
+  'AUD-1209',
+  'AUD-1211',
+  'AUD-1212',
+];
 /** The profile updates of SPEC §8 whose over-large bodies have an error of their own. */
 const bodyTooLarge = 'AUD-1210';
 
@@ -173,19 +188,7 @@ export const profilesRoutes: OperationTable = {
       },
       description:
         "A JSON merge patch of attribute values keyed by attribute version id: a value sets the attribute, `null` clears it. Creates the profile when it does not exist. Each value must conform to its version's type; at most 100 KB.",
-      errors: [
-        'AUD-1101',
-        'AUD-1102',
-        'AUD-1107',
-        'AUD-1202',
-        'AUD-1203',
-        'AUD-1206',
-        'AUD-1207',
-        'AUD-1208',
-        'AUD-1209',
-        'AUD-1211',
-        'AUD-1212',
-      ],
+      errors: attributeWriteErrors,
       params: ProfileSectionParams,
       body: MergePatch,
       response: { 204: NoContent },
@@ -206,20 +209,7 @@ export const profilesRoutes: OperationTable = {
       },
       description:
         "A JSON merge patch of attribute values keyed by attribute discriminator; each value is written to the attribute's current version. Changing a key attribute needs `profile_key_update_method`. Each value must conform to its type; at most 100 KB.",
-      errors: [
-        'AUD-1101',
-        'AUD-1102',
-        'AUD-1107',
-        'AUD-1202',
-        'AUD-1203',
-        'AUD-1206',
-        'AUD-1207',
-        'AUD-1208',
-        'AUD-1209',
-        'AUD-1211',
-        'AUD-1212',
-        'AUD-1213',
-      ],
+      errors: [...attributeWriteErrors, 'AUD-1213'],
       params: ProfileSectionParams,
       query: KeyUpdateQuery,
       body: MergePatch,
