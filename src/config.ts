@@ -103,6 +103,11 @@ export const ENVIRONMENT: readonly [name: string, fallback: string, meaning: str
   ['TRACKING_URL', 'PUBLIC_URL', 'the base of open, click and unsubscribe links in messages'],
   ['CALLBACKS_ALLOW_PRIVATE', 'false', 'true lets callbacks reach private addresses: development and tests only'],
   ['AUDIENCE_URL', 'http://127.0.0.1:$PORT', 'where the operator commands reach the server'],
+  [
+    'AUDIENCE_EMULATOR_CACHE',
+    '~/.cache/audience/emulator',
+    'emulate only: where the migrated database each emulator copies is prepared once',
+  ],
 ];
 
 /** Reads the configuration from `env`; throws naming the variable at fault. */

@@ -12,7 +12,7 @@ import { LIMIT_NAMES, type LimitOverrides } from './core/limits.ts';
 import { MemoryBuckets } from './core/rate-limits.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { EmulatorTraffic, type Emulator, type ReadyAccount } from './http/emulator.ts';
-import { freePort, startEmbeddedDatabase, withDatabase } from './store/embedded.ts';
+import { freePort, startEmbeddedDatabase, stopAbandonedCluster, withDatabase } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';
 import { createPool, withTransaction } from './store/pool.ts';
 import { restoreSnapshot, saveSnapshot, snapshotNames } from './store/snapshots.ts';
@@ -92,7 +92,7 @@ export async function preparedCluster(env: NodeJS.ProcessEnv = process.env): Pro
   await fs.mkdir(path.dirname(dir), { recursive: true });
   const building = `${dir}.${process.pid}.building`;
   await fs.rm(building, { recursive: true, force: true });
-  const db = await startEmbeddedDatabase(building, { throwAway: true });
+  const db = await startEmbeddedDatabase(building, { throwaway: true, copied: true });
   try {
     const pool = createPool(db.url, 2);
     await migrate(pool).finally(() => pool.end());
@@ -132,7 +132,7 @@ async function throwAwayDatabase(
     const copy = (prepared: string) => run('cp', ['-a', prepared, dir]);
     const prepared = preparedDir(env);
     await (isPrepared(prepared) ? copy(prepared) : preparedCluster(env).then(copy));
-    const db = await startEmbeddedDatabase(dir, { throwAway: true });
+    const db = await startEmbeddedDatabase(dir, { throwaway: true, copied: true });
     return { url: db.url, stop: db.stop };
   }
   // A template database of this schema on that server, migrated once; each emulator clones it.
@@ -163,6 +163,22 @@ async function throwAwayDatabase(
   };
 }
 
+const FOLDER_PREFIX = 'audience-emulator-';
+
+/**
+ * An emulator killed without its stop (SIGKILL, a closed output pipe) leaves its database running
+ * in its temporary folder, which no later start uses: each start stops those databases and removes
+ * their folders, after it serves.
+ */
+async function sweepAbandoned(): Promise<void> {
+  for (const name of await fs.readdir(os.tmpdir())) {
+    if (!name.startsWith(FOLDER_PREFIX)) continue;
+    const dir = path.join(os.tmpdir(), name);
+    if (await stopAbandonedCluster(path.join(dir, 'postgres')).catch(() => false))
+      await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
 /** A running emulator: its address, its ready account, and its stop. */
 export interface RunningEmulator {
   url: string;
@@ -182,7 +198,7 @@ export async function startEmulator(
   options: { manifest?: unknown } = {},
 ): Promise<RunningEmulator> {
   const started = performance.now();
-  const dataDir = fsSync.mkdtempSync(path.join(os.tmpdir(), 'audience-emulator-'));
+  const dataDir = fsSync.mkdtempSync(path.join(os.tmpdir(), FOLDER_PREFIX));
   const stops: (() => Promise<unknown>)[] = [() => fs.rm(dataDir, { recursive: true, force: true })];
   const stop = async () => {
     for (const s of stops.splice(0).reverse()) await s().catch(() => {});
@@ -280,6 +296,8 @@ export async function startEmulator(
     stops.push(() => app.close());
     account = await ready;
     await app.listen({ port, host });
+    if (!config.databaseUrl)
+      void sweepAbandoned().catch((err) => logger.warn({ err }, 'sweeping abandoned emulators failed'));
     return { url: config.publicUrl, account: account!, startedMs: performance.now() - started, stop };
   } catch (err) {
     await stop();

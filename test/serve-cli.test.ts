@@ -15,6 +15,7 @@ describe('the command line (bin/audience)', () => {
     expect(commands).toEqual(
       expect.arrayContaining([
         'serve',
+        'emulate',
         'migrate',
         'account create',
         'key list',

@@ -143,6 +143,7 @@ export const PROBLEMS = {
   'AUD-2107': { status: 400, title: 'Attachment content not base64' },
   'AUD-2201': { status: 404, title: 'Emulator snapshot not found' },
   'AUD-2202': { status: 400, title: 'Fault without an effect' },
+  'AUD-2203': { status: 400, title: 'Clock set before the real time' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

@@ -33,7 +33,7 @@ import { createLogger } from './logging.ts';
 import { docsOptions, openapiOptions } from './openapi.ts';
 import { ProblemSchema } from './schemas/problem.ts';
 import { registerOperations } from './operation.ts';
-import type { Emulator } from './emulator.ts';
+import { CONTROL_PREFIX, type Emulator } from './emulator.ts';
 import { emulatorRoutes } from './routes/emulator.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -152,14 +152,16 @@ export async function buildApp(
     // Unknown top-level fields of a body are ignored, as the platform does: real clients send
     // their own (the Drupal module sends time_zone with every merge). Bodies whose keys are data
     // (merge-patch attribute and tag maps) have no fixed fields and are checked as data; the
-    // operator API (manifests included) stays strict, where an unknown field is a typo to report.
+    // operator API (manifests included) and the emulator's control API stay strict, where an
+    // unknown field is a typo to report.
     const body = route.schema?.body as
       { type?: string; properties?: Record<string, unknown>; additionalProperties?: unknown } | undefined;
     if (
       body?.type === 'object' &&
       body.properties &&
       body.additionalProperties === false &&
-      route.config?.auth !== 'admin'
+      route.config?.auth !== 'admin' &&
+      !route.url.startsWith(CONTROL_PREFIX)
     ) {
       const known = new Set(Object.keys(body.properties));
       const ignoreUnknownFields = async (request: FastifyRequest) => {

@@ -215,7 +215,7 @@ export class Worker {
   private readonly lanes: Record<string, Lanes>;
   /** When the last notification came (performance.now()). */
   private lastWake = -Infinity;
-  /** Jobs due by this clock's time are taken (the emulator's, moved ahead); unset: the database's time. */
+  /** Jobs due by this clock's time (the emulator's, moved ahead) or the database's, whichever is later, are taken; unset: the database's time. */
   private readonly dueBy: Clock | undefined;
 
   /**
@@ -331,7 +331,7 @@ export class Worker {
       }
       // A job taken by one of the worker's loops is still due until it ends.
       const { rows } = await this.pool.query<{ running: boolean }>(
-        'select exists (select 1 from jobs where failed_at is null and run_at <= coalesce($1, now()) and locked_until >= now()) as running',
+        'select exists (select 1 from jobs where failed_at is null and run_at <= greatest($1::timestamptz, now()) and locked_until >= now()) as running',
         [this.dueBy ? new Date(this.dueBy()) : null],
       );
       if (!rows[0].running) return ran;

