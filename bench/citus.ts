@@ -58,6 +58,7 @@ import {
   runBench,
   runWrk,
   sleep,
+  summariseEvents,
   table,
   tempDir,
   track,
@@ -625,7 +626,8 @@ await runBench(DEADLINE_MS, async () => {
               [account.accountId, ids.shop.id, ids.pageView, SEGMENT_PROFILES, ids.emailKeyspace.id],
             )
           ).rowCount ?? 0;
-        await t.db.query('vacuum (analyze) profile_events');
+        await summariseEvents(t.db, account.accountId);
+        await t.db.query('vacuum (analyze) profile_events, profile_event_summaries');
       });
       await t.db.query('checkpoint');
       log(

@@ -24,7 +24,8 @@
  *        (the baseline); (c) the file as Excel, read as fast as it comes; (d) the count of the same
  *        request (POST …/consents/count).
  *    segments: (e) POST /audience/profiles/reports/segments of every profile with four attributes
- *        and a tag, polled until ready; (f) the CSV (as stored: Accept-Encoding gzip); (g) the Excel
+ *        and a tag, polled until ready; (e') the same rows and columns by one plain `COPY` (the
+ *        baseline); (f) the CSV (as stored: Accept-Encoding gzip); (g) the Excel
  *        form read as fast as it comes; (h) the same read at BENCH_EXPORT_SLOW_BPS bytes per
  *        second; (i) the JSON form.
  *    events: (j) POST /audience/profiles/exports of every profile with email and points and the
@@ -32,7 +33,8 @@
  *
  * Everything is bounded in time and cleaned up on failure too. Settings from the environment:
  * BENCH_EXPORT_PROFILES (1000000), BENCH_EXPORT_EVENTS (3), BENCH_EXPORT_SLOW_BPS (1000000),
- * BENCH_EXPORT_PHASES (consents,segments,events), BENCH_SERVER_ARGS.
+ * BENCH_EXPORT_PHASES (consents,segments,events), BENCH_EXPORT_SEGMENT_DOWNLOADS (1; 0 leaves out the
+ * segment export's downloads, for sizes where Excel and a slow client take too long), BENCH_SERVER_ARGS.
  */
 import http from 'node:http';
 import os from 'node:os';
@@ -50,6 +52,7 @@ import {
   sampleMemory,
   sleep,
   startAudience,
+  summariseEvents,
   table,
   within,
   type Audience,
@@ -59,6 +62,8 @@ import { setTimes } from '../src/profiles/queries.ts';
 const PROFILES = Math.max(100, Number(process.env.BENCH_EXPORT_PROFILES ?? 1_000_000));
 const EVENTS = Math.max(0, Number(process.env.BENCH_EXPORT_EVENTS ?? 3));
 const SLOW_BPS = Math.max(100_000, Number(process.env.BENCH_EXPORT_SLOW_BPS ?? 1_000_000));
+/** Whether the segment export's file is also downloaded, as CSV, Excel (fast and slow) and JSON (1) or not (0). */
+const SEGMENT_DOWNLOADS = (process.env.BENCH_EXPORT_SEGMENT_DOWNLOADS ?? '1') !== '0';
 const PHASES = new Set((process.env.BENCH_EXPORT_PHASES ?? 'consents,segments,events').split(',').map((p) => p.trim()));
 const SAMPLE_MS = 100;
 const XLSX = 'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet';
@@ -182,28 +187,23 @@ async function load(server: Audience, ids: Ids): Promise<void> {
      from profiles p cross join generate_series(1, $4::int) k where p.account_id = $1::bigint and p.export_key like 'bench-%' and p.profile_id % 3 <> 0`,
     [account, ids.section, ids.pageView, EVENTS],
   );
+  await summariseEvents(db, account);
   await db.query('analyze');
   log(
     `loaded ${PROFILES} profiles and ${Math.round((PROFILES * 2) / 3) * EVENTS} events in ${((Date.now() - started) / 1000).toFixed(1)} s`,
   );
 }
 
+/** Ids and names as SQL literals, for COPY, which takes no parameters. */
+const n = (id: string) => String(BigInt(id));
+const t = (text: string) => `'${text.replace(/'/g, "''")}'`;
+
 /**
  * The baseline of the consent export: the same columns of the same profiles, written as plainly as
- * PostgreSQL allows (no merge clusters, the segments' and maySend's conditions inlined), read as CSV
- * by `COPY (SELECT …) TO STDOUT` through a client that counts the bytes. Answers rows and bytes.
+ * PostgreSQL allows (no merge clusters, the segments' and maySend's conditions inlined).
  */
-async function copyBaseline(server: Audience, ids: Ids): Promise<{ rows: number; bytes: number; backendCpuS: number }> {
-  const db = new pg.Client({ connectionString: await embeddedDatabaseUrl(server.dataDir) });
-  await db.connect();
-  try {
-    // Its backend ends with the connection, before the phase's CPU time is read: read here.
-    const backend = (await db.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
-    const cpuBefore = (await cpuMsOf(backend))?.own ?? 0;
-    const n = (id: string) => String(BigInt(id)); // ids inlined: COPY takes no parameters
-    const t = (text: string) => `'${text.replace(/'/g, "''")}'`;
-    const account = n(server.accountId);
-    const select = `
+function consentBaselineSql(server: Audience, ids: Ids): string {
+  return `
       select p.export_key as "exportKey",
         ps.attributes ->> ${t(ids.email)} as email, ps.attributes ->> ${t(ids.birthday)} as birthday, ps.attributes ->> ${t(ids.points)} as points,
         ps.attributes ->> ${t(ids.newsletter)} as newsletter, ps.attributes ->> ${t(ids.city)} as city,
@@ -218,8 +218,41 @@ async function copyBaseline(server: Audience, ids: Ids): Promise<{ rows: number;
       cross join lateral (select (ps.attributes -> ${t(ids.points)})::numeric > 100 as loyal,
         exists (select 1 from profile_events e where e.account_id = p.account_id and e.profile_id = p.profile_id and e.section_id = ${n(ids.section)}
           and e.version_id = ${n(ids.pageView)} and e.event_time >= date_trunc('day', now()) - interval '7 days') as recent) s
-      where p.account_id = ${account} and p.canonical_id is null and (s.loyal or s.recent)
+      where p.account_id = ${n(server.accountId)} and p.canonical_id is null and (s.loyal or s.recent)
       order by p.profile_id`;
+}
+
+/**
+ * The baseline of the segment export (points >= 0, four attributes and the VIP tag): the same
+ * columns of the same profiles, with the segment's condition inlined and no merge clusters.
+ */
+function segmentBaselineSql(server: Audience, ids: Ids): string {
+  return `
+      select p.export_key as "exportKey",
+        ps.attributes ->> ${t(ids.email)} as email, ps.attributes ->> ${t(ids.birthday)} as birthday, ps.attributes ->> ${t(ids.points)} as points,
+        ps.attributes ->> ${t(ids.newsletter)} as newsletter,
+        case when ps.tags -> ${t(ids.vip)} = 'true' then '1' else '0' end as tag
+      from profiles p
+      join profile_sections ps on ps.account_id = p.account_id and ps.profile_id = p.profile_id and ps.section_id = ${n(ids.section)}
+      where p.account_id = ${n(server.accountId)} and p.canonical_id is null and (ps.attributes -> ${t(ids.points)})::numeric >= 0
+      order by p.profile_id`;
+}
+
+/**
+ * Runs `COPY (select) TO STDOUT (FORMAT csv, HEADER)` through a client that counts the bytes, as
+ * plainly as PostgreSQL allows a file of those rows to be written. Answers rows and bytes, and the
+ * CPU time of its backend.
+ */
+async function copyBaseline(
+  server: Audience,
+  select: string,
+): Promise<{ rows: number; bytes: number; backendCpuS: number }> {
+  const db = new pg.Client({ connectionString: await embeddedDatabaseUrl(server.dataDir) });
+  await db.connect();
+  try {
+    // Its backend ends with the connection, before the phase's CPU time is read: read here.
+    const backend = (await db.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
+    const cpuBefore = (await cpuMsOf(backend))?.own ?? 0;
     let bytes = 0;
     let rows = 0;
     await pipeline(
@@ -373,7 +406,7 @@ await runBench(DEADLINE_MS, async () => {
     );
     const baseline = await phase(
       'baseline: COPY (SELECT …) TO STDOUT, same columns',
-      () => copyBaseline(server, ids),
+      () => copyBaseline(server, consentBaselineSql(server, ids)),
       (b) => `${b.rows} rows, ${mb(b.bytes)}; its backend ${b.backendCpuS.toFixed(1)} s CPU`,
     );
     const excel = await phase(
@@ -400,9 +433,10 @@ await runBench(DEADLINE_MS, async () => {
     );
   }
 
+  let segmentExport = '';
   if (PHASES.has('segments')) {
     const query = `section(${ids.section}).attribute(${ids.points}).gte(0)`;
-    const { result: segmentExport } = await phase(
+    const written = await phase(
       'segment export: CSV written',
       async () => {
         const created = await api(server, 'POST', '/audience/profiles/reports/segments', {
@@ -421,6 +455,19 @@ await runBench(DEADLINE_MS, async () => {
       },
       () => `${PROFILES} rows`,
     );
+    segmentExport = written.result;
+    const baseline = await phase(
+      'baseline: COPY (SELECT …) TO STDOUT, same rows and columns',
+      () => copyBaseline(server, segmentBaselineSql(server, ids)),
+      (b) => `${b.rows} rows, ${mb(b.bytes)}; its backend ${b.backendCpuS.toFixed(1)} s CPU`,
+    );
+    if (baseline.result.rows !== PROFILES)
+      throw new Error(`the baseline has ${baseline.result.rows} rows, not the ${PROFILES} profiles`);
+    summary.push(
+      `segment export, ${PROFILES} rows: CSV written ${written.seconds.toFixed(1)} s = ${(written.seconds / baseline.seconds).toFixed(2)} x the COPY baseline (${baseline.seconds.toFixed(1)} s)`,
+    );
+  }
+  if (PHASES.has('segments') && SEGMENT_DOWNLOADS) {
     await phase(
       'CSV download (gzip, as stored)',
       () => download(server, segmentExport, { 'accept-encoding': 'gzip' }),

@@ -441,6 +441,21 @@ export async function demoToken(program: Program): Promise<string> {
   return (JSON.parse(issued.text) as { access_token: string }).access_token;
 }
 
+/**
+ * After a bench wrote an account's profile events straight into the database: their sums per
+ * profile and event version (migration 0021), which the service's own writes keep, computed anew.
+ */
+export async function summariseEvents(db: pg.ClientBase, accountId: string): Promise<void> {
+  await db.query(
+    `insert into profile_event_summaries (account_id, profile_id, section_id, version_id, event_count, first_time, last_time)
+     select account_id, profile_id, section_id, version_id, count(*), min(event_time), max(event_time)
+     from profile_events where account_id = $1::bigint group by account_id, profile_id, section_id, version_id
+     on conflict (account_id, profile_id, section_id, version_id) do update
+       set event_count = excluded.event_count, first_time = excluded.first_time, last_time = excluded.last_time`,
+    [accountId],
+  );
+}
+
 /** The URL of the audience server's embedded PostgreSQL: password from DATA_DIR/postgres/password, port from postmaster.pid. */
 export async function embeddedDatabaseUrl(dataDir: string): Promise<string> {
   const password = (await fs.readFile(path.join(dataDir, 'postgres', 'password'), 'utf8')).trim();

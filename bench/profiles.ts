@@ -45,6 +45,7 @@ import {
   startAudience,
   startBare,
   startReference,
+  summariseEvents,
   summary,
   summaryLine,
   table,
@@ -82,6 +83,7 @@ async function addEvents(db: pg.Client, accountId: string, ids: Ids, key: string
      from generate_series(1, $5::int) n`,
     [accountId, rows[0].profile_id, ids.shop.id, ids.pageView, EVENTS],
   );
+  await summariseEvents(db, accountId);
   const inserted = performance.now();
   // Not during the measurements: autovacuum's pass over the new rows, and writing them out.
   await db.query('vacuum (analyze) profile_events');

@@ -31,7 +31,9 @@
  *    trend's rows grouped by profile without masks). Beside every time, the CPU time of the
  *    PostgreSQL processes (parallel workers included), which other jobs on the machine change less.
  *
- * Aims (issue #17; 2-core machine): count under 0.4 s, trend under 3 s, evaluation of 10 segments at one connection p99 under 5 ms (the run at 10 connections is reported without an aim).
+ * Aims (issue 26; 2-core machine): count under 150 ms at 1,000,000 profiles and under 1 s at
+ * 10,000,000, trend under 3 s and 10 s, evaluation of 10 segments at one connection p99 under 5 ms
+ * (the run at 10 connections is reported without an aim).
  * The machine is shared and noisy, so the figures are medians.
  *
  * Everything is bounded in time and cleaned up (child processes, temp dir, database connections)
@@ -91,12 +93,20 @@ const TIME_ZONE = 'Europe/Oslo';
 /** The whole run: start-up, load, vacuum, counts, trends, evaluations, plans, clean-up. */
 const DEADLINE_MS =
   600_000 +
+  PROFILES * 0.5 +
   HOLD_S * 1000 +
   2 * (RUNS + 1) * QUERY_TIMEOUT_MS +
   EVAL_CONNECTIONS.length * (WARMUP_S + DURATION_S + 30) * 1000;
 
-/** Issue #17 (speed of the data plane); the first aims (issue "Segments") were 1 s, 5 s and 10 ms. */
-const AIMS = { countMs: 400, trendMs: 3000, evaluationP99Ms: 5 };
+/**
+ * Issue 26 (a live segment editor): at 10,000,000 profiles a count under 1 s and a trend under 10 s,
+ * at 1,000,000 a count under 150 ms (and the trend's aim of issue 17, 3 s); evaluation p99 under 5
+ * ms at both. Issue 17's count aim was 400 ms; the first aims (issue "Segments") 1 s, 5 s and 10 ms.
+ */
+const AIMS =
+  PROFILES >= 10_000_000
+    ? { countMs: 1000, trendMs: 10_000, evaluationP99Ms: 5 }
+    : { countMs: 150, trendMs: 3000, evaluationP99Ms: 5 };
 const DAY = 86_400_000;
 
 // ---- The segments ----
@@ -378,6 +388,24 @@ function tables(accountId: string, ids: Ids, pop: Population): Table[] {
         return out;
       },
     },
+    {
+      // What the writes keep of the events above (migration 0021): per event version, how many,
+      // the first and the last time (the generated times are sorted).
+      name: 'profile_event_summaries',
+      columns: 'account_id, profile_id, section_id, version_id, event_count, first_time, last_time',
+      rows: (n, p, c) => {
+        let out = '';
+        for (const [version, times] of [
+          [ids.events.pageView, pop.pageViews(n)],
+          [ids.events.purchase, pop.purchases(n).map((x) => x.t)],
+        ] as const) {
+          if (times.length === 0) continue;
+          out += `${a}\t${p}\t${s}\t${version}\t${times.length}\t${ts(times[0])}\t${ts(times.at(-1)!)}\n`;
+          c.rows++;
+        }
+        return out;
+      },
+    },
   ];
 }
 
@@ -406,7 +434,8 @@ async function copyRange(
 }
 
 async function connect(url: string, what: string): Promise<pg.Client> {
-  const db = new pg.Client({ connectionString: url, statement_timeout: 600_000 });
+  // One COPY of a table, or one index build, grows with the profiles (10,000,000 on a busy machine: over 10 minutes).
+  const db = new pg.Client({ connectionString: url, statement_timeout: Math.max(600_000, PROFILES * 0.36) });
   // When the server stops its PostgreSQL (e.g. on a Ctrl-C, which reaches the whole process
   // group), the connection ends with an error event, which must not crash the bench.
   db.on('error', (err) => log(`${what}: ${err.message}`));
@@ -476,7 +505,14 @@ async function load(dbs: pg.Client[], accountId: string, ids: Ids, pop: Populati
   // that its rows are written frozen and all-visible and VACUUM has nothing left to do. (profiles
   // cannot be truncated: other tables reference it.) Then the table's indexes are built.
   const perTable: Record<string, { s: number; rows: number; freeze: boolean }> = {};
-  const order = ['attribute_history', 'profile_events', 'profile_identifiers', 'profile_sections', 'profiles'];
+  const order = [
+    'attribute_history',
+    'profile_events',
+    'profile_identifiers',
+    'profile_sections',
+    'profile_event_summaries',
+    'profiles',
+  ];
   const task = (t: Table) => async (db: pg.Client) => {
     const started = performance.now();
     const empty = (await db.query(`select not exists (select 1 from ${t.name}) as empty`)).rows[0].empty as boolean;
@@ -740,6 +776,21 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     audience.dataDir,
   );
   const profileCount = (counted.body as { profile_count: number }).profile_count;
+  // The same two terms with an event term without a window, which counts answer from the sums of
+  // events (migration 0021) instead of the events.
+  const countedEver = await repeat(
+    'count, page view ever',
+    `${audience.url}/audience/profiles/reports/segments/count`,
+    audience.token,
+    {
+      section_discriminator: ids.shop.discriminator,
+      segment: {
+        timezone: TIME_ZONE,
+        segment_definition: `section(${ids.shop.id}).attribute(${ids.attributes.loyalty}).gt(500) && section(${ids.shop.id}).event(${ids.events.pageView})`,
+      },
+    },
+    audience.dataDir,
+  );
   const points = Array.from({ length: POINTS }, (_, i) =>
     new Date(Math.floor(Date.now() / 1000) * 1000 - (POINTS - 1 - i) * 14 * DAY).toISOString().replace('.000Z', 'Z'),
   );
@@ -896,6 +947,28 @@ await runBench(DEADLINE_MS, async (autocannon) => {
       values: [a, s, ids.events.pageView, windowStart, new Date(points.at(-1)!)],
     },
   ]);
+  const everFloors = await floors(db, audience.dataDir, [
+    {
+      what: 'page views, all (bare scan of the events)',
+      text: 'select count(*) from profile_events where account_id = $1 and section_id = $2 and version_id = $3',
+      values: [a, s, ids.events.pageView],
+    },
+    {
+      what: 'profiles with a page view (bare scan of the sums)',
+      text: 'select count(*) from profile_event_summaries where account_id = $1 and section_id = $2 and version_id = $3',
+      values: [a, s, ids.events.pageView],
+    },
+    {
+      what: 'Shop rows with a page view ever, by the events (the semi-join before issue 26)',
+      text: `select count(*) from profile_sections p where p.account_id = $1 and p.section_id = $2 and exists (select 1 from profile_events e where e.account_id = p.account_id and e.profile_id = p.profile_id and e.section_id = $2 and e.version_id = $3)`,
+      values: [a, s, ids.events.pageView],
+    },
+    {
+      what: 'Shop rows with a page view ever, by the sums (the semi-join now)',
+      text: `select count(*) from profile_sections p where p.account_id = $1 and p.section_id = $2 and exists (select 1 from profile_event_summaries e where e.account_id = p.account_id and e.profile_id = p.profile_id and e.section_id = $2 and e.version_id = $3)`,
+      values: [a, s, ids.events.pageView],
+    },
+  ]);
   const trendFloors = await floors(db, audience.dataDir, [
     {
       what: 'the rows a trend reads (bare scans)',
@@ -944,6 +1017,15 @@ await runBench(DEADLINE_MS, async (autocannon) => {
         verdict(countMedian < AIMS.countMs),
       ],
       [
+        'count (the same, page view ever: from the sums)',
+        String(RUNS),
+        ms(median(countedEver.times)),
+        ms(Math.max(...countedEver.times)),
+        ms(median(countedEver.cpu)),
+        `< ${AIMS.countMs} ms`,
+        verdict(median(countedEver.times) < AIMS.countMs),
+      ],
+      [
         `trend (${POINTS} points)`,
         String(RUNS),
         ms(trendMedian),
@@ -960,12 +1042,13 @@ await runBench(DEADLINE_MS, async (autocannon) => {
       ['physical work (same rows, same settings, run directly)', 'median ms', 'PostgreSQL CPU ms (median)', 'answer'],
       ...[
         ...countFloors.map((f) => ({ ...f, what: `count: ${f.what}` })),
+        ...everFloors.map((f) => ({ ...f, what: `count, page view ever: ${f.what}` })),
         ...trendFloors.map((f) => ({ ...f, what: `trend: ${f.what}` })),
       ].map((f) => [f.what, ms(f.ms), ms(f.cpu), f.rows]),
     ]),
   );
   console.log(
-    `count: ${profileCount} profiles match ${segmentDiscriminators[0]}; trend at the last point (now): ${JSON.stringify(trend[points.at(-1)!])}`,
+    `count: ${profileCount} profiles match ${segmentDiscriminators[0]}, ${(countedEver.body as { profile_count: number }).profile_count} with a page view ever; trend at the last point (now): ${JSON.stringify(trend[points.at(-1)!])}`,
   );
   console.log(`trend: ${points.map((p) => `${p.slice(0, 10)} ${trend[p].known + trend[p].unknown}`).join(', ')}`);
   console.log('');

@@ -126,6 +126,7 @@ export function compilePredicate(
         and ps.section_id = ${values.add(expression.sectionId, 'bigint')}
         and ${condition('coalesce(ps.cluster_attributes, ps.attributes)', [expression.versionId], expression.condition, values)})`;
     case 'event': {
+      if (expression.conditions.length === 0 && !expression.window) return summarised(expression, options, values);
       const where = [
         `e.section_id = ${values.add(expression.sectionId, 'bigint')}`,
         `e.version_id = ${values.add(expression.versionId, 'bigint')}`,
@@ -151,6 +152,33 @@ export function compilePredicate(
         where e.account_id = ${account} and ${where.join(' and ')})`;
     }
   }
+}
+
+/**
+ * An event term without conditions on the event's data and without a time window, answered from
+ * the profiles' rows of profile_event_summaries (migration 0021; the options as compilePredicate's):
+ * a profile has such an event exactly when it has a row there, one per profile and event version
+ * however many events it sums. (With a window the events are read: first and last time answer a
+ * window only when it reaches past one of them, and the look-up of the events for the other
+ * profiles, in the same statement, made PostgreSQL plan the count without its parallel hash join:
+ * docs/benchmarks.md "Issue 26".)
+ */
+function summarised(
+  term: EventTerm,
+  options: { account: string; clusters?: boolean; perProfile?: boolean },
+  values: SqlValues,
+): string {
+  const { account } = options;
+  const where = `s.account_id = ${account} and s.section_id = ${values.add(term.sectionId, 'bigint')} and s.version_id = ${values.add(term.versionId, 'bigint')}`;
+  if (options.clusters === false)
+    return `exists (select 1 from profile_event_summaries s where s.profile_id = p.profile_id and ${where})`;
+  if (options.perProfile)
+    return `exists (select 1 from profile_event_summaries s
+      where s.profile_id = any(array(select p.profile_id union all select m.profile_id from profiles m where m.account_id = ${account} and m.canonical_id = p.profile_id))
+        and ${where})`;
+  return `p.profile_id in (select coalesce(m.canonical_id, s.profile_id) from profile_event_summaries s
+    left join profiles m on m.account_id = ${account} and m.profile_id = s.profile_id and m.canonical_id is not null
+    where ${where})`;
 }
 
 /** At most this many sampling points: their bits fill a bigint. */

@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestServer } from '../../test/app.ts';
 import { loadDefinitions } from '../definitions/definitions.ts';
 import { factsOfProfiles } from '../profiles/profiles.ts';
+import { deleteProfiles, insertEventsBulk } from '../profiles/queries.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import type { Expression } from './ast.ts';
 import { check } from './check.ts';
@@ -453,10 +454,41 @@ let pool: pg.Pool;
 let accountId: string;
 let population = 0;
 
-/** Stores a population as the only profiles of the account; their ids in order. */
+/**
+ * Every row of profile_event_summaries of the account, and the same rows computed from its events:
+ * the summaries the writes keep agree with the events they sum.
+ */
+async function summaries(): Promise<{ kept: unknown[]; computed: unknown[] }> {
+  const order = 'order by profile_id, section_id, version_id';
+  const kept = await pool.query(
+    `select profile_id::text, section_id::text, version_id::text, event_count::int, first_time, last_time
+     from profile_event_summaries where account_id = $1::bigint ${order}`,
+    [accountId],
+  );
+  const computed = await pool.query(
+    `select profile_id::text, section_id::text, version_id::text, count(*)::int as event_count, min(event_time) as first_time, max(event_time) as last_time
+     from profile_events where account_id = $1::bigint group by profile_id, section_id, version_id ${order}`,
+    [accountId],
+  );
+  return { kept: kept.rows, computed: computed.rows };
+}
+
+/**
+ * Stores a population as the only profiles of the account (the last one deleted as a profile
+ * delete does); their ids in order. Events are written by the statement imports use, in two
+ * batches, so that the second adds to the sums of the first.
+ */
 async function store(w: World): Promise<string[]> {
   population++;
-  await pool.query('delete from profiles where account_id = $1::bigint', [accountId]);
+  const { rows: old } = await pool.query<{ id: string }>(
+    'select profile_id::text as id from profiles where account_id = $1::bigint',
+    [accountId],
+  );
+  await deleteProfiles(
+    pool,
+    accountId,
+    old.map((r) => r.id),
+  );
   const { rows } = await pool.query<{ profile_id: string; export_key: string }>(
     `insert into profiles (account_id, export_key) select $1::bigint, k from unnest($2::text[]) with ordinality as x(k, n) order by n returning profile_id::text, export_key`,
     [accountId, w.profiles.map((_, i) => `diff-${population}-${i}`)],
@@ -464,7 +496,7 @@ async function store(w: World): Promise<string[]> {
   const byKey = new Map(rows.map((r) => [r.export_key, r.profile_id]));
   const profileIds = w.profiles.map((_, i) => byKey.get(`diff-${population}-${i}`)!);
   const sections: [string, string, string][] = [];
-  const events: [string, string, string, string, string][] = [];
+  const events: { profileId: string; sectionId: string; versionId: string; eventTime: string; data: unknown }[] = [];
   w.profiles.forEach((p, i) => {
     for (const section of new Set(ATTRIBUTES.map((a) => a.section))) {
       const values: Record<string, unknown> = {};
@@ -476,13 +508,13 @@ async function store(w: World): Promise<string[]> {
         sections.push([profileIds[i], ids.sections.get(section)!, JSON.stringify(values)]);
     }
     for (const e of p.events) {
-      events.push([
-        profileIds[i],
-        ids.sections.get(EVENTS[e.event].section)!,
-        ids.events[e.event],
-        eventTime(e.time, w.now, w.timeZone),
-        JSON.stringify(e.data),
-      ]);
+      events.push({
+        profileId: profileIds[i],
+        sectionId: ids.sections.get(EVENTS[e.event].section)!,
+        versionId: ids.events[e.event],
+        eventTime: eventTime(e.time, w.now, w.timeZone),
+        data: e.data,
+      });
     }
   });
   const column = <T>(rows: T[][], k: number) => rows.map((r) => r[k]);
@@ -491,11 +523,14 @@ async function store(w: World): Promise<string[]> {
      select $1::bigint, p, s, a from unnest($2::bigint[], $3::bigint[], $4::jsonb[]) as x(p, s, a)`,
     [accountId, column(sections, 0), column(sections, 1), column(sections, 2)],
   );
-  await pool.query(
-    `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
-     select $1::bigint, p, s, v, t, t, 'differential', d from unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::timestamptz[], $6::jsonb[]) as x(p, s, v, t, d)`,
-    [accountId, column(events, 0), column(events, 1), column(events, 2), column(events, 3), column(events, 4)],
-  );
+  for (const sectionId of new Set(events.map((e) => e.sectionId))) {
+    const inSection = events.filter((e) => e.sectionId === sectionId).map((e) => ({ ...e, correlationId: 'diff' }));
+    const half = Math.ceil(inSection.length / 2);
+    for (const batch of [inSection.slice(0, half), inSection.slice(half)])
+      if (batch.length > 0) await insertEventsBulk(pool, accountId, sectionId, batch, new Date(w.now));
+  }
+  const { kept, computed } = await summaries();
+  expect(kept).toEqual(computed);
   return profileIds;
 }
 

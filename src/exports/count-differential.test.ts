@@ -23,6 +23,7 @@ import { exportHelpers, NO_LIMITS, pollPath, V } from '../../test/exports.ts';
 import { maySend } from '../consents/consents.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { locate } from '../profiles/profiles.ts';
+import { insertEventsBulk } from '../profiles/queries.ts';
 import { accountScope } from '../services.ts';
 
 const RUNS = 25;
@@ -274,19 +275,21 @@ async function store(accountId: string, people: Person[], now: number): Promise<
         [accountId, p.email.trim().toLowerCase(), CH_EMAIL],
       );
     }
-    for (const purchase of p.purchases) {
-      await db.query(
-        `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data) values ($1::bigint, $2::bigint, $3::bigint, $4::bigint, $5, $5, 'count', $6)`,
-        [
-          accountId,
-          profile,
-          section,
-          id('event', PURCHASE),
-          new Date(now - purchase.hoursAgo * HOUR),
-          { amount: purchase.amount },
-        ],
+    // Through the service's statement, which also keeps the profile's sums of events.
+    if (p.purchases.length > 0)
+      await insertEventsBulk(
+        db,
+        accountId,
+        section,
+        p.purchases.map((purchase) => ({
+          profileId: profile,
+          versionId: id('event', PURCHASE),
+          eventTime: new Date(now - purchase.hoursAgo * HOUR),
+          correlationId: 'count',
+          data: { amount: purchase.amount },
+        })),
+        new Date(now),
       );
-    }
   }
   // A merge cluster, as a merge leaves it for what is judged here: members point to their canonical
   // profile, whose events are the cluster's.

@@ -3,6 +3,7 @@
  */
 import { idArray } from '../../store/arrays.ts';
 import type { Queryable } from '../../store/pool.ts';
+import { SUMMARIES_GROW, SUMMARISE_EVENTS } from './events.ts';
 import { isExport, MEMBER_BY_KEY, type KeyspaceOfKey } from './identifiers.ts';
 import {
   ALL_WRITTEN,
@@ -215,12 +216,17 @@ export async function lockEventProfiles(db: Queryable, accountId: string, profil
   return rows.map((r) => r.profile_id);
 }
 
-/** Appends events of many profiles in one section: each row names its profile, locked before with lockEventProfiles. */
+/**
+ * Appends events of many profiles in one section, each row naming its profile, locked before with
+ * lockEventProfiles, and adds them to their profiles' sums: two statements, so that each is one
+ * plain INSERT … SELECT, which Citus routes to the account's shard (the caller's transaction holds both).
+ */
 export async function insertEventsBulk(
   db: Queryable,
   accountId: string,
   sectionId: string,
-  events: { profileId: string; versionId: string; eventTime: Date; correlationId: string; data: unknown }[],
+  // A time as a Date, or as text PostgreSQL reads as a timestamptz (years BC, which a Date cannot print).
+  events: { profileId: string; versionId: string; eventTime: Date | string; correlationId: string; data: unknown }[],
   createdAt: Date,
 ): Promise<void> {
   await db.query(
@@ -234,6 +240,19 @@ export async function insertEventsBulk(
         events.map((e) => ({ p: e.profileId, v: e.versionId, t: e.eventTime, c: e.correlationId, d: e.data })),
       ),
       createdAt,
+    ],
+  );
+  await db.query(
+    `${SUMMARISE_EVENTS}
+     select $1::bigint, e.p, $2::bigint, e.v, count(*), min(e.t), max(e.t)
+     from unnest($3::bigint[], $4::bigint[], $5::timestamptz[]) as e(p, v, t) group by e.p, e.v order by e.p, e.v
+     ${SUMMARIES_GROW}`,
+    [
+      accountId,
+      sectionId,
+      events.map((e) => e.profileId),
+      events.map((e) => e.versionId),
+      events.map((e) => (typeof e.eventTime === 'string' ? e.eventTime : e.eventTime.toISOString())),
     ],
   );
 }

@@ -13,6 +13,20 @@ export interface EventRow {
 }
 
 /**
+ * The insert of rows of profile_event_summaries (migration 0021), to be followed by a select of
+ * (account_id, profile_id, section_id, version_id, count, first time, last time) grouped by the
+ * row's key and ordered by it, and SUMMARIES_GROW: the events a statement appends, added to their
+ * profiles' rows. Every writer locks the rows in the order of their key, so that two writers to the
+ * same profiles wait for each other instead of deadlocking.
+ */
+export const SUMMARISE_EVENTS =
+  'insert into profile_event_summaries (account_id, profile_id, section_id, version_id, event_count, first_time, last_time)';
+export const SUMMARIES_GROW = `on conflict (account_id, profile_id, section_id, version_id) do update set
+  event_count = profile_event_summaries.event_count + excluded.event_count,
+  first_time = least(profile_event_summaries.first_time, excluded.first_time),
+  last_time = greatest(profile_event_summaries.last_time, excluded.last_time)`;
+
+/**
  * Appends events of one profile, having locked it (`for key share`, as a foreign key's check would)
  * for the rest of the transaction: a delete of the profile waits for the commit and then deletes
  * the events too (migration 0017). False, with nothing written, when the profile is gone.
@@ -35,7 +49,12 @@ export async function insertEvents(
        select $1::bigint, p.profile_id, $3::bigint, e.version_id, e.event_time, $8, e.correlation_id, e.data
        from profile p cross join unnest($4::bigint[], $5::timestamptz[], $6::text[], $7::jsonb[]) as e(version_id, event_time, correlation_id, data)
        returning 1
-     )
+     ),
+     summed as (${SUMMARISE_EVENTS}
+       select $1::bigint, p.profile_id, $3::bigint, e.version_id, count(*), min(e.event_time), max(e.event_time)
+       from profile p cross join unnest($4::bigint[], $5::timestamptz[]) as e(version_id, event_time)
+       group by p.profile_id, e.version_id order by e.version_id
+       ${SUMMARIES_GROW})
      select exists (select 1 from profile) as found`,
     [
       accountId,

@@ -161,11 +161,12 @@ export async function setCanonical(
   );
 }
 
-/** Deletes profiles, their attribute history and their events (the other rows of this area go by their foreign keys). */
+/** Deletes profiles, their attribute history and their events with their sums (the other rows of this area go by their foreign keys). */
 export async function deleteProfiles(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
   await db.query(
     `with history as (delete from attribute_history where account_id = $1::bigint and profile_id = any($2::bigint[])),
-       events as (delete from profile_events where account_id = $1::bigint and profile_id = any($2::bigint[]))
+       events as (delete from profile_events where account_id = $1::bigint and profile_id = any($2::bigint[])),
+       summaries as (delete from profile_event_summaries where account_id = $1::bigint and profile_id = any($2::bigint[]))
      delete from profiles where account_id = $1::bigint and profile_id = any($2::bigint[])`,
     [accountId, profileIds],
   );
@@ -189,6 +190,7 @@ export async function insertLockedIdentities(db: Queryable, accountId: string, h
 /** Erases the profiles of a deleted account, with everything kept of them. */
 export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
   await db.query('delete from profile_events where account_id = $1::bigint', [accountId]);
+  await db.query('delete from profile_event_summaries where account_id = $1::bigint', [accountId]);
   await db.query('delete from attribute_history where account_id = $1::bigint', [accountId]);
   await db.query('delete from profile_sections where account_id = $1::bigint', [accountId]);
   await db.query('delete from profile_identifiers where account_id = $1::bigint', [accountId]);
