@@ -21,8 +21,10 @@ interface JsonSchema {
   items?: JsonSchema;
   enum?: unknown[];
   anyOf?: JsonSchema[];
+  $ref?: string;
 }
 let operations: Operation[];
+let components: Record<string, JsonSchema> = {};
 
 const SECTION = 'com.vendor1.sections.user-created.shop';
 /** Stands for the test account's id, known only once it exists. */
@@ -67,6 +69,8 @@ const hostile = fc.oneof(
 function valueOf(schema: JsonSchema | undefined, depth = 0): fc.Arbitrary<unknown> {
   const anything = fc.jsonValue({ maxDepth: 2 });
   if (!schema || depth > 4) return anything;
+  // Named shapes are components of the document (src/http/openapi.ts).
+  if (schema.$ref) return valueOf(components[schema.$ref.split('/').pop()!], depth);
   if (schema.anyOf) return fc.oneof(...schema.anyOf.map((s) => valueOf(s, depth + 1)), anything);
   if (schema.enum) return fc.oneof(fc.constantFrom(...schema.enum), anything);
   const type = Array.isArray(schema.type) ? schema.type[0] : schema.type;
@@ -147,6 +151,7 @@ beforeAll(async () => {
   token = creds.token;
   accountId = creds.accountId;
   const doc = (await server.request('GET', '/openapi.json')).body as {
+    components: { schemas: Record<string, JsonSchema> };
     paths: Record<
       string,
       Record<
@@ -158,6 +163,7 @@ beforeAll(async () => {
       >
     >;
   };
+  components = doc.components.schemas;
   operations = Object.entries(doc.paths).flatMap(([path, methods]) =>
     Object.entries(methods)
       .filter(([method]) => ['get', 'post', 'put', 'patch', 'delete'].includes(method))

@@ -21,7 +21,7 @@ export const AccountManifest = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'AccountManifest' },
 );
 export type AccountManifest = Static<typeof AccountManifest>;
 

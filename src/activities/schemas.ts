@@ -25,7 +25,7 @@ export const FormElement = Type.Object(
     confirm_placeholder: Type.String(),
     confirm: Type.Boolean(),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'FormElement' },
 );
 export type FormElement = Static<typeof FormElement>;
 
@@ -96,28 +96,31 @@ export const KIND_FIELDS: Record<ActivityKind, readonly (keyof ActivityInput)[]>
 };
 
 /** A whole activity, as the operator API answers it and other areas read it (getActivity). */
-export const Activity = Type.Object({
-  id: Type.String(),
-  kind: Type.Enum(ACTIVITY_KINDS),
-  section_discriminator: Type.String(),
-  name: Type.String(),
-  status: Type.Enum(ACTIVITY_STATUSES),
-  created_at: DateTime,
-  sent_at: Type.Union([DateTime, Type.Null()]),
-  archived_at: Type.Union([DateTime, Type.Null()]),
-  email_subject: Type.Optional(Type.String()),
-  sender_name: Type.Optional(Type.String()),
-  sender_email_address: Type.Optional(Type.String()),
-  reply_to: Type.Optional(Type.String()),
-  preheader: Type.Optional(Type.String()),
-  html: Type.Optional(Type.String()),
-  text: Type.Optional(Type.String()),
-  transactional: Type.Optional(Type.Boolean()),
-  description: Type.Optional(Type.String()),
-  trigger_type: Type.Optional(Type.Union([Type.Literal('api'), Type.Literal('other')])),
-  form_type: Type.Optional(Type.Union([Type.Literal('form'), Type.Literal('page')])),
-  elements: Type.Optional(Type.Array(FormElement)),
-});
+export const Activity = Type.Object(
+  {
+    id: Type.String(),
+    kind: Type.Enum(ACTIVITY_KINDS),
+    section_discriminator: Type.String(),
+    name: Type.String(),
+    status: Type.Enum(ACTIVITY_STATUSES),
+    created_at: DateTime,
+    sent_at: Type.Union([DateTime, Type.Null()]),
+    archived_at: Type.Union([DateTime, Type.Null()]),
+    email_subject: Type.Optional(Type.String()),
+    sender_name: Type.Optional(Type.String()),
+    sender_email_address: Type.Optional(Type.String()),
+    reply_to: Type.Optional(Type.String()),
+    preheader: Type.Optional(Type.String()),
+    html: Type.Optional(Type.String()),
+    text: Type.Optional(Type.String()),
+    transactional: Type.Optional(Type.Boolean()),
+    description: Type.Optional(Type.String()),
+    trigger_type: Type.Optional(Type.Union([Type.Literal('api'), Type.Literal('other')])),
+    form_type: Type.Optional(Type.Union([Type.Literal('form'), Type.Literal('page')])),
+    elements: Type.Optional(Type.Array(FormElement)),
+  },
+  { title: 'Activity' },
+);
 export type Activity = Static<typeof Activity>;
 
 // ---- Events (SPEC §2.16, §6) ----

@@ -93,6 +93,24 @@ describe('POST /oauth/token', () => {
     expect(res.body.token_type).toBe('Bearer');
   });
 
+  it("AUTH-02 the client id and secret as HTTP Basic credentials (RFC 6749 §2.3.1, the reference's Authorize dialog) with a form of grant_type give a token; a wrong secret there is 401", async () => {
+    const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
+    const basic = (secret: string) =>
+      'Basic ' + Buffer.from(`${encodeURIComponent(creds.clientId)}:${encodeURIComponent(secret)}`).toString('base64');
+    const res = await server.request('POST', '/oauth/token', {
+      raw: 'grant_type=client_credentials&scope=',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic(creds.clientSecret) },
+    });
+    expect(res.status, res.text).toBe(200);
+    expect(jose.decodeJwt(res.body.access_token).account).toBe(creds.accountId);
+    expect((await sections(res.body.access_token)).status).toBe(200);
+    const wrong = await server.request('POST', '/oauth/token', {
+      raw: 'grant_type=client_credentials',
+      headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: basic('not-the-secret') },
+    });
+    expectProblem(wrong, 401, 'AUD-1009');
+  });
+
   it('AUTH-04 a missing field or another grant_type answers 400 and no token', async () => {
     const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
     const full = grant(creds);

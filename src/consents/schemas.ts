@@ -20,14 +20,17 @@ export const ConsentRequest = Type.Object(
   { additionalProperties: false },
 );
 
-export const Consent = Type.Object({
-  topic_discriminator: Type.String(),
-  channel_discriminator: Type.String(),
-  type: Type.String({ description: 'opt-in, opt-out, pending-opt-in or confirmed-opt-in' }),
-  reason: Type.String(),
-  source: Type.String(),
-  modified_at: DateTime,
-});
+export const Consent = Type.Object(
+  {
+    topic_discriminator: Type.String(),
+    channel_discriminator: Type.String(),
+    type: Type.String({ description: 'opt-in, opt-out, pending-opt-in or confirmed-opt-in' }),
+    reason: Type.String(),
+    source: Type.String(),
+    modified_at: DateTime,
+  },
+  { title: 'Consent' },
+);
 
 export const Suppression = Type.Object(
   {

@@ -45,12 +45,15 @@ export const AttributeDefinition = Type.Object({
   keyspace_permissions: Type.Optional(KeyspacePermissions),
 });
 
-export const Tag = Type.Object({
-  discriminator: Type.String({ description: 'Tag identifier' }),
-  name: Type.String({ description: 'Display name, 1 to 255 characters' }),
-  id: Type.String({ description: 'Numeric tag id' }),
-  keyspace_permissions: Type.Optional(KeyspacePermissions),
-});
+export const Tag = Type.Object(
+  {
+    discriminator: Type.String({ description: 'Tag identifier' }),
+    name: Type.String({ description: 'Display name, 1 to 255 characters' }),
+    id: Type.String({ description: 'Numeric tag id' }),
+    keyspace_permissions: Type.Optional(KeyspacePermissions),
+  },
+  { title: 'Tag' },
+);
 
 export const EventField = Type.Object(
   {
@@ -94,17 +97,23 @@ export const FolderTree = Type.Object({
   subfolders: Type.Array(Subfolder, { description: 'Top-level folders' }),
 });
 
-export const SegmentVersion = Type.Object({
-  id: Type.String({ description: 'Version id' }),
-  query: Type.String({ description: 'AQL query of this version' }),
-});
+export const SegmentVersion = Type.Object(
+  {
+    id: Type.String({ description: 'Version id' }),
+    query: Type.String({ description: 'AQL query of this version' }),
+  },
+  { title: 'SegmentVersion' },
+);
 
-export const Segment = Type.Object({
-  discriminator: Type.String({ description: 'Segment identifier' }),
-  name: Type.String({ description: 'Display name' }),
-  description: Type.String({ description: 'Description' }),
-  versions: Type.Array(SegmentVersion, { description: 'Versions, oldest first' }),
-});
+export const Segment = Type.Object(
+  {
+    discriminator: Type.String({ description: 'Segment identifier' }),
+    name: Type.String({ description: 'Display name' }),
+    description: Type.String({ description: 'Description' }),
+    versions: Type.Array(SegmentVersion, { description: 'Versions, oldest first' }),
+  },
+  { title: 'Segment' },
+);
 
 export const TagName = Type.Object(
   {
@@ -121,10 +130,13 @@ export const IntegrationSystem = Type.String({
   description: 'The connected system, a lower-case word such as magento: the last part of its keyspace discriminator',
 });
 
-export const Integration = Type.Object({
-  system: Type.String({ description: 'The connected system' }),
-  discriminator: Type.String({ description: 'Its keyspace, com.<vendor>1.integrations.keyspaces.<8 hex>.<system>' }),
-});
+export const Integration = Type.Object(
+  {
+    system: Type.String({ description: 'The connected system' }),
+    discriminator: Type.String({ description: 'Its keyspace, com.<vendor>1.integrations.keyspaces.<8 hex>.<system>' }),
+  },
+  { title: 'Integration' },
+);
 export type Integration = Static<typeof Integration>;
 
 // ---- The account manifest (docs/manifest.md) ----

@@ -30,6 +30,8 @@ import { activitiesRoutes } from './routes/activities.ts';
 import { outboxRoutes, trackingRoutes, transactionalRoutes } from './routes/transactional.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
 import { createLogger } from './logging.ts';
+import { docsOptions, openapiOptions } from './openapi.ts';
+import { ProblemSchema } from './schemas/problem.ts';
 import { registerOperations } from './operation.ts';
 import { CONTROL_PREFIX, type Emulator } from './emulator.ts';
 import { emulatorRoutes } from './routes/emulator.ts';
@@ -212,23 +214,11 @@ export async function buildApp(
     return sendProblem(reply, new Problem('AUD-1', `No route ${request.method} ${path}`));
   });
 
-  await app.register(swagger, {
-    openapi: {
-      info: {
-        title: 'audience',
-        version: '0.1.0',
-        description: 'Audience and marketing data service',
-        license: { name: 'Apache-2.0', url: 'https://www.apache.org/licenses/LICENSE-2.0' },
-      },
-      servers: [{ url: services.config.publicUrl, description: 'This service (PUBLIC_URL)' }],
-      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
-      security: [{ bearer: [] }],
-    },
-  });
+  await app.register(swagger, openapiOptions(services.config, ProblemSchema));
   app.addHook('onRoute', (route) => {
     if (route.url.startsWith('/docs')) route.config = { ...route.config, auth: 'none' };
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(swaggerUi, docsOptions);
 
   // Before authentication: a fault answers as a proxy or an overloaded server would.
   options.emulator?.traffic.register(app);

@@ -41,6 +41,7 @@ describe('an operation that sends its own answer (files, pixels, redirects)', ()
           method: 'GET',
           path: '/own-answer',
           summary: 'Sends its own answer',
+          description: 'A file, a pixel or a redirect.',
           scope: 'public',
           handle: async ({ reply }) => reply.code(200).type('text/plain').send('sent by the handler'),
         }),

@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import multipart from '@fastify/multipart';
 import type { Static, TSchema } from 'typebox';
 import type { LimitName } from '../core/limits.ts';
-import type { ProblemCode } from '../core/problems.ts';
+import { PROBLEMS, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import * as accounts from '../accounts/accounts.ts';
 import { accountScope, type Services } from '../services.ts';
@@ -29,6 +29,38 @@ const AUTH: Record<ScopeKind, RouteAuth> = {
   link: 'none',
   metrics: 'metrics',
 };
+
+/** The credentials of each kind of operation, as the OpenAPI document's security schemes name them (src/http/openapi.ts). */
+const SECURITY: Record<ScopeKind, Record<string, string[]>[]> = {
+  account: [{ oauth: [] }, { bearer: [] }],
+  'operator-account': [{ operator: [] }],
+  operator: [{ operator: [] }],
+  public: [],
+  link: [],
+  metrics: [{ operator: [] }],
+};
+
+/** The refusals every operation of a kind can answer, whatever it does. */
+function commonErrors(op: Operation): ProblemCode[] {
+  const codes: ProblemCode[] = [];
+  if (op.params || op.query || op.body) codes.push('AUD-0', 'AUD-1003');
+  if (op.body) codes.push('AUD-1004', 'AUD-1005', op.bodyTooLarge ?? 'AUD-1001');
+  if (op.scope === 'account' || op.scope === 'operator' || op.scope === 'operator-account') codes.push('AUD-8');
+  if (op.scope === 'account') codes.push('AUD-1002');
+  if (op.rateLimit) codes.push('AUD-1002');
+  if (op.scope === 'operator-account') codes.push('AUD-1110');
+  codes.push('AUD-2');
+  return codes;
+}
+
+/** The operation's description in the reference: its own text, then every code it can answer with its status and title. */
+export function describeOperation(op: Operation): string {
+  const codes = [...new Set([...(op.errors ?? []), ...commonErrors(op)])].sort(
+    (a, b) => PROBLEMS[a].status - PROBLEMS[b].status || a.localeCompare(b, 'en', { numeric: true }),
+  );
+  const rows = codes.map((code) => `| ${PROBLEMS[code].status} | \`${code}\` | ${PROBLEMS[code].title} |`);
+  return `${op.description ?? ''}\n\n**Errors** (problem documents; \`GET /errors/{code}\` explains a code):\n\n| Status | Code | Title |\n|---|---|---|\n${rows.join('\n')}`;
+}
 
 /** What an operation's handler is given: the request's validated parts, its account's scope, and where to run SQL. */
 export interface Context<P, Q, B, S> {
@@ -66,7 +98,30 @@ type Of<T extends TSchema | undefined> = T extends TSchema ? Static<T> : undefin
 type ScopeFor<K extends ScopeKind> = K extends 'account' | 'operator-account' | 'link' ? AccountScope : undefined;
 
 /** One operation of the API, declared: its route, its shapes, its access, and the domain call it makes. */
-export interface OperationSpec<
+export type OperationSpec<
+  P extends TSchema | undefined,
+  Q extends TSchema | undefined,
+  B extends TSchema | undefined,
+  K extends ScopeKind,
+> = OperationFields<P, Q, B, K> & Documented;
+
+/**
+ * The reference explains every operation it shows: a description is required unless the operation
+ * is left out of the document (`hide`).
+ */
+type Documented =
+  | {
+      /** What the reference explains (Markdown): what the operation does, its rules and limits. */
+      description: string;
+      hide?: false;
+    }
+  | {
+      description?: string;
+      /** Left out of the OpenAPI document (links in messages, not operations of the API). */
+      hide: true;
+    };
+
+interface OperationFields<
   P extends TSchema | undefined,
   Q extends TSchema | undefined,
   B extends TSchema | undefined,
@@ -74,13 +129,18 @@ export interface OperationSpec<
 > {
   method: Method;
   path: string;
+  /** One line: what the operation does (the reference's title of it). */
   summary: string;
-  description?: string;
+  /**
+   * The refusals of its own the operation can answer, by code; the reference lists them with their
+   * status and title, after those every operation of its kind can answer (`commonErrors`).
+   */
+  errors?: ProblemCode[];
+  /** Examples for the reference: the request body, and answers by status. Others are made from the schemas. */
+  examples?: { body?: unknown; response?: Record<number, unknown> };
   /** The table's tags when omitted. */
   tags?: string[];
   deprecated?: boolean;
-  /** Left out of the OpenAPI document (links in messages, not operations of the API). */
-  hide?: boolean;
   params?: P;
   query?: Q;
   body?: B;
@@ -164,11 +224,12 @@ export function routeOf(op: Operation, services: Services, tags: string[]): Rout
       : {}),
     schema: {
       summary: op.summary,
-      ...(op.description ? { description: op.description } : {}),
+      description: describeOperation(op),
       tags: op.tags ?? tags,
       ...(op.deprecated ? { deprecated: true } : {}),
       ...(op.hide ? { hide: true } : {}),
-      ...(AUTH[op.scope] === 'none' ? { security: [] } : {}),
+      security: SECURITY[op.scope],
+      ...(op.examples ? { 'x-examples': op.examples } : {}),
       ...(op.multipart ? { consumes: ['multipart/form-data'] } : {}),
       ...(op.params ? { params: op.params } : {}),
       ...(op.query ? { querystring: op.query } : {}),

@@ -99,40 +99,46 @@ export type ImportV2 = Static<typeof ImportV2>;
 /** An import request with the version whose schema its body was checked against: code narrows on `version`. */
 export type ImportRequest = { version: 1; body: ImportV1 } | { version: 2; body: ImportV2 };
 
-export const ImportCreated = Type.Object({
-  import_id: Type.String(),
-  file_upload_url: Type.String({ description: 'Where to POST the multipart upload form' }),
-  file_upload_body: Type.Record(Type.String(), Type.String(), {
-    description: 'Form fields to send, in this order, before the file part',
-  }),
-  file_upload_url_expires_at: DateTime,
-});
+export const ImportCreated = Type.Object(
+  {
+    import_id: Type.String(),
+    file_upload_url: Type.String({ description: 'Where to POST the multipart upload form' }),
+    file_upload_body: Type.Record(Type.String(), Type.String(), {
+      description: 'Form fields to send, in this order, before the file part',
+    }),
+    file_upload_url_expires_at: DateTime,
+  },
+  { title: 'ImportCreated' },
+);
 
 export const ImportParams = Type.Object({ section_discriminator: Type.String(), import_id: Type.String() });
 
-export const ImportStatus = Type.Object({
-  import_id: Type.String(),
-  result: Type.Object({
-    status: Type.String({ description: 'waiting_for_file, queued, in_progress, completed or error' }),
-    profiles_found: Type.Integer({ description: 'Data rows read' }),
-    profiles_processed: Type.Integer({ description: 'Rows applied' }),
-    profiles_failed: Type.Integer({ description: 'Rows refused' }),
-    message: Type.Optional(Type.String({ description: 'Why the import ended in error' })),
-  }),
-  report: Type.Object(
-    {
-      profiles_new: Type.Integer(),
-      profiles_updated: Type.Integer(),
-      profiles_not_changed: Type.Integer(),
-      profiles_failed: Type.Integer(),
-      failures: Type.Array(
-        Type.Object({
-          line: Type.Integer({ description: 'Line in the file (the header is line 1)' }),
-          reason: Type.String(),
-        }),
-        { description: 'The first 1000 failed rows' },
-      ),
-    },
-    { description: 'Statistics and error details: the first 1000 failed rows with their line and reason' },
-  ),
-});
+export const ImportStatus = Type.Object(
+  {
+    import_id: Type.String(),
+    result: Type.Object({
+      status: Type.String({ description: 'waiting_for_file, queued, in_progress, completed or error' }),
+      profiles_found: Type.Integer({ description: 'Data rows read' }),
+      profiles_processed: Type.Integer({ description: 'Rows applied' }),
+      profiles_failed: Type.Integer({ description: 'Rows refused' }),
+      message: Type.Optional(Type.String({ description: 'Why the import ended in error' })),
+    }),
+    report: Type.Object(
+      {
+        profiles_new: Type.Integer(),
+        profiles_updated: Type.Integer(),
+        profiles_not_changed: Type.Integer(),
+        profiles_failed: Type.Integer(),
+        failures: Type.Array(
+          Type.Object({
+            line: Type.Integer({ description: 'Line in the file (the header is line 1)' }),
+            reason: Type.String(),
+          }),
+          { description: 'The first 1000 failed rows' },
+        ),
+      },
+      { description: 'Statistics and error details: the first 1000 failed rows with their line and reason' },
+    ),
+  },
+  { title: 'ImportStatus' },
+);

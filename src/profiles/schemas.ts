@@ -6,7 +6,7 @@ export const UniqueIdentifier = Type.Object(
     keyspace_discriminator: Type.String({ description: 'Keyspace of the key' }),
     profile_key: Type.String({ description: 'The profile key in that keyspace' }),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, title: 'UniqueIdentifier' },
 );
 /** A profile as clients name it: a keyspace and a key in it (SPEC §2.2). */
 export type UniqueIdentifier = Static<typeof UniqueIdentifier>;

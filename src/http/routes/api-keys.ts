@@ -1,3 +1,4 @@
+import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import { operation, type OperationTable } from '../operation.ts';
 import { spend } from '../plugins/auth.ts';
@@ -21,6 +22,30 @@ const Jwks = Type.Object({
   keys: Type.Array(Type.Record(Type.String(), Type.Unknown()), { description: 'Public keys that verify tokens' }),
 });
 
+/**
+ * RFC 6749 §2.3.1: a client may send its id and secret as HTTP Basic credentials instead of body
+ * fields (the "Authorize" dialog of the reference at /docs does). They fill the fields the body
+ * lacks, before validation, so that a request without either is refused as before.
+ */
+async function credentialsFromBasic(request: FastifyRequest): Promise<void> {
+  const [scheme, encoded] = (request.headers.authorization ?? '').split(' ');
+  if (scheme?.toLowerCase() !== 'basic' || !encoded) return;
+  const decoded = Buffer.from(encoded, 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  if (colon < 0) return;
+  const body = (request.body ?? {}) as Record<string, unknown>;
+  if (typeof body !== 'object' || Array.isArray(body)) return;
+  // Form-encoding of the two parts (RFC 6749 §2.3.1) is undone as the standard asks.
+  const part = (text: string) => decodeURIComponent(text.replaceAll('+', ' '));
+  try {
+    body.client_id ??= part(decoded.slice(0, colon));
+    body.client_secret ??= part(decoded.slice(colon + 1));
+  } catch {
+    return;
+  }
+  request.body = body;
+}
+
 /** POST /oauth/token (SPEC §4.1) and the public signing keys. */
 export const apiKeysRoutes: OperationTable = {
   tags: ['auth'],
@@ -29,9 +54,13 @@ export const apiKeysRoutes: OperationTable = {
       method: 'POST',
       path: '/oauth/token',
       summary: 'Obtain an access token',
+      description:
+        'Exchanges the client id and secret of an API key for a signed bearer token (a JWT whose `exp` says when it expires; `expires_in` gives the seconds). The body is JSON or `application/x-www-form-urlencoded`; the credentials may also come as HTTP Basic (`Authorization: Basic base64(client_id:client_secret)`). Token requests are limited per account (10 a minute by default); answers are never cached.',
+      errors: ['AUD-1009', 'AUD-1002'],
       body: TokenRequest,
       response: { 200: TokenResponse },
       scope: 'public',
+      preValidation: credentialsFromBasic,
       // RFC 6749 §5.1: no cache keeps a token, nor an answer about credentials: set on request, so
       // that every answer has them, refusals of parsing and validation included.
       headers: { 'cache-control': 'no-store', pragma: 'no-cache' },
@@ -52,6 +81,8 @@ export const apiKeysRoutes: OperationTable = {
       method: 'GET',
       path: '/.well-known/jwks.json',
       summary: 'Public keys that verify access tokens',
+      description:
+        'The JSON Web Key Set of the keys that sign access tokens, for services that verify tokens themselves. The old key stays listed for a while after a rotation.',
       response: { 200: Jwks },
       scope: 'public',
       handle: async ({ services }) => services.apiKeys.jwks(),

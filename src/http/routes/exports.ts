@@ -3,7 +3,7 @@ import zlib from 'node:zlib';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { AccountScope } from '../../core/scope.ts';
 import { Type, type TSchema } from 'typebox';
-import { Problem } from '../../core/problems.ts';
+import { Problem, type ProblemCode } from '../../core/problems.ts';
 import { accountScope, type Services } from '../../services.ts';
 import { spend } from '../plugins/auth.ts';
 import * as emailEvents from '../../exports/email-events.ts';
@@ -102,6 +102,8 @@ export function exportsRoutes(services: Services): OperationTable {
   const create = (route: {
     path: string;
     summary: string;
+    description: string;
+    errors: ProblemCode[];
     kind: ExportKindName;
     rateLimit: typeof requests | typeof eventRequests;
     created: TSchema;
@@ -111,6 +113,8 @@ export function exportsRoutes(services: Services): OperationTable {
       method: 'POST',
       path: route.path,
       summary: route.summary,
+      description: route.description,
+      errors: route.errors,
       body: EXPORT_KINDS[route.kind].body as TSchema,
       response: { 201: route.created },
       scope: 'account',
@@ -148,6 +152,9 @@ export function exportsRoutes(services: Services): OperationTable {
       create({
         path: '/audience/profiles/reports/consents',
         summary: 'Profile in segment by consent export',
+        description:
+          'The profiles of a segment with their consents to 1 to 100 topics on 1 or 2 channels, as a file: answers the poll URL to fetch it from when ready. One export request a second; a limited number may be pending at once.',
+        errors: ['AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907', 'AUD-1908'],
         kind: 'consents',
         rateLimit: requests,
         created: PollUrl,
@@ -156,6 +163,9 @@ export function exportsRoutes(services: Services): OperationTable {
       create({
         path: '/audience/profiles/reports/consents/count',
         summary: 'Count profiles in segment by consent',
+        description:
+          'How many profiles of a segment have each consent state on the topics: answers the poll URL of the count.',
+        errors: ['AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
         kind: 'consents-count',
         rateLimit: requests,
         created: PollUrl,
@@ -164,6 +174,9 @@ export function exportsRoutes(services: Services): OperationTable {
       create({
         path: '/audience/profiles/reports/duplicates',
         summary: 'Duplicate profile in segment by consent export',
+        description:
+          'The profiles of a segment that share an address on a channel, with their consents, as a file at the poll URL.',
+        errors: ['AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
         kind: 'duplicates',
         rateLimit: requests,
         created: PollUrl,
@@ -172,6 +185,9 @@ export function exportsRoutes(services: Services): OperationTable {
       create({
         path: '/audience/profiles/reports/segments',
         summary: 'Profile in segment export (beta)',
+        description:
+          'The profiles of one or more segments with up to 75 attributes and 25 tags, as a file: answers the two forms of its poll URL.',
+        errors: ['AUD-1104', 'AUD-1905', 'AUD-1906', 'AUD-1908', 'AUD-1923', 'AUD-1924', 'AUD-1925'],
         kind: 'segments',
         rateLimit: requests,
         created: DownloadUrls,
@@ -180,6 +196,9 @@ export function exportsRoutes(services: Services): OperationTable {
       create({
         path: '/audience/profiles/exports',
         summary: 'Profile in segment event export',
+        description:
+          "The events of a segment's profiles in a window, as a file at the poll URL. One event export a minute.",
+        errors: ['AUD-1104', 'AUD-1905', 'AUD-1906', 'AUD-1910', 'AUD-1911'],
         kind: 'events',
         rateLimit: eventRequests,
         created: FileDownloadUrl,
@@ -189,6 +208,9 @@ export function exportsRoutes(services: Services): OperationTable {
       create({
         path: '/emails/reports',
         summary: 'Email event export',
+        description:
+          "The email events (sent, opened, clicked, bounced …) of a window of at most three months, with attributes and tags of their profiles: answers a report id whose status (`GET /emails/reports/{report_id}`) gives the file's URL. One event export a minute.",
+        errors: ['AUD-1905', 'AUD-1910', 'AUD-1911'],
         kind: 'email-events',
         rateLimit: eventRequests,
         created: ReportId,
@@ -199,6 +221,7 @@ export function exportsRoutes(services: Services): OperationTable {
         path: '/audience/profiles/export-single/:export_key',
         rateLimit: requests,
         summary: 'Single profile export (beta)',
+        errors: ['AUD-1920', 'AUD-1921', 'AUD-1922', 'AUD-1101', 'AUD-1201'],
         description:
           'Answers 202 with an empty body (and the URL of the file in Location); then POSTs {"code": 100, "message": "Callback verified"} to callback_url and, once the file is written, {"code": 200, "message": <the URL of the file>}. No second callback when the first is not taken.',
         params: SingleExportParams,
@@ -217,9 +240,10 @@ export function exportsRoutes(services: Services): OperationTable {
         method: 'GET',
         path: '/audience/profiles/export-single/accounts/:account_id/definitions/:export_id',
         rateLimit: downloads,
-        summary: 'The file of a single profile export: the URL of its second callback',
+        summary: 'The file of a single profile export',
+        errors: ['AUD-1901', 'AUD-1902', 'AUD-1903', 'AUD-1904'],
         description:
-          '200 with the file (JSON) when ready, for one day; 404 while in progress or for an unknown id; 503 when the export failed (the detail says why); 410 once gone. The metadata=true of the URL changes nothing: include_type_definitions decides.',
+          'The URL of the second callback. 200 with the file (JSON) when ready, for one day; 404 while in progress or for an unknown id; 503 when the export failed (the detail says why); 410 once gone. The metadata=true of the URL changes nothing: include_type_definitions decides.',
         params: SingleExportFileParams,
         response: {
           200: Type.Unknown({ description: 'The file (JSON), gzip-compressed when Accept-Encoding takes gzip' }),
@@ -236,7 +260,8 @@ export function exportsRoutes(services: Services): OperationTable {
         method: 'GET',
         path: '/emails/reports/:report_id',
         summary: 'Status of an email event export',
-        description: `requested, then completed (with a new download URL on every call) or error; 404 for an unknown id, 410 once the file has expired. With header_auth=true the URL carries no credential, and the token the download needs comes in the response header ${authHeader}.`,
+        errors: ['AUD-1902', 'AUD-1903'],
+        description: `The status of an email event export: requested, then completed (with a new download URL on every call) or error; 404 for an unknown id, 410 once the file has expired. With header_auth=true the URL carries no credential, and the token the download needs comes in the response header ${authHeader}.`,
         params: ReportParams,
         query: EmailReportQuery,
         response: { 200: EmailReportStatus },
@@ -256,8 +281,9 @@ export function exportsRoutes(services: Services): OperationTable {
       operation({
         method: 'GET',
         path: '/files/email-events/:account_id/:report_id',
-        summary: 'The file of an email event export (gzip-compressed CSV), at the URL of a status answer',
-        description: `403 without the URL's token (or, for a header_auth URL, the ${authHeader} header of the status answer) or once the URL has expired; 410 once the file has expired.`,
+        summary: 'The file of an email event export',
+        errors: ['AUD-1902', 'AUD-1903', 'AUD-1912', 'AUD-1913'],
+        description: `The gzip-compressed CSV at the URL of a status answer. 403 without the URL's token (or, for a header_auth URL, the ${authHeader} header of the status answer) or once the URL has expired; 410 once the file has expired.`,
         params: EmailReportFileParams,
         query: EmailReportFileQuery,
         response: { 200: Type.Unknown({ description: 'The gzip-compressed CSV' }) },
@@ -291,7 +317,10 @@ export function exportsRoutes(services: Services): OperationTable {
         method: 'GET',
         path: '/audience/profiles/reports/:report_id',
         rateLimit: downloads,
-        summary: 'Poll an export: 404 while in progress, 200 when ready, 410 when gone or unknown',
+        summary: 'Poll an export',
+        description:
+          "The poll URL of an export or count: 404 (`AUD-1901`) while it is in progress, 200 with the file (or the count's result) when ready, 410 once it is gone or for an unknown id. The file is CSV, Excel with `Accept: application/vnd.openxmlformats-officedocument.spreadsheetml.sheet`, or JSON for the segment export with `Accept: application/json`; gzip-compressed when `Accept-Encoding` takes gzip. A poll URL lives a day; 60 downloads a minute.",
+        errors: ['AUD-1901', 'AUD-1902', 'AUD-1904'],
         params: ReportParams,
         response: { 200: ready },
         scope: 'account',
@@ -301,7 +330,10 @@ export function exportsRoutes(services: Services): OperationTable {
         method: 'GET',
         path: '/v2/audience/profiles/reports/:report_id',
         rateLimit: downloads,
-        summary: 'Poll an export (v2): 202 while in progress, 200 when ready, 404 for an unknown id, 410 when gone',
+        summary: 'Poll an export (v2)',
+        description:
+          'The second form of the poll URL: 202 while the export is in progress, 200 with the file when ready, 404 for an unknown id, 410 once the file is gone. Formats and limits as the first form.',
+        errors: ['AUD-1902', 'AUD-1903', 'AUD-1904'],
         params: ReportParams,
         response: { 200: ready, 202: Type.Null({ description: 'In progress: poll again later' }) },
         scope: 'account',

@@ -6,13 +6,17 @@ import { PROBLEMS, Problem, problemType, type ProblemCode } from '../../core/pro
 import { JOB_STATES, jobFigures } from '../../jobs/queue.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { databaseUnavailable } from '../problems.ts';
+import { partOf } from '../openapi.ts';
 
-const ErrorCode = Type.Object({
-  type: Type.String(),
-  code: Type.String(),
-  title: Type.String(),
-  http_status: Type.Integer(),
-});
+const ErrorCode = Type.Object(
+  {
+    type: Type.String(),
+    code: Type.String(),
+    title: Type.String(),
+    http_status: Type.Integer(),
+  },
+  { title: 'ErrorCode' },
+);
 
 /**
  * The job queue's figures, read from the database at each scrape: the jobs are rows, written by
@@ -84,6 +88,8 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
         method: 'GET',
         path: '/healthz',
         summary: 'The process is up',
+        description:
+          'Answers `{"state": "up"}` while the process runs, without touching the database: a liveness probe.',
         response: { 200: Type.Object({ state: Type.String() }) },
         scope: 'public',
         handle: async () => ({ state: 'up' }),
@@ -91,7 +97,9 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
       operation({
         method: 'GET',
         path: '/readyz',
-        summary: 'The process can serve: its database answers',
+        summary: 'The process can serve',
+        description:
+          'Answers `{"state": "ready"}` when the process\'s database answers a query; 503 (`AUD-2`, with `Retry-After`) while it does not. A readiness probe for load balancers.',
         response: { 200: Type.Object({ state: Type.String() }) },
         scope: 'public',
         handle: async ({ db }) => {
@@ -108,6 +116,8 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
         method: 'GET',
         path: '/metrics',
         summary: 'Prometheus metrics',
+        description:
+          "The process's metrics in the Prometheus text format, behind the metrics token (METRICS_TOKEN, else the operator token).",
         hide: true,
         scope: 'metrics',
         handle: async ({ reply }) => reply.type(registry.contentType).send(await exposition(registry, threadMetrics)),
@@ -116,14 +126,30 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
         method: 'GET',
         path: '/openapi.json',
         summary: 'This OpenAPI document',
+        description: 'The whole OpenAPI document of this service: the public API and the operator API.',
         hide: true,
         scope: 'public',
         handle: async ({ request }) => request.server.swagger(),
       }),
+      // The reference at /docs shows the two parts of the API as two definitions.
+      ...(['public', 'operator'] as const).map((part) =>
+        operation({
+          method: 'GET',
+          path: `/openapi/${part}.json`,
+          summary: `The ${part} part of the OpenAPI document`,
+          description: `The operations of the ${part} API, with the tags and components they use.`,
+          hide: true,
+          scope: 'public',
+          handle: async ({ request }) => partOf(request.server.swagger() as object, part),
+        }),
+      ),
       operation({
         method: 'GET',
         path: '/errors',
+        tags: ['errors'],
         summary: 'Every error code',
+        description:
+          'Every code a problem document can name, with its HTTP status and title. The table is closed: a new kind of refusal gets a new code.',
         response: { 200: Type.Object({ items: Type.Array(ErrorCode) }) },
         scope: 'public',
         handle: async () => ({ items: (Object.keys(PROBLEMS) as ProblemCode[]).map(describe) }),
@@ -131,7 +157,11 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
       operation({
         method: 'GET',
         path: '/errors/:code',
+        tags: ['errors'],
         summary: 'One error code',
+        description:
+          'The status and title of one error code, the `type` of a problem document (`/errors/AUD-1201`). Case does not matter.',
+        errors: ['AUD-1'],
         params: Type.Object({ code: Type.String() }),
         response: { 200: ErrorCode },
         scope: 'public',

@@ -20,11 +20,26 @@ import {
   UniqueIdentifier,
   VersionParams,
 } from '../../profiles/schemas.ts';
+import type { ProblemCode } from '../../core/problems.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { NoContent } from '../schemas/problem.ts';
 
 const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
 const scope = 'account';
+/** The refusals of an attribute write, of either version. */
+const attributeWriteErrors: ProblemCode[] = [
+  'AUD-1101',
+  'AUD-1102',
+  'AUD-1107',
+  'AUD-1202',
+  'AUD-1203',
+  'AUD-1206',
+  'AUD-1207',
+  'AUD-1208',
+  'AUD-1209',
+  'AUD-1211',
+  'AUD-1212',
+];
 /** The profile updates of SPEC §8 whose over-large bodies have an error of their own. */
 const bodyTooLarge = 'AUD-1210';
 
@@ -36,6 +51,9 @@ export const profilesRoutes: OperationTable = {
       method: 'POST',
       path: '/audience/keyspaces/:keyspace_discriminator/sections/:section_discriminator/profiles',
       summary: 'Create a profile',
+      description:
+        'Creates the profile of a key in a keyspace and section, and answers its unique identifier. 409 when the key already has a profile.',
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1106', 'AUD-1107', 'AUD-1204', 'AUD-1205'],
       params: CreateProfileParams,
       body: CreateProfile,
       response: { 201: UniqueIdentifier },
@@ -48,6 +66,9 @@ export const profilesRoutes: OperationTable = {
       method: 'PUT',
       path: '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/locks',
       summary: 'Lock a profile for good',
+      description:
+        "Locks a profile: its data is erased and every later request for its key answers 410, as the law's right to be forgotten asks. It cannot be undone.",
+      errors: ['AUD-1101', 'AUD-1106', 'AUD-1201', 'AUD-1202'],
       params: ProfileParams,
       response: { 204: NoContent },
       scope,
@@ -58,6 +79,8 @@ export const profilesRoutes: OperationTable = {
       method: 'DELETE',
       path: '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key',
       summary: 'Delete a profile',
+      description: 'Deletes a profile and its data in every section; the key may be used again afterwards.',
+      errors: ['AUD-1101', 'AUD-1106', 'AUD-1201', 'AUD-1202'],
       params: ProfileParams,
       response: { 204: NoContent },
       scope,
@@ -68,6 +91,9 @@ export const profilesRoutes: OperationTable = {
       method: 'PUT',
       path: '/audience/profiles/merges',
       summary: 'Merge two profiles',
+      description:
+        'Merges exactly two profiles into one cluster: the first becomes canonical and answers for both keys. The body is JSON or a bracket-key form. A profile takes part in at most 500 merges; blocking attributes with different values refuse the merge.',
+      errors: ['AUD-1101', 'AUD-1201', 'AUD-1202', 'AUD-1214', 'AUD-1215', 'AUD-1216'],
       body: Merge,
       response: { 204: NoContent },
       scope,
@@ -78,6 +104,9 @@ export const profilesRoutes: OperationTable = {
       method: 'DELETE',
       path: '/audience/profiles/merges/keyspaces/:keyspace_discriminator/profiles/:profile_key',
       summary: 'Unmerge a profile from its cluster',
+      description:
+        'Takes a profile out of the cluster it was merged into; it keeps the data it brought. The canonical profile cannot be unmerged.',
+      errors: ['AUD-1101', 'AUD-1201', 'AUD-1202', 'AUD-1217'],
       params: ProfileParams,
       response: { 204: NoContent },
       scope,
@@ -88,6 +117,9 @@ export const profilesRoutes: OperationTable = {
       method: 'PUT',
       path: base,
       summary: 'Switch a unique identifier',
+      description:
+        'Moves a unique identifier (a key attribute such as an email address) of a section from one profile to another.',
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1201', 'AUD-1202', 'AUD-1221', 'AUD-1222', 'AUD-1223'],
       params: ProfileSectionParams,
       body: Switch,
       response: { 204: NoContent },
@@ -99,6 +131,13 @@ export const profilesRoutes: OperationTable = {
       method: 'GET',
       path: `${base}/tags`,
       summary: 'Tags of a profile',
+      examples: {
+        response: {
+          200: { 'com.vendor1.tags.user-created.vip': true, 'com.vendor1.tags.user-created.newsletter-reader': true },
+        },
+      },
+      description: 'The tags a profile carries in a section, as a map of tag discriminator to `true`.',
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202'],
       params: ProfileSectionParams,
       response: { 200: TagValues },
       scope,
@@ -108,6 +147,12 @@ export const profilesRoutes: OperationTable = {
       method: 'PATCH',
       path: `${base}/tags`,
       summary: 'Set and remove tags',
+      examples: {
+        body: { 'com.vendor1.tags.user-created.vip': true, 'com.vendor1.tags.user-created.first-order': null },
+      },
+      description:
+        "A JSON merge patch of the profile's tags: `true` sets a tag, `null` removes it. Creates the profile when it does not exist. At most 100 KB; every tag must be defined in the section.",
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1202', 'AUD-1203', 'AUD-1218'],
       params: ProfileSectionParams,
       body: MergePatch,
       response: { 204: NoContent },
@@ -120,6 +165,14 @@ export const profilesRoutes: OperationTable = {
       method: 'GET',
       path: `${base}/attributes`,
       summary: 'Attributes of a profile',
+      examples: {
+        response: {
+          200: { '3f6a1c2e-8b4d-4e5f-9a0b-1c2d3e4f5a6b': 'Hamburg', '9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d': 1520.5 },
+        },
+      },
+      description:
+        'The attribute values of a profile in a section, keyed by attribute version id. Hidden attributes are left out.',
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202'],
       params: ProfileSectionParams,
       response: { 200: AttributeValues },
       scope,
@@ -129,7 +182,13 @@ export const profilesRoutes: OperationTable = {
     operation({
       method: 'PATCH',
       path: `${base}/attributes`,
-      summary: 'Set attributes (version 1: keys are version ids; creates the profile)',
+      summary: 'Set attributes (version 1)',
+      examples: {
+        body: { '3f6a1c2e-8b4d-4e5f-9a0b-1c2d3e4f5a6b': 'Hamburg', '9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d': 1520.5 },
+      },
+      description:
+        "A JSON merge patch of attribute values keyed by attribute version id: a value sets the attribute, `null` clears it. Creates the profile when it does not exist. Each value must conform to its version's type; at most 100 KB.",
+      errors: attributeWriteErrors,
       params: ProfileSectionParams,
       body: MergePatch,
       response: { 204: NoContent },
@@ -140,7 +199,17 @@ export const profilesRoutes: OperationTable = {
     operation({
       method: 'PATCH',
       path: `/v2${base}/attributes`,
-      summary: 'Set attributes (version 2: keys are discriminators)',
+      summary: 'Set attributes (version 2)',
+      examples: {
+        body: {
+          'com.vendor1.attributes.user-created.city': 'Hamburg',
+          'com.vendor1.attributes.user-created.loyalty-points': 1520.5,
+          'com.vendor1.attributes.user-created.birthday': null,
+        },
+      },
+      description:
+        "A JSON merge patch of attribute values keyed by attribute discriminator; each value is written to the attribute's current version. Changing a key attribute needs `profile_key_update_method`. Each value must conform to its type; at most 100 KB.",
+      errors: [...attributeWriteErrors, 'AUD-1213'],
       params: ProfileSectionParams,
       query: KeyUpdateQuery,
       body: MergePatch,
@@ -161,6 +230,8 @@ export const profilesRoutes: OperationTable = {
       method: 'DELETE',
       path: `${base}/attributes/:version_id`,
       summary: 'Clear an attribute version',
+      description: 'Clears the value of one attribute version of a profile.',
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202', 'AUD-1206', 'AUD-1212'],
       params: VersionParams,
       response: { 204: NoContent },
       scope,
@@ -171,6 +242,8 @@ export const profilesRoutes: OperationTable = {
       method: 'DELETE',
       path: `/v2${base}/attributes/:attribute_discriminator`,
       summary: 'Clear every version of an attribute',
+      description: 'Clears the values of every version of an attribute of a profile.',
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202', 'AUD-1206', 'AUD-1212'],
       params: AttributeParams,
       response: { 204: NoContent },
       scope,
@@ -181,6 +254,9 @@ export const profilesRoutes: OperationTable = {
       method: 'GET',
       path: `${base}/events`,
       summary: 'Events of a profile',
+      description:
+        'The events of a profile in a section, newest first, optionally of some event versions only (`event_version_ids`, comma-separated or repeated). The answer is truncated above 300 KB.',
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202'],
       params: ProfileSectionParams,
       query: EventsQuery,
       response: { 200: Events },
@@ -191,6 +267,20 @@ export const profilesRoutes: OperationTable = {
       method: 'POST',
       path: `${base}/events`,
       summary: 'Add events',
+      examples: {
+        body: {
+          items: [
+            {
+              event_time: '2026-03-01T09:30:00Z',
+              version_id: 'e1d2c3b4-a5f6-4e7d-8c9b-0a1f2e3d4c5b',
+              data: { url: 'https://shop.example/products/4711', title: 'Rain jacket', device: 'mobile' },
+            },
+          ],
+        },
+      },
+      description:
+        "Records up to 100 events of a profile: each names its event version, its time and its data, which must conform to the version's type. Creates the profile when it does not exist.",
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1202', 'AUD-1203', 'AUD-1209', 'AUD-1219', 'AUD-1220'],
       params: ProfileSectionParams,
       body: NewEvents,
       response: { 204: NoContent },

@@ -19,6 +19,41 @@ export const segmentsRoutes: OperationTable = {
       method: 'POST',
       path: '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/evaluations',
       summary: 'Evaluate a profile against segments',
+      examples: {
+        body: {
+          segments: [
+            { discriminator: 'com.vendor1.segments.user-created.loyal-customers' },
+            { discriminator: 'com.vendor1.segments.user-created.recent-visitors' },
+          ],
+          time_zone: 'Europe/Berlin',
+        },
+        response: {
+          200: {
+            matches: {
+              segments: {
+                'com.vendor1.segments.user-created.loyal-customers': true,
+                'com.vendor1.segments.user-created.recent-visitors': false,
+              },
+            },
+          },
+        },
+      },
+      description:
+        'Whether the profile is in each of the named segments (stored ones, at a version, or given as a query), as `{"matches": {"segments": {…}}}`. The body is JSON or a bracket-key form.',
+      errors: [
+        'AUD-1101',
+        'AUD-1104',
+        'AUD-1105',
+        'AUD-1201',
+        'AUD-1202',
+        'AUD-1701',
+        'AUD-1702',
+        'AUD-1703',
+        'AUD-1709',
+        'AUD-1711',
+        'AUD-1713',
+        'AUD-1714',
+      ],
       params: ProfileParams,
       body: Evaluation,
       response: { 200: Matches },
@@ -29,6 +64,8 @@ export const segmentsRoutes: OperationTable = {
       method: 'POST',
       path: '/audience/sections/:section_discriminator/segments/:segment_discriminator/trend',
       summary: 'Count matching profiles over time',
+      description: 'How many profiles of a section matched a segment at each of 1 to 25 points in time.',
+      errors: ['AUD-1102', 'AUD-1104', 'AUD-1107', 'AUD-1712'],
       params: TrendParams,
       body: Trend,
       response: { 200: TrendCounts },
@@ -41,6 +78,8 @@ export const segmentsRoutes: OperationTable = {
       path: '/audience/profiles/reports/segments/count',
       rateLimit: 'profile_export_requests_per_second',
       summary: 'Count profiles in a segment',
+      description: 'How many profiles a stored segment or a segment query holds now, answered at once.',
+      errors: ['AUD-1104', 'AUD-1701', 'AUD-1702', 'AUD-1703', 'AUD-1710', 'AUD-1711', 'AUD-1714'],
       body: SegmentCount,
       response: { 200: ProfileCount },
       scope: 'account',

@@ -2,13 +2,19 @@ import { Type } from 'typebox';
 import type { TSchema } from 'typebox';
 
 /** The problem document of SPEC §7.1 (RFC 9457). */
-export const ProblemSchema = Type.Object({
-  type: Type.String({ description: 'Error code reference, /errors/AUD-<n>' }),
-  title: Type.String({ description: 'Short summary of the error code' }),
-  status: Type.Integer({ description: 'HTTP status' }),
-  status_code: Type.Integer({ description: 'The HTTP status again, for clients that read this name' }),
-  detail: Type.String({ description: 'What is wrong, naming the field or value at fault' }),
-});
+export const ProblemSchema = Type.Object(
+  {
+    type: Type.String({ description: 'Error code reference, /errors/AUD-<n>', example: '/errors/AUD-1201' }),
+    title: Type.String({ description: 'Short summary of the error code', example: 'Profile not found' }),
+    status: Type.Integer({ description: 'HTTP status', example: 404 }),
+    status_code: Type.Integer({ description: 'The HTTP status again, for clients that read this name', example: 404 }),
+    detail: Type.String({
+      description: 'What is wrong, naming the field or value at fault',
+      example: 'No profile "customer-4711" in keyspace com.vendor1.integrations.keyspaces.5f2b9c1e.shop',
+    }),
+  },
+  { title: 'Problem', description: 'A problem document (RFC 9457): every error the service answers' },
+);
 
 export const NoContent = Type.Null({ description: 'No content' });
 

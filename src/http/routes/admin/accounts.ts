@@ -22,14 +22,19 @@ const LimitsSchema = Type.Object(
     description: 'Limit overrides; null lifts a limit (token_lifetime_seconds: back to 24 hours)',
   },
 );
-const Account = Type.Object({
-  id: Type.String(),
-  name: Type.String(),
-  region: Type.String(),
-  limit_overrides: Type.Record(Type.String(), Type.Union([Type.Integer(), Type.Null()])),
-  limits: Type.Record(Type.String(), Type.Union([Type.Integer(), Type.Null()]), { description: 'The limits in force' }),
-  created_at: DateTime,
-});
+const Account = Type.Object(
+  {
+    id: Type.String(),
+    name: Type.String(),
+    region: Type.String(),
+    limit_overrides: Type.Record(Type.String(), Type.Union([Type.Integer(), Type.Null()])),
+    limits: Type.Record(Type.String(), Type.Union([Type.Integer(), Type.Null()]), {
+      description: 'The limits in force',
+    }),
+    created_at: DateTime,
+  },
+  { title: 'Account' },
+);
 
 const NamedManifestSummary = Type.Object({ account: Account, ...ManifestSummary.properties });
 
@@ -41,6 +46,7 @@ export const adminAccountsRoutes: OperationTable = {
       method: 'GET',
       path: '/admin/accounts',
       summary: 'List accounts',
+      description: 'Every account of this service, with its limits and their overrides.',
       response: { 200: Type.Object({ items: Type.Array(Account) }) },
       scope: 'operator',
       handle: async ({ db }) => ({ items: await accounts.listAccounts(db) }),
@@ -49,6 +55,9 @@ export const adminAccountsRoutes: OperationTable = {
       method: 'POST',
       path: '/admin/accounts',
       summary: 'Create an account',
+      description:
+        'Creates an empty account in a region. Apply a manifest to give it definitions, and create an API key for its clients.',
+      errors: ['AUD-1112', 'AUD-1116', 'AUD-1117'],
       body: Type.Object(
         {
           name: Type.String({ minLength: 1 }),
@@ -67,6 +76,8 @@ export const adminAccountsRoutes: OperationTable = {
       method: 'GET',
       path: '/admin/accounts/:account_id',
       summary: 'Get an account',
+      description: 'One account, with its limits and their overrides.',
+      errors: ['AUD-1110'],
       params: AccountParams,
       response: { 200: Account },
       scope: 'operator',
@@ -75,7 +86,9 @@ export const adminAccountsRoutes: OperationTable = {
     operation({
       method: 'PATCH',
       path: '/admin/accounts/:account_id',
-      summary: 'Rename an account or replace its limit overrides',
+      summary: 'Change an account',
+      description: 'Renames an account or replaces its limit overrides (`null` lifts a limit).',
+      errors: ['AUD-1110', 'AUD-1112', 'AUD-1116', 'AUD-1117'],
       params: AccountParams,
       body: Type.Object(
         { name: Type.Optional(Type.String({ minLength: 1 })), limits: Type.Optional(LimitsSchema) },
@@ -89,8 +102,10 @@ export const adminAccountsRoutes: OperationTable = {
     operation({
       method: 'DELETE',
       path: '/admin/accounts/:account_id',
-      summary:
-        'Delete an account and everything of it: profiles, definitions, keys (their tokens stop at once), jobs, imports, exports, mail and files',
+      summary: 'Delete an account',
+      description:
+        'Deletes an account and everything of it: profiles, definitions, keys (their tokens stop at once), jobs, imports, exports, mail and files.',
+      errors: ['AUD-1110'],
       params: AccountParams,
       response: { 204: NoContent },
       scope: 'operator',
@@ -101,8 +116,10 @@ export const adminAccountsRoutes: OperationTable = {
       method: 'PUT',
       path: '/admin/manifest',
       bodyLimit: 10 * 1024 * 1024,
-      summary:
-        'Apply a manifest to the account its account.name names, created (201) when no account has that name; nothing changes when it fails',
+      summary: 'Apply a manifest by account name',
+      description:
+        'Applies a manifest (keyspaces, sections, attributes, tags, events, topics, segments, activities) to the account its `account.name` names; creates that account (201) when none has the name. Nothing changes when it fails.',
+      errors: ['AUD-1118', 'AUD-1109', 'AUD-1113', 'AUD-1114', 'AUD-1115', 'AUD-1400', 'AUD-1116', 'AUD-1117'],
       query: Type.Object(
         {
           region: Type.Optional(
@@ -130,7 +147,10 @@ export const adminAccountsRoutes: OperationTable = {
       method: 'PUT',
       path: '/admin/accounts/:account_id/manifest',
       bodyLimit: 10 * 1024 * 1024,
-      summary: 'Apply a manifest to an account (idempotent); answers what it created, changed and left alone',
+      summary: 'Apply a manifest',
+      description:
+        'Applies a manifest to an account, idempotently, and answers what it created, changed and left alone. Nothing changes when it fails.',
+      errors: ['AUD-1110', 'AUD-1109', 'AUD-1113', 'AUD-1114', 'AUD-1115', 'AUD-1400', 'AUD-1116', 'AUD-1117'],
       params: AccountParams,
       body: AccountManifest,
       response: { 200: ManifestSummary },

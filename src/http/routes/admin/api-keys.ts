@@ -22,6 +22,7 @@ export const adminApiKeysRoutes: OperationTable = {
       method: 'GET',
       path: '/admin/accounts/:account_id/keys',
       summary: 'List API keys',
+      description: 'The API keys of the account, without their secrets.',
       params: AccountParams,
       response: { 200: Type.Object({ items: Type.Array(ApiKey) }) },
       scope: 'operator-account',
@@ -30,7 +31,10 @@ export const adminApiKeysRoutes: OperationTable = {
     operation({
       method: 'POST',
       path: '/admin/accounts/:account_id/keys',
-      summary: 'Create an API key; its secret is shown once',
+      summary: 'Create an API key',
+      description:
+        'Creates a client id and secret, optionally limited to some sections. The secret is shown in this answer only.',
+      errors: ['AUD-1102'],
       params: AccountParams,
       body: Type.Object(
         {
@@ -56,6 +60,8 @@ export const adminApiKeysRoutes: OperationTable = {
       method: 'DELETE',
       path: '/admin/accounts/:account_id/keys/:client_id',
       summary: 'Delete an API key',
+      description: 'Deletes an API key: its tokens stop working at once.',
+      errors: ['AUD-1'],
       params: KeyParams,
       response: { 204: NoContent },
       scope: 'operator',

@@ -12,6 +12,7 @@ export const adminIntegrationsRoutes: OperationTable = {
       method: 'GET',
       path: '/admin/accounts/:account_id/integrations',
       summary: 'List connected integrations',
+      description: 'The shop and CMS integrations connected to the account, each with its keyspace.',
       params: AccountParams,
       response: { 200: Type.Object({ items: Type.Array(Integration) }) },
       scope: 'operator-account',
@@ -22,8 +23,9 @@ export const adminIntegrationsRoutes: OperationTable = {
     operation({
       method: 'POST',
       path: '/admin/accounts/:account_id/integrations',
-      summary:
-        'Connect an integration: creates its keyspace (201), or answers the one the account has for that system (200)',
+      summary: 'Connect an integration',
+      description:
+        'Connects a shop or CMS integration: creates its keyspace (201), or answers the one the account has for that system (200).',
       params: AccountParams,
       body: Type.Object({ system: IntegrationSystem }, { additionalProperties: false }),
       response: { 200: Integration, 201: Integration },

@@ -26,7 +26,9 @@ export const adminJobsRoutes: OperationTable = {
     operation({
       method: 'GET',
       path: '/admin/jobs',
-      summary: 'List jobs, oldest first: failed ones stay until the account is deleted',
+      summary: 'List jobs',
+      description:
+        'The job queue, oldest first, by state and kind: imports, exports, sends, sweeps. Failed jobs stay until their account is deleted.',
       query: Type.Object(
         {
           state: Type.Optional(Type.Union(JOB_STATES.map((s) => Type.Literal(s)))),

@@ -1,0 +1,253 @@
+import createClient, { type Client, type Middleware } from 'openapi-fetch';
+import type { components, paths } from './schema.ts';
+
+export type { components, paths } from './schema.ts';
+
+/** The problem document every error of the service is (RFC 9457). */
+export type ProblemDocument = components['schemas']['Problem'];
+/** An error code of the service's closed table: `GET /errors` lists them. */
+export type ProblemCode = `AUD-${number}`;
+
+/** An answer of the service that is a problem document, thrown by every call of the client. */
+export class AudienceProblem extends Error {
+  /** The error code (`AUD-1201`), from the document's `type`. */
+  readonly code: ProblemCode;
+  readonly status: number;
+  readonly title: string;
+  readonly detail: string;
+  readonly document: ProblemDocument;
+  /** The method and path of the request refused. */
+  readonly request: string;
+
+  constructor(document: ProblemDocument, request: string) {
+    super(`${request}: ${document.status} ${document.title}: ${document.detail}`);
+    this.name = 'AudienceProblem';
+    this.document = document;
+    this.code = (document.type.split('/').pop() ?? 'AUD-0') as ProblemCode;
+    this.status = document.status;
+    this.title = document.title;
+    this.detail = document.detail;
+    this.request = request;
+  }
+}
+
+export interface AudienceClientOptions {
+  /** The service's address (its PUBLIC_URL), such as `https://cdp.shop.example`. */
+  baseUrl: string;
+  /** The client id and secret of an API key. */
+  clientId: string;
+  clientSecret: string;
+  /** Seconds before a token expires at which the client fetches the next one; 60 by default. */
+  renewBeforeSeconds?: number;
+  /** Attempts after the first of a request answered 429 or 503; 4 by default. */
+  retries?: number;
+  /** The longest wait before a retry, in milliseconds, whatever Retry-After says; 60 000 by default. */
+  maxRetryDelayMs?: number;
+  /** The fetch to call (tests, proxies); the global one by default. */
+  fetch?: typeof fetch;
+  /** The time in milliseconds (tests that move time); Date.now by default. */
+  now?: () => number;
+  /** How a retry waits; setTimeout by default. */
+  sleep?: (ms: number) => Promise<void>;
+}
+
+const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * How long to wait before trying again, from a Retry-After header (seconds or an HTTP date), else
+ * a backoff that doubles from half a second.
+ */
+export function retryDelay(retryAfter: string | null, attempt: number, now: number): number {
+  if (retryAfter !== null && retryAfter.trim() !== '') {
+    const seconds = Number(retryAfter);
+    if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+    const date = Date.parse(retryAfter);
+    if (Number.isFinite(date)) return Math.max(0, date - now);
+  }
+  return 500 * 2 ** attempt;
+}
+
+/** A fetch that sends a request again when it is answered 429 or 503, after the wait the answer asks for. */
+function retryingFetch(
+  options: Required<Pick<AudienceClientOptions, 'retries' | 'maxRetryDelayMs'>> & {
+    fetch: typeof fetch;
+    now: () => number;
+    sleep: (ms: number) => Promise<void>;
+  },
+): (input: Request) => Promise<Response> {
+  return async (input) => {
+    for (let attempt = 0; ; attempt++) {
+      // A body is read once: each attempt sends a copy of the request.
+      const response = await options.fetch(input.clone());
+      if ((response.status !== 429 && response.status !== 503) || attempt >= options.retries) return response;
+      const wait = retryDelay(response.headers.get('retry-after'), attempt, options.now());
+      await response.body?.cancel();
+      await options.sleep(Math.min(wait, options.maxRetryDelayMs));
+    }
+  };
+}
+
+/** Throws the problem document of an answer that is one; answers others as they are. */
+async function throwProblem(response: Response, request: string): Promise<Response> {
+  if (response.ok || !/^application\/problem\+json/.test(response.headers.get('content-type') ?? '')) return response;
+  throw new AudienceProblem((await response.json()) as ProblemDocument, request);
+}
+
+/** An import's status, as `GET /audience/sections/{s}/imports/{id}` answers it. */
+export type ImportStatus = components['schemas']['ImportStatus'];
+type ImportV2Body =
+  paths['/v2/audience/sections/{section_discriminator}/imports']['post']['requestBody']['content']['application/json'];
+type ExportPath =
+  | '/audience/profiles/reports/consents'
+  | '/audience/profiles/reports/consents/count'
+  | '/audience/profiles/reports/duplicates'
+  | '/audience/profiles/reports/segments'
+  | '/audience/profiles/exports';
+type ExportBody<P extends ExportPath> = paths[P]['post']['requestBody']['content']['application/json'];
+
+export interface WaitOptions {
+  /** Milliseconds between polls; 1000 by default. */
+  intervalMs?: number;
+  /** Milliseconds after which waiting gives up with an error; 10 minutes by default. */
+  timeoutMs?: number;
+}
+
+/** The client of one API key: typed calls, with its tokens, retries and errors taken care of. */
+export interface AudienceClient {
+  /**
+   * Every operation of the service, typed from its OpenAPI document (openapi-fetch): `api.GET('/audience/sections')`.
+   * A problem document is thrown as an `AudienceProblem`; `data` is then always the success answer.
+   */
+  readonly api: Client<paths>;
+  /** A valid access token: the one held, or a new one when it expires within `renewBeforeSeconds`. */
+  token(): Promise<string>;
+  /** Requests an import (version 2), uploads its file with the signed form, and waits until it completed or failed. */
+  importProfiles(
+    section: string,
+    request: ImportV2Body,
+    file: Blob | string,
+    wait?: WaitOptions,
+  ): Promise<ImportStatus>;
+  /**
+   * Requests an export or a count, waits until it is ready, and answers its file as a streamed
+   * Response (`await res.text()`, or `res.body` piped to a file). `accept` chooses the format
+   * where the export has several (Excel, JSON).
+   */
+  exportFile<P extends ExportPath>(
+    path: P,
+    body: ExportBody<P>,
+    options?: WaitOptions & { accept?: string },
+  ): Promise<Response>;
+}
+
+export function createAudienceClient(options: AudienceClientOptions): AudienceClient {
+  const baseUrl = options.baseUrl.replace(/\/+$/, '');
+  const now = options.now ?? Date.now;
+  const send = retryingFetch({
+    retries: options.retries ?? 4,
+    maxRetryDelayMs: options.maxRetryDelayMs ?? 60_000,
+    fetch: options.fetch ?? globalThis.fetch,
+    now,
+    sleep: options.sleep ?? sleepFor,
+  });
+  const renewBefore = (options.renewBeforeSeconds ?? 60) * 1000;
+
+  // The token held, and the one being fetched: concurrent calls wait for the same request.
+  let held: { token: string; expiresAt: number } | undefined;
+  let fetching: Promise<string> | undefined;
+  const tokens = createClient<paths>({ baseUrl, fetch: send });
+  tokens.use({ onResponse: ({ response, request }) => throwProblem(response, `${request.method} /oauth/token`) });
+  const fetchToken = async (): Promise<string> => {
+    const { data } = await tokens.POST('/oauth/token', {
+      body: { grant_type: 'client_credentials', client_id: options.clientId, client_secret: options.clientSecret },
+    });
+    held = { token: data!.access_token, expiresAt: now() + data!.expires_in * 1000 };
+    return held.token;
+  };
+  const token = (): Promise<string> => {
+    if (held && now() < held.expiresAt - renewBefore) return Promise.resolve(held.token);
+    fetching ??= fetchToken().finally(() => (fetching = undefined));
+    return fetching;
+  };
+
+  const auth: Middleware = {
+    async onRequest({ request }) {
+      request.headers.set('authorization', `Bearer ${await token()}`);
+      return request;
+    },
+    async onResponse({ request, response }) {
+      // A token refused before its time (a deleted key, a rotated signing key): one more try with a new one.
+      if (response.status === 401 && held) {
+        held = undefined;
+        const again = new Request(request, { headers: new Headers(request.headers) });
+        again.headers.set('authorization', `Bearer ${await token()}`);
+        response = await send(again);
+      }
+      return throwProblem(response, `${request.method} ${new URL(request.url).pathname}`);
+    },
+  };
+  const api = createClient<paths>({ baseUrl, fetch: send });
+  api.use(auth);
+
+  const waitUntil = async <T>(poll: () => Promise<T | undefined>, what: string, wait: WaitOptions = {}) => {
+    const deadline = now() + (wait.timeoutMs ?? 600_000);
+    for (;;) {
+      const result = await poll();
+      if (result !== undefined) return result;
+      if (now() > deadline) throw new Error(`${what} is not done after ${wait.timeoutMs ?? 600_000} ms`);
+      await (options.sleep ?? sleepFor)(wait.intervalMs ?? 1000);
+    }
+  };
+
+  return {
+    api,
+    token,
+
+    async importProfiles(section, request, file, wait) {
+      const { data: created } = await api.POST('/v2/audience/sections/{section_discriminator}/imports', {
+        params: { path: { section_discriminator: section } },
+        body: request,
+      });
+      // The upload form carries its own credential (its signature): no bearer token, fields in order, then the file.
+      const form = new FormData();
+      for (const [name, value] of Object.entries(created!.file_upload_body)) form.append(name, value);
+      form.append('file', typeof file === 'string' ? new Blob([file], { type: 'text/csv' }) : file, 'import.csv');
+      const uploaded = await send(new Request(created!.file_upload_url, { method: 'POST', body: form }));
+      await throwProblem(uploaded, 'POST file_upload_url');
+      if (!uploaded.ok) throw new Error(`The upload was answered ${uploaded.status}: ${await uploaded.text()}`);
+      const path = { section_discriminator: section, import_id: created!.import_id };
+      return waitUntil(
+        async () => {
+          const { data } = await api.GET('/audience/sections/{section_discriminator}/imports/{import_id}', {
+            params: { path },
+          });
+          return ['completed', 'error'].includes(data!.result.status) ? data : undefined;
+        },
+        `Import ${created!.import_id}`,
+        wait,
+      );
+    },
+
+    async exportFile(path, body, wait = {}) {
+      const { data } = await (api.POST as (p: string, init: unknown) => Promise<{ data?: Record<string, string> }>)(
+        path,
+        { body },
+      );
+      // Every export answers where to poll; the second form of the poll URL answers 202 while in progress.
+      const url = data!.file_download_url_v2 ?? data!.poll_url ?? data!.file_download_url;
+      const id = new URL(url).pathname.split('/').pop()!;
+      return waitUntil(
+        async () => {
+          const { response } = await api.GET('/v2/audience/profiles/reports/{report_id}', {
+            params: { path: { report_id: id } },
+            headers: wait.accept ? { accept: wait.accept } : {},
+            parseAs: 'stream',
+          });
+          return response.status === 200 ? response : undefined;
+        },
+        `Export ${id}`,
+        wait,
+      );
+    },
+  };
+}
