@@ -165,6 +165,38 @@ async function rollupOf(pid: number): Promise<Record<string, number>> {
   return out;
 }
 
+/**
+ * Where the resident memory is, from /proc/<pid>/smaps, in MB: the main malloc arena ([heap]), the
+ * other anonymous mappings by size (glibc's other arenas reserve 64 MB each; V8's pages and large
+ * objects are smaller mappings), and files.
+ */
+async function placesOf(pid: number): Promise<Record<string, number>> {
+  const text = await fs.readFile(`/proc/${pid}/smaps`, 'utf8');
+  const out: Record<string, number> = {};
+  let place = '';
+  for (const line of text.split('\n')) {
+    const head = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \d+\s*(.*)$/.exec(line);
+    if (head) {
+      const size = (parseInt(head[2], 16) - parseInt(head[1], 16)) / 2 ** 20;
+      const name = head[3].trim();
+      place =
+        name === '[heap]'
+          ? '[heap]'
+          : name.startsWith('/')
+            ? 'files'
+            : name !== ''
+              ? name
+              : size >= 32
+                ? 'anonymous ≥ 32 MB'
+                : 'anonymous < 32 MB';
+      continue;
+    }
+    const rss = /^Rss:\s+(\d+) kB/.exec(line);
+    if (rss) out[place] = (out[place] ?? 0) + Number(rss[1]) / 1024;
+  }
+  return out;
+}
+
 /** The V8 heap of the program's main thread, from its /metrics (prom-client's default metrics), in MB. */
 async function heapOf(program: Program): Promise<{ used: number; total: number; newSpace: number; external: number }> {
   const { text } = await request(`${program.url}/metrics`, {
@@ -332,11 +364,19 @@ async function mixedRun(
   if (failures.length > 0) throw new Error(`${failures.length} failed requests, e.g. ${failures[0].message}`);
   await point('end of the load');
   let idle = 0;
-  for (const after of [10, 60, AFTER_S]) {
+  for (const after of [...new Set([10, 60, AFTER_S])]) {
     await sleep((after - idle) * 1000);
     idle = after;
     await point(`idle ${after} s`);
   }
+  const places = await placesOf(pid);
+  log(
+    `${variant}, where the memory is at the end: ${Object.entries(places)
+      .filter(([, v]) => v >= 0.5)
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, v]) => `${k} ${mb(v)} MB`)
+      .join(', ')}`,
+  );
   await stopProgram(audience);
   return { points, peak, sent, late, exports: exportsDone };
 }

@@ -214,6 +214,9 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     `GET body: ${Buffer.byteLength(sample.text)} bytes, ${Object.keys(attributes).length} attributes, e.g. ${sample.text}`,
   );
   const bare = await startBare(sample.text);
+  // Measured: two servers beside the first one, on its database, the same kind of process
+  // differing only in the log level (the first one's own PostgreSQL is its child; theirs is not).
+  const logged = await startBeside(audience, audience.logLevel);
   const quiet = await startBeside(audience, 'warn');
   const floor: Server = {
     ...(await startReference('floor server', 'floor.ts', {
@@ -259,7 +262,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     for (const { op, bare: bareLoad, audience: audienceLoad } of measured) {
       results.push(await measure(autocannon, `${op} bare node:http`, round, bare, bareLoad));
       results.push(await measure(autocannon, `${op} floor`, round, floor, bareLoad));
-      results.push(await measure(autocannon, `${op} audience`, round, audience, audienceLoad));
+      results.push(await measure(autocannon, `${op} audience`, round, logged, audienceLoad));
       results.push(await measure(autocannon, `${op} audience warn`, round, quiet, audienceLoad));
     }
   }

@@ -40,8 +40,11 @@ const PATH = '/audience/sections';
 await runBench(DEADLINE_MS, async (autocannon) => {
   printSetting();
 
-  const audience = await startAudience();
-  const quiet = await startBeside(audience, 'warn');
+  // Both measured servers run beside the first one, on its database: the same kind of process
+  // (the first one's own PostgreSQL is its child; theirs is not), differing only in the log level.
+  const first = await startAudience();
+  const audience = await startBeside(first, first.logLevel);
+  const quiet = await startBeside(first, 'warn');
   const sections = await request(`${audience.url}${PATH}`, { headers: { authorization: `Bearer ${audience.token}` } });
   if (sections.status !== 200) throw new Error(`GET ${PATH}: ${sections.status} ${sections.text}`);
   const body = sections.text;

@@ -74,13 +74,12 @@ function accountOf(request: FastifyRequest): string | undefined {
 }
 
 /**
- * The process's logger for HTTP (src/core/log.ts), to standard output through a buffer: a line is
- * written by a libuv thread, with the lines logged meanwhile, rather than by a system call of the
- * event loop per line; what is still buffered is written when the process exits, SIGTERM and
- * an uncaught exception included (docs/operating.md "Watching it").
+ * The process's logger for HTTP (src/core/log.ts), to standard output, written synchronously: one
+ * write(2) on the event loop, where pino's default hands each line to a thread of libuv's pool, a
+ * hand-over that cost more than the write. The request lines come in batches (`registerRequestLog`).
  */
 export function createLogger(level: string, stream?: DestinationStream): FastifyBaseLogger {
-  return createProgramLogger(level, stream ?? pino.destination({ dest: 1, sync: false }));
+  return createProgramLogger(level, stream ?? pino.destination({ dest: 1, sync: true }));
 }
 
 /**
@@ -145,6 +144,10 @@ interface RouteLabel {
   known: ReadonlySet<string>;
 }
 
+/** What writes the request lines of each app that are still in a batch, at the process's exit. */
+const unwritten = new Set<() => void>();
+process.on('exit', () => unwritten.forEach((write) => write()));
+
 /** `,"name":value` of a line, or nothing when the value is undefined. */
 const field = (name: string, value: string | number | undefined) =>
   value === undefined ? '' : `,"${name}":${JSON.stringify(value)}`;
@@ -166,6 +169,20 @@ export function registerRequestLog(app: FastifyInstance): void {
   // The process's bindings as pino writes them after the time: `,"pid":…,"hostname":"…"`.
   const afterTime = (app.log as unknown as Record<symbol, string>)[pino.symbols.chindingsSym];
   const head = `{"level":${pino.levels.values.info},"time":`;
+  // The lines of a turn of the event loop are written together, after it: one write per turn
+  // rather than per request. At the app's close they are written at once, and at the process's
+  // exit (SIGTERM, an uncaught exception) too.
+  let batch = '';
+  const write = () => {
+    if (batch === '') return;
+    stream.write(batch);
+    batch = '';
+  };
+  unwritten.add(write);
+  app.addHook('onClose', async () => {
+    write();
+    unwritten.delete(write);
+  });
   const labels = new WeakMap<object, RouteLabel>();
   app.addHook('onResponse', (request, reply, done) => {
     const { config, url: route, schema } = request.routeOptions;
@@ -178,11 +195,11 @@ export function registerRequestLog(app: FastifyInstance): void {
       );
     }
     const url = redactUrl(request.url, request.is404 ? undefined : label.route, label.known);
-    stream.write(
+    if (batch === '') setImmediate(write);
+    batch +=
       `${head}${Date.now()}${afterTime},"reqId":${JSON.stringify(request.id)},"req":{"method":${JSON.stringify(request.method)},"url":${JSON.stringify(url)}${label.routeJson}` +
-        `${field('host', request.host)}${field('remoteAddress', request.ip)}${field('remotePort', request.socket?.remotePort)}${field('userAgent', request.headers['user-agent'])}},` +
-        `"res":{"statusCode":${reply.statusCode}${field('code', problemCodes.get(reply))}${field('account', accountOf(request))}},"responseTime":${reply.elapsedTime},"msg":"request completed"}\n`,
-    );
+      `${field('host', request.host)}${field('remoteAddress', request.ip)}${field('remotePort', request.socket?.remotePort)}${field('userAgent', request.headers['user-agent'])}},` +
+      `"res":{"statusCode":${reply.statusCode}${field('code', problemCodes.get(reply))}${field('account', accountOf(request))}},"responseTime":${reply.elapsedTime},"msg":"request completed"}\n`;
     done();
   });
 }
