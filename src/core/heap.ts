@@ -35,8 +35,8 @@ export function settleHeap(): void {
  * Settles the heap (settleHeap) when the thread goes idle after a busy spell: every `everyMs`, the
  * share of that time its event loop was busy; above `busy`, it was working, and at the first
  * quiet check after that the heap is settled, once. Load grows the young generation to its limit
- * (32 MB semi-spaces) and V8 does not always shrink it after: idle after ten minutes of mixed
- * traffic, the API thread's stayed at 32 MB in some runs and went back to 1 MB in others
+ * (32 MB semi-spaces) and V8 does not always shrink it after: idle after a minute of mixed traffic
+ * with exports, the API thread's stayed at 16 or 32 MB in some runs and went back to 1 MB in others
  * (docs/benchmarks.md "Memory after load"). A quiet server does no collection that would find out.
  */
 export function settleWhenIdle(everyMs = 30_000, busy = 0.02): () => void {

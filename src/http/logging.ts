@@ -79,7 +79,22 @@ function accountOf(request: FastifyRequest): string | undefined {
  * hand-over that cost more than the write. The request lines come in batches (`registerRequestLog`).
  */
 export function createLogger(level: string, stream?: DestinationStream): FastifyBaseLogger {
-  return createProgramLogger(level, stream ?? pino.destination({ dest: 1, sync: true }));
+  return createProgramLogger(level, stream ?? pino.destination({ dest: 1, sync: true }), {
+    // For the lines Fastify still writes with a request or an answer (a reply that failed after its
+    // headers): the same redaction as the request line's.
+    req: (request: FastifyRequest) => ({
+      method: request.method,
+      url: redactUrl(request.url, request.is404 ? undefined : request.routeOptions?.url, queryNames(request)),
+      route: request.routeOptions?.url,
+    }),
+    res: (reply: FastifyReply) => ({ statusCode: reply.statusCode, code: problemCodes.get(reply) }),
+  });
+}
+
+/** The query parameters a route declares. */
+function queryNames(request: FastifyRequest): ReadonlySet<string> {
+  const query = request.routeOptions?.schema?.querystring as { properties?: Record<string, unknown> } | undefined;
+  return new Set(Object.keys(query?.properties ?? {}));
 }
 
 /**
@@ -185,15 +200,9 @@ export function registerRequestLog(app: FastifyInstance): void {
   });
   const labels = new WeakMap<object, RouteLabel>();
   app.addHook('onResponse', (request, reply, done) => {
-    const { config, url: route, schema } = request.routeOptions;
+    const { config, url: route } = request.routeOptions;
     let label = labels.get(config);
-    if (!label) {
-      const query = schema?.querystring as { properties?: Record<string, unknown> } | undefined;
-      labels.set(
-        config,
-        (label = { route, routeJson: field('route', route), known: new Set(Object.keys(query?.properties ?? {})) }),
-      );
-    }
+    if (!label) labels.set(config, (label = { route, routeJson: field('route', route), known: queryNames(request) }));
     const url = redactUrl(request.url, request.is404 ? undefined : label.route, label.known);
     if (batch === '') setImmediate(write);
     batch +=
