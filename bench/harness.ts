@@ -301,29 +301,48 @@ export async function startReference(name: string, file: string, env: Record<str
   return { url: `http://127.0.0.1:${port}`, pid: child.pid };
 }
 
-export interface Audience extends Server {
+export interface Audience extends Program {
   token: string;
-  dataDir: string;
   accountId: string;
-  adminToken: string;
 }
 
 /** A program started by `startProgram`: its URL and pid, the temp `DATA_DIR`, and the operator token. */
 export interface Program extends Server {
   dataDir: string;
   adminToken: string;
+  logLevel: string;
+  /** Where its standard output goes. */
+  logFile: string;
+}
+
+/**
+ * The log level of the programs the benches start: BENCH_LOG_LEVEL, else `info`, what `npm start`
+ * runs with (every request logged).
+ */
+export const LOG_LEVEL = process.env.BENCH_LOG_LEVEL ?? 'info';
+
+/** How a program is started: its log level (LOG_LEVEL by default), and a database of another program's to use instead of its own. */
+export interface ProgramOptions {
+  logLevel?: string;
+  /** A program whose DATA_DIR (secrets, files) and embedded PostgreSQL this one shares. */
+  beside?: Program;
 }
 
 /**
  * `node src/main.ts <role>` (serve, api or worker) with a new temp DATA_DIR (its own embedded
- * PostgreSQL) on a free loopback port; resolves once /readyz answers 200.
+ * PostgreSQL) on a free loopback port; resolves once /readyz answers 200. Its standard output (the
+ * log) goes to a file in a temp dir, as an operator's would, not to /dev/null.
  */
-export async function startProgram(role: 'serve' | 'api' | 'worker' = 'serve'): Promise<Program> {
+export async function startProgram(
+  role: 'serve' | 'api' | 'worker' = 'serve',
+  options: ProgramOptions = {},
+): Promise<Program> {
+  if (options.beside) return spawnProgram(role, options.beside.dataDir, options);
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-bench-'));
   tempDirs.push(dataDir);
   // As root, the embedded PostgreSQL runs as the postgres user, which must traverse the data directory.
   await fs.chmod(dataDir, 0o755);
-  return spawnProgram(role, dataDir);
+  return spawnProgram(role, dataDir, options);
 }
 
 /**
@@ -339,13 +358,18 @@ export async function restartProgram<P extends Program>(
     await stopChild(children[at], 30_000);
     children.splice(at, 1);
   }
-  const started = await spawnProgram(role, program.dataDir);
-  return { ...program, url: started.url, pid: started.pid };
+  const started = await spawnProgram(role, program.dataDir, { logLevel: program.logLevel });
+  return { ...program, url: started.url, pid: started.pid, logFile: started.logFile };
 }
 
-async function spawnProgram(role: 'serve' | 'api' | 'worker', dataDir: string): Promise<Program> {
+async function spawnProgram(
+  role: 'serve' | 'api' | 'worker',
+  dataDir: string,
+  options: ProgramOptions,
+): Promise<Program> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
+  const logLevel = options.logLevel ?? LOG_LEVEL;
   const extraArgs = (process.env.BENCH_SERVER_ARGS ?? '').split(/\s+/).filter((a) => a !== '');
   // MALLOC_ARENA_MAX as bin/audience (what `npm start` runs) and the image set it.
   const env: NodeJS.ProcessEnv = {
@@ -354,19 +378,25 @@ async function spawnProgram(role: 'serve' | 'api' | 'worker', dataDir: string): 
     DATA_DIR: dataDir,
     PORT: String(port),
     HOST: '127.0.0.1',
-    LOG_LEVEL: 'warn',
+    LOG_LEVEL: logLevel,
   };
-  // Always the embedded database of the temp dir, never one the caller's environment points at.
+  // Always the embedded database of the temp dir, never one the caller's environment points at;
+  // a program beside another uses that one's.
   delete env.DATABASE_URL;
+  if (options.beside) env.DATABASE_URL = await embeddedDatabaseUrl(options.beside.dataDir);
+  const logDir = await tempDir('audience-bench-log-');
+  const logFile = path.join(logDir, `${role}-${port}.log`);
+  const out = await fs.open(logFile, 'a');
   const child = spawn(NODE, [...extraArgs, 'src/main.ts', role], {
     cwd: ROOT,
     env,
-    stdio: ['ignore', 'ignore', 'inherit'],
+    stdio: ['ignore', out.fd, 'inherit'],
   });
+  await out.close();
   children.push({
     child,
     name: `audience ${role}`,
-    postmasterPidFile: path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'),
+    ...(options.beside ? {} : { postmasterPidFile: path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid') }),
   });
   let exitCode: number | null | undefined;
   child.once('exit', (code) => {
@@ -382,9 +412,25 @@ async function spawnProgram(role: 'serve' | 'api' | 'worker', dataDir: string): 
     if (ready?.status === 200) break;
     await sleep(250);
   }
-  log(`audience ${role} ready in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  log(
+    `audience ${role} (LOG_LEVEL=${logLevel}${options.beside ? ", beside another's database" : ''}) ready in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+  );
   const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
-  return { url, pid: child.pid, dataDir, adminToken };
+  return {
+    url,
+    pid: child.pid,
+    dataDir,
+    adminToken,
+    logLevel,
+    logFile,
+    ...(options.beside ? { databaseOf: dataDir } : {}),
+  };
+}
+
+/** The lines a program has logged so far (its standard output). */
+export async function logLines(program: Program): Promise<number> {
+  const text = await fs.readFile(program.logFile, 'utf8').catch(() => '');
+  return text.split('\n').filter((l) => l !== '').length;
 }
 
 /** Stops a program `startProgram` started (SIGTERM, so that it stops its PostgreSQL) and removes its temp dir. */
@@ -394,6 +440,7 @@ export async function stopProgram(program: Program): Promise<void> {
     await stopChild(children[at], 30_000);
     children.splice(at, 1);
   }
+  if (program.databaseOf !== undefined) return;
   await fs.rm(program.dataDir, { recursive: true, force: true });
   tempDirs.splice(tempDirs.indexOf(program.dataDir), 1);
 }
@@ -420,6 +467,15 @@ export async function startAudience(
   if (lifted.status !== 200) throw new Error(`lifting the demo account's limits: ${lifted.status} ${lifted.text}`);
   const token = await demoToken(program);
   return { ...program, token, accountId: demo.account_id };
+}
+
+/**
+ * A second `serve` program at `logLevel` on the database and DATA_DIR of `audience` (its accounts,
+ * limits and tokens): the same server in another configuration, to measure against it in one run.
+ */
+export async function startBeside(audience: Audience, logLevel: string): Promise<Audience> {
+  const program = await startProgram('serve', { logLevel, beside: audience });
+  return { ...audience, ...program };
 }
 
 /** A bearer token of the demo account of a program with the API (`POST /oauth/token`). */

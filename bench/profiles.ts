@@ -13,7 +13,9 @@
  *    as the routes, findSectionDataByKey and patchSectionDataByKey, so the same named statements
  *    batched per turn in the same way, against the same database, without framework or auth).
  *    floor/bare is what the physical work allows on this machine; audience/floor how much of it
- *    the server reaches.
+ *    the server reaches. The server logs every request (LOG_LEVEL=info, as `npm start`); beside
+ *    it, on the same database, the same server at LOG_LEVEL=warn is measured too: what the
+ *    request log costs.
  * 3. Merge and unmerge latency of a profile with 0 events and of one with 100,000 events (added
  *    set-based into profile_events): PUT /audience/profiles/merges with a new web-keyspace
  *    profile, then DELETE /audience/profiles/merges/keyspaces/…web/profiles/{key}.
@@ -44,6 +46,7 @@ import {
   sleep,
   startAudience,
   startBare,
+  startBeside,
   startReference,
   summariseEvents,
   summary,
@@ -63,7 +66,7 @@ const MERGES = Math.min(50, Math.max(1, Number(process.env.BENCH_MERGES ?? 5)));
 /** What to measure, e.g. "get" when profiling GET alone: any of get, patch, merge (all by default). */
 const ONLY = new Set((process.env.BENCH_ONLY ?? 'get,patch,merge').split(',').map((s) => s.trim().toLowerCase()));
 /** The whole run: start-up, load, 6 targets per round, merges, clean-up. */
-const DEADLINE_MS = 300_000 + LOAD.rounds * 6 * (LOAD.warmupS + LOAD.durationS) * 1000 * 1.5 + MERGES * 4 * 60_000;
+const DEADLINE_MS = 300_000 + LOAD.rounds * 8 * (LOAD.warmupS + LOAD.durationS) * 1000 * 1.5 + MERGES * 4 * 60_000;
 
 /** The key of the n-th loaded profile (1 ≤ n ≤ PROFILES) in the email keyspace. */
 const emailOf = (n: number | typeof N_MARK) => loadedEmail(n);
@@ -213,6 +216,10 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     `GET body: ${Buffer.byteLength(sample.text)} bytes, ${Object.keys(attributes).length} attributes, e.g. ${sample.text}`,
   );
   const bare = await startBare(sample.text);
+  // Measured: two servers beside the first one, on its database, the same kind of process
+  // differing only in the log level (the first one's own PostgreSQL is its child; theirs is not).
+  const logged = await startBeside(audience, audience.logLevel);
+  const quiet = await startBeside(audience, 'warn');
   const floor: Server = {
     ...(await startReference('floor server', 'floor.ts', {
       BENCH_DATABASE_URL: await embeddedDatabaseUrl(audience.dataDir),
@@ -257,7 +264,8 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     for (const { op, bare: bareLoad, audience: audienceLoad } of measured) {
       results.push(await measure(autocannon, `${op} bare node:http`, round, bare, bareLoad));
       results.push(await measure(autocannon, `${op} floor`, round, floor, bareLoad));
-      results.push(await measure(autocannon, `${op} audience`, round, audience, audienceLoad));
+      results.push(await measure(autocannon, `${op} audience`, round, logged, audienceLoad));
+      results.push(await measure(autocannon, `${op} audience warn`, round, quiet, audienceLoad));
     }
   }
 
@@ -361,11 +369,12 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   for (const { op } of measured) {
     for (let round = 1; round <= LOAD.rounds; round++) {
       const of = (target: string) => results.find((r) => r.target === `${op} ${target}` && r.round === round)!;
-      const [b, f, a] = [of('bare node:http'), of('floor'), of('audience')];
+      const [b, f, a, w] = [of('bare node:http'), of('floor'), of('audience'), of('audience warn')];
       rows.push(
         [...row(b.target, b), ''],
         [...row(`${f.target} (/bare)`, f, b), ''],
-        [...row(`${a.target} (/bare)`, a, b), (a.rps / f.rps).toFixed(2)],
+        [...row(`${a.target} ${audience.logLevel} (/bare)`, a, b), (a.rps / f.rps).toFixed(2)],
+        [...row(`${w.target} (/bare)`, w, b), (w.rps / f.rps).toFixed(2)],
       );
     }
   }
@@ -394,6 +403,18 @@ await runBench(DEADLINE_MS, async (autocannon) => {
           baseline: 'floor',
         }),
       );
+      // What the request log costs: the same server at warn, which logs no request.
+      const cost = summary(results, `${op} audience`, `${op} audience warn`);
+      console.log(
+        summaryLine(`${op} …/attributes`, cost, 0.9, {
+          target: `audience ${audience.logLevel}`,
+          baseline: 'audience warn',
+        }),
+      );
+      if (cost.serverUs !== undefined && cost.baselineServerUs !== undefined)
+        console.log(
+          `${op} request log: server CPU per request ${cost.serverUs.toFixed(0)} µs at ${audience.logLevel}, ${cost.baselineServerUs.toFixed(0)} µs at warn: ${(cost.baselineServerUs / cost.serverUs).toFixed(2)} (aim at least 0.90)`,
+        );
     }
   }
   if (cases.length > 0) {

@@ -1,7 +1,9 @@
 /**
  * `npm run bench`: authenticated GET /audience/sections of the real server against a bare
  * `node:http` server answering the same JSON body, measured alternately in one run with wrk (or
- * autocannon where wrk is not installed).
+ * autocannon where wrk is not installed). The server runs as `npm start` runs it, logging every
+ * request (LOG_LEVEL=info, its log in a file); beside it, on the same database, the same server at
+ * LOG_LEVEL=warn (no request lines), so that the cost of the request log is measured in the same run.
  *
  * Both servers run in their own child process on loopback, and so does wrk. The
  * machine is shared and noisy, so what counts is the ratio audience/bare of the same run, not the
@@ -9,11 +11,12 @@
  * failure too; the audience server gets SIGTERM so that it stops its embedded PostgreSQL.
  *
  * Tuning through the environment: those of bench/harness.ts (BENCH_GENERATOR, BENCH_CONNECTIONS,
- * BENCH_WARMUP_S, BENCH_DURATION_S, BENCH_ROUNDS, BENCH_SERVER_ARGS, e.g. "--cpu-prof"), where the
- * shared pieces are.
+ * BENCH_WARMUP_S, BENCH_DURATION_S, BENCH_ROUNDS, BENCH_SERVER_ARGS, e.g. "--cpu-prof",
+ * BENCH_LOG_LEVEL), where the shared pieces are.
  */
 import {
   failOnBadRuns,
+  logLines,
   LOAD,
   measure,
   printSetting,
@@ -22,6 +25,7 @@ import {
   share,
   startAudience,
   startBare,
+  startBeside,
   summary,
   summaryLine,
   table,
@@ -30,13 +34,17 @@ import {
 } from './harness.ts';
 
 /** The whole run, start-up and clean-up included. */
-const DEADLINE_MS = 120_000 + LOAD.rounds * 2 * (LOAD.warmupS + LOAD.durationS) * 1000 * 1.5;
+const DEADLINE_MS = 180_000 + LOAD.rounds * 3 * (LOAD.warmupS + LOAD.durationS) * 1000 * 1.5;
 const PATH = '/audience/sections';
 
 await runBench(DEADLINE_MS, async (autocannon) => {
   printSetting();
 
-  const audience = await startAudience();
+  // Both measured servers run beside the first one, on its database: the same kind of process
+  // (the first one's own PostgreSQL is its child; theirs is not), differing only in the log level.
+  const first = await startAudience();
+  const audience = await startBeside(first, first.logLevel);
+  const quiet = await startBeside(first, 'warn');
   const sections = await request(`${audience.url}${PATH}`, { headers: { authorization: `Bearer ${audience.token}` } });
   if (sections.status !== 200) throw new Error(`GET ${PATH}: ${sections.status} ${sections.text}`);
   const body = sections.text;
@@ -50,13 +58,11 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   const results: Measured[] = [];
   for (let round = 1; round <= LOAD.rounds; round++) {
     results.push(await measure(autocannon, 'bare node:http', round, bare, { path: PATH }));
-    results.push(
-      await measure(autocannon, 'audience', round, audience, {
-        path: PATH,
-        headers: { authorization: `Bearer ${audience.token}` },
-      }),
-    );
+    const load = { path: PATH, headers: { authorization: `Bearer ${audience.token}` } };
+    results.push(await measure(autocannon, 'audience', round, audience, load));
+    results.push(await measure(autocannon, 'audience warn', round, quiet, load));
   }
+  const logged = await logLines(audience);
 
   const row = (label: string, m: Measured, ratioTo?: Measured) => [
     label,
@@ -86,14 +92,42 @@ await runBench(DEADLINE_MS, async (autocannon) => {
       'audience/bare',
     ],
   ];
+  const name = (level: string) => `audience (LOG_LEVEL=${level})`;
   for (let round = 1; round <= LOAD.rounds; round++) {
     const b = results.find((r) => r.target === 'bare node:http' && r.round === round)!;
     const a = results.find((r) => r.target === 'audience' && r.round === round)!;
-    rows.push(row(b.target, b), row(a.target, a, b));
+    const w = results.find((r) => r.target === 'audience warn' && r.round === round)!;
+    rows.push(row(b.target, b), row(name(audience.logLevel), a, b), row(name('warn'), w, b));
   }
   console.log('');
   console.log(table(rows));
   console.log('');
-  console.log(summaryLine('GET /audience/sections', summary(results, 'audience', 'bare node:http'), 0.5));
+  console.log(`log: ${logged} lines written by the server at LOG_LEVEL=${audience.logLevel}`);
+  console.log(
+    summaryLine(
+      `GET /audience/sections, LOG_LEVEL=${audience.logLevel}`,
+      summary(results, 'audience', 'bare node:http'),
+      0.5,
+    ),
+  );
+  console.log(
+    summaryLine('GET /audience/sections, LOG_LEVEL=warn', summary(results, 'audience warn', 'bare node:http'), 0.5, {
+      target: 'audience warn',
+      baseline: 'bare',
+    }),
+  );
+  // What the request log costs: the logged server over the same server not logging requests; on a
+  // shared machine the server's CPU time per request varies less than its throughput.
+  const cost = summary(results, 'audience', 'audience warn');
+  console.log(
+    summaryLine('GET /audience/sections', cost, 0.9, {
+      target: `audience ${audience.logLevel}`,
+      baseline: 'audience warn',
+    }),
+  );
+  if (cost.serverUs !== undefined && cost.baselineServerUs !== undefined)
+    console.log(
+      `request log: server CPU per request ${cost.serverUs.toFixed(0)} µs at ${audience.logLevel}, ${cost.baselineServerUs.toFixed(0)} µs at warn: throughput where the server's core is the limit ${(cost.baselineServerUs / cost.serverUs).toFixed(2)} of unlogged (aim at least 0.90)`,
+    );
   failOnBadRuns(results);
 });

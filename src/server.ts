@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { Config } from './config.ts';
 import { systemClock } from './core/clock.ts';
-import { settleHeap } from './core/heap.ts';
+import { settleHeap, settleWhenIdle } from './core/heap.ts';
 import * as accounts from './accounts/accounts.ts';
 import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
@@ -224,6 +224,9 @@ export async function serve(
     await app.ready();
     // The start-up's garbage goes before the first request (src/core/heap.ts).
     settleHeap();
+    // And again whenever it goes quiet after load.
+    const stopSettling = settleWhenIdle();
+    started.push(async () => stopSettling());
     await app.listen({ port: config.port, host: config.host });
     if (roles.api)
       logger.info(

@@ -200,8 +200,8 @@ describe('what an operator watches: the metrics and log lines of real work (issu
     const lines = await program.logLinesWith(
       (l) => l.msg === 'job completed' && l.kind === 'export' && l.account === id,
     );
-    const requestOf = new Map(lines.filter((l) => l.req).map((l) => [l.reqId, l.req]));
-    const answered = lines.filter((l) => l.res && requestOf.get(l.reqId));
+    // One line per request, with its request and its answer.
+    const answered = lines.filter((l) => l.msg === 'request completed');
     const urlsOf = (route: string) => lines.filter((l) => l.req?.route === route).map((l) => l.req.url);
     expect(urlsOf('/audience/sections').at(-1)).toBe('/audience/sections');
     expect(urlsOf('/audience/sections/:section_discriminator/tags').at(-1)).toBe(
@@ -218,7 +218,7 @@ describe('what an operator watches: the metrics and log lines of real work (issu
       `/audience/keyspaces/${EMAIL}/profiles/[redacted]/sections/${SHOP}/attributes`,
     );
     // The 404's line names its error code and the account.
-    const refused = answered.find((l) => requestOf.get(l.reqId).route === attributesRoute && l.res.statusCode === 404);
+    const refused = answered.find((l) => l.req.route === attributesRoute && l.res.statusCode === 404);
     expect(refused?.res).toMatchObject({ code: expect.stringMatching(/^AUD-\d+$/), account: id });
     // The jobs of the import and the export: start and end, kind, account, rows, duration, outcome.
     const jobs = lines.filter((l) => l.account === id && (l.kind === 'import' || l.kind === 'export'));

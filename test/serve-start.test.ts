@@ -81,7 +81,7 @@ describe('audience serve (npm start)', () => {
     // The request was logged, by its route, with the key left out.
     const route =
       '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes';
-    const lines = (await program.logLinesWith((l) => l.req?.route === route && l.msg === 'incoming request')).filter(
+    const lines = (await program.logLinesWith((l) => l.req?.route === route && l.msg === 'request completed')).filter(
       (l) => l.req?.route === route,
     );
     expect(lines.map((l) => l.req.url)).toEqual([
@@ -142,6 +142,42 @@ describe('audience serve (npm start)', () => {
     expect(again.status).toBe(200);
     await program.cli('key', 'delete', '--account', account.id, '--client-id', key.client_id);
     expect((await tokenFor(program, key.client_id, key.client_secret)).status).toBe(401);
+  });
+
+  it('has written the line of every request it answered when it exits on SIGTERM, though its log is buffered', async () => {
+    const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
+    const { access_token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as {
+      access_token: string;
+    };
+    // Past the demo account's 100 requests a second, a 429 would end the clients before the stop.
+    await program.cli('account', 'update', '--account', demo.account_id, '--limit', 'requests_per_second=null');
+    const sectionLines = () =>
+      program.logLines().filter((l) => l.msg === 'request completed' && l.req.url === '/audience/sections');
+    const before = sectionLines().length;
+    // Requests keep coming while the program stops: each one answered has its line.
+    let answered = 0;
+    let stopping: Promise<number | null> | undefined;
+    const closed = new Promise((resolve) => program.child.once('close', resolve));
+    const client = async () => {
+      for (;;) {
+        const res = await fetch(program.url('/audience/sections'), {
+          headers: { authorization: `Bearer ${access_token}` },
+        }).catch(() => undefined);
+        if (res?.status !== 200) return;
+        await res.arrayBuffer();
+        if (++answered === 200) stopping = program.stop('SIGTERM');
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, client));
+    expect(await stopping).toBe(0);
+    await closed;
+    expect(answered).toBeGreaterThanOrEqual(200);
+    expect(
+      sectionLines()
+        .slice(before)
+        .filter((l) => l.res.statusCode === 200),
+    ).toHaveLength(answered);
+    await program.start();
   });
 
   it('drains and stops its database on SIGTERM, and keeps every account after a SIGKILL', async () => {

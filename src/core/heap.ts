@@ -30,3 +30,30 @@ export function settleHeap(): void {
   }
   gc({ type: 'major', execution: 'sync', flavor: 'last-resort' });
 }
+
+/**
+ * Settles the heap (settleHeap) when the thread goes idle after a busy spell: every `everyMs`, the
+ * share of that time its event loop was busy; above `busy`, it was working, and at the first
+ * quiet check after that the heap is settled, once. Load grows the young generation to its limit
+ * (32 MB semi-spaces) and V8 does not always shrink it after: idle after a minute of mixed traffic
+ * with exports, the API thread's stayed at 16 or 32 MB in some runs and went back to 1 MB in others
+ * (docs/benchmarks.md "Memory after load"). A quiet server does no collection that would find out.
+ */
+export function settleWhenIdle(everyMs = 30_000, busy = 0.02): () => void {
+  let last = performance.eventLoopUtilization();
+  let worked = false;
+  const timer = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    const share = performance.eventLoopUtilization(now, last).utilization;
+    last = now;
+    if (share > busy) worked = true;
+    else if (worked) {
+      worked = false;
+      settleHeap();
+      // The collection itself is not work.
+      last = performance.eventLoopUtilization();
+    }
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}

@@ -29,7 +29,7 @@ import { exportsRoutes } from './routes/exports.ts';
 import { activitiesRoutes } from './routes/activities.ts';
 import { outboxRoutes, trackingRoutes, transactionalRoutes } from './routes/transactional.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
-import { createLogger } from './logging.ts';
+import { createLogger, registerRequestLog, requestLogOptions } from './logging.ts';
 import { docsOptions, openapiOptions } from './openapi.ts';
 import { ProblemSchema } from './schemas/problem.ts';
 import { registerOperations } from './operation.ts';
@@ -101,6 +101,7 @@ export async function buildApp(
 ): Promise<App> {
   const app = Fastify({
     loggerInstance: options.logger ?? createLogger(services.config.logLevel),
+    ...requestLogOptions,
     bodyLimit: BODY_LIMIT,
     // Profile keys and discriminators are longer than the default 100 characters.
     routerOptions: { maxParamLength: 2000, ignoreTrailingSlash: true },
@@ -173,6 +174,7 @@ export async function buildApp(
     }
   });
 
+  registerRequestLog(app);
   const { registry } = services.metrics;
   client.collectDefaultMetrics({ register: registry });
   services.metrics.watchPool(services.pool, 'main');

@@ -1,5 +1,11 @@
-import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
-import type { DestinationStream } from 'pino';
+import {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
+import { pino, type Bindings, type ChildLoggerOptions, type DestinationStream, type LogFn } from 'pino';
 import { createLogger as createProgramLogger, REDACTED } from '../core/log.ts';
 import type { ProblemCode } from '../core/problems.ts';
 
@@ -55,12 +61,6 @@ export function redactUrl(url: string, route?: string, known: ReadonlySet<string
   return names.length === 0 ? kept : `${kept}?${names.map((name) => `${name}=${REDACTED}`).join('&')}`;
 }
 
-/** The query parameters a route declares. */
-function queryNames(request: FastifyRequest): ReadonlySet<string> {
-  const query = request.routeOptions?.schema?.querystring as { properties?: Record<string, unknown> } | undefined;
-  return new Set(Object.keys(query?.properties ?? {}));
-}
-
 const problemCodes = new WeakMap<FastifyReply, ProblemCode>();
 
 /** Notes the error code a reply answers with, for its log line. */
@@ -74,29 +74,141 @@ function accountOf(request: FastifyRequest): string | undefined {
 }
 
 /**
- * The process's logger for HTTP (src/core/log.ts). Requests are logged without the keys and
- * addresses of their URL, and with no header but the client's name; an answer with its status, the
- * error code of a problem, and the account it was for.
+ * The process's logger for HTTP (src/core/log.ts), to standard output, written synchronously: one
+ * write(2) on the event loop, where pino's default hands each line to a thread of libuv's pool, a
+ * hand-over that cost more than the write. The request lines come in batches (`registerRequestLog`).
  */
 export function createLogger(level: string, stream?: DestinationStream): FastifyBaseLogger {
-  return createProgramLogger(level, stream, {
+  return createProgramLogger(level, stream ?? pino.destination({ dest: 1, sync: true }), {
+    // For the lines Fastify still writes with a request or an answer (a reply that failed after its
+    // headers): the same redaction as the request line's.
     req: (request: FastifyRequest) => ({
       method: request.method,
       url: redactUrl(request.url, request.is404 ? undefined : request.routeOptions?.url, queryNames(request)),
       route: request.routeOptions?.url,
-      host: request.host,
-      remoteAddress: request.ip,
-      remotePort: request.socket?.remotePort,
-      userAgent: request.headers['user-agent'],
     }),
-    res: (reply: FastifyReply) => {
-      const code = problemCodes.get(reply);
-      const account = accountOf(reply.request);
-      return {
-        statusCode: reply.statusCode,
-        ...(code === undefined ? {} : { code }),
-        ...(account === undefined ? {} : { account }),
-      };
-    },
+    res: (reply: FastifyReply) => ({ statusCode: reply.statusCode, code: problemCodes.get(reply) }),
+  });
+}
+
+/** The query parameters a route declares. */
+function queryNames(request: FastifyRequest): ReadonlySet<string> {
+  const query = request.routeOptions?.schema?.querystring as { properties?: Record<string, unknown> } | undefined;
+  return new Set(Object.keys(query?.properties ?? {}));
+}
+
+/**
+ * Fastify's two lines of a request (`incoming request`, `request completed`) are left out: the
+ * request log writes one line per request at its answer (`registerRequestLog`). Its other lines
+ * (a reply that failed after its headers, a serializer's failure) stay.
+ */
+class OneLinePerRequest extends LogController {
+  override incomingRequest(): void {}
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (error) super.requestCompleted(error, request, reply);
+  }
+}
+
+/**
+ * A request's logger, made (a pino child bound to the request id) only when something logs
+ * through it: the error handler's 500 does; most requests log nothing but their line, and making
+ * a child for each cost more than writing that line.
+ */
+class RequestLogger {
+  #made: FastifyBaseLogger | undefined;
+  readonly #parent: FastifyBaseLogger;
+  readonly #bindings: Bindings;
+  constructor(parent: FastifyBaseLogger, bindings: Bindings) {
+    this.#parent = parent;
+    this.#bindings = bindings;
+  }
+  #logger(): FastifyBaseLogger {
+    return (this.#made ??= this.#parent.child(this.#bindings));
+  }
+  get level(): string {
+    return this.#made?.level ?? this.#parent.level;
+  }
+  set level(level: string) {
+    this.#logger().level = level;
+  }
+  fatal: LogFn = (...args: Parameters<LogFn>) => this.#logger().fatal(...args);
+  error: LogFn = (...args: Parameters<LogFn>) => this.#logger().error(...args);
+  warn: LogFn = (...args: Parameters<LogFn>) => this.#logger().warn(...args);
+  info: LogFn = (...args: Parameters<LogFn>) => this.#logger().info(...args);
+  debug: LogFn = (...args: Parameters<LogFn>) => this.#logger().debug(...args);
+  trace: LogFn = (...args: Parameters<LogFn>) => this.#logger().trace(...args);
+  silent: LogFn = () => {};
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#logger().child(bindings, options);
+  }
+}
+
+/** The options of the Fastify instance for the request log (see `registerRequestLog`). */
+export const requestLogOptions = {
+  logController: new OneLinePerRequest(),
+  childLoggerFactory: (logger: FastifyBaseLogger, bindings: Bindings) =>
+    new RequestLogger(logger, bindings) as unknown as FastifyBaseLogger,
+};
+
+/** What the log keeps of a route, worked out at its first request. */
+interface RouteLabel {
+  route: string | undefined;
+  /** `,"route":"…"` as the line writes it, or nothing. */
+  routeJson: string;
+  /** The query parameters the route declares. */
+  known: ReadonlySet<string>;
+}
+
+/** What writes the request lines of each app that are still in a batch, at the process's exit. */
+const unwritten = new Set<() => void>();
+process.on('exit', () => unwritten.forEach((write) => write()));
+
+/** `,"name":value` of a line, or nothing when the value is undefined. */
+const field = (name: string, value: string | number | undefined) =>
+  value === undefined ? '' : `,"${name}":${JSON.stringify(value)}`;
+
+/**
+ * The request log: one line per request, `request completed`, written at its answer, at `info`.
+ * `req` has the method, the URL as kept (`redactUrl`), the route's pattern, host, client address
+ * and port, and User-Agent; `res` the status, the error code of a problem, and the account the
+ * request was for; `responseTime` its milliseconds. The line is the JSON pino would write (level,
+ * time, the process's bindings, `msg`), written as text into the logger's own stream: through
+ * pino's serializers and redaction paths the line took about half again as much CPU time
+ * (docs/benchmarks.md "Request log"). Every value is one the line itself chose and had redacted,
+ * so those paths, which would find nothing there, are not needed.
+ */
+export function registerRequestLog(app: FastifyInstance): void {
+  // The level is the process's, set at its start: above `info` (or `silent`) there is no line to write.
+  if (!(pino.levels.values[app.log.level] <= pino.levels.values.info)) return;
+  const stream = (app.log as unknown as Record<symbol, DestinationStream>)[pino.symbols.streamSym];
+  // The process's bindings as pino writes them after the time: `,"pid":…,"hostname":"…"`.
+  const afterTime = (app.log as unknown as Record<symbol, string>)[pino.symbols.chindingsSym];
+  const head = `{"level":${pino.levels.values.info},"time":`;
+  // The lines of a turn of the event loop are written together, after it: one write per turn
+  // rather than per request. At the app's close they are written at once, and at the process's
+  // exit (SIGTERM, an uncaught exception) too.
+  let batch = '';
+  const write = () => {
+    if (batch === '') return;
+    stream.write(batch);
+    batch = '';
+  };
+  unwritten.add(write);
+  app.addHook('onClose', async () => {
+    write();
+    unwritten.delete(write);
+  });
+  const labels = new WeakMap<object, RouteLabel>();
+  app.addHook('onResponse', (request, reply, done) => {
+    const { config, url: route } = request.routeOptions;
+    let label = labels.get(config);
+    if (!label) labels.set(config, (label = { route, routeJson: field('route', route), known: queryNames(request) }));
+    const url = redactUrl(request.url, request.is404 ? undefined : label.route, label.known);
+    if (batch === '') setImmediate(write);
+    batch +=
+      `${head}${Date.now()}${afterTime},"reqId":${JSON.stringify(request.id)},"req":{"method":${JSON.stringify(request.method)},"url":${JSON.stringify(url)}${label.routeJson}` +
+      `${field('host', request.host)}${field('remoteAddress', request.ip)}${field('remotePort', request.socket?.remotePort)}${field('userAgent', request.headers['user-agent'])}},` +
+      `"res":{"statusCode":${reply.statusCode}${field('code', problemCodes.get(reply))}${field('account', accountOf(request))}},"responseTime":${reply.elapsedTime},"msg":"request completed"}\n`;
+    done();
   });
 }

@@ -3,11 +3,12 @@ import { SHOP, TestServer } from '../../test/app.ts';
 import { SHOP_SECTION } from '../../test/http-server.ts';
 
 describe('request logs', () => {
-  it('leave out profile keys, addresses, tokens and client secrets, and name the route', async () => {
+  it('are one line per request at its answer, with the route, status and time, leaving out profile keys, addresses, tokens and client secrets', async () => {
     const lines: string[] = [];
     const logged = await TestServer.start({ LOG_LEVEL: 'info' }, { log: { write: (line) => void lines.push(line) } });
     try {
       const { accountId, clientId, clientSecret, token } = await logged.login(SHOP);
+      const before = lines.length;
       const email = 'com.vendor1.keyspaces.email';
       await logged.request(
         'GET',
@@ -32,10 +33,23 @@ describe('request logs', () => {
         'DELETE',
         `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/dee.logged@example.com`,
       );
-      const urls = lines
-        .map((line) => JSON.parse(line))
-        .filter((l) => l.msg === 'incoming request')
-        .map((l) => `${l.req.url} ${l.req.route ?? '(no route)'}`);
+      const parsed = lines.slice(before).map((line) => JSON.parse(line));
+      // Fastify's own line at the start of each request is left out: the one line has it all.
+      expect(parsed.filter((l) => l.msg === 'incoming request')).toEqual([]);
+      const requests = parsed.filter((l) => l.msg === 'request completed');
+      expect(requests).toHaveLength(5);
+      for (const l of requests)
+        expect(l).toMatchObject({
+          level: 30,
+          reqId: expect.any(String),
+          req: { method: expect.stringMatching(/^(GET|POST|DELETE)$/), url: expect.any(String) },
+          res: { statusCode: expect.any(Number) },
+          responseTime: expect.any(Number),
+        });
+      // A refused request names its error code and the account it was for.
+      const suppressions = requests.find((l) => l.req.url.startsWith('/audience/channels/'));
+      expect(suppressions.res).toMatchObject({ statusCode: 404, code: expect.stringMatching(/^AUD-\d+$/) });
+      const urls = requests.map((l) => `${l.req.url} ${l.req.route ?? '(no route)'}`);
       expect(urls).toEqual(
         expect.arrayContaining([
           `/audience/keyspaces/${email}/profiles/[redacted]/sections/${SHOP_SECTION}/attributes /audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator/attributes`,

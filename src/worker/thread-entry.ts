@@ -1,7 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../core/clock.ts';
 import { createLogger } from '../core/log.ts';
-import { settleHeap } from '../core/heap.ts';
+import { settleHeap, settleWhenIdle } from '../core/heap.ts';
 import { createThreadServices } from '../services.ts';
 import { createPool } from '../store/pool.ts';
 import type { ThreadData } from './thread.ts';
@@ -33,11 +33,13 @@ parentPort!.on('message', async (message) => {
       json: await services.metrics.registry.getMetricsAsJSON(),
     });
   if (message !== 'stop') return;
+  stopSettling();
   await worker.stop();
   await services.close();
   await pool.end();
   parentPort!.close();
 });
-// The start-up's garbage goes before the first job (src/core/heap.ts).
+// The start-up's garbage goes before the first job (src/core/heap.ts), and a busy spell's after it.
 settleHeap();
+const stopSettling = settleWhenIdle();
 parentPort!.postMessage('ready');
