@@ -28,6 +28,8 @@ export const PROBLEMS = {
   'AUD-1012': { status: 400, title: 'NUL character in text' },
   'AUD-1013': { status: 400, title: 'Lone surrogate in text' },
   'AUD-1014': { status: 400, title: 'Body nested too deeply' },
+  'AUD-1015': { status: 404, title: 'Job not found' },
+  'AUD-1016': { status: 409, title: 'Job not failed' },
   'AUD-1101': { status: 404, title: 'Keyspace not found' },
   'AUD-1102': { status: 404, title: 'Section not found' },
   'AUD-1103': { status: 404, title: 'Tag not found' },

@@ -1,6 +1,7 @@
 import type pg from 'pg';
 import type { Clock } from '../core/clock.ts';
 import type { Metrics } from '../core/metrics.ts';
+import { Problem } from '../core/problems.ts';
 import type { Queryable } from '../store/pool.ts';
 
 /**
@@ -178,6 +179,27 @@ export async function listJobs(
     [filter.state ?? null, filter.kind ?? null, filter.limit],
   );
   return rows;
+}
+
+/**
+ * Gives a failed job of the account a new run now, with its attempts counted from none again (its
+ * last error stays until that run ends). 404 (AUD-1015) for no such job, 409 (AUD-1016) for a job
+ * that has not failed: it is waiting or running already.
+ */
+export async function retryJob(db: Queryable, accountId: string, jobId: string): Promise<JobRecord> {
+  const { rows } = await db.query<JobRecord>(
+    `update jobs set failed_at = null, attempts = 0, run_at = now(), locked_until = null
+     where account_id = $1::bigint and job_id = $2::bigint and failed_at is not null
+     returning account_id::text, job_id::text, kind, 'waiting' as state, payload, attempts, last_error, created_at, run_at, failed_at`,
+    [accountId, jobId],
+  );
+  if (rows[0]) return rows[0];
+  const found = await db.query('select 1 from jobs where account_id = $1::bigint and job_id = $2::bigint', [
+    accountId,
+    jobId,
+  ]);
+  if (found.rowCount === 0) throw new Problem('AUD-1015', `Account ${accountId} has no job ${jobId}`);
+  throw new Problem('AUD-1016', `Job ${jobId} has not failed: it is waiting for its turn or running`);
 }
 
 /**

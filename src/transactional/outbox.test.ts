@@ -14,7 +14,7 @@ beforeAll(async () => {
 afterAll(async () => server?.close());
 
 describe('the outbox (SMTP_URL unset)', () => {
-  it('keeps the sent message for the operator: the send is sent, and the outbox has it whole', async () => {
+  it('keeps the sent message for the operator: the send is sent, and the outbox has it whole, its HTML and text parts decoded', async () => {
     const { accountId, token } = await server.login({ sections: [{ name: 'Shop' }] });
     const activity = await server.admin('PUT', `/admin/accounts/${accountId}/activities/receipt`, {
       kind: 'email',
@@ -55,8 +55,11 @@ describe('the outbox (SMTP_URL unset)', () => {
       recipients: ['ann@example.com'],
       subject: 'Receipt A-17',
     });
-    const source = (await server.admin('GET', `/admin/accounts/${accountId}/outbox/${item.message_id}`)).body.source;
-    const parsed = await simpleParser(source);
+    const message = (await server.admin('GET', `/admin/accounts/${accountId}/outbox/${item.message_id}`)).body;
+    const parsed = await simpleParser(message.source);
+    // Its parts decoded, for the console's sandboxed frame.
+    expect(message.html).toContain('<p>Thanks for order A-17.</p>');
+    expect(message.text.trim()).toBe('Thanks for order A-17.');
     expect(parsed.text?.trim()).toBe('Thanks for order A-17.');
     expect(parsed.headerLines.map((h) => h.key)).toEqual(
       expect.arrayContaining(['list-unsubscribe', 'list-unsubscribe-post']),

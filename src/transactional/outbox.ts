@@ -1,3 +1,4 @@
+import { simpleParser } from 'mailparser';
 import { Problem } from '../core/problems.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
@@ -12,16 +13,20 @@ export function listOutbox(db: Queryable, accountId: string, limit: number): Pro
   return q.listOutboxMessages(db, accountId, limit);
 }
 
-/** One message with its source as it would have gone over SMTP; 404 (AUD-2103) when the outbox does not hold it. */
+/**
+ * One message with its source as it would have gone over SMTP, and its HTML and text parts decoded
+ * (for the console, which shows the HTML in a sandboxed frame); 404 (AUD-2103) when the outbox does not hold it.
+ */
 export async function readOutboxMessage(
   db: Queryable,
   accountId: string,
   messageId: string,
-): Promise<q.OutboxRow & { source: string }> {
+): Promise<q.OutboxRow & { source: string; html: string | null; text: string | null }> {
   const row = await q.findOutboxMessage(db, accountId, messageId);
   if (!row) throw new Problem('AUD-2103', `The outbox of account ${accountId} holds no message ${messageId}`);
+  const parsed = await simpleParser(row.source, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
   // nodemailer writes 7-bit text (quoted-printable and base64 parts), so the source reads as text.
-  return { ...row, source: row.source.toString('utf8') };
+  return { ...row, source: row.source.toString('utf8'), html: parsed.html || null, text: parsed.text ?? null };
 }
 
 /** Empties the account's outbox; answers how many messages it held. */

@@ -99,4 +99,6 @@ export const OutboxMessage = Type.Object({
   subject: Type.String(),
   size: Type.Integer({ description: 'Bytes of the source' }),
   source: Type.String({ description: 'The message as it would have gone over SMTP (RFC 5322)' }),
+  html: Type.Union([Type.String(), Type.Null()], { description: 'Its HTML part, decoded; null when it has none' }),
+  text: Type.Union([Type.String(), Type.Null()], { description: 'Its text part, decoded; null when it has none' }),
 });

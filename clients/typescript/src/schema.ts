@@ -2348,6 +2348,46 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/admin/accounts/{account_id}/manifest/preview': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Preview a manifest
+     * @description Answers what applying the manifest to the account would create, change and leave alone, or the refusal the apply would meet; nothing changes (the apply runs in a transaction that is rolled back, so it meets every check of a real one).
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1113` | Folder cannot be its own parent |
+     *     | 400 | `AUD-1114` | Folder parents form a cycle |
+     *     | 400 | `AUD-1115` | Segment query refers to ids without a section |
+     *     | 400 | `AUD-1116` | Not a limit |
+     *     | 400 | `AUD-1117` | Limit out of range |
+     *     | 400 | `AUD-1400` | Invalid type definition |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 409 | `AUD-1109` | Same discriminator with a different specification |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postAdminAccountsManifestPreview'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/admin/accounts/{account_id}/integrations': {
     parameters: {
       query?: never;
@@ -2604,6 +2644,65 @@ export interface paths {
     get: operations['getAdminJobs'];
     put?: never;
     post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/admin/jobs/figures': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Count jobs by kind and state
+     * @description The queue by kind and state: how many jobs, and how long the one due longest ago has waited (as the metrics count them).
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAdminJobsFigures'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/admin/accounts/{account_id}/jobs/{job_id}/retry': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Retry a failed job
+     * @description Runs a failed job again now, its attempts counted anew. Only a failed job can be retried.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1015` | Job not found |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 409 | `AUD-1016` | Job not failed |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postAdminAccountsJobsRetry'];
     delete?: never;
     options?: never;
     head?: never;
@@ -3143,7 +3242,7 @@ export interface paths {
     };
     /**
      * Read an outbox message
-     * @description One message of the outbox, with its headers, links and source.
+     * @description One message of the outbox, with its headers, links and source, and its HTML and text parts decoded (so a client need not parse MIME).
      *
      *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
      *
@@ -8088,6 +8187,229 @@ export interface operations {
       '5XX': components['responses']['Problem'];
     };
   };
+  postAdminAccountsManifestPreview: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "account": {
+         *         "name": "Shop",
+         *         "limits": {
+         *           "com.vendor1.attributes.user-created.city": 0
+         *         }
+         *       },
+         *       "keyspaces": [
+         *         {
+         *           "discriminator": "com.vendor1.sections.user-created.shop",
+         *           "name": "Shop",
+         *           "description": "Customers of the online shop",
+         *           "manage_subscriptions": false,
+         *           "api_access": false,
+         *           "mapped_attribute": "Example"
+         *         }
+         *       ],
+         *       "channels": [
+         *         {
+         *           "discriminator": "com.vendor1.sections.user-created.shop",
+         *           "name": "Shop",
+         *           "description": "Customers of the online shop",
+         *           "address_attribute": "Example"
+         *         }
+         *       ],
+         *       "sections": [
+         *         {
+         *           "name": "Shop",
+         *           "discriminator": "com.vendor1.sections.user-created.shop",
+         *           "description": "Customers of the online shop",
+         *           "ecommerce_connected": false,
+         *           "attributes": [
+         *             {
+         *               "name": "Shop",
+         *               "discriminator": "com.vendor1.sections.user-created.shop",
+         *               "description": "Customers of the online shop",
+         *               "hidden": false,
+         *               "ecommerce": false,
+         *               "keyspace_permissions": {
+         *                 "com.vendor1.attributes.user-created.city": [
+         *                   "read"
+         *                 ]
+         *               },
+         *               "versions": [
+         *                 {
+         *                   "type": [
+         *                     "Text"
+         *                   ],
+         *                   "deprecated_at": "2026-03-01T09:30:00Z",
+         *                   "valid_from": "2026-03-01T09:30:00Z"
+         *                 }
+         *               ]
+         *             }
+         *           ],
+         *           "tags": [
+         *             {
+         *               "name": "Shop",
+         *               "discriminator": "com.vendor1.sections.user-created.shop",
+         *               "hidden": false,
+         *               "keyspace_permissions": {
+         *                 "com.vendor1.attributes.user-created.city": [
+         *                   "read"
+         *                 ]
+         *               }
+         *             }
+         *           ],
+         *           "events": [
+         *             {
+         *               "name": "Shop",
+         *               "discriminator": "com.vendor1.sections.user-created.shop",
+         *               "description": "Customers of the online shop",
+         *               "hidden": false,
+         *               "keyspace_permissions": {
+         *                 "com.vendor1.attributes.user-created.city": [
+         *                   "read"
+         *                 ]
+         *               },
+         *               "versions": [
+         *                 {
+         *                   "type": [
+         *                     {
+         *                       "name": "Shop",
+         *                       "type": "Example"
+         *                     }
+         *                   ],
+         *                   "deprecated_at": "2026-03-01T09:30:00Z",
+         *                   "valid_from": "2026-03-01T09:30:00Z"
+         *                 }
+         *               ]
+         *             }
+         *           ],
+         *           "topic_folders": [
+         *             {
+         *               "name": "Shop",
+         *               "discriminator": "com.vendor1.sections.user-created.shop",
+         *               "parent": "Example"
+         *             }
+         *           ],
+         *           "topics": [
+         *             {
+         *               "name": "Shop",
+         *               "discriminator": "com.vendor1.sections.user-created.shop",
+         *               "description": "Customers of the online shop",
+         *               "folder": "Example",
+         *               "channel": "Example"
+         *             }
+         *           ]
+         *         }
+         *       ],
+         *       "integrations": [
+         *         {
+         *           "system": "magento"
+         *         }
+         *       ],
+         *       "segments": [
+         *         {
+         *           "name": "Shop",
+         *           "discriminator": "com.vendor1.sections.user-created.shop",
+         *           "description": "Customers of the online shop",
+         *           "section": "Example",
+         *           "versions": [
+         *             {
+         *               "query": "Example"
+         *             }
+         *           ]
+         *         }
+         *       ],
+         *       "suppressions": [
+         *         {
+         *           "channel_discriminator": "com.vendor1.channels.email",
+         *           "address": "anna.berg@example.org",
+         *           "reason": "Signed up at checkout"
+         *         }
+         *       ],
+         *       "activities": [
+         *         {
+         *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+         *           "kind": "email",
+         *           "section_discriminator": "com.vendor1.sections.user-created.shop",
+         *           "name": "Shop",
+         *           "status": "draft",
+         *           "created_at": "2026-03-01T09:30:00Z",
+         *           "sent_at": "2026-03-01T09:30:00Z",
+         *           "archived": false,
+         *           "email_subject": "Example",
+         *           "sender_name": "Example",
+         *           "sender_email_address": "anna.berg@example.org",
+         *           "reply_to": "anna.berg@example.org",
+         *           "preheader": "Example",
+         *           "html": "Example",
+         *           "text": "Example",
+         *           "transactional": false,
+         *           "description": "Customers of the online shop",
+         *           "trigger_type": "api",
+         *           "form_type": "form",
+         *           "elements": [
+         *             {
+         *               "type": "Example",
+         *               "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+         *               "name": "Shop",
+         *               "required": false,
+         *               "placeholder": "Example",
+         *               "confirm_placeholder": "Example",
+         *               "confirm": false
+         *             }
+         *           ]
+         *         }
+         *       ]
+         *     }
+         */
+        'application/json': components['schemas']['AccountManifest'];
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "created": [
+           *         "Example"
+           *       ],
+           *       "changed": [
+           *         "Example"
+           *       ],
+           *       "unchanged": [
+           *         "Example"
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description Items the manifest created */
+            created: string[];
+            /** @description Items whose settings the manifest changed */
+            changed: string[];
+            /** @description The account, its definitions and suppressions that stayed as they were */
+            unchanged: string[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
   getAdminAccountsIntegrations: {
     parameters: {
       query?: never;
@@ -8585,6 +8907,125 @@ export interface operations {
                */
               failed_at: string | null;
             }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAdminJobsFigures: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "kind": "Example",
+           *           "state": "waiting",
+           *           "count": 128,
+           *           "overdue_seconds": 1
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            items: {
+              kind: string;
+              /** @description waiting (a retry too), running, or failed after its last attempt */
+              state: 'waiting' | 'running' | 'failed';
+              count: number;
+              /** @description Seconds since the job due longest ago was due; 0 when none is */
+              overdue_seconds: number;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postAdminAccountsJobsRetry: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+        /**
+         * @description Job id
+         * @example 1042
+         */
+        job_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "account_id": "1042",
+           *       "job_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *       "kind": "Example",
+           *       "state": "waiting",
+           *       "payload": {
+           *         "com.vendor1.attributes.user-created.city": {}
+           *       },
+           *       "attempts": 1,
+           *       "last_error": "Example",
+           *       "created_at": "2026-03-01T09:30:00Z",
+           *       "run_at": "2026-03-01T09:30:00Z",
+           *       "failed_at": "2026-03-01T09:30:00Z"
+           *     }
+           */
+          'application/json': {
+            account_id: string;
+            job_id: string;
+            kind: string;
+            /** @description waiting (a retry too), running, or failed after its last attempt */
+            state: 'waiting' | 'running' | 'failed';
+            payload: {
+              [key: string]: unknown;
+            };
+            attempts: number;
+            /** @description The error of the last failed attempt */
+            last_error: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            run_at: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            failed_at: string | null;
           };
         };
       };
@@ -10179,7 +10620,9 @@ export interface operations {
            *       ],
            *       "subject": "Example",
            *       "size": 128,
-           *       "source": "Shop checkout"
+           *       "source": "Shop checkout",
+           *       "html": "Example",
+           *       "text": "Example"
            *     }
            */
           'application/json': {
@@ -10200,6 +10643,10 @@ export interface operations {
             size: number;
             /** @description The message as it would have gone over SMTP (RFC 5322) */
             source: string;
+            /** @description Its HTML part, decoded; null when it has none */
+            html: string | null;
+            /** @description Its text part, decoded; null when it has none */
+            text: string | null;
           };
         };
       };

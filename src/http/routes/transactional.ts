@@ -177,7 +177,7 @@ export const outboxRoutes: OperationTable = {
       description: 'The messages kept in the built-in outbox (when SMTP_URL is unset), newest first.',
       params: AccountParams,
       query: OutboxQuery,
-      response: { 200: Type.Object({ items: Type.Array(Type.Omit(OutboxMessage, ['source'])) }) },
+      response: { 200: Type.Object({ items: Type.Array(Type.Omit(OutboxMessage, ['source', 'html', 'text'])) }) },
       scope: 'operator-account',
       handle: async ({ db, scope, query }) => ({ items: await listOutbox(db, scope.accountId, query.limit) }),
     }),
@@ -185,7 +185,8 @@ export const outboxRoutes: OperationTable = {
       method: 'GET',
       path: '/admin/accounts/:account_id/outbox/:message_id',
       summary: 'Read an outbox message',
-      description: 'One message of the outbox, with its headers, links and source.',
+      description:
+        'One message of the outbox, with its headers, links and source, and its HTML and text parts decoded (so a client need not parse MIME).',
       errors: ['AUD-2103'],
       params: OutboxMessageParams,
       response: { 200: OutboxMessage },
