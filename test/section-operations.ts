@@ -196,6 +196,10 @@ export const OPERATIONS: Record<string, Operation> = {
     access: 'section',
     call: (token, s) => server.request('POST', `/v2/audience/sections/${s}/imports`, { token, body: importBody(2, s) }),
   },
+  'GET /audience/sections/{section_discriminator}/imports': {
+    access: 'section',
+    call: (token, s) => server.request('GET', `/audience/sections/${s}/imports`, { token }),
+  },
   'GET /audience/sections/{section_discriminator}/imports/{import_id}': {
     access: 'section',
     call: async (token, s) => {
