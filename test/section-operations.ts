@@ -382,6 +382,10 @@ export const OPERATIONS: Record<string, Operation> = {
         body: { attributes: [{ section_discriminator: ALPHA, attribute_version_id: ids[ALPHA].score }] },
       }),
   },
+  'GET /audience/profiles/reports': {
+    access: 'every-section',
+    call: (token) => server.request('GET', '/audience/profiles/reports', { token }),
+  },
   'GET /audience/profiles/reports/{report_id}': {
     access: 'every-section',
     call: async (token) => server.request('GET', await readyExport(), { token }),
