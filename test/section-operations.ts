@@ -414,6 +414,22 @@ export const OPERATIONS: Record<string, Operation> = {
     call: (token, s) =>
       server.request('GET', `/emails/sections/${s}/activities/email-${s.split('.').at(-1)}`, { token }),
   },
+  // The service's own reads of an activity's events, for its console.
+  ...Object.fromEntries(
+    (['emails', 'sms', 'forms-and-pages'] as const).flatMap((path) => {
+      const kind = path === 'emails' ? 'email' : path;
+      return (['timeline', 'events'] as const).map((read): [string, Operation] => [
+        `GET /${path}/sections/{section_discriminator}/activities/{activity_id}/${read}`,
+        {
+          access: 'section',
+          call: (token, s) =>
+            server.request('GET', `/${path}/sections/${s}/activities/${kind}-${s.split('.').at(-1)}/${read}`, {
+              token,
+            }),
+        },
+      ]);
+    }),
+  ),
   'GET /sms/sections/{section_discriminator}/activities': {
     access: 'section',
     call: (token, s) => server.request('GET', `/sms/sections/${s}/activities`, { token }),
