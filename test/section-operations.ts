@@ -480,6 +480,19 @@ export const OPERATIONS: Record<string, Operation> = {
     call: async (token, section) =>
       server.request('POST', await transactionsPath(section), { token, body: sendBody() }),
   },
+  'GET /emails/sections/{section_discriminator}/activities/{activity_id}/transactions': {
+    access: 'section',
+    call: async (token, section) => {
+      await transactionsPath(section);
+      return server.request(
+        'GET',
+        `/emails/sections/${section}/activities/tx-${section.split('.').pop()}/transactions`,
+        {
+          token,
+        },
+      );
+    },
+  },
   'GET /emails/sections/{section_discriminator}/activities/{activity_id}/transactions/{transaction_id}': {
     access: 'section',
     call: async (token, section) => {

@@ -9,6 +9,9 @@ import {
   OutboxQuery,
   SEND_BODY_LIMIT,
   SendBody,
+  SendList,
+  SendListParams,
+  SendListQuery,
   SendParams,
   TrackingParams,
   Transaction,
@@ -38,6 +41,19 @@ export const transactionalRoutes: OperationTable = {
       scope: 'account',
       handle: async ({ services, scope, params, body }) => ({
         id: await transactional.acceptSend(services.pool, scope, params, body),
+      }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/emails/sections/:section_discriminator/activities/:activity_id/transactions',
+      summary: 'List the newest sends of a transactional activity, with their status and events',
+      description: "The service's own route, for its console.",
+      params: SendListParams,
+      query: SendListQuery,
+      response: { 200: SendList },
+      scope: 'account',
+      handle: async ({ db, scope, params, query }) => ({
+        items: await transactional.listSends(db, scope, { ...params, limit: query.limit }),
       }),
     }),
     operation({
