@@ -7,7 +7,8 @@ import { loadDefinitions, type DefinitionsWriter } from '../definitions/definiti
 import { applyManifest, summarise } from '../definitions/manifest.ts';
 import { checkActivityTemplates } from '../transactional/transactional.ts';
 import { Manifest, type ManifestSummary } from '../definitions/schemas.ts';
-import type { Queryable } from '../store/pool.ts';
+import type pg from 'pg';
+import { withTransaction, type Queryable } from '../store/pool.ts';
 import { createAccount, getAccount, updateAccount, type Account } from './accounts.ts';
 import * as q from './queries.ts';
 
@@ -107,6 +108,27 @@ export async function applyNamedManifest(
     changed: createdAccount ? summary.changed.filter((i) => i !== item) : summary.changed,
     unchanged: createdAccount ? summary.unchanged.filter((i) => i !== item) : summary.unchanged,
   };
+}
+
+/**
+ * What applying the manifest to the account would create, change and leave alone, with nothing
+ * changed: the apply runs, meeting every check a real one meets, in a transaction rolled back.
+ */
+export async function previewAccountManifest(
+  pool: pg.Pool,
+  writer: DefinitionsWriter,
+  args: { accountId: string; manifest: AccountManifest; now: Date },
+): Promise<ManifestSummary> {
+  const preview: { summary?: ManifestSummary } = {};
+  try {
+    await withTransaction(pool, async (tx) => {
+      preview.summary = await applyAccountManifest(tx, writer, args);
+      throw preview;
+    });
+  } catch (err) {
+    if (err !== preview) throw err;
+  }
+  return preview.summary!;
 }
 
 /** The account's settings, suppressions and activities, named as the summary of an apply names items; 404 for an unknown account. */

@@ -21,6 +21,7 @@ import { adminIntegrationsRoutes } from './routes/admin/integrations.ts';
 import { adminJobsRoutes } from './routes/admin/jobs.ts';
 import { adminSuppressionsRoutes } from './routes/admin/suppressions.ts';
 import { operationsRoutes } from './routes/operations.ts';
+import { consoleRoutes } from './routes/console.ts';
 import { profilesRoutes } from './routes/profiles.ts';
 import { consentsRoutes } from './routes/consents.ts';
 import { segmentsRoutes } from './routes/segments.ts';
@@ -246,5 +247,6 @@ export async function buildApp(
   await registerOperations(app, services, activitiesRoutes);
   await registerOperations(app, services, outboxRoutes);
   await registerOperations(app, services, trackingRoutes);
+  await registerOperations(app, services, consoleRoutes());
   return app;
 }

@@ -2,7 +2,12 @@ import { Type } from 'typebox';
 import { REGIONS } from '../../../config.ts';
 import * as accounts from '../../../accounts/accounts.ts';
 import { deleteAccount } from '../../../accounts/delete.ts';
-import { AccountManifest, applyAccountManifest, applyNamedManifest } from '../../../accounts/manifest.ts';
+import {
+  AccountManifest,
+  applyAccountManifest,
+  applyNamedManifest,
+  previewAccountManifest,
+} from '../../../accounts/manifest.ts';
 import { LIMIT_NAMES, LIMIT_RANGES } from '../../../core/limits.ts';
 import { DateTime } from '../../../core/schemas.ts';
 import { ManifestSummary } from '../../../definitions/schemas.ts';
@@ -139,6 +144,23 @@ export const adminAccountsRoutes: OperationTable = {
       handle: ({ db, services, params, body }) =>
         applyAccountManifest(
           db,
+          { feed: services.feed, vendor: services.config.vendor },
+          { accountId: params.account_id, manifest: body, now: new Date(services.clock()) },
+        ),
+    }),
+    operation({
+      method: 'POST',
+      path: '/admin/accounts/:account_id/manifest/preview',
+      bodyLimit: 10 * 1024 * 1024,
+      summary:
+        'What applying a manifest to an account would create, change and leave alone, or why it would fail; nothing changes',
+      params: AccountParams,
+      body: AccountManifest,
+      response: { 200: ManifestSummary },
+      scope: 'operator',
+      handle: ({ services, params, body }) =>
+        previewAccountManifest(
+          services.pool,
           { feed: services.feed, vendor: services.config.vendor },
           { accountId: params.account_id, manifest: body, now: new Date(services.clock()) },
         ),

@@ -1,0 +1,103 @@
+import { existsSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, expect } from 'vitest';
+import { TestServer } from '../app.ts';
+
+// What the console's browser tests share: one Debian chromium per test file, driven by
+// playwright-core, against a real server on the file's own database; an axe-core check and a
+// screenshot of each page. Without chromium (.ci/run installs it as root) the tests skip.
+
+const require = createRequire(import.meta.url);
+
+/** Debian's chromium, or the one CHROMIUM_PATH names; undefined when there is none. */
+export const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find(
+  (p): p is string => !!p && existsSync(p),
+);
+if (!CHROMIUM) console.warn('chromium is not installed (apt-get install chromium): the console browser tests skip');
+
+/** Where screenshots go: SCREENSHOTS_DIR (npm run console:screenshots: docs/console), else a temporary folder. */
+export const SCREENSHOTS_DIR = process.env.SCREENSHOTS_DIR
+  ? path.resolve(process.env.SCREENSHOTS_DIR)
+  : path.join(os.tmpdir(), 'audience-console-screenshots');
+
+export interface ConsoleBrowser {
+  server: TestServer;
+  browser: Browser;
+  /** Messages the pages wrote to their console as errors (a refused script or style among them). */
+  errors: string[];
+  /** A new tab of a new context (nothing shared with other tabs), `width` wide. */
+  open(width?: number): Promise<Page>;
+}
+
+/** Starts the file's server and browser before its tests and closes them after. */
+export function consoleBrowser(options: { worker?: boolean } = {}): ConsoleBrowser {
+  const state = { errors: [] as string[] } as ConsoleBrowser;
+  const contexts: BrowserContext[] = [];
+  beforeAll(async () => {
+    state.server = await TestServer.start({}, { worker: options.worker });
+    state.browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  });
+  afterAll(async () => {
+    await state.browser?.close();
+    await state.server?.close();
+  });
+  state.open = async (width = 1280) => {
+    const context = await state.browser.newContext({ viewport: { width, height: 900 } });
+    contexts.push(context);
+    const page = await context.newPage();
+    page.on('console', (message) => {
+      // A refused request (a wrong credential's 401) is the page's expected answer, not an error of it.
+      if (message.type() === 'error' && !message.text().startsWith('Failed to load resource'))
+        state.errors.push(message.text());
+    });
+    page.on('pageerror', (error) => state.errors.push(String(error)));
+    return page;
+  };
+  return state;
+}
+
+/** Opens the console and signs in as the operator. */
+export async function signInAsOperator(page: Page, server: TestServer): Promise<void> {
+  await page.goto(`${server.url}/console`);
+  await page.getByLabel('Operator token').fill(server.services.adminToken);
+  await page.getByRole('button', { name: 'Sign in as operator' }).click();
+  await page.getByRole('heading', { name: 'Accounts', level: 1 }).waitFor();
+}
+
+/** Opens the console and signs in with an API key. */
+export async function signInWithKey(
+  page: Page,
+  server: TestServer,
+  key: { clientId: string; clientSecret: string },
+): Promise<void> {
+  await page.goto(`${server.url}/console`);
+  await page.getByLabel('Client id').fill(key.clientId);
+  await page.getByLabel('Client secret').fill(key.clientSecret);
+  await page.getByRole('button', { name: 'Sign in with the key' }).click();
+  await page.getByTestId('who').waitFor();
+}
+
+let axeSource: string | undefined;
+
+/** Runs axe-core on the page as it is: no violation of serious or critical impact. */
+export async function expectAccessible(page: Page): Promise<void> {
+  axeSource ??= await fs.readFile(require.resolve('axe-core/axe.min.js'), 'utf8');
+  // Evaluated through the debugging protocol, which the page's Content-Security-Policy does not govern.
+  if (!(await page.evaluate('typeof axe !== "undefined"'))) await page.evaluate(axeSource);
+  const violations = (await page.evaluate(
+    `axe.run(document, { resultTypes: ['violations'] }).then((r) =>
+      r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.html) })))`,
+  )) as { id: string; impact: string; nodes: string[] }[];
+  expect(violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')).toEqual([]);
+}
+
+/** Checks the page with axe and saves its screenshot as `<name>.png`. */
+export async function checkPage(page: Page, name: string): Promise<void> {
+  await expectAccessible(page);
+  await fs.mkdir(SCREENSHOTS_DIR, { recursive: true });
+  await page.screenshot({ path: path.join(SCREENSHOTS_DIR, `${name}.png`), fullPage: true });
+}

@@ -1,0 +1,41 @@
+// An account's connected integrations: each a keyspace of its own.
+import { api, path } from '../lib/api.js';
+import { html } from '../lib/html.js';
+import { ErrorNote, Field, formValues, Loaded, Page, Table, useAction, useApi } from '../lib/ui.js';
+import { AccountNav } from './account-nav.js';
+
+export default function Integrations({ params }) {
+  const url = path`/admin/accounts/${params.account_id}/integrations`;
+  const list = useApi(url);
+  const connect = useAction(async (values) => {
+    await api('POST', url, { system: values.system.trim() });
+    list.reload();
+  });
+  return html`<${Page} title="Integrations">
+    <${AccountNav} accountId=${params.account_id} current="/integrations" />
+    <form class="inline" aria-label="Connect an integration" onSubmit=${(e) => connect.run(formValues(e))}>
+      <${Field}
+        label="System"
+        name="system"
+        required
+        placeholder="magento"
+        hint="A lower-case word: magento, shopware…"
+      />
+      <button class="primary" disabled=${connect.busy}>Connect</button>
+    </form>
+    <${ErrorNote} error=${connect.error} />
+    <${Loaded} state=${list}>
+      ${(data) =>
+        html`<${Table}
+          caption="Connected integrations"
+          rows=${data.items}
+          rowKey=${(i) => i.discriminator}
+          empty="No integration is connected."
+          columns=${[
+            { label: 'System', value: (i) => i.system },
+            { label: 'Keyspace', value: (i) => html`<span class="mono">${i.discriminator}</span>` },
+          ]}
+        />`}
+    <//>
+  <//>`;
+}

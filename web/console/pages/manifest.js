@@ -1,0 +1,6 @@
+import { html } from '../lib/html.js';
+import { Page } from '../lib/ui.js';
+
+export default function Todo() {
+  return html`<${Page} title="manifest"><p>To come.</p><//>`;
+}
