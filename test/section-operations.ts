@@ -57,6 +57,16 @@ export const OPERATIONS: Record<string, Operation> = {
     access: 'account',
     call: (token) => server.request('GET', `/audience/segments/${ids[ALPHA].segment}`, { token }),
   },
+  'POST /audience/segments/{segment_discriminator}/versions': {
+    access: 'every-section',
+    call: async (token) => {
+      const segment = (await server.request('GET', `/audience/segments/${ids[ALPHA].segment}`, { token: full })).body;
+      return server.request('POST', `/audience/segments/${ids[ALPHA].segment}/versions`, {
+        token,
+        body: { query: segment.versions[0].query },
+      });
+    },
+  },
   'GET /audience/segments/{segment_discriminator}/versions/{version_id}': {
     access: 'account',
     call: async (token) => {
