@@ -99,7 +99,7 @@ function NewImport({ section, done }) {
                   html`<${Field}
                     label="Keyspace of the key column"
                     as="select"
-                    value=${key.keyspace}
+                    value=${key.keyspace || data.items[0]?.discriminator}
                     onChange=${(e) => setKey({ ...key, keyspace: e.currentTarget.value })}
                   >
                     ${data.items.map((k) => html`<option value=${k.discriminator}>${k.name}</option>`)}
