@@ -3,8 +3,8 @@ import fs from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
-import { afterAll, beforeAll, expect } from 'vitest';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { TestServer } from '../app.ts';
 
 // What the console's browser tests share: one Debian chromium per test file, driven by
@@ -36,10 +36,21 @@ export interface ConsoleBrowser {
 /** Starts the file's server and browser before its tests and closes them after. */
 export function consoleBrowser(options: { worker?: boolean } = {}): ConsoleBrowser {
   const state = { errors: [] as string[] } as ConsoleBrowser;
-  const contexts: BrowserContext[] = [];
   beforeAll(async () => {
     state.server = await TestServer.start({}, { worker: options.worker });
     state.browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  });
+  const pages: Page[] = [];
+  // A failing test leaves what its open pages showed, to see why.
+  afterEach(async ({ task }) => {
+    if (task.result?.state === 'fail') {
+      const folder = path.join(os.tmpdir(), 'audience-console-failures');
+      await fs.mkdir(folder, { recursive: true });
+      for (const [i, page] of pages.entries())
+        if (!page.isClosed()) await page.screenshot({ path: path.join(folder, `${task.name.slice(0, 40)}-${i}.png`) });
+      console.warn(`screenshots of the failed test's pages are in ${folder}`);
+    }
+    pages.length = 0;
   });
   afterAll(async () => {
     await state.browser?.close();
@@ -47,8 +58,10 @@ export function consoleBrowser(options: { worker?: boolean } = {}): ConsoleBrows
   });
   state.open = async (width = 1280) => {
     const context = await state.browser.newContext({ viewport: { width, height: 900 } });
-    contexts.push(context);
+    // A busy machine (the whole suite on two cores) can take long to answer: no test depends on it.
+    context.setDefaultTimeout(90_000);
     const page = await context.newPage();
+    pages.push(page);
     page.on('console', (message) => {
       // A refused request (a wrong credential's 401) is the page's expected answer, not an error of it.
       if (message.type() === 'error' && !message.text().startsWith('Failed to load resource'))

@@ -1,7 +1,8 @@
 import { describe, expect, test } from 'vitest';
 import { CHROMIUM, checkPage, consoleBrowser, signInAsOperator, signInWithKey } from './browser.ts';
 
-describe.skipIf(!CHROMIUM)('the console for the operator', () => {
+// A browser on a busy machine is slow: generous time for each test (no test depends on it).
+describe.skipIf(!CHROMIUM)('the console for the operator', { timeout: 180_000 }, () => {
   const b = consoleBrowser();
 
   test('the console is served with a strict Content-Security-Policy and no inline script runs', async () => {

@@ -10,8 +10,15 @@ export class ApiError extends Error {
   }
 }
 
-/** Calls the service: JSON in and out; refusals throw an ApiError, a refused token signs out. */
-export async function api(method, path, body) {
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Calls the service: JSON in and out; refusals throw an ApiError, a refused token signs out. A
+ * read refused by a rate limit (a profile page reads several parts of each section, and the
+ * account's limit of profile key operations per second applies to the console as to any client)
+ * is asked again after the Retry-After the service gave, a few times.
+ */
+export async function api(method, path, body, retries = 4) {
   const current = session();
   if (!current) throw new ApiError(401, { detail: 'Signed out' });
   touch();
@@ -24,6 +31,10 @@ export async function api(method, path, body) {
     credentials: 'omit',
     cache: 'no-store',
   });
+  if (res.status === 429 && method === 'GET' && retries > 0) {
+    await sleep(Number(res.headers.get('retry-after') || 1) * 1000);
+    return api(method, path, body, retries - 1);
+  }
   const text = await res.text();
   const data = text && /json/.test(res.headers.get('content-type') || '') ? JSON.parse(text) : text;
   if (res.status === 401) {

@@ -1,6 +1,140 @@
+// One profile: per section its attributes, tags, consents and suppressions, and its events as a
+// timeline; lock and delete, each confirmed.
+import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { Page } from '../lib/ui.js';
+import { ConfirmButton, ErrorNote, Loaded, Page, Table, useAction, useApi, when } from '../lib/ui.js';
 
-export default function Todo() {
-  return html`<${Page} title="profile"><p>To come.</p><//>`;
+/** A value as text: JSON for anything that is not a string. */
+const text = (value) => (typeof value === 'string' ? value : JSON.stringify(value));
+
+/** Names by version id, from definitions that have versions. */
+function namesByVersion(definitions) {
+  const names = {};
+  for (const d of definitions ?? [])
+    for (const v of d.versions) names[v.id] = `${d.name} (v${d.versions.indexOf(v) + 1})`;
+  return names;
+}
+
+function SectionData({ base, section }) {
+  const s = encodeURIComponent(section.discriminator);
+  const at = `${base}/sections/${s}`;
+  const attributes = useApi(`${at}/attributes`);
+  const tags = useApi(`${at}/tags`);
+  const consents = useApi(`/v2${at}/consents`);
+  const events = useApi(`${at}/events`);
+  const attributeDefs = useApi(`/audience/sections/${s}/attributes`);
+  const eventDefs = useApi(`/audience/sections/${s}/events`);
+  const attributeNames = namesByVersion(attributeDefs.data?.items);
+  const eventNames = namesByVersion(eventDefs.data?.items);
+  if (attributes.error)
+    return html`<section aria-labelledby=${`s-${section.id}`}>
+      <h2 id=${`s-${section.id}`}>${section.name}</h2>
+      <${ErrorNote} error=${attributes.error} />
+    </section>`;
+  return html`<section aria-labelledby=${`s-${section.id}`}>
+    <h2 id=${`s-${section.id}`}>${section.name}</h2>
+    <h3>Attributes</h3>
+    <${Loaded} state=${attributes}>
+      ${(values) =>
+        html`<${Table}
+          rows=${Object.entries(values)}
+          rowKey=${([id]) => id}
+          empty="No attribute is set."
+          columns=${[
+            { label: 'Attribute', value: ([id]) => attributeNames[id] ?? id },
+            { label: 'Value', value: ([, value]) => text(value) },
+          ]}
+        />`}
+    <//>
+    <h3>Tags</h3>
+    <${Loaded} state=${tags}>
+      ${(values) => {
+        const set = Object.keys(values);
+        return set.length === 0
+          ? html`<p class="muted">No tag.</p>`
+          : html`<ul>
+              ${set.map((t) => html`<li class="mono">${t}</li>`)}
+            </ul>`;
+      }}
+    <//>
+    <h3>Consents and suppressions</h3>
+    <${Loaded} state=${consents}>
+      ${(data) =>
+        html`<${Table}
+            rows=${data.items}
+            empty="No consent."
+            columns=${[
+              { label: 'Topic', value: (c) => c.topic_discriminator },
+              { label: 'Channel', value: (c) => c.channel_discriminator },
+              { label: 'Consent', value: (c) => c.type },
+              { label: 'Reason', value: (c) => c.reason },
+              { label: 'Source', value: (c) => c.source },
+              { label: 'Changed', value: (c) => when(c.modified_at) },
+            ]}
+          />
+          ${
+            data.suppression.length > 0
+              ? html`<${Table}
+                  caption="Suppressed addresses"
+                  rows=${data.suppression}
+                  columns=${[
+                    { label: 'Channel', value: (x) => x.channel_discriminator },
+                    { label: 'Address', value: (x) => x.address },
+                    { label: 'Reason', value: (x) => x.reason },
+                  ]}
+                />`
+              : html`<p class="muted">No suppressed address.</p>`
+          }`}
+    <//>
+    <h3>Events</h3>
+    <${Loaded} state=${events}>
+      ${(data) =>
+        data.items.length === 0
+          ? html`<p class="muted">No event.</p>`
+          : html`<ol class="timeline" aria-label=${`Events in ${section.name}, newest first`}>
+                ${data.items.map(
+                  (e) =>
+                    html`<li>
+                      ${when(e.event_time)} <strong>${eventNames[e.version_id] ?? e.version_id}</strong>
+                      <pre>${JSON.stringify(e.data, null, 2)}</pre>
+                    </li>`,
+                )}
+              </ol>
+              ${data.truncated ? html`<p class="muted">Older events are left out.</p>` : null}`}
+    <//>
+  </section>`;
+}
+
+export default function Profile({ params }) {
+  const base = path`/audience/keyspaces/${params.keyspace}/profiles/${params.key}`;
+  const sections = useApi('/audience/sections');
+  const lock = useAction(async () => {
+    await api('POST', `${base}/locks`);
+    location.hash = '#/profiles';
+  });
+  const remove = useAction(async () => {
+    await api('DELETE', base);
+    location.hash = '#/profiles';
+  });
+  return html`<${Page}
+    title=${`Profile ${params.key}`}
+    actions=${html`<${ConfirmButton}
+        label="Delete profile"
+        question=${`Delete the profile ${params.key}, with the profiles merged with it, and all their data? Its keys can be used again.`}
+        confirmLabel="Delete for good"
+        onConfirm=${() => remove.run()}
+      />
+      <${ConfirmButton}
+        label="Lock profile"
+        question=${`Lock the profile ${params.key} for good? It and the profiles merged with it are erased, and every request naming one of their keys is refused from then on.`}
+        confirmLabel="Lock for good"
+        onConfirm=${() => lock.run()}
+      />`}
+  >
+    <p>Key <span class="mono">${params.key}</span> in keyspace <span class="mono">${params.keyspace}</span>.</p>
+    <${ErrorNote} error=${lock.error || remove.error} />
+    <${Loaded} state=${sections}>
+      ${(data) => data.items.map((s) => html`<${SectionData} key=${s.discriminator} base=${base} section=${s} />`)}
+    <//>
+  <//>`;
 }
