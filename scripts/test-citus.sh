@@ -17,6 +17,10 @@ trap 'bash scripts/citus.sh down "$dir/cluster"; bash scripts/citus.sh down "$di
 eval "$(bash scripts/citus.sh up "$dir/cluster" 2 "$port" | grep '^DATABASE_URL=')"
 eval "$(bash scripts/citus.sh spare "$dir/spare" $((port + 10)) | grep '^NODE_URL=')"
 export DATABASE_URL CITUS_SPARE_NODE_URL=$NODE_URL AUDIENCE_TEST_SINGLE_SHARD=1
+# Nodes for this run only: no flushes to survive a machine crash (as scripts/postgres15.sh run).
+for url in "$DATABASE_URL" "$NODE_URL" $(psql -qAt "$DATABASE_URL" -c "select 'postgres://postgres@' || nodename || ':' || nodeport || '/postgres' from pg_dist_node where groupid <> 0"); do
+  psql -qAt "$url" -c 'alter system set fsync = off' -c 'alter system set full_page_writes = off' -c 'select pg_reload_conf()' >/dev/null
+done
 if [ $# -gt 0 ]; then
   npx vitest run "$@"
   exit

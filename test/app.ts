@@ -207,7 +207,7 @@ export function serverWithPool(
   let db: pg.Pool | undefined;
   beforeAll(async () => {
     server = await TestServer.start(options.env, { worker: options.worker });
-    db = new pg.Pool({ connectionString: await testDatabase(), max: options.connections ?? 2 });
+    db = createPool(await testDatabase(), options.connections ?? 2);
     ready(server, db);
   });
   afterAll(async () => {

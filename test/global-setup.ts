@@ -28,7 +28,7 @@ export default async function setup(project: TestProject) {
   let url = process.env.DATABASE_URL;
   if (!url) {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-test-'));
-    const db = await startEmbeddedDatabase(dir, { persistent: false });
+    const db = await startEmbeddedDatabase(dir, { persistent: false, throwaway: true });
     url = db.url;
     stop = db.stop;
   }

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { TestServer, type Response, testDatabase } from './app.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
+import { createPool } from '../src/store/pool.ts';
 
 // What the segment tests (src/segments/segments-*.test.ts) share: their server, a connection of
 // its own to its database, the manifest every account applies (its segment queries refer to ids
@@ -14,7 +15,7 @@ export let db: pg.Pool;
 export function segmentsServer(): void {
   beforeAll(async () => {
     server = await TestServer.start();
-    db = new pg.Pool({ connectionString: await testDatabase(), max: 2 });
+    db = createPool(await testDatabase(), 2);
   });
   afterAll(async () => {
     await db?.end();
