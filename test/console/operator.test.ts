@@ -59,4 +59,60 @@ describe.skipIf(!CHROMIUM)('the console for the operator', { timeout: 180_000 },
     await page.close();
     expect(b.errors).toEqual([]);
   });
+
+  test('edits definitions through a previewed manifest, connects an integration, suppresses an address, deletes the account', async () => {
+    const { accountId } = await b.server.createAccount();
+    const page = await b.open();
+    await signInAsOperator(page, b.server);
+    await page.goto(`${b.server.url}/console#/accounts/${accountId}/manifest`);
+    const manifest = { sections: [{ name: 'Club', tags: [{ name: 'Gold' }] }] };
+    await page.getByLabel('Manifest (JSON)').fill(JSON.stringify(manifest, null, 2));
+    const apply = page.getByRole('button', { name: 'Apply' });
+    expect(await apply.isDisabled()).toBe(true);
+    await page.getByRole('button', { name: 'Preview' }).click();
+    await page.getByTestId('created').getByText('tag com.vendor1.tags.user-created.gold', { exact: false }).waitFor();
+    // The preview changed nothing.
+    const sections = async () =>
+      (await b.server.admin('POST', `/admin/accounts/${accountId}/manifest/preview`, manifest)).body.created;
+    expect(await sections()).toContain('section com.vendor1.sections.user-created.club');
+    await checkPage(page, 'manifest');
+    await apply.click();
+    await page.getByRole('heading', { name: 'Applied' }).waitFor();
+    expect(await sections()).toEqual([]);
+
+    await page.getByRole('link', { name: 'Integrations' }).click();
+    await page.getByLabel('System', { exact: true }).fill('magento');
+    await page.getByRole('button', { name: 'Connect' }).click();
+    await page.getByRole('cell', { name: 'magento', exact: true }).waitFor();
+    await checkPage(page, 'integrations');
+
+    await page.getByRole('link', { name: 'Suppressions' }).click();
+    await page.getByLabel('Channel', { exact: true }).fill('com.vendor1.channels.email');
+    await page.getByLabel('Address', { exact: true }).fill('bounced@example.com');
+    await page.getByLabel('Reason', { exact: true }).fill('hard bounce');
+    await page.getByRole('button', { name: 'Suppress' }).click();
+    await page.getByRole('cell', { name: 'bounced@example.com' }).waitFor();
+    await checkPage(page, 'suppressions');
+    expect((await b.server.admin('GET', `/admin/accounts/${accountId}/suppressions`)).body.items).toHaveLength(1);
+
+    await page.getByRole('link', { name: 'Jobs' }).click();
+    await page.getByRole('heading', { name: 'Jobs', level: 1 }).waitFor();
+    await page
+      .getByText(/jobs by kind and state|The queue is empty/)
+      .first()
+      .waitFor();
+    await checkPage(page, 'jobs');
+
+    // Deleting asks first: cancelled, the account stays; confirmed, it is gone.
+    await page.goto(`${b.server.url}/console#/accounts/${accountId}`);
+    await page.getByRole('button', { name: 'Delete account' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Cancel' }).click();
+    expect((await b.server.admin('GET', `/admin/accounts/${accountId}`)).status).toBe(200);
+    await page.getByRole('button', { name: 'Delete account' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Delete for good' }).click();
+    await page.getByRole('heading', { name: 'Accounts', level: 1 }).waitFor();
+    expect((await b.server.admin('GET', `/admin/accounts/${accountId}`)).status).toBe(404);
+    await checkPage(page, 'accounts');
+    expect(b.errors).toEqual([]);
+  });
 });
