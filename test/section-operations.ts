@@ -57,6 +57,16 @@ export const OPERATIONS: Record<string, Operation> = {
     access: 'account',
     call: (token) => server.request('GET', `/audience/segments/${ids[ALPHA].segment}`, { token }),
   },
+  'POST /audience/segments/{segment_discriminator}/versions': {
+    access: 'every-section',
+    call: async (token) => {
+      const segment = (await server.request('GET', `/audience/segments/${ids[ALPHA].segment}`, { token: full })).body;
+      return server.request('POST', `/audience/segments/${ids[ALPHA].segment}/versions`, {
+        token,
+        body: { query: segment.versions[0].query },
+      });
+    },
+  },
   'GET /audience/segments/{segment_discriminator}/versions/{version_id}': {
     access: 'account',
     call: async (token) => {
@@ -195,6 +205,10 @@ export const OPERATIONS: Record<string, Operation> = {
   'POST /v2/audience/sections/{section_discriminator}/imports': {
     access: 'section',
     call: (token, s) => server.request('POST', `/v2/audience/sections/${s}/imports`, { token, body: importBody(2, s) }),
+  },
+  'GET /audience/sections/{section_discriminator}/imports': {
+    access: 'section',
+    call: (token, s) => server.request('GET', `/audience/sections/${s}/imports`, { token }),
   },
   'GET /audience/sections/{section_discriminator}/imports/{import_id}': {
     access: 'section',
@@ -378,6 +392,10 @@ export const OPERATIONS: Record<string, Operation> = {
         body: { attributes: [{ section_discriminator: ALPHA, attribute_version_id: ids[ALPHA].score }] },
       }),
   },
+  'GET /audience/profiles/reports': {
+    access: 'every-section',
+    call: (token) => server.request('GET', '/audience/profiles/reports', { token }),
+  },
   'GET /audience/profiles/reports/{report_id}': {
     access: 'every-section',
     call: async (token) => server.request('GET', await readyExport(), { token }),
@@ -406,6 +424,22 @@ export const OPERATIONS: Record<string, Operation> = {
     call: (token, s) =>
       server.request('GET', `/emails/sections/${s}/activities/email-${s.split('.').at(-1)}`, { token }),
   },
+  // The service's own reads of an activity's events, for its console.
+  ...Object.fromEntries(
+    (['emails', 'sms', 'forms-and-pages'] as const).flatMap((path) => {
+      const kind = path === 'emails' ? 'email' : path;
+      return (['timeline', 'events'] as const).map((read): [string, Operation] => [
+        `GET /${path}/sections/{section_discriminator}/activities/{activity_id}/${read}`,
+        {
+          access: 'section',
+          call: (token, s) =>
+            server.request('GET', `/${path}/sections/${s}/activities/${kind}-${s.split('.').at(-1)}/${read}`, {
+              token,
+            }),
+        },
+      ]);
+    }),
+  ),
   'GET /sms/sections/{section_discriminator}/activities': {
     access: 'section',
     call: (token, s) => server.request('GET', `/sms/sections/${s}/activities`, { token }),
@@ -455,6 +489,19 @@ export const OPERATIONS: Record<string, Operation> = {
     access: 'section',
     call: async (token, section) =>
       server.request('POST', await transactionsPath(section), { token, body: sendBody() }),
+  },
+  'GET /emails/sections/{section_discriminator}/activities/{activity_id}/transactions': {
+    access: 'section',
+    call: async (token, section) => {
+      await transactionsPath(section);
+      return server.request(
+        'GET',
+        `/emails/sections/${section}/activities/tx-${section.split('.').pop()}/transactions`,
+        {
+          token,
+        },
+      );
+    },
   },
   'GET /emails/sections/{section_discriminator}/activities/{activity_id}/transactions/{transaction_id}': {
     access: 'section',

@@ -10,9 +10,12 @@ import * as q from './queries.ts';
 import {
   ACTIVITY_KINDS,
   EMAIL_AQL_KEYS,
+  EMAIL_EVENT_TYPES,
   FORM_AQL_KEYS,
+  FORM_EVENT_TYPES,
   KIND_FIELDS,
   SMS_AQL_KEYS,
+  SMS_EVENT_TYPES,
   type Activity,
   type ActivityInput,
   type ActivityKind,
@@ -420,6 +423,93 @@ export async function readActivity(
     };
   }
   return view;
+}
+
+/** An activity of the kind in the section, archived or not (its events stay); 404 (AUD-2001) otherwise. */
+async function activityOfSection(
+  db: Queryable,
+  scope: AccountScope,
+  kind: ActivityKind,
+  read: PublicRead & { activity_id: string },
+) {
+  const section = sectionOf(scope, read.section_discriminator);
+  const row = await q.findActivity(db, scope.accountId, read.activity_id);
+  if (!row || row.section_id !== section.id || row.kind !== kind)
+    throw new Problem('AUD-2001', `No ${kind} activity "${read.activity_id}" in section "${section.discriminator}"`);
+  return row;
+}
+
+const UNIT_MS = { hour: 3600_000, day: 86400_000 };
+
+/**
+ * An activity's events over time (for the console's charts): `points` buckets of an hour or a day
+ * (UTC), the last one holding the scope's time, each with its events by type, 0 for a type of the
+ * kind that has none there.
+ */
+export async function activityTimeline(
+  db: Queryable,
+  scope: AccountScope,
+  kind: ActivityKind,
+  read: PublicRead & { activity_id: string; unit: 'hour' | 'day'; points: number },
+) {
+  const row = await activityOfSection(db, scope, kind, read);
+  const step = UNIT_MS[read.unit];
+  const last = Math.floor(scope.now.getTime() / step) * step;
+  const from = new Date(last - (read.points - 1) * step);
+  const counted = await q.countEventsByTime(db, scope.accountId, row.activity_id, {
+    unit: read.unit,
+    from,
+    to: new Date(last + step),
+  });
+  const types: readonly string[] =
+    kind === 'sms' ? SMS_EVENT_TYPES : kind === 'forms-and-pages' ? FORM_EVENT_TYPES : EMAIL_EVENT_TYPES;
+  const points = Array.from({ length: read.points }, (_, i) => ({
+    at: new Date(from.getTime() + i * step).toISOString(),
+    events: Object.fromEntries(types.map((t) => [t, 0])) as Record<string, number>,
+  }));
+  for (const c of counted) {
+    const point = points[Math.round((c.at.getTime() - from.getTime()) / step)];
+    if (point) point.events[c.type] = c.events;
+  }
+  return { unit: read.unit, points };
+}
+
+/** An activity's newest events, or those of one message (its correlation id, a transactional send's id). */
+export async function activityEvents(
+  db: Queryable,
+  scope: AccountScope,
+  kind: ActivityKind,
+  read: PublicRead & { activity_id: string; correlation_id?: string; limit: number },
+) {
+  const row = await activityOfSection(db, scope, kind, read);
+  const events = await q.listEvents(db, scope.accountId, row.activity_id, {
+    correlationIds: read.correlation_id === undefined ? undefined : [read.correlation_id],
+    limit: read.limit,
+  });
+  return events.map(eventView);
+}
+
+/** The events of messages of an activity by correlation id, oldest first (the transactional area's sends). */
+export async function eventsOfMessages(db: Queryable, accountId: string, activityId: string, correlationIds: string[]) {
+  const events = await q.listEvents(db, accountId, activityId, { correlationIds, limit: 100 * correlationIds.length });
+  const byMessage = new Map<string, ReturnType<typeof eventView>[]>();
+  for (const e of events.reverse())
+    byMessage.set(e.correlation_id, [...(byMessage.get(e.correlation_id) ?? []), eventView(e)]);
+  return byMessage;
+}
+
+/** An event as the reads show it: its fields that are set. */
+function eventView(e: q.EventRow) {
+  return {
+    type: e.type,
+    correlation_id: e.correlation_id,
+    event_time: e.event_time.toISOString(),
+    ...(e.device === null ? {} : { device: e.device }),
+    ...(e.location === null ? {} : { location: e.location }),
+    ...(e.link_url === null ? {} : { link_url: e.link_url }),
+    ...(e.bounce_code === null ? {} : { bounce_code: e.bounce_code }),
+    ...(e.unsubscribe_topic === null ? {} : { unsubscribe_topic: e.unsubscribe_topic }),
+  };
 }
 
 /** The counters of an activity kept and as recounted from its events: equal unless something bypassed recording (tests, operators). */

@@ -287,6 +287,50 @@ export async function listEventTypes(
 }
 
 /** Erases the activities of a deleted account, their events, recipients and counters. */
+/** Events of an activity by bucket of event time (`unit`: hour or day, in UTC) and type, from `from` to before `to`. */
+export async function countEventsByTime(
+  db: Queryable,
+  accountId: string,
+  activityId: string,
+  window: { unit: 'hour' | 'day'; from: Date; to: Date },
+): Promise<{ at: Date; type: string; events: number }[]> {
+  const { rows } = await db.query(
+    `select date_trunc($3, event_time, 'UTC') as at, type, count(*)::int as events from activity_events
+     where account_id = $1::bigint and activity_id = $2 and event_time >= $4 and event_time < $5
+     group by 1, 2 order by 1, 2`,
+    [accountId, activityId, window.unit, window.from, window.to],
+  );
+  return rows;
+}
+
+export interface EventRow {
+  type: string;
+  correlation_id: string;
+  event_time: Date;
+  device: string | null;
+  location: string | null;
+  link_url: string | null;
+  bounce_code: number | null;
+  unsubscribe_topic: string | null;
+}
+
+/** An activity's newest events, of some correlation ids (a message's) or of any. */
+export async function listEvents(
+  db: Queryable,
+  accountId: string,
+  activityId: string,
+  filter: { correlationIds?: string[]; limit: number },
+): Promise<EventRow[]> {
+  const { rows } = await db.query<EventRow>(
+    `select type, correlation_id, event_time, device, location, link_url, bounce_code, unsubscribe_topic
+     from activity_events where account_id = $1::bigint and activity_id = $2
+       and ($3::text[] is null or correlation_id = any($3::text[]))
+     order by event_time desc, event_id desc limit $4`,
+    [accountId, activityId, filter.correlationIds ?? null, filter.limit],
+  );
+  return rows;
+}
+
 export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
   await db.query('delete from activity_counters where account_id = $1::bigint', [accountId]);
   await db.query('delete from activity_recipients where account_id = $1::bigint', [accountId]);

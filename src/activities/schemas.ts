@@ -295,3 +295,45 @@ export const FormActivity = Type.Object({
   elements: Type.Optional(Type.Array(FormElement)),
   aql_queries: Type.Optional(aqlOf(Object.keys(FORM_AQL_KEYS))),
 });
+
+export const TimelineQuery = Type.Object(
+  {
+    unit: Type.Union([Type.Literal('hour'), Type.Literal('day')], {
+      default: 'day',
+      description: 'The length of each point, in UTC',
+    }),
+    points: Type.Integer({ minimum: 1, maximum: 366, default: 30, description: 'How many, the last holding now' }),
+  },
+  { additionalProperties: false },
+);
+
+export const Timeline = Type.Object({
+  unit: Type.String(),
+  points: Type.Array(
+    Type.Object({
+      at: DateTime,
+      events: Type.Record(Type.String(), Type.Integer(), {
+        description: "Events by type in the hour or day from `at` (every type of the activity's kind, 0 when none)",
+      }),
+    }),
+  ),
+});
+
+export const ActivityEventView = Type.Object({
+  type: Type.String(),
+  correlation_id: Type.String({ description: 'The message the event is of (a transactional send: its id)' }),
+  event_time: DateTime,
+  device: Type.Optional(Type.String()),
+  location: Type.Optional(Type.String()),
+  link_url: Type.Optional(Type.String()),
+  bounce_code: Type.Optional(Type.Integer()),
+  unsubscribe_topic: Type.Optional(Type.String()),
+});
+
+export const ActivityEventsQuery = Type.Object(
+  {
+    correlation_id: Type.Optional(Type.String({ description: "Only this message's events" })),
+    limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100, description: 'At most this many, newest first' }),
+  },
+  { additionalProperties: false },
+);

@@ -1,4 +1,6 @@
 import type { Static } from 'typebox';
+import { check } from '../aql/check.ts';
+import { parse } from '../aql/parser.ts';
 import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
@@ -342,6 +344,31 @@ export async function createTag(
   });
   await announce(feed, tx, accountId);
   return tagView(row, {});
+}
+
+/**
+ * Saves an AQL query as a segment's new version (its last); the versions before stay, as stored
+ * data depends on them. The query must parse and check (400 where it fails); it may name any
+ * section, so only a key of every section may save one.
+ */
+export async function addSegmentVersion(
+  tx: Queryable,
+  scope: AccountScope,
+  feed: ChangeFeed,
+  discriminator: string,
+  query: string,
+): Promise<{ id: string; query: string }> {
+  const segment = getSegment(scope.defs, discriminator);
+  requireAllSections(scope, 'a segment query');
+  check(parse(query), scope.defs, query);
+  const id = await q.insertNextSegmentVersion(
+    tx,
+    scope.accountId,
+    scope.defs.segments.find((s) => s.discriminator === segment.discriminator)!.id,
+    query,
+  );
+  await announce(feed, tx, scope.accountId);
+  return { id, query };
 }
 
 /** Gives a tag a new name; its discriminator stays. */

@@ -358,6 +358,30 @@ export async function insertSegmentVersion(
   );
 }
 
+/**
+ * Adds a version after a segment's last one (the segment locked, so that two at once take two
+ * ordinals); answers its id.
+ */
+export async function insertNextSegmentVersion(
+  db: Queryable,
+  accountId: string,
+  segmentId: string,
+  query: string,
+): Promise<string> {
+  await db.query('select 1 from segments where account_id = $1::bigint and segment_id = $2::bigint for update', [
+    accountId,
+    segmentId,
+  ]);
+  const { rows } = await db.query<{ version_id: string }>(
+    `insert into segment_versions (account_id, segment_id, ordinal, query)
+     select $1::bigint, $2::bigint, coalesce(max(ordinal), 0) + 1, $3 from segment_versions
+     where account_id = $1::bigint and segment_id = $2::bigint
+     returning version_id::text`,
+    [accountId, segmentId, query],
+  );
+  return rows[0].version_id;
+}
+
 /** Erases the definitions of a deleted account, the dependent ones first. */
 export async function deleteAccountRows(db: Queryable, accountId: string): Promise<void> {
   await db.query('delete from segment_versions where account_id = $1::bigint', [accountId]);

@@ -152,6 +152,52 @@ describe('poll URLs', () => {
   });
 });
 
+describe('the list of exports', () => {
+  it("lists the account's exports newest first, with status, a count's result and where each is read; a key restricted to sections is refused; another account's are not listed", async () => {
+    const a = await account();
+    const other = await account();
+    await person(a, 'ann@example.com', { consents: [[NEWS, CH_EMAIL, 'opt-in']] });
+    const body = { section_discriminator: SHOP, topic_discriminators: [NEWS], channel_discriminator: CH_EMAIL };
+    const fileUrl = await requestExport(a, body);
+    await whenReady(a, fileUrl);
+    // The service's clock, which stands still in tests, dates an export.
+    server.clock.advance(1);
+    const countUrl = await requestExport(a, body, 'consents/count');
+    await whenReady(a, countUrl);
+    const listed = await ok(server.request('GET', '/audience/profiles/reports', { token: a.token }), 200);
+    expect(listed.body.items).toEqual([
+      {
+        export_id: pollPath(countUrl).split('/').pop(),
+        kind: 'consents-count',
+        status: 'ready',
+        result: { profile_count: 1, total_profile_count: 1 },
+        created_at: expect.any(String),
+        ready_at: expect.any(String),
+        expires_at: expect.any(String),
+        poll_path: v2(countUrl),
+      },
+      {
+        export_id: pollPath(fileUrl).split('/').pop(),
+        kind: 'consents',
+        status: 'ready',
+        created_at: expect.any(String),
+        ready_at: expect.any(String),
+        expires_at: expect.any(String),
+        poll_path: v2(fileUrl),
+      },
+    ]);
+    // Its poll path serves the file.
+    expect((await server.request('GET', listed.body.items[1].poll_path, { token: a.token })).status).toBe(200);
+    expect(
+      (await server.request('GET', '/audience/profiles/reports?limit=1', { token: a.token })).body.items,
+    ).toHaveLength(1);
+    expect((await server.request('GET', '/audience/profiles/reports', { token: other.token })).body.items).toEqual([]);
+    expectProblem(await server.request('GET', '/audience/profiles/reports?limit=0', { token: a.token }), 400);
+    const restricted = await server.token(await server.createKey(a.accountId, { section_discriminators: [SHOP] }));
+    expectProblem(await server.request('GET', '/audience/profiles/reports', { token: restricted }), 403, 'AUD-1107');
+  });
+});
+
 describe('access and limits', () => {
   it('EXP-41: a key restricted to some sections is refused data exports, counts and polls (403)', async () => {
     const a = await account();

@@ -50,6 +50,20 @@ export async function insertExport(
   );
 }
 
+/** The account's exports, newest first. */
+export async function listExports(
+  db: Queryable,
+  accountId: string,
+  limit: number,
+): Promise<(ExportRowDb & { created_at: Date; ready_at: Date | null })[]> {
+  const { rows } = await db.query(
+    `select export_id::text, kind, request, status, file_key, result, message, created_at, ready_at, expires_at
+     from exports where account_id = $1::bigint order by created_at desc, export_id limit $2`,
+    [accountId, limit],
+  );
+  return rows;
+}
+
 /** An export of the account; undefined for an id that is none (not a UUID, another account's, unknown). */
 export async function findExport(db: Queryable, accountId: string, exportId: string): Promise<ExportRowDb | undefined> {
   if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(exportId)) return undefined;

@@ -417,3 +417,33 @@ export const SingleExportFileParams = Type.Object({
   account_id: Type.String({ description: 'The account of the export: that of the bearer token' }),
   export_id: Type.String({ description: 'The id of the export' }),
 });
+
+export const ExportListQuery = Type.Object(
+  { limit: Type.Integer({ minimum: 1, maximum: 500, default: 50, description: 'At most this many, newest first' }) },
+  { additionalProperties: false },
+);
+
+export const ExportList = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      export_id: Type.String(),
+      kind: Type.String({
+        description: 'consents, consents-count, duplicates, segments, events, email-events or single',
+      }),
+      status: Type.Union(
+        ['queued', 'in_progress', 'ready', 'failed', 'expired'].map((s) => Type.Literal(s)),
+        { description: 'A ready export expires a day after it was ready' },
+      ),
+      message: Type.Optional(Type.String({ description: 'Why a failed export failed' })),
+      result: Type.Optional(Type.Record(Type.String(), Type.Number(), { description: "A ready count's result" })),
+      created_at: DateTime,
+      ready_at: Type.Union([DateTime, Type.Null()]),
+      expires_at: Type.Union([DateTime, Type.Null()]),
+      poll_path: Type.String({
+        description:
+          'Where it is read (relative to the service): the v2 poll of a file or count, the status of an email event export, the file of a single profile export',
+      }),
+    }),
+    { description: 'Exports of the account, newest first' },
+  ),
+});

@@ -63,6 +63,21 @@ describe('an import end to end', () => {
       profiles_failed: 2,
     });
     expect(status.report.failures.map((f: any) => f.line)).toEqual([3, 4]);
+    // The section's list has it, with its progress: the rows read of the rows its file holds.
+    const listed = await server.request('GET', `/audience/sections/${S}/imports`, { token });
+    expect(listed.status, listed.text).toBe(200);
+    expect(listed.body.items).toEqual([
+      {
+        import_id: created.body.import_id,
+        status: 'completed',
+        profiles_found: 3,
+        profiles_processed: 1,
+        profiles_failed: 2,
+        rows_total: 3,
+        created_at: expect.any(String),
+        finished_at: expect.any(String),
+      },
+    ]);
     const got = await server.request(
       'GET',
       `/audience/keyspaces/com.vendor1.keyspaces.email/profiles/ann@x.io/sections/${S}/attributes`,
@@ -76,5 +91,34 @@ describe('an import end to end', () => {
       { token },
     );
     expect(consents.body.items[0]).toMatchObject({ type: 'opt-in', source: 'Profile import' });
+  });
+
+  it('lists the imports of a section, newest first: one waiting for its file has no total yet; a bad limit is 400, an unknown section 404', async () => {
+    const { token } = await server.login(SHOP);
+    const attrs = (await server.request('GET', `/audience/sections/${S}/attributes`, { token })).body.items;
+    const first = attrs.find((a: any) => a.discriminator === 'com.vendor1.attributes.firstname').versions[0].id;
+    const body = {
+      keyspace_mapping: { keyspace_discriminator: 'com.vendor1.keyspaces.email', field_selector: 'email' },
+      attribute_mappings: [{ field_selector: 'first', attribute_version_id: first }],
+    };
+    const older = await server.request('POST', `/v2/audience/sections/${S}/imports`, { token, body });
+    expect(older.status, older.text).toBe(201);
+    const second = await server.request('POST', `/v2/audience/sections/${S}/imports`, { token, body });
+    const listed = await server.request('GET', `/audience/sections/${S}/imports?limit=5`, { token });
+    expect(listed.status, listed.text).toBe(200);
+    expect(listed.body.items.map((i: any) => [i.import_id, i.status, i.rows_total, i.finished_at])).toEqual([
+      [second.body.import_id, 'waiting_for_file', null, null],
+      [older.body.import_id, 'waiting_for_file', null, null],
+    ]);
+    expect((await server.request('GET', `/audience/sections/${S}/imports?limit=1`, { token })).body.items).toHaveLength(
+      1,
+    );
+    const bad = await server.request('GET', `/audience/sections/${S}/imports?limit=0`, { token });
+    expect(bad.status).toBe(400);
+    expect(bad.body.detail).toMatch(/limit/);
+    const unknown = await server.request('GET', '/audience/sections/com.vendor1.sections.user-created.none/imports', {
+      token,
+    });
+    expect(unknown.status).toBe(404);
   });
 });

@@ -286,26 +286,31 @@ export async function createImport(
   };
 }
 
+/** An import's status and counts as clients see them: one still waiting for its file after its window is an error. */
+function importResult(row: q.ImportRowDb, now: Date) {
+  const expired = row.status === 'waiting_for_file' && row.upload_expires_at.getTime() < now.getTime();
+  return {
+    status: expired ? 'error' : row.status,
+    profiles_found: row.profiles_found,
+    profiles_processed: row.profiles_processed,
+    profiles_failed: row.profiles_failed,
+    ...(expired
+      ? { message: 'No file was uploaded within the upload window' }
+      : row.message
+        ? { message: row.message }
+        : {}),
+  };
+}
+
 /** GET …/imports/{id}: the status, counts and report of an import of the section. */
 export async function getImport(db: Queryable, scope: AccountScope, sectionDiscriminator: string, importId: string) {
   const section = sectionOf(scope, sectionDiscriminator);
   const row = await q.findImport(db, scope.accountId, importId);
   if (!row || row.section_id !== section.id)
     throw new Problem('AUD-1805', `No import "${importId}" in section "${section.discriminator}"`);
-  const expired = row.status === 'waiting_for_file' && row.upload_expires_at.getTime() < scope.now.getTime();
   return {
     import_id: row.import_id,
-    result: {
-      status: expired ? 'error' : row.status,
-      profiles_found: row.profiles_found,
-      profiles_processed: row.profiles_processed,
-      profiles_failed: row.profiles_failed,
-      ...(expired
-        ? { message: 'No file was uploaded within the upload window' }
-        : row.message
-          ? { message: row.message }
-          : {}),
-    },
+    result: importResult(row, scope.now),
     report: {
       profiles_new: row.profiles_new,
       profiles_updated: row.profiles_updated,
@@ -314,6 +319,19 @@ export async function getImport(db: Queryable, scope: AccountScope, sectionDiscr
       failures: await q.listImportFailures(db, scope.accountId, row.import_id, FAILURES_SHOWN),
     },
   };
+}
+
+/** GET …/imports: the section's newest imports, each with its progress (rows read of the file's rows). */
+export async function listImports(db: Queryable, scope: AccountScope, sectionDiscriminator: string, limit: number) {
+  const section = sectionOf(scope, sectionDiscriminator);
+  const rows = await q.listImportsBySection(db, scope.accountId, section.id, limit);
+  return rows.map((row) => ({
+    import_id: row.import_id,
+    ...importResult(row, scope.now),
+    rows_total: row.rows_total,
+    created_at: row.created_at.toISOString(),
+    finished_at: row.finished_at?.toISOString() ?? null,
+  }));
 }
 
 /** The upload window's job: an import still waiting for its file has none, whatever the store holds under its key. */
@@ -343,8 +361,14 @@ export async function acceptUpload(
     throw new Problem('AUD-1809', `The import ${importId} already has its file (status ${row.status})`);
   // A part cut at the size limit arrives short: it is no file to import. Failing the stream at its
   // end keeps it out of the store, which writes a file whole or not at all.
+  // Its lines are counted on the way, for the import's progress: the total of rows to read.
+  const lines = { ends: 0, last: 0x0a };
   const whole = new Transform({
-    transform: (chunk, _encoding, done) => done(null, chunk),
+    transform: (chunk: Buffer, _encoding, done) => {
+      for (let at = chunk.indexOf(0x0a); at !== -1; at = chunk.indexOf(0x0a, at + 1)) lines.ends++;
+      if (chunk.length > 0) lines.last = chunk[chunk.length - 1];
+      done(null, chunk);
+    },
     flush: (done) =>
       done(file.truncated ? new Problem('AUD-1808', `The file is over the limit of ${MAX_FILE_BYTES} bytes`) : null),
   });
@@ -355,7 +379,9 @@ export async function acceptUpload(
     const locked = await q.findImport(tx, accountId, importId, true);
     if (locked?.status !== 'waiting_for_file')
       throw new Problem('AUD-1809', `The import ${importId} already has its file`);
-    await q.setImportStatus(tx, accountId, importId, 'queued');
+    // A last line without its line end is a line too; the header is none of the rows.
+    const fileLines = lines.ends + (lines.last === 0x0a ? 0 : 1);
+    await q.queueImport(tx, accountId, importId, Math.max(fileLines - 1, 0));
     await enqueue(tx, accountId, IMPORT_JOB, { import_id: importId });
   });
 }

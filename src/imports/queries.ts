@@ -18,6 +18,9 @@ export type ImportRowDb = StoredRequest & {
   profiles_updated: number;
   profiles_not_changed: number;
   message: string | null;
+  rows_total: number | null;
+  created_at: Date;
+  finished_at: Date | null;
 };
 
 /** The request an import was created with, as its row stores it. */
@@ -37,6 +40,10 @@ export async function insertImport(
   );
 }
 
+const IMPORT_COLUMNS = `import_id::text, section_id::text, version, request, status, file_key, upload_expires_at, lanes_done,
+  profiles_found, profiles_processed, profiles_failed, profiles_new, profiles_updated, profiles_not_changed, message,
+  rows_total, created_at, finished_at`;
+
 export async function findImport(
   db: Queryable,
   accountId: string,
@@ -45,12 +52,25 @@ export async function findImport(
 ): Promise<ImportRowDb | undefined> {
   if (!/^[0-9a-f-]{36}$/i.test(importId)) return undefined;
   const { rows } = await db.query<ImportRowDb>(
-    `select import_id::text, section_id::text, version, request, status, file_key, upload_expires_at, lanes_done, profiles_found, profiles_processed,
-       profiles_failed, profiles_new, profiles_updated, profiles_not_changed, message
-     from imports where account_id = $1::bigint and import_id = $2::uuid ${forUpdate ? 'for update' : ''}`,
+    `select ${IMPORT_COLUMNS} from imports where account_id = $1::bigint and import_id = $2::uuid ${forUpdate ? 'for update' : ''}`,
     [accountId, importId],
   );
   return rows[0];
+}
+
+/** The imports of a section, newest first. */
+export async function listImportsBySection(
+  db: Queryable,
+  accountId: string,
+  sectionId: string,
+  limit: number,
+): Promise<ImportRowDb[]> {
+  const { rows } = await db.query<ImportRowDb>(
+    `select ${IMPORT_COLUMNS} from imports where account_id = $1::bigint and section_id = $2::bigint
+     order by created_at desc, import_id limit $3`,
+    [accountId, sectionId, limit],
+  );
+  return rows;
 }
 
 /** Imports that hold a place: queued or running, or waiting for a file that may still come. */
@@ -81,6 +101,19 @@ export async function setImportStatus(
     `update imports set status = $3, message = coalesce($4, message)${finished}
      where account_id = $1::bigint and import_id = $2::uuid`,
     [accountId, importId, status, message],
+  );
+}
+
+/** Queues an import whose file has come, with the number of data rows the file holds. */
+export async function queueImport(
+  db: Queryable,
+  accountId: string,
+  importId: string,
+  rowsTotal: number,
+): Promise<void> {
+  await db.query(
+    `update imports set status = 'queued', rows_total = $3 where account_id = $1::bigint and import_id = $2::uuid`,
+    [accountId, importId, rowsTotal],
   );
 }
 

@@ -142,3 +142,24 @@ export const ImportStatus = Type.Object(
   },
   { title: 'ImportStatus' },
 );
+
+export const ImportListQuery = Type.Object(
+  { limit: Type.Integer({ minimum: 1, maximum: 500, default: 50, description: 'At most this many, newest first' }) },
+  { additionalProperties: false },
+);
+
+export const ImportList = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      import_id: Type.String(),
+      ...ImportStatus.properties.result.properties,
+      rows_total: Type.Union([Type.Integer(), Type.Null()], {
+        description:
+          'Data rows of the file (its lines after the header), counted when it was uploaded; null before. Progress is profiles_found of this',
+      }),
+      created_at: DateTime,
+      finished_at: Type.Union([DateTime, Type.Null()], { description: 'When it completed or ended in error' }),
+    }),
+    { description: 'Imports of the section, newest first' },
+  ),
+});

@@ -14,7 +14,7 @@ beforeAll(async () => {
 afterAll(async () => server?.close());
 
 describe('the outbox (SMTP_URL unset)', () => {
-  it('keeps the sent message for the operator: the send is sent, and the outbox has it whole, its HTML and text parts decoded', async () => {
+  it("keeps the sent message for the operator: the send is sent, and the outbox has it whole, its HTML and text parts decoded; the list of the activity's sends shows it with its events", async () => {
     const { accountId, token } = await server.login({ sections: [{ name: 'Shop' }] });
     const activity = await server.admin('PUT', `/admin/accounts/${accountId}/activities/receipt`, {
       kind: 'email',
@@ -61,6 +61,36 @@ describe('the outbox (SMTP_URL unset)', () => {
     expect(message.html).toContain('<p>Thanks for order A-17.</p>');
     expect(message.text.trim()).toBe('Thanks for order A-17.');
     expect(parsed.text?.trim()).toBe('Thanks for order A-17.');
+    // The activity's sends, with their events: a delivery report makes it delivered.
+    const delivered = await server.admin('POST', `/admin/accounts/${accountId}/activity-events`, [
+      {
+        activity_id: 'receipt',
+        type: 'DELIVERED',
+        keyspace_discriminator: 'com.vendor1.keyspaces.email',
+        profile_key: 'ann@example.com',
+        correlation_id: res.body.id,
+      },
+    ]);
+    expect(delivered.status, delivered.text).toBe(200);
+    const sends = await server.request('GET', `/emails/sections/${SHOP}/activities/receipt/transactions`, { token });
+    expect(sends.status, sends.text).toBe(200);
+    expect(sends.body.items).toEqual([
+      {
+        id: res.body.id,
+        status: 'delivered',
+        profile_key: 'ann@example.com',
+        to_address: 'ann@example.com',
+        created_at: expect.any(String),
+        sent_at: expect.any(String),
+        events: [
+          { type: 'SENT', correlation_id: res.body.id, event_time: expect.any(String) },
+          { type: 'DELIVERED', correlation_id: res.body.id, event_time: expect.any(String) },
+        ],
+      },
+    ]);
+    expect(
+      (await server.request('GET', `/emails/sections/${SHOP}/activities/nothing/transactions`, { token })).status,
+    ).toBe(404);
     expect(parsed.headerLines.map((h) => h.key)).toEqual(
       expect.arrayContaining(['list-unsubscribe', 'list-unsubscribe-post']),
     );

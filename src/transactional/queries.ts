@@ -94,6 +94,33 @@ export async function findSend(db: Queryable, accountId: string, transactionId: 
   return rows[0];
 }
 
+/** A send as the list of an activity's sends shows it. */
+export interface SendListRow {
+  transaction_id: string;
+  profile_key: string;
+  to_address: string;
+  status: SendStatus;
+  status_reason: string | null;
+  created_at: Date;
+  sent_at: Date | null;
+}
+
+/** The newest sends of an activity. */
+export async function listSendsByActivity(
+  db: Queryable,
+  accountId: string,
+  activityId: string,
+  limit: number,
+): Promise<SendListRow[]> {
+  const { rows } = await db.query<SendListRow>(
+    `select transaction_id::text, profile_key, to_address, status, status_reason, created_at, sent_at
+     from transactional_sends where account_id = $1::bigint and activity_id = $2
+     order by created_at desc, transaction_id limit $3`,
+    [accountId, activityId, limit],
+  );
+  return rows;
+}
+
 /** Ends a send unsent, with the reason (its job, which held what it was made of, is completed with it). */
 export async function updateSend(
   db: Queryable,

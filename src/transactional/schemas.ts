@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { ActivityEventView } from '../activities/schemas.ts';
 import { DateTime } from '../core/schemas.ts';
 
 /** SPEC §8: the variables of a send, names and values, in all. */
@@ -101,4 +102,29 @@ export const OutboxMessage = Type.Object({
   source: Type.String({ description: 'The message as it would have gone over SMTP (RFC 5322)' }),
   html: Type.Union([Type.String(), Type.Null()], { description: 'Its HTML part, decoded; null when it has none' }),
   text: Type.Union([Type.String(), Type.Null()], { description: 'Its text part, decoded; null when it has none' }),
+});
+
+export const SendListParams = Type.Object({
+  section_discriminator: Type.String(),
+  activity_id: Type.String({ description: 'A transactional email activity' }),
+});
+
+export const SendListQuery = Type.Object(
+  { limit: Type.Integer({ minimum: 1, maximum: 500, default: 50, description: 'At most this many, newest first' }) },
+  { additionalProperties: false },
+);
+
+export const SendList = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      ...TransactionStatus.properties,
+      status_reason: Type.Optional(Type.String({ description: 'Why it ended failed, bounced or suppressed' })),
+      profile_key: Type.String(),
+      to_address: Type.String(),
+      created_at: DateTime,
+      sent_at: Type.Union([DateTime, Type.Null()]),
+      events: Type.Array(ActivityEventView, { description: 'The events recorded of it, oldest first' }),
+    }),
+    { description: 'Sends of the activity, newest first' },
+  ),
 });

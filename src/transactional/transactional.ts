@@ -1,5 +1,5 @@
 import type { Activity, ActivityEventInput, ActivityInput } from '../activities/schemas.ts';
-import { getActivity } from '../activities/activities.ts';
+import { eventsOfMessages, getActivity } from '../activities/activities.ts';
 import { recordActivityEvents, recordedEventTypes } from '../activities/events.ts';
 import { addSuppression, isSuppressed } from '../consents/consents.ts';
 import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
@@ -230,12 +230,49 @@ export async function sendStatus(
 }
 
 /**
+ * The newest sends of a transactional activity (for the console), each with its status as the
+ * status route answers it and the events recorded of it, oldest first.
+ */
+export async function listSends(
+  db: Queryable,
+  scope: AccountScope,
+  target: { section_discriminator: string; activity_id: string; limit: number },
+) {
+  const section = sectionOf(scope, target.section_discriminator);
+  await transactionalActivity(db, scope, section, target.activity_id);
+  const rows = await q.listSendsByActivity(db, scope.accountId, target.activity_id, target.limit);
+  const events = await eventsOfMessages(
+    db,
+    scope.accountId,
+    target.activity_id,
+    rows.map((r) => r.transaction_id),
+  );
+  return rows.map((row) => {
+    const own = events.get(row.transaction_id) ?? [];
+    return {
+      id: row.transaction_id,
+      status: row.status === 'sent' ? statusReported(own.map((e) => e.type)) : row.status,
+      ...(row.status_reason === null ? {} : { status_reason: row.status_reason }),
+      profile_key: row.profile_key,
+      to_address: row.to_address,
+      created_at: row.created_at.toISOString(),
+      sent_at: row.sent_at?.toISOString() ?? null,
+      events: own,
+    };
+  });
+}
+
+/**
  * What became of a sent message, from the reports of its delivery that came in as events of its
  * activity with its transaction id as correlation id (docs/mail.md "Delivery reports"): a bounce,
  * even after a delivery report, is `bounced`; a delivery `delivered`; none leaves it `sent`.
  */
 async function reportedStatus(db: Queryable, scope: AccountScope, send: q.SendRow): Promise<SendStatus> {
-  const types = await recordedEventTypes(db, scope, send.activity_id, send.transaction_id);
+  return statusReported(await recordedEventTypes(db, scope, send.activity_id, send.transaction_id));
+}
+
+/** The status of a sent message by the types of its events: a bounce wins over a delivery. */
+function statusReported(types: string[]): SendStatus {
   return types.includes('BOUNCED') ? 'bounced' : types.includes('DELIVERED') ? 'delivered' : 'sent';
 }
 

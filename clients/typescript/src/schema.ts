@@ -544,6 +544,47 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/audience/segments/{segment_discriminator}/versions': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Save a segment version
+     * @description The service's own route (its console saves segments with it); the query is checked as a count's is.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1104` | Segment not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postAudienceSegmentsVersions'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/audience/segments/{segment_discriminator}/versions/{version_id}': {
     parameters: {
       query?: never;
@@ -1513,7 +1554,23 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    get?: never;
+    /**
+     * List a section's imports
+     * @description The service's own read (for its console): the section's imports, newest first, each with its state and progress (rows read of the file's rows).
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceSectionsImports'];
     put?: never;
     /**
      * Create an import (version 1)
@@ -2018,6 +2075,37 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/audience/profiles/reports': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List exports
+     * @description The service's own route (for its console); a key restricted to sections is refused, as exports may name any section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceProfilesReports'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/audience/profiles/reports/{report_id}': {
     parameters: {
       query?: never;
@@ -2118,6 +2206,39 @@ export interface paths {
      *     | 503 | `AUD-2` | Service unavailable |
      */
     post: operations['postEmailsSectionsActivitiesTransactionalTransactions'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/emails/sections/{section_discriminator}/activities/{activity_id}/transactions': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List transactional sends
+     * @description The service's own route (for its console): the newest sends of a transactional activity, with their status and the events recorded of each.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-2001` | Activity not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getEmailsSectionsActivitiesTransactions'];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -2774,6 +2895,72 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/emails/sections/{section_discriminator}/activities/{activity_id}/timeline': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Events of a email activity over time
+     * @description The service's own read (for its console): the activity's events counted by type per hour or day (UTC), 0 where there were none.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-2001` | Activity not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getEmailsSectionsActivitiesTimeline'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/emails/sections/{section_discriminator}/activities/{activity_id}/events': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Events of a email activity
+     * @description The service's own read (for its console): the activity's newest events, or those of one message by its correlation id.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-2001` | Activity not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getEmailsSectionsActivitiesEvents'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/sms/sections/{section_discriminator}/activities': {
     parameters: {
       query?: never;
@@ -2831,6 +3018,72 @@ export interface paths {
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getSmsSectionsActivitiesByActivityId'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/sms/sections/{section_discriminator}/activities/{activity_id}/timeline': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Events of a SMS activity over time
+     * @description The service's own read (for its console): the activity's events counted by type per hour or day (UTC), 0 where there were none.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-2001` | Activity not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getSmsSectionsActivitiesTimeline'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/sms/sections/{section_discriminator}/activities/{activity_id}/events': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Events of a SMS activity
+     * @description The service's own read (for its console): the activity's newest events, or those of one message by its correlation id.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-2001` | Activity not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getSmsSectionsActivitiesEvents'];
     put?: never;
     post?: never;
     delete?: never;
@@ -3026,6 +3279,72 @@ export interface paths {
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getFormsAndPagesSectionsActivitiesByActivityId'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/forms-and-pages/sections/{section_discriminator}/activities/{activity_id}/timeline': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Events of a forms and pages activity over time
+     * @description The service's own read (for its console): the activity's events counted by type per hour or day (UTC), 0 where there were none.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-2001` | Activity not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getFormsAndPagesSectionsActivitiesTimeline'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/forms-and-pages/sections/{section_discriminator}/activities/{activity_id}/events': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Events of a forms and pages activity
+     * @description The service's own read (for its console): the activity's newest events, or those of one message by its correlation id.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-2001` | Activity not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getFormsAndPagesSectionsActivitiesEvents'];
     put?: never;
     post?: never;
     delete?: never;
@@ -4661,6 +4980,52 @@ export interface operations {
       '5XX': components['responses']['Problem'];
     };
   };
+  postAudienceSegmentsVersions: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Segment discriminator
+         * @example com.vendor1.segments.user-created.frequent-buyers
+         */
+        segment_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "query": "Example"
+         *     }
+         */
+        'application/json': {
+          /** @description The AQL query, with numeric ids */
+          query: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *       "query": "Example"
+           *     }
+           */
+          'application/json': components['schemas']['SegmentVersion'];
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
   getAudienceSegmentsVersionsByVersionId: {
     parameters: {
       query?: never;
@@ -6071,6 +6436,81 @@ export interface operations {
       '5XX': components['responses']['Problem'];
     };
   };
+  getAudienceSectionsImports: {
+    parameters: {
+      query: {
+        /**
+         * @description At most this many, newest first
+         * @example 50
+         */
+        limit: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description Section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "import_id": "b4e1c2d3-5f6a-4b7c-8d9e-0a1b2c3d4e5f",
+           *           "status": "Example",
+           *           "profiles_found": 1,
+           *           "profiles_processed": 1,
+           *           "profiles_failed": 1,
+           *           "message": "The file has no column \"email\"",
+           *           "rows_total": 128,
+           *           "created_at": "2026-03-01T09:30:00Z",
+           *           "finished_at": "2026-03-01T09:30:00Z"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description Imports of the section, newest first */
+            items: {
+              import_id: string;
+              /** @description waiting_for_file, queued, in_progress, completed or error */
+              status: string;
+              /** @description Data rows read */
+              profiles_found: number;
+              /** @description Rows applied */
+              profiles_processed: number;
+              /** @description Rows refused */
+              profiles_failed: number;
+              /** @description Why the import ended in error */
+              message?: string;
+              /** @description Data rows of the file (its lines after the header), counted when it was uploaded; null before. Progress is profiles_found of this */
+              rows_total: number | null;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              created_at: string;
+              /** @description When it completed or ended in error */
+              finished_at: string | (never | null);
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
   postAudienceSectionsImports: {
     parameters: {
       query?: never;
@@ -7190,6 +7630,85 @@ export interface operations {
       '5XX': components['responses']['Problem'];
     };
   };
+  getAudienceProfilesReports: {
+    parameters: {
+      query: {
+        /**
+         * @description At most this many, newest first
+         * @example 50
+         */
+        limit: number;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "export_id": "c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f",
+           *           "kind": "Example",
+           *           "status": "queued",
+           *           "message": "The file has no column \"email\"",
+           *           "result": {
+           *             "com.vendor1.attributes.user-created.city": 1
+           *           },
+           *           "created_at": "2026-03-01T09:30:00Z",
+           *           "ready_at": "2026-03-01T09:30:00Z",
+           *           "expires_at": "2026-03-01T09:30:00Z",
+           *           "poll_path": "Example"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description Exports of the account, newest first */
+            items: {
+              export_id: string;
+              /** @description consents, consents-count, duplicates, segments, events, email-events or single */
+              kind: string;
+              /** @description A ready export expires a day after it was ready */
+              status: 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
+              /** @description Why a failed export failed */
+              message?: string;
+              /** @description A ready count's result */
+              result?: {
+                [key: string]: number;
+              };
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              created_at: string;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              ready_at: string | null;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              expires_at: string | null;
+              /** @description Where it is read (relative to the service): the v2 poll of a file or count, the status of an email event export, the file of a single profile export */
+              poll_path: string;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
   getAudienceProfilesReportsByReportId: {
     parameters: {
       query?: never;
@@ -7357,6 +7876,109 @@ export interface operations {
           'application/json': {
             /** @description The send's id */
             id: string;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getEmailsSectionsActivitiesTransactions: {
+    parameters: {
+      query: {
+        /**
+         * @description At most this many, newest first
+         * @example 50
+         */
+        limit: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+        /**
+         * @description A transactional email activity
+         * @example d6a3e4f5-7b8c-4d9e-8f0a-2b3c4d5e6f70
+         */
+        activity_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *           "status": "queued",
+           *           "status_reason": "Example",
+           *           "profile_key": "customer-4711",
+           *           "to_address": "Example",
+           *           "created_at": "2026-03-01T09:30:00Z",
+           *           "sent_at": "2026-03-01T09:30:00Z",
+           *           "events": [
+           *             {
+           *               "type": "Example",
+           *               "correlation_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *               "event_time": "2026-03-01T09:30:00Z",
+           *               "device": "Example",
+           *               "location": "Example",
+           *               "link_url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+           *               "bounce_code": 1,
+           *               "unsubscribe_topic": "Example"
+           *             }
+           *           ]
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description Sends of the activity, newest first */
+            items: {
+              id: string;
+              /** @description queued (accepted, not sent yet), sent (the mail server took it), delivered, bounced, failed (not sent: the server refused it or could not be reached in time), suppressed (not sent: the address is suppressed or the profile locked) */
+              status: 'queued' | 'sent' | 'delivered' | 'bounced' | 'failed' | 'suppressed';
+              /** @description Why it ended failed, bounced or suppressed */
+              status_reason?: string;
+              profile_key: string;
+              to_address: string;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              created_at: string;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              sent_at: string | null;
+              /** @description The events recorded of it, oldest first */
+              events: {
+                type: string;
+                /** @description The message the event is of (a transactional send: its id) */
+                correlation_id: string;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339 date-time, UTC
+                 */
+                event_time: string;
+                device?: string;
+                location?: string;
+                link_url?: string;
+                bounce_code?: number;
+                unsubscribe_topic?: string;
+              }[];
+            }[];
           };
         };
       };
@@ -9288,6 +9910,153 @@ export interface operations {
       '5XX': components['responses']['Problem'];
     };
   };
+  getEmailsSectionsActivitiesTimeline: {
+    parameters: {
+      query: {
+        /**
+         * @description The length of each point, in UTC
+         * @example day
+         */
+        unit: 'hour' | 'day';
+        /**
+         * @description How many, the last holding now
+         * @example 30
+         */
+        points: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+        /**
+         * @description Activity id
+         * @example d6a3e4f5-7b8c-4d9e-8f0a-2b3c4d5e6f70
+         */
+        activity_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "unit": "Example",
+           *       "points": [
+           *         {
+           *           "at": "2026-03-01T09:30:00Z",
+           *           "events": {
+           *             "com.vendor1.attributes.user-created.city": 1
+           *           }
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            unit: string;
+            points: {
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              at: string;
+              /** @description Events by type in the hour or day from `at` (every type of the activity's kind, 0 when none) */
+              events: {
+                [key: string]: number;
+              };
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getEmailsSectionsActivitiesEvents: {
+    parameters: {
+      query: {
+        /**
+         * @description Only this message's events
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        correlation_id?: string;
+        /**
+         * @description At most this many, newest first
+         * @example 100
+         */
+        limit: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+        /**
+         * @description Activity id
+         * @example d6a3e4f5-7b8c-4d9e-8f0a-2b3c4d5e6f70
+         */
+        activity_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "type": "Example",
+           *           "correlation_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *           "event_time": "2026-03-01T09:30:00Z",
+           *           "device": "Example",
+           *           "location": "Example",
+           *           "link_url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+           *           "bounce_code": 1,
+           *           "unsubscribe_topic": "Example"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description Events, newest first */
+            items: {
+              type: string;
+              /** @description The message the event is of (a transactional send: its id) */
+              correlation_id: string;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              event_time: string;
+              device?: string;
+              location?: string;
+              link_url?: string;
+              bounce_code?: number;
+              unsubscribe_topic?: string;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
   getSmsSectionsActivities: {
     parameters: {
       query?: {
@@ -9478,6 +10247,153 @@ export interface operations {
               /** @description AQL selecting the profiles counted */
               unsubscribes: string;
             };
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getSmsSectionsActivitiesTimeline: {
+    parameters: {
+      query: {
+        /**
+         * @description The length of each point, in UTC
+         * @example day
+         */
+        unit: 'hour' | 'day';
+        /**
+         * @description How many, the last holding now
+         * @example 30
+         */
+        points: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+        /**
+         * @description Activity id
+         * @example d6a3e4f5-7b8c-4d9e-8f0a-2b3c4d5e6f70
+         */
+        activity_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "unit": "Example",
+           *       "points": [
+           *         {
+           *           "at": "2026-03-01T09:30:00Z",
+           *           "events": {
+           *             "com.vendor1.attributes.user-created.city": 1
+           *           }
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            unit: string;
+            points: {
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              at: string;
+              /** @description Events by type in the hour or day from `at` (every type of the activity's kind, 0 when none) */
+              events: {
+                [key: string]: number;
+              };
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getSmsSectionsActivitiesEvents: {
+    parameters: {
+      query: {
+        /**
+         * @description Only this message's events
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        correlation_id?: string;
+        /**
+         * @description At most this many, newest first
+         * @example 100
+         */
+        limit: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+        /**
+         * @description Activity id
+         * @example d6a3e4f5-7b8c-4d9e-8f0a-2b3c4d5e6f70
+         */
+        activity_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "type": "Example",
+           *           "correlation_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *           "event_time": "2026-03-01T09:30:00Z",
+           *           "device": "Example",
+           *           "location": "Example",
+           *           "link_url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+           *           "bounce_code": 1,
+           *           "unsubscribe_topic": "Example"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description Events, newest first */
+            items: {
+              type: string;
+              /** @description The message the event is of (a transactional send: its id) */
+              correlation_id: string;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              event_time: string;
+              device?: string;
+              location?: string;
+              link_url?: string;
+              bounce_code?: number;
+              unsubscribe_topic?: string;
+            }[];
           };
         };
       };
@@ -9830,6 +10746,153 @@ export interface operations {
               /** @description AQL selecting the profiles counted */
               submitted: string;
             };
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getFormsAndPagesSectionsActivitiesTimeline: {
+    parameters: {
+      query: {
+        /**
+         * @description The length of each point, in UTC
+         * @example day
+         */
+        unit: 'hour' | 'day';
+        /**
+         * @description How many, the last holding now
+         * @example 30
+         */
+        points: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+        /**
+         * @description Activity id
+         * @example d6a3e4f5-7b8c-4d9e-8f0a-2b3c4d5e6f70
+         */
+        activity_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "unit": "Example",
+           *       "points": [
+           *         {
+           *           "at": "2026-03-01T09:30:00Z",
+           *           "events": {
+           *             "com.vendor1.attributes.user-created.city": 1
+           *           }
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            unit: string;
+            points: {
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              at: string;
+              /** @description Events by type in the hour or day from `at` (every type of the activity's kind, 0 when none) */
+              events: {
+                [key: string]: number;
+              };
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getFormsAndPagesSectionsActivitiesEvents: {
+    parameters: {
+      query: {
+        /**
+         * @description Only this message's events
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        correlation_id?: string;
+        /**
+         * @description At most this many, newest first
+         * @example 100
+         */
+        limit: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+        /**
+         * @description Activity id
+         * @example d6a3e4f5-7b8c-4d9e-8f0a-2b3c4d5e6f70
+         */
+        activity_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "type": "Example",
+           *           "correlation_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *           "event_time": "2026-03-01T09:30:00Z",
+           *           "device": "Example",
+           *           "location": "Example",
+           *           "link_url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+           *           "bounce_code": 1,
+           *           "unsubscribe_topic": "Example"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description Events, newest first */
+            items: {
+              type: string;
+              /** @description The message the event is of (a transactional send: its id) */
+              correlation_id: string;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              event_time: string;
+              device?: string;
+              location?: string;
+              link_url?: string;
+              bounce_code?: number;
+              unsubscribe_topic?: string;
+            }[];
           };
         };
       };

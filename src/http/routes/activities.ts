@@ -7,6 +7,8 @@ import {
   ACTIVITY_KINDS,
   Activity,
   ActivityEventBatch,
+  ActivityEventsQuery,
+  ActivityEventView,
   ActivityId,
   ActivityInput,
   AutomationActivity,
@@ -17,6 +19,8 @@ import {
   IngestionResult,
   SmsActivity,
   SmsActivityItem,
+  Timeline,
+  TimelineQuery,
   WebsiteActivity,
   type ActivityKind,
 } from '../../activities/schemas.ts';
@@ -136,6 +140,38 @@ function kindOperations(kind: ActivityKind) {
           include_statistics: (query as { include_statistics?: boolean }).include_statistics,
         }),
     }),
+    // The service's own reads, for its console: an activity's events over time, and its events (a message's).
+    ...(kind === 'website' || kind === 'marketing-automation'
+      ? []
+      : [
+          operation({
+            method: 'GET',
+            path: `${path}/sections/:section_discriminator/activities/:activity_id/timeline`,
+            summary: `Events of a ${name} activity over time`,
+            description: `The service's own read (for its console): the activity's events counted by type per hour or day (UTC), 0 where there were none.`,
+            errors: ['AUD-1102', 'AUD-1107', 'AUD-2001'],
+            params: ActivityParams,
+            query: TimelineQuery,
+            response: { 200: Timeline },
+            scope: 'account',
+            handle: ({ db, scope, params, query }) =>
+              activities.activityTimeline(db, scope, kind, { ...params, ...query }),
+          }),
+          operation({
+            method: 'GET',
+            path: `${path}/sections/:section_discriminator/activities/:activity_id/events`,
+            summary: `Events of a ${name} activity`,
+            description: `The service's own read (for its console): the activity's newest events, or those of one message by its correlation id.`,
+            errors: ['AUD-1102', 'AUD-1107', 'AUD-2001'],
+            params: ActivityParams,
+            query: ActivityEventsQuery,
+            response: { 200: Items(ActivityEventView, 'Events, newest first') },
+            scope: 'account',
+            handle: async ({ db, scope, params, query }) => ({
+              items: await activities.activityEvents(db, scope, kind, { ...params, ...query }),
+            }),
+          }),
+        ]),
   ];
 }
 

@@ -199,6 +199,24 @@ export const definitionsRoutes: OperationTable = {
       handle: async ({ scope, params }) => definitions.getSegment(scope.defs, params.segment_discriminator),
     }),
     operation({
+      method: 'POST',
+      path: '/audience/segments/:segment_discriminator/versions',
+      summary: 'Save a segment version',
+      description:
+        "The service's own route (its console saves segments with it); the query is checked as a count's is.",
+      errors: ['AUD-1104', 'AUD-1107', 'AUD-1701', 'AUD-1702', 'AUD-1703', 'AUD-1710', 'AUD-1711', 'AUD-1714'],
+      params: SegmentParams,
+      body: Type.Object(
+        { query: Type.String({ minLength: 1, description: 'The AQL query, with numeric ids' }) },
+        { additionalProperties: false },
+      ),
+      response: { 201: SegmentVersion },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, services, params, body }) =>
+        definitions.addSegmentVersion(db, scope, services.feed, params.segment_discriminator, body.query),
+    }),
+    operation({
       method: 'GET',
       path: '/audience/segments/:segment_discriminator/versions/:version_id',
       summary: 'Get a segment version',

@@ -9,12 +9,15 @@ import { spend } from '../plugins/auth.ts';
 import * as emailEvents from '../../exports/email-events.ts';
 import * as exports from '../../exports/exports.ts';
 import { EXPORT_KINDS, type ExportKindName } from '../../exports/kinds.ts';
+import { listExports } from '../../exports/list.ts';
 import {
   DownloadUrls,
   EmailReportFileParams,
   EmailReportFileQuery,
   EmailReportQuery,
   EmailReportStatus,
+  ExportList,
+  ExportListQuery,
   FileDownloadUrl,
   PollUrl,
   ReportId,
@@ -312,6 +315,18 @@ export function exportsRoutes(services: Services): OperationTable {
             .header('content-disposition', `attachment; filename="email-events-${params.report_id}.csv.gz"`)
             .send(stream);
         },
+      }),
+      operation({
+        method: 'GET',
+        path: '/audience/profiles/reports',
+        summary: 'List exports',
+        description:
+          "The service's own route (for its console); a key restricted to sections is refused, as exports may name any section.",
+        errors: ['AUD-1107'],
+        query: ExportListQuery,
+        response: { 200: ExportList },
+        scope: 'account',
+        handle: async ({ db, scope, query }) => ({ items: await listExports(db, scope, query.limit) }),
       }),
       operation({
         method: 'GET',

@@ -1,5 +1,13 @@
 import * as imports from '../../imports/imports.ts';
-import { ImportCreated, ImportParams, ImportStatus, ImportV1, ImportV2 } from '../../imports/schemas.ts';
+import {
+  ImportCreated,
+  ImportList,
+  ImportListQuery,
+  ImportParams,
+  ImportStatus,
+  ImportV1,
+  ImportV2,
+} from '../../imports/schemas.ts';
 import { receiveUpload } from '../../imports/uploads.ts';
 import { Problem } from '../../core/problems.ts';
 import { operation, type OperationTable } from '../operation.ts';
@@ -78,6 +86,21 @@ export const importsRoutes: OperationTable = {
       rateLimit,
       handle: ({ db, scope, services, params, body }) =>
         imports.createImport(db, scope, services.uploads, params.section_discriminator, { version: 2, body }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/sections/:section_discriminator/imports',
+      summary: "List a section's imports",
+      description:
+        "The service's own read (for its console): the section's imports, newest first, each with its state and progress (rows read of the file's rows).",
+      errors: ['AUD-1102', 'AUD-1107'],
+      params: SectionParams,
+      query: ImportListQuery,
+      response: { 200: ImportList },
+      scope: 'account',
+      handle: async ({ db, scope, params, query }) => ({
+        items: await imports.listImports(db, scope, params.section_discriminator, query.limit),
+      }),
     }),
     operation({
       method: 'GET',

@@ -9,6 +9,9 @@ import {
   OutboxQuery,
   SEND_BODY_LIMIT,
   SendBody,
+  SendList,
+  SendListParams,
+  SendListQuery,
   SendParams,
   TrackingParams,
   Transaction,
@@ -39,6 +42,21 @@ export const transactionalRoutes: OperationTable = {
       scope: 'account',
       handle: async ({ services, scope, params, body }) => ({
         id: await transactional.acceptSend(services.pool, scope, params, body),
+      }),
+    }),
+    operation({
+      method: 'GET',
+      path: '/emails/sections/:section_discriminator/activities/:activity_id/transactions',
+      summary: 'List transactional sends',
+      description:
+        "The service's own route (for its console): the newest sends of a transactional activity, with their status and the events recorded of each.",
+      errors: ['AUD-1102', 'AUD-1107', 'AUD-2001'],
+      params: SendListParams,
+      query: SendListQuery,
+      response: { 200: SendList },
+      scope: 'account',
+      handle: async ({ db, scope, params, query }) => ({
+        items: await transactional.listSends(db, scope, { ...params, limit: query.limit }),
       }),
     }),
     operation({

@@ -7,6 +7,7 @@ const PARTS = [
   ['/integrations', 'Integrations'],
   ['/suppressions', 'Suppressions'],
   ['/manifest', 'Manifest'],
+  ['/outbox', 'Outbox'],
 ];
 
 export function AccountNav({ accountId, current }) {

@@ -25,6 +25,7 @@ export const PAGES = [
     who: 'operator',
     load: () => import('./manifest.js'),
   },
+  { path: '/accounts/:account_id/outbox', title: 'Outbox', who: 'operator', load: () => import('./outbox.js') },
   { path: '/jobs', title: 'Jobs', group: 'Operator', who: 'operator', load: () => import('./jobs.js') },
   {
     path: '/definitions',
@@ -45,6 +46,35 @@ export const PAGES = [
     title: 'Profile',
     who: 'account',
     load: () => import('./profile.js'),
+  },
+  { path: '/segments', title: 'Segments', group: 'Audience', who: 'account', load: () => import('./segments.js') },
+  {
+    path: '/imports',
+    title: 'Imports',
+    group: 'Imports and exports',
+    who: 'account',
+    load: () => import('./imports.js'),
+  },
+  {
+    path: '/exports',
+    title: 'Exports',
+    group: 'Imports and exports',
+    who: 'account',
+    load: () => import('./exports.js'),
+  },
+  {
+    path: '/activities',
+    title: 'Activities',
+    group: 'Activities',
+    who: 'account',
+    load: () => import('./activities.js'),
+  },
+  {
+    path: '/transactional',
+    title: 'Transactional mail',
+    group: 'Activities',
+    who: 'account',
+    load: () => import('./transactional.js'),
   },
 ];
 

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { expectProblem, SHOP } from '../../test/app.ts';
+import { server, httpServer, SHOP_SECTION } from '../../test/http-server.ts';
+
+httpServer();
+
+const BIG = 'com.vendor1.segments.user-created.big-spenders';
+
+describe('saving a segment version', () => {
+  it("POST /audience/segments/{d}/versions saves a query as the segment's new last version, which counts and trends use", async () => {
+    const { token } = await server.login(SHOP);
+    const before = (await server.request('GET', `/audience/segments/${BIG}`, { token })).body;
+    const query = before.versions[0].query.replace('gt(100)', 'gt(50)');
+    expect(query).not.toBe(before.versions[0].query);
+    const saved = await server.request('POST', `/audience/segments/${BIG}/versions`, { token, body: { query } });
+    expect(saved.status, saved.text).toBe(201);
+    expect(saved.body).toEqual({ id: expect.any(String), query });
+    const after = (await server.request('GET', `/audience/segments/${BIG}`, { token })).body;
+    expect(after.versions).toEqual([...before.versions, saved.body]);
+    const count = await server.request('POST', '/audience/profiles/reports/segments/count', {
+      token,
+      body: { section_discriminator: SHOP_SECTION, segment: { timezone: 'UTC', segment_discriminator: BIG } },
+    });
+    expect(count.status, count.text).toBe(200);
+  });
+
+  it('refuses a query that does not parse (400 with its position, nothing saved), an unknown segment (404); test/section-operations.ts: a key restricted to sections (403)', async () => {
+    const { token } = await server.login(SHOP);
+    const bad = await server.request('POST', `/audience/segments/${BIG}/versions`, {
+      token,
+      body: { query: 'section(1).tag(' },
+    });
+    expect(expectProblem(bad, 400)).toMatch(/line 1, column \d+ \(character \d+\)/);
+    expect((await server.request('GET', `/audience/segments/${BIG}`, { token })).body.versions).toHaveLength(1);
+    expectProblem(
+      await server.request('POST', '/audience/segments/com.vendor1.segments.user-created.none/versions', {
+        token,
+        body: { query: 'section(1).tag("x").exists()' },
+      }),
+      404,
+      'AUD-1104',
+    );
+  });
+});

@@ -1,0 +1,211 @@
+import fs from 'node:fs/promises';
+import { beforeAll, describe, expect, test } from 'vitest';
+import { SHOP } from '../app.ts';
+import { CHROMIUM, checkPage, consoleBrowser, signInAsOperator, signInWithKey } from './browser.ts';
+
+// The marketer's pages, driven in chromium against a server with a worker: a segment written with
+// its count and trend, an import from a CSV watched to its end, an export requested and downloaded,
+// an activity's charts and a message of the outbox.
+
+const SECTION = 'com.vendor1.sections.user-created.shop';
+const BIG = 'com.vendor1.segments.user-created.big-spenders';
+const EMAIL = 'com.vendor1.keyspaces.email';
+
+describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
+  const b = consoleBrowser({ worker: true });
+  let account: { accountId: string; clientId: string; clientSecret: string; token: string };
+  let points: string;
+
+  beforeAll(async () => {
+    // The test server's clock stands still, so a rate limit's bucket never refills: lifted.
+    account = await b.server.login(SHOP, {
+      requests_per_second: null,
+      token_requests_per_minute: null,
+      profile_export_requests_per_second: null,
+    });
+    const attributes = (
+      await b.server.request('GET', `/audience/sections/${SECTION}/attributes`, { token: account.token })
+    ).body.items;
+    points = attributes.find((a: { name: string }) => a.name === 'Points').versions[1].id;
+    for (const [key, value] of [
+      ['ann@example.com', 150],
+      ['bo@example.com', 20],
+    ] as const) {
+      const created = await b.server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SECTION}/profiles`, {
+        token: account.token,
+        body: { profile_key: key },
+      });
+      expect(created.status, created.text).toBe(201);
+      const path = `/v2/audience/keyspaces/${EMAIL}/profiles/${key}/sections/${SECTION}/attributes`;
+      const res = await b.server.request('PATCH', path, {
+        token: account.token,
+        body: { 'com.vendor1.attributes.user-created.points': value },
+        headers: { 'content-type': 'application/merge-patch+json' },
+      });
+      expect(res.status, res.text).toBeLessThan(300);
+    }
+  });
+
+  test('writes a segment: errors where the parser puts them, the live count, the trend chart, save as a new version', async () => {
+    const page = await b.open();
+    await signInWithKey(page, b.server, account);
+    await page.goto(`${b.server.url}/console#/segments`);
+    await page.getByLabel('Segment', { exact: true }).selectOption(BIG);
+    const editor = page.getByLabel('AQL query');
+    await expect.poll(() => editor.inputValue()).toContain('.gt(100)');
+    await expect.poll(() => page.getByTestId('count').textContent()).toBe('1');
+    await page.locator('.chart-box canvas').first().waitFor();
+
+    // A query the parser refuses: its message, and the character it names marked in the editor.
+    const stored = await editor.inputValue();
+    await editor.fill(stored.replace('.gt(100)', '.gt(100'));
+    await page.getByRole('alert').waitFor();
+    expect(await page.getByRole('alert').textContent()).toMatch(/line 1, column \d+/);
+    expect(await page.locator('mark.aql-error').count()).toBe(1);
+    await checkPage(page, 'segments');
+
+    await editor.fill(stored.replace('.gt(100)', '.gt(10)'));
+    await expect.poll(() => page.getByTestId('count').textContent()).toBe('2');
+    await page.getByRole('button', { name: 'Save as a new version' }).click();
+    await page.getByText('Saved as version 2.').waitFor();
+    const segment = (await b.server.request('GET', `/audience/segments/${BIG}`, { token: account.token })).body;
+    expect(segment.versions.map((v: { query: string }) => v.query)).toEqual([
+      stored,
+      stored.replace('.gt(100)', '.gt(10)'),
+    ]);
+    await page.close();
+  });
+
+  test('starts an import from a CSV and watches it complete, with its report', async () => {
+    const page = await b.open();
+    await signInWithKey(page, b.server, account);
+    await page.goto(`${b.server.url}/console#/imports`);
+    await page.getByText('No import yet.').waitFor();
+    await page.getByLabel('CSV file').setInputFiles({
+      name: 'people.csv',
+      mimeType: 'text/csv',
+      buffer: Buffer.from('email,points\r\ncy@example.com,7\r\nnot an address,8\r\ndee@example.com,300\r\n'),
+    });
+    await page.getByLabel('Key column', { exact: true }).selectOption('email');
+    await page.getByLabel('Column points').selectOption(points);
+    await page.getByRole('button', { name: 'Start the import' }).click();
+    await expect.poll(() => page.getByTestId('import-status').textContent(), { timeout: 20_000 }).toBe('completed');
+    expect(await page.locator('progress').getAttribute('value')).toBe('3');
+    await page.getByRole('button', { name: /^Report/ }).click();
+    await page.getByRole('cell', { name: '3', exact: true }).waitFor();
+    await checkPage(page, 'imports');
+    const dee = await b.server.request(
+      'GET',
+      `/audience/keyspaces/${EMAIL}/profiles/dee@example.com/sections/${SECTION}/attributes`,
+      { token: account.token },
+    );
+    expect(dee.body[points]).toBe(300);
+    await page.close();
+  });
+
+  test("requests a segment's export and downloads it", async () => {
+    const page = await b.open();
+    await signInWithKey(page, b.server, account);
+    await page.goto(`${b.server.url}/console#/exports`);
+    await page.getByRole('button', { name: 'Start the export' }).click();
+    await expect.poll(() => page.getByTestId('export-status').first().textContent(), { timeout: 20_000 }).toBe('ready');
+    const [file] = await Promise.all([
+      page.waitForEvent('download'),
+      page.getByRole('button', { name: /^Download/ }).click(),
+    ]);
+    // The file the browser saved is the export's, as the service serves it.
+    const [item] = (await b.server.request('GET', '/audience/profiles/reports', { token: account.token })).body.items;
+    const served = await b.server.request('GET', item.poll_path, { token: account.token });
+    expect(served.status).toBe(200);
+    expect(await fs.readFile((await file.path())!, 'utf8')).toBe(served.text);
+    expect(served.text.split('\r\n').filter(Boolean).length).toBeGreaterThan(1);
+    await checkPage(page, 'exports');
+    await page.close();
+  });
+
+  test("opens an activity's charts and a message's events, and a message of the outbox in a sandboxed frame", async () => {
+    const admin = (method: string, path: string, body?: unknown) =>
+      b.server.admin(method, `/admin/accounts/${account.accountId}${path}`, body);
+    const receipt = await admin('PUT', '/activities/receipt', {
+      kind: 'email',
+      section_discriminator: SECTION,
+      name: 'Receipt',
+      transactional: true,
+      email_subject: 'Receipt {{ order }}',
+      sender_email_address: 'shop@shop.example',
+      html: '<p>Thanks for order {{ order }}.</p><script>parent.document.title = "scripted"</script>',
+    });
+    expect(receipt.status, receipt.text).toBe(201);
+    const sent = await b.server.request(
+      'POST',
+      `/emails/sections/${SECTION}/activities/transactional/receipt/transactions`,
+      {
+        token: account.token,
+        body: {
+          keyspace_discriminator: EMAIL,
+          profile_key: 'ann@example.com',
+          to_name: 'Ann',
+          to_email_address: 'ann@example.com',
+          variables: { order: '<b>A-17</b>' },
+        },
+      },
+    );
+    expect(sent.status, sent.text).toBe(201);
+    await expect.poll(async () => (await admin('GET', '/outbox')).body.items.length, { timeout: 20_000 }).toBe(1);
+    await admin('POST', '/activity-events', [
+      {
+        activity_id: 'receipt',
+        type: 'DELIVERED',
+        keyspace_discriminator: EMAIL,
+        profile_key: 'ann@example.com',
+        correlation_id: sent.body.id,
+      },
+      {
+        activity_id: 'receipt',
+        type: 'OPENED',
+        keyspace_discriminator: EMAIL,
+        profile_key: 'ann@example.com',
+        correlation_id: sent.body.id,
+      },
+    ]);
+
+    const page = await b.open();
+    await signInWithKey(page, b.server, account);
+    await page.goto(`${b.server.url}/console#/activities`);
+    await page.getByRole('button', { name: 'Receipt' }).click();
+    await page.locator('.chart-box canvas').first().waitFor();
+    await page.getByLabel("A message's events: its correlation id").fill(sent.body.id);
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.getByRole('cell', { name: 'OPENED' }).waitFor();
+    expect(await page.getByRole('cell', { name: sent.body.id }).count()).toBe(3);
+    await checkPage(page, 'activities');
+
+    await page.goto(`${b.server.url}/console#/transactional`);
+    await expect.poll(() => page.getByTestId('send-status').textContent()).toBe('delivered');
+    await checkPage(page, 'transactional');
+    await page.close();
+
+    const operator = await b.open();
+    await signInAsOperator(operator, b.server);
+    await operator.goto(`${b.server.url}/console#/accounts/${account.accountId}/outbox`);
+    await operator.getByRole('button', { name: 'Receipt <b>A-17</b>' }).click();
+    expect(await operator.locator('iframe.message').getAttribute('sandbox')).toBe('');
+    // The variable is escaped by the template, the message shown, and its script not run.
+    await expect
+      .poll(() => operator.frameLocator('iframe.message').locator('p').textContent())
+      .toBe('Thanks for order <b>A-17</b>.');
+    expect(await operator.title()).not.toBe('scripted');
+    await checkPage(operator, 'outbox');
+    await operator.close();
+    // What the frame refused is all the pages reported: the message's script, its inline styles,
+    // and its open pixel, so that reading a message in the console records no open.
+    const refused = [
+      /^Blocked script execution in 'about:srcdoc'/,
+      /^Applying inline style violates/,
+      /^Loading the image '[^']*\/mail\/open\//,
+    ];
+    expect(b.errors.filter((e) => !refused.some((r) => r.test(e)))).toEqual([]);
+    expect(b.errors.some((e) => refused[0].test(e))).toBe(true);
+    expect(b.errors.some((e) => refused[2].test(e))).toBe(true);
+  });
+});

@@ -1,0 +1,122 @@
+// What the marketer's pages (segments, imports and exports, activities, transactional mail) share:
+// the choice of a section, files downloaded with the session's token, charts, and polling.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import uPlot from 'uplot';
+import { ApiError } from './api.js';
+import { html } from './html.js';
+import { session } from './session.js';
+import { Field, Loaded, useApi } from './ui.js';
+
+/** The sections the session may read, and the chosen one (the first until one is chosen). */
+export function useSection() {
+  const sections = useApi('/audience/sections');
+  const [chosen, setChosen] = useState(undefined);
+  const items = sections.data?.items ?? [];
+  const section = chosen ?? items[0]?.discriminator;
+  const picker = html`<${Loaded} state=${sections}>
+    ${() =>
+      html`<${Field} label="Section" as="select" value=${section} onChange=${(e) => setChosen(e.currentTarget.value)}>
+        ${items.map((s) => html`<option value=${s.discriminator}>${s.name}</option>`)}
+      <//>`}
+  <//>`;
+  return { section, picker };
+}
+
+/** Calls `tick` every `ms` while `active`. */
+export function useEvery(ms, active, tick) {
+  const latest = useRef(tick);
+  latest.current = tick;
+  useEffect(() => {
+    if (!active) return;
+    const timer = setInterval(() => latest.current(), ms);
+    return () => clearInterval(timer);
+  }, [ms, active]);
+}
+
+/**
+ * Downloads a file of the service as `name`: fetched with the session's token (the file is never
+ * in an address a browser would keep), then saved through a link to the blob. `bearer` false for
+ * a URL that carries its own credential.
+ */
+export async function download(url, name, { bearer = true } = {}) {
+  const headers = bearer ? { authorization: `Bearer ${session().token}` } : {};
+  const res = await fetch(url, { headers, credentials: 'omit', cache: 'no-store' });
+  if (!res.ok) {
+    const text = await res.text();
+    let problem = text;
+    try {
+      problem = JSON.parse(text);
+    } catch {}
+    throw new ApiError(res.status, problem);
+  }
+  const href = URL.createObjectURL(await res.blob());
+  const link = document.createElement('a');
+  link.href = href;
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(href), 10_000);
+}
+
+let chartStyle;
+/** uPlot's style sheet, linked once (style-src 'self' allows it). */
+function linkChartStyle() {
+  if (chartStyle) return;
+  chartStyle = document.createElement('link');
+  chartStyle.rel = 'stylesheet';
+  chartStyle.href = '/console/vendor/uplot.css';
+  document.head.append(chartStyle);
+}
+
+const COLOURS = ['#1f5fae', '#1a7f37', '#8250df', '#bf5700', '#cf222e', '#57606a', '#0a7ea4'];
+
+/**
+ * A line chart of series over time: `times` (ISO date-times) and `series` ({ label, values }).
+ * Its figures are also given as a table for screen readers and keyboard users.
+ */
+export function Chart({ title, times, series }) {
+  const box = useRef(null);
+  useEffect(() => {
+    linkChartStyle();
+    const width = Math.max(280, Math.min(900, box.current.clientWidth || 600));
+    const plot = new uPlot(
+      {
+        title,
+        width,
+        height: 260,
+        series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: COLOURS[i % COLOURS.length], width: 2 }))],
+        axes: [{}, { size: 50 }],
+        scales: { x: { time: true } },
+      },
+      [times.map((t) => Date.parse(t) / 1000), ...series.map((s) => s.values)],
+      box.current,
+    );
+    return () => plot.destroy();
+  }, [title, JSON.stringify(times), JSON.stringify(series)]);
+  return html`<figure class="chart">
+    <div ref=${box} class="chart-box" aria-hidden="true"></div>
+    <details>
+      <summary>${title}: the figures</summary>
+      <div class="table-wrap">
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Time</th>
+              ${series.map((s) => html`<th scope="col">${s.label}</th>`)}
+            </tr>
+          </thead>
+          <tbody>
+            ${times.map(
+              (t, i) =>
+                html`<tr>
+                  <td>${new Date(t).toLocaleString()}</td>
+                  ${series.map((s) => html`<td>${String(s.values[i])}</td>`)}
+                </tr>`,
+            )}
+          </tbody>
+        </table>
+      </div>
+    </details>
+  </figure>`;
+}

@@ -1,0 +1,144 @@
+// Activities: a section's activities by kind; one's events over time as a chart (sent, delivered,
+// opens, clicks, bounces …), its newest events or one message's; the email event export.
+import { useState } from 'preact/hooks';
+import { api, path } from '../lib/api.js';
+import { html } from '../lib/html.js';
+import { Chart, useSection } from '../lib/marketing.js';
+import { ErrorNote, Field, Link, Loaded, Notice, Page, Table, useAction, useApi, when } from '../lib/ui.js';
+
+const KINDS = [
+  ['emails', 'Email'],
+  ['sms', 'SMS'],
+  ['forms-and-pages', 'Forms and pages'],
+  ['website', 'Website'],
+  ['marketing-automation', 'Marketing automation'],
+];
+const CHARTED = ['emails', 'sms', 'forms-and-pages'];
+
+function Activity({ kind, section, id }) {
+  const [unit, setUnit] = useState('day');
+  const [message, setMessage] = useState('');
+  const base = path`/${kind}/sections/${section}/activities/${id}`;
+  const timeline = useApi(`${base}/timeline?unit=${unit}&points=${unit === 'day' ? 30 : 48}`);
+  const events = useApi(`${base}/events?limit=50${message ? `&correlation_id=${encodeURIComponent(message)}` : ''}`);
+  return html`<section aria-labelledby="activity">
+    <h2 id="activity">Activity ${id}</h2>
+    <${Field} label="Each point" as="select" value=${unit} onChange=${(e) => setUnit(e.currentTarget.value)}>
+      <option value="day">a day (30 days)</option>
+      <option value="hour">an hour (48 hours)</option>
+    <//>
+    <${Loaded} state=${timeline}>
+      ${(data) => {
+        const types = Object.keys(data.points[0]?.events ?? {});
+        return html`<${Chart}
+          title="Events"
+          times=${data.points.map((p) => p.at)}
+          series=${types.map((t) => ({ label: t, values: data.points.map((p) => p.events[t]) }))}
+        />`;
+      }}
+    <//>
+    <form
+      class="row"
+      onSubmit=${(e) => {
+        e.preventDefault();
+        setMessage(new FormData(e.currentTarget).get('message').trim());
+      }}
+    >
+      <${Field} label="A message's events: its correlation id" name="message" />
+      <button type="submit">Show</button>
+    </form>
+    <${Loaded} state=${events}>
+      ${(data) =>
+        html`<${Table}
+          caption=${message ? `Events of message ${message}` : 'Newest events'}
+          rows=${data.items}
+          empty="No event."
+          columns=${[
+            { label: 'Time', value: (e) => when(e.event_time) },
+            { label: 'Type', value: (e) => e.type },
+            { label: 'Message', value: (e) => e.correlation_id },
+            {
+              label: 'Details',
+              value: (e) =>
+                [e.device, e.location, e.link_url, e.bounce_code, e.unsubscribe_topic]
+                  .filter((x) => x !== undefined)
+                  .join(' · '),
+            },
+          ]}
+        />`}
+    <//>
+  </section>`;
+}
+
+function EmailEventExport() {
+  const [days, setDays] = useState('30');
+  const start = useAction(() =>
+    api('POST', '/emails/reports', { start_at: new Date(Date.now() - Number(days) * 86_400_000).toISOString() }),
+  );
+  return html`<section aria-labelledby="email-events">
+    <h2 id="email-events">Email event export</h2>
+    <p>
+      The events of every email activity in a window, as a CSV file: follow it on the
+      <${Link} to="/exports">exports<//> page.
+    </p>
+    <div class="row">
+      <${Field}
+        label="Days back"
+        type="number"
+        min="1"
+        max="90"
+        value=${days}
+        onInput=${(e) => setDays(e.currentTarget.value)}
+      />
+      <button type="button" disabled=${start.busy} onClick=${() => start.run()}>Request the export</button>
+    </div>
+    <${ErrorNote} error=${start.error} />
+    <${Notice}>${start.done ? `Requested: report ${start.done.report_id}.` : null}<//>
+  </section>`;
+}
+
+export default function Activities({ query }) {
+  const { section, picker } = useSection();
+  const [kind, setKind] = useState(query.kind ?? 'emails');
+  const [chosen, setChosen] = useState(undefined);
+  const list = useApi(section ? path`/${kind}/sections/${section}/activities` : null);
+  return html`<${Page} title="Activities">
+    <div class="row">
+      ${picker}
+      <${Field}
+        label="Kind"
+        as="select"
+        value=${kind}
+        onChange=${(e) => {
+          setKind(e.currentTarget.value);
+          setChosen(undefined);
+        }}
+      >
+        ${KINDS.map(([k, label]) => html`<option value=${k}>${label}</option>`)}
+      <//>
+    </div>
+    <${Loaded} state=${list}>
+      ${(data) =>
+        html`<${Table}
+          caption="Activities, newest first"
+          rows=${data.items}
+          rowKey=${(a) => a.id}
+          empty="No activity of this kind."
+          columns=${[
+            {
+              label: 'Name',
+              value: (a) =>
+                CHARTED.includes(kind)
+                  ? html`<button type="button" class="link" onClick=${() => setChosen(a.id)}>${a.name}</button>`
+                  : a.name,
+            },
+            { label: 'Id', value: (a) => a.id },
+            { label: 'Status', value: (a) => a.status },
+            { label: 'Created', value: (a) => when(a.created_at) },
+          ]}
+        />`}
+    <//>
+    ${chosen && section ? html`<${Activity} key=${`${kind}/${chosen}`} kind=${kind} section=${section} id=${chosen} />` : null}
+    ${kind === 'emails' ? html`<${EmailEventExport} />` : null}
+  <//>`;
+}

@@ -1,0 +1,193 @@
+// Segments: an AQL editor with highlighting and the parser's errors where it puts them, the live
+// count as one types, the stored segment's 25-point trend as a chart, and save as a new version.
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { api, path } from '../lib/api.js';
+import { html } from '../lib/html.js';
+import { Chart, useSection } from '../lib/marketing.js';
+import { ErrorNote, Field, Loaded, Notice, Page, useAction, useApi } from '../lib/ui.js';
+
+const TOKENS = /"(?:[^"\\]|\\.)*"?|\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_]*|\s+|[\s\S]/g;
+
+/** The kind of a token, for its colour. */
+function kindOf(token) {
+  if (token.startsWith('"')) return 'aql-string';
+  if (/^\d/.test(token)) return 'aql-number';
+  if (/^[A-Za-z_]/.test(token)) return 'aql-name';
+  if (/^\s/.test(token)) return '';
+  return 'aql-punct';
+}
+
+/** Where the parser put an error: the character its detail names, from 0. */
+export function errorOffset(error) {
+  const found = /\(character (\d+)\)/.exec(error?.problem?.detail ?? '');
+  return found ? Number(found[1]) - 1 : undefined;
+}
+
+/** The query as highlighted markup (text only), the character at `at` marked as the error. */
+function Highlighted({ text, at }) {
+  const parts = [];
+  let offset = 0;
+  for (const token of text.match(TOKENS) ?? []) {
+    const kind = kindOf(token);
+    if (at !== undefined && at >= offset && at < offset + token.length) {
+      const i = at - offset;
+      parts.push(html`<span class=${kind}>${token.slice(0, i)}</span>`);
+      parts.push(html`<mark class="aql-error">${token[i]}</mark>`);
+      parts.push(html`<span class=${kind}>${token.slice(i + 1)}</span>`);
+    } else parts.push(html`<span class=${kind}>${token}</span>`);
+    offset += token.length;
+  }
+  if (at !== undefined && at >= text.length) parts.push(html`<mark class="aql-error"> </mark>`);
+  return html`<pre class="aql-view" aria-hidden="true">${parts}${'\n'}</pre>`;
+}
+
+/** 25 sampling points, a day apart, the last now. */
+function samplingPoints() {
+  const now = Date.now();
+  return Array.from({ length: 25 }, (_, i) => new Date(now - (24 - i) * 86_400_000).toISOString());
+}
+
+export default function Segments() {
+  const { section, picker } = useSection();
+  const segments = useApi('/audience/segments');
+  const [chosen, setChosen] = useState('');
+  const [query, setQuery] = useState('');
+  const [count, setCount] = useState({});
+  const [trend, setTrend] = useState(undefined);
+  const [round, setRound] = useState(0);
+  const segment = segments.data?.items.find((s) => s.discriminator === chosen);
+
+  // Choosing a segment puts its latest version in the editor.
+  useEffect(() => {
+    if (segment) setQuery(segment.versions.at(-1)?.query ?? '');
+  }, [chosen, segments.data]);
+
+  // The live count, a moment after the last keystroke; counts are limited per second (429): one
+  // refused is asked again a second later.
+  useEffect(() => {
+    if (!section || query.trim() === '') return setCount({});
+    let live = true;
+    let timer;
+    const ask = () =>
+      api('POST', '/audience/profiles/reports/segments/count', {
+        section_discriminator: section,
+        segment: { timezone: 'UTC', segment_definition: query },
+      }).then(
+        (r) => live && setCount({ value: r.profile_count }),
+        (error) => {
+          if (!live) return;
+          if (error.status === 429) timer = setTimeout(ask, 1000);
+          else setCount({ error });
+        },
+      );
+    setCount((c) => ({ ...c, busy: true }));
+    timer = setTimeout(ask, 400);
+    return () => {
+      live = false;
+      clearTimeout(timer);
+    };
+  }, [section, query]);
+
+  // The stored segment's trend.
+  useEffect(() => {
+    if (!section || !segment) return setTrend(undefined);
+    let live = true;
+    const points = samplingPoints();
+    api('POST', path`/audience/sections/${section}/segments/${segment.discriminator}/trend`, {
+      sampling_points: points,
+      timezone: 'UTC',
+    }).then(
+      (r) =>
+        live &&
+        setTrend({
+          times: points,
+          series: [
+            { label: 'Known', values: points.map((p) => r.matching_profile_count[p]?.known ?? 0) },
+            { label: 'Unknown', values: points.map((p) => r.matching_profile_count[p]?.unknown ?? 0) },
+          ],
+        }),
+      (error) => live && setTrend({ error }),
+    );
+    return () => {
+      live = false;
+    };
+  }, [section, chosen, round]);
+
+  const save = useAction(async () => {
+    const version = await api('POST', path`/audience/segments/${chosen}/versions`, { query });
+    segments.reload();
+    setRound((r) => r + 1);
+    return version;
+  });
+  const at = useMemo(() => errorOffset(count.error), [count.error]);
+
+  return html`<${Page} title="Segments">
+    <div class="row">
+      ${picker}
+      <${Loaded} state=${segments}>
+        ${(data) =>
+          html`<${Field}
+            label="Segment"
+            as="select"
+            value=${chosen}
+            onChange=${(e) => setChosen(e.currentTarget.value)}
+          >
+            <option value="">A new query</option>
+            ${data.items.map((s) => html`<option value=${s.discriminator}>${s.name}</option>`)}
+          <//>`}
+      <//>
+    </div>
+    <div class="field">
+      <label for="aql">AQL query</label>
+      <div class="aql-editor">
+        <${Highlighted} text=${query} at=${at} />
+        <textarea
+          id="aql"
+          class="aql-input"
+          spellcheck="false"
+          autocomplete="off"
+          aria-describedby="aql-result"
+          aria-invalid=${count.error ? 'true' : 'false'}
+          value=${query}
+          onInput=${(e) => setQuery(e.currentTarget.value)}
+        ></textarea>
+      </div>
+    </div>
+    <div id="aql-result" aria-live="polite">
+      ${
+        count.error
+          ? html`<${ErrorNote} error=${count.error} />`
+          : count.value !== undefined
+            ? html`<p class="count">
+                <strong data-testid="count">${String(count.value)}</strong> profiles
+                match${count.busy ? ' (counting…)' : ''}
+              </p>`
+            : html`<p class="muted">${count.busy ? 'Counting…' : 'Write a query to count the profiles it matches.'}</p>`
+      }
+    </div>
+    ${
+      segment
+        ? html`<div class="actions">
+              <button
+                type="button"
+                class="primary"
+                disabled=${save.busy || !!count.error || query === segment.versions.at(-1)?.query}
+                onClick=${() => save.run()}
+              >
+                Save as a new version
+              </button>
+            </div>
+            <${ErrorNote} error=${save.error} />
+            <${Notice}>${save.done ? `Saved as version ${segment.versions.length}.` : null}<//>
+            <h2>Trend of ${segment.name}, the last 25 days</h2>
+            ${
+              trend?.error
+                ? html`<${ErrorNote} error=${trend.error} />`
+                : trend
+                  ? html`<${Chart} title="Matching profiles" times=${trend.times} series=${trend.series} />`
+                  : html`<p class="muted" role="status">Loading…</p>`
+            }`
+        : null
+    }
+  <//>`;
+}
