@@ -101,6 +101,9 @@ export class ThreadSlots {
   }
 }
 
+/** How long a workbook thread asked to exit may take before it is terminated. */
+const THREAD_EXIT_MS = 5000;
+
 /** The workbook threads of the process at once: one per CPU, at least two and at most four. */
 const workbookSlots = new ThreadSlots(Math.max(2, Math.min(4, os.availableParallelism())));
 
@@ -119,9 +122,16 @@ export function xlsxFromCsv(stored: Readable, sheetRows = EXCEL_SHEET_ROWS, slot
   let thread: Thread | undefined;
   // A closed answer ends the thread and the file's reading here, since a cancel does not reliably
   // cross the thread from its end of the streams; one closed while waiting never starts its thread.
+  // The thread is asked to exit, between two of its turns: terminate() stops it anywhere, and one
+  // stopped inside the zip's zlib constructor aborted the whole process as the thread was cleaned up
+  // (node_zlib.cc "close before init", seen in CI). terminate() stays as a last resort.
   out.once('close', () => {
     stored.destroy();
-    void thread?.terminate();
+    if (!thread) return;
+    const running = thread;
+    running.postMessage('exit');
+    const last = setTimeout(() => void running.terminate(), THREAD_EXIT_MS).unref();
+    running.once('exit', () => clearTimeout(last));
   });
   void slots.acquire().then((release) => {
     if (out.destroyed) return release();

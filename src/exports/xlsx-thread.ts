@@ -1,10 +1,14 @@
 import { PassThrough, pipeline, Readable, Writable } from 'node:stream';
 import type { ReadableStream as WebReadable, WritableStream as WebWritable } from 'node:stream/web';
-import { workerData } from 'node:worker_threads';
+import { parentPort, workerData } from 'node:worker_threads';
 import { writeWorkbookOf, type WorkbookJob } from './formats.ts';
 
 // A thread that writes one workbook (xlsxFromCsv in formats.ts) and ends.
 const job = workerData as WorkbookJob;
+// Its answer closed (xlsxFromCsv): exit between two turns, never inside one. Unref'd, so that the
+// thread still ends by itself when the workbook is written.
+parentPort?.once('message', () => process.exit(0));
+parentPort?.unref();
 const out = new PassThrough();
 pipeline(out, Writable.fromWeb(job.out as unknown as WebWritable<Uint8Array>), () => {});
 await writeWorkbookOf(Readable.fromWeb(job.stored as WebReadable<Uint8Array>), out, job.sheetRows);
