@@ -372,12 +372,18 @@ export async function insertNextSegmentVersion(
     accountId,
     segmentId,
   ]);
+  // The last ordinal read, then the insert (the segment's lock keeps them together): as one
+  // INSERT … SELECT with max() the statement failed on a Citus cluster, which does not route it
+  // to the account's shard.
+  const { rows: last } = await db.query<{ ordinal: number }>(
+    'select coalesce(max(ordinal), 0)::int as ordinal from segment_versions where account_id = $1::bigint and segment_id = $2::bigint',
+    [accountId, segmentId],
+  );
   const { rows } = await db.query<{ version_id: string }>(
     `insert into segment_versions (account_id, segment_id, ordinal, query)
-     select $1::bigint, $2::bigint, coalesce(max(ordinal), 0) + 1, $3 from segment_versions
-     where account_id = $1::bigint and segment_id = $2::bigint
+     values ($1::bigint, $2::bigint, $3, $4)
      returning version_id::text`,
-    [accountId, segmentId, query],
+    [accountId, segmentId, last[0].ordinal + 1, query],
   );
   return rows[0].version_id;
 }
