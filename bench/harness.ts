@@ -9,7 +9,8 @@
  * Settings from the environment: BENCH_GENERATOR (wrk when on the PATH, else autocannon),
  * BENCH_CONNECTIONS (32 with wrk, 50 with autocannon), BENCH_WARMUP_S (2; 3), BENCH_DURATION_S
  * (5; 10), BENCH_ROUNDS (3, at most 9; 2, at most 5), BENCH_SERVER_ARGS (extra node flags for the
- * audience server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof").
+ * audience server, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof") and BENCH_SERVER_ENV (variables added to
+ * the audience server's environment alone, e.g. "LD_PRELOAD=/usr/lib/x86_64-linux-gnu/libjemalloc.so.2").
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -362,6 +363,17 @@ export async function restartProgram<P extends Program>(
   return { ...program, url: started.url, pid: started.pid, logFile: started.logFile };
 }
 
+/** "A=1 B=x=y" as { A: '1', B: 'x=y' }: the variables of BENCH_SERVER_ENV and of bench variants. */
+export function envPairs(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const pair of text.split(/\s+/).filter(Boolean)) {
+    const at = pair.indexOf('=');
+    if (at <= 0) throw new Error(`not NAME=value: ${pair}`);
+    out[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return out;
+}
+
 async function spawnProgram(
   role: 'serve' | 'api' | 'worker',
   dataDir: string,
@@ -375,6 +387,7 @@ async function spawnProgram(
   const env: NodeJS.ProcessEnv = {
     MALLOC_ARENA_MAX: '2',
     ...process.env,
+    ...envPairs(process.env.BENCH_SERVER_ENV ?? ''),
     DATA_DIR: dataDir,
     PORT: String(port),
     HOST: '127.0.0.1',

@@ -25,6 +25,10 @@
  * and /proc/<pid>/smaps_rollup and the V8 heap (from /metrics) before the load, at its end, and at
  * 10 s, 60 s and the end of the idle time. BENCH_IDLE_MIXED_ENV runs it once per variant of the
  * program's environment, `;`-separated (e.g. "-;MALLOC_ARENA_MAX=8": `-` is the environment as given).
+ * During the load, where the memory is (/proc/<pid>/smaps, as at the end) is logged every
+ * BENCH_IDLE_PLACES_EVERY_S (150; 0: off) s, to see whether malloc's part levels off; BENCH_IDLE_MIX
+ * (all) sends `exports` alone or the `requests` alone, to tell which of them its growth comes from.
+ * The allocator mapped into the program (an LD_PRELOAD that took) is logged at its start.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -35,6 +39,7 @@ import { definitionsOf, loadedEmail, loadProfiles } from './profile-load.ts';
 import {
   demoToken,
   embeddedDatabaseUrl,
+  envPairs,
   log,
   onCleanup,
   request,
@@ -65,6 +70,10 @@ const RATE = Math.max(1, Number(process.env.BENCH_IDLE_RATE ?? 60));
 const EXPORT_EVERY_S = Math.max(1, Number(process.env.BENCH_IDLE_EXPORT_EVERY_S ?? 10));
 const AFTER_S = Math.max(60, Number(process.env.BENCH_IDLE_AFTER_S ?? 120));
 const VARIANTS = (process.env.BENCH_IDLE_MIXED_ENV ?? '-').split(';').map((v) => v.trim());
+const MIX = process.env.BENCH_IDLE_MIX ?? 'all';
+if (!['all', 'exports', 'requests'].includes(MIX))
+  throw new Error(`BENCH_IDLE_MIX: all, exports or requests, not ${MIX}`);
+const PLACES_EVERY_S = Math.max(0, Number(process.env.BENCH_IDLE_PLACES_EVERY_S ?? 150));
 const DEADLINE_MS =
   60_000 +
   RUNS * (ROLES.length * (40 + SETTLE_S + LOAD_S * 1.5) + 2 * (10 + BASELINE_WAIT_S)) * 1000 +
@@ -211,6 +220,20 @@ async function heapOf(program: Program): Promise<{ used: number; total: number; 
   };
 }
 
+const placesLine = (places: Record<string, number>) =>
+  Object.entries(places)
+    .filter(([, v]) => v >= 0.5)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, v]) => `${k} ${mb(v)} MB`)
+    .join(', ') + ` (all ${mb(Object.values(places).reduce((a, b) => a + b, 0))} MB)`;
+
+/** The allocator libraries mapped into a process (an LD_PRELOAD that took), from /proc/<pid>/maps. */
+async function allocatorsOf(pid: number): Promise<string> {
+  const maps = await fs.readFile(`/proc/${pid}/maps`, 'utf8');
+  const found = new Set(maps.match(/\/\S*(jemalloc|mimalloc|tcmalloc)\S*/g) ?? []);
+  return found.size > 0 ? [...found].join(', ') : "glibc's malloc (no other allocator mapped)";
+}
+
 interface Point {
   at: string;
   rss: number;
@@ -236,11 +259,7 @@ async function mixedRun(
   variant: string,
 ): Promise<{ points: Point[]; peak: number; sent: number; late: number; exports: number }> {
   const saved = { ...process.env };
-  if (variant !== '-')
-    for (const pair of variant.split(/\s+/).filter(Boolean)) {
-      const at = pair.indexOf('=');
-      process.env[pair.slice(0, at)] = pair.slice(at + 1);
-    }
+  if (variant !== '-') Object.assign(process.env, envPairs(variant));
   let audience: Audience;
   try {
     audience = await startAudience([
@@ -263,6 +282,7 @@ async function mixedRun(
   log(`${variant}: ${MIXED_PROFILES} profiles loaded in ${loaded.loadS.toFixed(1)} s`);
   await db.end();
   const pid = audience.pid!;
+  log(`${variant}: allocator ${await allocatorsOf(pid)}`);
   const points: Point[] = [];
   const point = async (at: string) => {
     const p = { at, rss: (await memoryOf(pid)).rss, rollup: await rollupOf(pid), heap: await heapOf(audience) };
@@ -335,14 +355,31 @@ async function mixedRun(
     exportsDone++;
   };
   const started = performance.now();
+  // Where the memory is as the load goes on: whether malloc's part levels off.
+  const placing =
+    PLACES_EVERY_S > 0
+      ? setInterval(() => {
+          void placesOf(pid).then(
+            (places) =>
+              log(`${variant}, load ${((performance.now() - started) / 1000).toFixed(0)} s: ${placesLine(places)}`),
+            () => {},
+          );
+        }, PLACES_EVERY_S * 1000)
+      : undefined;
   for (let i = 0; performance.now() - started < MIXED_S * 1000; i++) {
     const due = started + (i * 1000) / RATE;
     const wait = due - performance.now();
     if (wait > 0) await sleep(wait);
     else if (wait < -1000) late++;
+    if (i % (EXPORT_EVERY_S * RATE) === 0) {
+      if (MIX === 'requests') continue;
+      sent++;
+      send('export', exportCycle);
+      continue;
+    }
+    if (MIX === 'exports') continue;
     sent++;
-    if (i % (EXPORT_EVERY_S * RATE) === 0) send('export', exportCycle);
-    else if (i % 10 === 8)
+    if (i % 10 === 8)
       send('sections', () => drain(`${audience.url}/audience/sections`, { headers: auth }, 200, 'sections'));
     else if (i % 10 === 9)
       send('PATCH', () =>
@@ -361,6 +398,7 @@ async function mixedRun(
   }
   await Promise.all(inFlight);
   clearInterval(sampling);
+  clearInterval(placing);
   if (failures.length > 0) throw new Error(`${failures.length} failed requests, e.g. ${failures[0].message}`);
   await point('end of the load');
   let idle = 0;
@@ -369,14 +407,7 @@ async function mixedRun(
     idle = after;
     await point(`idle ${after} s`);
   }
-  const places = await placesOf(pid);
-  log(
-    `${variant}, where the memory is at the end: ${Object.entries(places)
-      .filter(([, v]) => v >= 0.5)
-      .sort((a, b) => b[1] - a[1])
-      .map(([k, v]) => `${k} ${mb(v)} MB`)
-      .join(', ')}`,
-  );
+  log(`${variant}, where the memory is at the end: ${placesLine(await placesOf(pid))}`);
   await stopProgram(audience);
   return { points, peak, sent, late, exports: exportsDone };
 }
