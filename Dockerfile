@@ -19,14 +19,18 @@ COPY src ./src
 
 # Debian, not distroless: the embedded PostgreSQL's initdb and pg_ctl run commands through /bin/sh.
 FROM debian:bookworm-slim
+# jemalloc, which bin/audience preloads: it gives back the memory freed after a busy spell, which
+# glibc's malloc keeps (docs/operating.md "Memory of the program").
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends libjemalloc2 \
+ && rm -rf /var/lib/apt/lists/*
 RUN groupadd --system --gid 10001 audience \
  && useradd --system --uid 10001 --gid audience --home-dir /app --shell /usr/sbin/nologin audience \
  && mkdir /data /app /app/.emulator && chown audience:audience /data /app/.emulator
 COPY --from=build /node /usr/local/bin/node
 WORKDIR /app
 COPY --from=build /app ./
-# MALLOC_ARENA_MAX as bin/audience sets it (docs/operating.md).
-ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 PORT=8080 MALLOC_ARENA_MAX=2
+ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 PORT=8080
 # Never root: the program, its embedded PostgreSQL and its files run as this user. A new named
 # volume on /data takes the folder's owner from the image.
 USER audience
@@ -37,5 +41,6 @@ RUN node src/main.ts emulate --prepare
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=90s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.PORT}/healthz`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-ENTRYPOINT ["node", "src/main.ts"]
+# The launcher `npm start` runs: malloc's settings (two arenas, or jemalloc), then `exec node src/main.ts`.
+ENTRYPOINT ["bin/audience"]
 CMD ["serve"]

@@ -3,6 +3,11 @@ import { parseArgs } from 'node:util';
 import readline from 'node:readline/promises';
 import { ENVIRONMENT, readConfig, REGIONS } from './config.ts';
 
+// bin/audience preloads jemalloc into this process (docs/operating.md, "Memory of the program"); the
+// processes it starts, its embedded PostgreSQL among them, keep their own malloc.
+if (process.env.AUDIENCE_JEMALLOC && process.env.LD_PRELOAD === process.env.AUDIENCE_JEMALLOC)
+  delete process.env.LD_PRELOAD;
+
 // Loaded when a command needs it, so that --help, --version and usage errors answer at once
 // (loading the server takes 0.4 s).
 const server = () => import('./server.ts');

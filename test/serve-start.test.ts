@@ -1,6 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import fs from 'node:fs/promises';
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -38,6 +40,45 @@ describe('audience serve (npm start)', () => {
     // The launcher (what `npm start` runs) replaces itself with the program, with glibc's malloc arenas bounded.
     const environ = (await fs.readFile(`/proc/${program.child.pid}/environ`, 'utf8')).split('\0');
     expect(environ).toContain(`MALLOC_ARENA_MAX=${process.env.MALLOC_ARENA_MAX ?? 2}`);
+  });
+
+  it('preloads jemalloc where it is installed, into its own process alone, unless AUDIENCE_JEMALLOC=0', async () => {
+    const jemalloc = `/usr/lib/${os.machine()}-linux-gnu/libjemalloc.so.2`;
+    const installed = await fs.access(jemalloc).then(
+      () => true,
+      () => false,
+    );
+    const mapped = async (pid: number) => (await fs.readFile(`/proc/${pid}/maps`, 'utf8')).includes(jemalloc);
+    expect(await mapped(program.child.pid!)).toBe(installed);
+    // The embedded PostgreSQL keeps its own malloc.
+    const postmaster = Number(
+      (await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8')).split('\n')[0],
+    );
+    expect(await mapped(postmaster)).toBe(false);
+    expect((await fs.readFile(`/proc/${postmaster}/environ`, 'utf8')).split('\0')).not.toContain(
+      `LD_PRELOAD=${jemalloc}`,
+    );
+    // The switch, seen in a command that waits for an answer from a server that never gives one.
+    const silent = http.createServer();
+    const asked = new Promise<void>((resolve) => silent.once('request', () => resolve()));
+    silent.listen(0, '127.0.0.1');
+    await once(silent, 'listening');
+    const cli = spawn(path.join(ROOT, 'bin', 'audience'), ['account', 'list'], {
+      env: {
+        ...program.env,
+        AUDIENCE_JEMALLOC: '0',
+        AUDIENCE_URL: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+      },
+      stdio: 'ignore',
+    });
+    try {
+      await asked;
+      expect(await mapped(cli.pid!)).toBe(false);
+    } finally {
+      cli.kill('SIGKILL');
+      silent.closeAllConnections();
+      silent.close();
+    }
   });
 
   it('logs where its database, files and secrets are, never a secret, and requests without profile keys or credentials', async () => {
