@@ -2493,7 +2493,21 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    get?: never;
+    /**
+     * Read an account as a manifest
+     * @description Answers what the account defines as a manifest: its name and limit overrides, keyspaces, channels, sections with their attributes, tags, events, topic folders and topics, segments (their queries as stored, with numeric ids), suppressions and activities. Applying it back to the account creates and changes nothing; edited, it is the starting point of the next apply.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAdminAccountsManifest'];
     /**
      * Apply a manifest
      * @description Applies a manifest to an account, idempotently, and answers what it created, changed and left alone. Nothing changes when it fails.
@@ -8804,6 +8818,205 @@ export interface operations {
             /** @description The account, its definitions and suppressions that stayed as they were */
             unchanged: string[];
           };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAdminAccountsManifest: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "account": {
+           *         "name": "Shop",
+           *         "limits": {
+           *           "com.vendor1.attributes.user-created.city": 0
+           *         }
+           *       },
+           *       "keyspaces": [
+           *         {
+           *           "discriminator": "com.vendor1.sections.user-created.shop",
+           *           "name": "Shop",
+           *           "description": "Customers of the online shop",
+           *           "manage_subscriptions": false,
+           *           "api_access": false,
+           *           "mapped_attribute": "Example"
+           *         }
+           *       ],
+           *       "channels": [
+           *         {
+           *           "discriminator": "com.vendor1.sections.user-created.shop",
+           *           "name": "Shop",
+           *           "description": "Customers of the online shop",
+           *           "address_attribute": "Example"
+           *         }
+           *       ],
+           *       "sections": [
+           *         {
+           *           "name": "Shop",
+           *           "discriminator": "com.vendor1.sections.user-created.shop",
+           *           "description": "Customers of the online shop",
+           *           "ecommerce_connected": false,
+           *           "attributes": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "description": "Customers of the online shop",
+           *               "hidden": false,
+           *               "ecommerce": false,
+           *               "keyspace_permissions": {
+           *                 "com.vendor1.attributes.user-created.city": [
+           *                   "read"
+           *                 ]
+           *               },
+           *               "versions": [
+           *                 {
+           *                   "type": [
+           *                     "Text"
+           *                   ],
+           *                   "deprecated_at": "2026-03-01T09:30:00Z",
+           *                   "valid_from": "2026-03-01T09:30:00Z"
+           *                 }
+           *               ]
+           *             }
+           *           ],
+           *           "tags": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "hidden": false,
+           *               "keyspace_permissions": {
+           *                 "com.vendor1.attributes.user-created.city": [
+           *                   "read"
+           *                 ]
+           *               }
+           *             }
+           *           ],
+           *           "events": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "description": "Customers of the online shop",
+           *               "hidden": false,
+           *               "keyspace_permissions": {
+           *                 "com.vendor1.attributes.user-created.city": [
+           *                   "read"
+           *                 ]
+           *               },
+           *               "versions": [
+           *                 {
+           *                   "type": [
+           *                     {
+           *                       "name": "Shop",
+           *                       "type": "Example"
+           *                     }
+           *                   ],
+           *                   "deprecated_at": "2026-03-01T09:30:00Z",
+           *                   "valid_from": "2026-03-01T09:30:00Z"
+           *                 }
+           *               ]
+           *             }
+           *           ],
+           *           "topic_folders": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "parent": "Example"
+           *             }
+           *           ],
+           *           "topics": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "description": "Customers of the online shop",
+           *               "folder": "Example",
+           *               "channel": "Example"
+           *             }
+           *           ]
+           *         }
+           *       ],
+           *       "integrations": [
+           *         {
+           *           "system": "magento"
+           *         }
+           *       ],
+           *       "segments": [
+           *         {
+           *           "name": "Shop",
+           *           "discriminator": "com.vendor1.sections.user-created.shop",
+           *           "description": "Customers of the online shop",
+           *           "section": "Example",
+           *           "versions": [
+           *             {
+           *               "query": "Example"
+           *             }
+           *           ]
+           *         }
+           *       ],
+           *       "suppressions": [
+           *         {
+           *           "channel_discriminator": "com.vendor1.channels.email",
+           *           "address": "anna.berg@example.org",
+           *           "reason": "Signed up at checkout"
+           *         }
+           *       ],
+           *       "activities": [
+           *         {
+           *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *           "kind": "email",
+           *           "section_discriminator": "com.vendor1.sections.user-created.shop",
+           *           "name": "Shop",
+           *           "status": "draft",
+           *           "created_at": "2026-03-01T09:30:00Z",
+           *           "sent_at": "2026-03-01T09:30:00Z",
+           *           "archived": false,
+           *           "email_subject": "Example",
+           *           "sender_name": "Example",
+           *           "sender_email_address": "anna.berg@example.org",
+           *           "reply_to": "anna.berg@example.org",
+           *           "preheader": "Example",
+           *           "html": "Example",
+           *           "text": "Example",
+           *           "transactional": false,
+           *           "description": "Customers of the online shop",
+           *           "trigger_type": "api",
+           *           "form_type": "form",
+           *           "elements": [
+           *             {
+           *               "type": "Example",
+           *               "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *               "name": "Shop",
+           *               "required": false,
+           *               "placeholder": "Example",
+           *               "confirm_placeholder": "Example",
+           *               "confirm": false
+           *             }
+           *           ]
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': components['schemas']['AccountManifest'];
         };
       };
       '4XX': components['responses']['Problem'];
