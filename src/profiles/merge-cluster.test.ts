@@ -21,7 +21,7 @@ import {
 /**
  * GET /audience/profiles/merges/keyspaces/{keyspace}/profiles/{key} through real HTTP: the merge
  * cluster of a profile, canonical first, each member with when it was merged and its keys
- * (MRG-01, MRG-20's unmerge seen from the cluster).
+ * (the canonical profile of MRG-12, reads through either key of MRG-05, and MRG-13's unmerge seen from the cluster).
  */
 
 useProfileLifecycle();
@@ -40,7 +40,7 @@ describe('GET merge cluster', () => {
     expect(res.body.items[0].keys).toContainEqual(id(EMAIL, a));
   });
 
-  it('lists the canonical profile first and each merged one with its keys and when it was merged (MRG-01)', async () => {
+  it('lists the canonical profile first and each merged one with its keys and when it was merged, through either key (MRG-05, MRG-12, MRG-13)', async () => {
     const a = mail('cl');
     const b = uid('cookie');
     expect((await create(EMAIL, a)).status).toBe(201);
