@@ -107,6 +107,26 @@ describe('GET attribute history', () => {
     expect(Object.keys((await getAttributes(WEB, cookie)).body)).not.toContain(version(attr('email-only')));
   });
 
+  it('leaves out an attribute once it is hidden, values and history, as the attributes GET (ATTR-04)', async () => {
+    const key = await emailProfile('history');
+    for (const balance of [1.5, 2.5]) {
+      server.clock.advance(1000);
+      expectNoContent(await patchV2(EMAIL, key, { [attr('balance')]: balance }));
+    }
+    expect((await historyOf(EMAIL, key)).get(attr('balance'))?.past_total).toBe(1);
+    const hidden = await server.admin('PUT', `/admin/accounts/${accountId}/manifest`, {
+      sections: [
+        {
+          name: 'Store',
+          attributes: [{ name: 'Balance', hidden: true, versions: [{ type: ['Number with decimal'] }] }],
+        },
+      ],
+    });
+    expect(hidden.status, hidden.text).toBe(200);
+    expect((await historyOf(EMAIL, key)).has(attr('balance'))).toBe(false);
+    expect(Object.keys((await getAttributes(EMAIL, key)).body)).not.toContain(version(attr('balance')));
+  });
+
   it('answers a merged profile its cluster’s history, as the attributes GET answers its cluster’s values', async () => {
     const canonical = await emailProfile('history');
     server.clock.advance(1000);
