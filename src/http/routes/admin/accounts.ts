@@ -6,6 +6,7 @@ import {
   AccountManifest,
   applyAccountManifest,
   applyNamedManifest,
+  getAccountManifest,
   previewAccountManifest,
 } from '../../../accounts/manifest.ts';
 import { LIMIT_NAMES, LIMIT_RANGES } from '../../../core/limits.ts';
@@ -147,6 +148,18 @@ export const adminAccountsRoutes: OperationTable = {
         );
         return answer(created_account ? 201 : 200, applied);
       },
+    }),
+    operation({
+      method: 'GET',
+      path: '/admin/accounts/:account_id/manifest',
+      summary: 'Read an account as a manifest',
+      description:
+        'Answers what the account defines as a manifest: its name and limit overrides, keyspaces, channels, sections with their attributes, tags, events, topic folders and topics, segments (their queries as stored, with numeric ids), suppressions and activities. Applying it back to the account creates and changes nothing; edited, it is the starting point of the next apply.',
+      errors: ['AUD-1110'],
+      params: AccountParams,
+      response: { 200: AccountManifest },
+      scope: 'operator',
+      handle: ({ db, services, params }) => getAccountManifest(db, services.config.vendor, params.account_id),
     }),
     operation({
       method: 'PUT',
