@@ -123,19 +123,27 @@ export function compilePredicate(
     case 'and':
     case 'or':
       return `(${expression.terms.map((t) => compilePredicate(t, options, values)).join(expression.kind === 'and' ? ' and ' : ' or ')})`;
-    case 'attribute':
-      // As the semi-join below: a condition that is null (unknown) does not hold.
+    case 'attribute': {
+      // The values a row shows: its cluster's on a merge cluster's canonical profile.
+      const holds = (row: string) =>
+        condition(
+          `coalesce(${row}.cluster_attributes, ${row}.attributes)`,
+          [expression.versionId],
+          expression.condition,
+          values,
+        );
       const row =
         expression.sectionId === options.sectionRow
           ? 'p'
           : expression.sectionId === options.joinedSection?.sectionId
             ? options.joinedSection.row
             : undefined;
-      if (row !== undefined)
-        return `coalesce(${condition(`coalesce(${row}.cluster_attributes, ${row}.attributes)`, [expression.versionId], expression.condition, values)}, false)`;
+      // As the semi-join below: a condition that is null (unknown) does not hold.
+      if (row !== undefined) return `coalesce(${holds(row)}, false)`;
       return `exists (select 1 from profile_sections ps where ps.account_id = ${account} and ps.profile_id = p.profile_id
         and ps.section_id = ${values.add(expression.sectionId, 'bigint')}
-        and ${condition('coalesce(ps.cluster_attributes, ps.attributes)', [expression.versionId], expression.condition, values)})`;
+        and ${holds('ps')})`;
+    }
     case 'event': {
       if (expression.conditions.length === 0 && !expression.window) return summarised(expression, options, values);
       const where = [
