@@ -215,6 +215,12 @@ const COMMANDS: Record<string, Command> = {
       return { account: await admin('GET', path), ...summary };
     },
   },
+  manifest: {
+    args: '--account ID',
+    what: 'print the account as a manifest (its name, limits, definitions, suppressions and activities);\nedited, it is the file for the next apply, and applied back unchanged it changes nothing',
+    options: ['account'],
+    run: (v) => admin('GET', `${account(v)}/manifest`),
+  },
   'integration add': {
     args: '--account ID --system SYSTEM',
     what: 'connect an integration (magento, shopware …): prints its keyspace, the same one when run again',

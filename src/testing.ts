@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
+// Types only, erased when run: a test suite still loads nothing of the service.
+import type { FaultSpec, LoggedRequest } from './http/emulator.ts';
 
 /**
  * `import { startEmulator } from 'audience/testing'`: the emulator (docs/emulator.md) for a test
@@ -20,30 +22,10 @@ export interface EmulatorAccount {
   adminToken: string;
 }
 
-/** A fault: the next `times` requests on `path` (`*` for any characters) delayed, answered 429, 500 or 503, or dropped. */
-export interface Fault {
-  path: string;
-  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-  times?: number;
-  delay_ms?: number;
-  status?: 429 | 500 | 503;
-  retry_after?: number;
-  drop?: boolean;
-}
+/** A fault (the control API's, `times` 1 when absent). */
+export type Fault = Omit<FaultSpec, 'times'> & { times?: number };
 
-/** A request the emulator received, credentials masked. */
-export interface LoggedRequest {
-  id: number;
-  at: string;
-  method: string;
-  path: string;
-  query: Record<string, unknown>;
-  headers: Record<string, string | string[] | undefined>;
-  body?: unknown;
-  /** 0 for a dropped connection. */
-  status: number;
-  fault?: number;
-}
+export type { LoggedRequest };
 
 /** A message a transactional send sent, decoded, with its links. */
 export interface MailMessage {

@@ -113,6 +113,8 @@ export const NO_LIMITS = {
 };
 
 export let token: string;
+/** The account of `token`. */
+export let accountId: string;
 /** Section → attribute discriminator → version ids (hidden ones included). */
 export let attributeVersions: Record<string, Record<string, string[]>>;
 /** Section → event discriminator → version ids (hidden ones included). */
@@ -215,6 +217,7 @@ export function useProfileData(): void {
   beforeAll(async () => {
     const login = await server.login(MANIFEST, NO_LIMITS);
     token = login.token;
+    accountId = login.accountId;
     // Version ids of hidden attributes and events are not listed by the API; the account's definitions know them.
     const defs = await server.services.definitions.get(login.accountId);
     attributeVersions = {};

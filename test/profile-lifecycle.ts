@@ -37,6 +37,8 @@ export const UNLIMITED = {
 
 export let server: TestServer;
 export let token: string;
+/** The account of `token`. */
+export let accountId: string;
 export let db: pg.Client;
 
 // ---- helpers ----
@@ -231,7 +233,7 @@ export async function findPlaintext(needle: string): Promise<string[]> {
 export function useProfileLifecycle(): void {
   beforeAll(async () => {
     server = await TestServer.start();
-    token = (await server.login(TWO, UNLIMITED)).token;
+    ({ token, accountId } = await server.login(TWO, UNLIMITED));
     db = new pg.Client({ connectionString: await testDatabase() });
     await db.connect();
   });

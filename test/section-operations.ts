@@ -126,6 +126,12 @@ export const OPERATIONS: Record<string, Operation> = {
       access: 'section',
       call: async (token, s) => server.request('GET', `${profilePath(await profile(), s)}/attributes`, { token }),
     },
+  'GET /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/attributes/history':
+    {
+      access: 'section',
+      call: async (token, s) =>
+        server.request('GET', `${profilePath(await profile(), s)}/attributes/history`, { token }),
+    },
   'PATCH /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/attributes':
     {
       access: 'section',
@@ -320,6 +326,11 @@ export const OPERATIONS: Record<string, Operation> = {
       });
       return server.request('DELETE', `/audience/profiles/merges/keyspaces/${WEB}/profiles/${cookie}`, { token });
     },
+  },
+  'GET /audience/profiles/merges/keyspaces/{keyspace_discriminator}/profiles/{profile_key}': {
+    access: 'every-section',
+    call: async (token) =>
+      server.request('GET', `/audience/profiles/merges/keyspaces/${EMAIL}/profiles/${await profile()}`, { token }),
   },
   'PUT /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}': {
     access: 'every-section',

@@ -20,6 +20,7 @@ describe('the command line (bin/audience)', () => {
         'account create',
         'key list',
         'apply',
+        'manifest',
         'integration add',
         'integration list',
         'signing-key rotate',
@@ -98,6 +99,14 @@ describe('the command line (bin/audience)', () => {
     expect(second.created).toEqual([`tag com.vendor1.tags.user-created.regular in section ${outlet}`]);
     expect(second.changed).toEqual([`account ${account.id}`]);
     expect(second.unchanged).toContain(`section ${outlet}`);
+
+    // The account as a manifest, applied back, changes nothing.
+    const current = await program.cli('manifest', '--account', account.id);
+    expect(current.account.name).toBe('Template');
+    expect(current.sections.map((s: { discriminator: string }) => s.discriminator)).toContain(outlet);
+    await fs.writeFile(file, JSON.stringify(current));
+    const again = await program.cli('apply', file, '--account', account.id);
+    expect([again.created, again.changed]).toEqual([[], []]);
   });
 
   it('writes activities from a manifest and from files, records events of a JSON lines file once, and archives', async () => {

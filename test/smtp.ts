@@ -37,9 +37,13 @@ export class SmtpReceiver {
 
   static async start(options: { auth?: { user: string; pass: string }; secure?: boolean } = {}): Promise<SmtpReceiver> {
     let receiver!: SmtpReceiver;
-    const refuse = (code: number) => {
+    // As Postfix does, the answer names the address it refuses.
+    const refuse = (code: number, address: string) => {
       receiver.refusals++;
-      return Object.assign(new Error(code >= 500 ? 'Refused for good' : 'Try again later'), { responseCode: code });
+      return Object.assign(
+        new Error(`<${address}>: Recipient address rejected: ${code >= 500 ? 'refused for good' : 'try again later'}`),
+        { responseCode: code },
+      );
     };
     const config: SMTPServerOptions = {
       secure: options.secure ?? false,
@@ -57,7 +61,7 @@ export class SmtpReceiver {
       },
       onRcptTo(address, _session, callback) {
         const code = receiver.answer('rcpt', address.address);
-        callback(code === undefined ? null : refuse(code));
+        callback(code === undefined ? null : refuse(code, address.address));
       },
       onData(stream, session, callback) {
         const chunks: Buffer[] = [];
@@ -65,7 +69,7 @@ export class SmtpReceiver {
         stream.on('end', async () => {
           const to = session.envelope.rcptTo.map((r) => r.address);
           const code = receiver.answer('data', to[0]);
-          if (code !== undefined) return callback(refuse(code));
+          if (code !== undefined) return callback(refuse(code, to[0]));
           const source = Buffer.concat(chunks);
           const from = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
           receiver.arrivals.add({

@@ -4,7 +4,7 @@ import { ActivityId, ActivityInput } from '../activities/schemas.ts';
 import { addSuppression, listSuppressions } from '../consents/consents.ts';
 import { Problem } from '../core/problems.ts';
 import { loadDefinitions, type DefinitionsWriter } from '../definitions/definitions.ts';
-import { applyManifest, summarise } from '../definitions/manifest.ts';
+import { applyManifest, manifestOf, summarise } from '../definitions/manifest.ts';
 import { checkActivityTemplates } from '../transactional/transactional.ts';
 import { Manifest, type ManifestSummary } from '../definitions/schemas.ts';
 import type pg from 'pg';
@@ -107,6 +107,26 @@ export async function applyNamedManifest(
     created: createdAccount ? [item, ...summary.created] : summary.created,
     changed: createdAccount ? summary.changed.filter((i) => i !== item) : summary.changed,
     unchanged: createdAccount ? summary.unchanged.filter((i) => i !== item) : summary.unchanged,
+  };
+}
+
+/**
+ * The account as a manifest (docs/manifest.md "Reading an account's manifest"): its name and limit
+ * overrides, its definitions, suppressions and activities. Applied back to the account, it creates
+ * and changes nothing. 404 for an unknown account.
+ */
+export async function getAccountManifest(db: Queryable, vendor: string, accountId: string): Promise<AccountManifest> {
+  const account = await getAccount(db, accountId);
+  const defs = await loadDefinitions(db, accountId);
+  const activities = (await listAllActivities(db, { accountId, defs }, {})).map(({ archived_at, ...a }) => ({
+    ...a,
+    archived: archived_at !== null,
+  }));
+  return {
+    account: { name: account.name, limits: account.limit_overrides },
+    ...manifestOf(defs, vendor),
+    suppressions: await listSuppressions(db, { accountId, defs }),
+    activities: activities as AccountManifest['activities'],
   };
 }
 

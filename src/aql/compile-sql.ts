@@ -90,6 +90,10 @@ export function requiredSections(expression: Expression): string[] {
  * row of `profile_sections` in that section instead: its attribute terms are then conditions on
  * that row, and a count reads the section's rows alone, without the join with every profile.
  *
+ * `joinedSection` names a row of `profile_sections` that the statement has joined beside `p`: the
+ * canonical profile's row in that section, its columns null where it has none. Attribute terms of
+ * that section are then conditions on that row, not a second look-up of it for every profile.
+ *
  * `perProfile` is for a predicate judged for every profile a statement reads (a column of an
  * export's rows, or beside other terms under `or`), where PostgreSQL cannot join it as a set: an
  * event term then looks up the events of the cluster's members by the index of events by profile,
@@ -107,6 +111,7 @@ export function compilePredicate(
     timeZone: string;
     clusters?: boolean;
     sectionRow?: string;
+    joinedSection?: { sectionId: string; row: string };
     perProfile?: boolean;
   },
   values: SqlValues,
@@ -118,13 +123,27 @@ export function compilePredicate(
     case 'and':
     case 'or':
       return `(${expression.terms.map((t) => compilePredicate(t, options, values)).join(expression.kind === 'and' ? ' and ' : ' or ')})`;
-    case 'attribute':
+    case 'attribute': {
+      // The values a row shows: its cluster's on a merge cluster's canonical profile.
+      const holds = (row: string) =>
+        condition(
+          `coalesce(${row}.cluster_attributes, ${row}.attributes)`,
+          [expression.versionId],
+          expression.condition,
+          values,
+        );
+      const row =
+        expression.sectionId === options.sectionRow
+          ? 'p'
+          : expression.sectionId === options.joinedSection?.sectionId
+            ? options.joinedSection.row
+            : undefined;
       // As the semi-join below: a condition that is null (unknown) does not hold.
-      if (expression.sectionId === options.sectionRow)
-        return `coalesce(${condition('coalesce(p.cluster_attributes, p.attributes)', [expression.versionId], expression.condition, values)}, false)`;
+      if (row !== undefined) return `coalesce(${holds(row)}, false)`;
       return `exists (select 1 from profile_sections ps where ps.account_id = ${account} and ps.profile_id = p.profile_id
         and ps.section_id = ${values.add(expression.sectionId, 'bigint')}
-        and ${condition('coalesce(ps.cluster_attributes, ps.attributes)', [expression.versionId], expression.condition, values)})`;
+        and ${holds('ps')})`;
+    }
     case 'event': {
       if (expression.conditions.length === 0 && !expression.window) return summarised(expression, options, values);
       const where = [

@@ -1,6 +1,6 @@
 import { check } from '../aql/check.ts';
 import { parse } from '../aql/parser.ts';
-import type { ChannelRow, Definitions, KeyspaceRow, Permissions } from '../core/definitions.ts';
+import type { ChannelRow, Definitions, KeyspaceRow, Permissions, TypeVersion } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
@@ -430,4 +430,85 @@ function resolveManifestIds(
       return version.id;
     },
   );
+}
+
+/**
+ * The manifest of what a definitions snapshot holds, every item with its discriminator and stored
+ * state: applied to the account it came from, it creates and changes nothing (versions are listed
+ * in order, segment queries as stored, with their numeric ids).
+ */
+export function manifestOf(defs: Definitions, vendor: string): Manifest {
+  const root = rootFolderDiscriminator(vendor);
+  const versions = (vs: TypeVersion[]) =>
+    vs.map((v) => ({ type: v.type, deprecated_at: v.deprecated_at, valid_from: v.valid_from }));
+  return {
+    keyspaces: defs.keyspaces.map((k) => ({
+      discriminator: k.discriminator,
+      name: k.name,
+      description: k.description,
+      manage_subscriptions: k.manage_subscriptions,
+      api_access: k.api_access,
+      mapped_attribute: k.mapped_attribute,
+    })),
+    channels: defs.channels.map((c) => ({
+      discriminator: c.discriminator,
+      name: c.name,
+      description: c.description,
+      address_attribute: c.address_attribute,
+    })),
+    sections: defs.sections.map((s) => {
+      const folderName = new Map(s.folders.map((f) => [f.folder_id, f.discriminator]));
+      const channelName = new Map(defs.channels.map((c) => [c.channel_id, c.discriminator]));
+      return {
+        discriminator: s.discriminator,
+        name: s.name,
+        description: s.description,
+        ecommerce_connected: s.ecommerce_connected,
+        attributes: s.attributes.map((a) => ({
+          discriminator: a.discriminator,
+          name: a.name,
+          description: a.description,
+          hidden: a.hidden,
+          ecommerce: a.ecommerce,
+          keyspace_permissions: a.keyspace_permissions,
+          versions: versions(a.versions) as ManifestAttribute['versions'],
+        })),
+        tags: s.tags.map((t) => ({
+          discriminator: t.discriminator,
+          name: t.name,
+          hidden: t.hidden,
+          keyspace_permissions: t.keyspace_permissions,
+        })),
+        events: s.events.map((e) => ({
+          discriminator: e.discriminator,
+          name: e.name,
+          description: e.description,
+          hidden: e.hidden,
+          keyspace_permissions: e.keyspace_permissions,
+          versions: versions(e.versions) as NonNullable<ManifestSection['events']>[number]['versions'],
+        })),
+        // The root folder every section has is not listed: a folder or topic without a parent is in it.
+        topic_folders: s.folders
+          .filter((f) => f.discriminator !== root)
+          .map((f) => ({
+            discriminator: f.discriminator,
+            name: f.name,
+            ...(f.parent_folder_id === null ? {} : { parent: folderName.get(f.parent_folder_id) }),
+          })),
+        topics: s.topics.map((t) => ({
+          discriminator: t.discriminator,
+          name: t.name,
+          description: t.description,
+          ...(t.folder_id === null ? {} : { folder: folderName.get(t.folder_id) }),
+          ...(t.channel_id === null ? {} : { channel: channelName.get(t.channel_id) }),
+        })),
+      };
+    }),
+    segments: defs.segments.map((g) => ({
+      discriminator: g.discriminator,
+      name: g.name,
+      description: g.description,
+      versions: g.versions.map((v) => ({ query: v.query })),
+    })),
+  };
 }

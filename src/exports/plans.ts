@@ -8,7 +8,7 @@ import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import { compileQuery, segmentExpression } from '../segments/segments.ts';
 import type { AttributeColumn, SegmentsByNameOrQuery, TagColumn } from './schemas.ts';
-import type { ProfileSelection } from './queries.ts';
+import { SECTION_ROW, type ProfileSelection } from './queries.ts';
 import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 
 /** What several exports check the same way: their attribute and tag columns, their segments by name, the names of their columns. */
@@ -228,9 +228,11 @@ export function profileSelection(
 ): ProfileSelection {
   const account = values.add(scope.accountId, 'bigint');
   const now = scope.now.getTime();
-  // Each segment is a column of every row: judged profile by profile.
+  // Each segment is a column of every row: judged profile by profile, its terms on the export's
+  // section on the row the statement joins.
+  const joinedSection = { sectionId: plan.sectionId, row: SECTION_ROW };
   const segments = plan.segments.map((s) =>
-    compilePredicate(s.expression, { account, now, timeZone: plan.timeZone, perProfile: true }, values),
+    compilePredicate(s.expression, { account, now, timeZone: plan.timeZone, perProfile: true, joinedSection }, values),
   );
   const index = new Map(plan.segments.map((s, i) => [s.name, i]));
   const { filter, topicIds } = plan;

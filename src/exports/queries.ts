@@ -1,6 +1,13 @@
 import type pg from 'pg';
 import type { SqlValues } from '../aql/compile-sql.ts';
-import { canonicalProfilesSql, clusterProfilesSql, sectionValuesSql } from '../profiles/relations.ts';
+import {
+  canonicalProfilesSql,
+  clusterProfilesSql,
+  sectionRowsSql,
+  sectionValuesOf,
+  sectionValuesSql,
+  shownAttributesOf,
+} from '../profiles/relations.ts';
 import { cursorRows } from '../store/cursor.ts';
 import type { Queryable } from '../store/pool.ts';
 import type { Statement } from './kind.ts';
@@ -122,7 +129,7 @@ export interface ProfileSelection {
   /** Placeholder of the account id. */
   account: string;
   sectionId: string;
-  /** Per segment, a predicate over the canonical profile `p` (compilePredicate). */
+  /** Per segment, a predicate over the canonical profile `p` and its row SECTION_ROW in the section (compilePredicate with `joinedSection`). */
   segments: string[];
   /** Which profiles, as SQL over the segment columns named by `column`; null for every profile. */
   filter: ((column: (index: number) => string) => string) | null;
@@ -140,17 +147,25 @@ export interface ConsentSelection extends ProfileSelection {
 }
 
 /**
+ * The alias of the export section's row in `base`, joined as a set (both in the order of profile
+ * ids) rather than looked up profile by profile: segments compiled with `joinedSection` read it.
+ */
+export const SECTION_ROW = 'd';
+
+/**
  * `base`: the account's canonical profiles (a merge cluster is its canonical profile), with their
  * cluster's values in the section (attrs, tags, updated_at), s<i> per segment and a<i> (the address)
  * per channel; `selected`: those the filter selects, with c<i> (may be contacted) per channel.
+ * Where the file shows the segment columns, a fence keeps each segment judged once per profile.
  */
-function selectedProfiles(values: SqlValues, sel: ProfileSelection): string {
+function selectedProfiles(values: SqlValues, sel: ProfileSelection, segmentColumnsShown = true): string {
   const section = values.add(sel.sectionId, 'bigint');
   const segmentColumns = sel.segments.map((predicate, i) => `, ${predicate} as s${i}`).join('');
   const addressColumns = sel.channels
     .map((c, i) => {
       const v = values.add(c.addressVersionId, 'text');
-      return `, case when jsonb_typeof(d.attrs -> ${v}) = 'string' then d.attrs ->> ${v} end as a${i}`;
+      const attrs = shownAttributesOf(SECTION_ROW);
+      return `, case when jsonb_typeof(${attrs} -> ${v}) = 'string' then ${attrs} ->> ${v} end as a${i}`;
     })
     .join('');
   const filter = sel.filter ? sel.filter((i) => `b.s${i}`) : null;
@@ -161,12 +176,15 @@ function selectedProfiles(values: SqlValues, sel: ProfileSelection): string {
   const permitting = sel.channels
     .map((c, i) => ` left join (${c.permitting}) k${i} on k${i}.profile_id = b.profile_id`)
     .join('');
-  return `base as (
-      select p.profile_id, p.export_key, d.attrs, d.tags, d.updated_at${segmentColumns}${addressColumns}
-      from (${canonicalProfilesSql(sel.account)}) p
-      left join lateral (${sectionValuesSql(sel.account, 'p.profile_id', section)}) d on true
+  const fence = segmentColumnsShown
+    ? `
       -- A fence: the filter below reads the segment columns rather than judging the segments again.
-      offset 0
+      offset 0`
+    : '';
+  return `base as (
+      select p.profile_id, p.export_key, ${sectionValuesOf(SECTION_ROW)}${segmentColumns}${addressColumns}
+      from (${canonicalProfilesSql(sel.account)}) p
+      left join (${sectionRowsSql(sel.account, section)}) ${SECTION_ROW} on ${SECTION_ROW}.profile_id = p.profile_id${fence}
     ), selected as (
       select b.*${contactColumns} from base b${permitting} ${filter === null ? '' : `where ${filter}`}
     )`;
@@ -280,7 +298,9 @@ export function segmentExportStatement(
   values: SqlValues,
   sel: ProfileSelection & { known: ((profile: string) => string) | null },
 ): string {
-  return `with ${selectedProfiles(values, sel)}, wanted as (
+  // The file has no segment column: without the fence, PostgreSQL judges the segment in the join
+  // itself, which it can then run in parallel (docs/benchmarks.md "Issue 26").
+  return `with ${selectedProfiles(values, sel, false)}, wanted as (
       select * from selected k ${sel.known ? `where ${sel.known('k.profile_id')}` : ''}
     ), ${chosen(values, 'wanted', sel.limit)}
     select ${cells(values, sel, { segments: false })} from chosen c order by c.profile_id`;

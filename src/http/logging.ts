@@ -157,11 +157,27 @@ interface RouteLabel {
   routeJson: string;
   /** The query parameters the route declares. */
   known: ReadonlySet<string>;
+  /** Whether the route's path is kept as it came: no personal parameter, no wildcard. */
+  plainPath: boolean;
 }
 
 /** What writes the request lines of each app that are still in a batch, at the process's exit. */
 const unwritten = new Set<() => void>();
 process.on('exit', () => unwritten.forEach((write) => write()));
+
+/** How long the first request line of a batch waits for others, and how much a batch holds at most. */
+export const BATCH_MS = 100;
+const BATCH_BYTES = 64 * 1024;
+
+function labelOf(route: string | undefined, known: ReadonlySet<string>): RouteLabel {
+  const parameters = (route ?? '').split('/').filter((segment) => segment.startsWith(':') || segment.includes('*'));
+  return {
+    route,
+    routeJson: field('route', route),
+    known,
+    plainPath: route !== undefined && parameters.every((p) => !p.includes('*') && !PERSONAL_PARAMS.has(p.slice(1))),
+  };
+}
 
 /** `,"name":value` of a line, or nothing when the value is undefined. */
 const field = (name: string, value: string | number | undefined) =>
@@ -184,11 +200,15 @@ export function registerRequestLog(app: FastifyInstance): void {
   // The process's bindings as pino writes them after the time: `,"pid":…,"hostname":"…"`.
   const afterTime = (app.log as unknown as Record<symbol, string>)[pino.symbols.chindingsSym];
   const head = `{"level":${pino.levels.values.info},"time":`;
-  // The lines of a turn of the event loop are written together, after it: one write per turn
-  // rather than per request. At the app's close they are written at once, and at the process's
-  // exit (SIGTERM, an uncaught exception) too.
+  // The lines are written together, BATCH_MS after the first of a batch or once it holds
+  // BATCH_BYTES: a write per turn of the event loop was still a write every few requests under
+  // load. At the app's close they are written at once, and at the process's exit (SIGTERM, an
+  // uncaught exception) too.
   let batch = '';
+  let due: NodeJS.Timeout | undefined;
   const write = () => {
+    clearTimeout(due);
+    due = undefined;
     if (batch === '') return;
     stream.write(batch);
     batch = '';
@@ -202,13 +222,17 @@ export function registerRequestLog(app: FastifyInstance): void {
   app.addHook('onResponse', (request, reply, done) => {
     const { config, url: route } = request.routeOptions;
     let label = labels.get(config);
-    if (!label) labels.set(config, (label = { route, routeJson: field('route', route), known: queryNames(request) }));
-    const url = redactUrl(request.url, request.is404 ? undefined : label.route, label.known);
-    if (batch === '') setImmediate(write);
+    if (!label) labels.set(config, (label = labelOf(route, queryNames(request))));
+    const url =
+      label.plainPath && !request.is404 && !request.url.includes('?')
+        ? request.url
+        : redactUrl(request.url, request.is404 ? undefined : label.route, label.known);
+    if (batch === '') due = setTimeout(write, BATCH_MS).unref();
     batch +=
       `${head}${Date.now()}${afterTime},"reqId":${JSON.stringify(request.id)},"req":{"method":${JSON.stringify(request.method)},"url":${JSON.stringify(url)}${label.routeJson}` +
       `${field('host', request.host)}${field('remoteAddress', request.ip)}${field('remotePort', request.socket?.remotePort)}${field('userAgent', request.headers['user-agent'])}},` +
       `"res":{"statusCode":${reply.statusCode}${field('code', problemCodes.get(reply))}${field('account', accountOf(request))}},"responseTime":${reply.elapsedTime},"msg":"request completed"}\n`;
+    if (batch.length >= BATCH_BYTES) write();
     done();
   });
 }

@@ -17,6 +17,7 @@ import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
 import {
+  clusterMembers,
   currentVersionId,
   deleteProfiles,
   identifierOf,
@@ -32,7 +33,7 @@ import {
   type ProfileFollower,
 } from './profiles.ts';
 import * as q from './queries.ts';
-import type { IdentifierInSection } from './schemas.ts';
+import type { AttributeHistory, IdentifierInSection } from './schemas.ts';
 
 /** A write of an attribute that a keyspace maps its profile keys to. */
 interface KeyChange {
@@ -165,14 +166,73 @@ function readableThrough(section: SectionDefs, keyspace: KeyspaceRow): Set<strin
   return readable;
 }
 
-/** GET …/attributes: attribute version id → value, for the attributes readable through the keyspace. */
-export async function getAttributes(db: Queryable, scope: AccountScope, id: IdentifierInSection): Promise<q.ValueMap> {
+/**
+ * What the attribute reads of a profile's section answer from: the section (403 to a key not granted
+ * it), the profile located with what its cluster shows there (404, 410), and the attribute version
+ * ids readable through the keyspace (no hidden attribute, none the keyspace may not read); the
+ * values shown, readable ones only.
+ */
+async function readableValues(db: Queryable, scope: AccountScope, id: IdentifierInSection) {
   const section = sectionOf(scope, id.section_discriminator);
   const { located, data } = await locateWithSectionData(db, scope, id, section);
   const readable = readableThrough(section, located.keyspace);
   const shown: q.ValueMap = {};
   for (const versionId in data.attributes) if (readable.has(versionId)) shown[versionId] = data.attributes[versionId];
-  return shown;
+  return { section, located, readable, shown };
+}
+
+/** GET …/attributes: attribute version id → value, for the attributes readable through the keyspace. */
+export async function getAttributes(db: Queryable, scope: AccountScope, id: IdentifierInSection): Promise<q.ValueMap> {
+  return (await readableValues(db, scope, id)).shown;
+}
+
+const fromMicros = (micros: number) => new Date(micros / 1000).toISOString();
+
+/**
+ * GET …/attributes/history: per attribute the value shown now with the time it was set, and the
+ * values it replaced with their set and replaced times, newest first (at most `limit`), of the
+ * attributes GET …/attributes answers, through the same checks. A member of a merge cluster
+ * answers its cluster's history, as it answers its cluster's values: a value shown is the entry of
+ * the earliest-created member that has one, and the past values are those of every member.
+ */
+export async function getAttributeHistory(
+  db: Queryable,
+  scope: AccountScope,
+  id: IdentifierInSection,
+  limit: number,
+): Promise<AttributeHistory> {
+  const { section, located, readable, shown } = await readableValues(db, scope, id);
+  const members = await clusterMembers(db, scope, located.canonicalId);
+  const [own, past] = [
+    await q.listOwnSetTimes(db, scope.accountId, members, section.id),
+    await q.listReplacedValues(db, scope.accountId, members, section.id, [...readable], limit),
+  ];
+  const items: AttributeHistory['items'] = [];
+  for (const attribute of section.attributes) {
+    for (const version of attribute.versions) {
+      if (!readable.has(version.id)) continue;
+      const replaced = past.filter((p) => p.version_id === version.id);
+      let current: AttributeHistory['items'][number]['current'] = null;
+      if (version.id in shown) {
+        const owner = own.find((row) => version.id in row.attributes);
+        const micros = owner?.attribute_set_at[version.id];
+        if (micros !== undefined) current = { value: shown[version.id], set_at: fromMicros(micros) };
+      }
+      if (!current && replaced.length === 0) continue;
+      items.push({
+        version_id: version.id,
+        attribute_discriminator: attribute.discriminator,
+        current,
+        past: replaced.map((p) => ({
+          value: p.value,
+          set_at: p.set_at.toISOString(),
+          replaced_at: p.replaced_at.toISOString(),
+        })),
+        past_total: replaced[0]?.total ?? 0,
+      });
+    }
+  }
+  return { items };
 }
 
 /** What every step of an attribute write in its transaction works with. */

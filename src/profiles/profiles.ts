@@ -6,7 +6,7 @@ import { keyspaceForProfileAccess, requireAllSections, sectionOf } from '../defi
 import type { Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
 import * as q from './queries.ts';
-import type { IdentifierInSection, UniqueIdentifier } from './schemas.ts';
+import type { IdentifierInSection, MergeCluster, UniqueIdentifier } from './schemas.ts';
 
 /** A profile found through one of its unique identifiers. */
 export interface Located {
@@ -360,7 +360,7 @@ export async function joinClusters(
   for (const former of [a, b])
     if (former !== canonicalId)
       await q.settleSectionData(tx, scope.accountId, former, { at: scope.now, keep: 'own values' });
-  await q.setCanonical(tx, scope.accountId, all, canonicalId);
+  await q.setCanonical(tx, scope.accountId, all, canonicalId, scope.now);
   await q.recomputeClusterData(tx, scope.accountId, canonicalId, all);
   return canonicalId;
 }
@@ -494,8 +494,35 @@ export async function unmergeProfile(
     at: scope.now,
     keep: remaining.length > 1 ? 'shown values and clears' : 'shown values',
   });
-  await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId);
+  await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId, scope.now);
   if (remaining.length > 1) await q.recomputeClusterData(tx, scope.accountId, located.canonicalId, remaining);
+}
+
+/**
+ * The merge cluster of a profile: the canonical profile, then each member with when it was merged,
+ * each with its keys in the keyspaces open to the API (the export key through the export keyspace
+ * when that is). A key restricted to some sections may not read it, as it may not merge or unmerge:
+ * a cluster joins the data of every section.
+ */
+export async function getMergeCluster(db: Queryable, scope: AccountScope, id: UniqueIdentifier): Promise<MergeCluster> {
+  requireAllSections(scope, 'reading a merge cluster');
+  const located = await locate(db, scope, id);
+  const members = await q.listClusterMembersMerged(db, scope.accountId, located.canonicalId);
+  const identifiers = await identifiersOf(
+    db,
+    scope,
+    members.map((m) => m.profile_id),
+  );
+  const open = new Map(scope.defs.keyspaces.filter((k) => k.api_access).map((k) => [k.keyspace_id, k.discriminator]));
+  return {
+    items: members.map((m) => ({
+      canonical: m.profile_id === located.canonicalId,
+      merged_at: m.merged_at && m.merged_at.toISOString(),
+      keys: identifiers
+        .filter((i) => i.profile_id === m.profile_id && open.has(i.keyspace_id))
+        .map((i) => ({ keyspace_discriminator: open.get(i.keyspace_id)!, profile_key: i.profile_key })),
+    })),
+  };
 }
 
 /** The members of a located profile's cluster, earliest created (the canonical profile) first. */

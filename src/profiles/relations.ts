@@ -34,8 +34,21 @@ export function sectionRowsSql(account: string, section: string): string {
  * has no data there.
  */
 export function sectionValuesSql(account: string, profile: string, section: string): string {
-  return `select ${SHOWN.storedAttributes('ps')} as attrs, ${SHOWN.tags('ps')} as tags, ps.updated_at
+  return `select ${sectionValuesOf('ps')}
         from profile_sections ps where ps.account_id = ${account} and ps.profile_id = ${profile} and ps.section_id = ${section}`;
+}
+
+/** The attributes that `row`, a row of sectionRowsSql, shows: its cluster's on a merge cluster's canonical profile. */
+export function shownAttributesOf(row: string): string {
+  return SHOWN.storedAttributes(row);
+}
+
+/**
+ * The columns of sectionValuesSql (attrs, tags, updated_at) of `row`, a row of sectionRowsSql that
+ * a statement has joined itself: null where the profile has no row there.
+ */
+export function sectionValuesOf(row: string): string {
+  return `${shownAttributesOf(row)} as attrs, ${SHOWN.tags(row)} as tags, ${row}.updated_at`;
 }
 
 /**

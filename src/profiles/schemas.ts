@@ -119,3 +119,51 @@ export const AttributeParams = Type.Object({
   section_discriminator: Type.String(),
   attribute_discriminator: Type.String({ description: 'Attribute discriminator' }),
 });
+
+export const HistoryQuery = Type.Object({
+  limit: Type.Integer({
+    minimum: 1,
+    maximum: 500,
+    default: 50,
+    description: 'At most this many past values per attribute, newest first',
+  }),
+});
+
+const PastValue = Type.Object({
+  value: Type.Unknown(),
+  set_at: DateTime,
+  replaced_at: DateTime,
+});
+
+export const AttributeHistory = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      version_id: Type.String({ description: 'Attribute version id' }),
+      attribute_discriminator: Type.String(),
+      current: Type.Union([Type.Object({ value: Type.Unknown(), set_at: DateTime }), Type.Null()], {
+        description: 'The value the profile shows now and when it was set; null when it shows none',
+      }),
+      past: Type.Array(PastValue, { description: 'Values replaced (by another value or a clear), newest first' }),
+      past_total: Type.Integer({ description: 'How many past values there are in all (`past` holds at most `limit`)' }),
+    }),
+    { description: 'Per attribute version with a value now or before, in version order' },
+  ),
+});
+export type AttributeHistory = Static<typeof AttributeHistory>;
+
+export const MergeCluster = Type.Object({
+  items: Type.Array(
+    Type.Object({
+      canonical: Type.Boolean({
+        description: 'Whether this is the canonical profile, whose keys answer for the cluster',
+      }),
+      merged_at: Type.Union([DateTime, Type.Null()], {
+        description:
+          'When the profile was merged into the cluster; null for the canonical profile (and for members merged before the service recorded it)',
+      }),
+      keys: Type.Array(UniqueIdentifier, { description: 'Its keys, in the keyspaces open to the API' }),
+    }),
+    { description: 'The canonical profile first, then the members in the order they were created' },
+  ),
+});
+export type MergeCluster = Static<typeof MergeCluster>;

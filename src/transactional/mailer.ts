@@ -81,6 +81,9 @@ function mailOf(message: OutgoingMessage) {
   };
 }
 
+/** Something that looks like an email address, within angle brackets or not. */
+const ADDRESS = /[^\s<>@"]+@[^\s<>"]+/g;
+
 /** nodemailer's error in our terms; anything without an SMTP answer may pass on a later attempt. */
 function deliveryError(err: unknown): DeliveryError {
   const e = err as {
@@ -91,8 +94,10 @@ function deliveryError(err: unknown): DeliveryError {
     rejected?: string[];
   };
   const permanent = e.permanent ?? (e.responseCode !== undefined && e.responseCode >= 500);
-  // The answer alone: nodemailer's message repeats the refused address, which logs must not carry.
-  const reason = e.response ?? e.message ?? String(err);
+  // The answer alone, without the addresses in it: nodemailer's message repeats the refused
+  // address, and so do mail servers' answers (Postfix: `450 4.1.1 <ann@example.com>: Recipient
+  // address rejected`), which the job's error, and so the log, must not carry.
+  const reason = (e.response ?? e.message ?? String(err)).replace(ADDRESS, '[address]');
   return new DeliveryError(reason, permanent, (e.rejected?.length ?? 0) > 0);
 }
 

@@ -1,5 +1,5 @@
 import fs from 'node:fs/promises';
-import { describe, expect, it, inject } from 'vitest';
+import { describe, expect, it, inject, vi } from 'vitest';
 import { expectProblem } from '../../test/app.ts';
 import { withTransaction } from '../store/pool.ts';
 import {
@@ -188,16 +188,22 @@ describe('sends that are not delivered', () => {
     expect((await sendSettled(body(key))).status).toBe('suppressed');
   });
 
-  it('a 4xx answer is tried again with back-off, and the message sent once the server takes it', async () => {
+  it('a 4xx answer is tried again with back-off, and the message sent once the server takes it; the job error leaves out the address the answer names', async () => {
     let refusals = 0;
     smtp.answer = (step, address) =>
       step === 'data' && address === 'busy@example.com' && refusals++ === 0 ? 451 : undefined;
+    // The worker hands each job's error to the process's log (here the console's).
+    const jobErrors = vi.spyOn(console, 'error');
     try {
       const { id, status } = await sendSettled(body('busy@example.com'));
       expect(status).toBe('sent');
       expect(refusals).toBe(2);
       expect((await mailOf(id)).to).toEqual(['busy@example.com']);
+      const logged = jobErrors.mock.calls.map((args) => args.map((a) => String((a as Error)?.message ?? a)).join(' '));
+      expect(logged.some((line) => line.includes('451') && line.includes('[address]'))).toBe(true);
+      expect(logged.join('\n')).not.toContain('busy@example.com');
     } finally {
+      jobErrors.mockRestore();
       smtp.answer = () => undefined;
     }
   });

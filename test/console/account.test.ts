@@ -10,6 +10,8 @@ const SHOP_S = 'com.vendor1.sections.user-created.shop';
 const CLUB_S = 'com.vendor1.sections.user-created.club';
 const HOSTILE = '<img src=x onerror=alert(1)>';
 const KEY = 'ada@example.com';
+const WEB = 'com.vendor1.keyspaces.web';
+const COOKIE = 'cookie-4711';
 
 // A browser on a busy machine is slow: generous time for each test (no test depends on it).
 describe.skipIf(!CHROMIUM)('the console of an account', { timeout: 180_000 }, () => {
@@ -46,7 +48,21 @@ describe.skipIf(!CHROMIUM)('the console of an account', { timeout: 180_000 }, ()
       body: { profile_key: KEY },
     });
     expect(created.status, created.text).toBe(201);
+    // A first name replaced by another: the first one is in the attribute history.
+    expect((await patch(SHOP_S, { 'com.vendor1.attributes.firstname': 'Ada' })).status).toBeLessThan(300);
+    server.clock.advance(60_000);
     expect((await patch(SHOP_S, { 'com.vendor1.attributes.firstname': HOSTILE })).status).toBeLessThan(300);
+    // Merged with the profile of a browser cookie, created later: the cluster shows both.
+    const merged = await server.request('PUT', '/audience/profiles/merges', {
+      token: account.token,
+      body: {
+        profiles: [
+          { keyspace_discriminator: EMAIL, profile_key: KEY },
+          { keyspace_discriminator: WEB, profile_key: COOKIE },
+        ],
+      },
+    });
+    expect(merged.status, merged.text).toBe(204);
     expect((await patch(CLUB_S, { 'com.vendor1.attributes.user-created.level': 'gold' })).status).toBeLessThan(300);
     const consent = await server.request('POST', `${at(SHOP_S)}/consents`, {
       token: account.token,
@@ -96,17 +112,35 @@ describe.skipIf(!CHROMIUM)('the console of an account', { timeout: 180_000 }, ()
     await checkPage(page, 'find-profile');
     await findProfile(page);
     const shop = page.getByRole('region', { name: 'Shop' });
-    await shop.getByRole('cell', { name: HOSTILE }).waitFor();
+    await shop.getByRole('table', { name: 'Attribute history, newest first' }).waitFor();
+    // The value now and the one it replaced, newest first, with their times.
+    const history = shop.getByRole('table', { name: 'Attribute history, newest first' });
+    const firstNames = history.getByRole('row').filter({ hasText: 'First name' });
+    await expect.poll(() => firstNames.count()).toBe(2);
+    expect(await firstNames.nth(0).textContent()).toContain(HOSTILE);
+    expect(await firstNames.nth(0).textContent()).toContain('now shown');
+    expect(await firstNames.nth(1).getByRole('cell').nth(1).textContent()).toBe('Ada');
+    expect(await firstNames.nth(1).locator('time').count()).toBe(2);
+    await shop.getByRole('cell', { name: HOSTILE }).first().waitFor();
     const timeline = shop.getByRole('list', { name: 'Events in Shop, newest first' });
     await expect.poll(() => timeline.getByRole('listitem').count()).toBe(2);
     // Newest first, each with its name and data.
     expect(await timeline.getByRole('listitem').first().textContent()).toMatch(/Page view \(v1\)[\s\S]*<b>Basket<\/b>/);
-    await page.getByRole('region', { name: 'Club' }).getByRole('cell', { name: 'gold' }).waitFor();
+    await page.getByRole('region', { name: 'Club' }).getByRole('cell', { name: 'gold' }).first().waitFor();
     await shop.getByRole('cell', { name: 'signed up in the shop' }).waitFor();
     // The value is text: no element was made of it, no script ran.
     expect(await page.locator('main img, main b').count()).toBe(0);
     expect(dialogs).toEqual([]);
+    // The merge cluster: the profile, canonical, and the cookie's, merged, each key a link to it.
+    const cluster = page.getByRole('table', { name: 'Profiles of the cluster' });
+    await expect.poll(() => cluster.getByRole('row').count()).toBe(3);
+    expect(await cluster.getByRole('row').nth(1).textContent()).toMatch(/canonical[\s\S]*ada@example\.com/);
+    expect(await cluster.getByRole('row').nth(2).textContent()).toMatch(/merged[\s\S]*cookie-4711/);
     await checkPage(page, 'profile');
+    await cluster.getByRole('link', { name: COOKIE }).click();
+    await page.getByRole('heading', { name: `Profile ${COOKIE}`, level: 1 }).waitFor();
+    // Through the cookie, the cluster's values.
+    await page.getByRole('region', { name: 'Club' }).getByRole('cell', { name: 'gold' }).first().waitFor();
 
     await page.getByRole('link', { name: 'Definitions' }).click();
     await page.getByRole('cell', { name: 'com.vendor1.attributes.user-created.points' }).waitFor();
@@ -116,7 +150,7 @@ describe.skipIf(!CHROMIUM)('the console of an account', { timeout: 180_000 }, ()
     const phone = await b.open(390);
     await signInWithKey(phone, b.server, full);
     await findProfile(phone);
-    await phone.getByRole('region', { name: 'Shop' }).getByRole('cell', { name: HOSTILE }).waitFor();
+    await phone.getByRole('region', { name: 'Shop' }).getByRole('cell', { name: HOSTILE }).first().waitFor();
     await checkPage(phone, 'profile-phone');
     expect(b.errors).toEqual([]);
   });
@@ -125,9 +159,14 @@ describe.skipIf(!CHROMIUM)('the console of an account', { timeout: 180_000 }, ()
     const page = await b.open();
     await signInWithKey(page, b.server, clubOnly);
     await findProfile(page);
-    await page.getByRole('region', { name: 'Club' }).getByRole('cell', { name: 'gold' }).waitFor();
+    await page.getByRole('region', { name: 'Club' }).getByRole('cell', { name: 'gold' }).first().waitFor();
     // The sections the API lists for the key are the ones shown; asked for another, the API refuses.
-    expect(await page.locator('main').getByRole('heading', { level: 2 }).allTextContents()).toEqual(['Club']);
+    // The merge cluster, which joins every section, is not read through it.
+    expect(await page.locator('main').getByRole('heading', { level: 2 }).allTextContents()).toEqual([
+      'Merge cluster',
+      'Club',
+    ]);
+    await page.getByText('Only a key granted every section may read a merge cluster.').waitFor();
     await page.goto(`${b.server.url}/console#/definitions?section=${SHOP_S}`);
     await page.getByRole('heading', { name: 'Attributes' }).waitFor();
     await expect.poll(() => page.getByRole('alert').first().textContent()).toMatch(/403/);

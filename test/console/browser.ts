@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -6,6 +5,9 @@ import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { TestServer } from '../app.ts';
+import { CHROMIUM } from './chromium.ts';
+
+export { CHROMIUM };
 
 // What the console's browser tests share: one Debian chromium per test file, driven by
 // playwright-core, against a real server on the file's own database; an axe-core check and a
@@ -13,10 +15,6 @@ import { TestServer } from '../app.ts';
 
 const require = createRequire(import.meta.url);
 
-/** Debian's chromium, or the one CHROMIUM_PATH names; undefined when there is none. */
-export const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find(
-  (p): p is string => !!p && existsSync(p),
-);
 if (!CHROMIUM) console.warn('chromium is not installed (apt-get install chromium): the console browser tests skip');
 
 /** Where screenshots go: SCREENSHOTS_DIR (npm run console:screenshots: docs/console), else a temporary folder. */

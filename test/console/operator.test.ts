@@ -79,6 +79,19 @@ describe.skipIf(!CHROMIUM)('the console for the operator', { timeout: 180_000 },
     await apply.click();
     await page.getByRole('heading', { name: 'Applied' }).waitFor();
     expect(await sections()).toEqual([]);
+    // Load current: the account's manifest as it stands, which a preview finds nothing to create or change in.
+    await page.getByRole('button', { name: 'Load current' }).click();
+    const editor = page.getByLabel('Manifest (JSON)');
+    await expect.poll(() => editor.inputValue()).toContain('"com.vendor1.tags.user-created.gold"');
+    expect(JSON.parse(await editor.inputValue())).toEqual(
+      (await b.server.admin('GET', `/admin/accounts/${accountId}/manifest`)).body,
+    );
+    expect(await apply.isDisabled()).toBe(true);
+    await page.getByRole('button', { name: 'Preview' }).click();
+    await page.getByRole('heading', { name: 'Left alone', exact: false }).waitFor();
+    await page.getByRole('heading', { name: 'Created (0)' }).waitFor();
+    await page.getByRole('heading', { name: 'Changed (0)' }).waitFor();
+    await checkPage(page, 'manifest-current');
 
     await page.getByRole('link', { name: 'Integrations' }).click();
     await page.getByLabel('System', { exact: true }).fill('magento');

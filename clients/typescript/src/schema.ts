@@ -770,7 +770,27 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    get?: never;
+    /**
+     * Merge cluster of a profile
+     * @description The profiles of the merge cluster a profile belongs to: the canonical profile first, then each merged profile with when it was merged, each with its keys in the keyspaces open to the API. A standalone profile answers itself alone. A key restricted to some sections may not read it, as a cluster joins the data of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1205` | Invalid profile key |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1101` | Keyspace not found |
+     *     | 404 | `AUD-1201` | Profile not found |
+     *     | 410 | `AUD-1202` | Profile locked |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceProfilesMergesKeyspacesProfilesByProfileKey'];
     put?: never;
     post?: never;
     /**
@@ -956,6 +976,43 @@ export interface paths {
      *     | 503 | `AUD-2` | Service unavailable |
      */
     patch: operations['patchAudienceKeyspacesProfilesSectionsAttributes'];
+    trace?: never;
+  };
+  '/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/attributes/history': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Attribute history of a profile
+     * @description Per attribute of a profile in a section, the value it shows now with the time it was set, and the values it had before with the times each was set and replaced, newest first (at most `limit` per attribute; `past_total` counts them all). Exactly the attributes the attributes GET answers: hidden ones and those the keyspace may not read are left out. A merged profile answers the history of its cluster, as it answers its values.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1205` | Invalid profile key |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1101` | Keyspace not found |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-1201` | Profile not found |
+     *     | 410 | `AUD-1202` | Profile locked |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceKeyspacesProfilesSectionsAttributesHistory'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
     trace?: never;
   };
   '/v2/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/attributes': {
@@ -2436,7 +2493,21 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    get?: never;
+    /**
+     * Read an account as a manifest
+     * @description Answers what the account defines as a manifest: its name and limit overrides, keyspaces, channels, sections with their attributes, tags, events, topic folders and topics, segments (their queries as stored, with numeric ids), suppressions and activities. Applying it back to the account creates and changes nothing; edited, it is the starting point of the next apply.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAdminAccountsManifest'];
     /**
      * Apply a manifest
      * @description Applies a manifest to an account, idempotently, and answers what it created, changed and left alone. Nothing changes when it fails.
@@ -5215,6 +5286,75 @@ export interface operations {
       '5XX': components['responses']['Problem'];
     };
   };
+  getAudienceProfilesMergesKeyspacesProfilesByProfileKey: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Keyspace discriminator
+         * @example com.vendor1.integrations.keyspaces.5f2b9c1e.shop
+         */
+        keyspace_discriminator: string;
+        /**
+         * @description Profile key, raw or percent-encoded
+         * @example customer-4711
+         */
+        profile_key: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "canonical": true,
+           *           "merged_at": null,
+           *           "keys": [
+           *             {
+           *               "keyspace_discriminator": "com.vendor1.keyspaces.email",
+           *               "profile_key": "ann@example.com"
+           *             }
+           *           ]
+           *         },
+           *         {
+           *           "canonical": false,
+           *           "merged_at": "2026-03-01T09:30:00.000Z",
+           *           "keys": [
+           *             {
+           *               "keyspace_discriminator": "com.vendor1.keyspaces.web",
+           *               "profile_key": "c2f1e7a4-0b6d-4f1e-9a55-3d7c2b8e1f00"
+           *             }
+           *           ]
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description The canonical profile first, then the members in the order they were created */
+            items: {
+              /** @description Whether this is the canonical profile, whose keys answer for the cluster */
+              canonical: boolean;
+              /** @description When the profile was merged into the cluster; null for the canonical profile (and for members merged before the service recorded it) */
+              merged_at: string | (never | null);
+              /** @description Its keys, in the keyspaces open to the API */
+              keys: components['schemas']['UniqueIdentifier'][];
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
   deleteAudienceProfilesMergesKeyspacesProfilesByProfileKey: {
     parameters: {
       query?: never;
@@ -5486,6 +5626,104 @@ export interface operations {
           [name: string]: unknown;
         };
         content?: never;
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAudienceKeyspacesProfilesSectionsAttributesHistory: {
+    parameters: {
+      query: {
+        /**
+         * @description At most this many past values per attribute, newest first
+         * @example 50
+         */
+        limit: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description Keyspace discriminator
+         * @example com.vendor1.integrations.keyspaces.5f2b9c1e.shop
+         */
+        keyspace_discriminator: string;
+        /**
+         * @description Profile key, raw or percent-encoded
+         * @example customer-4711
+         */
+        profile_key: string;
+        /**
+         * @description Section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "version_id": "3f6a1c2e-8b4d-4e5f-9a0b-1c2d3e4f5a6b",
+           *           "attribute_discriminator": "com.vendor1.attributes.user-created.city",
+           *           "current": {
+           *             "value": "Hamburg",
+           *             "set_at": "2026-03-01T09:30:00.000Z"
+           *           },
+           *           "past": [
+           *             {
+           *               "value": "Bremen",
+           *               "set_at": "2025-11-12T16:02:11.000Z",
+           *               "replaced_at": "2026-03-01T09:30:00.000Z"
+           *             }
+           *           ],
+           *           "past_total": 1
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description Per attribute version with a value now or before, in version order */
+            items: {
+              /** @description Attribute version id */
+              version_id: string;
+              attribute_discriminator: string;
+              /** @description The value the profile shows now and when it was set; null when it shows none */
+              current: {
+                value: unknown;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339 date-time, UTC
+                 */
+                set_at: string;
+              } | null;
+              /** @description Values replaced (by another value or a clear), newest first */
+              past: {
+                value: unknown;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339 date-time, UTC
+                 */
+                set_at: string;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339 date-time, UTC
+                 */
+                replaced_at: string;
+              }[];
+              /** @description How many past values there are in all (`past` holds at most `limit`) */
+              past_total: number;
+            }[];
+          };
+        };
       };
       '4XX': components['responses']['Problem'];
       '5XX': components['responses']['Problem'];
@@ -8580,6 +8818,205 @@ export interface operations {
             /** @description The account, its definitions and suppressions that stayed as they were */
             unchanged: string[];
           };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAdminAccountsManifest: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "account": {
+           *         "name": "Shop",
+           *         "limits": {
+           *           "com.vendor1.attributes.user-created.city": 0
+           *         }
+           *       },
+           *       "keyspaces": [
+           *         {
+           *           "discriminator": "com.vendor1.sections.user-created.shop",
+           *           "name": "Shop",
+           *           "description": "Customers of the online shop",
+           *           "manage_subscriptions": false,
+           *           "api_access": false,
+           *           "mapped_attribute": "Example"
+           *         }
+           *       ],
+           *       "channels": [
+           *         {
+           *           "discriminator": "com.vendor1.sections.user-created.shop",
+           *           "name": "Shop",
+           *           "description": "Customers of the online shop",
+           *           "address_attribute": "Example"
+           *         }
+           *       ],
+           *       "sections": [
+           *         {
+           *           "name": "Shop",
+           *           "discriminator": "com.vendor1.sections.user-created.shop",
+           *           "description": "Customers of the online shop",
+           *           "ecommerce_connected": false,
+           *           "attributes": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "description": "Customers of the online shop",
+           *               "hidden": false,
+           *               "ecommerce": false,
+           *               "keyspace_permissions": {
+           *                 "com.vendor1.attributes.user-created.city": [
+           *                   "read"
+           *                 ]
+           *               },
+           *               "versions": [
+           *                 {
+           *                   "type": [
+           *                     "Text"
+           *                   ],
+           *                   "deprecated_at": "2026-03-01T09:30:00Z",
+           *                   "valid_from": "2026-03-01T09:30:00Z"
+           *                 }
+           *               ]
+           *             }
+           *           ],
+           *           "tags": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "hidden": false,
+           *               "keyspace_permissions": {
+           *                 "com.vendor1.attributes.user-created.city": [
+           *                   "read"
+           *                 ]
+           *               }
+           *             }
+           *           ],
+           *           "events": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "description": "Customers of the online shop",
+           *               "hidden": false,
+           *               "keyspace_permissions": {
+           *                 "com.vendor1.attributes.user-created.city": [
+           *                   "read"
+           *                 ]
+           *               },
+           *               "versions": [
+           *                 {
+           *                   "type": [
+           *                     {
+           *                       "name": "Shop",
+           *                       "type": "Example"
+           *                     }
+           *                   ],
+           *                   "deprecated_at": "2026-03-01T09:30:00Z",
+           *                   "valid_from": "2026-03-01T09:30:00Z"
+           *                 }
+           *               ]
+           *             }
+           *           ],
+           *           "topic_folders": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "parent": "Example"
+           *             }
+           *           ],
+           *           "topics": [
+           *             {
+           *               "name": "Shop",
+           *               "discriminator": "com.vendor1.sections.user-created.shop",
+           *               "description": "Customers of the online shop",
+           *               "folder": "Example",
+           *               "channel": "Example"
+           *             }
+           *           ]
+           *         }
+           *       ],
+           *       "integrations": [
+           *         {
+           *           "system": "magento"
+           *         }
+           *       ],
+           *       "segments": [
+           *         {
+           *           "name": "Shop",
+           *           "discriminator": "com.vendor1.sections.user-created.shop",
+           *           "description": "Customers of the online shop",
+           *           "section": "Example",
+           *           "versions": [
+           *             {
+           *               "query": "Example"
+           *             }
+           *           ]
+           *         }
+           *       ],
+           *       "suppressions": [
+           *         {
+           *           "channel_discriminator": "com.vendor1.channels.email",
+           *           "address": "anna.berg@example.org",
+           *           "reason": "Signed up at checkout"
+           *         }
+           *       ],
+           *       "activities": [
+           *         {
+           *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *           "kind": "email",
+           *           "section_discriminator": "com.vendor1.sections.user-created.shop",
+           *           "name": "Shop",
+           *           "status": "draft",
+           *           "created_at": "2026-03-01T09:30:00Z",
+           *           "sent_at": "2026-03-01T09:30:00Z",
+           *           "archived": false,
+           *           "email_subject": "Example",
+           *           "sender_name": "Example",
+           *           "sender_email_address": "anna.berg@example.org",
+           *           "reply_to": "anna.berg@example.org",
+           *           "preheader": "Example",
+           *           "html": "Example",
+           *           "text": "Example",
+           *           "transactional": false,
+           *           "description": "Customers of the online shop",
+           *           "trigger_type": "api",
+           *           "form_type": "form",
+           *           "elements": [
+           *             {
+           *               "type": "Example",
+           *               "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *               "name": "Shop",
+           *               "required": false,
+           *               "placeholder": "Example",
+           *               "confirm_placeholder": "Example",
+           *               "confirm": false
+           *             }
+           *           ]
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': components['schemas']['AccountManifest'];
         };
       };
       '4XX': components['responses']['Problem'];

@@ -80,7 +80,7 @@ function sendReady(request: FastifyRequest, reply: FastifyReply, answer: exports
   const { stream, compressed } = answer.file.read(type);
   reply.type(type);
   if (gzip === compressed) return reply.send(stream);
-  const recoded = gzip ? zlib.createGzip() : zlib.createGunzip();
+  const recoded = gzip ? exports.createExportGzip() : zlib.createGunzip();
   pipeline(stream, recoded, () => {});
   return reply.send(recoded);
 }

@@ -3,14 +3,17 @@ import * as attributes from '../../profiles/attributes.ts';
 import * as events from '../../profiles/events.ts';
 import * as profiles from '../../profiles/profiles.ts';
 import {
+  AttributeHistory,
   AttributeParams,
   AttributeValues,
   CreateProfile,
   CreateProfileParams,
   Events,
   EventsQuery,
+  HistoryQuery,
   KeyUpdateQuery,
   Merge,
+  MergeCluster,
   MergePatch,
   NewEvents,
   ProfileParams,
@@ -114,6 +117,41 @@ export const profilesRoutes: OperationTable = {
       handle: ({ db, scope, params }) => profiles.unmergeProfile(db, scope, params, activitiesFollowProfiles),
     }),
     operation({
+      method: 'GET',
+      path: '/audience/profiles/merges/keyspaces/:keyspace_discriminator/profiles/:profile_key',
+      summary: 'Merge cluster of a profile',
+      examples: {
+        response: {
+          200: {
+            items: [
+              {
+                canonical: true,
+                merged_at: null,
+                keys: [{ keyspace_discriminator: 'com.vendor1.keyspaces.email', profile_key: 'ann@example.com' }],
+              },
+              {
+                canonical: false,
+                merged_at: '2026-03-01T09:30:00.000Z',
+                keys: [
+                  {
+                    keyspace_discriminator: 'com.vendor1.keyspaces.web',
+                    profile_key: 'c2f1e7a4-0b6d-4f1e-9a55-3d7c2b8e1f00',
+                  },
+                ],
+              },
+            ],
+          },
+        },
+      },
+      description:
+        'The profiles of the merge cluster a profile belongs to: the canonical profile first, then each merged profile with when it was merged, each with its keys in the keyspaces open to the API. A standalone profile answers itself alone. A key restricted to some sections may not read it, as a cluster joins the data of every section.',
+      errors: ['AUD-1101', 'AUD-1106', 'AUD-1107', 'AUD-1201', 'AUD-1202', 'AUD-1205'],
+      params: ProfileParams,
+      response: { 200: MergeCluster },
+      scope,
+      handle: ({ db, scope, params }) => profiles.getMergeCluster(db, scope, params),
+    }),
+    operation({
       method: 'PUT',
       path: base,
       summary: 'Switch a unique identifier',
@@ -177,6 +215,36 @@ export const profilesRoutes: OperationTable = {
       response: { 200: AttributeValues },
       scope,
       handle: ({ db, scope, params }) => attributes.getAttributes(db, scope, params),
+    }),
+    operation({
+      method: 'GET',
+      path: `${base}/attributes/history`,
+      summary: 'Attribute history of a profile',
+      examples: {
+        response: {
+          200: {
+            items: [
+              {
+                version_id: '3f6a1c2e-8b4d-4e5f-9a0b-1c2d3e4f5a6b',
+                attribute_discriminator: 'com.vendor1.attributes.user-created.city',
+                current: { value: 'Hamburg', set_at: '2026-03-01T09:30:00.000Z' },
+                past: [
+                  { value: 'Bremen', set_at: '2025-11-12T16:02:11.000Z', replaced_at: '2026-03-01T09:30:00.000Z' },
+                ],
+                past_total: 1,
+              },
+            ],
+          },
+        },
+      },
+      description:
+        'Per attribute of a profile in a section, the value it shows now with the time it was set, and the values it had before with the times each was set and replaced, newest first (at most `limit` per attribute; `past_total` counts them all). Exactly the attributes the attributes GET answers: hidden ones and those the keyspace may not read are left out. A merged profile answers the history of its cluster, as it answers its values.',
+      errors: ['AUD-1101', 'AUD-1102', 'AUD-1106', 'AUD-1107', 'AUD-1201', 'AUD-1202', 'AUD-1205'],
+      params: ProfileSectionParams,
+      query: HistoryQuery,
+      response: { 200: AttributeHistory },
+      scope,
+      handle: ({ db, scope, params, query }) => attributes.getAttributeHistory(db, scope, params, query.limit),
     }),
     // The attribute PATCHes take the pool: they open a transaction only when a write needs one (docs/architecture.md).
     operation({

@@ -124,6 +124,19 @@ export async function listClusterMembers(db: Queryable, accountId: string, canon
   return rows.map((r) => r.profile_id);
 }
 
+/** The members of a cluster with the time each was merged (null for the canonical profile), canonical first. */
+export async function listClusterMembersMerged(
+  db: Queryable,
+  accountId: string,
+  canonicalId: string,
+): Promise<{ profile_id: string; merged_at: Date | null }[]> {
+  const { rows } = await db.query<{ profile_id: string; merged_at: Date | null }>(
+    `select profile_id, merged_at from profiles where account_id = $1::bigint and (profile_id = $2::bigint or canonical_id = $2::bigint) order by profile_id`,
+    [accountId, canonicalId],
+  );
+  return rows;
+}
+
 /** The members of a cluster with their export keys, earliest created (the canonical profile) first. */
 export async function listClusterMemberKeys(
   db: Queryable,
@@ -148,16 +161,22 @@ export async function lockClusterMembers(db: Queryable, accountId: string, canon
   return rows.map((r) => r.profile_id);
 }
 
+/**
+ * Makes `canonicalId` the canonical profile of `profileIds`; a member keeps the time it was merged,
+ * one that stops being a profile of its own is merged `at`.
+ */
 export async function setCanonical(
   db: Queryable,
   accountId: string,
   profileIds: string[],
   canonicalId: string | null,
+  at: Date,
 ): Promise<void> {
   await db.query(
-    `update profiles set canonical_id = case when profile_id = $3::bigint then null else $3::bigint end
+    `update profiles set canonical_id = case when profile_id = $3::bigint then null else $3::bigint end,
+       merged_at = case when profile_id = $3::bigint then null else coalesce(merged_at, $4::timestamptz) end
      where account_id = $1::bigint and profile_id = any($2::bigint[])`,
-    [accountId, profileIds, canonicalId],
+    [accountId, profileIds, canonicalId, at],
   );
 }
 

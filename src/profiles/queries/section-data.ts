@@ -220,3 +220,59 @@ export async function listAttributeChangesByProfiles(
   );
   return rows;
 }
+
+export interface ReplacedValueRow {
+  version_id: string;
+  value: unknown;
+  set_at: Date;
+  replaced_at: Date;
+  /** How many replaced values the attribute version has in all. */
+  total: number;
+}
+
+/**
+ * The replaced values of some attribute versions of some profiles in a section, newest first,
+ * at most `limit` per version.
+ */
+export async function listReplacedValues(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+  sectionId: string,
+  versionIds: string[],
+  limit: number,
+): Promise<ReplacedValueRow[]> {
+  const { rows } = await db.query<ReplacedValueRow>(
+    `select version_id::text, value, set_at, replaced_at, total::int from (
+       select h.version_id, h.value, h.set_at, h.replaced_at,
+         row_number() over (partition by h.version_id order by h.set_at desc, h.replaced_at desc) as n,
+         count(*) over (partition by h.version_id) as total
+       from attribute_history h
+       where h.account_id = $1::bigint and h.section_id = $3::bigint and h.version_id = any($4::bigint[])
+         and h.profile_id = any($2::bigint[])
+     ) r where n <= $5::int
+     order by version_id, set_at desc, replaced_at desc`,
+    [accountId, profileIds, sectionId, versionIds, limit],
+  );
+  return rows;
+}
+
+/** The own entries of some profiles in a section with the time each was set (microseconds since 1970), in profile order. */
+export async function listOwnSetTimes(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+  sectionId: string,
+): Promise<{ profile_id: string; attributes: ValueMap; attribute_set_at: Record<string, number> }[]> {
+  const { rows } = await db.query<{
+    profile_id: string;
+    attributes: ValueMap;
+    attribute_set_at: Record<string, number>;
+  }>(
+    `select profile_id, attributes, attribute_set_at from profile_sections
+     where account_id = $1::bigint and profile_id = any($2::bigint[]) and section_id = $3::bigint
+     order by profile_id`,
+    [accountId, profileIds, sectionId],
+  );
+  return rows;
+}

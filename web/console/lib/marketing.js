@@ -1,26 +1,10 @@
 // What the marketer's pages (segments, imports and exports, activities, transactional mail) share:
-// the choice of a section, files downloaded with the session's token, charts, and polling.
-import { useEffect, useRef, useState } from 'preact/hooks';
+// files downloaded with the session's token, charts, and polling.
+import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import { ApiError } from './api.js';
 import { html } from './html.js';
 import { session } from './session.js';
-import { Field, Loaded, useApi } from './ui.js';
-
-/** The sections the session may read, and the chosen one (the first until one is chosen). */
-export function useSection() {
-  const sections = useApi('/audience/sections');
-  const [chosen, setChosen] = useState(undefined);
-  const items = sections.data?.items ?? [];
-  const section = chosen ?? items[0]?.discriminator;
-  const picker = html`<${Loaded} state=${sections}>
-    ${() =>
-      html`<${Field} label="Section" as="select" value=${section} onChange=${(e) => setChosen(e.currentTarget.value)}>
-        ${items.map((s) => html`<option value=${s.discriminator}>${s.name}</option>`)}
-      <//>`}
-  <//>`;
-  return { section, picker };
-}
 
 /** Calls `tick` every `ms` while `active`. */
 export function useEvery(ms, active, tick) {

@@ -40,6 +40,24 @@ export function useApi(path) {
   return { ...state, reload };
 }
 
+/**
+ * The sections the session may read and a picker of one: the chosen one, else `initial` (a page's
+ * address may name one), else the first listed.
+ */
+export function useSection(initial) {
+  const sections = useApi('/audience/sections');
+  const [chosen, setChosen] = useState(undefined);
+  const items = sections.data?.items ?? [];
+  const section = chosen ?? (initial || items[0]?.discriminator);
+  const picker = html`<${Loaded} state=${sections}>
+    ${() =>
+      html`<${Field} label="Section" as="select" value=${section} onChange=${(e) => setChosen(e.currentTarget.value)}>
+        ${items.map((s) => html`<option value=${s.discriminator}>${s.name}</option>`)}
+      <//>`}
+  <//>`;
+  return { section, picker };
+}
+
 /** Runs an action (a write): { run, busy, error, done }; `done` is the last result. */
 export function useAction(action) {
   const [state, setState] = useState({ busy: false, error: undefined, done: undefined });

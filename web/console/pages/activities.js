@@ -3,8 +3,8 @@
 import { useState } from 'preact/hooks';
 import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { Chart, useSection } from '../lib/marketing.js';
-import { ErrorNote, Field, Link, Loaded, Notice, Page, Table, useAction, useApi, when } from '../lib/ui.js';
+import { Chart } from '../lib/marketing.js';
+import { ErrorNote, Field, Link, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
 
 const KINDS = [
   ['emails', 'Email'],

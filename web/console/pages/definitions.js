@@ -1,8 +1,7 @@
 // The account's definitions as its key sees them: keyspaces, channels, sections, and per section
 // its attributes, tags, events, topics and folders; the segments.
-import { useState } from 'preact/hooks';
 import { html } from '../lib/html.js';
-import { Field, Loaded, Page, Table, useApi } from '../lib/ui.js';
+import { Loaded, Page, Table, useApi, useSection } from '../lib/ui.js';
 
 const versions = (d) =>
   d.versions
@@ -62,10 +61,8 @@ function SectionDefinitions({ section }) {
 
 export default function Definitions({ query }) {
   const keyspaces = useApi('/audience/keyspaces');
-  const sections = useApi('/audience/sections');
   const segments = useApi('/audience/segments');
-  const [section, setSection] = useState(query.section || '');
-  const chosen = section || sections.data?.items[0]?.discriminator;
+  const { section: chosen, picker } = useSection(query.section);
   return html`<${Page} title="Definitions">
     <h2>Keyspaces</h2>
     <${Loaded} state=${keyspaces}>
@@ -92,12 +89,6 @@ export default function Definitions({ query }) {
         />`}
     <//>
     <h2>Sections</h2>
-    <${Loaded} state=${sections}>
-      ${(data) =>
-        html`<${Field} label="Section" as="select" value=${chosen} onChange=${(e) => setSection(e.currentTarget.value)}>
-            ${data.items.map((s) => html`<option value=${s.discriminator}>${s.name} (${s.discriminator})</option>`)}
-          <//>
-          ${chosen ? html`<${SectionDefinitions} key=${chosen} section=${chosen} />` : html`<p class="muted">No section.</p>`}`}
-    <//>
+    ${picker} ${chosen ? html`<${SectionDefinitions} key=${chosen} section=${chosen} />` : null}
   <//>`;
 }

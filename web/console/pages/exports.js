@@ -3,8 +3,8 @@
 import { useState } from 'preact/hooks';
 import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { download, useEvery, useSection } from '../lib/marketing.js';
-import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, when } from '../lib/ui.js';
+import { download, useEvery } from '../lib/marketing.js';
+import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
 
 const PENDING = ['queued', 'in_progress'];
 

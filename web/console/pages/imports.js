@@ -3,8 +3,8 @@
 import { useState } from 'preact/hooks';
 import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { useEvery, useSection } from '../lib/marketing.js';
-import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, when } from '../lib/ui.js';
+import { useEvery } from '../lib/marketing.js';
+import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
 
 const PENDING = ['waiting_for_file', 'queued', 'in_progress'];
 

@@ -1,5 +1,5 @@
-// Edit an account's definitions through its manifest: preview what an apply would create, change
-// and leave alone, then apply.
+// Edit an account's definitions through its manifest: load what the account defines now, preview
+// what an apply would create, change and leave alone, then apply.
 import { useState } from 'preact/hooks';
 import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
@@ -48,18 +48,26 @@ export default function Manifest({ params }) {
       throw new Error(`The manifest is not JSON: ${e.message}`);
     }
   };
+  // The answer of the last preview or apply, with its title.
+  const [shown, setShown] = useState(undefined);
   const preview = useAction(async () => {
     const summary = await api('POST', `${url}/preview`, parse());
     setPreviewed(source);
-    return summary;
+    setShown({ summary, title: 'An apply would leave' });
   });
-  const apply = useAction(async () => api('PUT', url, parse()));
-  const summary = apply.done ?? preview.done;
+  const apply = useAction(async () => setShown({ summary: await api('PUT', url, parse()), title: 'Applied' }));
+  // What the account defines now, as the manifest that applied back changes nothing.
+  const load = useAction(async () => {
+    setSource(JSON.stringify(await api('GET', url), null, 2));
+    setPreviewed(undefined);
+    setShown(undefined);
+  });
   return html`<${Page} title="Manifest">
     <${AccountNav} accountId=${params.account_id} current="/manifest" />
     <p>
-      A manifest lists definitions to create or change, matched by discriminator; nothing it leaves out is removed.
-      Preview it to see what an apply would do.
+      A manifest lists definitions to create or change, matched by discriminator; nothing it leaves out is removed. Load
+      current fills the editor with what the account defines now, to change it from there. Preview a manifest to see
+      what an apply would do.
     </p>
     <${Field}
       label="Manifest (JSON)"
@@ -69,18 +77,14 @@ export default function Manifest({ params }) {
       onInput=${(e) => setSource(e.currentTarget.value)}
     />
     <div class="actions">
+      <button type="button" disabled=${load.busy} onClick=${() => load.run()}>Load current</button>
       <button type="button" disabled=${preview.busy} onClick=${() => preview.run()}>Preview</button>
-      <button
-        type="button"
-        class="primary"
-        disabled=${apply.busy || previewed !== source || !preview.done}
-        onClick=${() => apply.run()}
-      >
+      <button type="button" class="primary" disabled=${apply.busy || previewed !== source} onClick=${() => apply.run()}>
         Apply
       </button>
     </div>
     <p class="muted small">Apply is enabled once the manifest as it stands was previewed.</p>
-    <${ErrorNote} error=${preview.error || apply.error} />
-    ${summary ? html`<${Summary} summary=${summary} title=${apply.done ? 'Applied' : 'An apply would leave'} />` : null}
+    <${ErrorNote} error=${load.error || preview.error || apply.error} />
+    ${shown ? html`<${Summary} summary=${shown.summary} title=${shown.title} />` : null}
   <//>`;
 }

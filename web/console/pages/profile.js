@@ -1,8 +1,8 @@
-// One profile: per section its attributes, tags, consents and suppressions, and its events as a
-// timeline; lock and delete, each confirmed.
+// One profile: its merge cluster; per section its attributes with their history, tags, consents
+// and suppressions, and its events as a timeline; lock and delete, each confirmed.
 import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { ConfirmButton, ErrorNote, Loaded, Page, Table, useAction, useApi, when } from '../lib/ui.js';
+import { ConfirmButton, ErrorNote, Link, Loaded, Page, Table, useAction, useApi, when } from '../lib/ui.js';
 
 /** A value as text: JSON for anything that is not a string. */
 const text = (value) => (typeof value === 'string' ? value : JSON.stringify(value));
@@ -15,10 +15,75 @@ function namesByVersion(definitions) {
   return names;
 }
 
+/** Per attribute, its value now and the values it replaced, newest first: one row each. */
+function AttributeHistory({ state, names }) {
+  return html`<${Loaded} state=${state}>
+    ${(data) => {
+      const rows = data.items.flatMap((a) => [
+        ...(a.current ? [{ a, value: a.current.value, set_at: a.current.set_at, replaced_at: null }] : []),
+        ...a.past.map((p) => ({ a, ...p })),
+      ]);
+      const older = data.items.reduce((n, a) => n + a.past_total - a.past.length, 0);
+      return html`<${Table}
+          caption="Attribute history, newest first"
+          rows=${rows}
+          empty="No attribute has had a value."
+          columns=${[
+            { label: 'Attribute', value: (r) => names[r.a.version_id] ?? r.a.attribute_discriminator },
+            { label: 'Value', value: (r) => text(r.value) },
+            { label: 'Set', value: (r) => when(r.set_at) },
+            { label: 'Replaced', value: (r) => (r.replaced_at ? when(r.replaced_at) : 'now shown') },
+          ]}
+        />
+        ${older > 0 ? html`<p class="muted">${older} older values are left out.</p>` : null}`;
+    }}
+  <//>`;
+}
+
+/** The profiles of the profile's merge cluster, each with its keys, each key a link to its page. */
+function MergeCluster({ keyspace, profileKey }) {
+  const cluster = useApi(path`/audience/profiles/merges/keyspaces/${keyspace}/profiles/${profileKey}`);
+  const keys = (m) =>
+    html`<ul class="plain">
+      ${m.keys.map(
+        (k) =>
+          html`<li>
+            <span class="muted">${k.keyspace_discriminator}</span>${' '}
+            <${Link}
+              class="mono"
+              to=${`/profiles/${encodeURIComponent(k.keyspace_discriminator)}/${encodeURIComponent(k.profile_key)}`}
+              >${k.profile_key}<//
+            >
+          </li>`,
+      )}
+    </ul>`;
+  return html`<section aria-labelledby="merge-cluster">
+    <h2 id="merge-cluster">Merge cluster</h2>
+    ${
+      cluster.error?.status === 403
+        ? html`<p class="muted">Only a key granted every section may read a merge cluster.</p>`
+        : html`<${Loaded} state=${cluster}>
+            ${(data) =>
+              html`${data.items.length === 1 ? html`<p class="muted">The profile is merged with no other.</p>` : null}
+                <${Table}
+                  caption="Profiles of the cluster"
+                  rows=${data.items}
+                  columns=${[
+                    { label: 'Profile', value: (m) => (m.canonical ? 'canonical' : 'merged') },
+                    { label: 'Keys', value: keys },
+                    { label: 'Merged', value: (m) => when(m.merged_at) },
+                  ]}
+                />`}
+          <//>`
+    }
+  </section>`;
+}
+
 function SectionData({ base, section }) {
   const s = encodeURIComponent(section.discriminator);
   const at = `${base}/sections/${s}`;
   const attributes = useApi(`${at}/attributes`);
+  const history = useApi(`${at}/attributes/history`);
   const tags = useApi(`${at}/tags`);
   const consents = useApi(`/v2${at}/consents`);
   const events = useApi(`${at}/events`);
@@ -46,6 +111,8 @@ function SectionData({ base, section }) {
           ]}
         />`}
     <//>
+    <h3>Attribute history</h3>
+    <${AttributeHistory} state=${history} names=${attributeNames} />
     <h3>Tags</h3>
     <${Loaded} state=${tags}>
       ${(values) => {
@@ -109,7 +176,7 @@ export default function Profile({ params }) {
   const base = path`/audience/keyspaces/${params.keyspace}/profiles/${params.key}`;
   const sections = useApi('/audience/sections');
   const lock = useAction(async () => {
-    await api('POST', `${base}/locks`);
+    await api('PUT', `${base}/locks`);
     location.hash = '#/profiles';
   });
   const remove = useAction(async () => {
@@ -133,6 +200,7 @@ export default function Profile({ params }) {
   >
     <p>Key <span class="mono">${params.key}</span> in keyspace <span class="mono">${params.keyspace}</span>.</p>
     <${ErrorNote} error=${lock.error || remove.error} />
+    <${MergeCluster} keyspace=${params.keyspace} profileKey=${params.key} />
     <${Loaded} state=${sections}>
       ${(data) => data.items.map((s) => html`<${SectionData} key=${s.discriminator} base=${base} section=${s} />`)}
     <//>

@@ -3,8 +3,8 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { Chart, useSection } from '../lib/marketing.js';
-import { ErrorNote, Field, Loaded, Notice, Page, useAction, useApi } from '../lib/ui.js';
+import { Chart } from '../lib/marketing.js';
+import { ErrorNote, Field, Loaded, Notice, Page, useAction, useApi, useSection } from '../lib/ui.js';
 
 const TOKENS = /"(?:[^"\\]|\\.)*"?|\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_]*|\s+|[\s\S]/g;
 

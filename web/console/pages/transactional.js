@@ -2,8 +2,7 @@
 import { useState } from 'preact/hooks';
 import { path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { useSection } from '../lib/marketing.js';
-import { Field, Loaded, Page, Table, useApi, when } from '../lib/ui.js';
+import { Field, Loaded, Page, Table, useApi, useSection, when } from '../lib/ui.js';
 
 function Sends({ section, activity }) {
   const sends = useApi(path`/emails/sections/${section}/activities/${activity}/transactions`);

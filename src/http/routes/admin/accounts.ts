@@ -6,13 +6,16 @@ import {
   AccountManifest,
   applyAccountManifest,
   applyNamedManifest,
+  getAccountManifest,
   previewAccountManifest,
 } from '../../../accounts/manifest.ts';
 import { LIMIT_NAMES, LIMIT_RANGES } from '../../../core/limits.ts';
+import type { ProblemCode } from '../../../core/problems.ts';
 import { DateTime } from '../../../core/schemas.ts';
 import { ManifestSummary } from '../../../definitions/schemas.ts';
 import { answer, operation, type OperationTable } from '../../operation.ts';
 import { NoContent } from '../../schemas/problem.ts';
+import type { Services } from '../../../services.ts';
 import { AccountParams } from '../../schemas/common.ts';
 
 const LimitsSchema = Type.Object(
@@ -42,6 +45,19 @@ const Account = Type.Object(
 );
 
 const NamedManifestSummary = Type.Object({ account: Account, ...ManifestSummary.properties });
+
+/** What the operations that apply or preview a manifest share: its size limit, its refusals, what an apply needs. */
+const MANIFEST_BODY_LIMIT = 10 * 1024 * 1024;
+const MANIFEST_REFUSALS: ProblemCode[] = [
+  'AUD-1109',
+  'AUD-1113',
+  'AUD-1114',
+  'AUD-1115',
+  'AUD-1400',
+  'AUD-1116',
+  'AUD-1117',
+];
+const manifestDeps = (services: Services) => ({ feed: services.feed, vendor: services.config.vendor });
 
 /** The operator's accounts: create, read, rename, limits, delete, and the whole-account manifest (by id, or by the account's name). */
 export const adminAccountsRoutes: OperationTable = {
@@ -120,11 +136,11 @@ export const adminAccountsRoutes: OperationTable = {
     operation({
       method: 'PUT',
       path: '/admin/manifest',
-      bodyLimit: 10 * 1024 * 1024,
+      bodyLimit: MANIFEST_BODY_LIMIT,
       summary: 'Apply a manifest by account name',
       description:
         'Applies a manifest (keyspaces, sections, attributes, tags, events, topics, segments, activities) to the account its `account.name` names; creates that account (201) when none has the name. Nothing changes when it fails.',
-      errors: ['AUD-1118', 'AUD-1109', 'AUD-1113', 'AUD-1114', 'AUD-1115', 'AUD-1400', 'AUD-1116', 'AUD-1117'],
+      errors: ['AUD-1118', ...MANIFEST_REFUSALS],
       query: Type.Object(
         {
           region: Type.Optional(
@@ -140,52 +156,64 @@ export const adminAccountsRoutes: OperationTable = {
       scope: 'operator',
       transaction: true,
       handle: async ({ db, services, query, body }) => {
-        const { created_account, ...applied } = await applyNamedManifest(
-          db,
-          { feed: services.feed, vendor: services.config.vendor },
-          { manifest: body, region: query.region ?? services.config.region, now: new Date(services.clock()) },
-        );
+        const { created_account, ...applied } = await applyNamedManifest(db, manifestDeps(services), {
+          manifest: body,
+          region: query.region ?? services.config.region,
+          now: new Date(services.clock()),
+        });
         return answer(created_account ? 201 : 200, applied);
       },
     }),
     operation({
+      method: 'GET',
+      path: '/admin/accounts/:account_id/manifest',
+      summary: 'Read an account as a manifest',
+      description:
+        'Answers what the account defines as a manifest: its name and limit overrides, keyspaces, channels, sections with their attributes, tags, events, topic folders and topics, segments (their queries as stored, with numeric ids), suppressions and activities. Applying it back to the account creates and changes nothing; edited, it is the starting point of the next apply.',
+      errors: ['AUD-1110'],
+      params: AccountParams,
+      response: { 200: AccountManifest },
+      scope: 'operator',
+      handle: ({ db, services, params }) => getAccountManifest(db, services.config.vendor, params.account_id),
+    }),
+    operation({
       method: 'PUT',
       path: '/admin/accounts/:account_id/manifest',
-      bodyLimit: 10 * 1024 * 1024,
+      bodyLimit: MANIFEST_BODY_LIMIT,
       summary: 'Apply a manifest',
       description:
         'Applies a manifest to an account, idempotently, and answers what it created, changed and left alone. Nothing changes when it fails.',
-      errors: ['AUD-1110', 'AUD-1109', 'AUD-1113', 'AUD-1114', 'AUD-1115', 'AUD-1400', 'AUD-1116', 'AUD-1117'],
+      errors: ['AUD-1110', ...MANIFEST_REFUSALS],
       params: AccountParams,
       body: AccountManifest,
       response: { 200: ManifestSummary },
       scope: 'operator',
       transaction: true,
       handle: ({ db, services, params, body }) =>
-        applyAccountManifest(
-          db,
-          { feed: services.feed, vendor: services.config.vendor },
-          { accountId: params.account_id, manifest: body, now: new Date(services.clock()) },
-        ),
+        applyAccountManifest(db, manifestDeps(services), {
+          accountId: params.account_id,
+          manifest: body,
+          now: new Date(services.clock()),
+        }),
     }),
     operation({
       method: 'POST',
       path: '/admin/accounts/:account_id/manifest/preview',
-      bodyLimit: 10 * 1024 * 1024,
+      bodyLimit: MANIFEST_BODY_LIMIT,
       summary: 'Preview a manifest',
       description:
         'Answers what applying the manifest to the account would create, change and leave alone, or the refusal the apply would meet; nothing changes (the apply runs in a transaction that is rolled back, so it meets every check of a real one).',
-      errors: ['AUD-1110', 'AUD-1109', 'AUD-1113', 'AUD-1114', 'AUD-1115', 'AUD-1400', 'AUD-1116', 'AUD-1117'],
+      errors: ['AUD-1110', ...MANIFEST_REFUSALS],
       params: AccountParams,
       body: AccountManifest,
       response: { 200: ManifestSummary },
       scope: 'operator',
       handle: ({ services, params, body }) =>
-        previewAccountManifest(
-          services.pool,
-          { feed: services.feed, vendor: services.config.vendor },
-          { accountId: params.account_id, manifest: body, now: new Date(services.clock()) },
-        ),
+        previewAccountManifest(services.pool, manifestDeps(services), {
+          accountId: params.account_id,
+          manifest: body,
+          now: new Date(services.clock()),
+        }),
     }),
   ],
 };

@@ -1,0 +1,172 @@
+/**
+ * `npm run bench:console`: how soon the web console is usable on loopback (issue 28: "the first page
+ * interactive in under 1 s"). It starts `serve` (its own DATA_DIR and embedded PostgreSQL, the demo
+ * account), then BENCH_CONSOLE_RUNS times (10) opens /console in a new browser context of Debian's
+ * chromium (nothing cached, nothing shared with the runs before) and measures, in the page itself:
+ *
+ * - **sign-in form usable**: from the navigation's start (performance.timeOrigin) to the moment the
+ *   client id field is in the page, enabled, shown and takes the focus;
+ * - **signed in to data**: from the sign-in form's submit with the demo account's key (token request,
+ *   the account's first page loaded) to the moment that page, "Find a profile", shows the
+ *   keyspaces it read from the service;
+ *
+ * and the bytes the browser received for each (encoded: compressed bodies and headers, as the
+ * network carried them), from the debugging protocol's Network events. The console's files are
+ * compressed once and kept in memory by the server, so a run measures a server that has served
+ * them before (the first run warms it and is reported apart). Prints median and max, and the load
+ * average: the machine may be shared, and a loaded one is slower. CHROMIUM_PATH names another
+ * chromium. Only a measurement: nothing here asserts a time.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser, type CDPSession, type Page } from 'playwright-core';
+import { CHROMIUM } from '../test/console/chromium.ts';
+import { log, onCleanup, runBench, startAudience, table } from './harness.ts';
+
+const RUNS = Math.max(1, Number(process.env.BENCH_CONSOLE_RUNS ?? 10));
+
+/**
+ * Installed in every page before its scripts (through the debugging protocol, which the console's
+ * Content-Security-Policy does not govern): records on `window.__bench` when the sign-in form is
+ * usable, when it is submitted, and when the first account page shows its data, each as
+ * performance.now() (milliseconds since the navigation's start).
+ */
+const PROBE = `(() => {
+  const bench = (window.__bench = {});
+  const usable = (el) => el && !el.disabled && el.getClientRects().length > 0;
+  const look = () => {
+    if (bench.form === undefined) {
+      const field = document.querySelector('input[name="client_id"]');
+      if (usable(field)) {
+        field.focus();
+        if (document.activeElement === field) bench.form = performance.now();
+      }
+    }
+    if (bench.submitted !== undefined && bench.data === undefined && document.querySelector('select[name="keyspace"] option'))
+      bench.data = performance.now();
+  };
+  document.addEventListener('submit', () => { bench.submitted ??= performance.now(); }, true);
+  new MutationObserver(look).observe(document, { childList: true, subtree: true, attributes: true });
+})();`;
+
+/** Bytes received, as encoded on the wire, from the moment it is made. */
+async function countBytes(cdp: CDPSession): Promise<{ take(): number }> {
+  let bytes = 0;
+  cdp.on('Network.loadingFinished', (e) => (bytes += e.encodedDataLength));
+  await cdp.send('Network.enable');
+  await cdp.send('Network.setCacheDisabled', { cacheDisabled: true });
+  return {
+    take() {
+      const taken = bytes;
+      bytes = 0;
+      return taken;
+    },
+  };
+}
+
+/**
+ * The time the probe recorded as `name`, once it has (asked every 20 ms: the time is the page's own,
+ * so the asking adds nothing to it). Evaluated through the debugging protocol: the page's policy
+ * forbids the string evaluation of waitForFunction.
+ */
+async function recorded(page: Page, name: string): Promise<number> {
+  const until = Date.now() + 30_000;
+  for (;;) {
+    const at = (await page.evaluate(`window.__bench.${name}`)) as number | undefined;
+    if (at !== undefined) return at;
+    if (Date.now() > until) throw new Error(`the console did not get to "${name}" within 30 s`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+interface Sample {
+  formMs: number;
+  formBytes: number;
+  dataMs: number;
+  dataBytes: number;
+}
+
+async function measureOnce(browser: Browser, url: string, key: { client_id: string; client_secret: string }) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  try {
+    const page = await context.newPage();
+    page.setDefaultTimeout(30_000);
+    await page.addInitScript(PROBE);
+    const bytes = await countBytes(await context.newCDPSession(page));
+    await page.goto(`${url}/console`);
+    const formMs = await recorded(page, 'form');
+    // What arrived up to now: the page and every module the sign-in form needs (none loads later unasked).
+    const formBytes = bytes.take();
+    await page.getByLabel('Client id').fill(key.client_id);
+    await page.getByLabel('Client secret').fill(key.client_secret);
+    await page.getByRole('button', { name: 'Sign in with the key' }).click();
+    const data = await recorded(page, 'data');
+    const submitted = (await page.evaluate('window.__bench.submitted')) as number;
+    await page.getByRole('heading', { name: 'Find a profile', level: 1 }).waitFor();
+    return { formMs, formBytes, dataMs: data - submitted, dataBytes: bytes.take() } satisfies Sample;
+  } finally {
+    await context.close();
+  }
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const ms = (x: number) => x.toFixed(0);
+const kb = (x: number) => (x / 1024).toFixed(1);
+const loadAverage = () =>
+  os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+
+await runBench(120_000 + RUNS * 30_000, async () => {
+  if (!CHROMIUM) throw new Error('chromium is not installed (apt-get install chromium, or set CHROMIUM_PATH)');
+  console.log(
+    `machine: ${os.cpus().length} CPUs, ${os.cpus()[0]?.model ?? 'unknown model'}; load average ${loadAverage()}`,
+  );
+  const audience = await startAudience();
+  const key = JSON.parse(await fs.readFile(path.join(audience.dataDir, 'demo-credentials.json'), 'utf8')) as {
+    client_id: string;
+    client_secret: string;
+  };
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+  onCleanup(() => browser.close());
+  const version = browser.version();
+  log(`chromium ${version}; warming the server's compressed files with a first run`);
+  const warm = await measureOnce(browser, audience.url, key);
+  const samples: Sample[] = [];
+  for (let i = 0; i < RUNS; i++) {
+    samples.push(await measureOnce(browser, audience.url, key));
+    log(`run ${i + 1}/${RUNS}: form ${ms(samples[i].formMs)} ms, signed in to data ${ms(samples[i].dataMs)} ms`);
+  }
+  const row = (what: string, times: number[], bytes: number[], first: number) => [
+    what,
+    ms(median(times)),
+    ms(Math.max(...times)),
+    ms(first),
+    kb(median(bytes)),
+  ];
+  console.log(
+    `\nchromium ${version}, ${RUNS} runs each in a new browser context (no cache), on loopback; load average ${loadAverage()}\n`,
+  );
+  console.log(
+    table([
+      ['', 'median ms', 'max ms', 'first run ms', 'KB received'],
+      row(
+        'sign-in form usable, from navigation start',
+        samples.map((s) => s.formMs),
+        samples.map((s) => s.formBytes),
+        warm.formMs,
+      ),
+      row(
+        'signed in to the first page with data, from submit',
+        samples.map((s) => s.dataMs),
+        samples.map((s) => s.dataBytes),
+        warm.dataMs,
+      ),
+    ]),
+  );
+});
