@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import {
   LogController,
   type FastifyBaseLogger,
@@ -179,9 +180,92 @@ function labelOf(route: string | undefined, known: ReadonlySet<string>): RouteLa
   };
 }
 
+/**
+ * The request lines waiting to be written, as UTF-8 in a buffer of BATCH_BYTES: each line is
+ * encoded as it is added, while it is fresh, and the buffer goes to the stream's file in one
+ * write(2) once full or when asked. Kept as one string instead, the batch was a rope of thousands
+ * of pieces that the write flattened and encoded at once, two-fifths of a line's cost
+ * (docs/benchmarks.md "Request log"). A stream without a file (a test's) is written the string.
+ */
+class LineBatch {
+  readonly #stream: DestinationStream & { fd?: unknown };
+  readonly #buffer = Buffer.allocUnsafe(BATCH_BYTES);
+  #length = 0;
+  constructor(stream: DestinationStream) {
+    this.#stream = stream;
+  }
+  get empty(): boolean {
+    return this.#length === 0;
+  }
+  add(line: string): void {
+    // A UTF-16 unit is at most 3 bytes of UTF-8.
+    if (line.length * 3 > BATCH_BYTES - this.#length) {
+      this.write();
+      if (line.length * 3 > BATCH_BYTES) return void this.#stream.write(line);
+    }
+    this.#length += this.#buffer.write(line, this.#length);
+  }
+  write(): void {
+    if (this.#length === 0) return;
+    const bytes = this.#buffer.subarray(0, this.#length);
+    this.#length = 0;
+    const fd = this.#stream.fd;
+    if (typeof fd !== 'number') return void this.#stream.write(bytes.toString());
+    for (let written = 0; written < bytes.length;) {
+      try {
+        written += fs.writeSync(fd, bytes, written);
+      } catch (err) {
+        // Standard output may be a pipe in non-blocking mode: wait for its reader, as pino's
+        // synchronous destination does.
+        if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
+        Atomics.wait(PAUSE, 0, 0, 1);
+      }
+    }
+  }
+}
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+
 /** `,"name":value` of a line, or nothing when the value is undefined. */
 const field = (name: string, value: string | number | undefined) =>
   value === undefined ? '' : `,"${name}":${JSON.stringify(value)}`;
+
+/** The client fields of a connection's last request line, with the headers they came from. */
+interface ClientFields {
+  host: string | undefined;
+  forwardedHost: string | string[] | undefined;
+  forwardedFor: string | string[] | undefined;
+  userAgent: string | undefined;
+  json: string;
+}
+const clients = new WeakMap<object, ClientFields>();
+
+/**
+ * `,"host":…,"remoteAddress":…,"remotePort":…,"userAgent":…` of a request line. A keep-alive
+ * connection sends the same headers request after request: the fields are worked out again only
+ * when a header they come from differs from the connection's last request.
+ */
+function clientOf(request: FastifyRequest): string {
+  const { headers, socket } = request;
+  const last = socket ? clients.get(socket) : undefined;
+  if (
+    last &&
+    last.host === headers.host &&
+    last.userAgent === headers['user-agent'] &&
+    last.forwardedFor === headers['x-forwarded-for'] &&
+    last.forwardedHost === headers['x-forwarded-host']
+  )
+    return last.json;
+  const json = `${field('host', request.host)}${field('remoteAddress', request.ip)}${field('remotePort', socket?.remotePort)}${field('userAgent', headers['user-agent'])}`;
+  if (socket)
+    clients.set(socket, {
+      host: headers.host,
+      forwardedHost: headers['x-forwarded-host'],
+      forwardedFor: headers['x-forwarded-for'],
+      userAgent: headers['user-agent'],
+      json,
+    });
+  return json;
+}
 
 /**
  * The request log: one line per request, `request completed`, written at its answer, at `info`.
@@ -200,18 +284,16 @@ export function registerRequestLog(app: FastifyInstance): void {
   // The process's bindings as pino writes them after the time: `,"pid":…,"hostname":"…"`.
   const afterTime = (app.log as unknown as Record<symbol, string>)[pino.symbols.chindingsSym];
   const head = `{"level":${pino.levels.values.info},"time":`;
-  // The lines are written together, BATCH_MS after the first of a batch or once it holds
-  // BATCH_BYTES: a write per turn of the event loop was still a write every few requests under
-  // load. At the app's close they are written at once, and at the process's exit (SIGTERM, an
-  // uncaught exception) too.
-  let batch = '';
+  // The lines are written together, BATCH_MS after the first of a batch or once it is full: a
+  // write per turn of the event loop was still a write every few requests under load. At the
+  // app's close they are written at once, and at the process's exit (SIGTERM, an uncaught
+  // exception) too.
+  const batch = new LineBatch(stream);
   let due: NodeJS.Timeout | undefined;
   const write = () => {
     clearTimeout(due);
     due = undefined;
-    if (batch === '') return;
-    stream.write(batch);
-    batch = '';
+    batch.write();
   };
   unwritten.add(write);
   app.addHook('onClose', async () => {
@@ -227,12 +309,12 @@ export function registerRequestLog(app: FastifyInstance): void {
       label.plainPath && !request.is404 && !request.url.includes('?')
         ? request.url
         : redactUrl(request.url, request.is404 ? undefined : label.route, label.known);
-    if (batch === '') due = setTimeout(write, BATCH_MS).unref();
-    batch +=
-      `${head}${Date.now()}${afterTime},"reqId":${JSON.stringify(request.id)},"req":{"method":${JSON.stringify(request.method)},"url":${JSON.stringify(url)}${label.routeJson}` +
-      `${field('host', request.host)}${field('remoteAddress', request.ip)}${field('remotePort', request.socket?.remotePort)}${field('userAgent', request.headers['user-agent'])}},` +
-      `"res":{"statusCode":${reply.statusCode}${field('code', problemCodes.get(reply))}${field('account', accountOf(request))}},"responseTime":${reply.elapsedTime},"msg":"request completed"}\n`;
-    if (batch.length >= BATCH_BYTES) write();
+    if (batch.empty) due = setTimeout(write, BATCH_MS).unref();
+    batch.add(
+      `${head}${Date.now()}${afterTime},"reqId":${JSON.stringify(request.id)},"req":{"method":"${request.method}","url":${JSON.stringify(url)}${label.routeJson}` +
+        `${clientOf(request)}},` +
+        `"res":{"statusCode":${reply.statusCode}${field('code', problemCodes.get(reply))}${field('account', accountOf(request))}},"responseTime":${reply.elapsedTime},"msg":"request completed"}\n`,
+    );
     done();
   });
 }

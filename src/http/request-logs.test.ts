@@ -1,3 +1,4 @@
+import http from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { SHOP, TestServer } from '../../test/app.ts';
@@ -84,6 +85,54 @@ describe('request logs', () => {
         logged.services.adminToken,
       ])
         expect(all).not.toContain(secret);
+    } finally {
+      await logged.close();
+    }
+  });
+  it("names each request's own client, host and User-Agent, also among the requests of one keep-alive connection", async () => {
+    const lines: string[] = [];
+    const logged = await TestServer.start({ LOG_LEVEL: 'info' }, { log: { write: (line) => void lines.push(line) } });
+    try {
+      await batchWritten();
+      const before = lines.length;
+      // Each differs from the one before in one header the fields come from, but the second.
+      const clients = [
+        { 'user-agent': 'shop-connector/1.0' },
+        { 'user-agent': 'shop-connector/1.0' },
+        { 'user-agent': 'cms-plugin/2.3' },
+        { 'user-agent': 'cms-plugin/2.3', 'x-forwarded-for': '203.0.113.7' },
+        { 'user-agent': 'cms-plugin/2.3', 'x-forwarded-for': '203.0.113.7', 'x-forwarded-host': 'audience.example' },
+        { 'user-agent': 'cms-plugin/2.3', 'x-forwarded-for': '203.0.113.7' },
+        { 'user-agent': 'cms-plugin/2.3', 'x-forwarded-for': '203.0.113.7', host: 'other.example' },
+      ];
+      // One connection for all of them.
+      const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+      for (const headers of clients)
+        await new Promise<void>((resolve, reject) =>
+          http
+            .get(`${logged.url}/healthz`, { agent, headers }, (res) => res.resume().on('end', resolve))
+            .on('error', reject),
+        );
+      agent.destroy();
+      await batchWritten();
+      const requests = lines
+        .slice(before)
+        .join('')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line))
+        .filter((l) => l.msg === 'request completed' && l.req.url === '/healthz');
+      const local = expect.stringMatching(/^127\.0\.0\.1:\d+$/);
+      expect(requests.map((l) => [l.req.userAgent, l.req.remoteAddress, l.req.host])).toEqual([
+        ['shop-connector/1.0', '127.0.0.1', local],
+        ['shop-connector/1.0', '127.0.0.1', local],
+        ['cms-plugin/2.3', '127.0.0.1', local],
+        ['cms-plugin/2.3', '203.0.113.7', local],
+        ['cms-plugin/2.3', '203.0.113.7', 'audience.example'],
+        ['cms-plugin/2.3', '203.0.113.7', local],
+        ['cms-plugin/2.3', '203.0.113.7', 'other.example'],
+      ]);
+      expect(new Set(requests.map((l) => l.req.remotePort)).size).toBe(1);
     } finally {
       await logged.close();
     }
