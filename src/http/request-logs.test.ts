@@ -137,4 +137,52 @@ describe('request logs', () => {
       await logged.close();
     }
   });
+  it('are JSON whatever a value holds: quotes, backslashes, bytes beyond ASCII, and a line longer than a whole batch', async () => {
+    const lines: string[] = [];
+    const logged = await TestServer.start({ LOG_LEVEL: 'info' }, { log: { write: (line) => void lines.push(line) } });
+    try {
+      await batchWritten();
+      const before = lines.length;
+      // Paths no route matches are kept as they came (but for what may be a key). Bytes beyond
+      // ASCII, which HTTP refuses in a path, come in a header.
+      const paths = [
+        '/nowhere/plain',
+        '/nowhere/"quoted"',
+        '/nowhere/back\\slash',
+        // Near the limit of a request's head: at six bytes a character, its line might not fit a batch.
+        `/nowhere/${'"\\x'.repeat(4000)}`,
+        '/nowhere/after',
+      ];
+      const userAgent = 'caf\u00e9 "client"';
+      const { hostname, port } = new URL(logged.url);
+      for (const path of paths)
+        await new Promise<void>((resolve, reject) =>
+          http
+            .get({ hostname, port, path, headers: { 'user-agent': userAgent } }, (res) =>
+              res.resume().on('end', resolve),
+            )
+            .on('error', reject),
+        );
+      await batchWritten();
+      const requests = lines
+        .slice(before)
+        .join('')
+        .split('\n')
+        .filter((line) => line !== '')
+        .map((line) => JSON.parse(line))
+        .filter((l) => l.msg === 'request completed');
+      expect(requests).toHaveLength(paths.length);
+      // Compared one by one: a difference in the long one is better not printed whole.
+      paths.forEach((path, i) =>
+        expect(requests[i].req.url === path, `line ${i}: ${requests[i].req.url.slice(0, 80)}`).toBe(true),
+      );
+      for (const l of requests) {
+        expect(l.res.statusCode).toBe(404);
+        expect(l.responseTime).toBeGreaterThanOrEqual(0);
+        expect(l.req.userAgent).toBe(userAgent);
+      }
+    } finally {
+      await logged.close();
+    }
+  });
 });
