@@ -4,7 +4,7 @@
  * autocannon where wrk is not installed). The server runs as `npm start` runs it, logging every
  * request (LOG_LEVEL=info, its log in a file); beside it, on the same database, the same server at
  * LOG_LEVEL=warn (no request lines), so that the cost of the request log is measured in the same run:
- * two servers at each level, each round in another order, their figures pooled by level.
+ * BENCH_SERVERS (3) servers at each level, each round in another order, their figures pooled by level.
  *
  * Both servers run in their own child process on loopback, and so does wrk. The
  * machine is shared and noisy, so what counts is the ratio audience/bare of the same run, not the
@@ -31,29 +31,38 @@ import {
   summaryLine,
   table,
   usPerRequest,
+  type Audience,
   type Load,
   type Measured,
   type Server,
 } from './harness.ts';
 
+/** How many servers are measured at each log level (BENCH_SERVERS). */
+const PER_LEVEL = Math.max(1, Number(process.env.BENCH_SERVERS ?? 3));
 /** The whole run, start-up and clean-up included. */
-const DEADLINE_MS = 240_000 + LOAD.rounds * 5 * (LOAD.warmupS + LOAD.durationS) * 1000 * 1.5;
+const DEADLINE_MS = 300_000 + LOAD.rounds * (1 + 2 * PER_LEVEL) * (LOAD.warmupS + LOAD.durationS) * 1000 * 1.5;
 const PATH = '/audience/sections';
 
 await runBench(DEADLINE_MS, async (autocannon) => {
   printSetting();
 
   // The measured servers run beside the first one, on its database: the same kind of process (the
-  // first one's own PostgreSQL is its child; theirs is not), differing only in the log level. Two
-  // at each level, started info, warn, warn, info: in runs of identical servers the CPU time per
-  // request drifted with the order they were started in (5–10% from the first to the last), which
-  // this order cancels.
+  // first one's own PostgreSQL is its child; theirs is not), differing only in the log level.
+  // Identical servers differed by 5-10% in CPU time per request, steadily from round to round, so
+  // there are BENCH_SERVERS (3) at each level, started in an order balanced between the levels
+  // (info, warn, warn, info, info, warn, …), and their figures are pooled by level.
   const first = await startAudience();
-  const audience = await startBeside(first, first.logLevel);
-  const quiet = await startBeside(first, 'warn');
-  const quiet2 = await startBeside(first, 'warn');
-  const audience2 = await startBeside(first, first.logLevel);
-  const sections = await request(`${audience.url}${PATH}`, { headers: { authorization: `Bearer ${audience.token}` } });
+  const levels = Array.from({ length: 2 * PER_LEVEL }, (_, i) =>
+    i % 4 === 0 || i % 4 === 3 ? first.logLevel : 'warn',
+  );
+  const servers: { target: string; label: string; server: Audience }[] = [];
+  for (const level of levels) {
+    const n = servers.filter((s) => s.server.logLevel === level).length + 1;
+    const target = level === 'warn' ? `audience warn ${n}` : `audience ${n}`;
+    servers.push({ target, label: `audience (LOG_LEVEL=${level}) ${n}`, server: await startBeside(first, level) });
+  }
+  const token = first.token;
+  const sections = await request(`${servers[0].server.url}${PATH}`, { headers: { authorization: `Bearer ${token}` } });
   if (sections.status !== 200) throw new Error(`GET ${PATH}: ${sections.status} ${sections.text}`);
   const body = sections.text;
   const bare = await startBare(body);
@@ -63,13 +72,10 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     `body: ${Buffer.byteLength(body)} bytes, ${(JSON.parse(body) as { items: unknown[] }).items.length} sections`,
   );
 
-  const load = { path: PATH, headers: { authorization: `Bearer ${audience.token}` } };
+  const load = { path: PATH, headers: { authorization: `Bearer ${token}` } };
   const targets: [string, Server, Load][] = [
     ['bare node:http', bare, { path: PATH }],
-    ['audience', audience, load],
-    ['audience warn', quiet, load],
-    ['audience warn 2', quiet2, load],
-    ['audience 2', audience2, load],
+    ...servers.map(({ target, server }): [string, Server, Load] => [target, server, load]),
   ];
   const results: Measured[] = [];
   for (let round = 1; round <= LOAD.rounds; round++) {
@@ -78,20 +84,23 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     for (const [target, server, asked] of [...targets.slice(turn), ...targets.slice(0, turn)])
       results.push(await measure(autocannon, target, round, server, asked));
   }
-  // Each level's two servers as one: their requests and CPU time summed in each round.
+  // Each level's servers as one: their requests and CPU time summed in each round.
+  const logged = servers.filter((s) => s.server.logLevel !== 'warn');
+  const quiet = servers.filter((s) => s.server.logLevel === 'warn');
   const pooled = [...results];
   for (let round = 1; round <= LOAD.rounds; round++)
-    for (const [target, pair] of [
-      ['audience both', ['audience', 'audience 2']],
-      ['audience warn both', ['audience warn', 'audience warn 2']],
+    for (const [target, group] of [
+      ['audience', logged],
+      ['audience warn', quiet],
     ] as const)
       pooled.push(
         pool(
           target,
-          pair.map((t) => results.find((r) => r.target === t && r.round === round)!),
+          group.map((s) => results.find((r) => r.target === s.target && r.round === round)!),
         ),
       );
-  const logged = (await logLines(audience)) + (await logLines(audience2));
+  let lines = 0;
+  for (const { server } of logged) lines += await logLines(server);
 
   const row = (label: string, m: Measured, ratioTo?: Measured) => [
     label,
@@ -121,16 +130,10 @@ await runBench(DEADLINE_MS, async (autocannon) => {
       'audience/bare',
     ],
   ];
-  const names: Record<string, string> = {
-    audience: `audience (LOG_LEVEL=${audience.logLevel})`,
-    'audience 2': `audience (LOG_LEVEL=${audience.logLevel}), second`,
-    'audience warn': 'audience (LOG_LEVEL=warn)',
-    'audience warn 2': 'audience (LOG_LEVEL=warn), second',
-  };
   for (let round = 1; round <= LOAD.rounds; round++) {
     const b = results.find((r) => r.target === 'bare node:http' && r.round === round)!;
     rows.push(row(b.target, b));
-    for (const [target, label] of Object.entries(names))
+    for (const { target, label } of servers)
       rows.push(
         row(
           label,
@@ -142,51 +145,50 @@ await runBench(DEADLINE_MS, async (autocannon) => {
   console.log('');
   console.log(table(rows));
   console.log('');
-  console.log(`log: ${logged} lines written by the servers at LOG_LEVEL=${audience.logLevel}`);
+  console.log(`log: ${lines} lines written by the servers at LOG_LEVEL=${first.logLevel}`);
   console.log(
     summaryLine(
-      `GET /audience/sections, LOG_LEVEL=${audience.logLevel}`,
-      summary(pooled, 'audience both', 'bare node:http'),
+      `GET /audience/sections, LOG_LEVEL=${first.logLevel}`,
+      summary(pooled, 'audience', 'bare node:http'),
       0.5,
     ),
   );
   console.log(
-    summaryLine(
-      'GET /audience/sections, LOG_LEVEL=warn',
-      summary(pooled, 'audience warn both', 'bare node:http'),
-      0.5,
-      { target: 'audience warn', baseline: 'bare' },
-    ),
+    summaryLine('GET /audience/sections, LOG_LEVEL=warn', summary(pooled, 'audience warn', 'bare node:http'), 0.5, {
+      target: 'audience warn',
+      baseline: 'bare',
+    }),
   );
   // What the request log costs: the logged servers over the same servers not logging requests; on
   // a shared machine the servers' CPU time per request varies less than their throughput.
-  const cost = summary(pooled, 'audience both', 'audience warn both');
+  const cost = summary(pooled, 'audience', 'audience warn');
   console.log(
     summaryLine('GET /audience/sections', cost, 0.9, {
-      target: `audience ${audience.logLevel}`,
+      target: `audience ${first.logLevel}`,
       baseline: 'audience warn',
     }),
   );
   if (cost.serverUs !== undefined && cost.baselineServerUs !== undefined)
     console.log(
-      `request log: server CPU per request ${cost.serverUs.toFixed(1)} µs at ${audience.logLevel}, ${cost.baselineServerUs.toFixed(1)} µs at warn: throughput where the server's core is the limit ${(cost.baselineServerUs / cost.serverUs).toFixed(2)} of unlogged (aim at least 0.90)`,
+      `request log: server CPU per request ${cost.serverUs.toFixed(1)} µs at ${first.logLevel}, ${cost.baselineServerUs.toFixed(1)} µs at warn: throughput where the server's core is the limit ${(cost.baselineServerUs / cost.serverUs).toFixed(2)} of unlogged (aim at least 0.90)`,
     );
   failOnBadRuns(results);
 });
 
-/** Two servers' measures of one round as one: requests per second averaged, CPU time per request over both. */
-function pool(target: string, [a, b]: Measured[]): Measured {
-  const total = a.total + b.total;
-  const weighted = (x: number | undefined, y: number | undefined) =>
-    x === undefined || y === undefined ? undefined : (x * a.total + y * b.total) / total;
+/** Servers' measures of one round as one: requests per second averaged, CPU time per request over them all. */
+function pool(target: string, measures: Measured[]): Measured {
+  const total = measures.reduce((n, m) => n + m.total, 0);
+  const mean = (of: (m: Measured) => number) => measures.reduce((n, m) => n + of(m), 0) / measures.length;
+  const weighted = (of: (m: Measured) => number | undefined) =>
+    measures.some((m) => of(m) === undefined) ? undefined : measures.reduce((n, m) => n + of(m)! * m.total, 0) / total;
   return {
-    ...a,
+    ...measures[0],
     target,
-    rps: (a.rps + b.rps) / 2,
-    mean: (a.mean + b.mean) / 2,
+    rps: mean((m) => m.rps),
+    mean: mean((m) => m.mean),
     total,
-    serverCpuUsPerRequest: weighted(a.serverCpuUsPerRequest, b.serverCpuUsPerRequest),
-    dbCpuUsPerRequest: weighted(a.dbCpuUsPerRequest, b.dbCpuUsPerRequest),
-    clientCpuShare: (a.clientCpuShare + b.clientCpuShare) / 2,
+    serverCpuUsPerRequest: weighted((m) => m.serverCpuUsPerRequest),
+    dbCpuUsPerRequest: weighted((m) => m.dbCpuUsPerRequest),
+    clientCpuShare: mean((m) => m.clientCpuShare),
   };
 }
