@@ -426,7 +426,7 @@ async function spawnProgram(
     await sleep(250);
   }
   log(
-    `audience ${role} (LOG_LEVEL=${logLevel}${options.beside ? ", beside another's database" : ''}) ready in ${((Date.now() - started) / 1000).toFixed(1)} s`,
+    `audience ${role} (LOG_LEVEL=${logLevel}${options.beside ? ", beside another's database" : ''}, pid ${child.pid}) ready in ${((Date.now() - started) / 1000).toFixed(1)} s`,
   );
   const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
   return {
