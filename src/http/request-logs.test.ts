@@ -9,14 +9,32 @@ import { BATCH_MS } from './logging.ts';
 // timer set later for longer fires after it.
 const batchWritten = () => sleep(BATCH_MS + 1);
 
+/**
+ * A server logging at `info` into `lines`; `written()` answers, once the batch pending is written,
+ * the log lines written since its last call, parsed (a write may hold several lines).
+ */
+async function loggedServer() {
+  const lines: string[] = [];
+  const server = await TestServer.start({ LOG_LEVEL: 'info' }, { log: { write: (line) => void lines.push(line) } });
+  let seen = 0;
+  const written = async () => {
+    await batchWritten();
+    const text = lines.slice(seen).join('');
+    seen = lines.length;
+    return text
+      .split('\n')
+      .filter((line) => line !== '')
+      .map((line) => JSON.parse(line));
+  };
+  return { server, lines, written };
+}
+
 describe('request logs', () => {
   it('are one line per request at its answer, with the route, status and time, leaving out profile keys, addresses, tokens and client secrets', async () => {
-    const lines: string[] = [];
-    const logged = await TestServer.start({ LOG_LEVEL: 'info' }, { log: { write: (line) => void lines.push(line) } });
+    const { server: logged, lines, written } = await loggedServer();
     try {
       const { accountId, clientId, clientSecret, token } = await logged.login(SHOP);
-      await batchWritten();
-      const before = lines.length;
+      await written();
       const email = 'com.vendor1.keyspaces.email';
       await logged.request(
         'GET',
@@ -41,14 +59,7 @@ describe('request logs', () => {
         'DELETE',
         `/admin/accounts/${accountId}/suppressions/com.vendor1.channels.email/dee.logged@example.com`,
       );
-      await batchWritten();
-      // A write may hold several lines.
-      const parsed = lines
-        .slice(before)
-        .join('')
-        .split('\n')
-        .filter((line) => line !== '')
-        .map((line) => JSON.parse(line));
+      const parsed = await written();
       // Fastify's own line at the start of each request is left out: the one line has it all.
       expect(parsed.filter((l) => l.msg === 'incoming request')).toEqual([]);
       const requests = parsed.filter((l) => l.msg === 'request completed');
@@ -90,11 +101,9 @@ describe('request logs', () => {
     }
   });
   it("names each request's own client, host and User-Agent, also among the requests of one keep-alive connection", async () => {
-    const lines: string[] = [];
-    const logged = await TestServer.start({ LOG_LEVEL: 'info' }, { log: { write: (line) => void lines.push(line) } });
+    const { server: logged, written } = await loggedServer();
     try {
-      await batchWritten();
-      const before = lines.length;
+      await written();
       // Each differs from the one before in one header the fields come from, but the second.
       const clients = [
         { 'user-agent': 'shop-connector/1.0' },
@@ -114,14 +123,7 @@ describe('request logs', () => {
             .on('error', reject),
         );
       agent.destroy();
-      await batchWritten();
-      const requests = lines
-        .slice(before)
-        .join('')
-        .split('\n')
-        .filter((line) => line !== '')
-        .map((line) => JSON.parse(line))
-        .filter((l) => l.msg === 'request completed' && l.req.url === '/healthz');
+      const requests = (await written()).filter((l) => l.msg === 'request completed' && l.req.url === '/healthz');
       const local = expect.stringMatching(/^127\.0\.0\.1:\d+$/);
       expect(requests.map((l) => [l.req.userAgent, l.req.remoteAddress, l.req.host])).toEqual([
         ['shop-connector/1.0', '127.0.0.1', local],
@@ -138,11 +140,9 @@ describe('request logs', () => {
     }
   });
   it('are JSON whatever a value holds: quotes, backslashes, bytes beyond ASCII, and a line longer than a whole batch', async () => {
-    const lines: string[] = [];
-    const logged = await TestServer.start({ LOG_LEVEL: 'info' }, { log: { write: (line) => void lines.push(line) } });
+    const { server: logged, written } = await loggedServer();
     try {
-      await batchWritten();
-      const before = lines.length;
+      await written();
       // Paths no route matches are kept as they came (but for what may be a key). Bytes beyond
       // ASCII, which HTTP refuses in a path, come in a header.
       const paths = [
@@ -163,14 +163,7 @@ describe('request logs', () => {
             )
             .on('error', reject),
         );
-      await batchWritten();
-      const requests = lines
-        .slice(before)
-        .join('')
-        .split('\n')
-        .filter((line) => line !== '')
-        .map((line) => JSON.parse(line))
-        .filter((l) => l.msg === 'request completed');
+      const requests = (await written()).filter((l) => l.msg === 'request completed');
       expect(requests).toHaveLength(paths.length);
       // Compared one by one: a difference in the long one is better not printed whole.
       paths.forEach((path, i) =>
