@@ -8,6 +8,7 @@ import type { Config } from './config.ts';
 import { systemClock } from './core/clock.ts';
 import { settleHeap, settleWhenIdle } from './core/heap.ts';
 import * as accounts from './accounts/accounts.ts';
+import { forgetDeletedAccountsFiles } from './accounts/delete.ts';
 import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
@@ -183,10 +184,13 @@ export async function serve(
     const serverSecret = (await secretOf(config, config.serverSecret, 'server-secret', { create: true }))!;
     const services = await createServices(config, pool, systemClock, { adminToken, serverSecret });
     started.push(() => services.close());
-    // What writes of killed processes left in the file store (a part of an upload: personal data) goes now, and later ones on each sweep.
+    // What killed processes left in the file store (a part of an upload, the files of an account
+    // whose delete died before them: personal data) goes now, and later leftovers on each sweep.
     const sweep = async () => {
       const removed = await services.files.sweep();
       if (removed > 0) logger.info({ files: removed }, 'removed the partial files of interrupted writes');
+      const forgotten = await forgetDeletedAccountsFiles(pool, services.files);
+      if (forgotten > 0) logger.info({ folders: forgotten }, 'removed the files of deleted accounts');
     };
     await sweep();
     const sweeping = setInterval(

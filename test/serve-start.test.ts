@@ -310,6 +310,35 @@ describe('audience serve (npm start)', () => {
     );
   });
 
+  it("removes at its next start the files of an account whose delete died before them, and no live account's", async () => {
+    const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
+    const files = path.join(dataDir, 'files');
+    const there = (key: string) =>
+      fs.access(path.join(files, key)).then(
+        () => true,
+        () => false,
+      );
+    // What a delete leaves when its process dies after its transaction: files of an account no row names.
+    const gone = ['exports/987654321/job.csv.gz', 'imports/987654321/upload.csv', 'imports/987654321/deep/part.csv'];
+    const kept = [`exports/${demo.account_id}/kept.csv.gz`, 'exports/0987654321/kept.csv', 'exports/kept.csv'];
+    await program.stop('SIGKILL');
+    for (const key of [...gone, ...kept]) {
+      await fs.mkdir(path.dirname(path.join(files, key)), { recursive: true });
+      await fs.writeFile(path.join(files, key), 'personal data', { mode: 0o600 });
+    }
+    try {
+      await program.start();
+      for (const key of gone) expect(await there(key), key).toBe(false);
+      expect(await there('exports/987654321')).toBe(false);
+      for (const key of kept) expect(await there(key), key).toBe(true);
+      expect(program.logLines().find((l) => l.msg === 'removed the files of deleted accounts')).toMatchObject({
+        folders: 2,
+      });
+    } finally {
+      for (const key of kept) await fs.rm(path.join(files, key), { force: true });
+    }
+  });
+
   it('refuses to start when the file store cannot be used, naming it and the reason, before starting its database', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-files-'));
     try {

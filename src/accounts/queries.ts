@@ -61,6 +61,15 @@ export async function lockAccount(db: Queryable, accountId: string): Promise<boo
   return rows.length > 0;
 }
 
+/** Which of `accountIds` are accounts. */
+export async function existingAccounts(db: Queryable, accountIds: string[]): Promise<string[]> {
+  const { rows } = await db.query<{ account_id: string }>(
+    'select account_id::text from accounts where account_id = any($1::bigint[])',
+    [accountIds],
+  );
+  return rows.map((row) => row.account_id);
+}
+
 export async function deleteAccount(db: Queryable, accountId: string): Promise<void> {
   await db.query('delete from accounts where account_id = $1::bigint', [accountId]);
 }

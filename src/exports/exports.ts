@@ -412,4 +412,6 @@ export async function sweepExport(deps: ExportDeps, job: Job<typeof EXPORT_SWEEP
 export const forgetAccountExports = {
   rows: (tx: Queryable, accountId: string): Promise<void> => q.deleteAccountRows(tx, accountId),
   files: (store: FileStore, accountId: string): Promise<void> => store.removeAll(`exports/${accountId}`),
+  /** The accounts with files here. */
+  accounts: (store: FileStore): Promise<string[]> => store.folders('exports'),
 };

@@ -224,19 +224,38 @@ export class S3FileStore {
     await res.body?.cancel();
   }
 
-  /** Lists the keys under `folder/` (ListObjectsV2, page by page) and removes each. */
+  /** Lists the keys under `folder/` and removes each. */
   async removeAll(folder: string): Promise<void> {
+    for await (const { keys } of this.listing(folder)) for (const key of keys) await this.remove(`${folder}/${key}`);
+  }
+
+  async folders(folder: string): Promise<string[]> {
+    const found: string[] = [];
+    for await (const page of this.listing(folder, '/')) found.push(...page.folders);
+    return found;
+  }
+
+  /**
+   * ListObjectsV2 under `folder/`, page by page: the keys under it (relative to it), and with a
+   * delimiter, only those directly under it and the names of the folders there.
+   */
+  private async *listing(folder: string, delimiter?: '/'): AsyncGenerator<{ keys: string[]; folders: string[] }> {
     const { prefix } = this.location;
     const under = `${prefix ? `${prefix}/` : ''}${folder}/`;
     let token: string | undefined;
     do {
       const query: Record<string, string> = { 'list-type': '2', prefix: under };
+      if (delimiter) query.delimiter = delimiter;
       if (token) query['continuation-token'] = token;
       const res = await this.request('GET', `${folder}/`, { query });
       if (!res.ok) throw await this.failure('GET', `${folder}/`, res);
       const body = await res.text();
-      const keys = [...body.matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => unescapeXml(m[1]).slice(under.length));
-      for (const key of keys) await this.remove(`${folder}/${key}`);
+      yield {
+        keys: [...body.matchAll(/<Key>([^<]*)<\/Key>/g)].map((m) => unescapeXml(m[1]).slice(under.length)),
+        folders: [...body.matchAll(/<CommonPrefixes>\s*<Prefix>([^<]*)<\/Prefix>/g)].map((m) =>
+          unescapeXml(m[1]).slice(under.length, -1),
+        ),
+      };
       token = /<IsTruncated>true<\/IsTruncated>/.test(body)
         ? unescapeXml(/<NextContinuationToken>([^<]*)<\/NextContinuationToken>/.exec(body)?.[1] ?? '')
         : undefined;

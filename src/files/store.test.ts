@@ -115,6 +115,21 @@ describe.each(stores)('files in %s', (_name, open) => {
     await store.removeAll('imports/71');
   });
 
+  it('names the folders directly under a folder (the accounts with files), and none under a folder not there', async () => {
+    const store = open();
+    const top = `folders-${crypto.randomUUID()}`;
+    for (const key of [
+      `${top}/71/a.csv`,
+      `${top}/71/deep/b.csv`,
+      `${top}/8 x/c.csv`,
+      `${top}/d.csv`,
+      `${top}x/9/e.csv`,
+    ])
+      await store.put(key, Readable.from([key]));
+    expect((await store.folders(top)).sort()).toEqual(['71', '8 x']);
+    expect(await store.folders(`${top}-missing`)).toEqual([]);
+  });
+
   it('refuses a key that leaves the store', async () => {
     const store = open();
     await expect(store.put('../outside.csv', Readable.from(['x']))).rejects.toThrow(/leaves the file store/);

@@ -17,6 +17,8 @@ export interface FileStore {
   remove(key: string): Promise<void>;
   /** Removes every file whose key starts with `folder/` (a deleted account's), partial writes included. */
   removeAll(folder: string): Promise<void>;
+  /** The names of the folders directly under `folder/` (in `exports`, the accounts with export files). */
+  folders(folder: string): Promise<string[]>;
   /** Removes what interrupted writes of any key left behind (a process killed during an upload); answers how many files. */
   sweep(): Promise<number>;
 }
@@ -119,6 +121,16 @@ export class LocalFileStore implements FileStore {
 
   async removeAll(folder: string): Promise<void> {
     await fs.rm(this.pathOf(folder), { recursive: true, force: true });
+  }
+
+  async folders(folder: string): Promise<string[]> {
+    const entries = await fs
+      .readdir(this.pathOf(folder), { withFileTypes: true })
+      .catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return [];
+        throw err;
+      });
+    return entries.filter((entry) => entry.isDirectory()).map((entry) => entry.name);
   }
 
   /**

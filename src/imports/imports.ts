@@ -394,4 +394,6 @@ export async function acceptUpload(
 export const forgetAccountImports = {
   rows: (tx: Queryable, accountId: string): Promise<void> => q.deleteAccountRows(tx, accountId),
   files: (store: FileStore, accountId: string): Promise<void> => store.removeAll(`imports/${accountId}`),
+  /** The accounts with files here. */
+  accounts: (store: FileStore): Promise<string[]> => store.folders('imports'),
 };
