@@ -374,8 +374,7 @@ export function registerRequestLog(app: FastifyInstance): void {
     const client = clientOf(request);
     const code = problemCodes.get(reply);
     const account = accountOf(request);
-    const id = String(request.id);
-    const { method } = request;
+    const { id, method } = request;
     // Each string takes at most six bytes a character in JSON (`\u001f`), the rest is as given.
     batch.room(
       LINE_BYTES +

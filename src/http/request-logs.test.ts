@@ -139,7 +139,7 @@ describe('request logs', () => {
       await logged.close();
     }
   });
-  it('are JSON whatever a value holds: quotes, backslashes, bytes beyond ASCII, and a line longer than a whole batch', async () => {
+  it("are JSON whatever a value holds: quotes, backslashes, bytes beyond ASCII, and a path near the limit of a request's head", async () => {
     const { server: logged, written } = await loggedServer();
     try {
       await written();
