@@ -72,12 +72,7 @@ export async function distribute(db: Pick<pg.ClientBase, 'query'>): Promise<stri
       await db.query('select create_reference_table($1::regclass)', [table]);
       converted.push(table);
     }
-    const {
-      rows: [colocated],
-    } = await db.query<{ name: string | null }>(
-      `select min(logicalrelid::regclass::text) as name from pg_dist_partition where partmethod = 'h'`,
-    );
-    let colocateWith = colocated.name ?? 'default';
+    let colocateWith = (await colocationTable(db)) ?? 'default';
     for (const table of pending.filter((t) => !REFERENCE_TABLES.includes(t))) {
       await db.query('select create_distributed_table($1::regclass, $2, colocate_with => $3)', [
         table,
@@ -90,14 +85,38 @@ export async function distribute(db: Pick<pg.ClientBase, 'query'>): Promise<stri
     for (const k of keys)
       await db.query(`alter table ${ident(k.table)} add constraint ${ident(k.name)} ${k.definition}`);
   }
-  // Statements pushed down to a worker call the schema's SQL functions there.
-  const { rows: functions } = await db.query<{ signature: string }>(
-    `select p.oid::regprocedure::text as signature from pg_proc p
-     where p.pronamespace = 'public'::regnamespace and p.prokind = 'f'
-       and not exists (select 1 from pg_dist_object o where o.classid = 'pg_proc'::regclass and o.objid = p.oid)`,
+  // Statements pushed down to a worker call the schema's SQL functions there. A function whose first
+  // argument is the account (profile_write_attributes) is distributed by it: Citus runs a call of it
+  // whole on the worker that holds the account's rows, as it routes a statement that names one account.
+  const { rows: functions } = await db.query<{ signature: string; by_account: boolean }>(
+    `select f.signature, f.by_account from (
+       select p.oid::regprocedure::text as signature, coalesce(p.proargnames[1] = $1, false) as by_account,
+         (select o.distribution_argument_index from pg_dist_object o where o.classid = 'pg_proc'::regclass and o.objid = p.oid) as argument,
+         exists (select 1 from pg_dist_object o where o.classid = 'pg_proc'::regclass and o.objid = p.oid) as known
+       from pg_proc p where p.pronamespace = 'public'::regnamespace and p.prokind = 'f'
+     ) f
+     -- Citus propagates a function created on a distributed database itself, without its argument.
+     where not f.known or (f.by_account and f.argument is null)`,
+    [DISTRIBUTION_COLUMN],
   );
-  for (const f of functions) await db.query('select create_distributed_function($1::regprocedure)', [f.signature]);
+  for (const f of functions) {
+    if (!f.by_account) await db.query('select create_distributed_function($1::regprocedure)', [f.signature]);
+    else
+      await db.query('select create_distributed_function($1::regprocedure, $2, colocate_with => $3)', [
+        f.signature,
+        DISTRIBUTION_COLUMN,
+        await colocationTable(db),
+      ]);
+  }
   return converted;
+}
+
+/** The table whose colocation group every distributed table joins; none before the first is distributed. */
+async function colocationTable(db: Pick<pg.ClientBase, 'query'>): Promise<string | undefined> {
+  const { rows } = await db.query<{ name: string | null }>(
+    `select min(logicalrelid::regclass::text) as name from pg_dist_partition where partmethod = 'h'`,
+  );
+  return rows[0].name ?? undefined;
 }
 
 /** A table or constraint name of the schema, quoted. */

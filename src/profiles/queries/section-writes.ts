@@ -69,55 +69,21 @@ interface PatchByKey {
 }
 
 /**
- * patchSectionData of profiles given by key, attributes only, in one statement (so without a
- * transaction around it): one answer per patch, in order, false where no profile has the key
- * (nothing is written for it). The patches of one section of one profile (a key given twice, or
- * two keys of a cluster) are applied in order as one, since an upsert may touch a row only once;
- * the rows are written in the order of their keys, so that two such statements cannot deadlock.
+ * patchSectionData of profiles given by key, attributes only, in one call of the SQL function
+ * profile_write_attributes (migration 0025; so without a transaction around it): one answer per
+ * patch, in order, false where no profile has the key (nothing is written for it). The patches of
+ * one section of one profile (a key given twice, or two keys of a cluster) are applied in order as
+ * one; the rows are written in the order of their keys, so that two such calls cannot deadlock.
  * Tags are left as they are (a new row gets none): the common PATCH of every page view or order
  * would otherwise call profile_true_tags, a SQL function of about 5 µs, twice per row to recompute
- * maps it does not change.
+ * maps it does not change. A function rather than a statement: Citus runs the call whole on the
+ * account's worker (docs/scaling.md), where it planned the statement's data-modifying parts as
+ * steps routed one by one from the coordinator.
  */
 async function patchSectionDataByKeys(db: Queryable, accountId: string, patches: PatchByKey[]): Promise<boolean[]> {
   const { rows } = await db.query<{ n: number }>({
-    name: 'profiles.patch-section-data-by-keys',
-    text: `with located as (
-       select x.n, x.section_id, x.patch, x.changed_at::timestamptz as changed_at, f.canonical_id
-       from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[]), jsonb_array_elements($5::jsonb), jsonb_array_elements_text($6::jsonb))
-         with ordinality as x(keyspace_id, profile_key, section_id, patch, changed_at, n)
-       cross join lateral (
-         select coalesce(p.canonical_id, p.profile_id) as canonical_id
-         from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-         where i.account_id = $1::bigint and i.keyspace_id = x.keyspace_id and i.profile_key = x.profile_key
-         limit 1
-       ) f
-     ), merged as (
-       -- The writes of one section row in the batch are one write at the time of the last.
-       select l.canonical_id, l.section_id, max(l.changed_at) as changed_at,
-         coalesce(jsonb_object_agg(e.key, e.value order by l.n) filter (where e.key is not null), '{}'::jsonb) as patch
-       from located l left join lateral jsonb_each(l.patch) e on true
-       group by l.canonical_id, l.section_id
-     ), old as (
-       select ps.profile_id, ps.section_id, ps.attributes, ps.attribute_set_at from merged m
-       join profile_sections ps on ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id
-     ), written as (
-       update profile_sections ps set
-         ${clusterWrite('m.patch', undefined, 'm.changed_at')}
-       from merged m join old o on o.profile_id = m.canonical_id and o.section_id = m.section_id
-       where ps.account_id = $1::bigint and ps.profile_id = m.canonical_id and ps.section_id = m.section_id and ${UNCHANGED}
-       ${WRITTEN('m.changed_at')}
-     ), inserted as (
-       insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
-       select $1::bigint, m.canonical_id, m.section_id, ${NEW_ROW('m.patch', "'{}'::jsonb", 'm.changed_at')}
-       from merged m
-       where not exists (select 1 from old o where o.profile_id = m.canonical_id and o.section_id = m.section_id)
-       order by m.canonical_id, m.section_id
-       on conflict do nothing
-       returning 1
-     ), history as (
-       ${REPLACED}
-     )
-     select n::int as n from located where ${ALL_WRITTEN('(select count(*) from merged)')}`,
+    name: 'profiles.write-attributes',
+    text: 'select n from profile_write_attributes($1::bigint, $2::bigint[], $3::jsonb, $4::bigint[], $5::jsonb, $6::jsonb) as n',
     values: [
       accountId,
       idArray(patches.map((p) => p.keyspaceId)),
