@@ -117,6 +117,65 @@ async function placement(
   return rows[0];
 }
 
+/** Two new accounts whose rows are on different workers, each with its placement. */
+async function accountsOnTwoWorkers(
+  app: TestServer,
+  db: pg.ClientBase,
+): Promise<[Account, Awaited<ReturnType<typeof placement>>][]> {
+  // Accounts until two of them hash to shards placed on different workers.
+  const first = await Account.create(app);
+  const firstAt = await placement(db, 'profiles', first.accountId);
+  for (let i = 0; i < 40; i++) {
+    const candidate = await Account.create(app);
+    const at = await placement(db, 'profiles', candidate.accountId);
+    if (at.port !== firstAt.port || at.host !== firstAt.host)
+      return [
+        [first, firstAt],
+        [candidate, at],
+      ];
+  }
+  throw new Error('no account on the other worker after 40 accounts');
+}
+
+const ok = (status: number) => status >= 200 && status < 300;
+
+/**
+ * Starts a node again after it was killed, as scripts/citus.sh starts it (as the postgres user,
+ * logging beside its data directory); nothing when it answers. (pg_ctl status would take the
+ * killed postmaster, a zombie until reaped, for a running server.) A start right after the kill can
+ * find the dead server's backends still going away: it is tried again until it starts.
+ */
+async function startNode(victim: { url: string; dataDir: string }): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    if (
+      await withClient(victim.url, (c) => c.query('select 1')).then(
+        () => true,
+        () => false,
+      )
+    )
+      return;
+    try {
+      await run('runuser', [
+        '-u',
+        'postgres',
+        '--',
+        `${PG_BIN}/pg_ctl`,
+        '-D',
+        victim.dataDir,
+        '-l',
+        `${victim.dataDir}.log`,
+        '-w',
+        '-t',
+        '120',
+        'start',
+      ]);
+      return;
+    } catch (err) {
+      if (attempt >= 20) throw err;
+    }
+  }
+}
+
 /** Rows of every table of the public schema, by table name. */
 async function rowCounts(db: pg.ClientBase): Promise<Record<string, number>> {
   const { rows: tables } = await db.query<{ name: string }>(
@@ -151,22 +210,12 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
     it('puts the rows of two accounts on different workers, each on the worker of its shard', async () => {
       const workers = await workerNodes(server);
       expect(workers).toHaveLength(2);
-      // Accounts until two of them hash to shards placed on different workers.
-      const first = await Account.create(app);
-      const firstAt = await placement(db, 'profiles', first.accountId);
-      let second: Account | undefined;
-      let secondAt: typeof firstAt | undefined;
-      for (let i = 0; i < 40 && !second; i++) {
-        const candidate = await Account.create(app);
-        const at = await placement(db, 'profiles', candidate.accountId);
-        if (at.port !== firstAt.port || at.host !== firstAt.host) [second, secondAt] = [candidate, at];
-      }
-      expect(second, 'no account on the other worker after 40 accounts').toBeDefined();
+      const [[first, firstAt], [second, secondAt]] = await accountsOnTwoWorkers(app, db);
 
       const name = new URL(await testDatabase()).pathname.slice(1);
       for (const [account, at] of [
         [first, firstAt],
-        [second!, secondAt!],
+        [second, secondAt],
       ] as const) {
         const key = `${crypto.randomUUID()}@example.com`;
         expect((await account.createProfile(key)).status).toBe(201);
@@ -191,6 +240,136 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
         expect(elsewhere.rows).toHaveLength(0);
       }
     });
+  });
+  describe('a worker that fails', () => {
+    let app: TestServer;
+    let db: pg.Client;
+    let victim: { url: string; dataDir: string } | undefined;
+    beforeAll(async () => {
+      app = await TestServer.start({ LOG_LEVEL: 'fatal' });
+      db = new pg.Client({ connectionString: await testDatabase() });
+      await db.connect();
+    });
+    afterAll(async () => {
+      // A failed run leaves no worker down for the tests after it.
+      if (victim) await startNode(victim);
+      await app?.close();
+      await db?.end();
+    });
+
+    it('answers 503 with Retry-After for the accounts of a killed worker, serves the others, and all again once it is back', async () => {
+      const [[hit, hitAt], [spared]] = await accountsOnTwoWorkers(app, db);
+      const url = (await workerNodes(server)).find((w) => node(w).host === hitAt.host && node(w).port === hitAt.port)!;
+      victim = {
+        url,
+        dataDir: await withClient(url, async (c) => (await c.query('show data_directory')).rows[0].data_directory),
+      };
+      const keys = new Map<Account, string[]>();
+      for (const account of [hit, spared]) {
+        keys.set(account, []);
+        for (let i = 0; i < 4; i++) {
+          const key = `${crypto.randomUUID()}@example.com`;
+          expect((await account.createProfile(key)).status).toBe(201);
+          keys.get(account)!.push(key);
+        }
+      }
+
+      // What each account was answered, in the phase it was answered in; the last value each 204 set.
+      type Phase = 'before' | 'down' | 'back';
+      let phase: Phase = 'before';
+      const answered = new Map<Account, Record<Phase, Map<number, number>>>(
+        [hit, spared].map((a) => [a, { before: new Map(), down: new Map(), back: new Map() }]),
+      );
+      const count = (account: Account, p: Phase, ok: (status: number) => boolean) =>
+        [...answered.get(account)![p]].reduce((n, [status, times]) => n + (ok(status) ? times : 0), 0);
+      const failures: string[] = [];
+      const lastValue = new Map<string, string>();
+      const note = (account: Account, what: string, r: Response) => {
+        const seen = answered.get(account)![phase];
+        seen.set(r.status, (seen.get(r.status) ?? 0) + 1);
+        if (r.status === 503 && r.headers.get('retry-after') === null)
+          failures.push(`${what}: 503 without Retry-After`);
+        if (r.status >= 500 && r.status !== 503) failures.push(`${what}: ${r.status} ${r.text}`);
+      };
+      let running = true;
+      const writer = async (account: Account) => {
+        for (let n = 0; running; n++) {
+          const key = keys.get(account)![n % 4];
+          const value = `v${n}-${crypto.randomBytes(3).toString('hex')}`;
+          lastValue.delete(key); // until answered, either value may be the one kept
+          try {
+            const r = await account.setFirstName(key, value);
+            note(account, 'patch', r);
+            if (r.status === 204) lastValue.set(key, value);
+          } catch (err) {
+            failures.push(`patch failed: ${(err as Error).message}`);
+          }
+        }
+      };
+      const reader = async (account: Account) => {
+        for (let n = 0; running; n++) {
+          try {
+            const r = await account.server.request('GET', `${profilePath(keys.get(account)![n % 4])}/attributes`, {
+              token: account.token,
+            });
+            note(account, 'read', r);
+          } catch (err) {
+            failures.push(`read failed: ${(err as Error).message}`);
+          }
+        }
+      };
+      const load = Promise.all([hit, spared].flatMap((a) => [writer(a), reader(a)]));
+      const until = async (what: string, done: () => boolean) => {
+        while (!done()) {
+          if (!running) throw new Error(`stopped before ${what}`);
+          await new Promise((r) => setImmediate(r));
+        }
+      };
+      try {
+        await until(
+          'both accounts are served',
+          () => count(hit, 'before', ok) > 10 && count(spared, 'before', ok) > 10,
+        );
+        // kill -9 of the worker's postmaster: its backends go with it, and its connections are refused.
+        const pid = Number((await fs.readFile(path.join(victim.dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+        process.kill(pid, 'SIGKILL');
+        phase = 'down';
+        await until('503 for the account on the killed worker, answers for the other', () => {
+          return count(hit, 'down', (s) => s === 503) > 10 && count(spared, 'down', ok) > 20;
+        });
+        await startNode(victim);
+        phase = 'back';
+        await until('the account on the restarted worker is served again', () => count(hit, 'back', ok) > 20);
+      } finally {
+        running = false;
+        await load;
+      }
+
+      expect(failures).toEqual([]);
+      const statuses = (a: Account, p: Phase) => [...answered.get(a)![p].keys()].sort();
+      // While its worker was down, the account answered 503 (and requests on their way as it died
+      // their answers); the other account was served throughout, and both before and after.
+      expect(
+        statuses(hit, 'down').every((s) => [200, 204, 503].includes(s)),
+        JSON.stringify(statuses(hit, 'down')),
+      ).toBe(true);
+      for (const p of ['before', 'down', 'back'] as const) expect(statuses(spared, p).every(ok), p).toBe(true);
+      expect(statuses(hit, 'before').every(ok)).toBe(true);
+      expect(count(hit, 'back', ok)).toBeGreaterThan(0);
+
+      // Every acknowledged write reads back.
+      let checked = 0;
+      for (const account of [hit, spared])
+        for (const key of keys.get(account)!) {
+          const { status, values } = await account.attributes(key);
+          expect(status, key).toBe(200);
+          if (lastValue.has(key)) {
+            expect(values[FIRST_NAME], key).toBe(lastValue.get(key));
+            checked++;
+          }
+        }
+      expect(checked).toBeGreaterThan(0);
+    }, 180_000);
   });
   describe('growing the cluster while it serves', () => {
     const name = `citus_grow_${crypto.randomBytes(4).toString('hex')}`;
