@@ -147,9 +147,12 @@ describe('the embedded database, supervised', () => {
       expect(res.status, key).toBe(200);
     }
     const seconds = recoveries.map((ms) => (ms / 1000).toFixed(1));
+    const lines = program.logLines();
+    const starts = lines.filter((l) => l.msg === 'the embedded PostgreSQL is up again').map((l) => l.attempt);
     console.log(
       `kill -9 of the postmaster to serving again (${CYCLES} kills, ${acknowledged.length} writes acknowledged, ` +
-        `load ${os.loadavg()[0].toFixed(1)}): ${seconds.join(' ')} s; max ${Math.max(...recoveries) / 1000} s`,
+        `load ${os.loadavg()[0].toFixed(1)}): ${seconds.join(' ')} s; max ${(Math.max(...recoveries) / 1000).toFixed(1)} s; ` +
+        `the start that came up: ${starts.join(' ')}`,
     );
   }, 600_000);
 
