@@ -200,10 +200,9 @@ export async function serve(
     },
   };
   try {
-    const database = await openDatabase(config, supervision);
-    const { pool, url } = database;
-    embedded = database.embedded;
-    if (embedded) started.push(() => embedded!.stop());
+    const { pool, url, embedded: own } = await openDatabase(config, supervision);
+    embedded = own;
+    if (own) started.push(() => own.stop());
     started.push(() => pool.end());
     await migrate(pool);
     const inUse = await accounts.vendorWordInUse(pool);

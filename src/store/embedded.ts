@@ -19,7 +19,7 @@ export interface EmbeddedDatabase {
  * never what a statement wrote.
  */
 export interface Supervision {
-  log(level: 'info' | 'warn' | 'error', fields: Record<string, unknown>, msg: string): void;
+  log(level: 'info' | 'warn', fields: Record<string, unknown>, msg: string): void;
   /** Every start after a death failed: the program cannot serve, and should exit non-zero. */
   gaveUp(err: Error): void;
 }
@@ -29,7 +29,7 @@ export interface Supervision {
  * first tries often fail while the dead postmaster's backends go away (they hold its shared memory);
  * six failed starts in a row (about 8 s of them) mean the cluster cannot come back, and the program
  * exits for its supervisor (systemd, a container runtime) to start it again, whose first start tries
- * for another 10 s (startAfterCrash).
+ * for another 10 s (Postmaster.start).
  */
 export const RESTART_DELAYS_MS = [0, 250, 500, 1000, 2000, 4000];
 
@@ -216,7 +216,7 @@ function launch(command: PostmasterCommand): Promise<ChildProcess> {
     let fatal: string | undefined;
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
       if (ready) return;
-      fatal = /(?:FATAL|PANIC):\s+(.*)/.exec(chunk)?.[1] ?? fatal;
+      fatal = [...chunk.matchAll(/(?:FATAL|PANIC):\s+(.*)/g)].at(-1)?.[1] ?? fatal;
       if (!chunk.includes(READY)) return;
       ready = true;
       resolve(child);
