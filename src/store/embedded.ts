@@ -398,7 +398,8 @@ export function withDatabase(url: string, database: string): string {
 
 /**
  * A program killed without its shutdown (SIGKILL, a crash) leaves its PostgreSQL running on the
- * cluster. Stop it cleanly (SIGINT: fast shutdown, committed data kept) so this start can take over.
+ * cluster where there is no setpriv, and still shutting down where there is. Stop it cleanly (SIGINT:
+ * fast shutdown, committed data kept), or wait for it, so this start can take over.
  */
 async function stopOrphanedServer(clusterDir: string): Promise<void> {
   let pid: number;
