@@ -1,11 +1,30 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freePort, RESTART_DELAYS_MS } from '../src/store/embedded.ts';
-import { Program, dataDir, program, serveProgram, tokenFor } from './serve-program.ts';
+import { Program, tokenFor } from './serve-program.ts';
 
-serveProgram();
+// One program on one data directory for the whole file (one initdb): each test starts it unless it
+// runs, in a process group of its own as a terminal would; the last test makes its cluster unusable.
+let program: Program;
+vi.setConfig({ testTimeout: 120_000 });
+beforeAll(async () => {
+  program = new Program(await fs.mkdtemp(path.join(os.tmpdir(), 'audience-supervised-')), await freePort());
+});
+afterAll(async () => {
+  if (runs(program)) await program.stop('SIGTERM');
+  await fs.rm(program.dataDir, { recursive: true, force: true });
+});
+
+/** Whether a program's process runs. */
+const runs = (p: Program) => p.child !== undefined && p.child.exitCode === null && p.child.signalCode === null;
+
+/** The file's program, started unless it runs. */
+async function started(): Promise<Program> {
+  if (!runs(program)) await program.start({ detached: true });
+  return program;
+}
 
 const KEYSPACE = 'com.vendor1.keyspaces.crm-id';
 const SHOP = 'com.vendor1.sections.user-created.shop';
@@ -24,7 +43,7 @@ async function postmasterPid(dir: string): Promise<number | undefined> {
 }
 
 /** Whether a process runs (a zombie does not). */
-async function runs(pid: number): Promise<boolean> {
+async function processRuns(pid: number): Promise<boolean> {
   const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
   return stat !== '' && !'ZX'.includes(stat[stat.lastIndexOf(')') + 2]);
 }
@@ -84,6 +103,7 @@ async function killPostmaster(serving: Program): Promise<number> {
 
 describe('the embedded database, supervised', () => {
   it(`kill -9 of the postmaster under writes, ${CYCLES} times: serving again after each, every acknowledged write kept`, async () => {
+    const program = await started();
     const { headers } = await demoOf(program);
     const acknowledged: string[] = [];
     const refused = new Map<number, number>();
@@ -157,6 +177,7 @@ describe('the embedded database, supervised', () => {
   }, 600_000);
 
   it("a job across a kill completes in the worker thread's pool, and one enqueued after the restart", async () => {
+    const program = await started();
     const { headers } = await demoOf(program);
     const count = async () => {
       const res = await fetch(program.url('/audience/profiles/reports/consents/count'), {
@@ -185,67 +206,57 @@ describe('the embedded database, supervised', () => {
     await ready(await count());
   });
 
-  // One data directory for the programs below, started one after the other (one initdb); the last
-  // makes its cluster unusable.
-  describe('programs of their own', () => {
-    let dir: string;
-    let serving: Program;
-    beforeAll(async () => {
-      dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-supervised-'));
-      serving = new Program(dir, await freePort());
-    });
-    afterEach(async () => {
-      if (serving.child?.exitCode === null && serving.child.signalCode === null) await serving.stop('SIGTERM');
-    });
-    afterAll(() => fs.rm(dir, { recursive: true, force: true }));
+  it('a terminal Ctrl-C (SIGINT to the whole process group) drains, stops the database last and logs "stopped"', async () => {
+    const program = await started();
+    const { headers } = await demoOf(program);
+    // Work in flight: writes going on while the signal arrives.
+    let writing = true;
+    const writes = (async () => {
+      for (let i = 0; writing; i++) await createProfile(program, headers, `ctrl-c-${i}`);
+    })();
+    const postmaster = (await postmasterPid(program.dataDir))!;
+    // What the program logs from the signal on (earlier tests may have killed its database).
+    const before = program.logLines().length;
+    const exited = new Promise<number | null>((resolve) => program.child.once('exit', resolve));
+    process.kill(-program.child.pid!, 'SIGINT');
+    expect(await exited).toBe(0);
+    writing = false;
+    await writes;
+    const lines = program.logLines().slice(before);
+    expect(lines.at(-1)).toMatchObject({ msg: 'stopped', code: 0 });
+    expect(lines.filter((l) => l.level >= 50)).toEqual([]);
+    expect(lines.map((l) => l.msg)).not.toContain(EXITED);
+    expect(await processRuns(postmaster)).toBe(false);
+    expect(await fs.readdir(path.join(program.dataDir, 'postgres'))).not.toContain('owner.pid');
+  });
 
-    it('a terminal Ctrl-C (SIGINT to the whole process group) drains, stops the database last and logs "stopped"', async () => {
-      await serving.start({ detached: true });
-      const { headers } = await demoOf(serving);
-      // Work in flight: writes going on while the signal arrives.
-      let writing = true;
-      const writes = (async () => {
-        for (let i = 0; writing; i++) await createProfile(serving, headers, `ctrl-c-${i}`);
-      })();
-      const postmaster = (await postmasterPid(dir))!;
-      const exited = new Promise<number | null>((resolve) => serving.child.once('exit', resolve));
-      process.kill(-serving.child.pid!, 'SIGINT');
-      expect(await exited).toBe(0);
-      writing = false;
-      await writes;
-      const lines = serving.logLines();
-      expect(lines.at(-1)).toMatchObject({ msg: 'stopped', code: 0 });
-      expect(lines.filter((l) => l.level >= 50)).toEqual([]);
-      expect(lines.map((l) => l.msg)).not.toContain(EXITED);
-      expect(await runs(postmaster)).toBe(false);
-      expect(await fs.readdir(path.join(dir, 'postgres'))).not.toContain('owner.pid');
-    });
+  it('a program killed with SIGKILL takes its database with it', async () => {
+    const program = await started();
+    const postmaster = (await postmasterPid(program.dataDir))!;
+    expect(await program.stop('SIGKILL')).toBe(null);
+    await until('the postmaster to stop', async () => !(await processRuns(postmaster)));
+  });
 
-    it('a program killed with SIGKILL takes its database with it', async () => {
-      await serving.start();
-      const postmaster = (await postmasterPid(dir))!;
-      expect(await serving.stop('SIGKILL')).toBe(null);
-      await until('the postmaster to stop', async () => !(await runs(postmaster)));
-    });
-
-    it('a database that cannot come back: one line per failed start, /healthz up meanwhile, then a fatal line and exit 1', async () => {
-      await serving.start();
-      // A setting PostgreSQL refuses: every start after the kill fails.
-      await fs.appendFile(path.join(dir, 'postgres', 'cluster', 'postgresql.conf'), '\nno_such_setting = 1\n');
-      const exited = new Promise<number | null>((resolve) => serving.child.once('exit', resolve));
-      await killPostmaster(serving);
-      await until('the program to see the kill', () => deathsSeen(serving) > 0);
-      // Alive while it tries: a liveness probe must not restart a program that may recover.
-      expect(await statusOf(fetch(serving.url('/healthz')))).toBe(200);
-      expect(await exited).toBe(1);
-      const lines = serving.logLines();
-      const failed = lines.filter((l) => l.msg === 'the embedded PostgreSQL did not start');
-      expect(failed.map((l) => l.attempt)).toEqual(RESTART_DELAYS_MS.map((_, i) => i + 1));
-      expect(failed[0].reason).toMatch(/postgresql\.conf" contains errors/);
-      const fatal = lines.find((l) => l.level === 60)!;
-      expect(fatal.msg).toContain('the embedded database cannot come back');
-      expect(fatal.err.message).toContain(`after ${RESTART_DELAYS_MS.length} attempts`);
-      expect(lines.at(-1)).toMatchObject({ msg: 'stopped', code: 1 });
-    });
+  it('a database that cannot come back: one line per failed start, /healthz up meanwhile, then a fatal line and exit 1', async () => {
+    const program = await started();
+    // A setting PostgreSQL refuses: every start after the kill fails.
+    await fs.appendFile(
+      path.join(program.dataDir, 'postgres', 'cluster', 'postgresql.conf'),
+      '\nno_such_setting = 1\n',
+    );
+    const exited = new Promise<number | null>((resolve) => program.child.once('exit', resolve));
+    await killPostmaster(program);
+    await until('the program to see the kill', () => deathsSeen(program) > 0);
+    // Alive while it tries: a liveness probe must not restart a program that may recover.
+    expect(await statusOf(fetch(program.url('/healthz')))).toBe(200);
+    expect(await exited).toBe(1);
+    const lines = program.logLines();
+    const failed = lines.filter((l) => l.msg === 'the embedded PostgreSQL did not start');
+    expect(failed.map((l) => l.attempt)).toEqual(RESTART_DELAYS_MS.map((_, i) => i + 1));
+    expect(failed[0].reason).toMatch(/postgresql\.conf" contains errors/);
+    const fatal = lines.find((l) => l.level === 60)!;
+    expect(fatal.msg).toContain('the embedded database cannot come back');
+    expect(fatal.err.message).toContain(`after ${RESTART_DELAYS_MS.length} attempts`);
+    expect(lines.at(-1)).toMatchObject({ msg: 'stopped', code: 1 });
   });
 });
