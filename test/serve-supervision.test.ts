@@ -143,6 +143,7 @@ describe('the embedded database, supervised', () => {
         expect(await postmasterPid(program.dataDir)).not.toBe(pid);
       }
     } catch (err) {
+      // What the program logged last (its request lines aside) says why it did not come back.
       console.log(
         program.output
           .split('\n')
