@@ -29,7 +29,8 @@ export interface Supervision {
  * first tries often fail while the dead postmaster's backends go away (they hold its shared memory);
  * six failed starts in a row (about 8 s of them) mean the cluster cannot come back, and the program
  * exits for its supervisor (systemd, a container runtime) to start it again, whose first start tries
- * for another 10 s (Postmaster.start).
+ * for another 10 s (Postmaster.start). A start under way (crash recovery replaying the WAL) is
+ * waited for, however long: ending it would only start the replay again.
  */
 export const RESTART_DELAYS_MS = [0, 250, 500, 1000, 2000, 4000];
 
