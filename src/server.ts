@@ -16,7 +16,7 @@ import { createLogger } from './http/logging.ts';
 import { checkFileStore, openFileStore, SWEEP_EVERY_MS } from './files/store.ts';
 import { startWorkerThread } from './worker/thread.ts';
 import { createServices, type Services } from './services.ts';
-import { startEmbeddedDatabase, type EmbeddedDatabase } from './store/embedded.ts';
+import { startEmbeddedDatabase, type EmbeddedDatabase, type Supervision } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';
 import { createPool, withTransaction, type Queryable } from './store/pool.ts';
 import type { LimitOverrides } from './core/limits.ts';
@@ -25,11 +25,17 @@ export const DEMO_MANIFEST = path.join(path.dirname(fileURLToPath(import.meta.ur
 // Serialises the first-start demo account between processes sharing one database.
 const DEMO_LOCK = 7_418_303;
 
-/** The database of the configuration: `DATABASE_URL`, or the embedded one in the data directory. */
+/**
+ * The database of the configuration: `DATABASE_URL`, or the embedded one in the data directory,
+ * started again when it dies while `supervise` is given.
+ */
 export async function openDatabase(
   config: Config,
+  supervise?: Supervision,
 ): Promise<{ pool: pg.Pool; url: string; embedded: EmbeddedDatabase | undefined }> {
-  const embedded = config.databaseUrl ? undefined : await startEmbeddedDatabase(path.join(config.dataDir, 'postgres'));
+  const embedded = config.databaseUrl
+    ? undefined
+    : await startEmbeddedDatabase(path.join(config.dataDir, 'postgres'), { supervise });
   const url = config.databaseUrl ?? embedded!.url;
   return { pool: createPool(url, 20), url, embedded };
 }
@@ -167,11 +173,36 @@ export async function serve(
   // fails (a port in use): a failed start leaves no database running without its program.
   const started: (() => Promise<unknown>)[] = [];
   const stopStarted = async () => {
-    for (const stop of started.reverse()) await stop().catch((err) => logger.error({ err }, 'stopping failed'));
+    for (const stop of started.splice(0).reverse())
+      await stop().catch((err) => logger.error({ err }, 'stopping failed'));
+  };
+  // Why the process no longer serves (it is stopping, or its database is gone for good): /healthz
+  // answers 503 with it, so that a liveness probe sees it.
+  let down: string | undefined;
+  let embedded: EmbeddedDatabase | undefined;
+  // Stops in order (HTTP, jobs, the database) and exits: 0 on a signal, 1 when the database is gone.
+  const shutDown = async (why: string, code: number) => {
+    if (down) return;
+    down = why;
+    embedded?.stopping();
+    await stopStarted();
+    logger.info({ code }, 'stopped');
+    process.exit(code);
+  };
+  const supervision: Supervision = {
+    log: (level, fields, msg) => logger[level](fields, msg),
+    gaveUp: (err) => {
+      logger.fatal(
+        { err },
+        'the embedded database cannot come back: exiting for a supervisor to start the program again',
+      );
+      void shutDown('its embedded database could not be started again', 1);
+    },
   };
   try {
-    const { pool, url, embedded } = await openDatabase(config);
-    if (embedded) started.push(() => embedded.stop());
+    const { pool, url, embedded: own } = await openDatabase(config, supervision);
+    embedded = own;
+    if (own) started.push(() => own.stop());
     started.push(() => pool.end());
     await migrate(pool);
     const inUse = await accounts.vendorWordInUse(pool);
@@ -223,7 +254,12 @@ export async function serve(
     if (worker) started.push(() => worker.stop());
     // A worker process serves health and metrics too: its container's health check and its job
     // counters (durations, import rows) need an address.
-    const app: App = await buildApp(services, { logger, operationsOnly: !roles.api, threadMetrics: worker?.metrics });
+    const app: App = await buildApp(services, {
+      logger,
+      operationsOnly: !roles.api,
+      threadMetrics: worker?.metrics,
+      down: () => down,
+    });
     started.push(() => app.close());
     await app.ready();
     // The start-up's garbage goes before the first request (src/core/heap.ts).
@@ -241,14 +277,11 @@ export async function serve(
     await stopStarted();
     throw err;
   }
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
+  const stop = (signal: string) => {
+    if (down) return;
     logger.info({ signal }, 'draining in-flight requests and the running job');
-    await stopStarted();
-    process.exit(0);
+    void shutDown('it is stopping', 0);
   };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
 }

@@ -88,10 +88,16 @@ export class TestServer {
    * Starts a server; with `worker`, also a worker that runs jobs (imports). Its log (silent unless
    * `env` sets LOG_LEVEL) goes to `log`, or to standard output. It serves the test file's database
    * unless `database` names another one, already migrated (test/citus.test.ts: databases of a test's own).
+   * `down` says why it no longer serves, as the program's does (/healthz).
    */
   static async start(
     env: Record<string, string> = {},
-    options: { worker?: boolean; log?: { write(line: string): void }; database?: string } = {},
+    options: {
+      worker?: boolean;
+      log?: { write(line: string): void };
+      database?: string;
+      down?: () => string | undefined;
+    } = {},
   ): Promise<TestServer> {
     // Files (import uploads) go to a folder of this server's own unless the test names one.
     const dataDir = env.DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'audience-files-')));
@@ -103,7 +109,7 @@ export class TestServer {
       // Servers of one test file share their database, so they share the secret of its locked identities.
       serverSecret: env.SERVER_SECRET ?? 'test-server-secret',
     });
-    const app = await buildApp(services, { logger: createLogger(config.logLevel, options.log) });
+    const app = await buildApp(services, { logger: createLogger(config.logLevel, options.log), down: options.down });
     await app.listen({ port: 0, host: '127.0.0.1' });
     const address = app.server.address() as { port: number };
     const server = new TestServer(`http://127.0.0.1:${address.port}`, app, services, clock, pool);

@@ -56,7 +56,8 @@ describe('crashes, restarts and a data directory in use', () => {
       if (crashing.child?.exitCode === null) await crashing.stop('SIGTERM');
       await fs.rm(dir, { recursive: true, force: true });
     }
-    // Six starts, five of them with PostgreSQL's crash recovery.
+    // Six starts, five of them right after the program's death, while its postmaster, signalled by
+    // the kernel (setpriv --pdeathsig), shuts down or has just done so.
   }, 180_000);
 
   it('refuses a second program on a data directory in use, naming the owner, and leaves the first one serving', async () => {

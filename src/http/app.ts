@@ -88,7 +88,8 @@ export function operationIdOf(method: string, url: string): string {
 /**
  * Builds the HTTP application: parsers, validation, problems, auth, metrics, OpenAPI and every
  * route module; with `operationsOnly`, only health, metrics and the error reference (a worker
- * process). `threadMetrics` gives the counters of the process's worker thread to /metrics. With
+ * process). `threadMetrics` gives the counters of the process's worker thread to /metrics; `down`
+ * why the process no longer serves (stopping, its database gone), for /healthz. With
  * `emulator` (`audience emulate` only), its faults, request log and control API under /_emulator.
  */
 export async function buildApp(
@@ -97,6 +98,7 @@ export async function buildApp(
     logger?: FastifyBaseLogger;
     operationsOnly?: boolean;
     threadMetrics?: () => Promise<MetricsJson>;
+    down?: () => string | undefined;
     emulator?: Emulator;
   } = {},
 ): Promise<App> {
@@ -226,7 +228,7 @@ export async function buildApp(
   // Before authentication: a fault answers as a proxy or an overloaded server would.
   options.emulator?.traffic.register(app);
   registerAuth(app, services);
-  await registerOperations(app, services, operationsRoutes(services, options.threadMetrics));
+  await registerOperations(app, services, operationsRoutes(services, options.threadMetrics, options.down));
   if (options.operationsOnly) return app;
   await registerOperations(app, services, apiKeysRoutes);
   await registerOperations(app, services, definitionsRoutes);

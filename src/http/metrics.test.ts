@@ -15,6 +15,21 @@ describe('operations', () => {
     expect(ready.body).toEqual({ state: 'ready' });
   });
 
+  it('GET /healthz answers 503 AUD-2 saying why once the process cannot serve, without asking the database', async () => {
+    let down: string | undefined;
+    const own = await TestServer.start({}, { down: () => down });
+    try {
+      expect((await own.request('GET', '/healthz')).status).toBe(200);
+      down = 'its embedded database could not be started again';
+      const detail = expectProblem(await own.request('GET', '/healthz'), 503, 'AUD-2');
+      expect(detail).toBe('The process cannot serve: its embedded database could not be started again');
+      // Readiness still asks the database, which answers.
+      expect((await own.request('GET', '/readyz')).status).toBe(200);
+    } finally {
+      await own.close();
+    }
+  });
+
   it('GET /metrics needs its token: METRICS_TOKEN when set, else the operator token; without it 401', async () => {
     expectProblem(await server.request('GET', '/metrics'), 401, 'AUD-8');
     expectProblem(await server.request('GET', '/metrics', { token: (await server.login()).token }), 401, 'AUD-8');

