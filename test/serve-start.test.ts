@@ -5,9 +5,10 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
-import { metric } from './app.ts';
+import { metric, stopProcess } from './app.ts';
+import { scratchFolder } from './scratch.ts';
 import { NODE, Program, ROOT, dataDir, program, run, serveProgram, tokenFor } from './serve-program.ts';
 
 serveProgram();
@@ -340,33 +341,30 @@ describe('audience serve (npm start)', () => {
   });
 
   it('refuses to start when the file store cannot be used, naming it and the reason, before starting its database', async () => {
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-files-'));
-    try {
-      const closed = await freePort();
-      const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
-        env: {
-          ...process.env,
-          DATA_DIR: dir,
-          PORT: String(await freePort()),
-          LOG_LEVEL: 'warn',
-          DATABASE_URL: '',
-          FILES_URL: `http://key:secret@127.0.0.1:${closed}/uploads`,
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let output = '';
-      child.stdout!.on('data', (d) => (output += d));
-      child.stderr!.on('data', (d) => (output += d));
-      const code = await new Promise((resolve) => child.once('exit', resolve));
-      expect(code).toBe(1);
-      expect(output).toMatch(
-        /The file store \(FILES_URL\) cannot be used: S3 PUT start-checks\/\S+ \(bucket uploads at http:\/\/127\.0\.0\.1:\d+\): connect ECONNREFUSED/,
-      );
-      expect(output).not.toContain('secret@');
-      await expect(fs.stat(path.join(dir, 'postgres'))).rejects.toThrow();
-    } finally {
-      await fs.rm(dir, { recursive: true, force: true });
-    }
+    const dir = await scratchFolder('audience-serve-files-');
+    const closed = await freePort();
+    const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
+      env: {
+        ...process.env,
+        DATA_DIR: dir,
+        PORT: String(await freePort()),
+        LOG_LEVEL: 'warn',
+        DATABASE_URL: '',
+        FILES_URL: `http://key:secret@127.0.0.1:${closed}/uploads`,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    onTestFinished(() => stopProcess(child, 'SIGKILL'));
+    let output = '';
+    child.stdout!.on('data', (d) => (output += d));
+    child.stderr!.on('data', (d) => (output += d));
+    const code = await new Promise((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(output).toMatch(
+      /The file store \(FILES_URL\) cannot be used: S3 PUT start-checks\/\S+ \(bucket uploads at http:\/\/127\.0\.0\.1:\d+\): connect ECONNREFUSED/,
+    );
+    expect(output).not.toContain('secret@');
+    await expect(fs.stat(path.join(dir, 'postgres'))).rejects.toThrow();
   });
 });
 
@@ -381,7 +379,7 @@ const asNobody =
 
 describe.skipIf(!asNobody)('audience serve as an unprivileged user (as the container image runs it)', () => {
   it('initialises and starts its embedded database as that user, serves, and stops on SIGTERM', async () => {
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-nobody-'));
+    const dir = await scratchFolder('audience-serve-nobody-');
     await fs.chown(dir, NOBODY.uid, NOBODY.gid);
     const unprivileged = new Program(dir, await freePort(), NOBODY);
     try {
@@ -391,7 +389,6 @@ describe.skipIf(!asNobody)('audience serve as an unprivileged user (as the conta
       expect(await unprivileged.stop('SIGTERM')).toBe(0);
     } finally {
       if (unprivileged.child?.exitCode === null) await unprivileged.stop('SIGKILL');
-      await fs.rm(dir, { recursive: true, force: true });
     }
   });
 });
