@@ -137,6 +137,35 @@ export async function whereThingsAre(config: Config): Promise<Record<string, str
 }
 
 /**
+ * Creates DATA_DIR one level at a time and makes a folder in it. fs.mkdir's recursive form loops
+ * forever, silently, where a folder cannot be made under one that exists (a path under /proc), so
+ * the start would hang instead of failing; after this check every later folder in it can be made.
+ */
+async function makeDataDir(dir: string): Promise<void> {
+  const missing: string[] = [];
+  for (let at = path.resolve(dir); !(await exists(at)); at = path.dirname(at)) missing.unshift(at);
+  try {
+    for (const level of missing) await fs.mkdir(level).catch(unlessExists);
+    await fs.rmdir(await fs.mkdtemp(path.join(dir, '.start-check-')));
+  } catch (err) {
+    throw new Error(`DATA_DIR ${dir} cannot be used: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Whether a path exists (or is there but cannot be looked at: a later step says why). */
+function exists(at: string): Promise<boolean> {
+  return fs.stat(at).then(
+    () => true,
+    (err: NodeJS.ErrnoException) => err.code !== 'ENOENT',
+  );
+}
+
+/** Ignores EEXIST: another process made the folder meanwhile. */
+function unlessExists(err: NodeJS.ErrnoException): void {
+  if (err.code !== 'EEXIST') throw err;
+}
+
+/**
  * Fails when the port is taken, before anything is created: a start that would end there must not
  * leave a data directory, a database or a demo account behind. (A program that takes the port
  * between this check and the listen still fails the start, which then stops what it started.)
@@ -162,6 +191,7 @@ export async function serve(
 ): Promise<void> {
   const logger = createLogger(config.logLevel);
   if (config.port !== 0) await checkPortFree(config.host, config.port);
+  await makeDataDir(config.dataDir);
   await checkFileStore(openFileStore(config), config.files ? 'FILES_URL' : 'DATA_DIR/files');
   // What this start has started, stopped in the reverse order on SIGTERM or when a later step
   // fails (a port in use): a failed start leaves no database running without its program.

@@ -83,4 +83,12 @@ describe('crashes, restarts and a data directory in use', () => {
     await next.start();
     expect(await next.stop('SIGTERM')).toBe(0);
   });
+
+  it('refuses at once a DATA_DIR where no folder can be made (under /proc), naming the variable and the path', async () => {
+    for (const dir of ['/proc/audience-nope', '/proc/self']) {
+      const failed = await failedStart(dir, await freePort());
+      expect(failed.code).toBe(1);
+      expect(failed.output).toContain(`DATA_DIR ${dir} cannot be used: ENOENT`);
+    }
+  });
 });
