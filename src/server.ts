@@ -31,7 +31,21 @@ export async function openDatabase(
 ): Promise<{ pool: pg.Pool; url: string; embedded: EmbeddedDatabase | undefined }> {
   const embedded = config.databaseUrl ? undefined : await startEmbeddedDatabase(path.join(config.dataDir, 'postgres'));
   const url = config.databaseUrl ?? embedded!.url;
-  return { pool: createPool(url, 20), url, embedded };
+  const pool = createPool(url, 20);
+  if (config.databaseUrl) await reachDatabase(pool, config.databaseUrl);
+  return { pool, url, embedded };
+}
+
+/** Connects once, so that a database that cannot be reached fails the start naming DATABASE_URL (without its password). */
+async function reachDatabase(pool: pg.Pool, url: string): Promise<void> {
+  try {
+    await pool.query('select 1');
+  } catch (err) {
+    await pool.end();
+    throw new Error(`DATABASE_URL ${withoutPassword(url)} cannot be reached: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
 }
 
 /** A secret given in the environment, or read from `DATA_DIR/<file>`; with `create`, generated there once (mode 0600). */

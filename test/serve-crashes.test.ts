@@ -13,10 +13,14 @@ serveProgram();
  * Runs `audience serve` until it exits (a start that must fail): its exit code and output. One
  * that does not exit is killed when the test ends.
  */
-function failedStart(dataDir: string, port: number): Promise<{ code: number | null; output: string }> {
+function failedStart(
+  dataDir: string,
+  port: number,
+  settings: Record<string, string> = {},
+): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
-      env: new Program(dataDir, port).env,
+      env: { ...new Program(dataDir, port).env, ...settings },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     onTestFinished(() => stopProcess(child, 'SIGKILL'));
@@ -90,5 +94,21 @@ describe('crashes, restarts and a data directory in use', () => {
       expect(failed.code).toBe(1);
       expect(failed.output).toContain(`DATA_DIR ${dir} cannot be used: ENOENT`);
     }
+  });
+
+  it('refuses a DATABASE_URL that is not a postgres:// URL, and names it, without its password, when it cannot be reached', async () => {
+    const dir = await scratchFolder('audience-database-url-');
+    const schemeless = await failedStart(dir, await freePort(), { DATABASE_URL: 'localhost:5432' });
+    expect(schemeless.code).toBe(1);
+    expect(schemeless.output).toContain('DATABASE_URL must be a postgres:// or postgresql:// URL');
+    const closed = await freePort();
+    const refused = await failedStart(dir, await freePort(), {
+      DATABASE_URL: `postgresql://audience:hunter2@127.0.0.1:${closed}/audience`,
+    });
+    expect(refused.code).toBe(1);
+    expect(refused.output).toContain(
+      `DATABASE_URL postgresql://audience@127.0.0.1:${closed}/audience cannot be reached: connect ECONNREFUSED`,
+    );
+    expect(refused.output).not.toContain('hunter2');
   });
 });
