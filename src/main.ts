@@ -374,7 +374,10 @@ const COMMANDS: Record<string, Command> = {
         client_id: key.client_id,
         client_secret: key.client_secret,
       });
-      const { access_token } = (await call('POST', '/oauth/token', { form })) as { access_token: string };
+      const sent = v.credentials
+        ? `the key of ${file}`
+        : `the demo key of ${file}: give the DATA_DIR the server was started with, or --credentials FILE`;
+      const { access_token } = (await call('POST', '/oauth/token', { form, sent })) as { access_token: string };
       // Printed bare, for token=$(audience token).
       console.log(access_token);
     },
@@ -569,11 +572,15 @@ async function admin(method: string, path: string, body?: unknown): Promise<unkn
   return call(method, path, { token, body });
 }
 
-/** Calls the running server (AUDIENCE_URL) with a JSON body or a form; answers the JSON of a success, throws naming the server, the status and the problem's detail. */
+/**
+ * Calls the running server (AUDIENCE_URL) with a JSON body or a form; answers the JSON of a
+ * success, throws naming the server, the status and the problem's detail, and on a 401 the
+ * credentials: the operator token, or where the form's came from (`sent`).
+ */
 async function call(
   method: string,
   path: string,
-  options: { token?: string; body?: unknown; form?: URLSearchParams },
+  options: { token?: string; body?: unknown; form?: URLSearchParams; sent?: string },
 ): Promise<unknown> {
   const config = readConfig();
   const base = (process.env.AUDIENCE_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, '');
@@ -606,9 +613,11 @@ async function call(
   const hint =
     res.status === 401 && token
       ? ' (the operator token, ADMIN_TOKEN or $DATA_DIR/admin-token, is not the one of the server)'
-      : res.status === 429 && retry
-        ? ` (try again in ${retry} s)`
-        : '';
+      : res.status === 401 && options.sent
+        ? ` (sent ${options.sent})`
+        : res.status === 429 && retry
+          ? ` (try again in ${retry} s)`
+          : '';
   throw new Error(`${method} ${path} at ${base}: ${res.status} ${json?.title ?? res.statusText}: ${cause}${hint}`);
 }
 

@@ -45,6 +45,22 @@ describe("a new operator's first hour", () => {
     expect(last.stderr).toMatch(/POST \/oauth\/token at http:\/\/127\.0\.0\.1:\d+: 429 .*\(try again in \d+ s\)/);
   });
 
+  it("token names the credentials file it sent when the server refuses them: another server's DATA_DIR, a stale --credentials", async () => {
+    const other = path.join(dataDir, 'other-server');
+    await fs.mkdir(other, { recursive: true });
+    const file = path.join(other, 'demo-credentials.json');
+    await fs.writeFile(file, JSON.stringify({ client_id: 'not-this-server', client_secret: 'nor-this' }));
+    const demo = await program.exec(['token'], { DATA_DIR: other });
+    expect(demo.code).toBe(1);
+    expect(demo.stderr).toContain('401 Invalid client credentials');
+    expect(demo.stderr).toContain(
+      `(sent the demo key of ${file}: give the DATA_DIR the server was started with, or --credentials FILE)`,
+    );
+    const given = await program.exec(['token', '--credentials', file]);
+    expect(given.code).toBe(1);
+    expect(given.stderr).toMatch(new RegExp(`: 401 .*\\(sent the key of ${file}\\)`));
+  });
+
   it('apply without --account is atomic: a failing manifest leaves no account, and applying again finds the account it made', async () => {
     const name = `Broken ${Date.now()}`;
     const broken = path.join(dataDir, 'broken-named.json');
