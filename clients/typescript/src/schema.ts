@@ -3795,7 +3795,7 @@ export interface components {
     /** AccountManifest */
     AccountManifest: {
       account?: {
-        /** @description Account name */
+        /** @description Account name, 1 to 255 characters */
         name?: string;
         /** @description Overrides of the default limits; null lifts one */
         limits?: {
@@ -8347,6 +8347,7 @@ export interface operations {
          *     }
          */
         'application/json': {
+          /** @description Account name, 1 to 255 characters */
           name: string;
           /**
            * @description The region the account belongs to
@@ -8502,6 +8503,7 @@ export interface operations {
          *     }
          */
         'application/json': {
+          /** @description Account name, 1 to 255 characters */
           name?: string;
           /** @description Limit overrides; null lifts a limit (token_lifetime_seconds: back to 24 hours) */
           limits?: {
