@@ -115,6 +115,22 @@ describe('GET /admin/accounts/{id}/manifest', () => {
     await roundTrip(accountId);
   });
 
+  it('round-trips an activity created as sent at a time before its creation (AUD-2006 no more)', async () => {
+    const { accountId } = await server.createAccount(SHOP);
+    const sent = await server.admin('POST', `/admin/accounts/${accountId}/activities`, {
+      kind: 'email',
+      section_discriminator: `${NS}.sections.user-created.shop`,
+      name: 'Spring sale',
+      email_subject: 'Spring',
+      html: '<p>Spring</p>',
+      status: 'sent',
+      sent_at: '2025-03-01T10:00:00Z',
+    });
+    expect(sent.status, sent.text).toBe(201);
+    expect(sent.body.created_at).toBe('2025-03-01T10:00:00.000Z');
+    await roundTrip(accountId);
+  });
+
   it('takes account names of 1 to 255 characters, naming the field beyond, in create, change and manifest', async () => {
     const long = 'x'.repeat(256);
     const fits = `${'y'.repeat(215)} ${crypto.randomUUID()}`;
