@@ -135,13 +135,25 @@ describe("a new operator's first hour", () => {
 
     const typo = await program.exec(['acount', 'list']);
     expect(typo.code).toBe(2);
-    expect(typo.stderr).toContain('unknown command "acount"; did you mean "account"?');
+    // The suggestion and one line on help, not buried under the usage of every command.
+    expect(typo.stderr).toBe(
+      'audience: unknown command "acount"; did you mean "account"?\naudience help lists every command; audience help COMMAND shows one\n',
+    );
     const sub = await program.exec(['key', 'lst']);
     expect(sub.stderr).toContain('did you mean "key list"?');
 
     const help = await program.exec(['help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^usage: audience COMMAND/);
+    expect(help.stdout).toContain('Every command but serve, api, worker, emulate, migrate, token and help calls');
+    // A group's help starts with its commands.
+    const group = await program.exec(['help', 'account']);
+    expect(group.code).toBe(0);
+    expect(group.stdout).toMatch(/^usage: audience account create --name N/);
+    // The emulator's database is in a temporary folder of its own, not in DATA_DIR.
+    const emulate = await program.exec(['help', 'emulate']);
+    expect(emulate.stdout).toContain('The database and files are in a temporary folder');
+    expect(emulate.stdout).not.toContain('DATA_DIR/postgres');
     const one = await program.exec(['help', 'account', 'delete']);
     expect(one.code).toBe(0);
     expect(one.stdout).toMatch(/^usage: audience account delete --account ID \[--yes\]/);
