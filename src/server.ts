@@ -243,6 +243,10 @@ export async function serve(
     );
     sweeping.unref();
     started.push(async () => clearInterval(sweeping));
+    logger.info(
+      { roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) },
+      'starting',
+    );
     if (config.demoAccount) {
       const demo = await createDemoAccount(services);
       if (demo) {
@@ -256,10 +260,6 @@ export async function serve(
         );
       }
     }
-    logger.info(
-      { roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) },
-      'starting',
-    );
     const log = (msg: string, err?: unknown) => logger.error({ err }, msg);
     const worker = roles.worker
       ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log)
@@ -278,8 +278,12 @@ export async function serve(
     await app.listen({ port: config.port, host: config.host });
     if (roles.api)
       logger.info(
-        { docs: `${config.publicUrl}/docs`, openapi: `${config.publicUrl}/openapi.json` },
-        `listening: the HTTP interface is described at ${config.publicUrl}/docs`,
+        {
+          docs: `${config.publicUrl}/docs`,
+          openapi: `${config.publicUrl}/openapi.json`,
+          console: `${config.publicUrl}/console`,
+        },
+        `listening: the HTTP interface is described at ${config.publicUrl}/docs, the console is at ${config.publicUrl}/console`,
       );
   } catch (err) {
     await stopStarted();

@@ -107,6 +107,7 @@ describe('audience serve (npm start)', () => {
   });
 
   it('logs where its database, files and secrets are, never a secret, and requests without profile keys or credentials', async () => {
+    const messages = program.logLines().map((l) => l.msg);
     const started = program.logLines().find((l) => l.msg === 'starting');
     expect(started).toMatchObject({
       roles: ['api', 'worker'],
@@ -114,14 +115,18 @@ describe('audience serve (npm start)', () => {
       files: path.join(dataDir, 'files'),
       adminToken: path.join(dataDir, 'admin-token'),
       serverSecret: path.join(dataDir, 'server-secret'),
-      demoCredentials: path.join(dataDir, 'demo-credentials.json'),
       region: 'eu',
       vendor: 'vendor',
     });
-    // Where the HTTP interface is described.
+    // First "starting", then what the start did: the demo account (the line names its file), listening.
+    const demoLine = messages.findIndex((m) => m.startsWith('demo account created'));
+    expect(messages.indexOf('starting')).toBeLessThan(demoLine);
+    // Where the HTTP interface is described, and the console.
+    const base = `http://localhost:${program.port}`;
     expect(program.logLines().find((l) => l.msg.startsWith('listening'))).toMatchObject({
-      docs: `http://localhost:${program.port}/docs`,
-      msg: `listening: the HTTP interface is described at http://localhost:${program.port}/docs`,
+      docs: `${base}/docs`,
+      console: `${base}/console`,
+      msg: `listening: the HTTP interface is described at ${base}/docs, the console is at ${base}/console`,
     });
     const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
     expect(program.output).not.toContain(adminToken);
