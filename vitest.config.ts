@@ -4,7 +4,7 @@ export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'clients/typescript/test/**/*.test.ts'],
     globalSetup: ['test/global-setup.ts'],
-    setupFiles: ['test/drop-database.ts'],
+    setupFiles: ['test/drop-database.ts', 'test/clean-up.ts'],
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 120_000,

@@ -68,6 +68,20 @@ function baseUrl(name: string, value: string): string {
   return value.replace(/\/+$/, '');
 }
 
+/**
+ * DATABASE_URL: a postgres:// or postgresql:// URL. pg reads anything else as a host name or a
+ * socket (localhost:5432 became a connection to 127.0.0.1:5432 of database "localhost:5432"). The
+ * value is not echoed: it may hold a password.
+ */
+function databaseUrl(value: string | undefined): string | undefined {
+  if (!value) return undefined;
+  if (!/^postgres(ql)?:\/\//.test(value) || !URL.canParse(value))
+    throw new Error(
+      'DATABASE_URL must be a postgres:// or postgresql:// URL (postgres://USER:PASSWORD@HOST:5432/DATABASE), got a value of another form',
+    );
+  return value;
+}
+
 export const REGIONS = ['eu', 'apac'] as const;
 
 /** Every environment variable the program reads, its default and what it sets: `audience serve --help` lists them (README "Configuration" says more). */
@@ -131,7 +145,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     port,
     host: env.HOST ?? '0.0.0.0',
-    databaseUrl: env.DATABASE_URL || undefined,
+    databaseUrl: databaseUrl(env.DATABASE_URL),
     dataDir: path.resolve(env.DATA_DIR ?? './data'),
     vendor,
     region,

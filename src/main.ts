@@ -62,9 +62,32 @@ interface Command {
   run(values: Values, file: string): Promise<unknown>;
 }
 
-const ENVIRONMENT_HELP = `Environment variables (all optional):\n${ENVIRONMENT.map(
-  ([name, fallback, meaning]) => `  ${name} (${fallback})\n      ${meaning}`,
-).join('\n')}`;
+/** The help's list of environment variables: name, default, meaning. */
+const environmentHelp = (heading: string, entries: typeof ENVIRONMENT) =>
+  `${heading}\n${entries.map(([name, fallback, meaning]) => `  ${name} (${fallback})\n      ${meaning}`).join('\n')}`;
+
+const ENVIRONMENT_HELP = environmentHelp('Environment variables (all optional):', ENVIRONMENT);
+
+const settingOf = (name: string) => ENVIRONMENT.find(([n]) => n === name)!;
+
+/** What the emulator reads of the environment (src/emulate.ts): its database and files are its own, thrown away. */
+const EMULATOR_ENVIRONMENT_HELP = environmentHelp(
+  'Environment variables (all optional). The database and files are in a temporary folder, removed when the\nemulator stops, whatever DATA_DIR, FILES_URL, SMTP_URL and REDIS_URL say; mail goes to its outbox:',
+  [
+    ['PORT', '8080', 'HTTP port; 0: a free one'],
+    ['HOST', '127.0.0.1', 'address to listen on'],
+    [
+      'DATABASE_URL',
+      'unset',
+      'a PostgreSQL server on which the emulator creates a database of its own, dropped when it stops; unset: an embedded one in the temporary folder',
+    ],
+    settingOf('VENDOR'),
+    settingOf('REGION'),
+    ['PUBLIC_URL', 'http://$HOST:$PORT', 'the address clients reach the emulator at'],
+    ['LOG_LEVEL', 'warn', 'silent, warn, info or debug'],
+    settingOf('AUDIENCE_EMULATOR_CACHE'),
+  ],
+);
 
 const account = (v: Values) => `/admin/accounts/${encodeURIComponent(need(v, 'account'))}`;
 
@@ -94,7 +117,7 @@ const COMMANDS: Record<string, Command> = {
     args: '[--manifest FILE] [--prepare]',
     what: "the emulator for integrators' tests (docs/emulator.md): a throw-away database, a ready account whose\ncredentials it prints, and the control API under /_emulator. --manifest: the ready account's definitions\n(the demo's by default); --prepare: only prepare the migrated database that starts copy, and exit",
     options: ['manifest', 'prepare'],
-    more: ENVIRONMENT_HELP,
+    more: EMULATOR_ENVIRONMENT_HELP,
     async run(v) {
       const emulate = await import('./emulate.ts');
       if (v.prepare) return { prepared: await emulate.preparedCluster() };
@@ -374,7 +397,10 @@ const COMMANDS: Record<string, Command> = {
         client_id: key.client_id,
         client_secret: key.client_secret,
       });
-      const { access_token } = (await call('POST', '/oauth/token', { form })) as { access_token: string };
+      const sent = v.credentials
+        ? `the key of ${file}`
+        : `the demo key of ${file}: give the DATA_DIR the server was started with, or --credentials FILE`;
+      const { access_token } = (await call('POST', '/oauth/token', { form, sent })) as { access_token: string };
       // Printed bare, for token=$(audience token).
       console.log(access_token);
     },
@@ -393,7 +419,7 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
-const FOOTER = `Every command but serve, api, worker, migrate, token and help calls the operator API of a running server:
+const FOOTER = `Every command but serve, api, worker, emulate, migrate, token and help calls the operator API of a running server:
 AUDIENCE_URL (default http://127.0.0.1:$PORT), with ADMIN_TOKEN or the token in $DATA_DIR/admin-token.
 audience help COMMAND or audience COMMAND --help shows one command; audience --version the version.`;
 
@@ -410,8 +436,14 @@ function usage(prefix = ''): string {
     const more = commands[0][1].more;
     return `usage: ${line(commands[0])}\n${what(commands[0][1], '  ')}\n\n${more ? `${more}\n\n` : ''}${FOOTER}`;
   }
-  return `usage: audience COMMAND [OPTIONS]\n\n${commands.map((c) => `  ${line(c)}\n${what(c[1], '      ')}`).join('\n')}\n\n${FOOTER}`;
+  const listed = commands.map((c) => `  ${line(c)}\n${what(c[1], '      ')}`).join('\n');
+  // A group's usage starts with its commands: `audience help account` is read for them.
+  if (prefix) return `usage:${listed.slice(1)}\n\n${FOOTER}`;
+  return `usage: audience COMMAND [OPTIONS]\n\n${listed}\n\n${FOOTER}`;
 }
+
+/** What follows a mistyped command: one line, so that the suggestion is not buried under the usage. */
+const HELP_LINE = 'audience help lists every command; audience help COMMAND shows one';
 
 function need(values: Values, name: Option): string {
   const value = values[name];
@@ -569,11 +601,15 @@ async function admin(method: string, path: string, body?: unknown): Promise<unkn
   return call(method, path, { token, body });
 }
 
-/** Calls the running server (AUDIENCE_URL) with a JSON body or a form; answers the JSON of a success, throws naming the server, the status and the problem's detail. */
+/**
+ * Calls the running server (AUDIENCE_URL) with a JSON body or a form; answers the JSON of a
+ * success, throws naming the server, the status and the problem's detail, and on a 401 the
+ * credentials: the operator token, or where the form's came from (`sent`).
+ */
 async function call(
   method: string,
   path: string,
-  options: { token?: string; body?: unknown; form?: URLSearchParams },
+  options: { token?: string; body?: unknown; form?: URLSearchParams; sent?: string },
 ): Promise<unknown> {
   const config = readConfig();
   const base = (process.env.AUDIENCE_URL ?? `http://127.0.0.1:${config.port}`).replace(/\/+$/, '');
@@ -606,9 +642,11 @@ async function call(
   const hint =
     res.status === 401 && token
       ? ' (the operator token, ADMIN_TOKEN or $DATA_DIR/admin-token, is not the one of the server)'
-      : res.status === 429 && retry
-        ? ` (try again in ${retry} s)`
-        : '';
+      : res.status === 401 && options.sent
+        ? ` (sent ${options.sent})`
+        : res.status === 429 && retry
+          ? ` (try again in ${retry} s)`
+          : '';
   throw new Error(`${method} ${path} at ${base}: ${res.status} ${json?.title ?? res.statusText}: ${cause}${hint}`);
 }
 
@@ -642,7 +680,7 @@ async function main(argv: string[]): Promise<void> {
       inGroup
         ? `${group} needs one of the subcommands below${positionals[1] ? `, not "${positionals[1]}"${nearest(`${group} ${positionals[1]}`)?.includes(' ') ? `; did you mean "${nearest(`${group} ${positionals[1]}`)}"?` : ''}` : ''}`
         : `unknown command "${group}"${nearest(group) ? `; did you mean "${nearest(group)}"?` : ''}`,
-      shown,
+      inGroup ? shown : HELP_LINE,
     );
   }
   const commandUsage = usage(`${name} `);

@@ -37,7 +37,21 @@ export async function openDatabase(
     ? undefined
     : await startEmbeddedDatabase(path.join(config.dataDir, 'postgres'), { supervise });
   const url = config.databaseUrl ?? embedded!.url;
-  return { pool: createPool(url, 20), url, embedded };
+  const pool = createPool(url, 20);
+  if (config.databaseUrl) await reachDatabase(pool, config.databaseUrl);
+  return { pool, url, embedded };
+}
+
+/** Connects once, so that a database that cannot be reached fails the start naming DATABASE_URL (without its password). */
+async function reachDatabase(pool: pg.Pool, url: string): Promise<void> {
+  try {
+    await pool.query('select 1');
+  } catch (err) {
+    await pool.end();
+    throw new Error(`DATABASE_URL ${withoutPassword(url)} cannot be reached: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
 }
 
 /** A secret given in the environment, or read from `DATA_DIR/<file>`; with `create`, generated there once (mode 0600). */
@@ -143,6 +157,35 @@ export async function whereThingsAre(config: Config): Promise<Record<string, str
 }
 
 /**
+ * Creates DATA_DIR one level at a time and makes a folder in it. fs.mkdir's recursive form loops
+ * forever, silently, where a folder cannot be made under one that exists (a path under /proc), so
+ * the start would hang instead of failing; after this check every later folder in it can be made.
+ */
+async function makeDataDir(dir: string): Promise<void> {
+  const missing: string[] = [];
+  for (let at = path.resolve(dir); !(await exists(at)); at = path.dirname(at)) missing.unshift(at);
+  try {
+    for (const level of missing) await fs.mkdir(level).catch(unlessExists);
+    await fs.rmdir(await fs.mkdtemp(path.join(dir, '.start-check-')));
+  } catch (err) {
+    throw new Error(`DATA_DIR ${dir} cannot be used: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Whether a path exists (or is there but cannot be looked at: a later step says why). */
+function exists(at: string): Promise<boolean> {
+  return fs.stat(at).then(
+    () => true,
+    (err: NodeJS.ErrnoException) => err.code !== 'ENOENT',
+  );
+}
+
+/** Ignores EEXIST: another process made the folder meanwhile. */
+function unlessExists(err: NodeJS.ErrnoException): void {
+  if (err.code !== 'EEXIST') throw err;
+}
+
+/**
  * Fails when the port is taken, before anything is created: a start that would end there must not
  * leave a data directory, a database or a demo account behind. (A program that takes the port
  * between this check and the listen still fails the start, which then stops what it started.)
@@ -168,6 +211,7 @@ export async function serve(
 ): Promise<void> {
   const logger = createLogger(config.logLevel);
   if (config.port !== 0) await checkPortFree(config.host, config.port);
+  await makeDataDir(config.dataDir);
   await checkFileStore(openFileStore(config), config.files ? 'FILES_URL' : 'DATA_DIR/files');
   // What this start has started, stopped in the reverse order on SIGTERM or when a later step
   // fails (a port in use): a failed start leaves no database running without its program.
@@ -230,6 +274,10 @@ export async function serve(
     );
     sweeping.unref();
     started.push(async () => clearInterval(sweeping));
+    logger.info(
+      { roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) },
+      'starting',
+    );
     if (config.demoAccount) {
       const demo = await createDemoAccount(services);
       if (demo) {
@@ -243,10 +291,6 @@ export async function serve(
         );
       }
     }
-    logger.info(
-      { roles: Object.keys(roles).filter((r) => roles[r as keyof typeof roles]), ...(await whereThingsAre(config)) },
-      'starting',
-    );
     const log = (msg: string, err?: unknown) => logger.error({ err }, msg);
     const worker = roles.worker
       ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log)
@@ -270,8 +314,12 @@ export async function serve(
     await app.listen({ port: config.port, host: config.host });
     if (roles.api)
       logger.info(
-        { docs: `${config.publicUrl}/docs`, openapi: `${config.publicUrl}/openapi.json` },
-        `listening: the HTTP interface is described at ${config.publicUrl}/docs`,
+        {
+          docs: `${config.publicUrl}/docs`,
+          openapi: `${config.publicUrl}/openapi.json`,
+          console: `${config.publicUrl}/console`,
+        },
+        `listening: the HTTP interface is described at ${config.publicUrl}/docs, the console is at ${config.publicUrl}/console`,
       );
   } catch (err) {
     await stopStarted();

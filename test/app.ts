@@ -1,7 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
-import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, expect, inject } from 'vitest';
@@ -14,6 +12,7 @@ import { startWorker } from '../src/worker/worker.ts';
 import type { Worker } from '../src/jobs/queue.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
 import { createDatabase } from './databases.ts';
+import { scratchFolder } from './scratch.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 
@@ -99,8 +98,8 @@ export class TestServer {
       down?: () => string | undefined;
     } = {},
   ): Promise<TestServer> {
-    // Files (import uploads) go to a folder of this server's own unless the test names one.
-    const dataDir = env.DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'audience-files-')));
+    // Files (import uploads) go to a folder of this server's own, removed with the test file, unless the test names one.
+    const dataDir = env.DATA_DIR ?? (await scratchFolder('audience-files-'));
     const config: Config = readConfig({ LOG_LEVEL: 'silent', ...env, DATA_DIR: dataDir });
     const pool = createPool(serviceUrl(options.database ?? (await testDatabase())), 10);
     const clock = new TestClock();

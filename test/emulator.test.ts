@@ -72,6 +72,14 @@ describe('the ready account', () => {
     expect(limits.pending_imports).toBe(3);
   });
 
+  it('answers at the address it prints for its control API with the operations there', async () => {
+    const index = await call('GET', '/_emulator');
+    expect(index.status).toBe(200);
+    const listed = index.body.operations.map((o: { method: string; path: string }) => `${o.method} ${o.path}`);
+    expect(listed).toEqual(expect.arrayContaining(['GET /_emulator/account', 'POST /_emulator/reset']));
+    expect(index.body.operations.every((o: { summary: string }) => o.summary.length > 0)).toBe(true);
+  });
+
   it('limits can be set per test, and reset brings back the relaxed ones', async () => {
     const typo = await call('PATCH', '/_emulator/limits', { body: { token_request_per_minute: 1 } });
     expect(typo.status).toBe(400);

@@ -1,20 +1,29 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFinished } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
+import { stopProcess } from './app.ts';
+import { scratchFolder } from './scratch.ts';
 import { NODE, Program, ROOT, dataDir, program, serveProgram } from './serve-program.ts';
 
 serveProgram();
 
-/** Runs `audience serve` until it exits (a start that must fail): its exit code and output. */
-function failedStart(dataDir: string, port: number): Promise<{ code: number | null; output: string }> {
+/**
+ * Runs `audience serve` until it exits (a start that must fail): its exit code and output. One
+ * that does not exit is killed when the test ends.
+ */
+function failedStart(
+  dataDir: string,
+  port: number,
+  settings: Record<string, string> = {},
+): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
-      env: new Program(dataDir, port).env,
+      env: { ...new Program(dataDir, port).env, ...settings },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    onTestFinished(() => stopProcess(child, 'SIGKILL'));
     let output = '';
     child.stdout.on('data', (d) => (output += d));
     child.stderr.on('data', (d) => (output += d));
@@ -36,7 +45,7 @@ async function databaseRuns(dataDir: string): Promise<boolean> {
 
 describe('crashes, restarts and a data directory in use', () => {
   it('starts again at once after kill -9 of its whole process group, five times, with every acknowledged write kept', async () => {
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-crash-'));
+    const dir = await scratchFolder('audience-crash-');
     const crashing = new Program(dir, await freePort());
     try {
       const names: string[] = [];
@@ -54,7 +63,6 @@ describe('crashes, restarts and a data directory in use', () => {
       }
     } finally {
       if (crashing.child?.exitCode === null) await crashing.stop('SIGTERM');
-      await fs.rm(dir, { recursive: true, force: true });
     }
     // Six starts, five of them right after the program's death, while its postmaster, signalled by
     // the kernel (setpriv --pdeathsig), shuts down or has just done so.
@@ -69,19 +77,39 @@ describe('crashes, restarts and a data directory in use', () => {
   });
 
   it('refuses a busy port before it creates anything: no database, no secret, no demo account', async () => {
-    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-port-'));
-    try {
-      const failed = await failedStart(dir, program.port);
+    const dir = await scratchFolder('audience-port-');
+    const failed = await failedStart(dir, program.port);
+    expect(failed.code).toBe(1);
+    expect(failed.output).toContain(`PORT ${program.port} is in use on 127.0.0.1 (EADDRINUSE)`);
+    expect(await databaseRuns(dir)).toBe(false);
+    expect(await fs.readdir(dir)).toEqual([]);
+    // The directory is free for the next start.
+    const next = new Program(dir, await freePort());
+    await next.start();
+    expect(await next.stop('SIGTERM')).toBe(0);
+  });
+
+  it('refuses at once a DATA_DIR where no folder can be made (under /proc), naming the variable and the path', async () => {
+    for (const dir of ['/proc/audience-nope', '/proc/self']) {
+      const failed = await failedStart(dir, await freePort());
       expect(failed.code).toBe(1);
-      expect(failed.output).toContain(`PORT ${program.port} is in use on 127.0.0.1 (EADDRINUSE)`);
-      expect(await databaseRuns(dir)).toBe(false);
-      expect(await fs.readdir(dir)).toEqual([]);
-      // The directory is free for the next start.
-      const next = new Program(dir, await freePort());
-      await next.start();
-      expect(await next.stop('SIGTERM')).toBe(0);
-    } finally {
-      await fs.rm(dir, { recursive: true, force: true });
+      expect(failed.output).toContain(`DATA_DIR ${dir} cannot be used: ENOENT`);
     }
+  });
+
+  it('refuses a DATABASE_URL that is not a postgres:// URL, and names it, without its password, when it cannot be reached', async () => {
+    const dir = await scratchFolder('audience-database-url-');
+    const schemeless = await failedStart(dir, await freePort(), { DATABASE_URL: 'localhost:5432' });
+    expect(schemeless.code).toBe(1);
+    expect(schemeless.output).toContain('DATABASE_URL must be a postgres:// or postgresql:// URL');
+    const closed = await freePort();
+    const refused = await failedStart(dir, await freePort(), {
+      DATABASE_URL: `postgresql://audience:hunter2@127.0.0.1:${closed}/audience`,
+    });
+    expect(refused.code).toBe(1);
+    expect(refused.output).toContain(
+      `DATABASE_URL postgresql://audience@127.0.0.1:${closed}/audience cannot be reached: connect ECONNREFUSED`,
+    );
+    expect(refused.output).not.toContain('hunter2');
   });
 });

@@ -45,6 +45,22 @@ describe("a new operator's first hour", () => {
     expect(last.stderr).toMatch(/POST \/oauth\/token at http:\/\/127\.0\.0\.1:\d+: 429 .*\(try again in \d+ s\)/);
   });
 
+  it("token names the credentials file it sent when the server refuses them: another server's DATA_DIR, a stale --credentials", async () => {
+    const other = path.join(dataDir, 'other-server');
+    await fs.mkdir(other, { recursive: true });
+    const file = path.join(other, 'demo-credentials.json');
+    await fs.writeFile(file, JSON.stringify({ client_id: 'not-this-server', client_secret: 'nor-this' }));
+    const demo = await program.exec(['token'], { DATA_DIR: other });
+    expect(demo.code).toBe(1);
+    expect(demo.stderr).toContain('401 Invalid client credentials');
+    expect(demo.stderr).toContain(
+      `(sent the demo key of ${file}: give the DATA_DIR the server was started with, or --credentials FILE)`,
+    );
+    const given = await program.exec(['token', '--credentials', file]);
+    expect(given.code).toBe(1);
+    expect(given.stderr).toMatch(new RegExp(`: 401 .*\\(sent the key of ${file}\\)`));
+  });
+
   it('apply without --account is atomic: a failing manifest leaves no account, and applying again finds the account it made', async () => {
     const name = `Broken ${Date.now()}`;
     const broken = path.join(dataDir, 'broken-named.json');
@@ -119,13 +135,25 @@ describe("a new operator's first hour", () => {
 
     const typo = await program.exec(['acount', 'list']);
     expect(typo.code).toBe(2);
-    expect(typo.stderr).toContain('unknown command "acount"; did you mean "account"?');
+    // The suggestion and one line on help, not buried under the usage of every command.
+    expect(typo.stderr).toBe(
+      'audience: unknown command "acount"; did you mean "account"?\naudience help lists every command; audience help COMMAND shows one\n',
+    );
     const sub = await program.exec(['key', 'lst']);
     expect(sub.stderr).toContain('did you mean "key list"?');
 
     const help = await program.exec(['help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^usage: audience COMMAND/);
+    expect(help.stdout).toContain('Every command but serve, api, worker, emulate, migrate, token and help calls');
+    // A group's help starts with its commands.
+    const group = await program.exec(['help', 'account']);
+    expect(group.code).toBe(0);
+    expect(group.stdout).toMatch(/^usage: audience account create --name N/);
+    // The emulator's database is in a temporary folder of its own, not in DATA_DIR.
+    const emulate = await program.exec(['help', 'emulate']);
+    expect(emulate.stdout).toContain('The database and files are in a temporary folder');
+    expect(emulate.stdout).not.toContain('DATA_DIR/postgres');
     const one = await program.exec(['help', 'account', 'delete']);
     expect(one.code).toBe(0);
     expect(one.stdout).toMatch(/^usage: audience account delete --account ID \[--yes\]/);

@@ -1,10 +1,10 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, beforeAll, vi } from 'vitest';
+import { beforeAll, vi } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
+import { stopProcess } from './app.ts';
+import { atFileEnd, scratchFolder } from './scratch.ts';
 
 // What the tests of the real program (test/serve-*.test.ts) share: `audience serve` in a process of
 // its own, its command line, and one program per test file on a data directory of its own.
@@ -42,12 +42,15 @@ export class Program {
   /** Starts the program; `detached`: in a process group of its own, which a test can kill whole. */
   async start(options: { detached?: boolean } = {}): Promise<void> {
     this.output = '';
-    this.child = spawn(path.join(ROOT, 'bin', 'audience'), ['serve'], {
+    const child = spawn(path.join(ROOT, 'bin', 'audience'), ['serve'], {
       env: this.env,
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: options.detached ?? false,
       ...this.user,
     });
+    this.child = child;
+    // A test that ends without stopping it (a failure) leaves no program, nor its database, running.
+    atFileEnd(() => stopProcess(child, 'SIGTERM'));
     this.child.stdout!.on('data', (d) => (this.output += d));
     this.child.stderr!.on('data', (d) => (this.output += d));
     for (let i = 0; i < 600; i++) {
@@ -126,18 +129,14 @@ export async function tokenFor(program: Program, clientId: string, clientSecret:
 export let dataDir: string;
 export let program: Program;
 
-/** Starts the test file's program, before its tests, and stops it and removes its data directory after them. */
+/** Starts the test file's program before its tests; it is stopped and its data directory removed when the file ends. */
 export function serveProgram(): void {
   // Every test here starts real programs (a server, command-line runs, each a Node process loading the
   // program): on a machine busy with other work, a few of them overran the default 30 s.
   vi.setConfig({ testTimeout: 90_000 });
   beforeAll(async () => {
-    dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-serve-'));
+    dataDir = await scratchFolder('audience-serve-');
     program = new Program(dataDir, await freePort());
     await program.start();
-  });
-  afterAll(async () => {
-    if (program?.child.exitCode === null) await program.stop('SIGTERM');
-    await fs.rm(dataDir, { recursive: true, force: true });
   });
 }

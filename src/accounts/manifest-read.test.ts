@@ -1,3 +1,4 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import { describe, expect, it } from 'vitest';
 import { expectProblem, SHOP } from '../../test/app.ts';
@@ -112,6 +113,43 @@ describe('GET /admin/accounts/{id}/manifest', () => {
     const demo = JSON.parse(await fs.readFile(DEMO_MANIFEST, 'utf8'));
     const { accountId } = await server.createAccount({ ...demo, account: {} });
     await roundTrip(accountId);
+  });
+
+  it('round-trips an activity created as sent at a time before its creation (AUD-2006 no more)', async () => {
+    const { accountId } = await server.createAccount(SHOP);
+    const sent = await server.admin('POST', `/admin/accounts/${accountId}/activities`, {
+      kind: 'email',
+      section_discriminator: `${NS}.sections.user-created.shop`,
+      name: 'Spring sale',
+      email_subject: 'Spring',
+      html: '<p>Spring</p>',
+      status: 'sent',
+      sent_at: '2025-03-01T10:00:00Z',
+    });
+    expect(sent.status, sent.text).toBe(201);
+    expect(sent.body.created_at).toBe('2025-03-01T10:00:00.000Z');
+    await roundTrip(accountId);
+  });
+
+  it('takes account names of 1 to 255 characters, naming the field beyond, in create, change and manifest', async () => {
+    const long = 'x'.repeat(256);
+    const fits = `${'y'.repeat(215)} ${crypto.randomUUID()}`;
+    expect(fits.length).toBe(252);
+    const created = await server.admin('POST', '/admin/accounts', { name: fits });
+    expect(created.status, created.text).toBe(201);
+    const id = created.body.id;
+    expect(expectProblem(await server.admin('POST', '/admin/accounts', { name: long }), 400)).toContain('name');
+    expect(expectProblem(await server.admin('PATCH', `/admin/accounts/${id}`, { name: long }), 400)).toContain('name');
+    expect(
+      expectProblem(await server.admin('PUT', `/admin/accounts/${id}/manifest`, { account: { name: long } }), 400),
+    ).toContain('name');
+    expect(expectProblem(await server.admin('PUT', '/admin/manifest', { account: { name: long } }), 400)).toContain(
+      'name',
+    );
+    // Nothing changed, and no account of that name was made.
+    expect((await server.admin('GET', `/admin/accounts/${id}`)).body.name).toBe(fits);
+    const names = (await server.admin('GET', '/admin/accounts')).body.items.map((a: { name: string }) => a.name);
+    expect(names).not.toContain(long);
   });
 
   it('answers 404 AUD-1110 for an unknown account and 400 naming the field for a bad id; needs the operator token', async () => {

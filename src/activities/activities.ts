@@ -173,7 +173,7 @@ export async function putActivity(
     section_id: section.id,
     kind: input.kind,
     ...fields,
-    created_at: input.created_at ? new Date(input.created_at) : scope.now,
+    created_at: input.created_at ? new Date(input.created_at) : createdBy(scope.now, fields.sent_at),
     archived_at: input.archived ? scope.now : null,
   };
   // A generated id may have been chosen by an operator before: take the next one.
@@ -185,6 +185,15 @@ export async function putActivity(
   }
   await installEventTypes(tx, writer, { scope, section, kind: input.kind, details });
   return { activity: toActivity(row, section), created: true };
+}
+
+/**
+ * The creation time of a new activity that gives none: now, or its sending when that was earlier
+ * (one recorded after it was sent). An activity is never sent before it was created, so its
+ * manifest, which gives both, applies back (AUD-2006).
+ */
+function createdBy(now: Date, sentAt: Date | null): Date {
+  return sentAt && sentAt < now ? sentAt : now;
 }
 
 /** Gives the section the built-in event types of activities once it has one whose events they record. */

@@ -199,6 +199,21 @@ describe('Revoking a signing key', () => {
     expect((await sections(fresh)).status).toBe(200);
     expectProblem(await server.admin('POST', '/admin/signing-keys?revoke_old=yes'), 400);
   });
+
+  it('takes revoke_old in the body too, as the operator API takes its settings, and refuses what is not one', async () => {
+    const creds = await server.createAccount({}, { limits: { token_requests_per_minute: null } });
+    const old = await server.token(creds);
+    const kept = await server.admin('POST', '/admin/signing-keys', { revoke_old: false });
+    expect(kept.status, kept.text).toBe(201);
+    expect((await sections(old)).status).toBe(200);
+    const revoked = await server.admin('POST', '/admin/signing-keys', { revoke_old: true });
+    expect(revoked.status, revoked.text).toBe(201);
+    expect401(await sections(old));
+    expect(expectProblem(await server.admin('POST', '/admin/signing-keys', { revoke_old: 'yes' }), 400)).toContain(
+      'revoke_old',
+    );
+    expect(expectProblem(await server.admin('POST', '/admin/signing-keys', { revoke: true }), 400)).toContain('revoke');
+  });
 });
 
 describe('Regions', () => {

@@ -11,3 +11,10 @@ export const KeyspacePermissions = Type.Record(
     description: 'Map from keyspace discriminator to the operations allowed through it',
   },
 );
+
+/** An account's name: 1 to 255 characters, as the names of definitions. */
+export const AccountName = Type.String({
+  minLength: 1,
+  maxLength: 255,
+  description: 'Account name, 1 to 255 characters',
+});

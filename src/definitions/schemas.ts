@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { DateTime, KeyspacePermissions } from '../core/schemas.ts';
+import { AccountName, DateTime, KeyspacePermissions } from '../core/schemas.ts';
 import { ATTRIBUTE_TYPES, type AttributeType } from '../core/definitions.ts';
 
 export const Keyspace = Type.Object({
@@ -159,7 +159,7 @@ export const Manifest = Type.Object(
     account: Type.Optional(
       Type.Object(
         {
-          name: Type.Optional(Text('Account name')),
+          name: Type.Optional(AccountName),
           limits: Type.Optional(
             Type.Record(Type.String(), Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]), {
               description: 'Overrides of the default limits; null lifts one',

@@ -49,6 +49,22 @@ describe('operations', () => {
     }
   });
 
+  it("GET /openapi.json says an access token lives as long as /oauth/token's expires_in says", async () => {
+    const credentials = await server.createAccount();
+    const answer = await server.request('POST', '/oauth/token', {
+      body: {
+        grant_type: 'client_credentials',
+        client_id: credentials.clientId,
+        client_secret: credentials.clientSecret,
+      },
+    });
+    const hours = `valid for ${answer.body.expires_in / 3600} hours`;
+    const doc = (await server.request('GET', '/openapi.json')).body;
+    expect(doc.info.description).toContain(hours);
+    expect(doc.tags.find((t: Json) => t.name === 'auth').description).toContain(hours);
+    expect(JSON.stringify(doc)).not.toMatch(/for an hour/);
+  });
+
   it('GET /openapi.json teaches every operation: a one-line summary, a description with the codes it can answer, and examples of its request and answers', async () => {
     const { paths } = (await server.request('GET', '/openapi.json')).body as {
       paths: Record<string, Record<string, Json>>;

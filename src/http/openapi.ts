@@ -1,6 +1,7 @@
 import type { SwaggerOptions } from '@fastify/swagger';
 import type { FastifySwaggerUiOptions } from '@fastify/swagger-ui';
 import type { Config } from '../config.ts';
+import { DEFAULT_LIMITS, LIMIT_RANGES } from '../core/limits.ts';
 
 // The OpenAPI document as the reference at /docs shows it, shaped once from what the operations
 // declare (src/http/operation.ts): examples where a media type has none, the problem document and
@@ -9,9 +10,12 @@ import type { Config } from '../config.ts';
 
 type Json = Record<string, any>;
 
+/** How long an access token lives, as the token route answers it (`expires_in`), in words. */
+const TOKEN_LIFETIME = `${DEFAULT_LIMITS.token_lifetime_seconds / 3600} hours, unless the account's limits shorten it to no less than ${LIMIT_RANGES.token_lifetime_seconds!.minimum / 3600} hours`;
+
 /** The tags of the public API, in the reference's order, with what each covers. */
 const PUBLIC_TAGS: Record<string, string> = {
-  auth: 'Access tokens: exchange an API key (client id and secret) for a bearer token, valid for an hour.',
+  auth: `Access tokens: exchange an API key (client id and secret) for a bearer token, valid for ${TOKEN_LIFETIME}.`,
   definitions:
     "The account's definitions: keyspaces, channels, sections with their attributes, tags, events and topics, segments. Read-only here; the operator changes them with a manifest.",
   profiles: 'Profiles of a keyspace and section: create, write attributes, tags and events, merge, lock and delete.',
@@ -245,7 +249,7 @@ export function openapiOptions(config: Config, problemSchema: Json): SwaggerOpti
           'their attributes, tags, events and consents, segments, imports and exports, activities and mail.',
           '',
           'Authenticate with an API key: `POST /oauth/token` with its client id and secret answers a bearer',
-          'token for an hour (here: **Authorize**, then give the client id and secret). Every error is a',
+          `token valid for ${TOKEN_LIFETIME}; here: **Authorize**, then give the client id and secret. Every error is a`,
           'problem document (`application/problem+json`) whose `type` names its code; `GET /errors` lists',
           'them all. The operator API (`/admin`, the operator token) is the second definition of this page.',
         ].join('\n'),

@@ -17,10 +17,8 @@ const require = createRequire(import.meta.url);
 
 if (!CHROMIUM) console.warn('chromium is not installed (apt-get install chromium): the console browser tests skip');
 
-/** Where screenshots go: SCREENSHOTS_DIR (npm run console:screenshots: docs/console), else a temporary folder. */
-export const SCREENSHOTS_DIR = process.env.SCREENSHOTS_DIR
-  ? path.resolve(process.env.SCREENSHOTS_DIR)
-  : path.join(os.tmpdir(), 'audience-console-screenshots');
+/** Where screenshots go: SCREENSHOTS_DIR (npm run console:screenshots: docs/console); unset, they are taken and not kept. */
+const SCREENSHOTS_DIR = process.env.SCREENSHOTS_DIR ? path.resolve(process.env.SCREENSHOTS_DIR) : undefined;
 
 export interface ConsoleBrowser {
   server: TestServer;
@@ -106,9 +104,9 @@ export async function expectAccessible(page: Page): Promise<void> {
   expect(violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')).toEqual([]);
 }
 
-/** Checks the page with axe and saves its screenshot as `<name>.png`. */
+/** Checks the page with axe and takes its screenshot, saved as `<name>.png` in SCREENSHOTS_DIR when set. */
 export async function checkPage(page: Page, name: string): Promise<void> {
   await expectAccessible(page);
-  await fs.mkdir(SCREENSHOTS_DIR, { recursive: true });
-  await page.screenshot({ path: path.join(SCREENSHOTS_DIR, `${name}.png`), fullPage: true });
+  if (SCREENSHOTS_DIR) await fs.mkdir(SCREENSHOTS_DIR, { recursive: true });
+  await page.screenshot({ path: SCREENSHOTS_DIR && path.join(SCREENSHOTS_DIR, `${name}.png`), fullPage: true });
 }

@@ -2795,7 +2795,7 @@ export interface paths {
     put?: never;
     /**
      * Rotate the token signing key
-     * @description The old keys keep verifying the tokens they signed until those expire (24 hours), unless revoke_old is true: then they are deleted, every token they signed is refused at once, and every client must ask for a new token.
+     * @description The old keys keep verifying the tokens they signed until those expire (24 hours), unless revoke_old is true (in the body, as the operator API takes its settings, or in the query): then they are deleted, every token they signed is refused at once, and every client must ask for a new token.
      *
      *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
      *
@@ -2803,7 +2803,10 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     post: operations['postAdminSigningKeys'];
@@ -3792,7 +3795,7 @@ export interface components {
     /** AccountManifest */
     AccountManifest: {
       account?: {
-        /** @description Account name */
+        /** @description Account name, 1 to 255 characters */
         name?: string;
         /** @description Overrides of the default limits; null lifts one */
         limits?: {
@@ -8344,6 +8347,7 @@ export interface operations {
          *     }
          */
         'application/json': {
+          /** @description Account name, 1 to 255 characters */
           name: string;
           /**
            * @description The region the account belongs to
@@ -8499,6 +8503,7 @@ export interface operations {
          *     }
          */
         'application/json': {
+          /** @description Account name, 1 to 255 characters */
           name?: string;
           /** @description Limit overrides; null lifts a limit (token_lifetime_seconds: back to 24 hours) */
           limits?: {
@@ -9864,7 +9869,19 @@ export interface operations {
       path?: never;
       cookie?: never;
     };
-    requestBody?: never;
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "revoke_old": false
+         *     }
+         */
+        'application/json': {
+          /** @description Stop the old keys at once rather than after 24 hours */
+          revoke_old?: boolean;
+        };
+      };
+    };
     responses: {
       /** @description Default Response */
       201: {

@@ -82,230 +82,244 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
     frozen: emulator.clock.frozen,
     ...(jobsRun === undefined ? {} : { jobs_run: jobsRun }),
   });
-  return {
-    tags: ['emulator'],
-    operations: [
-      operation({
-        method: 'GET',
-        path: `${CONTROL_PREFIX}/account`,
-        hide: true,
-        summary: 'The ready account: its ids, its API key and the operator token',
-        response: {
-          200: Type.Object({
-            account_id: Type.String(),
-            client_id: Type.String(),
-            client_secret: Type.String(),
-            vendor: Type.String(),
-            region: Type.String(),
-            admin_token: Type.String(),
-          }),
+  const operations = [
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/account`,
+      hide: true,
+      summary: 'The ready account: its ids, its API key and the operator token',
+      response: {
+        200: Type.Object({
+          account_id: Type.String(),
+          client_id: Type.String(),
+          client_secret: Type.String(),
+          vendor: Type.String(),
+          region: Type.String(),
+          admin_token: Type.String(),
+        }),
+      },
+      scope: 'public',
+      handle: async () => emulator.account,
+    }),
+    operation({
+      method: 'POST',
+      path: `${CONTROL_PREFIX}/reset`,
+      hide: true,
+      summary: 'Back to the initial state, or to a saved snapshot',
+      // A POST without a body is a reset to the initial state.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      body: Type.Object(
+        { snapshot: Type.Optional(Type.String({ pattern: SNAPSHOT_NAME.source })) },
+        { additionalProperties: false },
+      ),
+      response: { 204: Type.Null() },
+      scope: 'public',
+      handle: ({ body }) => emulator.reset(body.snapshot),
+    }),
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/snapshots`,
+      hide: true,
+      summary: 'The saved snapshots',
+      response: { 200: Type.Object({ items: Type.Array(Type.String()) }) },
+      scope: 'public',
+      handle: async () => ({ items: await emulator.snapshots() }),
+    }),
+    operation({
+      method: 'PUT',
+      path: `${CONTROL_PREFIX}/snapshots/:name`,
+      hide: true,
+      summary: 'Save the current state (data and files) as a snapshot that reset can return to',
+      params: SnapshotParams,
+      response: { 204: Type.Null() },
+      scope: 'public',
+      handle: ({ params }) => emulator.saveSnapshot(params.name),
+    }),
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/clock`,
+      hide: true,
+      summary: "The emulator's time",
+      response: { 200: Clock },
+      scope: 'public',
+      handle: async () => clockNow(),
+    }),
+    operation({
+      method: 'PUT',
+      path: `${CONTROL_PREFIX}/clock`,
+      hide: true,
+      summary: 'Set the time (and stop it or let it run); the jobs due by then run before the answer',
+      body: Type.Object(
+        { now: Type.Optional(DateTime), frozen: Type.Optional(Type.Boolean()) },
+        { additionalProperties: false },
+      ),
+      response: { 200: Clock },
+      scope: 'public',
+      handle: async ({ body }) => {
+        const at = body.now ? Date.parse(body.now) : emulator.clock.read();
+        // Jobs are due by the later of this clock and the database's time: behind the real time,
+        // the jobs the clock schedules for later (an export's sweep) would be due at once.
+        if (at < Date.now())
+          throw new Problem(
+            'AUD-2203',
+            `now ${body.now} is before the real time (${new Date().toISOString()}): the emulator's clock can be set from the real time on`,
+          );
+        emulator.clock.set(at, body.frozen);
+        return clockNow(await emulator.runJobs());
+      },
+    }),
+    operation({
+      method: 'POST',
+      path: `${CONTROL_PREFIX}/clock/advance`,
+      hide: true,
+      summary: 'Move the time forward; the jobs due by then run before the answer',
+      body: Type.Object(
+        { seconds: Type.Number({ minimum: 0, maximum: 10 * 365 * 86_400 }) },
+        { additionalProperties: false },
+      ),
+      response: { 200: Clock },
+      scope: 'public',
+      handle: async ({ body }) => {
+        emulator.clock.advance(body.seconds * 1000);
+        return clockNow(await emulator.runJobs());
+      },
+    }),
+    operation({
+      method: 'POST',
+      path: `${CONTROL_PREFIX}/jobs/run`,
+      hide: true,
+      summary: 'Run every job due now (imports, exports, mail) until none is left',
+      response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
+      scope: 'public',
+      handle: async () => ({ jobs_run: await emulator.runJobs() }),
+    }),
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/faults`,
+      hide: true,
+      summary: 'The faults still to apply',
+      response: { 200: Type.Object({ items: Type.Array(Fault) }) },
+      scope: 'public',
+      handle: async () => ({ items: emulator.traffic.listFaults() }),
+    }),
+    operation({
+      method: 'POST',
+      path: `${CONTROL_PREFIX}/faults`,
+      hide: true,
+      summary: 'Delay, refuse (429, 500, 503) or drop the next requests on a path',
+      body: FaultBody,
+      response: { 201: Fault },
+      scope: 'public',
+      handle: async ({ body }) => {
+        if (body.status === undefined && !body.drop && !body.delay_ms)
+          throw new Problem('AUD-2202', 'A fault needs status, drop or delay_ms: one of them says what it does');
+        if (body.status !== undefined && body.drop)
+          throw new Problem(
+            'AUD-2202',
+            'A fault answers a status or drops the connection, not both: give status or drop',
+          );
+        return emulator.traffic.addFault(body);
+      },
+    }),
+    operation({
+      method: 'DELETE',
+      path: `${CONTROL_PREFIX}/faults`,
+      hide: true,
+      summary: 'Remove every fault',
+      response: { 204: Type.Null() },
+      scope: 'public',
+      handle: async () => emulator.traffic.clearFaults(),
+    }),
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/requests`,
+      hide: true,
+      summary: 'The requests received (the control API excepted), oldest first, credentials masked',
+      query: Type.Object(
+        {
+          method: Type.Optional(Type.String({ maxLength: 10 })),
+          path: Type.Optional(Type.String({ maxLength: 2000, description: 'A path; * stands for any characters' })),
+          since: Type.Optional(DateTime),
+          after: Type.Optional(Type.Integer({ minimum: 0, description: 'Only requests of a greater id' })),
+          limit: Type.Integer({ minimum: 1, maximum: 1000, default: 1000 }),
         },
-        scope: 'public',
-        handle: async () => emulator.account,
-      }),
-      operation({
-        method: 'POST',
-        path: `${CONTROL_PREFIX}/reset`,
-        hide: true,
-        summary: 'Back to the initial state, or to a saved snapshot',
-        // A POST without a body is a reset to the initial state.
-        preValidation: async (request) => {
-          request.body ??= {};
+        { additionalProperties: false },
+      ),
+      response: { 200: Type.Object({ items: Type.Array(LoggedRequest) }) },
+      scope: 'public',
+      handle: async ({ query }) => ({ items: emulator.traffic.listRequests(query) }),
+    }),
+    operation({
+      method: 'DELETE',
+      path: `${CONTROL_PREFIX}/requests`,
+      hide: true,
+      summary: 'Forget the requests received',
+      response: { 204: Type.Null() },
+      scope: 'public',
+      handle: async () => emulator.traffic.clearRequests(),
+    }),
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/mail`,
+      hide: true,
+      summary: "The messages the ready account's transactional sends sent, newest first, with their links",
+      query: Type.Object(
+        {
+          to: Type.Optional(Type.String({ maxLength: 320, description: 'Only messages to this address' })),
+          limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
         },
-        body: Type.Object(
-          { snapshot: Type.Optional(Type.String({ pattern: SNAPSHOT_NAME.source })) },
-          { additionalProperties: false },
-        ),
-        response: { 204: Type.Null() },
-        scope: 'public',
-        handle: ({ body }) => emulator.reset(body.snapshot),
+        { additionalProperties: false },
+      ),
+      response: { 200: Type.Object({ items: Type.Array(MailMessage) }) },
+      scope: 'public',
+      handle: async ({ db, query }) => {
+        const messages = await readOutbox(db, accountId(), query.limit);
+        const to = query.to?.toLowerCase();
+        return { items: to ? messages.filter((m) => m.to.some((r) => r.toLowerCase() === to)) : messages };
+      },
+    }),
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/limits`,
+      hide: true,
+      summary: "The ready account's limits (null: lifted)",
+      response: { 200: Limits },
+      scope: 'public',
+      handle: async ({ db }) => (await accounts.getAccount(db, accountId())).limits,
+    }),
+    operation({
+      method: 'PATCH',
+      path: `${CONTROL_PREFIX}/limits`,
+      hide: true,
+      summary: "Change limits of the ready account (null lifts one); reset brings back the emulator's",
+      body: Type.Partial(
+        Type.Object(Object.fromEntries(LIMIT_NAMES.map((n) => [n, Type.Union([Type.Integer(), Type.Null()])]))),
+        { additionalProperties: false },
+      ),
+      response: { 200: Limits },
+      scope: 'public',
+      transaction: true,
+      handle: async ({ db, services, body }) =>
+        (await accounts.updateAccount(db, services.feed, accountId(), { limits: body })).limits,
+    }),
+  ];
+  // The address the emulator prints for its control API answers what is there.
+  const index = operation({
+    method: 'GET',
+    path: CONTROL_PREFIX,
+    hide: true,
+    summary: 'The operations of the control API (docs/emulator.md)',
+    response: {
+      200: Type.Object({
+        operations: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String() })),
       }),
-      operation({
-        method: 'GET',
-        path: `${CONTROL_PREFIX}/snapshots`,
-        hide: true,
-        summary: 'The saved snapshots',
-        response: { 200: Type.Object({ items: Type.Array(Type.String()) }) },
-        scope: 'public',
-        handle: async () => ({ items: await emulator.snapshots() }),
-      }),
-      operation({
-        method: 'PUT',
-        path: `${CONTROL_PREFIX}/snapshots/:name`,
-        hide: true,
-        summary: 'Save the current state (data and files) as a snapshot that reset can return to',
-        params: SnapshotParams,
-        response: { 204: Type.Null() },
-        scope: 'public',
-        handle: ({ params }) => emulator.saveSnapshot(params.name),
-      }),
-      operation({
-        method: 'GET',
-        path: `${CONTROL_PREFIX}/clock`,
-        hide: true,
-        summary: "The emulator's time",
-        response: { 200: Clock },
-        scope: 'public',
-        handle: async () => clockNow(),
-      }),
-      operation({
-        method: 'PUT',
-        path: `${CONTROL_PREFIX}/clock`,
-        hide: true,
-        summary: 'Set the time (and stop it or let it run); the jobs due by then run before the answer',
-        body: Type.Object(
-          { now: Type.Optional(DateTime), frozen: Type.Optional(Type.Boolean()) },
-          { additionalProperties: false },
-        ),
-        response: { 200: Clock },
-        scope: 'public',
-        handle: async ({ body }) => {
-          const at = body.now ? Date.parse(body.now) : emulator.clock.read();
-          // Jobs are due by the later of this clock and the database's time: behind the real time,
-          // the jobs the clock schedules for later (an export's sweep) would be due at once.
-          if (at < Date.now())
-            throw new Problem(
-              'AUD-2203',
-              `now ${body.now} is before the real time (${new Date().toISOString()}): the emulator's clock can be set from the real time on`,
-            );
-          emulator.clock.set(at, body.frozen);
-          return clockNow(await emulator.runJobs());
-        },
-      }),
-      operation({
-        method: 'POST',
-        path: `${CONTROL_PREFIX}/clock/advance`,
-        hide: true,
-        summary: 'Move the time forward; the jobs due by then run before the answer',
-        body: Type.Object(
-          { seconds: Type.Number({ minimum: 0, maximum: 10 * 365 * 86_400 }) },
-          { additionalProperties: false },
-        ),
-        response: { 200: Clock },
-        scope: 'public',
-        handle: async ({ body }) => {
-          emulator.clock.advance(body.seconds * 1000);
-          return clockNow(await emulator.runJobs());
-        },
-      }),
-      operation({
-        method: 'POST',
-        path: `${CONTROL_PREFIX}/jobs/run`,
-        hide: true,
-        summary: 'Run every job due now (imports, exports, mail) until none is left',
-        response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
-        scope: 'public',
-        handle: async () => ({ jobs_run: await emulator.runJobs() }),
-      }),
-      operation({
-        method: 'GET',
-        path: `${CONTROL_PREFIX}/faults`,
-        hide: true,
-        summary: 'The faults still to apply',
-        response: { 200: Type.Object({ items: Type.Array(Fault) }) },
-        scope: 'public',
-        handle: async () => ({ items: emulator.traffic.listFaults() }),
-      }),
-      operation({
-        method: 'POST',
-        path: `${CONTROL_PREFIX}/faults`,
-        hide: true,
-        summary: 'Delay, refuse (429, 500, 503) or drop the next requests on a path',
-        body: FaultBody,
-        response: { 201: Fault },
-        scope: 'public',
-        handle: async ({ body }) => {
-          if (body.status === undefined && !body.drop && !body.delay_ms)
-            throw new Problem('AUD-2202', 'A fault needs status, drop or delay_ms: one of them says what it does');
-          if (body.status !== undefined && body.drop)
-            throw new Problem(
-              'AUD-2202',
-              'A fault answers a status or drops the connection, not both: give status or drop',
-            );
-          return emulator.traffic.addFault(body);
-        },
-      }),
-      operation({
-        method: 'DELETE',
-        path: `${CONTROL_PREFIX}/faults`,
-        hide: true,
-        summary: 'Remove every fault',
-        response: { 204: Type.Null() },
-        scope: 'public',
-        handle: async () => emulator.traffic.clearFaults(),
-      }),
-      operation({
-        method: 'GET',
-        path: `${CONTROL_PREFIX}/requests`,
-        hide: true,
-        summary: 'The requests received (the control API excepted), oldest first, credentials masked',
-        query: Type.Object(
-          {
-            method: Type.Optional(Type.String({ maxLength: 10 })),
-            path: Type.Optional(Type.String({ maxLength: 2000, description: 'A path; * stands for any characters' })),
-            since: Type.Optional(DateTime),
-            after: Type.Optional(Type.Integer({ minimum: 0, description: 'Only requests of a greater id' })),
-            limit: Type.Integer({ minimum: 1, maximum: 1000, default: 1000 }),
-          },
-          { additionalProperties: false },
-        ),
-        response: { 200: Type.Object({ items: Type.Array(LoggedRequest) }) },
-        scope: 'public',
-        handle: async ({ query }) => ({ items: emulator.traffic.listRequests(query) }),
-      }),
-      operation({
-        method: 'DELETE',
-        path: `${CONTROL_PREFIX}/requests`,
-        hide: true,
-        summary: 'Forget the requests received',
-        response: { 204: Type.Null() },
-        scope: 'public',
-        handle: async () => emulator.traffic.clearRequests(),
-      }),
-      operation({
-        method: 'GET',
-        path: `${CONTROL_PREFIX}/mail`,
-        hide: true,
-        summary: "The messages the ready account's transactional sends sent, newest first, with their links",
-        query: Type.Object(
-          {
-            to: Type.Optional(Type.String({ maxLength: 320, description: 'Only messages to this address' })),
-            limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
-          },
-          { additionalProperties: false },
-        ),
-        response: { 200: Type.Object({ items: Type.Array(MailMessage) }) },
-        scope: 'public',
-        handle: async ({ db, query }) => {
-          const messages = await readOutbox(db, accountId(), query.limit);
-          const to = query.to?.toLowerCase();
-          return { items: to ? messages.filter((m) => m.to.some((r) => r.toLowerCase() === to)) : messages };
-        },
-      }),
-      operation({
-        method: 'GET',
-        path: `${CONTROL_PREFIX}/limits`,
-        hide: true,
-        summary: "The ready account's limits (null: lifted)",
-        response: { 200: Limits },
-        scope: 'public',
-        handle: async ({ db }) => (await accounts.getAccount(db, accountId())).limits,
-      }),
-      operation({
-        method: 'PATCH',
-        path: `${CONTROL_PREFIX}/limits`,
-        hide: true,
-        summary: "Change limits of the ready account (null lifts one); reset brings back the emulator's",
-        body: Type.Partial(
-          Type.Object(Object.fromEntries(LIMIT_NAMES.map((n) => [n, Type.Union([Type.Integer(), Type.Null()])]))),
-          { additionalProperties: false },
-        ),
-        response: { 200: Limits },
-        scope: 'public',
-        transaction: true,
-        handle: async ({ db, services, body }) =>
-          (await accounts.updateAccount(db, services.feed, accountId(), { limits: body })).limits,
-      }),
-    ],
-  };
+    },
+    scope: 'public',
+    handle: async () => ({
+      operations: operations.map(({ method, path, summary }) => ({ method, path, summary })),
+    }),
+  });
+  return { tags: ['emulator'], operations: [index, ...operations] };
 }

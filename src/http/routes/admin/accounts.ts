@@ -11,7 +11,7 @@ import {
 } from '../../../accounts/manifest.ts';
 import { LIMIT_NAMES, LIMIT_RANGES } from '../../../core/limits.ts';
 import type { ProblemCode } from '../../../core/problems.ts';
-import { DateTime } from '../../../core/schemas.ts';
+import { AccountName, DateTime } from '../../../core/schemas.ts';
 import { ManifestSummary } from '../../../definitions/schemas.ts';
 import { answer, operation, type OperationTable } from '../../operation.ts';
 import { NoContent } from '../../schemas/problem.ts';
@@ -81,7 +81,7 @@ export const adminAccountsRoutes: OperationTable = {
       errors: ['AUD-1112', 'AUD-1116', 'AUD-1117'],
       body: Type.Object(
         {
-          name: Type.String({ minLength: 1 }),
+          name: AccountName,
           region: Type.Optional(Type.Enum(REGIONS, { description: 'The region the account belongs to' })),
           limits: Type.Optional(LimitsSchema),
         },
@@ -112,7 +112,7 @@ export const adminAccountsRoutes: OperationTable = {
       errors: ['AUD-1110', 'AUD-1112', 'AUD-1116', 'AUD-1117'],
       params: AccountParams,
       body: Type.Object(
-        { name: Type.Optional(Type.String({ minLength: 1 })), limits: Type.Optional(LimitsSchema) },
+        { name: Type.Optional(AccountName), limits: Type.Optional(LimitsSchema) },
         { additionalProperties: false },
       ),
       response: { 200: Account },

@@ -14,6 +14,14 @@ const ApiKey = Type.Object({
   client_secret: Type.Optional(Type.String({ description: 'Shown only when the key is created' })),
 });
 
+/** Whether a rotation deletes the old signing keys at once. */
+const RevokeOld = Type.Object(
+  {
+    revoke_old: Type.Optional(Type.Boolean({ description: 'Stop the old keys at once rather than after 24 hours' })),
+  },
+  { additionalProperties: false },
+);
+
 /** The operator's API keys of an account, and the rotation of the service's token signing key. */
 export const adminApiKeysRoutes: OperationTable = {
   tags: ['operator'],
@@ -73,18 +81,17 @@ export const adminApiKeysRoutes: OperationTable = {
       path: '/admin/signing-keys',
       summary: 'Rotate the token signing key',
       description:
-        'The old keys keep verifying the tokens they signed until those expire (24 hours), unless revoke_old is true: then they are deleted, every token they signed is refused at once, and every client must ask for a new token.',
-      query: Type.Object(
-        {
-          revoke_old: Type.Optional(
-            Type.Boolean({ description: 'Stop the old keys at once rather than after 24 hours' }),
-          ),
-        },
-        { additionalProperties: false },
-      ),
+        'The old keys keep verifying the tokens they signed until those expire (24 hours), unless revoke_old is true (in the body, as the operator API takes its settings, or in the query): then they are deleted, every token they signed is refused at once, and every client must ask for a new token.',
+      query: RevokeOld,
+      // A POST without a body (the command line's) is a rotation that keeps the old keys.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      body: RevokeOld,
       response: { 201: Type.Object({ kid: Type.String() }) },
       scope: 'operator',
-      handle: ({ services, query }) => services.apiKeys.rotateSigningKey({ revokeOld: query.revoke_old === true }),
+      handle: ({ services, query, body }) =>
+        services.apiKeys.rotateSigningKey({ revokeOld: query.revoke_old === true || body.revoke_old === true }),
     }),
   ],
 };
