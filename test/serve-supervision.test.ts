@@ -4,17 +4,17 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freePort, RESTART_DELAYS_MS } from '../src/store/embedded.ts';
 import { Program, tokenFor } from './serve-program.ts';
+import { scratchFolder } from './scratch.ts';
 
 // One program on one data directory for the whole file (one initdb): each test starts it unless it
 // runs, in a process group of its own as a terminal would; the last test makes its cluster unusable.
 let program: Program;
 vi.setConfig({ testTimeout: 120_000 });
 beforeAll(async () => {
-  program = new Program(await fs.mkdtemp(path.join(os.tmpdir(), 'audience-supervised-')), await freePort());
+  program = new Program(await scratchFolder('audience-supervised-'), await freePort());
 });
 afterAll(async () => {
   if (runs(program)) await program.stop('SIGTERM');
-  await fs.rm(program.dataDir, { recursive: true, force: true });
 });
 
 /** Whether a program's process runs. */
