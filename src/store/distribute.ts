@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { ident } from './catalogue.ts';
 
 /**
  * Distribution by account on Citus (docs/scaling.md). The program's schema is one for both
@@ -98,9 +99,4 @@ export async function distribute(db: Pick<pg.ClientBase, 'query'>): Promise<stri
   );
   for (const f of functions) await db.query('select create_distributed_function($1::regprocedure)', [f.signature]);
   return converted;
-}
-
-/** A table or constraint name of the schema, quoted. */
-function ident(name: string): string {
-  return `"${name.replaceAll('"', '""')}"`;
 }
