@@ -89,7 +89,7 @@ describe('audience dump and restore', () => {
     } finally {
       await app.close();
     }
-  });
+  }, 120_000); // on a Citus coordinator, the restore's migrate distributes the tables with their rows
 
   it('refuses a database that is not empty, changing nothing', async () => {
     const digests = await tableDigests(source);
