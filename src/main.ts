@@ -141,7 +141,7 @@ const COMMANDS: Record<string, Command> = {
     file: 'optional',
     what: 'write a copy of the database to FILE (standard output without one): every table in one snapshot while\nthe service runs, compressed, with a checksum; restore takes it into any supported PostgreSQL. A progress\nline goes to standard error',
     options: [],
-    more: "FILE records the program's version, the schema version, the PostgreSQL release, the tables with their\ncolumns and rows. It is written as FILE.partial and renamed when complete. The embedded database is\ndumped with the service stopped (it belongs to one program at a time); a DATABASE_URL one at any time.",
+    more: 'FILE records the program\'s version, the schema version, the PostgreSQL release, the tables with their\ncolumns and rows. It is written as FILE.partial and renamed when complete. It reads DATABASE_URL\'s\ndatabase, or starts the embedded one of DATA_DIR, which needs the service stopped; while the service runs,\npoint DATABASE_URL at its embedded database instead (docs/operating.md, "Backup and restore").',
     async run(_v, file) {
       if (!file && process.stdout.isTTY)
         throw new UsageError('give a FILE, or send standard output to a file or a pipe: a dump is not for a terminal');
