@@ -217,7 +217,7 @@ export async function answers(
   return out;
 }
 
-/** Every table of the schema (but the migrations applied, which a restore makes itself): its rows' count and the digest of their text, in order. */
+/** Every table of the schema (but the migrations applied, which a restore makes itself): its rows' count and the digest of their text, in order; and the definitions of the indexes and constraints. */
 export async function tableDigests(url: string): Promise<Record<string, string>> {
   return withClient(url, async (db) => {
     // Timestamps as text in one time zone, whatever the server's.
@@ -233,6 +233,17 @@ export async function tableDigests(url: string): Promise<Record<string, string>>
       );
       digests[name] = rows[0].digest;
     }
+    // The indexes and constraints, which a restore drops while it loads and makes again.
+    const { rows: schema } = await db.query<{ definition: string }>(
+      `select indexdef as definition from pg_indexes where schemaname = current_schema()
+       union all
+       select conrelid::regclass || ' ' || conname || ' ' || pg_get_constraintdef(oid) from pg_constraint
+       where contype <> 'n' -- PostgreSQL 18 lists NOT NULL as constraints, 15 does not
+         -- The tables pg_class lists: on a Citus coordinator, not the shards of the reference tables it holds.
+         and conrelid in (select oid from pg_class where relnamespace = current_schema()::regnamespace)
+       order by 1`,
+    );
+    digests['(indexes and constraints)'] = schema.map((r) => r.definition).join('\n');
     return digests;
   });
 }
