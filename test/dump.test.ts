@@ -116,8 +116,12 @@ describe('audience dump and restore', () => {
       return copy;
     };
     const cases: [string, Buffer, RegExp][] = [
-      // In the middle, where it may reach the rows first; in gzip's CRC, once every row is loaded.
-      ['a flipped byte', flipped(Math.floor(bytes.length / 2)), /nothing was restored: it is damaged or not a dump/],
+      // Anywhere in the compressed rows, where it may reach a record or a row first; in gzip's CRC, once every row is loaded.
+      ...[1, 2, 3, 4, 5, 6, 7].map((eighth): [string, Buffer, RegExp] => [
+        `a flipped byte at ${eighth}/8`,
+        flipped(Math.floor((bytes.length * eighth) / 8)),
+        /nothing was restored: it is damaged/,
+      ]),
       [
         'a flipped CRC',
         flipped(bytes.length - 6),
