@@ -10,9 +10,9 @@
  * round: a dump to a file by each (`bin/audience dump FILE`; `pg_dump -Fc`, whose compression is
  * zlib at its default level, as the program's gzip), and a restore of each file into a new empty
  * database of the same server (`bin/audience restore FILE`; `pg_restore --no-owner`, one job, as
- * the program's one connection). Each: wall time, the CPU time of the client process (bash's
- * `times`) and of the PostgreSQL server (its postmaster and every backend, ended ones included),
- * the file's size; the 1-minute load average at its end. The restored databases' row counts are
+ * the program's one connection). Each: wall time, the CPU time and peak RSS of the client
+ * process (GNU time), the CPU time of the PostgreSQL server (its postmaster and every backend, ended
+ * ones included), the file's size; the 1-minute load average at its end. The restored databases' row counts are
  * checked against the source's. Needs root and the workplace's cluster script (scripts/citus.sh available).
  */
 import { execFileSync, spawn } from 'node:child_process';
@@ -45,34 +45,30 @@ const DEADLINE_MS = 60 * 60 * 1000;
 interface Timed {
   s: number;
   clientS: number;
+  rssMb: number;
   serverS: number;
   bytes: number;
   load: number;
 }
 
-/** Runs a command to its end under bash, whose `times` gives the CPU time of its children: wall and client CPU seconds. */
-async function timed(command: string[], env: NodeJS.ProcessEnv = process.env): Promise<{ s: number; clientS: number }> {
+/** Runs a command to its end under GNU time: wall seconds, the client's CPU seconds and its peak RSS in MB. */
+async function timed(
+  command: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ s: number; clientS: number; rssMb: number }> {
   const started = performance.now();
-  const child = spawn('bash', ['-c', '"$@" >/dev/null || exit $?; times', '_', ...command], {
+  const child = spawn('/usr/bin/time', ['-f', '%U %S %M', ...command], {
     env,
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', 'ignore', 'pipe'],
   });
   track(child, command[0]);
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
+  let err = '';
+  child.stderr.on('data', (d) => (err += d));
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  if (code !== 0) throw new Error(`${command.join(' ')} exited with ${code}`);
-  // times: the shell's user and system time, then its children's: "0m1.234s 0m0.567s".
-  const children = out
-    .trim()
-    .split('\n')
-    .at(-1)!
-    .match(/(\d+)m([\d.]+)s/g)!;
-  const seconds = children.map((t) => {
-    const [, m, s] = /(\d+)m([\d.]+)s/.exec(t)!;
-    return Number(m) * 60 + Number(s);
-  });
-  return { s: (performance.now() - started) / 1000, clientS: seconds[0] + seconds[1] };
+  if (code !== 0) throw new Error(`${command.join(' ')} exited with ${code}: ${err.slice(-2000)}`);
+  // Its last line: user and system seconds, peak RSS in KB.
+  const [user, system, kb] = err.trim().split('\n').at(-1)!.split(' ').map(Number);
+  return { s: (performance.now() - started) / 1000, clientS: user + system, rssMb: kb / 1024 };
 }
 
 await runBench(DEADLINE_MS, async () => {
@@ -156,10 +152,10 @@ await runBench(DEADLINE_MS, async () => {
   /** One measured command: wall, client and server CPU, the size of `file`, the load average at its end. */
   const measure = async (command: string[], file: string, env?: NodeJS.ProcessEnv): Promise<Timed> => {
     const serverBefore = await postmasterCpuMs(pidFile);
-    const { s, clientS } = await timed(command, env);
+    const { s, clientS, rssMb } = await timed(command, env);
     await settled();
     const serverS = ((await postmasterCpuMs(pidFile)) - serverBefore) / 1000;
-    return { s, clientS, serverS, bytes: (await fs.stat(file)).size, load: os.loadavg()[0] };
+    return { s, clientS, rssMb, serverS, bytes: (await fs.stat(file)).size, load: os.loadavg()[0] };
   };
   const results: Record<string, Timed[]> = { 'audience dump': [], pg_dump: [], 'audience restore': [], pg_restore: [] };
   for (let round = 0; round < ROUNDS; round++) {
@@ -221,6 +217,7 @@ await runBench(DEADLINE_MS, async () => {
       ['wall, s', (t: Timed) => t.s, 1],
       ['client CPU, s', (t: Timed) => t.clientS, 1],
       ['PostgreSQL CPU, s', (t: Timed) => t.serverS, 1],
+      ['client peak RSS, MB', (t: Timed) => t.rssMb, 0],
     ] as const)
       rows.push([
         `${what} ${label}`,
