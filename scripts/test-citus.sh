@@ -4,6 +4,7 @@
 # Every statement the service runs must stay on one node: the service's connections set
 # citus.multi_task_query_log_level=error (test/app.ts), so a statement that Citus would split over
 # several shards fails its test. A spare node (NODE_URL) is there for the rebalance test.
+# test/dump-hops.test.ts starts an embedded PostgreSQL 18 and a PostgreSQL 15 of its own besides.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! bash scripts/citus.sh available; then
@@ -27,7 +28,8 @@ if [ $# -gt 0 ]; then
 fi
 # Arguments are file filters: test/section-access and test/section-operations name the section access tests.
 npx vitest run src/accounts src/profiles src/consents src/segments src/imports src/exports src/activities \
-  src/transactional test/event-writers.test.ts test/section-access test/section-operations test/end-to-end.test.ts test/distribution.test.ts
+  src/transactional test/event-writers.test.ts test/section-access test/section-operations test/end-to-end.test.ts test/distribution.test.ts \
+  test/dump.test.ts test/dump-hops.test.ts
 # The cluster tests after the others: a rebalance connects the nodes to each other, and with the
 # other files' servers running beside it the coordinator ran out of connections (too many clients).
 npx vitest run test/citus.test.ts

@@ -1,5 +1,8 @@
+import { once } from 'node:events';
+import { createReadStream, createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
+import type pg from 'pg';
 import readline from 'node:readline/promises';
 import { ENVIRONMENT, readConfig, REGIONS } from './config.ts';
 
@@ -11,6 +14,8 @@ if (process.env.AUDIENCE_JEMALLOC && process.env.LD_PRELOAD === process.env.AUDI
 // Loaded when a command needs it, so that --help, --version and usage errors answer at once
 // (loading the server takes 0.4 s).
 const server = () => import('./server.ts');
+
+const PROGRESS_EVERY_MS = 2000;
 
 const OPTIONS = {
   name: { type: 'string' },
@@ -53,8 +58,8 @@ interface Command {
   args: string;
   what: string;
   options: Option[];
-  /** The command's one positional argument (apply's FILE), when it takes one. */
-  file?: true;
+  /** The command's one positional argument (apply's FILE), when it takes one; `optional`: it may be left out. */
+  file?: true | 'optional';
   /** The values an option takes, checked before the command runs. */
   choices?: Partial<Record<Option, readonly string[]>>;
   /** More of the usage, shown by `COMMAND --help` only. */
@@ -150,13 +155,52 @@ const COMMANDS: Record<string, Command> = {
     what: 'apply the database migrations and exit',
     options: [],
     async run() {
-      const { pool, embedded } = await (await server()).openDatabase(readConfig());
-      try {
-        return { applied: await (await import('./store/migrate.ts')).migrate(pool) };
-      } finally {
-        await pool.end();
-        await embedded?.stop();
-      }
+      const { migrate } = await import('./store/migrate.ts');
+      return { applied: await withDatabase(migrate) };
+    },
+  },
+  dump: {
+    args: '[FILE]',
+    file: 'optional',
+    what: 'write a copy of the database to FILE (standard output without one): every table in one snapshot while\nthe service runs, compressed, with a checksum; restore takes it into any supported PostgreSQL. A progress\nline goes to standard error',
+    options: [],
+    more: 'FILE records the program\'s version, the schema version, the PostgreSQL release, the tables with their\ncolumns and rows. It is written as FILE.partial and renamed when complete. It reads DATABASE_URL\'s\ndatabase, or starts the embedded one of DATA_DIR, which needs the service stopped; while the service runs,\npoint DATABASE_URL at its embedded database instead (docs/operating.md, "Backup and restore").',
+    async run(_v, file) {
+      if (!file && process.stdout.isTTY)
+        throw new UsageError('give a FILE, or send standard output to a file or a pipe: a dump is not for a terminal');
+      const { dump } = await import('./store/dump.ts');
+      const out = file ? createWriteStream(`${file}.partial`, { mode: 0o600 }) : process.stdout;
+      const program = await version();
+      const summary = await withDatabase((pool) => dump(pool, out, { program, progress: progressLine('dump') })).catch(
+        async (err: Error) => {
+          if (file) await fs.rm(`${file}.partial`, { force: true });
+          throw err;
+        },
+      );
+      if (file) await fs.rename(`${file}.partial`, file);
+      // On standard output only when the dump went to a file.
+      const result = { dumped: file ?? 'standard output', ...summary };
+      if (file) return result;
+      console.error(JSON.stringify(result, null, 2));
+    },
+  },
+  restore: {
+    args: 'FILE',
+    file: true,
+    what: "load a dump into an empty database (the embedded one, or DATABASE_URL's: PostgreSQL or a Citus coordinator),\nthen migrate it to this program's schema (on Citus: distribute it). A damaged or truncated file, one of a\nnewer schema, or a database that is not empty is refused, and nothing is written",
+    options: [],
+    async run(_v, file) {
+      const { restore } = await import('./store/dump.ts');
+      const input = createReadStream(file);
+      await once(input, 'open').catch((err: Error) => {
+        throw new Error(`cannot read the dump ${file}: ${err.message}`);
+      });
+      const summary = await withDatabase((pool) => restore(pool, input, { progress: progressLine('restore') })).catch(
+        (err: Error) => {
+          throw new Error(`${file}: ${err.message}`);
+        },
+      );
+      return { restored: file, ...summary };
     },
   },
   'account create': {
@@ -419,7 +463,7 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
-const FOOTER = `Every command but serve, api, worker, emulate, migrate, token and help calls the operator API of a running server:
+const FOOTER = `Every command but serve, api, worker, emulate, migrate, dump, restore, token and help calls the operator API of a running server:
 AUDIENCE_URL (default http://127.0.0.1:$PORT), with ADMIN_TOKEN or the token in $DATA_DIR/admin-token.
 audience help COMMAND or audience COMMAND --help shows one command; audience --version the version.`;
 
@@ -444,6 +488,27 @@ function usage(prefix = ''): string {
 
 /** What follows a mistyped command: one line, so that the suggestion is not buried under the usage. */
 const HELP_LINE = 'audience help lists every command; audience help COMMAND shows one';
+
+/** `work` on the configured database (the embedded one, started for it, or DATABASE_URL's). */
+async function withDatabase<T>(work: (pool: pg.Pool) => Promise<T>): Promise<T> {
+  const { pool, embedded } = await (await server()).openDatabase(readConfig());
+  try {
+    return await work(pool);
+  } finally {
+    await pool.end();
+    await embedded?.stop();
+  }
+}
+
+/** A dump's or restore's progress on standard error, every few seconds: a table's name, its rows and the file's bytes, no values. */
+function progressLine(verb: string): (p: { table: string; rows: number; bytes: number }) => void {
+  let shown = Date.now();
+  return (p) => {
+    if (Date.now() - shown < PROGRESS_EVERY_MS) return;
+    shown = Date.now();
+    console.error(`${verb}: ${p.table} ${p.rows.toLocaleString('en')} rows, ${(p.bytes / 1e6).toFixed(1)} MB`);
+  };
+}
 
 function need(values: Values, name: Option): string {
   const value = values[name];
@@ -695,8 +760,9 @@ async function main(argv: string[]): Promise<void> {
         throw new UsageError(`--${option} must be one of ${allowed.join(', ')}; got "${value}"`);
     }
     const args = positionals.slice(words);
-    if (args.length !== (command.file ? 1 : 0))
-      throw new UsageError(command.file ? `${name} needs one FILE` : `${name} takes no argument "${args[0]}"`);
+    if (args.length > (command.file ? 1 : 0))
+      throw new UsageError(`${name} takes ${command.file ? 'one FILE' : 'no argument'}, not "${args.at(-1)}"`);
+    if (args.length === 0 && command.file === true) throw new UsageError(`${name} needs one FILE`);
     const result = await command.run(values, args[0]);
     if (result !== undefined) console.log(JSON.stringify(result, null, 2));
   } catch (err) {

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { ident } from './catalogue.ts';
 
 /**
  * Distribution by account on Citus (docs/scaling.md). The program's schema is one for both
@@ -117,9 +118,4 @@ async function colocationTable(db: Pick<pg.ClientBase, 'query'>): Promise<string
     `select min(logicalrelid::regclass::text) as name from pg_dist_partition where partmethod = 'h'`,
   );
   return rows[0].name ?? undefined;
-}
-
-/** A table or constraint name of the schema, quoted. */
-function ident(name: string): string {
-  return `"${name.replaceAll('"', '""')}"`;
 }

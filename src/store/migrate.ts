@@ -27,10 +27,8 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
     const done = new Set(
       (await client.query<{ name: string }>('select name from schema_migrations')).rows.map((r) => r.name),
     );
-    const files = (await fs.readdir(MIGRATIONS_DIR)).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort();
-    for (const file of files) {
+    for (const file of await migrationNames()) {
       if (done.has(file)) continue;
-      const sql = await fs.readFile(path.join(MIGRATIONS_DIR, file), 'utf8');
       await inTransaction(client, `migration ${file}`, async () => {
         // A new table that points at a reference table stays a plain one until distribute()
         // distributes it, instead of one that Citus manages on the coordinator.
@@ -39,9 +37,7 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
           // A migration converts every account's rows: its statements span shards by design.
           await client.query("set local citus.multi_task_query_log_level to 'off'");
         }
-        await client.query(sql);
-        if (distributed) await distribute(client);
-        await client.query('insert into schema_migrations (name) values ($1)', [file]);
+        await applyMigration(client, file, distributed ? () => distribute(client) : undefined);
       });
       applied.push(file);
     }
@@ -51,6 +47,44 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
     client.release();
   }
   return applied;
+}
+
+/** The names of the migration files this program has, in the order they apply: the schema versions it knows. */
+export async function migrationNames(): Promise<string[]> {
+  return (await fs.readdir(MIGRATIONS_DIR)).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort();
+}
+
+/** Runs one migration file and records it, in the caller's transaction; `then` runs between the two. */
+async function applyMigration(client: pg.ClientBase, file: string, then?: () => Promise<unknown>): Promise<void> {
+  await client.query(await fs.readFile(path.join(MIGRATIONS_DIR, file), 'utf8'));
+  await then?.();
+  await client.query('insert into schema_migrations (name) values ($1)', [file]);
+}
+
+/**
+ * The schema as it was at migration `last`, made in the caller's transaction on a database without
+ * tables (refused otherwise), as plain PostgreSQL also on Citus: what a restore loads a dump's rows
+ * into (dump.ts), before `migrate` applies the later migrations and distributes. Holds the
+ * migrators' lock until the transaction ends: a process starting meanwhile waits, then finds the schema.
+ */
+export async function migrateTo(client: pg.ClientBase, last: string): Promise<void> {
+  await client.query('select pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+  const names = await migrationNames();
+  if (!names.includes(last)) throw new Error(`this program has no migration ${last}`);
+  const { rows: tables } = await client.query<{ name: string }>(
+    `select relname as name from pg_class where relnamespace = current_schema()::regnamespace and relkind in ('r', 'p')
+     order by relname`,
+  );
+  if (tables.length > 0)
+    throw new Error(
+      `the database is not empty: it has ${tables.length} tables (${tables
+        .slice(0, 5)
+        .map((t) => t.name)
+        .join(', ')}${tables.length > 5 ? ', …' : ''}); restore into a new database`,
+    );
+  await client.query(`create table schema_migrations (
+    name text primary key, applied_at timestamptz not null default now())`);
+  for (const file of names.slice(0, names.indexOf(last) + 1)) await applyMigration(client, file);
 }
 
 async function inTransaction(client: pg.PoolClient, what: string, work: () => Promise<unknown>): Promise<void> {

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { Problem } from '../core/problems.ts';
+import { ident, tablesOf } from './catalogue.ts';
 import { withTransaction } from './pool.ts';
 
 /**
@@ -14,56 +15,17 @@ const KEPT = ['schema_migrations', 'signing_keys'];
 
 export const SNAPSHOT_NAME = /^[a-z][a-z0-9_]{0,39}$/;
 const schemaOf = (name: string) => `emulator_snapshot_${name}`;
-const ident = (name: string) => `"${name.replaceAll('"', '""')}"`;
-
-interface Table {
-  name: string;
-  /** Columns that can be written: generated ones left out. */
-  columns: string[];
-  /** Whether an identity column is `generated always` (the insert then overrides it). */
-  identityAlways: boolean;
-}
-
-/** The tables of the current schema, parents before the tables whose foreign keys point at them. */
-async function tablesOf(db: pg.ClientBase | pg.Pool): Promise<Table[]> {
-  const { rows } = await db.query<{ name: string; columns: string[]; always: boolean; parents: string[] }>(
-    `select c.relname as name,
-       array(select quote_ident(a.attname) from pg_attribute a
-             where a.attrelid = c.oid and a.attnum > 0 and not a.attisdropped and a.attgenerated = ''
-             order by a.attnum) as columns,
-       exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attidentity = 'a') as always,
-       array(select distinct p.relname::text from pg_constraint f join pg_class p on p.oid = f.confrelid
-             where f.conrelid = c.oid and f.contype = 'f' and f.confrelid <> c.oid) as parents
-     from pg_class c join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname = current_schema() and c.relkind in ('r', 'p') and not c.relispartition
-       and c.relname <> all($1::text[])
-     order by c.relname`,
-    [KEPT],
-  );
-  const byName = new Map(rows.map((r) => [r.name, r]));
-  const ordered: Table[] = [];
-  const placed = new Set<string>();
-  const place = (name: string) => {
-    if (placed.has(name) || !byName.has(name)) return;
-    placed.add(name);
-    const row = byName.get(name)!;
-    for (const parent of row.parents) place(parent);
-    ordered.push({ name, columns: row.columns, identityAlways: row.always });
-  };
-  for (const row of rows) place(row.name);
-  return ordered;
-}
 
 /** Copies every table's rows and every sequence's position into snapshot `name` (replacing one of that name). */
 export async function saveSnapshot(pool: pg.Pool, name: string): Promise<void> {
   if (!SNAPSHOT_NAME.test(name)) throw new Error(`snapshot name "${name}" is not ${SNAPSHOT_NAME}`);
   const schema = ident(schemaOf(name));
   await withTransaction(pool, async (tx) => {
-    const tables = await tablesOf(tx);
+    const tables = await tablesOf(tx, KEPT);
     const statements = [`drop schema if exists ${schema} cascade`, `create schema ${schema}`];
     for (const t of tables)
       statements.push(
-        `create unlogged table ${schema}.${ident(t.name)} as select ${t.columns.join(', ')} from ${ident(t.name)}`,
+        `create unlogged table ${schema}.${ident(t.name)} as select ${t.columns.map(ident).join(', ')} from ${ident(t.name)}`,
       );
     statements.push(`create unlogged table ${schema}.sequences as
       select s.sequencename::text as name, pg_sequence_last_value(format('%I.%I', s.schemaname, s.sequencename)::regclass) as last_value
@@ -88,7 +50,7 @@ async function restoreText(pool: pg.Pool, name: string): Promise<string> {
   const known = restores.get(name);
   if (known) return known;
   const schema = ident(schemaOf(name));
-  const tables = await tablesOf(pool);
+  const tables = await tablesOf(pool, KEPT);
   const { rows: sequences } = await pool.query<{ name: string; last_value: string | null }>(
     `select name, last_value::text from ${schema}.sequences`,
   );
@@ -99,7 +61,7 @@ async function restoreText(pool: pg.Pool, name: string): Promise<string> {
     ...tables.toReversed().map((t) => `delete from ${ident(t.name)}`),
     ...tables.map(
       (t) =>
-        `insert into ${ident(t.name)} (${t.columns.join(', ')})${t.identityAlways ? ' overriding system value' : ''} select ${t.columns.join(', ')} from ${schema}.${ident(t.name)}`,
+        `insert into ${ident(t.name)} (${t.columns.map(ident).join(', ')})${t.identityAlways ? ' overriding system value' : ''} select ${t.columns.map(ident).join(', ')} from ${schema}.${ident(t.name)}`,
     ),
     ...sequences.map((s) =>
       s.last_value === null
