@@ -1,6 +1,7 @@
 import { once } from 'node:events';
 import { createReadStream, createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import readline from 'node:readline/promises';
@@ -164,19 +165,19 @@ const COMMANDS: Record<string, Command> = {
     file: 'optional',
     what: 'write a copy of the database to FILE (standard output without one): every table in one snapshot while\nthe service runs, compressed, with a checksum; restore takes it into any supported PostgreSQL. A progress\nline goes to standard error',
     options: [],
-    more: 'FILE records the program\'s version, the schema version, the PostgreSQL release, the tables with their\ncolumns and rows. It is written as FILE.partial and renamed when complete. It reads DATABASE_URL\'s\ndatabase, or starts the embedded one of DATA_DIR, which needs the service stopped; while the service runs,\npoint DATABASE_URL at its embedded database instead (docs/operating.md, "Backup and restore").',
+    more: "FILE records the program's version, the schema version, the PostgreSQL release, the tables with their\ncolumns and rows. It is written as FILE.partial and renamed when complete. It reads DATABASE_URL's\ndatabase, or the embedded one of DATA_DIR: the running service's while it serves, else started for the dump.",
     async run(_v, file) {
       if (!file && process.stdout.isTTY)
         throw new UsageError('give a FILE, or send standard output to a file or a pipe: a dump is not for a terminal');
       const { dump } = await import('./store/dump.ts');
       const out = file ? createWriteStream(`${file}.partial`, { mode: 0o600 }) : process.stdout;
       const program = await version();
-      const summary = await withDatabase((pool) => dump(pool, out, { program, progress: progressLine('dump') })).catch(
-        async (err: Error) => {
-          if (file) await fs.rm(`${file}.partial`, { force: true });
-          throw err;
-        },
-      );
+      const summary = await withDatabase((pool) => dump(pool, out, { program, progress: progressLine('dump') }), {
+        online: true,
+      }).catch(async (err: Error) => {
+        if (file) await fs.rm(`${file}.partial`, { force: true });
+        throw err;
+      });
       if (file) await fs.rename(`${file}.partial`, file);
       // On standard output only when the dump went to a file.
       const result = { dumped: file ?? 'standard output', ...summary };
@@ -489,9 +490,25 @@ function usage(prefix = ''): string {
 /** What follows a mistyped command: one line, so that the suggestion is not buried under the usage. */
 const HELP_LINE = 'audience help lists every command; audience help COMMAND shows one';
 
-/** `work` on the configured database (the embedded one, started for it, or DATABASE_URL's). */
-async function withDatabase<T>(work: (pool: pg.Pool) => Promise<T>): Promise<T> {
-  const { pool, embedded } = await (await server()).openDatabase(readConfig());
+/**
+ * `work` on the configured database: DATABASE_URL's, or the embedded one of DATA_DIR, started for
+ * it; with `online`, the embedded database of the program that serves on DATA_DIR while it runs.
+ */
+async function withDatabase<T>(work: (pool: pg.Pool) => Promise<T>, { online = false } = {}): Promise<T> {
+  const config = readConfig();
+  const running =
+    online && !config.databaseUrl
+      ? await (await import('./store/embedded.ts')).runningEmbeddedUrl(path.join(config.dataDir, 'postgres'))
+      : undefined;
+  if (running) {
+    const pool = (await import('./store/pool.ts')).createPool(running, 2);
+    try {
+      return await work(pool);
+    } finally {
+      await pool.end();
+    }
+  }
+  const { pool, embedded } = await (await server()).openDatabase(config);
   try {
     return await work(pool);
   } finally {

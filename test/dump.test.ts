@@ -6,12 +6,12 @@
 // The hops through PostgreSQL 15 and Citus are test/dump-hops.test.ts.
 import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import zlib from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { TestServer, testDatabase } from './app.ts';
+import { scratchFolder } from './scratch.ts';
 import { createDatabase, dropDatabase } from './databases.ts';
 import { restore } from '../src/store/dump.ts';
 import { createPool } from '../src/store/pool.ts';
@@ -35,7 +35,7 @@ async function emptyDatabase(): Promise<string> {
 }
 
 beforeAll(async () => {
-  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-dump-'));
+  dir = await scratchFolder('audience-dump-');
   source = await testDatabase();
   const app = await TestServer.start({ DATA_DIR: dir }, { worker: true });
   try {
@@ -49,7 +49,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   for (const name of targets) await dropDatabase(server, name);
-  if (dir) await fs.rm(dir, { recursive: true, force: true });
 });
 
 describe('audience dump and restore', () => {

@@ -207,6 +207,22 @@ describe('the embedded database, supervised', () => {
     await ready(await count());
   });
 
+  it('audience dump copies the embedded database of the program that serves, online, while it keeps serving', async () => {
+    const program = await started();
+    const { headers } = await demoOf(program);
+    expect(await createProfile(program, headers, 'dumped-online')).toBe(201);
+    const deaths = deathsSeen(program);
+    const file = path.join(program.dataDir, 'online.dump');
+    // DATA_DIR's: the database of the running program, found through its claim on the directory.
+    const summary = await program.cli('dump', file);
+    expect(summary.dumped).toBe(file);
+    expect(summary.tables.profiles).toBeGreaterThan(0);
+    expect(summary.tables.accounts).toBeGreaterThan(0);
+    expect((await fs.stat(file)).size).toBeGreaterThan(0);
+    expect(deathsSeen(program)).toBe(deaths);
+    expect(await createProfile(program, headers, 'after-the-dump')).toBe(201);
+  });
+
   it('a terminal Ctrl-C (SIGINT to the whole process group) drains, stops the database last and logs "stopped"', async () => {
     const program = await started();
     const { headers } = await demoOf(program);

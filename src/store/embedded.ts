@@ -378,6 +378,21 @@ export async function stopAbandonedCluster(dir: string): Promise<boolean> {
   return true;
 }
 
+/**
+ * The URL of the embedded database that another program runs on the data directory `dir` (its
+ * claim, `owner.pid`, names a running program; its postmaster.pid the port), so that a command can
+ * work on it while that program serves (`audience dump`); undefined when no program runs it.
+ */
+export async function runningEmbeddedUrl(dir: string): Promise<string | undefined> {
+  const owner = Number((await fs.readFile(path.join(dir, 'owner.pid'), 'utf8').catch(() => '')).trim());
+  if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid || !(await runs(owner, 'node'))) return undefined;
+  const lines = (await fs.readFile(path.join(dir, 'cluster', 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
+  const port = Number(lines[3]);
+  const password = (await fs.readFile(path.join(dir, 'password'), 'utf8').catch(() => '')).trim();
+  if (!Number.isInteger(port) || port <= 0 || !password) return undefined;
+  return `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+}
+
 /** A TCP port free on the loopback address now (for servers this program and its tests start). */
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
