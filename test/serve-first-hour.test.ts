@@ -145,7 +145,9 @@ describe("a new operator's first hour", () => {
     const help = await program.exec(['help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toMatch(/^usage: audience COMMAND/);
-    expect(help.stdout).toContain('Every command but serve, api, worker, emulate, migrate, token and help calls');
+    expect(help.stdout).toContain(
+      'Every command but serve, api, worker, emulate, migrate, dump, restore, token and help calls',
+    );
     // A group's help starts with its commands.
     const group = await program.exec(['help', 'account']);
     expect(group.code).toBe(0);
