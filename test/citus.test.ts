@@ -177,6 +177,28 @@ async function startNode(victim: { url: string; dataDir: string }): Promise<void
 }
 
 /** Rows of every table of the public schema, by table name. */
+/**
+ * Every profile of the accounts reads back, and each one whose write was acknowledged (`lastValue`,
+ * the value of its last 204) holds that value: no acknowledged write was lost.
+ */
+async function expectAcknowledgedWrites(
+  accounts: Account[],
+  keys: Map<Account, string[]>,
+  lastValue: Map<string, string>,
+): Promise<void> {
+  let checked = 0;
+  for (const account of accounts)
+    for (const key of keys.get(account)!) {
+      const { status, values } = await account.attributes(key);
+      expect(status, key).toBe(200);
+      if (lastValue.has(key)) {
+        expect(values[FIRST_NAME], key).toBe(lastValue.get(key));
+        checked++;
+      }
+    }
+  expect(checked).toBeGreaterThan(0);
+}
+
 async function rowCounts(db: pg.ClientBase): Promise<Record<string, number>> {
   const { rows: tables } = await db.query<{ name: string }>(
     `select c.relname as name from pg_class c where c.relnamespace = 'public'::regnamespace and c.relkind in ('r', 'p')
@@ -358,17 +380,7 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
       expect(count(hit, 'back', ok)).toBeGreaterThan(0);
 
       // Every acknowledged write reads back.
-      let checked = 0;
-      for (const account of [hit, spared])
-        for (const key of keys.get(account)!) {
-          const { status, values } = await account.attributes(key);
-          expect(status, key).toBe(200);
-          if (lastValue.has(key)) {
-            expect(values[FIRST_NAME], key).toBe(lastValue.get(key));
-            checked++;
-          }
-        }
-      expect(checked).toBeGreaterThan(0);
+      await expectAcknowledgedWrites([hit, spared], keys, lastValue);
     }, 180_000);
   });
   describe('growing the cluster while it serves', () => {
@@ -523,18 +535,7 @@ describe.skipIf(!SPARE)('on a Citus cluster', () => {
       expect(moved.length).toBeGreaterThan(0);
 
       // Every acknowledged write reads back through HTTP.
-      let checked = 0;
-      for (const account of accounts) {
-        for (const key of created.get(account)!) {
-          const { status, values } = await account.attributes(key);
-          expect(status, key).toBe(200);
-          if (lastValue.has(key)) {
-            expect(values[FIRST_NAME], key).toBe(lastValue.get(key));
-            checked++;
-          }
-        }
-      }
-      expect(checked).toBeGreaterThan(0);
+      await expectAcknowledgedWrites(accounts, created, lastValue);
     }, 180_000);
   });
   describe('moving a single-node database to the cluster', () => {
