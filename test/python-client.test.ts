@@ -1,0 +1,39 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { expect, it } from 'vitest';
+import { PYTHON_CLIENT } from '../scripts/generate-python-client.ts';
+
+// The Python client's own suite (clients/python/tests, pytest) against the real emulator, on
+// Debian's Python with Debian's python3-httpx and python3-pytest: what an integrator runs. The
+// suite's fixture starts `bin/audience emulate` and stops it, and removes its temporary folder,
+// also when a test fails. `.ci/run` installs both packages when it runs as root; where they are
+// missing, this test says so and skips.
+
+const PYTHON = '/usr/bin/python3';
+const probe = spawnSync(PYTHON, ['-c', 'import httpx, pytest'], { encoding: 'utf8' });
+const missing = probe.error
+  ? `${PYTHON} is missing`
+  : probe.status !== 0
+    ? `${PYTHON} lacks httpx or pytest (${probe.stderr.trim().split('\n').pop()}): apt-get install python3-httpx python3-pytest`
+    : undefined;
+if (missing) console.warn(`The Python client's tests are skipped: ${missing}`);
+
+it.skipIf(missing !== undefined)(
+  "the Python client's pytest suite passes against the emulator",
+  async () => {
+    // No bytecode or pytest cache left in the checkout; the emulator's folder goes to the run's TMPDIR.
+    // The fixture finds the program as an integrator's checkout has it: bin/audience of this repository.
+    const child = spawn(PYTHON, ['-m', 'pytest', '-p', 'no:cacheprovider', '-q', '-rfE', 'tests'], {
+      cwd: PYTHON_CLIENT,
+      env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (d) => (output += d));
+    child.stderr.on('data', (d) => (output += d));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code, `pytest failed:\n${output}`).toBe(0);
+    expect(output).toMatch(/\d+ passed/);
+    expect(output).not.toMatch(/skipped|failed|error/i);
+  },
+  300_000,
+);
