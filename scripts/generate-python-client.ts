@@ -36,6 +36,8 @@ const PY_KEYWORDS = new Set(
     'global if import in is lambda nonlocal not or pass raise return try while with yield'
   ).split(' '),
 );
+/** The names of typing the models use, and Python's constants: anything else capitalised in a type is a model. */
+const TYPING_NAMES = new Set(['Any', 'Literal', 'NotRequired', 'None', 'True', 'False']);
 /** Names the generated classes and the client's own members use: parameters are renamed around them. */
 const RESERVED_PARAMS = new Set(['self', 'body', 'headers']);
 
@@ -220,7 +222,12 @@ class Models {
       const saved = this.definitions.length;
       const type = this.baseTypeOfAlias(schema, name);
       const doc = schema.description ? `# ${oneLine(schema.description)}\n` : '';
-      this.definitions.splice(saved, 0, { name, code: `${doc}${name}: TypeAlias = ${pyString(type)}` });
+      // An alias of models (defined anywhere in the file) is a string; of builtins and Literals, the type itself.
+      const namesModels = [...type.replace(/"(?:[^"\\]|\\.)*"/g, '""').matchAll(/\b[A-Z]\w*/g)].some(
+        (m) => !TYPING_NAMES.has(m[0]),
+      );
+      const value = namesModels ? pyString(type) : type;
+      this.definitions.splice(saved, 0, { name, code: `${doc}${name}: TypeAlias = ${value}` });
       return;
     }
     const required = new Set<string>(schema.required ?? []);

@@ -17,8 +17,8 @@ class AudienceError(Exception):
 class AudienceProblem(AudienceError):
     """An answer of the service that is a problem document.
 
-    ``code`` is the error code (``"AUD-1104"``) taken from the document's ``type``
-    (``/errors/AUD-1104``); ``status``, ``title`` and ``detail`` are the document's; ``fields``
+    ``code`` is the error code (``"AUD-1104"``): the document's ``code`` where it has one, else
+    the end of its ``type`` (``/errors/AUD-1104``); ``status``, ``title`` and ``detail`` are the document's; ``fields``
     holds every other member of the document (``status_code``, and whatever a newer service
     adds); ``document`` is the whole document; ``request`` the method and path refused.
     ``PROBLEMS`` of ``audience_client`` gives each known code's status and title.
@@ -35,7 +35,8 @@ class AudienceProblem(AudienceError):
 
     def __init__(self, document: dict[str, Any], request: str = "", response: httpx.Response | None = None):
         self.document = dict(document)
-        self.code = str(document.get("type", "")).rstrip("/").split("/")[-1] or "AUD-0"
+        code = document.get("code")
+        self.code = code if isinstance(code, str) and code else str(document.get("type", "")).rstrip("/").split("/")[-1]
         status = document.get("status", response.status_code if response is not None else 0)
         self.status = int(status) if isinstance(status, (int, float, str)) and str(status).isdigit() else 0
         self.title = str(document.get("title", ""))
