@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { expect, it } from 'vitest';
 import { PYTHON_CLIENT } from '../scripts/generate-python-client.ts';
+import { atFileEnd } from './scratch.ts';
 
 // The Python client's own suite (clients/python/tests, pytest) against the real emulator, on
 // Debian's Python with Debian's python3-httpx and python3-pytest: what an integrator runs. The
@@ -27,10 +28,20 @@ it.skipIf(missing !== undefined)(
       env: { ...process.env, PYTHONDONTWRITEBYTECODE: '1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
+    // A run cut short (the test's timeout) is ended as a cancelled CI job would end it: the fixture
+    // takes SIGTERM as an interrupt, stops the emulator and removes its folder.
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    atFileEnd(async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+      await exited;
+      clearTimeout(timer);
+    });
     let output = '';
     child.stdout.on('data', (d) => (output += d));
     child.stderr.on('data', (d) => (output += d));
-    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    const code = await exited;
     expect(code, `pytest failed:\n${output}`).toBe(0);
     expect(output).toMatch(/\d+ passed/);
     expect(output).not.toMatch(/skipped|failed|error/i);

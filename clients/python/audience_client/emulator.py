@@ -199,10 +199,9 @@ class EmulatorControl:
         """Saves the current state (data and files) under ``name`` (``a-z``, digits, ``_``) for ``reset(name)``."""
         self.call("PUT", f"/snapshots/{name}")
 
-    def snapshots(self) -> list[Any]:
-        """The saved snapshots."""
-        answer = self.call("GET", "/snapshots")
-        return answer["items"] if isinstance(answer, dict) and "items" in answer else answer
+    def snapshots(self) -> list[str]:
+        """The names of the saved snapshots."""
+        return self.call("GET", "/snapshots")["items"]
 
     def time(self) -> float:
         """The emulator's time in seconds (as ``time.time()``), as the last clock call through this client left it."""
@@ -238,16 +237,19 @@ def find_command() -> list[str]:
     )
 
 
-def _die_with_parent() -> None:
-    """Runs in the child before it executes the emulator: on Linux, it gets SIGTERM if the test process dies."""
+def _parent_death_signal() -> Callable[[], None] | None:
+    """On Linux, what the child runs before it executes the emulator: it gets SIGTERM if the test process dies.
+
+    Prepared here, in the parent: between fork and exec the child may take no lock (no import).
+    """
     try:
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except Exception:  # not Linux: the fixture's stop is the only clean-up
-        pass
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: the fixture's stop is the only clean-up
+        return None
+    PR_SET_PDEATHSIG = 1
+    return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
 class Emulator:
@@ -309,7 +311,7 @@ class Emulator:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                preexec_fn=_die_with_parent if os.name == "posix" else None,
+                preexec_fn=_parent_death_signal() if os.name == "posix" else None,
             )
         except OSError as error:
             shutil.rmtree(folder, ignore_errors=True)

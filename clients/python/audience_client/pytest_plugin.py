@@ -20,7 +20,9 @@ environment: ``audience_vendor`` / ``AUDIENCE_VENDOR`` (the vendor word of ident
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -40,23 +42,43 @@ def _setting(config: pytest.Config, name: str) -> str:
     return os.environ.get(name.upper(), "") or str(config.getini(name) or "")
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """While the emulator runs, SIGTERM (a CI job cancelled, a timeout) interrupts the run as Ctrl-C
+    does, so that pytest tears the fixtures down and the emulator is stopped and its folder removed."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _interrupt) if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL else None
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.fixture(scope="session")
 def audience_emulator(pytestconfig: pytest.Config) -> Iterator[Emulator]:
     """The emulator of the test run: started once, stopped and cleaned up at its end."""
     url = os.environ.get("AUDIENCE_EMULATOR_URL")
-    if url:
-        emulator = Emulator.connect(url)
-    else:
-        manifest = _setting(pytestconfig, "audience_manifest")
-        emulator = Emulator.start(
-            vendor=_setting(pytestconfig, "audience_vendor") or None,
-            manifest=manifest or None,
-            timeout=float(pytestconfig.getini("audience_start_timeout") or 120),
-        )
-    try:
-        yield emulator
-    finally:
-        emulator.stop()
+    with _terminate_as_interrupt():
+        if url:
+            emulator = Emulator.connect(url)
+        else:
+            manifest = _setting(pytestconfig, "audience_manifest")
+            emulator = Emulator.start(
+                vendor=_setting(pytestconfig, "audience_vendor") or None,
+                manifest=manifest or None,
+                timeout=float(pytestconfig.getini("audience_start_timeout") or 120),
+            )
+        try:
+            yield emulator
+        finally:
+            emulator.stop()
 
 
 @pytest.fixture

@@ -259,3 +259,19 @@ def test_a_segment_export_is_polled_on_the_emulators_clock_and_its_file_answered
     header, *rows = file.text.strip().splitlines()
     assert "points" in header.split(",")
     assert len(rows) == 1 and "150" in rows[0]
+
+
+def test_a_snapshot_is_saved_listed_and_reset_to(audience_client: AudienceClient, audience_control: EmulatorControl):
+    audience_client.post_audience_keyspaces_sections_profiles(EMAIL, SHOP, {"profile_key": "ann@shop.test"})
+    audience_control.snapshot("with_ann")
+    assert "with_ann" in audience_control.snapshots()
+    audience_client.post_audience_keyspaces_sections_profiles(EMAIL, SHOP, {"profile_key": "bo@shop.test"})
+    audience_control.reset("with_ann")
+    kept = audience_client.get_audience_keyspaces_profiles_sections_attributes(EMAIL, "ann@shop.test", SHOP)
+    assert "ann@shop.test" in kept.values()
+    with pytest.raises(AudienceProblem) as gone:
+        audience_client.get_audience_keyspaces_profiles_sections_attributes(EMAIL, "bo@shop.test", SHOP)
+    assert gone.value.code == "AUD-1201"
+    with pytest.raises(AudienceProblem) as refused:
+        audience_control.reset("no_such_snapshot")
+    assert refused.value.code.startswith("AUD-22")
