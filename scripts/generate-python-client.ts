@@ -415,9 +415,16 @@ function operationsCode(document: Document, models: Models): string {
       const bodyMedia = Object.keys(bodyContent).find((t) => /json/.test(t)) ?? Object.keys(bodyContent)[0];
       const bodyType = bodyMedia ? models.typeOf(bodyContent[bodyMedia].schema, `${base}Body`) : undefined;
       const { raw, schemas } = successSchemas(document, operation);
+      // Answers of several statuses with the same schema (200 and 201 of a PUT) are one model.
+      const typed = new Map<string, string>();
+      const typeOfAnswer = (schema: Schema, i: number) => {
+        const key = JSON.stringify(schema);
+        if (!typed.has(key)) typed.set(key, models.typeOf(schema, `${base}Response${i ? i + 1 : ''}`));
+        return typed.get(key)!;
+      };
       const returnType = raw
         ? 'httpx.Response'
-        : unionOf(schemas.map((s, i) => (s === null ? 'None' : models.typeOf(s, `${base}Response${i ? i + 1 : ''}`))));
+        : unionOf(schemas.map((s, i) => (s === null ? 'None' : typeOfAnswer(s, i))));
 
       const args = ['self', ...pathParams.map((p) => `${p.arg}: ${p.type}`)];
       if (bodyType) args.push(requestBody!.required ? `body: ${bodyType}` : `body: ${bodyType} | None = None`);

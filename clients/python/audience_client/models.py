@@ -169,7 +169,6 @@ __all__ = [
     "PatchAdminAccountsByAccountIdBody",
     "PatchAdminAccountsByAccountIdBodyLimits",
     "PutAdminManifestResponse",
-    "PutAdminManifestResponse2",
     "PutAdminAccountsManifestResponse",
     "PostAdminAccountsManifestPreviewResponse",
     "GetAdminAccountsIntegrationsResponse",
@@ -1677,16 +1676,6 @@ class PatchAdminAccountsByAccountIdBodyLimits(TypedDict):
 
 
 class PutAdminManifestResponse(TypedDict):
-    account: Account
-    # Items the manifest created
-    created: list[str]
-    # Items whose settings the manifest changed
-    changed: list[str]
-    # The account, its definitions and suppressions that stayed as they were
-    unchanged: list[str]
-
-
-class PutAdminManifestResponse2(TypedDict):
     account: Account
     # Items the manifest created
     created: list[str]

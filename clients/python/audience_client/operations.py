@@ -172,7 +172,6 @@ from .models import (
     PatchAdminAccountsByAccountIdBody,
     PatchAdminAccountsByAccountIdBodyLimits,
     PutAdminManifestResponse,
-    PutAdminManifestResponse2,
     PutAdminAccountsManifestResponse,
     PostAdminAccountsManifestPreviewResponse,
     GetAdminAccountsIntegrationsResponse,
@@ -3396,7 +3395,7 @@ class Operations:
         *,
         region: Literal["eu", "apac"] | None = None,
         headers: Mapping[str, str] | None = None,
-    ) -> PutAdminManifestResponse | PutAdminManifestResponse2:
+    ) -> PutAdminManifestResponse:
         """Apply a manifest by account name.
 
         ``PUT /admin/manifest``
@@ -3428,7 +3427,7 @@ class Operations:
             body: the request body (application/json)
         """
         return cast(
-            "PutAdminManifestResponse | PutAdminManifestResponse2",
+            "PutAdminManifestResponse",
             self._request(
                 "PUT",
                 "/admin/manifest",

@@ -12,7 +12,7 @@ import threading
 import httpx
 import pytest
 
-from audience_client import PROBLEMS, AudienceClient, AudienceProblem, Emulator, EmulatorControl, Retry
+from audience_client import PROBLEMS, AudienceClient, AudienceError, AudienceProblem, Emulator, EmulatorControl, Retry
 
 V = "com.acme1"
 SHOP = f"{V}.sections.user-created.shop"
@@ -275,3 +275,11 @@ def test_a_snapshot_is_saved_listed_and_reset_to(audience_client: AudienceClient
     with pytest.raises(AudienceProblem) as refused:
         audience_control.reset("no_such_snapshot")
     assert refused.value.code.startswith("AUD-22")
+
+
+def test_operator_operations_take_the_operator_token(audience_emulator: Emulator, audience_client: AudienceClient):
+    account_id = audience_emulator.account.account_id
+    assert audience_client.get_admin_accounts_by_account_id(account_id)["id"] == account_id
+    with AudienceClient(audience_emulator.base_url, "id", "secret") as without:
+        with pytest.raises(AudienceError, match="admin_token"):
+            without.get_admin_accounts_by_account_id(account_id)
