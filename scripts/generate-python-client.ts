@@ -186,7 +186,7 @@ class Models {
       case 'null':
         return 'None';
       case 'array':
-        return `list[${this.typeOf(schema.items, `${hint}Item`)}]`;
+        return `list[${this.typeOf(schema.items, singular(hint))}]`;
       case 'object':
         return this.objectType(schema, hint);
       case undefined:
@@ -272,6 +272,14 @@ class Models {
     const type = this.typeOf(schema, `${name}Value`);
     return type;
   }
+}
+
+/** The name of an element of a list named `hint`: `…Sections` → `…Section`, `…Activities` → `…Activity`, else `…Item`. */
+function singular(hint: string): string {
+  if (/[^aeiou]ies$/.test(hint)) return hint.slice(0, -3) + 'y';
+  if (/(ch|sh|ss|x)es$/.test(hint)) return hint.slice(0, -2);
+  if (/[^su]s$/.test(hint)) return hint.slice(0, -1);
+  return `${hint}Item`;
 }
 
 /** The union of Python types, each once; the values of several Literals in one. */

@@ -16,27 +16,27 @@ __all__ = [
     "ImportStatus",
     "ImportStatusResult",
     "ImportStatusReport",
-    "ImportStatusReportFailuresItem",
+    "ImportStatusReportFailure",
     "Account",
     "FormElement",
     "AccountManifest",
     "AccountManifestAccount",
-    "AccountManifestKeyspacesItem",
-    "AccountManifestChannelsItem",
-    "AccountManifestSectionsItem",
-    "AccountManifestSectionsItemAttributesItem",
-    "AccountManifestSectionsItemAttributesItemVersionsItem",
-    "AccountManifestSectionsItemTagsItem",
-    "AccountManifestSectionsItemEventsItem",
-    "AccountManifestSectionsItemEventsItemVersionsItem",
-    "AccountManifestSectionsItemEventsItemVersionsItemTypeItem",
-    "AccountManifestSectionsItemTopicFoldersItem",
-    "AccountManifestSectionsItemTopicsItem",
-    "AccountManifestIntegrationsItem",
-    "AccountManifestSegmentsItem",
-    "AccountManifestSegmentsItemVersionsItem",
-    "AccountManifestSuppressionsItem",
-    "AccountManifestActivitiesItem",
+    "AccountManifestKeyspace",
+    "AccountManifestChannel",
+    "AccountManifestSection",
+    "AccountManifestSectionAttribute",
+    "AccountManifestSectionAttributeVersion",
+    "AccountManifestSectionTag",
+    "AccountManifestSectionEvent",
+    "AccountManifestSectionEventVersion",
+    "AccountManifestSectionEventVersionTypeItem",
+    "AccountManifestSectionTopicFolder",
+    "AccountManifestSectionTopic",
+    "AccountManifestIntegration",
+    "AccountManifestSegment",
+    "AccountManifestSegmentVersion",
+    "AccountManifestSuppression",
+    "AccountManifestActivity",
     "Integration",
     "Activity",
     "Problem",
@@ -47,54 +47,54 @@ __all__ = [
     "PostOauthTokenResponse",
     "GetWellKnownJwksJsonResponse",
     "GetAudienceKeyspacesResponse",
-    "GetAudienceKeyspacesResponseItemsItem",
+    "GetAudienceKeyspacesResponseItem",
     "GetAudienceChannelsResponse",
-    "GetAudienceChannelsResponseItemsItem",
+    "GetAudienceChannelsResponseItem",
     "GetAudienceSectionsResponse",
-    "GetAudienceSectionsResponseItemsItem",
+    "GetAudienceSectionsResponseItem",
     "GetAudienceSectionsAttributesResponse",
-    "GetAudienceSectionsAttributesResponseItemsItem",
-    "GetAudienceSectionsAttributesResponseItemsItemVersionsItem",
+    "GetAudienceSectionsAttributesResponseItem",
+    "GetAudienceSectionsAttributesResponseItemVersion",
     "GetAudienceSectionsTagsResponse",
     "PostAudienceSectionsTagsBody",
     "PutAudienceSectionsTagsByTagDiscriminatorBody",
     "GetAudienceSectionsEventsResponse",
-    "GetAudienceSectionsEventsResponseItemsItem",
-    "GetAudienceSectionsEventsResponseItemsItemVersionsItem",
-    "GetAudienceSectionsEventsResponseItemsItemVersionsItemTypeItem",
+    "GetAudienceSectionsEventsResponseItem",
+    "GetAudienceSectionsEventsResponseItemVersion",
+    "GetAudienceSectionsEventsResponseItemVersionTypeItem",
     "GetV2AudienceSectionsTopicsResponse",
-    "GetV2AudienceSectionsTopicsResponseItemsItem",
+    "GetV2AudienceSectionsTopicsResponseItem",
     "GetFoldersTopicSectionsFoldersResponse",
-    "GetFoldersTopicSectionsFoldersResponseSubfoldersItem",
+    "GetFoldersTopicSectionsFoldersResponseSubfolder",
     "GetAudienceSegmentsResponse",
     "PostAudienceSegmentsVersionsBody",
     "PostAudienceKeyspacesSectionsProfilesBody",
     "PutAudienceProfilesMergesBody",
     "GetAudienceProfilesMergesKeyspacesProfilesByProfileKeyResponse",
-    "GetAudienceProfilesMergesKeyspacesProfilesByProfileKeyResponseItemsItem",
+    "GetAudienceProfilesMergesKeyspacesProfilesByProfileKeyResponseItem",
     "PutAudienceKeyspacesProfilesSectionsBySectionDiscriminatorBody",
     "GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponse",
-    "GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItem",
-    "GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItemCurrent",
-    "GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItemPastItem",
+    "GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItem",
+    "GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemCurrent",
+    "GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemPastItem",
     "GetAudienceKeyspacesProfilesSectionsEventsResponse",
-    "GetAudienceKeyspacesProfilesSectionsEventsResponseItemsItem",
+    "GetAudienceKeyspacesProfilesSectionsEventsResponseItem",
     "PostAudienceKeyspacesProfilesSectionsEventsBody",
-    "PostAudienceKeyspacesProfilesSectionsEventsBodyItemsItem",
+    "PostAudienceKeyspacesProfilesSectionsEventsBodyItem",
     "GetV2AudienceKeyspacesProfilesSectionsConsentsResponse",
     "GetV2AudienceKeyspacesProfilesSectionsConsentsResponseSuppressionItem",
     "PostV2AudienceKeyspacesProfilesSectionsConsentsBody",
     "GetAudienceSectionsConsentListsResponse",
-    "GetAudienceSectionsConsentListsResponseItemsItem",
+    "GetAudienceSectionsConsentListsResponseItem",
     "GetAudienceSectionsConsentListsTopicsResponse",
-    "GetAudienceSectionsConsentListsTopicsResponseItemsItem",
+    "GetAudienceSectionsConsentListsTopicsResponseItem",
     "PostAudienceChannelsAddressesConsentsBody",
     "GetAudienceChannelsAddressesConsentsSectionsConsentListsEvaluationsResponse",
-    "GetAudienceChannelsAddressesConsentsSectionsConsentListsEvaluationsResponseItemsItem",
+    "GetAudienceChannelsAddressesConsentsSectionsConsentListsEvaluationsResponseItem",
     "PostAudienceKeyspacesProfilesSectionsSubscriptionsBody",
     "PostAudienceKeyspacesProfilesSectionsSubscriptionsResponse",
     "PostAudienceKeyspacesProfilesEvaluationsBody",
-    "PostAudienceKeyspacesProfilesEvaluationsBodySegmentsItem",
+    "PostAudienceKeyspacesProfilesEvaluationsBodySegment",
     "PostAudienceKeyspacesProfilesEvaluationsResponse",
     "PostAudienceKeyspacesProfilesEvaluationsResponseMatches",
     "PostAudienceSectionsSegmentsTrendBody",
@@ -104,64 +104,64 @@ __all__ = [
     "PostAudienceProfilesReportsSegmentsCountBodySegment",
     "PostAudienceProfilesReportsSegmentsCountResponse",
     "GetAudienceSectionsImportsResponse",
-    "GetAudienceSectionsImportsResponseItemsItem",
+    "GetAudienceSectionsImportsResponseItem",
     "PostAudienceSectionsImportsBody",
-    "PostAudienceSectionsImportsBodyKeyspaceMappingsItem",
+    "PostAudienceSectionsImportsBodyKeyspaceMapping",
     "PostAudienceSectionsImportsBodyOptions",
-    "PostAudienceSectionsImportsBodyConsentMappingsItem",
-    "PostAudienceSectionsImportsBodyConsentMappingsItemConsentsItem",
-    "PostAudienceSectionsImportsBodyTagMappingsItem",
-    "PostAudienceSectionsImportsBodyAttributeMappingsItem",
+    "PostAudienceSectionsImportsBodyConsentMapping",
+    "PostAudienceSectionsImportsBodyConsentMappingConsent",
+    "PostAudienceSectionsImportsBodyTagMapping",
+    "PostAudienceSectionsImportsBodyAttributeMapping",
     "PostV2AudienceSectionsImportsBody",
     "PostV2AudienceSectionsImportsBodyKeyspaceMapping",
     "PostV2AudienceSectionsImportsBodyOptions",
-    "PostV2AudienceSectionsImportsBodyConsentMappingsItem",
-    "PostV2AudienceSectionsImportsBodyConsentMappingsItemConsentsItem",
-    "PostV2AudienceSectionsImportsBodyTagMappingsItem",
-    "PostV2AudienceSectionsImportsBodyAttributeMappingsItem",
+    "PostV2AudienceSectionsImportsBodyConsentMapping",
+    "PostV2AudienceSectionsImportsBodyConsentMappingConsent",
+    "PostV2AudienceSectionsImportsBodyTagMapping",
+    "PostV2AudienceSectionsImportsBodyAttributeMapping",
     "PostAudienceProfilesReportsConsentsBody",
-    "PostAudienceProfilesReportsConsentsBodyChannelsItem",
+    "PostAudienceProfilesReportsConsentsBodyChannel",
     "PostAudienceProfilesReportsConsentsBodySegments",
-    "PostAudienceProfilesReportsConsentsBodyAttributesItem",
-    "PostAudienceProfilesReportsConsentsBodyTagsItem",
+    "PostAudienceProfilesReportsConsentsBodyAttribute",
+    "PostAudienceProfilesReportsConsentsBodyTag",
     "PostAudienceProfilesReportsConsentsResponse",
     "PostAudienceProfilesReportsConsentsCountBody",
-    "PostAudienceProfilesReportsConsentsCountBodyChannelsItem",
+    "PostAudienceProfilesReportsConsentsCountBodyChannel",
     "PostAudienceProfilesReportsConsentsCountBodySegments",
     "PostAudienceProfilesReportsConsentsCountResponse",
     "PostAudienceProfilesReportsDuplicatesBody",
     "PostAudienceProfilesReportsDuplicatesBodySegments",
-    "PostAudienceProfilesReportsDuplicatesBodyAttributesItem",
-    "PostAudienceProfilesReportsDuplicatesBodyTagsItem",
+    "PostAudienceProfilesReportsDuplicatesBodyAttribute",
+    "PostAudienceProfilesReportsDuplicatesBodyTag",
     "PostAudienceProfilesReportsDuplicatesResponse",
     "PostAudienceProfilesReportsSegmentsBody",
     "PostAudienceProfilesReportsSegmentsBodySegment",
-    "PostAudienceProfilesReportsSegmentsBodyAttributesItem",
-    "PostAudienceProfilesReportsSegmentsBodyTagsItem",
+    "PostAudienceProfilesReportsSegmentsBodyAttribute",
+    "PostAudienceProfilesReportsSegmentsBodyTag",
     "PostAudienceProfilesReportsSegmentsResponse",
     "PostAudienceProfilesExportsBody",
     "PostAudienceProfilesExportsBodySegmentFilter",
-    "PostAudienceProfilesExportsBodyAttributesItem",
-    "PostAudienceProfilesExportsBodyTagsItem",
+    "PostAudienceProfilesExportsBodyAttribute",
+    "PostAudienceProfilesExportsBodyTag",
     "PostAudienceProfilesExportsBodyEvents",
-    "PostAudienceProfilesExportsBodyEventsTypesItem",
+    "PostAudienceProfilesExportsBodyEventsType",
     "PostAudienceProfilesExportsResponse",
     "PostEmailsReportsBody",
     "PostEmailsReportsBodySegmentFilter",
-    "PostEmailsReportsBodyAdditionalAttributeMappingsItem",
-    "PostEmailsReportsBodyAdditionalTagMappingsItem",
+    "PostEmailsReportsBodyAdditionalAttributeMapping",
+    "PostEmailsReportsBodyAdditionalTagMapping",
     "PostEmailsReportsResponse",
     "PostAudienceProfilesExportSingleByExportKeyBody",
     "GetEmailsReportsByReportIdResponse",
     "GetEmailsReportsByReportIdResponseResult",
     "GetAudienceProfilesReportsResponse",
-    "GetAudienceProfilesReportsResponseItemsItem",
+    "GetAudienceProfilesReportsResponseItem",
     "PostEmailsSectionsActivitiesTransactionalTransactionsBody",
-    "PostEmailsSectionsActivitiesTransactionalTransactionsBodyAttachmentsItem",
+    "PostEmailsSectionsActivitiesTransactionalTransactionsBodyAttachment",
     "PostEmailsSectionsActivitiesTransactionalTransactionsResponse",
     "GetEmailsSectionsActivitiesTransactionsResponse",
-    "GetEmailsSectionsActivitiesTransactionsResponseItemsItem",
-    "GetEmailsSectionsActivitiesTransactionsResponseItemsItemEventsItem",
+    "GetEmailsSectionsActivitiesTransactionsResponseItem",
+    "GetEmailsSectionsActivitiesTransactionsResponseItemEvent",
     "GetEmailsSectionsActivitiesTransactionsByTransactionIdResponse",
     "GetAdminAccountsResponse",
     "PostAdminAccountsBody",
@@ -174,62 +174,62 @@ __all__ = [
     "GetAdminAccountsIntegrationsResponse",
     "PostAdminAccountsIntegrationsBody",
     "GetAdminAccountsSuppressionsResponse",
-    "GetAdminAccountsSuppressionsResponseItemsItem",
+    "GetAdminAccountsSuppressionsResponseItem",
     "PutAdminAccountsSuppressionsBody",
     "GetAdminAccountsKeysResponse",
-    "GetAdminAccountsKeysResponseItemsItem",
+    "GetAdminAccountsKeysResponseItem",
     "PostAdminAccountsKeysBody",
     "PostAdminAccountsKeysResponse",
     "PostAdminSigningKeysBody",
     "PostAdminSigningKeysResponse",
     "GetAdminJobsResponse",
-    "GetAdminJobsResponseItemsItem",
+    "GetAdminJobsResponseItem",
     "GetAdminJobsFiguresResponse",
-    "GetAdminJobsFiguresResponseItemsItem",
+    "GetAdminJobsFiguresResponseItem",
     "PostAdminAccountsJobsRetryResponse",
     "GetEmailsSectionsActivitiesResponse",
-    "GetEmailsSectionsActivitiesResponseItemsItem",
-    "GetEmailsSectionsActivitiesResponseItemsItemStatistics",
+    "GetEmailsSectionsActivitiesResponseItem",
+    "GetEmailsSectionsActivitiesResponseItemStatistics",
     "GetEmailsSectionsActivitiesByActivityIdResponse",
     "GetEmailsSectionsActivitiesByActivityIdResponseStatistics",
     "GetEmailsSectionsActivitiesByActivityIdResponseAqlQueries",
     "GetEmailsSectionsActivitiesTimelineResponse",
-    "GetEmailsSectionsActivitiesTimelineResponsePointsItem",
+    "GetEmailsSectionsActivitiesTimelineResponsePoint",
     "GetEmailsSectionsActivitiesEventsResponse",
-    "GetEmailsSectionsActivitiesEventsResponseItemsItem",
+    "GetEmailsSectionsActivitiesEventsResponseItem",
     "GetSmsSectionsActivitiesResponse",
-    "GetSmsSectionsActivitiesResponseItemsItem",
-    "GetSmsSectionsActivitiesResponseItemsItemStatistics",
+    "GetSmsSectionsActivitiesResponseItem",
+    "GetSmsSectionsActivitiesResponseItemStatistics",
     "GetSmsSectionsActivitiesByActivityIdResponse",
     "GetSmsSectionsActivitiesByActivityIdResponseStatistics",
     "GetSmsSectionsActivitiesByActivityIdResponseAqlQueries",
     "GetSmsSectionsActivitiesTimelineResponse",
-    "GetSmsSectionsActivitiesTimelineResponsePointsItem",
+    "GetSmsSectionsActivitiesTimelineResponsePoint",
     "GetSmsSectionsActivitiesEventsResponse",
-    "GetSmsSectionsActivitiesEventsResponseItemsItem",
+    "GetSmsSectionsActivitiesEventsResponseItem",
     "GetWebsiteSectionsActivitiesResponse",
-    "GetWebsiteSectionsActivitiesResponseItemsItem",
+    "GetWebsiteSectionsActivitiesResponseItem",
     "GetWebsiteSectionsActivitiesByActivityIdResponse",
     "GetMarketingAutomationSectionsActivitiesResponse",
-    "GetMarketingAutomationSectionsActivitiesResponseItemsItem",
+    "GetMarketingAutomationSectionsActivitiesResponseItem",
     "GetMarketingAutomationSectionsActivitiesByActivityIdResponse",
     "GetFormsAndPagesSectionsActivitiesResponse",
-    "GetFormsAndPagesSectionsActivitiesResponseItemsItem",
+    "GetFormsAndPagesSectionsActivitiesResponseItem",
     "GetFormsAndPagesSectionsActivitiesByActivityIdResponse",
     "GetFormsAndPagesSectionsActivitiesByActivityIdResponseAqlQueries",
     "GetFormsAndPagesSectionsActivitiesTimelineResponse",
-    "GetFormsAndPagesSectionsActivitiesTimelineResponsePointsItem",
+    "GetFormsAndPagesSectionsActivitiesTimelineResponsePoint",
     "GetFormsAndPagesSectionsActivitiesEventsResponse",
-    "GetFormsAndPagesSectionsActivitiesEventsResponseItemsItem",
+    "GetFormsAndPagesSectionsActivitiesEventsResponseItem",
     "GetAdminAccountsActivitiesResponse",
     "PostAdminAccountsActivitiesBody",
     "PutAdminAccountsActivitiesByActivityIdBody",
     "PostAdminAccountsActivityEventsBody",
-    "PostAdminAccountsActivityEventsBodyItemsItem",
+    "PostAdminAccountsActivityEventsBodyItem",
     "PostAdminAccountsActivityEventsResponse",
     "PostAdminAccountsActivityEventsResponseSkippedItem",
     "GetAdminAccountsOutboxResponse",
-    "GetAdminAccountsOutboxResponseItemsItem",
+    "GetAdminAccountsOutboxResponseItem",
     "DeleteAdminAccountsOutboxResponse",
     "GetAdminAccountsOutboxByMessageIdResponse",
     "ProblemCode",
@@ -327,10 +327,10 @@ class ImportStatusReport(TypedDict):
     profiles_not_changed: int
     profiles_failed: int
     # The first 1000 failed rows
-    failures: list[ImportStatusReportFailuresItem]
+    failures: list[ImportStatusReportFailure]
 
 
-class ImportStatusReportFailuresItem(TypedDict):
+class ImportStatusReportFailure(TypedDict):
     # Line in the file (the header is line 1)
     line: int
     reason: str
@@ -360,15 +360,15 @@ class FormElement(TypedDict):
 
 class AccountManifest(TypedDict):
     account: NotRequired[AccountManifestAccount]
-    keyspaces: NotRequired[list[AccountManifestKeyspacesItem]]
-    channels: NotRequired[list[AccountManifestChannelsItem]]
-    sections: NotRequired[list[AccountManifestSectionsItem]]
+    keyspaces: NotRequired[list[AccountManifestKeyspace]]
+    channels: NotRequired[list[AccountManifestChannel]]
+    sections: NotRequired[list[AccountManifestSection]]
     # Integrations to connect: each gets its keyspace once, applying again keeps it
-    integrations: NotRequired[list[AccountManifestIntegrationsItem]]
-    segments: NotRequired[list[AccountManifestSegmentsItem]]
-    suppressions: NotRequired[list[AccountManifestSuppressionsItem]]
+    integrations: NotRequired[list[AccountManifestIntegration]]
+    segments: NotRequired[list[AccountManifestSegment]]
+    suppressions: NotRequired[list[AccountManifestSuppression]]
     # Activities, matched by id: created, or changed to what is listed
-    activities: NotRequired[list[AccountManifestActivitiesItem]]
+    activities: NotRequired[list[AccountManifestActivity]]
 
 
 class AccountManifestAccount(TypedDict):
@@ -378,7 +378,7 @@ class AccountManifestAccount(TypedDict):
     limits: NotRequired[dict[str, int | None]]
 
 
-class AccountManifestKeyspacesItem(TypedDict):
+class AccountManifestKeyspace(TypedDict):
     # Keyspace discriminator
     discriminator: str
     # Display name
@@ -391,7 +391,7 @@ class AccountManifestKeyspacesItem(TypedDict):
     mapped_attribute: NotRequired[str | None]
 
 
-class AccountManifestChannelsItem(TypedDict):
+class AccountManifestChannel(TypedDict):
     # Channel discriminator
     discriminator: str
     # Display name
@@ -401,7 +401,7 @@ class AccountManifestChannelsItem(TypedDict):
     address_attribute: NotRequired[str | None]
 
 
-class AccountManifestSectionsItem(TypedDict):
+class AccountManifestSection(TypedDict):
     # Section name
     name: str
     # Section discriminator; derived from the name when omitted
@@ -410,14 +410,14 @@ class AccountManifestSectionsItem(TypedDict):
     description: NotRequired[str]
     # Whether an e-commerce integration is connected
     ecommerce_connected: NotRequired[bool]
-    attributes: NotRequired[list[AccountManifestSectionsItemAttributesItem]]
-    tags: NotRequired[list[AccountManifestSectionsItemTagsItem]]
-    events: NotRequired[list[AccountManifestSectionsItemEventsItem]]
-    topic_folders: NotRequired[list[AccountManifestSectionsItemTopicFoldersItem]]
-    topics: NotRequired[list[AccountManifestSectionsItemTopicsItem]]
+    attributes: NotRequired[list[AccountManifestSectionAttribute]]
+    tags: NotRequired[list[AccountManifestSectionTag]]
+    events: NotRequired[list[AccountManifestSectionEvent]]
+    topic_folders: NotRequired[list[AccountManifestSectionTopicFolder]]
+    topics: NotRequired[list[AccountManifestSectionTopic]]
 
 
-class AccountManifestSectionsItemAttributesItem(TypedDict):
+class AccountManifestSectionAttribute(TypedDict):
     # Display name
     name: str
     # Attribute discriminator
@@ -429,10 +429,10 @@ class AccountManifestSectionsItemAttributesItem(TypedDict):
     ecommerce: NotRequired[bool]
     # Map from keyspace discriminator to the operations allowed through it
     keyspace_permissions: NotRequired[dict[str, list[Literal["read", "write"]]]]
-    versions: list[AccountManifestSectionsItemAttributesItemVersionsItem]
+    versions: list[AccountManifestSectionAttributeVersion]
 
 
-class AccountManifestSectionsItemAttributesItemVersionsItem(TypedDict):
+class AccountManifestSectionAttributeVersion(TypedDict):
     type: list[Literal["Text", "True/False", "Date", "Timestamp", "Number", "Number with decimal", "Struct"]]
     # RFC 3339 date-time, UTC
     deprecated_at: NotRequired[str | None]
@@ -440,7 +440,7 @@ class AccountManifestSectionsItemAttributesItemVersionsItem(TypedDict):
     valid_from: NotRequired[str]
 
 
-class AccountManifestSectionsItemTagsItem(TypedDict):
+class AccountManifestSectionTag(TypedDict):
     name: str
     # Tag discriminator
     discriminator: NotRequired[str]
@@ -449,7 +449,7 @@ class AccountManifestSectionsItemTagsItem(TypedDict):
     keyspace_permissions: NotRequired[dict[str, list[Literal["read", "write"]]]]
 
 
-class AccountManifestSectionsItemEventsItem(TypedDict):
+class AccountManifestSectionEvent(TypedDict):
     # Display name
     name: str
     # Event discriminator
@@ -459,25 +459,25 @@ class AccountManifestSectionsItemEventsItem(TypedDict):
     hidden: NotRequired[bool]
     # Map from keyspace discriminator to the operations allowed through it
     keyspace_permissions: NotRequired[dict[str, list[Literal["read", "write"]]]]
-    versions: list[AccountManifestSectionsItemEventsItemVersionsItem]
+    versions: list[AccountManifestSectionEventVersion]
 
 
-class AccountManifestSectionsItemEventsItemVersionsItem(TypedDict):
-    type: list[AccountManifestSectionsItemEventsItemVersionsItemTypeItem]
+class AccountManifestSectionEventVersion(TypedDict):
+    type: list[AccountManifestSectionEventVersionTypeItem]
     # RFC 3339 date-time, UTC
     deprecated_at: NotRequired[str | None]
     # RFC 3339 date-time, UTC
     valid_from: NotRequired[str]
 
 
-class AccountManifestSectionsItemEventsItemVersionsItemTypeItem(TypedDict):
+class AccountManifestSectionEventVersionTypeItem(TypedDict):
     # Field name in the event data
     name: str
     # Field type name
     type: str
 
 
-class AccountManifestSectionsItemTopicFoldersItem(TypedDict):
+class AccountManifestSectionTopicFolder(TypedDict):
     # Display name
     name: str
     # Folder discriminator
@@ -486,7 +486,7 @@ class AccountManifestSectionsItemTopicFoldersItem(TypedDict):
     parent: NotRequired[str]
 
 
-class AccountManifestSectionsItemTopicsItem(TypedDict):
+class AccountManifestSectionTopic(TypedDict):
     # Display name
     name: str
     # Topic discriminator
@@ -499,12 +499,12 @@ class AccountManifestSectionsItemTopicsItem(TypedDict):
     channel: NotRequired[str]
 
 
-class AccountManifestIntegrationsItem(TypedDict):
+class AccountManifestIntegration(TypedDict):
     # The connected system, a lower-case word such as magento: the last part of its keyspace discriminator
     system: str
 
 
-class AccountManifestSegmentsItem(TypedDict):
+class AccountManifestSegment(TypedDict):
     # Display name
     name: str
     # Segment discriminator
@@ -513,15 +513,15 @@ class AccountManifestSegmentsItem(TypedDict):
     description: NotRequired[str]
     # Section whose ids {section}, {attribute:…} and {event:…} in the queries refer to
     section: NotRequired[str]
-    versions: list[AccountManifestSegmentsItemVersionsItem]
+    versions: list[AccountManifestSegmentVersion]
 
 
-class AccountManifestSegmentsItemVersionsItem(TypedDict):
+class AccountManifestSegmentVersion(TypedDict):
     # AQL query; may hold {section}, {attribute:DISCRIMINATOR@N}, {event:DISCRIMINATOR@N}
     query: str
 
 
-class AccountManifestSuppressionsItem(TypedDict):
+class AccountManifestSuppression(TypedDict):
     # Channel of the address
     channel_discriminator: str
     # The address that receives no marketing on the channel
@@ -530,7 +530,7 @@ class AccountManifestSuppressionsItem(TypedDict):
     reason: str
 
 
-class AccountManifestActivitiesItem(TypedDict):
+class AccountManifestActivity(TypedDict):
     # Activity id: letters, digits, _ and -, up to 100
     id: str
     # Cannot change once created
@@ -649,10 +649,10 @@ class GetWellKnownJwksJsonResponse(TypedDict):
 
 class GetAudienceKeyspacesResponse(TypedDict):
     # Keyspaces
-    items: list[GetAudienceKeyspacesResponseItemsItem]
+    items: list[GetAudienceKeyspacesResponseItem]
 
 
-class GetAudienceKeyspacesResponseItemsItem(TypedDict):
+class GetAudienceKeyspacesResponseItem(TypedDict):
     # Keyspace identifier
     discriminator: str
     # Display name
@@ -665,10 +665,10 @@ class GetAudienceKeyspacesResponseItemsItem(TypedDict):
 
 class GetAudienceChannelsResponse(TypedDict):
     # Channels
-    items: list[GetAudienceChannelsResponseItemsItem]
+    items: list[GetAudienceChannelsResponseItem]
 
 
-class GetAudienceChannelsResponseItemsItem(TypedDict):
+class GetAudienceChannelsResponseItem(TypedDict):
     # Channel identifier
     discriminator: str
     # Display name
@@ -679,10 +679,10 @@ class GetAudienceChannelsResponseItemsItem(TypedDict):
 
 class GetAudienceSectionsResponse(TypedDict):
     # Sections
-    items: list[GetAudienceSectionsResponseItemsItem]
+    items: list[GetAudienceSectionsResponseItem]
 
 
-class GetAudienceSectionsResponseItemsItem(TypedDict):
+class GetAudienceSectionsResponseItem(TypedDict):
     # Section identifier, com.<vendor>1.sections.user-created.<name>
     discriminator: str
     # Display name
@@ -695,10 +695,10 @@ class GetAudienceSectionsResponseItemsItem(TypedDict):
 
 class GetAudienceSectionsAttributesResponse(TypedDict):
     # Attribute definitions
-    items: list[GetAudienceSectionsAttributesResponseItemsItem]
+    items: list[GetAudienceSectionsAttributesResponseItem]
 
 
-class GetAudienceSectionsAttributesResponseItemsItem(TypedDict):
+class GetAudienceSectionsAttributesResponseItem(TypedDict):
     # Attribute identifier
     discriminator: str
     # Display name
@@ -706,12 +706,12 @@ class GetAudienceSectionsAttributesResponseItemsItem(TypedDict):
     # Description
     description: str
     # Versions of the attribute type
-    versions: list[GetAudienceSectionsAttributesResponseItemsItemVersionsItem]
+    versions: list[GetAudienceSectionsAttributesResponseItemVersion]
     # Map from keyspace discriminator to the operations allowed through it
     keyspace_permissions: NotRequired[dict[str, list[Literal["read", "write"]]]]
 
 
-class GetAudienceSectionsAttributesResponseItemsItemVersionsItem(TypedDict):
+class GetAudienceSectionsAttributesResponseItemVersion(TypedDict):
     # Version id
     id: str
     # Type names: Text, True/False, Date, Timestamp, Number, Number with decimal, Struct
@@ -739,10 +739,10 @@ class PutAudienceSectionsTagsByTagDiscriminatorBody(TypedDict):
 
 class GetAudienceSectionsEventsResponse(TypedDict):
     # Event definitions
-    items: list[GetAudienceSectionsEventsResponseItemsItem]
+    items: list[GetAudienceSectionsEventsResponseItem]
 
 
-class GetAudienceSectionsEventsResponseItemsItem(TypedDict):
+class GetAudienceSectionsEventsResponseItem(TypedDict):
     # Event identifier
     discriminator: str
     # Display name
@@ -750,23 +750,23 @@ class GetAudienceSectionsEventsResponseItemsItem(TypedDict):
     # Description
     description: str
     # Versions of the event type
-    versions: list[GetAudienceSectionsEventsResponseItemsItemVersionsItem]
+    versions: list[GetAudienceSectionsEventsResponseItemVersion]
     # Map from keyspace discriminator to the operations allowed through it
     keyspace_permissions: NotRequired[dict[str, list[Literal["read", "write"]]]]
 
 
-class GetAudienceSectionsEventsResponseItemsItemVersionsItem(TypedDict):
+class GetAudienceSectionsEventsResponseItemVersion(TypedDict):
     # Version id
     id: str
     # The fields of the event data
-    type: list[GetAudienceSectionsEventsResponseItemsItemVersionsItemTypeItem]
+    type: list[GetAudienceSectionsEventsResponseItemVersionTypeItem]
     # When the version was deprecated; null while it is current
     deprecated_at: str | None
     # RFC 3339 date-time, UTC
     valid_from: str
 
 
-class GetAudienceSectionsEventsResponseItemsItemVersionsItemTypeItem(TypedDict):
+class GetAudienceSectionsEventsResponseItemVersionTypeItem(TypedDict):
     # Field name in the event data
     name: str
     # Field type name
@@ -775,10 +775,10 @@ class GetAudienceSectionsEventsResponseItemsItemVersionsItemTypeItem(TypedDict):
 
 class GetV2AudienceSectionsTopicsResponse(TypedDict):
     # Topics
-    items: list[GetV2AudienceSectionsTopicsResponseItemsItem]
+    items: list[GetV2AudienceSectionsTopicsResponseItem]
 
 
-class GetV2AudienceSectionsTopicsResponseItemsItem(TypedDict):
+class GetV2AudienceSectionsTopicsResponseItem(TypedDict):
     # Topic identifier
     discriminator: str
     # Numeric topic id
@@ -795,10 +795,10 @@ class GetFoldersTopicSectionsFoldersResponse(TypedDict):
     # The root folder of the section
     discriminator: str
     # Top-level folders
-    subfolders: list[GetFoldersTopicSectionsFoldersResponseSubfoldersItem]
+    subfolders: list[GetFoldersTopicSectionsFoldersResponseSubfolder]
 
 
-class GetFoldersTopicSectionsFoldersResponseSubfoldersItem(TypedDict):
+class GetFoldersTopicSectionsFoldersResponseSubfolder(TypedDict):
     # Folder identifier
     discriminator: str
     # Display name
@@ -829,10 +829,10 @@ class PutAudienceProfilesMergesBody(TypedDict):
 
 class GetAudienceProfilesMergesKeyspacesProfilesByProfileKeyResponse(TypedDict):
     # The canonical profile first, then the members in the order they were created
-    items: list[GetAudienceProfilesMergesKeyspacesProfilesByProfileKeyResponseItemsItem]
+    items: list[GetAudienceProfilesMergesKeyspacesProfilesByProfileKeyResponseItem]
 
 
-class GetAudienceProfilesMergesKeyspacesProfilesByProfileKeyResponseItemsItem(TypedDict):
+class GetAudienceProfilesMergesKeyspacesProfilesByProfileKeyResponseItem(TypedDict):
     # Whether this is the canonical profile, whose keys answer for the cluster
     canonical: bool
     # When the profile was merged into the cluster; null for the canonical profile (and for members merged before the service recorded it)
@@ -852,29 +852,29 @@ PutAudienceKeyspacesProfilesSectionsBySectionDiscriminatorBody = TypedDict(
 
 class GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponse(TypedDict):
     # Per attribute version with a value now or before, in version order
-    items: list[GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItem]
+    items: list[GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItem]
 
 
-class GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItem(TypedDict):
+class GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItem(TypedDict):
     # Attribute version id
     version_id: str
     attribute_discriminator: str
     # The value the profile shows now and when it was set; null when it shows none
-    current: GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItemCurrent | None
+    current: GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemCurrent | None
     # Values replaced (by another value or a clear), newest first
-    past: list[GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItemPastItem]
+    past: list[GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemPastItem]
     # How many past values there are in all (`past` holds at most `limit`)
     past_total: int
 
 
-class GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItemCurrent(TypedDict):
+class GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemCurrent(TypedDict):
     """The value the profile shows now and when it was set; null when it shows none"""
     value: Any
     # RFC 3339 date-time, UTC
     set_at: str
 
 
-class GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItemPastItem(TypedDict):
+class GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemPastItem(TypedDict):
     value: Any
     # RFC 3339 date-time, UTC
     set_at: str
@@ -884,12 +884,12 @@ class GetAudienceKeyspacesProfilesSectionsAttributesHistoryResponseItemsItemPast
 
 class GetAudienceKeyspacesProfilesSectionsEventsResponse(TypedDict):
     # Newest first by event_time
-    items: list[GetAudienceKeyspacesProfilesSectionsEventsResponseItemsItem]
+    items: list[GetAudienceKeyspacesProfilesSectionsEventsResponseItem]
     # Present and true when older events were left out to stay under 300 KB
     truncated: NotRequired[bool]
 
 
-class GetAudienceKeyspacesProfilesSectionsEventsResponseItemsItem(TypedDict):
+class GetAudienceKeyspacesProfilesSectionsEventsResponseItem(TypedDict):
     # RFC 3339 date-time, UTC
     event_time: str
     version_id: str
@@ -901,10 +901,10 @@ class GetAudienceKeyspacesProfilesSectionsEventsResponseItemsItem(TypedDict):
 
 class PostAudienceKeyspacesProfilesSectionsEventsBody(TypedDict):
     # At most 100 events
-    items: NotRequired[list[PostAudienceKeyspacesProfilesSectionsEventsBodyItemsItem]]
+    items: NotRequired[list[PostAudienceKeyspacesProfilesSectionsEventsBodyItem]]
 
 
-class PostAudienceKeyspacesProfilesSectionsEventsBodyItemsItem(TypedDict):
+class PostAudienceKeyspacesProfilesSectionsEventsBodyItem(TypedDict):
     # RFC 3339 date-time, UTC
     event_time: str
     # Event version id
@@ -944,10 +944,10 @@ class PostV2AudienceKeyspacesProfilesSectionsConsentsBody(TypedDict):
 
 class GetAudienceSectionsConsentListsResponse(TypedDict):
     # The section's consent lists
-    items: list[GetAudienceSectionsConsentListsResponseItemsItem]
+    items: list[GetAudienceSectionsConsentListsResponseItem]
 
 
-class GetAudienceSectionsConsentListsResponseItemsItem(TypedDict):
+class GetAudienceSectionsConsentListsResponseItem(TypedDict):
     # Consent list discriminator: the topic folder's
     discriminator: str
     # The topic folder's name; the section's name for the root folder
@@ -956,10 +956,10 @@ class GetAudienceSectionsConsentListsResponseItemsItem(TypedDict):
 
 class GetAudienceSectionsConsentListsTopicsResponse(TypedDict):
     # The topics in the list's folder
-    items: list[GetAudienceSectionsConsentListsTopicsResponseItemsItem]
+    items: list[GetAudienceSectionsConsentListsTopicsResponseItem]
 
 
-class GetAudienceSectionsConsentListsTopicsResponseItemsItem(TypedDict):
+class GetAudienceSectionsConsentListsTopicsResponseItem(TypedDict):
     # Topic discriminator
     discriminator: str
     # Topic name
@@ -979,10 +979,10 @@ class PostAudienceChannelsAddressesConsentsBody(TypedDict):
 
 class GetAudienceChannelsAddressesConsentsSectionsConsentListsEvaluationsResponse(TypedDict):
     # The topics of the list the address has opted in to (opt-in or confirmed-opt-in) on the channel
-    items: list[GetAudienceChannelsAddressesConsentsSectionsConsentListsEvaluationsResponseItemsItem]
+    items: list[GetAudienceChannelsAddressesConsentsSectionsConsentListsEvaluationsResponseItem]
 
 
-class GetAudienceChannelsAddressesConsentsSectionsConsentListsEvaluationsResponseItemsItem(TypedDict):
+class GetAudienceChannelsAddressesConsentsSectionsConsentListsEvaluationsResponseItem(TypedDict):
     # A topic of the list
     topic_discriminator: str
 
@@ -1001,12 +1001,12 @@ class PostAudienceKeyspacesProfilesSectionsSubscriptionsResponse(TypedDict):
 
 class PostAudienceKeyspacesProfilesEvaluationsBody(TypedDict):
     # The segments to evaluate
-    segments: list[PostAudienceKeyspacesProfilesEvaluationsBodySegmentsItem]
+    segments: list[PostAudienceKeyspacesProfilesEvaluationsBodySegment]
     # IANA time zone of the evaluation, for time windows
     time_zone: str
 
 
-class PostAudienceKeyspacesProfilesEvaluationsBodySegmentsItem(TypedDict):
+class PostAudienceKeyspacesProfilesEvaluationsBodySegment(TypedDict):
     # Segment discriminator
     discriminator: str
     # A version of the segment; its latest when omitted
@@ -1063,10 +1063,10 @@ class PostAudienceProfilesReportsSegmentsCountResponse(TypedDict):
 
 class GetAudienceSectionsImportsResponse(TypedDict):
     # Imports of the section, newest first
-    items: list[GetAudienceSectionsImportsResponseItemsItem]
+    items: list[GetAudienceSectionsImportsResponseItem]
 
 
-class GetAudienceSectionsImportsResponseItemsItem(TypedDict):
+class GetAudienceSectionsImportsResponseItem(TypedDict):
     import_id: str
     # waiting_for_file, queued, in_progress, completed or error
     status: str
@@ -1088,17 +1088,17 @@ class GetAudienceSectionsImportsResponseItemsItem(TypedDict):
 
 class PostAudienceSectionsImportsBody(TypedDict):
     # 1 to 10
-    keyspace_mappings: list[PostAudienceSectionsImportsBodyKeyspaceMappingsItem]
+    keyspace_mappings: list[PostAudienceSectionsImportsBodyKeyspaceMapping]
     options: NotRequired[PostAudienceSectionsImportsBodyOptions]
     # At most 5
-    consent_mappings: NotRequired[list[PostAudienceSectionsImportsBodyConsentMappingsItem]]
+    consent_mappings: NotRequired[list[PostAudienceSectionsImportsBodyConsentMapping]]
     # At most 100
-    tag_mappings: NotRequired[list[PostAudienceSectionsImportsBodyTagMappingsItem]]
+    tag_mappings: NotRequired[list[PostAudienceSectionsImportsBodyTagMapping]]
     # 1 to 100
-    attribute_mappings: list[PostAudienceSectionsImportsBodyAttributeMappingsItem]
+    attribute_mappings: list[PostAudienceSectionsImportsBodyAttributeMapping]
 
 
-class PostAudienceSectionsImportsBodyKeyspaceMappingsItem(TypedDict):
+class PostAudienceSectionsImportsBodyKeyspaceMapping(TypedDict):
     keyspace_discriminator: str
     # Column holding the key
     field_selector: str
@@ -1113,11 +1113,11 @@ class PostAudienceSectionsImportsBodyOptions(TypedDict):
     clear_existing_attributes: NotRequired[bool]
 
 
-class PostAudienceSectionsImportsBodyConsentMappingsItem(TypedDict):
-    consents: list[PostAudienceSectionsImportsBodyConsentMappingsItemConsentsItem]
+class PostAudienceSectionsImportsBodyConsentMapping(TypedDict):
+    consents: list[PostAudienceSectionsImportsBodyConsentMappingConsent]
 
 
-class PostAudienceSectionsImportsBodyConsentMappingsItemConsentsItem(TypedDict):
+class PostAudienceSectionsImportsBodyConsentMappingConsent(TypedDict):
     # Turn an opted-out consent back
     resubscribe_if_opted_out: NotRequired[bool]
     # Column whose cell says whether to set the consent (empty, 0, false, no: not)
@@ -1132,12 +1132,12 @@ class PostAudienceSectionsImportsBodyConsentMappingsItemConsentsItem(TypedDict):
     type: str
 
 
-class PostAudienceSectionsImportsBodyTagMappingsItem(TypedDict):
+class PostAudienceSectionsImportsBodyTagMapping(TypedDict):
     # Tag set on every imported profile
     tag_discriminator: str
 
 
-class PostAudienceSectionsImportsBodyAttributeMappingsItem(TypedDict):
+class PostAudienceSectionsImportsBodyAttributeMapping(TypedDict):
     # Column of the file
     field_selector: str
     # Attribute version the column is written to
@@ -1148,11 +1148,11 @@ class PostV2AudienceSectionsImportsBody(TypedDict):
     keyspace_mapping: PostV2AudienceSectionsImportsBodyKeyspaceMapping
     options: NotRequired[PostV2AudienceSectionsImportsBodyOptions]
     # At most 5
-    consent_mappings: NotRequired[list[PostV2AudienceSectionsImportsBodyConsentMappingsItem]]
+    consent_mappings: NotRequired[list[PostV2AudienceSectionsImportsBodyConsentMapping]]
     # At most 100
-    tag_mappings: NotRequired[list[PostV2AudienceSectionsImportsBodyTagMappingsItem]]
+    tag_mappings: NotRequired[list[PostV2AudienceSectionsImportsBodyTagMapping]]
     # 1 to 100
-    attribute_mappings: list[PostV2AudienceSectionsImportsBodyAttributeMappingsItem]
+    attribute_mappings: list[PostV2AudienceSectionsImportsBodyAttributeMapping]
 
 
 class PostV2AudienceSectionsImportsBodyKeyspaceMapping(TypedDict):
@@ -1168,11 +1168,11 @@ class PostV2AudienceSectionsImportsBodyOptions(TypedDict):
     clear_existing_attributes: NotRequired[bool]
 
 
-class PostV2AudienceSectionsImportsBodyConsentMappingsItem(TypedDict):
-    consents: list[PostV2AudienceSectionsImportsBodyConsentMappingsItemConsentsItem]
+class PostV2AudienceSectionsImportsBodyConsentMapping(TypedDict):
+    consents: list[PostV2AudienceSectionsImportsBodyConsentMappingConsent]
 
 
-class PostV2AudienceSectionsImportsBodyConsentMappingsItemConsentsItem(TypedDict):
+class PostV2AudienceSectionsImportsBodyConsentMappingConsent(TypedDict):
     # Turn an opted-out consent back
     resubscribe_if_opted_out: NotRequired[bool]
     # Column whose cell says whether to set the consent (empty, 0, false, no: not)
@@ -1185,12 +1185,12 @@ class PostV2AudienceSectionsImportsBodyConsentMappingsItemConsentsItem(TypedDict
     type: str
 
 
-class PostV2AudienceSectionsImportsBodyTagMappingsItem(TypedDict):
+class PostV2AudienceSectionsImportsBodyTagMapping(TypedDict):
     # Tag set on every imported profile
     tag_discriminator: str
 
 
-class PostV2AudienceSectionsImportsBodyAttributeMappingsItem(TypedDict):
+class PostV2AudienceSectionsImportsBodyAttributeMapping(TypedDict):
     # Column of the file
     field_selector: str
     # Attribute version the column is written to
@@ -1207,21 +1207,21 @@ class PostAudienceProfilesReportsConsentsBody(TypedDict):
     # The email or SMS channel; not together with channels
     channel_discriminator: NotRequired[str]
     # 1 to 2 channels, each a column holding the address of profiles consented on it; not together with channel_discriminator
-    channels: NotRequired[list[PostAudienceProfilesReportsConsentsBodyChannelsItem]]
+    channels: NotRequired[list[PostAudienceProfilesReportsConsentsBodyChannel]]
     segments: NotRequired[PostAudienceProfilesReportsConsentsBodySegments]
     # Among profiles sharing an address: keep the least recently updated (oldest), the most recently updated (latest), or all (keep, the default)
     duplicate_address_filter: NotRequired[Literal["oldest", "latest", "keep"]]
     # At most 75 attribute columns
-    attributes: NotRequired[list[PostAudienceProfilesReportsConsentsBodyAttributesItem]]
+    attributes: NotRequired[list[PostAudienceProfilesReportsConsentsBodyAttribute]]
     # At most 25 tag columns
-    tags: NotRequired[list[PostAudienceProfilesReportsConsentsBodyTagsItem]]
+    tags: NotRequired[list[PostAudienceProfilesReportsConsentsBodyTag]]
     # At most this many profiles, chosen at random
     limit: NotRequired[int]
     # Leave out profiles that may not be contacted on any of the topics through any of the channels, and add the column subscribed
     exclude_unsubscribed_profiles: NotRequired[bool]
 
 
-class PostAudienceProfilesReportsConsentsBodyChannelsItem(TypedDict):
+class PostAudienceProfilesReportsConsentsBodyChannel(TypedDict):
     # Name of the column in the file
     field_name: str
     # The email or SMS channel
@@ -1237,14 +1237,14 @@ class PostAudienceProfilesReportsConsentsBodySegments(TypedDict):
     filter: NotRequired[str]
 
 
-class PostAudienceProfilesReportsConsentsBodyAttributesItem(TypedDict):
+class PostAudienceProfilesReportsConsentsBodyAttribute(TypedDict):
     # Name of the column in the file
     field_name: str
     # Attribute version of the section
     attribute_version_id: str
 
 
-class PostAudienceProfilesReportsConsentsBodyTagsItem(TypedDict):
+class PostAudienceProfilesReportsConsentsBodyTag(TypedDict):
     # Name of the column in the file
     field_name: str
     # Tag of the section; its column holds 1 when set, else 0
@@ -1266,13 +1266,13 @@ class PostAudienceProfilesReportsConsentsCountBody(TypedDict):
     # The email or SMS channel; not together with channels
     channel_discriminator: NotRequired[str]
     # 1 to 2 channels, each a column holding the address of profiles consented on it; not together with channel_discriminator
-    channels: NotRequired[list[PostAudienceProfilesReportsConsentsCountBodyChannelsItem]]
+    channels: NotRequired[list[PostAudienceProfilesReportsConsentsCountBodyChannel]]
     segments: NotRequired[PostAudienceProfilesReportsConsentsCountBodySegments]
     # Among profiles sharing an address: keep the least recently updated (oldest), the most recently updated (latest), or all (keep, the default)
     duplicate_address_filter: NotRequired[Literal["oldest", "latest", "keep"]]
 
 
-class PostAudienceProfilesReportsConsentsCountBodyChannelsItem(TypedDict):
+class PostAudienceProfilesReportsConsentsCountBodyChannel(TypedDict):
     # Name of the column in the file
     field_name: str
     # The email or SMS channel
@@ -1306,9 +1306,9 @@ class PostAudienceProfilesReportsDuplicatesBody(TypedDict):
     # The attribute version whose value profiles share
     find_duplicates_by_attribute_version_id: str
     # At most 75 attribute columns
-    attributes: NotRequired[list[PostAudienceProfilesReportsDuplicatesBodyAttributesItem]]
+    attributes: NotRequired[list[PostAudienceProfilesReportsDuplicatesBodyAttribute]]
     # At most 25 tag columns
-    tags: NotRequired[list[PostAudienceProfilesReportsDuplicatesBodyTagsItem]]
+    tags: NotRequired[list[PostAudienceProfilesReportsDuplicatesBodyTag]]
     # At most this many profiles, chosen at random
     limit: NotRequired[int]
 
@@ -1324,14 +1324,14 @@ class PostAudienceProfilesReportsDuplicatesBodySegments(TypedDict):
     filter: NotRequired[str]
 
 
-class PostAudienceProfilesReportsDuplicatesBodyAttributesItem(TypedDict):
+class PostAudienceProfilesReportsDuplicatesBodyAttribute(TypedDict):
     # Name of the column in the file
     field_name: str
     # Attribute version of the section
     attribute_version_id: str
 
 
-class PostAudienceProfilesReportsDuplicatesBodyTagsItem(TypedDict):
+class PostAudienceProfilesReportsDuplicatesBodyTag(TypedDict):
     # Name of the column in the file
     field_name: str
     # Tag of the section; its column holds 1 when set, else 0
@@ -1350,9 +1350,9 @@ class PostAudienceProfilesReportsSegmentsBody(TypedDict):
     # true: known profiles only; false: unknown only; null: all
     known_profiles: NotRequired[bool | None]
     # At most 75 attribute columns
-    attributes: NotRequired[list[PostAudienceProfilesReportsSegmentsBodyAttributesItem]]
+    attributes: NotRequired[list[PostAudienceProfilesReportsSegmentsBodyAttribute]]
     # At most 25 tag columns
-    tags: NotRequired[list[PostAudienceProfilesReportsSegmentsBodyTagsItem]]
+    tags: NotRequired[list[PostAudienceProfilesReportsSegmentsBodyTag]]
     # At most this many profiles, chosen at random
     limit: NotRequired[int]
 
@@ -1366,14 +1366,14 @@ class PostAudienceProfilesReportsSegmentsBodySegment(TypedDict):
     segment_definition: NotRequired[str]
 
 
-class PostAudienceProfilesReportsSegmentsBodyAttributesItem(TypedDict):
+class PostAudienceProfilesReportsSegmentsBodyAttribute(TypedDict):
     # Name of the column in the file
     field_name: str
     # Attribute version of the section
     attribute_version_id: str
 
 
-class PostAudienceProfilesReportsSegmentsBodyTagsItem(TypedDict):
+class PostAudienceProfilesReportsSegmentsBodyTag(TypedDict):
     # Name of the column in the file
     field_name: str
     # Tag of the section; its column holds 1 when set, else 0
@@ -1391,9 +1391,9 @@ class PostAudienceProfilesExportsBody(TypedDict):
     # Only the profiles that match this segment when the file is written; every profile of the account when omitted
     segment_filter: NotRequired[PostAudienceProfilesExportsBodySegmentFilter]
     # At most 75 attributes; a request with no attribute and no tag exports no profile
-    attributes: NotRequired[list[PostAudienceProfilesExportsBodyAttributesItem]]
+    attributes: NotRequired[list[PostAudienceProfilesExportsBodyAttribute]]
     # At most 25 tags
-    tags: NotRequired[list[PostAudienceProfilesExportsBodyTagsItem]]
+    tags: NotRequired[list[PostAudienceProfilesExportsBodyTag]]
     # The events of each profile with an event time from start_at (inclusive) to end_at (exclusive; one week after start_at when omitted); no events without it
     events: NotRequired[PostAudienceProfilesExportsBodyEvents]
 
@@ -1408,14 +1408,14 @@ class PostAudienceProfilesExportsBodySegmentFilter(TypedDict):
     version_id: NotRequired[str]
 
 
-class PostAudienceProfilesExportsBodyAttributesItem(TypedDict):
+class PostAudienceProfilesExportsBodyAttribute(TypedDict):
     # Section of the attribute
     section_discriminator: str
     # A version of a visible attribute of the section: the key of its value in the file
     attribute_version_id: str
 
 
-class PostAudienceProfilesExportsBodyTagsItem(TypedDict):
+class PostAudienceProfilesExportsBodyTag(TypedDict):
     # Section of the tag
     section_discriminator: str
     # A visible tag of the section: the key of the tag in the file, present when it is set
@@ -1429,10 +1429,10 @@ class PostAudienceProfilesExportsBodyEvents(TypedDict):
     # RFC 3339 date-time, UTC
     end_at: NotRequired[str]
     # Only events of these versions; every visible event of the sections of the attributes and tags when omitted
-    types: NotRequired[list[PostAudienceProfilesExportsBodyEventsTypesItem]]
+    types: NotRequired[list[PostAudienceProfilesExportsBodyEventsType]]
 
 
-class PostAudienceProfilesExportsBodyEventsTypesItem(TypedDict):
+class PostAudienceProfilesExportsBodyEventsType(TypedDict):
     # Section of the event
     section_discriminator: str
     # A version of a visible event of the section
@@ -1452,9 +1452,9 @@ class PostEmailsReportsBody(TypedDict):
     # Only the events of profiles that match this segment when the file is written; of every profile when omitted
     segment_filter: NotRequired[PostEmailsReportsBodySegmentFilter]
     # At most 75 columns of attribute values, each headed "<field_name> (version_id: <attribute_version_id>)"
-    additional_attribute_mappings: NotRequired[list[PostEmailsReportsBodyAdditionalAttributeMappingsItem]]
+    additional_attribute_mappings: NotRequired[list[PostEmailsReportsBodyAdditionalAttributeMapping]]
     # At most 25 columns of tags, each headed "<field_name> (version_id: <tag_discriminator>)", holding TAG where the tag is set
-    additional_tag_mappings: NotRequired[list[PostEmailsReportsBodyAdditionalTagMappingsItem]]
+    additional_tag_mappings: NotRequired[list[PostEmailsReportsBodyAdditionalTagMapping]]
 
 
 class PostEmailsReportsBodySegmentFilter(TypedDict):
@@ -1467,7 +1467,7 @@ class PostEmailsReportsBodySegmentFilter(TypedDict):
     version_id: NotRequired[str]
 
 
-class PostEmailsReportsBodyAdditionalAttributeMappingsItem(TypedDict):
+class PostEmailsReportsBodyAdditionalAttributeMapping(TypedDict):
     # Name of the column in the file
     field_name: str
     # Section of the attribute
@@ -1476,7 +1476,7 @@ class PostEmailsReportsBodyAdditionalAttributeMappingsItem(TypedDict):
     attribute_version_id: str
 
 
-class PostEmailsReportsBodyAdditionalTagMappingsItem(TypedDict):
+class PostEmailsReportsBodyAdditionalTagMapping(TypedDict):
     # Name of the column in the file
     field_name: str
     # Section of the tag
@@ -1521,10 +1521,10 @@ class GetEmailsReportsByReportIdResponseResult(TypedDict):
 
 class GetAudienceProfilesReportsResponse(TypedDict):
     # Exports of the account, newest first
-    items: list[GetAudienceProfilesReportsResponseItemsItem]
+    items: list[GetAudienceProfilesReportsResponseItem]
 
 
-class GetAudienceProfilesReportsResponseItemsItem(TypedDict):
+class GetAudienceProfilesReportsResponseItem(TypedDict):
     export_id: str
     # consents, consents-count, duplicates, segments, events, email-events or single
     kind: str
@@ -1566,10 +1566,10 @@ class PostEmailsSectionsActivitiesTransactionalTransactionsBody(TypedDict):
     # Values the templates read by name; names and values up to 200 KB in all
     variables: NotRequired[dict[str, Any]]
     # At most 5, up to 2 MB in all
-    attachments: NotRequired[list[PostEmailsSectionsActivitiesTransactionalTransactionsBodyAttachmentsItem]]
+    attachments: NotRequired[list[PostEmailsSectionsActivitiesTransactionalTransactionsBodyAttachment]]
 
 
-class PostEmailsSectionsActivitiesTransactionalTransactionsBodyAttachmentsItem(TypedDict):
+class PostEmailsSectionsActivitiesTransactionalTransactionsBodyAttachment(TypedDict):
     # The file name
     name: str
     # The media type, such as application/pdf
@@ -1585,10 +1585,10 @@ class PostEmailsSectionsActivitiesTransactionalTransactionsResponse(TypedDict):
 
 class GetEmailsSectionsActivitiesTransactionsResponse(TypedDict):
     # Sends of the activity, newest first
-    items: list[GetEmailsSectionsActivitiesTransactionsResponseItemsItem]
+    items: list[GetEmailsSectionsActivitiesTransactionsResponseItem]
 
 
-class GetEmailsSectionsActivitiesTransactionsResponseItemsItem(TypedDict):
+class GetEmailsSectionsActivitiesTransactionsResponseItem(TypedDict):
     id: str
     # queued (accepted, not sent yet), sent (the mail server took it), delivered, bounced, failed (not sent: the server refused it or could not be reached in time), suppressed (not sent: the address is suppressed or the profile locked)
     status: Literal["queued", "sent", "delivered", "bounced", "failed", "suppressed"]
@@ -1601,10 +1601,10 @@ class GetEmailsSectionsActivitiesTransactionsResponseItemsItem(TypedDict):
     # RFC 3339 date-time, UTC
     sent_at: str | None
     # The events recorded of it, oldest first
-    events: list[GetEmailsSectionsActivitiesTransactionsResponseItemsItemEventsItem]
+    events: list[GetEmailsSectionsActivitiesTransactionsResponseItemEvent]
 
 
-class GetEmailsSectionsActivitiesTransactionsResponseItemsItemEventsItem(TypedDict):
+class GetEmailsSectionsActivitiesTransactionsResponseItemEvent(TypedDict):
     type: str
     # The message the event is of (a transactional send: its id)
     correlation_id: str
@@ -1713,10 +1713,10 @@ class PostAdminAccountsIntegrationsBody(TypedDict):
 
 
 class GetAdminAccountsSuppressionsResponse(TypedDict):
-    items: list[GetAdminAccountsSuppressionsResponseItemsItem]
+    items: list[GetAdminAccountsSuppressionsResponseItem]
 
 
-class GetAdminAccountsSuppressionsResponseItemsItem(TypedDict):
+class GetAdminAccountsSuppressionsResponseItem(TypedDict):
     # Channel of the suppressed address
     channel_discriminator: str
     # The suppressed address
@@ -1735,10 +1735,10 @@ class PutAdminAccountsSuppressionsBody(TypedDict):
 
 
 class GetAdminAccountsKeysResponse(TypedDict):
-    items: list[GetAdminAccountsKeysResponseItemsItem]
+    items: list[GetAdminAccountsKeysResponseItem]
 
 
-class GetAdminAccountsKeysResponseItemsItem(TypedDict):
+class GetAdminAccountsKeysResponseItem(TypedDict):
     client_id: str
     name: str
     section_ids: list[str] | None
@@ -1774,10 +1774,10 @@ class PostAdminSigningKeysResponse(TypedDict):
 
 
 class GetAdminJobsResponse(TypedDict):
-    items: list[GetAdminJobsResponseItemsItem]
+    items: list[GetAdminJobsResponseItem]
 
 
-class GetAdminJobsResponseItemsItem(TypedDict):
+class GetAdminJobsResponseItem(TypedDict):
     account_id: str
     job_id: str
     kind: str
@@ -1796,10 +1796,10 @@ class GetAdminJobsResponseItemsItem(TypedDict):
 
 
 class GetAdminJobsFiguresResponse(TypedDict):
-    items: list[GetAdminJobsFiguresResponseItemsItem]
+    items: list[GetAdminJobsFiguresResponseItem]
 
 
-class GetAdminJobsFiguresResponseItemsItem(TypedDict):
+class GetAdminJobsFiguresResponseItem(TypedDict):
     kind: str
     # waiting (a retry too), running, or failed after its last attempt
     state: Literal["waiting", "running", "failed"]
@@ -1828,10 +1828,10 @@ class PostAdminAccountsJobsRetryResponse(TypedDict):
 
 class GetEmailsSectionsActivitiesResponse(TypedDict):
     # email activities
-    items: list[GetEmailsSectionsActivitiesResponseItemsItem]
+    items: list[GetEmailsSectionsActivitiesResponseItem]
 
 
-class GetEmailsSectionsActivitiesResponseItemsItem(TypedDict):
+class GetEmailsSectionsActivitiesResponseItem(TypedDict):
     # Activity id
     id: str
     name: str
@@ -1841,10 +1841,10 @@ class GetEmailsSectionsActivitiesResponseItemsItem(TypedDict):
     # null until sent
     sent_at: str | None
     email_subject: str
-    statistics: NotRequired[GetEmailsSectionsActivitiesResponseItemsItemStatistics]
+    statistics: NotRequired[GetEmailsSectionsActivitiesResponseItemStatistics]
 
 
-class GetEmailsSectionsActivitiesResponseItemsItemStatistics(TypedDict):
+class GetEmailsSectionsActivitiesResponseItemStatistics(TypedDict):
     # Profiles sent to
     sent: int
     # Profiles delivered to
@@ -1947,10 +1947,10 @@ class GetEmailsSectionsActivitiesByActivityIdResponseAqlQueries(TypedDict):
 
 class GetEmailsSectionsActivitiesTimelineResponse(TypedDict):
     unit: str
-    points: list[GetEmailsSectionsActivitiesTimelineResponsePointsItem]
+    points: list[GetEmailsSectionsActivitiesTimelineResponsePoint]
 
 
-class GetEmailsSectionsActivitiesTimelineResponsePointsItem(TypedDict):
+class GetEmailsSectionsActivitiesTimelineResponsePoint(TypedDict):
     # RFC 3339 date-time, UTC
     at: str
     # Events by type in the hour or day from `at` (every type of the activity's kind, 0 when none)
@@ -1959,10 +1959,10 @@ class GetEmailsSectionsActivitiesTimelineResponsePointsItem(TypedDict):
 
 class GetEmailsSectionsActivitiesEventsResponse(TypedDict):
     # Events, newest first
-    items: list[GetEmailsSectionsActivitiesEventsResponseItemsItem]
+    items: list[GetEmailsSectionsActivitiesEventsResponseItem]
 
 
-class GetEmailsSectionsActivitiesEventsResponseItemsItem(TypedDict):
+class GetEmailsSectionsActivitiesEventsResponseItem(TypedDict):
     type: str
     # The message the event is of (a transactional send: its id)
     correlation_id: str
@@ -1977,20 +1977,20 @@ class GetEmailsSectionsActivitiesEventsResponseItemsItem(TypedDict):
 
 class GetSmsSectionsActivitiesResponse(TypedDict):
     # SMS activities
-    items: list[GetSmsSectionsActivitiesResponseItemsItem]
+    items: list[GetSmsSectionsActivitiesResponseItem]
 
 
-class GetSmsSectionsActivitiesResponseItemsItem(TypedDict):
+class GetSmsSectionsActivitiesResponseItem(TypedDict):
     # Activity id
     id: str
     name: str
     status: str
     # RFC 3339 date-time, UTC
     created_at: str
-    statistics: NotRequired[GetSmsSectionsActivitiesResponseItemsItemStatistics]
+    statistics: NotRequired[GetSmsSectionsActivitiesResponseItemStatistics]
 
 
-class GetSmsSectionsActivitiesResponseItemsItemStatistics(TypedDict):
+class GetSmsSectionsActivitiesResponseItemStatistics(TypedDict):
     # Profiles sent to
     sent: int
     # Profiles delivered to
@@ -2058,10 +2058,10 @@ class GetSmsSectionsActivitiesByActivityIdResponseAqlQueries(TypedDict):
 
 class GetSmsSectionsActivitiesTimelineResponse(TypedDict):
     unit: str
-    points: list[GetSmsSectionsActivitiesTimelineResponsePointsItem]
+    points: list[GetSmsSectionsActivitiesTimelineResponsePoint]
 
 
-class GetSmsSectionsActivitiesTimelineResponsePointsItem(TypedDict):
+class GetSmsSectionsActivitiesTimelineResponsePoint(TypedDict):
     # RFC 3339 date-time, UTC
     at: str
     # Events by type in the hour or day from `at` (every type of the activity's kind, 0 when none)
@@ -2070,10 +2070,10 @@ class GetSmsSectionsActivitiesTimelineResponsePointsItem(TypedDict):
 
 class GetSmsSectionsActivitiesEventsResponse(TypedDict):
     # Events, newest first
-    items: list[GetSmsSectionsActivitiesEventsResponseItemsItem]
+    items: list[GetSmsSectionsActivitiesEventsResponseItem]
 
 
-class GetSmsSectionsActivitiesEventsResponseItemsItem(TypedDict):
+class GetSmsSectionsActivitiesEventsResponseItem(TypedDict):
     type: str
     # The message the event is of (a transactional send: its id)
     correlation_id: str
@@ -2088,10 +2088,10 @@ class GetSmsSectionsActivitiesEventsResponseItemsItem(TypedDict):
 
 class GetWebsiteSectionsActivitiesResponse(TypedDict):
     # website activities
-    items: list[GetWebsiteSectionsActivitiesResponseItemsItem]
+    items: list[GetWebsiteSectionsActivitiesResponseItem]
 
 
-class GetWebsiteSectionsActivitiesResponseItemsItem(TypedDict):
+class GetWebsiteSectionsActivitiesResponseItem(TypedDict):
     # Activity id
     id: str
     name: str
@@ -2111,10 +2111,10 @@ class GetWebsiteSectionsActivitiesByActivityIdResponse(TypedDict):
 
 class GetMarketingAutomationSectionsActivitiesResponse(TypedDict):
     # marketing automation activities
-    items: list[GetMarketingAutomationSectionsActivitiesResponseItemsItem]
+    items: list[GetMarketingAutomationSectionsActivitiesResponseItem]
 
 
-class GetMarketingAutomationSectionsActivitiesResponseItemsItem(TypedDict):
+class GetMarketingAutomationSectionsActivitiesResponseItem(TypedDict):
     # Activity id
     id: str
     name: str
@@ -2136,10 +2136,10 @@ class GetMarketingAutomationSectionsActivitiesByActivityIdResponse(TypedDict):
 
 class GetFormsAndPagesSectionsActivitiesResponse(TypedDict):
     # forms and pages activities
-    items: list[GetFormsAndPagesSectionsActivitiesResponseItemsItem]
+    items: list[GetFormsAndPagesSectionsActivitiesResponseItem]
 
 
-class GetFormsAndPagesSectionsActivitiesResponseItemsItem(TypedDict):
+class GetFormsAndPagesSectionsActivitiesResponseItem(TypedDict):
     # Activity id
     id: str
     name: str
@@ -2172,10 +2172,10 @@ class GetFormsAndPagesSectionsActivitiesByActivityIdResponseAqlQueries(TypedDict
 
 class GetFormsAndPagesSectionsActivitiesTimelineResponse(TypedDict):
     unit: str
-    points: list[GetFormsAndPagesSectionsActivitiesTimelineResponsePointsItem]
+    points: list[GetFormsAndPagesSectionsActivitiesTimelineResponsePoint]
 
 
-class GetFormsAndPagesSectionsActivitiesTimelineResponsePointsItem(TypedDict):
+class GetFormsAndPagesSectionsActivitiesTimelineResponsePoint(TypedDict):
     # RFC 3339 date-time, UTC
     at: str
     # Events by type in the hour or day from `at` (every type of the activity's kind, 0 when none)
@@ -2184,10 +2184,10 @@ class GetFormsAndPagesSectionsActivitiesTimelineResponsePointsItem(TypedDict):
 
 class GetFormsAndPagesSectionsActivitiesEventsResponse(TypedDict):
     # Events, newest first
-    items: list[GetFormsAndPagesSectionsActivitiesEventsResponseItemsItem]
+    items: list[GetFormsAndPagesSectionsActivitiesEventsResponseItem]
 
 
-class GetFormsAndPagesSectionsActivitiesEventsResponseItemsItem(TypedDict):
+class GetFormsAndPagesSectionsActivitiesEventsResponseItem(TypedDict):
     type: str
     # The message the event is of (a transactional send: its id)
     correlation_id: str
@@ -2274,10 +2274,10 @@ class PutAdminAccountsActivitiesByActivityIdBody(TypedDict):
 
 
 class PostAdminAccountsActivityEventsBody(TypedDict):
-    items: list[PostAdminAccountsActivityEventsBodyItemsItem]
+    items: list[PostAdminAccountsActivityEventsBodyItem]
 
 
-class PostAdminAccountsActivityEventsBodyItemsItem(TypedDict):
+class PostAdminAccountsActivityEventsBodyItem(TypedDict):
     # Activity id: letters, digits, _ and -, up to 100
     activity_id: str
     type: Literal["SENT", "DELIVERED", "OPENED", "CLICKED", "BOUNCED", "UNSUBSCRIBED", "ABUSE", "VIEWED", "STARTED", "REJECTED", "SUBMITTED"]
@@ -2325,10 +2325,10 @@ class PostAdminAccountsActivityEventsResponseSkippedItem(TypedDict):
 
 
 class GetAdminAccountsOutboxResponse(TypedDict):
-    items: list[GetAdminAccountsOutboxResponseItemsItem]
+    items: list[GetAdminAccountsOutboxResponseItem]
 
 
-class GetAdminAccountsOutboxResponseItemsItem(TypedDict):
+class GetAdminAccountsOutboxResponseItem(TypedDict):
     message_id: str
     # The send the message is of
     transaction_id: str | None
