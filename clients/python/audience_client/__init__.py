@@ -1,0 +1,30 @@
+"""A typed Python client of the audience HTTP interface, generated from its OpenAPI document.
+
+``AudienceClient`` has one method per operation (``models`` holds the TypedDicts of their bodies
+and answers), fetches and renews its tokens, sends requests again on 429, 502, 503, 504 and
+dropped connections (``Retry``), and raises problem documents as ``AudienceProblem``.
+``Emulator`` runs ``audience emulate`` for a test suite; ``audience_client.pytest_plugin`` gives
+pytest fixtures of it.
+"""
+
+from .client import AudienceClient, ImportFailed, Retry, retry_delay
+from .emulator import Emulator, EmulatorAccount, EmulatorControl, EmulatorError
+from .models import PROBLEMS
+from .problems import AudienceError, AudienceHTTPError, AudienceProblem
+
+__all__ = [
+    "AudienceClient",
+    "AudienceError",
+    "AudienceHTTPError",
+    "AudienceProblem",
+    "Emulator",
+    "EmulatorAccount",
+    "EmulatorControl",
+    "EmulatorError",
+    "ImportFailed",
+    "PROBLEMS",
+    "Retry",
+    "retry_delay",
+]
+
+__version__ = "0.1.0"
