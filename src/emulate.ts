@@ -10,7 +10,7 @@ import { readConfig, type Config } from './config.ts';
 import { MovableClock } from './core/clock.ts';
 import { LIMIT_NAMES, type LimitOverrides } from './core/limits.ts';
 import { MemoryBuckets } from './core/rate-limits.ts';
-import type { Manifest } from './definitions/schemas.ts';
+import type { AccountManifest } from './accounts/manifest.ts';
 import { EmulatorTraffic, type Emulator, type ReadyAccount } from './http/emulator.ts';
 import { freePort, startEmbeddedDatabase, stopAbandonedCluster, withDatabase } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';
@@ -23,8 +23,7 @@ import { restoreSnapshot, saveSnapshot, snapshotNames } from './store/snapshots.
  */
 const loadService = () =>
   Promise.all([
-    import('typebox/value'),
-    import('./definitions/schemas.ts'),
+    import('./http/emulator-seed.ts'),
     import('./http/app.ts'),
     import('./http/logging.ts'),
     import('./server.ts'),
@@ -228,18 +227,19 @@ export async function startEmulator(
     );
     const loading = loadService();
     const [
-      { Value },
-      { Manifest },
+      { readFixture, applySeed },
       { buildApp },
       { createLogger },
       { createAccountWithKey, demoManifest },
       { createServices },
       { startWorker },
     ] = await loading;
-    if (options.manifest !== undefined && !Value.Check(Manifest, options.manifest)) {
-      const [first] = Value.Errors(Manifest, options.manifest);
+    let fixture: ReturnType<typeof readFixture> | undefined;
+    try {
+      fixture = options.manifest === undefined ? undefined : readFixture(options.manifest);
+    } catch (err) {
       await databaseStarting.catch(() => {});
-      throw new Error(`the manifest is not one: ${first.instancePath || '/'} ${first.message} (docs/manifest.md)`);
+      throw err;
     }
     const logger = createLogger(config.logLevel);
     const traffic = new EmulatorTraffic(clock);
@@ -252,12 +252,14 @@ export async function startEmulator(
       serverSecret: config.serverSecret ?? crypto.randomBytes(32).toString('base64url'),
     });
     stops.push(() => services.close());
-    const manifest = (options.manifest as Manifest | undefined) ?? (await demoManifest());
+    const manifest: AccountManifest = fixture?.manifest ?? (await demoManifest());
+    const seed = fixture?.seed;
     // The account is made (in the database) while the application is built (in this thread).
     const ready = withTransaction(pool, (tx) =>
       createAccountWithKey(tx, services, manifest, { keyName: 'emulator', limits: RELAXED_LIMITS }),
     ).then(async (key) => {
-      await saveSnapshot(pool, INITIAL);
+      // With a seed, the initial state is saved once the seed is written (below).
+      if (!seed) await saveSnapshot(pool, INITIAL);
       return { ...key, vendor: config.vendor, region: config.region, admin_token: adminToken };
     });
     ready.catch(() => {});
@@ -295,6 +297,11 @@ export async function startEmulator(
     const app = await buildApp(services, { logger, emulator });
     stops.push(() => app.close());
     account = await ready;
+    if (seed) {
+      await applySeed(app, seed, account, config.vendor);
+      await saveSnapshot(pool, INITIAL);
+      traffic.clearRequests();
+    }
     await app.listen({ port, host });
     if (!config.databaseUrl)
       void sweepAbandoned().catch((err) => logger.warn({ err }, 'sweeping abandoned emulators failed'));

@@ -121,7 +121,7 @@ const COMMANDS: Record<string, Command> = {
   },
   emulate: {
     args: '[--manifest FILE] [--prepare]',
-    what: "the emulator for integrators' tests (docs/emulator.md): a throw-away database, a ready account whose\ncredentials it prints, and the control API under /_emulator. --manifest: the ready account's definitions\n(the demo's by default); --prepare: only prepare the migrated database that starts copy, and exit",
+    what: "the emulator for integrators' tests (docs/emulator.md): a throw-away database, a ready account whose\ncredentials it prints, and the control API under /_emulator. --manifest: the ready account's manifest\nand seed data (the demo's by default; docs/emulator.md \"Fixtures\"); --prepare: only prepare the\nmigrated database that starts copy, and exit",
     options: ['manifest', 'prepare'],
     more: EMULATOR_ENVIRONMENT_HELP,
     async run(v) {

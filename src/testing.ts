@@ -96,7 +96,7 @@ export interface Emulator {
 export interface StartOptions {
   /** The vendor word of the ready account's built-in identifiers (`VENDOR`). */
   vendor?: string;
-  /** A manifest file (docs/manifest.md) of the ready account's definitions instead of the demo's. */
+  /** A fixture file: the ready account's manifest (docs/manifest.md) and seed data, instead of the demo's (docs/emulator.md "Fixtures"). */
   manifest?: string;
   /** More environment of the emulator (`DATABASE_URL` for a database on a server of yours, `LOG_LEVEL` …). */
   env?: Record<string, string>;
