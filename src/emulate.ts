@@ -16,6 +16,7 @@ import { freePort, startEmbeddedDatabase, stopAbandonedCluster, withDatabase } f
 import { migrate } from './store/migrate.ts';
 import { createPool, withTransaction } from './store/pool.ts';
 import { restoreSnapshot, saveSnapshot, snapshotNames } from './store/snapshots.ts';
+import { OutboundRecorder } from './outbound/recorder.ts';
 
 /**
  * The modules of the service, loaded while the database starts (other processes: the copy and
@@ -212,6 +213,8 @@ export async function startEmulator(
         ...env,
         PORT: String(port),
         PUBLIC_URL: env.PUBLIC_URL ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`,
+        // A test's own receiver listens on loopback: callbacks may reach it unless told otherwise.
+        CALLBACKS_ALLOW_PRIVATE: env.CALLBACKS_ALLOW_PRIVATE ?? 'true',
       }),
       host,
       dataDir,
@@ -247,10 +250,14 @@ export async function startEmulator(
     const pool: pg.Pool = createPool(database.url, 10);
     stops.push(() => pool.end());
     const adminToken = config.adminToken ?? crypto.randomBytes(24).toString('base64url');
-    const services = await createServices(config, pool, clock.read, {
-      adminToken,
-      serverSecret: config.serverSecret ?? crypto.randomBytes(32).toString('base64url'),
-    });
+    const outbound = new OutboundRecorder(clock.read);
+    const services = await createServices(
+      config,
+      pool,
+      clock.read,
+      { adminToken, serverSecret: config.serverSecret ?? crypto.randomBytes(32).toString('base64url') },
+      { outboundTap: outbound },
+    );
     stops.push(() => services.close());
     const manifest: AccountManifest = fixture?.manifest ?? (await demoManifest());
     const seed = fixture?.seed;
@@ -271,6 +278,7 @@ export async function startEmulator(
     const emulator: Emulator = {
       clock,
       traffic,
+      outbound,
       get account() {
         return account!;
       },
@@ -284,6 +292,8 @@ export async function startEmulator(
         clock.reset();
         traffic.clearFaults();
         traffic.clearRequests();
+        outbound.clearFaults();
+        outbound.clear();
       },
       async saveSnapshot(name) {
         await saveSnapshot(pool, name);

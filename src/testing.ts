@@ -3,6 +3,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 // Types only, erased when run: a test suite still loads nothing of the service.
 import type { FaultSpec, LoggedRequest } from './http/emulator.ts';
+import type { OutboundCall, OutboundFault as RecordedOutboundFault, OutboundFaultSpec } from './outbound/recorder.ts';
 
 /**
  * `import { startEmulator } from 'audience/testing'`: the emulator (docs/emulator.md) for a test
@@ -25,7 +26,10 @@ export interface EmulatorAccount {
 /** A fault (the control API's, `times` 1 when absent). */
 export type Fault = Omit<FaultSpec, 'times'> & { times?: number };
 
-export type { LoggedRequest };
+export type { LoggedRequest, OutboundCall };
+
+/** A fault of outbound calls (`times` 1 when absent): refuse the connection, wait, or answer a status in the target's place. */
+export type OutboundFault = Omit<OutboundFaultSpec, 'times'> & { times?: number };
 
 /** A message a transactional send sent, decoded, with its links. */
 export interface MailMessage {
@@ -75,6 +79,16 @@ export interface EmulatorControl {
   };
   mail: {
     list(filter?: { to?: string }): Promise<MailMessage[]>;
+  };
+  /** The calls the service made to targets outside it (callbacks, mail), and faults injected into them. */
+  outbound: {
+    list(filter?: { kind?: string; target?: string; after?: number; limit?: number }): Promise<OutboundCall[]>;
+    clear(): Promise<void>;
+    faults: {
+      add(fault: OutboundFault): Promise<RecordedOutboundFault>;
+      list(): Promise<RecordedOutboundFault[]>;
+      clear(): Promise<void>;
+    };
   };
   limits: {
     get(): Promise<Record<string, number | null>>;
@@ -215,6 +229,19 @@ export function controlClient(baseUrl: string): EmulatorControl {
       list: async (filter = {}) =>
         (await call<{ items: MailMessage[] }>('GET', `/mail${filter.to ? `?to=${encodeURIComponent(filter.to)}` : ''}`))
           .items,
+    },
+    outbound: {
+      list: async (filter = {}) => {
+        const query = new URLSearchParams();
+        for (const [k, v] of Object.entries(filter)) if (v !== undefined) query.set(k, String(v));
+        return (await call<{ items: OutboundCall[] }>('GET', `/outbound${query.size > 0 ? `?${query}` : ''}`)).items;
+      },
+      clear: () => call('DELETE', '/outbound'),
+      faults: {
+        add: (fault) => call('POST', '/outbound/faults', fault),
+        list: async () => (await call<{ items: RecordedOutboundFault[] }>('GET', '/outbound/faults')).items,
+        clear: () => call('DELETE', '/outbound/faults'),
+      },
     },
     limits: {
       get: () => call('GET', '/limits'),

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from 'audience/testing';
+import { CallbackReceiver } from './callbacks.ts';
+import { atFileEnd } from './scratch.ts';
 
 // The emulator (docs/emulator.md) used as an integrator's test suite uses it: through
 // audience/testing, which runs `audience emulate`, and plain HTTP. One emulator for the file,
@@ -337,5 +339,112 @@ describe('mail', () => {
     expect(followed.status).toBe(302);
     expect(followed.headers.get('location')).toBe('https://shop.example/orders/A-17');
     expect(await emulator.control.mail.list({ to: 'nobody@example.com' })).toEqual([]);
+  });
+});
+
+describe('outbound calls', () => {
+  /** A profile of the demo's Shop and its export key (its key in the export keyspace). */
+  async function exportKeyOf(token: string, key: string): Promise<string> {
+    expect((await call('PATCH', `${profile(key)}/attributes`, { token, body: {} })).status).toBe(204);
+    const cluster = await call('GET', `/audience/profiles/merges/keyspaces/${EMAIL}/profiles/${key}`, { token });
+    return cluster.body.items[0].keys.find((k: { keyspace_discriminator: string }) =>
+      k.keyspace_discriminator.endsWith('.keyspaces.export'),
+    ).profile_key;
+  }
+
+  async function receiver() {
+    const r = await CallbackReceiver.start();
+    atFileEnd(() => r.close());
+    return r;
+  }
+
+  it('SPE-01 a callback reaches a receiver on loopback, and is recorded with its body and answer', async () => {
+    const target = await receiver();
+    target.answer = () => ({ status: 200, headers: { 'content-type': 'text/plain' }, body: 'thanks' });
+    const token = await emulator.token();
+    const key = await exportKeyOf(token, 'exported@example.com');
+    const requested = await call('POST', `/audience/profiles/export-single/${key}`, {
+      token,
+      body: { callback_url: target.url('/hook') },
+    });
+    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+    await emulator.control.jobs.run();
+    expect(target.received.map((r) => (r.body as { code: number }).code)).toEqual([100, 200]);
+    const calls = await emulator.control.outbound.list({ kind: 'callback' });
+    expect(calls).toEqual([
+      expect.objectContaining({
+        kind: 'callback',
+        method: 'POST',
+        target: target.url('/hook'),
+        body: { code: 100, message: 'Callback verified' },
+        answer: { status: 200, body: 'thanks' },
+      }),
+      expect.objectContaining({ body: { code: 200, message: requested.headers.get('location') } }),
+    ]);
+  });
+
+  it('SPE-09 faulted: refused, then answered 500 in the target’s place; the job tries again', async () => {
+    const target = await receiver();
+    await emulator.control.outbound.faults.add({ kind: 'callback', target: `${target.url('')}/*`, refuse: true });
+    await emulator.control.outbound.faults.add({ kind: 'callback', status: 500 });
+    const token = await emulator.token();
+    const key = await exportKeyOf(token, 'faulted@example.com');
+    await call('POST', `/audience/profiles/export-single/${key}`, { token, body: { callback_url: target.url() } });
+    await emulator.control.jobs.run();
+    // Both attempts failed without reaching the receiver; the retries come after their back-off.
+    expect(target.received).toEqual([]);
+    await emulator.control.clock.advance(2);
+    await emulator.control.clock.advance(4);
+    const calls = await emulator.control.outbound.list({ kind: 'callback' });
+    expect(calls.map((c) => [c.fault !== undefined, c.answer.status ?? null, c.answer.error !== undefined])).toEqual([
+      [true, null, true],
+      [true, 500, false],
+      [false, 200, false],
+      [false, 200, false],
+    ]);
+    expect(target.received).toHaveLength(2);
+    expect(await emulator.control.outbound.faults.list()).toEqual([]);
+  });
+
+  it('TX-01 mail is recorded as an outbound call, and a fault answers in the mail server’s place', async () => {
+    const activity = await admin('PUT', '/activities/welcome', {
+      kind: 'email',
+      section_discriminator: SHOP,
+      name: 'Welcome',
+      status: 'active',
+      transactional: true,
+      email_subject: 'Welcome {{ name }}',
+      sender_name: 'The Shop',
+      sender_email_address: 'hello@shop.example',
+      html: '<p>Hello {{ name }}</p>',
+    });
+    expect(activity.status).toBe(201);
+    await emulator.control.outbound.faults.add({ kind: 'mail', target: 'bounce@*', status: 550 });
+    const token = await emulator.token();
+    for (const to of ['bounce@example.com', 'fine@example.com'])
+      await call('POST', `/emails/sections/${SHOP}/activities/transactional/welcome/transactions`, {
+        token,
+        body: {
+          keyspace_discriminator: EMAIL,
+          profile_key: to,
+          to_name: 'X',
+          to_email_address: to,
+          variables: { name: 'X' },
+        },
+      });
+    await emulator.control.jobs.run();
+    const mail = await emulator.control.outbound.list({ kind: 'mail' });
+    const sorted = mail.sort((a, b) => a.target.localeCompare(b.target));
+    expect(sorted.map((m) => [m.target, m.answer.status, (m.body as { subject: string }).subject])).toEqual([
+      ['bounce@example.com', 550, 'Welcome X'],
+      ['fine@example.com', 250, 'Welcome X'],
+    ]);
+    expect((await emulator.control.mail.list()).map((m) => m.to)).toEqual([['fine@example.com']]);
+  });
+
+  it('an outbound fault that does nothing is refused', async () => {
+    const res = await call('POST', '/_emulator/outbound/faults', { body: { kind: 'callback' } });
+    expect(res.status).toBe(400);
+    expect(res.body.detail).toMatch(/status, refuse or delay_ms/);
   });
 });

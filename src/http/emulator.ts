@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { MovableClock } from '../core/clock.ts';
 import { Problem } from '../core/problems.ts';
+import type { OutboundRecorder } from '../outbound/recorder.ts';
 import { sendProblem } from './problems.ts';
 
 /**
@@ -212,6 +213,8 @@ export interface ReadyAccount {
 export interface Emulator {
   clock: MovableClock;
   traffic: EmulatorTraffic;
+  /** The outbound calls the service made (callbacks, mail …) and the faults injected into them. */
+  outbound: OutboundRecorder;
   account: ReadyAccount;
   /** Back to the initial state (or to a saved snapshot): the database, files, caches, rate limits, clock, faults, log. */
   reset(snapshot?: string): Promise<void>;

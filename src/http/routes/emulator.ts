@@ -57,6 +57,49 @@ const LoggedRequest = Type.Object({
   fault: Type.Optional(Type.Integer()),
 });
 
+const OutboundFaultBody = Type.Object(
+  {
+    kind: Type.Optional(
+      Type.String({ pattern: '^[a-z][a-z_]{0,39}$', description: 'callback, mail (any kind when absent)' }),
+    ),
+    target: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 2000, description: 'A URL or an address; * stands for any characters' }),
+    ),
+    times: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
+    delay_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
+    status: Type.Optional(Type.Integer({ minimum: 200, maximum: 599, description: 'Answer this status instead' })),
+    refuse: Type.Optional(Type.Boolean({ description: 'Refuse the connection' })),
+  },
+  { additionalProperties: false },
+);
+
+const OutboundFault = Type.Object({
+  id: Type.Integer(),
+  kind: Type.Optional(Type.String()),
+  target: Type.Optional(Type.String()),
+  times: Type.Integer(),
+  remaining: Type.Integer(),
+  delay_ms: Type.Optional(Type.Integer()),
+  status: Type.Optional(Type.Integer()),
+  refuse: Type.Optional(Type.Boolean()),
+});
+
+const OutboundCall = Type.Object({
+  id: Type.Integer(),
+  at: DateTime,
+  kind: Type.String(),
+  method: Type.String(),
+  target: Type.String(),
+  body: Type.Unknown(),
+  answer: Type.Object({
+    status: Type.Optional(Type.Integer()),
+    body: Type.Optional(Type.String()),
+    error: Type.Optional(Type.String()),
+  }),
+  duration_ms: Type.Integer(),
+  fault: Type.Optional(Type.Integer()),
+});
+
 const MailMessage = Type.Object({
   message_id: Type.String(),
   transaction_id: Type.Union([Type.String(), Type.Null()]),
@@ -259,6 +302,70 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       response: { 204: Type.Null() },
       scope: 'public',
       handle: async () => emulator.traffic.clearRequests(),
+    }),
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/outbound`,
+      hide: true,
+      summary: 'The outbound calls the service made (callbacks, mail), oldest first, with their bodies and answers',
+      query: Type.Object(
+        {
+          kind: Type.Optional(Type.String({ maxLength: 40 })),
+          target: Type.Optional(Type.String({ maxLength: 2000, description: 'A target; * stands for any characters' })),
+          after: Type.Optional(Type.Integer({ minimum: 0, description: 'Only calls of a greater id' })),
+          limit: Type.Integer({ minimum: 1, maximum: 1000, default: 1000 }),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 200: Type.Object({ items: Type.Array(OutboundCall) }) },
+      scope: 'public',
+      handle: async ({ query }) => ({ items: emulator.outbound.list(query) }),
+    }),
+    operation({
+      method: 'DELETE',
+      path: `${CONTROL_PREFIX}/outbound`,
+      hide: true,
+      summary: 'Forget the outbound calls',
+      response: { 204: Type.Null() },
+      scope: 'public',
+      handle: async () => emulator.outbound.clear(),
+    }),
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/outbound/faults`,
+      hide: true,
+      summary: 'The outbound faults still to apply',
+      response: { 200: Type.Object({ items: Type.Array(OutboundFault) }) },
+      scope: 'public',
+      handle: async () => ({ items: emulator.outbound.listFaults() }),
+    }),
+    operation({
+      method: 'POST',
+      path: `${CONTROL_PREFIX}/outbound/faults`,
+      hide: true,
+      summary: "Refuse, delay or answer a status in the target's place for the next outbound calls",
+      body: OutboundFaultBody,
+      response: { 201: OutboundFault },
+      scope: 'public',
+      handle: async ({ body }) => {
+        if (body.status === undefined && !body.refuse && !body.delay_ms)
+          throw new Problem(
+            'AUD-2202',
+            'An outbound fault needs status, refuse or delay_ms: one of them says what it does',
+          );
+        if (body.status !== undefined && body.refuse)
+          throw new Problem('AUD-2202', 'An outbound fault answers a status or refuses the connection, not both');
+        return emulator.outbound.addFault(body);
+      },
+    }),
+    operation({
+      method: 'DELETE',
+      path: `${CONTROL_PREFIX}/outbound/faults`,
+      hide: true,
+      summary: 'Remove every outbound fault',
+      response: { 204: Type.Null() },
+      scope: 'public',
+      handle: async () => emulator.outbound.clearFaults(),
     }),
     operation({
       method: 'GET',
