@@ -16,6 +16,7 @@ import { freePort, startEmbeddedDatabase, stopAbandonedCluster, withDatabase } f
 import { migrate } from './store/migrate.ts';
 import { createPool, withTransaction } from './store/pool.ts';
 import { restoreSnapshot, saveSnapshot, snapshotNames } from './store/snapshots.ts';
+import { listJobs } from './jobs/queue.ts';
 import { OutboundRecorder } from './outbound/recorder.ts';
 
 /**
@@ -195,7 +196,13 @@ export interface RunningEmulator {
  */
 export async function startEmulator(
   env: NodeJS.ProcessEnv,
-  options: { manifest?: unknown } = {},
+  options: {
+    manifest?: unknown;
+    /** `manual`: jobs wait until the control API runs them (docs/emulator.md "Jobs"). */
+    jobs?: 'automatic' | 'manual';
+    /** Unknown top-level fields of request bodies are refused (docs/emulator.md "Strict mode"). */
+    strict?: boolean;
+  } = {},
 ): Promise<RunningEmulator> {
   const started = performance.now();
   const dataDir = fsSync.mkdtempSync(path.join(os.tmpdir(), FOLDER_PREFIX));
@@ -273,6 +280,8 @@ export async function startEmulator(
     let account: ReadyAccount | undefined;
     const worker = await startWorker(services, (err) => logger.error({ err }, 'job failed'), { dueByClock: true });
     stops.push(() => worker.stop());
+    const jobsMode = options.jobs ?? 'automatic';
+    worker.setTakesJobs(jobsMode === 'automatic');
     const files = path.join(dataDir, 'files');
     const snapshotFiles = (name: string) => path.join(dataDir, 'snapshots', name);
     const emulator: Emulator = {
@@ -290,6 +299,7 @@ export async function startEmulator(
         services.feed.forgetAll();
         if (services.buckets instanceof MemoryBuckets) services.buckets.clear();
         clock.reset();
+        worker.setTakesJobs(jobsMode === 'automatic');
         traffic.clearFaults();
         traffic.clearRequests();
         outbound.clearFaults();
@@ -302,7 +312,16 @@ export async function startEmulator(
         if (await exists(files)) await run('cp', ['-a', files, snapshotFiles(name)]);
       },
       snapshots: async () => (await snapshotNames(pool)).filter((n) => n !== INITIAL),
+      strict: options.strict ?? false,
       runJobs: () => worker.runDue(),
+      listJobs: () => listJobs(pool, { limit: 1000 }),
+      runJob: async (jobId) => worker.runById(account!.account_id, jobId),
+      get jobsMode() {
+        return worker.takesJobs ? 'automatic' : 'manual';
+      },
+      set jobsMode(mode) {
+        worker.setTakesJobs(mode === 'automatic');
+      },
     };
     const app = await buildApp(services, { logger, emulator });
     stops.push(() => app.close());

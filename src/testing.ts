@@ -45,6 +45,21 @@ export interface MailMessage {
   unsubscribe: string | null;
 }
 
+export type JobsMode = 'automatic' | 'manual';
+
+/** A job of the emulator's queue. */
+export interface QueuedJob {
+  job_id: string;
+  /** `import`, `export`, `send` … */
+  kind: string;
+  state: 'waiting' | 'running' | 'failed';
+  attempts: number;
+  created_at: string;
+  run_at: string;
+  last_error: string | null;
+  payload: unknown;
+}
+
 export interface ClockState {
   now: string;
   frozen: boolean;
@@ -67,6 +82,12 @@ export interface EmulatorControl {
   jobs: {
     /** Runs every job due (imports, exports, mail) until none is left; answers how many ran. */
     run(): Promise<number>;
+    /** The jobs of the queue, oldest first, and whether they run by themselves. */
+    list(): Promise<{ mode: JobsMode; items: QueuedJob[] }>;
+    /** Runs one waiting job now, due or not. */
+    runOne(jobId: string): Promise<void>;
+    /** `manual`: jobs wait until they are run; `automatic`: they run shortly after they are due. A reset brings back the start's. */
+    setMode(mode: JobsMode): Promise<void>;
   };
   faults: {
     add(fault: Fault): Promise<Fault & { id: number; remaining: number }>;
@@ -114,6 +135,10 @@ export interface StartOptions {
   manifest?: string;
   /** More environment of the emulator (`DATABASE_URL` for a database on a server of yours, `LOG_LEVEL` …). */
   env?: Record<string, string>;
+  /** `manual`: jobs wait until `control.jobs.run()` or `control.jobs.runOne(id)` (docs/emulator.md "Jobs"); `automatic` by default. */
+  jobs?: 'automatic' | 'manual';
+  /** Refuse unknown top-level fields of request bodies (400 naming the field) instead of ignoring them, as `serve` does. */
+  strict?: boolean;
   /** The `audience` program to run: this package's by default. */
   command?: string;
   /** Give up waiting for the start after this long (the first start on a machine prepares the database: seconds). */
@@ -126,7 +151,12 @@ const PROGRAM = path.join(import.meta.dirname, '..', 'bin', 'audience');
 export async function startEmulator(options: StartOptions = {}): Promise<Emulator> {
   const child = spawn(
     options.command ?? PROGRAM,
-    ['emulate', ...(options.manifest ? ['--manifest', options.manifest] : [])],
+    [
+      'emulate',
+      ...(options.manifest ? ['--manifest', options.manifest] : []),
+      ...(options.jobs === 'manual' ? ['--manual-jobs'] : []),
+      ...(options.strict ? ['--strict'] : []),
+    ],
     {
       env: {
         ...process.env,
@@ -209,7 +239,16 @@ export function controlClient(baseUrl: string): EmulatorControl {
       set: (at, options = {}) => call('PUT', '/clock', { now: iso(at), ...options }),
       advance: (seconds) => call('POST', '/clock/advance', { seconds }),
     },
-    jobs: { run: async () => (await call<{ jobs_run: number }>('POST', '/jobs/run')).jobs_run },
+    jobs: {
+      run: async () => (await call<{ jobs_run: number }>('POST', '/jobs/run')).jobs_run,
+      list: () => call('GET', '/jobs'),
+      runOne: async (jobId) => {
+        await call('POST', `/jobs/${encodeURIComponent(jobId)}/run`);
+      },
+      setMode: async (mode) => {
+        await call('PUT', '/jobs', { mode });
+      },
+    },
     faults: {
       add: (fault) => call('POST', '/faults', fault),
       list: async () => (await call<{ items: (Fault & { id: number; remaining: number })[] }>('GET', '/faults')).items,

@@ -4,9 +4,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from 'audience/testing';
 import { atFileEnd, scratchFolder } from './scratch.ts';
 
-// `audience emulate --manifest FILE` with a one-file fixture (docs/emulator.md "Fixtures"): a
-// whole account manifest, activities included, and the profiles the ready account starts with,
-// read back through the service's routes after the real program started with it.
+// `audience emulate --manifest FILE --manual-jobs --strict` with a one-file fixture
+// (docs/emulator.md "Fixtures"): a whole account manifest, activities included, and the profiles
+// the ready account starts with, read back through the service's routes after the real program
+// started with it; jobs that wait until the test runs them; unknown fields refused.
 
 const FIXTURE = path.join(import.meta.dirname, '..', 'examples', 'emulator-fixture.json');
 const V = 'com.acme1';
@@ -16,7 +17,13 @@ const base = (key: string) => `/audience/keyspaces/${EMAIL}/profiles/${encodeURI
 
 let emulator: Emulator;
 beforeAll(async () => {
-  emulator = await startEmulator({ vendor: 'acme', manifest: FIXTURE, timeoutMs: 110_000 });
+  emulator = await startEmulator({
+    vendor: 'acme',
+    manifest: FIXTURE,
+    jobs: 'manual',
+    strict: true,
+    timeoutMs: 110_000,
+  });
   atFileEnd(() => emulator.stop());
 });
 afterAll(async () => {
@@ -26,6 +33,21 @@ afterAll(async () => {
 async function get(token: string, url: string): Promise<{ status: number; body: any }> {
   const res = await fetch(emulator.baseUrl + url, { headers: { authorization: `Bearer ${token}` } });
   return { status: res.status, body: await res.json() };
+}
+
+async function post(
+  token: string,
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; body: any }> {
+  const res = await fetch(emulator.baseUrl + url, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
 }
 
 describe('a one-file fixture', () => {
@@ -115,5 +137,60 @@ describe('a one-file fixture', () => {
     await expect(startEmulator({ vendor: 'acme', manifest: file, timeoutMs: 110_000 })).rejects.toThrow(
       /\/seed\/profiles\/1.*keyspace/,
     );
+  }, 120_000);
+});
+
+describe('manual jobs', () => {
+  it('IMP-05 an uploaded import stays queued, its job listed, until the test runs it by id', async () => {
+    await emulator.control.reset();
+    const token = await emulator.token();
+    const attributes = (await get(token, `/audience/sections/${SHOP}/attributes`)).body.items as {
+      discriminator: string;
+      versions: { id: string }[];
+    }[];
+    const points = attributes.find((a) => a.discriminator.endsWith('.loyalty-points'))!;
+    const created = await post(token, `/v2/audience/sections/${SHOP}/imports`, {
+      keyspace_mapping: { keyspace_discriminator: EMAIL, field_selector: 'email' },
+      attribute_mappings: [{ field_selector: 'points', attribute_version_id: points.versions[0].id }],
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const form = new FormData();
+    for (const [k, v] of Object.entries(created.body.file_upload_body as Record<string, string>)) form.append(k, v);
+    form.append('file', new Blob(['email,points\ncarl@example.com,7\n'], { type: 'text/csv' }), 'people.csv');
+    const uploaded = await fetch(emulator.baseUrl + new URL(created.body.file_upload_url).pathname, {
+      method: 'POST',
+      body: form,
+    });
+    expect(uploaded.status).toBe(204);
+    const status = () => get(token, `/audience/sections/${SHOP}/imports/${created.body.import_id}`);
+    expect((await status()).body.result.status).toBe('queued');
+    // A moved clock runs nothing in manual mode.
+    expect((await emulator.control.clock.advance(60)).jobs_run).toBe(0);
+    expect((await status()).body.result.status).toBe('queued');
+    const jobs = await emulator.control.jobs.list();
+    expect(jobs.mode).toBe('manual');
+    const job = jobs.items.find((j) => j.kind === 'import' && j.state === 'waiting')!;
+    expect(job).toBeDefined();
+    await emulator.control.jobs.runOne(job.job_id);
+    expect((await status()).body.result).toMatchObject({ status: 'completed', profiles_processed: 1 });
+    await expect(emulator.control.jobs.runOne(job.job_id)).rejects.toThrow(/404|AUD-2204/);
+  });
+});
+
+describe('strict mode', () => {
+  it('refuses an unknown top-level field naming it; the header lets one request through', async () => {
+    const token = await emulator.token();
+    const consent = {
+      topic_discriminator: `${V}.topics.user-created.newsletter`,
+      channel_discriminator: `${V}.channels.email`,
+      type: 'opt-out',
+      reason: 'Unticked the box',
+    };
+    const url = `/v2${base('ann@example.com')}/consents`;
+    const typo = await post(token, url, { ...consent, sourse: 'Shop' });
+    expect(typo.status).toBe(400);
+    expect(typo.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(typo.body.detail).toMatch(/"sourse" is not allowed/);
+    expect((await post(token, url, { ...consent, sourse: 'Shop' }, { 'x-audience-strict': 'false' })).status).toBe(204);
   });
 });

@@ -448,3 +448,38 @@ describe('outbound calls', () => {
     expect(res.body.detail).toMatch(/status, refuse or delay_ms/);
   });
 });
+
+describe('strict mode and manual jobs for one test', () => {
+  it('the header refuses an unknown field for one request; without it the field is ignored, as the platform does', async () => {
+    const token = await emulator.token();
+    const strict = await fetch(`${emulator.baseUrl}/audience/sections/${SHOP}/tags`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'x-audience-strict': 'true' },
+      body: JSON.stringify({ name: 'Typo', nope: 1 }),
+    });
+    expect(strict.status).toBe(400);
+    expect(((await strict.json()) as { detail: string }).detail).toMatch(/"nope" is not allowed/);
+    const lenient = await call('POST', `/audience/sections/${SHOP}/tags`, { token, body: { name: 'Typo', nope: 1 } });
+    expect(lenient.status).toBe(201);
+  });
+
+  it('jobs switched to manual wait until run; a reset brings back the automatic mode', async () => {
+    await emulator.control.jobs.setMode('manual');
+    const token = await emulator.token();
+    const created = await createImport(token);
+    expect((await upload(created, 'email,reader\nwaiting@example.com,true\n')).status).toBe(204);
+    const status = () => call('GET', `/audience/sections/${SHOP}/imports/${created.import_id}`, { token });
+    expect((await status()).body.result.status).toBe('queued');
+    expect((await emulator.control.jobs.list()).items.map((j) => [j.kind, j.state])).toContainEqual([
+      'import',
+      'waiting',
+    ]);
+    expect(await emulator.control.jobs.run()).toBeGreaterThanOrEqual(1);
+    expect((await status()).body.result.status).toBe('completed');
+    await emulator.control.reset();
+    expect((await emulator.control.jobs.list()).mode).toBe('automatic');
+    const unknown = await call('POST', '/_emulator/jobs/999999/run');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.type).toBe('/errors/AUD-2204');
+  });
+});

@@ -94,8 +94,9 @@ export async function applySeed(
   const tokenAnswer = await app.inject({
     method: 'POST',
     url: '/oauth/token',
-    payload: { grant_type: 'client_credentials', ...key },
+    payload: { grant_type: 'client_credentials', client_id: key.client_id, client_secret: key.client_secret },
   });
+  if (tokenAnswer.statusCode !== 200) throw new Error(`the seed's token was refused: ${tokenAnswer.body}`);
   const token = (tokenAnswer.json() as { access_token: string }).access_token;
   const call = async (what: string, method: 'GET' | 'POST' | 'PATCH', url: string, payload?: unknown) => {
     const res = await app.inject({

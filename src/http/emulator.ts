@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { MovableClock } from '../core/clock.ts';
 import { Problem } from '../core/problems.ts';
+import type { JobRecord } from '../jobs/queue.ts';
 import type { OutboundRecorder } from '../outbound/recorder.ts';
 import { sendProblem } from './problems.ts';
 
@@ -12,6 +13,9 @@ import { sendProblem } from './problems.ts';
 
 /** The control API's path prefix: never faulted, never logged. */
 export const CONTROL_PREFIX = '/_emulator';
+
+/** The header that turns the strict mode on (`true`) or off (`false`) for one request. */
+export const STRICT_HEADER = 'x-audience-strict';
 
 /** A fault: the next `times` requests of `method` on a path matching `path` are delayed, refused, or dropped. */
 export interface FaultSpec {
@@ -222,4 +226,12 @@ export interface Emulator {
   snapshots(): Promise<string[]>;
   /** Runs every job due by the emulator's clock, until none is left; answers how many ran. */
   runJobs(): Promise<number>;
+  /** The jobs of the queue (waiting, running, failed), oldest first. */
+  listJobs(): Promise<JobRecord[]>;
+  /** Runs the job of this id now, due or not; false when there is no such waiting job. */
+  runJob(jobId: string): Promise<boolean>;
+  /** Unknown top-level fields of bodies are refused (400 naming the field) rather than ignored, unless a request's header says otherwise. */
+  readonly strict: boolean;
+  /** Whether jobs run by themselves shortly after they are due (automatic), or only when asked (manual). */
+  jobsMode: 'automatic' | 'manual';
 }

@@ -57,6 +57,21 @@ const LoggedRequest = Type.Object({
   fault: Type.Optional(Type.Integer()),
 });
 
+const JobsMode = Type.Union([Type.Literal('automatic'), Type.Literal('manual')], {
+  description: 'automatic: jobs run shortly after they are due; manual: only when the control API runs them',
+});
+
+const JobItem = Type.Object({
+  job_id: Type.String(),
+  kind: Type.String({ description: 'import, export, send …' }),
+  state: Type.String({ description: 'waiting, running or failed' }),
+  attempts: Type.Integer(),
+  created_at: DateTime,
+  run_at: DateTime,
+  last_error: Type.Union([Type.String(), Type.Null()]),
+  payload: Type.Unknown(),
+});
+
 const OutboundFaultBody = Type.Object(
   {
     kind: Type.Optional(
@@ -125,6 +140,8 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
     frozen: emulator.clock.frozen,
     ...(jobsRun === undefined ? {} : { jobs_run: jobsRun }),
   });
+  // A moved clock runs the jobs it made due, unless jobs wait until they are asked for.
+  const runDueJobs = async () => (emulator.jobsMode === 'manual' ? 0 : emulator.runJobs());
   const operations = [
     operation({
       method: 'GET',
@@ -210,7 +227,7 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
             `now ${body.now} is before the real time (${new Date().toISOString()}): the emulator's clock can be set from the real time on`,
           );
         emulator.clock.set(at, body.frozen);
-        return clockNow(await emulator.runJobs());
+        return clockNow(await runDueJobs());
       },
     }),
     operation({
@@ -226,7 +243,7 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       scope: 'public',
       handle: async ({ body }) => {
         emulator.clock.advance(body.seconds * 1000);
-        return clockNow(await emulator.runJobs());
+        return clockNow(await runDueJobs());
       },
     }),
     operation({
@@ -237,6 +254,56 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
       scope: 'public',
       handle: async () => ({ jobs_run: await emulator.runJobs() }),
+    }),
+    operation({
+      method: 'GET',
+      path: `${CONTROL_PREFIX}/jobs`,
+      hide: true,
+      summary: 'The jobs of the queue (waiting, running, failed), oldest first, and whether they run by themselves',
+      response: { 200: Type.Object({ mode: JobsMode, items: Type.Array(JobItem) }) },
+      scope: 'public',
+      handle: async () => ({
+        mode: emulator.jobsMode,
+        items: (await emulator.listJobs()).map((j) => ({
+          job_id: j.job_id,
+          kind: j.kind,
+          state: j.state,
+          attempts: j.attempts,
+          created_at: j.created_at.toISOString(),
+          run_at: j.run_at.toISOString(),
+          last_error: j.last_error,
+          payload: j.payload,
+        })),
+      }),
+    }),
+    operation({
+      method: 'PUT',
+      path: `${CONTROL_PREFIX}/jobs`,
+      hide: true,
+      summary:
+        'Let jobs run by themselves (automatic) or only when asked (manual); reset brings back the mode of the start',
+      body: Type.Object({ mode: JobsMode }, { additionalProperties: false }),
+      response: { 200: Type.Object({ mode: JobsMode }) },
+      scope: 'public',
+      handle: async ({ body }) => {
+        emulator.jobsMode = body.mode;
+        return { mode: emulator.jobsMode };
+      },
+    }),
+    operation({
+      method: 'POST',
+      path: `${CONTROL_PREFIX}/jobs/:job_id/run`,
+      hide: true,
+      summary: 'Run one waiting job now, due or not',
+      params: Type.Object({ job_id: Type.String({ pattern: '^[0-9]{1,18}$' }) }),
+      response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
+      scope: 'public',
+      handle: async ({ params }) => {
+        if (await emulator.runJob(params.job_id)) return { jobs_run: 1 };
+        const job = (await emulator.listJobs()).find((j) => j.job_id === params.job_id);
+        if (!job) throw new Problem('AUD-2204', `There is no job ${params.job_id}: GET /_emulator/jobs lists them`);
+        throw new Problem('AUD-2205', `Job ${params.job_id} is ${job.state}, not waiting: it cannot be run`);
+      },
     }),
     operation({
       method: 'GET',
