@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startEmulator, type Emulator } from 'audience/testing';
+import { EmulatorError, startEmulator, type Emulator } from 'audience/testing';
 import { CallbackReceiver } from './callbacks.ts';
 import { atFileEnd } from './scratch.ts';
 
@@ -262,7 +262,7 @@ describe('faults', () => {
     const res = await call('POST', '/_emulator/faults', { body: { path: '/x' } });
     expect(res.status).toBe(400);
     expect(res.body.type).toBe('/errors/AUD-2202');
-    expect(res.body.detail).toMatch(/status, drop or delay_ms/);
+    expect(res.body.detail).toMatch(/status, drop, body or delay_ms/);
   });
 });
 
@@ -481,5 +481,71 @@ describe('strict mode and manual jobs for one test', () => {
     const unknown = await call('POST', '/_emulator/jobs/999999/run');
     expect(unknown.status).toBe(404);
     expect(unknown.body.type).toBe('/errors/AUD-2204');
+  });
+});
+
+describe('the control client', () => {
+  it('lists snapshots, limits the request log and the mail, and throws typed errors', async () => {
+    await emulator.control.snapshot('listed');
+    expect(await emulator.control.snapshots.list()).toContain('listed');
+    const token = await emulator.token();
+    for (let i = 0; i < 3; i++) await call('GET', '/audience/sections', { token });
+    const last = await emulator.control.requests.list({ path: '/audience/sections', limit: 2 });
+    expect(last).toHaveLength(2);
+    expect(await emulator.control.mail.list({ limit: 1 })).toEqual([]);
+    const refused = await emulator.control.reset('never_saved').catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(EmulatorError);
+    expect(refused).toMatchObject({ code: 'AUD-2201', status: 404, request: 'POST /_emulator/reset' });
+  });
+
+  it('a fault of a status it cannot answer is refused naming the statuses it can', async () => {
+    const refused = await emulator.control.faults
+      .add({ path: '/x', status: 418 as never })
+      .catch((e: unknown) => e as EmulatorError);
+    expect(refused).toMatchObject({ status: 400, code: 'AUD-0' });
+    expect((refused as EmulatorError).detail).toMatch(/status.*429, 500, 502, 503, 504/);
+  });
+});
+
+describe('more faults', () => {
+  it('answers 502 and 504 as problem documents', async () => {
+    await emulator.control.faults.add({ path: '/audience/sections', status: 502 });
+    await emulator.control.faults.add({ path: '/audience/sections', status: 504 });
+    const token = await emulator.token();
+    const first = await call('GET', '/audience/sections', { token });
+    const second = await call('GET', '/audience/sections', { token });
+    expect([first.status, first.body.status, second.status, second.body.status]).toEqual([502, 502, 504, 504]);
+  });
+
+  it('serves the request and spoils its answer: malformed, truncated, slow', async () => {
+    const token = await emulator.token();
+    const whole = await call('GET', '/audience/sections', { token });
+    const get = () => fetch(`${emulator.baseUrl}/audience/sections`, { headers: { authorization: `Bearer ${token}` } });
+    await emulator.control.faults.add({ path: '/audience/sections', body: 'malformed' });
+    const malformed = await get();
+    expect(malformed.status).toBe(200);
+    const text = await malformed.text();
+    expect(() => JSON.parse(text)).toThrow();
+    expect(JSON.stringify(whole.body).startsWith(text)).toBe(true);
+    await emulator.control.faults.add({ path: '/audience/sections', body: 'truncated' });
+    const truncated = await get();
+    expect(truncated.status).toBe(200);
+    await expect(truncated.text()).rejects.toThrow();
+    await emulator.control.faults.add({ path: '/audience/sections', body: 'slow', body_delay_ms: 300 });
+    const slow = await get();
+    const headersAt = performance.now();
+    expect(JSON.parse(await slow.text())).toEqual(whole.body);
+    expect(performance.now() - headersAt).toBeGreaterThanOrEqual(250);
+    const logged = await emulator.control.requests.list({ path: '/audience/sections' });
+    expect(logged.slice(-3).map((r) => r.fault !== undefined)).toEqual([true, true, true]);
+  });
+
+  it('applies with a probability: a request spared does not spend it', async () => {
+    await emulator.control.faults.add({ path: '/audience/sections', status: 503, probability: 1e-12 });
+    const token = await emulator.token();
+    for (let i = 0; i < 5; i++) expect((await call('GET', '/audience/sections', { token })).status).toBe(200);
+    expect(await emulator.control.faults.list()).toEqual([
+      expect.objectContaining({ remaining: 1, probability: 1e-12 }),
+    ]);
   });
 });

@@ -47,6 +47,8 @@ export interface OutboundFaultSpec {
   status?: number;
   /** Refuse the connection: no answer. */
   refuse?: boolean;
+  /** Apply to each matching call with this probability (1 by default); a call spared does not spend it. */
+  probability?: number;
 }
 
 export interface OutboundFault extends OutboundFaultSpec {
@@ -129,7 +131,11 @@ export class OutboundRecorder implements OutboundTap {
 
   private takeFault(attempt: OutboundAttempt): OutboundFault | undefined {
     const fault = this.faults.find(
-      (f) => f.remaining > 0 && (!f.kind || f.kind === attempt.kind) && (!f.matches || f.matches.test(attempt.target)),
+      (f) =>
+        f.remaining > 0 &&
+        (!f.kind || f.kind === attempt.kind) &&
+        (!f.matches || f.matches.test(attempt.target)) &&
+        (f.probability === undefined || Math.random() < f.probability),
     );
     if (!fault) return undefined;
     fault.remaining--;

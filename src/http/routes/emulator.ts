@@ -6,7 +6,7 @@ import { DateTime } from '../../core/schemas.ts';
 import { SNAPSHOT_NAME } from '../../store/snapshots.ts';
 import { readOutbox } from '../../transactional/outbox.ts';
 import { operation, type OperationTable } from '../operation.ts';
-import { CONTROL_PREFIX, type Emulator } from '../emulator.ts';
+import { BODY_FAULTS, CONTROL_PREFIX, FAULT_STATUSES, type Emulator } from '../emulator.ts';
 
 /**
  * The emulator's control API (docs/emulator.md), registered by `audience emulate` only: reset and
@@ -26,9 +26,12 @@ const FaultBody = Type.Object(
     method: Type.Optional(Type.Union(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => Type.Literal(m)))),
     times: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
     delay_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
-    status: Type.Optional(Type.Union([Type.Literal(429), Type.Literal(500), Type.Literal(503)])),
+    status: Type.Optional(Type.Enum([...FAULT_STATUSES])),
     retry_after: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400 })),
     drop: Type.Optional(Type.Boolean()),
+    body: Type.Optional(Type.Enum([...BODY_FAULTS])),
+    body_delay_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
+    probability: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
   },
   { additionalProperties: false },
 );
@@ -43,6 +46,9 @@ const Fault = Type.Object({
   status: Type.Optional(Type.Integer()),
   retry_after: Type.Optional(Type.Integer()),
   drop: Type.Optional(Type.Boolean()),
+  body: Type.Optional(Type.String()),
+  body_delay_ms: Type.Optional(Type.Integer()),
+  probability: Type.Optional(Type.Number()),
 });
 
 const LoggedRequest = Type.Object({
@@ -84,6 +90,7 @@ const OutboundFaultBody = Type.Object(
     delay_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
     status: Type.Optional(Type.Integer({ minimum: 200, maximum: 599, description: 'Answer this status instead' })),
     refuse: Type.Optional(Type.Boolean({ description: 'Refuse the connection' })),
+    probability: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
   },
   { additionalProperties: false },
 );
@@ -97,6 +104,7 @@ const OutboundFault = Type.Object({
   delay_ms: Type.Optional(Type.Integer()),
   status: Type.Optional(Type.Integer()),
   refuse: Type.Optional(Type.Boolean()),
+  probability: Type.Optional(Type.Number()),
 });
 
 const OutboundCall = Type.Object({
@@ -318,17 +326,17 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       method: 'POST',
       path: `${CONTROL_PREFIX}/faults`,
       hide: true,
-      summary: 'Delay, refuse (429, 500, 503) or drop the next requests on a path',
+      summary: 'Delay, refuse (429, 500, 502, 503, 504), drop or spoil the answers of the next requests on a path',
       body: FaultBody,
       response: { 201: Fault },
       scope: 'public',
       handle: async ({ body }) => {
-        if (body.status === undefined && !body.drop && !body.delay_ms)
-          throw new Problem('AUD-2202', 'A fault needs status, drop or delay_ms: one of them says what it does');
-        if (body.status !== undefined && body.drop)
+        if (body.status === undefined && !body.drop && !body.delay_ms && !body.body)
+          throw new Problem('AUD-2202', 'A fault needs status, drop, body or delay_ms: one of them says what it does');
+        if (body.drop && (body.status !== undefined || body.body))
           throw new Problem(
             'AUD-2202',
-            'A fault answers a status or drops the connection, not both: give status or drop',
+            'A fault that drops the connection answers nothing: give drop alone, or status or body without it',
           );
         return emulator.traffic.addFault(body);
       },
