@@ -1,11 +1,11 @@
-import { Type } from 'typebox';
+import { Type, type TSchema } from 'typebox';
 import * as accounts from '../../accounts/accounts.ts';
 import { LIMIT_NAMES } from '../../core/limits.ts';
 import { Problem } from '../../core/problems.ts';
 import { DateTime } from '../../core/schemas.ts';
 import { SNAPSHOT_NAME } from '../../store/snapshots.ts';
 import { readOutbox } from '../../transactional/outbox.ts';
-import { operation, type OperationTable } from '../operation.ts';
+import { operation, type Operation, type OperationSpec, type OperationTable } from '../operation.ts';
 import { BODY_FAULTS, CONTROL_PREFIX, FAULT_STATUSES, type Emulator } from '../emulator.ts';
 
 /**
@@ -140,6 +140,23 @@ const Limits = Type.Record(Type.String(), Type.Union([Type.Integer({ minimum: 0 
 
 const SnapshotParams = Type.Object({ name: Type.String({ pattern: SNAPSHOT_NAME.source }) });
 
+/**
+ * A control operation: its path under CONTROL_PREFIX, no token (`public`), left out of the OpenAPI
+ * document. The table's entries give only what differs; the index lists what they give.
+ */
+function control<
+  P extends TSchema | undefined = undefined,
+  Q extends TSchema | undefined = undefined,
+  B extends TSchema | undefined = undefined,
+>(spec: Omit<OperationSpec<P, Q, B, 'public'>, 'scope' | 'hide' | 'description'>): Operation {
+  return operation<P, Q, B, 'public'>({
+    ...spec,
+    path: `${CONTROL_PREFIX}${spec.path}`,
+    hide: true,
+    scope: 'public',
+  } as OperationSpec<P, Q, B, 'public'>);
+}
+
 export function emulatorRoutes(emulator: Emulator): OperationTable {
   // Read when a request comes: the account is made while the routes are built.
   const accountId = () => emulator.account.account_id;
@@ -151,10 +168,9 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
   // A moved clock runs the jobs it made due, unless jobs wait until they are asked for.
   const runDueJobs = async () => (emulator.jobsMode === 'manual' ? 0 : emulator.runJobs());
   const operations = [
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/account`,
-      hide: true,
+      path: '/account',
       summary: 'The ready account: its ids, its API key and the operator token',
       response: {
         200: Type.Object({
@@ -166,13 +182,11 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
           admin_token: Type.String(),
         }),
       },
-      scope: 'public',
       handle: async () => emulator.account,
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/reset`,
-      hide: true,
+      path: '/reset',
       summary: 'Back to the initial state, or to a saved snapshot',
       // A POST without a body is a reset to the initial state.
       preValidation: async (request) => {
@@ -183,48 +197,39 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         { additionalProperties: false },
       ),
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: ({ body }) => emulator.reset(body.snapshot),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/snapshots`,
-      hide: true,
+      path: '/snapshots',
       summary: 'The saved snapshots',
       response: { 200: Type.Object({ items: Type.Array(Type.String()) }) },
-      scope: 'public',
       handle: async () => ({ items: await emulator.snapshots() }),
     }),
-    operation({
+    control({
       method: 'PUT',
-      path: `${CONTROL_PREFIX}/snapshots/:name`,
-      hide: true,
+      path: '/snapshots/:name',
       summary: 'Save the current state (data and files) as a snapshot that reset can return to',
       params: SnapshotParams,
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: ({ params }) => emulator.saveSnapshot(params.name),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/clock`,
-      hide: true,
+      path: '/clock',
       summary: "The emulator's time",
       response: { 200: Clock },
-      scope: 'public',
       handle: async () => clockNow(),
     }),
-    operation({
+    control({
       method: 'PUT',
-      path: `${CONTROL_PREFIX}/clock`,
-      hide: true,
+      path: '/clock',
       summary: 'Set the time (and stop it or let it run); the jobs due by then run before the answer',
       body: Type.Object(
         { now: Type.Optional(DateTime), frozen: Type.Optional(Type.Boolean()) },
         { additionalProperties: false },
       ),
       response: { 200: Clock },
-      scope: 'public',
       handle: async ({ body }) => {
         const at = body.now ? Date.parse(body.now) : emulator.clock.read();
         // Jobs are due by the later of this clock and the database's time: behind the real time,
@@ -238,38 +243,32 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         return clockNow(await runDueJobs());
       },
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/clock/advance`,
-      hide: true,
+      path: '/clock/advance',
       summary: 'Move the time forward; the jobs due by then run before the answer',
       body: Type.Object(
         { seconds: Type.Number({ minimum: 0, maximum: 10 * 365 * 86_400 }) },
         { additionalProperties: false },
       ),
       response: { 200: Clock },
-      scope: 'public',
       handle: async ({ body }) => {
         emulator.clock.advance(body.seconds * 1000);
         return clockNow(await runDueJobs());
       },
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/jobs/run`,
-      hide: true,
+      path: '/jobs/run',
       summary: 'Run every job due now (imports, exports, mail) until none is left',
       response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
-      scope: 'public',
       handle: async () => ({ jobs_run: await emulator.runJobs() }),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/jobs`,
-      hide: true,
+      path: '/jobs',
       summary: 'The jobs of the queue (waiting, running, failed), oldest first, and whether they run by themselves',
       response: { 200: Type.Object({ mode: JobsMode, items: Type.Array(JobItem) }) },
-      scope: 'public',
       handle: async () => ({
         mode: emulator.jobsMode,
         items: (await emulator.listJobs()).map((j) => ({
@@ -284,28 +283,24 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         })),
       }),
     }),
-    operation({
+    control({
       method: 'PUT',
-      path: `${CONTROL_PREFIX}/jobs`,
-      hide: true,
+      path: '/jobs',
       summary:
         'Let jobs run by themselves (automatic) or only when asked (manual); reset brings back the mode of the start',
       body: Type.Object({ mode: JobsMode }, { additionalProperties: false }),
       response: { 200: Type.Object({ mode: JobsMode }) },
-      scope: 'public',
       handle: async ({ body }) => {
         emulator.jobsMode = body.mode;
         return { mode: emulator.jobsMode };
       },
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/jobs/:job_id/run`,
-      hide: true,
+      path: '/jobs/:job_id/run',
       summary: 'Run one waiting job now, due or not',
       params: Type.Object({ job_id: Type.String({ pattern: '^[0-9]{1,18}$' }) }),
       response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
-      scope: 'public',
       handle: async ({ params }) => {
         if (await emulator.runJob(params.job_id)) return { jobs_run: 1 };
         const job = (await emulator.listJobs()).find((j) => j.job_id === params.job_id);
@@ -313,23 +308,19 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         throw new Problem('AUD-2205', `Job ${params.job_id} is ${job.state}, not waiting: it cannot be run`);
       },
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/faults`,
-      hide: true,
+      path: '/faults',
       summary: 'The faults still to apply',
       response: { 200: Type.Object({ items: Type.Array(Fault) }) },
-      scope: 'public',
       handle: async () => ({ items: emulator.traffic.listFaults() }),
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/faults`,
-      hide: true,
+      path: '/faults',
       summary: 'Delay, refuse (429, 500, 502, 503, 504), drop or spoil the answers of the next requests on a path',
       body: FaultBody,
       response: { 201: Fault },
-      scope: 'public',
       handle: async ({ body }) => {
         if (body.status === undefined && !body.drop && !body.delay_ms && !body.body)
           throw new Problem('AUD-2202', 'A fault needs status, drop, body or delay_ms: one of them says what it does');
@@ -341,19 +332,16 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         return emulator.traffic.addFault(body);
       },
     }),
-    operation({
+    control({
       method: 'DELETE',
-      path: `${CONTROL_PREFIX}/faults`,
-      hide: true,
+      path: '/faults',
       summary: 'Remove every fault',
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: async () => emulator.traffic.clearFaults(),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/requests`,
-      hide: true,
+      path: '/requests',
       summary: 'The requests received (the control API excepted), oldest first, credentials masked',
       query: Type.Object(
         {
@@ -366,22 +354,18 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         { additionalProperties: false },
       ),
       response: { 200: Type.Object({ items: Type.Array(LoggedRequest) }) },
-      scope: 'public',
       handle: async ({ query }) => ({ items: emulator.traffic.listRequests(query) }),
     }),
-    operation({
+    control({
       method: 'DELETE',
-      path: `${CONTROL_PREFIX}/requests`,
-      hide: true,
+      path: '/requests',
       summary: 'Forget the requests received',
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: async () => emulator.traffic.clearRequests(),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/outbound`,
-      hide: true,
+      path: '/outbound',
       summary: 'The outbound calls the service made (callbacks, mail), oldest first, with their bodies and answers',
       query: Type.Object(
         {
@@ -393,35 +377,28 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         { additionalProperties: false },
       ),
       response: { 200: Type.Object({ items: Type.Array(OutboundCall) }) },
-      scope: 'public',
       handle: async ({ query }) => ({ items: emulator.outbound.list(query) }),
     }),
-    operation({
+    control({
       method: 'DELETE',
-      path: `${CONTROL_PREFIX}/outbound`,
-      hide: true,
+      path: '/outbound',
       summary: 'Forget the outbound calls',
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: async () => emulator.outbound.clear(),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/outbound/faults`,
-      hide: true,
+      path: '/outbound/faults',
       summary: 'The outbound faults still to apply',
       response: { 200: Type.Object({ items: Type.Array(OutboundFault) }) },
-      scope: 'public',
       handle: async () => ({ items: emulator.outbound.listFaults() }),
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/outbound/faults`,
-      hide: true,
+      path: '/outbound/faults',
       summary: "Refuse, delay or answer a status in the target's place for the next outbound calls",
       body: OutboundFaultBody,
       response: { 201: OutboundFault },
-      scope: 'public',
       handle: async ({ body }) => {
         if (body.status === undefined && !body.refuse && !body.delay_ms)
           throw new Problem(
@@ -433,19 +410,16 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         return emulator.outbound.addFault(body);
       },
     }),
-    operation({
+    control({
       method: 'DELETE',
-      path: `${CONTROL_PREFIX}/outbound/faults`,
-      hide: true,
+      path: '/outbound/faults',
       summary: 'Remove every outbound fault',
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: async () => emulator.outbound.clearFaults(),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/mail`,
-      hide: true,
+      path: '/mail',
       summary: "The messages the ready account's transactional sends sent, newest first, with their links",
       query: Type.Object(
         {
@@ -455,50 +429,43 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         { additionalProperties: false },
       ),
       response: { 200: Type.Object({ items: Type.Array(MailMessage) }) },
-      scope: 'public',
       handle: async ({ db, query }) => {
         const messages = await readOutbox(db, accountId(), query.limit);
         const to = query.to?.toLowerCase();
         return { items: to ? messages.filter((m) => m.to.some((r) => r.toLowerCase() === to)) : messages };
       },
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/limits`,
-      hide: true,
+      path: '/limits',
       summary: "The ready account's limits (null: lifted)",
       response: { 200: Limits },
-      scope: 'public',
       handle: async ({ db }) => (await accounts.getAccount(db, accountId())).limits,
     }),
-    operation({
+    control({
       method: 'PATCH',
-      path: `${CONTROL_PREFIX}/limits`,
-      hide: true,
+      path: '/limits',
       summary: "Change limits of the ready account (null lifts one); reset brings back the emulator's",
       body: Type.Partial(
         Type.Object(Object.fromEntries(LIMIT_NAMES.map((n) => [n, Type.Union([Type.Integer(), Type.Null()])]))),
         { additionalProperties: false },
       ),
       response: { 200: Limits },
-      scope: 'public',
       transaction: true,
       handle: async ({ db, services, body }) =>
         (await accounts.updateAccount(db, services.feed, accountId(), { limits: body })).limits,
     }),
   ];
   // The address the emulator prints for its control API answers what is there.
-  const index = operation({
+  const index = control({
     method: 'GET',
-    path: CONTROL_PREFIX,
-    hide: true,
+    path: '',
     summary: 'The operations of the control API (docs/emulator.md)',
     response: {
       200: Type.Object({
         operations: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String() })),
       }),
     },
-    scope: 'public',
     handle: async () => ({
       operations: operations.map(({ method, path, summary }) => ({ method, path, summary })),
     }),
