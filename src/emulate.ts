@@ -10,12 +10,14 @@ import { readConfig, type Config } from './config.ts';
 import { MovableClock } from './core/clock.ts';
 import { LIMIT_NAMES, type LimitOverrides } from './core/limits.ts';
 import { MemoryBuckets } from './core/rate-limits.ts';
-import type { Manifest } from './definitions/schemas.ts';
+import type { AccountManifest } from './accounts/manifest.ts';
 import { EmulatorTraffic, type Emulator, type ReadyAccount } from './http/emulator.ts';
 import { freePort, startEmbeddedDatabase, stopAbandonedCluster, withDatabase } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';
 import { createPool, withTransaction } from './store/pool.ts';
 import { restoreSnapshot, saveSnapshot, snapshotNames } from './store/snapshots.ts';
+import { listJobs } from './jobs/queue.ts';
+import { OutboundRecorder } from './outbound/recorder.ts';
 
 /**
  * The modules of the service, loaded while the database starts (other processes: the copy and
@@ -23,8 +25,7 @@ import { restoreSnapshot, saveSnapshot, snapshotNames } from './store/snapshots.
  */
 const loadService = () =>
   Promise.all([
-    import('typebox/value'),
-    import('./definitions/schemas.ts'),
+    import('./http/emulator-seed.ts'),
     import('./http/app.ts'),
     import('./http/logging.ts'),
     import('./server.ts'),
@@ -195,7 +196,13 @@ export interface RunningEmulator {
  */
 export async function startEmulator(
   env: NodeJS.ProcessEnv,
-  options: { manifest?: unknown } = {},
+  options: {
+    manifest?: unknown;
+    /** `manual`: jobs wait until the control API runs them (docs/emulator.md "Jobs"). */
+    jobs?: 'automatic' | 'manual';
+    /** Unknown top-level fields of request bodies are refused (docs/emulator.md "Strict mode"). */
+    strict?: boolean;
+  } = {},
 ): Promise<RunningEmulator> {
   const started = performance.now();
   const dataDir = fsSync.mkdtempSync(path.join(os.tmpdir(), FOLDER_PREFIX));
@@ -213,6 +220,8 @@ export async function startEmulator(
         ...env,
         PORT: String(port),
         PUBLIC_URL: env.PUBLIC_URL ?? `http://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}`,
+        // A test's own receiver listens on loopback: callbacks may reach it unless told otherwise.
+        CALLBACKS_ALLOW_PRIVATE: env.CALLBACKS_ALLOW_PRIVATE ?? 'true',
       }),
       host,
       dataDir,
@@ -228,18 +237,19 @@ export async function startEmulator(
     );
     const loading = loadService();
     const [
-      { Value },
-      { Manifest },
+      { readFixture, applySeed },
       { buildApp },
       { createLogger },
       { createAccountWithKey, demoManifest },
       { createServices },
       { startWorker },
     ] = await loading;
-    if (options.manifest !== undefined && !Value.Check(Manifest, options.manifest)) {
-      const [first] = Value.Errors(Manifest, options.manifest);
+    let fixture: ReturnType<typeof readFixture> | undefined;
+    try {
+      fixture = options.manifest === undefined ? undefined : readFixture(options.manifest);
+    } catch (err) {
       await databaseStarting.catch(() => {});
-      throw new Error(`the manifest is not one: ${first.instancePath || '/'} ${first.message} (docs/manifest.md)`);
+      throw err;
     }
     const logger = createLogger(config.logLevel);
     const traffic = new EmulatorTraffic(clock);
@@ -247,28 +257,37 @@ export async function startEmulator(
     const pool: pg.Pool = createPool(database.url, 10);
     stops.push(() => pool.end());
     const adminToken = config.adminToken ?? crypto.randomBytes(24).toString('base64url');
-    const services = await createServices(config, pool, clock.read, {
-      adminToken,
-      serverSecret: config.serverSecret ?? crypto.randomBytes(32).toString('base64url'),
-    });
+    const outbound = new OutboundRecorder(clock.read);
+    const services = await createServices(
+      config,
+      pool,
+      clock.read,
+      { adminToken, serverSecret: config.serverSecret ?? crypto.randomBytes(32).toString('base64url') },
+      { outboundTap: outbound },
+    );
     stops.push(() => services.close());
-    const manifest = (options.manifest as Manifest | undefined) ?? (await demoManifest());
+    const manifest: AccountManifest = fixture?.manifest ?? (await demoManifest());
+    const seed = fixture?.seed;
     // The account is made (in the database) while the application is built (in this thread).
     const ready = withTransaction(pool, (tx) =>
       createAccountWithKey(tx, services, manifest, { keyName: 'emulator', limits: RELAXED_LIMITS }),
     ).then(async (key) => {
-      await saveSnapshot(pool, INITIAL);
+      // With a seed, the initial state is saved once the seed is written (below).
+      if (!seed) await saveSnapshot(pool, INITIAL);
       return { ...key, vendor: config.vendor, region: config.region, admin_token: adminToken };
     });
     ready.catch(() => {});
     let account: ReadyAccount | undefined;
     const worker = await startWorker(services, (err) => logger.error({ err }, 'job failed'), { dueByClock: true });
     stops.push(() => worker.stop());
+    const jobsMode = options.jobs ?? 'automatic';
+    worker.setTakesJobs(jobsMode === 'automatic');
     const files = path.join(dataDir, 'files');
     const snapshotFiles = (name: string) => path.join(dataDir, 'snapshots', name);
     const emulator: Emulator = {
       clock,
       traffic,
+      outbound,
       get account() {
         return account!;
       },
@@ -280,8 +299,11 @@ export async function startEmulator(
         services.feed.forgetAll();
         if (services.buckets instanceof MemoryBuckets) services.buckets.clear();
         clock.reset();
+        worker.setTakesJobs(jobsMode === 'automatic');
         traffic.clearFaults();
         traffic.clearRequests();
+        outbound.clearFaults();
+        outbound.clear();
       },
       async saveSnapshot(name) {
         await saveSnapshot(pool, name);
@@ -290,11 +312,25 @@ export async function startEmulator(
         if (await exists(files)) await run('cp', ['-a', files, snapshotFiles(name)]);
       },
       snapshots: async () => (await snapshotNames(pool)).filter((n) => n !== INITIAL),
+      strict: options.strict ?? false,
       runJobs: () => worker.runDue(),
+      listJobs: () => listJobs(pool, { limit: 1000 }),
+      runJob: async (jobId) => worker.runById(account!.account_id, jobId),
+      get jobsMode() {
+        return worker.takesJobs ? 'automatic' : 'manual';
+      },
+      set jobsMode(mode) {
+        worker.setTakesJobs(mode === 'automatic');
+      },
     };
     const app = await buildApp(services, { logger, emulator });
     stops.push(() => app.close());
     account = await ready;
+    if (seed) {
+      await applySeed(app, seed, account, config.vendor);
+      await saveSnapshot(pool, INITIAL);
+      traffic.clearRequests();
+    }
     await app.listen({ port, host });
     if (!config.databaseUrl)
       void sweepAbandoned().catch((err) => logger.warn({ err }, 'sweeping abandoned emulators failed'));

@@ -37,6 +37,8 @@ const OPTIONS = {
   credentials: { type: 'string' },
   manifest: { type: 'string' },
   prepare: { type: 'boolean' },
+  'manual-jobs': { type: 'boolean' },
+  strict: { type: 'boolean' },
   yes: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
   version: { type: 'boolean' },
@@ -120,15 +122,19 @@ const COMMANDS: Record<string, Command> = {
     run: async () => (await server()).serve(readConfig(), { api: false, worker: true }),
   },
   emulate: {
-    args: '[--manifest FILE] [--prepare]',
-    what: "the emulator for integrators' tests (docs/emulator.md): a throw-away database, a ready account whose\ncredentials it prints, and the control API under /_emulator. --manifest: the ready account's definitions\n(the demo's by default); --prepare: only prepare the migrated database that starts copy, and exit",
-    options: ['manifest', 'prepare'],
+    args: '[--manifest FILE] [--manual-jobs] [--strict] [--prepare]',
+    what: "the emulator for integrators' tests (docs/emulator.md): a throw-away database, a ready account whose\ncredentials it prints, and the control API under /_emulator. --manifest: the ready account's manifest\nand seed data (the demo's by default; docs/emulator.md \"Fixtures\"); --prepare: only prepare the\nmigrated database that starts copy, and exit; --manual-jobs: jobs wait until the control API runs them;\n--strict: unknown top-level fields of request bodies are refused (400) rather than ignored",
+    options: ['manifest', 'prepare', 'manual-jobs', 'strict'],
     more: EMULATOR_ENVIRONMENT_HELP,
     async run(v) {
       const emulate = await import('./emulate.ts');
       if (v.prepare) return { prepared: await emulate.preparedCluster() };
       const manifest = v.manifest ? await readManifest(v.manifest) : undefined;
-      const running = await emulate.startEmulator(process.env, { manifest });
+      const running = await emulate.startEmulator(process.env, {
+        manifest,
+        jobs: v['manual-jobs'] ? 'manual' : 'automatic',
+        strict: v.strict ?? false,
+      });
       // The one line a test helper reads (audience/testing); the secret is a throw-away account's.
       console.log(
         JSON.stringify({

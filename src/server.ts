@@ -9,7 +9,7 @@ import { systemClock } from './core/clock.ts';
 import { settleHeap, settleWhenIdle } from './core/heap.ts';
 import * as accounts from './accounts/accounts.ts';
 import { forgetDeletedAccountsFiles } from './accounts/delete.ts';
-import { applyAccountManifest } from './accounts/manifest.ts';
+import { applyAccountManifest, type AccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
 import { createLogger } from './http/logging.ts';
@@ -85,7 +85,7 @@ export function adminTokenOf(config: Config, options: { create: boolean }): Prom
 export async function createAccountWithKey(
   tx: Queryable,
   services: Services,
-  manifest: Manifest,
+  manifest: AccountManifest,
   options: { keyName: string; limits?: LimitOverrides },
 ): Promise<{ account_id: string; client_id: string; client_secret: string }> {
   const { vendor, region } = services.config;

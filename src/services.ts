@@ -3,6 +3,7 @@ import type pg from 'pg';
 import { openFileStore, type FileStore } from './files/store.ts';
 import type { UploadSigner } from './files/upload-form.ts';
 import { Outbound } from './outbound/outbound.ts';
+import type { OutboundTap } from './outbound/recorder.ts';
 import type { Config } from './config.ts';
 import type { Clock } from './core/clock.ts';
 import { AccountDirectory } from './accounts/accounts.ts';
@@ -56,11 +57,13 @@ export async function createThreadServices(
   pool: pg.Pool,
   clock: Clock,
   secrets: { serverSecret: string },
+  options: { outboundTap?: OutboundTap } = {},
 ): Promise<ThreadServices> {
   const feed = new ChangeFeed(pool);
   await feed.start();
-  const outbound = new Outbound({ allowPrivate: config.callbacksAllowPrivate });
-  const mailer = openMailer({ smtpUrl: config.smtpUrl, dkim: config.dkim }, pool);
+  const tap = options.outboundTap;
+  const outbound = new Outbound({ allowPrivate: config.callbacksAllowPrivate, tap });
+  const mailer = openMailer({ smtpUrl: config.smtpUrl, dkim: config.dkim }, pool, tap);
   return {
     config,
     pool,
@@ -90,8 +93,9 @@ export async function createServices(
   pool: pg.Pool,
   clock: Clock,
   secrets: { adminToken: string; serverSecret: string },
+  options: { outboundTap?: OutboundTap } = {},
 ): Promise<Services> {
-  const base = await createThreadServices(config, pool, clock, secrets);
+  const base = await createThreadServices(config, pool, clock, secrets, options);
   const [{ ApiKeys }, { UploadSigner }] = await Promise.all([
     import('./api-keys/api-keys.ts'),
     import('./files/upload-form.ts'),

@@ -1,9 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
-// Types only, erased when run: a test suite still loads nothing of the service.
-import type { FaultSpec, LoggedRequest } from './http/emulator.ts';
-
 /**
  * `import { startEmulator } from 'audience/testing'`: the emulator (docs/emulator.md) for a test
  * suite. It runs `audience emulate` in a process of its own (its database and its port too), waits
@@ -22,10 +19,110 @@ export interface EmulatorAccount {
   adminToken: string;
 }
 
-/** A fault (the control API's, `times` 1 when absent). */
-export type Fault = Omit<FaultSpec, 'times'> & { times?: number };
+/** A fault of the requests on a path (docs/emulator.md "Faults"). */
+export interface Fault {
+  /** A path, `*` standing for any characters (`/audience/profiles/*`); the query is not part of it. */
+  path: string;
+  /** Any method when absent. */
+  method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** How many requests it applies to; 1 when absent. */
+  times?: number;
+  /** Wait this long before answering (then answer as the fault says, or normally). */
+  delay_ms?: number;
+  /** Answer this status instead of serving the request (a problem document; 429 with Retry-After). */
+  status?: 429 | 500 | 502 | 503 | 504;
+  /** Seconds of the Retry-After header of a 429 or 503 (1 by default for a 429). */
+  retry_after?: number;
+  /** Close the connection without an answer. */
+  drop?: boolean;
+  /** Spoil the answer's body: its first half only (`malformed`), half then a closed connection (`truncated`), its halves `body_delay_ms` apart (`slow`). */
+  body?: 'malformed' | 'truncated' | 'slow';
+  body_delay_ms?: number;
+  /** Apply to each matching request with this probability (1 by default). */
+  probability?: number;
+}
 
-export type { LoggedRequest };
+/** A fault as the emulator keeps it. */
+export type AppliedFault = Fault & { id: number; times: number; remaining: number };
+
+/** A request the emulator received, credentials masked. */
+export interface LoggedRequest {
+  id: number;
+  /** By the emulator's clock. */
+  at: string;
+  method: string;
+  path: string;
+  query: Record<string, unknown>;
+  headers: Record<string, string | string[] | undefined>;
+  /** The parsed body (JSON or form); absent for a file upload or a body over 64 KB. */
+  body?: unknown;
+  /** 0 for a dropped connection. */
+  status: number;
+  /** The fault that applied. */
+  fault?: number;
+}
+
+/** A call the service made to a target outside it, with its answer (docs/emulator.md "Outbound calls"). */
+export interface OutboundCall {
+  id: number;
+  at: string;
+  /** `callback`, `mail` … */
+  kind: string;
+  method: string;
+  /** A URL; a recipient's address. */
+  target: string;
+  body: unknown;
+  answer: { status?: number; body?: string; error?: string };
+  duration_ms: number;
+  fault?: number;
+}
+
+/** A fault of outbound calls: refuse the connection, wait, or answer a status in the target's place. */
+export interface OutboundFault {
+  kind?: string;
+  /** A URL or an address, `*` standing for any characters. */
+  target?: string;
+  /** 1 when absent. */
+  times?: number;
+  delay_ms?: number;
+  /** 200 to 599. */
+  status?: number;
+  refuse?: boolean;
+  probability?: number;
+}
+
+/** An outbound fault as the emulator keeps it. */
+export type AppliedOutboundFault = OutboundFault & { id: number; times: number; remaining: number };
+
+/** The codes of the control API's refusals (docs/errors.md). */
+export type EmulatorProblemCode =
+  'AUD-0' | 'AUD-1' | 'AUD-1003' | 'AUD-2201' | 'AUD-2202' | 'AUD-2203' | 'AUD-2204' | 'AUD-2205' | (string & {});
+
+/** A refusal of the control API: its problem document's code, status and detail. */
+export class EmulatorError extends Error {
+  /** `AUD-2201` … from the problem document's `type`; `undefined` when the answer was no problem document. */
+  readonly code: EmulatorProblemCode | undefined;
+  readonly status: number;
+  readonly detail: string;
+  /** The method and path of the control request. */
+  readonly request: string;
+
+  constructor(request: string, status: number, text: string) {
+    let problem: { type?: string; detail?: string } = {};
+    try {
+      problem = JSON.parse(text) as typeof problem;
+    } catch {
+      // Not a problem document: the text is the detail.
+    }
+    const detail = problem.detail ?? text;
+    super(`${request}: ${status} ${detail}`);
+    this.name = 'EmulatorError';
+    this.code = problem.type?.split('/').pop();
+    this.status = status;
+    this.detail = detail;
+    this.request = request;
+  }
+}
 
 /** A message a transactional send sent, decoded, with its links. */
 export interface MailMessage {
@@ -41,6 +138,21 @@ export interface MailMessage {
   unsubscribe: string | null;
 }
 
+export type JobsMode = 'automatic' | 'manual';
+
+/** A job of the emulator's queue. */
+export interface QueuedJob {
+  job_id: string;
+  /** `import`, `export`, `send` … */
+  kind: string;
+  state: 'waiting' | 'running' | 'failed';
+  attempts: number;
+  created_at: string;
+  run_at: string;
+  last_error: string | null;
+  payload: unknown;
+}
+
 export interface ClockState {
   now: string;
   frozen: boolean;
@@ -53,6 +165,10 @@ export interface EmulatorControl {
   reset(snapshot?: string): Promise<void>;
   /** Saves the current state (data and files) under `name`, for `reset(name)`. */
   snapshot(name: string): Promise<void>;
+  snapshots: {
+    /** The names of the saved snapshots. */
+    list(): Promise<string[]>;
+  };
   clock: {
     now(): Promise<ClockState>;
     /** Sets the time (`frozen` stops it there); the jobs due by then run before it answers. */
@@ -63,18 +179,42 @@ export interface EmulatorControl {
   jobs: {
     /** Runs every job due (imports, exports, mail) until none is left; answers how many ran. */
     run(): Promise<number>;
+    /** The jobs of the queue, oldest first, and whether they run by themselves. */
+    list(): Promise<{ mode: JobsMode; items: QueuedJob[] }>;
+    /** Runs one waiting job now, due or not. */
+    runOne(jobId: string): Promise<void>;
+    /** `manual`: jobs wait until they are run; `automatic`: they run shortly after they are due. A reset brings back the start's. */
+    setMode(mode: JobsMode): Promise<void>;
   };
   faults: {
-    add(fault: Fault): Promise<Fault & { id: number; remaining: number }>;
-    list(): Promise<(Fault & { id: number; remaining: number })[]>;
+    add(fault: Fault): Promise<AppliedFault>;
+    list(): Promise<AppliedFault[]>;
     clear(): Promise<void>;
   };
   requests: {
-    list(filter?: { method?: string; path?: string; since?: Date | string; after?: number }): Promise<LoggedRequest[]>;
+    /** Oldest first; `limit`: the last n (1 to 1000). */
+    list(filter?: {
+      method?: string;
+      path?: string;
+      since?: Date | string;
+      after?: number;
+      limit?: number;
+    }): Promise<LoggedRequest[]>;
     clear(): Promise<void>;
   };
   mail: {
-    list(filter?: { to?: string }): Promise<MailMessage[]>;
+    /** Newest first; `limit`: at most n (100 by default, up to 1000). */
+    list(filter?: { to?: string; limit?: number }): Promise<MailMessage[]>;
+  };
+  /** The calls the service made to targets outside it (callbacks, mail), and faults injected into them. */
+  outbound: {
+    list(filter?: { kind?: string; target?: string; after?: number; limit?: number }): Promise<OutboundCall[]>;
+    clear(): Promise<void>;
+    faults: {
+      add(fault: OutboundFault): Promise<AppliedOutboundFault>;
+      list(): Promise<AppliedOutboundFault[]>;
+      clear(): Promise<void>;
+    };
   };
   limits: {
     get(): Promise<Record<string, number | null>>;
@@ -96,10 +236,14 @@ export interface Emulator {
 export interface StartOptions {
   /** The vendor word of the ready account's built-in identifiers (`VENDOR`). */
   vendor?: string;
-  /** A manifest file (docs/manifest.md) of the ready account's definitions instead of the demo's. */
+  /** A fixture file: the ready account's manifest (docs/manifest.md) and seed data, instead of the demo's (docs/emulator.md "Fixtures"). */
   manifest?: string;
   /** More environment of the emulator (`DATABASE_URL` for a database on a server of yours, `LOG_LEVEL` …). */
   env?: Record<string, string>;
+  /** `manual`: jobs wait until `control.jobs.run()` or `control.jobs.runOne(id)` (docs/emulator.md "Jobs"); `automatic` by default. */
+  jobs?: 'automatic' | 'manual';
+  /** Refuse unknown top-level fields of request bodies (400 naming the field) instead of ignoring them, as `serve` does. */
+  strict?: boolean;
   /** The `audience` program to run: this package's by default. */
   command?: string;
   /** Give up waiting for the start after this long (the first start on a machine prepares the database: seconds). */
@@ -112,7 +256,12 @@ const PROGRAM = path.join(import.meta.dirname, '..', 'bin', 'audience');
 export async function startEmulator(options: StartOptions = {}): Promise<Emulator> {
   const child = spawn(
     options.command ?? PROGRAM,
-    ['emulate', ...(options.manifest ? ['--manifest', options.manifest] : [])],
+    [
+      'emulate',
+      ...(options.manifest ? ['--manifest', options.manifest] : []),
+      ...(options.jobs === 'manual' ? ['--manual-jobs'] : []),
+      ...(options.strict ? ['--strict'] : []),
+    ],
     {
       env: {
         ...process.env,
@@ -167,7 +316,7 @@ export async function startEmulator(options: StartOptions = {}): Promise<Emulato
           client_secret: account.clientSecret,
         }),
       });
-      if (!res.ok) throw new Error(`token: ${res.status} ${await res.text()}`);
+      if (!res.ok) throw new EmulatorError('POST /oauth/token', res.status, await res.text());
       return ((await res.json()) as { access_token: string }).access_token;
     },
     stop: () => stopProcess(child),
@@ -183,44 +332,63 @@ export function controlClient(baseUrl: string): EmulatorControl {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
-    if (!res.ok) throw new Error(`${method} /_emulator${path}: ${res.status} ${text}`);
+    if (!res.ok) throw new EmulatorError(`${method} /_emulator${path}`, res.status, text);
     return (text ? JSON.parse(text) : undefined) as T;
   };
   const iso = (at: Date | string) => (at instanceof Date ? at.toISOString() : at);
   return {
     reset: (snapshot) => call('POST', '/reset', snapshot === undefined ? undefined : { snapshot }),
     snapshot: (name) => call('PUT', `/snapshots/${encodeURIComponent(name)}`),
+    snapshots: { list: async () => (await call<{ items: string[] }>('GET', '/snapshots')).items },
     clock: {
       now: () => call('GET', '/clock'),
       set: (at, options = {}) => call('PUT', '/clock', { now: iso(at), ...options }),
       advance: (seconds) => call('POST', '/clock/advance', { seconds }),
     },
-    jobs: { run: async () => (await call<{ jobs_run: number }>('POST', '/jobs/run')).jobs_run },
+    jobs: {
+      run: async () => (await call<{ jobs_run: number }>('POST', '/jobs/run')).jobs_run,
+      list: () => call('GET', '/jobs'),
+      runOne: async (jobId) => {
+        await call('POST', `/jobs/${encodeURIComponent(jobId)}/run`);
+      },
+      setMode: async (mode) => {
+        await call('PUT', '/jobs', { mode });
+      },
+    },
     faults: {
       add: (fault) => call('POST', '/faults', fault),
-      list: async () => (await call<{ items: (Fault & { id: number; remaining: number })[] }>('GET', '/faults')).items,
+      list: async () => (await call<{ items: AppliedFault[] }>('GET', '/faults')).items,
       clear: () => call('DELETE', '/faults'),
     },
     requests: {
-      list: async (filter = {}) => {
-        const query = new URLSearchParams();
-        for (const [k, v] of Object.entries(filter))
-          if (v !== undefined) query.set(k, v instanceof Date ? v.toISOString() : String(v));
-        const q = query.size > 0 ? `?${query}` : '';
-        return (await call<{ items: LoggedRequest[] }>('GET', `/requests${q}`)).items;
-      },
+      list: async (filter = {}) => (await call<{ items: LoggedRequest[] }>('GET', `/requests${queryOf(filter)}`)).items,
       clear: () => call('DELETE', '/requests'),
     },
     mail: {
-      list: async (filter = {}) =>
-        (await call<{ items: MailMessage[] }>('GET', `/mail${filter.to ? `?to=${encodeURIComponent(filter.to)}` : ''}`))
-          .items,
+      list: async (filter = {}) => (await call<{ items: MailMessage[] }>('GET', `/mail${queryOf(filter)}`)).items,
+    },
+    outbound: {
+      list: async (filter = {}) => (await call<{ items: OutboundCall[] }>('GET', `/outbound${queryOf(filter)}`)).items,
+      clear: () => call('DELETE', '/outbound'),
+      faults: {
+        add: (fault) => call('POST', '/outbound/faults', fault),
+        list: async () => (await call<{ items: AppliedOutboundFault[] }>('GET', '/outbound/faults')).items,
+        clear: () => call('DELETE', '/outbound/faults'),
+      },
     },
     limits: {
       get: () => call('GET', '/limits'),
       set: (limits) => call('PATCH', '/limits', limits),
     },
   };
+}
+
+/** A filter as a query string (`?a=1&b=…`), dates as ISO times; empty without one. */
+function queryOf(filter: Record<string, string | number | Date | undefined>): string {
+  const query = new URLSearchParams();
+  for (const [k, v] of Object.entries(filter))
+    if (v !== undefined) query.set(k, v instanceof Date ? v.toISOString() : String(v));
+  return query.size > 0 ? `?${query}` : '';
 }
 
 async function stopProcess(child: ChildProcess): Promise<void> {

@@ -11,7 +11,7 @@ export interface Received {
 }
 
 /** How the receiver answers a request: a status and headers, or `hang` to never answer. */
-export type Answer = { status: number; headers?: Record<string, string> } | 'hang';
+export type Answer = { status: number; headers?: Record<string, string>; body?: string } | 'hang';
 
 /**
  * A real HTTP server on a loopback port that records what it receives (callbacks, DESIGN.md
@@ -48,7 +48,7 @@ export class CallbackReceiver {
         receiver.arrivals.add(received);
         const answer = receiver.answer(received);
         if (answer === 'hang') return;
-        res.writeHead(answer.status, answer.headers).end();
+        res.writeHead(answer.status, answer.headers).end(answer.body);
       });
     });
     return receiver;

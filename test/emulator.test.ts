@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startEmulator, type Emulator } from 'audience/testing';
+import { EmulatorError, startEmulator, type Emulator } from 'audience/testing';
+import { CallbackReceiver } from './callbacks.ts';
+import { atFileEnd } from './scratch.ts';
 
 // The emulator (docs/emulator.md) used as an integrator's test suite uses it: through
 // audience/testing, which runs `audience emulate`, and plain HTTP. One emulator for the file,
@@ -260,7 +262,7 @@ describe('faults', () => {
     const res = await call('POST', '/_emulator/faults', { body: { path: '/x' } });
     expect(res.status).toBe(400);
     expect(res.body.type).toBe('/errors/AUD-2202');
-    expect(res.body.detail).toMatch(/status, drop or delay_ms/);
+    expect(res.body.detail).toMatch(/status, drop, body or delay_ms/);
   });
 });
 
@@ -337,5 +339,213 @@ describe('mail', () => {
     expect(followed.status).toBe(302);
     expect(followed.headers.get('location')).toBe('https://shop.example/orders/A-17');
     expect(await emulator.control.mail.list({ to: 'nobody@example.com' })).toEqual([]);
+  });
+});
+
+describe('outbound calls', () => {
+  /** A profile of the demo's Shop and its export key (its key in the export keyspace). */
+  async function exportKeyOf(token: string, key: string): Promise<string> {
+    expect((await call('PATCH', `${profile(key)}/attributes`, { token, body: {} })).status).toBe(204);
+    const cluster = await call('GET', `/audience/profiles/merges/keyspaces/${EMAIL}/profiles/${key}`, { token });
+    return cluster.body.items[0].keys.find((k: { keyspace_discriminator: string }) =>
+      k.keyspace_discriminator.endsWith('.keyspaces.export'),
+    ).profile_key;
+  }
+
+  async function receiver() {
+    const r = await CallbackReceiver.start();
+    atFileEnd(() => r.close());
+    return r;
+  }
+
+  it('SPE-01 a callback reaches a receiver on loopback, and is recorded with its body and answer', async () => {
+    const target = await receiver();
+    target.answer = () => ({ status: 200, headers: { 'content-type': 'text/plain' }, body: 'thanks' });
+    const token = await emulator.token();
+    const key = await exportKeyOf(token, 'exported@example.com');
+    const requested = await call('POST', `/audience/profiles/export-single/${key}`, {
+      token,
+      body: { callback_url: target.url('/hook') },
+    });
+    expect(requested.status, JSON.stringify(requested.body)).toBe(202);
+    await emulator.control.jobs.run();
+    expect(target.received.map((r) => (r.body as { code: number }).code)).toEqual([100, 200]);
+    const calls = await emulator.control.outbound.list({ kind: 'callback' });
+    expect(calls).toEqual([
+      expect.objectContaining({
+        kind: 'callback',
+        method: 'POST',
+        target: target.url('/hook'),
+        body: { code: 100, message: 'Callback verified' },
+        answer: { status: 200, body: 'thanks' },
+      }),
+      expect.objectContaining({ body: { code: 200, message: requested.headers.get('location') } }),
+    ]);
+  });
+
+  it('SPE-09 faulted: refused, then answered 500 in the target’s place; the job tries again', async () => {
+    const target = await receiver();
+    await emulator.control.outbound.faults.add({ kind: 'callback', target: `${target.url('')}/*`, refuse: true });
+    await emulator.control.outbound.faults.add({ kind: 'callback', status: 500 });
+    const token = await emulator.token();
+    const key = await exportKeyOf(token, 'faulted@example.com');
+    await call('POST', `/audience/profiles/export-single/${key}`, { token, body: { callback_url: target.url() } });
+    await emulator.control.jobs.run();
+    // Both attempts failed without reaching the receiver; the retries come after their back-off.
+    expect(target.received).toEqual([]);
+    await emulator.control.clock.advance(2);
+    await emulator.control.clock.advance(4);
+    const calls = await emulator.control.outbound.list({ kind: 'callback' });
+    expect(calls.map((c) => [c.fault !== undefined, c.answer.status ?? null, c.answer.error !== undefined])).toEqual([
+      [true, null, true],
+      [true, 500, false],
+      [false, 200, false],
+      [false, 200, false],
+    ]);
+    expect(target.received).toHaveLength(2);
+    expect(await emulator.control.outbound.faults.list()).toEqual([]);
+  });
+
+  it('TX-01 mail is recorded as an outbound call, and a fault answers in the mail server’s place', async () => {
+    const activity = await admin('PUT', '/activities/welcome', {
+      kind: 'email',
+      section_discriminator: SHOP,
+      name: 'Welcome',
+      status: 'active',
+      transactional: true,
+      email_subject: 'Welcome {{ name }}',
+      sender_name: 'The Shop',
+      sender_email_address: 'hello@shop.example',
+      html: '<p>Hello {{ name }}</p>',
+    });
+    expect(activity.status).toBe(201);
+    await emulator.control.outbound.faults.add({ kind: 'mail', target: 'bounce@*', status: 550 });
+    const token = await emulator.token();
+    for (const to of ['bounce@example.com', 'fine@example.com'])
+      await call('POST', `/emails/sections/${SHOP}/activities/transactional/welcome/transactions`, {
+        token,
+        body: {
+          keyspace_discriminator: EMAIL,
+          profile_key: to,
+          to_name: 'X',
+          to_email_address: to,
+          variables: { name: 'X' },
+        },
+      });
+    await emulator.control.jobs.run();
+    const mail = await emulator.control.outbound.list({ kind: 'mail' });
+    const sorted = mail.sort((a, b) => a.target.localeCompare(b.target));
+    expect(sorted.map((m) => [m.target, m.answer.status, (m.body as { subject: string }).subject])).toEqual([
+      ['bounce@example.com', 550, 'Welcome X'],
+      ['fine@example.com', 250, 'Welcome X'],
+    ]);
+    expect((await emulator.control.mail.list()).map((m) => m.to)).toEqual([['fine@example.com']]);
+  });
+
+  it('an outbound fault that does nothing is refused', async () => {
+    const res = await call('POST', '/_emulator/outbound/faults', { body: { kind: 'callback' } });
+    expect(res.status).toBe(400);
+    expect(res.body.detail).toMatch(/status, refuse or delay_ms/);
+  });
+});
+
+describe('strict mode and manual jobs for one test', () => {
+  it('the header refuses an unknown field for one request; without it the field is ignored, as the platform does', async () => {
+    const token = await emulator.token();
+    const strict = await fetch(`${emulator.baseUrl}/audience/sections/${SHOP}/tags`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'x-audience-strict': 'true' },
+      body: JSON.stringify({ name: 'Typo', nope: 1 }),
+    });
+    expect(strict.status).toBe(400);
+    expect(((await strict.json()) as { detail: string }).detail).toMatch(/"nope" is not allowed/);
+    const lenient = await call('POST', `/audience/sections/${SHOP}/tags`, { token, body: { name: 'Typo', nope: 1 } });
+    expect(lenient.status).toBe(201);
+  });
+
+  it('jobs switched to manual wait until run; a reset brings back the automatic mode', async () => {
+    await emulator.control.jobs.setMode('manual');
+    const token = await emulator.token();
+    const created = await createImport(token);
+    expect((await upload(created, 'email,reader\nwaiting@example.com,true\n')).status).toBe(204);
+    const status = () => call('GET', `/audience/sections/${SHOP}/imports/${created.import_id}`, { token });
+    expect((await status()).body.result.status).toBe('queued');
+    expect((await emulator.control.jobs.list()).items.map((j) => [j.kind, j.state])).toContainEqual([
+      'import',
+      'waiting',
+    ]);
+    expect(await emulator.control.jobs.run()).toBeGreaterThanOrEqual(1);
+    expect((await status()).body.result.status).toBe('completed');
+    await emulator.control.reset();
+    expect((await emulator.control.jobs.list()).mode).toBe('automatic');
+    const unknown = await call('POST', '/_emulator/jobs/999999/run');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.type).toBe('/errors/AUD-2204');
+  });
+});
+
+describe('the control client', () => {
+  it('lists snapshots, limits the request log and the mail, and throws typed errors', async () => {
+    await emulator.control.snapshot('listed');
+    expect(await emulator.control.snapshots.list()).toContain('listed');
+    const token = await emulator.token();
+    for (let i = 0; i < 3; i++) await call('GET', '/audience/sections', { token });
+    const last = await emulator.control.requests.list({ path: '/audience/sections', limit: 2 });
+    expect(last).toHaveLength(2);
+    expect(await emulator.control.mail.list({ limit: 1 })).toEqual([]);
+    const refused = await emulator.control.reset('never_saved').catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(EmulatorError);
+    expect(refused).toMatchObject({ code: 'AUD-2201', status: 404, request: 'POST /_emulator/reset' });
+  });
+
+  it('a fault of a status it cannot answer is refused naming the statuses it can', async () => {
+    const refused = await emulator.control.faults
+      .add({ path: '/x', status: 418 as never })
+      .catch((e: unknown) => e as EmulatorError);
+    expect(refused).toMatchObject({ status: 400, code: 'AUD-0' });
+    expect((refused as EmulatorError).detail).toMatch(/status.*429, 500, 502, 503, 504/);
+  });
+});
+
+describe('more faults', () => {
+  it('answers 502 and 504 as problem documents', async () => {
+    await emulator.control.faults.add({ path: '/audience/sections', status: 502 });
+    await emulator.control.faults.add({ path: '/audience/sections', status: 504 });
+    const token = await emulator.token();
+    const first = await call('GET', '/audience/sections', { token });
+    const second = await call('GET', '/audience/sections', { token });
+    expect([first.status, first.body.status, second.status, second.body.status]).toEqual([502, 502, 504, 504]);
+  });
+
+  it('serves the request and spoils its answer: malformed, truncated, slow', async () => {
+    const token = await emulator.token();
+    const whole = await call('GET', '/audience/sections', { token });
+    const get = () => fetch(`${emulator.baseUrl}/audience/sections`, { headers: { authorization: `Bearer ${token}` } });
+    await emulator.control.faults.add({ path: '/audience/sections', body: 'malformed' });
+    const malformed = await get();
+    expect(malformed.status).toBe(200);
+    const text = await malformed.text();
+    expect(() => JSON.parse(text)).toThrow();
+    expect(JSON.stringify(whole.body).startsWith(text)).toBe(true);
+    await emulator.control.faults.add({ path: '/audience/sections', body: 'truncated' });
+    const truncated = await get();
+    expect(truncated.status).toBe(200);
+    await expect(truncated.text()).rejects.toThrow();
+    await emulator.control.faults.add({ path: '/audience/sections', body: 'slow', body_delay_ms: 300 });
+    const slow = await get();
+    const headersAt = performance.now();
+    expect(JSON.parse(await slow.text())).toEqual(whole.body);
+    expect(performance.now() - headersAt).toBeGreaterThanOrEqual(250);
+    const logged = await emulator.control.requests.list({ path: '/audience/sections' });
+    expect(logged.slice(-3).map((r) => r.fault !== undefined)).toEqual([true, true, true]);
+  });
+
+  it('applies with a probability: a request spared does not spend it', async () => {
+    await emulator.control.faults.add({ path: '/audience/sections', status: 503, probability: 1e-12 });
+    const token = await emulator.token();
+    for (let i = 0; i < 5; i++) expect((await call('GET', '/audience/sections', { token })).status).toBe(200);
+    expect(await emulator.control.faults.list()).toEqual([
+      expect.objectContaining({ remaining: 1, probability: 1e-12 }),
+    ]);
   });
 });

@@ -146,6 +146,10 @@ export const PROBLEMS = {
   'AUD-2201': { status: 404, title: 'Emulator snapshot not found' },
   'AUD-2202': { status: 400, title: 'Fault without an effect' },
   'AUD-2203': { status: 400, title: 'Clock set before the real time' },
+  'AUD-2204': { status: 404, title: 'Emulator job not found' },
+  'AUD-2205': { status: 409, title: 'Emulator job not waiting' },
+  'AUD-2206': { status: 502, title: 'Bad gateway' },
+  'AUD-2207': { status: 504, title: 'Gateway timeout' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

@@ -34,7 +34,7 @@ import { createLogger, registerRequestLog, requestLogOptions } from './logging.t
 import { docsOptions, openapiOptions } from './openapi.ts';
 import { ProblemSchema } from './schemas/problem.ts';
 import { registerOperations } from './operation.ts';
-import { CONTROL_PREFIX, type Emulator } from './emulator.ts';
+import { CONTROL_PREFIX, STRICT_HEADER, type Emulator } from './emulator.ts';
 import { emulatorRoutes } from './routes/emulator.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
@@ -120,6 +120,17 @@ export async function buildApp(
   registerBodyParsers(app);
   registerTextGuard(app);
 
+  // The emulator's strict mode (docs/emulator.md "Strict mode"): unknown top-level fields are
+  // refused rather than ignored, for the whole emulator or, with the header, for one request.
+  // Outside the emulator the header changes nothing: the service is as lenient as the platform.
+  const strictFor = (request: FastifyRequest): boolean => {
+    if (!options.emulator) return false;
+    const asked = request.headers[STRICT_HEADER];
+    if (asked === 'true') return true;
+    if (asked === 'false') return false;
+    return options.emulator.strict;
+  };
+
   // Every route's path, to tell an unknown path (404) from a known path with another method (405).
   const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 2000 });
   app.addHook('onRoute', (route) => {
@@ -171,6 +182,8 @@ export async function buildApp(
       const ignoreUnknownFields = async (request: FastifyRequest) => {
         const fields = request.body;
         if (fields === null || typeof fields !== 'object' || Array.isArray(fields)) return;
+        // The emulator's strict mode leaves them to the schema, which refuses them naming the field.
+        if (strictFor(request)) return;
         for (const name of Object.keys(fields)) if (!known.has(name)) delete (fields as Record<string, unknown>)[name];
       };
       route.preValidation = [ignoreUnknownFields, ...[route.preValidation ?? []].flat()];

@@ -1,6 +1,9 @@
+import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { MovableClock } from '../core/clock.ts';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
+import type { JobRecord } from '../jobs/queue.ts';
+import type { OutboundRecorder } from '../outbound/recorder.ts';
 import { sendProblem } from './problems.ts';
 
 /**
@@ -12,6 +15,9 @@ import { sendProblem } from './problems.ts';
 /** The control API's path prefix: never faulted, never logged. */
 export const CONTROL_PREFIX = '/_emulator';
 
+/** The header that turns the strict mode on (`true`) or off (`false`) for one request. */
+export const STRICT_HEADER = 'x-audience-strict';
+
 /** A fault: the next `times` requests of `method` on a path matching `path` are delayed, refused, or dropped. */
 export interface FaultSpec {
   /** A path, `*` standing for any characters (`/audience/profiles/*`); the query is not part of it. */
@@ -21,13 +27,28 @@ export interface FaultSpec {
   times: number;
   /** Wait this long before answering (then answer as the fault says, or normally). */
   delay_ms?: number;
-  /** Answer this status instead of serving the request: 429 (with Retry-After), 500 or 503. */
-  status?: 429 | 500 | 503;
+  /** Answer this status instead of serving the request: 429 (with Retry-After), 500, 502, 503 or 504. */
+  status?: FaultStatus;
   /** Seconds of the Retry-After header of a 429 or 503 (1 by default for a 429). */
   retry_after?: number;
   /** Close the connection without an answer. */
   drop?: boolean;
+  /**
+   * Serve the request, then spoil its answer's body: `malformed` (its first half only, with a
+   * matching Content-Length: not JSON), `truncated` (the Content-Length of the whole, half of it
+   * sent, then the connection closed), `slow` (the second half `body_delay_ms` after the first).
+   */
+  body?: BodyFault;
+  /** The wait of a `slow` body between its halves; 1000 by default. */
+  body_delay_ms?: number;
+  /** Apply to each matching request with this probability (1 by default); a request spared does not spend it. */
+  probability?: number;
 }
+
+export const FAULT_STATUSES = [429, 500, 502, 503, 504] as const;
+export type FaultStatus = (typeof FAULT_STATUSES)[number];
+export const BODY_FAULTS = ['malformed', 'truncated', 'slow'] as const;
+export type BodyFault = (typeof BODY_FAULTS)[number];
 
 export interface Fault extends FaultSpec {
   id: number;
@@ -98,7 +119,11 @@ export class EmulatorTraffic {
   private takeFault(request: FastifyRequest): Fault | undefined {
     const path = pathOf(request);
     const fault = this.faults.find(
-      (f) => f.remaining > 0 && (!f.method || f.method.toUpperCase() === request.method) && f.matches.test(path),
+      (f) =>
+        f.remaining > 0 &&
+        (!f.method || f.method.toUpperCase() === request.method) &&
+        f.matches.test(path) &&
+        (f.probability === undefined || Math.random() < f.probability),
     );
     if (!fault) return undefined;
     fault.remaining--;
@@ -168,15 +193,44 @@ export class EmulatorTraffic {
         request.raw.socket.destroy();
         return reply;
       }
+      if (fault.body) request.bodyFault = { kind: fault.body, delayMs: fault.body_delay_ms ?? 1000 };
       if (fault.status === undefined) return;
       const detail = `The emulator answered ${fault.status} to this request (fault ${fault.id})`;
       const retryAfter = fault.retry_after ?? (fault.status === 429 ? 1 : undefined);
       const headers: Record<string, string> = retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) };
-      const code = fault.status === 429 ? 'AUD-1002' : fault.status === 503 ? 'AUD-2' : 'AUD-4';
+      const code = STATUS_CODES[fault.status];
       return sendProblem(reply, new Problem(code, detail, headers));
     });
+    // A body fault spoils the answer once it is written (the request itself was served, or refused by the fault).
+    app.addHook('onSend', async (request, reply, payload) => {
+      if (!request.bodyFault || controlled(request)) return payload;
+      const text = typeof payload === 'string' ? Buffer.from(payload) : Buffer.isBuffer(payload) ? payload : undefined;
+      // A streamed answer (a file) is left whole: the fault spoils answers written at once.
+      if (!text) return payload;
+      const half = text.subarray(0, Math.floor(text.length / 2));
+      const { kind, delayMs } = request.bodyFault;
+      if (kind === 'malformed') {
+        reply.header('content-length', String(half.length));
+        return half;
+      }
+      reply.header('content-length', String(text.length));
+      // A connection closed mid-answer never reaches onResponse: the log has the answer's entry now.
+      if (kind === 'truncated') {
+        this.log(request, reply.statusCode, request.fault);
+        request.logged = true;
+      }
+      const rest = text.subarray(half.length);
+      return Readable.from(
+        (async function* () {
+          yield half;
+          if (kind === 'truncated') throw new Error(`the emulator's body fault closes the connection mid-answer`);
+          await new Promise((r) => setTimeout(r, delayMs));
+          yield rest;
+        })(),
+      );
+    });
     app.addHook('onResponse', async (request, reply) => {
-      if (!controlled(request)) this.log(request, reply.statusCode, request.fault);
+      if (!controlled(request) && !request.logged) this.log(request, reply.statusCode, request.fault);
     });
   }
 }
@@ -185,8 +239,21 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The emulator's fault that answered this request, if one did. */
     fault?: number;
+    /** How a fault spoils this request's answer body. */
+    bodyFault?: { kind: BodyFault; delayMs: number };
+    /** Whether the request log has this request already. */
+    logged?: boolean;
   }
 }
+
+/** The problem a status fault answers: the rate limit's, an internal error, the database's absence, a proxy's. */
+const STATUS_CODES: Record<FaultStatus, ProblemCode> = {
+  429: 'AUD-1002',
+  500: 'AUD-4',
+  502: 'AUD-2206',
+  503: 'AUD-2',
+  504: 'AUD-2207',
+};
 
 /** A body with its credential fields masked, at any depth. */
 function masked(body: unknown): unknown {
@@ -212,6 +279,8 @@ export interface ReadyAccount {
 export interface Emulator {
   clock: MovableClock;
   traffic: EmulatorTraffic;
+  /** The outbound calls the service made (callbacks, mail …) and the faults injected into them. */
+  outbound: OutboundRecorder;
   account: ReadyAccount;
   /** Back to the initial state (or to a saved snapshot): the database, files, caches, rate limits, clock, faults, log. */
   reset(snapshot?: string): Promise<void>;
@@ -219,4 +288,12 @@ export interface Emulator {
   snapshots(): Promise<string[]>;
   /** Runs every job due by the emulator's clock, until none is left; answers how many ran. */
   runJobs(): Promise<number>;
+  /** The jobs of the queue (waiting, running, failed), oldest first. */
+  listJobs(): Promise<JobRecord[]>;
+  /** Runs the job of this id now, due or not; false when there is no such waiting job. */
+  runJob(jobId: string): Promise<boolean>;
+  /** Unknown top-level fields of bodies are refused (400 naming the field) rather than ignored, unless a request's header says otherwise. */
+  readonly strict: boolean;
+  /** Whether jobs run by themselves shortly after they are due (automatic), or only when asked (manual). */
+  jobsMode: 'automatic' | 'manual';
 }

@@ -239,6 +239,8 @@ export class Worker {
   private lastWake = -Infinity;
   /** Jobs due by this clock's time (the emulator's, moved ahead) or the database's, whichever is later, are taken; unset: the database's time. */
   private readonly dueBy: Clock | undefined;
+  /** False: the loops take no job; jobs run only when asked (`runDue`, `runById`): the emulator's manual mode. */
+  private automatic = true;
 
   /**
    * `handlers`: the worker role's `JobHandlers` (or a test's own kinds). `lanes`: job kinds that
@@ -282,6 +284,17 @@ export class Worker {
     ];
   }
 
+  /** Whether the worker's loops take jobs by themselves; false leaves every job waiting until `runDue` or `runById`. */
+  get takesJobs(): boolean {
+    return this.automatic;
+  }
+
+  /** Lets the loops take jobs again, or stops them taking any (jobs already taken run to their end). */
+  setTakesJobs(on: boolean): void {
+    this.automatic = on;
+    if (on) this.wakeAll();
+  }
+
   private wakeAll(): void {
     for (const wake of this.waiting) wake();
   }
@@ -301,7 +314,7 @@ export class Worker {
     while (this.running) {
       let worked = false;
       try {
-        worked = await this.runOne(kinds, max);
+        if (this.automatic) worked = await this.runOne(kinds, max);
       } catch (err) {
         this.onError(err);
       }
@@ -360,6 +373,23 @@ export class Worker {
       await new Promise((r) => setTimeout(r, 10));
     }
     throw new Error(`jobs still running after ${withinMs} ms`);
+  }
+
+  /**
+   * Runs one job now, due or not (an export's sweep a day ahead too): false when there is no such
+   * waiting job (none of that id, one running or one failed for good).
+   */
+  async runById(accountId: string, jobId: string): Promise<boolean> {
+    const { rows } = await this.pool.query<JobRow>(
+      `update jobs j set locked_until = now() + make_interval(secs => $3), attempts = j.attempts + 1
+       where account_id = $1::bigint and job_id = $2::bigint and failed_at is null
+         and (locked_until is null or locked_until < now())
+       returning account_id::text, job_id::text, kind, payload, attempts`,
+      [accountId, jobId, LEASE_SECONDS],
+    );
+    if (!rows[0]) return false;
+    await this.runJob(rows[0]);
+    return true;
   }
 
   private async runJob(row: JobRow): Promise<void> {

@@ -2,6 +2,7 @@ import dns from 'node:dns';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { Agent, buildConnector, request } from 'undici';
+import { BODY_KEPT, type OutboundTap } from './recorder.ts';
 
 /**
  * Outbound HTTP to addresses that clients choose (export callbacks; docs/security.md "Outbound
@@ -111,9 +112,12 @@ function refusalOf(err: unknown): RefusedAddress | undefined {
 /** Calls addresses that clients choose, through the address filter unless `allowPrivate`. */
 export class Outbound {
   private readonly agent: Agent;
+  private readonly tap: OutboundTap | undefined;
 
-  constructor(options: { allowPrivate: boolean }) {
+  /** `tap`: records every call and may answer in the target's place (the emulator's, src/outbound/recorder.ts). */
+  constructor(options: { allowPrivate: boolean; tap?: OutboundTap }) {
     this.agent = new Agent(options.allowPrivate ? {} : { connect: filteredConnector() });
+    this.tap = options.tap;
   }
 
   /**
@@ -122,7 +126,28 @@ export class Outbound {
    * is not http or https, an address the filter refuses (not transient), a name that does not
    * resolve, a refused or broken connection, or no answer within `timeoutMs` (transient).
    */
-  async postJson(url: string, body: unknown, options: { timeoutMs: number }): Promise<number> {
+  async postJson(url: string, body: unknown, options: { timeoutMs: number; kind?: string }): Promise<number> {
+    if (!this.tap) return (await this.post(url, body, options)).status;
+    const answer = await this.tap.call(
+      { kind: options.kind ?? 'callback', method: 'POST', target: url, body },
+      {
+        deliver: () => this.post(url, body, options),
+        answerOf: (a) => a,
+        faulted: (outcome) => {
+          if ('refused' in outcome)
+            throw new OutboundError(`${url} refused the connection (the emulator's fault ${outcome.fault})`, true);
+          return { status: outcome.status, body: '' };
+        },
+      },
+    );
+    return answer.status;
+  }
+
+  private async post(
+    url: string,
+    body: unknown,
+    options: { timeoutMs: number },
+  ): Promise<{ status: number; body: string }> {
     let target: URL;
     try {
       target = new URL(url);
@@ -139,8 +164,16 @@ export class Outbound {
         dispatcher: this.agent,
         signal: AbortSignal.timeout(options.timeoutMs),
       });
+      // The answer's text up to what a record keeps; the rest is dropped unread.
+      let text = '';
+      if (this.tap) {
+        for await (const chunk of answer.body) {
+          text += String(chunk);
+          if (text.length >= BODY_KEPT) break;
+        }
+      }
       await answer.body.dump();
-      return answer.statusCode;
+      return { status: answer.statusCode, body: text.slice(0, BODY_KEPT) };
     } catch (err) {
       const refused = refusalOf(err);
       if (refused) throw refused;

@@ -1,4 +1,5 @@
 import type { Transporter } from 'nodemailer';
+import type { OutboundTap } from '../outbound/recorder.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
 
@@ -101,8 +102,55 @@ function deliveryError(err: unknown): DeliveryError {
   return new DeliveryError(reason, permanent, (e.rejected?.length ?? 0) > 0);
 }
 
-/** The mailer of a process: SMTP when `smtpUrl` is set, else the outbox in `db`. nodemailer is loaded on the first message. */
-export function openMailer(options: MailerOptions, db: Queryable): Mailer {
+/**
+ * The mailer of a process: SMTP when `smtpUrl` is set, else the outbox in `db`. nodemailer is
+ * loaded on the first message. `tap`: every message is recorded as an outbound call of kind
+ * `mail`, and a fault may answer in the server's place (the emulator's, src/outbound/recorder.ts).
+ */
+export function openMailer(options: MailerOptions, db: Queryable, tap?: OutboundTap): Mailer {
+  const mailer = openUntapped(options, db);
+  if (!tap) return mailer;
+  return {
+    kind: mailer.kind,
+    send: (accountId, transactionId, message) =>
+      tap.call(
+        {
+          kind: 'mail',
+          method: 'SEND',
+          target: message.to.address,
+          body: {
+            from: message.from,
+            to: message.to,
+            ...(message.replyTo ? { reply_to: message.replyTo } : {}),
+            subject: message.subject,
+            text: message.text,
+            html: message.html,
+          },
+        },
+        {
+          deliver: () => mailer.send(accountId, transactionId, message),
+          answerOf: (r) => ({ status: 250, body: r.response }),
+          faulted: (outcome) => {
+            if ('refused' in outcome)
+              throw new DeliveryError(
+                `the mail server refused the connection (the emulator's fault ${outcome.fault})`,
+                false,
+                false,
+              );
+            if (outcome.status < 400) return { response: `${outcome.status} (the emulator's fault ${outcome.fault})` };
+            throw new DeliveryError(
+              `${outcome.status} (the emulator's fault ${outcome.fault})`,
+              outcome.status >= 500,
+              false,
+            );
+          },
+        },
+      ),
+    close: () => mailer.close(),
+  };
+}
+
+function openUntapped(options: MailerOptions, db: Queryable): Mailer {
   let transporter: Promise<Transporter> | undefined;
   const transport = () => {
     transporter ??= import('nodemailer').then(({ default: nodemailer }) => {

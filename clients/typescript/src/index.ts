@@ -49,6 +49,8 @@ export interface AudienceClientOptions {
   now?: () => number;
   /** How a retry waits; setTimeout by default. */
   sleep?: (ms: number) => Promise<void>;
+  /** What `importProfiles` and `exportFile` do between polls, unless their `WaitOptions.poll` says (a sleep of `intervalMs` by default). */
+  poll?: (polls: number) => Promise<unknown>;
 }
 
 const sleepFor = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -110,6 +112,13 @@ export interface WaitOptions {
   intervalMs?: number;
   /** Milliseconds after which waiting gives up with an error; 10 minutes by default. */
   timeoutMs?: number;
+  /**
+   * What happens between two polls instead of sleeping `intervalMs` (the client's `poll`, else a
+   * sleep, by default). Against the emulator, move its work on rather than wait for it:
+   * `poll: () => emulator.control.jobs.run()` or `() => emulator.control.clock.advance(1)`.
+   * Its argument counts the polls made so far.
+   */
+  poll?: (polls: number) => Promise<unknown>;
 }
 
 /** The client of one API key: typed calls, with its tokens, retries and errors taken care of. */
@@ -191,11 +200,13 @@ export function createAudienceClient(options: AudienceClientOptions): AudienceCl
 
   const waitUntil = async <T>(poll: () => Promise<T | undefined>, what: string, wait: WaitOptions = {}) => {
     const deadline = now() + (wait.timeoutMs ?? 600_000);
-    for (;;) {
+    const between = wait.poll ?? options.poll;
+    for (let polls = 1; ; polls++) {
       const result = await poll();
       if (result !== undefined) return result;
       if (now() > deadline) throw new Error(`${what} is not done after ${wait.timeoutMs ?? 600_000} ms`);
-      await (options.sleep ?? sleepFor)(wait.intervalMs ?? 1000);
+      if (between) await between(polls);
+      else await (options.sleep ?? sleepFor)(wait.intervalMs ?? 1000);
     }
   };
 

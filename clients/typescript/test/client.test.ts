@@ -150,4 +150,41 @@ describe('the typed client', () => {
     expect(rows).toHaveLength(1);
     expect(rows[0]).toContain('150');
   });
+
+  it('IMP-05 waits by a poll hook that runs the emulator’s jobs instead of sleeping, and sees them queued first', async () => {
+    await emulator.control.jobs.setMode('manual');
+    const polled: string[][] = [];
+    const poll = async () => {
+      const { items } = await emulator.control.jobs.list();
+      polled.push(items.filter((j) => j.state === 'waiting').map((j) => j.kind));
+      await emulator.control.jobs.run();
+    };
+    const { audience, waits } = client({ poll });
+    const { data: attributes } = await audience.api.GET('/audience/sections/{section_discriminator}/attributes', {
+      params: { path: { section_discriminator: SHOP } },
+    });
+    const reader = attributes!.items.find((a) => a.discriminator.endsWith('.newsletter-reader'))!.versions[0].id;
+    const status = await audience.importProfiles(
+      SHOP,
+      {
+        keyspace_mapping: { keyspace_discriminator: EMAIL, field_selector: 'email' },
+        attribute_mappings: [{ field_selector: 'reader', attribute_version_id: reader }],
+      },
+      'email,reader\ncy@shop.test,true\n',
+    );
+    expect(status.result.status).toBe('completed');
+    const file = await audience.exportFile('/audience/profiles/reports/segments', {
+      section_discriminator: SHOP,
+      segment: { timezone: 'UTC', segment_discriminator: `${V}.segments.user-created.loyal-customers` },
+      attributes: [{ field_name: 'reader', attribute_version_id: reader }],
+    });
+    expect(file.status).toBe(200);
+    await file.body?.cancel();
+    // One poll each found the job waiting; the hook ran it; nothing slept.
+    expect(polled.map((kinds) => kinds.filter((k) => k === 'import' || k === 'export'))).toEqual([
+      ['import'],
+      ['export'],
+    ]);
+    expect(waits).toEqual([]);
+  });
 });

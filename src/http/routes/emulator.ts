@@ -1,12 +1,12 @@
-import { Type } from 'typebox';
+import { Type, type TSchema } from 'typebox';
 import * as accounts from '../../accounts/accounts.ts';
 import { LIMIT_NAMES } from '../../core/limits.ts';
 import { Problem } from '../../core/problems.ts';
 import { DateTime } from '../../core/schemas.ts';
 import { SNAPSHOT_NAME } from '../../store/snapshots.ts';
 import { readOutbox } from '../../transactional/outbox.ts';
-import { operation, type OperationTable } from '../operation.ts';
-import { CONTROL_PREFIX, type Emulator } from '../emulator.ts';
+import { operation, type Operation, type OperationSpec, type OperationTable } from '../operation.ts';
+import { BODY_FAULTS, CONTROL_PREFIX, FAULT_STATUSES, type Emulator } from '../emulator.ts';
 
 /**
  * The emulator's control API (docs/emulator.md), registered by `audience emulate` only: reset and
@@ -26,9 +26,12 @@ const FaultBody = Type.Object(
     method: Type.Optional(Type.Union(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => Type.Literal(m)))),
     times: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
     delay_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
-    status: Type.Optional(Type.Union([Type.Literal(429), Type.Literal(500), Type.Literal(503)])),
+    status: Type.Optional(Type.Enum([...FAULT_STATUSES])),
     retry_after: Type.Optional(Type.Integer({ minimum: 0, maximum: 86_400 })),
     drop: Type.Optional(Type.Boolean()),
+    body: Type.Optional(Type.Enum([...BODY_FAULTS])),
+    body_delay_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
+    probability: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
   },
   { additionalProperties: false },
 );
@@ -43,6 +46,9 @@ const Fault = Type.Object({
   status: Type.Optional(Type.Integer()),
   retry_after: Type.Optional(Type.Integer()),
   drop: Type.Optional(Type.Boolean()),
+  body: Type.Optional(Type.String()),
+  body_delay_ms: Type.Optional(Type.Integer()),
+  probability: Type.Optional(Type.Number()),
 });
 
 const LoggedRequest = Type.Object({
@@ -54,6 +60,66 @@ const LoggedRequest = Type.Object({
   headers: Type.Record(Type.String(), Type.Unknown()),
   body: Type.Optional(Type.Unknown()),
   status: Type.Integer({ description: '0 for a dropped connection' }),
+  fault: Type.Optional(Type.Integer()),
+});
+
+const JobsMode = Type.Union([Type.Literal('automatic'), Type.Literal('manual')], {
+  description: 'automatic: jobs run shortly after they are due; manual: only when the control API runs them',
+});
+
+const JobItem = Type.Object({
+  job_id: Type.String(),
+  kind: Type.String({ description: 'import, export, send …' }),
+  state: Type.String({ description: 'waiting, running or failed' }),
+  attempts: Type.Integer(),
+  created_at: DateTime,
+  run_at: DateTime,
+  last_error: Type.Union([Type.String(), Type.Null()]),
+  payload: Type.Unknown(),
+});
+
+const OutboundFaultBody = Type.Object(
+  {
+    kind: Type.Optional(
+      Type.String({ pattern: '^[a-z][a-z_]{0,39}$', description: 'callback, mail (any kind when absent)' }),
+    ),
+    target: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 2000, description: 'A URL or an address; * stands for any characters' }),
+    ),
+    times: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
+    delay_ms: Type.Optional(Type.Integer({ minimum: 0, maximum: 600_000 })),
+    status: Type.Optional(Type.Integer({ minimum: 200, maximum: 599, description: 'Answer this status instead' })),
+    refuse: Type.Optional(Type.Boolean({ description: 'Refuse the connection' })),
+    probability: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1 })),
+  },
+  { additionalProperties: false },
+);
+
+const OutboundFault = Type.Object({
+  id: Type.Integer(),
+  kind: Type.Optional(Type.String()),
+  target: Type.Optional(Type.String()),
+  times: Type.Integer(),
+  remaining: Type.Integer(),
+  delay_ms: Type.Optional(Type.Integer()),
+  status: Type.Optional(Type.Integer()),
+  refuse: Type.Optional(Type.Boolean()),
+  probability: Type.Optional(Type.Number()),
+});
+
+const OutboundCall = Type.Object({
+  id: Type.Integer(),
+  at: DateTime,
+  kind: Type.String(),
+  method: Type.String(),
+  target: Type.String(),
+  body: Type.Unknown(),
+  answer: Type.Object({
+    status: Type.Optional(Type.Integer()),
+    body: Type.Optional(Type.String()),
+    error: Type.Optional(Type.String()),
+  }),
+  duration_ms: Type.Integer(),
   fault: Type.Optional(Type.Integer()),
 });
 
@@ -74,6 +140,23 @@ const Limits = Type.Record(Type.String(), Type.Union([Type.Integer({ minimum: 0 
 
 const SnapshotParams = Type.Object({ name: Type.String({ pattern: SNAPSHOT_NAME.source }) });
 
+/**
+ * A control operation: its path under CONTROL_PREFIX, no token (`public`), left out of the OpenAPI
+ * document. The table's entries give only what differs; the index lists what they give.
+ */
+function control<
+  P extends TSchema | undefined = undefined,
+  Q extends TSchema | undefined = undefined,
+  B extends TSchema | undefined = undefined,
+>(spec: Omit<OperationSpec<P, Q, B, 'public'>, 'scope' | 'hide' | 'description'>): Operation {
+  return operation<P, Q, B, 'public'>({
+    ...spec,
+    path: `${CONTROL_PREFIX}${spec.path}`,
+    hide: true,
+    scope: 'public',
+  } as OperationSpec<P, Q, B, 'public'>);
+}
+
 export function emulatorRoutes(emulator: Emulator): OperationTable {
   // Read when a request comes: the account is made while the routes are built.
   const accountId = () => emulator.account.account_id;
@@ -82,11 +165,12 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
     frozen: emulator.clock.frozen,
     ...(jobsRun === undefined ? {} : { jobs_run: jobsRun }),
   });
+  // A moved clock runs the jobs it made due, unless jobs wait until they are asked for.
+  const runDueJobs = async () => (emulator.jobsMode === 'manual' ? 0 : emulator.runJobs());
   const operations = [
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/account`,
-      hide: true,
+      path: '/account',
       summary: 'The ready account: its ids, its API key and the operator token',
       response: {
         200: Type.Object({
@@ -98,13 +182,11 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
           admin_token: Type.String(),
         }),
       },
-      scope: 'public',
       handle: async () => emulator.account,
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/reset`,
-      hide: true,
+      path: '/reset',
       summary: 'Back to the initial state, or to a saved snapshot',
       // A POST without a body is a reset to the initial state.
       preValidation: async (request) => {
@@ -115,48 +197,39 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         { additionalProperties: false },
       ),
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: ({ body }) => emulator.reset(body.snapshot),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/snapshots`,
-      hide: true,
+      path: '/snapshots',
       summary: 'The saved snapshots',
       response: { 200: Type.Object({ items: Type.Array(Type.String()) }) },
-      scope: 'public',
       handle: async () => ({ items: await emulator.snapshots() }),
     }),
-    operation({
+    control({
       method: 'PUT',
-      path: `${CONTROL_PREFIX}/snapshots/:name`,
-      hide: true,
+      path: '/snapshots/:name',
       summary: 'Save the current state (data and files) as a snapshot that reset can return to',
       params: SnapshotParams,
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: ({ params }) => emulator.saveSnapshot(params.name),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/clock`,
-      hide: true,
+      path: '/clock',
       summary: "The emulator's time",
       response: { 200: Clock },
-      scope: 'public',
       handle: async () => clockNow(),
     }),
-    operation({
+    control({
       method: 'PUT',
-      path: `${CONTROL_PREFIX}/clock`,
-      hide: true,
+      path: '/clock',
       summary: 'Set the time (and stop it or let it run); the jobs due by then run before the answer',
       body: Type.Object(
         { now: Type.Optional(DateTime), frozen: Type.Optional(Type.Boolean()) },
         { additionalProperties: false },
       ),
       response: { 200: Clock },
-      scope: 'public',
       handle: async ({ body }) => {
         const at = body.now ? Date.parse(body.now) : emulator.clock.read();
         // Jobs are due by the later of this clock and the database's time: behind the real time,
@@ -167,75 +240,108 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
             `now ${body.now} is before the real time (${new Date().toISOString()}): the emulator's clock can be set from the real time on`,
           );
         emulator.clock.set(at, body.frozen);
-        return clockNow(await emulator.runJobs());
+        return clockNow(await runDueJobs());
       },
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/clock/advance`,
-      hide: true,
+      path: '/clock/advance',
       summary: 'Move the time forward; the jobs due by then run before the answer',
       body: Type.Object(
         { seconds: Type.Number({ minimum: 0, maximum: 10 * 365 * 86_400 }) },
         { additionalProperties: false },
       ),
       response: { 200: Clock },
-      scope: 'public',
       handle: async ({ body }) => {
         emulator.clock.advance(body.seconds * 1000);
-        return clockNow(await emulator.runJobs());
+        return clockNow(await runDueJobs());
       },
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/jobs/run`,
-      hide: true,
+      path: '/jobs/run',
       summary: 'Run every job due now (imports, exports, mail) until none is left',
       response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
-      scope: 'public',
       handle: async () => ({ jobs_run: await emulator.runJobs() }),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/faults`,
-      hide: true,
+      path: '/jobs',
+      summary: 'The jobs of the queue (waiting, running, failed), oldest first, and whether they run by themselves',
+      response: { 200: Type.Object({ mode: JobsMode, items: Type.Array(JobItem) }) },
+      handle: async () => ({
+        mode: emulator.jobsMode,
+        items: (await emulator.listJobs()).map((j) => ({
+          job_id: j.job_id,
+          kind: j.kind,
+          state: j.state,
+          attempts: j.attempts,
+          created_at: j.created_at.toISOString(),
+          run_at: j.run_at.toISOString(),
+          last_error: j.last_error,
+          payload: j.payload,
+        })),
+      }),
+    }),
+    control({
+      method: 'PUT',
+      path: '/jobs',
+      summary:
+        'Let jobs run by themselves (automatic) or only when asked (manual); reset brings back the mode of the start',
+      body: Type.Object({ mode: JobsMode }, { additionalProperties: false }),
+      response: { 200: Type.Object({ mode: JobsMode }) },
+      handle: async ({ body }) => {
+        emulator.jobsMode = body.mode;
+        return { mode: emulator.jobsMode };
+      },
+    }),
+    control({
+      method: 'POST',
+      path: '/jobs/:job_id/run',
+      summary: 'Run one waiting job now, due or not',
+      params: Type.Object({ job_id: Type.String({ pattern: '^[0-9]{1,18}$' }) }),
+      response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
+      handle: async ({ params }) => {
+        if (await emulator.runJob(params.job_id)) return { jobs_run: 1 };
+        const job = (await emulator.listJobs()).find((j) => j.job_id === params.job_id);
+        if (!job) throw new Problem('AUD-2204', `There is no job ${params.job_id}: GET /_emulator/jobs lists them`);
+        throw new Problem('AUD-2205', `Job ${params.job_id} is ${job.state}, not waiting: it cannot be run`);
+      },
+    }),
+    control({
+      method: 'GET',
+      path: '/faults',
       summary: 'The faults still to apply',
       response: { 200: Type.Object({ items: Type.Array(Fault) }) },
-      scope: 'public',
       handle: async () => ({ items: emulator.traffic.listFaults() }),
     }),
-    operation({
+    control({
       method: 'POST',
-      path: `${CONTROL_PREFIX}/faults`,
-      hide: true,
-      summary: 'Delay, refuse (429, 500, 503) or drop the next requests on a path',
+      path: '/faults',
+      summary: 'Delay, refuse (429, 500, 502, 503, 504), drop or spoil the answers of the next requests on a path',
       body: FaultBody,
       response: { 201: Fault },
-      scope: 'public',
       handle: async ({ body }) => {
-        if (body.status === undefined && !body.drop && !body.delay_ms)
-          throw new Problem('AUD-2202', 'A fault needs status, drop or delay_ms: one of them says what it does');
-        if (body.status !== undefined && body.drop)
+        if (body.status === undefined && !body.drop && !body.delay_ms && !body.body)
+          throw new Problem('AUD-2202', 'A fault needs status, drop, body or delay_ms: one of them says what it does');
+        if (body.drop && (body.status !== undefined || body.body))
           throw new Problem(
             'AUD-2202',
-            'A fault answers a status or drops the connection, not both: give status or drop',
+            'A fault that drops the connection answers nothing: give drop alone, or status or body without it',
           );
         return emulator.traffic.addFault(body);
       },
     }),
-    operation({
+    control({
       method: 'DELETE',
-      path: `${CONTROL_PREFIX}/faults`,
-      hide: true,
+      path: '/faults',
       summary: 'Remove every fault',
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: async () => emulator.traffic.clearFaults(),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/requests`,
-      hide: true,
+      path: '/requests',
       summary: 'The requests received (the control API excepted), oldest first, credentials masked',
       query: Type.Object(
         {
@@ -248,22 +354,72 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         { additionalProperties: false },
       ),
       response: { 200: Type.Object({ items: Type.Array(LoggedRequest) }) },
-      scope: 'public',
       handle: async ({ query }) => ({ items: emulator.traffic.listRequests(query) }),
     }),
-    operation({
+    control({
       method: 'DELETE',
-      path: `${CONTROL_PREFIX}/requests`,
-      hide: true,
+      path: '/requests',
       summary: 'Forget the requests received',
       response: { 204: Type.Null() },
-      scope: 'public',
       handle: async () => emulator.traffic.clearRequests(),
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/mail`,
-      hide: true,
+      path: '/outbound',
+      summary: 'The outbound calls the service made (callbacks, mail), oldest first, with their bodies and answers',
+      query: Type.Object(
+        {
+          kind: Type.Optional(Type.String({ maxLength: 40 })),
+          target: Type.Optional(Type.String({ maxLength: 2000, description: 'A target; * stands for any characters' })),
+          after: Type.Optional(Type.Integer({ minimum: 0, description: 'Only calls of a greater id' })),
+          limit: Type.Integer({ minimum: 1, maximum: 1000, default: 1000 }),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 200: Type.Object({ items: Type.Array(OutboundCall) }) },
+      handle: async ({ query }) => ({ items: emulator.outbound.list(query) }),
+    }),
+    control({
+      method: 'DELETE',
+      path: '/outbound',
+      summary: 'Forget the outbound calls',
+      response: { 204: Type.Null() },
+      handle: async () => emulator.outbound.clear(),
+    }),
+    control({
+      method: 'GET',
+      path: '/outbound/faults',
+      summary: 'The outbound faults still to apply',
+      response: { 200: Type.Object({ items: Type.Array(OutboundFault) }) },
+      handle: async () => ({ items: emulator.outbound.listFaults() }),
+    }),
+    control({
+      method: 'POST',
+      path: '/outbound/faults',
+      summary: "Refuse, delay or answer a status in the target's place for the next outbound calls",
+      body: OutboundFaultBody,
+      response: { 201: OutboundFault },
+      handle: async ({ body }) => {
+        if (body.status === undefined && !body.refuse && !body.delay_ms)
+          throw new Problem(
+            'AUD-2202',
+            'An outbound fault needs status, refuse or delay_ms: one of them says what it does',
+          );
+        if (body.status !== undefined && body.refuse)
+          throw new Problem('AUD-2202', 'An outbound fault answers a status or refuses the connection, not both');
+        return emulator.outbound.addFault(body);
+      },
+    }),
+    control({
+      method: 'DELETE',
+      path: '/outbound/faults',
+      summary: 'Remove every outbound fault',
+      response: { 204: Type.Null() },
+      handle: async () => emulator.outbound.clearFaults(),
+    }),
+    control({
+      method: 'GET',
+      path: '/mail',
       summary: "The messages the ready account's transactional sends sent, newest first, with their links",
       query: Type.Object(
         {
@@ -273,50 +429,43 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         { additionalProperties: false },
       ),
       response: { 200: Type.Object({ items: Type.Array(MailMessage) }) },
-      scope: 'public',
       handle: async ({ db, query }) => {
         const messages = await readOutbox(db, accountId(), query.limit);
         const to = query.to?.toLowerCase();
         return { items: to ? messages.filter((m) => m.to.some((r) => r.toLowerCase() === to)) : messages };
       },
     }),
-    operation({
+    control({
       method: 'GET',
-      path: `${CONTROL_PREFIX}/limits`,
-      hide: true,
+      path: '/limits',
       summary: "The ready account's limits (null: lifted)",
       response: { 200: Limits },
-      scope: 'public',
       handle: async ({ db }) => (await accounts.getAccount(db, accountId())).limits,
     }),
-    operation({
+    control({
       method: 'PATCH',
-      path: `${CONTROL_PREFIX}/limits`,
-      hide: true,
+      path: '/limits',
       summary: "Change limits of the ready account (null lifts one); reset brings back the emulator's",
       body: Type.Partial(
         Type.Object(Object.fromEntries(LIMIT_NAMES.map((n) => [n, Type.Union([Type.Integer(), Type.Null()])]))),
         { additionalProperties: false },
       ),
       response: { 200: Limits },
-      scope: 'public',
       transaction: true,
       handle: async ({ db, services, body }) =>
         (await accounts.updateAccount(db, services.feed, accountId(), { limits: body })).limits,
     }),
   ];
   // The address the emulator prints for its control API answers what is there.
-  const index = operation({
+  const index = control({
     method: 'GET',
-    path: CONTROL_PREFIX,
-    hide: true,
+    path: '',
     summary: 'The operations of the control API (docs/emulator.md)',
     response: {
       200: Type.Object({
         operations: Type.Array(Type.Object({ method: Type.String(), path: Type.String(), summary: Type.String() })),
       }),
     },
-    scope: 'public',
     handle: async () => ({
       operations: operations.map(({ method, path, summary }) => ({ method, path, summary })),
     }),
