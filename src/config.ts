@@ -1,4 +1,6 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { parseFilesUrl, type S3Location } from './files/s3.ts';
 import type { DkimKey } from './transactional/mailer.ts';
@@ -162,4 +164,31 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     demoAccount: (env.DEMO_ACCOUNT ?? 'true') !== 'false',
     callbacksAllowPrivate: allowPrivate === 'true',
   };
+}
+
+/** A secret given in the environment, or read from `DATA_DIR/<file>`; with `create`, generated there once (mode 0600). */
+export async function secretOf(
+  config: Config,
+  given: string | undefined,
+  file: string,
+  { create }: { create: boolean },
+): Promise<string | undefined> {
+  if (given) return given;
+  const at = path.join(config.dataDir, file);
+  try {
+    return (await fsp.readFile(at, 'utf8')).trim();
+  } catch {
+    if (!create) return undefined;
+    await fsp.mkdir(config.dataDir, { recursive: true });
+    // 'wx': when two processes start together, the first one's secret wins.
+    await fsp
+      .writeFile(at, crypto.randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' })
+      .catch(() => {});
+    return (await fsp.readFile(at, 'utf8')).trim();
+  }
+}
+
+/** ADMIN_TOKEN, or the operator token generated once into the data directory. */
+export function adminTokenOf(config: Config, options: { create: boolean }): Promise<string | undefined> {
+  return secretOf(config, config.adminToken, 'admin-token', options);
 }

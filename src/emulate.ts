@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import type pg from 'pg';
 import { readConfig, type Config } from './config.ts';
 import { MovableClock } from './core/clock.ts';
+import { flushCompileCache } from './core/compile-cache.ts';
 import { LIMIT_NAMES, type LimitOverrides } from './core/limits.ts';
 import { MemoryBuckets } from './core/rate-limits.ts';
 import type { Manifest } from './definitions/schemas.ts';
@@ -296,6 +297,8 @@ export async function startEmulator(
     stops.push(() => app.close());
     account = await ready;
     await app.listen({ port, host });
+    // What the start compiled is kept for the next one (src/core/compile-cache.ts).
+    flushCompileCache();
     if (!config.databaseUrl)
       void sweepAbandoned().catch((err) => logger.warn({ err }, 'sweeping abandoned emulators failed'));
     return { url: config.publicUrl, account: account!, startedMs: performance.now() - started, stop };

@@ -1,7 +1,7 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { Agent, buildConnector, request } from 'undici';
+import type { Agent, buildConnector } from 'undici';
 
 /**
  * Outbound HTTP to addresses that clients choose (export callbacks; docs/security.md "Outbound
@@ -92,8 +92,8 @@ function filteredLookup(hostname: string, options: dns.LookupOptions, callback: 
 }
 
 /** A connector that refuses IP literals outside public unicast, and resolves names through the filtered lookup. */
-function filteredConnector(): buildConnector.connector {
-  const connect = buildConnector({ lookup: filteredLookup });
+function filteredConnector(build: typeof buildConnector): buildConnector.connector {
+  const connect = build({ lookup: filteredLookup });
   return (options, callback) => {
     const host = options.hostname.replace(/^\[(.*)\]$/, '$1');
     const range = net.isIP(host) ? refusedRange(host) : undefined;
@@ -110,10 +110,23 @@ function refusalOf(err: unknown): RefusedAddress | undefined {
 
 /** Calls addresses that clients choose, through the address filter unless `allowPrivate`. */
 export class Outbound {
-  private readonly agent: Agent;
+  /**
+   * undici, loaded at the first call rather than at the start (0.1–0.2 s of CPU in each thread
+   * that has an Outbound, docs/benchmarks.md "Start"): most processes never call out.
+   */
+  private agent: Promise<{ agent: Agent; request: typeof import('undici').request }> | undefined;
+  private readonly allowPrivate: boolean;
 
   constructor(options: { allowPrivate: boolean }) {
-    this.agent = new Agent(options.allowPrivate ? {} : { connect: filteredConnector() });
+    this.allowPrivate = options.allowPrivate;
+  }
+
+  private client() {
+    this.agent ??= import('undici').then(({ Agent, buildConnector, request }) => ({
+      agent: new Agent(this.allowPrivate ? {} : { connect: filteredConnector(buildConnector) }),
+      request,
+    }));
+    return this.agent;
   }
 
   /**
@@ -131,12 +144,13 @@ export class Outbound {
     }
     if (target.protocol !== 'http:' && target.protocol !== 'https:')
       throw new OutboundError(`the scheme of "${url}" is not http or https`, false);
+    const { agent, request } = await this.client();
     try {
       const answer = await request(target, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'user-agent': 'audience' },
         body: JSON.stringify(body),
-        dispatcher: this.agent,
+        dispatcher: agent,
         signal: AbortSignal.timeout(options.timeoutMs),
       });
       await answer.body.dump();
@@ -156,6 +170,6 @@ export class Outbound {
   }
 
   async close(): Promise<void> {
-    await this.agent.close();
+    if (this.agent) await (await this.agent).agent.close();
   }
 }

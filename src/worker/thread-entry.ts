@@ -1,6 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../core/clock.ts';
 import { createLogger } from '../core/log.ts';
+import { flushCompileCache } from '../core/compile-cache.ts';
 import { settleHeap, settleWhenIdle } from '../core/heap.ts';
 import { createThreadServices } from '../services.ts';
 import { createPool } from '../store/pool.ts';
@@ -43,3 +44,4 @@ parentPort!.on('message', async (message) => {
 settleHeap();
 const stopSettling = settleWhenIdle();
 parentPort!.postMessage('ready');
+flushCompileCache();
