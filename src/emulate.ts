@@ -28,6 +28,7 @@ const loadService = () =>
     import('./definitions/schemas.ts'),
     import('./http/app.ts'),
     import('./http/logging.ts'),
+    import('./core/log.ts'),
     import('./server.ts'),
     import('./services.ts'),
     import('./worker/worker.ts'),
@@ -233,6 +234,7 @@ export async function startEmulator(
       { Manifest },
       { buildApp },
       { createLogger },
+      { logDestination },
       { createAccountWithKey, demoManifest },
       { createServices },
       { startWorker },
@@ -242,7 +244,7 @@ export async function startEmulator(
       await databaseStarting.catch(() => {});
       throw new Error(`the manifest is not one: ${first.instancePath || '/'} ${first.message} (docs/manifest.md)`);
     }
-    const logger = createLogger(config.logLevel);
+    const logger = createLogger(config.logLevel, logDestination(config.logFormat));
     const traffic = new EmulatorTraffic(clock);
     const database = await databaseStarting;
     const pool: pg.Pool = createPool(database.url, 10);

@@ -12,6 +12,7 @@ import { forgetDeletedAccountsFiles } from './accounts/delete.ts';
 import { applyAccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
+import { logDestination } from './core/log.ts';
 import { createLogger } from './http/logging.ts';
 import { checkFileStore, openFileStore, SWEEP_EVERY_MS } from './files/store.ts';
 import { startWorkerThread } from './worker/thread.ts';
@@ -182,7 +183,7 @@ export async function serve(
   config: Config,
   roles: { api: boolean; worker: boolean } = { api: true, worker: true },
 ): Promise<void> {
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, logDestination(config.logFormat));
   if (config.port !== 0) await checkPortFree(config.host, config.port);
   await makeDataDir(config.dataDir);
   await checkFileStore(openFileStore(config), config.files ? 'FILES_URL' : 'DATA_DIR/files');

@@ -31,6 +31,7 @@ import { exportsRoutes } from './routes/exports.ts';
 import { activitiesRoutes } from './routes/activities.ts';
 import { outboxRoutes, trackingRoutes, transactionalRoutes } from './routes/transactional.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
+import { logDestination } from '../core/log.ts';
 import { createLogger, registerRequestLog, requestLogOptions } from './logging.ts';
 import { docsOptions, openapiOptions } from './openapi.ts';
 import { ProblemSchema } from './schemas/problem.ts';
@@ -122,7 +123,7 @@ export async function buildApp(
   } = {},
 ): Promise<App> {
   const app = Fastify({
-    loggerInstance: options.logger ?? createLogger(services.config.logLevel),
+    loggerInstance: options.logger ?? createLogger(services.config.logLevel, logDestination(services.config.logFormat)),
     ...requestLogOptions,
     bodyLimit: BODY_LIMIT,
     // Profile keys and discriminators are longer than the default 100 characters.

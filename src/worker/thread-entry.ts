@@ -1,6 +1,6 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../core/clock.ts';
-import { createLogger } from '../core/log.ts';
+import { createLogger, logDestination } from '../core/log.ts';
 import { flushCompileCache } from '../core/compile-cache.ts';
 import { settleHeap, settleWhenIdle } from '../core/heap.ts';
 import { createThreadServices } from '../services.ts';
@@ -15,7 +15,7 @@ const { config, databaseUrl, secrets } = workerData as ThreadData;
 const pool = createPool(databaseUrl, 10);
 const services = await createThreadServices(config, pool, systemClock, secrets);
 services.metrics.watchPool(pool, 'worker');
-const logger = createLogger(config.logLevel);
+const logger = createLogger(config.logLevel, logDestination(config.logFormat));
 const worker = await startWorker(services, (err) => logger.error({ err }, 'job error'), {
   settleAfterImports: true,
   // A line for each run's start, end and failure: kind, account, job, attempt, rows, seconds, outcome.
