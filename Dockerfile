@@ -30,6 +30,9 @@ RUN groupadd --system --gid 10001 audience \
 COPY --from=build /node /usr/local/bin/node
 WORKDIR /app
 COPY --from=build /app ./
+# Node's compile cache (src/main.js), written by the program's user: a container's first start
+# fills it, and its later starts compile nothing.
+RUN mkdir -p node_modules/.cache/audience && chown audience:audience node_modules/.cache/audience
 ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 PORT=8080
 # Never root: the program, its embedded PostgreSQL and its files run as this user. A new named
 # volume on /data takes the folder's owner from the image.
@@ -37,10 +40,10 @@ USER audience
 # `docker run -p 8080:8080 audience emulate` (docs/emulator.md): the emulator's migrated database
 # is prepared here, so that a container copies it rather than making it at each start.
 ENV AUDIENCE_EMULATOR_CACHE=/app/.emulator
-RUN node src/main.ts emulate --prepare
+RUN node src/main.js emulate --prepare
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=90s --retries=3 \
   CMD ["node", "-e", "fetch(`http://127.0.0.1:${process.env.PORT}/healthz`).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-# The launcher `npm start` runs: malloc's settings (two arenas, or jemalloc), then `exec node src/main.ts`.
+# The launcher `npm start` runs: malloc's settings (two arenas, or jemalloc), then `exec node src/main.js`.
 ENTRYPOINT ["bin/audience"]
 CMD ["serve"]

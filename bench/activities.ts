@@ -2,7 +2,7 @@
  * `npm run bench:activities`: the ingestion of activity events through the operator endpoint, and
  * the statistics of one activity (docs/activities.md, docs/benchmarks.md "Activities").
  *
- * 1. Starts the real server (`node src/main.ts serve`, embedded PostgreSQL) with bench/harness.ts.
+ * 1. Starts the real server (`node src/main.js serve`, embedded PostgreSQL) with bench/harness.ts.
  * 2. Creates BENCH_ACTIVITIES email activities in the demo account's Shop section through the
  *    operator API, and loads BENCH_ACTIVITY_PROFILES profiles with email keys straight into the
  *    database (INSERT … SELECT over generate_series).

@@ -4,7 +4,7 @@
  * cluster against one PostgreSQL (issue 23)").
  *
  * Two databases: one plain PostgreSQL (scripts/citus.sh plain) and a Citus coordinator with two
- * workers (scripts/citus.sh up), each with the program (`node src/main.ts serve`, DATABASE_URL at
+ * workers (scripts/citus.sh up), each with the program (`node src/main.js serve`, DATABASE_URL at
  * it, the demo account, its limits lifted). Then, on both:
  *
  * 1. Throughput: BENCH_PROFILES (100,000) profiles of the demo account loaded set-based
@@ -153,7 +153,7 @@ async function startTarget(name: Target['name'], databaseUrl: string, dir: strin
   const dataDir = await tempDir('audience-bench-citus-');
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
-  const child = spawn(process.execPath, ['src/main.ts', 'serve'], {
+  const child = spawn(process.execPath, ['src/main.js', 'serve'], {
     cwd: ROOT,
     stdio: ['ignore', 'ignore', 'inherit'],
     env: {

@@ -4,7 +4,7 @@
  * run (docs/benchmarks.md "Dump and restore").
  *
  * A plain PostgreSQL 15 (scripts/citus.sh plain) on BENCH_DUMP_PORT (9960); the program
- * (`node src/main.ts serve`, DATABASE_URL at it) makes the schema and the demo account, and stops;
+ * (`node src/main.js serve`, DATABASE_URL at it) makes the schema and the demo account, and stops;
  * BENCH_PROFILES (1,000,000) profiles are loaded into the account set-based (bench/profile-load.ts),
  * then VACUUM (ANALYZE). Then, BENCH_ROUNDS (1) rounds, the order of the two tools swapped every
  * round: a dump to a file by each (`bin/audience dump FILE`; `pg_dump -Fc`, whose compression is

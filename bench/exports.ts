@@ -6,7 +6,7 @@
  * (its CSV, then downloaded as CSV, as Excel by a fast and by a slow client, and as JSON); an event
  * export of every profile with their events.
  *
- * 1. Starts the real server (`node src/main.ts serve`, API and worker, embedded PostgreSQL) with
+ * 1. Starts the real server (`node src/main.js serve`, API and worker, embedded PostgreSQL) with
  *    bench/harness.ts, with the demo account's request and export limits lifted.
  * 2. Loads BENCH_EXPORT_PROFILES profiles into the demo account straight into the embedded
  *    database (INSERT … SELECT over generate_series): each with an export key, a Shop row with

@@ -330,7 +330,7 @@ export interface ProgramOptions {
 }
 
 /**
- * `node src/main.ts <role>` (serve, api or worker) with a new temp DATA_DIR (its own embedded
+ * `node src/main.js <role>` (serve, api or worker) with a new temp DATA_DIR (its own embedded
  * PostgreSQL) on a free loopback port; resolves once /readyz answers 200. Its standard output (the
  * log) goes to a file in a temp dir, as an operator's would, not to /dev/null.
  */
@@ -400,7 +400,7 @@ async function spawnProgram(
   const logDir = await tempDir('audience-bench-log-');
   const logFile = path.join(logDir, `${role}-${port}.log`);
   const out = await fs.open(logFile, 'a');
-  const child = spawn(NODE, [...extraArgs, 'src/main.ts', role], {
+  const child = spawn(NODE, [...extraArgs, 'src/main.js', role], {
     cwd: ROOT,
     env,
     stdio: ['ignore', out.fd, 'inherit'],
@@ -459,7 +459,7 @@ export async function stopProgram(program: Program): Promise<void> {
 }
 
 /**
- * `node src/main.ts serve` (see `startProgram`); lifts the demo account's `lift` limits through the
+ * `node src/main.js serve` (see `startProgram`); lifts the demo account's `lift` limits through the
  * operator API and gets a bearer token for it.
  */
 export async function startAudience(

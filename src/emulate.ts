@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import type pg from 'pg';
 import { readConfig, type Config } from './config.ts';
 import { MovableClock } from './core/clock.ts';
+import { flushCompileCache } from './core/compile-cache.ts';
 import { LIMIT_NAMES, type LimitOverrides } from './core/limits.ts';
 import { MemoryBuckets } from './core/rate-limits.ts';
 import type { AccountManifest } from './accounts/manifest.ts';
@@ -28,6 +29,7 @@ const loadService = () =>
     import('./http/emulator-seed.ts'),
     import('./http/app.ts'),
     import('./http/logging.ts'),
+    import('./core/log.ts'),
     import('./server.ts'),
     import('./services.ts'),
     import('./worker/worker.ts'),
@@ -240,6 +242,7 @@ export async function startEmulator(
       { readFixture, applySeed },
       { buildApp },
       { createLogger },
+      { logDestination },
       { createAccountWithKey, demoManifest },
       { createServices },
       { startWorker },
@@ -251,7 +254,7 @@ export async function startEmulator(
       await databaseStarting.catch(() => {});
       throw err;
     }
-    const logger = createLogger(config.logLevel);
+    const logger = createLogger(config.logLevel, logDestination(config.logFormat));
     const traffic = new EmulatorTraffic(clock);
     const database = await databaseStarting;
     const pool: pg.Pool = createPool(database.url, 10);
@@ -332,6 +335,8 @@ export async function startEmulator(
       traffic.clearRequests();
     }
     await app.listen({ port, host });
+    // What the start compiled is kept for the next one (src/core/compile-cache.ts).
+    flushCompileCache();
     if (!config.databaseUrl)
       void sweepAbandoned().catch((err) => logger.warn({ err }, 'sweeping abandoned emulators failed'));
     return { url: config.publicUrl, account: account!, startedMs: performance.now() - started, stop };

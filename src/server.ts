@@ -1,17 +1,18 @@
-import crypto from 'node:crypto';
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import type { Config } from './config.ts';
+import { adminTokenOf, secretOf, type Config } from './config.ts';
 import { systemClock } from './core/clock.ts';
+import { flushCompileCache } from './core/compile-cache.ts';
 import { settleHeap, settleWhenIdle } from './core/heap.ts';
 import * as accounts from './accounts/accounts.ts';
 import { forgetDeletedAccountsFiles } from './accounts/delete.ts';
 import { applyAccountManifest, type AccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
+import { logDestination } from './core/log.ts';
 import { createLogger } from './http/logging.ts';
 import { checkFileStore, openFileStore, SWEEP_EVERY_MS } from './files/store.ts';
 import { startWorkerThread } from './worker/thread.ts';
@@ -52,33 +53,6 @@ async function reachDatabase(pool: pg.Pool, url: string): Promise<void> {
       cause: err,
     });
   }
-}
-
-/** A secret given in the environment, or read from `DATA_DIR/<file>`; with `create`, generated there once (mode 0600). */
-export async function secretOf(
-  config: Config,
-  given: string | undefined,
-  file: string,
-  { create }: { create: boolean },
-): Promise<string | undefined> {
-  if (given) return given;
-  const at = path.join(config.dataDir, file);
-  try {
-    return (await fs.readFile(at, 'utf8')).trim();
-  } catch {
-    if (!create) return undefined;
-    await fs.mkdir(config.dataDir, { recursive: true });
-    // 'wx': when two processes start together, the first one's secret wins.
-    await fs
-      .writeFile(at, crypto.randomBytes(32).toString('base64url') + '\n', { mode: 0o600, flag: 'wx' })
-      .catch(() => {});
-    return (await fs.readFile(at, 'utf8')).trim();
-  }
-}
-
-/** ADMIN_TOKEN, or the operator token generated once into the data directory. */
-export function adminTokenOf(config: Config, options: { create: boolean }): Promise<string | undefined> {
-  return secretOf(config, config.adminToken, 'admin-token', options);
 }
 
 /** A new account of `manifest` with one API key, in the caller's transaction: what the demo and the emulator's ready account are. */
@@ -209,7 +183,7 @@ export async function serve(
   config: Config,
   roles: { api: boolean; worker: boolean } = { api: true, worker: true },
 ): Promise<void> {
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(config.logLevel, logDestination(config.logFormat));
   if (config.port !== 0) await checkPortFree(config.host, config.port);
   await makeDataDir(config.dataDir);
   await checkFileStore(openFileStore(config), config.files ? 'FILES_URL' : 'DATA_DIR/files');
@@ -312,6 +286,8 @@ export async function serve(
     const stopSettling = settleWhenIdle();
     started.push(async () => stopSettling());
     await app.listen({ port: config.port, host: config.host });
+    // What the start compiled is kept for the next one (src/core/compile-cache.ts).
+    flushCompileCache();
     if (roles.api)
       logger.info(
         {

@@ -306,7 +306,7 @@ export function metric(text: string, name: string, labels: Record<string, string
  * token `worker-metrics`). Its output is added to `output`. A test kills it as it likes.
  */
 export async function startWorkerProcess(dataDir: string, port: number, output: string[]): Promise<ChildProcess> {
-  const child = spawn(path.join(ROOT, 'node_modules/.bin/node'), ['src/main.ts', 'worker'], {
+  const child = spawn(path.join(ROOT, 'node_modules/.bin/node'), ['src/main.js', 'worker'], {
     cwd: ROOT,
     env: {
       PATH: process.env.PATH ?? '',

@@ -19,7 +19,7 @@ function failedStart(
   settings: Record<string, string> = {},
 ): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
+    const child = spawn(NODE, [path.join(ROOT, 'src', 'main.js'), 'serve'], {
       env: { ...new Program(dataDir, port).env, ...settings },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

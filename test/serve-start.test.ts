@@ -410,7 +410,7 @@ describe('audience serve (npm start)', () => {
   it('refuses to start when the file store cannot be used, naming it and the reason, before starting its database', async () => {
     const dir = await scratchFolder('audience-serve-files-');
     const closed = await freePort();
-    const child = spawn(NODE, [path.join(ROOT, 'src', 'main.ts'), 'serve'], {
+    const child = spawn(NODE, [path.join(ROOT, 'src', 'main.js'), 'serve'], {
       env: {
         ...process.env,
         DATA_DIR: dir,
@@ -441,7 +441,7 @@ describe('audience serve (npm start)', () => {
 const NOBODY = { uid: 65534, gid: 65534 };
 const asNobody =
   process.getuid?.() === 0 &&
-  spawnSync(NODE, ['-e', `require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'src', 'main.ts'))})`], NOBODY)
+  spawnSync(NODE, ['-e', `require('fs').accessSync(${JSON.stringify(path.join(ROOT, 'src', 'main.js'))})`], NOBODY)
     .status === 0;
 
 describe.skipIf(!asNobody)('audience serve as an unprivileged user (as the container image runs it)', () => {

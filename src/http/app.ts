@@ -4,6 +4,7 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { Ajv } from 'ajv';
 import addFormatsModule from 'ajv-formats';
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import FindMyWay from 'find-my-way';
 import client from 'prom-client';
 import type { MetricsJson } from '../core/metrics.ts';
@@ -30,6 +31,7 @@ import { exportsRoutes } from './routes/exports.ts';
 import { activitiesRoutes } from './routes/activities.ts';
 import { outboxRoutes, trackingRoutes, transactionalRoutes } from './routes/transactional.ts';
 import { profileDataPlane } from './plugins/profile-data.ts';
+import { logDestination } from '../core/log.ts';
 import { createLogger, registerRequestLog, requestLogOptions } from './logging.ts';
 import { docsOptions, openapiOptions } from './openapi.ts';
 import { ProblemSchema } from './schemas/problem.ts';
@@ -61,6 +63,24 @@ function makeAjv(coerce: boolean): Ajv {
   });
   addFormats(ajv);
   return ajv;
+}
+
+/**
+ * A route's validator or answer serializer, compiled when a request first needs it rather than
+ * when the route is registered: compiling the 250 routes' schemas (Ajv, fast-json-stringify) was
+ * 0.7 s of every start's CPU time on the project's 2-core machine, for routes that most processes
+ * never serve (docs/benchmarks.md "Start"). What the compiled function says of its last call
+ * (Ajv's `errors`) is on the wrapper, where Fastify reads it.
+ */
+function compiledOnFirstUse<F extends (data: never) => unknown>(compile: () => F): F {
+  let compiled: F | undefined;
+  const run = (data: never) => {
+    compiled ??= compile();
+    const result = compiled(data);
+    (run as { errors?: unknown }).errors = (compiled as { errors?: unknown }).errors;
+    return result;
+  };
+  return run as F;
 }
 
 /**
@@ -103,7 +123,7 @@ export async function buildApp(
   } = {},
 ): Promise<App> {
   const app = Fastify({
-    loggerInstance: options.logger ?? createLogger(services.config.logLevel),
+    loggerInstance: options.logger ?? createLogger(services.config.logLevel, logDestination(services.config.logFormat)),
     ...requestLogOptions,
     bodyLimit: BODY_LIMIT,
     // Profile keys and discriminators are longer than the default 100 characters.
@@ -112,11 +132,24 @@ export async function buildApp(
     // Errors met before a route's handlers (a malformed URL; bytes Node's parser refuses) are problem documents too.
     frameworkErrors: (error, request, reply) => sendProblem(reply, toProblem(error, request, BODY_LIMIT)),
     clientErrorHandler: writeClientProblem,
+    schemaController: {
+      compilersFactory: {
+        buildSerializer: (...factory: Parameters<ReturnType<typeof SerializerSelector>>) => {
+          const build = SerializerSelector()(...factory);
+          return (route: Parameters<typeof build>[0]) => compiledOnFirstUse(() => build(route));
+        },
+      },
+    },
   }).withTypeProvider<TypeBoxTypeProvider>();
 
-  const bodyAjv = makeAjv(false);
-  const textAjv = makeAjv(true);
-  app.setValidatorCompiler(({ schema, httpPart }) => (httpPart === 'body' ? bodyAjv : textAjv).compile(schema));
+  // Made at the first validator compiled, as the validators are.
+  let bodyAjv: Ajv | undefined;
+  let textAjv: Ajv | undefined;
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    compiledOnFirstUse(() =>
+      httpPart === 'body' ? (bodyAjv ??= makeAjv(false)).compile(schema) : (textAjv ??= makeAjv(true)).compile(schema),
+    ),
+  );
   registerBodyParsers(app);
   registerTextGuard(app);
 

@@ -1,7 +1,7 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import { Agent, buildConnector, request } from 'undici';
+import type { Agent, buildConnector } from 'undici';
 import { BODY_KEPT, type OutboundTap } from './recorder.ts';
 
 /**
@@ -93,8 +93,8 @@ function filteredLookup(hostname: string, options: dns.LookupOptions, callback: 
 }
 
 /** A connector that refuses IP literals outside public unicast, and resolves names through the filtered lookup. */
-function filteredConnector(): buildConnector.connector {
-  const connect = buildConnector({ lookup: filteredLookup });
+function filteredConnector(build: typeof buildConnector): buildConnector.connector {
+  const connect = build({ lookup: filteredLookup });
   return (options, callback) => {
     const host = options.hostname.replace(/^\[(.*)\]$/, '$1');
     const range = net.isIP(host) ? refusedRange(host) : undefined;
@@ -111,13 +111,26 @@ function refusalOf(err: unknown): RefusedAddress | undefined {
 
 /** Calls addresses that clients choose, through the address filter unless `allowPrivate`. */
 export class Outbound {
-  private readonly agent: Agent;
+  /**
+   * undici, loaded at the first call rather than at the start (0.1–0.2 s of CPU in each thread
+   * that has an Outbound, docs/benchmarks.md "Start"): most processes never call out.
+   */
+  private agent: Promise<{ agent: Agent; request: typeof import('undici').request }> | undefined;
+  private readonly allowPrivate: boolean;
   private readonly tap: OutboundTap | undefined;
 
   /** `tap`: records every call and may answer in the target's place (the emulator's, src/outbound/recorder.ts). */
   constructor(options: { allowPrivate: boolean; tap?: OutboundTap }) {
-    this.agent = new Agent(options.allowPrivate ? {} : { connect: filteredConnector() });
+    this.allowPrivate = options.allowPrivate;
     this.tap = options.tap;
+  }
+
+  private client() {
+    this.agent ??= import('undici').then(({ Agent, buildConnector, request }) => ({
+      agent: new Agent(this.allowPrivate ? {} : { connect: filteredConnector(buildConnector) }),
+      request,
+    }));
+    return this.agent;
   }
 
   /**
@@ -156,12 +169,13 @@ export class Outbound {
     }
     if (target.protocol !== 'http:' && target.protocol !== 'https:')
       throw new OutboundError(`the scheme of "${url}" is not http or https`, false);
+    const { agent, request } = await this.client();
     try {
       const answer = await request(target, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'user-agent': 'audience' },
         body: JSON.stringify(body),
-        dispatcher: this.agent,
+        dispatcher: agent,
         signal: AbortSignal.timeout(options.timeoutMs),
       });
       // The answer's text up to what a record keeps; the rest is dropped unread.
@@ -189,6 +203,6 @@ export class Outbound {
   }
 
   async close(): Promise<void> {
-    await this.agent.close();
+    if (this.agent) await (await this.agent).agent.close();
   }
 }

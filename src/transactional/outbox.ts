@@ -1,4 +1,3 @@
-import { simpleParser } from 'mailparser';
 import { Problem } from '../core/problems.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
@@ -24,6 +23,8 @@ export async function readOutboxMessage(
 ): Promise<q.OutboxRow & { source: string; html: string | null; text: string | null }> {
   const row = await q.findOutboxMessage(db, accountId, messageId);
   if (!row) throw new Problem('AUD-2103', `The outbox of account ${accountId} holds no message ${messageId}`);
+  // Loaded here, not at the start: mailparser and what it brings took 0.2 s of every start's CPU.
+  const { simpleParser } = await import('mailparser');
   const parsed = await simpleParser(row.source, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
   // nodemailer writes 7-bit text (quoted-printable and base64 parts), so the source reads as text.
   return { ...row, source: row.source.toString('utf8'), html: parsed.html || null, text: parsed.text ?? null };
@@ -48,7 +49,7 @@ export interface ReadMessage extends q.OutboxRow {
 
 /**
  * The account's newest messages, decoded (the emulator's mail: docs/emulator.md "Mail"). Parsed
- * with mailparser, loaded here only, as nodemailer writes quoted-printable and base64 parts.
+ * with mailparser, loaded when a message is read, as nodemailer writes quoted-printable and base64 parts.
  */
 export async function readOutbox(db: Queryable, accountId: string, limit: number): Promise<ReadMessage[]> {
   const { simpleParser } = await import('mailparser');

@@ -1,6 +1,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../core/clock.ts';
-import { createLogger } from '../core/log.ts';
+import { createLogger, logDestination } from '../core/log.ts';
+import { flushCompileCache } from '../core/compile-cache.ts';
 import { settleHeap, settleWhenIdle } from '../core/heap.ts';
 import { createThreadServices } from '../services.ts';
 import { createPool } from '../store/pool.ts';
@@ -14,7 +15,7 @@ const { config, databaseUrl, secrets } = workerData as ThreadData;
 const pool = createPool(databaseUrl, 10);
 const services = await createThreadServices(config, pool, systemClock, secrets);
 services.metrics.watchPool(pool, 'worker');
-const logger = createLogger(config.logLevel);
+const logger = createLogger(config.logLevel, logDestination(config.logFormat));
 const worker = await startWorker(services, (err) => logger.error({ err }, 'job error'), {
   settleAfterImports: true,
   // A line for each run's start, end and failure: kind, account, job, attempt, rows, seconds, outcome.
@@ -43,3 +44,4 @@ parentPort!.on('message', async (message) => {
 settleHeap();
 const stopSettling = settleWhenIdle();
 parentPort!.postMessage('ready');
+flushCompileCache();

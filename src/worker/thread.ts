@@ -1,5 +1,6 @@
 import { Worker as Thread } from 'node:worker_threads';
 import type { Config } from '../config.ts';
+import { compileCacheEnvironment } from '../core/compile-cache.ts';
 import type { MetricsJson } from '../core/metrics.ts';
 
 /** What the worker thread needs to build its own services (src/worker/thread-entry.ts). */
@@ -64,7 +65,12 @@ export async function startWorkerThread(
     }, RESTART_MS).unref();
   const spawn = () =>
     new Promise<Thread>((resolve, reject) => {
-      const thread = new Thread(entry, { workerData: data, resourceLimits: HEAP_LIMITS });
+      const thread = new Thread(entry, {
+        workerData: data,
+        resourceLimits: HEAP_LIMITS,
+        // The process's compile cache, from the thread's first module on (src/core/compile-cache.ts).
+        env: { ...process.env, ...compileCacheEnvironment() },
+      });
       let ready = false;
       thread.on('message', (message) => {
         if (message !== 'ready') return;

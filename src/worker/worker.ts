@@ -1,16 +1,8 @@
-import { EXPORT_JOB, EXPORT_SWEEP_JOB, runExport, sweepExport, type ExportDeps } from '../exports/exports.ts';
-import {
-  runSingleExport,
-  sendReadyCallback,
-  SINGLE_EXPORT_JOB,
-  SINGLE_EXPORT_READY_JOB,
-  type SingleExportDeps,
-} from '../exports/single.ts';
+import type { ExportDeps } from '../exports/exports.ts';
+import type { SingleExportDeps } from '../exports/single.ts';
 import { settleHeap } from '../core/heap.ts';
-import { runImport } from '../imports/ingest.ts';
-import { closeUploadWindow, IMPORT_JOB, UPLOAD_WINDOW_JOB } from '../imports/imports.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
-import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
+import type { SendDeps } from '../transactional/transactional.ts';
 import { Worker, type Job, type JobHandlers, type JobRun, type Lanes } from '../jobs/queue.ts';
 
 /**
@@ -60,28 +52,35 @@ export async function startWorker(
     serverSecret: services.serverSecret,
     ended: (status) => metrics.mail.inc({ outcome: status }),
   };
+  // Each kind's module is loaded at its first job, not at the start: a worker thread that runs no
+  // import does not load ingestion, nor one that sends no mail the templates (the thread's start
+  // took 0.8 s of CPU with all of them, docs/benchmarks.md "Start"). The kinds are named here as
+  // their modules name them (IMPORT_JOB …); tsc checks each name against JobPayloads, and that
+  // every kind has its handler.
   const handlers: JobHandlers = {
-    [IMPORT_JOB]: async (job) => {
+    import: async (job) => {
       const committed = (rows: number) => {
         metrics.importRows.inc(rows);
         job.rows = (job.rows ?? 0) + rows;
       };
+      const { runImport } = await import('../imports/ingest.ts');
       await runImport({ pool, files, scopeOf, committed }, job);
       if (options.settleAfterImports) settleHeap();
     },
-    [UPLOAD_WINDOW_JOB]: (job) => closeUploadWindow({ pool, files }, job),
-    [EXPORT_JOB]: (job) => runExport(exportDepsOf(job), job),
-    [EXPORT_SWEEP_JOB]: (job) => sweepExport(exportDeps, job),
-    [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
-    [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
-    [SEND_JOB]: (job) => runSend(sendDeps, job),
+    'import-upload-window': async (job) =>
+      (await import('../imports/imports.ts')).closeUploadWindow({ pool, files }, job),
+    export: async (job) => (await import('../exports/exports.ts')).runExport(exportDepsOf(job), job),
+    'export-sweep': async (job) => (await import('../exports/exports.ts')).sweepExport(exportDeps, job),
+    'export-single': async (job) => (await import('../exports/single.ts')).runSingleExport(singleDeps, job),
+    'export-single-ready': async (job) => (await import('../exports/single.ts')).sendReadyCallback(singleDeps, job),
+    'transactional-send': async (job) => (await import('../transactional/transactional.ts')).runSend(sendDeps, job),
   };
   const worker = new Worker(
     pool,
     handlers,
     onError,
     metrics,
-    { [SEND_JOB]: SEND_LANES },
+    { 'transactional-send': SEND_LANES },
     options.onRun,
     options.dueByClock ? clock : undefined,
   );

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import readline from 'node:readline/promises';
-import { ENVIRONMENT, readConfig, REGIONS } from './config.ts';
+import { adminTokenOf, ENVIRONMENT, readConfig, REGIONS } from './config.ts';
 
 // bin/audience preloads jemalloc into this process (docs/operating.md, "Memory of the program"); the
 // processes it starts, its embedded PostgreSQL among them, keep their own malloc.
@@ -671,17 +671,56 @@ const NETWORK_ERRORS: Record<string, string> = {
   ENETUNREACH: 'network unreachable',
 };
 
-/** Why the server could not be reached, in words: fetch itself only says "fetch failed" and keeps the cause beneath. */
+/** Why the server could not be reached, in words (a name that resolves to several addresses fails with the errors of each). */
 function unreachable(base: string, err: Error): string {
-  const cause = err.cause as (Error & { code?: string; errors?: { code?: string }[] }) | undefined;
-  const code = cause?.code ?? cause?.errors?.[0]?.code ?? '';
-  return `${NETWORK_ERRORS[code] ?? cause?.message ?? err.message} at ${base}: is the server running there? (AUDIENCE_URL, or PORT for http://127.0.0.1:PORT)`;
+  const cause = err as Error & { code?: string; errors?: { code?: string }[] };
+  const code = cause.code ?? cause.errors?.[0]?.code ?? '';
+  return `${NETWORK_ERRORS[code] ?? err.message} at ${base}: is the server running there? (AUDIENCE_URL, or PORT for http://127.0.0.1:PORT)`;
+}
+
+interface Answer {
+  status: number;
+  statusText: string;
+  retryAfter: string | undefined;
+  text: string;
+}
+
+/**
+ * One request with node:http (or https), not fetch: Node loads its fetch (undici) at the first
+ * call, about 0.1 s of CPU that a command answering in under 300 ms cannot spare.
+ */
+async function send(url: URL, method: string, headers: Record<string, string>, body?: string): Promise<Answer> {
+  const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        method,
+        headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (chunk: Buffer) => chunks.push(chunk));
+        res.on('error', reject);
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            statusText: res.statusMessage ?? '',
+            retryAfter: [res.headers['retry-after']].flat()[0],
+            text: Buffer.concat(chunks).toString('utf8'),
+          }),
+        );
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
 }
 
 /** Calls the operator API of the running server with the operator token; errors name the server and the cause. */
 async function admin(method: string, path: string, body?: unknown): Promise<unknown> {
   const config = readConfig();
-  const token = await (await server()).adminTokenOf(config, { create: false });
+  const token = await adminTokenOf(config, { create: false });
   if (!token)
     throw new Error(
       `no operator token: set ADMIN_TOKEN, or start the server once with DATA_DIR=${config.dataDir} so that it writes ${config.dataDir}/admin-token`,
@@ -704,29 +743,31 @@ async function call(
   if (!/^https?:\/\/[^/]/.test(base))
     throw new Error(`AUDIENCE_URL must be the server's address, such as http://127.0.0.1:8080; got "${base}"`);
   const { token, body, form } = options;
-  let res: Response;
+  let res: Answer;
   try {
-    res = await fetch(base + path, {
+    res = await send(
+      new URL(base + path),
       method,
-      headers: {
+      {
         ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
         ...(body === undefined ? {} : { 'content-type': 'application/json' }),
       },
-      body: form ?? (body === undefined ? undefined : JSON.stringify(body)),
-    });
+      form ? form.toString() : body === undefined ? undefined : JSON.stringify(body),
+    );
   } catch (err) {
     throw new Error(unreachable(base, err as Error));
   }
-  const text = await res.text();
+  const { text } = res;
   let json: { title?: string; detail?: string } | undefined;
   try {
     json = text ? JSON.parse(text) : {};
   } catch {
     json = undefined;
   }
-  if (res.ok && json) return json;
+  if (res.status >= 200 && res.status < 300 && json) return json;
   const cause = json?.detail ?? (text.slice(0, 200) || res.statusText);
-  const retry = res.headers.get('retry-after');
+  const retry = res.retryAfter;
   const hint =
     res.status === 401 && token
       ? ' (the operator token, ADMIN_TOKEN or $DATA_DIR/admin-token, is not the one of the server)'
