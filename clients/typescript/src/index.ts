@@ -1,12 +1,46 @@
-import createClient, { type Client, type Middleware } from 'openapi-fetch';
+import createClient, { type FetchResponse, type MaybeOptionalInit, type Middleware } from 'openapi-fetch';
+import type { KnownProblemCode } from './problem-codes.ts';
 import type { components, paths } from './schema.ts';
 
 export type { components, paths } from './schema.ts';
+export { PROBLEM_CODES, type KnownProblemCode } from './problem-codes.ts';
+
+type Method = 'get' | 'put' | 'post' | 'delete' | 'patch';
+type PathsWith<M extends Method> = {
+  [P in keyof paths]: paths[P] extends { [K in M]: object } ? P : never;
+}[keyof paths];
+type RequiredKeys<T> = { [K in keyof T]-?: {} extends Pick<T, K> ? never : K }[keyof T];
+type InitArgs<Init> =
+  RequiredKeys<Init> extends never ? [(Init & { [key: string]: unknown })?] : [Init & { [key: string]: unknown }];
+/** The success answer of an operation: errors are thrown, so `data` is always there. */
+export type Answer<P extends keyof paths, M extends Method, Init> = {
+  data: Extract<
+    FetchResponse<paths[P][M] & Record<string | number, any>, Init, `${string}/${string}`>,
+    { data: unknown }
+  >['data'];
+  response: Response;
+};
+type Call<M extends Method> = <P extends PathsWith<M>, Init extends MaybeOptionalInit<paths[P], M>>(
+  url: P,
+  ...init: InitArgs<Init>
+) => Promise<Answer<P, M, Init>>;
+
+/** Every operation of the service, typed from its OpenAPI document (openapi-fetch's calls; a problem is thrown). */
+export interface Api {
+  GET: Call<'get'>;
+  POST: Call<'post'>;
+  PUT: Call<'put'>;
+  PATCH: Call<'patch'>;
+  DELETE: Call<'delete'>;
+}
 
 /** The problem document every error of the service is (RFC 9457). */
 export type ProblemDocument = components['schemas']['Problem'];
-/** An error code of the service's closed table: `GET /errors` lists them. */
-export type ProblemCode = `AUD-${number}`;
+/**
+ * An error code of the service's closed table (`GET /errors` lists them): one of the known codes
+ * to switch on, or a code of a newer service than this client knows.
+ */
+export type ProblemCode = KnownProblemCode | (`AUD-${number}` & {});
 
 /** An answer of the service that is a problem document, thrown by every call of the client. */
 export class AudienceProblem extends Error {
@@ -39,8 +73,14 @@ export interface AudienceClientOptions {
   clientSecret: string;
   /** Seconds before a token expires at which the client fetches the next one; 60 by default. */
   renewBeforeSeconds?: number;
-  /** Attempts after the first of a request answered 429 or 503; 4 by default. */
+  /** Attempts after the first of a request answered one of `retryOn.statuses` or dropped; 4 by default. */
   retries?: number;
+  /**
+   * What is sent again: answers of these `statuses` (429, 502, 503 and 504 by default), and
+   * requests whose connection was dropped without an answer: `idempotent` (by default: every
+   * method but POST, which the service may have served before the connection dropped), `all` or `none`.
+   */
+  retryOn?: { statuses?: number[]; dropped?: 'idempotent' | 'all' | 'none' };
   /** The longest wait before a retry, in milliseconds, whatever Retry-After says; 60 000 by default. */
   maxRetryDelayMs?: number;
   /** The fetch to call (tests, proxies); the global one by default. */
@@ -69,19 +109,36 @@ export function retryDelay(retryAfter: string | null, attempt: number, now: numb
   return 500 * 2 ** attempt;
 }
 
-/** A fetch that sends a request again when it is answered 429 or 503, after the wait the answer asks for. */
+/** The statuses sent again unless `retryOn.statuses` says otherwise. */
+export const RETRIED_STATUSES = [429, 502, 503, 504];
+
+/**
+ * A fetch that sends a request again when it is answered a retried status (after the wait the
+ * answer asks for), or when its connection dropped without an answer (after a backoff).
+ */
 function retryingFetch(
   options: Required<Pick<AudienceClientOptions, 'retries' | 'maxRetryDelayMs'>> & {
+    statuses: number[];
+    dropped: 'idempotent' | 'all' | 'none';
     fetch: typeof fetch;
     now: () => number;
     sleep: (ms: number) => Promise<void>;
   },
 ): (input: Request) => Promise<Response> {
   return async (input) => {
+    const resend = options.dropped === 'all' || (options.dropped === 'idempotent' && input.method !== 'POST');
     for (let attempt = 0; ; attempt++) {
       // A body is read once: each attempt sends a copy of the request.
-      const response = await options.fetch(input.clone());
-      if ((response.status !== 429 && response.status !== 503) || attempt >= options.retries) return response;
+      let response: Response;
+      try {
+        response = await options.fetch(input.clone());
+      } catch (error) {
+        // No answer at all (fetch's TypeError: a refused or dropped connection); an abort is the caller's.
+        if (!resend || attempt >= options.retries || (error as Error).name === 'AbortError') throw error;
+        await options.sleep(Math.min(retryDelay(null, attempt, options.now()), options.maxRetryDelayMs));
+        continue;
+      }
+      if (!options.statuses.includes(response.status) || attempt >= options.retries) return response;
       const wait = retryDelay(response.headers.get('retry-after'), attempt, options.now());
       await response.body?.cancel();
       await options.sleep(Math.min(wait, options.maxRetryDelayMs));
@@ -127,7 +184,7 @@ export interface AudienceClient {
    * Every operation of the service, typed from its OpenAPI document (openapi-fetch): `api.GET('/audience/sections')`.
    * A problem document is thrown as an `AudienceProblem`; `data` is then always the success answer.
    */
-  readonly api: Client<paths>;
+  readonly api: Api;
   /** A valid access token: the one held, or a new one when it expires within `renewBeforeSeconds`. */
   token(): Promise<string>;
   /** Requests an import (version 2), uploads its file with the signed form, and waits until it completed or failed. */
@@ -154,6 +211,8 @@ export function createAudienceClient(options: AudienceClientOptions): AudienceCl
   const now = options.now ?? Date.now;
   const send = retryingFetch({
     retries: options.retries ?? 4,
+    statuses: options.retryOn?.statuses ?? RETRIED_STATUSES,
+    dropped: options.retryOn?.dropped ?? 'idempotent',
     maxRetryDelayMs: options.maxRetryDelayMs ?? 60_000,
     fetch: options.fetch ?? globalThis.fetch,
     now,
@@ -167,10 +226,10 @@ export function createAudienceClient(options: AudienceClientOptions): AudienceCl
   const tokens = createClient<paths>({ baseUrl, fetch: send });
   tokens.use({ onResponse: ({ response, request }) => throwProblem(response, `${request.method} /oauth/token`) });
   const fetchToken = async (): Promise<string> => {
-    const { data } = await tokens.POST('/oauth/token', {
+    const { data } = await (tokens as unknown as Api).POST('/oauth/token', {
       body: { grant_type: 'client_credentials', client_id: options.clientId, client_secret: options.clientSecret },
     });
-    held = { token: data!.access_token, expiresAt: now() + data!.expires_in * 1000 };
+    held = { token: data.access_token, expiresAt: now() + data.expires_in * 1000 };
     return held.token;
   };
   const token = (): Promise<string> => {
@@ -195,8 +254,10 @@ export function createAudienceClient(options: AudienceClientOptions): AudienceCl
       return throwProblem(response, `${request.method} ${new URL(request.url).pathname}`);
     },
   };
-  const api = createClient<paths>({ baseUrl, fetch: send });
-  api.use(auth);
+  const raw = createClient<paths>({ baseUrl, fetch: send });
+  raw.use(auth);
+  // openapi-fetch's calls, typed without their error branch: the middleware throws every problem.
+  const api = raw as unknown as Api;
 
   const waitUntil = async <T>(poll: () => Promise<T | undefined>, what: string, wait: WaitOptions = {}) => {
     const deadline = now() + (wait.timeoutMs ?? 600_000);
@@ -221,20 +282,20 @@ export function createAudienceClient(options: AudienceClientOptions): AudienceCl
       });
       // The upload form carries its own credential (its signature): no bearer token, fields in order, then the file.
       const form = new FormData();
-      for (const [name, value] of Object.entries(created!.file_upload_body)) form.append(name, value);
+      for (const [name, value] of Object.entries(created.file_upload_body)) form.append(name, value);
       form.append('file', typeof file === 'string' ? new Blob([file], { type: 'text/csv' }) : file, 'import.csv');
-      const uploaded = await send(new Request(created!.file_upload_url, { method: 'POST', body: form }));
+      const uploaded = await send(new Request(created.file_upload_url, { method: 'POST', body: form }));
       await throwProblem(uploaded, 'POST file_upload_url');
       if (!uploaded.ok) throw new Error(`The upload was answered ${uploaded.status}: ${await uploaded.text()}`);
-      const path = { section_discriminator: section, import_id: created!.import_id };
+      const path = { section_discriminator: section, import_id: created.import_id };
       return waitUntil(
         async () => {
           const { data } = await api.GET('/audience/sections/{section_discriminator}/imports/{import_id}', {
             params: { path },
           });
-          return ['completed', 'error'].includes(data!.result.status) ? data : undefined;
+          return ['completed', 'error'].includes(data.result.status) ? data : undefined;
         },
-        `Import ${created!.import_id}`,
+        `Import ${created.import_id}`,
         wait,
       );
     },

@@ -58,8 +58,8 @@ describe('the typed client', () => {
       audience.api.GET('/audience/sections'),
       audience.api.GET('/audience/keyspaces'),
     ]);
-    expect(sections.data!.items.map((s) => s.discriminator)).toContain(SHOP);
-    expect(keyspaces.data!.items.length).toBeGreaterThan(0);
+    expect(sections.data.items.map((s) => s.discriminator)).toContain(SHOP);
+    expect(keyspaces.data.items.length).toBeGreaterThan(0);
     expect(await tokenRequests()).toBe(1);
     const sent = await emulator.control.requests.list({ path: '/audience/sections' });
     expect(sent[0].headers.authorization).toMatch(/^Bearer /);
@@ -114,6 +114,30 @@ describe('the typed client', () => {
     await emulator.control.faults.add({ path: '/audience/sections', times: 3, status: 503, retry_after: 1 });
     await expect(audience.api.GET('/audience/sections')).rejects.toMatchObject({ status: 503 });
     expect(waits).toEqual([1000, 1000]);
+  });
+
+  it('sends a request again after a 502, a 504 or a dropped connection; as configured', async () => {
+    const { audience, waits } = client();
+    await audience.token();
+    await emulator.control.faults.add({ path: '/audience/sections', status: 502 });
+    await emulator.control.faults.add({ path: '/audience/sections', status: 504 });
+    await emulator.control.faults.add({ path: '/audience/sections', drop: true });
+    expect((await audience.api.GET('/audience/sections')).response.status).toBe(200);
+    expect(waits).toEqual([500, 1000, 2000]);
+    expect((await emulator.control.requests.list({ path: '/audience/sections' })).map((r) => r.status)).toEqual([
+      502, 504, 0, 200,
+    ]);
+    // A POST whose connection dropped is not sent again by default: the service may have served it.
+    await emulator.control.faults.add({ path: '/audience/sections/*/tags', method: 'POST', drop: true });
+    await expect(
+      audience.api.POST('/audience/sections/{section_discriminator}/tags', {
+        params: { path: { section_discriminator: SHOP } },
+        body: { name: 'Dropped once' },
+      }),
+    ).rejects.toThrow();
+    const strict = client({ retryOn: { statuses: [503], dropped: 'none' } }).audience;
+    await emulator.control.faults.add({ path: '/audience/sections', status: 502 });
+    await expect(strict.api.GET('/audience/sections')).rejects.toMatchObject({ status: 502 });
   });
 
   it('uploads an import and waits for its report, then exports the segment its rows joined and streams the file', async () => {

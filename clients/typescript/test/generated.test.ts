@@ -3,6 +3,7 @@ import path from 'node:path';
 import openapiTS, { astToString } from 'openapi-typescript';
 import prettier from 'prettier';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { PROBLEMS } from '../../../src/core/problems.ts';
 import { TestServer } from '../../../test/app.ts';
 
 // The client's types are generated from the document the server serves, and committed: this test
@@ -13,6 +14,7 @@ import { TestServer } from '../../../test/app.ts';
 const here = path.join(import.meta.dirname, '..');
 const DOCUMENT = path.join(here, 'openapi.json');
 const TYPES = path.join(here, 'src', 'schema.ts');
+const CODES = path.join(here, 'src', 'problem-codes.ts');
 const update = process.env.AUDIENCE_UPDATE_CLIENT === '1';
 
 let server: TestServer;
@@ -45,4 +47,30 @@ it('the committed OpenAPI document and the types generated from it are those of 
   const message = 'differs from what the server serves: run `npm run generate:client` and commit the result';
   expect(await fs.readFile(DOCUMENT, 'utf8'), `clients/typescript/openapi.json ${message}`).toBe(document);
   expect(await fs.readFile(TYPES, 'utf8'), `clients/typescript/src/schema.ts ${message}`).toBe(types);
+});
+
+/** The module of the service's problem codes, with their status and title, for a union to switch on. */
+async function codesModule(): Promise<string> {
+  const text = [
+    "// Generated from the service's table of problem codes (its `GET /errors`, docs/errors.md).",
+    '// Do not edit: `npm run generate:client` writes it again.',
+    '',
+    '/** Every problem code the service answers, with its status and title. */',
+    `export const PROBLEM_CODES = ${JSON.stringify(PROBLEMS, null, 2)} as const;`,
+    '',
+    '/** A problem code the service answers, to switch on. */',
+    'export type KnownProblemCode = keyof typeof PROBLEM_CODES;',
+    '',
+  ].join('\n');
+  const options = (await prettier.resolveConfig(CODES)) ?? {};
+  return prettier.format(text, { ...options, parser: 'typescript' });
+}
+
+it('the committed problem codes are those of the service', async () => {
+  const codes = await codesModule();
+  if (update) await fs.writeFile(CODES, codes);
+  expect(
+    await fs.readFile(CODES, 'utf8').catch(() => ''),
+    'clients/typescript/src/problem-codes.ts differs from the service: run `npm run generate:client` and commit the result',
+  ).toBe(codes);
 });
