@@ -4,7 +4,7 @@ import ipaddr from 'ipaddr.js';
 import { Agent, buildConnector, request } from 'undici';
 
 /**
- * Outbound HTTP to addresses that clients choose (export callbacks; docs/security.md "Outbound
+ * Outbound HTTP to addresses that clients choose (export callbacks, webhook deliveries; docs/security.md "Outbound
  * calls"). Such a call is a server-side request forgery surface: without a filter, a client could
  * make the service post to its own database port, to a neighbour on the private network or to the
  * cloud's metadata service. So, unless the operator allows private targets:
@@ -123,6 +123,18 @@ export class Outbound {
    * resolve, a refused or broken connection, or no answer within `timeoutMs` (transient).
    */
   async postJson(url: string, body: unknown, options: { timeoutMs: number }): Promise<number> {
+    return this.post(url, JSON.stringify(body), { timeoutMs: options.timeoutMs });
+  }
+
+  /**
+   * POSTs `body`, JSON text already serialised (a signature covers these exact bytes), with
+   * `headers` besides the content type and user agent; answers and throws as `postJson`.
+   */
+  async post(
+    url: string,
+    body: string,
+    options: { timeoutMs: number; headers?: Record<string, string> },
+  ): Promise<number> {
     let target: URL;
     try {
       target = new URL(url);
@@ -134,8 +146,8 @@ export class Outbound {
     try {
       const answer = await request(target, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'user-agent': 'audience' },
-        body: JSON.stringify(body),
+        headers: { ...options.headers, 'content-type': 'application/json', 'user-agent': 'audience' },
+        body,
         dispatcher: this.agent,
         signal: AbortSignal.timeout(options.timeoutMs),
       });
