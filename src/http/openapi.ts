@@ -25,13 +25,15 @@ const PUBLIC_TAGS: Record<string, string> = {
   exports: 'Exports and counts of profiles, consents and email events: request, poll, download the file.',
   activities: 'Email, SMS, website, automation and forms activities of a section, with their statistics.',
   'transactional email': 'Transactional email sent from templates of activities, and the status of each send.',
+  webhooks:
+    'Endpoints that receive signed events (Standard Webhooks): consents changed, profiles merged, unmerged or deleted, imports and exports finished; their deliveries and replays. The payloads are under `x-webhooks`.',
   errors: 'The closed table of error codes that problem documents name.',
 };
 
 /** The tags of the operator API. */
 const OPERATOR_TAGS: Record<string, string> = {
   operator:
-    'The operator API (`/admin`, the operator token): accounts, manifests, API keys, integrations, suppressions, activities, jobs and the outbox.',
+    'The operator API (`/admin`, the operator token): accounts, manifests, API keys, integrations, suppressions, activities, jobs, the outbox and webhooks.',
   operations: 'Health and readiness of the process, for load balancers and orchestrators.',
 };
 

@@ -12,6 +12,8 @@ import { closeUploadWindow, IMPORT_JOB, UPLOAD_WINDOW_JOB } from '../imports/imp
 import { accountScope, type ThreadServices } from '../services.ts';
 import { runSend, SEND_JOB, type SendDeps } from '../transactional/transactional.ts';
 import { Worker, type Job, type JobHandlers, type JobRun, type Lanes } from '../jobs/queue.ts';
+import { runWebhookDeliveries, type WebhookDeps } from '../webhooks/delivery.ts';
+import { WEBHOOK_DELIVERY_JOB } from '../webhooks/events.ts';
 
 /**
  * Send jobs run at once besides the main loop's job: each waits on the mail server, and on its
@@ -33,7 +35,13 @@ const SEND_LANES: Lanes = { loops: 4, jobs: 8 };
 export async function startWorker(
   services: ThreadServices,
   onError: (err: unknown) => void,
-  options: { settleAfterImports?: boolean; onRun?: (run: JobRun) => void; dueByClock?: boolean } = {},
+  options: {
+    settleAfterImports?: boolean;
+    onRun?: (run: JobRun) => void;
+    dueByClock?: boolean;
+    /** Hears of a webhook endpoint paused by failures (the thread logs it: ids and a count). */
+    onWebhookPaused?: WebhookDeps['paused'];
+  } = {},
 ): Promise<Worker> {
   const { pool, files, clock, metrics } = services;
   const scopeOf = (accountId: string) => accountScope(services, accountId);
@@ -60,6 +68,13 @@ export async function startWorker(
     serverSecret: services.serverSecret,
     ended: (status) => metrics.mail.inc({ outcome: status }),
   };
+  const webhookDeps: WebhookDeps = {
+    pool,
+    outbound: services.outbound,
+    scopeOf,
+    paused: options.onWebhookPaused,
+    attempted: (outcome) => metrics.webhookAttempts.inc({ outcome }),
+  };
   const handlers: JobHandlers = {
     [IMPORT_JOB]: async (job) => {
       const committed = (rows: number) => {
@@ -75,6 +90,7 @@ export async function startWorker(
     [SINGLE_EXPORT_JOB]: (job) => runSingleExport(singleDeps, job),
     [SINGLE_EXPORT_READY_JOB]: (job) => sendReadyCallback(singleDeps, job),
     [SEND_JOB]: (job) => runSend(sendDeps, job),
+    [WEBHOOK_DELIVERY_JOB]: (job) => runWebhookDeliveries(webhookDeps, job),
   };
   const worker = new Worker(
     pool,
