@@ -94,6 +94,7 @@ async function attempt(deps: WebhookDeps, box: SecretBox, d: q.LeasedDelivery): 
     status,
     latency_ms: latency,
     error,
+    leased_until: d.leased_until,
   };
   if (error === null) return { ...base, state: 'delivered', retries: d.retries, next_attempt_at: null };
   const wait = RETRY_DELAYS_SECONDS[Math.min(d.retries, RETRY_DELAYS_SECONDS.length - 1)];

@@ -166,6 +166,8 @@ export interface LeasedDelivery {
   attempts: number;
   retries: number;
   retry_until: Date;
+  /** The lease's end: it tells this run's lease from a later one (a replay ends a lease). */
+  leased_until: Date;
   event_id: string;
   type: string;
   data: Record<string, unknown>;
@@ -198,11 +200,11 @@ export async function leaseDue(
        order by d.event_seq limit $2
        for update of d skip locked
      ), leased as (
-       update webhook_deliveries d set leased_until = now() + make_interval(secs => $3)
+       update webhook_deliveries d set leased_until = date_trunc('milliseconds', now() + make_interval(secs => $3))
        from due where d.account_id = $1::bigint and d.endpoint_id = due.endpoint_id and d.event_seq = due.event_seq
-       returning d.endpoint_id, d.event_seq, d.attempts, d.retries, d.retry_until
+       returning d.endpoint_id, d.event_seq, d.attempts, d.retries, d.retry_until, d.leased_until
      )
-     select l.endpoint_id::text, l.event_seq::text, l.attempts, l.retries, l.retry_until, e.event_id, e.type, e.data,
+     select l.endpoint_id::text, l.event_seq::text, l.attempts, l.retries, l.retry_until, l.leased_until, e.event_id, e.type, e.data,
        e.created_at, ep.url, ep.secret, case when ep.previous_secret_until > now() then ep.previous_secret end as previous_secret
      from leased l
      join webhook_events e on e.account_id = $1::bigint and e.event_seq = l.event_seq
@@ -225,19 +227,25 @@ export interface AttemptResult {
   state: 'pending' | 'delivered' | 'failed';
   retries: number;
   next_attempt_at: Date | null;
+  leased_until: Date;
 }
 
-/** Records attempts and the state each leaves its delivery in, releasing their leases. */
+/**
+ * Records attempts and the state each leaves its delivery in, releasing their leases: a delivery
+ * whose lease is no longer this run's (replayed meanwhile) keeps the state the replay gave it.
+ */
 export async function recordAttempts(db: Queryable, accountId: string, results: AttemptResult[]): Promise<void> {
   await db.query(
     `with r as (
        select * from jsonb_to_recordset($2::jsonb) as r(endpoint_id bigint, event_seq bigint, attempt int,
-         attempted_at timestamptz, status int, latency_ms int, error text, state text, retries int, next_attempt_at timestamptz)
+         attempted_at timestamptz, status int, latency_ms int, error text, state text, retries int, next_attempt_at timestamptz,
+         leased_until timestamptz)
      ), u as (
        update webhook_deliveries d set status = r.state, attempts = r.attempt, retries = r.retries,
          next_attempt_at = coalesce(r.next_attempt_at, d.next_attempt_at), leased_until = null,
          delivered_at = case when r.state = 'delivered' then r.attempted_at else d.delivered_at end
        from r where d.account_id = $1::bigint and d.endpoint_id = r.endpoint_id and d.event_seq = r.event_seq
+         and d.leased_until = r.leased_until
        returning 1
      )
      insert into webhook_attempts (account_id, endpoint_id, event_seq, attempt, attempted_at, status, latency_ms, error)
