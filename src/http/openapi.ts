@@ -41,6 +41,7 @@ const OPERATOR_TAGS: Record<string, string> = {
 
 /** Realistic values by property or parameter name, for examples made from schemas. */
 const VALUES: Record<string, unknown> = {
+  secret: 'whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=',
   section_discriminator: 'com.vendor1.sections.user-created.shop',
   keyspace_discriminator: 'com.vendor1.integrations.keyspaces.5f2b9c1e.shop',
   channel_discriminator: 'com.vendor1.channels.email',

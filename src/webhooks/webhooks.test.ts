@@ -338,3 +338,41 @@ describe('deliveries', () => {
     expect(delivered.body.items).toHaveLength(2);
   });
 });
+
+describe('the account manifest', () => {
+  it('subscribes endpoints by URL, reads them back without their secret, and round-trips', async () => {
+    const a = await account();
+    const url = hookUrl();
+    const secret = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+    const applied = await ok(
+      server.admin('PUT', `/admin/accounts/${a.accountId}/manifest`, {
+        webhooks: [{ url, event_types: ['profile.deleted'], description: 'From the manifest', secret }],
+      }),
+      200,
+    );
+    expect(applied.body.created).toContain(`webhook ${url}`);
+    const read = await ok(server.admin('GET', `/admin/accounts/${a.accountId}/manifest`), 200);
+    expect(read.body.webhooks).toEqual([
+      { url, event_types: ['profile.deleted'], description: 'From the manifest', enabled: true },
+    ]);
+    const again = await ok(server.admin('PUT', `/admin/accounts/${a.accountId}/manifest`, read.body), 200);
+    expect(again.body.created).toEqual([]);
+    expect(again.body.changed).toEqual([]);
+
+    // The manifest's secret signs.
+    await createProfile(server, a, 'lee@example.com');
+    await deleteProfile(server, a, 'lee@example.com');
+    const [got] = await arrived(url, (rs) => rs.length >= 1);
+    expect(verified(got, secret).type).toBe('profile.deleted');
+
+    expect(
+      expectProblem(
+        await server.admin('PUT', `/admin/accounts/${a.accountId}/manifest`, {
+          webhooks: [{ url: 'gopher://x', event_types: ['profile.deleted'] }],
+        }),
+        400,
+        'AUD-2302',
+      ),
+    ).toMatch(/^webhooks\[0\]\.url/);
+  });
+});

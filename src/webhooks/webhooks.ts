@@ -5,7 +5,7 @@ import { enqueueUnlessWaiting } from '../jobs/queue.ts';
 import type { Queryable } from '../store/pool.ts';
 import { WEBHOOK_DELIVERY_JOB } from './events.ts';
 import * as q from './queries.ts';
-import type { Endpoint, EndpointCreate, EndpointPatch } from './schemas.ts';
+import type { Endpoint, EndpointCreate, EndpointPatch, ManifestWebhook } from './schemas.ts';
 import { newSecret, SecretBox } from './signing.ts';
 
 /**
@@ -123,12 +123,6 @@ export async function rotateSecret(
   return { ...view(row), secret };
 }
 
-/** Whether a sealed secret of an endpoint is `secret` (the manifest's apply compares). */
-export async function hasSecret(db: Queryable, scope: AccountScope, id: string, secret: string): Promise<boolean> {
-  const sealed = await q.endpointSecret(db, scope.accountId, id);
-  return sealed !== undefined && new SecretBox(scope.secret).open(sealed) === secret;
-}
-
 function deliveryView(row: q.DeliveryRow) {
   return {
     event_id: row.event_id,
@@ -203,4 +197,60 @@ export async function replayRange(
 /** Erases the webhooks of an account being deleted. */
 export async function forgetAccountWebhooks(tx: Queryable, accountId: string): Promise<void> {
   await q.deleteAccountRows(tx, accountId);
+}
+
+/** The account's endpoints as the manifest lists them: every field but the secret, which is never read back. */
+export async function manifestWebhooks(db: Queryable, accountId: string): Promise<ManifestWebhook[]> {
+  return (await q.listEndpoints(db, accountId)).map((e) => ({
+    url: e.url,
+    event_types: e.event_types as ManifestWebhook['event_types'],
+    description: e.description,
+    enabled: e.enabled,
+  }));
+}
+
+/**
+ * Applies the manifest's endpoints, matched by URL: a new one is subscribed (with its secret, or
+ * a new one), a listed one takes the listed fields (`enabled` only when it differs, so that
+ * applying a read manifest back does not resume a paused endpoint), and a listed secret that is
+ * not the current one is rotated in with the default overlap. Endpoints not listed stay.
+ */
+export async function applyManifestWebhooks(
+  tx: Queryable,
+  scope: Pick<AccountScope, 'accountId' | 'secret'>,
+  webhooks: ManifestWebhook[],
+): Promise<void> {
+  const box = new SecretBox(scope.secret);
+  const current = new Map((await q.listEndpoints(tx, scope.accountId)).map((e) => [e.url, e]));
+  for (const [i, w] of webhooks.entries()) {
+    checkUrl(w.url, `webhooks[${i}].url`);
+    const found = current.get(w.url);
+    if (!found) {
+      await q.insertEndpoint(tx, scope.accountId, {
+        url: w.url,
+        event_types: w.event_types,
+        description: w.description ?? '',
+        enabled: w.enabled ?? true,
+        secret: box.seal(w.secret ?? newSecret()),
+      });
+      continue;
+    }
+    const enabled = w.enabled ?? true;
+    await q.updateEndpoint(tx, scope.accountId, found.endpoint_id, {
+      event_types: w.event_types,
+      description: w.description ?? '',
+      ...(enabled === found.enabled ? {} : { enabled }),
+    });
+    if (w.secret !== undefined) {
+      const sealed = await q.endpointSecret(tx, scope.accountId, found.endpoint_id);
+      if (sealed && box.open(sealed) !== w.secret)
+        await q.rotateSecret(
+          tx,
+          scope.accountId,
+          found.endpoint_id,
+          box.seal(w.secret),
+          new Date(Date.now() + 86_400_000),
+        );
+    }
+  }
 }

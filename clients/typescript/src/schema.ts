@@ -4571,6 +4571,26 @@ export interface components {
         /** @description Present once the form is saved as draft or published */
         elements?: components['schemas']['FormElement'][];
       }[];
+      /** @description Webhook endpoints, matched by URL: subscribed, or changed to what is listed (docs/webhooks.md) */
+      webhooks?: {
+        /** @description Where deliveries are POSTed: http or https */
+        url: string;
+        /** @description The event types delivered to the endpoint */
+        event_types: (
+          | 'consent.changed'
+          | 'profile.merged'
+          | 'profile.unmerged'
+          | 'profile.deleted'
+          | 'import.finished'
+          | 'export.finished'
+        )[];
+        /** @description What the endpoint is for */
+        description?: string;
+        /** @default true */
+        enabled: boolean;
+        /** @description `whsec_` then the base64 of 24 to 64 bytes */
+        secret?: string;
+      }[];
     };
     /** Integration */
     Integration: {
@@ -9308,6 +9328,17 @@ export interface operations {
          *             }
          *           ]
          *         }
+         *       ],
+         *       "webhooks": [
+         *         {
+         *           "url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+         *           "event_types": [
+         *             "consent.changed"
+         *           ],
+         *           "description": "Customers of the online shop",
+         *           "enabled": true,
+         *           "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
+         *         }
          *       ]
          *     }
          */
@@ -9592,6 +9623,17 @@ export interface operations {
            *             }
            *           ]
            *         }
+           *       ],
+           *       "webhooks": [
+           *         {
+           *           "url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+           *           "event_types": [
+           *             "consent.changed"
+           *           ],
+           *           "description": "Customers of the online shop",
+           *           "enabled": true,
+           *           "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
+           *         }
            *       ]
            *     }
            */
@@ -9784,6 +9826,17 @@ export interface operations {
          *               "confirm": false
          *             }
          *           ]
+         *         }
+         *       ],
+         *       "webhooks": [
+         *         {
+         *           "url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+         *           "event_types": [
+         *             "consent.changed"
+         *           ],
+         *           "description": "Customers of the online shop",
+         *           "enabled": true,
+         *           "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
          *         }
          *       ]
          *     }
@@ -10007,6 +10060,17 @@ export interface operations {
          *               "confirm": false
          *             }
          *           ]
+         *         }
+         *       ],
+         *       "webhooks": [
+         *         {
+         *           "url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+         *           "event_types": [
+         *             "consent.changed"
+         *           ],
+         *           "description": "Customers of the online shop",
+         *           "enabled": true,
+         *           "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
          *         }
          *       ]
          *     }
@@ -10831,7 +10895,7 @@ export interface operations {
            *       "consecutive_failures": 0,
            *       "previous_secret_until": null,
            *       "created_at": "2026-11-28T10:00:00.000Z",
-           *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+           *       "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
            *     }
            */
           'application/json': {
@@ -11144,7 +11208,7 @@ export interface operations {
            *       "consecutive_failures": 0,
            *       "previous_secret_until": "2026-11-29T10:00:00.000Z",
            *       "created_at": "2026-11-28T10:00:00.000Z",
-           *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+           *       "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
            *     }
            */
           'application/json': {
@@ -11773,7 +11837,7 @@ export interface operations {
            *       "consecutive_failures": 0,
            *       "previous_secret_until": null,
            *       "created_at": "2026-11-28T10:00:00.000Z",
-           *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+           *       "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
            *     }
            */
           'application/json': {
@@ -12066,7 +12130,7 @@ export interface operations {
            *       "consecutive_failures": 0,
            *       "previous_secret_until": "2026-11-29T10:00:00.000Z",
            *       "created_at": "2026-11-28T10:00:00.000Z",
-           *       "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+           *       "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
            *     }
            */
           'application/json': {

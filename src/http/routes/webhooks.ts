@@ -36,7 +36,7 @@ const EXAMPLE_ENDPOINT = {
   previous_secret_until: null,
   created_at: '2026-11-28T10:00:00.000Z',
 };
-const EXAMPLE_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+const EXAMPLE_SECRET = 'whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=';
 const EXAMPLE_ATTEMPT = {
   attempt: 1,
   attempted_at: '2026-11-28T10:00:01.000Z',
