@@ -70,7 +70,7 @@ export async function createAccountWithKey(
   });
   await applyAccountManifest(
     tx,
-    { feed: services.feed, vendor },
+    { feed: services.feed, vendor, serverSecret: services.serverSecret },
     { accountId: created.id, manifest, now: new Date(services.clock()) },
   );
   const key = await services.apiKeys.createApiKey(tx, created.id, { name: options.keyName });

@@ -305,7 +305,12 @@ export function metric(text: string, name: string, labels: Record<string, string
  * `dataDir` (those of the test's server); it serves its health and metrics on `port` (metrics
  * token `worker-metrics`). Its output is added to `output`. A test kills it as it likes.
  */
-export async function startWorkerProcess(dataDir: string, port: number, output: string[]): Promise<ChildProcess> {
+export async function startWorkerProcess(
+  dataDir: string,
+  port: number,
+  output: string[],
+  env: Record<string, string> = {},
+): Promise<ChildProcess> {
   const child = spawn(path.join(ROOT, 'node_modules/.bin/node'), ['src/main.js', 'worker'], {
     cwd: ROOT,
     env: {
@@ -319,6 +324,7 @@ export async function startWorkerProcess(dataDir: string, port: number, output: 
       METRICS_TOKEN: 'worker-metrics',
       LOG_LEVEL: 'warn',
       DEMO_ACCOUNT: 'false',
+      ...env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -8,6 +8,8 @@ export interface Received {
   headers: http.IncomingHttpHeaders;
   /** Parsed JSON when the body is JSON, else the text. */
   body: unknown;
+  /** The body as it came (a signature covers these bytes). */
+  text: string;
 }
 
 /** How the receiver answers a request: a status and headers, or `hang` to never answer. */
@@ -44,7 +46,7 @@ export class CallbackReceiver {
         } catch {
           // Not JSON: kept as text.
         }
-        const received = { method: req.method!, path: req.url!, headers: req.headers, body };
+        const received = { method: req.method!, path: req.url!, headers: req.headers, body, text };
         receiver.arrivals.add(received);
         const answer = receiver.answer(received);
         if (answer === 'hang') return;

@@ -525,4 +525,65 @@ export const OPERATIONS: Record<string, Operation> = {
       );
     },
   },
+  ...webhookOperations(),
 };
+
+/** The webhook operations: each reaches events of every section (a key of every section is served). */
+function webhookOperations(): Record<string, Operation> {
+  let endpoint: Promise<{ id: string; event: string }> | undefined;
+  // One endpoint of the full key, with one delivery (the events carry no section: none is needed).
+  const webhook = () =>
+    (endpoint ??= (async () => {
+      const created = await server.request('POST', '/webhooks', {
+        token: full,
+        body: { url: receiver.url('/webhook'), event_types: ['export.finished'] },
+      });
+      await readyExport();
+      for (let i = 0; i < 200; i++) {
+        const list = await server.request('GET', `/webhooks/${created.body.id}/deliveries`, { token: full });
+        if (list.body.items?.length > 0) return { id: created.body.id, event: list.body.items[0].event_id };
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error('no delivery of the webhook');
+    })());
+  const op = (method: string, path: string, make: (id: string, event: string) => [string, unknown?]) => ({
+    access: 'every-section' as const,
+    call: async (token: string) => {
+      const { id, event } = await webhook();
+      const [url, body] = make(id, event);
+      return server.request(method, url, { token, ...(body === undefined ? {} : { body }) });
+    },
+  });
+  let n = 0;
+  return {
+    'GET /webhooks': op('GET', '', () => ['/webhooks']),
+    'POST /webhooks': op('POST', '', () => [
+      '/webhooks',
+      { url: `https://example.com/hook-${++n}`, event_types: ['profile.deleted'] },
+    ]),
+    'GET /webhooks/{webhook_id}': op('GET', '', (id) => [`/webhooks/${id}`]),
+    'PATCH /webhooks/{webhook_id}': op('PATCH', '', (id) => [`/webhooks/${id}`, { description: 'changed' }]),
+    'DELETE /webhooks/{webhook_id}': {
+      access: 'every-section',
+      call: async (token) => {
+        const created = await server.request('POST', '/webhooks', {
+          token: full,
+          body: { url: `https://example.com/gone-${++n}`, event_types: ['profile.deleted'] },
+        });
+        return server.request('DELETE', `/webhooks/${created.body.id}`, { token });
+      },
+    },
+    'POST /webhooks/{webhook_id}/secret': op('POST', '', (id) => [`/webhooks/${id}/secret`, { overlap_seconds: 60 }]),
+    'GET /webhooks/{webhook_id}/deliveries': op('GET', '', (id) => [`/webhooks/${id}/deliveries`]),
+    'GET /webhooks/{webhook_id}/deliveries/{event_id}': op('GET', '', (id, event) => [
+      `/webhooks/${id}/deliveries/${event}`,
+    ]),
+    'POST /webhooks/{webhook_id}/deliveries/{event_id}/replay': op('POST', '', (id, event) => [
+      `/webhooks/${id}/deliveries/${event}/replay`,
+    ]),
+    'POST /webhooks/{webhook_id}/replay': op('POST', '', (id) => [
+      `/webhooks/${id}/replay`,
+      { since: '2020-01-01T00:00:00Z', until: '2100-01-01T00:00:00Z' },
+    ]),
+  };
+}

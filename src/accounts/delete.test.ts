@@ -44,6 +44,9 @@ async function populated(): Promise<Account> {
   });
   const admin = (method: string, p: string, body?: unknown) =>
     server.admin(method, `/admin/accounts/${a.accountId}${p}`, body);
+  // A webhook endpoint: the lock below is an event, delivered (to an address the filter refuses) with an attempt.
+  const hook = await admin('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', event_types: ['profile.deleted'] });
+  expect(hook.status, hook.text).toBe(201);
   await person(a, 'ann@example.com', { points: 200, vip: true, consents: [[NEWS, CH_EMAIL, 'opt-in']] });
   await person(a, 'bob@example.com', { points: 50 });
   // A replaced value is kept in the history, with the time it was set and replaced.
@@ -126,7 +129,13 @@ async function populated(): Promise<Account> {
   // The worker does the import and the send (its message in the outbox, its SENT event beside the ingested one).
   for (let i = 0; i < 400; i++) {
     const counts = await rowsByTable(a.accountId);
-    if (counts.transactional_outbox > 0 && counts.activity_events > 1 && counts.import_failures > 0) break;
+    if (
+      counts.transactional_outbox > 0 &&
+      counts.activity_events > 1 &&
+      counts.import_failures > 0 &&
+      counts.webhook_attempts > 0
+    )
+      break;
     await new Promise((r) => setTimeout(r, 50));
   }
   // What an upload cut short by a killed process leaves behind.

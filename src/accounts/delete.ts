@@ -12,6 +12,7 @@ import { forgetAccountProfiles } from '../profiles/profiles.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { forgetAccountMail } from '../transactional/transactional.ts';
+import { forgetAccountWebhooks } from '../webhooks/webhooks.ts';
 import { ACCOUNT_TOPIC } from './accounts.ts';
 import * as q from './queries.ts';
 
@@ -33,6 +34,7 @@ export async function deleteAccount(
   await withTransaction(pool, async (tx) => {
     if (!(await q.lockAccount(tx, accountId))) throw new Problem('AUD-1110', `Account "${accountId}" does not exist`);
     await forgetAccountMail(tx, accountId);
+    await forgetAccountWebhooks(tx, accountId);
     await forgetAccountExports.rows(tx, accountId);
     await forgetAccountImports.rows(tx, accountId);
     await forgetAccountActivities(tx, accountId);

@@ -9,6 +9,8 @@ import { checkActivityTemplates } from '../transactional/transactional.ts';
 import { Manifest, type ManifestSummary } from '../definitions/schemas.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
+import { applyManifestWebhooks, manifestWebhooks } from '../webhooks/webhooks.ts';
+import { ManifestWebhook } from '../webhooks/schemas.ts';
 import { createAccount, getAccount, updateAccount, type Account } from './accounts.ts';
 import * as q from './queries.ts';
 
@@ -19,6 +21,11 @@ export const AccountManifest = Type.Object(
     activities: Type.Optional(
       Type.Array(Type.Object({ id: ActivityId, ...ActivityInput.properties }, { additionalProperties: false }), {
         description: 'Activities, matched by id: created, or changed to what is listed',
+      }),
+    ),
+    webhooks: Type.Optional(
+      Type.Array(ManifestWebhook, {
+        description: 'Webhook endpoints, matched by URL: subscribed, or changed to what is listed (docs/webhooks.md)',
       }),
     ),
   },
@@ -33,11 +40,11 @@ export type AccountManifest = Static<typeof AccountManifest>;
  */
 export async function applyAccountManifest(
   tx: Queryable,
-  { feed, vendor }: DefinitionsWriter,
+  { feed, vendor, serverSecret }: DefinitionsWriter & { serverSecret: string },
   { accountId, manifest, now }: { accountId: string; manifest: AccountManifest; now: Date },
 ): Promise<ManifestSummary> {
   const before = await accountItems(tx, accountId);
-  const { account, suppressions, activities, ...definitions } = manifest;
+  const { account, suppressions, activities, webhooks, ...definitions } = manifest;
   if (account && (account.name !== undefined || account.limits !== undefined)) {
     await updateAccount(tx, feed, accountId, {
       name: account.name,
@@ -68,6 +75,7 @@ export async function applyAccountManifest(
       });
     }
   }
+  if (webhooks?.length) await applyManifestWebhooks(tx, { accountId, secret: serverSecret }, webhooks);
   const own = summarise(before, await accountItems(tx, accountId));
   return {
     created: [...own.created, ...applied.created],
@@ -84,7 +92,7 @@ export async function applyAccountManifest(
  */
 export async function applyNamedManifest(
   tx: Queryable,
-  { feed, vendor }: DefinitionsWriter,
+  { feed, vendor, serverSecret }: DefinitionsWriter & { serverSecret: string },
   { manifest, region, now }: { manifest: AccountManifest; region: string; now: Date },
 ): Promise<ManifestSummary & { account: Account; created_account: boolean }> {
   const name = manifest.account?.name;
@@ -98,7 +106,7 @@ export async function applyNamedManifest(
       `${named.length} accounts are named "${name}" (${named.map((a) => a.account_id).join(', ')}): apply the manifest to one of them by its id`,
     );
   const id = named[0]?.account_id ?? (await createAccount(tx, feed, vendor, { name, region })).id;
-  const summary = await applyAccountManifest(tx, { feed, vendor }, { accountId: id, manifest, now });
+  const summary = await applyAccountManifest(tx, { feed, vendor, serverSecret }, { accountId: id, manifest, now });
   const item = `account ${id}`;
   const createdAccount = named.length === 0;
   return {
@@ -127,6 +135,7 @@ export async function getAccountManifest(db: Queryable, vendor: string, accountI
     ...manifestOf(defs, vendor),
     suppressions: await listSuppressions(db, { accountId, defs }),
     activities: activities as AccountManifest['activities'],
+    webhooks: await manifestWebhooks(db, accountId),
   };
 }
 
@@ -136,7 +145,7 @@ export async function getAccountManifest(db: Queryable, vendor: string, accountI
  */
 export async function previewAccountManifest(
   pool: pg.Pool,
-  writer: DefinitionsWriter,
+  writer: DefinitionsWriter & { serverSecret: string },
   args: { accountId: string; manifest: AccountManifest; now: Date },
 ): Promise<ManifestSummary> {
   const preview: { summary?: ManifestSummary } = {};
@@ -163,5 +172,6 @@ async function accountItems(tx: Queryable, accountId: string): Promise<Map<strin
   }
   for (const a of await listAllActivities(tx, { accountId, defs }, {}))
     items.set(`activity ${a.id}`, JSON.stringify(a));
+  for (const w of await manifestWebhooks(tx, accountId)) items.set(`webhook ${w.url}`, JSON.stringify(w));
   return items;
 }

@@ -7,6 +7,7 @@ import { normaliseKey } from '../profiles/keys.ts';
 import {
   clusterMembers,
   currentVersionId,
+  exportKeys,
   identityHash,
   isLockedIdentity,
   locate,
@@ -17,7 +18,44 @@ import {
 } from '../profiles/profiles.ts';
 import type { IdentifierInSection, UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
+import { recordWebhookEvents, type WebhookEvent } from '../webhooks/events.ts';
 import * as q from './queries.ts';
+
+/** A consent written, as its consent.changed event tells it. */
+interface ChangedConsent {
+  canonicalId: string;
+  sectionId: string;
+  topicId: string;
+  channelId: string;
+  type: string;
+  previousType: string | null;
+  source: string;
+}
+
+/** consent.changed events of written consents, in the writing transaction (docs/webhooks.md). */
+async function consentsChanged(tx: Queryable, scope: AccountScope, changes: ChangedConsent[]): Promise<void> {
+  if (changes.length === 0) return;
+  await recordWebhookEvents(tx, scope.accountId, 'consent.changed', async () => {
+    const ids = [...new Set(changes.map((c) => c.canonicalId))];
+    const keys = new Map(ids.map((id, i) => [id, i]));
+    const exported = await exportKeys(tx, scope, ids);
+    return changes.map((c): WebhookEvent => {
+      const section = scope.defs.sections.find((s) => s.id === c.sectionId);
+      return {
+        orderingKey: c.canonicalId,
+        data: {
+          profile: { export_key: exported[keys.get(c.canonicalId)!] },
+          section_discriminator: section?.discriminator ?? '',
+          topic_discriminator: section?.topics.find((t) => t.topic_id === c.topicId)?.discriminator ?? '',
+          channel_discriminator: scope.defs.channels.find((ch) => ch.channel_id === c.channelId)?.discriminator ?? '',
+          type: c.type,
+          previous_type: c.previousType,
+          source: c.source,
+        },
+      };
+    });
+  });
+}
 
 export const CONSENT_TYPES = ['opt-in', 'opt-out', 'pending-opt-in', 'confirmed-opt-in'] as const;
 export type ConsentType = (typeof CONSENT_TYPES)[number];
@@ -190,6 +228,17 @@ export async function createConsent(
       modifiedAt: scope.now,
     },
   ]);
+  await consentsChanged(tx, scope, [
+    {
+      canonicalId: located.canonicalId,
+      sectionId: section.id,
+      topicId: topic.topic_id,
+      channelId: channel.channel_id,
+      type: request.type,
+      previousType: current?.type ?? null,
+      source: request.source ?? DEFAULT_SOURCE,
+    },
+  ]);
   return current ? 'changed' : 'created';
 }
 
@@ -287,6 +336,19 @@ export async function optOutAll(tx: Queryable, scope: AccountScope, id: UniqueId
       source: DEFAULT_SOURCE,
       address: c.address,
       modifiedAt: scope.now,
+    })),
+  );
+  await consentsChanged(
+    tx,
+    scope,
+    permitting.map((c) => ({
+      canonicalId: located.canonicalId,
+      sectionId: c.section_id,
+      topicId: c.topic_id,
+      channelId: c.channel_id,
+      type: 'opt-out',
+      previousType: c.type,
+      source: DEFAULT_SOURCE,
     })),
   );
 }
@@ -587,6 +649,19 @@ export async function importConsents(
     tx,
     scope.accountId,
     all.filter((w) => !newProfiles.has(w.profileId)),
+  );
+  await consentsChanged(
+    tx,
+    scope,
+    all.map((w) => ({
+      canonicalId: w.profileId,
+      sectionId: w.sectionId,
+      topicId: w.topicId,
+      channelId: w.channelId,
+      type: w.type,
+      previousType: current.get(`${w.profileId}/${w.topicId}/${w.channelId}`) ?? null,
+      source: label,
+    })),
   );
 }
 

@@ -22,6 +22,11 @@ export const DEFAULT_LIMITS = {
    * an account may shorten it to no less than 2 hours, and null means the 24 hours.
    */
   token_lifetime_seconds: 86_400,
+  /**
+   * Failed webhook delivery attempts in a row after which an endpoint is paused (docs/webhooks.md
+   * "Pausing"); null never pauses.
+   */
+  webhook_failures_before_pause: 100,
 } as const;
 
 export type LimitName = keyof typeof DEFAULT_LIMITS;

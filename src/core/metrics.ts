@@ -54,12 +54,19 @@ export class Metrics {
     labelNames: ['kind'],
     registers: [this.registry],
   });
+  readonly webhookAttempts = new client.Counter({
+    name: 'audience_webhook_attempts_total',
+    help: 'Webhook delivery attempts by outcome: delivered (a 2xx answer), failed (tried again later, or given up)',
+    labelNames: ['outcome'],
+    registers: [this.registry],
+  });
   private readonly pools = new Map<string, pg.Pool>();
 
   constructor() {
     // Every series from the start, at 0, so that rate() and alerts see the first one counted.
     for (const outcome of ['sent', 'failed', 'bounced', 'suppressed']) this.mail.inc({ outcome }, 0);
     for (const outcome of ['recorded', 'duplicate', 'skipped']) this.activityEvents.inc({ outcome }, 0);
+    for (const outcome of ['delivered', 'failed']) this.webhookAttempts.inc({ outcome }, 0);
     for (const credential of ['bearer', 'client', 'operator', 'metrics'])
       this.authenticationFailures.inc({ credential }, 0);
     const pools = this.pools;

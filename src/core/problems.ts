@@ -4,7 +4,7 @@
  * (ENDPOINTS.md "Facts"); the others follow the same form, grouped by area:
  * AUD-10xx request and platform, AUD-11xx definitions and accounts, AUD-12xx profiles, AUD-14xx types,
  * AUD-16xx consents, AUD-17xx segments and AQL, AUD-18xx imports, AUD-19xx exports, AUD-20xx activities,
- * AUD-21xx transactional mail, AUD-22xx the emulator's control API.
+ * AUD-21xx transactional mail, AUD-22xx the emulator's control API, AUD-23xx webhooks.
  */
 export const PROBLEMS = {
   'AUD-0': { status: 400, title: 'Bad request' },
@@ -150,6 +150,11 @@ export const PROBLEMS = {
   'AUD-2205': { status: 409, title: 'Emulator job not waiting' },
   'AUD-2206': { status: 502, title: 'Bad gateway' },
   'AUD-2207': { status: 504, title: 'Gateway timeout' },
+  'AUD-2301': { status: 404, title: 'Webhook endpoint not found' },
+  'AUD-2302': { status: 400, title: 'Webhook URL invalid' },
+  'AUD-2303': { status: 409, title: 'Webhook URL already subscribed' },
+  'AUD-2304': { status: 404, title: 'Webhook delivery not found' },
+  'AUD-2305': { status: 400, title: 'Time window ends before it starts' },
 } as const satisfies Record<string, { status: number; title: string }>;
 
 export type ProblemCode = keyof typeof PROBLEMS;

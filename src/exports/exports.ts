@@ -11,6 +11,7 @@ import { requireAllSections } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
 import { enqueue, MAX_ATTEMPTS, type Job, type JobKind, type JobPayloads } from '../jobs/queue.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
+import { recordWebhookEvents } from '../webhooks/events.ts';
 import { XLSX_TYPE, jsonFromCsv, xlsxFromCsv } from './formats.ts';
 import type { StoredKind } from './kind.ts';
 import { exportKind, storedKind, type BodyOf, type ExportKindName } from './kinds.ts';
@@ -356,7 +357,8 @@ export async function markExportReady(
   const readyAt = new Date(deps.clock());
   const expiresAt = new Date(readyAt.getTime() + EXPORT_LIFETIME_MS);
   await withTransaction(deps.pool, async (tx) => {
-    await q.setExportReady(tx, accountId, exportId, { ...ready, readyAt, expiresAt });
+    const kind = await q.setExportReady(tx, accountId, exportId, { ...ready, readyAt, expiresAt });
+    await exportFinished(tx, accountId, exportId, kind, 'ready', null);
     const sweep: ExportJob = { export_id: exportId };
     if (ready.fileKey !== null) await enqueue(tx, accountId, EXPORT_SWEEP_JOB, sweep, expiresAt);
     await alongside?.(tx);
@@ -374,10 +376,33 @@ export async function failExport(
   exportId: string,
   err: unknown,
 ): Promise<void> {
-  if (err instanceof Problem) return q.setExportFailed(deps.pool, job.accountId, exportId, err.detail);
-  if (job.attempts >= MAX_ATTEMPTS)
-    await q.setExportFailed(deps.pool, job.accountId, exportId, 'the export could not be written');
+  const fail = (message: string) => markExportFailed(deps.pool, job.accountId, exportId, message);
+  if (err instanceof Problem) return fail(err.detail);
+  if (job.attempts >= MAX_ATTEMPTS) await fail('the export could not be written');
   throw err;
+}
+
+/** Marks an export failed with `message`, with its export.finished event. */
+export async function markExportFailed(pool: pg.Pool, accountId: string, exportId: string, message: string) {
+  await withTransaction(pool, async (tx) => {
+    const kind = await q.setExportFailed(tx, accountId, exportId, message);
+    await exportFinished(tx, accountId, exportId, kind, 'failed', message);
+  });
+}
+
+/** The export.finished event of an export, in the transaction that ends it (docs/webhooks.md). */
+async function exportFinished(
+  tx: Queryable,
+  accountId: string,
+  exportId: string,
+  kind: string | undefined,
+  status: 'ready' | 'failed',
+  message: string | null,
+): Promise<void> {
+  if (kind === undefined) return;
+  await recordWebhookEvents(tx, accountId, 'export.finished', () => [
+    { orderingKey: null, data: { export_id: exportId, kind, status, message } },
+  ]);
 }
 
 /**

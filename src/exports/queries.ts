@@ -94,11 +94,12 @@ export async function setExportReady(
   accountId: string,
   exportId: string,
   ready: { fileKey: string | null; result: Record<string, number> | null; readyAt: Date; expiresAt: Date },
-): Promise<void> {
-  await db.query(
-    "update exports set status = 'ready', file_key = $3, result = $4, ready_at = $5, expires_at = $6 where account_id = $1::bigint and export_id = $2::uuid",
+): Promise<string | undefined> {
+  const { rows } = await db.query<{ kind: string }>(
+    "update exports set status = 'ready', file_key = $3, result = $4, ready_at = $5, expires_at = $6 where account_id = $1::bigint and export_id = $2::uuid returning kind",
     [accountId, exportId, ready.fileKey, ready.result, ready.readyAt, ready.expiresAt],
   );
+  return rows[0]?.kind;
 }
 
 export async function setExportFailed(
@@ -106,11 +107,12 @@ export async function setExportFailed(
   accountId: string,
   exportId: string,
   message: string,
-): Promise<void> {
-  await db.query(
-    "update exports set status = 'failed', message = $3 where account_id = $1::bigint and export_id = $2::uuid",
+): Promise<string | undefined> {
+  const { rows } = await db.query<{ kind: string }>(
+    "update exports set status = 'failed', message = $3 where account_id = $1::bigint and export_id = $2::uuid returning kind",
     [accountId, exportId, message],
   );
+  return rows[0]?.kind;
 }
 
 /** An expired export whose file is removed: the row stays, so that its poll URL answers 410 rather than "unknown". */

@@ -12,6 +12,7 @@ import { locateByExportKey, profileRecords, type ProfileRecord } from '../profil
 import type { Queryable } from '../store/pool.ts';
 import {
   failExport,
+  markExportFailed,
   markExportReady,
   pollExport,
   queueExport,
@@ -240,7 +241,7 @@ export async function runSingleExport(deps: SingleExportDeps, job: Job<typeof SI
       if (failed?.retry && job.attempts < MAX_ATTEMPTS)
         throw new Error(`The verification callback failed: ${failed.reason}`);
       if (failed)
-        return await q.setExportFailed(
+        return await markExportFailed(
           deps.pool,
           accountId,
           exportId,

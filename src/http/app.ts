@@ -38,6 +38,7 @@ import { ProblemSchema } from './schemas/problem.ts';
 import { registerOperations } from './operation.ts';
 import { CONTROL_PREFIX, STRICT_HEADER, type Emulator } from './emulator.ts';
 import { emulatorRoutes } from './routes/emulator.ts';
+import { adminWebhooksRoutes, webhooksRoutes } from './routes/webhooks.ts';
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
 
@@ -300,8 +301,10 @@ export async function buildApp(
     adminSuppressionsRoutes,
     adminApiKeysRoutes,
     adminJobsRoutes,
+    adminWebhooksRoutes,
   ])
     await registerOperations(app, services, table);
+  await registerOperations(app, services, webhooksRoutes);
   await registerOperations(app, services, activitiesRoutes);
   await registerOperations(app, services, outboxRoutes);
   await registerOperations(app, services, trackingRoutes);

@@ -2,6 +2,8 @@ import type { SwaggerOptions } from '@fastify/swagger';
 import type { FastifySwaggerUiOptions } from '@fastify/swagger-ui';
 import type { Config } from '../config.ts';
 import { DEFAULT_LIMITS, LIMIT_RANGES } from '../core/limits.ts';
+import { WEBHOOK_EVENT_TYPES } from '../webhooks/events.ts';
+import { payloadSchema } from '../webhooks/schemas.ts';
 
 // The OpenAPI document as the reference at /docs shows it, shaped once from what the operations
 // declare (src/http/operation.ts): examples where a media type has none, the problem document and
@@ -25,18 +27,21 @@ const PUBLIC_TAGS: Record<string, string> = {
   exports: 'Exports and counts of profiles, consents and email events: request, poll, download the file.',
   activities: 'Email, SMS, website, automation and forms activities of a section, with their statistics.',
   'transactional email': 'Transactional email sent from templates of activities, and the status of each send.',
+  webhooks:
+    'Endpoints that receive signed events (Standard Webhooks): consents changed, profiles merged, unmerged or deleted, imports and exports finished; their deliveries and replays. The payloads are under `x-webhooks`.',
   errors: 'The closed table of error codes that problem documents name.',
 };
 
 /** The tags of the operator API. */
 const OPERATOR_TAGS: Record<string, string> = {
   operator:
-    'The operator API (`/admin`, the operator token): accounts, manifests, API keys, integrations, suppressions, activities, jobs and the outbox.',
+    'The operator API (`/admin`, the operator token): accounts, manifests, API keys, integrations, suppressions, activities, jobs, the outbox and webhooks.',
   operations: 'Health and readiness of the process, for load balancers and orchestrators.',
 };
 
 /** Realistic values by property or parameter name, for examples made from schemas. */
 const VALUES: Record<string, unknown> = {
+  secret: 'whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=',
   section_discriminator: 'com.vendor1.sections.user-created.shop',
   keyspace_discriminator: 'com.vendor1.integrations.keyspaces.5f2b9c1e.shop',
   channel_discriminator: 'com.vendor1.channels.email',
@@ -303,9 +308,74 @@ export function openapiOptions(config: Config, problemSchema: Json): SwaggerOpti
       tidy(doc);
       addExamples(doc);
       nameComponents(doc);
+      doc['x-webhooks'] = webhooksOf();
       return doc;
     },
   };
+}
+
+/**
+ * A JSON schema as OpenAPI 3.0 writes it (the operations' schemas get this from the swagger
+ * plugin): `const` as a one-value `enum`, and a `null` branch of `anyOf` as `nullable`.
+ */
+function toOpenApi30(node: unknown): any {
+  if (Array.isArray(node)) return node.map(toOpenApi30);
+  if (node === null || typeof node !== 'object') return node;
+  const out: Json = Object.fromEntries(Object.entries(node).map(([k, v]) => [k, toOpenApi30(v)]));
+  if ('const' in out) {
+    out.enum = [out.const];
+    delete out.const;
+  }
+  if (Array.isArray(out.anyOf) && out.anyOf.some((b: Json) => b.type === 'null')) {
+    const rest = out.anyOf.filter((b: Json) => b.type !== 'null');
+    delete out.anyOf;
+    return rest.length === 1 ? { ...out, ...rest[0], nullable: true } : { ...out, anyOf: rest, nullable: true };
+  }
+  return out;
+}
+
+/**
+ * The payloads of webhook deliveries, one per event type, as the document's webhooks (docs/webhooks.md).
+ * The document is OpenAPI 3.0, whose top level has no `webhooks` (3.1's): `x-webhooks` is the form
+ * Redoc and Redocly read for 3.0, with the same shape.
+ */
+function webhooksOf(): Json {
+  const header = (name: string, description: string) => ({
+    name,
+    in: 'header',
+    required: true,
+    description,
+    schema: { type: 'string' },
+  });
+  return Object.fromEntries(
+    WEBHOOK_EVENT_TYPES.map((type) => {
+      const schema = toOpenApi30(JSON.parse(JSON.stringify(payloadSchema(type))));
+      return [
+        type,
+        {
+          post: {
+            operationId: `webhook-${type.replace('.', '-')}`,
+            summary: `${type} delivered`,
+            description: `What an endpoint subscribed to \`${type}\` receives. Answer 2xx to take it; anything else, or no answer within 10 s, is retried with back-off for a day (docs/webhooks.md).`,
+            tags: ['webhooks'],
+            parameters: [
+              header('webhook-id', 'The event id: the same on every attempt and replay; deduplicate on it'),
+              header('webhook-timestamp', 'Seconds since the epoch when the attempt was sent'),
+              header(
+                'webhook-signature',
+                'Space-separated `v1,<base64 HMAC-SHA256 of id.timestamp.body>`, one per secret in use',
+              ),
+            ],
+            requestBody: {
+              required: true,
+              content: { 'application/json': { schema, example: exampleOf(schema) } },
+            },
+            responses: { '200': { description: 'Taken (any 2xx)' } },
+          },
+        },
+      ];
+    }),
+  );
 }
 
 /** The public or the operator part of the document: its operations and the tags and components they use. */
@@ -330,12 +400,12 @@ export function partOf(doc: Json, part: 'public' | 'operator'): Json {
   const pick = (kind: string) =>
     Object.fromEntries(Object.entries(doc.components[kind] ?? {}).filter(([name]) => used.has(`${kind}/${name}`)));
   const { oauth, bearer, operator } = doc.components.securitySchemes;
-  const { 'x-tagGroups': _, ...rest } = doc;
+  const { 'x-tagGroups': _, 'x-webhooks': webhooks, ...rest } = doc;
   return {
     ...rest,
     info: { ...doc.info, title: part === 'operator' ? 'audience operator API' : 'audience API' },
     tags: doc.tags.filter((t: Json) => names.includes(t.name)),
-    ...(part === 'operator' ? { security: [{ operator: [] }] } : {}),
+    ...(part === 'operator' ? { security: [{ operator: [] }] } : { 'x-webhooks': webhooks }),
     components: {
       securitySchemes: part === 'operator' ? { operator } : { oauth, bearer },
       responses: pick('responses'),

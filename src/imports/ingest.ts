@@ -8,6 +8,7 @@ import { normaliseKey } from '../profiles/keys.ts';
 import { currentVersionId, findProfile, joinClusters, type Located } from '../profiles/profiles.ts';
 import type { FileStore } from '../files/store.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
+import { recordWebhookEvents } from '../webhooks/events.ts';
 import { IMPORT_JOB, planImport, type ImportPlan } from './imports.ts';
 import { CsvError, readCsv } from './csv.ts';
 import * as q from './queries.ts';
@@ -272,8 +273,14 @@ async function endImport(
   row: q.ImportRowDb,
   ending: Ending,
 ): Promise<void> {
+  // The import.finished event commits with the status (docs/webhooks.md).
   if (row.status !== ending.status)
-    await q.setImportStatus(deps.pool, accountId, importId, ending.status, ending.message);
+    await withTransaction(deps.pool, async (tx) => {
+      await q.setImportStatus(tx, accountId, importId, ending.status, ending.message);
+      await recordWebhookEvents(tx, accountId, 'import.finished', () => [
+        { orderingKey: null, data: { import_id: importId, status: ending.status, message: ending.message ?? null } },
+      ]);
+    });
   await deps.files.remove(row.file_key);
 }
 

@@ -118,6 +118,37 @@ export async function enqueueWith<R extends pg.QueryResultRow, K extends string 
   return rows;
 }
 
+/**
+ * Enqueues a job of `kind` for the account, due at `runAt` (now by default), unless one of that
+ * kind is waiting already and due by then: a job that serves all of an account's pending work
+ * (webhook deliveries) needs one waiting run, not one per write. A running job does not count, so
+ * a write it may have missed gets a run of its own. Two transactions that race may both enqueue:
+ * the second run then finds nothing to do.
+ */
+export async function enqueueUnlessWaiting<K extends string>(
+  db: Queryable,
+  accountId: string,
+  kind: K,
+  payload: PayloadOf<K>,
+  runAt?: Date,
+): Promise<void> {
+  const insert = `insert into jobs (account_id, kind, payload, run_at)
+    select $1::bigint, $2::text, $3::jsonb, coalesce($4::timestamptz, now())
+    where not exists (select 1 from jobs where account_id = $1::bigint and kind = $2::text and failed_at is null
+      and (locked_until is null or locked_until < now()) and run_at <= coalesce($4::timestamptz, now()))
+    returning kind`;
+  const values = [accountId, kind, JSON.stringify(payload), runAt ?? null];
+  const now = performance.now();
+  if (runAt !== undefined || now - (notified.get(kind) ?? -Infinity) < NOTIFY_EVERY_MS) {
+    await db.query(insert, values);
+    return;
+  }
+  const { rows } = await db.query<{ kind: string }>(`with job as (${insert}) select kind from job`, values);
+  if (rows.length === 0) return;
+  notified.set(kind, now);
+  await db.query('select pg_notify($1, $2)', [CHANNEL, kind]);
+}
+
 /** At most one notification per kind and process this often; a worker woken looks again after twice this while jobs keep coming. */
 const NOTIFY_EVERY_MS = 100;
 const notified = new Map<string, number>();

@@ -5,8 +5,8 @@ import type { Agent, buildConnector } from 'undici';
 import { BODY_KEPT, type OutboundTap } from './recorder.ts';
 
 /**
- * Outbound HTTP to addresses that clients choose (export callbacks; docs/security.md "Outbound
- * calls"). Such a call is a server-side request forgery surface: without a filter, a client could
+ * Outbound HTTP to addresses that clients choose (export callbacks, webhook deliveries;
+ * docs/security.md "Outbound calls"). Such a call is a server-side request forgery surface: without a filter, a client could
  * make the service post to its own database port, to a neighbour on the private network or to the
  * cloud's metadata service. So, unless the operator allows private targets:
  *
@@ -140,11 +140,24 @@ export class Outbound {
    * resolve, a refused or broken connection, or no answer within `timeoutMs` (transient).
    */
   async postJson(url: string, body: unknown, options: { timeoutMs: number; kind?: string }): Promise<number> {
-    if (!this.tap) return (await this.post(url, body, options)).status;
+    return this.post(url, JSON.stringify(body), options);
+  }
+
+  /**
+   * POSTs `body`, JSON text already serialised (a signature covers these exact bytes), with
+   * `headers` besides the content type and user agent; answers and throws as `postJson`. With the
+   * emulator's tap, the call is recorded under `kind` and may be faulted.
+   */
+  async post(
+    url: string,
+    body: string,
+    options: { timeoutMs: number; headers?: Record<string, string>; kind?: string },
+  ): Promise<number> {
+    if (!this.tap) return (await this.send(url, body, options)).status;
     const answer = await this.tap.call(
-      { kind: options.kind ?? 'callback', method: 'POST', target: url, body },
+      { kind: options.kind ?? 'callback', method: 'POST', target: url, body: JSON.parse(body) },
       {
-        deliver: () => this.post(url, body, options),
+        deliver: () => this.send(url, body, options),
         answerOf: (a) => a,
         faulted: (outcome) => {
           if ('refused' in outcome)
@@ -156,10 +169,10 @@ export class Outbound {
     return answer.status;
   }
 
-  private async post(
+  private async send(
     url: string,
-    body: unknown,
-    options: { timeoutMs: number },
+    body: string,
+    options: { timeoutMs: number; headers?: Record<string, string> },
   ): Promise<{ status: number; body: string }> {
     let target: URL;
     try {
@@ -173,8 +186,8 @@ export class Outbound {
     try {
       const answer = await request(target, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'user-agent': 'audience' },
-        body: JSON.stringify(body),
+        headers: { ...options.headers, 'content-type': 'application/json', 'user-agent': 'audience' },
+        body,
         dispatcher: agent,
         signal: AbortSignal.timeout(options.timeoutMs),
       });

@@ -4,6 +4,7 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { keyspaceForProfileAccess, requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
+import { recordWebhookEvents } from '../webhooks/events.ts';
 import { normaliseKey } from './keys.ts';
 import * as q from './queries.ts';
 import type { IdentifierInSection, MergeCluster, UniqueIdentifier } from './schemas.ts';
@@ -241,6 +242,12 @@ export async function createProfile(
   return { keyspace_discriminator: keyspace.discriminator, profile_key: key };
 }
 
+/** The export keys of profiles, in the order of `profileIds` (webhook payloads name profiles by them). */
+export async function exportKeys(db: Queryable, scope: AccountScope, profileIds: string[]): Promise<string[]> {
+  const keys = await q.exportKeysOf(db, scope.accountId, profileIds);
+  return profileIds.map((id) => keys.get(id) ?? '');
+}
+
 /** Deletes a profile, its whole cluster, with all identifiers, data and events (SPEC §3.2). */
 export async function deleteProfile(
   tx: Queryable,
@@ -264,7 +271,19 @@ export async function deleteProfiles(
   scope: AccountScope,
   profileIds: string[],
   follower: ProfileFollower,
+  options: { locked?: boolean } = {},
 ): Promise<void> {
+  if (profileIds.length === 0) return;
+  // A profile.deleted event of the cluster, ordered with the canonical profile's (the earliest created) other events.
+  await recordWebhookEvents(tx, scope.accountId, 'profile.deleted', async () => [
+    {
+      orderingKey: profileIds.reduce((a, b) => (BigInt(a) < BigInt(b) ? a : b)),
+      data: {
+        profiles: (await exportKeys(tx, scope, profileIds)).map((k) => ({ export_key: k })),
+        locked: !!options.locked,
+      },
+    },
+  ]);
   await follower.profilesDeleted(tx, scope, profileIds);
   await q.deleteProfiles(tx, scope.accountId, profileIds);
 }
@@ -282,7 +301,7 @@ async function lockForGood(
     scope.accountId,
     identifiers.map((i) => identityHash(scope, i.keyspace_id, i.profile_key)),
   );
-  await deleteProfiles(tx, scope, members, follower);
+  await deleteProfiles(tx, scope, members, follower, { locked: true });
 }
 
 /**
@@ -356,6 +375,19 @@ export async function joinClusters(
       }
     }
   }
+  await recordWebhookEvents(tx, scope.accountId, 'profile.merged', async () => {
+    const merged = all.filter((id) => id !== canonicalId);
+    const keys = await exportKeys(tx, scope, all);
+    return [
+      {
+        orderingKey: canonicalId,
+        data: {
+          profile: { export_key: keys[0] },
+          merged: keys.slice(1).map((k) => ({ export_key: k })),
+        },
+      },
+    ].filter(() => merged.length > 0);
+  });
   // The former canonical profiles stop leading: their own values stay as they are.
   for (const former of [a, b])
     if (former !== canonicalId)
@@ -488,6 +520,15 @@ export async function unmergeProfile(
     );
   }
   const remaining = members.filter((m) => m !== located.profileId);
+  await recordWebhookEvents(tx, scope.accountId, 'profile.unmerged', async () => {
+    const [profile, former] = await exportKeys(tx, scope, [located.profileId, located.canonicalId]);
+    return [
+      {
+        orderingKey: located.canonicalId,
+        data: { profile: { export_key: profile }, former_canonical: { export_key: former } },
+      },
+    ];
+  });
   await follower.memberLeaving(tx, scope, { canonicalId: located.canonicalId, memberIds: members });
   // Cleared entries of a cluster that stays merged must keep hiding its members' older values.
   await q.settleSectionData(tx, scope.accountId, located.canonicalId, {

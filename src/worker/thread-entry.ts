@@ -25,6 +25,8 @@ const worker = await startWorker(services, (err) => logger.error({ err }, 'job e
       : run.outcome === 'failed'
         ? logger.warn(run, 'job failed; tried again later')
         : logger.info(run, `job ${run.outcome}`),
+  // The account is told on the endpoint (its state, in the API); the operator here: ids and a count only.
+  onWebhookPaused: (notice) => logger.warn(notice, 'webhook endpoint paused after failed deliveries'),
 });
 parentPort!.on('message', async (message) => {
   // The process's /metrics asks for this thread's counters (src/worker/thread.ts).

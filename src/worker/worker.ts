@@ -4,6 +4,7 @@ import { settleHeap } from '../core/heap.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
 import type { SendDeps } from '../transactional/transactional.ts';
 import { Worker, type Job, type JobHandlers, type JobRun, type Lanes } from '../jobs/queue.ts';
+import type { WebhookDeps } from '../webhooks/delivery.ts';
 
 /**
  * Send jobs run at once besides the main loop's job: each waits on the mail server, and on its
@@ -25,7 +26,13 @@ const SEND_LANES: Lanes = { loops: 4, jobs: 8 };
 export async function startWorker(
   services: ThreadServices,
   onError: (err: unknown) => void,
-  options: { settleAfterImports?: boolean; onRun?: (run: JobRun) => void; dueByClock?: boolean } = {},
+  options: {
+    settleAfterImports?: boolean;
+    onRun?: (run: JobRun) => void;
+    dueByClock?: boolean;
+    /** Hears of a webhook endpoint paused by failures (the thread logs it: ids and a count). */
+    onWebhookPaused?: WebhookDeps['paused'];
+  } = {},
 ): Promise<Worker> {
   const { pool, files, clock, metrics } = services;
   const scopeOf = (accountId: string) => accountScope(services, accountId);
@@ -52,6 +59,13 @@ export async function startWorker(
     serverSecret: services.serverSecret,
     ended: (status) => metrics.mail.inc({ outcome: status }),
   };
+  const webhookDeps: WebhookDeps = {
+    pool,
+    outbound: services.outbound,
+    scopeOf,
+    paused: options.onWebhookPaused,
+    attempted: (outcome) => metrics.webhookAttempts.inc({ outcome }),
+  };
   // Each kind's module is loaded at its first job, not at the start: a worker thread that runs no
   // import does not load ingestion, nor one that sends no mail the templates (the thread's start
   // took 0.8 s of CPU with all of them, docs/benchmarks.md "Start"). The kinds are named here as
@@ -74,6 +88,7 @@ export async function startWorker(
     'export-single': async (job) => (await import('../exports/single.ts')).runSingleExport(singleDeps, job),
     'export-single-ready': async (job) => (await import('../exports/single.ts')).sendReadyCallback(singleDeps, job),
     'transactional-send': async (job) => (await import('../transactional/transactional.ts')).runSend(sendDeps, job),
+    'webhook-delivery': async (job) => (await import('../webhooks/delivery.ts')).runWebhookDeliveries(webhookDeps, job),
   };
   const worker = new Worker(
     pool,

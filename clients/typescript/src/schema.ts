@@ -2904,6 +2904,576 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/admin/accounts/{account_id}/webhooks': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List webhook endpoints
+     * @description The endpoints the account has subscribed, with their state.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAdminAccountsWebhooks'];
+    put?: never;
+    /**
+     * Subscribe a webhook endpoint
+     * @description Subscribes an endpoint to event types. The answer holds its signing secret (given, or made: `whsec_…`), shown only here and when it is rotated. Where the URL leads is checked at each delivery: private, loopback and link-local addresses are refused.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-2302` | Webhook URL invalid |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 409 | `AUD-2303` | Webhook URL already subscribed |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postAdminAccountsWebhooks'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/admin/accounts/{account_id}/webhooks/{webhook_id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get a webhook endpoint
+     * @description One endpoint and its state: active, paused by failures, or disabled.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAdminAccountsWebhooksByWebhookId'];
+    put?: never;
+    post?: never;
+    /**
+     * Delete a webhook endpoint
+     * @description Deletes an endpoint with its deliveries and their attempts.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    delete: operations['deleteAdminAccountsWebhooksByWebhookId'];
+    options?: never;
+    head?: never;
+    /**
+     * Change a webhook endpoint
+     * @description Changes the fields given. `enabled: true` resumes an endpoint paused by failures: its waiting deliveries go, in order.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-2302` | Webhook URL invalid |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 409 | `AUD-2303` | Webhook URL already subscribed |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    patch: operations['patchAdminAccountsWebhooksByWebhookId'];
+    trace?: never;
+  };
+  '/admin/accounts/{account_id}/webhooks/{webhook_id}/secret': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Rotate a webhook endpoint's secret
+     * @description A new secret (given, or made) signs from now on; the old one signs beside it for `overlap_seconds` (a day by default), so each delivery carries both signatures until the receiver has the new secret.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postAdminAccountsWebhooksSecret'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/admin/accounts/{account_id}/webhooks/{webhook_id}/deliveries': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List webhook deliveries
+     * @description The deliveries of an endpoint, newest first, each with its status and last attempt; `since` and `until` bound the time of their events.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-2305` | Time window ends before it starts |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAdminAccountsWebhooksDeliveries'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/admin/accounts/{account_id}/webhooks/{webhook_id}/deliveries/{event_id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get a webhook delivery
+     * @description One delivery with the body it sends and every attempt: when, the answer's status, the latency, the error.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 404 | `AUD-2304` | Webhook delivery not found |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAdminAccountsWebhooksDeliveriesByEventId'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/admin/accounts/{account_id}/webhooks/{webhook_id}/deliveries/{event_id}/replay': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Replay a webhook delivery
+     * @description Sends a delivery again, with the same webhook-id and a new day of retries, whatever its status.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 404 | `AUD-2304` | Webhook delivery not found |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postAdminAccountsWebhooksDeliveriesReplay'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/admin/accounts/{account_id}/webhooks/{webhook_id}/replay': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Replay webhook deliveries of a time range
+     * @description Sends again the endpoint's deliveries of events written from `since` to before `until` (only those whose retries ended, with `failed_only`), in their order; answers how many.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-2305` | Time window ends before it starts |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1110` | Account not found |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postAdminAccountsWebhooksReplay'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/webhooks': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List webhook endpoints
+     * @description The endpoints the account has subscribed, with their state. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getWebhooks'];
+    put?: never;
+    /**
+     * Subscribe a webhook endpoint
+     * @description Subscribes an endpoint to event types. The answer holds its signing secret (given, or made: `whsec_…`), shown only here and when it is rotated. Where the URL leads is checked at each delivery: private, loopback and link-local addresses are refused. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-2302` | Webhook URL invalid |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 409 | `AUD-2303` | Webhook URL already subscribed |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postWebhooks'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/webhooks/{webhook_id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get a webhook endpoint
+     * @description One endpoint and its state: active, paused by failures, or disabled. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getWebhooksByWebhookId'];
+    put?: never;
+    post?: never;
+    /**
+     * Delete a webhook endpoint
+     * @description Deletes an endpoint with its deliveries and their attempts. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    delete: operations['deleteWebhooksByWebhookId'];
+    options?: never;
+    head?: never;
+    /**
+     * Change a webhook endpoint
+     * @description Changes the fields given. `enabled: true` resumes an endpoint paused by failures: its waiting deliveries go, in order. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-2302` | Webhook URL invalid |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 409 | `AUD-2303` | Webhook URL already subscribed |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    patch: operations['patchWebhooksByWebhookId'];
+    trace?: never;
+  };
+  '/webhooks/{webhook_id}/secret': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Rotate a webhook endpoint's secret
+     * @description A new secret (given, or made) signs from now on; the old one signs beside it for `overlap_seconds` (a day by default), so each delivery carries both signatures until the receiver has the new secret. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postWebhooksSecret'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/webhooks/{webhook_id}/deliveries': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List webhook deliveries
+     * @description The deliveries of an endpoint, newest first, each with its status and last attempt; `since` and `until` bound the time of their events. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-2305` | Time window ends before it starts |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getWebhooksDeliveries'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/webhooks/{webhook_id}/deliveries/{event_id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get a webhook delivery
+     * @description One delivery with the body it sends and every attempt: when, the answer's status, the latency, the error. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 404 | `AUD-2304` | Webhook delivery not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getWebhooksDeliveriesByEventId'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/webhooks/{webhook_id}/deliveries/{event_id}/replay': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Replay a webhook delivery
+     * @description Sends a delivery again, with the same webhook-id and a new day of retries, whatever its status. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 404 | `AUD-2304` | Webhook delivery not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postWebhooksDeliveriesReplay'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/webhooks/{webhook_id}/replay': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Replay webhook deliveries of a time range
+     * @description Sends again the endpoint's deliveries of events written from `since` to before `until` (only those whose retries ended, with `failed_only`), in their order; answers how many. A key restricted to sections may not use it (403): events carry profiles of every section.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-2305` | Time window ends before it starts |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postWebhooksReplay'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/emails/sections/{section_discriminator}/activities': {
     parameters: {
       query?: never;
@@ -4000,6 +4570,26 @@ export interface components {
         form_type?: 'form' | 'page';
         /** @description Present once the form is saved as draft or published */
         elements?: components['schemas']['FormElement'][];
+      }[];
+      /** @description Webhook endpoints, matched by URL: subscribed, or changed to what is listed (docs/webhooks.md) */
+      webhooks?: {
+        /** @description Where deliveries are POSTed: http or https */
+        url: string;
+        /** @description The event types delivered to the endpoint */
+        event_types: (
+          | 'consent.changed'
+          | 'profile.merged'
+          | 'profile.unmerged'
+          | 'profile.deleted'
+          | 'import.finished'
+          | 'export.finished'
+        )[];
+        /** @description What the endpoint is for */
+        description?: string;
+        /** @default true */
+        enabled: boolean;
+        /** @description `whsec_` then the base64 of 24 to 64 bytes */
+        secret?: string;
       }[];
     };
     /** Integration */
@@ -8342,7 +8932,8 @@ export interface operations {
          *         "pending_imports": 0,
          *         "pending_exports": 0,
          *         "merges_per_profile": 0,
-         *         "token_lifetime_seconds": 7200
+         *         "token_lifetime_seconds": 7200,
+         *         "webhook_failures_before_pause": 0
          *       }
          *     }
          */
@@ -8368,6 +8959,7 @@ export interface operations {
             pending_exports?: number | null;
             merges_per_profile?: number | null;
             token_lifetime_seconds?: number | null;
+            webhook_failures_before_pause?: number | null;
           };
         };
       };
@@ -8498,7 +9090,8 @@ export interface operations {
          *         "pending_imports": 0,
          *         "pending_exports": 0,
          *         "merges_per_profile": 0,
-         *         "token_lifetime_seconds": 7200
+         *         "token_lifetime_seconds": 7200,
+         *         "webhook_failures_before_pause": 0
          *       }
          *     }
          */
@@ -8519,6 +9112,7 @@ export interface operations {
             pending_exports?: number | null;
             merges_per_profile?: number | null;
             token_lifetime_seconds?: number | null;
+            webhook_failures_before_pause?: number | null;
           };
         };
       };
@@ -8733,6 +9327,17 @@ export interface operations {
          *               "confirm": false
          *             }
          *           ]
+         *         }
+         *       ],
+         *       "webhooks": [
+         *         {
+         *           "url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+         *           "event_types": [
+         *             "consent.changed"
+         *           ],
+         *           "description": "Customers of the online shop",
+         *           "enabled": true,
+         *           "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
          *         }
          *       ]
          *     }
@@ -9018,6 +9623,17 @@ export interface operations {
            *             }
            *           ]
            *         }
+           *       ],
+           *       "webhooks": [
+           *         {
+           *           "url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+           *           "event_types": [
+           *             "consent.changed"
+           *           ],
+           *           "description": "Customers of the online shop",
+           *           "enabled": true,
+           *           "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
+           *         }
            *       ]
            *     }
            */
@@ -9210,6 +9826,17 @@ export interface operations {
          *               "confirm": false
          *             }
          *           ]
+         *         }
+         *       ],
+         *       "webhooks": [
+         *         {
+         *           "url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+         *           "event_types": [
+         *             "consent.changed"
+         *           ],
+         *           "description": "Customers of the online shop",
+         *           "enabled": true,
+         *           "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
          *         }
          *       ]
          *     }
@@ -9433,6 +10060,17 @@ export interface operations {
          *               "confirm": false
          *             }
          *           ]
+         *         }
+         *       ],
+         *       "webhooks": [
+         *         {
+         *           "url": "https://cdp.shop.example/files/exports/c5f2d3e4.csv",
+         *           "event_types": [
+         *             "consent.changed"
+         *           ],
+         *           "description": "Customers of the online shop",
+         *           "enabled": true,
+         *           "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
          *         }
          *       ]
          *     }
@@ -10102,6 +10740,1862 @@ export interface operations {
              * @description RFC 3339 date-time, UTC
              */
             failed_at: string | null;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAdminAccountsWebhooks: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "id": "1",
+           *           "url": "https://hooks.example.com/audience",
+           *           "event_types": [
+           *             "consent.changed",
+           *             "profile.deleted"
+           *           ],
+           *           "description": "CRM sync",
+           *           "enabled": true,
+           *           "state": "active",
+           *           "paused_at": null,
+           *           "consecutive_failures": 0,
+           *           "previous_secret_until": null,
+           *           "created_at": "2026-11-28T10:00:00.000Z"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            items: {
+              id: string;
+              url: string;
+              event_types: (
+                | 'consent.changed'
+                | 'profile.merged'
+                | 'profile.unmerged'
+                | 'profile.deleted'
+                | 'import.finished'
+                | 'export.finished'
+              )[];
+              description: string;
+              enabled: boolean;
+              /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+              state: 'active' | 'paused' | 'disabled';
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              paused_at: string | null;
+              /** @description Failed attempts since the last delivered one */
+              consecutive_failures: number;
+              /** @description Until then the secret a rotation replaced signs beside the new one */
+              previous_secret_until: string | (never | null);
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              created_at: string;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postAdminAccountsWebhooks: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "url": "https://hooks.example.com/audience",
+         *       "event_types": [
+         *         "consent.changed",
+         *         "profile.deleted"
+         *       ],
+         *       "description": "CRM sync"
+         *     }
+         */
+        'application/json': {
+          /** @description Where deliveries are POSTed: http or https */
+          url: string;
+          /** @description The event types delivered to the endpoint */
+          event_types: (
+            | 'consent.changed'
+            | 'profile.merged'
+            | 'profile.unmerged'
+            | 'profile.deleted'
+            | 'import.finished'
+            | 'export.finished'
+          )[];
+          /** @description What the endpoint is for */
+          description?: string;
+          /** @default true */
+          enabled?: boolean;
+          /** @description `whsec_` then the base64 of 24 to 64 bytes */
+          secret?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "1",
+           *       "url": "https://hooks.example.com/audience",
+           *       "event_types": [
+           *         "consent.changed",
+           *         "profile.deleted"
+           *       ],
+           *       "description": "CRM sync",
+           *       "enabled": true,
+           *       "state": "active",
+           *       "paused_at": null,
+           *       "consecutive_failures": 0,
+           *       "previous_secret_until": null,
+           *       "created_at": "2026-11-28T10:00:00.000Z",
+           *       "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
+           *     }
+           */
+          'application/json': {
+            id: string;
+            url: string;
+            event_types: (
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished'
+            )[];
+            description: string;
+            enabled: boolean;
+            /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+            state: 'active' | 'paused' | 'disabled';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            paused_at: string | null;
+            /** @description Failed attempts since the last delivered one */
+            consecutive_failures: number;
+            /** @description Until then the secret a rotation replaced signs beside the new one */
+            previous_secret_until: string | (never | null);
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+            /** @description The signing secret: shown in this answer only */
+            secret: string;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAdminAccountsWebhooksByWebhookId: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "1",
+           *       "url": "https://hooks.example.com/audience",
+           *       "event_types": [
+           *         "consent.changed",
+           *         "profile.deleted"
+           *       ],
+           *       "description": "CRM sync",
+           *       "enabled": true,
+           *       "state": "active",
+           *       "paused_at": null,
+           *       "consecutive_failures": 0,
+           *       "previous_secret_until": null,
+           *       "created_at": "2026-11-28T10:00:00.000Z"
+           *     }
+           */
+          'application/json': {
+            id: string;
+            url: string;
+            event_types: (
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished'
+            )[];
+            description: string;
+            enabled: boolean;
+            /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+            state: 'active' | 'paused' | 'disabled';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            paused_at: string | null;
+            /** @description Failed attempts since the last delivered one */
+            consecutive_failures: number;
+            /** @description Until then the secret a rotation replaced signs beside the new one */
+            previous_secret_until: string | (never | null);
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  deleteAdminAccountsWebhooksByWebhookId: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description No content */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  patchAdminAccountsWebhooksByWebhookId: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "enabled": true
+         *     }
+         */
+        'application/json': {
+          /** @description Where deliveries are POSTed: http or https */
+          url?: string;
+          /** @description The event types delivered to the endpoint */
+          event_types?: (
+            | 'consent.changed'
+            | 'profile.merged'
+            | 'profile.unmerged'
+            | 'profile.deleted'
+            | 'import.finished'
+            | 'export.finished'
+          )[];
+          /** @description What the endpoint is for */
+          description?: string;
+          /** @description false stops new deliveries; true resumes an endpoint paused by failures */
+          enabled?: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "1",
+           *       "url": "https://hooks.example.com/audience",
+           *       "event_types": [
+           *         "consent.changed",
+           *         "profile.deleted"
+           *       ],
+           *       "description": "CRM sync",
+           *       "enabled": true,
+           *       "state": "active",
+           *       "paused_at": null,
+           *       "consecutive_failures": 0,
+           *       "previous_secret_until": null,
+           *       "created_at": "2026-11-28T10:00:00.000Z"
+           *     }
+           */
+          'application/json': {
+            id: string;
+            url: string;
+            event_types: (
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished'
+            )[];
+            description: string;
+            enabled: boolean;
+            /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+            state: 'active' | 'paused' | 'disabled';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            paused_at: string | null;
+            /** @description Failed attempts since the last delivered one */
+            consecutive_failures: number;
+            /** @description Until then the secret a rotation replaced signs beside the new one */
+            previous_secret_until: string | (never | null);
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postAdminAccountsWebhooksSecret: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "overlap_seconds": 86400
+         *     }
+         */
+        'application/json': {
+          /** @description `whsec_` then the base64 of 24 to 64 bytes */
+          secret?: string;
+          /**
+           * @description How long the old secret keeps signing beside the new one
+           * @default 86400
+           */
+          overlap_seconds?: number;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "1",
+           *       "url": "https://hooks.example.com/audience",
+           *       "event_types": [
+           *         "consent.changed",
+           *         "profile.deleted"
+           *       ],
+           *       "description": "CRM sync",
+           *       "enabled": true,
+           *       "state": "active",
+           *       "paused_at": null,
+           *       "consecutive_failures": 0,
+           *       "previous_secret_until": "2026-11-29T10:00:00.000Z",
+           *       "created_at": "2026-11-28T10:00:00.000Z",
+           *       "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
+           *     }
+           */
+          'application/json': {
+            id: string;
+            url: string;
+            event_types: (
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished'
+            )[];
+            description: string;
+            enabled: boolean;
+            /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+            state: 'active' | 'paused' | 'disabled';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            paused_at: string | null;
+            /** @description Failed attempts since the last delivered one */
+            consecutive_failures: number;
+            /** @description Until then the secret a rotation replaced signs beside the new one */
+            previous_secret_until: string | (never | null);
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+            /** @description The signing secret: shown in this answer only */
+            secret: string;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAdminAccountsWebhooksDeliveries: {
+    parameters: {
+      query: {
+        /**
+         * @description pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+         * @example pending
+         */
+        status?: 'pending' | 'delivered' | 'failed';
+        /**
+         * @description Events written at or after this time
+         * @example 2026-03-01T09:30:00Z
+         */
+        since?: string;
+        /**
+         * @description Events written before this time
+         * @example 2026-03-01T09:30:00Z
+         */
+        until?: string;
+        /**
+         * @description limit
+         * @example 100
+         */
+        limit: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "event_id": "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W",
+           *           "event_type": "profile.deleted",
+           *           "created_at": "2026-11-28T10:00:00.500Z",
+           *           "status": "delivered",
+           *           "attempts": 1,
+           *           "next_attempt_at": null,
+           *           "delivered_at": "2026-11-28T10:00:01.000Z",
+           *           "last_attempt": {
+           *             "attempt": 1,
+           *             "attempted_at": "2026-11-28T10:00:01.000Z",
+           *             "status": 200,
+           *             "latency_ms": 42,
+           *             "error": null
+           *           }
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            items: {
+              /** @description The webhook-id of every attempt */
+              event_id: string;
+              /** @description An event type an endpoint can subscribe to */
+              event_type:
+                | 'consent.changed'
+                | 'profile.merged'
+                | 'profile.unmerged'
+                | 'profile.deleted'
+                | 'import.finished'
+                | 'export.finished';
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              created_at: string;
+              /** @description pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended */
+              status: 'pending' | 'delivered' | 'failed';
+              attempts: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              next_attempt_at: string | null;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              delivered_at: string | null;
+              last_attempt: {
+                attempt: number;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339 date-time, UTC
+                 */
+                attempted_at: string;
+                /** @description The answer's HTTP status; null when none came */
+                status: number | null;
+                latency_ms: number;
+                /** @description Why the attempt failed */
+                error: string | null;
+              } | null;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAdminAccountsWebhooksDeliveriesByEventId: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+        /**
+         * @description The event id: the webhook-id of its deliveries
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        event_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "event_id": "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W",
+           *       "event_type": "profile.deleted",
+           *       "created_at": "2026-11-28T10:00:00.500Z",
+           *       "status": "delivered",
+           *       "attempts": 1,
+           *       "next_attempt_at": null,
+           *       "delivered_at": "2026-11-28T10:00:01.000Z",
+           *       "last_attempt": {
+           *         "attempt": 1,
+           *         "attempted_at": "2026-11-28T10:00:01.000Z",
+           *         "status": 200,
+           *         "latency_ms": 42,
+           *         "error": null
+           *       },
+           *       "payload": {
+           *         "type": "profile.deleted",
+           *         "timestamp": "2026-11-28T10:00:00.500Z",
+           *         "data": {
+           *           "profiles": [
+           *             {
+           *               "export_key": "b7Rk2mQ9"
+           *             }
+           *           ],
+           *           "locked": false
+           *         }
+           *       },
+           *       "attempt_log": [
+           *         {
+           *           "attempt": 1,
+           *           "attempted_at": "2026-11-28T10:00:01.000Z",
+           *           "status": 200,
+           *           "latency_ms": 42,
+           *           "error": null
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description The webhook-id of every attempt */
+            event_id: string;
+            /** @description An event type an endpoint can subscribe to */
+            event_type:
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+            /** @description pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended */
+            status: 'pending' | 'delivered' | 'failed';
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            next_attempt_at: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            delivered_at: string | null;
+            last_attempt: {
+              attempt: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              attempted_at: string;
+              /** @description The answer's HTTP status; null when none came */
+              status: number | null;
+              latency_ms: number;
+              /** @description Why the attempt failed */
+              error: string | null;
+            } | null;
+            /** @description The body every attempt sends */
+            payload: {
+              [key: string]: unknown;
+            };
+            /** @description Every attempt, oldest first */
+            attempt_log: {
+              attempt: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              attempted_at: string;
+              /** @description The answer's HTTP status; null when none came */
+              status: number | null;
+              latency_ms: number;
+              /** @description Why the attempt failed */
+              error: string | null;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postAdminAccountsWebhooksDeliveriesReplay: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+        /**
+         * @description The event id: the webhook-id of its deliveries
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        event_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      202: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "event_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *       "event_type": "consent.changed",
+           *       "created_at": "2026-03-01T09:30:00Z",
+           *       "status": "pending",
+           *       "attempts": 1,
+           *       "next_attempt_at": "2026-03-01T09:30:00Z",
+           *       "delivered_at": "2026-03-01T09:30:00Z",
+           *       "last_attempt": {
+           *         "attempt": 1,
+           *         "attempted_at": "2026-03-01T09:30:00Z",
+           *         "status": 1,
+           *         "latency_ms": 1,
+           *         "error": "Example"
+           *       },
+           *       "payload": {
+           *         "com.vendor1.attributes.user-created.city": {}
+           *       },
+           *       "attempt_log": [
+           *         {
+           *           "attempt": 1,
+           *           "attempted_at": "2026-03-01T09:30:00Z",
+           *           "status": 1,
+           *           "latency_ms": 1,
+           *           "error": "Example"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description The webhook-id of every attempt */
+            event_id: string;
+            /** @description An event type an endpoint can subscribe to */
+            event_type:
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+            /** @description pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended */
+            status: 'pending' | 'delivered' | 'failed';
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            next_attempt_at: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            delivered_at: string | null;
+            last_attempt: {
+              attempt: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              attempted_at: string;
+              /** @description The answer's HTTP status; null when none came */
+              status: number | null;
+              latency_ms: number;
+              /** @description Why the attempt failed */
+              error: string | null;
+            } | null;
+            /** @description The body every attempt sends */
+            payload: {
+              [key: string]: unknown;
+            };
+            /** @description Every attempt, oldest first */
+            attempt_log: {
+              attempt: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              attempted_at: string;
+              /** @description The answer's HTTP status; null when none came */
+              status: number | null;
+              latency_ms: number;
+              /** @description Why the attempt failed */
+              error: string | null;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postAdminAccountsWebhooksReplay: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Account id
+         * @example 1042
+         */
+        account_id: string;
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "since": "2026-11-28T00:00:00Z",
+         *       "until": "2026-11-28T12:00:00Z",
+         *       "failed_only": true
+         *     }
+         */
+        'application/json': {
+          /**
+           * Format: date-time
+           * @description Events written at or after this time
+           */
+          since: string;
+          /**
+           * Format: date-time
+           * @description Events written before this time
+           */
+          until: string;
+          /**
+           * @description Only deliveries whose retries ended
+           * @default false
+           */
+          failed_only?: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      202: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "replayed": 12
+           *     }
+           */
+          'application/json': {
+            replayed: number;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getWebhooks: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "id": "1",
+           *           "url": "https://hooks.example.com/audience",
+           *           "event_types": [
+           *             "consent.changed",
+           *             "profile.deleted"
+           *           ],
+           *           "description": "CRM sync",
+           *           "enabled": true,
+           *           "state": "active",
+           *           "paused_at": null,
+           *           "consecutive_failures": 0,
+           *           "previous_secret_until": null,
+           *           "created_at": "2026-11-28T10:00:00.000Z"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            items: {
+              id: string;
+              url: string;
+              event_types: (
+                | 'consent.changed'
+                | 'profile.merged'
+                | 'profile.unmerged'
+                | 'profile.deleted'
+                | 'import.finished'
+                | 'export.finished'
+              )[];
+              description: string;
+              enabled: boolean;
+              /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+              state: 'active' | 'paused' | 'disabled';
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              paused_at: string | null;
+              /** @description Failed attempts since the last delivered one */
+              consecutive_failures: number;
+              /** @description Until then the secret a rotation replaced signs beside the new one */
+              previous_secret_until: string | (never | null);
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              created_at: string;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postWebhooks: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "url": "https://hooks.example.com/audience",
+         *       "event_types": [
+         *         "consent.changed",
+         *         "profile.deleted"
+         *       ],
+         *       "description": "CRM sync"
+         *     }
+         */
+        'application/json': {
+          /** @description Where deliveries are POSTed: http or https */
+          url: string;
+          /** @description The event types delivered to the endpoint */
+          event_types: (
+            | 'consent.changed'
+            | 'profile.merged'
+            | 'profile.unmerged'
+            | 'profile.deleted'
+            | 'import.finished'
+            | 'export.finished'
+          )[];
+          /** @description What the endpoint is for */
+          description?: string;
+          /** @default true */
+          enabled?: boolean;
+          /** @description `whsec_` then the base64 of 24 to 64 bytes */
+          secret?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "1",
+           *       "url": "https://hooks.example.com/audience",
+           *       "event_types": [
+           *         "consent.changed",
+           *         "profile.deleted"
+           *       ],
+           *       "description": "CRM sync",
+           *       "enabled": true,
+           *       "state": "active",
+           *       "paused_at": null,
+           *       "consecutive_failures": 0,
+           *       "previous_secret_until": null,
+           *       "created_at": "2026-11-28T10:00:00.000Z",
+           *       "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
+           *     }
+           */
+          'application/json': {
+            id: string;
+            url: string;
+            event_types: (
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished'
+            )[];
+            description: string;
+            enabled: boolean;
+            /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+            state: 'active' | 'paused' | 'disabled';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            paused_at: string | null;
+            /** @description Failed attempts since the last delivered one */
+            consecutive_failures: number;
+            /** @description Until then the secret a rotation replaced signs beside the new one */
+            previous_secret_until: string | (never | null);
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+            /** @description The signing secret: shown in this answer only */
+            secret: string;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getWebhooksByWebhookId: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "1",
+           *       "url": "https://hooks.example.com/audience",
+           *       "event_types": [
+           *         "consent.changed",
+           *         "profile.deleted"
+           *       ],
+           *       "description": "CRM sync",
+           *       "enabled": true,
+           *       "state": "active",
+           *       "paused_at": null,
+           *       "consecutive_failures": 0,
+           *       "previous_secret_until": null,
+           *       "created_at": "2026-11-28T10:00:00.000Z"
+           *     }
+           */
+          'application/json': {
+            id: string;
+            url: string;
+            event_types: (
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished'
+            )[];
+            description: string;
+            enabled: boolean;
+            /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+            state: 'active' | 'paused' | 'disabled';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            paused_at: string | null;
+            /** @description Failed attempts since the last delivered one */
+            consecutive_failures: number;
+            /** @description Until then the secret a rotation replaced signs beside the new one */
+            previous_secret_until: string | (never | null);
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  deleteWebhooksByWebhookId: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description No content */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  patchWebhooksByWebhookId: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "enabled": true
+         *     }
+         */
+        'application/json': {
+          /** @description Where deliveries are POSTed: http or https */
+          url?: string;
+          /** @description The event types delivered to the endpoint */
+          event_types?: (
+            | 'consent.changed'
+            | 'profile.merged'
+            | 'profile.unmerged'
+            | 'profile.deleted'
+            | 'import.finished'
+            | 'export.finished'
+          )[];
+          /** @description What the endpoint is for */
+          description?: string;
+          /** @description false stops new deliveries; true resumes an endpoint paused by failures */
+          enabled?: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "1",
+           *       "url": "https://hooks.example.com/audience",
+           *       "event_types": [
+           *         "consent.changed",
+           *         "profile.deleted"
+           *       ],
+           *       "description": "CRM sync",
+           *       "enabled": true,
+           *       "state": "active",
+           *       "paused_at": null,
+           *       "consecutive_failures": 0,
+           *       "previous_secret_until": null,
+           *       "created_at": "2026-11-28T10:00:00.000Z"
+           *     }
+           */
+          'application/json': {
+            id: string;
+            url: string;
+            event_types: (
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished'
+            )[];
+            description: string;
+            enabled: boolean;
+            /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+            state: 'active' | 'paused' | 'disabled';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            paused_at: string | null;
+            /** @description Failed attempts since the last delivered one */
+            consecutive_failures: number;
+            /** @description Until then the secret a rotation replaced signs beside the new one */
+            previous_secret_until: string | (never | null);
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postWebhooksSecret: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "overlap_seconds": 86400
+         *     }
+         */
+        'application/json': {
+          /** @description `whsec_` then the base64 of 24 to 64 bytes */
+          secret?: string;
+          /**
+           * @description How long the old secret keeps signing beside the new one
+           * @default 86400
+           */
+          overlap_seconds?: number;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "1",
+           *       "url": "https://hooks.example.com/audience",
+           *       "event_types": [
+           *         "consent.changed",
+           *         "profile.deleted"
+           *       ],
+           *       "description": "CRM sync",
+           *       "enabled": true,
+           *       "state": "active",
+           *       "paused_at": null,
+           *       "consecutive_failures": 0,
+           *       "previous_secret_until": "2026-11-29T10:00:00.000Z",
+           *       "created_at": "2026-11-28T10:00:00.000Z",
+           *       "secret": "whsec_KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio="
+           *     }
+           */
+          'application/json': {
+            id: string;
+            url: string;
+            event_types: (
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished'
+            )[];
+            description: string;
+            enabled: boolean;
+            /** @description active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off */
+            state: 'active' | 'paused' | 'disabled';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            paused_at: string | null;
+            /** @description Failed attempts since the last delivered one */
+            consecutive_failures: number;
+            /** @description Until then the secret a rotation replaced signs beside the new one */
+            previous_secret_until: string | (never | null);
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+            /** @description The signing secret: shown in this answer only */
+            secret: string;
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getWebhooksDeliveries: {
+    parameters: {
+      query: {
+        /**
+         * @description pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+         * @example pending
+         */
+        status?: 'pending' | 'delivered' | 'failed';
+        /**
+         * @description Events written at or after this time
+         * @example 2026-03-01T09:30:00Z
+         */
+        since?: string;
+        /**
+         * @description Events written before this time
+         * @example 2026-03-01T09:30:00Z
+         */
+        until?: string;
+        /**
+         * @description limit
+         * @example 100
+         */
+        limit: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "event_id": "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W",
+           *           "event_type": "profile.deleted",
+           *           "created_at": "2026-11-28T10:00:00.500Z",
+           *           "status": "delivered",
+           *           "attempts": 1,
+           *           "next_attempt_at": null,
+           *           "delivered_at": "2026-11-28T10:00:01.000Z",
+           *           "last_attempt": {
+           *             "attempt": 1,
+           *             "attempted_at": "2026-11-28T10:00:01.000Z",
+           *             "status": 200,
+           *             "latency_ms": 42,
+           *             "error": null
+           *           }
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            items: {
+              /** @description The webhook-id of every attempt */
+              event_id: string;
+              /** @description An event type an endpoint can subscribe to */
+              event_type:
+                | 'consent.changed'
+                | 'profile.merged'
+                | 'profile.unmerged'
+                | 'profile.deleted'
+                | 'import.finished'
+                | 'export.finished';
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              created_at: string;
+              /** @description pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended */
+              status: 'pending' | 'delivered' | 'failed';
+              attempts: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              next_attempt_at: string | null;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              delivered_at: string | null;
+              last_attempt: {
+                attempt: number;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339 date-time, UTC
+                 */
+                attempted_at: string;
+                /** @description The answer's HTTP status; null when none came */
+                status: number | null;
+                latency_ms: number;
+                /** @description Why the attempt failed */
+                error: string | null;
+              } | null;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getWebhooksDeliveriesByEventId: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+        /**
+         * @description The event id: the webhook-id of its deliveries
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        event_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "event_id": "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W",
+           *       "event_type": "profile.deleted",
+           *       "created_at": "2026-11-28T10:00:00.500Z",
+           *       "status": "delivered",
+           *       "attempts": 1,
+           *       "next_attempt_at": null,
+           *       "delivered_at": "2026-11-28T10:00:01.000Z",
+           *       "last_attempt": {
+           *         "attempt": 1,
+           *         "attempted_at": "2026-11-28T10:00:01.000Z",
+           *         "status": 200,
+           *         "latency_ms": 42,
+           *         "error": null
+           *       },
+           *       "payload": {
+           *         "type": "profile.deleted",
+           *         "timestamp": "2026-11-28T10:00:00.500Z",
+           *         "data": {
+           *           "profiles": [
+           *             {
+           *               "export_key": "b7Rk2mQ9"
+           *             }
+           *           ],
+           *           "locked": false
+           *         }
+           *       },
+           *       "attempt_log": [
+           *         {
+           *           "attempt": 1,
+           *           "attempted_at": "2026-11-28T10:00:01.000Z",
+           *           "status": 200,
+           *           "latency_ms": 42,
+           *           "error": null
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description The webhook-id of every attempt */
+            event_id: string;
+            /** @description An event type an endpoint can subscribe to */
+            event_type:
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+            /** @description pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended */
+            status: 'pending' | 'delivered' | 'failed';
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            next_attempt_at: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            delivered_at: string | null;
+            last_attempt: {
+              attempt: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              attempted_at: string;
+              /** @description The answer's HTTP status; null when none came */
+              status: number | null;
+              latency_ms: number;
+              /** @description Why the attempt failed */
+              error: string | null;
+            } | null;
+            /** @description The body every attempt sends */
+            payload: {
+              [key: string]: unknown;
+            };
+            /** @description Every attempt, oldest first */
+            attempt_log: {
+              attempt: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              attempted_at: string;
+              /** @description The answer's HTTP status; null when none came */
+              status: number | null;
+              latency_ms: number;
+              /** @description Why the attempt failed */
+              error: string | null;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postWebhooksDeliveriesReplay: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+        /**
+         * @description The event id: the webhook-id of its deliveries
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        event_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      202: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "event_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *       "event_type": "consent.changed",
+           *       "created_at": "2026-03-01T09:30:00Z",
+           *       "status": "pending",
+           *       "attempts": 1,
+           *       "next_attempt_at": "2026-03-01T09:30:00Z",
+           *       "delivered_at": "2026-03-01T09:30:00Z",
+           *       "last_attempt": {
+           *         "attempt": 1,
+           *         "attempted_at": "2026-03-01T09:30:00Z",
+           *         "status": 1,
+           *         "latency_ms": 1,
+           *         "error": "Example"
+           *       },
+           *       "payload": {
+           *         "com.vendor1.attributes.user-created.city": {}
+           *       },
+           *       "attempt_log": [
+           *         {
+           *           "attempt": 1,
+           *           "attempted_at": "2026-03-01T09:30:00Z",
+           *           "status": 1,
+           *           "latency_ms": 1,
+           *           "error": "Example"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': {
+            /** @description The webhook-id of every attempt */
+            event_id: string;
+            /** @description An event type an endpoint can subscribe to */
+            event_type:
+              | 'consent.changed'
+              | 'profile.merged'
+              | 'profile.unmerged'
+              | 'profile.deleted'
+              | 'import.finished'
+              | 'export.finished';
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            created_at: string;
+            /** @description pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended */
+            status: 'pending' | 'delivered' | 'failed';
+            attempts: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            next_attempt_at: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339 date-time, UTC
+             */
+            delivered_at: string | null;
+            last_attempt: {
+              attempt: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              attempted_at: string;
+              /** @description The answer's HTTP status; null when none came */
+              status: number | null;
+              latency_ms: number;
+              /** @description Why the attempt failed */
+              error: string | null;
+            } | null;
+            /** @description The body every attempt sends */
+            payload: {
+              [key: string]: unknown;
+            };
+            /** @description Every attempt, oldest first */
+            attempt_log: {
+              attempt: number;
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              attempted_at: string;
+              /** @description The answer's HTTP status; null when none came */
+              status: number | null;
+              latency_ms: number;
+              /** @description Why the attempt failed */
+              error: string | null;
+            }[];
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postWebhooksReplay: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Endpoint id
+         * @example 7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d
+         */
+        webhook_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "since": "2026-11-28T00:00:00Z",
+         *       "until": "2026-11-28T12:00:00Z",
+         *       "failed_only": true
+         *     }
+         */
+        'application/json': {
+          /**
+           * Format: date-time
+           * @description Events written at or after this time
+           */
+          since: string;
+          /**
+           * Format: date-time
+           * @description Events written before this time
+           */
+          until: string;
+          /**
+           * @description Only deliveries whose retries ended
+           * @default false
+           */
+          failed_only?: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      202: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "replayed": 12
+           *     }
+           */
+          'application/json': {
+            replayed: number;
           };
         };
       };

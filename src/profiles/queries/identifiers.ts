@@ -137,6 +137,19 @@ export async function listClusterMembersMerged(
   return rows;
 }
 
+/** The export keys of profiles: profile id → export key. */
+export async function exportKeysOf(
+  db: Queryable,
+  accountId: string,
+  profileIds: string[],
+): Promise<Map<string, string>> {
+  const { rows } = await db.query<{ profile_id: string; export_key: string }>(
+    'select profile_id::text, export_key from profiles where account_id = $1::bigint and profile_id = any($2::bigint[])',
+    [accountId, profileIds],
+  );
+  return new Map(rows.map((r) => [r.profile_id, r.export_key]));
+}
+
 /** The members of a cluster with their export keys, earliest created (the canonical profile) first. */
 export async function listClusterMemberKeys(
   db: Queryable,

@@ -57,7 +57,11 @@ const MANIFEST_REFUSALS: ProblemCode[] = [
   'AUD-1116',
   'AUD-1117',
 ];
-const manifestDeps = (services: Services) => ({ feed: services.feed, vendor: services.config.vendor });
+const manifestDeps = (services: Services) => ({
+  feed: services.feed,
+  vendor: services.config.vendor,
+  serverSecret: services.serverSecret,
+});
 
 /** The operator's accounts: create, read, rename, limits, delete, and the whole-account manifest (by id, or by the account's name). */
 export const adminAccountsRoutes: OperationTable = {
