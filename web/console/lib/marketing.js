@@ -2,7 +2,7 @@
 // files downloaded with the session's token, charts, and polling.
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
-import { ApiError } from './api.js';
+import { ApiError, foreignAnswer, parseJson, request } from './api.js';
 import { html } from './html.js';
 import { session } from './session.js';
 
@@ -24,14 +24,10 @@ export function useEvery(ms, active, tick) {
  */
 export async function download(url, name, { bearer = true } = {}) {
   const headers = bearer ? { authorization: `Bearer ${session().token}` } : {};
-  const res = await fetch(url, { headers, credentials: 'omit', cache: 'no-store' });
+  const res = await request(url, { headers, credentials: 'omit', cache: 'no-store' });
   if (!res.ok) {
-    const text = await res.text();
-    let problem = text;
-    try {
-      problem = JSON.parse(text);
-    } catch {}
-    throw new ApiError(res.status, problem);
+    const problem = parseJson(res, await res.text());
+    throw problem ? new ApiError(res.status, problem) : foreignAnswer(res);
   }
   const href = URL.createObjectURL(await res.blob());
   const link = document.createElement('a');

@@ -78,7 +78,7 @@ function EmailEventExport() {
   return html`<section aria-labelledby="email-events">
     <h2 id="email-events">Email event export</h2>
     <p>
-      The events of every email activity in a window, as a CSV file: follow it on the
+      The events of every email activity in a window, as a CSV file: follow it on the${' '}
       <${Link} to="/exports">exports<//> page.
     </p>
     <div class="row">

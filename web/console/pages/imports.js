@@ -1,7 +1,7 @@
 // Imports: the section's imports with their state and progress (rows read of the file's rows),
 // each one's report of failed rows, and a new import from a CSV file.
 import { useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { api, ApiError, foreignAnswer, parseJson, path, request } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { useEvery } from '../lib/marketing.js';
 import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
@@ -64,12 +64,15 @@ function NewImport({ section, done }) {
     const form = new FormData();
     for (const [name, value] of Object.entries(created.file_upload_body)) form.append(name, value);
     form.append('file', file, file.name);
-    const res = await fetch(new URL(created.file_upload_url).pathname, {
+    const res = await request(new URL(created.file_upload_url).pathname, {
       method: 'POST',
       body: form,
       credentials: 'omit',
     });
-    if (!res.ok) throw new Error(`The upload was refused (${res.status}): ${await res.text()}`);
+    if (!res.ok) {
+      const problem = parseJson(res, await res.text());
+      throw problem ? new ApiError(res.status, problem) : foreignAnswer(res);
+    }
     done();
     return created.import_id;
   });
