@@ -15,6 +15,8 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
   const b = consoleBrowser({ worker: true });
   let account: { accountId: string; clientId: string; clientSecret: string; token: string };
   let points: string;
+  let pageView: string;
+  let sectionId: string;
 
   beforeAll(async () => {
     // The test server's clock stands still, so a rate limit's bucket never refills: lifted.
@@ -27,6 +29,11 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
       await b.server.request('GET', `/audience/sections/${SECTION}/attributes`, { token: account.token })
     ).body.items;
     points = attributes.find((a: { name: string }) => a.name === 'Points').versions[1].id;
+    const events = (await b.server.request('GET', `/audience/sections/${SECTION}/events`, { token: account.token }))
+      .body.items;
+    pageView = events.find((e: { name: string }) => e.name === 'Page view').versions[0].id;
+    const sections = (await b.server.request('GET', '/audience/sections', { token: account.token })).body.items;
+    sectionId = sections.find((s: { discriminator: string }) => s.discriminator === SECTION).id;
     for (const [key, value] of [
       ['ann@example.com', 150],
       ['bo@example.com', 20],
@@ -44,7 +51,35 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
       });
       expect(res.status, res.text).toBeLessThan(300);
     }
+    // Ann viewed the home page yesterday.
+    const viewed = await b.server.request(
+      'POST',
+      `/audience/keyspaces/${EMAIL}/profiles/ann@example.com/sections/${SECTION}/events`,
+      {
+        token: account.token,
+        body: {
+          items: [
+            {
+              event_time: new Date(b.server.clock.now - 86_400_000).toISOString(),
+              version_id: pageView,
+              data: { title: 'Home' },
+            },
+          ],
+        },
+      },
+    );
+    expect(viewed.status, viewed.text).toBe(204);
   });
+
+  /** The service's count of a query, as the console asks it. */
+  const countOf = async (query: string) => {
+    const res = await b.server.request('POST', '/audience/profiles/reports/segments/count', {
+      token: account.token,
+      body: { section_discriminator: SECTION, segment: { timezone: 'UTC', segment_definition: query } },
+    });
+    expect(res.status, res.text).toBe(200);
+    return String(res.body.profile_count);
+  };
 
   test('writes a segment: errors where the parser puts them, the live count, the trend chart, save as a new version', async () => {
     const page = await b.open();
@@ -73,6 +108,62 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
       stored,
       stored.replace('.gt(100)', '.gt(10)'),
     ]);
+    await page.close();
+  });
+
+  test('builds a segment by names: conditions on an attribute and an event, typed AQL read back, counted and saved', async () => {
+    const page = await b.open();
+    await signInWithKey(page, b.server, account);
+    await page.goto(`${b.server.url}/console#/segments`);
+    await page.getByRole('button', { name: 'Add an attribute condition' }).click();
+    const first = page.getByRole('group', { name: 'Attribute condition Conditions › 1' });
+    await first.getByLabel('Attribute').selectOption({ label: 'Points' });
+    await first.getByLabel('Comparison').selectOption({ label: 'is more than' });
+    await first.getByLabel('Value').fill('10');
+    await page.getByRole('button', { name: 'Add an event condition' }).click();
+    const second = page.getByRole('group', { name: 'Event condition Conditions › 2' });
+    await second.getByLabel('Event', { exact: true }).selectOption({ label: 'Page view' });
+    await second.getByLabel('How many').fill('7');
+    // The builder writes the query with the ids the service needs, and counts it as the service does.
+    const editor = page.getByLabel('AQL query');
+    const built =
+      `section(${sectionId}).attribute(${points}).gt(10) && ` +
+      `section(${sectionId}).event(${pageView}).inLast("events.day", 0, 7)`;
+    await expect.poll(() => editor.inputValue()).toBe(built);
+    expect(await countOf(built)).toBe('1');
+    await expect.poll(() => page.getByTestId('count').textContent()).toBe('1');
+    expect(await page.locator('p.count').textContent()).toMatch(/1 profile matches · counted in \d+ ms/);
+    await checkPage(page, 'segment-builder');
+
+    // AQL typed by hand is read back into the builder.
+    const typed =
+      `section(${sectionId}).attribute(${points}).lte(20) || ` +
+      `section(${sectionId}).event(${pageView}).eventData("title").eq("Home")`;
+    await editor.fill(typed);
+    await expect.poll(() => page.getByLabel('Profiles match').inputValue()).toBe('any');
+    expect(await first.getByLabel('Comparison').inputValue()).toBe('lte');
+    expect(await first.getByLabel('Value').inputValue()).toBe('20');
+    const data = second.getByRole('group', { name: 'Event data 1' });
+    expect(await data.getByLabel('Event field').inputValue()).toBe('title');
+    expect(await data.getByLabel('Value').inputValue()).toBe('Home');
+    expect(await second.getByLabel('When').inputValue()).toBe('ever');
+    await expect.poll(() => page.getByTestId('count').textContent()).toBe(await countOf(typed));
+    // What the builder cannot show is kept as written, and said so.
+    await editor.fill('loyalty points > 100');
+    await page.getByText('The builder cannot show this query').waitFor();
+
+    // A stored segment opens in the builder; built further, it is saved as its new version.
+    await page.getByLabel('Segment', { exact: true }).selectOption(BIG);
+    await expect.poll(() => first.getByLabel('Attribute').inputValue()).toBe(points);
+    await page.getByRole('button', { name: 'Add an event condition' }).click();
+    await second.getByLabel('Event', { exact: true }).selectOption({ label: 'Page view' });
+    await expect.poll(() => editor.inputValue()).toContain(`.event(${pageView}).inLast("events.day", 0, 30)`);
+    const query = await editor.inputValue();
+    await expect.poll(() => page.getByTestId('count').textContent()).toBe(await countOf(query));
+    await page.getByRole('button', { name: 'Save as a new version' }).click();
+    await page.getByText(/^Saved as version \d+\.$/).waitFor();
+    const segment = (await b.server.request('GET', `/audience/segments/${BIG}`, { token: account.token })).body;
+    expect(segment.versions.at(-1).query).toBe(query);
     await page.close();
   });
 
