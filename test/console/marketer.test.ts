@@ -69,6 +69,21 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
       },
     );
     expect(viewed.status, viewed.text).toBe(204);
+    // Ann takes the weekly news by email; Bo gave no consent.
+    const consent = await b.server.request(
+      'POST',
+      `/v2/audience/keyspaces/${EMAIL}/profiles/ann@example.com/sections/${SECTION}/consents`,
+      {
+        token: account.token,
+        body: {
+          topic_discriminator: 'com.vendor1.topics.user-created.weekly-news',
+          channel_discriminator: 'com.vendor1.channels.email',
+          type: 'opt-in',
+          reason: 'signed up in the shop',
+        },
+      },
+    );
+    expect(consent.status, consent.text).toBe(201);
   });
 
   /** The service's count of a query, as the console asks it. */
@@ -194,22 +209,56 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
     await page.close();
   });
 
-  test("requests a segment's export and downloads it", async () => {
+  test("exports a segment's profiles with chosen columns, by consent, and downloads the file", async () => {
     const page = await b.open();
     await signInWithKey(page, b.server, account);
     await page.goto(`${b.server.url}/console#/exports`);
+    // Everyone in the segment, with a column of their points and of the VIP tag.
+    await page.getByLabel('Segment', { exact: true }).selectOption({ label: 'Big spenders' });
+    await page.getByRole('group', { name: 'Attribute columns' }).getByLabel('Points').check();
+    await page.getByRole('group', { name: 'Tag columns' }).getByLabel('VIP').check();
     await page.getByRole('button', { name: 'Start the export' }).click();
-    await expect.poll(() => page.getByTestId('export-status').first().textContent(), { timeout: 20_000 }).toBe('ready');
-    const [file] = await Promise.all([
-      page.waitForEvent('download'),
-      page.getByRole('button', { name: /^Download/ }).click(),
-    ]);
-    // The file the browser saved is the export's, as the service serves it.
-    const [item] = (await b.server.request('GET', '/audience/profiles/reports', { token: account.token })).body.items;
-    const served = await b.server.request('GET', item.poll_path, { token: account.token });
-    expect(served.status).toBe(200);
-    expect(await fs.readFile((await file.path())!, 'utf8')).toBe(served.text);
-    expect(served.text.split('\r\n').filter(Boolean).length).toBeGreaterThan(1);
+    await page.getByText('The export is queued').waitFor();
+    // Then those of them who may be contacted about the weekly news by email, with their address.
+    await page
+      .getByRole('group', { name: 'Only profiles that may be contacted about' })
+      .getByLabel('Weekly news')
+      .check();
+    await page.getByRole('group', { name: 'Address columns, by channel' }).getByLabel('Email').check();
+    await page.getByRole('button', { name: 'Start the export' }).click();
+    await expect
+      .poll(() => page.getByTestId('export-status').allTextContents(), { timeout: 20_000 })
+      .toEqual(['ready', 'ready']);
+    const items = (await b.server.request('GET', '/audience/profiles/reports', { token: account.token })).body.items;
+    expect(items.map((i: { kind: string }) => i.kind)).toEqual(['consents', 'segments']);
+    // The list names each export's segment, section and columns, as its request did.
+    const rows = page.getByRole('row');
+    expect(await rows.nth(1).textContent()).toContain('Profiles that may be contacted');
+    for (const row of [rows.nth(1), rows.nth(2)]) {
+      expect(await row.textContent()).toContain('Big spenders');
+      expect(await row.textContent()).toContain('Shop');
+    }
+    expect(await rows.nth(1).getByRole('cell').nth(4).textContent()).toBe('Email, Points, VIP');
+    expect(await rows.nth(2).getByRole('cell').nth(4).textContent()).toBe('Points, VIP');
+
+    // Each file the browser saved is the export's, as the service serves it.
+    for (const [i, item] of items.entries()) {
+      const [file] = await Promise.all([
+        page.waitForEvent('download'),
+        page
+          .getByRole('button', { name: /^Download/ })
+          .nth(i)
+          .click(),
+      ]);
+      const served = await b.server.request('GET', item.poll_path, { token: account.token });
+      expect(served.status).toBe(200);
+      expect(await fs.readFile((await file.path())!, 'utf8')).toBe(served.text);
+    }
+    const consentFile = (await b.server.request('GET', items[0].poll_path, { token: account.token })).text;
+    const [header, ...lines] = consentFile.split('\r\n').filter(Boolean);
+    expect(header).toContain('Email');
+    expect(header).toContain('Points');
+    expect(lines.map((l) => l.includes('ann@example.com'))).toEqual([true]);
     await checkPage(page, 'exports');
     await page.close();
   });
