@@ -209,6 +209,65 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
     await page.close();
   });
 
+  test("imports the tutorial's CSV with every column mapped by meaning, previewed, and warns of a second upload", async () => {
+    // The demo account, whose attributes the tutorial's file fills.
+    const demo = JSON.parse(await fs.readFile(new URL('../../manifests/demo.json', import.meta.url), 'utf8'));
+    const shop = await b.server.login(demo, { requests_per_second: null, token_requests_per_minute: null });
+    const shopSection = 'com.vendor1.sections.user-created.shop';
+    const attributes = (
+      await b.server.request('GET', `/audience/sections/${shopSection}/attributes`, { token: shop.token })
+    ).body.items as { name: string; versions: { id: string }[] }[];
+    const latest = (name: string) => attributes.find((a) => a.name === name)!.versions.at(-1)!.id;
+    const csv = await fs.readFile(new URL('../../examples/customers.csv', import.meta.url));
+
+    const page = await b.open();
+    await signInWithKey(page, b.server, shop);
+    await page.goto(`${b.server.url}/console#/imports`);
+    await page.getByLabel('Section').selectOption(shopSection);
+    await page.getByText('No import yet.').waitFor();
+    const choose = () =>
+      page.getByLabel('CSV file').setInputFiles({ name: 'customers.csv', mimeType: 'text/csv', buffer: csv });
+    await choose();
+    // The key column is the one named as a keyspace, and every other column goes to the latest
+    // version of the attribute its name means.
+    await expect.poll(() => page.getByLabel('Key column', { exact: true }).inputValue()).toBe('email');
+    expect(await page.getByLabel('Keyspace of the key column').inputValue()).toBe(EMAIL);
+    for (const [column, name] of [
+      ['first_name', 'First name'],
+      ['city', 'City'],
+      ['loyalty_points', 'Loyalty points'],
+    ]) {
+      const select = page.getByLabel(`Column ${column}`);
+      expect(await select.inputValue()).toBe(latest(name));
+      expect(await select.locator('option:checked').textContent()).toBe(name);
+    }
+    // The first rows as they will be imported.
+    await page.getByRole('columnheader', { name: 'loyalty_points → Loyalty points' }).waitFor();
+    await page.getByRole('cell', { name: 'Porto' }).waitFor();
+    await checkPage(page, 'imports-mapping');
+
+    await page.getByRole('button', { name: 'Start the import' }).click();
+    await page.getByText('customers.csv is uploaded').waitFor();
+    // The form starts again: no file, no mapping.
+    expect(await page.getByLabel('Column city').count()).toBe(0);
+    expect(await page.getByLabel('CSV file').inputValue()).toBe('');
+    await expect.poll(() => page.getByTestId('import-status').textContent(), { timeout: 20_000 }).toBe('completed');
+    const ann = await b.server.request(
+      'GET',
+      `/audience/keyspaces/${EMAIL}/profiles/ann@example.com/sections/${shopSection}/attributes`,
+      { token: shop.token },
+    );
+    expect(ann.body[latest('First name')]).toBe('Ann');
+    expect(ann.body[latest('City')]).toBe('Lyon');
+    expect(ann.body[latest('Loyalty points')]).toBe(120);
+
+    // The same file again: said so before it is imported twice.
+    await choose();
+    await page.getByText('This file was uploaded already').waitFor();
+    await page.getByRole('button', { name: 'Import it again' }).waitFor();
+    await page.close();
+  });
+
   test("exports a segment's profiles with chosen columns, by consent, and downloads the file", async () => {
     const page = await b.open();
     await signInWithKey(page, b.server, account);
