@@ -285,29 +285,39 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
       .check();
     await page.getByRole('group', { name: 'Address columns, by channel' }).getByLabel('Email').check();
     await page.getByRole('button', { name: 'Start the export' }).click();
+    // Every sign-in's overview counts by consent too: the exports are the files, not the counts.
+    const files = async () =>
+      (await b.server.request('GET', '/audience/profiles/reports', { token: account.token })).body.items.filter(
+        (i: { kind: string }) => !i.kind.endsWith('-count'),
+      );
     await expect
-      .poll(() => page.getByTestId('export-status').allTextContents(), { timeout: 20_000 })
-      .toEqual(['ready', 'ready']);
-    const items = (await b.server.request('GET', '/audience/profiles/reports', { token: account.token })).body.items;
-    expect(items.map((i: { kind: string }) => i.kind)).toEqual(['consents', 'segments']);
+      .poll(async () => (await files()).map((i: { kind: string; status: string }) => `${i.kind} ${i.status}`).sort(), {
+        timeout: 20_000,
+      })
+      .toEqual(['consents ready', 'segments ready']);
+    // The test's clock stands still: both were created at the same time, listed in either order.
+    const listed = await files();
+    const items = ['consents', 'segments'].map((kind) => listed.find((i: { kind: string }) => i.kind === kind));
     // The list names each export's segment, section and columns, as its request did.
-    const rows = page.getByRole('row');
-    expect(await rows.nth(1).textContent()).toContain('Profiles that may be contacted');
-    for (const row of [rows.nth(1), rows.nth(2)]) {
+    const byConsent = page.getByRole('row').filter({ hasText: /Profiles that may be contacted/ });
+    const bySegment = page.getByRole('row').filter({ hasText: /Profiles of a segment/ });
+    await expect.poll(() => byConsent.getByTestId('export-status').textContent()).toBe('ready');
+    await expect.poll(() => bySegment.getByTestId('export-status').textContent()).toBe('ready');
+    for (const row of [byConsent, bySegment]) {
       expect(await row.textContent()).toContain('Big spenders');
       expect(await row.textContent()).toContain('Shop');
     }
-    expect(await rows.nth(1).getByRole('cell').nth(4).textContent()).toBe('Email, Points, VIP');
-    expect(await rows.nth(2).getByRole('cell').nth(4).textContent()).toBe('Points, VIP');
+    expect(await byConsent.getByRole('cell').nth(4).textContent()).toBe('Email, Points, VIP');
+    expect(await bySegment.getByRole('cell').nth(4).textContent()).toBe('Points, VIP');
 
     // Each file the browser saved is the export's, as the service serves it.
-    for (const [i, item] of items.entries()) {
+    for (const [row, item] of [
+      [byConsent, items[0]],
+      [bySegment, items[1]],
+    ] as const) {
       const [file] = await Promise.all([
         page.waitForEvent('download'),
-        page
-          .getByRole('button', { name: /^Download/ })
-          .nth(i)
-          .click(),
+        row.getByRole('button', { name: /^Download/ }).click(),
       ]);
       const served = await b.server.request('GET', item.poll_path, { token: account.token });
       expect(served.status).toBe(200);
@@ -406,5 +416,60 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
     expect(b.errors.filter((e) => !refused.some((r) => r.test(e)))).toEqual([]);
     expect(b.errors.some((e) => refused[0].test(e))).toBe(true);
     expect(b.errors.some((e) => refused[2].test(e))).toBe(true);
+  });
+
+  test("opens on the account's overview: profiles, reachable per channel, last imports, exports and sends", async () => {
+    const page = await b.open();
+    await signInWithKey(page, b.server, account);
+    await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
+    await page.getByTestId('figure-profiles').waitFor();
+    // The figures are the interface's own count by consent, over every topic of the section.
+    const topics = (await b.server.request('GET', `/v2/audience/sections/${SECTION}/topics`, { token: account.token }))
+      .body.items;
+    const channels = (await b.server.request('GET', '/audience/channels', { token: account.token })).body.items.slice(
+      0,
+      2,
+    );
+    const created = await b.server.request('POST', '/audience/profiles/reports/consents/count', {
+      token: account.token,
+      body: {
+        section_discriminator: SECTION,
+        topic_discriminators: topics.map((t: { discriminator: string }) => t.discriminator),
+        channels: channels.map((c: { name: string; discriminator: string }) => ({
+          field_name: c.name,
+          channel_discriminator: c.discriminator,
+        })),
+      },
+    });
+    expect(created.status, created.text).toBe(201);
+    const poll = new URL(created.body.poll_url).pathname.replace('/audience/', '/v2/audience/');
+    let counted: Record<string, number> | undefined;
+    await expect
+      .poll(async () => {
+        const res = await b.server.request('GET', poll, { token: account.token });
+        counted = res.status === 200 ? JSON.parse(res.text) : undefined;
+        return res.status;
+      })
+      .toBe(200);
+    expect(await page.getByTestId('figure-profiles').textContent()).toBe(String(counted!.total_profile_count));
+    for (const c of channels)
+      expect(await page.getByTestId(`figure-${c.name}`).textContent()).toBe(String(counted![c.name] ?? 0));
+    expect(counted!.total_profile_count).toBeGreaterThan(1);
+    expect(counted!.Email).toBe(1);
+    // The last imports, exports and sends, with their state, as listed by the API.
+    await page
+      .getByRole('table', { name: "The section's last imports" })
+      .getByRole('cell', { name: 'completed' })
+      .first()
+      .waitFor();
+    const exports = page.getByRole('table', { name: "The account's last exports (counts left out)" });
+    await exports.getByRole('cell', { name: 'consents', exact: true }).waitFor();
+    await exports.getByRole('cell', { name: 'segments', exact: true }).waitFor();
+    await page
+      .getByRole('table', { name: "The section's email activities, last sent first" })
+      .getByRole('cell', { name: 'Receipt' })
+      .waitFor();
+    await checkPage(page, 'overview');
+    await page.close();
   });
 });
