@@ -383,6 +383,16 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
     await page.goto(`${b.server.url}/console#/activities`);
     await page.getByRole('button', { name: 'Receipt' }).click();
     await page.locator('.chart-box canvas').first().waitFor();
+    // The activity by its name, with its figures and rates as the API gives them.
+    await page.getByRole('heading', { name: 'Receipt', level: 2 }).waitFor();
+    const { statistics } = (
+      await b.server.request('GET', `/emails/sections/${SECTION}/activities/receipt?include_statistics=true`, {
+        token: account.token,
+      })
+    ).body;
+    for (const count of ['sent', 'delivered', 'unique_opens'])
+      expect(await page.getByTestId(`stat-${count}`).textContent()).toBe(String(statistics[count]));
+    expect(statistics.delivered).toBe(1);
     await page.getByLabel("A message's events: its correlation id").fill(sent.body.id);
     await page.getByRole('button', { name: 'Show' }).click();
     await page.getByRole('cell', { name: 'OPENED' }).waitFor();
