@@ -23,6 +23,7 @@ export async function listExports(db: Queryable, scope: AccountScope, limit: num
       status: expired ? ('expired' as const) : row.status,
       ...(row.message === null ? {} : { message: row.message }),
       ...(row.result === null ? {} : { result: row.result }),
+      request: row.request as Record<string, unknown>,
       created_at: row.created_at.toISOString(),
       ready_at: row.ready_at?.toISOString() ?? null,
       expires_at: row.expires_at?.toISOString() ?? null,

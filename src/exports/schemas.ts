@@ -436,6 +436,9 @@ export const ExportList = Type.Object({
       ),
       message: Type.Optional(Type.String({ description: 'Why a failed export failed' })),
       result: Type.Optional(Type.Record(Type.String(), Type.Number(), { description: "A ready count's result" })),
+      request: Type.Record(Type.String(), Type.Unknown(), {
+        description: 'The request as it was made: its section, segments, topics and columns',
+      }),
       created_at: DateTime,
       ready_at: Type.Union([DateTime, Type.Null()]),
       expires_at: Type.Union([DateTime, Type.Null()]),

@@ -125,9 +125,13 @@ describe.skipIf(!CHROMIUM)('the console of an account', { timeout: 180_000 }, ()
     const timeline = shop.getByRole('list', { name: 'Events in Shop, newest first' });
     await expect.poll(() => timeline.getByRole('listitem').count()).toBe(2);
     // Newest first, each with its name and data.
-    expect(await timeline.getByRole('listitem').first().textContent()).toMatch(/Page view \(v1\)[\s\S]*<b>Basket<\/b>/);
+    expect(await timeline.getByRole('listitem').first().textContent()).toMatch(/Page view[\s\S]*<b>Basket<\/b>/);
     await page.getByRole('region', { name: 'Club' }).getByRole('cell', { name: 'gold' }).first().waitFor();
     await shop.getByRole('cell', { name: 'signed up in the shop' }).waitFor();
+    // Topics and channels by their names, not their discriminators.
+    const consentRow = shop.getByRole('row').filter({ hasText: 'signed up in the shop' });
+    expect(await consentRow.getByRole('cell').nth(0).textContent()).toBe('Weekly news');
+    expect(await consentRow.getByRole('cell').nth(1).textContent()).toBe('Email');
     // The value is text: no element was made of it, no script ran.
     expect(await page.locator('main img, main b').count()).toBe(0);
     expect(dialogs).toEqual([]);

@@ -128,4 +128,67 @@ describe.skipIf(!CHROMIUM)('the console for the operator', { timeout: 180_000 },
     await checkPage(page, 'accounts');
     expect(b.errors).toEqual([]);
   });
+
+  test('says in plain words what went wrong, with a retry, and where the credentials are', async () => {
+    // Browsers ask for the site's icon: it is there.
+    const icon = await fetch(`${b.server.url}/favicon.ico`);
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get('content-type')).toBe('image/svg+xml');
+
+    const page = await b.open();
+    await page.goto(`${b.server.url}/console`);
+    const signIn = page.getByRole('main');
+    await expect.poll(() => signIn.textContent()).toContain('demo-credentials.json');
+    expect(await signIn.textContent()).toContain('admin-token');
+
+    await signInAsOperator(page, b.server);
+    // A proxy in front of the service answers an HTML page of its own: a sentence, not its markup.
+    const proxy = async (route: import('playwright-core').Route) =>
+      route.fulfill({
+        status: 503,
+        contentType: 'text/html',
+        body: '<html><body><h1>503 Service Temporarily Unavailable</h1></body></html>',
+      });
+    await page.route('**/admin/jobs**', proxy);
+    await page.getByRole('link', { name: 'Jobs' }).click();
+    const alert = page.getByRole('alert').first();
+    await expect.poll(() => alert.textContent()).toContain('A proxy in front of the service answered 503');
+    expect(await alert.textContent()).not.toContain('<');
+    await checkPage(page, 'error-proxy');
+    // Once the service answers again, "Try again" shows the page's data.
+    await page.unroute('**/admin/jobs**', proxy);
+    // Every part that failed has its own "Try again": all clicked at once.
+    const retryAll = async () => {
+      await page.getByRole('button', { name: 'Try again' }).first().waitFor();
+      await page.evaluate("for (const button of document.querySelectorAll('button.retry')) button.click()");
+    };
+    await retryAll();
+    await page
+      .getByText(/jobs by kind and state|The queue is empty/)
+      .first()
+      .waitFor();
+
+    // No answer at all, to a page's module and to a request: said so, and asked again on a click.
+    const { accountId } = await b.server.createAccount();
+    await page.route('**/console/pages/keys.js', (route) => route.abort('connectionrefused'));
+    await page.route('**/admin/accounts/*/keys', (route) => route.abort('connectionrefused'));
+    await page.goto(`${b.server.url}/console#/accounts/${accountId}/keys`);
+    await page.getByText('This page could not be loaded').waitFor();
+    await page.unroute('**/console/pages/keys.js');
+    await page.getByRole('button', { name: 'Load the page again' }).click();
+    await expect.poll(() => alert.textContent()).toContain('The service is not answering');
+    await page.unroute('**/admin/accounts/*/keys');
+    await retryAll();
+    await page.getByRole('button', { name: 'Revoke' }).waitFor();
+
+    // A refused sign-in after signing out says one thing: that it was refused.
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByText('You signed out.').waitFor();
+    await page.getByLabel('Operator token').fill('not the token');
+    await page.getByRole('button', { name: 'Sign in as operator' }).click();
+    await expect.poll(() => page.locator('.note').allTextContents()).toEqual(['The operator token was refused.']);
+    await page.close();
+    // The refused connections are the browser's own reports of what the test refused.
+    expect(b.errors.filter((e) => !/ERR_CONNECTION_REFUSED|Failed to fetch/.test(e))).toEqual([]);
+  });
 });

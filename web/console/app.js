@@ -65,19 +65,30 @@ function Menu({ current, kind }) {
 const loaded = new Map();
 function PageView({ route }) {
   const [module, setModule] = useState(() => loaded.get(route.page));
-  const [failed, setFailed] = useState(undefined);
+  const [failed, setFailed] = useState(false);
+  const [attempt, setAttempt] = useState(0);
   useEffect(() => {
     if (loaded.has(route.page)) return setModule(loaded.get(route.page));
     setModule(undefined);
+    setFailed(false);
     route.page.load().then(
       (m) => {
         loaded.set(route.page, m);
         setModule(m);
       },
-      (error) => setFailed(error),
+      () => setFailed(true),
     );
-  }, [route.page]);
-  if (failed) return html`<p role="alert">This page could not be loaded: ${String(failed)}</p>`;
+  }, [route.page, attempt]);
+  // A module that could not be fetched (the service stopped or restarting): asked again on a click,
+  // without reloading the tab, which would end the session.
+  if (failed)
+    return html`<section class="page">
+      <div class="note error" role="alert">
+        <strong>This page could not be loaded</strong>
+        <span>The service did not send it: it may be stopped or restarting. You are still signed in.</span>
+        <button type="button" class="retry" onClick=${() => setAttempt((a) => a + 1)}>Load the page again</button>
+      </div>
+    </section>`;
   if (!module || loaded.get(route.page) !== module) return html`<p class="muted" role="status">Loading…</p>`;
   const Component = module.default;
   return html`<${Component} params=${route.params} query=${route.query} session=${session()} />`;

@@ -8493,6 +8493,9 @@ export interface operations {
            *           "result": {
            *             "com.vendor1.attributes.user-created.city": 1
            *           },
+           *           "request": {
+           *             "com.vendor1.attributes.user-created.city": {}
+           *           },
            *           "created_at": "2026-03-01T09:30:00Z",
            *           "ready_at": "2026-03-01T09:30:00Z",
            *           "expires_at": "2026-03-01T09:30:00Z",
@@ -8514,6 +8517,10 @@ export interface operations {
               /** @description A ready count's result */
               result?: {
                 [key: string]: number;
+              };
+              /** @description The request as it was made: its section, segments, topics and columns */
+              request: {
+                [key: string]: unknown;
               };
               /**
                * Format: date-time

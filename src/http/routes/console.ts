@@ -155,6 +155,14 @@ export function consoleRoutes(): OperationTable {
       }),
       operation({
         method: 'GET',
+        path: '/favicon.ico',
+        summary: "The console's icon, where browsers and tools look for a site's",
+        hide: true,
+        scope: 'public',
+        handle: async ({ request, reply }) => send('favicon.svg', request, reply),
+      }),
+      operation({
+        method: 'GET',
         path: '/console/*',
         summary: 'A file of the web console',
         hide: true,

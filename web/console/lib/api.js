@@ -8,6 +8,53 @@ export class ApiError extends Error {
     this.status = status;
     this.problem = problem;
   }
+
+  /** Whether asking again later may succeed: no answer, a server's or a proxy's failure, a rate limit. */
+  get transient() {
+    return this.status === 0 || this.status === 429 || this.status >= 500;
+  }
+}
+
+/** No answer at all: the service is stopped, restarting or out of reach. */
+export function unreachable() {
+  return new ApiError(0, {
+    title: 'The service is not answering',
+    detail: 'It may be stopped or restarting, or the network is down. Try again in a moment.',
+  });
+}
+
+/**
+ * An answer that is not the service's (no problem document: an HTML page of a proxy or a load
+ * balancer in front of it), as a sentence: its status and reason, never its markup.
+ */
+export function foreignAnswer(res) {
+  const reason = res.statusText ? ` (${res.statusText})` : '';
+  return new ApiError(res.status, {
+    title:
+      res.status >= 500
+        ? `A proxy in front of the service answered ${res.status}`
+        : `An unexpected answer: ${res.status}`,
+    detail: `Not the service's own answer${reason}: the service behind it may be stopped, restarting or overloaded. Try again in a moment.`,
+  });
+}
+
+/** An answer's body as JSON, or undefined when it is not JSON (a proxy's page). */
+export function parseJson(res, text) {
+  if (!text || !/json/.test(res.headers.get('content-type') || '')) return undefined;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** fetch, with no answer at all turned into the ApiError that says so. */
+export async function request(url, init) {
+  try {
+    return await fetch(url, init);
+  } catch {
+    throw unreachable();
+  }
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -24,7 +71,7 @@ export async function api(method, path, body, retries = 4) {
   touch();
   const headers = { authorization: `Bearer ${current.token}`, accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(path, {
+  const res = await request(path, {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -36,7 +83,9 @@ export async function api(method, path, body, retries = 4) {
     return api(method, path, body, retries - 1);
   }
   const text = await res.text();
-  const data = text && /json/.test(res.headers.get('content-type') || '') ? JSON.parse(text) : text;
+  if (res.ok && text === '') return undefined;
+  const data = parseJson(res, text);
+  if (data === undefined && res.status !== 401) throw foreignAnswer(res);
   if (res.status === 401) {
     signOut('The service no longer accepts this session: sign in again.');
     throw new ApiError(401, data);

@@ -2,7 +2,7 @@
 // files downloaded with the session's token, charts, and polling.
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
-import { ApiError } from './api.js';
+import { ApiError, foreignAnswer, parseJson, request } from './api.js';
 import { html } from './html.js';
 import { session } from './session.js';
 
@@ -24,14 +24,10 @@ export function useEvery(ms, active, tick) {
  */
 export async function download(url, name, { bearer = true } = {}) {
   const headers = bearer ? { authorization: `Bearer ${session().token}` } : {};
-  const res = await fetch(url, { headers, credentials: 'omit', cache: 'no-store' });
+  const res = await request(url, { headers, credentials: 'omit', cache: 'no-store' });
   if (!res.ok) {
-    const text = await res.text();
-    let problem = text;
-    try {
-      problem = JSON.parse(text);
-    } catch {}
-    throw new ApiError(res.status, problem);
+    const problem = parseJson(res, await res.text());
+    throw problem ? new ApiError(res.status, problem) : foreignAnswer(res);
   }
   const href = URL.createObjectURL(await res.blob());
   const link = document.createElement('a');
@@ -59,7 +55,7 @@ const COLOURS = ['#1f5fae', '#1a7f37', '#8250df', '#bf5700', '#cf222e', '#57606a
  * A line chart of series over time: `times` (ISO date-times) and `series` ({ label, values }).
  * Its figures are also given as a table for screen readers and keyboard users.
  */
-export function Chart({ title, times, series }) {
+export function Chart({ title, times, series, unit = 'profiles' }) {
   const box = useRef(null);
   useEffect(() => {
     linkChartStyle();
@@ -69,9 +65,23 @@ export function Chart({ title, times, series }) {
         title,
         width,
         height: 260,
-        series: [{}, ...series.map((s, i) => ({ label: s.label, stroke: COLOURS[i % COLOURS.length], width: 2 }))],
-        axes: [{}, { size: 50 }],
-        scales: { x: { time: true } },
+        series: [
+          { label: 'Time' },
+          ...series.map((s, i) => ({ label: s.label, stroke: COLOURS[i % COLOURS.length], width: 2 })),
+        ],
+        // Counts are whole: ticks at whole steps, from 0, the axis labelled with what is counted.
+        axes: [
+          {},
+          {
+            size: 60,
+            label: unit,
+            incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6, 1e7],
+            values: (u, ticks) => ticks.map((v) => (Number.isInteger(v) ? v.toLocaleString('en') : '')),
+          },
+        ],
+        scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+        // The legend names the series; the values at the cursor replace "--" only while pointing.
+        legend: { live: false },
       },
       [times.map((t) => Date.parse(t) / 1000), ...series.map((s) => s.values)],
       box.current,

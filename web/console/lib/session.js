@@ -3,6 +3,8 @@
 // origin can send it. A session ends after IDLE_MS without a request, at the latest after
 // MAX_MS (or when an account's access token expires), and with "Sign out".
 
+import { ApiError, foreignAnswer, parseJson, request } from './api.js';
+
 export const IDLE_MS = 30 * 60 * 1000;
 export const MAX_MS = 8 * 60 * 60 * 1000;
 
@@ -40,24 +42,22 @@ export function touch() {
   lastUsed = Date.now();
 }
 
-async function problemOf(res) {
-  const text = await res.text();
-  try {
-    const problem = JSON.parse(text);
-    return problem.detail || problem.title || text;
-  } catch {
-    return text || res.statusText;
-  }
+/** Why a sign-in was refused, as a sentence: the service's problem, or what answered instead. */
+async function refusal(res, refused) {
+  if (res.status === 401) return new Error(refused);
+  const problem = parseJson(res, await res.text());
+  if (!problem) return foreignAnswer(res);
+  return new ApiError(res.status, problem);
 }
 
 /** Signs in with the operator token, checked by listing the accounts. */
 export async function signInOperator(token) {
-  const res = await fetch('/admin/accounts', {
+  const res = await request('/admin/accounts', {
     headers: { authorization: `Bearer ${token}` },
     credentials: 'omit',
     cache: 'no-store',
   });
-  if (!res.ok) throw new Error(res.status === 401 ? 'The operator token was refused.' : await problemOf(res));
+  if (!res.ok) throw await refusal(res, 'The operator token was refused.');
   change({ kind: 'operator', token, label: 'Operator', accountId: null, expiresAt: Date.now() + MAX_MS });
 }
 
@@ -69,14 +69,14 @@ function claimsOf(token) {
 
 /** Signs in as an account with an API key's client id and secret, through the OAuth token route. */
 export async function signInAccount(clientId, clientSecret) {
-  const res = await fetch('/oauth/token', {
+  const res = await request('/oauth/token', {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret }),
     credentials: 'omit',
     cache: 'no-store',
   });
-  if (!res.ok) throw new Error(res.status === 401 ? 'The client id or secret was refused.' : await problemOf(res));
+  if (!res.ok) throw await refusal(res, 'The client id or secret was refused.');
   const { access_token, expires_in } = await res.json();
   const claims = claimsOf(access_token);
   change({

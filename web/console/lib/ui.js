@@ -27,7 +27,7 @@ export function useApi(path) {
   useEffect(() => {
     if (path === null) return setState({ data: undefined, error: undefined, loading: false });
     let live = true;
-    setState((s) => ({ ...s, loading: true }));
+    setState((s) => ({ ...s, error: undefined, loading: true }));
     api('GET', path).then(
       (data) => live && setState({ data, error: undefined, loading: false }),
       (error) => live && setState({ data: undefined, error, loading: false }),
@@ -74,13 +74,24 @@ export function useAction(action) {
   return { ...state, run };
 }
 
-/** A refusal, as the service explained it. */
-export function ErrorNote({ error }) {
+/**
+ * A refusal, as the service explained it, or a plain sentence when the service did not answer;
+ * `retry` (a function) adds "Try again" where asking again may succeed.
+ */
+export function ErrorNote({ error, retry }) {
   if (!error) return null;
-  const problem = error.problem;
+  const problem = typeof error.problem === 'object' ? error.problem : undefined;
+  const title = problem?.title || (error.status ? 'Refused' : 'Something went wrong');
+  // A status the title already says is not repeated; no answer has none.
+  const status = error.status && !title.includes(String(error.status)) ? ` (${error.status})` : '';
   return html`<div class="note error" role="alert">
-    <strong>${problem?.title || 'Error'}${error.status ? ` (${error.status})` : ''}</strong>
+    <strong>${title}${status}</strong>
     <span>${error.message}</span>
+    ${
+      retry && (error.transient ?? true)
+        ? html`<button type="button" class="retry" onClick=${() => retry()}>Try again</button>`
+        : null
+    }
   </div>`;
 }
 
@@ -91,7 +102,7 @@ export function Notice({ children }) {
 
 /** What a loaded page part shows while loading, on error, or with its data. */
 export function Loaded({ state, children }) {
-  if (state.error) return html`<${ErrorNote} error=${state.error} />`;
+  if (state.error) return html`<${ErrorNote} error=${state.error} retry=${state.reload} />`;
   if (state.data === undefined) return html`<p class="muted" role="status">Loading…</p>`;
   return children(state.data);
 }
@@ -186,4 +197,9 @@ export function when(iso) {
 /** A link to a page of the console. */
 export function Link({ to, children, ...props }) {
   return html`<a href=${`#${to}`} ...${props}>${children}</a>`;
+}
+
+/** A count and its noun, singular for one: plural(1, 'profile') is "1 profile", plural(3, 'match', 'matches'). */
+export function plural(n, one, many = `${one}s`) {
+  return `${n.toLocaleString('en')} ${n === 1 ? one : many}`;
 }

@@ -1,7 +1,7 @@
 // The operator's accounts: the list and a new account.
 import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { ErrorNote, Field, formValues, Link, Loaded, Page, Table, useAction, useApi, when } from '../lib/ui.js';
+import { ErrorNote, Field, formValues, Link, Loaded, Page, plural, Table, useAction, useApi, when } from '../lib/ui.js';
 
 export default function Accounts() {
   const list = useApi('/admin/accounts');
@@ -18,7 +18,7 @@ export default function Accounts() {
     <${Loaded} state=${list}>
       ${(data) =>
         html`<${Table}
-          caption=${`${data.items.length} accounts`}
+          caption=${plural(data.items.length, 'account')}
           rows=${data.items}
           rowKey=${(a) => a.id}
           columns=${[

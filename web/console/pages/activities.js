@@ -15,14 +15,44 @@ const KINDS = [
 ];
 const CHARTED = ['emails', 'sms', 'forms-and-pages'];
 
+/** The statistics shown, in funnel order: the count, its words, and its rate (of what comes before). */
+const RATES = [
+  ['sent', 'Sent'],
+  ['delivered', 'Delivered', 'delivery_rate'],
+  ['unique_opens', 'Opened', 'open_rate'],
+  ['unique_clicks', 'Clicked', 'click_rate'],
+  ['clicks', 'Clicks', 'click_rate'],
+  ['bounces', 'Bounced', 'bounce_rate'],
+  ['unsubscribes', 'Unsubscribed', 'unsubscribe_rate'],
+  ['spam_complaints', 'Complained', 'spam_complaint_rate'],
+];
+
+const percent = (rate) => `${(rate * 100).toLocaleString('en', { maximumFractionDigits: 1 })} %`;
+
 function Activity({ kind, section, id }) {
   const [unit, setUnit] = useState('day');
   const [message, setMessage] = useState('');
   const base = path`/${kind}/sections/${section}/activities/${id}`;
   const timeline = useApi(`${base}/timeline?unit=${unit}&points=${unit === 'day' ? 30 : 48}`);
   const events = useApi(`${base}/events?limit=50${message ? `&correlation_id=${encodeURIComponent(message)}` : ''}`);
+  const activity = useApi(kind === 'forms-and-pages' ? base : `${base}?include_statistics=true`);
+  const stats = activity.data?.statistics;
   return html`<section aria-labelledby="activity">
-    <h2 id="activity">Activity ${id}</h2>
+    <h2 id="activity">${activity.data?.name ?? `Activity ${id}`}</h2>
+    ${
+      stats
+        ? html`<dl class="figures" aria-label="Statistics">
+            ${RATES.filter(([count]) => stats[count] !== undefined).map(
+              ([count, label, rate]) =>
+                html`<div>
+                  <dt>${label}</dt>
+                  <dd data-testid=${`stat-${count}`}>${stats[count].toLocaleString('en')}</dd>
+                  ${rate && stats[rate] !== undefined ? html`<dd class="rate">${percent(stats[rate])}</dd>` : null}
+                </div>`,
+            )}
+          </dl>`
+        : null
+    }
     <${Field} label="Each point" as="select" value=${unit} onChange=${(e) => setUnit(e.currentTarget.value)}>
       <option value="day">a day (30 days)</option>
       <option value="hour">an hour (48 hours)</option>
@@ -32,6 +62,7 @@ function Activity({ kind, section, id }) {
         const types = Object.keys(data.points[0]?.events ?? {});
         return html`<${Chart}
           title="Events"
+          unit="events"
           times=${data.points.map((p) => p.at)}
           series=${types.map((t) => ({ label: t, values: data.points.map((p) => p.events[t]) }))}
         />`;
@@ -78,7 +109,7 @@ function EmailEventExport() {
   return html`<section aria-labelledby="email-events">
     <h2 id="email-events">Email event export</h2>
     <p>
-      The events of every email activity in a window, as a CSV file: follow it on the
+      The events of every email activity in a window, as a CSV file: follow it on the${' '}
       <${Link} to="/exports">exports<//> page.
     </p>
     <div class="row">

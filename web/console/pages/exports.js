@@ -1,7 +1,7 @@
 // Exports: the account's exports with their state, downloads of the ready ones, and a new export
 // of a segment's profiles.
 import { useState } from 'preact/hooks';
-import { api } from '../lib/api.js';
+import { api, ApiError, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { download, useEvery } from '../lib/marketing.js';
 import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
@@ -23,50 +23,194 @@ function Download({ item }) {
     <${ErrorNote} error=${get.error} />`;
 }
 
-function NewExport({ done }) {
-  const { section, picker } = useSection();
-  const segments = useApi('/audience/segments');
-  const [segment, setSegment] = useState('');
+/** Checkboxes of a list: the chosen values of `value(item)`, labelled `label(item)`. */
+function Choices({ legend, items, value, label, chosen, onChange, empty }) {
+  return html`<fieldset class="choices">
+    <legend>${legend}</legend>
+    ${items.length === 0 ? html`<p class="muted">${empty}</p>` : null}
+    ${items.map(
+      (item) =>
+        html`<label class="choice">
+          <input
+            type="checkbox"
+            checked=${chosen.includes(value(item))}
+            onChange=${(e) =>
+              onChange(e.currentTarget.checked ? [...chosen, value(item)] : chosen.filter((v) => v !== value(item)))}
+          />
+          ${label(item)}
+        </label>`,
+    )}
+  </fieldset>`;
+}
+
+/**
+ * The columns and consent filter of a new export, in one section: attributes (their latest
+ * version) and tags as columns; topics and channels make it an export by consent, of the
+ * segment's profiles that may be contacted about one of the topics, a column of addresses per
+ * channel (the interface's consent export); without topics, the profile in segment export.
+ */
+function ExportForm({ section, segments, done }) {
+  const attributes = useApi(path`/audience/sections/${section}/attributes`);
+  const tags = useApi(path`/audience/sections/${section}/tags`);
+  const topics = useApi(path`/v2/audience/sections/${section}/topics`);
+  const channels = useApi('/audience/channels');
+  const [segment, setSegment] = useState(segments[0]?.discriminator ?? '');
+  const [chosen, setChosen] = useState({ attributes: [], tags: [], topics: [], channels: [] });
+  const choose = (kind) => (values) => setChosen({ ...chosen, [kind]: values });
   const start = useAction(async () => {
-    const chosen = segment || segments.data.items[0].discriminator;
-    const created = await api('POST', '/audience/profiles/reports/segments', {
-      section_discriminator: section,
-      segment: { timezone: 'UTC', segment_discriminator: chosen },
-    });
+    const picked = segments.find((s) => s.discriminator === segment);
+    const columns = {
+      attributes: attributes.data.items
+        .filter((a) => chosen.attributes.includes(a.discriminator))
+        .map((a) => ({ field_name: a.name, attribute_version_id: a.versions.at(-1).id })),
+      tags: tags.data.items
+        .filter((t) => chosen.tags.includes(t.discriminator))
+        .map((t) => ({ field_name: t.name, tag_discriminator: t.discriminator })),
+    };
+    if (chosen.topics.length > 0) {
+      if (chosen.channels.length === 0)
+        throw new ApiError(400, {
+          title: 'Choose a channel',
+          detail: 'An export by consent needs the channel of the addresses.',
+        });
+      await api('POST', '/audience/profiles/reports/consents', {
+        section_discriminator: section,
+        topic_discriminators: chosen.topics,
+        channels: channels.data.items
+          .filter((c) => chosen.channels.includes(c.discriminator))
+          .map((c) => ({ field_name: c.name, channel_discriminator: c.discriminator })),
+        segments: { timezone: 'UTC', segment_discriminators: { [picked.name]: picked.discriminator } },
+        exclude_unsubscribed_profiles: true,
+        ...columns,
+      });
+    } else
+      await api('POST', '/audience/profiles/reports/segments', {
+        section_discriminator: section,
+        segment: { timezone: 'UTC', segment_discriminator: segment },
+        ...columns,
+      });
     done();
-    return created;
+    return true;
   });
-  return html`<section aria-labelledby="new-export">
-    <h2 id="new-export">Export a segment's profiles</h2>
-    <div class="row">
-      ${picker}
-      <${Loaded} state=${segments}>
-        ${(data) =>
-          html`<${Field}
-            label="Segment"
-            as="select"
-            value=${segment}
-            onChange=${(e) => setSegment(e.currentTarget.value)}
-          >
-            ${data.items.map((s) => html`<option value=${s.discriminator}>${s.name}</option>`)}
-          <//>`}
-      <//>
-      <button
-        type="button"
-        class="primary"
-        disabled=${start.busy || !section || !segments.data?.items.length}
-        onClick=${() => start.run()}
-      >
+  const loaded = [attributes, tags, topics, channels].every((s) => s.data);
+  return html`<${Field}
+      label="Segment"
+      as="select"
+      value=${segment}
+      onChange=${(e) => setSegment(e.currentTarget.value)}
+    >
+      ${segments.map((s) => html`<option value=${s.discriminator}>${s.name}</option>`)}
+    <//>
+    ${[attributes, tags, topics, channels].map((s) => (s.error ? html`<${ErrorNote} error=${s.error} retry=${s.reload} />` : null))}
+    ${
+      loaded
+        ? html`<div class="choice-groups">
+            <${Choices}
+              legend="Attribute columns"
+              items=${attributes.data.items}
+              value=${(a) => a.discriminator}
+              label=${(a) => a.name}
+              chosen=${chosen.attributes}
+              onChange=${choose('attributes')}
+              empty="The section has no attribute."
+            />
+            <${Choices}
+              legend="Tag columns"
+              items=${tags.data.items}
+              value=${(t) => t.discriminator}
+              label=${(t) => t.name}
+              chosen=${chosen.tags}
+              onChange=${choose('tags')}
+              empty="The section has no tag."
+            />
+            <${Choices}
+              legend="Only profiles that may be contacted about"
+              items=${topics.data.items}
+              value=${(t) => t.discriminator}
+              label=${(t) => t.name}
+              chosen=${chosen.topics}
+              onChange=${choose('topics')}
+              empty="The section has no topic."
+            />
+            <${Choices}
+              legend="Address columns, by channel"
+              items=${channels.data.items}
+              value=${(c) => c.discriminator}
+              label=${(c) => c.name}
+              chosen=${chosen.channels}
+              onChange=${choose('channels')}
+              empty="The account has no channel."
+            />
+          </div>`
+        : html`<p class="muted" role="status">Loading…</p>`
+    }
+    <p class="muted">
+      Every file has the column exportKey, each profile's export key. Addresses by channel come with a topic: the file
+      then holds the segment's profiles that consented to one of the topics on one of the channels and are not
+      suppressed.
+    </p>
+    <div class="actions">
+      <button type="button" class="primary" disabled=${start.busy || !loaded || !segment} onClick=${() => start.run()}>
         Start the export
       </button>
     </div>
     <${ErrorNote} error=${start.error} />
-    <${Notice}>${start.done ? 'The export is queued.' : null}<//>
+    <${Notice}
+      >${start.done ? 'The export is queued: it is listed above, and can be downloaded there once ready.' : null}<//
+    >`;
+}
+
+function NewExport({ done }) {
+  const { section, picker } = useSection();
+  const segments = useApi('/audience/segments');
+  return html`<section aria-labelledby="new-export">
+    <h2 id="new-export">Export a segment's profiles</h2>
+    ${picker}
+    <${Loaded} state=${segments}>
+      ${(data) =>
+        section ? html`<${ExportForm} key=${section} section=${section} segments=${data.items} done=${done} />` : null}
+    <//>
   </section>`;
+}
+
+const KINDS = {
+  segments: 'Profiles of a segment',
+  consents: 'Profiles that may be contacted',
+  'consents-count': 'Count of profiles that may be contacted',
+  duplicates: 'Profiles sharing a value',
+  events: 'Events of profiles',
+  'email-events': 'Email events',
+  single: 'One profile',
+};
+
+/** The segments an export's request names, by name. */
+function segmentsOf(request, segments) {
+  const name = (d) => segments.find((s) => s.discriminator === d)?.name ?? d;
+  if (request.segment)
+    return request.segment.segment_discriminator ? name(request.segment.segment_discriminator) : 'a query';
+  if (request.segments)
+    return Object.keys(request.segments.segment_discriminators ?? request.segments.segment_definitions ?? {}).join(
+      ', ',
+    );
+  if (request.segment_filter) return name(request.segment_filter.discriminator);
+  return '—';
+}
+
+/** The columns an export's request asks for, by their names in the file. */
+function columnsOf(request) {
+  const names = [
+    ...(request.channels ?? []).map((c) => c.field_name),
+    ...(request.attributes ?? []).map((a) => a.field_name ?? a.attribute_version_id),
+    ...(request.tags ?? []).map((t) => t.field_name ?? t.tag_discriminator),
+  ];
+  return names.length > 0 ? names.join(', ') : '—';
 }
 
 export default function Exports() {
   const list = useApi('/audience/profiles/reports');
+  const sections = useApi('/audience/sections');
+  const segments = useApi('/audience/segments');
+  const sectionName = (d) => (d ? (sections.data?.items.find((s) => s.discriminator === d)?.name ?? d) : '—');
   useEvery(1000, !!list.data?.items.some((i) => PENDING.includes(i.status)), list.reload);
   return html`<${Page} title="Exports">
     <${Loaded} state=${list}>
@@ -78,9 +222,20 @@ export default function Exports() {
           empty="No export yet."
           columns=${[
             { label: 'Created', value: (i) => when(i.created_at) },
-            { label: 'Kind', value: (i) => i.kind },
+            { label: 'What', value: (i) => KINDS[i.kind] ?? i.kind },
+            { label: 'Segment', value: (i) => segmentsOf(i.request, segments.data?.items ?? []) },
+            { label: 'Section', value: (i) => sectionName(i.request.section_discriminator) },
+            { label: 'Columns', value: (i) => columnsOf(i.request) },
             { label: 'State', value: (i) => html`<span data-testid="export-status">${i.status}</span>` },
-            { label: 'Result', value: (i) => (i.result ? JSON.stringify(i.result) : (i.message ?? '')) },
+            {
+              label: 'Result',
+              value: (i) =>
+                i.result
+                  ? Object.entries(i.result)
+                      .map(([k, v]) => `${k.replace(/_/g, ' ')}: ${v.toLocaleString('en')}`)
+                      .join(', ')
+                  : (i.message ?? ''),
+            },
             { label: 'Expires', value: (i) => when(i.expires_at) },
             { label: 'File', value: (i) => html`<${Download} item=${i} />` },
           ]}

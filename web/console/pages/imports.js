@@ -1,19 +1,60 @@
 // Imports: the section's imports with their state and progress (rows read of the file's rows),
 // each one's report of failed rows, and a new import from a CSV file.
 import { useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { api, ApiError, foreignAnswer, parseJson, path, request } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { useEvery } from '../lib/marketing.js';
 import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
 
 const PENDING = ['waiting_for_file', 'queued', 'in_progress'];
 
-/** The columns of a CSV's header row (comma or semicolon separated, as the service reads it). */
-async function headerOf(file) {
-  const first = (await file.slice(0, 64 * 1024).text()).replace(/^\ufeff/, '').split(/\r?\n/)[0];
+/** A CSV's lines split into fields (comma or semicolon separated, quotes as RFC 4180), the first `max` rows. */
+export function csvRows(text, max) {
+  const first = text.replace(/^\ufeff/, '').split(/\r?\n/)[0];
   const delimiter = (first.match(/;/g)?.length ?? 0) > (first.match(/,/g)?.length ?? 0) ? ';' : ',';
-  return first.split(delimiter).map((c) => c.trim().replace(/^"(.*)"$/, '$1'));
+  const rows = [];
+  let row = [];
+  let field = '';
+  let quoted = false;
+  const body = text.replace(/^\ufeff/, '');
+  for (let i = 0; i < body.length && rows.length < max; i++) {
+    const c = body[i];
+    if (quoted) {
+      if (c === '"' && body[i + 1] === '"') ((field += '"'), i++);
+      else if (c === '"') quoted = false;
+      else field += c;
+    } else if (c === '"') quoted = true;
+    else if (c === delimiter) (row.push(field), (field = ''));
+    else if (c === '\n' || c === '\r') {
+      if (c === '\r' && body[i + 1] === '\n') i++;
+      (row.push(field), (field = ''));
+      if (row.some((f) => f !== '')) rows.push(row);
+      row = [];
+    } else field += c;
+  }
+  if (rows.length < max && (field !== '' || row.length > 0)) rows.push([...row, field]);
+  return rows.map((r) => r.map((f) => f.trim()));
 }
+
+/** A name as compared with a column's: lower case, without spaces, dashes, underscores or dots. */
+export function nameKey(name) {
+  return name.toLowerCase().replace(/[^\p{L}\p{N}]/gu, '');
+}
+
+/**
+ * The attribute a column means: the one whose name (its label) or discriminator (or its last part)
+ * is the column's name, case and separators aside ("loyalty_points" is "Loyalty points").
+ */
+export function attributeFor(column, attributes) {
+  const key = nameKey(column);
+  return attributes.find(
+    (a) =>
+      nameKey(a.name) === key || nameKey(a.discriminator) === key || nameKey(a.discriminator.split('.').pop()) === key,
+  );
+}
+
+/** The files uploaded in this tab, by their name, size and first bytes: when each was uploaded. */
+const uploaded = new Map();
 
 function Progress({ item }) {
   if (item.rows_total === null) return html`<span class="muted">no file yet</span>`;
@@ -46,9 +87,13 @@ function NewImport({ section, done }) {
   const keyspaces = useApi('/audience/keyspaces');
   const attributes = useApi(path`/audience/sections/${section}/attributes`);
   const [file, setFile] = useState(undefined);
-  const [columns, setColumns] = useState([]);
+  const [rows, setRows] = useState([]);
+  const [fileId, setFileId] = useState('');
   const [mapping, setMapping] = useState({});
   const [key, setKey] = useState({ keyspace: '', column: '' });
+  const [round, setRound] = useState(0);
+  const columns = rows[0] ?? [];
+  const again = file && uploaded.get(fileId);
   const start = useAction(async () => {
     const attribute_mappings = Object.entries(mapping)
       .filter(([column, version]) => version && column !== key.column)
@@ -64,33 +109,47 @@ function NewImport({ section, done }) {
     const form = new FormData();
     for (const [name, value] of Object.entries(created.file_upload_body)) form.append(name, value);
     form.append('file', file, file.name);
-    const res = await fetch(new URL(created.file_upload_url).pathname, {
+    const res = await request(new URL(created.file_upload_url).pathname, {
       method: 'POST',
       body: form,
       credentials: 'omit',
     });
-    if (!res.ok) throw new Error(`The upload was refused (${res.status}): ${await res.text()}`);
+    if (!res.ok) {
+      const problem = parseJson(res, await res.text());
+      throw problem ? new ApiError(res.status, problem) : foreignAnswer(res);
+    }
+    uploaded.set(fileId, new Date());
+    // The form starts again, empty: the same file is not one click from a second import.
+    setFile(undefined);
+    setRows([]);
+    setMapping({});
+    setRound((r) => r + 1);
     done();
-    return created.import_id;
+    return file.name;
   });
   const choose = async (e) => {
     const chosen = e.currentTarget.files[0];
     setFile(chosen);
-    const header = chosen ? await headerOf(chosen) : [];
-    setColumns(header);
-    setKey((k) => ({ ...k, column: header[0] ?? '' }));
-    // Columns named as an attribute's name or discriminator are mapped to its latest version.
-    const byName = new Map(
-      (attributes.data?.items ?? []).flatMap((a) => [
-        [a.name.toLowerCase(), a],
-        [a.discriminator.split('.').pop(), a],
-      ]),
-    );
-    setMapping(Object.fromEntries(header.map((c) => [c, byName.get(c.toLowerCase())?.versions.at(-1)?.id ?? ''])));
+    const head = chosen ? await chosen.slice(0, 256 * 1024).text() : '';
+    const read = csvRows(head, 6);
+    setRows(read);
+    setFileId(chosen ? `${chosen.name}|${chosen.size}|${head}` : '');
+    const header = read[0] ?? [];
+    // The key column: one named as a keyspace (email, mobile …), else the first.
+    const keyspace = (keyspaces.data?.items ?? []).find((k) => header.some((c) => nameKey(c) === nameKey(k.name)));
+    const keyColumn = keyspace ? header.find((c) => nameKey(c) === nameKey(keyspace.name)) : header[0];
+    setKey({ keyspace: keyspace?.discriminator ?? '', column: keyColumn ?? '' });
+    // Each other column to the latest version of the attribute it means.
+    const items = attributes.data?.items ?? [];
+    setMapping(Object.fromEntries(header.map((c) => [c, attributeFor(c, items)?.versions.at(-1)?.id ?? ''])));
+  };
+  const nameOf = (versionId) => {
+    for (const a of attributes.data?.items ?? []) if (a.versions.some((v) => v.id === versionId)) return a.name;
+    return undefined;
   };
   return html`<section aria-labelledby="new-import">
     <h2 id="new-import">New import</h2>
-    <${Field} label="CSV file" type="file" accept=".csv,text/csv" onChange=${choose} />
+    <${Field} key=${round} label="CSV file" type="file" accept=".csv,text/csv" onChange=${choose} />
     ${
       columns.length > 0
         ? html`<div class="row">
@@ -129,24 +188,52 @@ function NewImport({ section, done }) {
                           onChange=${(e) => setMapping({ ...mapping, [c]: e.currentTarget.value })}
                         >
                           <option value="">not imported</option>
-                          ${data.items.flatMap((a) =>
-                            a.versions.map(
-                              (v, i) => html`<option value=${v.id}>${`${a.name} (version ${i + 1})`}</option>`,
-                            ),
-                          )}
+                          ${data.items.flatMap((a) => {
+                            const latest = a.versions.at(-1);
+                            // Older versions only where chosen: the latest is what an import writes.
+                            const older = a.versions.find((v) => v.id === mapping[c] && v !== latest);
+                            return [
+                              html`<option value=${latest.id}>${a.name}</option>`,
+                              older
+                                ? html`<option value=${older.id}>
+                                    ${`${a.name} (older version ${a.versions.indexOf(older) + 1})`}
+                                  </option>`
+                                : null,
+                            ];
+                          })}
                         <//>`,
                     )}
                 </fieldset>`}
             <//>
+            <${Table}
+              caption="The first rows, as they will be imported"
+              rows=${rows.slice(1)}
+              columns=${columns.map((c, i) => ({
+                label:
+                  c === key.column ? `${c} (key)` : mapping[c] ? `${c} → ${nameOf(mapping[c])}` : `${c} (not imported)`,
+                value: (r) => r[i] ?? '',
+              }))}
+              empty="The file has no row under its header."
+            />
+            ${
+              again
+                ? html`<div class="note" role="status">
+                    <strong>This file was uploaded already</strong>
+                    <span
+                      >${`The same file (name, size and date) was imported at ${again.toLocaleTimeString()}. Starting the import imports it again.`}</span
+                    >
+                  </div>`
+                : null
+            }
             <div class="actions">
               <button type="button" class="primary" disabled=${start.busy} onClick=${() => start.run()}>
-                Start the import
+                ${again ? 'Import it again' : 'Start the import'}
               </button>
             </div>`
         : null
     }
     <${ErrorNote} error=${start.error} />
-    <${Notice}>${start.done ? 'The file is uploaded: the import is queued.' : null}<//>
+    <${Notice}>${start.done ? `${start.done} is uploaded: the import is queued, and listed above.` : null}<//>
   </section>`;
 }
 

@@ -28,6 +28,13 @@ export const PAGES = [
   { path: '/accounts/:account_id/outbox', title: 'Outbox', who: 'operator', load: () => import('./outbox.js') },
   { path: '/jobs', title: 'Jobs', group: 'Operator', who: 'operator', load: () => import('./jobs.js') },
   {
+    path: '/overview',
+    title: 'Overview',
+    group: 'Account',
+    who: 'account',
+    load: () => import('./overview.js'),
+  },
+  {
     path: '/definitions',
     title: 'Definitions',
     group: 'Definitions',
@@ -80,5 +87,5 @@ export const PAGES = [
 
 /** The first page of a session of this kind. */
 export function homeOf(kind) {
-  return kind === 'operator' ? '/accounts' : '/profiles';
+  return kind === 'operator' ? '/accounts' : '/overview';
 }

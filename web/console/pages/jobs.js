@@ -3,7 +3,7 @@
 import { useState } from 'preact/hooks';
 import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, when } from '../lib/ui.js';
+import { ErrorNote, Field, Loaded, Notice, Page, plural, Table, useAction, useApi, when } from '../lib/ui.js';
 
 export default function Jobs() {
   const [state, setState] = useState('failed');
@@ -43,7 +43,7 @@ export default function Jobs() {
     <${Loaded} state=${list}>
       ${(data) =>
         html`<${Table}
-          caption=${`${data.items.length} jobs`}
+          caption=${plural(data.items.length, 'job')}
           rows=${data.items}
           rowKey=${(j) => `${j.account_id} ${j.job_id}`}
           empty="No job in this state."

@@ -4,16 +4,23 @@ import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { ConfirmButton, ErrorNote, Link, Loaded, Page, Table, useAction, useApi, when } from '../lib/ui.js';
 
-/** A value as text: JSON for anything that is not a string. */
-const text = (value) => (typeof value === 'string' ? value : JSON.stringify(value));
+/** A value as text: yes or no for true and false, JSON for anything else that is not a string. */
+const text = (value) =>
+  typeof value === 'string' ? value : typeof value === 'boolean' ? (value ? 'yes' : 'no') : JSON.stringify(value);
 
-/** Names by version id, from definitions that have versions. */
+/** Names by version id: the definition's name, and for an older version which one it is. */
 function namesByVersion(definitions) {
   const names = {};
   for (const d of definitions ?? [])
-    for (const v of d.versions) names[v.id] = `${d.name} (v${d.versions.indexOf(v) + 1})`;
+    d.versions.forEach((v, i) => {
+      names[v.id] = i === d.versions.length - 1 ? d.name : `${d.name} (older version ${i + 1})`;
+    });
   return names;
 }
+
+/** A name, its discriminator one hover away (and shown where there is no name). */
+const named = (names, discriminator) =>
+  html`<span title=${discriminator}>${names?.get(discriminator) ?? discriminator}</span>`;
 
 /** Per attribute, its value now and the values it replaced, newest first: one row each. */
 function AttributeHistory({ state, names }) {
@@ -89,6 +96,13 @@ function SectionData({ base, section }) {
   const events = useApi(`${at}/events`);
   const attributeDefs = useApi(`/audience/sections/${s}/attributes`);
   const eventDefs = useApi(`/audience/sections/${s}/events`);
+  const tagDefs = useApi(`/audience/sections/${s}/tags`);
+  const topicDefs = useApi(`/v2/audience/sections/${s}/topics`);
+  const channelDefs = useApi('/audience/channels');
+  const byDiscriminator = (state) => state.data && new Map(state.data.items.map((d) => [d.discriminator, d.name]));
+  const tagNames = byDiscriminator(tagDefs);
+  const topicNames = byDiscriminator(topicDefs);
+  const channelNames = byDiscriminator(channelDefs);
   const attributeNames = namesByVersion(attributeDefs.data?.items);
   const eventNames = namesByVersion(eventDefs.data?.items);
   if (attributes.error)
@@ -120,7 +134,7 @@ function SectionData({ base, section }) {
         return set.length === 0
           ? html`<p class="muted">No tag.</p>`
           : html`<ul>
-              ${set.map((t) => html`<li class="mono">${t}</li>`)}
+              ${set.map((t) => html`<li>${named(tagNames, t)}</li>`)}
             </ul>`;
       }}
     <//>
@@ -131,8 +145,8 @@ function SectionData({ base, section }) {
             rows=${data.items}
             empty="No consent."
             columns=${[
-              { label: 'Topic', value: (c) => c.topic_discriminator },
-              { label: 'Channel', value: (c) => c.channel_discriminator },
+              { label: 'Topic', value: (c) => named(topicNames, c.topic_discriminator) },
+              { label: 'Channel', value: (c) => named(channelNames, c.channel_discriminator) },
               { label: 'Consent', value: (c) => c.type },
               { label: 'Reason', value: (c) => c.reason },
               { label: 'Source', value: (c) => c.source },
@@ -145,7 +159,7 @@ function SectionData({ base, section }) {
                   caption="Suppressed addresses"
                   rows=${data.suppression}
                   columns=${[
-                    { label: 'Channel', value: (x) => x.channel_discriminator },
+                    { label: 'Channel', value: (x) => named(channelNames, x.channel_discriminator) },
                     { label: 'Address', value: (x) => x.address },
                     { label: 'Reason', value: (x) => x.reason },
                   ]}

@@ -1,10 +1,30 @@
-// Segments: an AQL editor with highlighting and the parser's errors where it puts them, the live
-// count as one types, the stored segment's 25-point trend as a chart, and save as a new version.
+// Segments: a builder of conditions by name, the AQL it writes in an editor with highlighting and
+// the parser's errors where it puts them (AQL typed there is read back into the builder where it
+// can be), the live count as one builds or types, the stored segment's 25-point trend as a chart,
+// and save as a new version.
 import { useEffect, useMemo, useState } from 'preact/hooks';
+import { parseAql, writeAql } from '../lib/aql.js';
 import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { Chart } from '../lib/marketing.js';
 import { ErrorNote, Field, Loaded, Notice, Page, useAction, useApi, useSection } from '../lib/ui.js';
+import { Group, useDefinitions } from './segment-builder.js';
+
+/** The builder's reading of a query: its tree, or why the builder cannot show it. */
+function readQuery(text, defs) {
+  try {
+    const tree = parseAql(text);
+    // Only terms of versions this session can read are shown by name.
+    const unknown = (node) =>
+      node.items
+        ? node.items.some(unknown)
+        : !defs.byVersion.has(`${node.kind === 'event' ? 'events' : 'attributes'}:${node.version}`);
+    if (unknown(tree)) return { reason: 'it names an attribute or event this console does not know' };
+    return { tree };
+  } catch (error) {
+    return { reason: error.message };
+  }
+}
 
 const TOKENS = /"(?:[^"\\]|\\.)*"?|\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_]*|\s+|[\s\S]/g;
 
@@ -50,17 +70,31 @@ function samplingPoints() {
 export default function Segments() {
   const { section, picker } = useSection();
   const segments = useApi('/audience/segments');
+  const defs = useDefinitions();
   const [chosen, setChosen] = useState('');
   const [query, setQuery] = useState('');
+  // The builder's tree: read from the query when it is typed or loaded, and written to it when built.
+  const [built, setBuilt] = useState({ tree: { kind: 'all', items: [] } });
   const [count, setCount] = useState({});
   const [trend, setTrend] = useState(undefined);
   const [round, setRound] = useState(0);
   const segment = segments.data?.items.find((s) => s.discriminator === chosen);
 
+  // A query typed or loaded is read into the builder once the definitions are known.
+  const [typed, setTyped] = useState(0);
+  useEffect(() => {
+    if (defs.data) setBuilt(readQuery(query, defs.data));
+  }, [defs.data, typed]);
   // Choosing a segment puts its latest version in the editor.
   useEffect(() => {
-    if (segment) setQuery(segment.versions.at(-1)?.query ?? '');
+    if (!segment) return;
+    setQuery(segment.versions.at(-1)?.query ?? '');
+    setTyped((t) => t + 1);
   }, [chosen, segments.data]);
+  const build = (tree) => {
+    setBuilt({ tree });
+    setQuery(writeAql(tree));
+  };
 
   // The live count, a moment after the last keystroke; counts are limited per second (429): one
   // refused is asked again a second later.
@@ -68,18 +102,20 @@ export default function Segments() {
     if (!section || query.trim() === '') return setCount({});
     let live = true;
     let timer;
-    const ask = () =>
-      api('POST', '/audience/profiles/reports/segments/count', {
+    const ask = () => {
+      const started = performance.now();
+      return api('POST', '/audience/profiles/reports/segments/count', {
         section_discriminator: section,
         segment: { timezone: 'UTC', segment_definition: query },
       }).then(
-        (r) => live && setCount({ value: r.profile_count }),
+        (r) => live && setCount({ value: r.profile_count, ms: Math.round(performance.now() - started) }),
         (error) => {
           if (!live) return;
           if (error.status === 429) timer = setTimeout(ask, 1000);
           else setCount({ error });
         },
       );
+    };
     setCount((c) => ({ ...c, busy: true }));
     timer = setTimeout(ask, 400);
     return () => {
@@ -137,6 +173,21 @@ export default function Segments() {
           <//>`}
       <//>
     </div>
+    <h2>Conditions</h2>
+    <${Loaded} state=${defs}>
+      ${(data) =>
+        built.tree
+          ? html`<${Group} node=${built.tree} defs=${data} section=${section} onChange=${build} />`
+          : html`<div class="note" role="status">
+              <strong>The builder cannot show this query</strong>
+              <span
+                >${`It is kept as written (${built.reason}). Edit it as AQL below, or start the conditions again.`}</span
+              >
+              <button type="button" class="retry" onClick=${() => build({ kind: 'all', items: [] })}>
+                Start the conditions again
+              </button>
+            </div>`}
+    <//>
     <div class="field">
       <label for="aql">AQL query</label>
       <div class="aql-editor">
@@ -149,7 +200,10 @@ export default function Segments() {
           aria-describedby="aql-result"
           aria-invalid=${count.error ? 'true' : 'false'}
           value=${query}
-          onInput=${(e) => setQuery(e.currentTarget.value)}
+          onInput=${(e) => {
+            setQuery(e.currentTarget.value);
+            setTyped((t) => t + 1);
+          }}
         ></textarea>
       </div>
     </div>
@@ -159,10 +213,15 @@ export default function Segments() {
           ? html`<${ErrorNote} error=${count.error} />`
           : count.value !== undefined
             ? html`<p class="count">
-                <strong data-testid="count">${String(count.value)}</strong> profiles
-                match${count.busy ? ' (counting…)' : ''}
+                <strong data-testid="count">${count.value.toLocaleString('en')}</strong>
+                ${count.value === 1 ? ' profile matches' : ' profiles match'}
+                <span class="muted small" data-testid="count-time">
+                  ${count.busy ? ' (counting…)' : ` · counted in ${count.ms} ms`}</span
+                >
               </p>`
-            : html`<p class="muted">${count.busy ? 'Counting…' : 'Write a query to count the profiles it matches.'}</p>`
+            : html`<p class="muted">
+                ${count.busy ? 'Counting…' : 'Add a condition, or write a query, to count the profiles it matches.'}
+              </p>`
       }
     </div>
     ${
