@@ -37,6 +37,7 @@ __all__ = [
     "AccountManifestSegmentVersion",
     "AccountManifestSuppression",
     "AccountManifestActivity",
+    "AccountManifestWebhook",
     "Integration",
     "Activity",
     "Problem",
@@ -187,6 +188,46 @@ __all__ = [
     "GetAdminJobsFiguresResponse",
     "GetAdminJobsFiguresResponseItem",
     "PostAdminAccountsJobsRetryResponse",
+    "GetAdminAccountsWebhooksResponse",
+    "GetAdminAccountsWebhooksResponseItem",
+    "PostAdminAccountsWebhooksBody",
+    "PostAdminAccountsWebhooksResponse",
+    "GetAdminAccountsWebhooksByWebhookIdResponse",
+    "PatchAdminAccountsWebhooksByWebhookIdBody",
+    "PatchAdminAccountsWebhooksByWebhookIdResponse",
+    "PostAdminAccountsWebhooksSecretBody",
+    "PostAdminAccountsWebhooksSecretResponse",
+    "GetAdminAccountsWebhooksDeliveriesResponse",
+    "GetAdminAccountsWebhooksDeliveriesResponseItem",
+    "GetAdminAccountsWebhooksDeliveriesResponseItemLastAttempt",
+    "GetAdminAccountsWebhooksDeliveriesByEventIdResponse",
+    "GetAdminAccountsWebhooksDeliveriesByEventIdResponseLastAttempt",
+    "GetAdminAccountsWebhooksDeliveriesByEventIdResponseAttemptLogItem",
+    "PostAdminAccountsWebhooksDeliveriesReplayResponse",
+    "PostAdminAccountsWebhooksDeliveriesReplayResponseLastAttempt",
+    "PostAdminAccountsWebhooksDeliveriesReplayResponseAttemptLogItem",
+    "PostAdminAccountsWebhooksReplayBody",
+    "PostAdminAccountsWebhooksReplayResponse",
+    "GetWebhooksResponse",
+    "GetWebhooksResponseItem",
+    "PostWebhooksBody",
+    "PostWebhooksResponse",
+    "GetWebhooksByWebhookIdResponse",
+    "PatchWebhooksByWebhookIdBody",
+    "PatchWebhooksByWebhookIdResponse",
+    "PostWebhooksSecretBody",
+    "PostWebhooksSecretResponse",
+    "GetWebhooksDeliveriesResponse",
+    "GetWebhooksDeliveriesResponseItem",
+    "GetWebhooksDeliveriesResponseItemLastAttempt",
+    "GetWebhooksDeliveriesByEventIdResponse",
+    "GetWebhooksDeliveriesByEventIdResponseLastAttempt",
+    "GetWebhooksDeliveriesByEventIdResponseAttemptLogItem",
+    "PostWebhooksDeliveriesReplayResponse",
+    "PostWebhooksDeliveriesReplayResponseLastAttempt",
+    "PostWebhooksDeliveriesReplayResponseAttemptLogItem",
+    "PostWebhooksReplayBody",
+    "PostWebhooksReplayResponse",
     "GetEmailsSectionsActivitiesResponse",
     "GetEmailsSectionsActivitiesResponseItem",
     "GetEmailsSectionsActivitiesResponseItemStatistics",
@@ -369,6 +410,8 @@ class AccountManifest(TypedDict):
     suppressions: NotRequired[list[AccountManifestSuppression]]
     # Activities, matched by id: created, or changed to what is listed
     activities: NotRequired[list[AccountManifestActivity]]
+    # Webhook endpoints, matched by URL: subscribed, or changed to what is listed (docs/webhooks.md)
+    webhooks: NotRequired[list[AccountManifestWebhook]]
 
 
 class AccountManifestAccount(TypedDict):
@@ -564,6 +607,18 @@ class AccountManifestActivity(TypedDict):
     form_type: NotRequired[Literal["form", "page"]]
     # Present once the form is saved as draft or published
     elements: NotRequired[list[FormElement]]
+
+
+class AccountManifestWebhook(TypedDict):
+    # Where deliveries are POSTed: http or https
+    url: str
+    # The event types delivered to the endpoint
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    # What the endpoint is for
+    description: NotRequired[str]
+    enabled: NotRequired[bool]
+    # `whsec_` then the base64 of 24 to 64 bytes
+    secret: NotRequired[str]
 
 
 class Integration(TypedDict):
@@ -1534,6 +1589,8 @@ class GetAudienceProfilesReportsResponseItem(TypedDict):
     message: NotRequired[str]
     # A ready count's result
     result: NotRequired[dict[str, float]]
+    # The request as it was made: its section, segments, topics and columns
+    request: dict[str, Any]
     # RFC 3339 date-time, UTC
     created_at: str
     # RFC 3339 date-time, UTC
@@ -1650,6 +1707,7 @@ class PostAdminAccountsBodyLimits(TypedDict):
     pending_exports: NotRequired[int | None]
     merges_per_profile: NotRequired[int | None]
     token_lifetime_seconds: NotRequired[int | None]
+    webhook_failures_before_pause: NotRequired[int | None]
 
 
 class PatchAdminAccountsByAccountIdBody(TypedDict):
@@ -1673,6 +1731,7 @@ class PatchAdminAccountsByAccountIdBodyLimits(TypedDict):
     pending_exports: NotRequired[int | None]
     merges_per_profile: NotRequired[int | None]
     token_lifetime_seconds: NotRequired[int | None]
+    webhook_failures_before_pause: NotRequired[int | None]
 
 
 class PutAdminManifestResponse(TypedDict):
@@ -1824,6 +1883,524 @@ class PostAdminAccountsJobsRetryResponse(TypedDict):
     run_at: str
     # RFC 3339 date-time, UTC
     failed_at: str | None
+
+
+class GetAdminAccountsWebhooksResponse(TypedDict):
+    items: list[GetAdminAccountsWebhooksResponseItem]
+
+
+class GetAdminAccountsWebhooksResponseItem(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+
+
+class PostAdminAccountsWebhooksBody(TypedDict):
+    # Where deliveries are POSTed: http or https
+    url: str
+    # The event types delivered to the endpoint
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    # What the endpoint is for
+    description: NotRequired[str]
+    enabled: NotRequired[bool]
+    # `whsec_` then the base64 of 24 to 64 bytes
+    secret: NotRequired[str]
+
+
+class PostAdminAccountsWebhooksResponse(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # The signing secret: shown in this answer only
+    secret: str
+
+
+class GetAdminAccountsWebhooksByWebhookIdResponse(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+
+
+class PatchAdminAccountsWebhooksByWebhookIdBody(TypedDict):
+    # Where deliveries are POSTed: http or https
+    url: NotRequired[str]
+    # The event types delivered to the endpoint
+    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]]
+    # What the endpoint is for
+    description: NotRequired[str]
+    # false stops new deliveries; true resumes an endpoint paused by failures
+    enabled: NotRequired[bool]
+
+
+class PatchAdminAccountsWebhooksByWebhookIdResponse(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+
+
+class PostAdminAccountsWebhooksSecretBody(TypedDict):
+    # `whsec_` then the base64 of 24 to 64 bytes
+    secret: NotRequired[str]
+    # How long the old secret keeps signing beside the new one
+    overlap_seconds: NotRequired[int]
+
+
+class PostAdminAccountsWebhooksSecretResponse(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # The signing secret: shown in this answer only
+    secret: str
+
+
+class GetAdminAccountsWebhooksDeliveriesResponse(TypedDict):
+    items: list[GetAdminAccountsWebhooksDeliveriesResponseItem]
+
+
+class GetAdminAccountsWebhooksDeliveriesResponseItem(TypedDict):
+    # The webhook-id of every attempt
+    event_id: str
+    # An event type an endpoint can subscribe to
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    # RFC 3339 date-time, UTC
+    next_attempt_at: str | None
+    # RFC 3339 date-time, UTC
+    delivered_at: str | None
+    last_attempt: GetAdminAccountsWebhooksDeliveriesResponseItemLastAttempt | None
+
+
+class GetAdminAccountsWebhooksDeliveriesResponseItemLastAttempt(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class GetAdminAccountsWebhooksDeliveriesByEventIdResponse(TypedDict):
+    # The webhook-id of every attempt
+    event_id: str
+    # An event type an endpoint can subscribe to
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    # RFC 3339 date-time, UTC
+    next_attempt_at: str | None
+    # RFC 3339 date-time, UTC
+    delivered_at: str | None
+    last_attempt: GetAdminAccountsWebhooksDeliveriesByEventIdResponseLastAttempt | None
+    # The body every attempt sends
+    payload: dict[str, Any]
+    # Every attempt, oldest first
+    attempt_log: list[GetAdminAccountsWebhooksDeliveriesByEventIdResponseAttemptLogItem]
+
+
+class GetAdminAccountsWebhooksDeliveriesByEventIdResponseLastAttempt(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class GetAdminAccountsWebhooksDeliveriesByEventIdResponseAttemptLogItem(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class PostAdminAccountsWebhooksDeliveriesReplayResponse(TypedDict):
+    # The webhook-id of every attempt
+    event_id: str
+    # An event type an endpoint can subscribe to
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    # RFC 3339 date-time, UTC
+    next_attempt_at: str | None
+    # RFC 3339 date-time, UTC
+    delivered_at: str | None
+    last_attempt: PostAdminAccountsWebhooksDeliveriesReplayResponseLastAttempt | None
+    # The body every attempt sends
+    payload: dict[str, Any]
+    # Every attempt, oldest first
+    attempt_log: list[PostAdminAccountsWebhooksDeliveriesReplayResponseAttemptLogItem]
+
+
+class PostAdminAccountsWebhooksDeliveriesReplayResponseLastAttempt(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class PostAdminAccountsWebhooksDeliveriesReplayResponseAttemptLogItem(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class PostAdminAccountsWebhooksReplayBody(TypedDict):
+    # Events written at or after this time
+    since: str
+    # Events written before this time
+    until: str
+    # Only deliveries whose retries ended
+    failed_only: NotRequired[bool]
+
+
+class PostAdminAccountsWebhooksReplayResponse(TypedDict):
+    replayed: int
+
+
+class GetWebhooksResponse(TypedDict):
+    items: list[GetWebhooksResponseItem]
+
+
+class GetWebhooksResponseItem(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+
+
+class PostWebhooksBody(TypedDict):
+    # Where deliveries are POSTed: http or https
+    url: str
+    # The event types delivered to the endpoint
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    # What the endpoint is for
+    description: NotRequired[str]
+    enabled: NotRequired[bool]
+    # `whsec_` then the base64 of 24 to 64 bytes
+    secret: NotRequired[str]
+
+
+class PostWebhooksResponse(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # The signing secret: shown in this answer only
+    secret: str
+
+
+class GetWebhooksByWebhookIdResponse(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+
+
+class PatchWebhooksByWebhookIdBody(TypedDict):
+    # Where deliveries are POSTed: http or https
+    url: NotRequired[str]
+    # The event types delivered to the endpoint
+    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]]
+    # What the endpoint is for
+    description: NotRequired[str]
+    # false stops new deliveries; true resumes an endpoint paused by failures
+    enabled: NotRequired[bool]
+
+
+class PatchWebhooksByWebhookIdResponse(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+
+
+class PostWebhooksSecretBody(TypedDict):
+    # `whsec_` then the base64 of 24 to 64 bytes
+    secret: NotRequired[str]
+    # How long the old secret keeps signing beside the new one
+    overlap_seconds: NotRequired[int]
+
+
+class PostWebhooksSecretResponse(TypedDict):
+    id: str
+    url: str
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    description: str
+    enabled: bool
+    # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
+    state: Literal["active", "paused", "disabled"]
+    # RFC 3339 date-time, UTC
+    paused_at: str | None
+    # Failed attempts since the last delivered one
+    consecutive_failures: int
+    # Until then the secret a rotation replaced signs beside the new one
+    previous_secret_until: str | None
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # The signing secret: shown in this answer only
+    secret: str
+
+
+class GetWebhooksDeliveriesResponse(TypedDict):
+    items: list[GetWebhooksDeliveriesResponseItem]
+
+
+class GetWebhooksDeliveriesResponseItem(TypedDict):
+    # The webhook-id of every attempt
+    event_id: str
+    # An event type an endpoint can subscribe to
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    # RFC 3339 date-time, UTC
+    next_attempt_at: str | None
+    # RFC 3339 date-time, UTC
+    delivered_at: str | None
+    last_attempt: GetWebhooksDeliveriesResponseItemLastAttempt | None
+
+
+class GetWebhooksDeliveriesResponseItemLastAttempt(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class GetWebhooksDeliveriesByEventIdResponse(TypedDict):
+    # The webhook-id of every attempt
+    event_id: str
+    # An event type an endpoint can subscribe to
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    # RFC 3339 date-time, UTC
+    next_attempt_at: str | None
+    # RFC 3339 date-time, UTC
+    delivered_at: str | None
+    last_attempt: GetWebhooksDeliveriesByEventIdResponseLastAttempt | None
+    # The body every attempt sends
+    payload: dict[str, Any]
+    # Every attempt, oldest first
+    attempt_log: list[GetWebhooksDeliveriesByEventIdResponseAttemptLogItem]
+
+
+class GetWebhooksDeliveriesByEventIdResponseLastAttempt(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class GetWebhooksDeliveriesByEventIdResponseAttemptLogItem(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class PostWebhooksDeliveriesReplayResponse(TypedDict):
+    # The webhook-id of every attempt
+    event_id: str
+    # An event type an endpoint can subscribe to
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    # RFC 3339 date-time, UTC
+    created_at: str
+    # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    # RFC 3339 date-time, UTC
+    next_attempt_at: str | None
+    # RFC 3339 date-time, UTC
+    delivered_at: str | None
+    last_attempt: PostWebhooksDeliveriesReplayResponseLastAttempt | None
+    # The body every attempt sends
+    payload: dict[str, Any]
+    # Every attempt, oldest first
+    attempt_log: list[PostWebhooksDeliveriesReplayResponseAttemptLogItem]
+
+
+class PostWebhooksDeliveriesReplayResponseLastAttempt(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class PostWebhooksDeliveriesReplayResponseAttemptLogItem(TypedDict):
+    attempt: int
+    # RFC 3339 date-time, UTC
+    attempted_at: str
+    # The answer's HTTP status; null when none came
+    status: int | None
+    latency_ms: int
+    # Why the attempt failed
+    error: str | None
+
+
+class PostWebhooksReplayBody(TypedDict):
+    # Events written at or after this time
+    since: str
+    # Events written before this time
+    until: str
+    # Only deliveries whose retries ended
+    failed_only: NotRequired[bool]
+
+
+class PostWebhooksReplayResponse(TypedDict):
+    replayed: int
 
 
 class GetEmailsSectionsActivitiesResponse(TypedDict):
@@ -2484,6 +3061,11 @@ ProblemCode: TypeAlias = Literal[
     "AUD-2105",
     "AUD-2106",
     "AUD-2107",
+    "AUD-2301",
+    "AUD-2302",
+    "AUD-2303",
+    "AUD-2304",
+    "AUD-2305",
 ]
 
 
@@ -2603,4 +3185,9 @@ PROBLEMS: dict[str, tuple[int, str]] = {
     "AUD-2105": (413, "Attachments too large"),
     "AUD-2106": (404, "Transaction not found"),
     "AUD-2107": (400, "Attachment content not base64"),
+    "AUD-2301": (404, "Webhook endpoint not found"),
+    "AUD-2302": (400, "Webhook URL invalid"),
+    "AUD-2303": (409, "Webhook URL already subscribed"),
+    "AUD-2304": (404, "Webhook delivery not found"),
+    "AUD-2305": (400, "Time window ends before it starts"),
 }

@@ -40,6 +40,7 @@ from .models import (
     AccountManifestSegmentVersion,
     AccountManifestSuppression,
     AccountManifestActivity,
+    AccountManifestWebhook,
     Integration,
     Activity,
     Problem,
@@ -190,6 +191,46 @@ from .models import (
     GetAdminJobsFiguresResponse,
     GetAdminJobsFiguresResponseItem,
     PostAdminAccountsJobsRetryResponse,
+    GetAdminAccountsWebhooksResponse,
+    GetAdminAccountsWebhooksResponseItem,
+    PostAdminAccountsWebhooksBody,
+    PostAdminAccountsWebhooksResponse,
+    GetAdminAccountsWebhooksByWebhookIdResponse,
+    PatchAdminAccountsWebhooksByWebhookIdBody,
+    PatchAdminAccountsWebhooksByWebhookIdResponse,
+    PostAdminAccountsWebhooksSecretBody,
+    PostAdminAccountsWebhooksSecretResponse,
+    GetAdminAccountsWebhooksDeliveriesResponse,
+    GetAdminAccountsWebhooksDeliveriesResponseItem,
+    GetAdminAccountsWebhooksDeliveriesResponseItemLastAttempt,
+    GetAdminAccountsWebhooksDeliveriesByEventIdResponse,
+    GetAdminAccountsWebhooksDeliveriesByEventIdResponseLastAttempt,
+    GetAdminAccountsWebhooksDeliveriesByEventIdResponseAttemptLogItem,
+    PostAdminAccountsWebhooksDeliveriesReplayResponse,
+    PostAdminAccountsWebhooksDeliveriesReplayResponseLastAttempt,
+    PostAdminAccountsWebhooksDeliveriesReplayResponseAttemptLogItem,
+    PostAdminAccountsWebhooksReplayBody,
+    PostAdminAccountsWebhooksReplayResponse,
+    GetWebhooksResponse,
+    GetWebhooksResponseItem,
+    PostWebhooksBody,
+    PostWebhooksResponse,
+    GetWebhooksByWebhookIdResponse,
+    PatchWebhooksByWebhookIdBody,
+    PatchWebhooksByWebhookIdResponse,
+    PostWebhooksSecretBody,
+    PostWebhooksSecretResponse,
+    GetWebhooksDeliveriesResponse,
+    GetWebhooksDeliveriesResponseItem,
+    GetWebhooksDeliveriesResponseItemLastAttempt,
+    GetWebhooksDeliveriesByEventIdResponse,
+    GetWebhooksDeliveriesByEventIdResponseLastAttempt,
+    GetWebhooksDeliveriesByEventIdResponseAttemptLogItem,
+    PostWebhooksDeliveriesReplayResponse,
+    PostWebhooksDeliveriesReplayResponseLastAttempt,
+    PostWebhooksDeliveriesReplayResponseAttemptLogItem,
+    PostWebhooksReplayBody,
+    PostWebhooksReplayResponse,
     GetEmailsSectionsActivitiesResponse,
     GetEmailsSectionsActivitiesResponseItem,
     GetEmailsSectionsActivitiesResponseItemStatistics,
@@ -4014,6 +4055,835 @@ class Operations:
                 path={"account_id": account_id, "job_id": job_id},
                 headers=headers,
                 auth="operator",
+            ),
+        )
+
+    def get_admin_accounts_webhooks(
+        self,
+        account_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> GetAdminAccountsWebhooksResponse:
+        """List webhook endpoints.
+
+        ``GET /admin/accounts/{account_id}/webhooks``
+
+        The endpoints the account has subscribed, with their state.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+        """
+        return cast(
+            "GetAdminAccountsWebhooksResponse",
+            self._request(
+                "GET",
+                "/admin/accounts/{account_id}/webhooks",
+                path={"account_id": account_id},
+                headers=headers,
+                auth="operator",
+            ),
+        )
+
+    def post_admin_accounts_webhooks(
+        self,
+        account_id: str,
+        body: PostAdminAccountsWebhooksBody,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> PostAdminAccountsWebhooksResponse:
+        """Subscribe a webhook endpoint.
+
+        ``POST /admin/accounts/{account_id}/webhooks``
+
+        Subscribes an endpoint to event types. The answer holds its signing secret (given, or made: `whsec_…`), shown only here and when it is rotated. Where the URL leads is checked at each delivery: private, loopback and link-local addresses are refused.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-2302` | Webhook URL invalid |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 409 | `AUD-2303` | Webhook URL already subscribed |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+            body: the request body (application/json)
+        """
+        return cast(
+            "PostAdminAccountsWebhooksResponse",
+            self._request(
+                "POST",
+                "/admin/accounts/{account_id}/webhooks",
+                path={"account_id": account_id},
+                body=body,
+                headers=headers,
+                auth="operator",
+            ),
+        )
+
+    def get_admin_accounts_webhooks_by_webhook_id(
+        self,
+        account_id: str,
+        webhook_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> GetAdminAccountsWebhooksByWebhookIdResponse:
+        """Get a webhook endpoint.
+
+        ``GET /admin/accounts/{account_id}/webhooks/{webhook_id}``
+
+        One endpoint and its state: active, paused by failures, or disabled.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+            webhook_id: Endpoint id
+        """
+        return cast(
+            "GetAdminAccountsWebhooksByWebhookIdResponse",
+            self._request(
+                "GET",
+                "/admin/accounts/{account_id}/webhooks/{webhook_id}",
+                path={"account_id": account_id, "webhook_id": webhook_id},
+                headers=headers,
+                auth="operator",
+            ),
+        )
+
+    def delete_admin_accounts_webhooks_by_webhook_id(
+        self,
+        account_id: str,
+        webhook_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Delete a webhook endpoint.
+
+        ``DELETE /admin/accounts/{account_id}/webhooks/{webhook_id}``
+
+        Deletes an endpoint with its deliveries and their attempts.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+            webhook_id: Endpoint id
+        """
+        self._request(
+            "DELETE",
+            "/admin/accounts/{account_id}/webhooks/{webhook_id}",
+            path={"account_id": account_id, "webhook_id": webhook_id},
+            headers=headers,
+            auth="operator",
+        )
+
+    def patch_admin_accounts_webhooks_by_webhook_id(
+        self,
+        account_id: str,
+        webhook_id: str,
+        body: PatchAdminAccountsWebhooksByWebhookIdBody,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> PatchAdminAccountsWebhooksByWebhookIdResponse:
+        """Change a webhook endpoint.
+
+        ``PATCH /admin/accounts/{account_id}/webhooks/{webhook_id}``
+
+        Changes the fields given. `enabled: true` resumes an endpoint paused by failures: its waiting deliveries go, in order.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-2302` | Webhook URL invalid |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 409 | `AUD-2303` | Webhook URL already subscribed |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+            webhook_id: Endpoint id
+            body: the request body (application/json)
+        """
+        return cast(
+            "PatchAdminAccountsWebhooksByWebhookIdResponse",
+            self._request(
+                "PATCH",
+                "/admin/accounts/{account_id}/webhooks/{webhook_id}",
+                path={"account_id": account_id, "webhook_id": webhook_id},
+                body=body,
+                headers=headers,
+                auth="operator",
+            ),
+        )
+
+    def post_admin_accounts_webhooks_secret(
+        self,
+        account_id: str,
+        webhook_id: str,
+        body: PostAdminAccountsWebhooksSecretBody,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> PostAdminAccountsWebhooksSecretResponse:
+        """Rotate a webhook endpoint's secret.
+
+        ``POST /admin/accounts/{account_id}/webhooks/{webhook_id}/secret``
+
+        A new secret (given, or made) signs from now on; the old one signs beside it for `overlap_seconds` (a day by default), so each delivery carries both signatures until the receiver has the new secret.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+            webhook_id: Endpoint id
+            body: the request body (application/json)
+        """
+        return cast(
+            "PostAdminAccountsWebhooksSecretResponse",
+            self._request(
+                "POST",
+                "/admin/accounts/{account_id}/webhooks/{webhook_id}/secret",
+                path={"account_id": account_id, "webhook_id": webhook_id},
+                body=body,
+                headers=headers,
+                auth="operator",
+            ),
+        )
+
+    def get_admin_accounts_webhooks_deliveries(
+        self,
+        account_id: str,
+        webhook_id: str,
+        *,
+        status: Literal["pending", "delivered", "failed"] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> GetAdminAccountsWebhooksDeliveriesResponse:
+        """List webhook deliveries.
+
+        ``GET /admin/accounts/{account_id}/webhooks/{webhook_id}/deliveries``
+
+        The deliveries of an endpoint, newest first, each with its status and last attempt; `since` and `until` bound the time of their events.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-2305` | Time window ends before it starts |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+            webhook_id: Endpoint id
+            status: pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+            since: Events written at or after this time
+            until: Events written before this time
+            limit: limit
+        """
+        return cast(
+            "GetAdminAccountsWebhooksDeliveriesResponse",
+            self._request(
+                "GET",
+                "/admin/accounts/{account_id}/webhooks/{webhook_id}/deliveries",
+                path={"account_id": account_id, "webhook_id": webhook_id},
+                query={"status": status, "since": since, "until": until, "limit": limit},
+                headers=headers,
+                auth="operator",
+            ),
+        )
+
+    def get_admin_accounts_webhooks_deliveries_by_event_id(
+        self,
+        account_id: str,
+        webhook_id: str,
+        event_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> GetAdminAccountsWebhooksDeliveriesByEventIdResponse:
+        """Get a webhook delivery.
+
+        ``GET /admin/accounts/{account_id}/webhooks/{webhook_id}/deliveries/{event_id}``
+
+        One delivery with the body it sends and every attempt: when, the answer's status, the latency, the error.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 404 | `AUD-2304` | Webhook delivery not found |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+            webhook_id: Endpoint id
+            event_id: The event id: the webhook-id of its deliveries
+        """
+        return cast(
+            "GetAdminAccountsWebhooksDeliveriesByEventIdResponse",
+            self._request(
+                "GET",
+                "/admin/accounts/{account_id}/webhooks/{webhook_id}/deliveries/{event_id}",
+                path={"account_id": account_id, "webhook_id": webhook_id, "event_id": event_id},
+                headers=headers,
+                auth="operator",
+            ),
+        )
+
+    def post_admin_accounts_webhooks_deliveries_replay(
+        self,
+        account_id: str,
+        webhook_id: str,
+        event_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> PostAdminAccountsWebhooksDeliveriesReplayResponse:
+        """Replay a webhook delivery.
+
+        ``POST /admin/accounts/{account_id}/webhooks/{webhook_id}/deliveries/{event_id}/replay``
+
+        Sends a delivery again, with the same webhook-id and a new day of retries, whatever its status.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 404 | `AUD-2304` | Webhook delivery not found |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+            webhook_id: Endpoint id
+            event_id: The event id: the webhook-id of its deliveries
+        """
+        return cast(
+            "PostAdminAccountsWebhooksDeliveriesReplayResponse",
+            self._request(
+                "POST",
+                "/admin/accounts/{account_id}/webhooks/{webhook_id}/deliveries/{event_id}/replay",
+                path={"account_id": account_id, "webhook_id": webhook_id, "event_id": event_id},
+                headers=headers,
+                auth="operator",
+            ),
+        )
+
+    def post_admin_accounts_webhooks_replay(
+        self,
+        account_id: str,
+        webhook_id: str,
+        body: PostAdminAccountsWebhooksReplayBody,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> PostAdminAccountsWebhooksReplayResponse:
+        """Replay webhook deliveries of a time range.
+
+        ``POST /admin/accounts/{account_id}/webhooks/{webhook_id}/replay``
+
+        Sends again the endpoint's deliveries of events written from `since` to before `until` (only those whose retries ended, with `failed_only`), in their order; answers how many.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-2305` | Time window ends before it starts |
+        | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1110` | Account not found |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            account_id: Account id
+            webhook_id: Endpoint id
+            body: the request body (application/json)
+        """
+        return cast(
+            "PostAdminAccountsWebhooksReplayResponse",
+            self._request(
+                "POST",
+                "/admin/accounts/{account_id}/webhooks/{webhook_id}/replay",
+                path={"account_id": account_id, "webhook_id": webhook_id},
+                body=body,
+                headers=headers,
+                auth="operator",
+            ),
+        )
+
+    def get_webhooks(self, *, headers: Mapping[str, str] | None = None) -> GetWebhooksResponse:
+        """List webhook endpoints.
+
+        ``GET /webhooks``
+
+        The endpoints the account has subscribed, with their state. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+        """
+        return cast(
+            "GetWebhooksResponse",
+            self._request(
+                "GET",
+                "/webhooks",
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def post_webhooks(self, body: PostWebhooksBody, *, headers: Mapping[str, str] | None = None) -> PostWebhooksResponse:
+        """Subscribe a webhook endpoint.
+
+        ``POST /webhooks``
+
+        Subscribes an endpoint to event types. The answer holds its signing secret (given, or made: `whsec_…`), shown only here and when it is rotated. Where the URL leads is checked at each delivery: private, loopback and link-local addresses are refused. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-2302` | Webhook URL invalid |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 409 | `AUD-2303` | Webhook URL already subscribed |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            body: the request body (application/json)
+        """
+        return cast(
+            "PostWebhooksResponse",
+            self._request(
+                "POST",
+                "/webhooks",
+                body=body,
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def get_webhooks_by_webhook_id(
+        self,
+        webhook_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> GetWebhooksByWebhookIdResponse:
+        """Get a webhook endpoint.
+
+        ``GET /webhooks/{webhook_id}``
+
+        One endpoint and its state: active, paused by failures, or disabled. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            webhook_id: Endpoint id
+        """
+        return cast(
+            "GetWebhooksByWebhookIdResponse",
+            self._request(
+                "GET",
+                "/webhooks/{webhook_id}",
+                path={"webhook_id": webhook_id},
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def delete_webhooks_by_webhook_id(
+        self,
+        webhook_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Delete a webhook endpoint.
+
+        ``DELETE /webhooks/{webhook_id}``
+
+        Deletes an endpoint with its deliveries and their attempts. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            webhook_id: Endpoint id
+        """
+        self._request(
+            "DELETE",
+            "/webhooks/{webhook_id}",
+            path={"webhook_id": webhook_id},
+            headers=headers,
+            auth="api",
+        )
+
+    def patch_webhooks_by_webhook_id(
+        self,
+        webhook_id: str,
+        body: PatchWebhooksByWebhookIdBody,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> PatchWebhooksByWebhookIdResponse:
+        """Change a webhook endpoint.
+
+        ``PATCH /webhooks/{webhook_id}``
+
+        Changes the fields given. `enabled: true` resumes an endpoint paused by failures: its waiting deliveries go, in order. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-2302` | Webhook URL invalid |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 409 | `AUD-2303` | Webhook URL already subscribed |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            webhook_id: Endpoint id
+            body: the request body (application/json)
+        """
+        return cast(
+            "PatchWebhooksByWebhookIdResponse",
+            self._request(
+                "PATCH",
+                "/webhooks/{webhook_id}",
+                path={"webhook_id": webhook_id},
+                body=body,
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def post_webhooks_secret(
+        self,
+        webhook_id: str,
+        body: PostWebhooksSecretBody,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> PostWebhooksSecretResponse:
+        """Rotate a webhook endpoint's secret.
+
+        ``POST /webhooks/{webhook_id}/secret``
+
+        A new secret (given, or made) signs from now on; the old one signs beside it for `overlap_seconds` (a day by default), so each delivery carries both signatures until the receiver has the new secret. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            webhook_id: Endpoint id
+            body: the request body (application/json)
+        """
+        return cast(
+            "PostWebhooksSecretResponse",
+            self._request(
+                "POST",
+                "/webhooks/{webhook_id}/secret",
+                path={"webhook_id": webhook_id},
+                body=body,
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def get_webhooks_deliveries(
+        self,
+        webhook_id: str,
+        *,
+        status: Literal["pending", "delivered", "failed"] | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> GetWebhooksDeliveriesResponse:
+        """List webhook deliveries.
+
+        ``GET /webhooks/{webhook_id}/deliveries``
+
+        The deliveries of an endpoint, newest first, each with its status and last attempt; `since` and `until` bound the time of their events. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-2305` | Time window ends before it starts |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            webhook_id: Endpoint id
+            status: pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
+            since: Events written at or after this time
+            until: Events written before this time
+            limit: limit
+        """
+        return cast(
+            "GetWebhooksDeliveriesResponse",
+            self._request(
+                "GET",
+                "/webhooks/{webhook_id}/deliveries",
+                path={"webhook_id": webhook_id},
+                query={"status": status, "since": since, "until": until, "limit": limit},
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def get_webhooks_deliveries_by_event_id(
+        self,
+        webhook_id: str,
+        event_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> GetWebhooksDeliveriesByEventIdResponse:
+        """Get a webhook delivery.
+
+        ``GET /webhooks/{webhook_id}/deliveries/{event_id}``
+
+        One delivery with the body it sends and every attempt: when, the answer's status, the latency, the error. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 404 | `AUD-2304` | Webhook delivery not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            webhook_id: Endpoint id
+            event_id: The event id: the webhook-id of its deliveries
+        """
+        return cast(
+            "GetWebhooksDeliveriesByEventIdResponse",
+            self._request(
+                "GET",
+                "/webhooks/{webhook_id}/deliveries/{event_id}",
+                path={"webhook_id": webhook_id, "event_id": event_id},
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def post_webhooks_deliveries_replay(
+        self,
+        webhook_id: str,
+        event_id: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> PostWebhooksDeliveriesReplayResponse:
+        """Replay a webhook delivery.
+
+        ``POST /webhooks/{webhook_id}/deliveries/{event_id}/replay``
+
+        Sends a delivery again, with the same webhook-id and a new day of retries, whatever its status. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 404 | `AUD-2304` | Webhook delivery not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            webhook_id: Endpoint id
+            event_id: The event id: the webhook-id of its deliveries
+        """
+        return cast(
+            "PostWebhooksDeliveriesReplayResponse",
+            self._request(
+                "POST",
+                "/webhooks/{webhook_id}/deliveries/{event_id}/replay",
+                path={"webhook_id": webhook_id, "event_id": event_id},
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def post_webhooks_replay(
+        self,
+        webhook_id: str,
+        body: PostWebhooksReplayBody,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> PostWebhooksReplayResponse:
+        """Replay webhook deliveries of a time range.
+
+        ``POST /webhooks/{webhook_id}/replay``
+
+        Sends again the endpoint's deliveries of events written from `since` to before `until` (only those whose retries ended, with `failed_only`), in their order; answers how many. A key restricted to sections may not use it (403): events carry profiles of every section.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-2305` | Time window ends before it starts |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            webhook_id: Endpoint id
+            body: the request body (application/json)
+        """
+        return cast(
+            "PostWebhooksReplayResponse",
+            self._request(
+                "POST",
+                "/webhooks/{webhook_id}/replay",
+                path={"webhook_id": webhook_id},
+                body=body,
+                headers=headers,
+                auth="api",
             ),
         )
 

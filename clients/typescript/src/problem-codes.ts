@@ -575,6 +575,26 @@ export const PROBLEM_CODES = {
     status: 504,
     title: 'Gateway timeout',
   },
+  'AUD-2301': {
+    status: 404,
+    title: 'Webhook endpoint not found',
+  },
+  'AUD-2302': {
+    status: 400,
+    title: 'Webhook URL invalid',
+  },
+  'AUD-2303': {
+    status: 409,
+    title: 'Webhook URL already subscribed',
+  },
+  'AUD-2304': {
+    status: 404,
+    title: 'Webhook delivery not found',
+  },
+  'AUD-2305': {
+    status: 400,
+    title: 'Time window ends before it starts',
+  },
 } as const;
 
 /** A problem code the service answers, to switch on. */
