@@ -1,19 +1,34 @@
 import type pg from 'pg';
 import { termsOf, type Expression } from '../aql/ast.ts';
-import { aqlError } from '../aql/errors.ts';
+import { AQL_PROBLEMS, aqlError } from '../aql/errors.ts';
 import { check } from '../aql/check.ts';
 import { compileMasks, compilePredicate, requiredSections, SqlValues } from '../aql/compile-sql.ts';
 import { evaluate } from '../aql/evaluate.ts';
 import { parse } from '../aql/parser.ts';
-import { checkTimeZone } from '../aql/time.ts';
+import { checkTimeZone, TIME_ZONE_PROBLEMS } from '../aql/time.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import { locateWithFacts } from '../profiles/profiles.ts';
 import type { UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
 import type { Definitions } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
+
+/**
+ * What a request's segment can answer, by reference or as a query (segmentQuery, chosenQuery,
+ * requireReadable, compileQuery, with its time zone): a query refused, a segment or version not
+ * found, a section the key may not read.
+ */
+export const SEGMENT_PROBLEMS: readonly ProblemCode[] = [
+  ...AQL_PROBLEMS,
+  ...TIME_ZONE_PROBLEMS,
+  'AUD-1104',
+  'AUD-1107',
+  'AUD-1711',
+  'AUD-1713',
+  'AUD-1714',
+];
 
 /** Parses and checks an AQL query against the account's definitions (docs/aql.md). */
 export function compileQuery(defs: Definitions, text: string): Expression {

@@ -17,6 +17,7 @@ import { answer, operation, type OperationTable } from '../../operation.ts';
 import { NoContent } from '../../schemas/problem.ts';
 import type { Services } from '../../../services.ts';
 import { AccountParams } from '../../schemas/common.ts';
+import { AQL_PROBLEMS } from '../../../aql/errors.ts';
 
 const LimitsSchema = Type.Object(
   Object.fromEntries(
@@ -49,6 +50,7 @@ const NamedManifestSummary = Type.Object({ account: Account, ...ManifestSummary.
 /** What the operations that apply or preview a manifest share: its size limit, its refusals, what an apply needs. */
 const MANIFEST_BODY_LIMIT = 10 * 1024 * 1024;
 const MANIFEST_REFUSALS: ProblemCode[] = [
+  ...AQL_PROBLEMS,
   'AUD-1109',
   'AUD-1113',
   'AUD-1114',
@@ -56,6 +58,7 @@ const MANIFEST_REFUSALS: ProblemCode[] = [
   'AUD-1400',
   'AUD-1116',
   'AUD-1117',
+  'AUD-2101',
 ];
 const manifestDeps = (services: Services) => ({ feed: services.feed, vendor: services.config.vendor });
 
