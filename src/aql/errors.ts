@@ -26,8 +26,20 @@ export function position(text: string, at: number): { line: number; column: numb
   return { line, column: at - before.lastIndexOf('\n') };
 }
 
-/** An AQL error: a 400 problem whose detail says what is wrong and where. */
+/**
+ * An AQL error: a 400 problem whose detail says what is wrong and where, and which carries where
+ * as members of its own (`line`, `column`, `offset`), for clients that point at it.
+ */
 export function aqlError(code: ProblemCode, text: string, at: number, message: string): Problem {
   const { line, column } = position(text, at);
-  return new Problem(code, `AQL: ${message} at line ${line}, column ${column} (character ${at + 1})`);
+  return new Problem(
+    code,
+    `AQL: ${message} at line ${line}, column ${column} (character ${at + 1})`,
+    {},
+    {
+      line,
+      column,
+      offset: at,
+    },
+  );
 }

@@ -4801,6 +4801,12 @@ export interface components {
        * @example No profile "customer-4711" in keyspace com.vendor1.integrations.keyspaces.5f2b9c1e.shop
        */
       detail: string;
+      /** @description An AQL error only: the line of the query where it is, from 1 */
+      line?: number;
+      /** @description An AQL error only: the column of that line where it is, from 1 */
+      column?: number;
+      /** @description An AQL error only: the offset of the character where it is in the query, from 0 */
+      offset?: number;
     };
   };
   responses: {
@@ -4816,7 +4822,10 @@ export interface components {
          *       "title": "Profile not found",
          *       "status": 404,
          *       "status_code": 404,
-         *       "detail": "No profile \"customer-4711\" in keyspace com.vendor1.integrations.keyspaces.5f2b9c1e.shop"
+         *       "detail": "No profile \"customer-4711\" in keyspace com.vendor1.integrations.keyspaces.5f2b9c1e.shop",
+         *       "line": 1,
+         *       "column": 1,
+         *       "offset": 0
          *     }
          */
         'application/problem+json': components['schemas']['Problem'];
