@@ -608,9 +608,20 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
      *     | 400 | `AUD-1701` | AQL syntax error |
      *     | 400 | `AUD-1702` | Invalid section specifier |
      *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
@@ -3053,6 +3064,7 @@ export interface paths {
      *     | 400 | `AUD-2101` | Invalid template |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |
+     *     | 409 | `AUD-1112` | Account name not unique |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -7367,10 +7379,9 @@ export interface operations {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
          *       "segment": {
          *         "timezone": "Europe/Berlin",
-         *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers",
-         *         "segment_definition": "Example"
+         *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers"
          *       },
-         *       "known_profiles": false
+         *       "known_profiles": true
          *     }
          */
         'application/json': {
@@ -7818,39 +7829,23 @@ export interface operations {
         /**
          * @example {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
-         *       "consent_list_discriminator": "com.vendor1.folders.user-created.newsletters",
          *       "topic_discriminators": [
          *         "com.vendor1.topics.user-created.weekly-newsletter"
          *       ],
          *       "channel_discriminator": "com.vendor1.channels.email",
-         *       "channels": [
-         *         {
-         *           "field_name": "points",
-         *           "channel_discriminator": "com.vendor1.channels.email"
-         *         }
-         *       ],
          *       "segments": {
          *         "timezone": "Europe/Berlin",
          *         "segment_discriminators": {
-         *           "com.vendor1.attributes.user-created.city": "Example"
-         *         },
-         *         "filter": "Example"
-         *       },
-         *       "duplicate_address_filter": "oldest",
-         *       "attributes": [
-         *         {
-         *           "field_name": "points",
-         *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
+         *           "Frequent buyers": "com.vendor1.segments.user-created.frequent-buyers"
          *         }
-         *       ],
+         *       },
          *       "tags": [
          *         {
-         *           "field_name": "points",
+         *           "field_name": "vip",
          *           "tag_discriminator": "com.vendor1.tags.user-created.vip"
          *         }
          *       ],
-         *       "limit": 1,
-         *       "exclude_unsubscribed_profiles": false
+         *       "limit": 1000
          *     }
          */
         'application/json': {
@@ -7936,25 +7931,16 @@ export interface operations {
         /**
          * @example {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
-         *       "consent_list_discriminator": "com.vendor1.folders.user-created.newsletters",
          *       "topic_discriminators": [
          *         "com.vendor1.topics.user-created.weekly-newsletter"
          *       ],
          *       "channel_discriminator": "com.vendor1.channels.email",
-         *       "channels": [
-         *         {
-         *           "field_name": "points",
-         *           "channel_discriminator": "com.vendor1.channels.email"
-         *         }
-         *       ],
          *       "segments": {
          *         "timezone": "Europe/Berlin",
          *         "segment_discriminators": {
-         *           "com.vendor1.attributes.user-created.city": "Example"
-         *         },
-         *         "filter": "Example"
-         *       },
-         *       "duplicate_address_filter": "oldest"
+         *           "Frequent buyers": "com.vendor1.segments.user-created.frequent-buyers"
+         *         }
+         *       }
          *     }
          */
         'application/json': {
@@ -8133,23 +8119,15 @@ export interface operations {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
          *       "segment": {
          *         "timezone": "Europe/Berlin",
-         *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers",
-         *         "segment_definition": "Example"
+         *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers"
          *       },
-         *       "known_profiles": false,
-         *       "attributes": [
-         *         {
-         *           "field_name": "points",
-         *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
-         *         }
-         *       ],
+         *       "known_profiles": true,
          *       "tags": [
          *         {
-         *           "field_name": "points",
+         *           "field_name": "vip",
          *           "tag_discriminator": "com.vendor1.tags.user-created.vip"
          *         }
-         *       ],
-         *       "limit": 1
+         *       ]
          *     }
          */
         'application/json': {

@@ -109,6 +109,8 @@ export function exportsRoutes(services: Services): OperationTable {
     summary: string;
     description: string;
     errors: readonly ProblemCode[];
+    /** The request body the reference shows, where the one made from the schema would break a rule. */
+    example?: unknown;
     kind: ExportKindName;
     rateLimit: typeof requests | typeof eventRequests;
     created: TSchema;
@@ -121,6 +123,7 @@ export function exportsRoutes(services: Services): OperationTable {
       description: route.description,
       // Every export reaches the data of every section (exports.createExport).
       errors: [...ALL_SECTIONS_PROBLEMS, ...PLAN_PROBLEMS, ...route.errors],
+      ...(route.example === undefined ? {} : { examples: { body: route.example } }),
       body: EXPORT_KINDS[route.kind].body as TSchema,
       response: { 201: route.created },
       scope: 'account',
@@ -151,6 +154,18 @@ export function exportsRoutes(services: Services): OperationTable {
       return 'inProgress' in polled ? answer(202) : sendReady(context.request, context.reply, polled);
     };
 
+  // Examples of the bodies that take one of two fields (channel_discriminator or channels, a
+  // stored segment or a query): the ones made from the schemas would send both.
+  const byConsent = {
+    section_discriminator: 'com.vendor1.sections.user-created.shop',
+    topic_discriminators: ['com.vendor1.topics.user-created.weekly-newsletter'],
+    channel_discriminator: 'com.vendor1.channels.email',
+    segments: {
+      timezone: 'Europe/Berlin',
+      segment_discriminators: { 'Frequent buyers': 'com.vendor1.segments.user-created.frequent-buyers' },
+    },
+  };
+
   const authHeader = `x-${services.config.vendor}-auth`;
   return {
     tags: ['exports'],
@@ -170,6 +185,11 @@ export function exportsRoutes(services: Services): OperationTable {
           'AUD-1907',
           'AUD-1908',
         ],
+        example: {
+          ...byConsent,
+          tags: [{ field_name: 'vip', tag_discriminator: 'com.vendor1.tags.user-created.vip' }],
+          limit: 1000,
+        },
         kind: 'consents',
         rateLimit: requests,
         created: PollUrl,
@@ -181,6 +201,7 @@ export function exportsRoutes(services: Services): OperationTable {
         description:
           'How many profiles of a segment have each consent state on the topics: answers the poll URL of the count.',
         errors: [...SECTION_PROBLEMS, 'AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
+        example: byConsent,
         kind: 'consents-count',
         rateLimit: requests,
         created: PollUrl,
@@ -212,6 +233,15 @@ export function exportsRoutes(services: Services): OperationTable {
           'AUD-1924',
           'AUD-1925',
         ],
+        example: {
+          section_discriminator: 'com.vendor1.sections.user-created.shop',
+          segment: {
+            timezone: 'Europe/Berlin',
+            segment_discriminator: 'com.vendor1.segments.user-created.frequent-buyers',
+          },
+          known_profiles: true,
+          tags: [{ field_name: 'vip', tag_discriminator: 'com.vendor1.tags.user-created.vip' }],
+        },
         kind: 'segments',
         rateLimit: requests,
         created: DownloadUrls,

@@ -81,6 +81,17 @@ export const segmentsRoutes: OperationTable = {
       path: '/audience/profiles/reports/segments/count',
       rateLimit: 'profile_export_requests_per_second',
       summary: 'Count profiles in a segment',
+      // A stored segment or a query, not both (the example made from the schema would send both).
+      examples: {
+        body: {
+          section_discriminator: 'com.vendor1.sections.user-created.shop',
+          segment: {
+            timezone: 'Europe/Berlin',
+            segment_discriminator: 'com.vendor1.segments.user-created.frequent-buyers',
+          },
+          known_profiles: true,
+        },
+      },
       description: 'How many profiles a stored segment or a segment query holds now, answered at once.',
       errors: [...SECTION_PROBLEMS, ...SEGMENT_PROBLEMS],
       body: SegmentCount,

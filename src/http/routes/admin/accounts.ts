@@ -143,7 +143,7 @@ export const adminAccountsRoutes: OperationTable = {
       summary: 'Apply a manifest by account name',
       description:
         'Applies a manifest (keyspaces, sections, attributes, tags, events, topics, segments, activities) to the account its `account.name` names; creates that account (201) when none has the name. Nothing changes when it fails.',
-      errors: ['AUD-1118', ...MANIFEST_REFUSALS],
+      errors: ['AUD-1112', 'AUD-1118', ...MANIFEST_REFUSALS],
       query: Type.Object(
         {
           region: Type.Optional(
