@@ -58,7 +58,7 @@ function commonErrors(op: Operation): ProblemCode[] {
   if (op.params || op.query || op.body) codes.push('AUD-0', 'AUD-1003');
   if (op.body || op.method !== 'GET') codes.push('AUD-1004', 'AUD-1005', 'AUD-1014', op.bodyTooLarge ?? 'AUD-1001');
   if (limitsItems(op.query) || limitsItems(op.body)) codes.push('AUD-1007');
-  if (op.scope === 'account' || op.scope === 'operator' || op.scope === 'operator-account') codes.push('AUD-8');
+  if (op.scope !== 'public' && op.scope !== 'link') codes.push('AUD-8');
   if (op.scope === 'account') codes.push('AUD-1002');
   if (op.rateLimit) codes.push('AUD-1002');
   if (op.scope === 'operator-account') codes.push('AUD-1110');

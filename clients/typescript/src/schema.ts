@@ -2804,9 +2804,12 @@ export interface paths {
      *     | 400 | `AUD-2107` | Attachment content not base64 |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+     *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-2001` | Activity not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 413 | `AUD-2104` | Variables too large |
      *     | 413 | `AUD-2105` | Attachments too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -3051,6 +3054,7 @@ export interface paths {
      *     | 400 | `AUD-1402` | No such field |
      *     | 400 | `AUD-1403` | Array types unsupported |
      *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1701` | AQL syntax error |
      *     | 400 | `AUD-1702` | Invalid section specifier |
      *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
@@ -3126,6 +3130,7 @@ export interface paths {
      *     | 400 | `AUD-1402` | No such field |
      *     | 400 | `AUD-1403` | Array types unsupported |
      *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1701` | AQL syntax error |
      *     | 400 | `AUD-1702` | Invalid section specifier |
      *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
@@ -3186,6 +3191,7 @@ export interface paths {
      *     | 400 | `AUD-1402` | No such field |
      *     | 400 | `AUD-1403` | Array types unsupported |
      *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1701` | AQL syntax error |
      *     | 400 | `AUD-1702` | Invalid section specifier |
      *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
@@ -3301,6 +3307,7 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
@@ -4151,6 +4158,7 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
      */

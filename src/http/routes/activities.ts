@@ -191,6 +191,7 @@ export const activitiesRoutes: OperationTable = {
       summary: 'List every activity',
       description:
         'Every activity of an account, archived ones included, newest first, optionally of one section or kind.',
+      errors: ['AUD-1102'],
       params: AccountParams,
       query: Type.Object(
         {

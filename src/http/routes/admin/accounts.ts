@@ -58,6 +58,7 @@ const MANIFEST_REFUSALS: ProblemCode[] = [
   'AUD-1400',
   'AUD-1116',
   'AUD-1117',
+  'AUD-1607',
   'AUD-2101',
 ];
 const manifestDeps = (services: Services) => ({ feed: services.feed, vendor: services.config.vendor });
