@@ -12,6 +12,7 @@ import { startWorker } from '../src/worker/worker.ts';
 import type { Worker } from '../src/jobs/queue.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
 import { createDatabase } from './databases.ts';
+import { recordProblems } from './problem-codes.ts';
 import { scratchFolder } from './scratch.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
@@ -109,6 +110,7 @@ export class TestServer {
       serverSecret: env.SERVER_SECRET ?? 'test-server-secret',
     });
     const app = await buildApp(services, { logger: createLogger(config.logLevel, options.log), down: options.down });
+    recordProblems(app);
     await app.listen({ port: 0, host: '127.0.0.1' });
     const address = app.server.address() as { port: number };
     const server = new TestServer(`http://127.0.0.1:${address.port}`, app, services, clock, pool);

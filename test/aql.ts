@@ -147,5 +147,6 @@ export function expectRefused(
   const { line, column, character } = expected as { line: number; column: number; character: number };
   expect(problem.detail).toMatch(/^AQL: /);
   expect(problem.detail).toContain(`at line ${line}, column ${column} (character ${character})`);
+  expect(problem.toJSON()).toMatchObject({ line, column, offset: character - 1 });
   return problem;
 }

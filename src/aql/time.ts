@@ -1,5 +1,8 @@
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { TimeWindow } from './ast.ts';
+
+/** What `checkTimeZone` can answer. */
+export const TIME_ZONE_PROBLEMS: readonly ProblemCode[] = ['AUD-1712'];
 
 /** Refuses a time zone that is not an IANA name this runtime knows (SPEC §7.3 "time zone not recognised"). */
 export function checkTimeZone(timeZone: string, field: string): string {

@@ -1,4 +1,4 @@
-import { Problem } from './problems.ts';
+import { Problem, type ProblemCode } from './problems.ts';
 
 /**
  * The shape of an account's definitions (SPEC §2.1–2.9) as every layer reads them: one immutable
@@ -244,6 +244,9 @@ export function grants(
 ): boolean {
   return permissions[keyspace.discriminator]?.includes(what) ?? false;
 }
+
+/** What `requireWrite` and `writeRefusal` can answer. */
+export const WRITE_GRANT_PROBLEMS: readonly ProblemCode[] = ['AUD-1208'];
 
 /** Refuses (403 AUD-1208) a write of an attribute, tag or event that the keyspace is not granted; `field` prefixes the detail. */
 export function requireWrite(

@@ -171,14 +171,17 @@ export class Problem extends Error {
   readonly title: string;
   readonly detail: string;
   readonly headers: Record<string, string>;
+  /** Members of the document beyond the standard ones: where in a query an AQL error is (`ProblemPosition`). */
+  readonly position: ProblemPosition | undefined;
 
-  constructor(code: ProblemCode, detail: string, headers: Record<string, string> = {}) {
+  constructor(code: ProblemCode, detail: string, headers: Record<string, string> = {}, position?: ProblemPosition) {
     super(detail);
     this.code = code;
     this.status = PROBLEMS[code].status;
     this.title = PROBLEMS[code].title;
     this.detail = detail;
     this.headers = headers;
+    this.position = position;
   }
 
   toJSON(): ProblemBody {
@@ -188,8 +191,16 @@ export class Problem extends Error {
       status: this.status,
       status_code: this.status,
       detail: this.detail,
+      ...this.position,
     };
   }
+}
+
+/** Where in a text (an AQL query) a problem is: line and column from 1, and the offset of the character from 0. */
+export interface ProblemPosition {
+  line: number;
+  column: number;
+  offset: number;
 }
 
 export interface ProblemBody {
@@ -198,4 +209,7 @@ export interface ProblemBody {
   status: number;
   status_code: number;
   detail: string;
+  line?: number;
+  column?: number;
+  offset?: number;
 }

@@ -1,7 +1,7 @@
 import type { Static } from 'typebox';
 import { check } from '../aql/check.ts';
 import { parse } from '../aql/parser.ts';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
@@ -109,6 +109,9 @@ export async function announce(feed: ChangeFeed, tx: Queryable, accountId: strin
 
 // ---- Lookups used by every area ----
 
+/** What `sectionOf` can answer: no such section, or one the caller's API key is not granted. */
+export const SECTION_PROBLEMS: readonly ProblemCode[] = ['AUD-1102', 'AUD-1107'];
+
 /** The section named in a path, or 404; 403 when the caller's API key is not granted it (SPEC §5.7). */
 export function sectionOf(scope: { defs: Definitions; caller?: Caller }, discriminator: string): SectionDefs {
   const { defs, caller } = scope;
@@ -119,6 +122,9 @@ export function sectionOf(scope: { defs: Definitions; caller?: Caller }, discrim
   }
   return section;
 }
+
+/** What `requireAllSections` can answer. */
+export const ALL_SECTIONS_PROBLEMS: readonly ProblemCode[] = ['AUD-1107'];
 
 /**
  * Refuses (403) an operation that reaches a profile's data in every section (delete, lock, merge,
@@ -135,6 +141,9 @@ export function requireAllSections(scope: { defs: Definitions; caller?: Caller }
     );
   }
 }
+
+/** What `keyspaceForProfileAccess` can answer: no such keyspace, or one closed to the API. */
+export const PROFILE_KEYSPACE_PROBLEMS: readonly ProblemCode[] = ['AUD-1101', 'AUD-1106'];
 
 /**
  * The keyspace of a profile route, or 404; 403 with the detail of SPEC §2.1 when the account

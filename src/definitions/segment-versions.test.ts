@@ -30,7 +30,9 @@ describe('saving a segment version', () => {
       token,
       body: { query: 'section(1).tag(' },
     });
-    expect(expectProblem(bad, 400)).toMatch(/line 1, column \d+ \(character \d+\)/);
+    const detail = expectProblem(bad, 400);
+    const [, column, character] = /line 1, column (\d+) \(character (\d+)\)/.exec(detail)!.map(Number);
+    expect(bad.body).toMatchObject({ line: 1, column, offset: character - 1 });
     expect((await server.request('GET', `/audience/segments/${BIG}`, { token })).body.versions).toHaveLength(1);
     expectProblem(
       await server.request('POST', '/audience/segments/com.vendor1.segments.user-created.none/versions', {

@@ -3,13 +3,32 @@ import { compilePredicate, type SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
 import { addressVersionId, maySendSql } from '../consents/consents.ts';
 import { attributeOfVersion, type ChannelRow, type SectionDefs, type TagRow } from '../core/definitions.ts';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { sectionOf } from '../definitions/definitions.ts';
-import { compileQuery, segmentExpression } from '../segments/segments.ts';
+import { SECTION_PROBLEMS, sectionOf } from '../definitions/definitions.ts';
+import { compileQuery, SEGMENT_PROBLEMS, segmentExpression } from '../segments/segments.ts';
 import type { AttributeColumn, SegmentsByNameOrQuery, TagColumn } from './schemas.ts';
 import { SECTION_ROW, type ProfileSelection } from './queries.ts';
 import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
+
+/**
+ * What the checks of an export's request against the definitions can answer (its section, segments
+ * and filter, columns and consents), whichever kind plans it.
+ */
+export const PLAN_PROBLEMS: readonly ProblemCode[] = [
+  ...SECTION_PROBLEMS,
+  ...SEGMENT_PROBLEMS,
+  'AUD-1206',
+  'AUD-1211',
+  'AUD-1218',
+  'AUD-1607',
+  'AUD-1608',
+  'AUD-1610',
+  'AUD-1908',
+  'AUD-1923',
+  'AUD-1924',
+  'AUD-1925',
+];
 
 /** What several exports check the same way: their attribute and tag columns, their segments by name, the names of their columns. */
 

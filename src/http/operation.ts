@@ -40,12 +40,25 @@ const SECURITY: Record<ScopeKind, Record<string, string[]>[]> = {
   metrics: [{ operator: [] }],
 };
 
-/** The refusals every operation of a kind can answer, whatever it does. */
+/** Whether a schema holds a list with a limit on its items (AUD-1007 when a request passes it). */
+function limitsItems(schema: unknown): boolean {
+  if (schema === null || typeof schema !== 'object') return false;
+  if ('maxItems' in schema) return true;
+  return Object.values(schema).some(limitsItems);
+}
+
+/**
+ * The refusals every operation of a kind can answer, whatever it does: text no column can hold in
+ * any path or query (src/http/plugins/text-guard.ts, before validation, on every route); a body
+ * that is no JSON, of another media type, too deep or too large on every method that carries one,
+ * declared or not; the validation of declared parts; credentials and rate limits.
+ */
 function commonErrors(op: Operation): ProblemCode[] {
-  const codes: ProblemCode[] = [];
+  const codes: ProblemCode[] = ['AUD-1012', 'AUD-1013'];
   if (op.params || op.query || op.body) codes.push('AUD-0', 'AUD-1003');
-  if (op.body) codes.push('AUD-1004', 'AUD-1005', op.bodyTooLarge ?? 'AUD-1001');
-  if (op.scope === 'account' || op.scope === 'operator' || op.scope === 'operator-account') codes.push('AUD-8');
+  if (op.body || op.method !== 'GET') codes.push('AUD-1004', 'AUD-1005', 'AUD-1014', op.bodyTooLarge ?? 'AUD-1001');
+  if (limitsItems(op.query) || limitsItems(op.body)) codes.push('AUD-1007');
+  if (op.scope !== 'public' && op.scope !== 'link') codes.push('AUD-8');
   if (op.scope === 'account') codes.push('AUD-1002');
   if (op.rateLimit) codes.push('AUD-1002');
   if (op.scope === 'operator-account') codes.push('AUD-1110');
@@ -53,12 +66,16 @@ function commonErrors(op: Operation): ProblemCode[] {
   return codes;
 }
 
-/** The operation's description in the reference: its own text, then every code it can answer with its status and title. */
-export function describeOperation(op: Operation): string {
-  const codes = [...new Set([...(op.errors ?? []), ...commonErrors(op)])].sort(
+/** Every code an operation can answer: its own refusals and those of its kind, by status then code. */
+export function problemsOf(op: Operation): ProblemCode[] {
+  return [...new Set([...(op.errors ?? []), ...commonErrors(op)])].sort(
     (a, b) => PROBLEMS[a].status - PROBLEMS[b].status || a.localeCompare(b, 'en', { numeric: true }),
   );
-  const rows = codes.map((code) => `| ${PROBLEMS[code].status} | \`${code}\` | ${PROBLEMS[code].title} |`);
+}
+
+/** The operation's description in the reference: its own text, then every code it can answer with its status and title. */
+export function describeOperation(op: Operation): string {
+  const rows = problemsOf(op).map((code) => `| ${PROBLEMS[code].status} | \`${code}\` | ${PROBLEMS[code].title} |`);
   return `${op.description ?? ''}\n\n**Errors** (problem documents; \`GET /errors/{code}\` explains a code):\n\n| Status | Code | Title |\n|---|---|---|\n${rows.join('\n')}`;
 }
 
@@ -135,7 +152,7 @@ interface OperationFields<
    * The refusals of its own the operation can answer, by code; the reference lists them with their
    * status and title, after those every operation of its kind can answer (`commonErrors`).
    */
-  errors?: ProblemCode[];
+  errors?: readonly ProblemCode[];
   /** Examples for the reference: the request body, and answers by status. Others are made from the schemas. */
   examples?: { body?: unknown; response?: Record<number, unknown> };
   /** The table's tags when omitted. */

@@ -1,10 +1,17 @@
 import crypto from 'node:crypto';
 import { pipeline, Transform, type Readable } from 'node:stream';
 import { CONSENT_TYPES } from '../consents/consents.ts';
-import { keyspaceForProfileAccess, requireAllSections, sectionOf } from '../definitions/definitions.ts';
+import {
+  ALL_SECTIONS_PROBLEMS,
+  keyspaceForProfileAccess,
+  PROFILE_KEYSPACE_PROBLEMS,
+  requireAllSections,
+  SECTION_PROBLEMS,
+  sectionOf,
+} from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
 import type { UploadSigner } from '../files/upload-form.ts';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import { enqueue, type Job } from '../jobs/queue.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
@@ -14,12 +21,39 @@ import {
   attributeOfVersion,
   attributeTypeOf,
   requireWrite,
+  WRITE_GRANT_PROBLEMS,
   type AttributeType,
   type Definitions,
   type KeyspaceRow,
   type SectionDefs,
 } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
+
+/**
+ * What a request for an import can answer before its file arrives: its section, its key mappings' keyspaces,
+ * and each mapping checked against the definitions (attributes, tags, consents) and the limits.
+ */
+export const IMPORT_REQUEST_PROBLEMS: readonly ProblemCode[] = [
+  ...SECTION_PROBLEMS,
+  ...ALL_SECTIONS_PROBLEMS,
+  ...PROFILE_KEYSPACE_PROBLEMS,
+  ...WRITE_GRANT_PROBLEMS,
+  'AUD-1203',
+  'AUD-1206',
+  'AUD-1207',
+  'AUD-1211',
+  'AUD-1218',
+  'AUD-1602',
+  'AUD-1606',
+  'AUD-1607',
+  'AUD-1608',
+  'AUD-1609',
+  'AUD-1610',
+  'AUD-1801',
+  'AUD-1802',
+  'AUD-1803',
+  'AUD-1804',
+];
 
 /** SPEC §8: the upload window and the largest file. */
 export const UPLOAD_WINDOW_MS = 5 * 60 * 1000;

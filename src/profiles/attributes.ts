@@ -5,12 +5,13 @@ import {
   requireWrite,
   storedValue,
   writeRefusal,
+  WRITE_GRANT_PROBLEMS,
   type AttributeDef,
   type KeyspaceRow,
   type SectionDefs,
   type TypeVersion,
 } from '../core/definitions.ts';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import type pg from 'pg';
@@ -55,6 +56,18 @@ interface WritePlan {
   addresses: boolean;
   refusal?: Problem;
 }
+
+/**
+ * What the check of an attribute write's entry can answer (`checkEntry`, and the clears): not
+ * defined, hidden, deprecated, not writable through the keyspace, a value not of its type.
+ */
+export const ENTRY_PROBLEMS: readonly ProblemCode[] = [
+  'AUD-1206',
+  'AUD-1211',
+  'AUD-1207',
+  ...WRITE_GRANT_PROBLEMS,
+  'AUD-1209',
+];
 
 /** The refusal of one entry of a patch, or what it writes: the version and the value as stored. */
 function checkEntry(

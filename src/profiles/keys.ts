@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import type { parsePhoneNumberFromString as ParsePhoneNumber } from 'libphonenumber-js';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 
 const require = createRequire(import.meta.url);
 let parsePhoneNumber: typeof ParsePhoneNumber | undefined;
@@ -19,6 +19,9 @@ function phoneParser(): typeof ParsePhoneNumber {
 
 // A practical address check: one @, a local part and a dotted domain, no spaces (RFC 5321 limits).
 const EMAIL = /^[^\s@"(),:;<>[\\\]]+@[^\s@"(),:;<>[\\\]]+\.[^\s@"(),:;<>[\\\].]{2,}$/;
+
+/** What `normaliseKey` can answer: a key that is no valid key of its keyspace's kind. */
+export const KEY_PROBLEMS: readonly ProblemCode[] = ['AUD-1205'];
 
 /**
  * Normalises a profile key of a keyspace kind (SPEC §2.2), or throws 400 naming `field`:

@@ -1,11 +1,16 @@
 import crypto from 'node:crypto';
 import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { keyspaceForProfileAccess, requireAllSections, sectionOf } from '../definitions/definitions.ts';
+import {
+  keyspaceForProfileAccess,
+  PROFILE_KEYSPACE_PROBLEMS,
+  requireAllSections,
+  sectionOf,
+} from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
 import { recordWebhookEvents } from '../webhooks/events.ts';
-import { normaliseKey } from './keys.ts';
+import { KEY_PROBLEMS, normaliseKey } from './keys.ts';
 import * as q from './queries.ts';
 import type { IdentifierInSection, MergeCluster, UniqueIdentifier } from './schemas.ts';
 
@@ -57,6 +62,12 @@ export function identityHash(scope: AccountScope, keyspaceId: string, key: strin
 export function isLockedIdentity(db: Queryable, scope: AccountScope, hashes: Buffer[]): Promise<boolean> {
   return q.findLockedIdentity(db, scope.accountId, hashes);
 }
+
+/** What `identifierOf` can answer: the keyspace's (404, 403) and the key's (400). */
+export const IDENTIFIER_PROBLEMS: readonly ProblemCode[] = [...PROFILE_KEYSPACE_PROBLEMS, ...KEY_PROBLEMS];
+
+/** What `locate` and its variants can answer: `identifierOf`'s, no profile (404), a locked one (410). */
+export const LOCATE_PROBLEMS: readonly ProblemCode[] = [...IDENTIFIER_PROBLEMS, 'AUD-1201', 'AUD-1202'];
 
 /** A keyspace and a normalised key from a path or body, checked for API access. */
 export function identifierOf(
@@ -176,6 +187,9 @@ export async function locateByExportKey(db: Queryable, scope: AccountScope, expo
   if (!keyspace) throw new Problem('AUD-1201', `No profile with export key "${exportKey}"`);
   return locateKey(db, scope, keyspace, exportKey);
 }
+
+/** What `refuseReadOnly` can answer. */
+export const READ_ONLY_PROBLEMS: readonly ProblemCode[] = ['AUD-1203'];
 
 /** Refuses writes through the export keyspace, which is read-only for profile data (SPEC §2.1). */
 export function refuseReadOnly(keyspace: KeyspaceRow): void {

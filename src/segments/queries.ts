@@ -25,9 +25,26 @@ const HAS_CLUSTERS = (account: string) => `exists (${clusterMembersSql(account)}
  */
 export async function countProfilesMatching(
   db: Queryable,
-  predicate: { account: string; text: string; simple: { text: string; section?: string }; values: unknown[] },
+  predicate: CountPredicate,
   known: { keyspaceIds: string[]; wanted: boolean } | null,
 ): Promise<number> {
+  const { rows } = await db.query<{ n: string }>(countStatement(predicate, known));
+  return Number(rows[0].n);
+}
+
+/** A predicate compiled for a count (countProfilesMatching). */
+export interface CountPredicate {
+  account: string;
+  text: string;
+  simple: { text: string; section?: string };
+  values: unknown[];
+}
+
+/** The statement of countProfilesMatching, whole. */
+export function countStatement(
+  predicate: CountPredicate,
+  known: { keyspaceIds: string[]; wanted: boolean } | null,
+): { text: string; values: unknown[] } {
   const values = [...predicate.values];
   const { account } = predicate;
   let knownClause = '';
@@ -46,11 +63,10 @@ export async function countProfilesMatching(
     simple.section === undefined
       ? count(simple.text, simpleKnownClause)
       : `(select count(*) from (${sectionRowsSql(account, simple.section)}) p where ${simple.text} ${simpleKnownClause})`;
-  const { rows } = await db.query<{ n: string }>(
-    `select case when ${HAS_CLUSTERS(account)} then ${count(predicate.text, knownClause)} else ${simpleCount} end as n`,
+  return {
+    text: `select case when ${HAS_CLUSTERS(account)} then ${count(predicate.text, knownClause)} else ${simpleCount} end as n`,
     values,
-  );
-  return Number(rows[0].n);
+  };
 }
 
 /** The settings of a trend's transaction (countMasksByPoint). */
@@ -80,15 +96,39 @@ const TREND_SETTINGS = 'set local enable_sort = off';
  */
 export async function countMasksByPoint(
   pool: pg.Pool,
-  compiled: {
-    general: { rows: string; mask: string };
-    simple: { rows: string; mask: string };
-    values: unknown[];
-    accountParam: string;
-    pointsParam: string;
-  },
+  compiled: CompiledTrend,
   knownKeyspaceIds: string[],
 ): Promise<{ i: number; known: number; unknown: number }[]> {
+  const statement = trendStatement(compiled, knownKeyspaceIds);
+  const { rows } = await withTransaction(pool, async (tx) => {
+    await tx.query(statement.settings);
+    return tx.query<{ mask: string; known: boolean; n: string }>(statement.text, statement.values);
+  });
+  const n = Math.max(0, ...rows.map((r) => BigInt(r.mask).toString(2).length));
+  const counts = Array.from({ length: n }, (_, b) => ({ i: b + 1, known: 0, unknown: 0 }));
+  for (const r of rows) {
+    const mask = BigInt(r.mask);
+    for (let b = 0; b < n; b++) {
+      if ((mask >> BigInt(b)) & 1n) counts[b][r.known ? 'known' : 'unknown'] += Number(r.n);
+    }
+  }
+  return counts.filter((c) => c.known + c.unknown > 0);
+}
+
+/** A query compiled for a trend (compileMasks), twice: for any account and for one without clusters. */
+export interface CompiledTrend {
+  general: { rows: string; mask: string };
+  simple: { rows: string; mask: string };
+  values: unknown[];
+  accountParam: string;
+  pointsParam: string;
+}
+
+/** The statement of countMasksByPoint, whole, with the settings of its transaction. */
+export function trendStatement(
+  compiled: CompiledTrend,
+  knownKeyspaceIds: string[],
+): { settings: string; text: string; values: unknown[] } {
   const values = [...compiled.values, knownKeyspaceIds];
   const { accountParam: account, pointsParam: pts } = compiled;
   const keyspaces = `$${values.length}::bigint[]`;
@@ -107,25 +147,14 @@ export async function countMasksByPoint(
      ) x
      where x.mask <> 0
      group by x.mask, x.known`;
-  const { rows } = await withTransaction(pool, async (tx) => {
-    await tx.query(TREND_SETTINGS);
-    return tx.query<{ mask: string; known: boolean; n: string }>(
-      `with clustered as (select ${HAS_CLUSTERS(account)} as yes)
+  return {
+    settings: TREND_SETTINGS,
+    text: `with clustered as (select ${HAS_CLUSTERS(account)} as yes)
        select * from (${counted(compiled.general, known(true))}) general where (select yes from clustered)
        union all
        select * from (${counted(compiled.simple, known(false))}) simple where not (select yes from clustered)`,
-      values,
-    );
-  });
-  const n = Math.max(0, ...rows.map((r) => BigInt(r.mask).toString(2).length));
-  const counts = Array.from({ length: n }, (_, b) => ({ i: b + 1, known: 0, unknown: 0 }));
-  for (const r of rows) {
-    const mask = BigInt(r.mask);
-    for (let b = 0; b < n; b++) {
-      if ((mask >> BigInt(b)) & 1n) counts[b][r.known ? 'known' : 'unknown'] += Number(r.n);
-    }
-  }
-  return counts.filter((c) => c.known + c.unknown > 0);
+    values,
+  };
 }
 
 /**

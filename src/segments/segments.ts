@@ -1,19 +1,34 @@
 import type pg from 'pg';
 import { termsOf, type Expression } from '../aql/ast.ts';
-import { aqlError } from '../aql/errors.ts';
+import { AQL_PROBLEMS, aqlError } from '../aql/errors.ts';
 import { check } from '../aql/check.ts';
 import { compileMasks, compilePredicate, requiredSections, SqlValues } from '../aql/compile-sql.ts';
 import { evaluate } from '../aql/evaluate.ts';
 import { parse } from '../aql/parser.ts';
-import { checkTimeZone } from '../aql/time.ts';
+import { checkTimeZone, TIME_ZONE_PROBLEMS } from '../aql/time.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import { locateWithFacts } from '../profiles/profiles.ts';
 import type { UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
 import type { Definitions } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
+
+/**
+ * What a request's segment can answer, by reference or as a query (segmentQuery, chosenQuery,
+ * requireReadable, compileQuery, with its time zone): a query refused, a segment or version not
+ * found, a section the key may not read.
+ */
+export const SEGMENT_PROBLEMS: readonly ProblemCode[] = [
+  ...AQL_PROBLEMS,
+  ...TIME_ZONE_PROBLEMS,
+  'AUD-1104',
+  'AUD-1107',
+  'AUD-1711',
+  'AUD-1713',
+  'AUD-1714',
+];
 
 /** Parses and checks an AQL query against the account's definitions (docs/aql.md). */
 export function compileQuery(defs: Definitions, text: string): Expression {
@@ -164,8 +179,24 @@ export function chosenQuery(defs: Definitions, segment: SegmentChoice): { expres
 export async function countSegment(
   db: Queryable,
   scope: AccountScope,
-  body: { section_discriminator: string; segment: SegmentChoice; known_profiles?: boolean | null },
+  body: CountRequest,
 ): Promise<{ profile_count: number }> {
+  const { predicate, known } = countPlan(scope, body);
+  return { profile_count: await q.countProfilesMatching(db, predicate, known) };
+}
+
+/** The body of a count (countSegment). */
+export interface CountRequest {
+  section_discriminator: string;
+  segment: SegmentChoice;
+  known_profiles?: boolean | null;
+}
+
+/** What countSegment asks of the database (q.countStatement shows its statement): 400 for a request the definitions refuse. */
+export function countPlan(
+  scope: AccountScope,
+  body: CountRequest,
+): { predicate: q.CountPredicate; known: { keyspaceIds: string[]; wanted: boolean } | null } {
   sectionOf(scope, body.section_discriminator);
   const timeZone = checkTimeZone(body.segment.timezone, 'segment.timezone');
   const expression = requireReadable(scope, chosenQuery(scope.defs, body.segment), 'segment');
@@ -186,7 +217,7 @@ export async function countSegment(
     body.known_profiles === undefined || body.known_profiles === null
       ? null
       : { keyspaceIds: knownKeyspaceIds(scope.defs), wanted: body.known_profiles };
-  return { profile_count: await q.countProfilesMatching(db, { account, text, simple, values: values.values }, known) };
+  return { predicate: { account, text, simple, values: values.values }, known };
 }
 
 /**
@@ -200,6 +231,26 @@ export async function segmentTrend(
   segmentDiscriminator: string,
   body: { sampling_points: string[]; timezone: string },
 ): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }> }> {
+  const { compiled, keyspaceIds, order } = trendPlan(scope, sectionDiscriminator, segmentDiscriminator, body);
+  const counts = await q.countMasksByPoint(pool, compiled, keyspaceIds);
+  const result: Record<string, { known: number; unknown: number }> = {};
+  order.forEach((i, j) => {
+    const found = counts.find((c) => c.i === j + 1);
+    result[body.sampling_points[i]] = { known: found?.known ?? 0, unknown: found?.unknown ?? 0 };
+  });
+  return { matching_profile_count: result };
+}
+
+/**
+ * What segmentTrend asks of the database (q.trendStatement shows its statement), and `order`:
+ * `order[j]` is the request's index of the j-th point in ascending order.
+ */
+export function trendPlan(
+  scope: AccountScope,
+  sectionDiscriminator: string,
+  segmentDiscriminator: string,
+  body: { sampling_points: string[]; timezone: string },
+): { compiled: q.CompiledTrend; keyspaceIds: string[]; order: number[] } {
   sectionOf(scope, sectionDiscriminator);
   const timeZone = checkTimeZone(body.timezone, 'timezone');
   const segment = scope.defs.segments.find((s) => s.discriminator === segmentDiscriminator);
@@ -218,15 +269,9 @@ export async function segmentTrend(
   );
   const general = compileMasks(expression, { accountParam, points, pointsParam, timeZone }, values);
   const simple = compileMasks(expression, { accountParam, points, pointsParam, timeZone, clusters: false }, values);
-  const counts = await q.countMasksByPoint(
-    pool,
-    { general, simple, values: values.values, accountParam, pointsParam },
-    knownKeyspaceIds(scope.defs),
-  );
-  const result: Record<string, { known: number; unknown: number }> = {};
-  order.forEach((i, j) => {
-    const found = counts.find((c) => c.i === j + 1);
-    result[body.sampling_points[i]] = { known: found?.known ?? 0, unknown: found?.unknown ?? 0 };
-  });
-  return { matching_profile_count: result };
+  return {
+    compiled: { general, simple, values: values.values, accountParam, pointsParam },
+    keyspaceIds: knownKeyspaceIds(scope.defs),
+    order,
+  };
 }

@@ -16,6 +16,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getHealthz'];
@@ -42,6 +44,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getReadyz'];
@@ -68,6 +72,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getErrors'];
@@ -96,6 +102,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 404 | `AUD-1` | Resource not found |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -128,6 +136,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-1009` | Invalid client credentials |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -156,6 +167,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getWellKnownJwksJson'];
@@ -182,6 +195,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -210,6 +225,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -238,6 +255,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -268,6 +287,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -300,6 +321,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -319,6 +342,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1108` | Tag limit exceeded |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -353,6 +379,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -372,6 +400,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -406,6 +437,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -438,6 +471,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -470,6 +505,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -500,6 +537,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -530,6 +569,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -564,9 +605,23 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
      *     | 400 | `AUD-1701` | AQL syntax error |
      *     | 400 | `AUD-1702` | Invalid section specifier |
      *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
@@ -602,6 +657,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 404 | `AUD-1105` | Segment version not found |
@@ -637,13 +694,18 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 409 | `AUD-1204` | Profile already exists |
+     *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -674,11 +736,19 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 410 | `AUD-1202` | Profile locked |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -710,11 +780,19 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 410 | `AUD-1202` | Profile locked |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -743,8 +821,14 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1214` | Merge needs exactly two profiles |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 409 | `AUD-1215` | Blocking attributes conflict on merge |
@@ -780,6 +864,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -803,11 +889,20 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1217` | Canonical profile cannot be unmerged |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 410 | `AUD-1202` | Profile locked |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -836,9 +931,16 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1221` | Identifier does not belong to the profile |
      *     | 400 | `AUD-1223` | Identifier does not match the mapped attribute |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1201` | Profile not found |
@@ -874,7 +976,11 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
@@ -891,7 +997,7 @@ export interface paths {
     head?: never;
     /**
      * Set and remove tags
-     * @description A JSON merge patch of the profile's tags: `true` sets a tag, `null` removes it. Creates the profile when it does not exist. At most 100 KB; every tag must be defined in the section.
+     * @description A JSON merge patch of the profile's tags: `true` sets a tag, `false` removes it; any other value, `null` included, is refused (400 AUD-1209). The profile must exist (404 otherwise). At most 100 KB; every tag must be defined in the section and writable through the keyspace.
      *
      *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
      *
@@ -900,12 +1006,20 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
+     *     | 400 | `AUD-1209` | Value does not conform to the type |
      *     | 400 | `AUD-1218` | Tag not defined for the section |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+     *     | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-1201` | Profile not found |
      *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1210` | Profile update size limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -932,7 +1046,11 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
@@ -958,17 +1076,22 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
      *     | 400 | `AUD-1207` | Deprecated type used for update |
      *     | 400 | `AUD-1209` | Value does not conform to the type |
      *     | 400 | `AUD-1211` | Attribute is hidden |
-     *     | 400 | `AUD-1212` | Key attribute cannot be cleared |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
      *     | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
+     *     | 409 | `AUD-1204` | Profile already exists |
      *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1210` | Profile update size limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -995,6 +1118,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1039,18 +1164,25 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
      *     | 400 | `AUD-1207` | Deprecated type used for update |
      *     | 400 | `AUD-1209` | Value does not conform to the type |
      *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1212` | Key attribute cannot be cleared |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
      *     | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-1201` | Profile not found |
      *     | 409 | `AUD-1213` | Key attribute update needs profile_key_update_method |
+     *     | 409 | `AUD-1216` | Merge limit reached |
      *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1210` | Profile update size limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -1080,14 +1212,27 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1207` | Deprecated type used for update |
+     *     | 400 | `AUD-1209` | Value does not conform to the type |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1212` | Key attribute cannot be cleared |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+     *     | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 410 | `AUD-1202` | Profile locked |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -1117,14 +1262,27 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1207` | Deprecated type used for update |
+     *     | 400 | `AUD-1209` | Value does not conform to the type |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1212` | Key attribute cannot be cleared |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+     *     | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 410 | `AUD-1202` | Profile locked |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -1151,7 +1309,11 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1164,7 +1326,7 @@ export interface paths {
     put?: never;
     /**
      * Add events
-     * @description Records up to 100 events of a profile: each names its event version, its time and its data, which must conform to the version's type. Creates the profile when it does not exist.
+     * @description Records up to 100 events of a profile: each names its event version (not deprecated, writable through the keyspace), its time and its data, whose fields must be those of the version's type and conform to it. The profile must exist (404 otherwise).
      *
      *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
      *
@@ -1173,15 +1335,25 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
+     *     | 400 | `AUD-1207` | Deprecated type used for update |
      *     | 400 | `AUD-1209` | Value does not conform to the type |
      *     | 400 | `AUD-1219` | Events property missing |
      *     | 400 | `AUD-1220` | Event type not found |
+     *     | 400 | `AUD-1402` | No such field |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+     *     | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-1201` | Profile not found |
      *     | 410 | `AUD-1202` | Profile locked |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 413 | `AUD-1210` | Profile update size limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -1211,7 +1383,14 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1205` | Invalid profile key |
+     *     | 400 | `AUD-1602` | Consent state value unsupported |
+     *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1611` | Consent request invalid |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1233,6 +1412,10 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1601` | No address to consent |
      *     | 400 | `AUD-1602` | Consent state value unsupported |
      *     | 400 | `AUD-1603` | Consent type not supported by the API yet |
@@ -1242,10 +1425,13 @@ export interface paths {
      *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1611` | Consent request invalid |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
      *     | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-1201` | Profile not found |
      *     | 409 | `AUD-1604` | Current consent state already pending |
      *     | 409 | `AUD-1605` | Consent transition not supported |
      *     | 410 | `AUD-1202` | Profile locked |
@@ -1281,11 +1467,21 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
      *     | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 410 | `AUD-1202` | Profile locked |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -1313,6 +1509,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1346,6 +1544,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1383,15 +1583,25 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
+     *     | 400 | `AUD-1601` | No address to consent |
      *     | 400 | `AUD-1602` | Consent state value unsupported |
+     *     | 400 | `AUD-1603` | Consent type not supported by the API yet |
+     *     | 400 | `AUD-1606` | Topic channel differs from the channel in the request |
      *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1611` | Consent request invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1612` | Consent list not found |
      *     | 409 | `AUD-1605` | Consent transition not supported |
+     *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -1422,11 +1632,15 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1612` | Consent list not found |
+     *     | 410 | `AUD-1202` | Profile locked |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -1460,14 +1674,23 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1601` | No address to consent |
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1610` | Topic not found |
+     *     | 400 | `AUD-1611` | Consent request invalid |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
      *     | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-1201` | Profile not found |
+     *     | 404 | `AUD-1612` | Consent list not found |
      *     | 409 | `AUD-1605` | Consent transition not supported |
      *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1001` | Request body too large |
@@ -1502,15 +1725,34 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1205` | Invalid profile key |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
      *     | 400 | `AUD-1701` | AQL syntax error |
      *     | 400 | `AUD-1702` | Invalid section specifier |
      *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
      *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-1713` | Version ID belongs to another segment |
      *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
+     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 404 | `AUD-1105` | Segment version not found |
      *     | 404 | `AUD-1201` | Profile not found |
@@ -1547,12 +1789,34 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
+     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
+     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -1584,13 +1848,31 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
      *     | 400 | `AUD-1701` | AQL syntax error |
      *     | 400 | `AUD-1702` | Invalid section specifier |
      *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
+     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
      *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -1621,6 +1903,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1640,14 +1924,31 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1207` | Deprecated type used for update |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
+     *     | 400 | `AUD-1218` | Tag not defined for the section |
+     *     | 400 | `AUD-1602` | Consent state value unsupported |
+     *     | 400 | `AUD-1606` | Topic channel differs from the channel in the request |
+     *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1608` | Communication type invalid for channel |
+     *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1801` | Several keyspace mappings with channel-specific topics |
      *     | 400 | `AUD-1802` | Channel required for the topic |
      *     | 400 | `AUD-1803` | Conflicting consent updates for the same topic and channel |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+     *     | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
+     *     | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 429 | `AUD-1804` | Pending import limit reached |
@@ -1680,14 +1981,31 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1207` | Deprecated type used for update |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
+     *     | 400 | `AUD-1218` | Tag not defined for the section |
+     *     | 400 | `AUD-1602` | Consent state value unsupported |
+     *     | 400 | `AUD-1606` | Topic channel differs from the channel in the request |
+     *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1608` | Communication type invalid for channel |
+     *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1801` | Several keyspace mappings with channel-specific topics |
      *     | 400 | `AUD-1802` | Channel required for the topic |
      *     | 400 | `AUD-1803` | Conflicting consent updates for the same topic and channel |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+     *     | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
+     *     | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 429 | `AUD-1804` | Pending import limit reached |
@@ -1717,6 +2035,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1750,11 +2070,17 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1810` | Upload form invalid |
      *     | 403 | `AUD-1806` | Upload refused |
      *     | 403 | `AUD-1807` | Upload window expired |
      *     | 409 | `AUD-1809` | Import not waiting for a file |
+     *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1808` | Import file too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     post: operations['postFilesUploads'];
@@ -1784,14 +2110,46 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
+     *     | 400 | `AUD-1218` | Tag not defined for the section |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
      *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
+     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
+     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1906` | Invalid segment filter |
      *     | 400 | `AUD-1907` | Give channel_discriminator or channels |
      *     | 400 | `AUD-1908` | Column name used twice |
+     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+     *     | 400 | `AUD-1924` | No segment named |
+     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 429 | `AUD-1905` | Pending export limit reached |
@@ -1824,13 +2182,46 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
+     *     | 400 | `AUD-1218` | Tag not defined for the section |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
      *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
+     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
+     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1906` | Invalid segment filter |
      *     | 400 | `AUD-1907` | Give channel_discriminator or channels |
+     *     | 400 | `AUD-1908` | Column name used twice |
+     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+     *     | 400 | `AUD-1924` | No segment named |
+     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 429 | `AUD-1905` | Pending export limit reached |
@@ -1863,13 +2254,46 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
+     *     | 400 | `AUD-1218` | Tag not defined for the section |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
      *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
+     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
+     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1906` | Invalid segment filter |
      *     | 400 | `AUD-1907` | Give channel_discriminator or channels |
+     *     | 400 | `AUD-1908` | Column name used twice |
+     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+     *     | 400 | `AUD-1924` | No segment named |
+     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 429 | `AUD-1905` | Pending export limit reached |
@@ -1902,14 +2326,45 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
+     *     | 400 | `AUD-1218` | Tag not defined for the section |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1608` | Communication type invalid for channel |
+     *     | 400 | `AUD-1610` | Topic not found |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
+     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
+     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1906` | Invalid segment filter |
      *     | 400 | `AUD-1908` | Column name used twice |
      *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
      *     | 400 | `AUD-1924` | No segment named |
      *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 429 | `AUD-1905` | Pending export limit reached |
@@ -1942,12 +2397,48 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
+     *     | 400 | `AUD-1218` | Tag not defined for the section |
+     *     | 400 | `AUD-1220` | Event type not found |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1608` | Communication type invalid for channel |
+     *     | 400 | `AUD-1610` | Topic not found |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
+     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
+     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1906` | Invalid segment filter |
+     *     | 400 | `AUD-1908` | Column name used twice |
      *     | 400 | `AUD-1910` | Event window ends before it starts |
      *     | 400 | `AUD-1911` | Event window longer than three months |
+     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+     *     | 400 | `AUD-1924` | No segment named |
+     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 429 | `AUD-1905` | Pending export limit reached |
@@ -1980,10 +2471,46 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1206` | Attribute not defined for the profile |
+     *     | 400 | `AUD-1211` | Attribute is hidden |
+     *     | 400 | `AUD-1218` | Tag not defined for the section |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1608` | Communication type invalid for channel |
+     *     | 400 | `AUD-1610` | Topic not found |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
+     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
+     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
+     *     | 400 | `AUD-1908` | Column name used twice |
      *     | 400 | `AUD-1910` | Event window ends before it starts |
      *     | 400 | `AUD-1911` | Event window longer than three months |
+     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+     *     | 400 | `AUD-1924` | No segment named |
+     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 429 | `AUD-1905` | Pending export limit reached |
@@ -2016,10 +2543,14 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1920` | Export key invalid |
      *     | 400 | `AUD-1921` | Callback URL scheme not http or https |
      *     | 400 | `AUD-1922` | Callback URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 413 | `AUD-1001` | Request body too large |
@@ -2051,7 +2582,11 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-9` | Access denied |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1901` | Export in progress |
      *     | 404 | `AUD-1903` | Export not found |
      *     | 410 | `AUD-1902` | Export no longer available |
@@ -2085,7 +2620,10 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1903` | Export not found |
      *     | 410 | `AUD-1902` | Export no longer available |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -2117,6 +2655,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 403 | `AUD-1912` | Download URL expired |
      *     | 403 | `AUD-1913` | Download credentials missing or invalid |
      *     | 404 | `AUD-1903` | Export not found |
@@ -2149,6 +2689,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -2180,7 +2722,10 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1901` | Export in progress |
      *     | 410 | `AUD-1902` | Export no longer available |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -2213,7 +2758,10 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1903` | Export not found |
      *     | 410 | `AUD-1902` | Export no longer available |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -2249,13 +2797,19 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-2101` | Invalid template |
      *     | 400 | `AUD-2107` | Attachment content not base64 |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+     *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-2001` | Activity not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 413 | `AUD-2104` | Variables too large |
      *     | 413 | `AUD-2105` | Attachments too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2286,6 +2840,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -2319,6 +2875,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -2351,6 +2909,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -2367,6 +2927,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1116` | Not a limit |
      *     | 400 | `AUD-1117` | Limit out of range |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -2399,6 +2962,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -2416,8 +2981,14 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     delete: operations['deleteAdminAccountsByAccountId'];
@@ -2434,6 +3005,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1116` | Not a limit |
      *     | 400 | `AUD-1117` | Limit out of range |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -2465,6 +3039,10 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
      *     | 400 | `AUD-1113` | Folder cannot be its own parent |
      *     | 400 | `AUD-1114` | Folder parents form a cycle |
      *     | 400 | `AUD-1115` | Segment query refers to ids without a section |
@@ -2472,8 +3050,25 @@ export interface paths {
      *     | 400 | `AUD-1117` | Limit out of range |
      *     | 400 | `AUD-1118` | Manifest names no account |
      *     | 400 | `AUD-1400` | Invalid type definition |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-2101` | Invalid template |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |
+     *     | 409 | `AUD-1112` | Account name not unique |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -2503,6 +3098,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -2519,12 +3116,32 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
      *     | 400 | `AUD-1113` | Folder cannot be its own parent |
      *     | 400 | `AUD-1114` | Folder parents form a cycle |
      *     | 400 | `AUD-1115` | Segment query refers to ids without a section |
      *     | 400 | `AUD-1116` | Not a limit |
      *     | 400 | `AUD-1117` | Limit out of range |
      *     | 400 | `AUD-1400` | Invalid type definition |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-2101` | Invalid template |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |
@@ -2560,12 +3177,32 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
      *     | 400 | `AUD-1113` | Folder cannot be its own parent |
      *     | 400 | `AUD-1114` | Folder parents form a cycle |
      *     | 400 | `AUD-1115` | Segment query refers to ids without a section |
      *     | 400 | `AUD-1116` | Not a limit |
      *     | 400 | `AUD-1117` | Limit out of range |
      *     | 400 | `AUD-1400` | Invalid type definition |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1607` | Channel ID not found |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-2101` | Invalid template |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |
@@ -2597,6 +3234,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -2614,6 +3253,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 413 | `AUD-1001` | Request body too large |
@@ -2644,6 +3286,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -2660,6 +3304,10 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
@@ -2695,9 +3343,15 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1` | Resource not found |
      *     | 404 | `AUD-1110` | Account not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     delete: operations['deleteAdminAccountsSuppressionsByAddress'];
@@ -2723,6 +3377,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -2740,8 +3396,11 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
      *     | 401 | `AUD-8` | Authorization failure |
-     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2774,8 +3433,14 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1` | Resource not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     delete: operations['deleteAdminAccountsKeysByClientId'];
@@ -2804,6 +3469,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2833,6 +3501,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -2860,6 +3530,8 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -2891,10 +3563,16 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1015` | Job not found |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 409 | `AUD-1016` | Job not failed |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     post: operations['postAdminAccountsJobsRetry'];
@@ -3491,6 +4169,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3523,6 +4203,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3556,6 +4238,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3589,6 +4273,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3622,6 +4308,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3654,6 +4342,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3687,6 +4377,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3720,6 +4412,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3753,6 +4447,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3785,6 +4481,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3818,6 +4516,9 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-2004` | Trigger type unsupported |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3850,6 +4551,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3883,6 +4586,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3915,6 +4620,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3948,6 +4655,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3981,6 +4690,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4014,7 +4725,10 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -4031,8 +4745,12 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-2004` | Trigger type unsupported |
      *     | 400 | `AUD-2005` | Field not of the activity kind |
+     *     | 400 | `AUD-2006` | Activity sent before it was created |
      *     | 400 | `AUD-2101` | Invalid template |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4065,6 +4783,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2001` | Activity not found |
@@ -4082,8 +4802,12 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-2004` | Trigger type unsupported |
      *     | 400 | `AUD-2005` | Field not of the activity kind |
+     *     | 400 | `AUD-2006` | Activity sent before it was created |
      *     | 400 | `AUD-2101` | Invalid template |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4105,9 +4829,15 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2001` | Activity not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     delete: operations['deleteAdminAccountsActivitiesByActivityId'];
@@ -4136,12 +4866,17 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-2003` | Activity event invalid |
      *     | 400 | `AUD-2006` | Activity sent before it was created |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2001` | Activity not found |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -4169,6 +4904,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -4186,8 +4923,14 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     delete: operations['deleteAdminAccountsOutbox'];
@@ -4213,6 +4956,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-2103` | Outbox message not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -4666,6 +5411,12 @@ export interface components {
        * @example No profile "customer-4711" in keyspace com.vendor1.integrations.keyspaces.5f2b9c1e.shop
        */
       detail: string;
+      /** @description An AQL error only: the line of the query where it is, from 1 */
+      line?: number;
+      /** @description An AQL error only: the column of that line where it is, from 1 */
+      column?: number;
+      /** @description An AQL error only: the offset of the character where it is in the query, from 0 */
+      offset?: number;
     };
   };
   responses: {
@@ -4681,7 +5432,10 @@ export interface components {
          *       "title": "Profile not found",
          *       "status": 404,
          *       "status_code": 404,
-         *       "detail": "No profile \"customer-4711\" in keyspace com.vendor1.integrations.keyspaces.5f2b9c1e.shop"
+         *       "detail": "No profile \"customer-4711\" in keyspace com.vendor1.integrations.keyspaces.5f2b9c1e.shop",
+         *       "line": 1,
+         *       "column": 1,
+         *       "offset": 0
          *     }
          */
         'application/problem+json': components['schemas']['Problem'];
@@ -7223,10 +7977,9 @@ export interface operations {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
          *       "segment": {
          *         "timezone": "Europe/Berlin",
-         *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers",
-         *         "segment_definition": "Example"
+         *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers"
          *       },
-         *       "known_profiles": false
+         *       "known_profiles": true
          *     }
          */
         'application/json': {
@@ -7674,39 +8427,23 @@ export interface operations {
         /**
          * @example {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
-         *       "consent_list_discriminator": "com.vendor1.folders.user-created.newsletters",
          *       "topic_discriminators": [
          *         "com.vendor1.topics.user-created.weekly-newsletter"
          *       ],
          *       "channel_discriminator": "com.vendor1.channels.email",
-         *       "channels": [
-         *         {
-         *           "field_name": "points",
-         *           "channel_discriminator": "com.vendor1.channels.email"
-         *         }
-         *       ],
          *       "segments": {
          *         "timezone": "Europe/Berlin",
          *         "segment_discriminators": {
-         *           "com.vendor1.attributes.user-created.city": "Example"
-         *         },
-         *         "filter": "Example"
-         *       },
-         *       "duplicate_address_filter": "oldest",
-         *       "attributes": [
-         *         {
-         *           "field_name": "points",
-         *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
+         *           "Frequent buyers": "com.vendor1.segments.user-created.frequent-buyers"
          *         }
-         *       ],
+         *       },
          *       "tags": [
          *         {
-         *           "field_name": "points",
+         *           "field_name": "vip",
          *           "tag_discriminator": "com.vendor1.tags.user-created.vip"
          *         }
          *       ],
-         *       "limit": 1,
-         *       "exclude_unsubscribed_profiles": false
+         *       "limit": 1000
          *     }
          */
         'application/json': {
@@ -7792,25 +8529,16 @@ export interface operations {
         /**
          * @example {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
-         *       "consent_list_discriminator": "com.vendor1.folders.user-created.newsletters",
          *       "topic_discriminators": [
          *         "com.vendor1.topics.user-created.weekly-newsletter"
          *       ],
          *       "channel_discriminator": "com.vendor1.channels.email",
-         *       "channels": [
-         *         {
-         *           "field_name": "points",
-         *           "channel_discriminator": "com.vendor1.channels.email"
-         *         }
-         *       ],
          *       "segments": {
          *         "timezone": "Europe/Berlin",
          *         "segment_discriminators": {
-         *           "com.vendor1.attributes.user-created.city": "Example"
-         *         },
-         *         "filter": "Example"
-         *       },
-         *       "duplicate_address_filter": "oldest"
+         *           "Frequent buyers": "com.vendor1.segments.user-created.frequent-buyers"
+         *         }
+         *       }
          *     }
          */
         'application/json': {
@@ -7989,23 +8717,15 @@ export interface operations {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
          *       "segment": {
          *         "timezone": "Europe/Berlin",
-         *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers",
-         *         "segment_definition": "Example"
+         *         "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers"
          *       },
-         *       "known_profiles": false,
-         *       "attributes": [
-         *         {
-         *           "field_name": "points",
-         *           "attribute_version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d"
-         *         }
-         *       ],
+         *       "known_profiles": true,
          *       "tags": [
          *         {
-         *           "field_name": "points",
+         *           "field_name": "vip",
          *           "tag_discriminator": "com.vendor1.tags.user-created.vip"
          *         }
-         *       ],
-         *       "limit": 1
+         *       ]
          *     }
          */
         'application/json': {

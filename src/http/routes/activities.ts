@@ -28,6 +28,8 @@ import { Problem } from '../../core/problems.ts';
 import { answer, operation, type OperationTable } from '../operation.ts';
 import { AccountId, AccountParams, Items, SectionParams } from '../schemas/common.ts';
 import { NoContent } from '../schemas/problem.ts';
+import { SECTION_PROBLEMS } from '../../definitions/definitions.ts';
+import { KEY_PROBLEMS } from '../../profiles/keys.ts';
 
 /** The public path of each kind, and the shapes of its list items and single answers (SPEC §2.14, §4.8). */
 const KINDS: Record<ActivityKind, { path: string; item: TSchema; single: TSchema; statistics: boolean; name: string }> =
@@ -106,7 +108,7 @@ function kindOperations(kind: ActivityKind) {
       path: `${path}/sections/:section_discriminator/activities`,
       summary: `List ${name} activities`,
       description: `The 500 most recent ${name} activities of a section, newest first; archived ones are left out.${statistics ? ' With `include_statistics`, each with its counts of sends, opens, clicks and the rest.' : ''}`,
-      errors: ['AUD-1102', 'AUD-1107'],
+      errors: [...SECTION_PROBLEMS, ...(kind === 'marketing-automation' ? (['AUD-2004'] as const) : [])],
       params: SectionParams,
       query: querystring as TSchema,
       response: { 200: Items(item, `${name} activities`) },
@@ -189,6 +191,7 @@ export const activitiesRoutes: OperationTable = {
       summary: 'List every activity',
       description:
         'Every activity of an account, archived ones included, newest first, optionally of one section or kind.',
+      errors: ['AUD-1102'],
       params: AccountParams,
       query: Type.Object(
         {
@@ -209,7 +212,7 @@ export const activitiesRoutes: OperationTable = {
       summary: 'Create an activity',
       description:
         'Creates an activity (an email, SMS, website, automation or forms activity); the service gives its id.',
-      errors: ['AUD-1102', 'AUD-2004', 'AUD-2005', 'AUD-2101'],
+      errors: ['AUD-1102', 'AUD-2004', 'AUD-2005', 'AUD-2006', 'AUD-2101'],
       params: AccountParams,
       body: ActivityInput,
       response: { 201: Activity },
@@ -225,7 +228,7 @@ export const activitiesRoutes: OperationTable = {
       tags: operator,
       summary: 'Create or change an activity',
       description: 'Creates (201) or changes (200) the activity with this id. Its kind and section cannot change.',
-      errors: ['AUD-1102', 'AUD-2002', 'AUD-2004', 'AUD-2005', 'AUD-2101'],
+      errors: ['AUD-1102', 'AUD-2002', 'AUD-2004', 'AUD-2005', 'AUD-2006', 'AUD-2101'],
       params: AdminActivityParams,
       body: ActivityInput,
       response: { 200: Activity, 201: Activity },
@@ -279,7 +282,7 @@ export const activitiesRoutes: OperationTable = {
       summary: 'Record activity events',
       description:
         'Records events of activities (sent, delivered, opened, clicked …): a JSON array, `{"items": [...]}` or JSON lines. Idempotent per activity, type and correlation id.',
-      errors: ['AUD-2001', 'AUD-2003', 'AUD-2006'],
+      errors: [...KEY_PROBLEMS, 'AUD-2001', 'AUD-2003', 'AUD-2006'],
       params: AccountParams,
       body: ActivityEventBatch,
       response: { 200: IngestionResult },

@@ -18,6 +18,9 @@ import { ProfileParams, ProfileSectionParams } from '../../profiles/schemas.ts';
 import { answer, operation, type OperationTable } from '../operation.ts';
 import { Items, SectionParams } from '../schemas/common.ts';
 import { NoContent } from '../schemas/problem.ts';
+import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/definitions.ts';
+import { KEY_PROBLEMS } from '../../profiles/keys.ts';
+import { LOCATE_PROBLEMS, READ_ONLY_PROBLEMS } from '../../profiles/profiles.ts';
 
 const base = '/v2/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key';
 const address = '/audience/channels/:channel_discriminator/addresses/:address/consents';
@@ -48,10 +51,9 @@ export const consentsRoutes: OperationTable = {
       description:
         "Sets a profile's consent to a topic on a channel (opted in, opted out, pending …): 201 when the consent is new, 204 when it changed. A transition the topic does not allow answers 409.",
       errors: [
-        'AUD-1101',
-        'AUD-1102',
-        'AUD-1107',
-        'AUD-1202',
+        ...SECTION_PROBLEMS,
+        ...LOCATE_PROBLEMS,
+        ...READ_ONLY_PROBLEMS,
         'AUD-1601',
         'AUD-1602',
         'AUD-1603',
@@ -78,7 +80,7 @@ export const consentsRoutes: OperationTable = {
       summary: 'Consents of a profile',
       description:
         'The consents of a profile in a section, by topic and channel, optionally of some consent types (`consent_types`, comma-separated or repeated).',
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202'],
+      errors: [...SECTION_PROBLEMS, ...LOCATE_PROBLEMS, 'AUD-1602', 'AUD-1607', 'AUD-1611'],
       params: ProfileSectionParams,
       query: ConsentsQuery,
       response: { 200: Consents },
@@ -90,7 +92,7 @@ export const consentsRoutes: OperationTable = {
       path: `${base}/consents/opt-out-all`,
       summary: 'Opt a profile out of everything',
       description: 'Opts every address of the profile out of every topic of every channel.',
-      errors: ['AUD-1101', 'AUD-1201', 'AUD-1202', 'AUD-1609'],
+      errors: [...LOCATE_PROBLEMS, ...ALL_SECTIONS_PROBLEMS, ...READ_ONLY_PROBLEMS, 'AUD-1609'],
       params: ProfileParams,
       response: { 204: NoContent },
       scope,
@@ -133,7 +135,22 @@ export const consentsRoutes: OperationTable = {
       summary: 'Create or change the consent of an address',
       description:
         'Sets the consent of an address (not a profile) on a channel to the topics of a consent list: the older consent route, kept for its clients.',
-      errors: ['AUD-1102', 'AUD-1107', 'AUD-1602', 'AUD-1605', 'AUD-1607', 'AUD-1610', 'AUD-1611', 'AUD-1612'],
+      errors: [
+        ...SECTION_PROBLEMS,
+        ...KEY_PROBLEMS,
+        'AUD-1202',
+        'AUD-1601',
+        'AUD-1602',
+        'AUD-1603',
+        'AUD-1605',
+        'AUD-1606',
+        'AUD-1607',
+        'AUD-1608',
+        'AUD-1609',
+        'AUD-1610',
+        'AUD-1611',
+        'AUD-1612',
+      ],
       params: AddressParams,
       body: AddressConsentRequest,
       response: { 204: NoContent },
@@ -148,7 +165,7 @@ export const consentsRoutes: OperationTable = {
       deprecated,
       summary: 'Topics an address has opted in to',
       description: 'The topics of a consent list the address has opted in to on the channel.',
-      errors: ['AUD-1102', 'AUD-1107', 'AUD-1607', 'AUD-1612'],
+      errors: [...SECTION_PROBLEMS, ...KEY_PROBLEMS, 'AUD-1202', 'AUD-1607', 'AUD-1612'],
       params: AddressListParams,
       response: { 200: ConsentListEvaluation },
       scope,
@@ -163,15 +180,16 @@ export const consentsRoutes: OperationTable = {
       description:
         'Subscribes a profile to a topic: the older subscription route, the same as a consent change to opted in.',
       errors: [
-        'AUD-1101',
-        'AUD-1102',
-        'AUD-1107',
-        'AUD-1202',
+        ...SECTION_PROBLEMS,
+        ...LOCATE_PROBLEMS,
+        ...READ_ONLY_PROBLEMS,
         'AUD-1601',
         'AUD-1605',
         'AUD-1607',
         'AUD-1609',
         'AUD-1610',
+        'AUD-1611',
+        'AUD-1612',
       ],
       params: ProfileSectionParams,
       body: SubscriptionRequest,

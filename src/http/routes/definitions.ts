@@ -15,6 +15,7 @@ import {
 } from '../../definitions/schemas.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { Items, PermissionsQuery, SectionParams } from '../schemas/common.ts';
+import { AQL_PROBLEMS } from '../../aql/errors.ts';
 
 const TagParams = Type.Object({
   section_discriminator: Type.String(),
@@ -204,7 +205,7 @@ export const definitionsRoutes: OperationTable = {
       summary: 'Save a segment version',
       description:
         "The service's own route (its console saves segments with it); the query is checked as a count's is.",
-      errors: ['AUD-1104', 'AUD-1107', 'AUD-1701', 'AUD-1702', 'AUD-1703', 'AUD-1710', 'AUD-1711', 'AUD-1714'],
+      errors: [...AQL_PROBLEMS, 'AUD-1104', 'AUD-1107', 'AUD-1711', 'AUD-1714'],
       params: SegmentParams,
       body: Type.Object(
         { query: Type.String({ minLength: 1, description: 'The AQL query, with numeric ids' }) },

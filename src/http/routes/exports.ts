@@ -10,6 +10,8 @@ import * as emailEvents from '../../exports/email-events.ts';
 import * as exports from '../../exports/exports.ts';
 import { EXPORT_KINDS, type ExportKindName } from '../../exports/kinds.ts';
 import { listExports } from '../../exports/list.ts';
+import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/definitions.ts';
+import { PLAN_PROBLEMS } from '../../exports/plans.ts';
 import {
   DownloadUrls,
   EmailReportFileParams,
@@ -106,7 +108,9 @@ export function exportsRoutes(services: Services): OperationTable {
     path: string;
     summary: string;
     description: string;
-    errors: ProblemCode[];
+    errors: readonly ProblemCode[];
+    /** The request body the reference shows, where the one made from the schema would break a rule. */
+    example?: unknown;
     kind: ExportKindName;
     rateLimit: typeof requests | typeof eventRequests;
     created: TSchema;
@@ -117,7 +121,9 @@ export function exportsRoutes(services: Services): OperationTable {
       path: route.path,
       summary: route.summary,
       description: route.description,
-      errors: route.errors,
+      // Every export reaches the data of every section (exports.createExport).
+      errors: [...ALL_SECTIONS_PROBLEMS, ...PLAN_PROBLEMS, ...route.errors],
+      ...(route.example === undefined ? {} : { examples: { body: route.example } }),
       body: EXPORT_KINDS[route.kind].body as TSchema,
       response: { 201: route.created },
       scope: 'account',
@@ -148,6 +154,18 @@ export function exportsRoutes(services: Services): OperationTable {
       return 'inProgress' in polled ? answer(202) : sendReady(context.request, context.reply, polled);
     };
 
+  // Examples of the bodies that take one of two fields (channel_discriminator or channels, a
+  // stored segment or a query): the ones made from the schemas would send both.
+  const byConsent = {
+    section_discriminator: 'com.vendor1.sections.user-created.shop',
+    topic_discriminators: ['com.vendor1.topics.user-created.weekly-newsletter'],
+    channel_discriminator: 'com.vendor1.channels.email',
+    segments: {
+      timezone: 'Europe/Berlin',
+      segment_discriminators: { 'Frequent buyers': 'com.vendor1.segments.user-created.frequent-buyers' },
+    },
+  };
+
   const authHeader = `x-${services.config.vendor}-auth`;
   return {
     tags: ['exports'],
@@ -157,7 +175,21 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Profile in segment by consent export',
         description:
           'The profiles of a segment with their consents to 1 to 100 topics on 1 or 2 channels, as a file: answers the poll URL to fetch it from when ready. One export request a second; a limited number may be pending at once.',
-        errors: ['AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907', 'AUD-1908'],
+        errors: [
+          ...SECTION_PROBLEMS,
+          'AUD-1104',
+          'AUD-1607',
+          'AUD-1610',
+          'AUD-1905',
+          'AUD-1906',
+          'AUD-1907',
+          'AUD-1908',
+        ],
+        example: {
+          ...byConsent,
+          tags: [{ field_name: 'vip', tag_discriminator: 'com.vendor1.tags.user-created.vip' }],
+          limit: 1000,
+        },
         kind: 'consents',
         rateLimit: requests,
         created: PollUrl,
@@ -168,7 +200,8 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Count profiles in segment by consent',
         description:
           'How many profiles of a segment have each consent state on the topics: answers the poll URL of the count.',
-        errors: ['AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
+        errors: [...SECTION_PROBLEMS, 'AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
+        example: byConsent,
         kind: 'consents-count',
         rateLimit: requests,
         created: PollUrl,
@@ -179,7 +212,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Duplicate profile in segment by consent export',
         description:
           'The profiles of a segment that share an address on a channel, with their consents, as a file at the poll URL.',
-        errors: ['AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
+        errors: [...SECTION_PROBLEMS, 'AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
         kind: 'duplicates',
         rateLimit: requests,
         created: PollUrl,
@@ -190,7 +223,25 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Profile in segment export (beta)',
         description:
           'The profiles of one or more segments with up to 75 attributes and 25 tags, as a file: answers the two forms of its poll URL.',
-        errors: ['AUD-1104', 'AUD-1905', 'AUD-1906', 'AUD-1908', 'AUD-1923', 'AUD-1924', 'AUD-1925'],
+        errors: [
+          ...SECTION_PROBLEMS,
+          'AUD-1104',
+          'AUD-1905',
+          'AUD-1906',
+          'AUD-1908',
+          'AUD-1923',
+          'AUD-1924',
+          'AUD-1925',
+        ],
+        example: {
+          section_discriminator: 'com.vendor1.sections.user-created.shop',
+          segment: {
+            timezone: 'Europe/Berlin',
+            segment_discriminator: 'com.vendor1.segments.user-created.frequent-buyers',
+          },
+          known_profiles: true,
+          tags: [{ field_name: 'vip', tag_discriminator: 'com.vendor1.tags.user-created.vip' }],
+        },
         kind: 'segments',
         rateLimit: requests,
         created: DownloadUrls,
@@ -201,7 +252,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Profile in segment event export',
         description:
           "The events of a segment's profiles in a window, as a file at the poll URL. One event export a minute.",
-        errors: ['AUD-1104', 'AUD-1905', 'AUD-1906', 'AUD-1910', 'AUD-1911'],
+        errors: ['AUD-1104', 'AUD-1220', 'AUD-1905', 'AUD-1906', 'AUD-1910', 'AUD-1911'],
         kind: 'events',
         rateLimit: eventRequests,
         created: FileDownloadUrl,
@@ -224,7 +275,7 @@ export function exportsRoutes(services: Services): OperationTable {
         path: '/audience/profiles/export-single/:export_key',
         rateLimit: requests,
         summary: 'Single profile export (beta)',
-        errors: ['AUD-1920', 'AUD-1921', 'AUD-1922', 'AUD-1101', 'AUD-1201'],
+        errors: [...ALL_SECTIONS_PROBLEMS, 'AUD-1920', 'AUD-1921', 'AUD-1922', 'AUD-1101', 'AUD-1201'],
         description:
           'Answers 202 with an empty body (and the URL of the file in Location); then POSTs {"code": 100, "message": "Callback verified"} to callback_url and, once the file is written, {"code": 200, "message": <the URL of the file>}. No second callback when the first is not taken.',
         params: SingleExportParams,
@@ -244,7 +295,7 @@ export function exportsRoutes(services: Services): OperationTable {
         path: '/audience/profiles/export-single/accounts/:account_id/definitions/:export_id',
         rateLimit: downloads,
         summary: 'The file of a single profile export',
-        errors: ['AUD-1901', 'AUD-1902', 'AUD-1903', 'AUD-1904'],
+        errors: [...ALL_SECTIONS_PROBLEMS, 'AUD-9', 'AUD-1901', 'AUD-1902', 'AUD-1903', 'AUD-1904'],
         description:
           'The URL of the second callback. 200 with the file (JSON) when ready, for one day; 404 while in progress or for an unknown id; 503 when the export failed (the detail says why); 410 once gone. The metadata=true of the URL changes nothing: include_type_definitions decides.',
         params: SingleExportFileParams,
@@ -263,7 +314,7 @@ export function exportsRoutes(services: Services): OperationTable {
         method: 'GET',
         path: '/emails/reports/:report_id',
         summary: 'Status of an email event export',
-        errors: ['AUD-1902', 'AUD-1903'],
+        errors: [...ALL_SECTIONS_PROBLEMS, 'AUD-1902', 'AUD-1903'],
         description: `The status of an email event export: requested, then completed (with a new download URL on every call) or error; 404 for an unknown id, 410 once the file has expired. With header_auth=true the URL carries no credential, and the token the download needs comes in the response header ${authHeader}.`,
         params: ReportParams,
         query: EmailReportQuery,
@@ -322,7 +373,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'List exports',
         description:
           "The service's own route (for its console); a key restricted to sections is refused, as exports may name any section.",
-        errors: ['AUD-1107'],
+        errors: ALL_SECTIONS_PROBLEMS,
         query: ExportListQuery,
         response: { 200: ExportList },
         scope: 'account',
@@ -335,7 +386,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Poll an export',
         description:
           "The poll URL of an export or count: 404 (`AUD-1901`) while it is in progress, 200 with the file (or the count's result) when ready, 410 once it is gone or for an unknown id. The file is CSV, Excel with `Accept: application/vnd.openxmlformats-officedocument.spreadsheetml.sheet`, or JSON for the segment export with `Accept: application/json`; gzip-compressed when `Accept-Encoding` takes gzip. A poll URL lives a day; 60 downloads a minute.",
-        errors: ['AUD-1901', 'AUD-1902', 'AUD-1904'],
+        errors: [...ALL_SECTIONS_PROBLEMS, 'AUD-1901', 'AUD-1902', 'AUD-1904'],
         params: ReportParams,
         response: { 200: ready },
         scope: 'account',
@@ -348,7 +399,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Poll an export (v2)',
         description:
           'The second form of the poll URL: 202 while the export is in progress, 200 with the file when ready, 404 for an unknown id, 410 once the file is gone. Formats and limits as the first form.',
-        errors: ['AUD-1902', 'AUD-1903', 'AUD-1904'],
+        errors: [...ALL_SECTIONS_PROBLEMS, 'AUD-1902', 'AUD-1903', 'AUD-1904'],
         params: ReportParams,
         response: { 200: ready, 202: Type.Null({ description: 'In progress: poll again later' }) },
         scope: 'account',

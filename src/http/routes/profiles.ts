@@ -23,26 +23,21 @@ import {
   UniqueIdentifier,
   VersionParams,
 } from '../../profiles/schemas.ts';
-import type { ProblemCode } from '../../core/problems.ts';
+import { WRITE_GRANT_PROBLEMS } from '../../core/definitions.ts';
+import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/definitions.ts';
+import { ENTRY_PROBLEMS } from '../../profiles/attributes.ts';
+import { IDENTIFIER_PROBLEMS, LOCATE_PROBLEMS, READ_ONLY_PROBLEMS } from '../../profiles/profiles.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { NoContent } from '../schemas/problem.ts';
 
 const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
 const scope = 'account';
-/** The refusals of an attribute write, of either version. */
-const attributeWriteErrors: ProblemCode[] = [
-  'AUD-1101',
-  'AUD-1102',
-  'AUD-1107',
-  'AUD-1202',
-  'AUD-1203',
-  'AUD-1206',
-  'AUD-1207',
-  'AUD-1208',
-  'AUD-1209',
-  'AUD-1211',
-  'AUD-1212',
-];
+/** The refusals of a read of a profile's data in a section. */
+const sectionRead = [...SECTION_PROBLEMS, ...LOCATE_PROBLEMS];
+/** The refusals of a write of a profile's data in a section, before its own checks. */
+const sectionWrite = [...sectionRead, ...READ_ONLY_PROBLEMS];
+/** The refusals of an operation on a profile's data in every section. */
+const wholeProfile = [...LOCATE_PROBLEMS, ...ALL_SECTIONS_PROBLEMS];
 /** The profile updates of SPEC §8 whose over-large bodies have an error of their own. */
 const bodyTooLarge = 'AUD-1210';
 
@@ -56,7 +51,7 @@ export const profilesRoutes: OperationTable = {
       summary: 'Create a profile',
       description:
         'Creates the profile of a key in a keyspace and section, and answers its unique identifier. 409 when the key already has a profile.',
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1106', 'AUD-1107', 'AUD-1204', 'AUD-1205'],
+      errors: [...SECTION_PROBLEMS, ...IDENTIFIER_PROBLEMS, ...READ_ONLY_PROBLEMS, 'AUD-1202', 'AUD-1204'],
       params: CreateProfileParams,
       body: CreateProfile,
       response: { 201: UniqueIdentifier },
@@ -71,7 +66,7 @@ export const profilesRoutes: OperationTable = {
       summary: 'Lock a profile for good',
       description:
         "Locks a profile: its data is erased and every later request for its key answers 410, as the law's right to be forgotten asks. It cannot be undone.",
-      errors: ['AUD-1101', 'AUD-1106', 'AUD-1201', 'AUD-1202'],
+      errors: wholeProfile,
       params: ProfileParams,
       response: { 204: NoContent },
       scope,
@@ -83,7 +78,7 @@ export const profilesRoutes: OperationTable = {
       path: '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key',
       summary: 'Delete a profile',
       description: 'Deletes a profile and its data in every section; the key may be used again afterwards.',
-      errors: ['AUD-1101', 'AUD-1106', 'AUD-1201', 'AUD-1202'],
+      errors: wholeProfile,
       params: ProfileParams,
       response: { 204: NoContent },
       scope,
@@ -96,7 +91,7 @@ export const profilesRoutes: OperationTable = {
       summary: 'Merge two profiles',
       description:
         'Merges exactly two profiles into one cluster: the first becomes canonical and answers for both keys. The body is JSON or a bracket-key form. A profile takes part in at most 500 merges; blocking attributes with different values refuse the merge.',
-      errors: ['AUD-1101', 'AUD-1201', 'AUD-1202', 'AUD-1214', 'AUD-1215', 'AUD-1216'],
+      errors: [...wholeProfile, 'AUD-1214', 'AUD-1215', 'AUD-1216'],
       body: Merge,
       response: { 204: NoContent },
       scope,
@@ -109,7 +104,7 @@ export const profilesRoutes: OperationTable = {
       summary: 'Unmerge a profile from its cluster',
       description:
         'Takes a profile out of the cluster it was merged into; it keeps the data it brought. The canonical profile cannot be unmerged.',
-      errors: ['AUD-1101', 'AUD-1201', 'AUD-1202', 'AUD-1217'],
+      errors: [...wholeProfile, 'AUD-1217'],
       params: ProfileParams,
       response: { 204: NoContent },
       scope,
@@ -145,7 +140,7 @@ export const profilesRoutes: OperationTable = {
       },
       description:
         'The profiles of the merge cluster a profile belongs to: the canonical profile first, then each merged profile with when it was merged, each with its keys in the keyspaces open to the API. A standalone profile answers itself alone. A key restricted to some sections may not read it, as a cluster joins the data of every section.',
-      errors: ['AUD-1101', 'AUD-1106', 'AUD-1107', 'AUD-1201', 'AUD-1202', 'AUD-1205'],
+      errors: wholeProfile,
       params: ProfileParams,
       response: { 200: MergeCluster },
       scope,
@@ -157,7 +152,7 @@ export const profilesRoutes: OperationTable = {
       summary: 'Switch a unique identifier',
       description:
         'Moves a unique identifier (a key attribute such as an email address) of a section from one profile to another.',
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1201', 'AUD-1202', 'AUD-1221', 'AUD-1222', 'AUD-1223'],
+      errors: [...wholeProfile, ...SECTION_PROBLEMS, ...READ_ONLY_PROBLEMS, 'AUD-1221', 'AUD-1222', 'AUD-1223'],
       params: ProfileSectionParams,
       body: Switch,
       response: { 204: NoContent },
@@ -175,7 +170,7 @@ export const profilesRoutes: OperationTable = {
         },
       },
       description: 'The tags a profile carries in a section, as a map of tag discriminator to `true`.',
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202'],
+      errors: sectionRead,
       params: ProfileSectionParams,
       response: { 200: TagValues },
       scope,
@@ -189,8 +184,8 @@ export const profilesRoutes: OperationTable = {
         body: { 'com.vendor1.tags.user-created.vip': true, 'com.vendor1.tags.user-created.first-order': null },
       },
       description:
-        "A JSON merge patch of the profile's tags: `true` sets a tag, `null` removes it. Creates the profile when it does not exist. At most 100 KB; every tag must be defined in the section.",
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1202', 'AUD-1203', 'AUD-1218'],
+        "A JSON merge patch of the profile's tags: `true` sets a tag, `false` removes it; any other value, `null` included, is refused (400 AUD-1209). The profile must exist (404 otherwise). At most 100 KB; every tag must be defined in the section and writable through the keyspace.",
+      errors: [...sectionWrite, 'AUD-1218', 'AUD-1209', ...WRITE_GRANT_PROBLEMS],
       params: ProfileSectionParams,
       body: MergePatch,
       response: { 204: NoContent },
@@ -210,7 +205,7 @@ export const profilesRoutes: OperationTable = {
       },
       description:
         'The attribute values of a profile in a section, keyed by attribute version id. Hidden attributes are left out.',
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202'],
+      errors: sectionRead,
       params: ProfileSectionParams,
       response: { 200: AttributeValues },
       scope,
@@ -239,7 +234,7 @@ export const profilesRoutes: OperationTable = {
       },
       description:
         'Per attribute of a profile in a section, the value it shows now with the time it was set, and the values it had before with the times each was set and replaced, newest first (at most `limit` per attribute; `past_total` counts them all). Exactly the attributes the attributes GET answers: hidden ones and those the keyspace may not read are left out. A merged profile answers the history of its cluster, as it answers its values.',
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1106', 'AUD-1107', 'AUD-1201', 'AUD-1202', 'AUD-1205'],
+      errors: sectionRead,
       params: ProfileSectionParams,
       query: HistoryQuery,
       response: { 200: AttributeHistory },
@@ -256,7 +251,14 @@ export const profilesRoutes: OperationTable = {
       },
       description:
         "A JSON merge patch of attribute values keyed by attribute version id: a value sets the attribute, `null` clears it. Creates the profile when it does not exist. Each value must conform to its version's type; at most 100 KB.",
-      errors: attributeWriteErrors,
+      errors: [
+        ...SECTION_PROBLEMS,
+        ...IDENTIFIER_PROBLEMS,
+        'AUD-1202',
+        ...READ_ONLY_PROBLEMS,
+        'AUD-1204',
+        ...ENTRY_PROBLEMS,
+      ],
       params: ProfileSectionParams,
       body: MergePatch,
       response: { 204: NoContent },
@@ -277,7 +279,7 @@ export const profilesRoutes: OperationTable = {
       },
       description:
         "A JSON merge patch of attribute values keyed by attribute discriminator; each value is written to the attribute's current version. Changing a key attribute needs `profile_key_update_method`. Each value must conform to its type; at most 100 KB.",
-      errors: [...attributeWriteErrors, 'AUD-1213'],
+      errors: [...sectionWrite, ...ENTRY_PROBLEMS, ...ALL_SECTIONS_PROBLEMS, 'AUD-1212', 'AUD-1213', 'AUD-1216'],
       params: ProfileSectionParams,
       query: KeyUpdateQuery,
       body: MergePatch,
@@ -299,7 +301,7 @@ export const profilesRoutes: OperationTable = {
       path: `${base}/attributes/:version_id`,
       summary: 'Clear an attribute version',
       description: 'Clears the value of one attribute version of a profile.',
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202', 'AUD-1206', 'AUD-1212'],
+      errors: [...sectionWrite, ...ENTRY_PROBLEMS, 'AUD-1212'],
       params: VersionParams,
       response: { 204: NoContent },
       scope,
@@ -311,7 +313,7 @@ export const profilesRoutes: OperationTable = {
       path: `/v2${base}/attributes/:attribute_discriminator`,
       summary: 'Clear every version of an attribute',
       description: 'Clears the values of every version of an attribute of a profile.',
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202', 'AUD-1206', 'AUD-1212'],
+      errors: [...sectionWrite, ...ENTRY_PROBLEMS, 'AUD-1212'],
       params: AttributeParams,
       response: { 204: NoContent },
       scope,
@@ -324,7 +326,7 @@ export const profilesRoutes: OperationTable = {
       summary: 'Events of a profile',
       description:
         'The events of a profile in a section, newest first, optionally of some event versions only (`event_version_ids`, comma-separated or repeated). The answer is truncated above 300 KB.',
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1201', 'AUD-1202'],
+      errors: sectionRead,
       params: ProfileSectionParams,
       query: EventsQuery,
       response: { 200: Events },
@@ -347,8 +349,8 @@ export const profilesRoutes: OperationTable = {
         },
       },
       description:
-        "Records up to 100 events of a profile: each names its event version, its time and its data, which must conform to the version's type. Creates the profile when it does not exist.",
-      errors: ['AUD-1101', 'AUD-1102', 'AUD-1107', 'AUD-1202', 'AUD-1203', 'AUD-1209', 'AUD-1219', 'AUD-1220'],
+        "Records up to 100 events of a profile: each names its event version (not deprecated, writable through the keyspace), its time and its data, whose fields must be those of the version's type and conform to it. The profile must exist (404 otherwise).",
+      errors: [...sectionWrite, 'AUD-1207', 'AUD-1209', 'AUD-1219', 'AUD-1220', 'AUD-1402', ...WRITE_GRANT_PROBLEMS],
       params: ProfileSectionParams,
       body: NewEvents,
       response: { 204: NoContent },

@@ -10,6 +10,9 @@ import {
   TrendParams,
 } from '../../segments/schemas.ts';
 import { operation, type OperationTable } from '../operation.ts';
+import { SECTION_PROBLEMS } from '../../definitions/definitions.ts';
+import { SEGMENT_PROBLEMS } from '../../segments/segments.ts';
+import { LOCATE_PROBLEMS } from '../../profiles/profiles.ts';
 
 /** Segment evaluation, trends and counts (SPEC §4.3, §4.7) on the routes of ENDPOINTS.md. */
 export const segmentsRoutes: OperationTable = {
@@ -41,11 +44,11 @@ export const segmentsRoutes: OperationTable = {
       description:
         'Whether the profile is in each of the named segments (stored ones, at a version, or given as a query), as `{"matches": {"segments": {…}}}`. The body is JSON or a bracket-key form.',
       errors: [
-        'AUD-1101',
+        ...LOCATE_PROBLEMS,
+        ...SECTION_PROBLEMS,
+        ...SEGMENT_PROBLEMS,
         'AUD-1104',
         'AUD-1105',
-        'AUD-1201',
-        'AUD-1202',
         'AUD-1701',
         'AUD-1702',
         'AUD-1703',
@@ -65,7 +68,7 @@ export const segmentsRoutes: OperationTable = {
       path: '/audience/sections/:section_discriminator/segments/:segment_discriminator/trend',
       summary: 'Count matching profiles over time',
       description: 'How many profiles of a section matched a segment at each of 1 to 25 points in time.',
-      errors: ['AUD-1102', 'AUD-1104', 'AUD-1107', 'AUD-1712'],
+      errors: [...SECTION_PROBLEMS, ...SEGMENT_PROBLEMS],
       params: TrendParams,
       body: Trend,
       response: { 200: TrendCounts },
@@ -78,8 +81,19 @@ export const segmentsRoutes: OperationTable = {
       path: '/audience/profiles/reports/segments/count',
       rateLimit: 'profile_export_requests_per_second',
       summary: 'Count profiles in a segment',
+      // A stored segment or a query, not both (the example made from the schema would send both).
+      examples: {
+        body: {
+          section_discriminator: 'com.vendor1.sections.user-created.shop',
+          segment: {
+            timezone: 'Europe/Berlin',
+            segment_discriminator: 'com.vendor1.segments.user-created.frequent-buyers',
+          },
+          known_profiles: true,
+        },
+      },
       description: 'How many profiles a stored segment or a segment query holds now, answered at once.',
-      errors: ['AUD-1104', 'AUD-1701', 'AUD-1702', 'AUD-1703', 'AUD-1710', 'AUD-1711', 'AUD-1714'],
+      errors: [...SECTION_PROBLEMS, ...SEGMENT_PROBLEMS],
       body: SegmentCount,
       response: { 200: ProfileCount },
       scope: 'account',

@@ -12,6 +12,18 @@ export const ProblemSchema = Type.Object(
       description: 'What is wrong, naming the field or value at fault',
       example: 'No profile "customer-4711" in keyspace com.vendor1.integrations.keyspaces.5f2b9c1e.shop',
     }),
+    line: Type.Optional(
+      Type.Integer({ description: 'An AQL error only: the line of the query where it is, from 1', minimum: 1 }),
+    ),
+    column: Type.Optional(
+      Type.Integer({ description: 'An AQL error only: the column of that line where it is, from 1', minimum: 1 }),
+    ),
+    offset: Type.Optional(
+      Type.Integer({
+        description: 'An AQL error only: the offset of the character where it is in the query, from 0',
+        minimum: 0,
+      }),
+    ),
   },
   { title: 'Problem', description: 'A problem document (RFC 9457): every error the service answers' },
 );

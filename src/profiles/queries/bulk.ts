@@ -59,12 +59,18 @@ export async function insertProfilesBulk(
   exportKeys: string[],
   createdAt: Date,
 ): Promise<Map<string, string>> {
-  const { rows } = await db.query<{ profile_id: string; export_key: string }>(
-    `insert into profiles (account_id, export_key, created_at) select $1::bigint, k, $3 from jsonb_array_elements_text($2::jsonb) as k
-     returning profile_id, export_key`,
-    [accountId, JSON.stringify(exportKeys), createdAt],
-  );
+  const { text, values } = insertProfilesStatement(accountId, exportKeys, createdAt);
+  const { rows } = await db.query<{ profile_id: string; export_key: string }>(text, values);
   return new Map(rows.map((r) => [r.export_key, r.profile_id]));
+}
+
+/** The statement of insertProfilesBulk. */
+export function insertProfilesStatement(accountId: string, exportKeys: string[], createdAt: Date) {
+  return {
+    text: `insert into profiles (account_id, export_key, created_at) select $1::bigint, k, $3 from jsonb_array_elements_text($2::jsonb) as k
+     returning profile_id, export_key`,
+    values: [accountId, JSON.stringify(exportKeys), createdAt] as unknown[],
+  };
 }
 
 /** Adds identifiers (a key taken meanwhile by another writer fails the statement, and so the batch). */
@@ -73,16 +79,25 @@ export async function insertIdentifiersBulk(
   accountId: string,
   identifiers: { keyspaceId: string; key: string; profileId: string }[],
 ): Promise<void> {
-  await db.query(
-    `insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id)
+  const { text, values } = insertIdentifiersStatement(accountId, identifiers);
+  await db.query(text, values);
+}
+
+/** The statement of insertIdentifiersBulk. */
+export function insertIdentifiersStatement(
+  accountId: string,
+  identifiers: { keyspaceId: string; key: string; profileId: string }[],
+) {
+  return {
+    text: `insert into profile_identifiers (account_id, keyspace_id, profile_key, profile_id)
      select $1::bigint, k, pk, p from rows from (unnest($2::bigint[]), jsonb_array_elements_text($3::jsonb), unnest($4::bigint[])) as x(k, pk, p)`,
-    [
+    values: [
       accountId,
       idArray(identifiers.map((i) => i.keyspaceId)),
       JSON.stringify(identifiers.map((i) => i.key)),
       idArray(identifiers.map((i) => i.profileId)),
-    ],
-  );
+    ] as unknown[],
+  };
 }
 
 /** What canonical profiles show in one section: profile id → values. */
@@ -123,6 +138,17 @@ export async function insertSectionDataBulk(
   at: Date,
 ): Promise<void> {
   if (rows.length === 0) return;
+  const { text, values } = insertSectionDataStatement(accountId, sectionId, rows, at);
+  await db.query(text, values);
+}
+
+/** The statement of insertSectionDataBulk. */
+export function insertSectionDataStatement(
+  accountId: string,
+  sectionId: string,
+  rows: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[],
+  at: Date,
+) {
   // The set time as setTimes writes it: microseconds since the epoch.
   const micros = String(at.getTime() * 1000);
   // The three JSON arrays written as text, without a map per row for each (half the CPU of building them).
@@ -147,12 +173,19 @@ export async function insertSectionDataBulk(
     times += `${times ? ',' : ''}{${setAt}}`;
     tags += `${tags ? ',' : ''}{${trueTags}}`;
   }
-  await db.query(
-    `insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
+  return {
+    text: `insert into profile_sections (account_id, profile_id, section_id, attributes, tags, attribute_set_at)
      select $1::bigint, p, $2::bigint, a, t, s
      from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb), jsonb_array_elements($6::jsonb)) as x(p, a, t, s)`,
-    [accountId, sectionId, idArray(rows.map((p) => p.profileId)), `[${attributes}]`, `[${tags}]`, `[${times}]`],
-  );
+    values: [
+      accountId,
+      sectionId,
+      idArray(rows.map((p) => p.profileId)),
+      `[${attributes}]`,
+      `[${tags}]`,
+      `[${times}]`,
+    ] as unknown[],
+  };
 }
 
 /** patchSectionData for many canonical profiles of one section at once, at the time `at`. */
@@ -164,8 +197,19 @@ export async function patchSectionDataBulk(
   at: Date,
 ): Promise<void> {
   if (patches.length === 0) return;
-  await db.query(
-    `with patch as (select * from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)),
+  const { text, values } = patchSectionDataBulkStatement(accountId, sectionId, patches, at);
+  await db.query(text, values);
+}
+
+/** The statement of patchSectionDataBulk, whole. */
+export function patchSectionDataBulkStatement(
+  accountId: string,
+  sectionId: string,
+  patches: { profileId: string; attributes: ValueMap; tags: Record<string, boolean> }[],
+  at: Date,
+) {
+  return {
+    text: `with patch as (select * from rows from (unnest($3::bigint[]), jsonb_array_elements($4::jsonb), jsonb_array_elements($5::jsonb)) as x(p, a, t)),
      old as (
        select profile_id, section_id, attributes, attribute_set_at from profile_sections
        where account_id = $1::bigint and section_id = $2::bigint and profile_id = any($3::bigint[])
@@ -186,15 +230,15 @@ export async function patchSectionDataBulk(
        returning 1
      )
      select ${ALL_WRITTEN('(select count(*) from patch)')}`,
-    [
+    values: [
       accountId,
       sectionId,
       idArray(patches.map((p) => p.profileId)),
       JSON.stringify(patches.map((p) => p.attributes)),
       JSON.stringify(patches.map((p) => p.tags)),
       at,
-    ],
-  );
+    ] as unknown[],
+  };
 }
 
 /** Serialises the creation of profiles by key in an account for the rest of the transaction, so that two writers never create the same key. */
@@ -229,30 +273,43 @@ export async function insertEventsBulk(
   events: { profileId: string; versionId: string; eventTime: Date | string; correlationId: string; data: unknown }[],
   createdAt: Date,
 ): Promise<void> {
-  await db.query(
-    `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
+  for (const { text, values } of insertEventsStatements(accountId, sectionId, events, createdAt))
+    await db.query(text, values);
+}
+
+/** The two statements of insertEventsBulk: the events, and their sums. */
+export function insertEventsStatements(
+  accountId: string,
+  sectionId: string,
+  events: { profileId: string; versionId: string; eventTime: Date | string; correlationId: string; data: unknown }[],
+  createdAt: Date,
+): { text: string; values: unknown[] }[] {
+  return [
+    {
+      text: `insert into profile_events (account_id, profile_id, section_id, version_id, event_time, created_at, correlation_id, data)
      select $1::bigint, e.p, $2::bigint, e.v, e.t, $4, e.c, e.d
      from json_to_recordset($3::json) as e(p bigint, v bigint, t timestamptz, c text, d jsonb)`,
-    [
-      accountId,
-      sectionId,
-      JSON.stringify(
-        events.map((e) => ({ p: e.profileId, v: e.versionId, t: e.eventTime, c: e.correlationId, d: e.data })),
-      ),
-      createdAt,
-    ],
-  );
-  await db.query(
-    `${SUMMARISE_EVENTS}
+      values: [
+        accountId,
+        sectionId,
+        JSON.stringify(
+          events.map((e) => ({ p: e.profileId, v: e.versionId, t: e.eventTime, c: e.correlationId, d: e.data })),
+        ),
+        createdAt,
+      ],
+    },
+    {
+      text: `${SUMMARISE_EVENTS}
      select $1::bigint, e.p, $2::bigint, e.v, count(*), min(e.t), max(e.t)
      from unnest($3::bigint[], $4::bigint[], $5::timestamptz[]) as e(p, v, t) group by e.p, e.v order by e.p, e.v
      ${SUMMARIES_GROW}`,
-    [
-      accountId,
-      sectionId,
-      events.map((e) => e.profileId),
-      events.map((e) => e.versionId),
-      events.map((e) => (typeof e.eventTime === 'string' ? e.eventTime : e.eventTime.toISOString())),
-    ],
-  );
+      values: [
+        accountId,
+        sectionId,
+        events.map((e) => e.profileId),
+        events.map((e) => e.versionId),
+        events.map((e) => (typeof e.eventTime === 'string' ? e.eventTime : e.eventTime.toISOString())),
+      ],
+    },
+  ];
 }

@@ -102,14 +102,19 @@ export async function findFactsByKey(
   key: string,
   versionIds: string[],
 ): Promise<(LocatedRow & FactsRow) | undefined> {
-  const { rows } = await db.query<LocatedRow & FactsRow>({
+  const { rows } = await db.query<LocatedRow & FactsRow>(factsByKeyStatement(accountId, keyspace, key, versionIds));
+  return rows[0];
+}
+
+/** The statement of findFactsByKey, whole: what a segment evaluation reads. */
+export function factsByKeyStatement(accountId: string, keyspace: KeyspaceOfKey, key: string, versionIds: string[]) {
+  return {
     name: 'profiles.find-facts-by-key',
     text: `select found.profile_id, found.canonical_id, f.sections, f.events
      from ${MEMBER_BY_KEY('$1::bigint', '$2::bigint', '$3', '$5::boolean')} found
      cross join lateral (${FACTS('$1::bigint', 'found.canonical_id', '$4::bigint[]')}) f`,
-    values: [accountId, keyspace.keyspace_id, key, idArray(versionIds), isExport(keyspace)],
-  });
-  return rows[0];
+    values: [accountId, keyspace.keyspace_id, key, idArray(versionIds), isExport(keyspace)] as unknown[],
+  };
 }
 
 /** FACTS of many canonical profiles by id (for checks over a whole population). */

@@ -17,24 +17,27 @@ import {
   type ValueMap,
 } from './section-rules.ts';
 
+/** A patch of one canonical profile's section (patchSectionData). */
+export interface SectionPatch {
+  profileId: string;
+  sectionId: string;
+  attributes: ValueMap;
+  tags?: Record<string, boolean>;
+  at: Date;
+}
+
 /**
- * Applies a merge patch of attributes (version id → value, null clears) and tags (tag id →
- * boolean) to a canonical profile's section, with the set times of its values (setTimes), and
- * writes the values it replaced to the history (REPLACED). A standalone profile drops cleared
- * entries; the canonical profile of a cluster keeps them in its own maps, so that they hide
- * members' older values, and updates the cluster's values. `tx` is a transaction's client: a
- * write that met a concurrent one is tried again behind a savepoint (retryRacedInTransaction).
+ * The statement of patchSectionData, whole: a merge patch of attributes (version id → value, null
+ * clears) and tags (tag id → boolean) applied to a canonical profile's section, with the set times
+ * of its values (setTimes), and the values it replaced written to the history (REPLACED). A
+ * standalone profile drops cleared entries; the canonical profile of a cluster keeps them in its
+ * own maps, so that they hide members' older values, and updates the cluster's values.
  */
-export async function patchSectionData(
-  tx: Queryable,
-  accountId: string,
-  write: { profileId: string; sectionId: string; attributes: ValueMap; tags?: Record<string, boolean>; at: Date },
-): Promise<void> {
+export function patchSectionDataStatement(accountId: string, write: SectionPatch) {
   const { profileId, sectionId, attributes, tags = {}, at } = write;
-  await retryRacedInTransaction(tx, () =>
-    tx.query({
-      name: 'profiles.patch-section-data',
-      text: `with old as (
+  return {
+    name: 'profiles.patch-section-data',
+    text: `with old as (
        select profile_id, section_id, attributes, attribute_set_at from profile_sections
        where account_id = $1::bigint and profile_id = $2::bigint and section_id = $3::bigint
      ), written as (
@@ -54,13 +57,21 @@ export async function patchSectionData(
        ${REPLACED}
      )
      select ${ALL_WRITTEN('1')}`,
-      values: [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags), at],
-    }),
-  );
+    values: [accountId, profileId, sectionId, JSON.stringify(attributes), JSON.stringify(tags), at] as unknown[],
+  };
+}
+
+/**
+ * Applies a merge patch to a canonical profile's section (patchSectionDataStatement). `tx` is a
+ * transaction's client: a write that met a concurrent one is tried again behind a savepoint
+ * (retryRacedInTransaction).
+ */
+export async function patchSectionData(tx: Queryable, accountId: string, write: SectionPatch): Promise<void> {
+  await retryRacedInTransaction(tx, () => tx.query(patchSectionDataStatement(accountId, write)));
 }
 
 /** A write by key; never through the export keyspace, which is read-only (so the key is looked up in profile_identifiers only). */
-interface PatchByKey {
+export interface PatchByKey {
   keyspaceId: string;
   key: string;
   sectionId: string;
@@ -81,7 +92,15 @@ interface PatchByKey {
  * steps routed one by one from the coordinator.
  */
 async function patchSectionDataByKeys(db: Queryable, accountId: string, patches: PatchByKey[]): Promise<boolean[]> {
-  const { rows } = await db.query<{ n: number }>({
+  const { rows } = await db.query<{ n: number }>(patchByKeysStatement(accountId, patches));
+  const found = new Array<boolean>(patches.length).fill(false);
+  for (const row of rows) found[row.n - 1] = true;
+  return found;
+}
+
+/** The statement of patchSectionDataByKeys: a call of profile_write_attributes (migration 0025). */
+export function patchByKeysStatement(accountId: string, patches: PatchByKey[]) {
+  return {
     name: 'profiles.write-attributes',
     text: 'select n from profile_write_attributes($1::bigint, $2::bigint[], $3::jsonb, $4::bigint[], $5::jsonb, $6::jsonb) as n',
     values: [
@@ -91,11 +110,8 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
       idArray(patches.map((p) => p.sectionId)),
       JSON.stringify(patches.map((p) => p.attributes)),
       JSON.stringify(patches.map((p) => p.changedAt.toISOString())),
-    ],
-  });
-  const found = new Array<boolean>(patches.length).fill(false);
-  for (const row of rows) found[row.n - 1] = true;
-  return found;
+    ] as unknown[],
+  };
 }
 
 /**

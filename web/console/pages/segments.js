@@ -37,10 +37,10 @@ function kindOf(token) {
   return 'aql-punct';
 }
 
-/** Where the parser put an error: the character its detail names, from 0. */
+/** Where the parser put an error: the offset of the character an AQL problem names (its `offset`), from 0. */
 export function errorOffset(error) {
-  const found = /\(character (\d+)\)/.exec(error?.problem?.detail ?? '');
-  return found ? Number(found[1]) - 1 : undefined;
+  const offset = error?.problem?.offset;
+  return Number.isInteger(offset) ? offset : undefined;
 }
 
 /** The query as highlighted markup (text only), the character at `at` marked as the error. */

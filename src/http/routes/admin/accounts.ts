@@ -17,6 +17,7 @@ import { answer, operation, type OperationTable } from '../../operation.ts';
 import { NoContent } from '../../schemas/problem.ts';
 import type { Services } from '../../../services.ts';
 import { AccountParams } from '../../schemas/common.ts';
+import { AQL_PROBLEMS } from '../../../aql/errors.ts';
 
 const LimitsSchema = Type.Object(
   Object.fromEntries(
@@ -49,6 +50,7 @@ const NamedManifestSummary = Type.Object({ account: Account, ...ManifestSummary.
 /** What the operations that apply or preview a manifest share: its size limit, its refusals, what an apply needs. */
 const MANIFEST_BODY_LIMIT = 10 * 1024 * 1024;
 const MANIFEST_REFUSALS: ProblemCode[] = [
+  ...AQL_PROBLEMS,
   'AUD-1109',
   'AUD-1113',
   'AUD-1114',
@@ -56,6 +58,8 @@ const MANIFEST_REFUSALS: ProblemCode[] = [
   'AUD-1400',
   'AUD-1116',
   'AUD-1117',
+  'AUD-1607',
+  'AUD-2101',
 ];
 const manifestDeps = (services: Services) => ({
   feed: services.feed,
@@ -144,7 +148,7 @@ export const adminAccountsRoutes: OperationTable = {
       summary: 'Apply a manifest by account name',
       description:
         'Applies a manifest (keyspaces, sections, attributes, tags, events, topics, segments, activities) to the account its `account.name` names; creates that account (201) when none has the name. Nothing changes when it fails.',
-      errors: ['AUD-1118', ...MANIFEST_REFUSALS],
+      errors: ['AUD-1112', 'AUD-1118', ...MANIFEST_REFUSALS],
       query: Type.Object(
         {
           region: Type.Optional(

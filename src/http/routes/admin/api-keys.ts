@@ -42,7 +42,7 @@ export const adminApiKeysRoutes: OperationTable = {
       summary: 'Create an API key',
       description:
         'Creates a client id and secret, optionally limited to some sections. The secret is shown in this answer only.',
-      errors: ['AUD-1102'],
+      errors: ['AUD-1111'],
       params: AccountParams,
       body: Type.Object(
         {

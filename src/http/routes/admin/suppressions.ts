@@ -24,7 +24,7 @@ export const adminSuppressionsRoutes: OperationTable = {
       path: '/admin/accounts/:account_id/suppressions',
       summary: 'Suppress an address on a channel',
       description: "Adds an address to the channel's suppressions: no message is sent to it, whatever its consents.",
-      errors: ['AUD-1607'],
+      errors: ['AUD-1205', 'AUD-1607'],
       params: AccountParams,
       body: Suppression,
       response: { 204: NoContent },

@@ -1,0 +1,84 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { declaredIn, type Observation } from './problem-codes.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The folder where the run's servers note the problem codes their operations answer (test/problem-codes.ts). */
+    problemRecord: string;
+  }
+}
+
+// Declared = observed. Every operation declares the problem codes it can answer (its `errors` and
+// those of its kind, `problemsOf` in src/http/operation.ts), and /openapi.json, /docs and the
+// generated client show them. The servers of the tests note each code an operation answers
+// (test/problem-codes.ts); at the end of the run this fails when an operation answered a code it
+// does not declare, and reports the declared codes no test reached, but for those below.
+
+/**
+ * Declared codes no test of the run reaches, with the reason; by code (every operation that
+ * declares it) or by `operationId code`.
+ */
+export const UNREACHED: Record<string, string> = {
+  'AUD-2':
+    'every operation: the database gone; test/serve-supervision.test.ts stops it under a running program, whose answers this record does not see',
+};
+
+const DOCUMENT = path.join(import.meta.dirname, '..', 'clients', 'typescript', 'openapi.json');
+
+/** Each operation of the committed document (the one the server serves, checked by clients/typescript/test/generated.test.ts) with its declared codes. */
+async function documentedOperations(): Promise<Map<string, string[]>> {
+  const document = JSON.parse(await fs.readFile(DOCUMENT, 'utf8')) as {
+    paths: Record<string, Record<string, { operationId: string; description?: string }>>;
+  };
+  const operations = new Map<string, string[]>();
+  for (const methods of Object.values(document.paths))
+    for (const op of Object.values(methods)) operations.set(op.operationId, declaredIn(op.description));
+  return operations;
+}
+
+export default async function setup(project: TestProject) {
+  const folder = await fs.mkdtemp(path.join(os.tmpdir(), 'audience-problems-'));
+  project.provide('problemRecord', folder);
+  return async () => {
+    const observations: Observation[] = [];
+    for (const name of await fs.readdir(folder))
+      for (const line of (await fs.readFile(path.join(folder, name), 'utf8')).split('\n'))
+        if (line) observations.push(JSON.parse(line));
+    await fs.rm(folder, { recursive: true, force: true });
+    if (observations.length === 0) return;
+
+    const declared = await documentedOperations();
+    const reached = new Map<string, Set<string>>();
+    const undeclared = new Set<string>();
+    for (const o of observations) {
+      if (!declared.has(o.operation)) declared.set(o.operation, o.declared);
+      if (!reached.has(o.operation)) reached.set(o.operation, new Set());
+      reached.get(o.operation)!.add(o.code);
+      if (!o.declared.includes(o.code)) undeclared.add(`${o.operation} ${o.code}`);
+    }
+    const unreached: string[] = [];
+    for (const [operation, codes] of [...declared].sort(([a], [b]) => a.localeCompare(b)))
+      for (const code of codes)
+        if (!reached.get(operation)?.has(code) && !UNREACHED[code] && !UNREACHED[`${operation} ${code}`])
+          unreached.push(`${operation} ${code}`);
+    // A run of some test files reaches few codes: the list is for a run that reached every operation.
+    const whole = [...declared.keys()].every((operation) => reached.has(operation));
+    if (unreached.length > 0 && !whole)
+      console.log(`${unreached.length} declared problem codes not reached by this run of some test files`);
+    else if (unreached.length > 0)
+      console.log(
+        `Declared problem codes no test of this run reached (${unreached.length}; see UNREACHED in test/declared-problems.ts):\n  ${unreached.join('\n  ')}`,
+      );
+    // Vitest only logs an error of a teardown, and one thrown would skip the teardowns after it
+    // (the database's): the run fails by its exit code.
+    if (undeclared.size > 0) {
+      console.error(
+        `FAIL declared = observed: operations answered problem codes they do not declare (add them to the operation's errors, or fix the code):\n  ${[...undeclared].sort().join('\n  ')}`,
+      );
+      process.exitCode = 1;
+    }
+  };
+}
