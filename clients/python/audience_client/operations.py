@@ -306,6 +306,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -329,6 +331,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -352,6 +356,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -377,6 +383,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 404 | `AUD-1` | Resource not found |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -413,6 +421,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-1009` | Invalid client credentials |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -444,6 +455,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -467,6 +480,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -492,6 +507,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -517,6 +534,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -550,6 +569,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -591,6 +612,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -633,6 +656,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1108` | Tag limit exceeded |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -679,6 +705,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -724,6 +752,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -769,6 +800,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -809,6 +842,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -847,6 +882,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -878,6 +915,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -910,6 +949,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1104` | Segment not found |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -949,9 +990,23 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1701` | AQL syntax error |
         | 400 | `AUD-1702` | Invalid section specifier |
         | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1714` | Give a stored segment or a segment definition |
@@ -998,6 +1053,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1104` | Segment not found |
         | 404 | `AUD-1105` | Segment version not found |
@@ -1040,13 +1097,18 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
         | 409 | `AUD-1204` | Profile already exists |
+        | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -1088,11 +1150,19 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1201` | Profile not found |
         | 410 | `AUD-1202` | Profile locked |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -1127,11 +1197,19 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1201` | Profile not found |
         | 410 | `AUD-1202` | Profile locked |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -1166,8 +1244,14 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1214` | Merge needs exactly two profiles |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1201` | Profile not found |
         | 409 | `AUD-1215` | Blocking attributes conflict on merge |
@@ -1208,6 +1292,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1252,11 +1338,20 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1217` | Canonical profile cannot be unmerged |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1201` | Profile not found |
         | 410 | `AUD-1202` | Profile locked |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -1294,9 +1389,16 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1221` | Identifier does not belong to the profile |
         | 400 | `AUD-1223` | Identifier does not match the mapped attribute |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
+        | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1201` | Profile not found |
@@ -1342,7 +1444,11 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
@@ -1380,7 +1486,7 @@ class Operations:
 
         ``PATCH /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/tags``
 
-        A JSON merge patch of the profile's tags: `true` sets a tag, `null` removes it. Creates the profile when it does not exist. At most 100 KB; every tag must be defined in the section.
+        A JSON merge patch of the profile's tags: `true` sets a tag, `false` removes it; any other value, `null` included, is refused (400 AUD-1209). The profile must exist (404 otherwise). At most 100 KB; every tag must be defined in the section and writable through the keyspace.
 
         **Errors** (problem documents; `GET /errors/{code}` explains a code):
 
@@ -1389,12 +1495,20 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
+        | 400 | `AUD-1209` | Value does not conform to the type |
         | 400 | `AUD-1218` | Tag not defined for the section |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
         | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+        | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
+        | 404 | `AUD-1201` | Profile not found |
         | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1210` | Profile update size limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -1436,7 +1550,11 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
@@ -1483,17 +1601,22 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1207` | Deprecated type used for update |
         | 400 | `AUD-1209` | Value does not conform to the type |
         | 400 | `AUD-1211` | Attribute is hidden |
-        | 400 | `AUD-1212` | Key attribute cannot be cleared |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
         | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
         | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
+        | 409 | `AUD-1204` | Profile already exists |
         | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1210` | Profile update size limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -1536,6 +1659,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1588,18 +1713,25 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1207` | Deprecated type used for update |
         | 400 | `AUD-1209` | Value does not conform to the type |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1212` | Key attribute cannot be cleared |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
         | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
         | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
+        | 404 | `AUD-1201` | Profile not found |
         | 409 | `AUD-1213` | Key attribute update needs profile_key_update_method |
+        | 409 | `AUD-1216` | Merge limit reached |
         | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1210` | Profile update size limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -1644,14 +1776,27 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1207` | Deprecated type used for update |
+        | 400 | `AUD-1209` | Value does not conform to the type |
+        | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1212` | Key attribute cannot be cleared |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+        | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1201` | Profile not found |
         | 410 | `AUD-1202` | Profile locked |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -1690,14 +1835,27 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1207` | Deprecated type used for update |
+        | 400 | `AUD-1209` | Value does not conform to the type |
+        | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1212` | Key attribute cannot be cleared |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+        | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1201` | Profile not found |
         | 410 | `AUD-1202` | Profile locked |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -1736,7 +1894,11 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
@@ -1776,7 +1938,7 @@ class Operations:
 
         ``POST /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/events``
 
-        Records up to 100 events of a profile: each names its event version, its time and its data, which must conform to the version's type. Creates the profile when it does not exist.
+        Records up to 100 events of a profile: each names its event version (not deprecated, writable through the keyspace), its time and its data, whose fields must be those of the version's type and conform to it. The profile must exist (404 otherwise).
 
         **Errors** (problem documents; `GET /errors/{code}` explains a code):
 
@@ -1785,15 +1947,25 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
+        | 400 | `AUD-1207` | Deprecated type used for update |
         | 400 | `AUD-1209` | Value does not conform to the type |
         | 400 | `AUD-1219` | Events property missing |
         | 400 | `AUD-1220` | Event type not found |
+        | 400 | `AUD-1402` | No such field |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
         | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+        | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
+        | 404 | `AUD-1201` | Profile not found |
         | 410 | `AUD-1202` | Profile locked |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 413 | `AUD-1210` | Profile update size limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -1837,7 +2009,14 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1205` | Invalid profile key |
+        | 400 | `AUD-1602` | Consent state value unsupported |
+        | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1611` | Consent request invalid |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
@@ -1888,6 +2067,10 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1601` | No address to consent |
         | 400 | `AUD-1602` | Consent state value unsupported |
         | 400 | `AUD-1603` | Consent type not supported by the API yet |
@@ -1897,10 +2080,13 @@ class Operations:
         | 400 | `AUD-1610` | Topic not found |
         | 400 | `AUD-1611` | Consent request invalid |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
         | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
+        | 404 | `AUD-1201` | Profile not found |
         | 409 | `AUD-1604` | Current consent state already pending |
         | 409 | `AUD-1605` | Consent transition not supported |
         | 410 | `AUD-1202` | Profile locked |
@@ -1943,11 +2129,21 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
+        | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
         | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1201` | Profile not found |
         | 410 | `AUD-1202` | Profile locked |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -1981,6 +2177,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2020,6 +2218,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2063,15 +2263,25 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
+        | 400 | `AUD-1601` | No address to consent |
         | 400 | `AUD-1602` | Consent state value unsupported |
+        | 400 | `AUD-1603` | Consent type not supported by the API yet |
+        | 400 | `AUD-1606` | Topic channel differs from the channel in the request |
         | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
         | 400 | `AUD-1611` | Consent request invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1612` | Consent list not found |
         | 409 | `AUD-1605` | Consent transition not supported |
+        | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -2112,11 +2322,15 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1607` | Channel ID not found |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1612` | Consent list not found |
+        | 410 | `AUD-1202` | Profile locked |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -2159,14 +2373,23 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1601` | No address to consent |
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1610` | Topic not found |
+        | 400 | `AUD-1611` | Consent request invalid |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
         | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
+        | 404 | `AUD-1201` | Profile not found |
+        | 404 | `AUD-1612` | Consent list not found |
         | 409 | `AUD-1605` | Consent transition not supported |
         | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1001` | Request body too large |
@@ -2213,15 +2436,34 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1205` | Invalid profile key |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1701` | AQL syntax error |
         | 400 | `AUD-1702` | Invalid section specifier |
         | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
         | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |
         | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
+        | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1104` | Segment not found |
         | 404 | `AUD-1105` | Segment version not found |
         | 404 | `AUD-1201` | Profile not found |
@@ -2269,12 +2511,34 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
+        | 400 | `AUD-1713` | Version ID belongs to another segment |
+        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -2315,13 +2579,31 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1701` | AQL syntax error |
         | 400 | `AUD-1702` | Invalid section specifier |
         | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1712` | Time zone not recognised |
+        | 400 | `AUD-1713` | Version ID belongs to another segment |
         | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -2361,6 +2643,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2403,14 +2687,31 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1207` | Deprecated type used for update |
+        | 400 | `AUD-1211` | Attribute is hidden |
+        | 400 | `AUD-1218` | Tag not defined for the section |
+        | 400 | `AUD-1602` | Consent state value unsupported |
+        | 400 | `AUD-1606` | Topic channel differs from the channel in the request |
+        | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1608` | Communication type invalid for channel |
+        | 400 | `AUD-1610` | Topic not found |
         | 400 | `AUD-1801` | Several keyspace mappings with channel-specific topics |
         | 400 | `AUD-1802` | Channel required for the topic |
         | 400 | `AUD-1803` | Conflicting consent updates for the same topic and channel |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+        | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
+        | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 429 | `AUD-1804` | Pending import limit reached |
@@ -2452,14 +2753,31 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1207` | Deprecated type used for update |
+        | 400 | `AUD-1211` | Attribute is hidden |
+        | 400 | `AUD-1218` | Tag not defined for the section |
+        | 400 | `AUD-1602` | Consent state value unsupported |
+        | 400 | `AUD-1606` | Topic channel differs from the channel in the request |
+        | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1608` | Communication type invalid for channel |
+        | 400 | `AUD-1610` | Topic not found |
         | 400 | `AUD-1801` | Several keyspace mappings with channel-specific topics |
         | 400 | `AUD-1802` | Channel required for the topic |
         | 400 | `AUD-1803` | Conflicting consent updates for the same topic and channel |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+        | 403 | `AUD-1208` | Write not granted for the type through the keyspace |
+        | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 429 | `AUD-1804` | Pending import limit reached |
@@ -2500,6 +2818,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2533,11 +2853,17 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1810` | Upload form invalid |
         | 403 | `AUD-1806` | Upload refused |
         | 403 | `AUD-1807` | Upload window expired |
         | 409 | `AUD-1809` | Import not waiting for a file |
+        | 413 | `AUD-1001` | Request body too large |
         | 413 | `AUD-1808` | Import file too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
         """
         self._request(
@@ -2566,14 +2892,46 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1211` | Attribute is hidden |
+        | 400 | `AUD-1218` | Tag not defined for the section |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1712` | Time zone not recognised |
+        | 400 | `AUD-1713` | Version ID belongs to another segment |
+        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 400 | `AUD-1906` | Invalid segment filter |
         | 400 | `AUD-1907` | Give channel_discriminator or channels |
         | 400 | `AUD-1908` | Column name used twice |
+        | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+        | 400 | `AUD-1924` | No segment named |
+        | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 429 | `AUD-1905` | Pending export limit reached |
@@ -2612,13 +2970,46 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1211` | Attribute is hidden |
+        | 400 | `AUD-1218` | Tag not defined for the section |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1712` | Time zone not recognised |
+        | 400 | `AUD-1713` | Version ID belongs to another segment |
+        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 400 | `AUD-1906` | Invalid segment filter |
         | 400 | `AUD-1907` | Give channel_discriminator or channels |
+        | 400 | `AUD-1908` | Column name used twice |
+        | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+        | 400 | `AUD-1924` | No segment named |
+        | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 429 | `AUD-1905` | Pending export limit reached |
@@ -2657,13 +3048,46 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1211` | Attribute is hidden |
+        | 400 | `AUD-1218` | Tag not defined for the section |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1712` | Time zone not recognised |
+        | 400 | `AUD-1713` | Version ID belongs to another segment |
+        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 400 | `AUD-1906` | Invalid segment filter |
         | 400 | `AUD-1907` | Give channel_discriminator or channels |
+        | 400 | `AUD-1908` | Column name used twice |
+        | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+        | 400 | `AUD-1924` | No segment named |
+        | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 429 | `AUD-1905` | Pending export limit reached |
@@ -2702,14 +3126,45 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1211` | Attribute is hidden |
+        | 400 | `AUD-1218` | Tag not defined for the section |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
+        | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1608` | Communication type invalid for channel |
+        | 400 | `AUD-1610` | Topic not found |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1712` | Time zone not recognised |
+        | 400 | `AUD-1713` | Version ID belongs to another segment |
+        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 400 | `AUD-1906` | Invalid segment filter |
         | 400 | `AUD-1908` | Column name used twice |
         | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
         | 400 | `AUD-1924` | No segment named |
         | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 429 | `AUD-1905` | Pending export limit reached |
@@ -2748,12 +3203,48 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1211` | Attribute is hidden |
+        | 400 | `AUD-1218` | Tag not defined for the section |
+        | 400 | `AUD-1220` | Event type not found |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
+        | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1608` | Communication type invalid for channel |
+        | 400 | `AUD-1610` | Topic not found |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1712` | Time zone not recognised |
+        | 400 | `AUD-1713` | Version ID belongs to another segment |
+        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 400 | `AUD-1906` | Invalid segment filter |
+        | 400 | `AUD-1908` | Column name used twice |
         | 400 | `AUD-1910` | Event window ends before it starts |
         | 400 | `AUD-1911` | Event window longer than three months |
+        | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+        | 400 | `AUD-1924` | No segment named |
+        | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 429 | `AUD-1905` | Pending export limit reached |
@@ -2792,10 +3283,46 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1206` | Attribute not defined for the profile |
+        | 400 | `AUD-1211` | Attribute is hidden |
+        | 400 | `AUD-1218` | Tag not defined for the section |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
+        | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1608` | Communication type invalid for channel |
+        | 400 | `AUD-1610` | Topic not found |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1712` | Time zone not recognised |
+        | 400 | `AUD-1713` | Version ID belongs to another segment |
+        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
+        | 400 | `AUD-1908` | Column name used twice |
         | 400 | `AUD-1910` | Event window ends before it starts |
         | 400 | `AUD-1911` | Event window longer than three months |
+        | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
+        | 400 | `AUD-1924` | No segment named |
+        | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
+        | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 429 | `AUD-1905` | Pending export limit reached |
@@ -2835,10 +3362,14 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1920` | Export key invalid |
         | 400 | `AUD-1921` | Callback URL scheme not http or https |
         | 400 | `AUD-1922` | Callback URL invalid |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1201` | Profile not found |
         | 413 | `AUD-1001` | Request body too large |
@@ -2878,7 +3409,11 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-9` | Access denied |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1901` | Export in progress |
         | 404 | `AUD-1903` | Export not found |
         | 410 | `AUD-1902` | Export no longer available |
@@ -2923,7 +3458,10 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1903` | Export not found |
         | 410 | `AUD-1902` | Export no longer available |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -2965,6 +3503,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 403 | `AUD-1912` | Download URL expired |
         | 403 | `AUD-1913` | Download credentials missing or invalid |
         | 404 | `AUD-1903` | Export not found |
@@ -3009,6 +3549,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -3046,7 +3588,10 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1901` | Export in progress |
         | 410 | `AUD-1902` | Export no longer available |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -3088,7 +3633,10 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1903` | Export not found |
         | 410 | `AUD-1902` | Export no longer available |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -3133,13 +3681,19 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-2101` | Invalid template |
         | 400 | `AUD-2107` | Attachment content not base64 |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+        | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-2001` | Activity not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 413 | `AUD-2104` | Variables too large |
         | 413 | `AUD-2105` | Attachments too large |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -3183,6 +3737,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -3227,6 +3783,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -3262,6 +3820,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 503 | `AUD-2` | Service unavailable |
         """
@@ -3294,6 +3854,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1116` | Not a limit |
         | 400 | `AUD-1117` | Limit out of range |
         | 401 | `AUD-8` | Authorization failure |
@@ -3334,6 +3897,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -3370,8 +3935,14 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
         Args:
@@ -3405,6 +3976,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1116` | Not a limit |
         | 400 | `AUD-1117` | Limit out of range |
         | 401 | `AUD-8` | Authorization failure |
@@ -3450,6 +4024,10 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1113` | Folder cannot be its own parent |
         | 400 | `AUD-1114` | Folder parents form a cycle |
         | 400 | `AUD-1115` | Segment query refers to ids without a section |
@@ -3457,9 +4035,27 @@ class Operations:
         | 400 | `AUD-1117` | Limit out of range |
         | 400 | `AUD-1118` | Manifest names no account |
         | 400 | `AUD-1400` | Invalid type definition |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
+        | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-2101` | Invalid template |
         | 401 | `AUD-8` | Authorization failure |
         | 409 | `AUD-1109` | Same discriminator with a different specification |
+        | 409 | `AUD-1112` | Account name not unique |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -3497,6 +4093,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -3535,16 +4133,37 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1113` | Folder cannot be its own parent |
         | 400 | `AUD-1114` | Folder parents form a cycle |
         | 400 | `AUD-1115` | Segment query refers to ids without a section |
         | 400 | `AUD-1116` | Not a limit |
         | 400 | `AUD-1117` | Limit out of range |
         | 400 | `AUD-1400` | Invalid type definition |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
+        | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-2101` | Invalid template |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 409 | `AUD-1109` | Same discriminator with a different specification |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -3584,16 +4203,37 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1113` | Folder cannot be its own parent |
         | 400 | `AUD-1114` | Folder parents form a cycle |
         | 400 | `AUD-1115` | Segment query refers to ids without a section |
         | 400 | `AUD-1116` | Not a limit |
         | 400 | `AUD-1117` | Limit out of range |
         | 400 | `AUD-1400` | Invalid type definition |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
+        | 400 | `AUD-1607` | Channel ID not found |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-2101` | Invalid template |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 409 | `AUD-1109` | Same discriminator with a different specification |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -3631,6 +4271,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -3669,6 +4311,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 413 | `AUD-1001` | Request body too large |
@@ -3709,6 +4354,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -3747,6 +4394,10 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1607` | Channel ID not found |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
@@ -3787,9 +4438,15 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1` | Resource not found |
         | 404 | `AUD-1110` | Account not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
         Args:
@@ -3818,6 +4475,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -3856,8 +4515,11 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
         | 401 | `AUD-8` | Authorization failure |
-        | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1110` | Account not found |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -3898,8 +4560,14 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1` | Resource not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
         Args:
@@ -3934,6 +4602,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -3975,6 +4646,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -4005,6 +4678,8 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 503 | `AUD-2` | Service unavailable |
         """
@@ -4037,10 +4712,16 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1015` | Job not found |
         | 404 | `AUD-1110` | Account not found |
         | 409 | `AUD-1016` | Job not failed |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
         Args:
@@ -4076,6 +4757,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4114,11 +4797,15 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 409 | `AUD-2303` | Webhook URL already subscribed |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -4157,6 +4844,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4196,9 +4885,15 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
         Args:
@@ -4234,12 +4929,16 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
         | 409 | `AUD-2303` | Webhook URL already subscribed |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -4281,6 +4980,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4328,6 +5030,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-2305` | Time window ends before it starts |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
@@ -4374,6 +5078,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4416,10 +5122,16 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
         | 404 | `AUD-2304` | Webhook delivery not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
         Args:
@@ -4459,6 +5171,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-2305` | Time window ends before it starts |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
@@ -4497,6 +5212,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -4526,11 +5243,15 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 409 | `AUD-2303` | Webhook URL already subscribed |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -4567,6 +5288,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4605,9 +5328,15 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -4642,12 +5371,16 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
         | 409 | `AUD-2303` | Webhook URL already subscribed |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -4688,6 +5421,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4734,6 +5470,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-2305` | Time window ends before it starts |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -4779,6 +5517,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4820,10 +5560,16 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
         | 404 | `AUD-2304` | Webhook delivery not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -4862,6 +5608,9 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-2305` | Time window ends before it starts |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -4906,6 +5655,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -4948,6 +5699,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -4993,6 +5746,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5039,6 +5794,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5083,6 +5840,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5125,6 +5884,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5170,6 +5931,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5216,6 +5979,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5259,6 +6024,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5298,6 +6065,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5339,6 +6108,9 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-2004` | Trigger type unsupported |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5380,6 +6152,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5420,6 +6194,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5459,6 +6235,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5502,6 +6280,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5548,6 +6328,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5593,7 +6375,10 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
+        | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -5634,8 +6419,12 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-2004` | Trigger type unsupported |
         | 400 | `AUD-2005` | Field not of the activity kind |
+        | 400 | `AUD-2006` | Activity sent before it was created |
         | 400 | `AUD-2101` | Invalid template |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1102` | Section not found |
@@ -5679,6 +6468,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2001` | Activity not found |
@@ -5720,8 +6511,12 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-2004` | Trigger type unsupported |
         | 400 | `AUD-2005` | Field not of the activity kind |
+        | 400 | `AUD-2006` | Activity sent before it was created |
         | 400 | `AUD-2101` | Invalid template |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1102` | Section not found |
@@ -5767,9 +6562,15 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2001` | Activity not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
         Args:
@@ -5804,12 +6605,17 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-2003` | Activity event invalid |
         | 400 | `AUD-2006` | Activity sent before it was created |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2001` | Activity not found |
         | 413 | `AUD-1001` | Request body too large |
+        | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -5848,6 +6654,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -5886,8 +6694,14 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
         | 503 | `AUD-2` | Service unavailable |
 
         Args:
@@ -5923,6 +6737,8 @@ class Operations:
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-2103` | Outbox message not found |
         | 503 | `AUD-2` | Service unavailable |

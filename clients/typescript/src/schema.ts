@@ -3070,6 +3070,7 @@ export interface paths {
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |
      *     | 409 | `AUD-1112` | Account name not unique |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3146,6 +3147,7 @@ export interface paths {
      *     | 404 | `AUD-1110` | Account not found |
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3207,6 +3209,7 @@ export interface paths {
      *     | 404 | `AUD-1110` | Account not found |
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3599,6 +3602,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3616,11 +3621,15 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 409 | `AUD-2303` | Webhook URL already subscribed |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3648,6 +3657,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -3666,9 +3677,15 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     delete: operations['deleteAdminAccountsWebhooksByWebhookId'];
@@ -3685,12 +3702,16 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
      *     | 409 | `AUD-2303` | Webhook URL already subscribed |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3717,6 +3738,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -3748,6 +3772,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-2305` | Time window ends before it starts |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
@@ -3780,6 +3806,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -3814,10 +3842,16 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
      *     | 404 | `AUD-2304` | Webhook delivery not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     post: operations['postAdminAccountsWebhooksDeliveriesReplay'];
@@ -3847,6 +3881,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-2305` | Time window ends before it starts |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
@@ -3879,6 +3916,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -3897,11 +3936,15 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 409 | `AUD-2303` | Webhook URL already subscribed |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3930,6 +3973,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -3949,9 +3994,15 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3969,12 +4020,16 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
      *     | 409 | `AUD-2303` | Webhook URL already subscribed |
      *     | 413 | `AUD-1001` | Request body too large |
+     *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -4002,6 +4057,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4034,6 +4092,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-2305` | Time window ends before it starts |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -4067,6 +4127,8 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4102,10 +4164,16 @@ export interface paths {
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
      *     | 404 | `AUD-2304` | Webhook delivery not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -4136,6 +4204,9 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-2305` | Time window ends before it starts |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
