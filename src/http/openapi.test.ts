@@ -109,6 +109,10 @@ describe('operations', () => {
       'status',
       'status_code',
       'detail',
+      // An AQL error's position (docs/aql.md "Errors"), present on those problems only.
+      'line',
+      'column',
+      'offset',
     ]);
     for (const [path, methods] of Object.entries(doc.paths as Record<string, Record<string, Json>>))
       for (const [method, operation] of Object.entries(methods))
