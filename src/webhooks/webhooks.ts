@@ -1,4 +1,4 @@
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections } from '../definitions/definitions.ts';
 import { enqueueUnlessWaiting } from '../jobs/queue.ts';
@@ -14,6 +14,9 @@ import { newSecret, SecretBox } from './signing.ts';
  */
 
 const access = (scope: AccountScope) => requireAllSections(scope, 'managing webhooks');
+
+/** What an endpoint's URL may be refused with, wherever it is given (the webhook operations, a manifest). */
+export const WEBHOOK_URL_PROBLEMS: ProblemCode[] = ['AUD-2302'];
 
 function checkUrl(url: string, field = 'url'): void {
   if (!URL.canParse(url)) throw new Problem('AUD-2302', `${field} "${url}" is not a URL`);

@@ -4051,6 +4051,7 @@ class Operations:
         | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-2101` | Invalid template |
+        | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 409 | `AUD-1109` | Same discriminator with a different specification |
         | 409 | `AUD-1112` | Account name not unique |
@@ -4159,6 +4160,7 @@ class Operations:
         | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-2101` | Invalid template |
+        | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 409 | `AUD-1109` | Same discriminator with a different specification |
@@ -4229,6 +4231,7 @@ class Operations:
         | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-2101` | Invalid template |
+        | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 409 | `AUD-1109` | Same discriminator with a different specification |

@@ -3066,6 +3066,7 @@ export interface paths {
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-2101` | Invalid template |
+     *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |
      *     | 409 | `AUD-1112` | Account name not unique |
@@ -3143,6 +3144,7 @@ export interface paths {
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-2101` | Invalid template |
+     *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |
@@ -3205,6 +3207,7 @@ export interface paths {
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-2101` | Invalid template |
+     *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 409 | `AUD-1109` | Same discriminator with a different specification |

@@ -168,6 +168,7 @@ export function consoleRoutes(): OperationTable {
         hide: true,
         params: Type.Object({ '*': Type.String() }),
         scope: 'public',
+        errors: ['AUD-1'],
         // The console's pages are addressed by the fragment (#/accounts): every path names a file.
         handle: async ({ params, request, reply }) => send(params['*'] || 'index.html', request, reply),
       }),

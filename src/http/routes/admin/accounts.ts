@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import { WEBHOOK_URL_PROBLEMS } from '../../../webhooks/webhooks.ts';
 import { REGIONS } from '../../../config.ts';
 import * as accounts from '../../../accounts/accounts.ts';
 import { deleteAccount } from '../../../accounts/delete.ts';
@@ -60,6 +61,7 @@ const MANIFEST_REFUSALS: ProblemCode[] = [
   'AUD-1117',
   'AUD-1607',
   'AUD-2101',
+  ...WEBHOOK_URL_PROBLEMS,
 ];
 const manifestDeps = (services: Services) => ({
   feed: services.feed,
