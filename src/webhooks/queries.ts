@@ -14,8 +14,10 @@ export interface EndpointRow {
   created_at: Date;
 }
 
+// No now() here: these columns are also a RETURNING list, where Citus refuses a function that is
+// not immutable. The end of a past overlap is dropped when the row is shown (webhooks.ts view()).
 const ENDPOINT_COLUMNS = `endpoint_id::text, url, event_types, description, enabled, paused_at, consecutive_failures,
-  case when previous_secret_until > now() then previous_secret_until end as previous_secret_until, created_at`;
+  previous_secret_until, created_at`;
 
 export async function isSubscribed(db: Queryable, accountId: string, type: string): Promise<boolean> {
   const { rows } = await db.query(
@@ -187,21 +189,28 @@ export async function leaseDue(
   max: number,
   leaseSeconds: number,
 ): Promise<LeasedDelivery[]> {
+  // Two statements, since Citus would plan a subquery with a LIMIT inside the update on its own,
+  // over every shard. No FOR UPDATE either: the update checks the lease again on each row it takes,
+  // after any concurrent lease of it committed, so two workers never lease one delivery.
+  const { rows: due } = await db.query<{ key: string; event_seq: string }>(
+    `select u.endpoint_id::text || '/' || u.event_seq::text as key, u.event_seq::text
+     from webhook_deliveries u
+     join webhook_endpoints ep on ep.account_id = $1::bigint and ep.endpoint_id = u.endpoint_id
+     where u.account_id = $1::bigint and u.status = 'pending' and u.next_attempt_at <= now()
+       and (u.leased_until is null or u.leased_until < now()) and ep.enabled and ep.paused_at is null
+       and (u.ordering_key is null or not exists (
+         select 1 from webhook_deliveries p
+         where p.account_id = $1::bigint and p.endpoint_id = u.endpoint_id and p.status = 'pending'
+           and p.ordering_key = u.ordering_key and p.event_seq < u.event_seq))
+     order by u.event_seq limit $2`,
+    [accountId, max],
+  );
+  if (due.length === 0) return [];
   const { rows } = await db.query<LeasedDelivery>(
-    `with due as (
-       select d.endpoint_id, d.event_seq from webhook_deliveries d
-       join webhook_endpoints ep on ep.account_id = d.account_id and ep.endpoint_id = d.endpoint_id
-       where d.account_id = $1::bigint and d.status = 'pending' and d.next_attempt_at <= now()
-         and (d.leased_until is null or d.leased_until < now()) and ep.enabled and ep.paused_at is null
-         and (d.ordering_key is null or not exists (
-           select 1 from webhook_deliveries p
-           where p.account_id = d.account_id and p.endpoint_id = d.endpoint_id and p.status = 'pending'
-             and p.ordering_key = d.ordering_key and p.event_seq < d.event_seq))
-       order by d.event_seq limit $2
-       for update of d skip locked
-     ), leased as (
-       update webhook_deliveries d set leased_until = date_trunc('milliseconds', now() + make_interval(secs => $3))
-       from due where d.account_id = $1::bigint and d.endpoint_id = due.endpoint_id and d.event_seq = due.event_seq
+    `with leased as (
+       update webhook_deliveries d set leased_until = date_trunc('milliseconds', now() + make_interval(secs => $2))
+       where d.account_id = $1::bigint and d.status = 'pending' and (d.leased_until is null or d.leased_until < now())
+         and d.event_seq = any($3::bigint[]) and d.endpoint_id::text || '/' || d.event_seq::text = any($4::text[])
        returning d.endpoint_id, d.event_seq, d.attempts, d.retries, d.retry_until, d.leased_until
      )
      select l.endpoint_id::text, l.event_seq::text, l.attempts, l.retries, l.retry_until, l.leased_until, e.event_id, e.type, e.data,
@@ -210,7 +219,7 @@ export async function leaseDue(
      join webhook_events e on e.account_id = $1::bigint and e.event_seq = l.event_seq
      join webhook_endpoints ep on ep.account_id = $1::bigint and ep.endpoint_id = l.endpoint_id
      order by l.event_seq`,
-    [accountId, max, leaseSeconds],
+    [accountId, leaseSeconds, due.map((d) => d.event_seq), due.map((d) => d.key)],
   );
   return rows;
 }

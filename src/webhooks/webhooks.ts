@@ -35,7 +35,11 @@ function view(row: q.EndpointRow): Endpoint {
     state: !row.enabled ? 'disabled' : row.paused_at ? 'paused' : 'active',
     paused_at: row.paused_at?.toISOString() ?? null,
     consecutive_failures: row.consecutive_failures,
-    previous_secret_until: row.previous_secret_until?.toISOString() ?? null,
+    // Only while the old secret still signs: a past overlap is none.
+    previous_secret_until:
+      row.previous_secret_until && row.previous_secret_until > new Date()
+        ? row.previous_secret_until.toISOString()
+        : null,
     created_at: row.created_at.toISOString(),
   };
 }
