@@ -1,7 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { AttributeDef, Definitions } from '../core/definitions.ts';
-import { DEFAULT_LIMITS } from '../core/limits.ts';
-import type { AccountScope } from '../core/scope.ts';
+import { scope } from '../../test/golden.ts';
 import { EXPORT_KINDS, type BodyOf, type ExportKindName } from './kinds.ts';
 
 /**
@@ -10,98 +8,6 @@ import { EXPORT_KINDS, type BodyOf, type ExportKindName } from './kinds.ts';
  * export's SQL in one piece and a change to it shows in review. (The HTTP tests of each kind run
  * these statements against PostgreSQL; this one only prints them.)
  */
-
-const attribute = (id: string, discriminator: string, name: string, type: string, hidden = false): AttributeDef => ({
-  id,
-  section_id: '10',
-  discriminator,
-  name,
-  description: '',
-  hidden,
-  ecommerce: false,
-  keyspace_permissions: {},
-  versions: [{ id: `${id}01`, type: [type], deprecated_at: null, valid_from: '2024-01-01T00:00:00Z' }],
-});
-
-const defs: Definitions = {
-  accountId: '7',
-  keyspaces: [k('1', 'email', 'email'), k('2', 'export', 'export'), k('3', 'crm-id', 'crm')],
-  channels: [
-    { channel_id: '21', discriminator: 'email', name: 'Email', description: '', address_attribute: 'email' },
-    { channel_id: '22', discriminator: 'sms', name: 'SMS', description: '', address_attribute: 'mobile' },
-  ],
-  sections: [
-    {
-      id: '10',
-      discriminator: 'shop',
-      name: 'Shop',
-      description: '',
-      ecommerce_connected: false,
-      attributes: [
-        attribute('31', 'email', 'Email', 'Text'),
-        attribute('32', 'mobile', 'Mobile', 'Text'),
-        attribute('33', 'points', 'Points', 'Number'),
-      ],
-      tags: [
-        { tag_id: '41', section_id: '10', discriminator: 'vip', name: 'VIP', hidden: false, keyspace_permissions: {} },
-      ],
-      events: [
-        {
-          id: '51',
-          section_id: '10',
-          discriminator: 'order',
-          name: 'Order',
-          description: '',
-          hidden: false,
-          keyspace_permissions: {},
-          versions: [{ id: '5101', type: [], deprecated_at: null, valid_from: '2024-01-01T00:00:00Z' }],
-        },
-      ],
-      folders: [],
-      topics: [
-        {
-          topic_id: '61',
-          section_id: '10',
-          discriminator: 'news',
-          name: 'News',
-          description: '',
-          folder_id: null,
-          channel_id: null,
-        },
-      ],
-    },
-  ],
-  segments: [
-    {
-      id: '71',
-      discriminator: 'big',
-      name: 'Big',
-      description: '',
-      versions: [{ id: '7101', query: 'section(10).attribute(3301).gt(100)' }],
-    },
-  ],
-};
-
-function k(keyspace_id: string, discriminator: string, kind: string) {
-  return {
-    keyspace_id,
-    discriminator,
-    name: discriminator,
-    description: '',
-    manage_subscriptions: true,
-    api_access: true,
-    kind,
-    mapped_attribute: kind === 'email' ? 'email' : null,
-  };
-}
-
-const scope: AccountScope = {
-  accountId: '7',
-  defs,
-  limits: DEFAULT_LIMITS,
-  secret: 'secret',
-  now: new Date('2026-01-15T12:00:00Z'),
-};
 
 /** A fixed request of each kind, using most of what it takes. */
 const requests: { [K in ExportKindName]: BodyOf<K> } = {
