@@ -8,7 +8,7 @@ import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
 import { ACTIVITY_KIND_TABLE, type Counters } from './kinds.ts';
-import { type Activity, type ActivityInput, type ActivityKindName } from './schemas.ts';
+import type { Activity, ActivityInput, ActivityKindName } from './schemas.ts';
 
 /** SPEC §8: the activity lists answer the 500 most recent. */
 export const RECENT_ACTIVITIES = 500;

@@ -21,19 +21,16 @@ import { normaliseKey } from './keys.ts';
 import {
   clusterMembers,
   currentVersionId,
-  deleteProfiles,
   identifierOf,
   identifiersOf,
   identityHash,
-  joinClusters,
   locate,
-  locateOrCreate,
   locateKey,
   locateWithSectionData,
   refuseReadOnly,
   type Located,
-  type ProfileFollower,
-} from './profiles.ts';
+} from './locate.ts';
+import { deleteProfiles, joinClusters, locateOrCreate, type ProfileFollower } from './profiles.ts';
 import * as q from './queries.ts';
 import type { AttributeHistory, IdentifierInSection } from './schemas.ts';
 

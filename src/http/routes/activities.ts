@@ -3,7 +3,7 @@ import type { Services } from '../../services.ts';
 import * as activities from '../../activities/activities.ts';
 import { ACTIVITY_KIND_TABLE } from '../../activities/kinds.ts';
 import { recordActivityEvents } from '../../activities/events.ts';
-import { checkActivityTemplates } from '../../transactional/transactional.ts';
+import { checkActivityTemplates } from '../../transactional/sends.ts';
 import {
   ACTIVITY_KINDS,
   Activity,
