@@ -5,6 +5,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type pg from 'pg';
 import readline from 'node:readline/promises';
+import type { paths } from '../clients/typescript/src/schema.ts';
 import { adminTokenOf, ENVIRONMENT, readConfig, REGIONS } from './config.ts';
 
 // bin/audience preloads jemalloc into this process (docs/operating.md, "Memory of the program"); the
@@ -97,7 +98,8 @@ const EMULATOR_ENVIRONMENT_HELP = environmentHelp(
   ],
 );
 
-const account = (v: Values) => `/admin/accounts/${encodeURIComponent(need(v, 'account'))}`;
+/** The path parameter of the operator routes of one account. */
+const account = (v: Values) => ({ account_id: need(v, 'account') });
 
 const COMMANDS: Record<string, Command> = {
   serve: {
@@ -214,16 +216,20 @@ const COMMANDS: Record<string, Command> = {
     args: '--name N [--region eu|apac]',
     what: 'create an account; prints it, with its id',
     options: ['name', 'region'],
-    run: (v) => admin('POST', '/admin/accounts', { name: need(v, 'name'), region: v.region }),
+    run: (v) =>
+      admin('POST', '/admin/accounts', { body: { name: need(v, 'name'), region: v.region as Region | undefined } }),
   },
-  'account list': { args: '', what: 'list accounts', options: [], run: () => admin('GET', '/admin/accounts') },
+  'account list': { args: '', what: 'list accounts', options: [], run: () => admin('GET', '/admin/accounts', {}) },
   'account update': {
     args: '--account ID [--name N] [--limit NAME=VALUE]...',
     what: 'rename an account or change its limits (a VALUE of null lifts a limit, docs/manifest.md names them)',
     options: ['account', 'name', 'limit'],
     run: (v) => {
       if (v.name === undefined && !v.limit?.length) throw new UsageError('give --name or --limit, or both');
-      return admin('PATCH', account(v), { name: v.name, limits: v.limit && limitsOf(v.limit) });
+      return admin('PATCH', '/admin/accounts/{account_id}', {
+        path: account(v),
+        body: { name: v.name, limits: v.limit && limitsOf(v.limit) },
+      });
     },
   },
   'account delete': {
@@ -231,14 +237,14 @@ const COMMANDS: Record<string, Command> = {
     what: "delete an account and everything of it (profiles, definitions, keys, jobs, imports, exports, mail, files); asks for the account's name unless --yes",
     options: ['account', 'yes'],
     async run(v) {
-      const { name } = (await admin('GET', account(v))) as { name: string };
+      const { name } = await admin('GET', '/admin/accounts/{account_id}', { path: account(v) });
       if (!v.yes) {
         const answer = await ask(
           `This deletes account ${need(v, 'account')} "${name}" and everything of it, for good. Type its name to go on: `,
         );
         if (answer !== name) throw new Error(`not deleted: "${answer ?? ''}" is not the account's name`);
       }
-      await admin('DELETE', account(v));
+      await admin('DELETE', '/admin/accounts/{account_id}', { path: account(v) });
       return { deleted: v.account, name };
     },
   },
@@ -246,20 +252,26 @@ const COMMANDS: Record<string, Command> = {
     args: '--account ID [--name N] [--section DISCRIMINATOR]...',
     what: 'create an API key; its client_secret is shown only now',
     options: ['account', 'name', 'section'],
-    run: (v) => admin('POST', `${account(v)}/keys`, { name: v.name, section_discriminators: v.section }),
+    run: (v) =>
+      admin('POST', '/admin/accounts/{account_id}/keys', {
+        path: account(v),
+        body: { name: v.name, section_discriminators: v.section },
+      }),
   },
   'key list': {
     args: '--account ID',
     what: 'list the API keys of an account (without secrets)',
     options: ['account'],
-    run: (v) => admin('GET', `${account(v)}/keys`),
+    run: (v) => admin('GET', '/admin/accounts/{account_id}/keys', { path: account(v) }),
   },
   'key delete': {
     args: '--account ID --client-id ID',
     what: 'delete an API key; its tokens stop at once',
     options: ['account', 'client-id'],
     async run(v) {
-      await admin('DELETE', `${account(v)}/keys/${encodeURIComponent(need(v, 'client-id'))}`);
+      await admin('DELETE', '/admin/accounts/{account_id}/keys/{client_id}', {
+        path: { ...account(v), client_id: need(v, 'client-id') },
+      });
       return { deleted: v['client-id'] };
     },
   },
@@ -276,7 +288,7 @@ const COMMANDS: Record<string, Command> = {
           throw new UsageError(
             `${file} has no account.name to find or create its account: give --account ID to apply it to an existing one`,
           );
-        return admin('PUT', `/admin/manifest${v.region ? `?region=${encodeURIComponent(v.region)}` : ''}`, manifest);
+        return admin('PUT', '/admin/manifest', { query: { region: v.region as Region | undefined }, file: manifest });
       }
       if (v.region !== undefined)
         throw new UsageError('--region is for the account apply creates; an existing account keeps its region');
@@ -284,40 +296,42 @@ const COMMANDS: Record<string, Command> = {
         // A manifest applied to an account of its own (a template such as the demo) must not rename it unasked.
         delete manifest.account.name;
       }
-      const path = account(v);
-      const summary = (await admin('PUT', `${path}/manifest`, manifest)) as object;
-      return { account: await admin('GET', path), ...summary };
+      const summary = await admin('PUT', '/admin/accounts/{account_id}/manifest', { path: account(v), file: manifest });
+      return { account: await admin('GET', '/admin/accounts/{account_id}', { path: account(v) }), ...summary };
     },
   },
   manifest: {
     args: '--account ID',
     what: 'print the account as a manifest (its name, limits, definitions, suppressions and activities);\nedited, it is the file for the next apply, and applied back unchanged it changes nothing',
     options: ['account'],
-    run: (v) => admin('GET', `${account(v)}/manifest`),
+    run: (v) => admin('GET', '/admin/accounts/{account_id}/manifest', { path: account(v) }),
   },
   'integration add': {
     args: '--account ID --system SYSTEM',
     what: 'connect an integration (magento, shopware …): prints its keyspace, the same one when run again',
     options: ['account', 'system'],
-    run: (v) => admin('POST', `${account(v)}/integrations`, { system: need(v, 'system') }),
+    run: (v) =>
+      admin('POST', '/admin/accounts/{account_id}/integrations', {
+        path: account(v),
+        body: { system: need(v, 'system') },
+      }),
   },
   'integration list': {
     args: '--account ID',
     what: 'list the integrations of an account and their keyspaces',
     options: ['account'],
-    run: (v) => admin('GET', `${account(v)}/integrations`),
+    run: (v) => admin('GET', '/admin/accounts/{account_id}/integrations', { path: account(v) }),
   },
   'suppression add': {
     args: '--account ID --channel DISCRIMINATOR --address A --reason R',
     what: 'no marketing to the address on the channel',
     options: ['account', 'channel', 'address', 'reason'],
     async run(v) {
-      await admin('PUT', `${account(v)}/suppressions`, {
-        channel_discriminator: need(v, 'channel'),
-        address: need(v, 'address'),
-        reason: need(v, 'reason'),
+      await admin('PUT', '/admin/accounts/{account_id}/suppressions', {
+        path: account(v),
+        body: { channel_discriminator: need(v, 'channel'), address: need(v, 'address'), reason: need(v, 'reason') },
       });
-      return admin('GET', `${account(v)}/suppressions`);
+      return admin('GET', '/admin/accounts/{account_id}/suppressions', { path: account(v) });
     },
   },
   'suppression remove': {
@@ -325,28 +339,27 @@ const COMMANDS: Record<string, Command> = {
     what: 'lift a suppression',
     options: ['account', 'channel', 'address'],
     async run(v) {
-      await admin(
-        'DELETE',
-        `${account(v)}/suppressions/${encodeURIComponent(need(v, 'channel'))}/${encodeURIComponent(need(v, 'address'))}`,
-      );
-      return admin('GET', `${account(v)}/suppressions`);
+      await admin('DELETE', '/admin/accounts/{account_id}/suppressions/{channel_discriminator}/{address}', {
+        path: { ...account(v), channel_discriminator: need(v, 'channel'), address: need(v, 'address') },
+      });
+      return admin('GET', '/admin/accounts/{account_id}/suppressions', { path: account(v) });
     },
   },
   'suppression list': {
     args: '--account ID',
     what: 'list suppressed addresses',
     options: ['account'],
-    run: (v) => admin('GET', `${account(v)}/suppressions`),
+    run: (v) => admin('GET', '/admin/accounts/{account_id}/suppressions', { path: account(v) }),
   },
   'activity list': {
     args: '--account ID [--section DISCRIMINATOR]',
     what: 'list the activities of an account, archived ones included, newest first',
     options: ['account', 'section'],
     run: (v) =>
-      admin(
-        'GET',
-        `${account(v)}/activities${v.section?.length ? `?section_discriminator=${encodeURIComponent(v.section[0])}` : ''}`,
-      ),
+      admin('GET', '/admin/accounts/{account_id}/activities', {
+        path: account(v),
+        query: { section_discriminator: v.section?.[0] },
+      }),
   },
   'activity put': {
     args: 'FILE --account ID',
@@ -355,8 +368,12 @@ const COMMANDS: Record<string, Command> = {
     what: 'create or change the activity of a JSON file (docs/activities.md); with "id" the activity of that id, without one a new activity',
     async run(v, file) {
       const { id, ...activity } = await readManifest(file);
-      if (id === undefined) return admin('POST', `${account(v)}/activities`, activity);
-      return admin('PUT', `${account(v)}/activities/${encodeURIComponent(String(id))}`, activity);
+      if (id === undefined)
+        return admin('POST', '/admin/accounts/{account_id}/activities', { path: account(v), file: activity });
+      return admin('PUT', '/admin/accounts/{account_id}/activities/{activity_id}', {
+        path: { ...account(v), activity_id: String(id) },
+        file: activity,
+      });
     },
   },
   'activity archive': {
@@ -364,8 +381,9 @@ const COMMANDS: Record<string, Command> = {
     what: 'archive an activity: it leaves the public routes and takes no more events',
     options: ['account', 'id'],
     async run(v) {
-      await admin('DELETE', `${account(v)}/activities/${encodeURIComponent(need(v, 'id'))}`);
-      return admin('GET', `${account(v)}/activities/${encodeURIComponent(need(v, 'id'))}`);
+      const activity = { path: { ...account(v), activity_id: need(v, 'id') } };
+      await admin('DELETE', '/admin/accounts/{account_id}/activities/{activity_id}', activity);
+      return admin('GET', '/admin/accounts/{account_id}/activities/{activity_id}', activity);
     },
   },
   'activity events': {
@@ -388,10 +406,13 @@ const COMMANDS: Record<string, Command> = {
             throw new Error(`line ${n} of ${file} is not valid JSON: ${(err as Error).message}`);
           }
         });
-        const result = (await admin('POST', `${account(v)}/activity-events`, events).catch((err: Error) => {
+        const result = await admin('POST', '/admin/accounts/{account_id}/activity-events', {
+          path: account(v),
+          file: events,
+        }).catch((err: Error) => {
           // The server names items[i] of this request: say which line of the file that is.
           throw new Error(err.message.replace(/items\[(\d+)\]/, (_m, i: string) => `line ${chunk[Number(i)][1]}`));
-        })) as { received: number; recorded: number; duplicates: number; skipped: { item: number; reason: string }[] };
+        });
         total.received += result.received;
         total.recorded += result.recorded;
         total.duplicates += result.duplicates;
@@ -405,25 +426,28 @@ const COMMANDS: Record<string, Command> = {
     what: 'jobs, oldest first (failed: kept after their last attempt)',
     options: ['state'],
     choices: { state: ['waiting', 'running', 'failed'] },
-    run: (v) => admin('GET', `/admin/jobs${v.state ? `?state=${encodeURIComponent(v.state)}` : ''}`),
+    run: (v) => admin('GET', '/admin/jobs', { query: { state: v.state as JobState | undefined } }),
   },
   'outbox list': {
     args: '--account ID',
     what: 'the messages kept in the outbox (mail goes there while SMTP_URL is unset), newest first',
     options: ['account'],
-    run: (v) => admin('GET', `${account(v)}/outbox`),
+    run: (v) => admin('GET', '/admin/accounts/{account_id}/outbox', { path: account(v) }),
   },
   'outbox show': {
     args: '--account ID --message ID',
     what: 'one message of the outbox, with its source as it would have gone over SMTP',
     options: ['account', 'message'],
-    run: (v) => admin('GET', `${account(v)}/outbox/${encodeURIComponent(need(v, 'message'))}`),
+    run: (v) =>
+      admin('GET', '/admin/accounts/{account_id}/outbox/{message_id}', {
+        path: { ...account(v), message_id: need(v, 'message') },
+      }),
   },
   'outbox empty': {
     args: '--account ID',
     what: "delete the messages of an account's outbox",
     options: ['account'],
-    run: (v) => admin('DELETE', `${account(v)}/outbox`),
+    run: (v) => admin('DELETE', '/admin/accounts/{account_id}/outbox', { path: account(v) }),
   },
   token: {
     args: '[--credentials FILE]',
@@ -466,7 +490,7 @@ const COMMANDS: Record<string, Command> = {
     args: '[--revoke-old]',
     what: 'sign tokens with a new key; tokens of the old one stay valid until they expire (up to 24 hours).\nWith --revoke-old the old key stops at once (when it may be in other hands): every token it signed is refused, and every client must ask for a new one',
     options: ['revoke-old'],
-    run: (v) => admin('POST', `/admin/signing-keys${v['revoke-old'] ? '?revoke_old=true' : ''}`),
+    run: (v) => admin('POST', '/admin/signing-keys', { query: { revoke_old: v['revoke-old'] || undefined } }),
   },
 };
 
@@ -717,15 +741,58 @@ async function send(url: URL, method: string, headers: Record<string, string>, b
   });
 }
 
-/** Calls the operator API of the running server with the operator token; errors name the server and the cause. */
-async function admin(method: string, path: string, body?: unknown): Promise<unknown> {
+// The operator API as the OpenAPI document declares it: the types generated from the document
+// (clients/typescript/src/schema.ts) name its paths, their methods, parameters, bodies and answers,
+// so that a route or field renamed on the server fails tsc here.
+type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+type OperatorPath = Extract<keyof paths, `/admin${string}`>;
+type OperationOf<P extends OperatorPath, M extends Method> = NonNullable<paths[P][Lowercase<M>]>;
+/** The methods the document declares for a path. */
+type MethodOf<P extends OperatorPath> = { [M in Method]: [OperationOf<P, M>] extends [never] ? never : M }[Method];
+/** The path or query parameters of an operation. */
+type ParamsOf<O, K extends 'path' | 'query'> = O extends { parameters: { [X in K]?: infer V } } ? V : never;
+/** The JSON an operation answers with success; an empty object for none (204). */
+type AnswerOf<O> = O extends { responses: infer R }
+  ? {
+      [S in keyof R]: S extends 200 | 201 | 202
+        ? R[S] extends { content: { 'application/json': infer J } }
+          ? J
+          : Record<string, never>
+        : never;
+    }[keyof R]
+  : never;
+type Region = NonNullable<ParamsOf<OperationOf<'/admin/manifest', 'PUT'>, 'query'>>['region'];
+type JobState = NonNullable<ParamsOf<OperationOf<'/admin/jobs', 'GET'>, 'query'>>['state'];
+
+/** A request of an operator operation: its path and query parameters, and its body: one it declares, or a file's JSON that the server checks. */
+interface OperatorRequest<O> {
+  path?: ParamsOf<O, 'path'>;
+  /** Partial: the generated types make a parameter with a default required, and the server gives the default. */
+  query?: Partial<ParamsOf<O, 'query'>>;
+  body?: O extends { requestBody?: { content: { 'application/json': infer B } } } ? B : never;
+  file?: unknown;
+}
+
+/** Calls an operation of the operator API of the running server with the operator token; errors name the server and the cause. */
+async function admin<P extends OperatorPath, M extends MethodOf<P>>(
+  method: M,
+  path: P,
+  request: OperatorRequest<OperationOf<P, M>>,
+): Promise<AnswerOf<OperationOf<P, M>>> {
   const config = readConfig();
   const token = await adminTokenOf(config, { create: false });
   if (!token)
     throw new Error(
       `no operator token: set ADMIN_TOKEN, or start the server once with DATA_DIR=${config.dataDir} so that it writes ${config.dataDir}/admin-token`,
     );
-  return call(method, path, { token, body });
+  const params = (request.path ?? {}) as Record<string, string>;
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries((request.query ?? {}) as Record<string, unknown>))
+    if (value !== undefined) query.append(name, String(value));
+  const url =
+    path.replace(/\{(\w+)\}/g, (_m, name: string) => encodeURIComponent(params[name])) +
+    (query.size ? `?${query}` : '');
+  return (await call(method, url, { token, body: request.body ?? request.file })) as AnswerOf<OperationOf<P, M>>;
 }
 
 /**

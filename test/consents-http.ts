@@ -7,7 +7,7 @@ import { serverWithPool, SHOP, TestServer, type Response } from './app.ts';
 import { type Account, NO_LIMITS, S } from './consents.ts';
 import { loadDefinitions } from '../src/definitions/definitions.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
-import { locate } from '../src/profiles/profiles.ts';
+import { locate } from '../src/profiles/locate.ts';
 import { maySend } from '../src/consents/consents.ts';
 import type { AccountScope } from '../src/core/scope.ts';
 

@@ -11,7 +11,7 @@ import { forgetAccountJobs } from '../jobs/queue.ts';
 import { forgetAccountProfiles } from '../profiles/profiles.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
-import { forgetAccountMail } from '../transactional/transactional.ts';
+import { forgetAccountMail } from '../transactional/sends.ts';
 import { forgetAccountWebhooks } from '../webhooks/webhooks.ts';
 import { ACCOUNT_TOPIC } from './accounts.ts';
 import * as q from './queries.ts';

@@ -5,7 +5,7 @@ import { addSuppression, listSuppressions } from '../consents/consents.ts';
 import { Problem } from '../core/problems.ts';
 import { loadDefinitions, type DefinitionsWriter } from '../definitions/definitions.ts';
 import { applyManifest, manifestOf, summarise } from '../definitions/manifest.ts';
-import { checkActivityTemplates } from '../transactional/transactional.ts';
+import { checkActivityTemplates } from '../transactional/sends.ts';
 import { Manifest, type ManifestSummary } from '../definitions/schemas.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';

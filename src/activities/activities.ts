@@ -7,21 +7,8 @@ import { installActivityEventTypes, sectionOf } from '../definitions/definitions
 import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
-import {
-  ACTIVITY_KINDS,
-  EMAIL_AQL_KEYS,
-  EMAIL_EVENT_TYPES,
-  FORM_AQL_KEYS,
-  FORM_EVENT_TYPES,
-  KIND_FIELDS,
-  SMS_AQL_KEYS,
-  SMS_EVENT_TYPES,
-  type Activity,
-  type ActivityInput,
-  type ActivityKind,
-  type EmailStatistics,
-  type SmsStatistics,
-} from './schemas.ts';
+import { ACTIVITY_KIND_TABLE, type Counters } from './kinds.ts';
+import type { Activity, ActivityInput, ActivityKindName } from './schemas.ts';
 
 /** SPEC §8: the activity lists answer the 500 most recent. */
 export const RECENT_ACTIVITIES = 500;
@@ -42,15 +29,13 @@ export interface ActivityWriter {
 
 /** The channel whose built-in event type records a kind's events; none for website and automation activities. */
 export function channelOf(activity: Pick<Activity, 'kind' | 'form_type'>): ActivityChannel | undefined {
-  if (activity.kind === 'email' || activity.kind === 'sms') return activity.kind;
-  if (activity.kind === 'forms-and-pages' && activity.form_type !== 'page') return 'forms';
-  return undefined;
+  return ACTIVITY_KIND_TABLE[activity.kind].channel(activity);
 }
 
 function toActivity(row: q.ActivityRow, section: Pick<SectionDefs, 'discriminator'>): Activity {
   return {
     id: row.activity_id,
-    kind: row.kind as ActivityKind,
+    kind: row.kind as ActivityKindName,
     section_discriminator: section.discriminator,
     name: row.name,
     status: row.status as Activity['status'],
@@ -106,19 +91,15 @@ export function emailEventsSql(
 
 /** The kind-specific fields of an input, refusing those of other kinds (400 naming the field). */
 function detailsOf(input: ActivityInput): Record<string, unknown> {
-  const own = KIND_FIELDS[input.kind];
+  const kind = ACTIVITY_KIND_TABLE[input.kind];
   const details: Record<string, unknown> = {};
-  for (const field of new Set(ACTIVITY_KINDS.flatMap((k) => KIND_FIELDS[k]))) {
+  for (const field of new Set(Object.values(ACTIVITY_KIND_TABLE).flatMap((k) => k.fields))) {
     if (input[field] === undefined) continue;
-    if (!own.includes(field)) throw new Problem('AUD-2005', `${field}: not a field of ${input.kind} activities`);
+    if (!kind.fields.includes(field))
+      throw new Problem('AUD-2005', `${field}: not a field of ${input.kind} activities`);
     details[field] = input[field];
   }
-  if (input.kind === 'email') details.transactional ??= false;
-  if (input.kind === 'marketing-automation') {
-    details.description ??= '';
-    details.trigger_type ??= 'other';
-  }
-  if (input.kind === 'forms-and-pages') details.form_type ??= 'form';
+  for (const [field, value] of Object.entries(kind.defaults)) details[field] ??= value;
   return details;
 }
 
@@ -137,7 +118,7 @@ export async function putActivity(
 ): Promise<{ activity: Activity; created: boolean }> {
   const section = sectionOf(scope, input.section_discriminator);
   const details = detailsOf(input);
-  if (input.kind === 'email') await writer.checkEmail?.(input);
+  if (ACTIVITY_KIND_TABLE[input.kind].templates) await writer.checkEmail?.(input);
   if (input.created_at !== undefined && input.sent_at && Date.parse(input.sent_at) < Date.parse(input.created_at)) {
     throw new Problem('AUD-2006', 'sent_at: an activity cannot be sent before it was created');
   }
@@ -205,7 +186,7 @@ async function installEventTypes(
     section,
     kind,
     details,
-  }: { scope: WriteScope; section: SectionDefs; kind: ActivityKind; details: Record<string, unknown> },
+  }: { scope: WriteScope; section: SectionDefs; kind: ActivityKindName; details: Record<string, unknown> },
 ): Promise<void> {
   if (channelOf({ kind, form_type: details.form_type as Activity['form_type'] }))
     await installActivityEventTypes(tx, writer.feed, writer.vendor, scope.accountId, section);
@@ -230,7 +211,7 @@ export async function archiveActivity(tx: Queryable, scope: AccountScope, activi
 export async function listAllActivities(
   db: Queryable,
   scope: Pick<AccountScope, 'accountId' | 'defs' | 'caller'>,
-  filter: { section_discriminator?: string; kind?: ActivityKind },
+  filter: { section_discriminator?: string; kind?: ActivityKindName },
 ): Promise<Activity[]> {
   const sectionId =
     filter.section_discriminator === undefined ? undefined : sectionOf(scope, filter.section_discriminator).id;
@@ -244,65 +225,6 @@ export async function listAllActivities(
 }
 
 // ---- Public reads (SPEC §2.14, §4.8) ----
-
-type Counters = Map<string, { events: number; profiles: number }>;
-
-/** A fraction, 0 when there is nothing to divide by. */
-const rate = (part: number, whole: number) => (whole === 0 ? 0 : part / whole);
-
-/** Email statistics from an activity's counters (docs/activities.md "Statistics"). */
-export function emailStatistics(c: Counters): EmailStatistics {
-  const profiles = (type: string) => c.get(type)?.profiles ?? 0;
-  const events = (type: string) => c.get(type)?.events ?? 0;
-  const sent = profiles('SENT');
-  const delivered = profiles('DELIVERED');
-  const uniqueOpens = profiles('OPENED');
-  const uniqueClicks = profiles('CLICKED');
-  const bounces = profiles('BOUNCED');
-  const unsubscribes = profiles('UNSUBSCRIBED');
-  const complaints = profiles('ABUSE');
-  return {
-    sent,
-    delivered,
-    delivery_rate: rate(delivered, sent),
-    opens: events('OPENED'),
-    unique_opens: uniqueOpens,
-    open_rate: rate(uniqueOpens, delivered),
-    clicks: events('CLICKED'),
-    unique_clicks: uniqueClicks,
-    click_rate: rate(uniqueClicks, delivered),
-    click_to_open_rate: rate(uniqueClicks, uniqueOpens),
-    bounces,
-    bounce_rate: rate(bounces, sent),
-    unsubscribes,
-    unsubscribe_rate: rate(unsubscribes, delivered),
-    spam_complaints: complaints,
-    spam_complaint_rate: rate(complaints, delivered),
-  };
-}
-
-/** SMS statistics from an activity's counters: every count is of profiles. */
-export function smsStatistics(c: Counters): SmsStatistics {
-  const profiles = (type: string) => c.get(type)?.profiles ?? 0;
-  const [sent, delivered, clicks, bounces, unsubscribes] = [
-    'SENT',
-    'DELIVERED',
-    'CLICKED',
-    'BOUNCED',
-    'UNSUBSCRIBED',
-  ].map(profiles);
-  return {
-    sent,
-    delivered,
-    delivery_rate: rate(delivered, sent),
-    clicks,
-    click_rate: rate(clicks, delivered),
-    bounces,
-    bounce_rate: rate(bounces, sent),
-    unsubscribes,
-    unsubscribe_rate: rate(unsubscribes, delivered),
-  };
-}
 
 /** The counters of some activities: activity id → type → counts. Activities with no events have none. */
 async function countersOf(db: Queryable, scope: AccountScope, activityIds: string[]): Promise<Map<string, Counters>> {
@@ -345,25 +267,18 @@ export interface PublicRead {
   include_statistics?: boolean;
 }
 
-/** An activity as the public routes show it; `statistics` only where they were asked for and counted. */
-function publicView(row: q.ActivityRow, statistics: Counters | undefined) {
+/** An activity as the public lists show it; `statistics` only where they were asked for and counted. */
+function publicView(row: q.ActivityRow, counters: Counters | undefined) {
   const activity = toActivity(row, { discriminator: '' });
-  const common = { id: activity.id, name: activity.name, status: activity.status, created_at: activity.created_at };
-  switch (activity.kind) {
-    case 'email':
-      return {
-        ...common,
-        sent_at: activity.sent_at,
-        email_subject: activity.email_subject ?? '',
-        ...(statistics ? { statistics: emailStatistics(statistics) } : {}),
-      };
-    case 'sms':
-      return { ...common, ...(statistics ? { statistics: smsStatistics(statistics) } : {}) };
-    case 'marketing-automation':
-      return { ...common, description: activity.description ?? '' };
-    default:
-      return common;
-  }
+  const kind = ACTIVITY_KIND_TABLE[activity.kind];
+  return {
+    id: activity.id,
+    name: activity.name,
+    status: activity.status,
+    created_at: activity.created_at,
+    ...kind.listed(activity),
+    ...(counters && kind.statistics ? { statistics: kind.statistics(counters) } : {}),
+  };
 }
 
 /**
@@ -374,7 +289,7 @@ function publicView(row: q.ActivityRow, statistics: Counters | undefined) {
 export async function listActivities(
   db: Queryable,
   scope: AccountScope,
-  kind: ActivityKind,
+  kind: ActivityKindName,
   read: PublicRead & { api_triggered_only?: boolean },
 ) {
   const section = sectionOf(scope, read.section_discriminator);
@@ -386,7 +301,7 @@ export async function listActivities(
   });
   if (read.api_triggered_only) rows = rows.filter((r) => r.details.trigger_type === 'api');
   const counters =
-    read.include_statistics && (kind === 'email' || kind === 'sms')
+    read.include_statistics && ACTIVITY_KIND_TABLE[kind].statistics
       ? await countersOf(
           db,
           scope,
@@ -405,7 +320,7 @@ export async function readActivity(
   db: Queryable,
   scope: AccountScope,
   vendor: string,
-  kind: ActivityKind,
+  kind: ActivityKindName,
   read: PublicRead & { activity_id: string },
 ) {
   const section = sectionOf(scope, read.section_discriminator);
@@ -413,32 +328,27 @@ export async function readActivity(
   if (!row || row.section_id !== section.id || row.kind !== kind || row.archived_at !== null) {
     throw new Problem('AUD-2001', `No ${kind} activity "${read.activity_id}" in section "${section.discriminator}"`);
   }
+  const meaning = ACTIVITY_KIND_TABLE[kind];
   const counters =
-    read.include_statistics && (kind === 'email' || kind === 'sms')
+    read.include_statistics && meaning.statistics
       ? await countersOf(db, scope, [row.activity_id])
       : new Map<string, Counters>();
-  const view = publicView(row, counters.get(row.activity_id));
   const activity = toActivity(row, section);
-  if (kind === 'email')
-    return { ...view, aql_queries: aqlOf(section, vendor, 'email', row.activity_id, EMAIL_AQL_KEYS) };
-  if (kind === 'sms') return { ...view, aql_queries: aqlOf(section, vendor, 'sms', row.activity_id, SMS_AQL_KEYS) };
-  if (kind === 'forms-and-pages') {
-    return {
-      ...view,
-      ...(activity.elements ? { elements: activity.elements } : {}),
-      ...(activity.form_type === 'form'
-        ? { aql_queries: aqlOf(section, vendor, 'forms', row.activity_id, FORM_AQL_KEYS) }
-        : {}),
-    };
-  }
-  return view;
+  const channel = meaning.channel(activity);
+  return {
+    ...publicView(row, counters.get(row.activity_id)),
+    ...meaning.read(activity),
+    ...(channel && meaning.events
+      ? { aql_queries: aqlOf(section, vendor, channel, row.activity_id, meaning.events.aql) }
+      : {}),
+  };
 }
 
 /** An activity of the kind in the section, archived or not (its events stay); 404 (AUD-2001) otherwise. */
 async function activityOfSection(
   db: Queryable,
   scope: AccountScope,
-  kind: ActivityKind,
+  kind: ActivityKindName,
   read: PublicRead & { activity_id: string },
 ) {
   const section = sectionOf(scope, read.section_discriminator);
@@ -458,7 +368,7 @@ const UNIT_MS = { hour: 3600_000, day: 86400_000 };
 export async function activityTimeline(
   db: Queryable,
   scope: AccountScope,
-  kind: ActivityKind,
+  kind: ActivityKindName,
   read: PublicRead & { activity_id: string; unit: 'hour' | 'day'; points: number },
 ) {
   const row = await activityOfSection(db, scope, kind, read);
@@ -470,8 +380,7 @@ export async function activityTimeline(
     from,
     to: new Date(last + step),
   });
-  const types: readonly string[] =
-    kind === 'sms' ? SMS_EVENT_TYPES : kind === 'forms-and-pages' ? FORM_EVENT_TYPES : EMAIL_EVENT_TYPES;
+  const types = ACTIVITY_KIND_TABLE[kind].events?.types ?? [];
   const points = Array.from({ length: read.points }, (_, i) => ({
     at: new Date(from.getTime() + i * step).toISOString(),
     events: Object.fromEntries(types.map((t) => [t, 0])) as Record<string, number>,
@@ -487,7 +396,7 @@ export async function activityTimeline(
 export async function activityEvents(
   db: Queryable,
   scope: AccountScope,
-  kind: ActivityKind,
+  kind: ActivityKindName,
   read: PublicRead & { activity_id: string; correlation_id?: string; limit: number },
 ) {
   const row = await activityOfSection(db, scope, kind, read);

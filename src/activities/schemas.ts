@@ -3,7 +3,7 @@ import { DateTime } from '../core/schemas.ts';
 
 /** The five kinds of activities (SPEC §2.14), named as the paths of their routes name them. */
 export const ACTIVITY_KINDS = ['email', 'sms', 'website', 'marketing-automation', 'forms-and-pages'] as const;
-export type ActivityKind = (typeof ACTIVITY_KINDS)[number];
+export type ActivityKindName = (typeof ACTIVITY_KINDS)[number];
 
 /** Status values: the three SPEC §2.14 names, and the ones before and between them (docs/activities.md). */
 export const ACTIVITY_STATUSES = ['draft', 'scheduled', 'active', 'paused', 'sent', 'finished'] as const;
@@ -76,24 +76,6 @@ export const ActivityInput = Type.Object(
   { additionalProperties: false },
 );
 export type ActivityInput = Static<typeof ActivityInput>;
-
-/** The fields of each kind besides the common ones. */
-export const KIND_FIELDS: Record<ActivityKind, readonly (keyof ActivityInput)[]> = {
-  email: [
-    'email_subject',
-    'sender_name',
-    'sender_email_address',
-    'reply_to',
-    'preheader',
-    'html',
-    'text',
-    'transactional',
-  ],
-  sms: ['text'],
-  website: [],
-  'marketing-automation': ['description', 'trigger_type'],
-  'forms-and-pages': ['form_type', 'elements'],
-};
 
 /** A whole activity, as the operator API answers it and other areas read it (getActivity). */
 export const Activity = Type.Object(

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import * as jose from 'jose';
 import { describe, expect, it } from 'vitest';
-import { type Response } from '../../test/app.ts';
+import type { Response } from '../../test/app.ts';
 import {
   TWO_SECTIONS,
   apiKeysServer,

@@ -14,7 +14,7 @@ import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TestServer } from '../../test/app.ts';
 import { loadDefinitions } from '../definitions/definitions.ts';
-import { factsOfProfiles } from '../profiles/profiles.ts';
+import { factsOfProfiles } from '../profiles/locate.ts';
 import { deleteProfiles, insertEventsBulk } from '../profiles/queries.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import type { Expression } from './ast.ts';
@@ -534,7 +534,7 @@ async function store(w: World): Promise<string[]> {
   return profileIds;
 }
 
-/** What the evaluator knows of each stored profile, read back with the service's own statement (profiles.ts locateWithFacts). */
+/** What the evaluator knows of each stored profile, read back with the service's own statement (locate.ts locateWithFacts). */
 async function facts(profileIds: string[]): Promise<Map<string, ProfileFacts>> {
   return factsOfProfiles(pool, { accountId }, profileIds, ids.events);
 }

@@ -4,7 +4,8 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { rootFolderDiscriminator } from '../definitions/builtins.ts';
 import { sectionOf } from '../definitions/definitions.ts';
-import { createProfile, findProfile, locate, refuseReadOnly } from '../profiles/profiles.ts';
+import { findProfile, locate, refuseReadOnly } from '../profiles/locate.ts';
+import { createProfile } from '../profiles/profiles.ts';
 import type { IdentifierInSection } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import {

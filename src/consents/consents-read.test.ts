@@ -16,7 +16,7 @@ import {
   SMS_OFFERS,
   WEEKLY,
 } from '../../test/consents.ts';
-import { locate } from '../profiles/profiles.ts';
+import { locate } from '../profiles/locate.ts';
 import { maySend } from './consents.ts';
 import {
   account,

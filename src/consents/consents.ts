@@ -14,8 +14,8 @@ import {
   refuseReadOnly,
   sectionValues,
   type Located,
-  type ProfileFollower,
-} from '../profiles/profiles.ts';
+} from '../profiles/locate.ts';
+import type { ProfileFollower } from '../profiles/profiles.ts';
 import type { IdentifierInSection, UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/events.ts';

@@ -272,3 +272,55 @@ export function writeRefusal(
     `${field ? `${field}: ` : ''}The ${kind} "${item.discriminator}" is not writable through the keyspace "${keyspace.discriminator}"`,
   );
 }
+
+/** What `attributeRefusal` can answer of an attribute that is read: not defined, hidden. */
+export const ATTRIBUTE_READ_PROBLEMS: readonly ProblemCode[] = ['AUD-1206', 'AUD-1211'];
+
+/** What `attributeRefusal` can answer: not defined, hidden, deprecated, not writable through the keyspace. */
+export const ATTRIBUTE_PROBLEMS: readonly ProblemCode[] = [
+  ...ATTRIBUTE_READ_PROBLEMS,
+  'AUD-1207',
+  ...WRITE_GRANT_PROBLEMS,
+];
+
+/**
+ * The refusal of an attribute that a request names (`named`: a version id or a discriminator), or
+ * undefined when it may be used: 400 AUD-1206 when the section defines none (`found` undefined),
+ * AUD-1211 when it is hidden, AUD-1207 when `found` carries the version to write and it is
+ * deprecated, 403 AUD-1208 when one of `writeThrough` (the keyspaces of a write) is not granted
+ * the write. `field` prefixes the detail.
+ */
+export function attributeRefusal(
+  section: Pick<SectionDefs, 'discriminator'>,
+  named: string,
+  found: { attribute: AttributeDef; version?: TypeVersion } | undefined,
+  use: { writeThrough?: readonly Pick<KeyspaceRow, 'discriminator'>[]; field?: string } = {},
+): Problem | undefined {
+  const lead = use.field ? `${use.field}: ` : '';
+  if (!found)
+    return new Problem('AUD-1206', `${lead}"${named}" names no attribute of section "${section.discriminator}"`);
+  const { attribute, version } = found;
+  if (attribute.hidden) return new Problem('AUD-1211', `${lead}the attribute "${attribute.discriminator}" is hidden`);
+  if (version && version.deprecated_at !== null)
+    return new Problem(
+      'AUD-1207',
+      `${lead}version ${version.id} of attribute "${attribute.discriminator}" is deprecated; write its current version`,
+    );
+  for (const keyspace of use.writeThrough ?? []) {
+    const refusal = writeRefusal('attribute', attribute, keyspace, use.field);
+    if (refusal) return refusal;
+  }
+  return undefined;
+}
+
+/** Throws the refusal of `attributeRefusal`, if any; answers what was found otherwise. */
+export function requireAttribute<F extends { attribute: AttributeDef; version?: TypeVersion }>(
+  section: Pick<SectionDefs, 'discriminator'>,
+  named: string,
+  found: F | undefined,
+  use: { writeThrough?: readonly Pick<KeyspaceRow, 'discriminator'>[]; field?: string } = {},
+): F {
+  const refusal = attributeRefusal(section, named, found, use);
+  if (refusal) throw refusal;
+  return found!;
+}

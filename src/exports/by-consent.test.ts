@@ -19,7 +19,7 @@ import {
   VIP,
 } from '../../test/exports.ts';
 import { maySend } from '../consents/consents.ts';
-import { locate } from '../profiles/profiles.ts';
+import { locate } from '../profiles/locate.ts';
 import { accountScope } from '../services.ts';
 
 let server: TestServer;

@@ -22,7 +22,7 @@ import { serverWithPool, TestServer } from '../../test/app.ts';
 import { exportHelpers, NO_LIMITS, pollPath, V } from '../../test/exports.ts';
 import { maySend } from '../consents/consents.ts';
 import type { Manifest } from '../definitions/schemas.ts';
-import { locate } from '../profiles/profiles.ts';
+import { locate } from '../profiles/locate.ts';
 import { insertEventsBulk } from '../profiles/queries.ts';
 import { accountScope } from '../services.ts';
 

@@ -9,7 +9,7 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
-import { currentVersionId } from '../profiles/profiles.ts';
+import { currentVersionId } from '../profiles/locate.ts';
 import { segmentExpression } from '../segments/segments.ts';
 import type { Queryable } from '../store/pool.ts';
 import { FIRST_SOURCE_TIME } from './events.ts';

@@ -32,9 +32,16 @@ export function exportKind(name: string): ExportKind<unknown, unknown> | undefin
 /** The single profile export's stored name: single.ts creates and runs it (callbacks, jobs of its own). */
 export const SINGLE_EXPORT = 'single';
 
+/**
+ * Every kind of stored export by the name in its row: those created through a request, and the
+ * single profile export, which the life cycle knows only by where it is read and its file.
+ */
+const STORED_KINDS: Readonly<Record<string, StoredKind>> = {
+  ...EXPORT_KINDS,
+  [SINGLE_EXPORT]: { readAt: 'single', file: { extension: 'json', types: [JSON_TYPE] } },
+};
+
 /** What the life cycle knows of an export of any stored kind. */
 export function storedKind(name: string): StoredKind | undefined {
-  return name === SINGLE_EXPORT
-    ? { readAt: 'single', file: { extension: 'json', types: [JSON_TYPE] } }
-    : exportKind(name);
+  return Object.hasOwn(STORED_KINDS, name) ? STORED_KINDS[name] : undefined;
 }

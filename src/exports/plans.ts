@@ -2,7 +2,14 @@ import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, type SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
 import { addressVersionId, maySendSql } from '../consents/consents.ts';
-import { attributeOfVersion, type ChannelRow, type SectionDefs, type TagRow } from '../core/definitions.ts';
+import {
+  attributeOfVersion,
+  ATTRIBUTE_READ_PROBLEMS,
+  requireAttribute,
+  type ChannelRow,
+  type SectionDefs,
+  type TagRow,
+} from '../core/definitions.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { SECTION_PROBLEMS, sectionOf } from '../definitions/definitions.ts';
@@ -18,8 +25,7 @@ import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 export const PLAN_PROBLEMS: readonly ProblemCode[] = [
   ...SECTION_PROBLEMS,
   ...SEGMENT_PROBLEMS,
-  'AUD-1206',
-  'AUD-1211',
+  ...ATTRIBUTE_READ_PROBLEMS,
   'AUD-1218',
   'AUD-1607',
   'AUD-1608',
@@ -46,13 +52,8 @@ export function sectionAt(scope: AccountScope, discriminator: string, field: str
 
 /** Checks that a version is one of a visible attribute of the section (any of its versions); 400 naming `field` otherwise. */
 export function requireAttributeVersion(section: SectionDefs, versionId: string, field: string): void {
-  const attribute = attributeOfVersion(section, versionId)?.attribute;
-  if (!attribute)
-    throw new Problem(
-      'AUD-1206',
-      `${field}: attribute version "${versionId}" is not defined in section "${section.discriminator}"`,
-    );
-  if (attribute.hidden) throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
+  const found = attributeOfVersion(section, versionId);
+  requireAttribute(section, versionId, found && { attribute: found.attribute }, { field });
 }
 
 /** A visible tag of the section; 400 naming `field` otherwise. */

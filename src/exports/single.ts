@@ -8,7 +8,7 @@ import { listAttributes, listEvents, listTags, requireAllSections } from '../def
 import type { FileStore } from '../files/store.ts';
 import { enqueue, MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
 import { OutboundError, type Outbound } from '../outbound/outbound.ts';
-import { locateByExportKey, profileRecords, type ProfileRecord } from '../profiles/profiles.ts';
+import { locateByExportKey, profileRecords, type ProfileRecord } from '../profiles/locate.ts';
 import type { Queryable } from '../store/pool.ts';
 import {
   failExport,

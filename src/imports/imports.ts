@@ -20,6 +20,8 @@ import type { ImportRequest } from './schemas.ts';
 import {
   attributeOfVersion,
   attributeTypeOf,
+  ATTRIBUTE_PROBLEMS,
+  requireAttribute,
   requireWrite,
   WRITE_GRANT_PROBLEMS,
   type AttributeType,
@@ -37,11 +39,9 @@ export const IMPORT_REQUEST_PROBLEMS: readonly ProblemCode[] = [
   ...SECTION_PROBLEMS,
   ...ALL_SECTIONS_PROBLEMS,
   ...PROFILE_KEYSPACE_PROBLEMS,
+  ...ATTRIBUTE_PROBLEMS,
   ...WRITE_GRANT_PROBLEMS,
   'AUD-1203',
-  'AUD-1206',
-  'AUD-1207',
-  'AUD-1211',
   'AUD-1218',
   'AUD-1602',
   'AUD-1606',
@@ -163,19 +163,13 @@ function planAttributes(
   keyspaces: PlannedKeyspace[],
 ): ImportPlan['attributes'] {
   return body.attribute_mappings.map((m, i) => {
-    const found = attributeOfVersion(section, m.attribute_version_id);
     const field = `attribute_mappings[${i}].attribute_version_id`;
-    if (!found)
-      throw new Problem(
-        'AUD-1206',
-        `${field}: attribute version "${m.attribute_version_id}" is not defined in section "${section.discriminator}"`,
-      );
-    const { attribute, version: v } = found;
-    if (attribute.hidden)
-      throw new Problem('AUD-1211', `${field}: the attribute "${attribute.discriminator}" is hidden`);
-    if (v.deprecated_at !== null)
-      throw new Problem('AUD-1207', `${field}: version ${v.id} of "${attribute.discriminator}" is deprecated`);
-    for (const k of keyspaces) requireWrite('attribute', attribute, k.keyspace, field);
+    const { version: v } = requireAttribute(
+      section,
+      m.attribute_version_id,
+      attributeOfVersion(section, m.attribute_version_id),
+      { writeThrough: keyspaces.map((k) => k.keyspace), field },
+    );
     return { column: m.field_selector, versionId: v.id, typeName: attributeTypeOf(v) };
   });
 }

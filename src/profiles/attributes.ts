@@ -1,11 +1,12 @@
 import {
   attributeOfVersion,
+  attributeRefusal,
   attributeTypeOf,
+  ATTRIBUTE_PROBLEMS,
   grants,
+  requireAttribute,
   requireWrite,
   storedValue,
-  writeRefusal,
-  WRITE_GRANT_PROBLEMS,
   type AttributeDef,
   type KeyspaceRow,
   type SectionDefs,
@@ -20,19 +21,16 @@ import { normaliseKey } from './keys.ts';
 import {
   clusterMembers,
   currentVersionId,
-  deleteProfiles,
   identifierOf,
   identifiersOf,
   identityHash,
-  joinClusters,
   locate,
-  locateOrCreate,
   locateKey,
   locateWithSectionData,
   refuseReadOnly,
   type Located,
-  type ProfileFollower,
-} from './profiles.ts';
+} from './locate.ts';
+import { deleteProfiles, joinClusters, locateOrCreate, type ProfileFollower } from './profiles.ts';
 import * as q from './queries.ts';
 import type { AttributeHistory, IdentifierInSection } from './schemas.ts';
 
@@ -61,13 +59,7 @@ interface WritePlan {
  * What the check of an attribute write's entry can answer (`checkEntry`, and the clears): not
  * defined, hidden, deprecated, not writable through the keyspace, a value not of its type.
  */
-export const ENTRY_PROBLEMS: readonly ProblemCode[] = [
-  'AUD-1206',
-  'AUD-1211',
-  'AUD-1207',
-  ...WRITE_GRANT_PROBLEMS,
-  'AUD-1209',
-];
+export const ENTRY_PROBLEMS: readonly ProblemCode[] = [...ATTRIBUTE_PROBLEMS, 'AUD-1209'];
 
 /** The refusal of one entry of a patch, or what it writes: the version and the value as stored. */
 function checkEntry(
@@ -77,22 +69,9 @@ function checkEntry(
   found: { attribute: AttributeDef; version: TypeVersion } | undefined,
   value: unknown,
 ): { refusal: Problem } | { attribute: AttributeDef; versionId: string; value: unknown } {
-  if (!found)
-    return {
-      refusal: new Problem('AUD-1206', `The attribute "${name}" is not defined in section "${section.discriminator}"`),
-    };
-  const { attribute, version } = found;
-  if (attribute.hidden)
-    return { refusal: new Problem('AUD-1211', `The attribute "${name}" is hidden and cannot be written`) };
-  if (version.deprecated_at !== null)
-    return {
-      refusal: new Problem(
-        'AUD-1207',
-        `Version ${version.id} of attribute "${attribute.discriminator}" is deprecated; write its current version`,
-      ),
-    };
-  const refusal = writeRefusal('attribute', attribute, keyspace);
+  const refusal = attributeRefusal(section, name, found, { writeThrough: [keyspace] });
   if (refusal) return { refusal };
+  const { attribute, version } = found!;
   const typeName = attributeTypeOf(version);
   const stored = storedValue(typeName, value);
   if (stored === undefined)
@@ -491,12 +470,8 @@ export async function clearAttributeVersion(
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
   const found = attributeOfVersion(section, versionId);
-  if (!found)
-    throw new Problem(
-      'AUD-1206',
-      `The attribute version "${versionId}" is not defined in section "${section.discriminator}"`,
-    );
-  await clear(tx, scope, { located, section, attribute: found.attribute, versionIds: [versionId] });
+  requireAttribute(section, versionId, found && { attribute: found.attribute }, { writeThrough: [located.keyspace] });
+  await clear(tx, scope, { located, section, versionIds: [versionId] });
 }
 
 /** DELETE /v2/…/attributes/{attribute_discriminator}: clears every version's value; a key attribute cannot be cleared. */
@@ -509,30 +484,25 @@ export async function clearAttribute(
   const section = sectionOf(scope, id.section_discriminator);
   const located = await locate(tx, scope, id);
   refuseReadOnly(located.keyspace);
-  const attribute = section.attributes.find((a) => a.discriminator === discriminator);
-  if (!attribute)
-    throw new Problem(
-      'AUD-1206',
-      `The attribute "${discriminator}" is not defined in section "${section.discriminator}"`,
-    );
+  const found = section.attributes.find((a) => a.discriminator === discriminator);
+  const { attribute } = requireAttribute(section, discriminator, found && { attribute: found }, {
+    writeThrough: [located.keyspace],
+  });
   if (await keyspaceOfKeyAttribute(tx, scope, located, attribute)) {
     throw new Problem('AUD-1212', `The attribute "${discriminator}" holds a profile key and cannot be cleared`);
   }
-  await clear(tx, scope, { located, section, attribute, versionIds: attribute.versions.map((v) => v.id) });
+  await clear(tx, scope, { located, section, versionIds: attribute.versions.map((v) => v.id) });
 }
 
+/** Clears versions of an attribute that the caller checked may be written through the profile's keyspace. */
 async function clear(
   tx: Queryable,
   scope: AccountScope,
-  target: { located: Located; section: SectionDefs; attribute: AttributeDef; versionIds: string[] },
+  target: { located: Located; section: SectionDefs; versionIds: string[] },
 ): Promise<void> {
-  const { located, section, attribute } = target;
-  if (attribute.hidden)
-    throw new Problem('AUD-1211', `The attribute "${attribute.discriminator}" is hidden and cannot be written`);
-  requireWrite('attribute', attribute, located.keyspace);
   await q.patchSectionData(tx, scope.accountId, {
-    profileId: located.canonicalId,
-    sectionId: section.id,
+    profileId: target.located.canonicalId,
+    sectionId: target.section.id,
     attributes: Object.fromEntries(target.versionIds.map((v) => [v, null])),
     at: scope.now,
   });

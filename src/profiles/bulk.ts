@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Queryable } from '../store/pool.ts';
-import { currentVersionId, identityHash } from './profiles.ts';
+import { currentVersionId, identityHash } from './locate.ts';
 import * as q from './queries.ts';
 import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';

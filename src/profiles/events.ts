@@ -5,7 +5,7 @@ import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
-import { locate, refuseReadOnly } from './profiles.ts';
+import { locate, refuseReadOnly } from './locate.ts';
 import * as q from './queries.ts';
 import type { IdentifierInSection, NewEvent, StoredEvent } from './schemas.ts';
 

@@ -8,7 +8,7 @@ import { parse } from '../aql/parser.ts';
 import { checkTimeZone, TIME_ZONE_PROBLEMS } from '../aql/time.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
-import { locateWithFacts } from '../profiles/profiles.ts';
+import { locateWithFacts } from '../profiles/locate.ts';
 import type { UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type ReceivedMail } from '../../test/smtp.ts';
+import type { ReceivedMail } from '../../test/smtp.ts';
 import {
   accountId,
   activity,

@@ -2,7 +2,7 @@ import type { ExportDeps } from '../exports/exports.ts';
 import type { SingleExportDeps } from '../exports/single.ts';
 import { settleHeap } from '../core/heap.ts';
 import { accountScope, type ThreadServices } from '../services.ts';
-import type { SendDeps } from '../transactional/transactional.ts';
+import type { SendDeps } from '../transactional/run.ts';
 import { Worker, type Job, type JobHandlers, type JobRun, type Lanes } from '../jobs/queue.ts';
 import type { WebhookDeps } from '../webhooks/delivery.ts';
 
@@ -87,7 +87,7 @@ export async function startWorker(
     'export-sweep': async (job) => (await import('../exports/exports.ts')).sweepExport(exportDeps, job),
     'export-single': async (job) => (await import('../exports/single.ts')).runSingleExport(singleDeps, job),
     'export-single-ready': async (job) => (await import('../exports/single.ts')).sendReadyCallback(singleDeps, job),
-    'transactional-send': async (job) => (await import('../transactional/transactional.ts')).runSend(sendDeps, job),
+    'transactional-send': async (job) => (await import('../transactional/run.ts')).runSend(sendDeps, job),
     'webhook-delivery': async (job) => (await import('../webhooks/delivery.ts')).runWebhookDeliveries(webhookDeps, job),
   };
   const worker = new Worker(

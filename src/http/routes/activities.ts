@@ -1,8 +1,9 @@
 import { Type, type TSchema } from 'typebox';
 import type { Services } from '../../services.ts';
 import * as activities from '../../activities/activities.ts';
+import { ACTIVITY_KIND_TABLE } from '../../activities/kinds.ts';
 import { recordActivityEvents } from '../../activities/events.ts';
-import { checkActivityTemplates } from '../../transactional/transactional.ts';
+import { checkActivityTemplates } from '../../transactional/sends.ts';
 import {
   ACTIVITY_KINDS,
   Activity,
@@ -22,7 +23,7 @@ import {
   Timeline,
   TimelineQuery,
   WebsiteActivity,
-  type ActivityKind,
+  type ActivityKindName,
 } from '../../activities/schemas.ts';
 import { Problem } from '../../core/problems.ts';
 import { answer, operation, type OperationTable } from '../operation.ts';
@@ -31,27 +32,24 @@ import { NoContent } from '../schemas/problem.ts';
 import { SECTION_PROBLEMS } from '../../definitions/definitions.ts';
 import { KEY_PROBLEMS } from '../../profiles/keys.ts';
 
-/** The public path of each kind, and the shapes of its list items and single answers (SPEC §2.14, §4.8). */
-const KINDS: Record<ActivityKind, { path: string; item: TSchema; single: TSchema; statistics: boolean; name: string }> =
-  {
-    email: { path: '/emails', item: EmailActivityItem, single: EmailActivity, statistics: true, name: 'email' },
-    sms: { path: '/sms', item: SmsActivityItem, single: SmsActivity, statistics: true, name: 'SMS' },
-    website: { path: '/website', item: WebsiteActivity, single: WebsiteActivity, statistics: false, name: 'website' },
-    'marketing-automation': {
-      path: '/marketing-automation',
-      item: AutomationActivity,
-      single: AutomationActivity,
-      statistics: false,
-      name: 'marketing automation',
-    },
-    'forms-and-pages': {
-      path: '/forms-and-pages',
-      item: FormActivityItem,
-      single: FormActivity,
-      statistics: false,
-      name: 'forms and pages',
-    },
-  };
+/** The public path of each kind, its name in summaries, and the shapes of its list items and single answers (SPEC §2.14, §4.8). */
+const KINDS: Record<ActivityKindName, { path: string; item: TSchema; single: TSchema; name: string }> = {
+  email: { path: '/emails', item: EmailActivityItem, single: EmailActivity, name: 'email' },
+  sms: { path: '/sms', item: SmsActivityItem, single: SmsActivity, name: 'SMS' },
+  website: { path: '/website', item: WebsiteActivity, single: WebsiteActivity, name: 'website' },
+  'marketing-automation': {
+    path: '/marketing-automation',
+    item: AutomationActivity,
+    single: AutomationActivity,
+    name: 'marketing automation',
+  },
+  'forms-and-pages': {
+    path: '/forms-and-pages',
+    item: FormActivityItem,
+    single: FormActivity,
+    name: 'forms and pages',
+  },
+};
 
 const StatisticsQuery = Type.Object({
   include_statistics: Type.Optional(
@@ -99,16 +97,18 @@ const writerOf = (services: Services) => ({
 });
 
 /** The public reads of one kind's activities (SPEC §4.8). */
-function kindOperations(kind: ActivityKind) {
-  const { path, item, single, statistics, name } = KINDS[kind];
-  const querystring = statistics ? StatisticsQuery : kind === 'marketing-automation' ? TriggerQuery : Type.Object({});
+function kindOperations(kind: ActivityKindName) {
+  const { path, item, single, name } = KINDS[kind];
+  const { triggers, events } = ACTIVITY_KIND_TABLE[kind];
+  const statistics = ACTIVITY_KIND_TABLE[kind].statistics !== undefined;
+  const querystring = statistics ? StatisticsQuery : triggers ? TriggerQuery : Type.Object({});
   return [
     operation({
       method: 'GET',
       path: `${path}/sections/:section_discriminator/activities`,
       summary: `List ${name} activities`,
       description: `The 500 most recent ${name} activities of a section, newest first; archived ones are left out.${statistics ? ' With `include_statistics`, each with its counts of sends, opens, clicks and the rest.' : ''}`,
-      errors: [...SECTION_PROBLEMS, ...(kind === 'marketing-automation' ? (['AUD-2004'] as const) : [])],
+      errors: [...SECTION_PROBLEMS, ...(triggers ? (['AUD-2004'] as const) : [])],
       params: SectionParams,
       query: querystring as TSchema,
       response: { 200: Items(item, `${name} activities`) },
@@ -143,7 +143,7 @@ function kindOperations(kind: ActivityKind) {
         }),
     }),
     // The service's own reads, for its console: an activity's events over time, and its events (a message's).
-    ...(kind === 'website' || kind === 'marketing-automation'
+    ...(!events
       ? []
       : [
           operation({

@@ -20,7 +20,7 @@ import { Items, SectionParams } from '../schemas/common.ts';
 import { NoContent } from '../schemas/problem.ts';
 import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/definitions.ts';
 import { KEY_PROBLEMS } from '../../profiles/keys.ts';
-import { LOCATE_PROBLEMS, READ_ONLY_PROBLEMS } from '../../profiles/profiles.ts';
+import { LOCATE_PROBLEMS, READ_ONLY_PROBLEMS } from '../../profiles/locate.ts';
 
 const base = '/v2/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key';
 const address = '/audience/channels/:channel_discriminator/addresses/:address/consents';

@@ -83,7 +83,10 @@ function sendReady(request: FastifyRequest, reply: FastifyReply, answer: exports
   reply.type(type);
   if (gzip === compressed) return reply.send(stream);
   const recoded = gzip ? exports.createExportGzip() : zlib.createGunzip();
-  pipeline(stream, recoded, () => {});
+  // A failing read (the stored file gone, or corrupt) ends the answer early; the log says why.
+  pipeline(stream, recoded, (err) => {
+    if (err) request.log.warn({ err }, 'an export file could not be read to the end');
+  });
   return reply.send(recoded);
 }
 

@@ -26,7 +26,7 @@ import {
 import { WRITE_GRANT_PROBLEMS } from '../../core/definitions.ts';
 import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/definitions.ts';
 import { ENTRY_PROBLEMS } from '../../profiles/attributes.ts';
-import { IDENTIFIER_PROBLEMS, LOCATE_PROBLEMS, READ_ONLY_PROBLEMS } from '../../profiles/profiles.ts';
+import { IDENTIFIER_PROBLEMS, LOCATE_PROBLEMS, READ_ONLY_PROBLEMS } from '../../profiles/locate.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { NoContent } from '../schemas/problem.ts';
 

@@ -12,7 +12,7 @@ import {
 import { operation, type OperationTable } from '../operation.ts';
 import { SECTION_PROBLEMS } from '../../definitions/definitions.ts';
 import { SEGMENT_PROBLEMS } from '../../segments/segments.ts';
-import { LOCATE_PROBLEMS } from '../../profiles/profiles.ts';
+import { LOCATE_PROBLEMS } from '../../profiles/locate.ts';
 
 /** Segment evaluation, trends and counts (SPEC §4.3, §4.7) on the routes of ENDPOINTS.md. */
 export const segmentsRoutes: OperationTable = {

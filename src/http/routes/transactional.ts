@@ -18,7 +18,9 @@ import {
   TransactionParams,
   TransactionStatus,
 } from '../../transactional/schemas.ts';
-import * as transactional from '../../transactional/transactional.ts';
+import { acceptSend, listSends, sendStatus } from '../../transactional/sends.ts';
+import { readTrackingLink, trackClick, trackOpen } from '../../transactional/tracked-events.ts';
+import { unsubscribe } from '../../transactional/unsubscribe.ts';
 import { PIXEL, type TrackingKind } from '../../transactional/tracking.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { AccountParams } from '../schemas/common.ts';
@@ -52,7 +54,7 @@ export const transactionalRoutes: OperationTable = {
       response: { 201: Transaction },
       scope: 'account',
       handle: async ({ services, scope, params, body }) => ({
-        id: await transactional.acceptSend(services.pool, scope, params, body),
+        id: await acceptSend(services.pool, scope, params, body),
       }),
     }),
     operation({
@@ -67,7 +69,7 @@ export const transactionalRoutes: OperationTable = {
       response: { 200: SendList },
       scope: 'account',
       handle: async ({ db, scope, params, query }) => ({
-        items: await transactional.listSends(db, scope, { ...params, limit: query.limit }),
+        items: await listSends(db, scope, { ...params, limit: query.limit }),
       }),
     }),
     operation({
@@ -79,7 +81,7 @@ export const transactionalRoutes: OperationTable = {
       params: TransactionParams,
       response: { 200: TransactionStatus },
       scope: 'account',
-      handle: ({ db, scope, params }) => transactional.sendStatus(db, scope, params),
+      handle: ({ db, scope, params }) => sendStatus(db, scope, params),
     }),
   ],
 };
@@ -88,7 +90,7 @@ const NoStore = { 'cache-control': 'no-store' };
 
 /** The token of a tracking link's path, read as a link of this kind: its target, or 404 for a link this service did not sign. */
 const linkOf = (kind: TrackingKind, request: FastifyRequest, services: Services) =>
-  transactional.readTrackingLink(services.serverSecret, kind, (request.params as { token: string }).token);
+  readTrackingLink(services.serverSecret, kind, (request.params as { token: string }).token);
 
 /** The scope of the account a tracking link names. */
 const linkScope = (kind: TrackingKind) => (request: FastifyRequest, services: Services) =>
@@ -127,7 +129,7 @@ export const trackingRoutes: OperationTable = {
       transaction: true,
       handle: async ({ db, scope, services, request, reply }) => {
         const target = linkOf('open', request, services);
-        await transactional.trackOpen(db, scope, services.config.vendor, target, request.headers['user-agent']);
+        await trackOpen(db, scope, services.config.vendor, target, request.headers['user-agent']);
         return reply.headers(NoStore).type('image/gif').send(PIXEL);
       },
     }),
@@ -145,13 +147,7 @@ export const trackingRoutes: OperationTable = {
       transaction: true,
       handle: async ({ db, scope, services, request, reply }) => {
         const target = linkOf('click', request, services);
-        const url = await transactional.trackClick(
-          db,
-          scope,
-          services.config.vendor,
-          target,
-          request.headers['user-agent'],
-        );
+        const url = await trackClick(db, scope, services.config.vendor, target, request.headers['user-agent']);
         return reply.headers(NoStore).redirect(url, 302);
       },
     }),
@@ -188,7 +184,7 @@ export const trackingRoutes: OperationTable = {
       resolve: linkScope('unsubscribe'),
       transaction: true,
       handle: async ({ db, scope, services, request, reply }) => {
-        await transactional.unsubscribe(db, scope, services.config.vendor, linkOf('unsubscribe', request, services));
+        await unsubscribe(db, scope, services.config.vendor, linkOf('unsubscribe', request, services));
         return page(
           reply,
           'Unsubscribed',

@@ -72,7 +72,7 @@ export function findSectionDataByKey(
   return sectionReads(db, accountId, { keyspace, key, sectionId });
 }
 
-/** What segment evaluations read of a canonical profile (locateWithFacts of profiles.ts), events as [section, version, ms, data]. */
+/** What segment evaluations read of a canonical profile (locateWithFacts of locate.ts), events as [section, version, ms, data]. */
 export interface FactsRow {
   sections: Record<string, ValueMap>;
   events: [string, string, number, Record<string, unknown>][];
