@@ -57,6 +57,16 @@ export const OPERATIONS: Record<string, Operation> = {
     access: 'account',
     call: (token) => server.request('GET', `/audience/segments/${ids[ALPHA].segment}`, { token }),
   },
+  'POST /audience/segments': {
+    access: 'every-section',
+    call: async (token) => {
+      const segment = (await server.request('GET', `/audience/segments/${ids[ALPHA].segment}`, { token: full })).body;
+      return server.request('POST', '/audience/segments', {
+        token,
+        body: { name: 'Restricted', query: segment.versions[0].query },
+      });
+    },
+  },
   'POST /audience/segments/{segment_discriminator}/versions': {
     access: 'every-section',
     call: async (token) => {

@@ -68,6 +68,7 @@ __all__ = [
     "GetFoldersTopicSectionsFoldersResponse",
     "GetFoldersTopicSectionsFoldersResponseSubfolder",
     "GetAudienceSegmentsResponse",
+    "PostAudienceSegmentsBody",
     "PostAudienceSegmentsVersionsBody",
     "PostAudienceKeyspacesSectionsProfilesBody",
     "PutAudienceProfilesMergesBody",
@@ -871,6 +872,15 @@ class GetFoldersTopicSectionsFoldersResponseSubfolder(TypedDict):
 class GetAudienceSegmentsResponse(TypedDict):
     # Segments
     items: list[Segment]
+
+
+class PostAudienceSegmentsBody(TypedDict):
+    # Segment name, 1 to 255 characters
+    name: str
+    # What the segment is for
+    description: NotRequired[str]
+    # The AQL query of its first version, with numeric ids
+    query: str
 
 
 class PostAudienceSegmentsVersionsBody(TypedDict):
