@@ -37,6 +37,10 @@ export interface Operation {
 }
 
 export const OPERATIONS: Record<string, Operation> = {
+  'GET /audience/account': {
+    access: 'account',
+    call: (token) => server.request('GET', '/audience/account', { token }),
+  },
   'GET /audience/keyspaces': {
     access: 'account',
     call: (token) => server.request('GET', '/audience/keyspaces', { token }),

@@ -46,6 +46,8 @@ __all__ = [
     "GetErrorsResponse",
     "PostOauthTokenBody",
     "PostOauthTokenResponse",
+    "GetAudienceAccountResponse",
+    "GetAudienceAccountResponseKey",
     "GetWellKnownJwksJsonResponse",
     "GetAudienceKeyspacesResponse",
     "GetAudienceKeyspacesResponseItem",
@@ -702,6 +704,21 @@ class PostOauthTokenResponse(TypedDict):
     # Seconds until the token expires (deprecated; read exp in the token)
     expires_in: int
     token_type: Literal["Bearer"]
+
+
+class GetAudienceAccountResponse(TypedDict):
+    # Account id
+    id: str
+    # Account name
+    name: str
+    key: GetAudienceAccountResponseKey
+
+
+class GetAudienceAccountResponseKey(TypedDict):
+    # The API key's client id
+    client_id: str
+    # The API key's name (empty when it has none)
+    name: str
 
 
 class GetWellKnownJwksJsonResponse(TypedDict):

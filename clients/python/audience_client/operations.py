@@ -49,6 +49,8 @@ from .models import (
     GetErrorsResponse,
     PostOauthTokenBody,
     PostOauthTokenResponse,
+    GetAudienceAccountResponse,
+    GetAudienceAccountResponseKey,
     GetWellKnownJwksJsonResponse,
     GetAudienceKeyspacesResponse,
     GetAudienceKeyspacesResponseItem,
@@ -442,6 +444,33 @@ class Operations:
                 body=body,
                 headers=headers,
                 auth=None,
+            ),
+        )
+
+    def get_audience_account(self, *, headers: Mapping[str, str] | None = None) -> GetAudienceAccountResponse:
+        """The caller's account and API key.
+
+        ``GET /audience/account``
+
+        The service's own route (its console's header shows it): the account of the access token, its name, and the API key's client id and name.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 401 | `AUD-8` | Authorization failure |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+        """
+        return cast(
+            "GetAudienceAccountResponse",
+            self._request(
+                "GET",
+                "/audience/account",
+                headers=headers,
+                auth="api",
             ),
         )
 

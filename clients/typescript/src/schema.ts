@@ -152,6 +152,36 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/audience/account': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * The caller's account and API key
+     * @description The service's own route (its console's header shows it): the account of the access token, its name, and the API key's client id and name.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceAccount'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/.well-known/jwks.json': {
     parameters: {
       query?: never;
@@ -5741,6 +5771,49 @@ export interface operations {
             expires_in: number;
             /** @enum {string} */
             token_type: 'Bearer';
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAudienceAccount: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *       "name": "Shop",
+           *       "key": {
+           *         "client_id": "k1042-3f9a8c2e",
+           *         "name": "Shop"
+           *       }
+           *     }
+           */
+          'application/json': {
+            /** @description Account id */
+            id: string;
+            /** @description Account name */
+            name: string;
+            key: {
+              /** @description The API key's client id */
+              client_id: string;
+              /** @description The API key's name (empty when it has none) */
+              name: string;
+            };
           };
         };
       };
