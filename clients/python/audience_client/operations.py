@@ -163,6 +163,7 @@ from .models import (
     GetEmailsReportsByReportIdResponseResult,
     GetAudienceProfilesReportsResponse,
     GetAudienceProfilesReportsResponseItem,
+    GetAudienceProfilesReportsResponseItemRequestedBy,
     PostEmailsSectionsActivitiesTransactionalTransactionsBody,
     PostEmailsSectionsActivitiesTransactionalTransactionsBodyAttachment,
     PostEmailsSectionsActivitiesTransactionalTransactionsResponse,

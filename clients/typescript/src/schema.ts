@@ -9457,6 +9457,11 @@ export interface operations {
            *           "created_at": "2026-03-01T09:30:00Z",
            *           "ready_at": "2026-03-01T09:30:00Z",
            *           "expires_at": "2026-03-01T09:30:00Z",
+           *           "rows": 1,
+           *           "requested_by": {
+           *             "client_id": "k1042-3f9a8c2e",
+           *             "name": "Shop"
+           *           },
            *           "poll_path": "Example"
            *         }
            *       ]
@@ -9495,6 +9500,15 @@ export interface operations {
                * @description RFC 3339 date-time, UTC
                */
               expires_at: string | null;
+              /** @description The data rows of a ready CSV or Excel file (its lines after the header); null for a count, a JSON document, or before it is ready */
+              rows: number | null;
+              /** @description The API key that requested it; null for an export made before this was kept */
+              requested_by: {
+                /** @description The API key's client id */
+                client_id: string;
+                /** @description The API key's name (empty when it has none, or it was deleted) */
+                name: string;
+              } | null;
               /** @description Where it is read (relative to the service): the v2 poll of a file or count, the status of an email event export, the file of a single profile export */
               poll_path: string;
             }[];

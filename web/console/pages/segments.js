@@ -147,7 +147,7 @@ export default function Segments() {
     return () => {
       live = false;
     };
-  }, [section, chosen, round]);
+  }, [section, segment?.discriminator, round]);
 
   const save = useAction(async () => {
     const version = await api('POST', path`/audience/segments/${chosen}/versions`, { query });
