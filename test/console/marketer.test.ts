@@ -11,7 +11,8 @@ const SECTION = 'com.vendor1.sections.user-created.shop';
 const BIG = 'com.vendor1.segments.user-created.big-spenders';
 const EMAIL = 'com.vendor1.keyspaces.email';
 
-describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
+// On a busy machine a test takes long: the time allowed is a guard, not a measurement.
+describe.skipIf(!CHROMIUM)('the console for a marketer', { timeout: 300_000 }, () => {
   const b = consoleBrowser({ worker: true });
   let account: { accountId: string; clientId: string; clientSecret: string; token: string };
   let points: string;
@@ -147,7 +148,8 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
     await expect.poll(() => editor.inputValue()).toBe(built);
     expect(await countOf(built)).toBe('1');
     await expect.poll(() => page.getByTestId('count').textContent()).toBe('1');
-    expect(await page.locator('p.count').textContent()).toMatch(/1 profile matches · counted in \d+ ms/);
+    // The figure can be shown while a count of the same query is asked again: its time follows.
+    await expect.poll(() => page.locator('p.count').textContent()).toMatch(/1 profile matches · counted in \d+ ms/);
     await checkPage(page, 'segment-builder');
 
     // AQL typed by hand is read back into the builder.
