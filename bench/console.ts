@@ -11,6 +11,10 @@
  *   read from the service (the sections of its picker);
  * - **overview counted**: from the submit to the moment the overview shows its profile figures
  *   (a count by consent, a job of the worker, polled);
+ * - **builder counted**: on the segments page, a condition "Loyalty points is more than 100" built
+ *   by name; from its value's last keystroke to the moment the page shows the service's count of
+ *   the query (debounce, count request, render), over BENCH_CONSOLE_PROFILES profiles (100,000)
+ *   imported into the demo account's Shop section before the runs;
  *
  * and the bytes the browser received for each (encoded: compressed bodies and headers, as the
  * network carried them), from the debugging protocol's Network events. The console's files are
@@ -24,9 +28,66 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type CDPSession, type Page } from 'playwright-core';
 import { CHROMIUM } from '../test/console/chromium.ts';
-import { log, onCleanup, runBench, startAudience, table } from './harness.ts';
+import {
+  type Audience,
+  demoToken,
+  log,
+  onCleanup,
+  request,
+  runBench,
+  sleep,
+  startAudience,
+  table,
+  tempDir,
+  upload,
+} from './harness.ts';
 
 const RUNS = Math.max(1, Number(process.env.BENCH_CONSOLE_RUNS ?? 10));
+const PROFILES = Math.max(0, Number(process.env.BENCH_CONSOLE_PROFILES ?? 100_000));
+const SHOP = 'Shop';
+
+/**
+ * Imports `n` profiles into the demo account's Shop section (an address and loyalty points, one in
+ * three above 100) with a version 2 import, and waits for it to complete.
+ */
+async function seed(audience: Audience, n: number): Promise<void> {
+  if (n === 0) return;
+  const token = await demoToken(audience);
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await request(`${audience.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
+    return JSON.parse(res.text);
+  };
+  const section = (await call('GET', '/audience/sections')).items.find((s: { name: string }) => s.name === SHOP);
+  const points = (await call('GET', `/audience/sections/${section.discriminator}/attributes`)).items.find(
+    (a: { name: string }) => a.name === 'Loyalty points',
+  );
+  const keyspace = (await call('GET', '/audience/keyspaces')).items.find((k: { name: string }) => k.name === 'Email');
+  const folder = await tempDir('audience-bench-console-');
+  const file = path.join(folder, 'profiles.csv');
+  const lines = ['email,loyalty_points'];
+  for (let i = 0; i < n; i++) lines.push(`bench-${i}@example.com,${(i * 37) % 150}`);
+  await fs.writeFile(file, lines.join('\n') + '\n');
+  const created = await call('POST', `/v2/audience/sections/${section.discriminator}/imports`, {
+    keyspace_mapping: { keyspace_discriminator: keyspace.discriminator, field_selector: 'email' },
+    attribute_mappings: [{ field_selector: 'loyalty_points', attribute_version_id: points.versions.at(-1).id }],
+  });
+  const uploadUrl = audience.url + new URL(created.file_upload_url).pathname;
+  const { size } = await fs.stat(file);
+  const uploaded = await upload(uploadUrl, created.file_upload_body, file, size, 600_000);
+  if (uploaded.status !== 204) throw new Error(`upload: ${uploaded.status} ${uploaded.text}`);
+  for (;;) {
+    const status = await call('GET', `/audience/sections/${section.discriminator}/imports/${created.import_id}`);
+    if (status.result.status === 'completed') break;
+    if (status.result.status === 'error') throw new Error(`import: ${JSON.stringify(status.result)}`);
+    await sleep(500);
+  }
+  log(`imported ${n.toLocaleString('en')} profiles into ${SHOP}`);
+}
 
 /**
  * Installed in every page before its scripts (through the debugging protocol, which the console's
@@ -49,8 +110,24 @@ const PROBE = `(() => {
       bench.data = performance.now();
     if (bench.submitted !== undefined && bench.figures === undefined && document.querySelector('main dl.figures'))
       bench.figures = performance.now();
+    if (bench.typed !== undefined && bench.counted === undefined) {
+      const said = document.querySelector('[data-testid="count-time"]')?.textContent ?? '';
+      if (said.includes('counting') || document.querySelector('#aql-result p.muted')) bench.counting = true;
+      else if (bench.counting && said.includes('counted in')) bench.counted = performance.now();
+    }
   };
   document.addEventListener('submit', () => { bench.submitted ??= performance.now(); }, true);
+  // The condition's value typed: the builder's count is measured from here.
+  document.addEventListener('input', (e) => {
+    if (e.target.tagName === 'INPUT' && e.target.closest('fieldset')) {
+      bench.typed = performance.now();
+      // A count shown now is the last query's: wait for it to be asked again. Without one (none
+      // yet, or a refusal), the next count shown is this query's.
+      const said = document.querySelector('[data-testid="count-time"]')?.textContent ?? '';
+      bench.counting = !said.includes('counted in');
+      bench.counted = undefined;
+    }
+  }, true);
   new MutationObserver(look).observe(document, { childList: true, subtree: true, attributes: true });
 })();`;
 
@@ -90,6 +167,7 @@ interface Sample {
   dataMs: number;
   dataBytes: number;
   figuresMs: number;
+  countMs: number;
 }
 
 async function measureOnce(browser: Browser, url: string, key: { client_id: string; client_secret: string }) {
@@ -111,7 +189,23 @@ async function measureOnce(browser: Browser, url: string, key: { client_id: stri
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
     const dataBytes = bytes.take();
     const figures = await recorded(page, 'figures');
-    return { formMs, formBytes, dataMs: data - submitted, dataBytes, figuresMs: figures - submitted } satisfies Sample;
+    // The builder: a condition by name, its value typed last.
+    await page.getByRole('link', { name: 'Segments', exact: true }).click();
+    await page.getByRole('button', { name: 'Add an attribute condition' }).click();
+    const condition = page.getByRole('group', { name: 'Attribute condition Conditions › 1' });
+    await condition.getByLabel('Attribute').selectOption({ label: 'Loyalty points' });
+    await condition.getByLabel('Comparison').selectOption({ label: 'is more than' });
+    await condition.getByLabel('Value').fill('100');
+    const counted = await recorded(page, 'counted');
+    const typed = (await page.evaluate('window.__bench.typed')) as number;
+    return {
+      formMs,
+      formBytes,
+      dataMs: data - submitted,
+      dataBytes,
+      figuresMs: figures - submitted,
+      countMs: counted - typed,
+    } satisfies Sample;
   } finally {
     await context.close();
   }
@@ -129,7 +223,7 @@ const loadAverage = () =>
     .map((l) => l.toFixed(2))
     .join(' ');
 
-await runBench(120_000 + RUNS * 30_000, async () => {
+await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
   if (!CHROMIUM) throw new Error('chromium is not installed (apt-get install chromium, or set CHROMIUM_PATH)');
   console.log(
     `machine: ${os.cpus().length} CPUs, ${os.cpus()[0]?.model ?? 'unknown model'}; load average ${loadAverage()}`,
@@ -139,6 +233,7 @@ await runBench(120_000 + RUNS * 30_000, async () => {
     client_id: string;
     client_secret: string;
   };
+  await seed(audience, PROFILES);
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   onCleanup(() => browser.close());
   const version = browser.version();
@@ -149,7 +244,7 @@ await runBench(120_000 + RUNS * 30_000, async () => {
     samples.push(await measureOnce(browser, audience.url, key));
     log(
       `run ${i + 1}/${RUNS}: form ${ms(samples[i].formMs)} ms, signed in to data ${ms(samples[i].dataMs)} ms, ` +
-        `overview counted ${ms(samples[i].figuresMs)} ms`,
+        `overview counted ${ms(samples[i].figuresMs)} ms, builder counted ${ms(samples[i].countMs)} ms`,
     );
   }
   const row = (what: string, times: number[], bytes: number[], first: number) => [
@@ -184,6 +279,20 @@ await runBench(120_000 + RUNS * 30_000, async () => {
         ms(warm.figuresMs),
         '',
       ],
+      [
+        `builder counted over ${PROFILES.toLocaleString('en')} profiles, from the last keystroke`,
+        ms(median(samples.map((s) => s.countMs))),
+        ms(Math.max(...samples.map((s) => s.countMs))),
+        ms(warm.countMs),
+        '',
+      ],
     ]),
+  );
+  // Ratios to the same run's sign-in form time: a loaded machine slows all alike.
+  const form = median(samples.map((s) => s.formMs));
+  const ratio = (xs: number[]) => (median(xs) / form).toFixed(2);
+  console.log(
+    `\nagainst the sign-in form's median: overview data ${ratio(samples.map((s) => s.dataMs))}x, ` +
+      `overview counted ${ratio(samples.map((s) => s.figuresMs))}x, builder counted ${ratio(samples.map((s) => s.countMs))}x`,
   );
 });

@@ -61,6 +61,7 @@ const ABSENT = new Set([403, 404, 409, 410]);
 const KNOWN: Record<string, string> = {
   getErrorsByCode: 'the code example is "Example", not a code',
   postOauthToken: 'the credentials of the example are no API key of any account',
+  postAudienceSegments: 'the query example is "Example", not a query',
   postAudienceSegmentsVersions: 'the query example is "Example", not a query',
   putAudienceProfilesMerges: 'the example names one profile; a merge takes exactly two',
   postAudienceChannelsAddressesConsents: 'the consent type example is "Example"',

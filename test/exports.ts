@@ -72,6 +72,8 @@ export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export interface Account {
   accountId: string;
+  /** The client id of the API key whose token `token` is. */
+  clientId: string;
   token: string;
   v: Record<string, string>;
 }
@@ -96,7 +98,7 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
     limits: Record<string, number | null> = NO_LIMITS,
     manifest: Manifest = MANIFEST,
   ): Promise<Account> {
-    const { accountId, token } = await env().server.login(manifest, limits);
+    const { accountId, clientId, token } = await env().server.login(manifest, limits);
     const attributes = (await env().server.request('GET', `/audience/sections/${SHOP}/attributes`, { token })).body
       .items as { discriminator: string; versions: { id: string }[] }[];
     // Lists leave hidden attributes out: the version of Secret is read from the database.
@@ -106,6 +108,7 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
     );
     return {
       accountId,
+      clientId,
       token,
       v: {
         ...Object.fromEntries(attributes.map((a) => [a.discriminator.split('.').pop()!, a.versions.at(-1)!.id])),

@@ -37,6 +37,10 @@ export interface Operation {
 }
 
 export const OPERATIONS: Record<string, Operation> = {
+  'GET /audience/account': {
+    access: 'account',
+    call: (token) => server.request('GET', '/audience/account', { token }),
+  },
   'GET /audience/keyspaces': {
     access: 'account',
     call: (token) => server.request('GET', '/audience/keyspaces', { token }),
@@ -56,6 +60,16 @@ export const OPERATIONS: Record<string, Operation> = {
   'GET /audience/segments/{segment_discriminator}': {
     access: 'account',
     call: (token) => server.request('GET', `/audience/segments/${ids[ALPHA].segment}`, { token }),
+  },
+  'POST /audience/segments': {
+    access: 'every-section',
+    call: async (token) => {
+      const segment = (await server.request('GET', `/audience/segments/${ids[ALPHA].segment}`, { token: full })).body;
+      return server.request('POST', '/audience/segments', {
+        token,
+        body: { name: 'Restricted', query: segment.versions[0].query },
+      });
+    },
   },
   'POST /audience/segments/{segment_discriminator}/versions': {
     access: 'every-section',

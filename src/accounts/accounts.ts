@@ -11,6 +11,8 @@ import {
   type LimitOverrides,
   type Limits,
 } from '../core/limits.ts';
+import type { ApiKeys } from '../api-keys/api-keys.ts';
+import type { AccountScope } from '../core/scope.ts';
 import * as q from './queries.ts';
 
 export interface Account {
@@ -68,6 +70,21 @@ export async function getAccount(db: Queryable, accountId: string): Promise<Acco
   const row = await q.findAccountById(db, accountId);
   if (!row) throw new Problem('AUD-1110', `Account "${accountId}" does not exist`);
   return view(row);
+}
+
+/**
+ * Who calls, for an API key's session: its account's id and name and the key's client id and
+ * name (the console's header shows them instead of the key's UUID).
+ */
+export async function callerAccount(
+  db: Queryable,
+  scope: AccountScope,
+  keys: Pick<ApiKeys, 'listApiKeys'>,
+): Promise<{ id: string; name: string; key: { client_id: string; name: string } }> {
+  const account = await getAccount(db, scope.accountId);
+  const clientId = scope.caller?.clientId ?? '';
+  const key = (await keys.listApiKeys(db, scope.accountId)).find((k) => k.client_id === clientId);
+  return { id: account.id, name: account.name, key: { client_id: clientId, name: key?.name ?? '' } };
 }
 
 export async function listAccounts(db: Queryable): Promise<Account[]> {

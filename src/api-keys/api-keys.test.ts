@@ -118,6 +118,23 @@ describe('API keys', () => {
   });
 });
 
+describe('GET /audience/account', () => {
+  it("names the caller's account and API key; without a token it is 401", async () => {
+    const creds = await server.createAccount();
+    const named = await server.createKey(creds.accountId, { name: 'Newsletter team' });
+    const account = (await server.admin('GET', `/admin/accounts/${creds.accountId}`)).body;
+    for (const [key, name] of [
+      [creds, ''],
+      [named, 'Newsletter team'],
+    ] as const) {
+      const res = await server.request('GET', '/audience/account', { token: await server.token(key) });
+      expect(res.status, res.text).toBe(200);
+      expect(res.body).toEqual({ id: creds.accountId, name: account.name, key: { client_id: key.clientId, name } });
+    }
+    expect401(await server.request('GET', '/audience/account'));
+  });
+});
+
 describe('Signing keys', () => {
   it('AUTH-07 GET /.well-known/jwks.json publishes the public keys only, without credentials', async () => {
     const res = await server.request('GET', '/.well-known/jwks.json');

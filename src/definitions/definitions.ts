@@ -380,6 +380,29 @@ export async function addSegmentVersion(
   return { id, query };
 }
 
+/**
+ * Creates a segment with its first version: its discriminator is made from its name (with `-2`,
+ * `-3`… when taken), and the query is checked as a new version's is (400 where it fails); only a
+ * key of every section may create one.
+ */
+export async function createSegment(
+  tx: Queryable,
+  scope: AccountScope,
+  { feed, vendor }: DefinitionsWriter,
+  { name, description, query }: { name: string; description?: string; query: string },
+): Promise<Static<typeof Segment>> {
+  requireAllSections(scope, 'a segment query');
+  check(parse(query), scope.defs, query);
+  const { segment_id, discriminator } = await q.insertNewSegment(tx, scope.accountId, {
+    base: userCreatedDiscriminator(vendor, 'segments', name),
+    name,
+    description: description ?? '',
+  });
+  const id = await q.insertNextSegmentVersion(tx, scope.accountId, segment_id, query);
+  await announce(feed, tx, scope.accountId);
+  return { discriminator, name, description: description ?? '', versions: [{ id, query }] };
+}
+
 /** Gives a tag a new name; its discriminator stays. */
 export async function renameTag(
   tx: Queryable,

@@ -334,6 +334,27 @@ export async function upsertSegment(
   return rows[0].segment_id;
 }
 
+/**
+ * Inserts a new segment under the first free one of `base`, `base-2`, `base-3`…; answers its id and
+ * discriminator. A discriminator taken meanwhile (two at once) is skipped as a stored one is.
+ */
+export async function insertNewSegment(
+  db: Queryable,
+  accountId: string,
+  s: { base: string; name: string; description: string },
+): Promise<{ segment_id: string; discriminator: string }> {
+  for (let n = 1; ; n++) {
+    const discriminator = n === 1 ? s.base : `${s.base}-${n}`;
+    const { rows } = await db.query<{ segment_id: string }>(
+      `insert into segments (account_id, discriminator, name, description) values ($1::bigint, $2, $3, $4)
+       on conflict (account_id, discriminator) do nothing
+       returning segment_id`,
+      [accountId, discriminator, s.name, s.description],
+    );
+    if (rows[0]) return { segment_id: rows[0].segment_id, discriminator };
+  }
+}
+
 export async function findSegmentVersionByOrdinal(
   db: Queryable,
   accountId: string,

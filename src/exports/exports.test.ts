@@ -153,7 +153,7 @@ describe('poll URLs', () => {
 });
 
 describe('the list of exports', () => {
-  it("lists the account's exports newest first, with status, a count's result and where each is read; a key restricted to sections is refused; another account's are not listed", async () => {
+  it("lists the account's exports newest first, with status, a count's result, a file's rows, the key that asked and where each is read; a key restricted to sections is refused; another account's are not listed", async () => {
     const a = await account();
     const other = await account();
     await person(a, 'ann@example.com', { consents: [[NEWS, CH_EMAIL, 'opt-in']] });
@@ -175,6 +175,8 @@ describe('the list of exports', () => {
         created_at: expect.any(String),
         ready_at: expect.any(String),
         expires_at: expect.any(String),
+        rows: null,
+        requested_by: { client_id: a.clientId, name: '' },
         poll_path: v2(countUrl),
       },
       {
@@ -185,6 +187,8 @@ describe('the list of exports', () => {
         created_at: expect.any(String),
         ready_at: expect.any(String),
         expires_at: expect.any(String),
+        rows: 1,
+        requested_by: { client_id: a.clientId, name: '' },
         poll_path: v2(fileUrl),
       },
     ]);

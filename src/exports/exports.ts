@@ -103,7 +103,12 @@ export async function queueExport(
       `Pending export limit reached: the account has ${pending} exports in progress, at most ${limit}; retry when one is ready`,
     );
   const exportId = crypto.randomUUID();
-  await q.insertExport(tx, scope.accountId, { ...stored, exportId, createdAt: scope.now });
+  await q.insertExport(tx, scope.accountId, {
+    ...stored,
+    exportId,
+    createdAt: scope.now,
+    requestedBy: scope.caller?.clientId ?? null,
+  });
   const payload: ExportJob = plan === undefined ? { export_id: exportId } : { export_id: exportId, plan };
   await enqueue(tx, scope.accountId, job, payload);
   return exportId;
@@ -336,7 +341,7 @@ export async function runExport(deps: ExportDeps, job: Job<typeof EXPORT_JOB>): 
     } else {
       await writeCompressed(deps.files, fileKey!, Readable.from(output.document));
     }
-    await markExportReady(deps, accountId, exportId, { fileKey, result: null });
+    await markExportReady(deps, accountId, exportId, { fileKey, result: null, rows });
     if (rows !== undefined) deps.exported?.(row.kind, rows);
   } catch (err) {
     return failExport(deps, job, exportId, err);
@@ -351,7 +356,7 @@ export async function markExportReady(
   deps: ExportDeps,
   accountId: string,
   exportId: string,
-  ready: { fileKey: string | null; result: Record<string, number> | null },
+  ready: { fileKey: string | null; result: Record<string, number> | null; rows?: number },
   alongside?: (tx: Queryable) => Promise<void>,
 ): Promise<void> {
   const readyAt = new Date(deps.clock());

@@ -49,11 +49,17 @@ export async function countPendingExports(db: Queryable, accountId: string): Pro
 export async function insertExport(
   db: Queryable,
   accountId: string,
-  e: { exportId: string; kind: StoredRequest['kind']; request: StoredRequest['request']; createdAt: Date },
+  e: {
+    exportId: string;
+    kind: StoredRequest['kind'];
+    request: StoredRequest['request'];
+    createdAt: Date;
+    requestedBy: string | null;
+  },
 ): Promise<void> {
   await db.query(
-    "insert into exports (account_id, export_id, kind, request, status, created_at) values ($1::bigint, $2::uuid, $3, $4, 'queued', $5)",
-    [accountId, e.exportId, e.kind, e.request, e.createdAt],
+    "insert into exports (account_id, export_id, kind, request, status, created_at, requested_by) values ($1::bigint, $2::uuid, $3, $4, 'queued', $5, $6)",
+    [accountId, e.exportId, e.kind, e.request, e.createdAt, e.requestedBy],
   );
 }
 
@@ -62,9 +68,12 @@ export async function listExports(
   db: Queryable,
   accountId: string,
   limit: number,
-): Promise<(ExportRowDb & { created_at: Date; ready_at: Date | null })[]> {
+): Promise<
+  (ExportRowDb & { created_at: Date; ready_at: Date | null; row_count: number | null; requested_by: string | null })[]
+> {
   const { rows } = await db.query(
-    `select export_id::text, kind, request, status, file_key, result, message, created_at, ready_at, expires_at
+    `select export_id::text, kind, request, status, file_key, result, message, created_at, ready_at, expires_at,
+            row_count, requested_by
      from exports where account_id = $1::bigint order by created_at desc, export_id limit $2`,
     [accountId, limit],
   );
@@ -93,11 +102,17 @@ export async function setExportReady(
   db: Queryable,
   accountId: string,
   exportId: string,
-  ready: { fileKey: string | null; result: Record<string, number> | null; readyAt: Date; expiresAt: Date },
+  ready: {
+    fileKey: string | null;
+    result: Record<string, number> | null;
+    rows?: number;
+    readyAt: Date;
+    expiresAt: Date;
+  },
 ): Promise<string | undefined> {
   const { rows } = await db.query<{ kind: string }>(
-    "update exports set status = 'ready', file_key = $3, result = $4, ready_at = $5, expires_at = $6 where account_id = $1::bigint and export_id = $2::uuid returning kind",
-    [accountId, exportId, ready.fileKey, ready.result, ready.readyAt, ready.expiresAt],
+    "update exports set status = 'ready', file_key = $3, result = $4, ready_at = $5, expires_at = $6, row_count = $7 where account_id = $1::bigint and export_id = $2::uuid returning kind",
+    [accountId, exportId, ready.fileKey, ready.result, ready.readyAt, ready.expiresAt, ready.rows ?? null],
   );
   return rows[0]?.kind;
 }

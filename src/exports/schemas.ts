@@ -442,6 +442,20 @@ export const ExportList = Type.Object({
       created_at: DateTime,
       ready_at: Type.Union([DateTime, Type.Null()]),
       expires_at: Type.Union([DateTime, Type.Null()]),
+      rows: Type.Union([Type.Integer(), Type.Null()], {
+        description:
+          'The data rows of a ready CSV or Excel file (its lines after the header); null for a count, a JSON document, or before it is ready',
+      }),
+      requested_by: Type.Union(
+        [
+          Type.Object({
+            client_id: Type.String({ description: "The API key's client id" }),
+            name: Type.String({ description: "The API key's name (empty when it has none, or it was deleted)" }),
+          }),
+          Type.Null(),
+        ],
+        { description: 'The API key that requested it; null for an export made before this was kept' },
+      ),
       poll_path: Type.String({
         description:
           'Where it is read (relative to the service): the v2 poll of a file or count, the status of an email event export, the file of a single profile export',

@@ -110,3 +110,38 @@ export async function checkPage(page: Page, name: string): Promise<void> {
   if (SCREENSHOTS_DIR) await fs.mkdir(SCREENSHOTS_DIR, { recursive: true });
   await page.screenshot({ path: SCREENSHOTS_DIR && path.join(SCREENSHOTS_DIR, `${name}.png`), fullPage: true });
 }
+
+/**
+ * What the overview shows of a section, asked of the API as the overview asks it: the count by
+ * consent over every topic of the section, an address column for each of the first two channels.
+ */
+export async function reachable(
+  server: TestServer,
+  token: string,
+  section: string,
+): Promise<{ channels: { name: string }[]; counted: Record<string, number> }> {
+  const topics = (await server.request('GET', `/v2/audience/sections/${section}/topics`, { token })).body.items;
+  const channels = (await server.request('GET', '/audience/channels', { token })).body.items.slice(0, 2);
+  const created = await server.request('POST', '/audience/profiles/reports/consents/count', {
+    token,
+    body: {
+      section_discriminator: section,
+      topic_discriminators: topics.map((t: { discriminator: string }) => t.discriminator),
+      channels: channels.map((c: { name: string; discriminator: string }) => ({
+        field_name: c.name,
+        channel_discriminator: c.discriminator,
+      })),
+    },
+  });
+  expect(created.status, created.text).toBe(201);
+  const poll = new URL(created.body.poll_url).pathname.replace('/audience/', '/v2/audience/');
+  let counted: Record<string, number> | undefined;
+  await expect
+    .poll(async () => {
+      const res = await server.request('GET', poll, { token });
+      counted = res.status === 200 ? JSON.parse(res.text) : undefined;
+      return res.status;
+    })
+    .toBe(200);
+  return { channels, counted: counted! };
+}

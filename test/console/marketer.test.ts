@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import { beforeAll, describe, expect, test } from 'vitest';
 import { SHOP } from '../app.ts';
-import { CHROMIUM, checkPage, consoleBrowser, signInAsOperator, signInWithKey } from './browser.ts';
+import { CHROMIUM, checkPage, consoleBrowser, reachable, signInAsOperator, signInWithKey } from './browser.ts';
 
 // The marketer's pages, driven in chromium against a server with a worker: a segment written with
 // its count and trend, an import from a CSV watched to its end, an export requested and downloaded,
@@ -11,7 +11,8 @@ const SECTION = 'com.vendor1.sections.user-created.shop';
 const BIG = 'com.vendor1.segments.user-created.big-spenders';
 const EMAIL = 'com.vendor1.keyspaces.email';
 
-describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
+// On a busy machine a test takes long: the time allowed is a guard, not a measurement.
+describe.skipIf(!CHROMIUM)('the console for a marketer', { timeout: 300_000 }, () => {
   const b = consoleBrowser({ worker: true });
   let account: { accountId: string; clientId: string; clientSecret: string; token: string };
   let points: string;
@@ -147,7 +148,8 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
     await expect.poll(() => editor.inputValue()).toBe(built);
     expect(await countOf(built)).toBe('1');
     await expect.poll(() => page.getByTestId('count').textContent()).toBe('1');
-    expect(await page.locator('p.count').textContent()).toMatch(/1 profile matches · counted in \d+ ms/);
+    // The figure can be shown while a count of the same query is asked again: its time follows.
+    await expect.poll(() => page.locator('p.count').textContent()).toMatch(/1 profile matches · counted in \d+ ms/);
     await checkPage(page, 'segment-builder');
 
     // AQL typed by hand is read back into the builder.
@@ -434,38 +436,12 @@ describe.skipIf(!CHROMIUM)('the console for a marketer', () => {
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
     await page.getByTestId('figure-profiles').waitFor();
     // The figures are the interface's own count by consent, over every topic of the section.
-    const topics = (await b.server.request('GET', `/v2/audience/sections/${SECTION}/topics`, { token: account.token }))
-      .body.items;
-    const channels = (await b.server.request('GET', '/audience/channels', { token: account.token })).body.items.slice(
-      0,
-      2,
-    );
-    const created = await b.server.request('POST', '/audience/profiles/reports/consents/count', {
-      token: account.token,
-      body: {
-        section_discriminator: SECTION,
-        topic_discriminators: topics.map((t: { discriminator: string }) => t.discriminator),
-        channels: channels.map((c: { name: string; discriminator: string }) => ({
-          field_name: c.name,
-          channel_discriminator: c.discriminator,
-        })),
-      },
-    });
-    expect(created.status, created.text).toBe(201);
-    const poll = new URL(created.body.poll_url).pathname.replace('/audience/', '/v2/audience/');
-    let counted: Record<string, number> | undefined;
-    await expect
-      .poll(async () => {
-        const res = await b.server.request('GET', poll, { token: account.token });
-        counted = res.status === 200 ? JSON.parse(res.text) : undefined;
-        return res.status;
-      })
-      .toBe(200);
-    expect(await page.getByTestId('figure-profiles').textContent()).toBe(String(counted!.total_profile_count));
+    const { channels, counted } = await reachable(b.server, account.token, SECTION);
+    expect(await page.getByTestId('figure-profiles').textContent()).toBe(String(counted.total_profile_count));
     for (const c of channels)
-      expect(await page.getByTestId(`figure-${c.name}`).textContent()).toBe(String(counted![c.name] ?? 0));
-    expect(counted!.total_profile_count).toBeGreaterThan(1);
-    expect(counted!.Email).toBe(1);
+      expect(await page.getByTestId(`figure-${c.name}`).textContent()).toBe(String(counted[c.name] ?? 0));
+    expect(counted.total_profile_count).toBeGreaterThan(1);
+    expect(counted.Email).toBe(1);
     // The last imports, exports and sends, with their state, as listed by the API.
     await page
       .getByRole('table', { name: "The section's last imports" })

@@ -47,7 +47,9 @@ describe.skipIf(!CHROMIUM)('the console for the operator', { timeout: 180_000 },
     // The secret signs in (a new tab: nothing of the operator's session is shared) ...
     const other = await b.open(390);
     await signInWithKey(other, b.server, { clientId, clientSecret });
-    await expect.poll(() => other.getByTestId('who').textContent()).toContain(accountId);
+    // The header names the account and the key, as the API says who calls (their ids in its tooltip).
+    await expect.poll(() => other.getByTestId('who').textContent()).toBe('Console shop · key console key');
+    expect(await other.getByTestId('who').getAttribute('title')).toBe(`Account ${accountId}, API key ${clientId}`);
     await other.close();
     // ... and is not shown again.
     await page.reload();

@@ -113,8 +113,11 @@ function Console() {
   return html`<a class="skip" href="#main" onClick=${skipToMain}>Skip to content</a>
     <header class="top">
       <a class="brand" href=${`#${homeOf(current.kind)}`}>audience console</a>
-      <span class="who" data-testid="who"
-        >${current.label}${current.accountId ? ` · account ${current.accountId}` : ''}</span
+      <span
+        class="who"
+        data-testid="who"
+        title=${current.clientId ? `Account ${current.accountId}, API key ${current.clientId}` : undefined}
+        >${current.label}${current.keyName ? ` · key ${current.keyName}` : ''}</span
       >
       <button type="button" onClick=${() => signOut()}>Sign out</button>
     </header>

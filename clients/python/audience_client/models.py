@@ -46,6 +46,8 @@ __all__ = [
     "GetErrorsResponse",
     "PostOauthTokenBody",
     "PostOauthTokenResponse",
+    "GetAudienceAccountResponse",
+    "GetAudienceAccountResponseKey",
     "GetWellKnownJwksJsonResponse",
     "GetAudienceKeyspacesResponse",
     "GetAudienceKeyspacesResponseItem",
@@ -68,6 +70,7 @@ __all__ = [
     "GetFoldersTopicSectionsFoldersResponse",
     "GetFoldersTopicSectionsFoldersResponseSubfolder",
     "GetAudienceSegmentsResponse",
+    "PostAudienceSegmentsBody",
     "PostAudienceSegmentsVersionsBody",
     "PostAudienceKeyspacesSectionsProfilesBody",
     "PutAudienceProfilesMergesBody",
@@ -157,6 +160,7 @@ __all__ = [
     "GetEmailsReportsByReportIdResponseResult",
     "GetAudienceProfilesReportsResponse",
     "GetAudienceProfilesReportsResponseItem",
+    "GetAudienceProfilesReportsResponseItemRequestedBy",
     "PostEmailsSectionsActivitiesTransactionalTransactionsBody",
     "PostEmailsSectionsActivitiesTransactionalTransactionsBodyAttachment",
     "PostEmailsSectionsActivitiesTransactionalTransactionsResponse",
@@ -703,6 +707,21 @@ class PostOauthTokenResponse(TypedDict):
     token_type: Literal["Bearer"]
 
 
+class GetAudienceAccountResponse(TypedDict):
+    # Account id
+    id: str
+    # Account name
+    name: str
+    key: GetAudienceAccountResponseKey
+
+
+class GetAudienceAccountResponseKey(TypedDict):
+    # The API key's client id
+    client_id: str
+    # The API key's name (empty when it has none)
+    name: str
+
+
 class GetWellKnownJwksJsonResponse(TypedDict):
     # Public keys that verify tokens
     keys: list[dict[str, Any]]
@@ -871,6 +890,15 @@ class GetFoldersTopicSectionsFoldersResponseSubfolder(TypedDict):
 class GetAudienceSegmentsResponse(TypedDict):
     # Segments
     items: list[Segment]
+
+
+class PostAudienceSegmentsBody(TypedDict):
+    # Segment name, 1 to 255 characters
+    name: str
+    # What the segment is for
+    description: NotRequired[str]
+    # The AQL query of its first version, with numeric ids
+    query: str
 
 
 class PostAudienceSegmentsVersionsBody(TypedDict):
@@ -1603,8 +1631,20 @@ class GetAudienceProfilesReportsResponseItem(TypedDict):
     ready_at: str | None
     # RFC 3339 date-time, UTC
     expires_at: str | None
+    # The data rows of a ready CSV or Excel file (its lines after the header); null for a count, a JSON document, or before it is ready
+    rows: int | None
+    # The API key that requested it; null for an export made before this was kept
+    requested_by: GetAudienceProfilesReportsResponseItemRequestedBy | None
     # Where it is read (relative to the service): the v2 poll of a file or count, the status of an email event export, the file of a single profile export
     poll_path: str
+
+
+class GetAudienceProfilesReportsResponseItemRequestedBy(TypedDict):
+    """The API key that requested it; null for an export made before this was kept"""
+    # The API key's client id
+    client_id: str
+    # The API key's name (empty when it has none, or it was deleted)
+    name: str
 
 
 class PostEmailsSectionsActivitiesTransactionalTransactionsBody(TypedDict):

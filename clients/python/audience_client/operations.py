@@ -49,6 +49,8 @@ from .models import (
     GetErrorsResponse,
     PostOauthTokenBody,
     PostOauthTokenResponse,
+    GetAudienceAccountResponse,
+    GetAudienceAccountResponseKey,
     GetWellKnownJwksJsonResponse,
     GetAudienceKeyspacesResponse,
     GetAudienceKeyspacesResponseItem,
@@ -71,6 +73,7 @@ from .models import (
     GetFoldersTopicSectionsFoldersResponse,
     GetFoldersTopicSectionsFoldersResponseSubfolder,
     GetAudienceSegmentsResponse,
+    PostAudienceSegmentsBody,
     PostAudienceSegmentsVersionsBody,
     PostAudienceKeyspacesSectionsProfilesBody,
     PutAudienceProfilesMergesBody,
@@ -160,6 +163,7 @@ from .models import (
     GetEmailsReportsByReportIdResponseResult,
     GetAudienceProfilesReportsResponse,
     GetAudienceProfilesReportsResponseItem,
+    GetAudienceProfilesReportsResponseItemRequestedBy,
     PostEmailsSectionsActivitiesTransactionalTransactionsBody,
     PostEmailsSectionsActivitiesTransactionalTransactionsBodyAttachment,
     PostEmailsSectionsActivitiesTransactionalTransactionsResponse,
@@ -441,6 +445,33 @@ class Operations:
                 body=body,
                 headers=headers,
                 auth=None,
+            ),
+        )
+
+    def get_audience_account(self, *, headers: Mapping[str, str] | None = None) -> GetAudienceAccountResponse:
+        """The caller's account and API key.
+
+        ``GET /audience/account``
+
+        The service's own route (its console's header shows it): the account of the access token, its name, and the API key's client id and name.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 401 | `AUD-8` | Authorization failure |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+        """
+        return cast(
+            "GetAudienceAccountResponse",
+            self._request(
+                "GET",
+                "/audience/account",
+                headers=headers,
+                auth="api",
             ),
         )
 
@@ -926,6 +957,66 @@ class Operations:
             self._request(
                 "GET",
                 "/audience/segments",
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def post_audience_segments(
+        self,
+        body: PostAudienceSegmentsBody,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> Segment:
+        """Create a segment.
+
+        ``POST /audience/segments``
+
+        The service's own route (its console creates segments with it): a segment with its first version, its discriminator made from its name (`-2`, `-3`… when taken); the query is checked as a count's is.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1111` | Target not found |
+        | 400 | `AUD-1401` | Type processing error |
+        | 400 | `AUD-1402` | No such field |
+        | 400 | `AUD-1403` | Array types unsupported |
+        | 400 | `AUD-1404` | Field condition on a non-primitive type |
+        | 400 | `AUD-1701` | AQL syntax error |
+        | 400 | `AUD-1702` | Invalid section specifier |
+        | 400 | `AUD-1703` | Invalid attribute or event specifier |
+        | 400 | `AUD-1704` | Wrong data selector |
+        | 400 | `AUD-1705` | Missing condition |
+        | 400 | `AUD-1706` | Missing string constant |
+        | 400 | `AUD-1707` | Invalid time-window syntax |
+        | 400 | `AUD-1708` | Several event expressions |
+        | 400 | `AUD-1709` | Unsupported expression |
+        | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            body: the request body (application/json)
+        """
+        return cast(
+            "Segment",
+            self._request(
+                "POST",
+                "/audience/segments",
+                body=body,
                 headers=headers,
                 auth="api",
             ),

@@ -152,6 +152,36 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/audience/account': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * The caller's account and API key
+     * @description The service's own route (its console's header shows it): the account of the access token, its name, and the API key's client id and name.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceAccount'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/.well-known/jwks.json': {
     parameters: {
       query?: never;
@@ -545,7 +575,45 @@ export interface paths {
      */
     get: operations['getAudienceSegments'];
     put?: never;
-    post?: never;
+    /**
+     * Create a segment
+     * @description The service's own route (its console creates segments with it): a segment with its first version, its discriminator made from its name (`-2`, `-3`… when taken); the query is checked as a count's is.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1111` | Target not found |
+     *     | 400 | `AUD-1401` | Type processing error |
+     *     | 400 | `AUD-1402` | No such field |
+     *     | 400 | `AUD-1403` | Array types unsupported |
+     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
+     *     | 400 | `AUD-1701` | AQL syntax error |
+     *     | 400 | `AUD-1702` | Invalid section specifier |
+     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
+     *     | 400 | `AUD-1704` | Wrong data selector |
+     *     | 400 | `AUD-1705` | Missing condition |
+     *     | 400 | `AUD-1706` | Missing string constant |
+     *     | 400 | `AUD-1707` | Invalid time-window syntax |
+     *     | 400 | `AUD-1708` | Several event expressions |
+     *     | 400 | `AUD-1709` | Unsupported expression |
+     *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    post: operations['postAudienceSegments'];
     delete?: never;
     options?: never;
     head?: never;
@@ -5710,6 +5778,49 @@ export interface operations {
       '5XX': components['responses']['Problem'];
     };
   };
+  getAudienceAccount: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *       "name": "Shop",
+           *       "key": {
+           *         "client_id": "k1042-3f9a8c2e",
+           *         "name": "Shop"
+           *       }
+           *     }
+           */
+          'application/json': {
+            /** @description Account id */
+            id: string;
+            /** @description Account name */
+            name: string;
+            key: {
+              /** @description The API key's client id */
+              client_id: string;
+              /** @description The API key's name (empty when it has none) */
+              name: string;
+            };
+          };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
   getWellKnownJwksJson: {
     parameters: {
       query?: never;
@@ -6425,6 +6536,59 @@ export interface operations {
             /** @description Segments */
             items: components['schemas']['Segment'][];
           };
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  postAudienceSegments: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "name": "Shop",
+         *       "description": "Customers of the online shop",
+         *       "query": "Example"
+         *     }
+         */
+        'application/json': {
+          /** @description Segment name, 1 to 255 characters */
+          name: string;
+          /** @description What the segment is for */
+          description?: string;
+          /** @description The AQL query of its first version, with numeric ids */
+          query: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "discriminator": "com.vendor1.sections.user-created.shop",
+           *       "name": "Shop",
+           *       "description": "Customers of the online shop",
+           *       "versions": [
+           *         {
+           *           "id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *           "query": "Example"
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': components['schemas']['Segment'];
         };
       };
       '4XX': components['responses']['Problem'];
@@ -9293,6 +9457,11 @@ export interface operations {
            *           "created_at": "2026-03-01T09:30:00Z",
            *           "ready_at": "2026-03-01T09:30:00Z",
            *           "expires_at": "2026-03-01T09:30:00Z",
+           *           "rows": 1,
+           *           "requested_by": {
+           *             "client_id": "k1042-3f9a8c2e",
+           *             "name": "Shop"
+           *           },
            *           "poll_path": "Example"
            *         }
            *       ]
@@ -9331,6 +9500,15 @@ export interface operations {
                * @description RFC 3339 date-time, UTC
                */
               expires_at: string | null;
+              /** @description The data rows of a ready CSV or Excel file (its lines after the header); null for a count, a JSON document, or before it is ready */
+              rows: number | null;
+              /** @description The API key that requested it; null for an export made before this was kept */
+              requested_by: {
+                /** @description The API key's client id */
+                client_id: string;
+                /** @description The API key's name (empty when it has none, or it was deleted) */
+                name: string;
+              } | null;
               /** @description Where it is read (relative to the service): the v2 poll of a file or count, the status of an email event export, the file of a single profile export */
               poll_path: string;
             }[];

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
+import { callerAccount } from '../../accounts/accounts.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { spend } from '../plugins/auth.ts';
 
@@ -76,6 +77,25 @@ export const apiKeysRoutes: OperationTable = {
           async (id) => (await services.accounts.get(id)) ?? undefined,
         );
       },
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/account',
+      summary: "The caller's account and API key",
+      description:
+        "The service's own route (its console's header shows it): the account of the access token, its name, and the API key's client id and name.",
+      response: {
+        200: Type.Object({
+          id: Type.String({ description: 'Account id' }),
+          name: Type.String({ description: 'Account name' }),
+          key: Type.Object({
+            client_id: Type.String({ description: "The API key's client id" }),
+            name: Type.String({ description: "The API key's name (empty when it has none)" }),
+          }),
+        }),
+      },
+      scope: 'account',
+      handle: ({ db, scope, services }) => callerAccount(db, scope, services.apiKeys),
     }),
     operation({
       method: 'GET',

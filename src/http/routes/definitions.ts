@@ -201,6 +201,27 @@ export const definitionsRoutes: OperationTable = {
     }),
     operation({
       method: 'POST',
+      path: '/audience/segments',
+      summary: 'Create a segment',
+      description:
+        "The service's own route (its console creates segments with it): a segment with its first version, its discriminator made from its name (`-2`, `-3`… when taken); the query is checked as a count's is.",
+      errors: [...AQL_PROBLEMS, 'AUD-1107', 'AUD-1711', 'AUD-1714'],
+      body: Type.Object(
+        {
+          name: Type.String({ minLength: 1, maxLength: 255, description: 'Segment name, 1 to 255 characters' }),
+          description: Type.Optional(Type.String({ maxLength: 1000, description: 'What the segment is for' })),
+          query: Type.String({ minLength: 1, description: 'The AQL query of its first version, with numeric ids' }),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 201: Segment },
+      scope,
+      transaction: true,
+      handle: ({ db, scope, services, body }) =>
+        definitions.createSegment(db, scope, { feed: services.feed, vendor: services.config.vendor }, body),
+    }),
+    operation({
+      method: 'POST',
       path: '/audience/segments/:segment_discriminator/versions',
       summary: 'Save a segment version',
       description:

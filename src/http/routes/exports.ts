@@ -380,7 +380,9 @@ export function exportsRoutes(services: Services): OperationTable {
         query: ExportListQuery,
         response: { 200: ExportList },
         scope: 'account',
-        handle: async ({ db, scope, query }) => ({ items: await listExports(db, scope, query.limit) }),
+        handle: async ({ db, scope, services, query }) => ({
+          items: await listExports(db, scope, query.limit, services.apiKeys),
+        }),
       }),
       operation({
         method: 'GET',

@@ -13,7 +13,10 @@ let lastUsed = 0;
 let timer;
 const listeners = new Set();
 
-/** The session: { kind: 'operator' | 'account', token, label, accountId, sections, expiresAt }, or null. */
+/**
+ * The session: { kind: 'operator' | 'account', token, label (the account's name), keyName, clientId,
+ * accountId, sections, expiresAt }, or null.
+ */
 export function session() {
   return current;
 }
@@ -79,10 +82,20 @@ export async function signInAccount(clientId, clientSecret) {
   if (!res.ok) throw await refusal(res, 'The client id or secret was refused.');
   const { access_token, expires_in } = await res.json();
   const claims = claimsOf(access_token);
+  // The account's name and the key's, for the header.
+  const who = await request('/audience/account', {
+    headers: { authorization: `Bearer ${access_token}` },
+    credentials: 'omit',
+    cache: 'no-store',
+  });
+  if (!who.ok) throw await refusal(who, 'The access token was refused.');
+  const account = await who.json();
   change({
     kind: 'account',
     token: access_token,
-    label: `Key ${clientId}`,
+    label: account.name,
+    keyName: account.key.name,
+    clientId,
     accountId: claims.account,
     expiresAt: Math.min(Date.now() + expires_in * 1000, Date.now() + MAX_MS),
   });

@@ -228,6 +228,18 @@ export default function Exports() {
             { label: 'Columns', value: (i) => columnsOf(i.request) },
             { label: 'State', value: (i) => html`<span data-testid="export-status">${i.status}</span>` },
             {
+              label: 'Rows',
+              value: (i) =>
+                html`<span data-testid="export-rows">${i.rows === null ? '—' : i.rows.toLocaleString('en')}</span>`,
+            },
+            {
+              label: 'Requested by',
+              value: (i) =>
+                html`<span data-testid="export-requester"
+                  >${i.requested_by ? i.requested_by.name || `key ${i.requested_by.client_id}` : '—'}</span
+                >`,
+            },
+            {
               label: 'Result',
               value: (i) =>
                 i.result

@@ -1,7 +1,7 @@
 // Segments: a builder of conditions by name, the AQL it writes in an editor with highlighting and
 // the parser's errors where it puts them (AQL typed there is read back into the builder where it
 // can be), the live count as one builds or types, the stored segment's 25-point trend as a chart,
-// and save as a new version.
+// save as a new segment (by its name) or as a stored segment's new version.
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { parseAql, writeAql } from '../lib/aql.js';
 import { api, path } from '../lib/api.js';
@@ -147,13 +147,21 @@ export default function Segments() {
     return () => {
       live = false;
     };
-  }, [section, chosen, round]);
+  }, [section, segment?.discriminator, round]);
 
   const save = useAction(async () => {
     const version = await api('POST', path`/audience/segments/${chosen}/versions`, { query });
     segments.reload();
     setRound((r) => r + 1);
     return version;
+  });
+  const [name, setName] = useState('');
+  const create = useAction(async () => {
+    const created = await api('POST', '/audience/segments', { name: name.trim(), query });
+    segments.reload();
+    setChosen(created.discriminator);
+    setName('');
+    return created;
   });
   const at = useMemo(() => errorOffset(count.error), [count.error]);
 
@@ -224,6 +232,22 @@ export default function Segments() {
               </p>`
       }
     </div>
+    <form
+      class="row"
+      onSubmit=${(e) => {
+        e.preventDefault();
+        create.run();
+      }}
+    >
+      <${Field} label="New segment's name" value=${name} onInput=${(e) => setName(e.currentTarget.value)} />
+      <div class="actions">
+        <button type="submit" disabled=${create.busy || !!count.error || !name.trim() || !query.trim()}>
+          Save as a new segment
+        </button>
+      </div>
+    </form>
+    <${ErrorNote} error=${create.error} />
+    <${Notice}>${create.done ? `Saved as the new segment ${create.done.name}.` : null}<//>
     ${
       segment
         ? html`<div class="actions">
