@@ -1714,6 +1714,7 @@ class PostAdminAccountsBodyLimits(TypedDict):
     merges_per_profile: NotRequired[int | None]
     token_lifetime_seconds: NotRequired[int | None]
     webhook_failures_before_pause: NotRequired[int | None]
+    webhook_retention_days: NotRequired[int | None]
 
 
 class PatchAdminAccountsByAccountIdBody(TypedDict):
@@ -1738,6 +1739,7 @@ class PatchAdminAccountsByAccountIdBodyLimits(TypedDict):
     merges_per_profile: NotRequired[int | None]
     token_lifetime_seconds: NotRequired[int | None]
     webhook_failures_before_pause: NotRequired[int | None]
+    webhook_retention_days: NotRequired[int | None]
 
 
 class PutAdminManifestResponse(TypedDict):

@@ -9734,7 +9734,8 @@ export interface operations {
          *         "pending_exports": 0,
          *         "merges_per_profile": 0,
          *         "token_lifetime_seconds": 7200,
-         *         "webhook_failures_before_pause": 0
+         *         "webhook_failures_before_pause": 0,
+         *         "webhook_retention_days": 1
          *       }
          *     }
          */
@@ -9761,6 +9762,7 @@ export interface operations {
             merges_per_profile?: number | null;
             token_lifetime_seconds?: number | null;
             webhook_failures_before_pause?: number | null;
+            webhook_retention_days?: number | null;
           };
         };
       };
@@ -9892,7 +9894,8 @@ export interface operations {
          *         "pending_exports": 0,
          *         "merges_per_profile": 0,
          *         "token_lifetime_seconds": 7200,
-         *         "webhook_failures_before_pause": 0
+         *         "webhook_failures_before_pause": 0,
+         *         "webhook_retention_days": 1
          *       }
          *     }
          */
@@ -9914,6 +9917,7 @@ export interface operations {
             merges_per_profile?: number | null;
             token_lifetime_seconds?: number | null;
             webhook_failures_before_pause?: number | null;
+            webhook_retention_days?: number | null;
           };
         };
       };
