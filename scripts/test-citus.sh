@@ -28,7 +28,7 @@ if [ $# -gt 0 ]; then
 fi
 # Arguments are file filters: test/section-access and test/section-operations name the section access tests.
 npx vitest run src/accounts src/profiles src/consents src/segments src/imports src/exports src/activities \
-  src/transactional test/event-writers.test.ts test/section-access test/section-operations test/end-to-end.test.ts test/distribution.test.ts \
+  src/transactional src/webhooks test/event-writers.test.ts test/section-access test/section-operations test/end-to-end.test.ts test/distribution.test.ts \
   test/dump.test.ts test/dump-hops.test.ts
 # The cluster tests after the others: a rebalance connects the nodes to each other, and with the
 # other files' servers running beside it the coordinator ran out of connections (too many clients).

@@ -27,6 +27,11 @@ export const DEFAULT_LIMITS = {
    * "Pausing"); null never pauses.
    */
   webhook_failures_before_pause: 100,
+  /**
+   * Days a webhook event is kept, with its deliveries and their attempts, once none of its
+   * deliveries is pending (docs/webhooks.md "Retention"); null keeps them until their endpoint goes.
+   */
+  webhook_retention_days: 30,
 } as const;
 
 export type LimitName = keyof typeof DEFAULT_LIMITS;
@@ -38,6 +43,7 @@ export const LIMIT_NAMES = Object.keys(DEFAULT_LIMITS) as LimitName[];
 /** The range of each limit that has one, beyond being a whole number of at least 0. */
 export const LIMIT_RANGES: Partial<Record<LimitName, { minimum: number; maximum: number }>> = {
   token_lifetime_seconds: { minimum: 2 * 3600, maximum: 24 * 3600 },
+  webhook_retention_days: { minimum: 1, maximum: 3650 },
 };
 
 /** The limits in force for an account: its overrides over the defaults. */

@@ -4,13 +4,14 @@ import { enqueueUnlessWaiting, type Job } from '../jobs/queue.ts';
 import { OutboundError, type Outbound } from '../outbound/outbound.ts';
 import { WEBHOOK_DELIVERY_JOB } from './events.ts';
 import * as q from './queries.ts';
+import { queueRetention } from './retention.ts';
 import { SecretBox, sign } from './signing.ts';
 
 /**
  * The delivery job of an account (docs/webhooks.md "Delivery"): it leases the deliveries due now,
  * each the oldest pending one of its profile on its endpoint, POSTs them at once through the
  * address filter of src/outbound/, records every attempt, and goes on while some are due; then it
- * queues its next run for the next retry. A delivery leased by a worker that dies is sent again
+ * queues its next run for the next retry, and the retention sweep of the deliveries it ended. A delivery leased by a worker that dies is sent again
  * once its lease ends (at-least-once, with the same webhook-id).
  */
 
@@ -37,11 +38,13 @@ export async function runWebhookDeliveries(deps: WebhookDeps, job: Job<typeof WE
   const { accountId } = job;
   const scope = await deps.scopeOf(accountId);
   const box = new SecretBox(scope.secret);
+  let ended = false;
   for (;;) {
     const due = await q.leaseDue(deps.pool, accountId, BATCH, LEASE_SECONDS);
     if (due.length === 0) break;
     const results = await Promise.all(due.map((d) => attempt(deps, box, d)));
     await q.recordAttempts(deps.pool, accountId, results);
+    ended ||= results.some((r) => r.state !== 'pending');
     const byEndpoint = new Map<string, { endpoint_id: string; failures: number; succeeded: boolean }>();
     for (const r of results) {
       const e = byEndpoint.get(r.endpoint_id) ?? { endpoint_id: r.endpoint_id, failures: 0, succeeded: false };
@@ -60,6 +63,7 @@ export async function runWebhookDeliveries(deps: WebhookDeps, job: Job<typeof WE
     for (const p of paused)
       deps.paused?.({ account: accountId, endpoint: p.endpoint_id, consecutive_failures: p.consecutive_failures });
   }
+  if (ended) await queueRetention(deps.pool, scope);
   const next = await q.nextDue(deps.pool, accountId);
   if (next) await enqueueUnlessWaiting(deps.pool, accountId, WEBHOOK_DELIVERY_JOB, {}, next);
 }

@@ -20,9 +20,12 @@ export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
 /** The job that delivers an account's pending webhook deliveries (src/webhooks/delivery.ts). */
 export const WEBHOOK_DELIVERY_JOB = 'webhook-delivery';
+/** The job that removes an account's events older than its retention (src/webhooks/retention.ts). */
+export const WEBHOOK_RETENTION_JOB = 'webhook-retention';
 declare module '../jobs/queue.ts' {
   interface JobPayloads {
     [WEBHOOK_DELIVERY_JOB]: Record<string, never>;
+    [WEBHOOK_RETENTION_JOB]: Record<string, never>;
   }
 }
 

@@ -319,13 +319,15 @@ export interface AttemptRow {
   error: string | null;
 }
 
+// Every table names the account ($1), the subquery's too: Citus routes a statement to one node
+// only when each of its tables is pinned to the account, and refuses a correlated subquery otherwise.
 const DELIVERY_SELECT = `select e.event_id, e.type as event_type, e.created_at, d.status, d.attempts, d.next_attempt_at,
     d.delivered_at, e.data, e.event_seq,
     (select json_build_object('attempt', a.attempt, 'attempted_at', a.attempted_at, 'status', a.status,
        'latency_ms', a.latency_ms, 'error', a.error)
-     from webhook_attempts a where a.account_id = d.account_id and a.endpoint_id = d.endpoint_id and a.event_seq = d.event_seq
+     from webhook_attempts a where a.account_id = $1::bigint and a.endpoint_id = d.endpoint_id and a.event_seq = d.event_seq
      order by a.attempt desc limit 1) as last_attempt
-  from webhook_deliveries d join webhook_events e on e.account_id = d.account_id and e.event_seq = d.event_seq`;
+  from webhook_deliveries d join webhook_events e on e.account_id = $1::bigint and e.event_seq = d.event_seq`;
 
 /** The deliveries of an endpoint, newest first. */
 export async function listDeliveries(
@@ -381,6 +383,36 @@ export async function replay(
     one ? [accountId, endpointId, which.eventId] : [accountId, endpointId, which.since, which.until, which.failedOnly],
   );
   return rowCount ?? 0;
+}
+
+/**
+ * Removes up to `max` events of the account written before `before` none of whose deliveries is
+ * pending, oldest first, with their deliveries and attempts (the foreign keys cascade); answers how many.
+ */
+export async function sweepEvents(db: Queryable, accountId: string, before: Date, max: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `delete from webhook_events e
+     where e.account_id = $1::bigint and e.event_seq in (
+       select o.event_seq from webhook_events o
+       where o.account_id = $1::bigint and o.created_at < $2::timestamptz
+         and not exists (select 1 from webhook_deliveries d
+           where d.account_id = $1::bigint and d.event_seq = o.event_seq and d.status = 'pending')
+       order by o.created_at limit $3)`,
+    [accountId, before, max],
+  );
+  return rowCount ?? 0;
+}
+
+/** When the account's oldest event none of whose deliveries is pending was written; undefined for none. */
+export async function oldestSettledEvent(db: Queryable, accountId: string): Promise<Date | undefined> {
+  const { rows } = await db.query<{ created_at: Date }>(
+    `select o.created_at from webhook_events o
+     where o.account_id = $1::bigint and not exists (select 1 from webhook_deliveries d
+       where d.account_id = $1::bigint and d.event_seq = o.event_seq and d.status = 'pending')
+     order by o.created_at limit 1`,
+    [accountId],
+  );
+  return rows[0]?.created_at;
 }
 
 /** Erases the webhooks of an account being deleted: endpoints with their deliveries and attempts, and events. */

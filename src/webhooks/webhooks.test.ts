@@ -332,12 +332,53 @@ describe('deliveries', () => {
     );
     expect(resumed.body).toMatchObject({ state: 'active', consecutive_failures: 0 });
     await arrived(url, (rs) => rs.filter((r) => r.headers['webhook-id']).length >= seen + 2);
-    await readWhen(a, `/webhooks/${id}`, () => true);
-    const delivered = await ok(
-      server.request('GET', `/webhooks/${id}/deliveries?status=delivered`, { token: a.token }),
-      200,
-    );
-    expect(delivered.body.items).toHaveLength(2);
+    // Each is recorded once its answer came: wait for both records.
+    await readWhen(a, `/webhooks/${id}/deliveries?status=delivered`, (d) => d.items.length === 2);
+  });
+
+  it('are removed with their attempts once older than the retention, unless a delivery of the event is pending', async () => {
+    const DAY = 86_400_000;
+    const a = await account({ webhook_retention_days: 2 });
+    const answered = await subscribe(server, a, hookUrl(), ['profile.deleted']);
+    const failingUrl = hookUrl();
+    const failing = await subscribe(server, a, failingUrl, ['consent.changed']);
+    receiver.answer = (r) => (to(failingUrl)(r) ? { status: 503 } : { status: 200 });
+    await createProfile(server, a, 'kim@example.com');
+    await setConsent(server, a, 'kim@example.com', 'opt-in');
+    await createProfile(server, a, 'lou@example.com');
+    await deleteProfile(server, a, 'lou@example.com');
+    await readWhen(a, `/webhooks/${answered.id}/deliveries?status=delivered`, (d) => d.items.length === 1);
+    await readWhen(a, `/webhooks/${failing.id}/deliveries`, (d) => d.items[0]?.last_attempt?.status === 503);
+
+    // The delivery job queued the sweep for when the delivery it ended leaves the retention, by the account's clock.
+    const rows = async (sql: string) => (await db.query(sql, [a.accountId])).rows;
+    const queued = await rows("select run_at from jobs where account_id = $1 and kind = 'webhook-retention'");
+    expect(queued.map((j) => j.run_at.getTime())).toEqual([server.clock.now + 2 * DAY]);
+    const attempts =
+      'select endpoint_id::text, count(*)::int as n from webhook_attempts where account_id = $1 group by 1 order by 1';
+    expect((await rows(attempts)).map((r) => r.endpoint_id)).toEqual([answered.id, failing.id]);
+
+    server.clock.advance(3 * DAY);
+    try {
+      // Due by the database's clock too, which the test clock does not move.
+      await rows("update jobs set run_at = now() where account_id = $1 and kind = 'webhook-retention'");
+      for (const until = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 50))) {
+        const left = await rows(
+          "select (select count(*) from webhook_events where account_id = $1)::int as events, (select count(*) from jobs where account_id = $1 and kind = 'webhook-retention')::int as sweeps",
+        );
+        if (left[0].events === 1 && left[0].sweeps === 0) break;
+        if (Date.now() > until) throw new Error(`left: ${JSON.stringify(left)}`);
+      }
+    } finally {
+      server.clock.advance(-3 * DAY);
+    }
+    // The delivered event went with its delivery and attempts; the pending one stays whole, and no sweep waits for it.
+    expect((await rows(attempts)).map((r) => r.endpoint_id)).toEqual([failing.id]);
+    const list = await ok(server.request('GET', `/webhooks/${answered.id}/deliveries`, { token: a.token }), 200);
+    expect(list.body.items).toEqual([]);
+    const pending = await ok(server.request('GET', `/webhooks/${failing.id}/deliveries`, { token: a.token }), 200);
+    expect(pending.body.items.map((d: { status: string }) => d.status)).toEqual(['pending']);
+    await ok(server.request('DELETE', `/webhooks/${failing.id}`, { token: a.token }), 204);
   });
 });
 

@@ -89,6 +89,8 @@ export async function startWorker(
     'export-single-ready': async (job) => (await import('../exports/single.ts')).sendReadyCallback(singleDeps, job),
     'transactional-send': async (job) => (await import('../transactional/run.ts')).runSend(sendDeps, job),
     'webhook-delivery': async (job) => (await import('../webhooks/delivery.ts')).runWebhookDeliveries(webhookDeps, job),
+    'webhook-retention': async (job) =>
+      (await import('../webhooks/retention.ts')).runWebhookRetention(webhookDeps, job),
   };
   const worker = new Worker(
     pool,

@@ -4,13 +4,14 @@
 and answers), fetches and renews its tokens, sends requests again on 429, 502, 503, 504 and
 dropped connections (``Retry``), and raises problem documents as ``AudienceProblem``.
 ``Emulator`` runs ``audience emulate`` for a test suite; ``audience_client.pytest_plugin`` gives
-pytest fixtures of it.
+pytest fixtures of it. ``verify_webhook`` checks a webhook delivery's signature.
 """
 
 from .client import AudienceClient, ImportFailed, Retry, retry_delay
 from .emulator import Emulator, EmulatorAccount, EmulatorControl, EmulatorError
 from .models import PROBLEMS
 from .problems import AudienceError, AudienceHTTPError, AudienceProblem
+from .webhooks import WebhookVerificationError, verify_webhook
 
 __all__ = [
     "AudienceClient",
@@ -24,7 +25,9 @@ __all__ = [
     "ImportFailed",
     "PROBLEMS",
     "Retry",
+    "WebhookVerificationError",
     "retry_delay",
+    "verify_webhook",
 ]
 
 __version__ = "0.1.0"

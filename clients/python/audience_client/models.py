@@ -1754,6 +1754,7 @@ class PostAdminAccountsBodyLimits(TypedDict):
     merges_per_profile: NotRequired[int | None]
     token_lifetime_seconds: NotRequired[int | None]
     webhook_failures_before_pause: NotRequired[int | None]
+    webhook_retention_days: NotRequired[int | None]
 
 
 class PatchAdminAccountsByAccountIdBody(TypedDict):
@@ -1778,6 +1779,7 @@ class PatchAdminAccountsByAccountIdBodyLimits(TypedDict):
     merges_per_profile: NotRequired[int | None]
     token_lifetime_seconds: NotRequired[int | None]
     webhook_failures_before_pause: NotRequired[int | None]
+    webhook_retention_days: NotRequired[int | None]
 
 
 class PutAdminManifestResponse(TypedDict):

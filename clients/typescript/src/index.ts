@@ -4,6 +4,13 @@ import type { components, paths } from './schema.ts';
 
 export type { components, paths } from './schema.ts';
 export { PROBLEM_CODES, type KnownProblemCode } from './problem-codes.ts';
+export {
+  verifyWebhook,
+  WebhookVerificationError,
+  type VerifyWebhookOptions,
+  type WebhookDelivery,
+  type WebhookHeaders,
+} from './webhooks.ts';
 
 type Method = 'get' | 'put' | 'post' | 'delete' | 'patch';
 type PathsWith<M extends Method> = {

@@ -9912,7 +9912,8 @@ export interface operations {
          *         "pending_exports": 0,
          *         "merges_per_profile": 0,
          *         "token_lifetime_seconds": 7200,
-         *         "webhook_failures_before_pause": 0
+         *         "webhook_failures_before_pause": 0,
+         *         "webhook_retention_days": 1
          *       }
          *     }
          */
@@ -9939,6 +9940,7 @@ export interface operations {
             merges_per_profile?: number | null;
             token_lifetime_seconds?: number | null;
             webhook_failures_before_pause?: number | null;
+            webhook_retention_days?: number | null;
           };
         };
       };
@@ -10070,7 +10072,8 @@ export interface operations {
          *         "pending_exports": 0,
          *         "merges_per_profile": 0,
          *         "token_lifetime_seconds": 7200,
-         *         "webhook_failures_before_pause": 0
+         *         "webhook_failures_before_pause": 0,
+         *         "webhook_retention_days": 1
          *       }
          *     }
          */
@@ -10092,6 +10095,7 @@ export interface operations {
             merges_per_profile?: number | null;
             token_lifetime_seconds?: number | null;
             webhook_failures_before_pause?: number | null;
+            webhook_retention_days?: number | null;
           };
         };
       };
