@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { EmulatorError, startEmulator, type Emulator } from 'audience/testing';
+import { EmulatorError, startEmulator, type Emulator } from '../clients/testing/src/index.ts';
 import { CallbackReceiver } from './callbacks.ts';
 import { atFileEnd } from './scratch.ts';
 
 // The emulator (docs/emulator.md) used as an integrator's test suite uses it: through
-// audience/testing, which runs `audience emulate`, and plain HTTP. One emulator for the file,
+// @audience/testing (clients/testing), which runs `audience emulate`, and plain HTTP. One emulator for the file,
 // reset before each test.
 
 let emulator: Emulator;

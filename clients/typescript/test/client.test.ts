@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-// audience/testing, as the repository's root package exports it (this package is a workspace of its own).
-import { startEmulator, type Emulator } from '../../../src/testing.ts';
+// @audience/testing (clients/testing), from its source: this package is a workspace of its own.
+import { startEmulator, type Emulator } from '../../testing/src/index.ts';
 import { AudienceProblem, createAudienceClient, type AudienceClientOptions } from '../src/index.ts';
 
 // The typed client against the emulator (docs/emulator.md), as an integrator's test suite would

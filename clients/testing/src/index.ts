@@ -1,11 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import readline from 'node:readline';
 /**
- * `import { startEmulator } from 'audience/testing'`: the emulator (docs/emulator.md) for a test
+ * `import { startEmulator } from '@audience/testing'`: the emulator (docs/emulator.md) for a test
  * suite. It runs `audience emulate` in a process of its own (its database and its port too), waits
  * for it to serve, and answers its address, the ready account and a client of the control API.
- * This module imports nothing of the service, so a test suite loads none of it.
+ * This module imports nothing of the service, so a test suite loads none of it; it is built to
+ * JavaScript for Node.js 20 and later (the emulator itself runs on the Node.js its program pins).
  */
 
 /** The ready account of the emulator, and the operator token. */
@@ -244,18 +246,27 @@ export interface StartOptions {
   jobs?: 'automatic' | 'manual';
   /** Refuse unknown top-level fields of request bodies (400 naming the field) instead of ignoring them, as `serve` does. */
   strict?: boolean;
-  /** The `audience` program to run: this package's by default. */
+  /** The `audience` program to run; by default `AUDIENCE_COMMAND`, else the `bin/audience` of an `audience` package the working directory's project holds (or is), else `audience` on the PATH. */
   command?: string;
   /** Give up waiting for the start after this long (the first start on a machine prepares the database: seconds). */
   timeoutMs?: number;
 }
 
-const PROGRAM = path.join(import.meta.dirname, '..', 'bin', 'audience');
+/** The `audience` program `startEmulator` runs when not told (`StartOptions.command`). */
+function emulatorProgram(): string {
+  if (process.env.AUDIENCE_COMMAND) return process.env.AUDIENCE_COMMAND;
+  try {
+    const manifest = createRequire(path.join(process.cwd(), 'package.json')).resolve('audience/package.json');
+    return path.join(path.dirname(manifest), 'bin', 'audience');
+  } catch {
+    return 'audience';
+  }
+}
 
 /** Starts an emulator and waits until it serves. */
 export async function startEmulator(options: StartOptions = {}): Promise<Emulator> {
   const child = spawn(
-    options.command ?? PROGRAM,
+    options.command ?? emulatorProgram(),
     [
       'emulate',
       ...(options.manifest ? ['--manifest', options.manifest] : []),
