@@ -74,6 +74,28 @@ export interface OutboundCall {
   /** A URL; a recipient's address. */
   target: string;
   body: unknown;
+  /** The headers the call's kind added (a webhook's id, timestamp and signature). */
+  headers?: Record<string, string>;
+  answer: { status?: number; body?: string; error?: string };
+  duration_ms: number;
+  fault?: number;
+}
+
+/** An attempt of a webhook delivery (docs/emulator.md "Webhook deliveries"). */
+export interface WebhookDelivery {
+  /** The outbound call the attempt is. */
+  id: number;
+  at: string;
+  /** The endpoint. */
+  url: string;
+  /** The `webhook-id` header: the same for every attempt of one delivery. */
+  event_id: string;
+  /** `consent.changed` … */
+  type: string;
+  /** `webhook-id`, `webhook-timestamp`, `webhook-signature`. */
+  headers: Record<string, string>;
+  /** The signed body: `type`, `timestamp`, `data`. */
+  body: { type: string; timestamp: string; data: Record<string, unknown> };
   answer: { status?: number; body?: string; error?: string };
   duration_ms: number;
   fault?: number;
@@ -208,7 +230,7 @@ export interface EmulatorControl {
     /** Newest first; `limit`: at most n (100 by default, up to 1000). */
     list(filter?: { to?: string; limit?: number }): Promise<MailMessage[]>;
   };
-  /** The calls the service made to targets outside it (callbacks, mail), and faults injected into them. */
+  /** The calls the service made to targets outside it (callbacks, mail, webhook deliveries), and faults injected into them. */
   outbound: {
     list(filter?: { kind?: string; target?: string; after?: number; limit?: number }): Promise<OutboundCall[]>;
     clear(): Promise<void>;
@@ -217,6 +239,10 @@ export interface EmulatorControl {
       list(): Promise<AppliedOutboundFault[]>;
       clear(): Promise<void>;
     };
+  };
+  webhooks: {
+    /** The webhook deliveries attempted, oldest first: to endpoints matching `url` (`*`: any characters), of an event `type`, after an id; `limit`: the last n (1 to 1000). */
+    list(filter?: { url?: string; type?: string; after?: number; limit?: number }): Promise<WebhookDelivery[]>;
   };
   limits: {
     get(): Promise<Record<string, number | null>>;
@@ -386,6 +412,10 @@ export function controlClient(baseUrl: string): EmulatorControl {
         list: async () => (await call<{ items: AppliedOutboundFault[] }>('GET', '/outbound/faults')).items,
         clear: () => call('DELETE', '/outbound/faults'),
       },
+    },
+    webhooks: {
+      list: async (filter = {}) =>
+        (await call<{ items: WebhookDelivery[] }>('GET', `/webhooks${queryOf(filter)}`)).items,
     },
     limits: {
       get: () => call('GET', '/limits'),
