@@ -1,8 +1,14 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+
+// test/packages.test.ts packs the client packages, installs them and runs them on each Node.js at
+// hand: about 50 s of CPU and minutes on a busy machine, so `npm run test:packages` runs it, a step
+// of .ci/run of its own, and `npm test` leaves it out.
+const packages = process.env.AUDIENCE_TEST_PACKAGES === '1' ? [] : ['test/packages.test.ts'];
 
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'clients/typescript/test/**/*.test.ts'],
+    exclude: [...configDefaults.exclude, ...packages],
     globalSetup: ['test/global-setup.ts', 'test/declared-problems.ts'],
     setupFiles: ['test/drop-database.ts', 'test/clean-up.ts'],
     pool: 'forks',

@@ -348,7 +348,8 @@ function successSchemas(document: Document, operation: Schema): { raw: boolean; 
     const schema = json ? content[json].schema : undefined;
     const described =
       schema && ['type', '$ref', 'properties', 'items', 'anyOf', 'oneOf', 'allOf', 'enum'].some((key) => key in schema);
-    if (!json || !described || types.length > 1) raw = true;
+    // A file (a body of bytes) is answered raw, as any other media type is.
+    if (!json || !described || types.length > 1 || schema.format === 'binary') raw = true;
     else schemas.push(schema);
   }
   return { raw, schemas };

@@ -22,10 +22,7 @@ export const LAYERS = [
   { name: 'area', matches: (_m: string) => false },
   { name: 'services', matches: (m: string) => m === 'services.ts' || m === 'config.ts' },
   { name: 'transport', matches: (m: string) => m.startsWith('http/') || m.startsWith('worker/') },
-  {
-    name: 'program',
-    matches: (m: string) => m === 'cli.ts' || m === 'server.ts' || m === 'emulate.ts' || m === 'testing.ts',
-  },
+  { name: 'program', matches: (m: string) => m === 'cli.ts' || m === 'server.ts' || m === 'emulate.ts' },
 ] as const;
 
 export type LayerName = (typeof LAYERS)[number]['name'];

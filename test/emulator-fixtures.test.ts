@@ -1,7 +1,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEmulator, type Emulator } from 'audience/testing';
+import { startEmulator, type Emulator } from '../clients/testing/src/index.ts';
 import { atFileEnd, scratchFolder } from './scratch.ts';
 
 // `audience emulate --manifest FILE --manual-jobs --strict` with a one-file fixture

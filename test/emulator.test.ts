@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { EmulatorError, startEmulator, type Emulator } from 'audience/testing';
+import { EmulatorError, startEmulator, type Emulator } from '../clients/testing/src/index.ts';
 import { CallbackReceiver } from './callbacks.ts';
 import { atFileEnd } from './scratch.ts';
 
 // The emulator (docs/emulator.md) used as an integrator's test suite uses it: through
-// audience/testing, which runs `audience emulate`, and plain HTTP. One emulator for the file,
+// @audience/testing (clients/testing), which runs `audience emulate`, and plain HTTP. One emulator for the file,
 // reset before each test.
 
 let emulator: Emulator;
@@ -404,6 +404,46 @@ describe('outbound calls', () => {
     ]);
     expect(target.received).toHaveLength(2);
     expect(await emulator.control.outbound.faults.list()).toEqual([]);
+  });
+
+  it('a webhook delivery reaches a receiver on loopback, and is listed with its headers, body and answer', async () => {
+    const target = await receiver();
+    target.answer = () => ({ status: 200, headers: { 'content-type': 'text/plain' }, body: 'received' });
+    const token = await emulator.token();
+    const subscribed = await call('POST', '/webhooks', {
+      token,
+      body: { url: target.url('/hooks'), event_types: ['profile.deleted'] },
+    });
+    expect(subscribed.status, JSON.stringify(subscribed.body)).toBe(201);
+    await exportKeyOf(token, 'deleted@example.com');
+    expect((await call('DELETE', `/audience/keyspaces/${EMAIL}/profiles/deleted@example.com`, { token })).status).toBe(
+      204,
+    );
+    const fault = await emulator.control.outbound.faults.add({ kind: 'webhook', status: 503 });
+    await emulator.control.jobs.run();
+    await emulator.control.clock.advance(3600);
+    expect(target.received).toHaveLength(1);
+    const deliveries = await emulator.control.webhooks.list({ type: 'profile.deleted' });
+    expect(deliveries).toEqual([
+      expect.objectContaining({ url: target.url('/hooks'), answer: { status: 503, body: '' }, fault: fault.id }),
+      expect.objectContaining({ url: target.url('/hooks'), answer: { status: 200, body: 'received' } }),
+    ]);
+    const [faulted, delivered] = deliveries;
+    expect(delivered.event_id).toBe(faulted.event_id);
+    expect(delivered.headers).toEqual({
+      'webhook-id': delivered.event_id,
+      'webhook-timestamp': expect.stringMatching(/^\d+$/),
+      'webhook-signature': expect.stringMatching(/^v1,/),
+    });
+    expect(delivered.body).toMatchObject({ type: 'profile.deleted', data: { profiles: [expect.anything()] } });
+    expect(target.received[0].body).toEqual(delivered.body);
+    expect(await emulator.control.webhooks.list({ limit: 1 })).toEqual([delivered]);
+    expect(await emulator.control.webhooks.list({ url: 'http://elsewhere/*' })).toEqual([]);
+    expect(await emulator.control.webhooks.list({ after: delivered.id })).toEqual([]);
+    expect(await emulator.control.outbound.list({ kind: 'webhook' })).toEqual([
+      expect.objectContaining({ id: faulted.id, headers: faulted.headers }),
+      expect.objectContaining({ id: delivered.id, target: delivered.url }),
+    ]);
   });
 
   it('TX-01 mail is recorded as an outbound call, and a fault answers in the mail server’s place', async () => {

@@ -17,6 +17,7 @@ import {
 } from '../profiles/locate.ts';
 import type { ProfileFollower } from '../profiles/profiles.ts';
 import type { IdentifierInSection, UniqueIdentifier } from '../profiles/schemas.ts';
+import { CONSENT_TYPES } from './schemas.ts';
 import type { Queryable } from '../store/pool.ts';
 import { recordWebhookEvents, type WebhookEvent } from '../webhooks/events.ts';
 import * as q from './queries.ts';
@@ -57,7 +58,6 @@ async function consentsChanged(tx: Queryable, scope: AccountScope, changes: Chan
   });
 }
 
-export const CONSENT_TYPES = ['opt-in', 'opt-out', 'pending-opt-in', 'confirmed-opt-in'] as const;
 export type ConsentType = (typeof CONSENT_TYPES)[number];
 /** The source of a consent given without one (ENDPOINTS.md "Facts"). */
 export const DEFAULT_SOURCE = 'One API';

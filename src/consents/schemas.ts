@@ -1,11 +1,15 @@
 import { Type, type Static } from 'typebox';
-import { DateTime } from '../core/schemas.ts';
+import { DateTime, ListedString } from '../core/schemas.ts';
+
+export const CONSENT_TYPES = ['opt-in', 'opt-out', 'pending-opt-in', 'confirmed-opt-in'] as const;
+/** The consent types a request may set (the others are refused with AUD-1603). */
+const REQUESTED_TYPES = ['opt-in', 'opt-out'];
 
 export const ConsentRequest = Type.Object(
   {
     topic_discriminator: Type.String({ description: 'Topic of the consent' }),
     channel_discriminator: Type.String({ description: 'Channel of the consent' }),
-    type: Type.String({
+    type: ListedString(REQUESTED_TYPES, {
       description: 'opt-in or opt-out (pending-opt-in and confirmed-opt-in are not supported by the API yet)',
     }),
     reason: Type.String({ minLength: 3, maxLength: 256, description: 'Why the consent changes, 3 to 256 characters' }),
@@ -24,7 +28,7 @@ export const Consent = Type.Object(
   {
     topic_discriminator: Type.String(),
     channel_discriminator: Type.String(),
-    type: Type.String({ description: 'opt-in, opt-out, pending-opt-in or confirmed-opt-in' }),
+    type: ListedString(CONSENT_TYPES, { description: 'opt-in, opt-out, pending-opt-in or confirmed-opt-in' }),
     reason: Type.String(),
     source: Type.String(),
     modified_at: DateTime,
@@ -101,7 +105,7 @@ export const AddressConsentRequest = Type.Object(
           'Topic of the consent; without it, every topic of the list (or of the section, without a list) for the channel',
       }),
     ),
-    type: Type.String({
+    type: ListedString(REQUESTED_TYPES, {
       description: 'opt-in or opt-out (pending-opt-in and confirmed-opt-in are not supported by the API yet)',
     }),
   },

@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from 'typebox';
-import { DateTime } from '../core/schemas.ts';
+import { DateTime, ListedString } from '../core/schemas.ts';
 import { SegmentChoice } from '../segments/schemas.ts';
 
 /** A column name of an export file. */
@@ -427,7 +427,7 @@ export const ExportList = Type.Object({
   items: Type.Array(
     Type.Object({
       export_id: Type.String(),
-      kind: Type.String({
+      kind: ListedString(['consents', 'consents-count', 'duplicates', 'segments', 'events', 'email-events', 'single'], {
         description: 'consents, consents-count, duplicates, segments, events, email-events or single',
       }),
       status: Type.Union(

@@ -2,6 +2,8 @@ import type { SwaggerOptions } from '@fastify/swagger';
 import type { FastifySwaggerUiOptions } from '@fastify/swagger-ui';
 import type { Config } from '../config.ts';
 import { DEFAULT_LIMITS, LIMIT_RANGES } from '../core/limits.ts';
+import { LISTED_VALUES } from '../core/schemas.ts';
+import { FILE_MEDIA_TYPES } from './schemas/problem.ts';
 import { WEBHOOK_EVENT_TYPES } from '../webhooks/events.ts';
 import { payloadSchema } from '../webhooks/schemas.ts';
 
@@ -183,6 +185,27 @@ function tidy(doc: Json): void {
   }
 }
 
+/** The values of every `ListedString` (src/core/schemas.ts) as the schema's `enum`. */
+function listValues(node: unknown): void {
+  if (node === null || typeof node !== 'object') return;
+  const object = node as Json;
+  if (Array.isArray(object[LISTED_VALUES])) {
+    object.enum = object[LISTED_VALUES];
+    delete object[LISTED_VALUES];
+  }
+  for (const [key, value] of Object.entries(object)) if (key !== 'example' && key !== 'examples') listValues(value);
+}
+
+/** The answers that are files (`FileAnswer`): each of their media types with a body of bytes. */
+function fileAnswers(doc: Json): void {
+  for (const { operation } of operationsOf(doc))
+    for (const response of Object.values((operation.responses ?? {}) as Record<string, Json>)) {
+      const types = response.content?.['application/json']?.schema?.[FILE_MEDIA_TYPES] as string[] | undefined;
+      if (types)
+        response.content = Object.fromEntries(types.map((t) => [t, { schema: { type: 'string', format: 'binary' } }]));
+    }
+}
+
 /** Examples of every operation: its declared ones (`x-examples`), else made from the schemas. */
 function addExamples(doc: Json): void {
   for (const { operation } of operationsOf(doc)) {
@@ -306,6 +329,8 @@ export function openapiOptions(config: Config, problemSchema: Json): SwaggerOpti
     transformObject: (documents) => {
       const doc = structuredClone((documents as { openapiObject: Json }).openapiObject);
       tidy(doc);
+      listValues(doc.paths);
+      fileAnswers(doc);
       addExamples(doc);
       nameComponents(doc);
       doc['x-webhooks'] = webhooksOf();

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { pipeline, Transform, type Readable } from 'node:stream';
-import { CONSENT_TYPES } from '../consents/consents.ts';
+import { CONSENT_TYPES } from '../consents/schemas.ts';
 import {
   ALL_SECTIONS_PROBLEMS,
   keyspaceForProfileAccess,

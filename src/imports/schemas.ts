@@ -1,5 +1,5 @@
 import { Type, type Static, type TProperties, type TSchema } from 'typebox';
-import { DateTime } from '../core/schemas.ts';
+import { DateTime, ListedString } from '../core/schemas.ts';
 
 const Column = (description: string) => Type.String({ minLength: 1, description });
 
@@ -117,7 +117,9 @@ export const ImportStatus = Type.Object(
   {
     import_id: Type.String(),
     result: Type.Object({
-      status: Type.String({ description: 'waiting_for_file, queued, in_progress, completed or error' }),
+      status: ListedString(['waiting_for_file', 'queued', 'in_progress', 'completed', 'error'], {
+        description: 'waiting_for_file, queued, in_progress, completed or error',
+      }),
       profiles_found: Type.Integer({ description: 'Data rows read' }),
       profiles_processed: Type.Integer({ description: 'Rows applied' }),
       profiles_failed: Type.Integer({ description: 'Rows refused' }),

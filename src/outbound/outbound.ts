@@ -155,7 +155,13 @@ export class Outbound {
   ): Promise<number> {
     if (!this.tap) return (await this.send(url, body, options)).status;
     const answer = await this.tap.call(
-      { kind: options.kind ?? 'callback', method: 'POST', target: url, body: JSON.parse(body) },
+      {
+        kind: options.kind ?? 'callback',
+        method: 'POST',
+        target: url,
+        body: JSON.parse(body),
+        ...(options.headers ? { headers: options.headers } : {}),
+      },
       {
         deliver: () => this.send(url, body, options),
         answerOf: (a) => a,

@@ -10,12 +10,14 @@
  * status, a mail server's refusal). `serve` has no tap: calls go straight out.
  */
 
-/** What a call sends: its kind (`callback`, `mail`, `webhook` …), method, target (a URL, an address) and body. */
+/** What a call sends: its kind (`callback`, `mail`, `webhook` …), method, target (a URL, an address), body, and headers of its own. */
 export interface OutboundAttempt {
   kind: string;
   method: string;
   target: string;
   body: unknown;
+  /** The headers the call's kind adds (a webhook's id, timestamp and signature). */
+  headers?: Record<string, string>;
 }
 
 /** What came back: a status and the answer's text, or why there was none. */
@@ -112,14 +114,15 @@ export class OutboundRecorder implements OutboundTap {
     this.faults = [];
   }
 
-  /** The record, oldest first: of a kind, to targets matching a pattern, after an id, the last `limit`. */
-  list(filter: { kind?: string; target?: string; after?: number; limit: number }): OutboundCall[] {
+  /** The record, oldest first: of a kind, to targets matching a pattern, whose body's `type` is `type` (a webhook's event type), after an id, the last `limit`. */
+  list(filter: { kind?: string; target?: string; type?: string; after?: number; limit: number }): OutboundCall[] {
     const matches = filter.target ? globOf(filter.target) : undefined;
     return this.calls
       .filter(
         (c) =>
           (!filter.kind || c.kind === filter.kind) &&
           (!matches || matches.test(c.target)) &&
+          (!filter.type || (c.body as { type?: unknown } | null)?.type === filter.type) &&
           (filter.after === undefined || c.id > filter.after),
       )
       .slice(-filter.limit);

@@ -328,7 +328,7 @@ class Consent(TypedDict):
     topic_discriminator: str
     channel_discriminator: str
     # opt-in, opt-out, pending-opt-in or confirmed-opt-in
-    type: str
+    type: Literal["opt-in", "opt-out", "pending-opt-in", "confirmed-opt-in"]
     reason: str
     source: str
     # RFC 3339 date-time, UTC
@@ -354,7 +354,7 @@ class ImportStatus(TypedDict):
 
 class ImportStatusResult(TypedDict):
     # waiting_for_file, queued, in_progress, completed or error
-    status: str
+    status: Literal["waiting_for_file", "queued", "in_progress", "completed", "error"]
     # Data rows read
     profiles_found: int
     # Rows applied
@@ -1024,7 +1024,7 @@ class PostV2AudienceKeyspacesProfilesSectionsConsentsBody(TypedDict):
     # Channel of the consent
     channel_discriminator: str
     # opt-in or opt-out (pending-opt-in and confirmed-opt-in are not supported by the API yet)
-    type: str
+    type: Literal["opt-in", "opt-out"]
     # Why the consent changes, 3 to 256 characters
     reason: str
     # Where the consent comes from, 3 to 256 characters; "One API" when omitted
@@ -1063,7 +1063,7 @@ class PostAudienceChannelsAddressesConsentsBody(TypedDict):
     # Topic of the consent; without it, every topic of the list (or of the section, without a list) for the channel
     topic_discriminator: NotRequired[str]
     # opt-in or opt-out (pending-opt-in and confirmed-opt-in are not supported by the API yet)
-    type: str
+    type: Literal["opt-in", "opt-out"]
 
 
 class GetAudienceChannelsAddressesConsentsSectionsConsentListsEvaluationsResponse(TypedDict):
@@ -1158,7 +1158,7 @@ class GetAudienceSectionsImportsResponse(TypedDict):
 class GetAudienceSectionsImportsResponseItem(TypedDict):
     import_id: str
     # waiting_for_file, queued, in_progress, completed or error
-    status: str
+    status: Literal["waiting_for_file", "queued", "in_progress", "completed", "error"]
     # Data rows read
     profiles_found: int
     # Rows applied
@@ -1616,7 +1616,7 @@ class GetAudienceProfilesReportsResponse(TypedDict):
 class GetAudienceProfilesReportsResponseItem(TypedDict):
     export_id: str
     # consents, consents-count, duplicates, segments, events, email-events or single
-    kind: str
+    kind: Literal["consents", "consents-count", "duplicates", "segments", "events", "email-events", "single"]
     # A ready export expires a day after it was ready
     status: Literal["queued", "in_progress", "ready", "failed", "expired"]
     # Why a failed export failed

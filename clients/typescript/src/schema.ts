@@ -5166,8 +5166,11 @@ export interface components {
     Consent: {
       topic_discriminator: string;
       channel_discriminator: string;
-      /** @description opt-in, opt-out, pending-opt-in or confirmed-opt-in */
-      type: string;
+      /**
+       * @description opt-in, opt-out, pending-opt-in or confirmed-opt-in
+       * @enum {string}
+       */
+      type: 'opt-in' | 'opt-out' | 'pending-opt-in' | 'confirmed-opt-in';
       reason: string;
       source: string;
       /**
@@ -5195,8 +5198,11 @@ export interface components {
     ImportStatus: {
       import_id: string;
       result: {
-        /** @description waiting_for_file, queued, in_progress, completed or error */
-        status: string;
+        /**
+         * @description waiting_for_file, queued, in_progress, completed or error
+         * @enum {string}
+         */
+        status: 'waiting_for_file' | 'queued' | 'in_progress' | 'completed' | 'error';
         /** @description Data rows read */
         profiles_found: number;
         /** @description Rows applied */
@@ -7656,7 +7662,7 @@ export interface operations {
            *         {
            *           "topic_discriminator": "com.vendor1.topics.user-created.weekly-newsletter",
            *           "channel_discriminator": "com.vendor1.channels.email",
-           *           "type": "Example",
+           *           "type": "opt-in",
            *           "reason": "Signed up at checkout",
            *           "source": "Shop checkout",
            *           "modified_at": "2026-03-01T09:30:00Z"
@@ -7729,8 +7735,11 @@ export interface operations {
           topic_discriminator: string;
           /** @description Channel of the consent */
           channel_discriminator: string;
-          /** @description opt-in or opt-out (pending-opt-in and confirmed-opt-in are not supported by the API yet) */
-          type: string;
+          /**
+           * @description opt-in or opt-out (pending-opt-in and confirmed-opt-in are not supported by the API yet)
+           * @enum {string}
+           */
+          type: 'opt-in' | 'opt-out';
           /** @description Why the consent changes, 3 to 256 characters */
           reason: string;
           /** @description Where the consent comes from, 3 to 256 characters; "One API" when omitted */
@@ -7910,7 +7919,7 @@ export interface operations {
          *       "section_discriminator": "com.vendor1.sections.user-created.shop",
          *       "consent_list_discriminator": "com.vendor1.folders.user-created.newsletters",
          *       "topic_discriminator": "com.vendor1.topics.user-created.weekly-newsletter",
-         *       "type": "Example"
+         *       "type": "opt-in"
          *     }
          */
         'application/json': {
@@ -7920,8 +7929,11 @@ export interface operations {
           consent_list_discriminator?: string;
           /** @description Topic of the consent; without it, every topic of the list (or of the section, without a list) for the channel */
           topic_discriminator?: string;
-          /** @description opt-in or opt-out (pending-opt-in and confirmed-opt-in are not supported by the API yet) */
-          type: string;
+          /**
+           * @description opt-in or opt-out (pending-opt-in and confirmed-opt-in are not supported by the API yet)
+           * @enum {string}
+           */
+          type: 'opt-in' | 'opt-out';
         };
       };
     };
@@ -8290,7 +8302,7 @@ export interface operations {
            *       "items": [
            *         {
            *           "import_id": "b4e1c2d3-5f6a-4b7c-8d9e-0a1b2c3d4e5f",
-           *           "status": "Example",
+           *           "status": "waiting_for_file",
            *           "profiles_found": 1,
            *           "profiles_processed": 1,
            *           "profiles_failed": 1,
@@ -8306,8 +8318,11 @@ export interface operations {
             /** @description Imports of the section, newest first */
             items: {
               import_id: string;
-              /** @description waiting_for_file, queued, in_progress, completed or error */
-              status: string;
+              /**
+               * @description waiting_for_file, queued, in_progress, completed or error
+               * @enum {string}
+               */
+              status: 'waiting_for_file' | 'queued' | 'in_progress' | 'completed' | 'error';
               /** @description Data rows read */
               profiles_found: number;
               /** @description Rows applied */
@@ -9305,8 +9320,8 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          /** @example {} */
-          'application/json': unknown;
+          /** @example Example */
+          'application/json': Blob;
         };
       };
       '4XX': components['responses']['Problem'];
@@ -9411,8 +9426,8 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          /** @example {} */
-          'application/json': unknown;
+          /** @example Example */
+          'application/gzip': Blob;
         };
       };
       '4XX': components['responses']['Problem'];
@@ -9445,7 +9460,7 @@ export interface operations {
            *       "items": [
            *         {
            *           "export_id": "c5f2d3e4-6a7b-4c8d-9e0f-1a2b3c4d5e6f",
-           *           "kind": "Example",
+           *           "kind": "consents",
            *           "status": "queued",
            *           "message": "The file has no column \"email\"",
            *           "result": {
@@ -9471,8 +9486,11 @@ export interface operations {
             /** @description Exports of the account, newest first */
             items: {
               export_id: string;
-              /** @description consents, consents-count, duplicates, segments, events, email-events or single */
-              kind: string;
+              /**
+               * @description consents, consents-count, duplicates, segments, events, email-events or single
+               * @enum {string}
+               */
+              kind: 'consents' | 'consents-count' | 'duplicates' | 'segments' | 'events' | 'email-events' | 'single';
               /** @description A ready export expires a day after it was ready */
               status: 'queued' | 'in_progress' | 'ready' | 'failed' | 'expired';
               /** @description Why a failed export failed */
@@ -9540,8 +9558,12 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          /** @example {} */
-          'application/json': unknown;
+          /** @example Example */
+          'text/csv': Blob;
+          /** @example Example */
+          'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet': Blob;
+          /** @example Example */
+          'application/json': Blob;
         };
       };
       '4XX': components['responses']['Problem'];
@@ -9569,8 +9591,12 @@ export interface operations {
           [name: string]: unknown;
         };
         content: {
-          /** @example {} */
-          'application/json': unknown;
+          /** @example Example */
+          'text/csv': Blob;
+          /** @example Example */
+          'application/vnd.openxmlformats-officedocument.spreadsheetml.sheet': Blob;
+          /** @example Example */
+          'application/json': Blob;
         };
       };
       /** @description In progress: poll again later */

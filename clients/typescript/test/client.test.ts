@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-// audience/testing, as the repository's root package exports it (this package is a workspace of its own).
-import { startEmulator, type Emulator } from '../../../src/testing.ts';
-import { AudienceProblem, createAudienceClient, type AudienceClientOptions } from '../src/index.ts';
+// @audience/testing (clients/testing), from its source: this package is a workspace of its own.
+import { startEmulator, type Emulator } from '../../testing/src/index.ts';
+import { AudienceProblem, createAudienceClient, type AudienceClientOptions, type paths } from '../src/index.ts';
 
 // The typed client against the emulator (docs/emulator.md), as an integrator's test suite would
 // use both: the emulator's ready account, its clock moved forward, its jobs run, faults injected
@@ -47,6 +47,11 @@ function client(options: Partial<AudienceClientOptions> = {}) {
   });
   return { audience, waits, advance };
 }
+
+/** The consent types the document lists for a consent request. */
+type ConsentType = NonNullable<
+  paths['/v2/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/consents']['post']['requestBody']
+>['content']['application/json']['type'];
 
 const tokenRequests = async () => (await emulator.control.requests.list({ path: '/oauth/token' })).length;
 
@@ -173,6 +178,36 @@ describe('the typed client', () => {
     expect(header.split(',')).toContain('points');
     expect(rows).toHaveLength(1);
     expect(rows[0]).toContain('150');
+    // A file is typed as bytes (the document's format binary): read as a Blob, or a stream, not as JSON.
+    const { data: bytes } = await audience.api.GET('/v2/audience/profiles/reports/{report_id}', {
+      params: { path: { report_id: new URL(file.url).pathname.split('/').pop()! } },
+      parseAs: 'blob',
+    });
+    const blob: Blob = bytes;
+    expect((await blob.text()).trim().split(/\r?\n/)[0]).toBe(header);
+  });
+
+  it('CONS-06 takes only the values the document lists: a misspelt consent type does not compile', async () => {
+    const { audience } = client();
+    const consent = (type: ConsentType) =>
+      audience.api.POST(
+        '/v2/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/consents',
+        {
+          params: {
+            path: { keyspace_discriminator: EMAIL, profile_key: 'ann@shop.test', section_discriminator: SHOP },
+          },
+          body: {
+            topic_discriminator: `${V}.topics.none`,
+            channel_discriminator: `${V}.channels.email`,
+            type,
+            reason: 'Typed',
+          },
+        },
+      );
+    // @ts-expect-error `tsc` (npm test) fails here if a type that is no consent type compiles.
+    const misspelt: ConsentType = 'opt-inn';
+    // The service refuses it all the same, with its own code: AUD-1602.
+    await expect(consent(misspelt)).rejects.toMatchObject({ code: 'AUD-1602', status: 400 });
   });
 
   it('IMP-05 waits by a poll hook that runs the emulator’s jobs instead of sleeping, and sees them queued first', async () => {

@@ -114,11 +114,27 @@ const OutboundCall = Type.Object({
   method: Type.String(),
   target: Type.String(),
   body: Type.Unknown(),
+  headers: Type.Optional(Type.Record(Type.String(), Type.String())),
   answer: Type.Object({
     status: Type.Optional(Type.Integer()),
     body: Type.Optional(Type.String()),
     error: Type.Optional(Type.String()),
   }),
+  duration_ms: Type.Integer(),
+  fault: Type.Optional(Type.Integer()),
+});
+
+const WebhookDelivery = Type.Object({
+  id: Type.Integer({ description: 'The outbound call the attempt is (GET /_emulator/outbound)' }),
+  at: DateTime,
+  url: Type.String({ description: 'The endpoint' }),
+  event_id: Type.String({ description: 'The webhook-id header: the same for every attempt of one delivery' }),
+  type: Type.String({ description: 'The event type' }),
+  headers: Type.Record(Type.String(), Type.String(), {
+    description: 'webhook-id, webhook-timestamp and webhook-signature',
+  }),
+  body: Type.Unknown({ description: 'The signed body: type, timestamp, data' }),
+  answer: OutboundCall.properties.answer,
   duration_ms: Type.Integer(),
   fault: Type.Optional(Type.Integer()),
 });
@@ -366,7 +382,8 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
     control({
       method: 'GET',
       path: '/outbound',
-      summary: 'The outbound calls the service made (callbacks, mail), oldest first, with their bodies and answers',
+      summary:
+        'The outbound calls the service made (callbacks, mail, webhook deliveries), oldest first, with their bodies and answers',
       query: Type.Object(
         {
           kind: Type.Optional(Type.String({ maxLength: 40 })),
@@ -378,6 +395,40 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       ),
       response: { 200: Type.Object({ items: Type.Array(OutboundCall) }) },
       handle: async ({ query }) => ({ items: emulator.outbound.list(query) }),
+    }),
+    control({
+      method: 'GET',
+      path: '/webhooks',
+      summary: 'The webhook deliveries the service attempted, oldest first, with their headers, bodies and answers',
+      query: Type.Object(
+        {
+          url: Type.Optional(
+            Type.String({ maxLength: 2000, description: 'An endpoint URL; * stands for any characters' }),
+          ),
+          type: Type.Optional(Type.String({ maxLength: 100, description: 'An event type (consent.changed …)' })),
+          after: Type.Optional(Type.Integer({ minimum: 0, description: 'Only attempts of a greater id' })),
+          limit: Type.Integer({ minimum: 1, maximum: 1000, default: 1000, description: 'The last n' }),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 200: Type.Object({ items: Type.Array(WebhookDelivery) }) },
+      handle: async ({ query }) => ({
+        items: emulator.outbound
+          .list({ kind: 'webhook', target: query.url, type: query.type, after: query.after, limit: query.limit })
+          .map(({ id, at, target, headers = {}, body, answer, duration_ms, fault }) => ({
+            id,
+            at,
+            url: target,
+            event_id: headers['webhook-id'] ?? '',
+            // A body over 64 KB is not kept: its type with it.
+            type: (body as { type?: string } | null)?.type ?? '',
+            headers,
+            body,
+            answer,
+            duration_ms,
+            ...(fault === undefined ? {} : { fault }),
+          })),
+      }),
     }),
     control({
       method: 'DELETE',

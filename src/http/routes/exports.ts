@@ -31,6 +31,8 @@ import {
 import * as single from '../../exports/single.ts';
 import type { Queryable } from '../../store/pool.ts';
 import { answer, operation, type Operation, type OperationTable } from '../operation.ts';
+import { FileAnswer } from '../schemas/problem.ts';
+import { XLSX_TYPE } from '../../exports/formats.ts';
 
 /** The items of an Accept or Accept-Encoding header, lower-cased, each with its weight (RFC 9110 §12.4.2; 1 without a q). */
 function weighted(header: string | undefined): { name: string; q: number }[] {
@@ -94,10 +96,10 @@ const requests = 'profile_export_requests_per_second';
 const eventRequests = 'event_export_requests_per_minute';
 const downloads = 'export_downloads_per_minute';
 
-const ready = Type.Unknown({
-  description:
-    "The file (CSV, or Excel with Accept: application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, and for the segment export JSON with Accept: application/json; the event export's JSON) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip",
-});
+const ready = FileAnswer(
+  "The file (CSV, or Excel with Accept: application/vnd.openxmlformats-officedocument.spreadsheetml.sheet, and for the segment export JSON with Accept: application/json; the event export's JSON) or the result of a count (JSON), gzip-compressed when Accept-Encoding takes gzip",
+  ['text/csv', XLSX_TYPE, 'application/json'],
+);
 
 /** Exports and counts (SPEC §4.7) and their poll URLs (SPEC §3.3), on the routes of ENDPOINTS.md "Exports and counts". */
 export function exportsRoutes(services: Services): OperationTable {
@@ -303,7 +305,7 @@ export function exportsRoutes(services: Services): OperationTable {
           'The URL of the second callback. 200 with the file (JSON) when ready, for one day; 404 while in progress or for an unknown id; 503 when the export failed (the detail says why); 410 once gone. The metadata=true of the URL changes nothing: include_type_definitions decides.',
         params: SingleExportFileParams,
         response: {
-          200: Type.Unknown({ description: 'The file (JSON), gzip-compressed when Accept-Encoding takes gzip' }),
+          200: FileAnswer('The file (JSON), gzip-compressed when Accept-Encoding takes gzip', ['application/json']),
         },
         scope: 'account',
         handle: async ({ db, scope, params, request, reply }) =>
@@ -343,7 +345,7 @@ export function exportsRoutes(services: Services): OperationTable {
         description: `The gzip-compressed CSV at the URL of a status answer. 403 without the URL's token (or, for a header_auth URL, the ${authHeader} header of the status answer) or once the URL has expired; 410 once the file has expired.`,
         params: EmailReportFileParams,
         query: EmailReportFileQuery,
-        response: { 200: Type.Unknown({ description: 'The gzip-compressed CSV' }) },
+        response: { 200: FileAnswer('The gzip-compressed CSV', [emailEvents.GZIP_TYPE]) },
         scope: 'link',
         // An account that does not exist is refused as a wrong credential is: the URL tells nothing of which accounts exist.
         resolve: async (request) => {

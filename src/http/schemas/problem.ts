@@ -30,6 +30,17 @@ export const ProblemSchema = Type.Object(
 
 export const NoContent = Type.Null({ description: 'No content' });
 
+/** The keyword of a `FileAnswer`, which /openapi.json writes as the answer's media types. */
+export const FILE_MEDIA_TYPES = 'x-file-media-types';
+
+/**
+ * An answer that is a file in one of `mediaTypes`: /openapi.json declares each with a body of bytes
+ * (`format: binary`), which the typed clients read as bytes or a stream, not as JSON.
+ */
+export function FileAnswer(description: string, mediaTypes: readonly string[]): TSchema {
+  return Type.Unknown({ description, [FILE_MEDIA_TYPES]: [...mediaTypes] });
+}
+
 /** An error answer: a problem document, in its own media type (what `sendProblem` sends). */
 const ProblemResponse = {
   description: 'A problem document (RFC 9457)',

@@ -1,11 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import readline from 'node:readline';
 /**
- * `import { startEmulator } from 'audience/testing'`: the emulator (docs/emulator.md) for a test
+ * `import { startEmulator } from '@audience/testing'`: the emulator (docs/emulator.md) for a test
  * suite. It runs `audience emulate` in a process of its own (its database and its port too), waits
  * for it to serve, and answers its address, the ready account and a client of the control API.
- * This module imports nothing of the service, so a test suite loads none of it.
+ * This module imports nothing of the service, so a test suite loads none of it; it is built to
+ * JavaScript for Node.js 20 and later (the emulator itself runs on the Node.js its program pins).
  */
 
 /** The ready account of the emulator, and the operator token. */
@@ -72,6 +74,28 @@ export interface OutboundCall {
   /** A URL; a recipient's address. */
   target: string;
   body: unknown;
+  /** The headers the call's kind added (a webhook's id, timestamp and signature). */
+  headers?: Record<string, string>;
+  answer: { status?: number; body?: string; error?: string };
+  duration_ms: number;
+  fault?: number;
+}
+
+/** An attempt of a webhook delivery (docs/emulator.md "Webhook deliveries"). */
+export interface WebhookDelivery {
+  /** The outbound call the attempt is. */
+  id: number;
+  at: string;
+  /** The endpoint. */
+  url: string;
+  /** The `webhook-id` header: the same for every attempt of one delivery. */
+  event_id: string;
+  /** `consent.changed` … */
+  type: string;
+  /** `webhook-id`, `webhook-timestamp`, `webhook-signature`. */
+  headers: Record<string, string>;
+  /** The signed body: `type`, `timestamp`, `data`. */
+  body: { type: string; timestamp: string; data: Record<string, unknown> };
   answer: { status?: number; body?: string; error?: string };
   duration_ms: number;
   fault?: number;
@@ -206,7 +230,7 @@ export interface EmulatorControl {
     /** Newest first; `limit`: at most n (100 by default, up to 1000). */
     list(filter?: { to?: string; limit?: number }): Promise<MailMessage[]>;
   };
-  /** The calls the service made to targets outside it (callbacks, mail), and faults injected into them. */
+  /** The calls the service made to targets outside it (callbacks, mail, webhook deliveries), and faults injected into them. */
   outbound: {
     list(filter?: { kind?: string; target?: string; after?: number; limit?: number }): Promise<OutboundCall[]>;
     clear(): Promise<void>;
@@ -215,6 +239,10 @@ export interface EmulatorControl {
       list(): Promise<AppliedOutboundFault[]>;
       clear(): Promise<void>;
     };
+  };
+  webhooks: {
+    /** The webhook deliveries attempted, oldest first: to endpoints matching `url` (`*`: any characters), of an event `type`, after an id; `limit`: the last n (1 to 1000). */
+    list(filter?: { url?: string; type?: string; after?: number; limit?: number }): Promise<WebhookDelivery[]>;
   };
   limits: {
     get(): Promise<Record<string, number | null>>;
@@ -244,18 +272,27 @@ export interface StartOptions {
   jobs?: 'automatic' | 'manual';
   /** Refuse unknown top-level fields of request bodies (400 naming the field) instead of ignoring them, as `serve` does. */
   strict?: boolean;
-  /** The `audience` program to run: this package's by default. */
+  /** The `audience` program to run; by default `AUDIENCE_COMMAND`, else the `bin/audience` of an `audience` package the working directory's project holds (or is), else `audience` on the PATH. */
   command?: string;
   /** Give up waiting for the start after this long (the first start on a machine prepares the database: seconds). */
   timeoutMs?: number;
 }
 
-const PROGRAM = path.join(import.meta.dirname, '..', 'bin', 'audience');
+/** The `audience` program `startEmulator` runs when not told (`StartOptions.command`). */
+function emulatorProgram(): string {
+  if (process.env.AUDIENCE_COMMAND) return process.env.AUDIENCE_COMMAND;
+  try {
+    const manifest = createRequire(path.join(process.cwd(), 'package.json')).resolve('audience/package.json');
+    return path.join(path.dirname(manifest), 'bin', 'audience');
+  } catch {
+    return 'audience';
+  }
+}
 
 /** Starts an emulator and waits until it serves. */
 export async function startEmulator(options: StartOptions = {}): Promise<Emulator> {
   const child = spawn(
-    options.command ?? PROGRAM,
+    options.command ?? emulatorProgram(),
     [
       'emulate',
       ...(options.manifest ? ['--manifest', options.manifest] : []),
@@ -375,6 +412,10 @@ export function controlClient(baseUrl: string): EmulatorControl {
         list: async () => (await call<{ items: AppliedOutboundFault[] }>('GET', '/outbound/faults')).items,
         clear: () => call('DELETE', '/outbound/faults'),
       },
+    },
+    webhooks: {
+      list: async (filter = {}) =>
+        (await call<{ items: WebhookDelivery[] }>('GET', `/webhooks${queryOf(filter)}`)).items,
     },
     limits: {
       get: () => call('GET', '/limits'),
