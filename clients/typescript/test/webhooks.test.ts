@@ -1,7 +1,7 @@
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-// audience/testing, as the repository's root package exports it (this package is a workspace of its own).
-import { startEmulator, type Emulator } from '../../../src/testing.ts';
+// @audience/testing, from its workspace's source.
+import { startEmulator, type Emulator } from '../../testing/src/index.ts';
 import { CallbackReceiver, type Received } from '../../../test/callbacks.ts';
 import { createAudienceClient, verifyWebhook, WebhookVerificationError, type AudienceClient } from '../src/index.ts';
 
