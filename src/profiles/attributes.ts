@@ -13,7 +13,7 @@ import {
 } from '../core/definitions.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { requireAllSections, sectionOf } from '../definitions/definitions.ts';
+import { hasLiveSegments, requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
@@ -29,6 +29,7 @@ import {
   locateOrCreate,
   locateKey,
   locateWithSectionData,
+  patchSection,
   refuseReadOnly,
   type Located,
   type ProfileFollower,
@@ -141,7 +142,7 @@ function currentVersionOf(
 }
 
 /**
- * Writes a plan that is values and nothing else as one statement, without a transaction (shared
+ * Writes a plan that is values and nothing else, for an account without live segments, as one statement, without a transaction (shared
  * with the other such writes of the same turn; queries.ts patchSectionDataByKey): false when it
  * is not such a plan, or no profile has the key, for the caller to take the transaction.
  */
@@ -151,7 +152,15 @@ async function writeDirectly(
   target: { keyspace: KeyspaceRow; key: string; section: SectionDefs },
   plan: WritePlan,
 ): Promise<boolean> {
-  if (plan.refusal || plan.keyChanges.length > 0 || plan.addresses || target.keyspace.kind === 'export') return false;
+  // An account with live segments takes the transaction: the write marks its profile there (profilesChanged).
+  if (
+    plan.refusal ||
+    plan.keyChanges.length > 0 ||
+    plan.addresses ||
+    target.keyspace.kind === 'export' ||
+    hasLiveSegments(scope.defs)
+  )
+    return false;
   return q.patchSectionDataByKey(pool, scope.accountId, {
     keyspaceId: target.keyspace.keyspace_id,
     key: target.key,
@@ -274,7 +283,7 @@ export async function patchAttributesV1(
   await withTransaction(pool, async (tx) => {
     const located = await locateOrCreate(tx, scope, keyspace, key);
     if (plan.refusal) throw plan.refusal;
-    await q.patchSectionData(tx, scope.accountId, {
+    await patchSection(tx, scope, {
       profileId: located.canonicalId,
       sectionId: section.id,
       attributes: plan.values,
@@ -345,7 +354,7 @@ async function writePlan(ctx: WriteContext, plan: WritePlan, method: KeyUpdateMe
     if ('movesTo' in outcome) return moveSection(ctx, changes, { ...outcome.movesTo, newKey: outcome.value });
   }
   await followAddresses(ctx, changes);
-  await q.patchSectionData(ctx.tx, ctx.scope.accountId, {
+  await patchSection(ctx.tx, ctx.scope, {
     profileId: ctx.located.canonicalId,
     sectionId: ctx.section.id,
     attributes: changes,
@@ -419,7 +428,7 @@ async function moveSection(
   move: { canonicalId: string; keyspace: KeyspaceRow; oldKey: string; newKey: string; attribute: AttributeDef },
 ): Promise<void> {
   const moved = (await q.findSectionData(tx, scope.accountId, located.canonicalId, section.id)).attributes;
-  await q.patchSectionData(tx, scope.accountId, {
+  await patchSection(tx, scope, {
     profileId: move.canonicalId,
     sectionId: section.id,
     attributes: { ...moved, ...changes },
@@ -442,7 +451,7 @@ async function moveSection(
       ] === move.oldKey,
   );
   if (!stillUsed) await q.deleteIdentifier(tx, scope.accountId, move.keyspace.keyspace_id, move.oldKey);
-  await q.patchSectionData(tx, scope.accountId, {
+  await patchSection(tx, scope, {
     profileId: located.canonicalId,
     sectionId: section.id,
     attributes: Object.fromEntries(Object.keys(moved).map((v) => [v, null])),
@@ -530,7 +539,7 @@ async function clear(
   if (attribute.hidden)
     throw new Problem('AUD-1211', `The attribute "${attribute.discriminator}" is hidden and cannot be written`);
   requireWrite('attribute', attribute, located.keyspace);
-  await q.patchSectionData(tx, scope.accountId, {
+  await patchSection(tx, scope, {
     profileId: located.canonicalId,
     sectionId: section.id,
     attributes: Object.fromEntries(target.versionIds.map((v) => [v, null])),
@@ -577,7 +586,7 @@ export async function patchTags(
     requireWrite('tag', tag, located.keyspace);
     changes[tag.tag_id] = value;
   }
-  await q.patchSectionData(tx, scope.accountId, {
+  await patchSection(tx, scope, {
     profileId: located.canonicalId,
     sectionId: section.id,
     attributes: {},

@@ -89,6 +89,7 @@ export async function startWorker(
     'export-single-ready': async (job) => (await import('../exports/single.ts')).sendReadyCallback(singleDeps, job),
     'transactional-send': async (job) => (await import('../transactional/transactional.ts')).runSend(sendDeps, job),
     'webhook-delivery': async (job) => (await import('../webhooks/delivery.ts')).runWebhookDeliveries(webhookDeps, job),
+    'live-segments': async (job) => (await import('../segments/live.ts')).runLiveSegments({ pool, scopeOf }, job),
   };
   const worker = new Worker(
     pool,
