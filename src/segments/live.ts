@@ -155,7 +155,13 @@ export async function runLiveSegments(
       moving ||= movesWithTime(expression);
       const state = states.find((st) => st.segment_id === segment.id);
       const fresh = !state || state.version_id !== version.id || state.time_zone !== timeZone;
-      if (fresh) await q.upsertLiveSegment(tx, accountId, { segmentId: segment.id, versionId: version.id, timeZone, now: scope.now });
+      if (fresh)
+        await q.upsertLiveSegment(tx, accountId, {
+          segmentId: segment.id,
+          versionId: version.id,
+          timeZone,
+          now: scope.now,
+        });
       const whole = fresh || state.evaluated_at === null || (!!job.payload.sweep && movesWithTime(expression));
       if (!whole && candidates.length === 0) continue;
       await bringUpToDate(tx, scope, segment, expression, {
@@ -167,7 +173,13 @@ export async function runLiveSegments(
     }
     if (changes.length === CHANGES_PER_RUN) await refreshLiveSegments(tx, accountId);
     if (moving)
-      await enqueueUnlessWaiting(tx, accountId, LIVE_SEGMENTS_JOB, { sweep: true }, new Date(scope.now.getTime() + SWEEP_MS));
+      await enqueueUnlessWaiting(
+        tx,
+        accountId,
+        LIVE_SEGMENTS_JOB,
+        { sweep: true },
+        new Date(scope.now.getTime() + SWEEP_MS),
+      );
   });
 }
 

@@ -263,7 +263,12 @@ export async function applyMembership(
 ): Promise<MemberChange[]> {
   const values = [...predicate.values, target.segmentId, target.candidates, target.now, target.report];
   const n = predicate.values.length;
-  const [segment, candidates, now, report] = [`$${n + 1}::bigint`, `$${n + 2}::bigint[]`, `$${n + 3}::timestamptz`, `$${n + 4}::boolean`];
+  const [segment, candidates, now, report] = [
+    `$${n + 1}::bigint`,
+    `$${n + 2}::bigint[]`,
+    `$${n + 3}::timestamptz`,
+    `$${n + 4}::boolean`,
+  ];
   const { account } = predicate;
   const among = (column: string) => `(${candidates} is null or ${column} = any(${candidates}))`;
   const { rows } = await db.query<MemberChange>(

@@ -143,7 +143,8 @@ export const segmentsRoutes: OperationTable = {
       response: { 204: NoContent },
       scope: 'account',
       transaction: true,
-      handle: ({ db, scope, services, params }) => live.stopLive(db, scope, services.feed, params.segment_discriminator),
+      handle: ({ db, scope, services, params }) =>
+        live.stopLive(db, scope, services.feed, params.segment_discriminator),
     }),
   ],
 };
