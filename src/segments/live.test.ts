@@ -259,7 +259,7 @@ async function members(a: Account, name: string): Promise<string[]> {
 }
 
 describe('live segments', () => {
-  it('keep their members equal to the on-demand evaluation through random writes and clock moves (SEG-LIVE)', async () => {
+  it('keep their members equal to the on-demand evaluation through random writes and clock moves; their count answers as EXP-23 (AQL-11)', async () => {
     // Members seen over every step: the segments were not all empty.
     let seen = 0;
     await fc.assert(
@@ -290,7 +290,7 @@ describe('live segments', () => {
     expect(seen).toBeGreaterThan(0);
   }, 900_000);
 
-  it('answer their state, read their trend from the recorded entries and exits, and forget them when stopped', async () => {
+  it('answer their state, read their trend (AQL-08) from the recorded entries and exits, and forget them when stopped', async () => {
     const a = await account();
     await apply(a, { kind: 'create', key: 0 });
     await apply(a, { kind: 'create', key: 1 });

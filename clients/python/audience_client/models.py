@@ -12,6 +12,7 @@ __all__ = [
     "Segment",
     "UniqueIdentifier",
     "Consent",
+    "LiveSegment",
     "ImportCreated",
     "ImportStatus",
     "ImportStatusResult",
@@ -35,6 +36,7 @@ __all__ = [
     "AccountManifestIntegration",
     "AccountManifestSegment",
     "AccountManifestSegmentVersion",
+    "AccountManifestSegmentLive",
     "AccountManifestSuppression",
     "AccountManifestActivity",
     "AccountManifestWebhook",
@@ -101,9 +103,12 @@ __all__ = [
     "PostAudienceSectionsSegmentsTrendBody",
     "PostAudienceSectionsSegmentsTrendResponse",
     "PostAudienceSectionsSegmentsTrendResponseMatchingProfileCountValue",
+    "PostAudienceSectionsSegmentsTrendResponseLive",
     "PostAudienceProfilesReportsSegmentsCountBody",
     "PostAudienceProfilesReportsSegmentsCountBodySegment",
     "PostAudienceProfilesReportsSegmentsCountResponse",
+    "PostAudienceProfilesReportsSegmentsCountResponseLive",
+    "PutAudienceSegmentsLiveBody",
     "GetAudienceSectionsImportsResponse",
     "GetAudienceSectionsImportsResponseItem",
     "PostAudienceSectionsImportsBody",
@@ -329,6 +334,24 @@ class Consent(TypedDict):
     source: str
     # RFC 3339 date-time, UTC
     modified_at: str
+
+
+class LiveSegment(TypedDict):
+    segment_discriminator: str
+    # Whether its members are kept up to date by the writes and by time
+    live: bool
+    # The time zone it is evaluated in
+    time_zone: str | None
+    # The version its membership is of; null until computed
+    version_id: str | None
+    # Its members now; null until computed
+    size: int | None
+    # When it was made live
+    live_since: str | None
+    # When the writes were last applied
+    refreshed_at: str | None
+    # When it was last evaluated whole (time applied to a moving window)
+    evaluated_at: str | None
 
 
 class ImportCreated(TypedDict):
@@ -557,11 +580,19 @@ class AccountManifestSegment(TypedDict):
     # Section whose ids {section}, {attribute:…} and {event:…} in the queries refer to
     section: NotRequired[str]
     versions: list[AccountManifestSegmentVersion]
+    # Kept live (docs/aql.md "Live segments"): members kept by the writes, entries and exits sent as webhook events; null: not live; absent: as it is
+    live: NotRequired[AccountManifestSegmentLive | None]
 
 
 class AccountManifestSegmentVersion(TypedDict):
     # AQL query; may hold {section}, {attribute:DISCRIMINATOR@N}, {event:DISCRIMINATOR@N}
     query: str
+
+
+class AccountManifestSegmentLive(TypedDict):
+    """Kept live (docs/aql.md "Live segments"): members kept by the writes, entries and exits sent as webhook events; null: not live; absent: as it is"""
+    # IANA time zone the membership is evaluated in
+    time_zone: str
 
 
 class AccountManifestSuppression(TypedDict):
@@ -613,7 +644,7 @@ class AccountManifestWebhook(TypedDict):
     # Where deliveries are POSTed: http or https
     url: str
     # The event types delivered to the endpoint
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     # What the endpoint is for
     description: NotRequired[str]
     enabled: NotRequired[bool]
@@ -1093,11 +1124,21 @@ class PostAudienceSectionsSegmentsTrendBody(TypedDict):
 class PostAudienceSectionsSegmentsTrendResponse(TypedDict):
     # sampling point → counts
     matching_profile_count: dict[str, PostAudienceSectionsSegmentsTrendResponseMatchingProfileCountValue]
+    # The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at
+    live: NotRequired[PostAudienceSectionsSegmentsTrendResponseLive]
 
 
 class PostAudienceSectionsSegmentsTrendResponseMatchingProfileCountValue(TypedDict):
     known: int
     unknown: int
+
+
+class PostAudienceSectionsSegmentsTrendResponseLive(TypedDict):
+    """The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at"""
+    # RFC 3339 date-time, UTC
+    refreshed_at: str
+    # The membership's last whole evaluation: when a moving window's time was last applied
+    evaluated_at: str
 
 
 class PostAudienceProfilesReportsSegmentsCountBody(TypedDict):
@@ -1120,6 +1161,21 @@ class PostAudienceProfilesReportsSegmentsCountBodySegment(TypedDict):
 class PostAudienceProfilesReportsSegmentsCountResponse(TypedDict):
     # Matching profiles
     profile_count: int
+    # The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at
+    live: NotRequired[PostAudienceProfilesReportsSegmentsCountResponseLive]
+
+
+class PostAudienceProfilesReportsSegmentsCountResponseLive(TypedDict):
+    """The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at"""
+    # RFC 3339 date-time, UTC
+    refreshed_at: str
+    # The membership's last whole evaluation: when a moving window's time was last applied
+    evaluated_at: str
+
+
+class PutAudienceSegmentsLiveBody(TypedDict):
+    # IANA time zone the membership is evaluated in, for time windows
+    time_zone: str
 
 
 class GetAudienceSectionsImportsResponse(TypedDict):
@@ -1898,7 +1954,7 @@ class GetAdminAccountsWebhooksResponse(TypedDict):
 class GetAdminAccountsWebhooksResponseItem(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -1917,7 +1973,7 @@ class PostAdminAccountsWebhooksBody(TypedDict):
     # Where deliveries are POSTed: http or https
     url: str
     # The event types delivered to the endpoint
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     # What the endpoint is for
     description: NotRequired[str]
     enabled: NotRequired[bool]
@@ -1928,7 +1984,7 @@ class PostAdminAccountsWebhooksBody(TypedDict):
 class PostAdminAccountsWebhooksResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -1948,7 +2004,7 @@ class PostAdminAccountsWebhooksResponse(TypedDict):
 class GetAdminAccountsWebhooksByWebhookIdResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -1967,7 +2023,7 @@ class PatchAdminAccountsWebhooksByWebhookIdBody(TypedDict):
     # Where deliveries are POSTed: http or https
     url: NotRequired[str]
     # The event types delivered to the endpoint
-    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]]
+    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]]
     # What the endpoint is for
     description: NotRequired[str]
     # false stops new deliveries; true resumes an endpoint paused by failures
@@ -1977,7 +2033,7 @@ class PatchAdminAccountsWebhooksByWebhookIdBody(TypedDict):
 class PatchAdminAccountsWebhooksByWebhookIdResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2002,7 +2058,7 @@ class PostAdminAccountsWebhooksSecretBody(TypedDict):
 class PostAdminAccountsWebhooksSecretResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2027,7 +2083,7 @@ class GetAdminAccountsWebhooksDeliveriesResponseItem(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2055,7 +2111,7 @@ class GetAdminAccountsWebhooksDeliveriesByEventIdResponse(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2098,7 +2154,7 @@ class PostAdminAccountsWebhooksDeliveriesReplayResponse(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2157,7 +2213,7 @@ class GetWebhooksResponse(TypedDict):
 class GetWebhooksResponseItem(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2176,7 +2232,7 @@ class PostWebhooksBody(TypedDict):
     # Where deliveries are POSTed: http or https
     url: str
     # The event types delivered to the endpoint
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     # What the endpoint is for
     description: NotRequired[str]
     enabled: NotRequired[bool]
@@ -2187,7 +2243,7 @@ class PostWebhooksBody(TypedDict):
 class PostWebhooksResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2207,7 +2263,7 @@ class PostWebhooksResponse(TypedDict):
 class GetWebhooksByWebhookIdResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2226,7 +2282,7 @@ class PatchWebhooksByWebhookIdBody(TypedDict):
     # Where deliveries are POSTed: http or https
     url: NotRequired[str]
     # The event types delivered to the endpoint
-    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]]
+    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]]
     # What the endpoint is for
     description: NotRequired[str]
     # false stops new deliveries; true resumes an endpoint paused by failures
@@ -2236,7 +2292,7 @@ class PatchWebhooksByWebhookIdBody(TypedDict):
 class PatchWebhooksByWebhookIdResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2261,7 +2317,7 @@ class PostWebhooksSecretBody(TypedDict):
 class PostWebhooksSecretResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2286,7 +2342,7 @@ class GetWebhooksDeliveriesResponseItem(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2314,7 +2370,7 @@ class GetWebhooksDeliveriesByEventIdResponse(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2357,7 +2413,7 @@ class PostWebhooksDeliveriesReplayResponse(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
