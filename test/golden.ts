@@ -75,6 +75,7 @@ export const defs: Definitions = {
       name: 'Big',
       description: '',
       versions: [{ id: '7101', query: 'section(10).attribute(3301).gt(100)' }],
+      live_time_zone: null,
     },
   ],
 };

@@ -257,6 +257,20 @@ export const OPERATIONS: Record<string, Operation> = {
         body: { section_discriminator: ALPHA, segment: { timezone: 'UTC', segment_discriminator: ids[s].segment } },
       }),
   },
+  // Live segments (docs/aql.md "Live segments"): the state reads as a count does; changing it takes every section.
+  'GET /audience/segments/{segment_discriminator}/live': {
+    access: 'section',
+    call: (token, s) => server.request('GET', `/audience/segments/${ids[s].segment}/live`, { token }),
+  },
+  'PUT /audience/segments/{segment_discriminator}/live': {
+    access: 'every-section',
+    call: (token, s) =>
+      server.request('PUT', `/audience/segments/${ids[s].segment}/live`, { token, body: { time_zone: 'UTC' } }),
+  },
+  'DELETE /audience/segments/{segment_discriminator}/live': {
+    access: 'every-section',
+    call: (token, s) => server.request('DELETE', `/audience/segments/${ids[s].segment}/live`, { token }),
+  },
   // Every segment an evaluation names.
   'POST /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/evaluations': {
     access: 'section',

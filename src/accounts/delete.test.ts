@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, type TestServer } from '../../test/app.ts';
 import { activityEvent, EMAIL } from '../../test/activities.ts';
 import { userCreated } from '../../test/names.ts';
-import { CH_EMAIL, exportHelpers, MANIFEST, NEWS, SHOP, type Account } from '../../test/exports.ts';
+import { BIG, CH_EMAIL, exportHelpers, MANIFEST, NEWS, SHOP, type Account } from '../../test/exports.ts';
 
 // Deleting an account through the operator API (DELETE /admin/accounts/{id}): every row of the
 // account in every table, found generically so that a table added later is covered, and its files.
@@ -47,6 +47,12 @@ async function populated(): Promise<Account> {
   // A webhook endpoint: the lock below is an event, delivered (to an address the filter refuses) with an attempt.
   const hook = await admin('POST', '/webhooks', { url: 'http://127.0.0.1:9/hook', event_types: ['profile.deleted'] });
   expect(hook.status, hook.text).toBe(201);
+  // A live segment: its state, its members (ann) and their recorded entries.
+  const live = await server.request('PUT', `/audience/segments/${BIG}/live`, {
+    token: a.token,
+    body: { time_zone: 'UTC' },
+  });
+  expect(live.status, live.text).toBe(200);
   await person(a, 'ann@example.com', { points: 200, vip: true, consents: [[NEWS, CH_EMAIL, 'opt-in']] });
   await person(a, 'bob@example.com', { points: 50 });
   // A replaced value is kept in the history, with the time it was set and replaced.
@@ -133,11 +139,17 @@ async function populated(): Promise<Account> {
       counts.transactional_outbox > 0 &&
       counts.activity_events > 1 &&
       counts.import_failures > 0 &&
-      counts.webhook_attempts > 0
+      counts.webhook_attempts > 0 &&
+      counts.segment_member_changes > 0
     )
       break;
     await new Promise((r) => setTimeout(r, 50));
   }
+  // A write's mark that the live segments job has not taken yet.
+  await db.query(
+    'insert into profile_changes (account_id, profile_id) select account_id, min(profile_id) from profiles where account_id = $1::bigint group by account_id',
+    [a.accountId],
+  );
   // What an upload cut short by a killed process leaves behind.
   await server.services.files.put(`imports/${a.accountId}/cut-short.csv.1.2.partial`, Readable.from(['email\n']));
   return a;

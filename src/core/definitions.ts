@@ -116,6 +116,8 @@ export interface SegmentDef {
   name: string;
   description: string;
   versions: { id: string; query: string }[];
+  /** Set when the segment is live (its members kept by the writes, docs/aql.md "Live segments"): the time zone it is evaluated in. */
+  live_time_zone: string | null;
 }
 
 /** Everything an account defines, as one immutable snapshot. */

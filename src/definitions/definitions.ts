@@ -5,6 +5,7 @@ import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { RecordCache } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
+import { enqueueUnlessWaiting } from '../jobs/queue.ts';
 import {
   activityEventTypes,
   builtinChannels,
@@ -18,6 +19,29 @@ import * as q from './queries.ts';
 import type { AttributeDefinition, EventDefinition, FolderNode, Segment, Tag, Topic } from './schemas.ts';
 
 const TOPIC = 'definitions';
+
+/**
+ * The job that brings an account's live segments up to date (src/segments/live.ts): the
+ * profiles written since its last run, a segment made live or given a new version, and, with
+ * `sweep`, time's moves (a whole evaluation of each segment with a moving window). Declared here,
+ * beside the segments' `live_time_zone`, since the areas below segments enqueue it.
+ */
+export const LIVE_SEGMENTS_JOB = 'live-segments';
+declare module '../jobs/queue.ts' {
+  interface JobPayloads {
+    [LIVE_SEGMENTS_JOB]: { sweep?: boolean };
+  }
+}
+
+/** Whether the account keeps a live segment: its writes then mark the profiles they change. */
+export function hasLiveSegments(defs: Definitions): boolean {
+  return defs.segments.some((s) => s.live_time_zone !== null);
+}
+
+/** Runs the live segments job of the account (once: a waiting run serves every write before it). */
+export async function refreshLiveSegments(db: Queryable, accountId: string): Promise<void> {
+  await enqueueUnlessWaiting(db, accountId, LIVE_SEGMENTS_JOB, {});
+}
 
 /** Reads all definitions of an account from the database. */
 export async function loadDefinitions(db: Queryable, accountId: string): Promise<Definitions> {
@@ -81,6 +105,7 @@ export async function loadDefinitions(db: Queryable, accountId: string): Promise
       discriminator: s.discriminator,
       name: s.name,
       description: s.description,
+      live_time_zone: s.live_time_zone,
       versions: segmentVersions
         .filter((v) => v.segment_id === s.segment_id)
         .map((v) => ({ id: v.version_id, query: v.query })),
@@ -273,6 +298,25 @@ export function getSegment(defs: Definitions, discriminator: string): Static<typ
   };
 }
 
+/**
+ * Makes a stored segment live in a time zone, or not live (null), and runs the live segments job,
+ * which computes its membership whole, or forgets it. The caller checks who may.
+ */
+export async function setSegmentLive(
+  tx: Queryable,
+  scope: AccountScope,
+  feed: ChangeFeed,
+  discriminator: string,
+  timeZone: string | null,
+): Promise<void> {
+  const segment = scope.defs.segments.find((s) => s.discriminator === discriminator);
+  if (!segment) throw new Problem('AUD-1104', `Segment "${discriminator}" does not exist`);
+  if (segment.live_time_zone === timeZone) return;
+  await q.setSegmentLiveTimeZone(tx, scope.accountId, segment.id, timeZone);
+  await announce(feed, tx, scope.accountId);
+  await refreshLiveSegments(tx, scope.accountId);
+}
+
 /** One version of a segment; a version of another segment is not found (CHECKLIST DEF-21). */
 export function getSegmentVersion(defs: Definitions, discriminator: string, versionId: string) {
   const segment = getSegment(defs, discriminator);
@@ -377,6 +421,8 @@ export async function addSegmentVersion(
     query,
   );
   await announce(feed, tx, scope.accountId);
+  if (scope.defs.segments.find((s) => s.discriminator === segment.discriminator)!.live_time_zone !== null)
+    await refreshLiveSegments(tx, scope.accountId);
   return { id, query };
 }
 

@@ -1,11 +1,18 @@
 import { check } from '../aql/check.ts';
 import { parse } from '../aql/parser.ts';
+import { checkTimeZone } from '../aql/time.ts';
 import type { ChannelRow, Definitions, KeyspaceRow, Permissions, TypeVersion } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import type { Queryable } from '../store/pool.ts';
 import { builtinKeyspaces, defaultAttributes, rootFolderDiscriminator, userCreatedDiscriminator } from './builtins.ts';
-import { announce, defaultPermissions, followDefaultPermissions, loadDefinitions } from './definitions.ts';
+import {
+  announce,
+  defaultPermissions,
+  followDefaultPermissions,
+  loadDefinitions,
+  refreshLiveSegments,
+} from './definitions.ts';
 import { connectIntegration } from './integrations.ts';
 import * as q from './queries.ts';
 import type { Manifest, ManifestAttribute, ManifestSummary } from './schemas.ts';
@@ -382,6 +389,17 @@ async function applySegment(ctx: ManifestContext, defs: Definitions, g: Manifest
         `segment "${gd}" version ${i + 1} is stored with another query; add a new version instead of changing it`,
       );
   }
+  const timeZone =
+    g.live === undefined ? defs.segments.find((s) => s.discriminator === gd)?.live_time_zone : g.live?.time_zone;
+  if (g.live !== undefined)
+    await q.setSegmentLiveTimeZone(
+      tx,
+      accountId,
+      segmentId,
+      g.live && checkTimeZone(g.live.time_zone, `segment "${gd}" live.time_zone`),
+    );
+  // A live segment's membership is computed again for a new version or time zone.
+  if (timeZone) await refreshLiveSegments(tx, accountId);
 }
 
 /** A JSON value with the keys of its objects sorted: jsonb does not keep key order, so stored and given types compare this way. */
@@ -509,6 +527,7 @@ export function manifestOf(defs: Definitions, vendor: string): Manifest {
       name: g.name,
       description: g.description,
       versions: g.versions.map((v) => ({ query: v.query })),
+      ...(g.live_time_zone === null ? {} : { live: { time_zone: g.live_time_zone } }),
     })),
   };
 }

@@ -24,6 +24,7 @@ export interface SegmentRow {
   discriminator: string;
   name: string;
   description: string;
+  live_time_zone: string | null;
 }
 export interface SegmentVersionRow {
   version_id: string;
@@ -320,10 +321,24 @@ export async function upsertTopic(db: Queryable, accountId: string, t: Omit<Topi
   );
 }
 
+/** Makes a segment live in a time zone, or not live (null). */
+export async function setSegmentLiveTimeZone(
+  db: Queryable,
+  accountId: string,
+  segmentId: string,
+  timeZone: string | null,
+): Promise<void> {
+  await db.query('update segments set live_time_zone = $3 where account_id = $1::bigint and segment_id = $2::bigint', [
+    accountId,
+    segmentId,
+    timeZone,
+  ]);
+}
+
 export async function upsertSegment(
   db: Queryable,
   accountId: string,
-  s: Omit<SegmentRow, 'segment_id'>,
+  s: Omit<SegmentRow, 'segment_id' | 'live_time_zone'>,
 ): Promise<string> {
   const { rows } = await db.query<{ segment_id: string }>(
     `insert into segments (account_id, discriminator, name, description) values ($1::bigint, $2, $3, $4)

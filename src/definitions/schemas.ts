@@ -318,6 +318,21 @@ export const Manifest = Type.Object(
               ),
               { minItems: 1 },
             ),
+            live: Type.Optional(
+              Type.Union(
+                [
+                  Type.Object(
+                    { time_zone: Text('IANA time zone the membership is evaluated in') },
+                    { additionalProperties: false },
+                  ),
+                  Type.Null(),
+                ],
+                {
+                  description:
+                    'Kept live (docs/aql.md "Live segments"): members kept by the writes, entries and exits sent as webhook events; null: not live; absent: as it is',
+                },
+              ),
+            ),
           },
           { additionalProperties: false },
         ),

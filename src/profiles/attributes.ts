@@ -14,7 +14,7 @@ import {
 } from '../core/definitions.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { requireAllSections, sectionOf } from '../definitions/definitions.ts';
+import { hasLiveSegments, requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { normaliseKey } from './keys.ts';
@@ -30,7 +30,7 @@ import {
   refuseReadOnly,
   type Located,
 } from './locate.ts';
-import { deleteProfiles, joinClusters, locateOrCreate, type ProfileFollower } from './profiles.ts';
+import { deleteProfiles, joinClusters, locateOrCreate, patchSection, type ProfileFollower } from './profiles.ts';
 import * as q from './queries.ts';
 import type { AttributeHistory, IdentifierInSection } from './schemas.ts';
 
@@ -120,7 +120,7 @@ function currentVersionOf(
 }
 
 /**
- * Writes a plan that is values and nothing else as one statement, without a transaction (shared
+ * Writes a plan that is values and nothing else, for an account without live segments, as one statement, without a transaction (shared
  * with the other such writes of the same turn; queries.ts patchSectionDataByKey): false when it
  * is not such a plan, or no profile has the key, for the caller to take the transaction.
  */
@@ -130,7 +130,15 @@ async function writeDirectly(
   target: { keyspace: KeyspaceRow; key: string; section: SectionDefs },
   plan: WritePlan,
 ): Promise<boolean> {
-  if (plan.refusal || plan.keyChanges.length > 0 || plan.addresses || target.keyspace.kind === 'export') return false;
+  // An account with live segments takes the transaction: the write marks its profile there (profilesChanged).
+  if (
+    plan.refusal ||
+    plan.keyChanges.length > 0 ||
+    plan.addresses ||
+    target.keyspace.kind === 'export' ||
+    hasLiveSegments(scope.defs)
+  )
+    return false;
   return q.patchSectionDataByKey(pool, scope.accountId, {
     keyspaceId: target.keyspace.keyspace_id,
     key: target.key,
@@ -253,7 +261,7 @@ export async function patchAttributesV1(
   await withTransaction(pool, async (tx) => {
     const located = await locateOrCreate(tx, scope, keyspace, key);
     if (plan.refusal) throw plan.refusal;
-    await q.patchSectionData(tx, scope.accountId, {
+    await patchSection(tx, scope, {
       profileId: located.canonicalId,
       sectionId: section.id,
       attributes: plan.values,
@@ -324,7 +332,7 @@ async function writePlan(ctx: WriteContext, plan: WritePlan, method: KeyUpdateMe
     if ('movesTo' in outcome) return moveSection(ctx, changes, { ...outcome.movesTo, newKey: outcome.value });
   }
   await followAddresses(ctx, changes);
-  await q.patchSectionData(ctx.tx, ctx.scope.accountId, {
+  await patchSection(ctx.tx, ctx.scope, {
     profileId: ctx.located.canonicalId,
     sectionId: ctx.section.id,
     attributes: changes,
@@ -398,7 +406,7 @@ async function moveSection(
   move: { canonicalId: string; keyspace: KeyspaceRow; oldKey: string; newKey: string; attribute: AttributeDef },
 ): Promise<void> {
   const moved = (await q.findSectionData(tx, scope.accountId, located.canonicalId, section.id)).attributes;
-  await q.patchSectionData(tx, scope.accountId, {
+  await patchSection(tx, scope, {
     profileId: move.canonicalId,
     sectionId: section.id,
     attributes: { ...moved, ...changes },
@@ -421,7 +429,7 @@ async function moveSection(
       ] === move.oldKey,
   );
   if (!stillUsed) await q.deleteIdentifier(tx, scope.accountId, move.keyspace.keyspace_id, move.oldKey);
-  await q.patchSectionData(tx, scope.accountId, {
+  await patchSection(tx, scope, {
     profileId: located.canonicalId,
     sectionId: section.id,
     attributes: Object.fromEntries(Object.keys(moved).map((v) => [v, null])),
@@ -500,7 +508,7 @@ async function clear(
   scope: AccountScope,
   target: { located: Located; section: SectionDefs; versionIds: string[] },
 ): Promise<void> {
-  await q.patchSectionData(tx, scope.accountId, {
+  await patchSection(tx, scope, {
     profileId: target.located.canonicalId,
     sectionId: target.section.id,
     attributes: Object.fromEntries(target.versionIds.map((v) => [v, null])),
@@ -547,7 +555,7 @@ export async function patchTags(
     requireWrite('tag', tag, located.keyspace);
     changes[tag.tag_id] = value;
   }
-  await q.patchSectionData(tx, scope.accountId, {
+  await patchSection(tx, scope, {
     profileId: located.canonicalId,
     sectionId: section.id,
     attributes: {},

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type { Queryable } from '../store/pool.ts';
 import { currentVersionId, identityHash } from './locate.ts';
+import { profilesChanged } from './profiles.ts';
 import * as q from './queries.ts';
 import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -175,6 +176,11 @@ export async function importProfileRows(
     section.id,
     writes.filter(([profileId]) => !createdIds.has(profileId)).map(([profileId, p]) => ({ profileId, ...p })),
     scope.now,
+  );
+  await profilesChanged(
+    tx,
+    scope,
+    writes.map(([profileId]) => profileId),
   );
   return rows.map((r) => outcomes.get(r.line)!);
 }

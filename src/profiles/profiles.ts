@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { requireAllSections, sectionOf } from '../definitions/definitions.ts';
+import { hasLiveSegments, refreshLiveSegments, requireAllSections, sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
 import { recordWebhookEvents } from '../webhooks/events.ts';
 import * as q from './queries.ts';
@@ -101,13 +101,43 @@ export async function createProfile(
   if (!profileId) throw new Problem('AUD-1204', `A profile with ${keyspace.discriminator} key "${key}" already exists`);
   const mapped = keyspace.mapped_attribute ? currentVersionId(section, keyspace.mapped_attribute) : undefined;
   if (mapped)
-    await q.patchSectionData(tx, scope.accountId, {
+    await patchSection(tx, scope, {
       profileId,
       sectionId: section.id,
       attributes: { [mapped]: key },
       at: scope.now,
     });
   return { keyspace_discriminator: keyspace.discriminator, profile_key: key };
+}
+
+/**
+ * Marks profiles as written for the account's live segments (docs/aql.md "Live segments"), in the
+ * transaction of the write, and runs their job; nothing when the account keeps none. Every write
+ * of what a segment tests calls it: section data (patchSection), events, merges, unmerges,
+ * deletes and imports.
+ */
+export async function profilesChanged(tx: Queryable, scope: AccountScope, profileIds: string[]): Promise<void> {
+  if (profileIds.length === 0 || !hasLiveSegments(scope.defs)) return;
+  await q.insertProfileChanges(tx, scope.accountId, profileIds);
+  await refreshLiveSegments(tx, scope.accountId);
+}
+
+/**
+ * Takes up to `limit` of the profiles marked by profilesChanged, in the caller's transaction,
+ * each with its cluster's canonical profile now (null: deleted since).
+ */
+export function takeProfileChanges(
+  tx: Queryable,
+  scope: AccountScope,
+  limit: number,
+): Promise<{ profile_id: string; canonical_id: string | null }[]> {
+  return q.takeProfileChanges(tx, scope.accountId, limit);
+}
+
+/** A merge patch of a canonical profile's section (q.patchSectionData), marked for the live segments. */
+export async function patchSection(tx: Queryable, scope: AccountScope, write: q.SectionPatch): Promise<void> {
+  await q.patchSectionData(tx, scope.accountId, write);
+  await profilesChanged(tx, scope, [write.profileId]);
 }
 
 /** Deletes a profile, its whole cluster, with all identifiers, data and events (SPEC §3.2). */
@@ -148,6 +178,7 @@ export async function deleteProfiles(
   ]);
   await follower.profilesDeleted(tx, scope, profileIds);
   await q.deleteProfiles(tx, scope.accountId, profileIds);
+  await profilesChanged(tx, scope, profileIds);
 }
 
 /** Locks profiles for good (SPEC §3.2): keyed hashes of their identifiers stay, the profiles go. */
@@ -256,6 +287,7 @@ export async function joinClusters(
       await q.settleSectionData(tx, scope.accountId, former, { at: scope.now, keep: 'own values' });
   await q.setCanonical(tx, scope.accountId, all, canonicalId, scope.now);
   await q.recomputeClusterData(tx, scope.accountId, canonicalId, all);
+  await profilesChanged(tx, scope, all);
   return canonicalId;
 }
 
@@ -399,6 +431,7 @@ export async function unmergeProfile(
   });
   await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId, scope.now);
   if (remaining.length > 1) await q.recomputeClusterData(tx, scope.accountId, located.canonicalId, remaining);
+  await profilesChanged(tx, scope, members);
 }
 
 /**

@@ -168,3 +168,187 @@ export function knownPredicate(
 ): string {
   return knownSql(target.account, target.profile, values.add(target.keyspaceIds, 'bigint[]'), 'perProfile');
 }
+
+/** The state of a live segment's membership (live_segments, migration 0028). */
+export interface LiveSegmentRow {
+  segment_id: string;
+  version_id: string | null;
+  time_zone: string;
+  live_since: Date;
+  refreshed_at: Date | null;
+  evaluated_at: Date | null;
+}
+
+/** The account's live segments, locked until the transaction ends: one run of the live segments job at a time. */
+export async function lockLiveSegments(db: Queryable, accountId: string): Promise<LiveSegmentRow[]> {
+  const { rows } = await db.query<LiveSegmentRow>(
+    `select segment_id, version_id, time_zone, live_since, refreshed_at, evaluated_at from live_segments
+     where account_id = $1::bigint order by segment_id for update`,
+    [accountId],
+  );
+  return rows;
+}
+
+/** One live segment's state with its size; none when it is not live. */
+export async function findLiveSegment(
+  db: Queryable,
+  accountId: string,
+  segmentId: string,
+): Promise<(LiveSegmentRow & { size: string }) | undefined> {
+  const { rows } = await db.query<LiveSegmentRow & { size: string }>(
+    `select l.segment_id, l.version_id, l.time_zone, l.live_since, l.refreshed_at, l.evaluated_at,
+       (select count(*) from segment_members m where m.account_id = $1::bigint and m.segment_id = $2::bigint) as size
+     from live_segments l where l.account_id = $1::bigint and l.segment_id = $2::bigint`,
+    [accountId, segmentId],
+  );
+  return rows[0];
+}
+
+/** Starts (or starts again, for another version or time zone) the state of a live segment. */
+export async function upsertLiveSegment(
+  db: Queryable,
+  accountId: string,
+  s: { segmentId: string; versionId: string; timeZone: string; now: Date },
+): Promise<void> {
+  await db.query(
+    `insert into live_segments (account_id, segment_id, version_id, time_zone, live_since)
+     values ($1::bigint, $2::bigint, $3::bigint, $4, $5)
+     on conflict (account_id, segment_id) do update set version_id = excluded.version_id, time_zone = excluded.time_zone`,
+    [accountId, s.segmentId, s.versionId, s.timeZone, s.now],
+  );
+}
+
+/** Records that a live segment was brought up to date at `now`, and, `whole`, evaluated whole then. */
+export async function markLiveSegmentRefreshed(
+  db: Queryable,
+  accountId: string,
+  segmentId: string,
+  now: Date,
+  whole: boolean,
+): Promise<void> {
+  await db.query(
+    `update live_segments set refreshed_at = $3, evaluated_at = case when $4 then $3 else evaluated_at end
+     where account_id = $1::bigint and segment_id = $2::bigint`,
+    [accountId, segmentId, now, whole],
+  );
+}
+
+/** Forgets live segments (their members and changes by their foreign keys). */
+export async function deleteLiveSegments(db: Queryable, accountId: string, segmentIds: string[]): Promise<void> {
+  await db.query('delete from live_segments where account_id = $1::bigint and segment_id = any($2::bigint[])', [
+    accountId,
+    segmentIds,
+  ]);
+}
+
+/** An entry or an exit of a live segment, as applyMembership answers it. */
+export interface MemberChange {
+  entered: boolean;
+  profile_id: string;
+  export_key: string;
+}
+
+/**
+ * Brings a live segment's members up to date with a compiled predicate (over `p`, the canonical
+ * profiles, compilePredicate): for the canonical profiles whose ids are `candidates`, or, null,
+ * for every profile of the account. Profiles that match and are not members enter, members that
+ * no longer match (or are no longer canonical profiles, or are gone) exit; each entry and exit is
+ * recorded at `now`. One statement, on the account's node: answers the entries and exits when
+ * `report` (the initial computation of a membership reports none).
+ */
+export async function applyMembership(
+  db: Queryable,
+  predicate: { account: string; text: string; values: unknown[] },
+  target: { segmentId: string; candidates: string[] | null; now: Date; report: boolean },
+): Promise<MemberChange[]> {
+  const values = [...predicate.values, target.segmentId, target.candidates, target.now, target.report];
+  const n = predicate.values.length;
+  const [segment, candidates, now, report] = [
+    `$${n + 1}::bigint`,
+    `$${n + 2}::bigint[]`,
+    `$${n + 3}::timestamptz`,
+    `$${n + 4}::boolean`,
+  ];
+  const { account } = predicate;
+  const among = (column: string) => `(${candidates} is null or ${column} = any(${candidates}))`;
+  const { rows } = await db.query<MemberChange>(
+    `with matching as (
+       select p.profile_id, p.export_key from (${canonicalProfilesSql(account)}) p where ${among('p.profile_id')} and ${predicate.text}
+     ), current as (
+       select m.profile_id, m.export_key from segment_members m
+       where m.account_id = ${account} and m.segment_id = ${segment} and ${among('m.profile_id')}
+     ), entered as (
+       insert into segment_members (account_id, segment_id, profile_id, export_key, entered_at)
+       select ${account}, ${segment}, x.profile_id, x.export_key, ${now} from matching x
+       where not exists (select 1 from current c where c.profile_id = x.profile_id)
+       returning profile_id, export_key
+     ), exited as (
+       delete from segment_members m using current c
+       where m.account_id = ${account} and m.segment_id = ${segment} and m.profile_id = c.profile_id
+         and not exists (select 1 from matching x where x.profile_id = c.profile_id)
+       returning m.profile_id, m.export_key
+     ), changes as (
+       select true as entered, profile_id, export_key from entered
+       union all select false, profile_id, export_key from exited
+     ), recorded as (
+       insert into segment_member_changes (account_id, segment_id, profile_id, entered, at)
+       select ${account}, ${segment}, profile_id, entered, ${now} from changes order by profile_id, entered
+       returning 1
+     )
+     select c.entered, c.profile_id, c.export_key from changes c
+     where ${report} and (select count(*) from recorded) >= 0
+     order by c.profile_id`,
+    values,
+  );
+  return rows;
+}
+
+/**
+ * The live segment's members counted from its membership, `known` true or false keeping only
+ * known or unknown profiles (knownCount's rule).
+ */
+export async function countMembers(
+  db: Queryable,
+  accountId: string,
+  segmentId: string,
+  known: { keyspaceIds: string[]; wanted: boolean } | null,
+): Promise<number> {
+  const clause = known
+    ? `and ${known.wanted ? '' : 'not '}${knownSql('$1::bigint', 'm.profile_id', '$3::bigint[]', 'perProfile')}`
+    : '';
+  const { rows } = await db.query<{ n: string }>(
+    `select count(*) as n from segment_members m where m.account_id = $1::bigint and m.segment_id = $2::bigint ${clause}`,
+    known ? [accountId, segmentId, known.keyspaceIds] : [accountId, segmentId],
+  );
+  return Number(rows[0].n);
+}
+
+/**
+ * A live segment's size at each of `points` (ascending), from its recorded entries and exits: the
+ * profiles whose last change by then was an entry, split into known and unknown by the keyspaces
+ * that make a profile known now.
+ */
+export async function countMembersByPoint(
+  db: Queryable,
+  accountId: string,
+  segmentId: string,
+  points: Date[],
+  keyspaceIds: string[],
+): Promise<{ known: number; unknown: number }[]> {
+  const { rows } = await db.query<{ i: string; known: string; unknown: string }>(
+    `with last as (
+       select w.i, c.profile_id, (array_agg(c.entered order by c.change_seq desc))[1] as member
+       from unnest($3::timestamptz[]) with ordinality as w(t, i)
+       join segment_member_changes c on c.account_id = $1::bigint and c.segment_id = $2::bigint and c.at <= w.t
+       group by w.i, c.profile_id
+     )
+     select l.i, count(*) filter (where k.known) as known, count(*) filter (where not k.known) as unknown
+     from last l cross join lateral (select ${knownSql('$1::bigint', 'l.profile_id', '$4::bigint[]', 'perProfile')} as known) k
+     where l.member group by l.i`,
+    [accountId, segmentId, points, keyspaceIds],
+  );
+  return points.map((_, j) => {
+    const r = rows.find((x) => Number(x.i) === j + 1);
+    return { known: Number(r?.known ?? 0), unknown: Number(r?.unknown ?? 0) };
+  });
+}

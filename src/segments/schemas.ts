@@ -39,10 +39,26 @@ export const Trend = Type.Object(
   { additionalProperties: false },
 );
 
+/** The extension a count or trend of a live segment answers (docs/aql.md "Live segments"); absent when evaluated. */
+export const LiveRead = Type.Object(
+  {
+    refreshed_at: DateTime,
+    evaluated_at: Type.String({
+      format: 'date-time',
+      description: "The membership's last whole evaluation: when a moving window's time was last applied",
+    }),
+  },
+  {
+    description:
+      "The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at",
+  },
+);
+
 export const TrendCounts = Type.Object({
   matching_profile_count: Type.Record(Type.String(), Type.Object({ known: Type.Integer(), unknown: Type.Integer() }), {
     description: 'sampling point → counts',
   }),
+  live: Type.Optional(LiveRead),
 });
 
 export const SegmentChoice = Type.Object(
@@ -67,4 +83,32 @@ export const SegmentCount = Type.Object(
   { additionalProperties: false },
 );
 
-export const ProfileCount = Type.Object({ profile_count: Type.Integer({ description: 'Matching profiles' }) });
+export const ProfileCount = Type.Object({
+  profile_count: Type.Integer({ description: 'Matching profiles' }),
+  live: Type.Optional(LiveRead),
+});
+
+export const LiveParams = Type.Object({ segment_discriminator: Type.String({ description: 'Segment discriminator' }) });
+
+export const MakeLive = Type.Object(
+  { time_zone: Type.String({ description: 'IANA time zone the membership is evaluated in, for time windows' }) },
+  { additionalProperties: false },
+);
+
+export const LiveSegment = Type.Object(
+  {
+    segment_discriminator: Type.String(),
+    live: Type.Boolean({ description: 'Whether its members are kept up to date by the writes and by time' }),
+    time_zone: Type.Union([Type.String(), Type.Null()], { description: 'The time zone it is evaluated in' }),
+    version_id: Type.Union([Type.String(), Type.Null()], {
+      description: 'The version its membership is of; null until computed',
+    }),
+    size: Type.Union([Type.Integer(), Type.Null()], { description: 'Its members now; null until computed' }),
+    live_since: Type.Union([DateTime, Type.Null()], { description: 'When it was made live' }),
+    refreshed_at: Type.Union([DateTime, Type.Null()], { description: 'When the writes were last applied' }),
+    evaluated_at: Type.Union([DateTime, Type.Null()], {
+      description: 'When it was last evaluated whole (time applied to a moving window)',
+    }),
+  },
+  { title: 'LiveSegment' },
+);

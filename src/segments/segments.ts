@@ -41,7 +41,7 @@ export function compileQuery(defs: Definitions, text: string): Expression {
 const storedExpressions = new WeakMap<Definitions, Map<string, Expression>>();
 
 /** compileQuery of a stored segment's query, once per definitions snapshot: evaluations ask for many segments per request. */
-function storedExpression(defs: Definitions, text: string): Expression {
+export function storedExpression(defs: Definitions, text: string): Expression {
   let cache = storedExpressions.get(defs);
   if (!cache) {
     cache = new Map();
@@ -79,6 +79,34 @@ function requireReadable(
       `${field} reads the section ${denied.sectionId}, which the API key is not granted`,
     );
   return query.expression;
+}
+
+/** A stored segment query's expression, refused (403) when it reads a section the caller's key is not granted. */
+export function readableExpression(scope: AccountScope, text: string, field: string): Expression {
+  return requireReadable(scope, { expression: storedExpression(scope.defs, text), text }, field);
+}
+
+/**
+ * The membership a count or a trend can read instead of evaluating: the segment is live in that
+ * time zone and its membership is of its latest version. Undefined otherwise (evaluate).
+ */
+export async function readableMembership(
+  db: Queryable,
+  scope: AccountScope,
+  discriminator: string,
+  timeZone: string,
+): Promise<{ segmentId: string; refreshedAt: Date; evaluatedAt: Date; liveSince: Date } | undefined> {
+  const segment = scope.defs.segments.find((s) => s.discriminator === discriminator);
+  if (!segment || segment.live_time_zone !== timeZone) return undefined;
+  const state = await q.findLiveSegment(db, scope.accountId, segment.id);
+  if (!state || state.version_id !== segment.versions.at(-1)?.id || state.time_zone !== timeZone) return undefined;
+  if (state.refreshed_at === null || state.evaluated_at === null) return undefined;
+  return {
+    segmentId: segment.id,
+    refreshedAt: state.refreshed_at,
+    evaluatedAt: state.evaluated_at,
+    liveSince: state.live_since,
+  };
 }
 
 /** The query of a segment at a version, or its latest; 400 for an unknown segment or another segment's version. */
@@ -180,9 +208,27 @@ export async function countSegment(
   db: Queryable,
   scope: AccountScope,
   body: CountRequest,
-): Promise<{ profile_count: number }> {
+): Promise<{ profile_count: number; live?: LiveAnswer }> {
   const { predicate, known } = countPlan(scope, body);
+  const discriminator = body.segment.segment_discriminator;
+  const membership =
+    discriminator === undefined ? undefined : await readableMembership(db, scope, discriminator, body.segment.timezone);
+  if (membership)
+    return {
+      profile_count: await q.countMembers(db, scope.accountId, membership.segmentId, known),
+      live: liveAnswer(membership),
+    };
   return { profile_count: await q.countProfilesMatching(db, predicate, known) };
+}
+
+/** What a count or trend read from a live segment's membership says of it (docs/aql.md "Live segments"). */
+export interface LiveAnswer {
+  refreshed_at: string;
+  evaluated_at: string;
+}
+
+function liveAnswer(membership: { refreshedAt: Date; evaluatedAt: Date }): LiveAnswer {
+  return { refreshed_at: membership.refreshedAt.toISOString(), evaluated_at: membership.evaluatedAt.toISOString() };
 }
 
 /** The body of a count (countSegment). */
@@ -230,8 +276,17 @@ export async function segmentTrend(
   sectionDiscriminator: string,
   segmentDiscriminator: string,
   body: { sampling_points: string[]; timezone: string },
-): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }> }> {
+): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }>; live?: LiveAnswer }> {
   const { compiled, keyspaceIds, order } = trendPlan(scope, sectionDiscriminator, segmentDiscriminator, body);
+  // A live segment's trend from its recorded entries and exits, for points since it went live.
+  const membership = await readableMembership(pool, scope, segmentDiscriminator, body.timezone);
+  const points = order.map((i) => new Date(body.sampling_points[i]));
+  if (membership && points[0] >= membership.liveSince) {
+    const counts = await q.countMembersByPoint(pool, scope.accountId, membership.segmentId, points, keyspaceIds);
+    const result: Record<string, { known: number; unknown: number }> = {};
+    order.forEach((i, j) => (result[body.sampling_points[i]] = counts[j]));
+    return { matching_profile_count: result, live: liveAnswer(membership) };
+  }
   const counts = await q.countMasksByPoint(pool, compiled, keyspaceIds);
   const result: Record<string, { known: number; unknown: number }> = {};
   order.forEach((i, j) => {

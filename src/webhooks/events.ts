@@ -4,8 +4,7 @@ import type { Queryable } from '../store/pool.ts';
 import * as q from './queries.ts';
 
 /**
- * The events an endpoint can subscribe to. A new kind (a profile entering or leaving a live
- * segment) is one more name here, its data's schema in `EVENT_DATA` (schemas.ts), and a call of
+ * The events an endpoint can subscribe to. A new kind is one more name here, its data's schema in `EVENT_DATA` (schemas.ts), and a call of
  * `recordWebhookEvents` in the transaction of the change that causes it.
  */
 export const WEBHOOK_EVENT_TYPES = [
@@ -15,6 +14,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'profile.deleted',
   'import.finished',
   'export.finished',
+  'segment.entered',
+  'segment.exited',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 

@@ -139,6 +139,15 @@ export const ReplayRange = Type.Object(
 
 const ProfileRef = Type.Object({ export_key: Type.String({ description: "The profile's export key" }) });
 
+/** A profile's entry into or exit from a live segment (docs/aql.md "Live segments"). */
+function SegmentChange(what: 'entered' | 'exited') {
+  return Type.Object({
+    segment_discriminator: Type.String(),
+    profile: Type.Object(ProfileRef.properties, { description: `The canonical profile that ${what} the segment` }),
+    at: DateTime,
+  });
+}
+
 /** The data of each event type. */
 export const EVENT_DATA = {
   'consent.changed': Type.Object({
@@ -173,6 +182,8 @@ export const EVENT_DATA = {
     status: Type.Union([Type.Literal('ready'), Type.Literal('failed')]),
     message: Type.Union([Type.String(), Type.Null()]),
   }),
+  'segment.entered': SegmentChange('entered'),
+  'segment.exited': SegmentChange('exited'),
 } satisfies Record<(typeof WEBHOOK_EVENT_TYPES)[number], unknown>;
 
 /** The body of a delivery of `type`. */

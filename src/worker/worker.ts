@@ -91,6 +91,7 @@ export async function startWorker(
     'webhook-delivery': async (job) => (await import('../webhooks/delivery.ts')).runWebhookDeliveries(webhookDeps, job),
     'webhook-retention': async (job) =>
       (await import('../webhooks/retention.ts')).runWebhookRetention(webhookDeps, job),
+    'live-segments': async (job) => (await import('../segments/live.ts')).runLiveSegments({ pool, scopeOf }, job),
   };
   const worker = new Worker(
     pool,

@@ -12,6 +12,7 @@ __all__ = [
     "Segment",
     "UniqueIdentifier",
     "Consent",
+    "LiveSegment",
     "ImportCreated",
     "ImportStatus",
     "ImportStatusResult",
@@ -35,6 +36,7 @@ __all__ = [
     "AccountManifestIntegration",
     "AccountManifestSegment",
     "AccountManifestSegmentVersion",
+    "AccountManifestSegmentLive",
     "AccountManifestSuppression",
     "AccountManifestActivity",
     "AccountManifestWebhook",
@@ -104,9 +106,12 @@ __all__ = [
     "PostAudienceSectionsSegmentsTrendBody",
     "PostAudienceSectionsSegmentsTrendResponse",
     "PostAudienceSectionsSegmentsTrendResponseMatchingProfileCountValue",
+    "PostAudienceSectionsSegmentsTrendResponseLive",
     "PostAudienceProfilesReportsSegmentsCountBody",
     "PostAudienceProfilesReportsSegmentsCountBodySegment",
     "PostAudienceProfilesReportsSegmentsCountResponse",
+    "PostAudienceProfilesReportsSegmentsCountResponseLive",
+    "PutAudienceSegmentsLiveBody",
     "GetAudienceSectionsImportsResponse",
     "GetAudienceSectionsImportsResponseItem",
     "PostAudienceSectionsImportsBody",
@@ -335,6 +340,24 @@ class Consent(TypedDict):
     modified_at: str
 
 
+class LiveSegment(TypedDict):
+    segment_discriminator: str
+    # Whether its members are kept up to date by the writes and by time
+    live: bool
+    # The time zone it is evaluated in
+    time_zone: str | None
+    # The version its membership is of; null until computed
+    version_id: str | None
+    # Its members now; null until computed
+    size: int | None
+    # When it was made live
+    live_since: str | None
+    # When the writes were last applied
+    refreshed_at: str | None
+    # When it was last evaluated whole (time applied to a moving window)
+    evaluated_at: str | None
+
+
 class ImportCreated(TypedDict):
     import_id: str
     # Where to POST the multipart upload form
@@ -561,11 +584,19 @@ class AccountManifestSegment(TypedDict):
     # Section whose ids {section}, {attribute:…} and {event:…} in the queries refer to
     section: NotRequired[str]
     versions: list[AccountManifestSegmentVersion]
+    # Kept live (docs/aql.md "Live segments"): members kept by the writes, entries and exits sent as webhook events; null: not live; absent: as it is
+    live: NotRequired[AccountManifestSegmentLive | None]
 
 
 class AccountManifestSegmentVersion(TypedDict):
     # AQL query; may hold {section}, {attribute:DISCRIMINATOR@N}, {event:DISCRIMINATOR@N}
     query: str
+
+
+class AccountManifestSegmentLive(TypedDict):
+    """Kept live (docs/aql.md "Live segments"): members kept by the writes, entries and exits sent as webhook events; null: not live; absent: as it is"""
+    # IANA time zone the membership is evaluated in
+    time_zone: str
 
 
 class AccountManifestSuppression(TypedDict):
@@ -617,7 +648,7 @@ class AccountManifestWebhook(TypedDict):
     # Where deliveries are POSTed: http or https
     url: str
     # The event types delivered to the endpoint
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     # What the endpoint is for
     description: NotRequired[str]
     enabled: NotRequired[bool]
@@ -1121,11 +1152,21 @@ class PostAudienceSectionsSegmentsTrendBody(TypedDict):
 class PostAudienceSectionsSegmentsTrendResponse(TypedDict):
     # sampling point → counts
     matching_profile_count: dict[str, PostAudienceSectionsSegmentsTrendResponseMatchingProfileCountValue]
+    # The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at
+    live: NotRequired[PostAudienceSectionsSegmentsTrendResponseLive]
 
 
 class PostAudienceSectionsSegmentsTrendResponseMatchingProfileCountValue(TypedDict):
     known: int
     unknown: int
+
+
+class PostAudienceSectionsSegmentsTrendResponseLive(TypedDict):
+    """The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at"""
+    # RFC 3339 date-time, UTC
+    refreshed_at: str
+    # The membership's last whole evaluation: when a moving window's time was last applied
+    evaluated_at: str
 
 
 class PostAudienceProfilesReportsSegmentsCountBody(TypedDict):
@@ -1148,6 +1189,21 @@ class PostAudienceProfilesReportsSegmentsCountBodySegment(TypedDict):
 class PostAudienceProfilesReportsSegmentsCountResponse(TypedDict):
     # Matching profiles
     profile_count: int
+    # The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at
+    live: NotRequired[PostAudienceProfilesReportsSegmentsCountResponseLive]
+
+
+class PostAudienceProfilesReportsSegmentsCountResponseLive(TypedDict):
+    """The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at"""
+    # RFC 3339 date-time, UTC
+    refreshed_at: str
+    # The membership's last whole evaluation: when a moving window's time was last applied
+    evaluated_at: str
+
+
+class PutAudienceSegmentsLiveBody(TypedDict):
+    # IANA time zone the membership is evaluated in, for time windows
+    time_zone: str
 
 
 class GetAudienceSectionsImportsResponse(TypedDict):
@@ -1940,7 +1996,7 @@ class GetAdminAccountsWebhooksResponse(TypedDict):
 class GetAdminAccountsWebhooksResponseItem(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -1959,7 +2015,7 @@ class PostAdminAccountsWebhooksBody(TypedDict):
     # Where deliveries are POSTed: http or https
     url: str
     # The event types delivered to the endpoint
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     # What the endpoint is for
     description: NotRequired[str]
     enabled: NotRequired[bool]
@@ -1970,7 +2026,7 @@ class PostAdminAccountsWebhooksBody(TypedDict):
 class PostAdminAccountsWebhooksResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -1990,7 +2046,7 @@ class PostAdminAccountsWebhooksResponse(TypedDict):
 class GetAdminAccountsWebhooksByWebhookIdResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2009,7 +2065,7 @@ class PatchAdminAccountsWebhooksByWebhookIdBody(TypedDict):
     # Where deliveries are POSTed: http or https
     url: NotRequired[str]
     # The event types delivered to the endpoint
-    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]]
+    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]]
     # What the endpoint is for
     description: NotRequired[str]
     # false stops new deliveries; true resumes an endpoint paused by failures
@@ -2019,7 +2075,7 @@ class PatchAdminAccountsWebhooksByWebhookIdBody(TypedDict):
 class PatchAdminAccountsWebhooksByWebhookIdResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2044,7 +2100,7 @@ class PostAdminAccountsWebhooksSecretBody(TypedDict):
 class PostAdminAccountsWebhooksSecretResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2069,7 +2125,7 @@ class GetAdminAccountsWebhooksDeliveriesResponseItem(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2097,7 +2153,7 @@ class GetAdminAccountsWebhooksDeliveriesByEventIdResponse(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2140,7 +2196,7 @@ class PostAdminAccountsWebhooksDeliveriesReplayResponse(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2199,7 +2255,7 @@ class GetWebhooksResponse(TypedDict):
 class GetWebhooksResponseItem(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2218,7 +2274,7 @@ class PostWebhooksBody(TypedDict):
     # Where deliveries are POSTed: http or https
     url: str
     # The event types delivered to the endpoint
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     # What the endpoint is for
     description: NotRequired[str]
     enabled: NotRequired[bool]
@@ -2229,7 +2285,7 @@ class PostWebhooksBody(TypedDict):
 class PostWebhooksResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2249,7 +2305,7 @@ class PostWebhooksResponse(TypedDict):
 class GetWebhooksByWebhookIdResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2268,7 +2324,7 @@ class PatchWebhooksByWebhookIdBody(TypedDict):
     # Where deliveries are POSTed: http or https
     url: NotRequired[str]
     # The event types delivered to the endpoint
-    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]]
+    event_types: NotRequired[list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]]
     # What the endpoint is for
     description: NotRequired[str]
     # false stops new deliveries; true resumes an endpoint paused by failures
@@ -2278,7 +2334,7 @@ class PatchWebhooksByWebhookIdBody(TypedDict):
 class PatchWebhooksByWebhookIdResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2303,7 +2359,7 @@ class PostWebhooksSecretBody(TypedDict):
 class PostWebhooksSecretResponse(TypedDict):
     id: str
     url: str
-    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]]
+    event_types: list[Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]]
     description: str
     enabled: bool
     # active: delivering; paused: stopped by failures, its deliveries wait until it is enabled again; disabled: turned off
@@ -2328,7 +2384,7 @@ class GetWebhooksDeliveriesResponseItem(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2356,7 +2412,7 @@ class GetWebhooksDeliveriesByEventIdResponse(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended
@@ -2399,7 +2455,7 @@ class PostWebhooksDeliveriesReplayResponse(TypedDict):
     # The webhook-id of every attempt
     event_id: str
     # An event type an endpoint can subscribe to
-    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished"]
+    event_type: Literal["consent.changed", "profile.merged", "profile.unmerged", "profile.deleted", "import.finished", "export.finished", "segment.entered", "segment.exited"]
     # RFC 3339 date-time, UTC
     created_at: str
     # pending: waiting for its next attempt; delivered: a 2xx answer; failed: retries ended

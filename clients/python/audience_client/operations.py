@@ -15,6 +15,7 @@ from .models import (
     Segment,
     UniqueIdentifier,
     Consent,
+    LiveSegment,
     ImportCreated,
     ImportStatus,
     ImportStatusResult,
@@ -38,6 +39,7 @@ from .models import (
     AccountManifestIntegration,
     AccountManifestSegment,
     AccountManifestSegmentVersion,
+    AccountManifestSegmentLive,
     AccountManifestSuppression,
     AccountManifestActivity,
     AccountManifestWebhook,
@@ -107,9 +109,12 @@ from .models import (
     PostAudienceSectionsSegmentsTrendBody,
     PostAudienceSectionsSegmentsTrendResponse,
     PostAudienceSectionsSegmentsTrendResponseMatchingProfileCountValue,
+    PostAudienceSectionsSegmentsTrendResponseLive,
     PostAudienceProfilesReportsSegmentsCountBody,
     PostAudienceProfilesReportsSegmentsCountBodySegment,
     PostAudienceProfilesReportsSegmentsCountResponse,
+    PostAudienceProfilesReportsSegmentsCountResponseLive,
+    PutAudienceSegmentsLiveBody,
     GetAudienceSectionsImportsResponse,
     GetAudienceSectionsImportsResponseItem,
     PostAudienceSectionsImportsBody,
@@ -2715,6 +2720,137 @@ class Operations:
             ),
         )
 
+    def get_audience_segments_live(
+        self,
+        segment_discriminator: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> LiveSegment:
+        """A segment's live state.
+
+        ``GET /audience/segments/{segment_discriminator}/live``
+
+        The service's extension: whether the segment is live, its size and when its membership was brought up to date.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1711` | Segment not found |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1104` | Segment not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            segment_discriminator: Segment discriminator
+        """
+        return cast(
+            "LiveSegment",
+            self._request(
+                "GET",
+                "/audience/segments/{segment_discriminator}/live",
+                path={"segment_discriminator": segment_discriminator},
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def put_audience_segments_live(
+        self,
+        segment_discriminator: str,
+        body: PutAudienceSegmentsLiveBody,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> LiveSegment:
+        """Make a segment live.
+
+        ``PUT /audience/segments/{segment_discriminator}/live``
+
+        The service's extension: the segment's members are kept up to date by every write and by time, counts and trends read them, and each entry and exit is a `segment.entered` or `segment.exited` webhook event. The membership is computed whole by a job after the answer (`size` null until then). Only a key of every section may.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1711` | Segment not found |
+        | 400 | `AUD-1712` | Time zone not recognised |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1104` | Segment not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            segment_discriminator: Segment discriminator
+            body: the request body (application/json)
+        """
+        return cast(
+            "LiveSegment",
+            self._request(
+                "PUT",
+                "/audience/segments/{segment_discriminator}/live",
+                path={"segment_discriminator": segment_discriminator},
+                body=body,
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def delete_audience_segments_live(
+        self,
+        segment_discriminator: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Stop keeping a segment live.
+
+        ``DELETE /audience/segments/{segment_discriminator}/live``
+
+        The service's extension: the segment is evaluated on demand again; its membership and recorded entries and exits are forgotten.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1004` | Malformed request body |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 400 | `AUD-1014` | Body nested too deeply |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1104` | Segment not found |
+        | 413 | `AUD-1001` | Request body too large |
+        | 415 | `AUD-1005` | Unsupported media type |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            segment_discriminator: Segment discriminator
+        """
+        self._request(
+            "DELETE",
+            "/audience/segments/{segment_discriminator}/live",
+            path={"segment_discriminator": segment_discriminator},
+            headers=headers,
+            auth="api",
+        )
+
     def get_audience_sections_imports(
         self,
         section_discriminator: str,
@@ -4141,6 +4277,7 @@ class Operations:
         | 400 | `AUD-1708` | Several event expressions |
         | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-2101` | Invalid template |
         | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |
@@ -4250,6 +4387,7 @@ class Operations:
         | 400 | `AUD-1708` | Several event expressions |
         | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-2101` | Invalid template |
         | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |
@@ -4321,6 +4459,7 @@ class Operations:
         | 400 | `AUD-1708` | Several event expressions |
         | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
+        | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-2101` | Invalid template |
         | 400 | `AUD-2302` | Webhook URL invalid |
         | 401 | `AUD-8` | Authorization failure |

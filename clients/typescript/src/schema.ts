@@ -1954,6 +1954,87 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/audience/segments/{segment_discriminator}/live': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * A segment's live state
+     * @description The service's extension: whether the segment is live, its size and when its membership was brought up to date.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1104` | Segment not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceSegmentsLive'];
+    /**
+     * Make a segment live
+     * @description The service's extension: the segment's members are kept up to date by every write and by time, counts and trends read them, and each entry and exit is a `segment.entered` or `segment.exited` webhook event. The membership is computed whole by a job after the answer (`size` null until then). Only a key of every section may.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1711` | Segment not found |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1104` | Segment not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    put: operations['putAudienceSegmentsLive'];
+    post?: never;
+    /**
+     * Stop keeping a segment live
+     * @description The service's extension: the segment is evaluated on demand again; its membership and recorded entries and exits are forgotten.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1004` | Malformed request body |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1104` | Segment not found |
+     *     | 413 | `AUD-1001` | Request body too large |
+     *     | 415 | `AUD-1005` | Unsupported media type |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    delete: operations['deleteAudienceSegmentsLive'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/audience/sections/{section_discriminator}/imports': {
     parameters: {
       query?: never;
@@ -3133,6 +3214,7 @@ export interface paths {
      *     | 400 | `AUD-1708` | Several event expressions |
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-2101` | Invalid template |
      *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -3211,6 +3293,7 @@ export interface paths {
      *     | 400 | `AUD-1708` | Several event expressions |
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-2101` | Invalid template |
      *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -3274,6 +3357,7 @@ export interface paths {
      *     | 400 | `AUD-1708` | Several event expressions |
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
+     *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-2101` | Invalid template |
      *     | 400 | `AUD-2302` | Webhook URL invalid |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -5179,6 +5263,24 @@ export interface components {
        */
       modified_at: string;
     };
+    /** LiveSegment */
+    LiveSegment: {
+      segment_discriminator: string;
+      /** @description Whether its members are kept up to date by the writes and by time */
+      live: boolean;
+      /** @description The time zone it is evaluated in */
+      time_zone: string | null;
+      /** @description The version its membership is of; null until computed */
+      version_id: string | null;
+      /** @description Its members now; null until computed */
+      size: number | null;
+      /** @description When it was made live */
+      live_since: string | (never | null);
+      /** @description When the writes were last applied */
+      refreshed_at: string | (never | null);
+      /** @description When it was last evaluated whole (time applied to a moving window) */
+      evaluated_at: string | (never | null);
+    };
     /** ImportCreated */
     ImportCreated: {
       import_id: string;
@@ -5405,6 +5507,11 @@ export interface components {
           /** @description AQL query; may hold {section}, {attribute:DISCRIMINATOR@N}, {event:DISCRIMINATOR@N} */
           query: string;
         }[];
+        /** @description Kept live (docs/aql.md "Live segments"): members kept by the writes, entries and exits sent as webhook events; null: not live; absent: as it is */
+        live?: {
+          /** @description IANA time zone the membership is evaluated in */
+          time_zone: string;
+        } | null;
       }[];
       suppressions?: {
         /** @description Channel of the address */
@@ -5476,6 +5583,8 @@ export interface components {
           | 'profile.deleted'
           | 'import.finished'
           | 'export.finished'
+          | 'segment.entered'
+          | 'segment.exited'
         )[];
         /** @description What the endpoint is for */
         description?: string;
@@ -8195,6 +8304,10 @@ export interface operations {
            *           "known": 1,
            *           "unknown": 1
            *         }
+           *       },
+           *       "live": {
+           *         "refreshed_at": "2026-03-01T09:30:00Z",
+           *         "evaluated_at": "2026-03-01T09:30:00Z"
            *       }
            *     }
            */
@@ -8205,6 +8318,19 @@ export interface operations {
                 known: number;
                 unknown: number;
               };
+            };
+            /** @description The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at */
+            live?: {
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              refreshed_at: string;
+              /**
+               * Format: date-time
+               * @description The membership's last whole evaluation: when a moving window's time was last applied
+               */
+              evaluated_at: string;
             };
           };
         };
@@ -8257,14 +8383,149 @@ export interface operations {
         content: {
           /**
            * @example {
-           *       "profile_count": 128
+           *       "profile_count": 128,
+           *       "live": {
+           *         "refreshed_at": "2026-03-01T09:30:00Z",
+           *         "evaluated_at": "2026-03-01T09:30:00Z"
+           *       }
            *     }
            */
           'application/json': {
             /** @description Matching profiles */
             profile_count: number;
+            /** @description The service's extension: present when the answer was read from a live segment's membership, brought up to date with the writes at refreshed_at */
+            live?: {
+              /**
+               * Format: date-time
+               * @description RFC 3339 date-time, UTC
+               */
+              refreshed_at: string;
+              /**
+               * Format: date-time
+               * @description The membership's last whole evaluation: when a moving window's time was last applied
+               */
+              evaluated_at: string;
+            };
           };
         };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAudienceSegmentsLive: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Segment discriminator
+         * @example com.vendor1.segments.user-created.frequent-buyers
+         */
+        segment_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers",
+           *       "live": false,
+           *       "time_zone": "Europe/Berlin",
+           *       "version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *       "size": 128,
+           *       "live_since": "2026-03-01T09:30:00Z",
+           *       "refreshed_at": "2026-03-01T09:30:00Z",
+           *       "evaluated_at": "2026-03-01T09:30:00Z"
+           *     }
+           */
+          'application/json': components['schemas']['LiveSegment'];
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  putAudienceSegmentsLive: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Segment discriminator
+         * @example com.vendor1.segments.user-created.frequent-buyers
+         */
+        segment_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        /**
+         * @example {
+         *       "time_zone": "Europe/Berlin"
+         *     }
+         */
+        'application/json': {
+          /** @description IANA time zone the membership is evaluated in, for time windows */
+          time_zone: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "segment_discriminator": "com.vendor1.segments.user-created.frequent-buyers",
+           *       "live": false,
+           *       "time_zone": "Europe/Berlin",
+           *       "version_id": "7d3c2a10-4f5e-4b6a-9c8d-1e2f3a4b5c6d",
+           *       "size": 128,
+           *       "live_since": "2026-03-01T09:30:00Z",
+           *       "refreshed_at": "2026-03-01T09:30:00Z",
+           *       "evaluated_at": "2026-03-01T09:30:00Z"
+           *     }
+           */
+          'application/json': components['schemas']['LiveSegment'];
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  deleteAudienceSegmentsLive: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /**
+         * @description Segment discriminator
+         * @example com.vendor1.segments.user-created.frequent-buyers
+         */
+        segment_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description No content */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
       };
       '4XX': components['responses']['Problem'];
       '5XX': components['responses']['Problem'];
@@ -10294,7 +10555,10 @@ export interface operations {
          *             {
          *               "query": "Example"
          *             }
-         *           ]
+         *           ],
+         *           "live": {
+         *             "time_zone": "Europe/Berlin"
+         *           }
          *         }
          *       ],
          *       "suppressions": [
@@ -10589,7 +10853,10 @@ export interface operations {
            *             {
            *               "query": "Example"
            *             }
-           *           ]
+           *           ],
+           *           "live": {
+           *             "time_zone": "Europe/Berlin"
+           *           }
            *         }
            *       ],
            *       "suppressions": [
@@ -10793,7 +11060,10 @@ export interface operations {
          *             {
          *               "query": "Example"
          *             }
-         *           ]
+         *           ],
+         *           "live": {
+         *             "time_zone": "Europe/Berlin"
+         *           }
          *         }
          *       ],
          *       "suppressions": [
@@ -11027,7 +11297,10 @@ export interface operations {
          *             {
          *               "query": "Example"
          *             }
-         *           ]
+         *           ],
+         *           "live": {
+         *             "time_zone": "Europe/Berlin"
+         *           }
          *         }
          *       ],
          *       "suppressions": [
@@ -11809,6 +12082,8 @@ export interface operations {
                 | 'profile.deleted'
                 | 'import.finished'
                 | 'export.finished'
+                | 'segment.entered'
+                | 'segment.exited'
               )[];
               description: string;
               enabled: boolean;
@@ -11872,6 +12147,8 @@ export interface operations {
             | 'profile.deleted'
             | 'import.finished'
             | 'export.finished'
+            | 'segment.entered'
+            | 'segment.exited'
           )[];
           /** @description What the endpoint is for */
           description?: string;
@@ -11917,6 +12194,8 @@ export interface operations {
               | 'profile.deleted'
               | 'import.finished'
               | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited'
             )[];
             description: string;
             enabled: boolean;
@@ -11998,6 +12277,8 @@ export interface operations {
               | 'profile.deleted'
               | 'import.finished'
               | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited'
             )[];
             description: string;
             enabled: boolean;
@@ -12091,6 +12372,8 @@ export interface operations {
             | 'profile.deleted'
             | 'import.finished'
             | 'export.finished'
+            | 'segment.entered'
+            | 'segment.exited'
           )[];
           /** @description What the endpoint is for */
           description?: string;
@@ -12133,6 +12416,8 @@ export interface operations {
               | 'profile.deleted'
               | 'import.finished'
               | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited'
             )[];
             description: string;
             enabled: boolean;
@@ -12230,6 +12515,8 @@ export interface operations {
               | 'profile.deleted'
               | 'import.finished'
               | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited'
             )[];
             description: string;
             enabled: boolean;
@@ -12338,7 +12625,9 @@ export interface operations {
                 | 'profile.unmerged'
                 | 'profile.deleted'
                 | 'import.finished'
-                | 'export.finished';
+                | 'export.finished'
+                | 'segment.entered'
+                | 'segment.exited';
               /**
                * Format: date-time
                * @description RFC 3339 date-time, UTC
@@ -12458,7 +12747,9 @@ export interface operations {
               | 'profile.unmerged'
               | 'profile.deleted'
               | 'import.finished'
-              | 'export.finished';
+              | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited';
             /**
              * Format: date-time
              * @description RFC 3339 date-time, UTC
@@ -12586,7 +12877,9 @@ export interface operations {
               | 'profile.unmerged'
               | 'profile.deleted'
               | 'import.finished'
-              | 'export.finished';
+              | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited';
             /**
              * Format: date-time
              * @description RFC 3339 date-time, UTC
@@ -12757,6 +13050,8 @@ export interface operations {
                 | 'profile.deleted'
                 | 'import.finished'
                 | 'export.finished'
+                | 'segment.entered'
+                | 'segment.exited'
               )[];
               description: string;
               enabled: boolean;
@@ -12814,6 +13109,8 @@ export interface operations {
             | 'profile.deleted'
             | 'import.finished'
             | 'export.finished'
+            | 'segment.entered'
+            | 'segment.exited'
           )[];
           /** @description What the endpoint is for */
           description?: string;
@@ -12859,6 +13156,8 @@ export interface operations {
               | 'profile.deleted'
               | 'import.finished'
               | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited'
             )[];
             description: string;
             enabled: boolean;
@@ -12935,6 +13234,8 @@ export interface operations {
               | 'profile.deleted'
               | 'import.finished'
               | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited'
             )[];
             description: string;
             enabled: boolean;
@@ -13018,6 +13319,8 @@ export interface operations {
             | 'profile.deleted'
             | 'import.finished'
             | 'export.finished'
+            | 'segment.entered'
+            | 'segment.exited'
           )[];
           /** @description What the endpoint is for */
           description?: string;
@@ -13060,6 +13363,8 @@ export interface operations {
               | 'profile.deleted'
               | 'import.finished'
               | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited'
             )[];
             description: string;
             enabled: boolean;
@@ -13152,6 +13457,8 @@ export interface operations {
               | 'profile.deleted'
               | 'import.finished'
               | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited'
             )[];
             description: string;
             enabled: boolean;
@@ -13255,7 +13562,9 @@ export interface operations {
                 | 'profile.unmerged'
                 | 'profile.deleted'
                 | 'import.finished'
-                | 'export.finished';
+                | 'export.finished'
+                | 'segment.entered'
+                | 'segment.exited';
               /**
                * Format: date-time
                * @description RFC 3339 date-time, UTC
@@ -13370,7 +13679,9 @@ export interface operations {
               | 'profile.unmerged'
               | 'profile.deleted'
               | 'import.finished'
-              | 'export.finished';
+              | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited';
             /**
              * Format: date-time
              * @description RFC 3339 date-time, UTC
@@ -13493,7 +13804,9 @@ export interface operations {
               | 'profile.unmerged'
               | 'profile.deleted'
               | 'import.finished'
-              | 'export.finished';
+              | 'export.finished'
+              | 'segment.entered'
+              | 'segment.exited';
             /**
              * Format: date-time
              * @description RFC 3339 date-time, UTC

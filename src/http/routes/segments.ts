@@ -1,7 +1,11 @@
 import { ProfileParams } from '../../profiles/schemas.ts';
 import * as segments from '../../segments/segments.ts';
+import * as live from '../../segments/live.ts';
 import {
   Evaluation,
+  LiveParams,
+  LiveSegment,
+  MakeLive,
   Matches,
   ProfileCount,
   SegmentCount,
@@ -10,7 +14,9 @@ import {
   TrendParams,
 } from '../../segments/schemas.ts';
 import { operation, type OperationTable } from '../operation.ts';
+import { NoContent } from '../schemas/problem.ts';
 import { SECTION_PROBLEMS } from '../../definitions/definitions.ts';
+import { TIME_ZONE_PROBLEMS } from '../../aql/time.ts';
 import { SEGMENT_PROBLEMS } from '../../segments/segments.ts';
 import { LOCATE_PROBLEMS } from '../../profiles/locate.ts';
 
@@ -98,6 +104,47 @@ export const segmentsRoutes: OperationTable = {
       response: { 200: ProfileCount },
       scope: 'account',
       handle: ({ db, scope, body }) => segments.countSegment(db, scope, body),
+    }),
+    operation({
+      method: 'PUT',
+      path: '/audience/segments/:segment_discriminator/live',
+      summary: 'Make a segment live',
+      description:
+        "The service's extension: the segment's members are kept up to date by every write and by time, counts and trends read them, and each entry and exit is a `segment.entered` or `segment.exited` webhook event. The membership is computed whole by a job after the answer (`size` null until then). Only a key of every section may.",
+      errors: [...TIME_ZONE_PROBLEMS, 'AUD-1104', 'AUD-1107', 'AUD-1711'],
+      params: LiveParams,
+      body: MakeLive,
+      response: { 200: LiveSegment },
+      scope: 'account',
+      transaction: true,
+      handle: ({ db, scope, services, params, body }) =>
+        live.makeLive(db, scope, services.feed, params.segment_discriminator, body),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/segments/:segment_discriminator/live',
+      summary: "A segment's live state",
+      description:
+        "The service's extension: whether the segment is live, its size and when its membership was brought up to date.",
+      errors: ['AUD-1104', 'AUD-1107', 'AUD-1711'],
+      params: LiveParams,
+      response: { 200: LiveSegment },
+      scope: 'account',
+      handle: ({ db, scope, params }) => live.liveSegment(db, scope, params.segment_discriminator),
+    }),
+    operation({
+      method: 'DELETE',
+      path: '/audience/segments/:segment_discriminator/live',
+      summary: 'Stop keeping a segment live',
+      description:
+        "The service's extension: the segment is evaluated on demand again; its membership and recorded entries and exits are forgotten.",
+      errors: ['AUD-1104', 'AUD-1107'],
+      params: LiveParams,
+      response: { 204: NoContent },
+      scope: 'account',
+      transaction: true,
+      handle: ({ db, scope, services, params }) =>
+        live.stopLive(db, scope, services.feed, params.segment_discriminator),
     }),
   ],
 };

@@ -1,3 +1,4 @@
+import { TIME_ZONE_PROBLEMS } from '../../../aql/time.ts';
 import { Type } from 'typebox';
 import { WEBHOOK_URL_PROBLEMS } from '../../../webhooks/webhooks.ts';
 import { REGIONS } from '../../../config.ts';
@@ -52,6 +53,7 @@ const NamedManifestSummary = Type.Object({ account: Account, ...ManifestSummary.
 const MANIFEST_BODY_LIMIT = 10 * 1024 * 1024;
 const MANIFEST_REFUSALS: ProblemCode[] = [
   ...AQL_PROBLEMS,
+  ...TIME_ZONE_PROBLEMS,
   'AUD-1109',
   'AUD-1113',
   'AUD-1114',

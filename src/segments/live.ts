@@ -1,0 +1,220 @@
+import type pg from 'pg';
+import { termsOf, type Expression } from '../aql/ast.ts';
+import { compilePredicate, SqlValues } from '../aql/compile-sql.ts';
+import { checkTimeZone } from '../aql/time.ts';
+import type { SegmentDef } from '../core/definitions.ts';
+import { Problem } from '../core/problems.ts';
+import type { AccountScope } from '../core/scope.ts';
+import {
+  LIVE_SEGMENTS_JOB,
+  refreshLiveSegments,
+  requireAllSections,
+  setSegmentLive,
+} from '../definitions/definitions.ts';
+import type { Job } from '../jobs/queue.ts';
+import { enqueueUnlessWaiting } from '../jobs/queue.ts';
+import { takeProfileChanges } from '../profiles/profiles.ts';
+import type { ChangeFeed } from '../store/changes.ts';
+import { withTransaction, type Queryable } from '../store/pool.ts';
+import { recordWebhookEvents } from '../webhooks/events.ts';
+import * as q from './queries.ts';
+import { readableExpression, storedExpression } from './segments.ts';
+
+/**
+ * Live segments (docs/aql.md "Live segments"): a stored segment whose members are kept in a table,
+ * brought up to date by the live segments job from the profiles each write marks
+ * (profilesChanged), and by time: a segment with a moving window (`inLast`) is evaluated whole
+ * every SWEEP_MS. Each entry and exit is recorded with its time, and sent as a `segment.entered`
+ * or `segment.exited` webhook event.
+ */
+
+/** How often a live segment with a moving window is evaluated whole, so that members leave (and enter) as time passes. */
+export const SWEEP_MS = 60_000;
+/** The marked profiles one run of the job takes; more run it again. */
+const CHANGES_PER_RUN = 5_000;
+
+/** A live segment as the API answers it. */
+export interface LiveSegmentView {
+  segment_discriminator: string;
+  live: boolean;
+  time_zone: string | null;
+  version_id: string | null;
+  size: number | null;
+  live_since: string | null;
+  refreshed_at: string | null;
+  evaluated_at: string | null;
+}
+
+function segmentOf(scope: AccountScope, discriminator: string): SegmentDef {
+  const segment = scope.defs.segments.find((s) => s.discriminator === discriminator);
+  if (!segment) throw new Problem('AUD-1104', `Segment "${discriminator}" does not exist`);
+  return segment;
+}
+
+/** The expression of a segment's latest version, refused (403) when it reads a section the caller may not. */
+function latestExpression(scope: AccountScope, segment: SegmentDef): Expression {
+  const latest = segment.versions.at(-1);
+  if (!latest) throw new Problem('AUD-1711', `segment: segment "${segment.discriminator}" has no version`);
+  return readableExpression(scope, latest.query, 'segment');
+}
+
+/**
+ * Makes a segment live in a time zone (or changes its time zone): the job then computes its
+ * membership whole. Only a key of every section may: its entries and exits go to webhooks.
+ */
+export async function makeLive(
+  tx: Queryable,
+  scope: AccountScope,
+  feed: ChangeFeed,
+  discriminator: string,
+  body: { time_zone: string },
+): Promise<LiveSegmentView> {
+  requireAllSections(scope, 'a live segment');
+  const segment = segmentOf(scope, discriminator);
+  latestExpression(scope, segment);
+  const timeZone = checkTimeZone(body.time_zone, 'time_zone');
+  await setSegmentLive(tx, scope, feed, discriminator, timeZone);
+  return view(tx, scope, { ...segment, live_time_zone: timeZone });
+}
+
+/** Makes a segment not live: its membership and recorded changes are forgotten by the job. */
+export async function stopLive(
+  tx: Queryable,
+  scope: AccountScope,
+  feed: ChangeFeed,
+  discriminator: string,
+): Promise<void> {
+  requireAllSections(scope, 'a live segment');
+  segmentOf(scope, discriminator);
+  await setSegmentLive(tx, scope, feed, discriminator, null);
+}
+
+/** A segment's live state: whether it is live, its size and when it was brought up to date. */
+export async function liveSegment(db: Queryable, scope: AccountScope, discriminator: string): Promise<LiveSegmentView> {
+  const segment = segmentOf(scope, discriminator);
+  latestExpression(scope, segment);
+  return view(db, scope, segment);
+}
+
+async function view(db: Queryable, scope: AccountScope, segment: SegmentDef): Promise<LiveSegmentView> {
+  const live = segment.live_time_zone !== null;
+  const state = live ? await q.findLiveSegment(db, scope.accountId, segment.id) : undefined;
+  // A state of another version or time zone is being computed again: its members are not this one's.
+  const current =
+    state &&
+    state.version_id === segment.versions.at(-1)?.id &&
+    state.time_zone === segment.live_time_zone &&
+    state.evaluated_at !== null
+      ? state
+      : undefined;
+  return {
+    segment_discriminator: segment.discriminator,
+    live,
+    time_zone: segment.live_time_zone,
+    version_id: current?.version_id ?? null,
+    size: current ? Number(current.size) : null,
+    live_since: state?.live_since.toISOString() ?? null,
+    refreshed_at: current?.refreshed_at?.toISOString() ?? null,
+    evaluated_at: current?.evaluated_at?.toISOString() ?? null,
+  };
+}
+
+/** Whether an expression's meaning moves with time: an event term with an `inLast` window. */
+function movesWithTime(expression: Expression): boolean {
+  return termsOf(expression).some((t) => t.kind === 'event' && t.window?.kind === 'inLast');
+}
+
+/**
+ * The live segments job of an account, in one transaction that holds the account's live segments
+ * locked: forgets segments no longer live; computes whole a segment made live, or of a new version
+ * or time zone (no webhook events for a first computation: it is the membership's start); takes
+ * the marked profiles and evaluates every live segment over them (their clusters' canonical
+ * profiles now), recording and sending each entry and exit; with `sweep`, evaluates whole each
+ * segment with a moving window, and schedules the next sweep.
+ */
+export async function runLiveSegments(
+  deps: { pool: pg.Pool; scopeOf: (accountId: string) => Promise<AccountScope> },
+  job: Job<typeof LIVE_SEGMENTS_JOB>,
+): Promise<void> {
+  const scope = await deps.scopeOf(job.accountId);
+  const { accountId } = scope;
+  await withTransaction(deps.pool, async (tx) => {
+    const states = await q.lockLiveSegments(tx, accountId);
+    const live = scope.defs.segments.filter((s) => s.live_time_zone !== null && s.versions.length > 0);
+    const gone = states.filter((st) => !live.some((s) => s.id === st.segment_id)).map((st) => st.segment_id);
+    if (gone.length > 0) await q.deleteLiveSegments(tx, accountId, gone);
+    const changes = await takeProfileChanges(tx, scope, CHANGES_PER_RUN);
+    const candidates = [
+      ...new Set(changes.flatMap((c) => (c.canonical_id === null ? [c.profile_id] : [c.profile_id, c.canonical_id]))),
+    ];
+    let moving = false;
+    for (const segment of live) {
+      const version = segment.versions.at(-1)!;
+      const timeZone = segment.live_time_zone!;
+      const expression = storedExpression(scope.defs, version.query);
+      moving ||= movesWithTime(expression);
+      const state = states.find((st) => st.segment_id === segment.id);
+      const fresh = !state || state.version_id !== version.id || state.time_zone !== timeZone;
+      if (fresh)
+        await q.upsertLiveSegment(tx, accountId, {
+          segmentId: segment.id,
+          versionId: version.id,
+          timeZone,
+          now: scope.now,
+        });
+      const whole = fresh || state.evaluated_at === null || (!!job.payload.sweep && movesWithTime(expression));
+      if (!whole && candidates.length === 0) continue;
+      await bringUpToDate(tx, scope, segment, expression, {
+        candidates: whole ? null : candidates,
+        // A first computation is the membership's start, not entries; a new version's changes are.
+        report: !(state === undefined || state.evaluated_at === null),
+      });
+      await q.markLiveSegmentRefreshed(tx, accountId, segment.id, scope.now, whole);
+    }
+    if (changes.length === CHANGES_PER_RUN) await refreshLiveSegments(tx, accountId);
+    if (moving)
+      await enqueueUnlessWaiting(
+        tx,
+        accountId,
+        LIVE_SEGMENTS_JOB,
+        { sweep: true },
+        new Date(scope.now.getTime() + SWEEP_MS),
+      );
+  });
+}
+
+/** Applies a segment's evaluation now to its members (all, or the candidates'), recording and sending the changes. */
+async function bringUpToDate(
+  tx: Queryable,
+  scope: AccountScope,
+  segment: SegmentDef,
+  expression: Expression,
+  target: { candidates: string[] | null; report: boolean },
+): Promise<void> {
+  const values = new SqlValues();
+  const account = values.add(scope.accountId, 'bigint');
+  const text = compilePredicate(
+    expression,
+    { account, now: scope.now.getTime(), timeZone: segment.live_time_zone! },
+    values,
+  );
+  const changes = await q.applyMembership(
+    tx,
+    { account, text, values: values.values },
+    { segmentId: segment.id, candidates: target.candidates, now: scope.now, report: target.report },
+  );
+  const at = scope.now.toISOString();
+  for (const [type, entered] of [
+    ['segment.entered', true],
+    ['segment.exited', false],
+  ] as const) {
+    await recordWebhookEvents(tx, scope.accountId, type, () =>
+      changes
+        .filter((c) => c.entered === entered)
+        .map((c) => ({
+          orderingKey: c.profile_id,
+          data: { segment_discriminator: segment.discriminator, profile: { export_key: c.export_key }, at },
+        })),
+    );
+  }
+}
