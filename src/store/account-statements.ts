@@ -120,6 +120,8 @@ class Placements {
   readonly #coordinator: ProgramPool;
   readonly #workers = new Map<string, pg.Pool>();
   readonly #accounts = new Map<string, { pool: Promise<pg.Pool>; until: number }>();
+  /** Once the coordinator's pool ends, no worker pool opens again: statements go to the ended pool, which refuses them. */
+  #ended = false;
 
   private constructor(coordinator: ProgramPool) {
     this.#coordinator = coordinator;
@@ -164,7 +166,7 @@ class Placements {
       [accountId],
     );
     const node = rows[0];
-    if (!node || node.groupid === 0) return this.#coordinator;
+    if (!node || node.groupid === 0 || this.#ended) return this.#coordinator;
     const key = `${node.nodename}:${node.nodeport}`;
     let pool = this.#workers.get(key);
     if (!pool) {
@@ -181,6 +183,7 @@ class Placements {
   }
 
   async #end(): Promise<void> {
+    this.#ended = true;
     const pools = [...this.#workers.values()];
     this.#workers.clear();
     await Promise.all(pools.map((p) => p.end()));
