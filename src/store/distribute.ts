@@ -109,6 +109,17 @@ export async function distribute(db: Pick<pg.ClientBase, 'query'>): Promise<stri
         await colocationTable(db),
       ]);
   }
+  // Citus plans a statement whose distribution key is a parameter (every table statement of such a
+  // function, the account its argument) again at each execution, and keeps no plan of it; with the
+  // account a constant it plans the shard's statement as PostgreSQL does. So these functions plan
+  // their statements for the values of each call (docs/scaling.md "Statements of one account").
+  const { rows: generic } = await db.query<{ signature: string }>(
+    `select p.oid::regprocedure::text as signature from pg_proc p
+     where p.pronamespace = 'public'::regnamespace and p.prokind = 'f' and p.proargnames[1] = $1
+       and not coalesce('plan_cache_mode=force_custom_plan' = any(p.proconfig), false)`,
+    [DISTRIBUTION_COLUMN],
+  );
+  for (const f of generic) await db.query(`alter function ${f.signature} set plan_cache_mode = force_custom_plan`);
   return converted;
 }
 

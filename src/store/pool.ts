@@ -3,9 +3,30 @@ import pg from 'pg';
 /** A pool or a client inside a transaction: what every query function takes. */
 export type Queryable = Pick<pg.Pool | pg.PoolClient, 'query'>;
 
+/**
+ * A pool of the program: pg's, with what must end with it (the pools of a Citus cluster's workers
+ * that src/store/account-statements.ts opens beside it).
+ */
+export class ProgramPool extends pg.Pool {
+  readonly #ending: (() => Promise<void>)[] = [];
+
+  /** Runs `end` when the pool ends, before its own connections close. */
+  onEnd(end: () => Promise<void>): void {
+    this.#ending.push(end);
+  }
+
+  override end(): Promise<void>;
+  override end(callback: () => void): void;
+  override end(callback?: () => void): Promise<void> | void {
+    const ended = Promise.all(this.#ending.splice(0).map((end) => end())).then(() => super.end());
+    if (!callback) return ended;
+    void ended.then(callback, callback);
+  }
+}
+
 /** Opens the connection pool of the program. */
 export function createPool(connectionString: string, max = 10): pg.Pool {
-  const pool = new pg.Pool({ connectionString, max });
+  const pool = new ProgramPool({ connectionString, max });
   // An idle client that loses its server must not crash the process; the pool replaces it.
   pool.on('error', () => {});
   return pool;

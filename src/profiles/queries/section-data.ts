@@ -1,6 +1,7 @@
 /**
  * Reads of section data: what profiles show in their sections, with the facts segments evaluate.
  */
+import { queryForAccount } from '../../store/account-statements.ts';
 import { idArray } from '../../store/arrays.ts';
 import { coalescePerPool } from '../../store/coalesce.ts';
 import type { Queryable } from '../../store/pool.ts';
@@ -20,9 +21,10 @@ async function findSectionDataByKeys(
   accountId: string,
   keys: KeyInSection[],
 ): Promise<(FoundInSection | undefined)[]> {
-  const { rows } = await db.query<
+  // With the account in its text, on the account's node (queryForAccount): Citus keeps its plan there.
+  const { rows } = await queryForAccount<
     LocatedRow & { n: number; attributes: ValueMap | null; tags: Record<string, boolean> | null }
-  >({
+  >(db, accountId, {
     name: 'profiles.find-section-data-by-keys',
     // One primary-key lookup per key, as in findProfilesByKeys.
     text: `select x.n::int as n, f.profile_id, f.canonical_id,

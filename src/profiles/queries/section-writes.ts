@@ -2,6 +2,7 @@
  * Writes of section data: the attribute and tag patches of one profile or of many by key, and the
  * cluster values of merges and unmerges (section-rules.ts has the rules they follow).
  */
+import { queryForAccount } from '../../store/account-statements.ts';
 import { idArray } from '../../store/arrays.ts';
 import { aloneOnFailure, coalescePerPool } from '../../store/coalesce.ts';
 import { retryRaced, retryRacedInTransaction, type Queryable } from '../../store/pool.ts';
@@ -92,7 +93,7 @@ export interface PatchByKey {
  * steps routed one by one from the coordinator.
  */
 async function patchSectionDataByKeys(db: Queryable, accountId: string, patches: PatchByKey[]): Promise<boolean[]> {
-  const { rows } = await db.query<{ n: number }>(patchByKeysStatement(accountId, patches));
+  const { rows } = await queryForAccount<{ n: number }>(db, accountId, patchByKeysStatement(accountId, patches));
   const found = new Array<boolean>(patches.length).fill(false);
   for (const row of rows) found[row.n - 1] = true;
   return found;
