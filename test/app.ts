@@ -37,9 +37,15 @@ export function testDatabase(): Promise<string> {
   return database.url;
 }
 
-/** The name of this test file's database, once it was asked for (test/drop-database.ts drops it). */
-export function testDatabaseName(): string | undefined {
-  return database?.name;
+/**
+ * The name of this test file's database, once it was asked for, which the next file will not
+ * share: test/drop-database.ts drops it when the file ends. The test files of a run share this
+ * module (vitest.config.ts: isolate false), so each file's first call makes a database of its own.
+ */
+export function takeTestDatabaseName(): string | undefined {
+  const name = database?.name;
+  database = undefined;
+  return name;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { afterAll, inject } from 'vitest';
-import { testDatabaseName } from './app.ts';
+import { takeTestDatabaseName } from './app.ts';
 import { dropDatabase } from './databases.ts';
 
 // Each test file's database goes when the file ends (its own hooks, closing its servers, run
@@ -7,6 +7,6 @@ import { dropDatabase } from './databases.ts';
 // its connections on each node, and a hundred test files' databases took the coordinator past
 // max_connections ("too many clients already").
 afterAll(async () => {
-  const name = testDatabaseName();
+  const name = takeTestDatabaseName();
   if (name) await dropDatabase(inject('databaseUrl'), name);
 });

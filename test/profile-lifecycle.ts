@@ -232,6 +232,8 @@ export async function findPlaintext(needle: string): Promise<string[]> {
 /** Starts this file's server and account (the hooks of the test file that calls it). */
 export function useProfileLifecycle(): void {
   beforeAll(async () => {
+    // The test files of a run share this module (vitest.config.ts: isolate false): a version id is of one file's database.
+    pageViewVersion = undefined;
     server = await TestServer.start();
     ({ token, accountId } = await server.login(TWO, UNLIMITED));
     db = new pg.Client({ connectionString: await testDatabase() });

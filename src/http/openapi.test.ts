@@ -49,7 +49,7 @@ describe('operations', () => {
     }
   });
 
-  it("GET /openapi.json says an access token lives as long as /oauth/token's expires_in says", async () => {
+  it("GET /openapi.json and the two definitions /docs shows say an access token lives as long as /oauth/token's expires_in says", async () => {
     const credentials = await server.createAccount();
     const answer = await server.request('POST', '/oauth/token', {
       body: {
@@ -63,6 +63,11 @@ describe('operations', () => {
     expect(doc.info.description).toContain(hours);
     expect(doc.tags.find((t: Json) => t.name === 'auth').description).toContain(hours);
     expect(JSON.stringify(doc)).not.toMatch(/for an hour/);
+    for (const url of ['/openapi/public.json', '/openapi/operator.json']) {
+      const part = (await server.request('GET', url)).body;
+      expect(part.info.description, url).toContain(hours);
+      expect(JSON.stringify(part), url).not.toMatch(/for an hour/);
+    }
   });
 
   it('GET /openapi.json teaches every operation: a one-line summary, a description with the codes it can answer, and examples of its request and answers', async () => {
