@@ -421,12 +421,19 @@ describe('outbound calls', () => {
     });
     expect(subscribed.status, JSON.stringify(subscribed.body)).toBe(201);
     await exportKeyOf(token, 'deleted@example.com');
+    const fault = await emulator.control.outbound.faults.add({ kind: 'webhook', status: 503 });
     expect((await call('DELETE', `/audience/keyspaces/${EMAIL}/profiles/deleted@example.com`, { token })).status).toBe(
       204,
     );
-    const fault = await emulator.control.outbound.faults.add({ kind: 'webhook', status: 503 });
     await emulator.control.jobs.run();
+    // The first attempt may be the background worker's, a moment after: wait for it, then for the retry.
+    const attempts = async (n: number) => {
+      for (let i = 0; i < 400 && (await emulator.control.webhooks.list({ type: 'profile.deleted' })).length < n; i++)
+        await new Promise((r) => setTimeout(r, 25));
+    };
+    await attempts(1);
     await emulator.control.clock.advance(3600);
+    await attempts(2);
     expect(target.received).toHaveLength(1);
     const deliveries = await emulator.control.webhooks.list({ type: 'profile.deleted' });
     expect(deliveries).toEqual([
