@@ -17,7 +17,7 @@ export const run = promisify(execFile);
  * How long a start, or a state the program is to reach (a job done, a line logged), may take before
  * the test says it never came: an outer bound for a busy machine, which stretches seconds into minutes.
  */
-const START_BOUND_MS = 180_000;
+export const START_BOUND_MS = 180_000;
 
 /** Polls `check` until it holds; fails naming `what` when START_BOUND_MS has passed. */
 export async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
