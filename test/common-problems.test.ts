@@ -191,6 +191,15 @@ describe('the refusals every operation of a kind declares, on every operation', 
     });
   });
 
+  // Where the limited list is a field of the body's own; one deeper, the operation's own tests.
+  it('LIM-09: a list of the body over its maximum: 413 AUD-1007', async () => {
+    await everyDeclaring(
+      'AUD-1007',
+      (op) => call(op, { type: 'application/json', raw: JSON.stringify(overLimit(op)) }),
+      (op) => limitedLists(op).length > 0,
+    );
+  });
+
   it('ERR-04: a body or query without a field it requires: 400 AUD-1003', async () => {
     await everyDeclaring('AUD-1003', (op) => {
       const body = op.body && lacking(op.body);
@@ -198,6 +207,21 @@ describe('the refusals every operation of a kind declares, on every operation', 
     });
   });
 });
+
+/** The lists of the body's own fields that have a maximum, by name. */
+function limitedLists(op: Operation): [string, number][] {
+  return Object.entries(op.body?.properties ?? {}).flatMap(([name, property]) => {
+    const { maxItems } = resolve(property) as { maxItems?: number };
+    return maxItems === undefined ? [] : [[name, maxItems] as [string, number]];
+  });
+}
+
+/** The example's body with its limited lists one over their limit: `maxItems` + 1 of their first item. */
+function overLimit(op: Operation): unknown {
+  const example = { ...(op.example as Record<string, unknown[]>) };
+  for (const [name, maxItems] of limitedLists(op)) example[name] = Array(maxItems + 1).fill(example[name]?.[0] ?? '1');
+  return example;
+}
 
 /** A string the schema takes whatever it holds. */
 function isPlainText(schema: Schema & { items?: Schema }): boolean {
