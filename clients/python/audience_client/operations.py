@@ -316,7 +316,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -341,7 +340,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -366,7 +364,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -391,9 +388,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 404 | `AUD-1` | Resource not found |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -465,7 +460,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -492,7 +486,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -517,7 +510,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -544,7 +536,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -571,7 +562,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -604,9 +594,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -647,9 +635,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -740,9 +726,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -835,9 +819,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -877,9 +859,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -917,9 +897,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -952,7 +930,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -1044,9 +1021,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1104` | Segment not found |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -1148,9 +1123,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1104` | Segment not found |
         | 404 | `AUD-1105` | Segment version not found |
@@ -1245,7 +1218,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1292,7 +1264,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1387,9 +1358,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1433,7 +1402,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1539,9 +1507,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1589,7 +1555,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1645,9 +1610,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1695,7 +1658,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1754,9 +1716,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1807,7 +1767,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1871,7 +1830,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1930,7 +1888,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1989,9 +1946,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -2104,9 +2059,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1602` | Consent state value unsupported |
         | 400 | `AUD-1607` | Channel ID not found |
@@ -2224,7 +2177,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -2272,9 +2224,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2313,9 +2263,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2417,9 +2365,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1607` | Channel ID not found |
         | 401 | `AUD-8` | Authorization failure |
@@ -2737,9 +2683,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1711` | Segment not found |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -2827,7 +2771,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -2869,9 +2812,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -3044,9 +2985,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -3635,9 +3574,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-9` | Access denied |
         | 403 | `AUD-1107` | Section access denied |
@@ -3684,9 +3621,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1903` | Export not found |
@@ -3729,9 +3664,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 403 | `AUD-1912` | Download URL expired |
         | 403 | `AUD-1913` | Download credentials missing or invalid |
         | 404 | `AUD-1903` | Export not found |
@@ -3775,9 +3708,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -3814,9 +3745,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1901` | Export in progress |
@@ -3859,9 +3788,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1903` | Export not found |
@@ -3963,9 +3890,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -4009,9 +3934,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -4048,7 +3971,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 503 | `AUD-2` | Service unavailable |
         """
@@ -4123,9 +4045,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4161,7 +4081,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4201,7 +4120,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4321,9 +4239,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4503,9 +4419,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4586,9 +4500,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4670,7 +4582,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4707,9 +4618,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4746,7 +4655,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4792,7 +4700,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4833,7 +4740,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4878,9 +4784,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -4912,7 +4816,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 503 | `AUD-2` | Service unavailable |
         """
@@ -4944,7 +4847,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4989,9 +4891,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -5076,9 +4976,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -5117,7 +5015,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5160,7 +5057,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5211,7 +5107,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5262,9 +5157,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-2305` | Time window ends before it starts |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
@@ -5310,9 +5203,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -5354,7 +5245,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5443,10 +5333,7 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
-        | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -5520,9 +5407,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -5560,7 +5445,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5602,7 +5486,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5652,7 +5535,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5702,9 +5584,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-2305` | Time window ends before it starts |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -5749,9 +5629,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -5792,7 +5670,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5887,9 +5764,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5931,9 +5806,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5978,9 +5851,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6026,9 +5897,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6072,9 +5941,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6116,9 +5983,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6163,9 +6028,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6211,9 +6074,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6256,9 +6117,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6297,9 +6156,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6340,9 +6197,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-2004` | Trigger type unsupported |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -6384,9 +6239,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6426,9 +6279,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6467,9 +6318,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6512,9 +6361,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6560,9 +6407,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6607,9 +6452,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1110` | Account not found |
@@ -6700,9 +6543,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2001` | Activity not found |
@@ -6794,7 +6635,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -6886,9 +6726,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -6926,7 +6764,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -6969,9 +6806,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-2103` | Outbox message not found |
         | 503 | `AUD-2` | Service unavailable |

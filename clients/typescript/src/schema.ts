@@ -17,7 +17,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getHealthz'];
@@ -45,7 +44,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getReadyz'];
@@ -73,7 +71,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getErrors'];
@@ -101,9 +98,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 404 | `AUD-1` | Resource not found |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -168,7 +163,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -198,7 +192,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getWellKnownJwksJson'];
@@ -226,7 +219,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -256,7 +248,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -286,7 +277,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -316,9 +306,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -350,9 +338,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -408,9 +394,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -466,9 +450,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -500,9 +482,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -534,9 +514,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -568,7 +546,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -636,9 +613,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -724,9 +699,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 404 | `AUD-1105` | Segment version not found |
@@ -803,7 +776,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -847,7 +819,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -931,9 +902,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -956,7 +925,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1043,9 +1011,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1072,7 +1038,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1113,9 +1078,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1142,7 +1105,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1185,9 +1147,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1230,7 +1190,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1279,7 +1238,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1329,7 +1287,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1376,9 +1333,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1450,9 +1405,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1602` | Consent state value unsupported |
      *     | 400 | `AUD-1607` | Channel ID not found |
@@ -1534,7 +1487,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1576,9 +1528,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1611,9 +1561,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1699,9 +1647,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -1970,9 +1916,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -2016,7 +1960,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -2051,9 +1994,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -2183,9 +2124,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -2730,9 +2669,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-9` | Access denied |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -2768,9 +2705,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1903` | Export not found |
@@ -2803,9 +2738,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 403 | `AUD-1912` | Download URL expired |
      *     | 403 | `AUD-1913` | Download credentials missing or invalid |
      *     | 404 | `AUD-1903` | Export not found |
@@ -2837,9 +2770,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -2870,9 +2801,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1901` | Export in progress |
@@ -2906,9 +2835,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1903` | Export not found |
@@ -2988,9 +2915,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3023,9 +2948,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3059,7 +2982,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3110,9 +3032,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3129,7 +3049,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3152,7 +3071,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3249,9 +3167,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3391,9 +3307,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3443,9 +3357,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3500,7 +3412,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3534,9 +3445,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3552,7 +3461,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3590,7 +3498,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3625,7 +3532,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3658,9 +3564,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3689,7 +3593,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3720,7 +3623,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3756,9 +3658,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3811,9 +3711,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -3831,7 +3729,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3855,7 +3752,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3891,7 +3787,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3926,9 +3821,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-2305` | Time window ends before it starts |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
@@ -3960,9 +3853,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -3996,7 +3887,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4069,10 +3959,7 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
-     *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -4127,9 +4014,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4148,7 +4033,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4173,7 +4057,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4210,7 +4093,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4246,9 +4128,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-2305` | Time window ends before it starts |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -4281,9 +4161,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4318,7 +4196,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4394,9 +4271,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4428,9 +4303,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4463,9 +4336,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4498,9 +4369,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4533,9 +4402,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4567,9 +4434,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4602,9 +4467,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4637,9 +4500,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4672,9 +4533,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4706,9 +4565,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4741,9 +4598,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-2004` | Trigger type unsupported |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -4776,9 +4631,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4811,9 +4664,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4845,9 +4696,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4880,9 +4729,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4915,9 +4762,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4950,9 +4795,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1110` | Account not found |
@@ -5008,9 +4851,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2001` | Activity not found |
@@ -5054,7 +4895,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5129,9 +4969,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -5148,7 +4986,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5181,9 +5018,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-2103` | Outbox message not found |
      *     | 503 | `AUD-2` | Service unavailable |
