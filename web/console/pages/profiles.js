@@ -67,6 +67,8 @@ function Browse({ section, keyspace, keyspaces }) {
     setCursors([]);
   };
   const searched = search.prefix || search.attribute;
+  // While a page or a search loads, the page before is not shown as its answer.
+  const current = list.loading ? { reload: list.reload } : list;
   return html`<form class="inline" aria-label="Search the section's profiles" onSubmit=${run}>
       <${Field}
         label="Key starts with"
@@ -100,7 +102,7 @@ function Browse({ section, keyspace, keyspaces }) {
           : null
       }
     </form>
-    <${Loaded} state=${list}>
+    <${Loaded} state=${current}>
       ${(data) => {
         const columns = [...names.keys()]
           .filter((d) => data.items.some((item) => d in item.attributes))
