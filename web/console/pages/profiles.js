@@ -1,6 +1,6 @@
 // Profiles: find one by any of its keys, in any keyspace; or browse a section's profiles, most
 // recently updated first, a page at a time, searched by a key's beginning and by an attribute's value.
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { path } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { Field, formValues, Link, Loaded, Page, plural, Table, useApi, useSection, when } from '../lib/ui.js';
@@ -51,7 +51,14 @@ function Browse({ section, keyspace, keyspaces }) {
   const [search, setSearch] = useState({});
   // The cursors of the pages before this one, and this one's (none on the first page).
   const [cursors, setCursors] = useState([]);
-  const list = useApi(listPath(section, search, cursors.at(-1)));
+  const url = listPath(section, search, cursors.at(-1));
+  const list = useApi(url);
+  // The address the list shown answered: until the answer of a page or search asked since is
+  // there, the one before is not shown as its answer (nor for the render that asks it).
+  const [answered, setAnswered] = useState(undefined);
+  useEffect(() => {
+    if (list.data) setAnswered(url);
+  }, [list.data]);
   const searchable = (attributes.data?.items ?? []).filter((a) => a.versions.at(-1)?.type[0] !== 'Struct');
   const names = new Map((attributes.data?.items ?? []).map((a) => [a.discriminator, a.name]));
   const keyspaceNames = new Map(keyspaces.map((k) => [k.discriminator, k.name]));
@@ -67,8 +74,7 @@ function Browse({ section, keyspace, keyspaces }) {
     setCursors([]);
   };
   const searched = search.prefix || search.attribute;
-  // While a page or a search loads, the page before is not shown as its answer.
-  const current = list.loading ? { reload: list.reload } : list;
+  const current = list.error || (!list.loading && answered === url) ? list : { reload: list.reload };
   return html`<form class="inline" aria-label="Search the section's profiles" onSubmit=${run}>
       <${Field}
         label="Key starts with"
