@@ -14,9 +14,7 @@
  * - **overview growth**: from the submit to the moment the overview shows the section's growth
  *   over 30 days (GET …/profiles/growth over every profile of the section);
  * - **profile list**: from the click on "Find a profile" to the moment the page shows the first
- *   page of the section's profiles, most recently updated first; and **profile search**, from the
- *   search form's submit (a key prefix, `bench-1`, matching one profile in nine) to the moment it
- *   shows the first page of those matching;
+ *   page of the section's profiles, most recently updated first;
  * - **builder counted**: on the segments page, a condition "Loyalty points is more than 100" built
  *   by name; from its value's last keystroke to the moment the page shows the service's count of
  *   the query (debounce, count request, render), over BENCH_CONSOLE_PROFILES profiles (100,000)
@@ -121,18 +119,13 @@ const PROBE = `(() => {
     const shown = document.querySelector('[data-testid="profiles-shown"]')?.textContent ?? '';
     if (bench.listAsked !== undefined && bench.listed === undefined && shown.includes('shown, 1 to'))
       bench.listed = performance.now();
-    if (bench.searchAsked !== undefined && bench.searched === undefined && shown.includes('matching the search'))
-      bench.searched = performance.now();
     if (bench.typed !== undefined && bench.counted === undefined) {
       const said = document.querySelector('[data-testid="count-time"]')?.textContent ?? '';
       if (said.includes('counting') || document.querySelector('#aql-result p.muted')) bench.counting = true;
       else if (bench.counting && said.includes('counted in')) bench.counted = performance.now();
     }
   };
-  document.addEventListener('submit', (e) => {
-    bench.submitted ??= performance.now();
-    if (e.target.getAttribute('aria-label') === "Search the section's profiles") bench.searchAsked ??= performance.now();
-  }, true);
+  document.addEventListener('submit', () => { bench.submitted ??= performance.now(); }, true);
   document.addEventListener('click', (e) => {
     if (e.target.closest && e.target.closest('a[href="#/profiles"]')) bench.listAsked ??= performance.now();
   }, true);
@@ -189,7 +182,6 @@ interface Sample {
   growthMs: number;
   countMs: number;
   listMs: number;
-  searchMs: number;
 }
 
 async function measureOnce(browser: Browser, url: string, key: { client_id: string; client_secret: string }) {
@@ -221,13 +213,9 @@ async function measureOnce(browser: Browser, url: string, key: { client_id: stri
     await condition.getByLabel('Value').fill('100');
     const counted = await recorded(page, 'counted');
     const typed = (await page.evaluate('window.__bench.typed')) as number;
-    // The section's profiles, then those whose email starts with bench-1.
+    // The section's profiles.
     await page.getByRole('link', { name: 'Find a profile' }).click();
     const listed = (await recorded(page, 'listed')) - ((await page.evaluate('window.__bench.listAsked')) as number);
-    await page.getByLabel('Key starts with').fill('bench-1');
-    await page.getByRole('button', { name: 'Search' }).click();
-    const searched =
-      (await recorded(page, 'searched')) - ((await page.evaluate('window.__bench.searchAsked')) as number);
     return {
       formMs,
       formBytes,
@@ -237,7 +225,6 @@ async function measureOnce(browser: Browser, url: string, key: { client_id: stri
       growthMs: growth - submitted,
       countMs: counted - typed,
       listMs: listed,
-      searchMs: searched,
     } satisfies Sample;
   } finally {
     await context.close();
@@ -278,8 +265,7 @@ await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
     log(
       `run ${i + 1}/${RUNS}: form ${ms(samples[i].formMs)} ms, signed in to data ${ms(samples[i].dataMs)} ms, ` +
         `overview counted ${ms(samples[i].figuresMs)} ms, growth ${ms(samples[i].growthMs)} ms, ` +
-        `builder counted ${ms(samples[i].countMs)} ms, profile list ${ms(samples[i].listMs)} ms, ` +
-        `search ${ms(samples[i].searchMs)} ms`,
+        `builder counted ${ms(samples[i].countMs)} ms, profile list ${ms(samples[i].listMs)} ms`,
     );
   }
   const row = (what: string, times: number[], bytes: number[], first: number) => [
@@ -329,13 +315,6 @@ await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
         '',
       ],
       [
-        'profile search by key prefix, from submit',
-        ms(median(samples.map((s) => s.searchMs))),
-        ms(Math.max(...samples.map((s) => s.searchMs))),
-        ms(warm.searchMs),
-        '',
-      ],
-      [
         `builder counted over ${PROFILES.toLocaleString('en')} profiles, from the last keystroke`,
         ms(median(samples.map((s) => s.countMs))),
         ms(Math.max(...samples.map((s) => s.countMs))),
@@ -350,7 +329,6 @@ await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
   console.log(
     `\nagainst the sign-in form's median: overview data ${ratio(samples.map((s) => s.dataMs))}x, ` +
       `overview counted ${ratio(samples.map((s) => s.figuresMs))}x, growth ${ratio(samples.map((s) => s.growthMs))}x, ` +
-      `builder counted ${ratio(samples.map((s) => s.countMs))}x, profile list ${ratio(samples.map((s) => s.listMs))}x, ` +
-      `search ${ratio(samples.map((s) => s.searchMs))}x`,
+      `builder counted ${ratio(samples.map((s) => s.countMs))}x, profile list ${ratio(samples.map((s) => s.listMs))}x`,
   );
 });
