@@ -14,6 +14,10 @@ from .models import (
     SegmentVersion,
     Segment,
     UniqueIdentifier,
+    ProfileList,
+    ProfileListItem,
+    ProfileGrowth,
+    ProfileGrowthItem,
     Consent,
     LiveSegment,
     ImportCreated,
@@ -2035,6 +2039,102 @@ class Operations:
             body=body,
             headers=headers,
             auth="api",
+        )
+
+    def get_audience_sections_profiles(
+        self,
+        section_discriminator: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        keyspace: str | None = None,
+        key_prefix: str | None = None,
+        attribute: str | None = None,
+        value: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> ProfileList:
+        """List a section's profiles.
+
+        ``GET /audience/sections/{section_discriminator}/profiles``
+
+        The service's own route (its console browses profiles with it): the canonical profiles with data in the section, most recently updated first, a page at a time (`next_cursor`), with their keys and the values they show by attribute discriminator. `keyspace` and `key_prefix` keep the profiles with a key there that starts so; `attribute` and `value` those whose value of the attribute (its current version, not hidden) equals the value, read as the attribute's type.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            section_discriminator: Section discriminator
+            limit: At most this many profiles
+            cursor: The previous page's `next_cursor`: the page after it
+            keyspace: The keyspace `key_prefix` is searched in
+            key_prefix: Profiles with a key in `keyspace` that starts so
+            attribute: Profiles whose value of this attribute (its discriminator) is `value`
+            value: The attribute's value, written as text: a number, true or false
+        """
+        return cast(
+            "ProfileList",
+            self._request(
+                "GET",
+                "/audience/sections/{section_discriminator}/profiles",
+                path={"section_discriminator": section_discriminator},
+                query={"limit": limit, "cursor": cursor, "keyspace": keyspace, "key_prefix": key_prefix, "attribute": attribute, "value": value},
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def get_audience_sections_profiles_growth(
+        self,
+        section_discriminator: str,
+        *,
+        days: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> ProfileGrowth:
+        """A section's profiles per day.
+
+        ``GET /audience/sections/{section_discriminator}/profiles/growth``
+
+        The service's own route (its console's overview charts it): for each of the last `days` UTC days, today last, the section's profiles created that day and all of them at its end. Deleted profiles are counted on no day; a merge cluster counts once, on its canonical profile's day.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 400 | `AUD-1013` | Lone surrogate in text |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            section_discriminator: Section discriminator
+            days: The last this many UTC days, today included
+        """
+        return cast(
+            "ProfileGrowth",
+            self._request(
+                "GET",
+                "/audience/sections/{section_discriminator}/profiles/growth",
+                path={"section_discriminator": section_discriminator},
+                query={"days": days},
+                headers=headers,
+                auth="api",
+            ),
         )
 
     def get_v2_audience_keyspaces_profiles_sections_consents(

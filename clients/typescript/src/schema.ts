@@ -1389,6 +1389,74 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/audience/sections/{section_discriminator}/profiles': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List a section's profiles
+     * @description The service's own route (its console browses profiles with it): the canonical profiles with data in the section, most recently updated first, a page at a time (`next_cursor`), with their keys and the values they show by attribute discriminator. `keyspace` and `key_prefix` keep the profiles with a key there that starts so; `attribute` and `value` those whose value of the attribute (its current version, not hidden) equals the value, read as the attribute's type.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceSectionsProfiles'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/audience/sections/{section_discriminator}/profiles/growth': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * A section's profiles per day
+     * @description The service's own route (its console's overview charts it): for each of the last `days` UTC days, today last, the section's profiles created that day and all of them at its end. Deleted profiles are counted on no day; a merge cluster counts once, on its canonical profile's day.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 400 | `AUD-1013` | Lone surrogate in text |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceSectionsProfilesGrowth'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v2/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/consents': {
     parameters: {
       query?: never;
@@ -5081,6 +5149,39 @@ export interface components {
       /** @description The profile key in that keyspace */
       profile_key: string;
     };
+    /** ProfileList */
+    ProfileList: {
+      items: {
+        /** @description The keys of the profile's merge cluster, its export key last */
+        keys: components['schemas']['UniqueIdentifier'][];
+        /** @description The values it shows, by attribute discriminator (current versions, hidden attributes left out) */
+        attributes: {
+          [key: string]: unknown;
+        };
+        /**
+         * Format: date-time
+         * @description RFC 3339 date-time, UTC
+         */
+        updated_at: string;
+      }[];
+      /** @description The `cursor` of the next page; null on the last one */
+      next_cursor: string | null;
+    };
+    /** ProfileGrowth */
+    ProfileGrowth: {
+      /** @description One per day, oldest first */
+      items: {
+        /**
+         * Format: date
+         * @description A UTC day
+         */
+        day: string;
+        /** @description The section's profiles created that day */
+        new_profiles: number;
+        /** @description The section's profiles at the end of that day */
+        total_profiles: number;
+      }[];
+    };
     /** Consent */
     Consent: {
       topic_discriminator: string;
@@ -7546,6 +7647,129 @@ export interface operations {
           [name: string]: unknown;
         };
         content?: never;
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAudienceSectionsProfiles: {
+    parameters: {
+      query: {
+        /**
+         * @description At most this many profiles
+         * @example 50
+         */
+        limit: number;
+        /**
+         * @description The previous page's `next_cursor`: the page after it
+         * @example Example
+         */
+        cursor?: string;
+        /**
+         * @description The keyspace `key_prefix` is searched in
+         * @example Example
+         */
+        keyspace?: string;
+        /**
+         * @description Profiles with a key in `keyspace` that starts so
+         * @example Example
+         */
+        key_prefix?: string;
+        /**
+         * @description Profiles whose value of this attribute (its discriminator) is `value`
+         * @example Example
+         */
+        attribute?: string;
+        /**
+         * @description The attribute's value, written as text: a number, true or false
+         * @example Example
+         */
+        value?: string;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description Section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "keys": [
+           *             {
+           *               "keyspace_discriminator": "com.vendor1.integrations.keyspaces.5f2b9c1e.shop",
+           *               "profile_key": "customer-4711"
+           *             }
+           *           ],
+           *           "attributes": {
+           *             "com.vendor1.attributes.user-created.city": {}
+           *           },
+           *           "updated_at": "2026-03-01T09:30:00Z"
+           *         }
+           *       ],
+           *       "next_cursor": "Example"
+           *     }
+           */
+          'application/json': components['schemas']['ProfileList'];
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAudienceSectionsProfilesGrowth: {
+    parameters: {
+      query: {
+        /**
+         * @description The last this many UTC days, today included
+         * @example 30
+         */
+        days: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description Section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "day": "2026-03-01",
+           *           "new_profiles": 1,
+           *           "total_profiles": 128
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': components['schemas']['ProfileGrowth'];
+        };
       };
       '4XX': components['responses']['Problem'];
       '5XX': components['responses']['Problem'];
