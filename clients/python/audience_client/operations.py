@@ -2066,7 +2066,6 @@ class Operations:
         | 400 | `AUD-0` | Bad request |
         | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2112,9 +2111,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |

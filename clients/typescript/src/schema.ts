@@ -1407,7 +1407,6 @@ export interface paths {
      *     | 400 | `AUD-0` | Bad request |
      *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1439,9 +1438,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
