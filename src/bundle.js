@@ -215,13 +215,19 @@ export function mapStackTraces() {
   };
 }
 
-// `node src/bundle.js` (npm ci runs it, as the package's prepare script): builds the bundle now
-// rather than at the first start. Never fails the install: the program runs its sources without it.
+// `node src/bundle.js` (npm ci runs it, as the package's prepare script, and npm test): builds the
+// bundle now, when it is not current, rather than at the next start. Never fails: the program runs
+// its sources without it.
 if (process.argv[1] === import.meta.filename) {
   const started = performance.now();
+  const current = currentBundle();
   try {
-    const built = await buildBundle();
-    console.log(`audience: bundled into ${path.dirname(built)} in ${Math.round(performance.now() - started)} ms`);
+    const built = current ?? (await buildBundle());
+    console.log(
+      current
+        ? `audience: the bundle in ${path.dirname(current)} is current`
+        : `audience: bundled into ${path.dirname(built)} in ${Math.round(performance.now() - started)} ms`,
+    );
   } catch (err) {
     console.log(`audience: not bundled (the program runs its sources): ${String(err?.message ?? err).split('\n')[0]}`);
   }
