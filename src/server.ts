@@ -283,7 +283,7 @@ export async function serve(
     const app: App = await buildApp(services, {
       logger,
       operationsOnly: !roles.api,
-      threadMetrics: roles.worker ? async () => (worker ? (await worker).metrics() : []) : undefined,
+      threadMetrics: roles.worker ? async () => (await worker?.catch(() => undefined))?.metrics() ?? [] : undefined,
       down: () => down,
     });
     started.push(() => app.close());
@@ -302,12 +302,15 @@ export async function serve(
         },
         `listening: the HTTP interface is described at ${config.publicUrl}/docs, the console is at ${config.publicUrl}/console`,
       );
-    if (roles.worker && roles.api)
-      // A thread that cannot start stops the program, as it would have stopped the start.
+    // A thread that cannot start (its database is away) is tried again a second later, as one that
+    // died is (src/worker/thread.ts); the API serves meanwhile and /readyz says why.
+    const startAfterListen = () =>
       void startWorker().catch((err) => {
-        logger.fatal({ err }, 'the worker thread did not start');
-        void shutDown('its worker thread did not start', 1);
+        if (down) return;
+        log('worker thread did not start; trying again in a second', err);
+        setTimeout(startAfterListen, 1000).unref();
       });
+    if (roles.worker && roles.api) startAfterListen();
     // What the start compiled is kept for the next one (src/core/compile-cache.ts).
     flushCompileCache();
   } catch (err) {
