@@ -87,10 +87,14 @@ function commonErrors(op: Operation): ProblemCode[] {
   return codes;
 }
 
+// One collator for every comparison: localeCompare with options makes one a call, which took 3–5 %
+// of a start's CPU over the routes' descriptions.
+const byCode = new Intl.Collator('en', { numeric: true });
+
 /** Every code an operation can answer: its own refusals and those of its kind, by status then code. */
 export function problemsOf(op: Operation): ProblemCode[] {
   return [...new Set([...(op.errors ?? []), ...commonErrors(op)])].sort(
-    (a, b) => PROBLEMS[a].status - PROBLEMS[b].status || a.localeCompare(b, 'en', { numeric: true }),
+    (a, b) => PROBLEMS[a].status - PROBLEMS[b].status || byCode.compare(a, b),
   );
 }
 
