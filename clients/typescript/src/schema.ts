@@ -3481,6 +3481,7 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1` | Resource not found |
      *     | 404 | `AUD-1110` | Account not found |
