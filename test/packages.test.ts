@@ -178,15 +178,20 @@ it('the packed client and testing packages install offline, type-check under str
       pkg,
     ).toEqual([]);
   }
-  const checked = await run(path.join(project, 'node_modules', '.bin', 'tsc'), ['-p', '.'], project);
-  expect(checked.code, `tsc --strict of the smoke test:\n${checked.output}`).toBe(0);
+  // Type-checked on the machine's own Node.js (Debian's 20), as an integrator's CI on it would.
+  const system = await systemNode();
+  const checked = await run(
+    system ?? PINNED_NODE,
+    [path.join(project, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', '.'],
+    project,
+  );
+  expect(checked.code, `tsc --strict of the smoke test on ${system ?? PINNED_NODE}:\n${checked.output}`).toBe(0);
 
   // Node 22 from npm's cache, when an earlier install left it there (offline: no download here).
   const node22 = path.join(dir, 'node22');
   await fs.mkdir(node22);
   await fs.writeFile(path.join(node22, 'package.json'), '{"private":true}');
   const got22 = await run('npm', ['install', '--offline', '--no-audit', '--no-fund', 'node@22'], node22);
-  const system = await systemNode();
   const nodes = [
     PINNED_NODE,
     ...(system ? [system] : []),
