@@ -1,7 +1,6 @@
 import { fork } from 'node:child_process';
 import os from 'node:os';
-import path from 'node:path';
-import { createNamespace, startEmulator, type Namespace } from '../clients/testing/src/index.ts';
+import { isolatedTest, startFixtureEmulator } from '../test/emulator-workload.ts';
 
 /**
  * Parallel test workers on one emulator (docs/emulator.md "Namespaces", docs/benchmarks.md
@@ -14,10 +13,6 @@ import { createNamespace, startEmulator, type Namespace } from '../clients/testi
  *   BENCH_WORKERS=4 BENCH_TESTS=20 node bench/emulator-parallel.ts
  */
 
-const FIXTURE = path.join(import.meta.dirname, '..', 'examples', 'emulator-fixture.json');
-const SHOP = 'com.acme1.sections.user-created.shop';
-const EMAIL = 'com.acme1.keyspaces.email';
-
 interface WorkerReport {
   tests: number;
   failures: string[];
@@ -27,65 +22,12 @@ interface WorkerReport {
   cpu: number;
 }
 
-async function call(ns: Namespace, token: string, method: string, url: string, body?: unknown) {
-  const res = await fetch(ns.baseUrl + url, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
-
-/** One test: its namespace, a tag and a message of its own, and what it sees of them. Answers what went wrong, if anything. */
-async function oneTest(baseUrl: string, name: string): Promise<string | undefined> {
-  const ns = await createNamespace(baseUrl);
-  const token = await ns.token();
-  const tag = `Tag ${name}`;
-  const to = `${name}@example.com`;
-  const created = await call(ns, token, 'POST', `/audience/sections/${SHOP}/tags`, { name: tag });
-  if (created.status !== 201) return `tag: ${created.status}`;
-  const sent = await call(
-    ns,
-    token,
-    'POST',
-    `/emails/sections/${SHOP}/activities/transactional/order-confirmation/transactions`,
-    {
-      keyspace_discriminator: EMAIL,
-      profile_key: to,
-      to_name: name,
-      to_email_address: to,
-      variables: { order: name },
-    },
-  );
-  if (sent.status !== 201) return `send: ${sent.status}`;
-  await ns.control.jobs.run();
-  // Data: of the tags tests made, only its own.
-  const tags = (await call(ns, token, 'GET', `/audience/sections/${SHOP}/tags`)).body.items.map(
-    (t: { name: string }) => t.name,
-  );
-  const made = tags.filter((t: string) => t.startsWith('Tag '));
-  if (made.length !== 1 || made[0] !== tag) return `tags seen: ${made.join(', ')}`;
-  // The request log: its requests only, all of them there.
-  const log = await ns.control.requests.list();
-  if (log.some((r) => r.namespace !== ns.id)) return 'a request of another namespace in the log';
-  if (log.length !== 4) return `${log.length} requests in the log, not 4`;
-  // Mail: its message only.
-  const mail = await ns.control.mail.list();
-  if (mail.length !== 1 || mail[0].to.join() !== to || mail[0].subject !== `Your order ${name}`)
-    return `mail seen: ${mail.map((m) => m.to.join()).join('; ')}`;
-  return undefined;
-}
-
 /** A worker: its tests one after the other, reported to the parent. */
 async function worker(baseUrl: string, id: string, tests: number): Promise<WorkerReport> {
   const report: WorkerReport = { tests, failures: [], times: [], cpu: 0 };
   for (let i = 0; i < tests; i++) {
     const started = performance.now();
-    const failure = await oneTest(baseUrl, `w${id}-t${i}`).catch((err: Error) => err.message);
+    const failure = await isolatedTest(baseUrl, `w${id}-t${i}`).catch((err: Error) => err.message);
     report.times.push(performance.now() - started);
     if (failure) report.failures.push(`w${id} t${i}: ${failure}`);
   }
@@ -114,7 +56,7 @@ const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length
 async function main(): Promise<void> {
   const workers = Number(process.env.BENCH_WORKERS ?? 8);
   const tests = Number(process.env.BENCH_TESTS ?? 50);
-  const emulator = await startEmulator({ vendor: 'acme', manifest: FIXTURE, jobs: 'manual', timeoutMs: 300_000 });
+  const emulator = await startFixtureEmulator(300_000);
   try {
     const round = async (n: number) => {
       const load = os.loadavg()[0];

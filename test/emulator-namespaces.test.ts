@@ -1,6 +1,6 @@
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EmulatorError, startEmulator, type Emulator, type Namespace } from '../clients/testing/src/index.ts';
+import { EmulatorError, type Emulator, type Namespace } from '../clients/testing/src/index.ts';
+import { call, EMAIL, isolatedTest, sendOrder, SHOP, startFixtureEmulator } from './emulator-workload.ts';
 import { atFileEnd } from './scratch.ts';
 
 // Namespaces (docs/emulator.md "Namespaces"): accounts made per test on one emulator, each with its
@@ -8,38 +8,14 @@ import { atFileEnd } from './scratch.ts';
 // emulator; and a job held in_progress (docs/emulator.md "Jobs"), for a connector's poll loop.
 // One emulator of the one-file fixture, with manual jobs, for the file.
 
-const FIXTURE = path.join(import.meta.dirname, '..', 'examples', 'emulator-fixture.json');
-const V = 'com.acme1';
-const SHOP = `${V}.sections.user-created.shop`;
-const EMAIL = `${V}.keyspaces.email`;
-
 let emulator: Emulator;
 beforeAll(async () => {
-  emulator = await startEmulator({ vendor: 'acme', manifest: FIXTURE, jobs: 'manual', timeoutMs: 110_000 });
+  emulator = await startFixtureEmulator(110_000);
   atFileEnd(() => emulator.stop());
 });
 afterAll(async () => {
   await emulator?.stop();
 });
-
-async function call(
-  ns: Namespace,
-  token: string,
-  method: string,
-  url: string,
-  body?: unknown,
-): Promise<{ status: number; body: any }> {
-  const res = await fetch(ns.baseUrl + url, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 const tagNames = async (ns: Namespace, token: string) =>
   (await call(ns, token, 'GET', `/audience/sections/${SHOP}/tags`)).body.items.map((t: { name: string }) => t.name);
@@ -72,19 +48,7 @@ describe('namespaces', () => {
       [a, tokenA, 'a-buyer@example.com'],
       [b, tokenB, 'b-buyer@example.com'],
     ] as const) {
-      const sent = await call(
-        ns,
-        token,
-        'POST',
-        `/emails/sections/${SHOP}/activities/transactional/order-confirmation/transactions`,
-        {
-          keyspace_discriminator: EMAIL,
-          profile_key: to,
-          to_name: 'Buyer',
-          to_email_address: to,
-          variables: { order: ns.id },
-        },
-      );
+      const sent = await sendOrder(ns, token, to, 'Buyer', ns.id);
       expect(sent.status, JSON.stringify(sent.body)).toBe(201);
       expect(await ns.control.jobs.run()).toBeGreaterThanOrEqual(1);
     }
@@ -119,6 +83,22 @@ describe('namespaces', () => {
     expect(await a.control.requests.list()).toEqual([]);
     expect((await b.control.requests.list()).length).toBe(logB.length + 1);
   });
+
+  it('keep 8 workers apart that run their tests at once: each test sees only its own data, requests and mail', async () => {
+    // 8 workers at once, each running its tests one after the other, as parallel test workers do;
+    // bench/emulator-parallel.ts runs them as processes of their own, 50 tests each, and measures.
+    const workers = await Promise.all(
+      Array.from({ length: 8 }, async (_, w) => {
+        const failures: string[] = [];
+        for (let t = 0; t < 2; t++) {
+          const failure = await isolatedTest(emulator.baseUrl, `w${w}-t${t}`);
+          if (failure) failures.push(`w${w} t${t}: ${failure}`);
+        }
+        return failures;
+      }),
+    );
+    expect(workers.flat()).toEqual([]);
+  }, 280_000);
 
   it('refuses a namespace it does not know, and a reset removes them all', async () => {
     const ns = await emulator.namespace();

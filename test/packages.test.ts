@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { expect, it } from 'vitest';
@@ -12,6 +12,8 @@ import { atFileEnd, scratchFolder } from './scratch.ts';
 // `node@22` is in npm's cache (the test says when it is not). Each spawned process is ended and the
 // folder removed when the file ends, also when the test fails. `npm run test:packages` runs it, a
 // step of `.ci/run` of its own; `npm test` leaves it out (vitest.config.ts): about 50 s of CPU.
+// The Python client is built and installed the same way, with Debian's pip, into a virtual
+// environment, and a pytest suite of its own runs there (skipped where Debian's packages lack).
 
 const ROOT = path.join(import.meta.dirname, '..');
 const PROGRAM = path.join(ROOT, 'bin', 'audience');
@@ -176,15 +178,20 @@ it('the packed client and testing packages install offline, type-check under str
       pkg,
     ).toEqual([]);
   }
-  const checked = await run(path.join(project, 'node_modules', '.bin', 'tsc'), ['-p', '.'], project);
-  expect(checked.code, `tsc --strict of the smoke test:\n${checked.output}`).toBe(0);
+  // Type-checked on the machine's own Node.js (Debian's 20), as an integrator's CI on it would.
+  const system = await systemNode();
+  const checked = await run(
+    system ?? PINNED_NODE,
+    [path.join(project, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', '.'],
+    project,
+  );
+  expect(checked.code, `tsc --strict of the smoke test on ${system ?? PINNED_NODE}:\n${checked.output}`).toBe(0);
 
   // Node 22 from npm's cache, when an earlier install left it there (offline: no download here).
   const node22 = path.join(dir, 'node22');
   await fs.mkdir(node22);
   await fs.writeFile(path.join(node22, 'package.json'), '{"private":true}');
   const got22 = await run('npm', ['install', '--offline', '--no-audit', '--no-fund', 'node@22'], node22);
-  const system = await systemNode();
   const nodes = [
     PINNED_NODE,
     ...(system ? [system] : []),
@@ -205,3 +212,78 @@ it('the packed client and testing packages install offline, type-check under str
   expect(majors[0]).toBe('v24');
   if (got22.code === 0) expect(majors).toContain('v22');
 }, 900_000);
+
+const PYTHON = '/usr/bin/python3';
+const PYTHON_CLIENT = path.join(ROOT, 'clients', 'python');
+
+/**
+ * What an integrator's pytest suite does with the installed Python package: no conftest.py (the
+ * package's pytest entry point loads the fixtures), a client of the ready account on the emulator's
+ * clock, and a namespace of its own.
+ */
+const PY_SMOKE = `
+import pytest
+
+from audience_client import AudienceClient, AudienceProblem, EmulatorControl, Namespace
+
+
+def test_the_ready_account(audience_client: AudienceClient, audience_control: EmulatorControl):
+    assert audience_client.get_audience_sections()["items"]
+    audience_control.clock.advance(24 * 3600)
+    audience_client.get_audience_sections()
+    assert len(audience_control.requests.list(path="/oauth/token")) == 2
+
+
+def test_a_namespace(audience_namespace: Namespace, audience_namespace_client: AudienceClient):
+    with pytest.raises(AudienceProblem) as refused:
+        audience_namespace_client.get_audience_segments_by_segment_discriminator("com.smoke1.segments.none")
+    assert refused.value.code == "AUD-1104"
+    log = audience_namespace.control.requests.list()
+    assert log and all(r["namespace"] == audience_namespace.id for r in log)
+`;
+
+const pythonMissing = (() => {
+  const probe = spawnSync(PYTHON, ['-c', 'import httpx, pytest, setuptools, wheel, pip'], { encoding: 'utf8' });
+  if (probe.error) return `${PYTHON} is missing`;
+  if (probe.status !== 0)
+    return `${PYTHON} lacks a package (${probe.stderr.trim().split('\n').pop()}): apt-get install python3-httpx python3-pytest python3-pip`;
+  return undefined;
+})();
+if (pythonMissing) console.warn(`The packed Python client's smoke test is skipped: ${pythonMissing}`);
+
+it.skipIf(pythonMissing !== undefined)(
+  'the Python client builds and installs with pip (no index) into a virtual environment, and its smoke test passes',
+  async () => {
+    const dir = await scratchFolder('audience-python-package-');
+    // A copy of the package's source: building writes build/ and egg-info beside it.
+    const source = path.join(dir, 'source');
+    await fs.cp(PYTHON_CLIENT, source, {
+      recursive: true,
+      filter: (from) => !/(__pycache__|\.pytest_cache|[/\\]tests)$/.test(from),
+    });
+    // Debian's httpx, pytest and pip come from the system's packages: nothing from a Python registry.
+    const venv = path.join(dir, 'venv');
+    const made = await run(PYTHON, ['-m', 'venv', '--system-site-packages', '--without-pip', venv], dir);
+    expect(made.code, made.output).toBe(0);
+    const python = path.join(venv, 'bin', 'python');
+    const env = { PYTHONDONTWRITEBYTECODE: '1', PIP_DISABLE_PIP_VERSION_CHECK: '1' };
+    const installed = await run(
+      python,
+      ['-m', 'pip', 'install', '--no-index', '--no-build-isolation', '--no-deps', '--no-cache-dir', source],
+      dir,
+      env,
+    );
+    expect(installed.code, installed.output).toBe(0);
+    const suite = path.join(dir, 'suite');
+    await fs.mkdir(suite);
+    await fs.writeFile(path.join(suite, 'test_smoke.py'), PY_SMOKE);
+    const smoke = await run(python, ['-m', 'pytest', '-p', 'no:cacheprovider', '-q', '-rfE'], suite, {
+      ...env,
+      AUDIENCE_COMMAND: PROGRAM,
+      AUDIENCE_VENDOR: 'smoke',
+    });
+    expect(smoke.code, `the Python smoke test:\n${smoke.output}`).toBe(0);
+    expect(smoke.output).toMatch(/2 passed/);
+  },
+  600_000,
+);

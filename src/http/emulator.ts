@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { MovableClock } from '../core/clock.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { JobRecord } from '../jobs/queue.ts';
-import type { OutboundRecorder } from '../outbound/recorder.ts';
+import { inNamespace, type OutboundRecorder } from '../outbound/recorder.ts';
 import { sendProblem } from './problems.ts';
 
 /**
@@ -149,14 +149,13 @@ export class EmulatorTraffic {
 
   /** The faults of a namespace, or every fault. */
   listFaults(namespace?: string): Fault[] {
-    return this.faults
-      .filter((f) => namespace === undefined || f.namespace === namespace)
-      .map(({ matches: _, ...fault }) => fault);
+    return this.faults.filter(inNamespace(namespace)).map(({ matches: _, ...fault }) => fault);
   }
 
   /** Removes the faults of a namespace, or every fault. */
   clearFaults(namespace?: string): void {
-    this.faults = namespace === undefined ? [] : this.faults.filter((f) => f.namespace !== namespace);
+    const of = inNamespace(namespace);
+    this.faults = this.faults.filter((f) => !of(f));
   }
 
   /** The first fault of `namespace` (those of none: null) that applies to the request, spent once. */

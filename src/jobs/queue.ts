@@ -3,7 +3,7 @@ import type pg from 'pg';
 import type { Clock } from '../core/clock.ts';
 import type { Metrics } from '../core/metrics.ts';
 import { Problem } from '../core/problems.ts';
-import type { Queryable } from '../store/pool.ts';
+import { checkOut, type CheckedOut, type Queryable } from '../store/pool.ts';
 
 /**
  * The payload of each job kind. The area that owns a kind declares it beside its constant, so that
@@ -268,7 +268,7 @@ export class Worker {
   private running = false;
   private readonly waiting = new Set<() => void>();
   private loops: Promise<void>[] = [];
-  private listener: pg.PoolClient | undefined;
+  private listener: CheckedOut | undefined;
   private readonly onError: (err: unknown, job?: Job<string>) => void;
   private readonly onRun: (run: JobRun) => void;
   private readonly metrics: Metrics;
@@ -307,13 +307,12 @@ export class Worker {
 
   async start(): Promise<void> {
     this.running = true;
-    this.listener = await this.pool.connect();
-    this.listener.on('notification', () => {
+    this.listener = await checkOut(this.pool);
+    this.listener.client.on('notification', () => {
       this.lastWake = performance.now();
       this.wakeAll();
     });
-    this.listener.on('error', () => {});
-    await this.listener.query(`listen ${CHANNEL}`);
+    await this.listener.client.query(`listen ${CHANNEL}`);
     this.loops = [
       this.run(Object.keys(this.handlers), 1),
       ...Object.entries(this.lanes).flatMap(([kind, l]) =>
@@ -343,7 +342,7 @@ export class Worker {
     this.wakeAll();
     await Promise.all(this.loops);
     if (this.listener) {
-      await this.listener.query(`unlisten ${CHANNEL}`).catch(() => {});
+      await this.listener.client.query(`unlisten ${CHANNEL}`).catch(() => {});
       this.listener.release();
     }
   }

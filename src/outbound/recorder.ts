@@ -92,6 +92,14 @@ const globOf = (pattern: string) =>
       .join('.*')}$`,
   );
 
+/**
+ * Whether an item of the emulator's (a fault, a recorded call) is of `namespace`; every item is
+ * when none is given. A listing keeps the items it accepts, a clearing those it refuses.
+ */
+export function inNamespace(namespace: string | undefined): (item: { namespace?: string }) => boolean {
+  return (item) => namespace === undefined || item.namespace === namespace;
+}
+
 /** The record and the faults of one emulator's outbound calls, in memory. */
 export class OutboundRecorder implements OutboundTap {
   private calls: OutboundCall[] = [];
@@ -115,14 +123,13 @@ export class OutboundRecorder implements OutboundTap {
 
   /** The faults of a namespace, or every fault. */
   listFaults(namespace?: string): OutboundFault[] {
-    return this.faults
-      .filter((f) => namespace === undefined || f.namespace === namespace)
-      .map(({ matches: _, ...fault }) => fault);
+    return this.faults.filter(inNamespace(namespace)).map(({ matches: _, ...fault }) => fault);
   }
 
   /** Removes the faults of a namespace, or every fault. */
   clearFaults(namespace?: string): void {
-    this.faults = namespace === undefined ? [] : this.faults.filter((f) => f.namespace !== namespace);
+    const of = inNamespace(namespace);
+    this.faults = this.faults.filter((f) => !of(f));
   }
 
   /** The record, oldest first: of a kind, to targets matching a pattern, whose body's `type` is `type` (a webhook's event type), after an id, the last `limit`. */
@@ -135,10 +142,11 @@ export class OutboundRecorder implements OutboundTap {
     limit: number;
   }): OutboundCall[] {
     const matches = filter.target ? globOf(filter.target) : undefined;
+    const of = inNamespace(filter.namespace);
     return this.calls
       .filter(
         (c) =>
-          (filter.namespace === undefined || c.namespace === filter.namespace) &&
+          of(c) &&
           (!filter.kind || c.kind === filter.kind) &&
           (!matches || matches.test(c.target)) &&
           (!filter.type || (c.body as { type?: unknown } | null)?.type === filter.type) &&
@@ -149,7 +157,8 @@ export class OutboundRecorder implements OutboundTap {
 
   /** Forgets a namespace's calls, or every call. */
   clear(namespace?: string): void {
-    this.calls = namespace === undefined ? [] : this.calls.filter((c) => c.namespace !== namespace);
+    const of = inNamespace(namespace);
+    this.calls = this.calls.filter((c) => !of(c));
   }
 
   private takeFault(attempt: OutboundAttempt, namespace: string | undefined): OutboundFault | undefined {

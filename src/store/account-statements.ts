@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { ProgramPool, type Queryable } from './pool.ts';
+import { checkOut, ProgramPool, type Queryable } from './pool.ts';
 
 /**
  * Statements of one account with the account's id written into their text, planned once per
@@ -53,22 +53,14 @@ export async function queryForAccount<R extends pg.QueryResultRow>(
   if (!(db instanceof pg.Pool)) return prepared<R>(db as pg.ClientBase, query);
   const nodes = await placements(db);
   const pool = (await nodes?.poolOf(accountId)) ?? db;
-  const client = await pool.connect();
-  // As in withTransaction: a checked-out client whose backend ends emits 'error', which must not
-  // crash the process; the client is then discarded, not reused.
-  let broken: Error | undefined;
-  const onError = (err: Error) => {
-    broken = err;
-  };
-  client.on('error', onError);
+  const { client, release } = await checkOut(pool);
   try {
     return await prepared<R>(client, query);
   } catch (err) {
     nodes?.forget(accountId);
     throw err;
   } finally {
-    client.removeListener('error', onError);
-    client.release(broken);
+    release();
   }
 }
 

@@ -1,5 +1,5 @@
 import type pg from 'pg';
-import type { Queryable } from './pool.ts';
+import { checkOut, type CheckedOut, type Queryable } from './pool.ts';
 
 const CHANNEL = 'audience_changes';
 
@@ -13,7 +13,7 @@ type Listener = (id: string) => void;
  */
 export class ChangeFeed {
   private listeners = new Map<string, Listener[]>();
-  private client: pg.PoolClient | undefined;
+  private listening: CheckedOut | undefined;
   private closed = false;
   private readonly pool: pg.Pool;
 
@@ -36,21 +36,25 @@ export class ChangeFeed {
 
   /** Starts listening; call once at start-up. */
   async start(): Promise<void> {
-    const client = await this.pool.connect();
-    this.client = client;
+    const listening = await checkOut(this.pool);
+    this.listening = listening;
+    const { client } = listening;
     client.on('notification', (msg) => {
       const payload = msg.payload ?? '';
       const at = payload.indexOf(':');
       if (at > 0) this.deliver(payload.slice(0, at), payload.slice(at + 1));
     });
-    client.on('error', () => this.reconnect());
+    // The first error of the connection starts another; its later ones (of the same loss) do nothing.
+    client.on('error', () => {
+      if (this.listening === listening) this.reconnect();
+    });
     await client.query(`listen ${CHANNEL}`);
   }
 
   private reconnect(): void {
     if (this.closed) return;
-    this.client?.release(true);
-    this.client = undefined;
+    this.listening?.release(true);
+    this.listening = undefined;
     // Whatever changed while we were deaf is unknown: drop every cache.
     this.forgetAll();
     setTimeout(() => this.start().catch(() => this.reconnect()), 1000).unref();
@@ -67,11 +71,11 @@ export class ChangeFeed {
 
   async close(): Promise<void> {
     this.closed = true;
-    const client = this.client;
-    this.client = undefined;
-    if (client) {
-      await client.query(`unlisten ${CHANNEL}`).catch(() => {});
-      client.release();
+    const listening = this.listening;
+    this.listening = undefined;
+    if (listening) {
+      await listening.client.query(`unlisten ${CHANNEL}`).catch(() => {});
+      listening.release();
     }
   }
 }

@@ -2,6 +2,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { to as copyTo } from 'pg-copy-streams';
+import { checkOut, type CheckedOut } from './pool.ts';
 
 /** An array as PostgreSQL's array input: every element quoted, NULL for null. */
 function arrayText(values: unknown[]): string {
@@ -39,14 +40,12 @@ export function inlineValues(statement: { text: string; values: unknown[] }): st
 export function copyCsvRows(pool: pg.Pool, statement: { text: string; values: unknown[] }): Readable {
   const out = new PassThrough();
   void (async () => {
-    let client: pg.PoolClient | undefined;
+    let checkedOut: CheckedOut | undefined;
     let failure: Error | undefined;
     try {
       const text = `copy (${inlineValues(statement)}) to stdout (format csv)`;
-      client = await pool.connect();
-      // A checked-out client whose backend ends emits 'error' (pg-pool listens on idle ones only):
-      // heard, the COPY fails and the client is discarded instead of crashing the process.
-      client.on('error', (err) => (failure ??= err));
+      checkedOut = await checkOut(pool);
+      const { client } = checkedOut;
       await client.query('begin isolation level repeatable read read only');
       await pipeline(client.query(copyTo(text)), out);
       await client.query('commit');
@@ -55,7 +54,7 @@ export function copyCsvRows(pool: pg.Pool, statement: { text: string; values: un
       out.destroy(failure);
     } finally {
       // A connection left in the middle of a COPY cannot be used again.
-      client?.release(failure);
+      checkedOut?.release(failure);
     }
   })();
   return out;

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { checkOut } from './pool.ts';
 
 /**
  * The rows of a statement as arrays of cells, fetched through a cursor `batch` rows at a time,
@@ -13,12 +14,7 @@ export async function* cursorRows(
   batch = 1000,
   options: { whole?: boolean } = {},
 ): AsyncGenerator<unknown[]> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  const onError = (err: Error) => {
-    broken = err;
-  };
-  client.on('error', onError);
+  const { client, release } = await checkOut(pool);
   let done = false;
   try {
     await client.query('begin isolation level repeatable read read only');
@@ -37,7 +33,6 @@ export async function* cursorRows(
   } finally {
     // After an error or an early return too, the transaction ends and the connection goes back clean.
     if (!done) await client.query('rollback').catch(() => {});
-    client.removeListener('error', onError);
-    client.release(broken);
+    release();
   }
 }

@@ -7,6 +7,7 @@ import type pg from 'pg';
 import { from as copyFrom, to as copyTo } from 'pg-copy-streams';
 import { ident, tablesOf } from './catalogue.ts';
 import { migrate, migrateTo, migrationNames } from './migrate.ts';
+import { checkOut, type CheckedOut } from './pool.ts';
 
 /**
  * `audience dump` and `audience restore` (docs/operating.md "Backup and restore"): a copy of the
@@ -93,7 +94,7 @@ export async function dump(
   out: Writable,
   options: { program: string; progress?: (p: Progress) => void },
 ): Promise<DumpSummary> {
-  const client = await pool.connect();
+  const { client, release } = await checkOut(pool);
   let failure: Error | undefined;
   try {
     await client.query('begin isolation level repeatable read read only');
@@ -160,7 +161,7 @@ export async function dump(
     throw err;
   } finally {
     // A connection left in the middle of a COPY cannot be used again.
-    client.release(failure);
+    release(failure);
   }
 }
 
@@ -272,7 +273,7 @@ export async function restore(
     records.next().catch((err: Error & { code?: string }) => {
       throw new FileError(damaged(err));
     });
-  let client: pg.PoolClient | undefined;
+  let checkedOut: CheckedOut | undefined;
   let failure: Error | undefined;
   const counts: Record<string, number> = {};
   let header: DumpHeader | undefined;
@@ -287,7 +288,8 @@ export async function restore(
         `it is of format ${header.format_version}, written by a newer program (audience ${header.program})`,
       );
     last = await schemaOf(header);
-    client = await pool.connect();
+    checkedOut = await checkOut(pool);
+    const { client } = checkedOut;
     await client.query('begin');
     await migrateTo(client, last);
     await checkTables(client, header, last);
@@ -333,7 +335,7 @@ export async function restore(
     // A COPY under way fails too when its connection is dropped below: `failure` is the reason.
     copy?.on('error', () => {});
     // The database refusing a row may be the first sign of a damaged file: read on, and say so when it is.
-    if (client && !(failure instanceof FileError))
+    if (checkedOut && !(failure instanceof FileError))
       failure = await (async () => {
         while (!(await next()).done);
       })().then(
@@ -344,7 +346,7 @@ export async function restore(
     throw new Error(`nothing was restored: ${failure!.message}`);
   } finally {
     // A connection left in the middle of a COPY cannot be used again; dropping it rolls back.
-    client?.release(failure);
+    checkedOut?.release(failure);
   }
   return {
     from: { program: header.program, postgres: header.postgres, created_at: header.created_at },

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { distribute, hasCitus, isDistributed } from './distribute.ts';
+import { checkOut } from './pool.ts';
 
 const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
 // Any constant shared by every process of the program: one migrator at a time.
@@ -16,11 +17,7 @@ const MIGRATION_LOCK = 7_418_302;
  * migration distributes the tables it creates in its own transaction.
  */
 export async function migrate(pool: pg.Pool): Promise<string[]> {
-  const client = await pool.connect();
-  // As in withTransaction: a backend that ends while the client is checked out makes the next
-  // query fail, rather than an unheard 'error' event that ends the process.
-  let broken: Error | undefined;
-  client.on('error', (err) => (broken = err));
+  const { client, release } = await checkOut(pool);
   const applied: string[] = [];
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK]);
@@ -48,7 +45,7 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
     if (citus && !distributed) await inTransaction(client, 'distributing the schema', () => distribute(client));
   } finally {
     await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
-    client.release(broken);
+    release();
   }
   return applied;
 }

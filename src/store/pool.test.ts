@@ -1,7 +1,32 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { testDatabase } from '../../test/app.ts';
-import { isDatabaseUnavailable } from './pool.ts';
+import { checkOut, createPool, isDatabaseUnavailable } from './pool.ts';
+
+describe('checkOut', () => {
+  it('hears the error of a checked-out client whose backend ends (57P01), and discards the client', async () => {
+    const pool = createPool(await testDatabase(), 2);
+    const out = await checkOut(pool);
+    let released = false;
+    try {
+      const pid = (await out.client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0].pid;
+      // (Not events.once, which would take the 'error' event for its own.)
+      const ended = new Promise((resolve) => out.client.once('end', resolve));
+      // The backend ends while the client is out and idle: its 'error' event comes with no query to
+      // fail, and without a listener it would crash the process (the test run reports it).
+      await pool.query('select pg_terminate_backend($1)', [pid]);
+      await ended;
+      await expect(out.client.query('select 1')).rejects.toThrow();
+      out.release();
+      released = true;
+      expect(pool.totalCount).toBe(1);
+      expect((await pool.query<{ one: number }>('select 1 as one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      if (!released) out.release(true);
+      await pool.end();
+    }
+  });
+});
 
 /** Which errors of a real PostgreSQL count as the database gone (a 503 to retry, src/http/problems.ts), and which not. */
 describe('isDatabaseUnavailable', () => {

@@ -32,18 +32,42 @@ export function createPool(connectionString: string, max = 10): pg.Pool {
   return pool;
 }
 
-/** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
-export async function withTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
+/** A client checked out of a pool (`checkOut`). */
+export interface CheckedOut {
+  client: pg.PoolClient;
+  /**
+   * Gives the client back: discarded when its connection broke while it was out, or when told
+   * (an error: a connection left in the middle of a COPY), reused otherwise.
+   */
+  release(discard?: Error | boolean): void;
+}
+
+/**
+ * Checks a client out of `pool`, listening for its errors until it is released: every checkout of
+ * the program goes through here. pg-pool listens for errors only on idle clients. Without a
+ * listener, a backend that ends while a client is checked out (PostgreSQL stopping: 57P01,
+ * pg_terminate_backend, a dropped connection) emits an unhandled 'error' event, which crashes the
+ * process; with it, the client's next query fails instead and the broken client is discarded.
+ */
+export async function checkOut(pool: pg.Pool): Promise<CheckedOut> {
   const client = await pool.connect();
-  // pg-pool listens for errors only on idle clients. Without a listener here, a backend that ends
-  // while this client is checked out (PostgreSQL stopping, pg_terminate_backend, a dropped
-  // connection) emits an unhandled 'error' event, which crashes the process; with it, the
-  // transaction's next query fails instead and the broken client is discarded, not reused.
   let broken: Error | undefined;
   const onError = (err: Error) => {
-    broken = err;
+    broken ??= err;
   };
   client.on('error', onError);
+  return {
+    client,
+    release: (discard) => {
+      client.removeListener('error', onError);
+      client.release(discard || broken);
+    },
+  };
+}
+
+/** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
+export async function withTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
+  const { client, release } = await checkOut(pool);
   try {
     await client.query('begin');
     const result = await work(client);
@@ -53,8 +77,7 @@ export async function withTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient
     await client.query('rollback').catch(() => {});
     throw err;
   } finally {
-    client.removeListener('error', onError);
-    client.release(broken);
+    release();
   }
 }
 

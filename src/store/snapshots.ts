@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { Problem } from '../core/problems.ts';
 import { ident, tablesOf } from './catalogue.ts';
-import { withTransaction } from './pool.ts';
+import { checkOut, withTransaction } from './pool.ts';
 
 /**
  * Snapshots of the whole database's rows, for the emulator (docs/emulator.md "Reset"): a copy of
@@ -85,13 +85,13 @@ export async function restoreSnapshot(pool: pg.Pool, name: string): Promise<void
       `The emulator has no snapshot "${name}": save one with PUT /_emulator/snapshots/${name}`,
     );
   const text = await restoreText(pool, name);
-  const client = await pool.connect();
+  const { client, release } = await checkOut(pool);
   try {
     await client.query(text);
   } catch (err) {
     await client.query('rollback').catch(() => {});
     throw err;
   } finally {
-    client.release();
+    release();
   }
 }

@@ -3,12 +3,12 @@
 ``AudienceClient`` has one method per operation (``models`` holds the TypedDicts of their bodies
 and answers), fetches and renews its tokens, sends requests again on 429, 502, 503, 504 and
 dropped connections (``Retry``), and raises problem documents as ``AudienceProblem``.
-``Emulator`` runs ``audience emulate`` for a test suite; ``audience_client.pytest_plugin`` gives
-pytest fixtures of it. ``verify_webhook`` checks a webhook delivery's signature.
+``Emulator`` runs ``audience emulate`` for a test suite, and makes ``Namespace``s, accounts of one
+test each, for parallel workers; ``audience_client.pytest_plugin`` gives pytest fixtures of both. ``verify_webhook`` checks a webhook delivery's signature.
 """
 
 from .client import AudienceClient, ImportFailed, Retry, retry_delay
-from .emulator import Emulator, EmulatorAccount, EmulatorControl, EmulatorError
+from .emulator import Emulator, EmulatorAccount, EmulatorControl, EmulatorError, Namespace, NamespaceControl
 from .models import PROBLEMS
 from .problems import AudienceError, AudienceHTTPError, AudienceProblem
 from .webhooks import WebhookVerificationError, verify_webhook
@@ -23,6 +23,8 @@ __all__ = [
     "EmulatorControl",
     "EmulatorError",
     "ImportFailed",
+    "Namespace",
+    "NamespaceControl",
     "PROBLEMS",
     "Retry",
     "WebhookVerificationError",

@@ -5,8 +5,10 @@ prints once it serves, and answers its address, the ready account and a client o
 API (``/_emulator/…``: reset, snapshots, clock, jobs, faults, requests, mail, outbound calls,
 webhook deliveries, limits), with the shape of the TypeScript control client (``@audience/testing``).
 ``Emulator.stop()`` ends it and removes the temporary folder it ran in. ``Emulator.connect(url)``
-drives one started otherwise (a container). The pytest fixtures of ``audience_client.pytest_plugin``
-use both.
+drives one started otherwise (a container). ``Emulator.namespace()`` makes a namespace: an account
+of the emulator's fixture for one test, with its own key, data, request log, mail, outbound calls
+and faults, so that parallel test workers share one emulator. The pytest fixtures of
+``audience_client.pytest_plugin`` use all three.
 """
 
 from __future__ import annotations
@@ -31,7 +33,15 @@ import httpx
 from .client import AudienceClient, Retry
 from .problems import problem_of
 
-__all__ = ["Emulator", "EmulatorAccount", "EmulatorControl", "EmulatorError", "find_command"]
+__all__ = [
+    "Emulator",
+    "EmulatorAccount",
+    "EmulatorControl",
+    "EmulatorError",
+    "Namespace",
+    "NamespaceControl",
+    "find_command",
+]
 
 
 class EmulatorError(RuntimeError):
@@ -67,12 +77,14 @@ def _timestamp(text: str) -> float:
 
 
 class _Part:
-    def __init__(self, control: EmulatorControl):
+    def __init__(self, control: _Control):
         self._control = control
 
 
 class Clock(_Part):
     """The emulator's clock: every part of the service reads it (tokens, upload windows, expiries)."""
+
+    _control: EmulatorControl
 
     def now(self) -> dict[str, Any]:
         """``{"now", "frozen"}``."""
@@ -107,26 +119,28 @@ class Snapshots(_Part):
 class Jobs(_Part):
     def run(self) -> int:
         """Runs every job due (imports, exports, mail) until none is left; answers how many ran."""
-        return int(self._control.call("POST", "/jobs/run")["jobs_run"])
+        return int(self._control.call("POST", "/jobs/run", query=self._control.scope())["jobs_run"])
 
     def list(self) -> dict[str, Any]:
         """``{"mode", "items"}``: whether jobs run by themselves, and the jobs of the queue, oldest first
         (``job_id``, ``kind``, ``state``: waiting, running or failed, ``attempts``, ``run_at`` …)."""
-        return self._control.call("GET", "/jobs")
+        return self._control.call("GET", "/jobs", query=self._control.scope())
 
     def run_one(self, job_id: str) -> None:
         """Runs one waiting job now, due or not."""
-        self._control.call("POST", f"/jobs/{job_id}/run")
+        self._control.call("POST", f"/jobs/{job_id}/run", query=self._control.scope())
 
     def hold(self, job_id: str) -> None:
         """Begins one waiting job and holds it before it reads its account (an import or an export is
         ``in_progress`` then) until ``release(job_id)``: a poll loop sees queued, in_progress, done."""
-        self._control.call("POST", f"/jobs/{job_id}/run", {"hold": True})
+        self._control.call("POST", f"/jobs/{job_id}/run", {"hold": True}, query=self._control.scope())
 
     def release(self, job_id: str) -> None:
         """Lets a held job go on; answers once it ended."""
         self._control.call("POST", f"/jobs/{job_id}/release")
 
+
+class EmulatorJobs(Jobs):
     def set_mode(self, mode: str) -> None:
         """``"manual"``: jobs wait until they are run; ``"automatic"``: they run shortly after they are due. A reset brings back the start's."""
         self._control.call("PUT", "/jobs", {"mode": mode})
@@ -142,13 +156,13 @@ class Faults(_Part):
             body["method"] = method
         if times is not None:
             body["times"] = times
-        return self._control.call("POST", "/faults", body)
+        return self._control.call("POST", "/faults", {**body, **self._control.scope()})
 
     def list(self) -> list[dict[str, Any]]:
-        return self._control.call("GET", "/faults")["items"]
+        return self._control.call("GET", "/faults", query=self._control.scope())["items"]
 
     def clear(self) -> None:
-        self._control.call("DELETE", "/faults")
+        self._control.call("DELETE", "/faults", query=self._control.scope())
 
 
 class Requests(_Part):
@@ -163,11 +177,11 @@ class Requests(_Part):
         after: int | None = None,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        query = {"method": method, "path": path, "since": _iso(since) if since else None, "after": after, "limit": limit}
-        return self._control.call("GET", "/requests", query={k: v for k, v in query.items() if v is not None})["items"]
+        query = _query(method=method, path=path, since=_iso(since) if since else None, after=after, limit=limit)
+        return self._control.call("GET", "/requests", query=self._control.scope(query))["items"]
 
     def clear(self) -> None:
-        self._control.call("DELETE", "/requests")
+        self._control.call("DELETE", "/requests", query=self._control.scope())
 
 
 class OutboundFaults(_Part):
@@ -175,19 +189,19 @@ class OutboundFaults(_Part):
 
     def add(self, *, times: int | None = None, **fault: Any) -> dict[str, Any]:
         """Adds a fault (``kind``, ``target``, ``status``, ``refuse``, ``delay_ms``, ``probability``); answers it with its ``id``."""
-        return self._control.call("POST", "/outbound/faults", {**fault, **_query(times=times)})
+        return self._control.call("POST", "/outbound/faults", {**fault, **_query(times=times), **self._control.scope()})
 
     def list(self) -> list[dict[str, Any]]:
-        return self._control.call("GET", "/outbound/faults")["items"]
+        return self._control.call("GET", "/outbound/faults", query=self._control.scope())["items"]
 
     def clear(self) -> None:
-        self._control.call("DELETE", "/outbound/faults")
+        self._control.call("DELETE", "/outbound/faults", query=self._control.scope())
 
 
 class Outbound(_Part):
     """The calls the service made to targets outside it (callbacks, mail, webhook deliveries), oldest first, with their answers."""
 
-    def __init__(self, control: EmulatorControl):
+    def __init__(self, control: _Control):
         super().__init__(control)
         self.faults = OutboundFaults(control)
 
@@ -195,10 +209,10 @@ class Outbound(_Part):
         self, *, kind: str | None = None, target: str | None = None, after: int | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         query = _query(kind=kind, target=target, after=after, limit=limit)
-        return self._control.call("GET", "/outbound", query=query)["items"]
+        return self._control.call("GET", "/outbound", query=self._control.scope(query))["items"]
 
     def clear(self) -> None:
-        self._control.call("DELETE", "/outbound")
+        self._control.call("DELETE", "/outbound", query=self._control.scope())
 
 
 class Webhooks(_Part):
@@ -208,48 +222,41 @@ class Webhooks(_Part):
         """The webhook deliveries attempted, oldest first (``url``, ``event_id``, ``type``, ``headers``, ``body``, ``answer`` …):
         to endpoints matching ``url`` (``*``: any characters), of an event ``type``, after an id; ``limit``: the last n."""
         query = _query(url=url, type=type, after=after, limit=limit)
-        return self._control.call("GET", "/webhooks", query=query)["items"]
+        return self._control.call("GET", "/webhooks", query=self._control.scope(query))["items"]
 
 
 class Mail(_Part):
     def list(self, *, to: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-        """The messages the ready account's transactional sends sent, newest first, decoded, with their links."""
-        query = {"to": to, "limit": limit}
-        return self._control.call("GET", "/mail", query={k: v for k, v in query.items() if v is not None})["items"]
+        """The messages the account's transactional sends sent (the ready account's, or the namespace's), newest first, decoded, with their links."""
+        return self._control.call("GET", "/mail", query=self._control.scope(_query(to=to, limit=limit)))["items"]
 
 
 class Limits(_Part):
     def get(self) -> dict[str, int | None]:
-        return self._control.call("GET", "/limits")
+        return self._control.call("GET", "/limits", query=self._control.scope())
 
     def set(self, **limits: int | None) -> dict[str, int | None]:
-        """Sets limits of the ready account (None lifts one): ``set(requests_per_second=1)``; a reset brings back the emulator's."""
-        return self._control.call("PATCH", "/limits", limits)
+        """Sets limits of the account (None lifts one): ``set(requests_per_second=1)``; a reset brings back the emulator's."""
+        return self._control.call("PATCH", "/limits", limits, query=self._control.scope())
 
 
-class EmulatorControl:
-    """The control API of the emulator at ``base_url`` (``/_emulator/…``), as methods.
+class _Control:
+    """Calls of the control API at ``base_url``, scoped to ``namespace`` when it is given."""
 
-    A refusal is raised as ``AudienceProblem`` (with its ``AUD-22xx`` code). ``time()`` is the
-    emulator's time as the last clock call left it (the system's otherwise): a client whose
-    ``now`` it is renews its tokens by the emulator's clock.
-    """
-
-    def __init__(self, base_url: str, *, timeout: float = 60.0):
+    def __init__(self, base_url: str, *, namespace: str | None = None, timeout: float = 60.0):
         self.base_url = base_url.rstrip("/")
+        self.namespace = namespace
         self._http = httpx.Client(timeout=timeout)
-        # The emulator's time minus the system's, and the time it stands at when frozen.
-        self._offset = 0.0
-        self._frozen_at: float | None = None
-        self.clock = Clock(self)
-        self.jobs = Jobs(self)
         self.faults = Faults(self)
         self.requests = Requests(self)
         self.mail = Mail(self)
         self.outbound = Outbound(self)
         self.webhooks = Webhooks(self)
-        self.snapshots = Snapshots(self)
         self.limits = Limits(self)
+
+    def scope(self, values: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``values`` with the namespace (as a query or a body takes it), when this control is a namespace's."""
+        return {**(values or {}), **({} if self.namespace is None else {"namespace": self.namespace})}
 
     def call(self, method: str, path: str, body: Any = None, *, query: Mapping[str, Any] | None = None) -> Any:
         """One call of the control API; answers its JSON (None for 204)."""
@@ -267,12 +274,40 @@ class EmulatorControl:
     def close(self) -> None:
         self._http.close()
 
+
+class NamespaceControl(_Control):
+    """The control API of one namespace (``Emulator.namespace()``): its jobs, faults, request log,
+    mail, outbound calls, webhook deliveries and limits. The clock, the jobs' mode, snapshots and
+    the reset are the emulator's (``Emulator.control``)."""
+
+    def __init__(self, base_url: str, namespace: str, *, timeout: float = 60.0):
+        super().__init__(base_url, namespace=namespace, timeout=timeout)
+        self.jobs = Jobs(self)
+
+
+class EmulatorControl(_Control):
+    """The control API of the emulator at ``base_url`` (``/_emulator/…``), as methods.
+
+    A refusal is raised as ``AudienceProblem`` (with its ``AUD-22xx`` code). ``time()`` is the
+    emulator's time as the last clock call left it (the system's otherwise): a client whose
+    ``now`` it is renews its tokens by the emulator's clock.
+    """
+
+    def __init__(self, base_url: str, *, timeout: float = 60.0):
+        super().__init__(base_url, timeout=timeout)
+        # The emulator's time minus the system's, and the time it stands at when frozen.
+        self._offset = 0.0
+        self._frozen_at: float | None = None
+        self.clock = Clock(self)
+        self.jobs = EmulatorJobs(self)
+        self.snapshots = Snapshots(self)
+
     def account(self) -> EmulatorAccount:
         """The ready account (``GET /_emulator/account``)."""
         return EmulatorAccount.of(self.call("GET", "/account"))
 
     def reset(self, snapshot: str | None = None) -> None:
-        """Back to the state the emulator started in (or to a snapshot saved with ``snapshot(name)``): data, files, clock, faults, request log, limits."""
+        """Back to the state the emulator started in (or to a snapshot saved with ``snapshot(name)``): data, files, clock, faults, request log, limits; the namespaces are removed."""
         self.call("POST", "/reset", None if snapshot is None else {"snapshot": snapshot})
         self._offset, self._frozen_at = 0.0, None
 
@@ -329,8 +364,86 @@ def _parent_death_signal() -> Callable[[], None] | None:
     return lambda: prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
 
 
+def _client(
+    base_url: str,
+    account: EmulatorAccount,
+    control: EmulatorControl,
+    on_emulator_clock: bool,
+    retry: Retry | None,
+    sleep: Callable[[float], None] | None,
+    options: dict[str, Any],
+) -> AudienceClient:
+    """A client of ``account``, on the emulator's clock (``control``) or not (``Emulator.client``)."""
+    if on_emulator_clock:
+        options.setdefault("now", control.time)
+        options["sleep"] = sleep if sleep is not None else control.sleep
+    elif sleep is not None:
+        options["sleep"] = sleep
+    return AudienceClient(
+        base_url,
+        account.client_id,
+        account.client_secret,
+        admin_token=account.admin_token,
+        retry=retry,
+        **options,
+    )
+
+
+def _token(base_url: str, account: EmulatorAccount) -> str:
+    """A new access token of ``account`` (a client of its own asks for it)."""
+    with AudienceClient(base_url, account.client_id, account.client_secret, retry=Retry(attempts=0)) as client:
+        return client.token()
+
+
+class Namespace:
+    """A namespace (``Emulator.namespace()``): an account of the emulator's fixture (manifest and
+    seed) made for one test, with its own key, so that test workers share one emulator. Its
+    ``control`` lists and faults its traffic only; ``client()`` calls the service as its account.
+    A namespace's reset is a new namespace; a reset of the emulator removes them all."""
+
+    def __init__(self, base_url: str, answer: Mapping[str, Any], emulator_control: EmulatorControl):
+        self.id = str(answer["namespace"])
+        self.base_url = base_url.rstrip("/")
+        self.account = EmulatorAccount.of(answer)
+        self.control = NamespaceControl(self.base_url, self.id)
+        self._emulator_control = emulator_control
+
+    def client(
+        self,
+        *,
+        on_emulator_clock: bool = False,
+        retry: Retry | None = None,
+        sleep: Callable[[float], None] | None = None,
+        **options: Any,
+    ) -> AudienceClient:
+        """A client of the namespace's account (with the operator token for ``/admin``).
+
+        Its waits pass (``time.sleep``) by default: the emulator's clock is one for every
+        namespace, and a test that moves it moves it for the other workers too. With
+        ``on_emulator_clock=True`` its time is the emulator's and its waits advance the clock,
+        as ``Emulator.client()``'s (for a test that has the emulator to itself). ``sleep``
+        replaces the wait: ``sleep=lambda seconds: namespace.control.jobs.run()`` runs the
+        namespace's due jobs instead (with the emulator's jobs manual).
+        """
+        return _client(self.base_url, self.account, self._emulator_control, on_emulator_clock, retry, sleep, options)
+
+    def token(self) -> str:
+        """A new access token of the namespace's account."""
+        return _token(self.base_url, self.account)
+
+    def close(self) -> None:
+        """Closes the connections of its control client (the namespace stays until the emulator's reset)."""
+        self.control.close()
+
+    def __enter__(self) -> Namespace:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Emulator:
-    """A running emulator: ``base_url``, ``account``, ``control``, ``client()``, ``stop()``."""
+    """A running emulator: ``base_url``, ``account``, ``control``, ``client()``, ``namespace()``, ``stop()``."""
 
     def __init__(
         self,
@@ -465,33 +578,16 @@ class Emulator:
         emulator's clock instead of passing (which runs the jobs due by then): a test neither
         sleeps nor depends on how fast the machine is. ``sleep`` replaces that wait.
         """
-        if on_emulator_clock:
-            options.setdefault("now", self.control.time)
-            options["sleep"] = sleep if sleep is not None else self.control.sleep
-        elif sleep is not None:
-            options["sleep"] = sleep
-        return AudienceClient(
-            self.base_url,
-            self.account.client_id,
-            self.account.client_secret,
-            admin_token=self.account.admin_token,
-            retry=retry,
-            **options,
-        )
+        return _client(self.base_url, self.account, self.control, on_emulator_clock, retry, sleep, options)
 
     def token(self) -> str:
         """A new access token of the ready account."""
-        response = httpx.post(
-            f"{self.base_url}/oauth/token",
-            json={
-                "grant_type": "client_credentials",
-                "client_id": self.account.client_id,
-                "client_secret": self.account.client_secret,
-            },
-        )
-        if response.is_error:
-            raise problem_of(response, "POST /oauth/token")
-        return str(response.json()["access_token"])
+        return _token(self.base_url, self.account)
+
+    def namespace(self) -> Namespace:
+        """A new namespace for one test (``POST /_emulator/namespaces``): an account of the emulator's
+        fixture with a key of its own; ``close()`` it after the test."""
+        return Namespace(self.base_url, self.control.call("POST", "/namespaces"), self.control)
 
     def stop(self) -> None:
         """Ends the emulator (SIGTERM, then SIGKILL after 30 seconds) and removes its temporary folder; again does nothing."""

@@ -11,6 +11,13 @@ installed ``audience-client`` loads it by itself). It gives:
   from the emulator's first state (or from the snapshot ``audience_snapshot`` names).
 - ``audience_client`` (each test): an ``AudienceClient`` of the ready account on the emulator's
   clock (its waits advance the clock), after the same reset; closed after the test.
+- ``audience_namespace`` (each test): a new ``Namespace`` of the emulator, without a reset: an
+  account of the emulator's fixture for the test alone, with its own key, data, request log, mail,
+  outbound calls and faults (its ``control``). Parallel workers (pytest-xdist, or several runs)
+  given one emulator's address in ``AUDIENCE_EMULATOR_URL`` share it without seeing each other's
+  work; the clock stays the emulator's, one for all.
+- ``audience_namespace_client`` (each test): an ``AudienceClient`` of that namespace's account,
+  its waits real ones (the clock is shared); closed after the test.
 
 Settings, in pytest's configuration (``[tool.pytest.ini_options]``, ``pytest.ini``) or the
 environment: ``audience_vendor`` / ``AUDIENCE_VENDOR`` (the vendor word of identifiers),
@@ -28,7 +35,7 @@ from collections.abc import Iterator
 import pytest
 
 from .client import AudienceClient
-from .emulator import Emulator, EmulatorControl
+from .emulator import Emulator, EmulatorControl, Namespace
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,6 +100,23 @@ def audience_control(audience_emulator: Emulator, pytestconfig: pytest.Config) -
 def audience_client(audience_emulator: Emulator, audience_control: EmulatorControl) -> Iterator[AudienceClient]:
     """A client of the emulator's ready account on the emulator's clock, the emulator reset before the test."""
     client = audience_emulator.client()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def audience_namespace(audience_emulator: Emulator) -> Iterator[Namespace]:
+    """A new namespace of the emulator for the test (its reset: the fixture's state, other tests' left alone)."""
+    with audience_emulator.namespace() as namespace:
+        yield namespace
+
+
+@pytest.fixture
+def audience_namespace_client(audience_namespace: Namespace) -> Iterator[AudienceClient]:
+    """A client of the test's namespace; its waits pass (the emulator's clock is shared)."""
+    client = audience_namespace.client()
     try:
         yield client
     finally:

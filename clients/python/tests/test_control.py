@@ -14,7 +14,6 @@ from audience_client import AudienceClient, Emulator, EmulatorControl
 V = "com.acme1"
 SHOP = f"{V}.sections.user-created.shop"
 EMAIL = f"{V}.keyspaces.email"
-POINTS = f"{V}.attributes.user-created.loyalty-points"
 
 
 class _Receiver(BaseHTTPRequestHandler):
@@ -82,7 +81,7 @@ def test_snapshots_are_listed(audience_control: EmulatorControl):
 
 
 def test_a_held_import_is_seen_queued_then_in_progress_then_completed(
-    audience_emulator: Emulator, audience_control: EmulatorControl
+    audience_emulator: Emulator, audience_control: EmulatorControl, import_points
 ):
     audience_control.jobs.set_mode("manual")
     seen: list[str] = []
@@ -101,16 +100,6 @@ def test_a_held_import_is_seen_queued_then_in_progress_then_completed(
             audience_control.jobs.release(job["job_id"])
 
     with audience_emulator.client(sleep=step) as client:
-        attributes = client.get_audience_sections_attributes(SHOP)["items"]
-        points = next(a for a in attributes if a["discriminator"] == POINTS)["versions"][-1]["id"]
-        status = client.import_profiles(
-            SHOP,
-            {
-                "keyspace_mapping": {"keyspace_discriminator": EMAIL, "field_selector": "email"},
-                "attribute_mappings": [{"field_selector": "points", "attribute_version_id": points}],
-            },
-            "email;points\r\nheld@shop.test;7\r\n",
-            poll_interval=1,
-        )
+        status = import_points(client, "email;points\r\nheld@shop.test;7\r\n")
     assert status["result"]["status"] == "completed"
     assert seen == ["queued", "in_progress", "in_progress"]
