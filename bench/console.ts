@@ -14,7 +14,10 @@
  * - **overview growth**: from the submit to the moment the overview shows the section's growth
  *   over 30 days (GET …/profiles/growth over every profile of the section);
  * - **profile list**: from the click on "Find a profile" to the moment the page shows the first
- *   page of the section's profiles, most recently updated first;
+ *   page of the section's profiles, most recently updated first; **key prefix search**, from the
+ *   search form's submit (keys starting with `bench-1` in the Email keyspace, one profile in nine)
+ *   to the moment it shows the first page of those matching; and **attribute search**, the same
+ *   for the profiles whose loyalty points are 120 (one in 150);
  * - **builder counted**: on the segments page, a condition "Loyalty points is more than 100" built
  *   by name; from its value's last keystroke to the moment the page shows the service's count of
  *   the query (debounce, count request, render), over BENCH_CONSOLE_PROFILES profiles (100,000)
@@ -119,13 +122,27 @@ const PROBE = `(() => {
     const shown = document.querySelector('[data-testid="profiles-shown"]')?.textContent ?? '';
     if (bench.listAsked !== undefined && bench.listed === undefined && shown.includes('shown, 1 to'))
       bench.listed = performance.now();
+    // A search's answer: the list shown before it goes first (the page says "Loading…"), so a
+    // status that says "matching" after that is the search's.
+    const search = bench.search;
+    if (search && search.at === undefined) {
+      if (!document.querySelector('[data-testid="profiles-shown"]')) search.gone = true;
+      else if (search.gone && shown.includes('matching the search')) search.at = performance.now();
+    }
     if (bench.typed !== undefined && bench.counted === undefined) {
       const said = document.querySelector('[data-testid="count-time"]')?.textContent ?? '';
       if (said.includes('counting') || document.querySelector('#aql-result p.muted')) bench.counting = true;
       else if (bench.counting && said.includes('counted in')) bench.counted = performance.now();
     }
   };
-  document.addEventListener('submit', () => { bench.submitted ??= performance.now(); }, true);
+  document.addEventListener('submit', (e) => {
+    bench.submitted ??= performance.now();
+    if (e.target.getAttribute('aria-label') === "Search the section's profiles") {
+      const search = { asked: performance.now() };
+      bench.search = search;
+      (bench.searches ??= []).push(search);
+    }
+  }, true);
   document.addEventListener('click', (e) => {
     if (e.target.closest && e.target.closest('a[href="#/profiles"]')) bench.listAsked ??= performance.now();
   }, true);
@@ -173,6 +190,12 @@ async function recorded(page: Page, name: string): Promise<number> {
   }
 }
 
+/** The time from the `n`th search's submit to its answer shown, once the probe recorded it. */
+async function searched(page: Page, n: number): Promise<number> {
+  const at = await recorded(page, `searches?.[${n}]?.at`);
+  return at - ((await page.evaluate(`window.__bench.searches[${n}].asked`)) as number);
+}
+
 interface Sample {
   formMs: number;
   formBytes: number;
@@ -182,6 +205,8 @@ interface Sample {
   growthMs: number;
   countMs: number;
   listMs: number;
+  keySearchMs: number;
+  attributeSearchMs: number;
 }
 
 async function measureOnce(browser: Browser, url: string, key: { client_id: string; client_secret: string }) {
@@ -216,6 +241,16 @@ async function measureOnce(browser: Browser, url: string, key: { client_id: stri
     // The section's profiles.
     await page.getByRole('link', { name: 'Find a profile' }).click();
     const listed = (await recorded(page, 'listed')) - ((await page.evaluate('window.__bench.listAsked')) as number);
+    // Those whose email starts with bench-1, then those with 120 loyalty points.
+    await page.getByLabel('Keyspace', { exact: true }).selectOption({ label: 'Email (com.vendor1.keyspaces.email)' });
+    await page.getByLabel('Key starts with').fill('bench-1');
+    await page.getByRole('button', { name: 'Search' }).click();
+    const keySearchMs = await searched(page, 0);
+    await page.getByLabel('Key starts with').fill('');
+    await page.getByLabel('Attribute', { exact: true }).selectOption({ label: 'Loyalty points' });
+    await page.getByLabel('Value').fill('120');
+    await page.getByRole('button', { name: 'Search' }).click();
+    const attributeSearchMs = await searched(page, 1);
     return {
       formMs,
       formBytes,
@@ -225,6 +260,8 @@ async function measureOnce(browser: Browser, url: string, key: { client_id: stri
       growthMs: growth - submitted,
       countMs: counted - typed,
       listMs: listed,
+      keySearchMs,
+      attributeSearchMs,
     } satisfies Sample;
   } finally {
     await context.close();
@@ -265,7 +302,8 @@ await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
     log(
       `run ${i + 1}/${RUNS}: form ${ms(samples[i].formMs)} ms, signed in to data ${ms(samples[i].dataMs)} ms, ` +
         `overview counted ${ms(samples[i].figuresMs)} ms, growth ${ms(samples[i].growthMs)} ms, ` +
-        `builder counted ${ms(samples[i].countMs)} ms, profile list ${ms(samples[i].listMs)} ms`,
+        `builder counted ${ms(samples[i].countMs)} ms, profile list ${ms(samples[i].listMs)} ms, ` +
+        `key prefix search ${ms(samples[i].keySearchMs)} ms, attribute search ${ms(samples[i].attributeSearchMs)} ms`,
     );
   }
   const row = (what: string, times: number[], bytes: number[], first: number) => [
@@ -315,6 +353,20 @@ await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
         '',
       ],
       [
+        `key prefix search over ${PROFILES.toLocaleString('en')} profiles, from the submit`,
+        ms(median(samples.map((s) => s.keySearchMs))),
+        ms(Math.max(...samples.map((s) => s.keySearchMs))),
+        ms(warm.keySearchMs),
+        '',
+      ],
+      [
+        `attribute search over ${PROFILES.toLocaleString('en')} profiles, from the submit`,
+        ms(median(samples.map((s) => s.attributeSearchMs))),
+        ms(Math.max(...samples.map((s) => s.attributeSearchMs))),
+        ms(warm.attributeSearchMs),
+        '',
+      ],
+      [
         `builder counted over ${PROFILES.toLocaleString('en')} profiles, from the last keystroke`,
         ms(median(samples.map((s) => s.countMs))),
         ms(Math.max(...samples.map((s) => s.countMs))),
@@ -329,6 +381,7 @@ await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
   console.log(
     `\nagainst the sign-in form's median: overview data ${ratio(samples.map((s) => s.dataMs))}x, ` +
       `overview counted ${ratio(samples.map((s) => s.figuresMs))}x, growth ${ratio(samples.map((s) => s.growthMs))}x, ` +
-      `builder counted ${ratio(samples.map((s) => s.countMs))}x, profile list ${ratio(samples.map((s) => s.listMs))}x`,
+      `builder counted ${ratio(samples.map((s) => s.countMs))}x, profile list ${ratio(samples.map((s) => s.listMs))}x, ` +
+      `key prefix search ${ratio(samples.map((s) => s.keySearchMs))}x, attribute search ${ratio(samples.map((s) => s.attributeSearchMs))}x`,
   );
 });

@@ -6,9 +6,9 @@ import { CHROMIUM, checkPage, consoleBrowser, reachable, signInWithKey } from '.
 // A marketer's whole round in the console, on the demo account, without typing AQL or knowing an
 // id: the tutorial's CSV imported with every column mapped; a segment built by names (an attribute
 // and an event condition), counted as it is built, and saved as a new segment; its profiles that
-// may be contacted about a topic by email exported with chosen columns and the file downloaded;
-// then the overview. Each step is checked against the API. AQL has no consent term: the consent
-// condition is the export's (docs/console.md "Segments").
+// may be contacted about a topic by email counted, then exported with chosen columns and the file
+// downloaded; then the overview. Each step is checked against the API. AQL has no consent term:
+// the consent condition is the export's (docs/console.md "Segments").
 
 const SHOP = 'com.vendor1.sections.user-created.shop';
 const EMAIL = 'com.vendor1.keyspaces.email';
@@ -127,8 +127,34 @@ describe.skipIf(!CHROMIUM)("a marketer's round", { timeout: 300_000 }, () => {
       .getByLabel('Email offers')
       .check();
     await page.getByRole('group', { name: 'Address columns, by channel' }).getByLabel('Email').check();
+    // The consent condition counted before the export, as the API counts it: of Ann and Bob, Ann.
+    const topic = 'com.vendor1.topics.user-created.email-offers';
+    const created = await api('POST', '/audience/profiles/reports/consents/count', {
+      section_discriminator: SHOP,
+      topic_discriminators: [topic],
+      channels: [{ field_name: 'Email', channel_discriminator: 'com.vendor1.channels.email' }],
+      segments: { timezone: 'UTC', segment_discriminators: { 'Engaged customers': saved.discriminator } },
+    });
+    const pollPath = new URL(created.poll_url).pathname.replace('/audience/', '/v2/audience/');
+    let byConsent: Record<string, number> = {};
+    await expect
+      .poll(
+        async () => {
+          const res = await b.server.request('GET', pollPath, { token: account.token });
+          if (res.status === 200) byConsent = JSON.parse(res.text);
+          return res.status;
+        },
+        { timeout: 30_000 },
+      )
+      .toBe(200);
+    expect(byConsent).toMatchObject({ total_profile_count: 2, Email: 1 });
+    await expect
+      .poll(() => page.getByTestId('consent-count').textContent(), { timeout: 30_000 })
+      .toBe("Of the segment's 2 profiles, these may be contacted about the chosen topics: 1 by Email.");
+    await checkPage(page, 'export-consent');
     await page.getByRole('button', { name: 'Start the export' }).click();
-    const row = page.getByRole('row').filter({ hasText: 'Engaged customers' });
+    // The export's row (the counts by consent of the page and of this test are listed too).
+    const row = page.getByRole('row').filter({ hasText: 'Engaged customers', hasNotText: 'Count of' });
     await expect.poll(() => row.getByTestId('export-status').textContent(), { timeout: 30_000 }).toBe('ready');
     const [download] = await Promise.all([
       page.waitForEvent('download'),

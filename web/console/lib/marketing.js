@@ -1,8 +1,8 @@
 // What the marketer's pages (segments, imports and exports, activities, transactional mail) share:
 // files downloaded with the session's token, charts, and polling.
-import { useEffect, useRef } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
-import { ApiError, foreignAnswer, parseJson, request } from './api.js';
+import { api, ApiError, foreignAnswer, parseJson, request } from './api.js';
 import { html } from './html.js';
 import { session } from './session.js';
 
@@ -15,6 +15,50 @@ export function useEvery(ms, active, tick) {
     const timer = setInterval(() => latest.current(), ms);
     return () => clearInterval(timer);
   }, [ms, active]);
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The interface's count by consent of `body` (POST /audience/profiles/reports/consents/count, a
+ * job), polled until ready: { result } with total_profile_count and a count per channel field
+ * name, { error }, or {} while counting or without a body. Counts are limited per second: one
+ * refused is asked again a second later. Counted again when the body changes, and on reload().
+ */
+export function useConsentCount(body) {
+  const [state, setState] = useState({});
+  const [round, setRound] = useState(0);
+  const asked = body ? JSON.stringify(body) : '';
+  useEffect(() => {
+    setState({});
+    if (!asked) return;
+    let live = true;
+    (async () => {
+      let created;
+      for (;;) {
+        try {
+          created = await api('POST', '/audience/profiles/reports/consents/count', JSON.parse(asked));
+          break;
+        } catch (error) {
+          if (error.status !== 429) throw error;
+          await sleep(1000);
+        }
+      }
+      const poll = new URL(created.poll_url).pathname.replace('/audience/', '/v2/audience/');
+      while (live) {
+        const result = await api('GET', poll);
+        if (result && typeof result.total_profile_count === 'number') return result;
+        await sleep(300);
+      }
+    })().then(
+      (result) => live && result && setState({ result }),
+      (error) => live && setState({ error }),
+    );
+    return () => {
+      live = false;
+    };
+  }, [asked, round]);
+  return { ...state, reload: () => setRound((r) => r + 1) };
 }
 
 /**

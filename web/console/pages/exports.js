@@ -3,8 +3,20 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { download, useEvery } from '../lib/marketing.js';
-import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
+import { download, useConsentCount, useEvery } from '../lib/marketing.js';
+import {
+  ErrorNote,
+  Field,
+  Loaded,
+  Notice,
+  Page,
+  plural,
+  Table,
+  useAction,
+  useApi,
+  useSection,
+  when,
+} from '../lib/ui.js';
 
 const PENDING = ['queued', 'in_progress'];
 
@@ -41,6 +53,27 @@ function Choices({ legend, items, value, label, chosen, onChange, empty }) {
         </label>`,
     )}
   </fieldset>`;
+}
+
+/**
+ * Before an export by consent: the segment's profiles, and how many of them may be contacted about
+ * the chosen topics on each chosen channel (the interface's count by consent, at most two channels).
+ */
+function ConsentCount({ section, segment, topics, channels }) {
+  const shown = channels.slice(0, 2);
+  const count = useConsentCount({
+    section_discriminator: section,
+    topic_discriminators: topics,
+    channels: shown.map((c) => ({ field_name: c.name, channel_discriminator: c.discriminator })),
+    segments: { timezone: 'UTC', segment_discriminators: { [segment.name]: segment.discriminator } },
+  });
+  if (count.error) return html`<${ErrorNote} error=${count.error} retry=${count.reload} />`;
+  if (!count.result) return html`<p class="muted" role="status">Counting the profiles that may be contacted…</p>`;
+  const r = count.result;
+  const by = shown.map((c) => `${(r[c.name] ?? 0).toLocaleString('en')} by ${c.name}`).join(', ');
+  return html`<p role="status" data-testid="consent-count">
+    ${`Of the segment's ${plural(r.total_profile_count, 'profile')}, these may be contacted about the chosen topics: ${by}.`}
+  </p>`;
 }
 
 /**
@@ -143,6 +176,16 @@ function ExportForm({ section, segments, done }) {
             />
           </div>`
         : html`<p class="muted" role="status">Loading…</p>`
+    }
+    ${
+      loaded && segment && chosen.topics.length > 0 && chosen.channels.length > 0
+        ? html`<${ConsentCount}
+            section=${section}
+            segment=${segments.find((s) => s.discriminator === segment)}
+            topics=${chosen.topics}
+            channels=${channels.data.items.filter((c) => chosen.channels.includes(c.discriminator))}
+          />`
+        : null
     }
     <p class="muted">
       Every file has the column exportKey, each profile's export key. Addresses by channel come with a topic: the file

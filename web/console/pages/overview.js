@@ -2,58 +2,26 @@
 // channel (the interface's count by consent over the section's topics), their growth over the last
 // 30 days, its last imports, the account's last exports and the section's last email sends, each
 // with its state.
-import { useEffect, useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { Chart } from '../lib/marketing.js';
+import { Chart, useConsentCount } from '../lib/marketing.js';
 import { ErrorNote, Link, Loaded, Page, plural, Table, useApi, useSection, when } from '../lib/ui.js';
-
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Counts the section's profiles and those reachable on each channel: one count by consent over
- * every topic of the section, a column per channel (at most two, as the interface takes), polled
- * until ready. Counts are limited per second: one refused is asked again a second later.
+ * every topic of the section, a column per channel (at most two, as the interface takes).
  */
 function useReach(section, topics, channels) {
-  const [state, setState] = useState({});
-  const [round, setRound] = useState(0);
-  useEffect(() => {
-    if (!topics || !channels) return;
-    if (topics.length === 0) return setState({ noTopics: true });
-    let live = true;
-    setState({});
-    (async () => {
-      const body = {
-        section_discriminator: section,
-        topic_discriminators: topics.map((t) => t.discriminator),
-        channels: channels.slice(0, 2).map((c) => ({ field_name: c.name, channel_discriminator: c.discriminator })),
-      };
-      let created;
-      for (;;) {
-        try {
-          created = await api('POST', '/audience/profiles/reports/consents/count', body);
-          break;
-        } catch (error) {
-          if (error.status !== 429) throw error;
-          await sleep(1000);
+  const body =
+    topics && channels && topics.length > 0
+      ? {
+          section_discriminator: section,
+          topic_discriminators: topics.map((t) => t.discriminator),
+          channels: channels.slice(0, 2).map((c) => ({ field_name: c.name, channel_discriminator: c.discriminator })),
         }
-      }
-      const poll = new URL(created.poll_url).pathname.replace('/audience/', '/v2/audience/');
-      while (live) {
-        const result = await api('GET', poll);
-        if (result && typeof result.total_profile_count === 'number') return result;
-        await sleep(300);
-      }
-    })().then(
-      (result) => live && result && setState({ result }),
-      (error) => live && setState({ error }),
-    );
-    return () => {
-      live = false;
-    };
-  }, [section, topics, channels, round]);
-  return { ...state, reload: () => setRound((r) => r + 1) };
+      : undefined;
+  const count = useConsentCount(body);
+  return topics && topics.length === 0 ? { noTopics: true } : count;
 }
 
 function Reach({ section, channels }) {
