@@ -83,24 +83,32 @@ describe('audience serve (npm start)', () => {
     expect((await fs.readFile(`/proc/${postmaster}/environ`, 'utf8')).split('\0')).not.toContain(
       `LD_PRELOAD=${jemalloc}`,
     );
-    // The switch, seen in a command that waits for an answer from a server that never gives one.
+    // A command of the command line has none (it would cost a sixth of its time), and a command
+    // that keeps running has none with the switch: each seen while it waits for an answer from a
+    // server that never gives one (the worker, from its database).
     const silent = http.createServer();
-    const asked = new Promise<void>((resolve) => silent.once('request', () => resolve()));
     silent.listen(0, '127.0.0.1');
     await once(silent, 'listening');
-    const cli = spawn(path.join(ROOT, 'bin', 'audience'), ['account', 'list'], {
-      env: {
-        ...program.env,
-        AUDIENCE_JEMALLOC: '0',
-        AUDIENCE_URL: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`,
-      },
-      stdio: 'ignore',
-    });
+    const address = `127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const runs = [
+      { args: ['account', 'list'], env: { AUDIENCE_URL: `http://${address}` } },
+      { args: ['worker'], env: { AUDIENCE_JEMALLOC: '0', PORT: '0', DATABASE_URL: `postgres://u:p@${address}/db` } },
+    ];
     try {
-      await asked;
-      expect(await mapped(cli.pid!)).toBe(false);
+      for (const run of runs) {
+        const asked = once(silent, 'connection');
+        const cli = spawn(path.join(ROOT, 'bin', 'audience'), run.args, {
+          env: { ...program.env, ...run.env },
+          stdio: 'ignore',
+        });
+        try {
+          await asked;
+          expect(await mapped(cli.pid!), run.args[0]).toBe(false);
+        } finally {
+          cli.kill('SIGKILL');
+        }
+      }
     } finally {
-      cli.kill('SIGKILL');
       silent.closeAllConnections();
       silent.close();
     }

@@ -4,7 +4,8 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { S3FileStore, type S3Location } from './s3.ts';
+import type { S3Location } from './location.ts';
+import { S3FileStore } from './s3.ts';
 
 /** Where uploaded and produced files live (DESIGN.md "Files"): a local folder or an S3-compatible bucket. */
 export interface FileStore {
