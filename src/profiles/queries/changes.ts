@@ -6,10 +6,17 @@
 import { idArray } from '../../store/arrays.ts';
 import type { Queryable } from '../../store/pool.ts';
 
-/** Marks profiles as written (once each until they are taken). */
+/**
+ * Marks profiles as written (once each until they are taken), and leaves the transaction's marks
+ * for the count projections (projection_marks, migration 0030), in one statement.
+ */
 export async function insertProfileChanges(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
   await db.query(
-    `insert into profile_changes (account_id, profile_id)
+    `with projected as (
+       insert into projection_marks (account_id, profile_id)
+       select $1::bigint, id from unnest($2::bigint[]) as id on conflict do nothing
+     )
+     insert into profile_changes (account_id, profile_id)
      select $1::bigint, id from unnest($2::bigint[]) as id on conflict do nothing`,
     [accountId, idArray(profileIds)],
   );

@@ -1,0 +1,119 @@
+/**
+ * What the segments' count projection (src/segments/projection.ts) reads of the profiles: the
+ * canonical profiles, their section values and their event sums, whole or for some of them, and
+ * the marks of the writes it has not seen (projection_marks, migration 0030, written with
+ * profile_changes: queries/changes.ts). Each runs in the projection's repeatable read transaction,
+ * so that all of them see one snapshot.
+ */
+import { idArray } from '../store/arrays.ts';
+import type { Queryable } from '../store/pool.ts';
+
+/** The transaction's snapshot, as text (pg_snapshot): what the projection then knows. */
+export async function currentSnapshot(db: Queryable): Promise<string> {
+  const { rows } = await db.query<{ snapshot: string }>('select pg_current_snapshot()::text as snapshot');
+  return rows[0].snapshot;
+}
+
+/**
+ * The profiles marked by writes that `since` did not see (and this transaction's snapshot does):
+ * the marks of transactions at or after its xmin not visible in it.
+ */
+export async function markedSince(db: Queryable, accountId: string, since: string): Promise<string[]> {
+  const { rows } = await db.query<{ profile_id: string }>(
+    `select distinct profile_id from projection_marks
+     where account_id = $1::bigint and xid >= pg_snapshot_xmin($2::pg_snapshot)
+       and not pg_visible_in_snapshot(xid, $2::pg_snapshot)`,
+    [accountId, since],
+  );
+  return rows.map((r) => r.profile_id);
+}
+
+/** The canonical profiles of the account (all, or those among `ids`): the projection's slots. */
+export async function canonicalProfiles(db: Queryable, accountId: string, ids: string[] | null): Promise<string[]> {
+  const { rows } = await db.query<{ profile_id: string }>(
+    `select profile_id from profiles where account_id = $1::bigint and canonical_id is null
+       and ($2::bigint[] is null or profile_id = any($2::bigint[]))`,
+    [accountId, ids && idArray(ids)],
+  );
+  return rows.map((r) => r.profile_id);
+}
+
+/** Each of `ids` that still exists, with its canonical profile (itself when it is one). */
+export async function canonicalOf(
+  db: Queryable,
+  accountId: string,
+  ids: string[],
+): Promise<{ profile_id: string; canonical: string }[]> {
+  const { rows } = await db.query<{ profile_id: string; canonical: string }>(
+    `select profile_id, coalesce(canonical_id, profile_id) as canonical from profiles
+     where account_id = $1::bigint and profile_id = any($2::bigint[])`,
+    [accountId, idArray(ids)],
+  );
+  return rows;
+}
+
+/**
+ * The number values of an attribute version in a section, as the profiles' rows show them (their
+ * cluster's on a canonical profile), as text: all rows, or those of `ids`. Other JSON types are
+ * left out: a number condition holds for none of them.
+ */
+export async function numberValues(
+  db: Queryable,
+  accountId: string,
+  column: { sectionId: string; versionId: string },
+  ids: string[] | null,
+): Promise<{ profile_id: string; v: string }[]> {
+  const { rows } = await db.query<{ profile_id: string; v: string }>(
+    `select profile_id, v #>> '{}' as v from (
+       select profile_id, coalesce(cluster_attributes, attributes) -> $3::text as v from profile_sections
+       where account_id = $1::bigint and section_id = $2::bigint and ($4::bigint[] is null or profile_id = any($4::bigint[]))
+     ) x where jsonb_typeof(v) = 'number'`,
+    [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
+  );
+  return rows;
+}
+
+/**
+ * The first and last time of an event version over each canonical profile's cluster (the sums of
+ * profile_event_summaries, migration 0021), in microseconds since 1970 as text: for all
+ * canonical profiles, or those of `ids`.
+ */
+export async function eventSpans(
+  db: Queryable,
+  accountId: string,
+  column: { sectionId: string; versionId: string },
+  ids: string[] | null,
+): Promise<{ canonical: string; first: string; last: string }[]> {
+  const { rows } = await db.query<{ canonical: string; first: string; last: string }>(
+    `select coalesce(m.canonical_id, s.profile_id) as canonical,
+       (extract(epoch from min(s.first_time)) * 1000000)::bigint::text as first,
+       (extract(epoch from max(s.last_time)) * 1000000)::bigint::text as last
+     from profile_event_summaries s
+     left join profiles m on m.account_id = s.account_id and m.profile_id = s.profile_id and m.canonical_id is not null
+     where s.account_id = $1::bigint and s.section_id = $2::bigint and s.version_id = $3::bigint
+       and ($4::bigint[] is null or s.profile_id in (
+         select profile_id from profiles where account_id = $1::bigint
+           and (profile_id = any($4::bigint[]) or canonical_id = any($4::bigint[]))))
+     group by 1`,
+    [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
+  );
+  return rows;
+}
+
+/** Which of the canonical profiles `ids` have an event of the version in [start, end], over their clusters. */
+export async function withEventBetween(
+  db: Queryable,
+  accountId: string,
+  term: { sectionId: string; versionId: string; start: string; end: string },
+  ids: string[],
+): Promise<string[]> {
+  const { rows } = await db.query<{ canonical: string }>(
+    `select distinct coalesce(m.canonical_id, m.profile_id) as canonical
+     from profiles m join profile_events e on e.account_id = m.account_id and e.profile_id = m.profile_id
+     where m.account_id = $1::bigint and (m.profile_id = any($6::bigint[]) or m.canonical_id = any($6::bigint[]))
+       and e.section_id = $2::bigint and e.version_id = $3::bigint
+       and e.event_time >= $4::timestamptz and e.event_time <= $5::timestamptz`,
+    [accountId, term.sectionId, term.versionId, term.start, term.end, idArray(ids)],
+  );
+  return rows.map((r) => r.canonical);
+}
