@@ -8,24 +8,26 @@
 import { idArray } from '../store/arrays.ts';
 import type { Queryable } from '../store/pool.ts';
 
-/** The transaction's snapshot, as text (pg_snapshot): what the projection then knows. */
-export async function currentSnapshot(db: Queryable): Promise<string> {
-  const { rows } = await db.query<{ snapshot: string }>('select pg_current_snapshot()::text as snapshot');
-  return rows[0].snapshot;
-}
-
 /**
- * The profiles marked by writes that `since` did not see (and this transaction's snapshot does):
- * the marks of transactions at or after its xmin not visible in it.
+ * The transaction's snapshot, as text (pg_snapshot): what the projection then knows; and, when
+ * `since` is given, the profiles marked by writes that `since` did not see (and this snapshot
+ * does): the marks of transactions from its xmin on that are not visible in it. One statement: a
+ * count waits for it.
  */
-export async function markedSince(db: Queryable, accountId: string, since: string): Promise<string[]> {
-  const { rows } = await db.query<{ profile_id: string }>(
-    `select distinct profile_id from projection_marks
-     where account_id = $1::bigint and xid >= pg_snapshot_xmin($2::pg_snapshot)
-       and not pg_visible_in_snapshot(xid, $2::pg_snapshot)`,
+export async function snapshotAndMarks(
+  db: Queryable,
+  accountId: string,
+  since: string | null,
+): Promise<{ snapshot: string; marked: string[] }> {
+  const { rows } = await db.query<{ snapshot: string; marked: string[] | null }>(
+    `select pg_current_snapshot()::text as snapshot,
+       case when $2::pg_snapshot is not null then array(
+         select distinct profile_id::text from projection_marks
+         where account_id = $1::bigint and xid >= pg_snapshot_xmin($2::pg_snapshot)
+           and not pg_visible_in_snapshot(xid, $2::pg_snapshot)) end as marked`,
     [accountId, since],
   );
-  return rows.map((r) => r.profile_id);
+  return { snapshot: rows[0].snapshot, marked: rows[0].marked ?? [] };
 }
 
 /** The canonical profiles of the account (all, or those among `ids`): the projection's slots. */

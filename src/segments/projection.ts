@@ -188,7 +188,7 @@ async function fill(
 /** Reads the account's canonical profiles and the columns the terms need, whole, as of the transaction's snapshot. */
 async function build(db: pg.PoolClient, scope: AccountScope, terms: (AttributeTerm | EventTerm)[]) {
   const p = new AccountProjection(scope.defs);
-  p.snapshot = await q.currentSnapshot(db);
+  p.snapshot = (await q.snapshotAndMarks(db, scope.accountId, null)).snapshot;
   for (const id of await q.canonicalProfiles(db, scope.accountId, null)) p.slot(id);
   for (const t of terms)
     if (!p.columns.has(keyOf(t))) await fill(db, scope.accountId, p, p.newColumn(keyOf(t), t), null);
@@ -206,8 +206,7 @@ async function refresh(
   p: AccountProjection,
   terms: (AttributeTerm | EventTerm)[],
 ): Promise<void> {
-  const snapshot = await q.currentSnapshot(db);
-  const marked = await q.markedSince(db, scope.accountId, p.snapshot);
+  const { snapshot, marked } = await q.snapshotAndMarks(db, scope.accountId, p.snapshot);
   if (marked.length > 0) {
     for (const id of marked) {
       const slot = p.slotOf.get(Number(id));
