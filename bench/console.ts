@@ -11,6 +11,10 @@
  *   read from the service (the sections of its picker);
  * - **overview counted**: from the submit to the moment the overview shows its profile figures
  *   (a count by consent, a job of the worker, polled);
+ * - **overview growth**: from the submit to the moment the overview shows the section's growth
+ *   over 30 days (GET …/profiles/growth over every profile of the section);
+ * - **profile list**: from the click on "Find a profile" to the moment the page shows the first
+ *   page of the section's profiles, most recently updated first;
  * - **builder counted**: on the segments page, a condition "Loyalty points is more than 100" built
  *   by name; from its value's last keystroke to the moment the page shows the service's count of
  *   the query (debounce, count request, render), over BENCH_CONSOLE_PROFILES profiles (100,000)
@@ -110,6 +114,11 @@ const PROBE = `(() => {
       bench.data = performance.now();
     if (bench.submitted !== undefined && bench.figures === undefined && document.querySelector('main dl.figures'))
       bench.figures = performance.now();
+    if (bench.submitted !== undefined && bench.growth === undefined && document.querySelector('[data-testid="growth-summary"]'))
+      bench.growth = performance.now();
+    const shown = document.querySelector('[data-testid="profiles-shown"]')?.textContent ?? '';
+    if (bench.listAsked !== undefined && bench.listed === undefined && shown.includes('shown, 1 to'))
+      bench.listed = performance.now();
     if (bench.typed !== undefined && bench.counted === undefined) {
       const said = document.querySelector('[data-testid="count-time"]')?.textContent ?? '';
       if (said.includes('counting') || document.querySelector('#aql-result p.muted')) bench.counting = true;
@@ -117,6 +126,9 @@ const PROBE = `(() => {
     }
   };
   document.addEventListener('submit', () => { bench.submitted ??= performance.now(); }, true);
+  document.addEventListener('click', (e) => {
+    if (e.target.closest && e.target.closest('a[href="#/profiles"]')) bench.listAsked ??= performance.now();
+  }, true);
   // The condition's value typed: the builder's count is measured from here.
   document.addEventListener('input', (e) => {
     if (e.target.tagName === 'INPUT' && e.target.closest('fieldset')) {
@@ -167,7 +179,9 @@ interface Sample {
   dataMs: number;
   dataBytes: number;
   figuresMs: number;
+  growthMs: number;
   countMs: number;
+  listMs: number;
 }
 
 async function measureOnce(browser: Browser, url: string, key: { client_id: string; client_secret: string }) {
@@ -189,6 +203,7 @@ async function measureOnce(browser: Browser, url: string, key: { client_id: stri
     await page.getByRole('heading', { name: 'Overview', level: 1 }).waitFor();
     const dataBytes = bytes.take();
     const figures = await recorded(page, 'figures');
+    const growth = await recorded(page, 'growth');
     // The builder: a condition by name, its value typed last.
     await page.getByRole('link', { name: 'Segments', exact: true }).click();
     await page.getByRole('button', { name: 'Add an attribute condition' }).click();
@@ -198,13 +213,18 @@ async function measureOnce(browser: Browser, url: string, key: { client_id: stri
     await condition.getByLabel('Value').fill('100');
     const counted = await recorded(page, 'counted');
     const typed = (await page.evaluate('window.__bench.typed')) as number;
+    // The section's profiles.
+    await page.getByRole('link', { name: 'Find a profile' }).click();
+    const listed = (await recorded(page, 'listed')) - ((await page.evaluate('window.__bench.listAsked')) as number);
     return {
       formMs,
       formBytes,
       dataMs: data - submitted,
       dataBytes,
       figuresMs: figures - submitted,
+      growthMs: growth - submitted,
       countMs: counted - typed,
+      listMs: listed,
     } satisfies Sample;
   } finally {
     await context.close();
@@ -244,7 +264,8 @@ await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
     samples.push(await measureOnce(browser, audience.url, key));
     log(
       `run ${i + 1}/${RUNS}: form ${ms(samples[i].formMs)} ms, signed in to data ${ms(samples[i].dataMs)} ms, ` +
-        `overview counted ${ms(samples[i].figuresMs)} ms, builder counted ${ms(samples[i].countMs)} ms`,
+        `overview counted ${ms(samples[i].figuresMs)} ms, growth ${ms(samples[i].growthMs)} ms, ` +
+        `builder counted ${ms(samples[i].countMs)} ms, profile list ${ms(samples[i].listMs)} ms`,
     );
   }
   const row = (what: string, times: number[], bytes: number[], first: number) => [
@@ -280,6 +301,20 @@ await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
         '',
       ],
       [
+        'signed in to the overview growth, from submit',
+        ms(median(samples.map((s) => s.growthMs))),
+        ms(Math.max(...samples.map((s) => s.growthMs))),
+        ms(warm.growthMs),
+        '',
+      ],
+      [
+        `profile list's first page over ${PROFILES.toLocaleString('en')} profiles, from the click`,
+        ms(median(samples.map((s) => s.listMs))),
+        ms(Math.max(...samples.map((s) => s.listMs))),
+        ms(warm.listMs),
+        '',
+      ],
+      [
         `builder counted over ${PROFILES.toLocaleString('en')} profiles, from the last keystroke`,
         ms(median(samples.map((s) => s.countMs))),
         ms(Math.max(...samples.map((s) => s.countMs))),
@@ -293,6 +328,7 @@ await runBench(120_000 + PROFILES * 5 + RUNS * 40_000, async () => {
   const ratio = (xs: number[]) => (median(xs) / form).toFixed(2);
   console.log(
     `\nagainst the sign-in form's median: overview data ${ratio(samples.map((s) => s.dataMs))}x, ` +
-      `overview counted ${ratio(samples.map((s) => s.figuresMs))}x, builder counted ${ratio(samples.map((s) => s.countMs))}x`,
+      `overview counted ${ratio(samples.map((s) => s.figuresMs))}x, growth ${ratio(samples.map((s) => s.growthMs))}x, ` +
+      `builder counted ${ratio(samples.map((s) => s.countMs))}x, profile list ${ratio(samples.map((s) => s.listMs))}x`,
   );
 });

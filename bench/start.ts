@@ -9,8 +9,10 @@
  * that an untimed first start made (the database exists, the demo account too: the start an
  * operator sees every day), timed from the spawn to its "listening" line; then, against that
  * server, each operator command of COMMANDS (the command line calling /admin) from its spawn to its
- * exit; `emulate` (PORT=0) from the spawn to its "ready" line. `serve` and `emulate` run once with
- * Node's compile cache (src/core/compile-cache.ts) and once without (NODE_DISABLE_COMPILE_CACHE=1).
+ * exit; `emulate` (PORT=0) from the spawn to its "ready" line. `serve` and `emulate` run as an
+ * operator runs them (the bundle of src/bundle.js, Node's compile cache of src/core/compile-cache.ts),
+ * then without the compile cache (NODE_DISABLE_COMPILE_CACHE=1), then from the sources
+ * (AUDIENCE_BUNDLE=0, with the compile cache).
  * The CPU time is the program's Node process's (all its threads; the embedded PostgreSQL's
  * processes are apart), read from /proc when the line comes (user and system, in 1/100 s ticks);
  * an exited process's, from this process's children's times. BENCH_START_RUNS rounds (5).
@@ -34,6 +36,14 @@ const COMMANDS = [
   ['key', 'list', '--account', 'ACCOUNT'],
   ['manifest', '--account', 'ACCOUNT'],
 ];
+
+/** How the program is started: as an operator starts it, then without one of what makes it fast. */
+const VARIANTS = {
+  '': {},
+  'no compile cache': { NODE_DISABLE_COMPILE_CACHE: '1' },
+  'sources (AUDIENCE_BUNDLE=0)': { AUDIENCE_BUNDLE: '0' },
+};
+type Variant = keyof typeof VARIANTS;
 
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
@@ -120,48 +130,48 @@ const record = (name: string, value: number) => results.set(name, [...(results.g
 const loads: number[] = [];
 try {
   const dataDir = path.join(scratch, 'data');
-  const serveEnv = (port: number, cache: boolean) => ({
+  const serveEnv = (port: number, variant: Variant) => ({
     ...process.env,
     DATA_DIR: dataDir,
     PORT: String(port),
     HOST: '127.0.0.1',
     LOG_LEVEL: 'info',
-    ...(cache ? {} : { NODE_DISABLE_COMPILE_CACHE: '1' }),
+    ...VARIANTS[variant],
   });
   const listening = (l: string) => l.includes('"msg":"listening');
   // The first start: the database made and migrated, the demo account; not counted.
   const t = performance.now();
-  const first = await startProgram(['serve'], serveEnv(await freePort(), true), listening);
+  const first = await startProgram(['serve'], serveEnv(await freePort(), ''), listening);
   await first.stop();
   console.log(`serve, first start on an empty DATA_DIR (not counted): ${Math.round(performance.now() - t)} ms`);
   console.log(execFileSync(PROGRAM, ['emulate', '--prepare'], { encoding: 'utf8' }).trim());
-  const emulateEnv = (cache: boolean) => ({
+  const emulateEnv = (variant: Variant) => ({
     ...process.env,
     PORT: '0',
     HOST: '127.0.0.1',
     LOG_LEVEL: 'warn',
-    ...(cache ? {} : { NODE_DISABLE_COMPILE_CACHE: '1' }),
+    ...VARIANTS[variant],
   });
   const emulatorReady = (l: string) => l.includes('"emulator":"ready"');
   const account = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8')).account_id;
   for (let round = 1; round <= RUNS; round++) {
     for (let i = 0; i < EMPTY; i++) record('empty script', (await runToEnd(NODE, ['-e', ''], process.env)).cpuMs);
-    for (const cache of [true, false]) {
-      const label = cache ? '' : ', no compile cache';
+    for (const variant of Object.keys(VARIANTS) as Variant[]) {
+      const label = variant && `, ${variant}`;
       const port = await freePort();
-      const serve = await startProgram(['serve'], serveEnv(port, cache), listening);
+      const serve = await startProgram(['serve'], serveEnv(port, variant), listening);
       record(`serve${label}: CPU to ready`, serve.cpuMs);
       record(`serve${label}: spawn to ready`, serve.readyMs);
-      if (cache)
+      if (!variant)
         for (const command of COMMANDS) {
           const args = command.map((a) => (a === 'ACCOUNT' ? account : a));
-          const env = { ...serveEnv(port, true), AUDIENCE_URL: `http://127.0.0.1:${port}` };
+          const env = { ...serveEnv(port, ''), AUDIENCE_URL: `http://127.0.0.1:${port}` };
           const ran = await runToEnd(PROGRAM, args, env);
           record(`audience ${command.slice(0, 2).join(' ')}: spawn to exit`, ran.ms);
           record(`audience ${command.slice(0, 2).join(' ')}: CPU`, ran.cpuMs);
         }
       await serve.stop();
-      const emulate = await startProgram(['emulate'], emulateEnv(cache), emulatorReady);
+      const emulate = await startProgram(['emulate'], emulateEnv(variant), emulatorReady);
       record(`emulate${label}: CPU to ready`, emulate.cpuMs);
       record(`emulate${label}: spawn to ready`, emulate.readyMs);
       await emulate.stop();

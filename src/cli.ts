@@ -711,10 +711,12 @@ interface Answer {
 
 /**
  * One request with node:http (or https), not fetch: Node loads its fetch (undici) at the first
- * call, about 0.1 s of CPU that a command answering in under 300 ms cannot spare.
+ * call, about 0.1 s of CPU that a command answering in under 300 ms cannot spare. Taken with
+ * getBuiltinModule, not import(): the ES module of node:http reads each of its exports, among them
+ * the getters that load undici all the same (15 % of a command's CPU).
  */
 async function send(url: URL, method: string, headers: Record<string, string>, body?: string): Promise<Answer> {
-  const { request } = url.protocol === 'https:' ? await import('node:https') : await import('node:http');
+  const { request } = process.getBuiltinModule(url.protocol === 'https:' ? 'node:https' : 'node:http');
   return new Promise((resolve, reject) => {
     const req = request(
       url,

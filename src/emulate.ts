@@ -12,12 +12,12 @@ import { flushCompileCache } from './core/compile-cache.ts';
 import { LIMIT_NAMES, type LimitOverrides } from './core/limits.ts';
 import { MemoryBuckets } from './core/rate-limits.ts';
 import type { AccountManifest } from './accounts/manifest.ts';
-import { EmulatorTraffic, type Emulator, type ReadyAccount } from './http/emulator.ts';
+import { EmulatorTraffic, Namespaces, type Emulator, type ReadyAccount } from './http/emulator.ts';
 import { freePort, startEmbeddedDatabase, stopAbandonedCluster, withDatabase } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';
 import { createPool, withTransaction } from './store/pool.ts';
 import { restoreSnapshot, saveSnapshot, snapshotNames } from './store/snapshots.ts';
-import { listJobs } from './jobs/queue.ts';
+import { listJobs, runningJob } from './jobs/queue.ts';
 import { OutboundRecorder } from './outbound/recorder.ts';
 
 /**
@@ -255,12 +255,17 @@ export async function startEmulator(
       throw err;
     }
     const logger = createLogger(config.logLevel, logDestination(config.logFormat));
-    const traffic = new EmulatorTraffic(clock);
+    const namespaces = new Namespaces();
+    const traffic = new EmulatorTraffic(clock, namespaces);
     const database = await databaseStarting;
     const pool: pg.Pool = createPool(database.url, 10);
     stops.push(() => pool.end());
     const adminToken = config.adminToken ?? crypto.randomBytes(24).toString('base64url');
-    const outbound = new OutboundRecorder(clock.read);
+    // An outbound call is made by a job: the job's account says the namespace it is made for.
+    const outbound = new OutboundRecorder(clock.read, () => {
+      const accountId = runningJob.getStore()?.accountId;
+      return accountId !== undefined && namespaces.has(accountId) ? accountId : undefined;
+    });
     const services = await createServices(
       config,
       pool,
@@ -271,18 +276,43 @@ export async function startEmulator(
     stops.push(() => services.close());
     const manifest: AccountManifest = fixture?.manifest ?? (await demoManifest());
     const seed = fixture?.seed;
+    const newAccount = () =>
+      withTransaction(pool, (tx) =>
+        createAccountWithKey(tx, services, manifest, { keyName: 'emulator', limits: RELAXED_LIMITS }),
+      );
     // The account is made (in the database) while the application is built (in this thread).
-    const ready = withTransaction(pool, (tx) =>
-      createAccountWithKey(tx, services, manifest, { keyName: 'emulator', limits: RELAXED_LIMITS }),
-    ).then(async (key) => {
+    const ready = newAccount().then(async (key) => {
       // With a seed, the initial state is saved once the seed is written (below).
       if (!seed) await saveSnapshot(pool, INITIAL);
       return { ...key, vendor: config.vendor, region: config.region, admin_token: adminToken };
     });
     ready.catch(() => {});
     let account: ReadyAccount | undefined;
-    const worker = await startWorker(services, (err) => logger.error({ err }, 'job failed'), { dueByClock: true });
+    // Jobs a test holds (docs/emulator.md "Jobs"), by id: each waits as it first reads its account, until released.
+    const holds = new Map<
+      string,
+      { reached: () => void; release: () => void; released: Promise<void>; ended: Promise<boolean> }
+    >();
+    const worker = await startWorker(services, (err) => logger.error({ err }, 'job failed'), {
+      dueByClock: true,
+      beforeScope: async () => {
+        const hold = holds.get(runningJob.getStore()?.jobId ?? '');
+        if (!hold) return;
+        hold.reached();
+        await hold.released;
+      },
+    });
     stops.push(() => worker.stop());
+    const releaseJob = async (jobId: string) => {
+      const hold = holds.get(jobId);
+      if (!hold) return false;
+      holds.delete(jobId);
+      hold.release();
+      await hold.ended;
+      return true;
+    };
+    const releaseAll = () => Promise.all([...holds.keys()].map(releaseJob));
+    stops.push(releaseAll);
     const jobsMode = options.jobs ?? 'automatic';
     worker.setTakesJobs(jobsMode === 'automatic');
     const files = path.join(dataDir, 'files');
@@ -295,6 +325,7 @@ export async function startEmulator(
         return account!;
       },
       async reset(snapshot = INITIAL) {
+        await releaseAll();
         await restoreSnapshot(pool, snapshot);
         // The files of the snapshot: none for the initial state.
         await fs.rm(files, { recursive: true, force: true });
@@ -307,6 +338,7 @@ export async function startEmulator(
         traffic.clearRequests();
         outbound.clearFaults();
         outbound.clear();
+        namespaces.clear();
       },
       async saveSnapshot(name) {
         await saveSnapshot(pool, name);
@@ -315,10 +347,45 @@ export async function startEmulator(
         if (await exists(files)) await run('cp', ['-a', files, snapshotFiles(name)]);
       },
       snapshots: async () => (await snapshotNames(pool)).filter((n) => n !== INITIAL),
+      async createNamespace() {
+        const key = await newAccount();
+        namespaces.add(key.account_id, key.client_id);
+        if (seed) {
+          await applySeed(app, seed, key, config.vendor);
+          traffic.clearRequests(key.account_id);
+        }
+        return { ...key, vendor: config.vendor, region: config.region, admin_token: adminToken };
+      },
       strict: options.strict ?? false,
-      runJobs: () => worker.runDue(),
-      listJobs: () => listJobs(pool, { limit: 1000 }),
-      runJob: async (jobId) => worker.runById(account!.account_id, jobId),
+      async runJobs(namespace) {
+        if (namespace === undefined) return worker.runDue();
+        // One account's jobs due by the emulator's time (or the real one, if later), until none is left.
+        let ran = 0;
+        for (;;) {
+          const due = (await listJobs(pool, { accountId: namespace, state: 'waiting', limit: 100 })).filter(
+            (j) => j.run_at.getTime() <= Math.max(clock.read(), Date.now()),
+          );
+          if (due.length === 0) return ran;
+          for (const job of due) if (await worker.runById(namespace, job.job_id)) ran++;
+        }
+      },
+      listJobs: (namespace) => listJobs(pool, { accountId: namespace, limit: 1000 }),
+      async runJob(jobId, { namespace, hold }) {
+        const accountId = namespace ?? account!.account_id;
+        if (!hold) return worker.runById(accountId, jobId);
+        let reached!: () => void;
+        let release!: () => void;
+        const atGate = new Promise<void>((resolve) => (reached = resolve));
+        const released = new Promise<void>((resolve) => (release = resolve));
+        const ended = worker.runById(accountId, jobId);
+        holds.set(jobId, { reached, release, released, ended: ended.catch(() => false) });
+        // A job of a kind that never reads its account (or no waiting job of that id) ends without waiting.
+        const held = await Promise.race([atGate.then(() => true), ended.then(() => false)]);
+        if (held) return true;
+        holds.delete(jobId);
+        return ended;
+      },
+      releaseJob,
       get jobsMode() {
         return worker.takesJobs ? 'automatic' : 'manual';
       },

@@ -19,4 +19,12 @@ if (fs.existsSync(modules)) {
     // A cache only saves time: the start goes on without it.
   }
 }
-await import('./cli.ts');
+// The bundled program (src/bundle.js), made by `npm ci` or at the first start that finds none of
+// the current sources; the sources where it cannot be made, or with AUDIENCE_BUNDLE=0.
+const bundled = process.env.AUDIENCE_BUNDLE === '0' ? undefined : await import('./bundle.js');
+const entry = await bundled?.bundle();
+if (entry) {
+  // Stack traces name the source files and lines.
+  bundled.mapStackTraces();
+  await import(entry);
+} else await import('./cli.ts');

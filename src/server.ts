@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { adminTokenOf, secretOf, type Config } from './config.ts';
 import { systemClock } from './core/clock.ts';
 import { flushCompileCache } from './core/compile-cache.ts';
-import { settleHeap, settleWhenIdle } from './core/heap.ts';
+import { settleWhenIdle } from './core/heap.ts';
 import * as accounts from './accounts/accounts.ts';
 import { forgetDeletedAccountsFiles } from './accounts/delete.ts';
 import { applyAccountManifest, type AccountManifest } from './accounts/manifest.ts';
@@ -15,7 +15,7 @@ import { buildApp, type App } from './http/app.ts';
 import { logDestination } from './core/log.ts';
 import { createLogger } from './http/logging.ts';
 import { checkFileStore, openFileStore, SWEEP_EVERY_MS } from './files/store.ts';
-import { startWorkerThread } from './worker/thread.ts';
+import { startWorkerThread, type WorkerThread } from './worker/thread.ts';
 import { createServices, type Services } from './services.ts';
 import { startEmbeddedDatabase, type EmbeddedDatabase, type Supervision } from './store/embedded.ts';
 import { migrate } from './store/migrate.ts';
@@ -266,28 +266,33 @@ export async function serve(
       }
     }
     const log = (msg: string, err?: unknown) => logger.error({ err }, msg);
-    const worker = roles.worker
-      ? await startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log)
-      : undefined;
-    if (worker) started.push(() => worker.stop());
+    // The worker thread (its own isolate: 0.3–0.8 s of CPU to start) starts once the API listens,
+    // unless it is all this process does: jobs wait in the database meanwhile, and the API is
+    // ready a thread's start sooner. A scrape of /metrics meanwhile waits for its counters.
+    let worker: Promise<WorkerThread> | undefined;
+    const startWorker = () =>
+      (worker = startWorkerThread({ config, databaseUrl: url, secrets: { adminToken, serverSecret } }, log).then(
+        (thread) => {
+          started.push(() => thread.stop());
+          return thread;
+        },
+      ));
+    if (roles.worker && !roles.api) await startWorker();
     // A worker process serves health and metrics too: its container's health check and its job
     // counters (durations, import rows) need an address.
     const app: App = await buildApp(services, {
       logger,
       operationsOnly: !roles.api,
-      threadMetrics: worker?.metrics,
+      threadMetrics: roles.worker ? async () => (await worker?.catch(() => undefined))?.metrics() ?? [] : undefined,
       down: () => down,
     });
     started.push(() => app.close());
     await app.ready();
-    // The start-up's garbage goes before the first request (src/core/heap.ts).
-    settleHeap();
-    // And again whenever it goes quiet after load.
+    // The start-up's garbage goes at the first quiet moment once it serves, and again whenever it
+    // goes quiet after load (src/core/heap.ts).
     const stopSettling = settleWhenIdle();
     started.push(async () => stopSettling());
     await app.listen({ port: config.port, host: config.host });
-    // What the start compiled is kept for the next one (src/core/compile-cache.ts).
-    flushCompileCache();
     if (roles.api)
       logger.info(
         {
@@ -297,6 +302,17 @@ export async function serve(
         },
         `listening: the HTTP interface is described at ${config.publicUrl}/docs, the console is at ${config.publicUrl}/console`,
       );
+    // A thread that cannot start (its database is away) is tried again a second later, as one that
+    // died is (src/worker/thread.ts); the API serves meanwhile and /readyz says why.
+    const startAfterListen = () =>
+      void startWorker().catch((err) => {
+        if (down) return;
+        log('worker thread did not start; trying again in a second', err);
+        setTimeout(startAfterListen, 1000).unref();
+      });
+    if (roles.worker && roles.api) startAfterListen();
+    // What the start compiled is kept for the next one (src/core/compile-cache.ts).
+    flushCompileCache();
   } catch (err) {
     await stopStarted();
     throw err;

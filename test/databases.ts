@@ -61,7 +61,17 @@ export async function createDatabase(server: string, name: string, template?: st
 /** Drops database `name` on the server and each worker node. */
 export async function dropDatabase(server: string, name: string): Promise<void> {
   for (const node of [server, ...(await workerNodes(server))]) {
-    await withClient(node, (db) => db.query(`drop database if exists ${name} with (force)`));
+    // On a Citus node the maintenance daemon can connect again between the force's terminations
+    // and the drop ("is being accessed by other users", 55006): tried again, a few times.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await withClient(node, (db) => db.query(`drop database if exists ${name} with (force)`));
+        break;
+      } catch (err) {
+        if ((err as { code?: string }).code !== '55006' || attempt === 5) throw err;
+        await new Promise((r) => setTimeout(r, 200 * attempt));
+      }
+    }
   }
 }
 

@@ -60,6 +60,7 @@ const ABSENT = new Set([403, 404, 409, 410]);
  */
 const KNOWN: Record<string, string> = {
   getErrorsByCode: 'the code example is "Example", not a code',
+  getAudienceSectionsProfiles: 'the cursor example is "Example", not the next_cursor of a page the list answered',
   postOauthToken: 'the credentials of the example are no API key of any account',
   postAudienceSegments: 'the query example is "Example", not a query',
   postAudienceSegmentsVersions: 'the query example is "Example", not a query',

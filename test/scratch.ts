@@ -17,7 +17,8 @@ export function atFileEnd(cleanUp: () => Promise<unknown>): void {
 /** A new folder in the temporary folder, removed with its contents when the test file ends. */
 export async function scratchFolder(prefix: string): Promise<string> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
-  atFileEnd(() => fs.rm(dir, { recursive: true, force: true }));
+  // Retried: a program's database may still be writing its last files as the program exits.
+  atFileEnd(() => fs.rm(dir, { recursive: true, force: true, maxRetries: 20, retryDelay: 100 }));
   return dir;
 }
 

@@ -119,6 +119,14 @@ export const OPERATIONS: Record<string, Operation> = {
         body: { name: 'VIP' },
       }),
   },
+  'GET /audience/sections/{section_discriminator}/profiles': {
+    access: 'section',
+    call: (token, s) => server.request('GET', `/audience/sections/${s}/profiles`, { token }),
+  },
+  'GET /audience/sections/{section_discriminator}/profiles/growth': {
+    access: 'section',
+    call: (token, s) => server.request('GET', `/audience/sections/${s}/profiles/growth`, { token }),
+  },
   'GET /v2/audience/sections/{section_discriminator}/topics': {
     access: 'section',
     call: (token, s) => server.request('GET', `/v2/audience/sections/${s}/topics`, { token }),

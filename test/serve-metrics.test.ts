@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { metric } from './app.ts';
-import { ROOT, dataDir, program, run, serveProgram, tokenFor } from './serve-program.ts';
+import { ROOT, dataDir, program, run, serveProgram, tokenFor, until } from './serve-program.ts';
 
 serveProgram();
 
@@ -51,12 +51,12 @@ describe('what an operator watches: the metrics and log lines of real work (issu
       form.append(name, value);
     form.append('file', new Blob([await fs.readFile(path.join(EXAMPLES, 'customers.csv'))], { type: 'text/csv' }));
     expect((await fetch(created.body.file_upload_url, { method: 'POST', body: form })).status).toBe(204);
-    for (let i = 0; i < 300; i++) {
-      const status = await call('GET', `/audience/sections/${SHOP}/imports/${created.body.import_id}`);
-      if (status.body.result.status === 'completed') return status.body;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error('the import did not complete');
+    let status: { body: any } | undefined;
+    await until('the import to complete', async () => {
+      status = await call('GET', `/audience/sections/${SHOP}/imports/${created.body.import_id}`);
+      return status.body.result.status === 'completed';
+    });
+    return status!.body;
   }
   async function exportLoyalCustomers(call: Awaited<ReturnType<typeof exampleAccount>>['call']): Promise<string> {
     const requested = await call('POST', '/audience/profiles/reports/segments', {
@@ -65,12 +65,9 @@ describe('what an operator watches: the metrics and log lines of real work (issu
     });
     expect(requested.status, requested.text).toBe(201);
     const poll = new URL(requested.body.file_download_url_v2).pathname;
-    for (let i = 0; i < 300; i++) {
-      const res = await call('GET', poll);
-      if (res.status === 200) return res.text;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error('the export did not become ready');
+    let res: { status: number; text: string } | undefined;
+    await until('the export to become ready', async () => (res = await call('GET', poll)).status === 200);
+    return res!.text;
   }
   const scrape = async () => {
     const adminToken = (await fs.readFile(path.join(dataDir, 'admin-token'), 'utf8')).trim();
@@ -131,7 +128,7 @@ describe('what an operator watches: the metrics and log lines of real work (issu
       '--reason',
       'Hard bounce',
     );
-    const sends = [];
+    const sends: string[] = [];
     for (const who of ['ann', 'bob']) {
       const sent = await call('POST', `/emails/sections/${SHOP}/activities/transactional/receipt/transactions`, {
         keyspace_discriminator: EMAIL,
@@ -144,9 +141,8 @@ describe('what an operator watches: the metrics and log lines of real work (issu
     }
     const statusOf = async (transaction: string) =>
       (await call('GET', `/emails/sections/${SHOP}/activities/receipt/transactions/${transaction}`)).body.status;
-    for (let i = 0; i < 300 && (await statusOf(sends[1])) !== 'suppressed'; i++)
-      await new Promise((r) => setTimeout(r, 100));
-    for (let i = 0; i < 300 && (await statusOf(sends[0])) !== 'sent'; i++) await new Promise((r) => setTimeout(r, 100));
+    await until('the suppressed message', async () => (await statusOf(sends[1])) === 'suppressed');
+    await until('the message sent', async () => (await statusOf(sends[0])) === 'sent');
 
     // Profiles from the example CSV, and the file of the demo's segment of loyal customers (over 100 points).
     await importCustomers(call);

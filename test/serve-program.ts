@@ -13,6 +13,21 @@ export const ROOT = path.resolve(import.meta.dirname, '..');
 export const NODE = path.join(ROOT, 'node_modules', '.bin', 'node');
 export const run = promisify(execFile);
 
+/**
+ * How long a start, or a state the program is to reach (a job done, a line logged), may take before
+ * the test says it never came: an outer bound for a busy machine, which stretches seconds into minutes.
+ */
+export const START_BOUND_MS = 180_000;
+
+/** Polls `check` until it holds; fails naming `what` when START_BOUND_MS has passed. */
+export async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
+  for (const deadline = Date.now() + START_BOUND_MS; Date.now() < deadline;) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`waited in vain (${START_BOUND_MS / 1000} s) for ${what}`);
+}
+
 /** `audience serve` as `npm start` runs it, in its own process, on a data directory of its own. */
 export class Program {
   child!: ChildProcess;
@@ -53,7 +68,10 @@ export class Program {
     atFileEnd(() => stopProcess(child, 'SIGTERM'));
     this.child.stdout!.on('data', (d) => (this.output += d));
     this.child.stderr!.on('data', (d) => (this.output += d));
-    for (let i = 0; i < 600; i++) {
+    // Ready is a state to wait for: a start takes seconds of CPU, which a busy machine spreads over a
+    // minute or more; START_BOUND_MS is the outer bound, for a program that never gets there.
+    const deadline = Date.now() + START_BOUND_MS;
+    while (Date.now() < deadline) {
       if (this.child.exitCode !== null) throw new Error(`serve exited: ${this.output}`);
       const ready = await fetch(`http://127.0.0.1:${this.port}/readyz`).then(
         (r) => r.ok,
@@ -62,7 +80,7 @@ export class Program {
       if (ready) return;
       await new Promise((r) => setTimeout(r, 100));
     }
-    throw new Error(`serve did not become ready: ${this.output}`);
+    throw new Error(`serve did not become ready in ${START_BOUND_MS / 1000} s: ${this.output}`);
   }
   stop(signal: NodeJS.Signals): Promise<number | null> {
     return new Promise((resolve) => {
@@ -113,7 +131,7 @@ export class Program {
   }
   /** The log lines, once one matches: the program's output arrives apart from its answers. */
   async logLinesWith(match: (line: Record<string, any>) => boolean): Promise<Array<Record<string, any>>> {
-    for (let i = 0; i < 100 && !this.logLines().some(match); i++) await new Promise((r) => setTimeout(r, 50));
+    await until('the log line', () => this.logLines().some(match));
     return this.logLines();
   }
 }
@@ -132,8 +150,9 @@ export let program: Program;
 /** Starts the test file's program before its tests; it is stopped and its data directory removed when the file ends. */
 export function serveProgram(): void {
   // Every test here starts real programs (a server, command-line runs, each a Node process loading the
-  // program): on a machine busy with other work, a few of them overran the default 30 s.
-  vi.setConfig({ testTimeout: 90_000 });
+  // program), whose seconds of CPU a busy machine stretches into minutes: the bound is an outer one,
+  // for a test that hangs, above the program's own START_BOUND_MS, so a start that fails says so.
+  vi.setConfig({ testTimeout: 2 * START_BOUND_MS, hookTimeout: START_BOUND_MS + 60_000 });
   beforeAll(async () => {
     dataDir = await scratchFolder('audience-serve-');
     program = new Program(dataDir, await freePort());

@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
 import { metric, stopProcess } from './app.ts';
 import { scratchFolder } from './scratch.ts';
@@ -215,7 +215,9 @@ describe('audience serve (npm start)', () => {
     expect((await tokenFor(program, key.client_id, key.client_secret)).status).toBe(401);
   });
 
-  it('has written the line of every request it answered when it exits on SIGTERM, though its log is buffered', async () => {
+  // Each start of the program costs seconds of CPU (Node, then PostgreSQL and its recovery after a
+  // kill): the stops and starts below are shared by what they show, in this order.
+  it('has written the line of every request it answered when it exits on SIGTERM, though its log is buffered, and stops its database', async () => {
     const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
     const { access_token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as {
       access_token: string;
@@ -248,125 +250,133 @@ describe('audience serve (npm start)', () => {
         .slice(before)
         .filter((l) => l.res.statusCode === 200),
     ).toHaveLength(answered);
-    await program.start();
+    // Drained: its database stopped with it.
+    await expect(fs.stat(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'))).rejects.toThrow();
   });
 
-  it('drains and stops its database on SIGTERM, and keeps every account after a SIGKILL', async () => {
-    const before = await program.cli('account', 'list');
-    expect(await program.stop('SIGTERM')).toBe(0);
-    await expect(fs.stat(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'))).rejects.toThrow();
-
-    // A VENDOR other than the accounts' word is named at start.
+  it("names at start a VENDOR other than the accounts' word", async () => {
     program.settings = { VENDOR: 'acme' };
-    await program.start();
-    expect(program.logLines().find((l) => l.level === 40 && l.vendor === 'acme')).toMatchObject({
-      accountsVendor: 'vendor',
-      msg: expect.stringContaining('VENDOR is "acme" but the accounts were made with "vendor"'),
-    });
-    await program.stop('SIGTERM');
-    program.settings = {};
+    try {
+      await program.start();
+      expect(program.logLines().find((l) => l.level === 40 && l.vendor === 'acme')).toMatchObject({
+        accountsVendor: 'vendor',
+        msg: expect.stringContaining('VENDOR is "acme" but the accounts were made with "vendor"'),
+      });
+      expect(await program.stop('SIGTERM')).toBe(0);
+    } finally {
+      program.settings = {};
+    }
     await program.start();
     expect(program.logLines().filter((l) => l.level === 40)).toEqual([]);
-    const created = await program.cli('account', 'create', '--name', 'Written before the kill');
-    await program.stop('SIGKILL');
-    await program.start();
-    const after = await program.cli('account', 'list');
-    expect(after.items.map((a: { id: string }) => a.id)).toEqual([
-      ...before.items.map((a: { id: string }) => a.id),
-      created.id,
-    ]);
-    // No second demo account on a database that has accounts.
-    expect(after.items.filter((a: { name: string }) => a.name === 'Demo')).toHaveLength(1);
   });
 
-  it('a process killed during an upload leaves a partial file (mode 0600) that the next start removes', async () => {
-    const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
-    const { access_token: token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as {
-      access_token: string;
-    };
-    const get = async (p: string): Promise<any> =>
-      (await fetch(program.url(p), { headers: { authorization: `Bearer ${token}` } })).json();
-    const section = (await get('/audience/sections')).items[0].discriminator;
-    const attribute = (await get(`/audience/sections/${section}/attributes`)).items.find(
-      (a: { discriminator: string }) => a.discriminator.endsWith('.attributes.firstname'),
-    );
-    const created: any = await (
-      await fetch(program.url(`/v2/audience/sections/${section}/imports`), {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({
-          keyspace_mapping: {
-            keyspace_discriminator: attribute.discriminator.replace(/attributes\.firstname$/, 'keyspaces.email'),
-            field_selector: 'email',
-          },
-          attribute_mappings: [{ field_selector: 'first', attribute_version_id: attribute.versions[0].id }],
-        }),
-      })
-    ).json();
-    expect(created.import_id, JSON.stringify(created)).toEqual(expect.any(String));
-    // The form's fields, then the file part, sent slowly and never finished.
-    const boundary = 'audience-kill-test';
-    const fields = Object.entries(created.file_upload_body as Record<string, string>)
-      .map(([k, v]) => `--${boundary}\r\ncontent-disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)
-      .join('');
-    const upload = http.request(program.url(new URL(created.file_upload_url).pathname), {
-      method: 'POST',
-      headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'transfer-encoding': 'chunked' },
-    });
-    upload.on('error', () => {});
-    upload.write(
-      `${fields}--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="people.csv"\r\ncontent-type: text/csv\r\n\r\nemail;first\n`,
-    );
-    const folder = path.join(dataDir, 'files', 'imports', demo.account_id);
-    const partials = async () =>
-      (await fs.readdir(folder).catch(() => [] as string[])).filter((n) => n.endsWith('.partial'));
-    for (let i = 0; (await partials()).length === 0; i++) {
-      expect(i, 'no partial file appeared').toBeLessThan(200);
-      upload.write(`person${i}@example.com;${'x'.repeat(1000)}\n`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const [partial] = await partials();
-    expect((await fs.stat(path.join(folder, partial))).mode & 0o777).toBe(0o600);
-    await program.stop('SIGKILL');
-    upload.destroy();
-    expect(await partials()).toEqual([partial]);
-
-    await program.start();
-    expect(await partials()).toEqual([]);
-    expect(program.logLines().find((l) => l.msg.startsWith('removed the partial files'))).toMatchObject({ files: 1 });
-    // The import still waits for its file; a new upload of the same form is taken.
-    expect((await get(`/audience/sections/${section}/imports/${created.import_id}`)).result.status).toBe(
-      'waiting_for_file',
-    );
-  });
-
-  it("removes at its next start the files of an account whose delete died before them, and no live account's", async () => {
-    const demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
-    const files = path.join(dataDir, 'files');
+  describe('killed (SIGKILL) during an upload, after an account delete that died before its files', () => {
+    const gone = ['exports/987654321/job.csv.gz', 'imports/987654321/upload.csv', 'imports/987654321/deep/part.csv'];
+    const kept = () => [`exports/${demo.account_id}/kept.csv.gz`, 'exports/0987654321/kept.csv', 'exports/kept.csv'];
+    const files = () => path.join(dataDir, 'files');
     const there = (key: string) =>
-      fs.access(path.join(files, key)).then(
+      fs.access(path.join(files(), key)).then(
         () => true,
         () => false,
       );
-    // What a delete leaves when its process dies after its transaction: files of an account no row names.
-    const gone = ['exports/987654321/job.csv.gz', 'imports/987654321/upload.csv', 'imports/987654321/deep/part.csv'];
-    const kept = [`exports/${demo.account_id}/kept.csv.gz`, 'exports/0987654321/kept.csv', 'exports/kept.csv'];
-    await program.stop('SIGKILL');
-    for (const key of [...gone, ...kept]) {
-      await fs.mkdir(path.dirname(path.join(files, key)), { recursive: true });
-      await fs.writeFile(path.join(files, key), 'personal data', { mode: 0o600 });
-    }
-    try {
+    let demo: { account_id: string; client_id: string; client_secret: string };
+    let token: string;
+    let section: string;
+    let importId: string;
+    let before: { items: { id: string }[] };
+    let created: { id: string };
+    let partial: string;
+    const get = async (p: string): Promise<any> =>
+      (await fetch(program.url(p), { headers: { authorization: `Bearer ${token}` } })).json();
+    const partials = async () =>
+      (await fs.readdir(path.join(files(), 'imports', demo.account_id)).catch(() => [] as string[])).filter((n) =>
+        n.endsWith('.partial'),
+      );
+
+    // One kill and one start for the three checks below.
+    beforeAll(async () => {
+      demo = JSON.parse(await fs.readFile(path.join(dataDir, 'demo-credentials.json'), 'utf8'));
+      ({ access_token: token } = (await (await tokenFor(program, demo.client_id, demo.client_secret)).json()) as {
+        access_token: string;
+      });
+      before = await program.cli('account', 'list');
+      created = await program.cli('account', 'create', '--name', 'Written before the kill');
+      section = (await get('/audience/sections')).items[0].discriminator;
+      const attribute = (await get(`/audience/sections/${section}/attributes`)).items.find(
+        (a: { discriminator: string }) => a.discriminator.endsWith('.attributes.firstname'),
+      );
+      const form: any = await (
+        await fetch(program.url(`/v2/audience/sections/${section}/imports`), {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({
+            keyspace_mapping: {
+              keyspace_discriminator: attribute.discriminator.replace(/attributes\.firstname$/, 'keyspaces.email'),
+              field_selector: 'email',
+            },
+            attribute_mappings: [{ field_selector: 'first', attribute_version_id: attribute.versions[0].id }],
+          }),
+        })
+      ).json();
+      expect(form.import_id, JSON.stringify(form)).toEqual(expect.any(String));
+      importId = form.import_id;
+      // The form's fields, then the file part, sent slowly and never finished.
+      const boundary = 'audience-kill-test';
+      const fields = Object.entries(form.file_upload_body as Record<string, string>)
+        .map(([k, v]) => `--${boundary}\r\ncontent-disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`)
+        .join('');
+      const upload = http.request(program.url(new URL(form.file_upload_url).pathname), {
+        method: 'POST',
+        headers: { 'content-type': `multipart/form-data; boundary=${boundary}`, 'transfer-encoding': 'chunked' },
+      });
+      upload.on('error', () => {});
+      upload.write(
+        `${fields}--${boundary}\r\ncontent-disposition: form-data; name="file"; filename="people.csv"\r\ncontent-type: text/csv\r\n\r\nemail;first\n`,
+      );
+      // Rows until the partial file is there (a state, not a time: each row is one more write).
+      for (let i = 0; (await partials()).length === 0; i++) {
+        expect(i, 'no partial file appeared').toBeLessThan(2000);
+        upload.write(`person${i}@example.com;${'x'.repeat(1000)}\n`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      [partial] = await partials();
+      await program.stop('SIGKILL');
+      upload.destroy();
+      // What a delete leaves when its process dies after its transaction: files of an account no row names.
+      for (const key of [...gone, ...kept()]) {
+        await fs.mkdir(path.dirname(path.join(files(), key)), { recursive: true });
+        await fs.writeFile(path.join(files(), key), 'personal data', { mode: 0o600 });
+      }
+      expect(await partials()).toEqual([partial]);
+      expect((await fs.stat(path.join(files(), 'imports', demo.account_id, partial))).mode & 0o777).toBe(0o600);
       await program.start();
+    });
+    afterAll(async () => {
+      for (const key of kept()) await fs.rm(path.join(files(), key), { force: true });
+    });
+
+    it('keeps every account after the kill, and makes no second demo account', async () => {
+      const after = await program.cli('account', 'list');
+      expect(after.items.map((a: { id: string }) => a.id)).toEqual([...before.items.map((a) => a.id), created.id]);
+      expect(after.items.filter((a: { name: string }) => a.name === 'Demo')).toHaveLength(1);
+    });
+
+    it('leaves a partial file (mode 0600) of the upload, which the next start removes; the import still waits for its file', async () => {
+      expect(await partials()).toEqual([]);
+      expect(program.logLines().find((l) => l.msg.startsWith('removed the partial files'))).toMatchObject({
+        files: 1,
+      });
+      expect((await get(`/audience/sections/${section}/imports/${importId}`)).result.status).toBe('waiting_for_file');
+    });
+
+    it("removes at the next start the files of an account whose delete died before them, and no live account's", async () => {
       for (const key of gone) expect(await there(key), key).toBe(false);
       expect(await there('exports/987654321')).toBe(false);
-      for (const key of kept) expect(await there(key), key).toBe(true);
+      for (const key of kept()) expect(await there(key), key).toBe(true);
       expect(program.logLines().find((l) => l.msg === 'removed the files of deleted accounts')).toMatchObject({
         folders: 2,
       });
-    } finally {
-      for (const key of kept) await fs.rm(path.join(files, key), { force: true });
-    }
+    });
   });
 
   it('answers a body far over the limit with its 413 every time, the connection not reset before the client reads it', async () => {

@@ -3,13 +3,14 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freePort, RESTART_DELAYS_MS } from '../src/store/embedded.ts';
-import { Program, tokenFor } from './serve-program.ts';
+import { Program, START_BOUND_MS, tokenFor, until } from './serve-program.ts';
 import { scratchFolder } from './scratch.ts';
 
 // One program on one data directory for the whole file (one initdb): each test starts it unless it
 // runs, in a process group of its own as a terminal would; the last test makes its cluster unusable.
 let program: Program;
-vi.setConfig({ testTimeout: 120_000 });
+// Each test waits for states (a start, a restart after a kill) by until()'s bound: its own is above that.
+vi.setConfig({ testTimeout: 2 * START_BOUND_MS, hookTimeout: START_BOUND_MS + 60_000 });
 beforeAll(async () => {
   program = new Program(await scratchFolder('audience-supervised-'), await freePort());
 });
@@ -46,15 +47,6 @@ async function postmasterPid(dir: string): Promise<number | undefined> {
 async function processRuns(pid: number): Promise<boolean> {
   const stat = await fs.readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
   return stat !== '' && !'ZX'.includes(stat[stat.lastIndexOf(')') + 2]);
-}
-
-/** Polls `check` until it holds; fails naming `what` after 2,400 polls (two minutes at the least). */
-async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
-  for (let i = 0; i < 2400; i++) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`waited in vain for ${what}`);
 }
 
 /** The status of a request, 0 when it got no answer (the program not listening). */

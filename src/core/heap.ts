@@ -38,22 +38,34 @@ export function settleHeap(): void {
  * (32 MB semi-spaces) and V8 does not always shrink it after: idle after a minute of mixed traffic
  * with exports, the API thread's stayed at 16 or 32 MB in some runs and went back to 1 MB in others
  * (docs/benchmarks.md "Memory after load"). A quiet server does no collection that would find out.
+ *
+ * The thread's start counts as a busy spell, checked `startMs` after the call: its garbage goes at
+ * the first quiet moment once the thread serves, not before it is ready (a full collection of 30–100 ms
+ * of CPU that a supervisor or a test waiting for the start would otherwise wait for too).
  */
-export function settleWhenIdle(everyMs = 30_000, busy = 0.02): () => void {
+export function settleWhenIdle(everyMs = 30_000, busy = 0.02, startMs = 1000): () => void {
   let last = performance.eventLoopUtilization();
-  let worked = false;
-  const timer = setInterval(() => {
+  let worked = true;
+  // The start's garbage not settled yet.
+  let starting = true;
+  let timer: NodeJS.Timeout;
+  const check = () => {
     const now = performance.eventLoopUtilization();
     const share = performance.eventLoopUtilization(now, last).utilization;
     last = now;
     if (share > busy) worked = true;
     else if (worked) {
       worked = false;
+      starting = false;
       settleHeap();
       // The collection itself is not work.
       last = performance.eventLoopUtilization();
     }
-  }, everyMs);
+    // Until the start's garbage is gone, a quiet moment is looked for as often as at first.
+    timer = setTimeout(check, starting ? startMs : everyMs);
+    timer.unref();
+  };
+  timer = setTimeout(check, startMs);
   timer.unref();
-  return () => clearInterval(timer);
+  return () => clearTimeout(timer);
 }

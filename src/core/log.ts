@@ -1,7 +1,14 @@
 import fs from 'node:fs';
+import os from 'node:os';
 import { pino, type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 
 export const REDACTED = '[redacted]';
+
+/**
+ * What every line of the process's log carries after its time: pino's own default, set here so
+ * that the request log, which writes its lines itself (src/http/logging.ts), writes the same.
+ */
+export const LOG_BASE = { pid: process.pid, hostname: os.hostname() };
 
 /**
  * A logger of the program (JSON lines, pino) at `level`, to `stream` (standard output by default).
@@ -16,6 +23,7 @@ export function createLogger(
 ): Logger {
   const options: LoggerOptions = {
     level,
+    base: LOG_BASE,
     serializers,
     redact: {
       paths: [

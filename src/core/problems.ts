@@ -150,6 +150,7 @@ export const PROBLEMS = {
   'AUD-2205': { status: 409, title: 'Emulator job not waiting' },
   'AUD-2206': { status: 502, title: 'Bad gateway' },
   'AUD-2207': { status: 504, title: 'Gateway timeout' },
+  'AUD-2208': { status: 404, title: 'Emulator namespace not found' },
   'AUD-2301': { status: 404, title: 'Webhook endpoint not found' },
   'AUD-2302': { status: 400, title: 'Webhook URL invalid' },
   'AUD-2303': { status: 409, title: 'Webhook URL already subscribed' },

@@ -1,8 +1,8 @@
 import { once, type EventEmitter } from 'node:events';
 import os from 'node:os';
 import { PassThrough, pipeline, Readable } from 'node:stream';
-import type { ReadableStream as WebReadable } from 'node:stream/web';
-import { Worker as Thread, type TransferListItem } from 'node:worker_threads';
+import type { ReadableStream as WebReadable, WritableStream as WebWritable } from 'node:stream/web';
+import { Worker as Thread } from 'node:worker_threads';
 import zlib from 'node:zlib';
 import { parse } from 'csv-parse';
 import type ExcelJS from 'exceljs';
@@ -58,7 +58,7 @@ const WORKBOOK_HEAP = { maxYoungGenerationSizeMb: 8, maxOldGenerationSizeMb: 96 
 /** What a workbook thread (xlsx-thread.ts) is given: the stored file's bytes in, the workbook's out. */
 export interface WorkbookJob {
   stored: WebReadable<Uint8Array>;
-  out: WritableStream<Uint8Array>;
+  out: WebWritable<Uint8Array>;
   sheetRows: number;
 }
 
@@ -139,7 +139,7 @@ export function xlsxFromCsv(stored: Readable, sheetRows = EXCEL_SHEET_ROWS, slot
     try {
       thread = new Thread(new URL('./xlsx-thread.ts', import.meta.url), {
         workerData: job,
-        transferList: [job.stored, job.out] as unknown as TransferListItem[],
+        transferList: [job.stored, job.out],
         resourceLimits: WORKBOOK_HEAP,
       });
     } catch (err) {

@@ -1,5 +1,4 @@
 import { PassThrough, pipeline, Readable, Writable } from 'node:stream';
-import type { ReadableStream as WebReadable, WritableStream as WebWritable } from 'node:stream/web';
 import { parentPort, workerData } from 'node:worker_threads';
 import { writeWorkbookOf, type WorkbookJob } from './formats.ts';
 
@@ -10,5 +9,5 @@ const job = workerData as WorkbookJob;
 parentPort?.once('message', () => process.exit(0));
 parentPort?.unref();
 const out = new PassThrough();
-pipeline(out, Writable.fromWeb(job.out as unknown as WebWritable<Uint8Array>), () => {});
-await writeWorkbookOf(Readable.fromWeb(job.stored as WebReadable<Uint8Array>), out, job.sheetRows);
+pipeline(out, Writable.fromWeb(job.out), () => {});
+await writeWorkbookOf(Readable.fromWeb(job.stored), out, job.sheetRows);

@@ -123,8 +123,9 @@ export async function buildApp(
     emulator?: Emulator;
   } = {},
 ): Promise<App> {
+  const logger = options.logger ?? createLogger(services.config.logLevel, logDestination(services.config.logFormat));
   const app = Fastify({
-    loggerInstance: options.logger ?? createLogger(services.config.logLevel, logDestination(services.config.logFormat)),
+    loggerInstance: logger,
     ...requestLogOptions,
     bodyLimit: BODY_LIMIT,
     // Profile keys and discriminators are longer than the default 100 characters.
@@ -224,7 +225,7 @@ export async function buildApp(
     }
   });
 
-  registerRequestLog(app);
+  registerRequestLog(app, logger);
   const { registry } = services.metrics;
   client.collectDefaultMetrics({ register: registry });
   services.metrics.watchPool(services.pool, 'main');

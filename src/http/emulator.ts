@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { MovableClock } from '../core/clock.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { JobRecord } from '../jobs/queue.ts';
@@ -20,6 +20,8 @@ export const STRICT_HEADER = 'x-audience-strict';
 
 /** A fault: the next `times` requests of `method` on a path matching `path` are delayed, refused, or dropped. */
 export interface FaultSpec {
+  /** Only requests of this namespace (docs/emulator.md "Namespaces"); every request when absent. */
+  namespace?: string;
   /** A path, `*` standing for any characters (`/audience/profiles/*`); the query is not part of it. */
   path: string;
   /** Any method when absent. */
@@ -70,6 +72,8 @@ export interface LoggedRequest {
   status: number;
   /** Set when the fault of this id answered it (delayed, refused or dropped). */
   fault?: number;
+  /** The namespace whose credentials the request carried. */
+  namespace?: string;
 }
 
 /** Requests kept, the oldest going first; bodies kept up to this size (as JSON text). */
@@ -89,16 +93,52 @@ const globOf = (pattern: string) =>
 
 const pathOf = (request: FastifyRequest) => request.url.split('?')[0];
 
+/**
+ * The namespaces of an emulator (docs/emulator.md "Namespaces"): accounts made for one test each,
+ * so that test workers share one emulator. Known by account and by API key, so that a request is
+ * attributed to its namespace by its token's account or, asking for a token, by its client_id.
+ */
+export class Namespaces {
+  private readonly byClient = new Map<string, string>();
+  private readonly accounts = new Set<string>();
+
+  add(accountId: string, clientId: string): void {
+    this.accounts.add(accountId);
+    this.byClient.set(clientId, accountId);
+  }
+
+  has(accountId: string): boolean {
+    return this.accounts.has(accountId);
+  }
+
+  /** The namespace of a request: its caller's account, or the account of the client_id it asks a token for. */
+  of(request: FastifyRequest): string | undefined {
+    const account = request.caller?.accountId;
+    if (account !== undefined) return this.accounts.has(account) ? account : undefined;
+    const clientId = (request.body as { client_id?: unknown } | undefined)?.client_id;
+    return typeof clientId === 'string' ? this.byClient.get(clientId) : undefined;
+  }
+
+  clear(): void {
+    this.byClient.clear();
+    this.accounts.clear();
+  }
+}
+
 /** The faults and the request log of one emulator. */
 export class EmulatorTraffic {
   private faults: (Fault & { matches: RegExp })[] = [];
   private requests: LoggedRequest[] = [];
+  /** Each namespace's own log, kept beside the whole one so that other namespaces' traffic does not push it out. */
+  private readonly byNamespace = new Map<string, LoggedRequest[]>();
   private nextFault = 1;
   private nextRequest = 1;
   private readonly clock: MovableClock;
+  readonly namespaces: Namespaces;
 
-  constructor(clock: MovableClock) {
+  constructor(clock: MovableClock, namespaces: Namespaces) {
     this.clock = clock;
+    this.namespaces = namespaces;
   }
 
   addFault(spec: FaultSpec): Fault {
@@ -107,20 +147,25 @@ export class EmulatorTraffic {
     return fault;
   }
 
-  listFaults(): Fault[] {
-    return this.faults.map(({ matches: _, ...fault }) => fault);
+  /** The faults of a namespace, or every fault. */
+  listFaults(namespace?: string): Fault[] {
+    return this.faults
+      .filter((f) => namespace === undefined || f.namespace === namespace)
+      .map(({ matches: _, ...fault }) => fault);
   }
 
-  clearFaults(): void {
-    this.faults = [];
+  /** Removes the faults of a namespace, or every fault. */
+  clearFaults(namespace?: string): void {
+    this.faults = namespace === undefined ? [] : this.faults.filter((f) => f.namespace !== namespace);
   }
 
-  /** The first fault that applies to the request, spent once. */
-  private takeFault(request: FastifyRequest): Fault | undefined {
+  /** The first fault of `namespace` (those of none: null) that applies to the request, spent once. */
+  private takeFault(request: FastifyRequest, namespace: string | null): Fault | undefined {
     const path = pathOf(request);
     const fault = this.faults.find(
       (f) =>
         f.remaining > 0 &&
+        (f.namespace ?? null) === namespace &&
         (!f.method || f.method.toUpperCase() === request.method) &&
         f.matches.test(path) &&
         (f.probability === undefined || Math.random() < f.probability),
@@ -131,8 +176,9 @@ export class EmulatorTraffic {
     return fault;
   }
 
-  /** The log, oldest first, filtered: a method, a path pattern (`*` as in faults), requests from a time or after an id. */
+  /** The log (a namespace's own, or the whole), oldest first, filtered: a method, a path pattern (`*` as in faults), requests from a time or after an id. */
   listRequests(filter: {
+    namespace?: string;
     method?: string;
     path?: string;
     since?: string;
@@ -141,7 +187,8 @@ export class EmulatorTraffic {
   }): LoggedRequest[] {
     const matches = filter.path ? globOf(filter.path) : undefined;
     const since = filter.since ? Date.parse(filter.since) : undefined;
-    return this.requests
+    const log = filter.namespace === undefined ? this.requests : (this.byNamespace.get(filter.namespace) ?? []);
+    return log
       .filter(
         (r) =>
           (!filter.method || r.method === filter.method.toUpperCase()) &&
@@ -152,8 +199,15 @@ export class EmulatorTraffic {
       .slice(-filter.limit);
   }
 
-  clearRequests(): void {
-    this.requests = [];
+  /** Forgets a namespace's requests, or every request. */
+  clearRequests(namespace?: string): void {
+    if (namespace === undefined) {
+      this.requests = [];
+      this.byNamespace.clear();
+      return;
+    }
+    this.byNamespace.delete(namespace);
+    this.requests = this.requests.filter((r) => r.namespace !== namespace);
   }
 
   private log(request: FastifyRequest, status: number, fault?: number): void {
@@ -171,20 +225,24 @@ export class EmulatorTraffic {
     };
     const body = masked(request.body);
     if (body !== undefined && JSON.stringify(body).length <= BODY_KEPT) entry.body = body;
-    this.requests.push(entry);
-    if (this.requests.length > REQUESTS_KEPT) this.requests.shift();
+    const namespace = this.namespaces.of(request);
+    if (namespace !== undefined) {
+      entry.namespace = namespace;
+      const own = this.byNamespace.get(namespace) ?? [];
+      this.byNamespace.set(namespace, own);
+      keep(own, entry);
+    }
+    keep(this.requests, entry);
   }
 
   /**
    * Registers the hooks: the fault of a request first (before authentication, as a proxy or an
-   * overloaded server answers), then its entry in the log once answered.
+   * overloaded server answers; a namespace's faults once the request's credentials say whose it
+   * is), then its entry in the log once answered.
    */
   register(app: FastifyInstance): void {
     const controlled = (request: FastifyRequest) => request.url.startsWith(CONTROL_PREFIX);
-    app.addHook('onRequest', async (request, reply) => {
-      if (controlled(request)) return;
-      const fault = this.takeFault(request);
-      if (!fault) return;
+    const apply = async (request: FastifyRequest, reply: FastifyReply, fault: Fault) => {
       request.fault = fault.id;
       if (fault.delay_ms) await new Promise((r) => setTimeout(r, fault.delay_ms));
       if (fault.drop) {
@@ -200,6 +258,17 @@ export class EmulatorTraffic {
       const headers: Record<string, string> = retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) };
       const code = STATUS_CODES[fault.status];
       return sendProblem(reply, new Problem(code, detail, headers));
+    };
+    app.addHook('onRequest', async (request, reply) => {
+      if (controlled(request)) return;
+      const fault = this.takeFault(request, null);
+      if (fault) return apply(request, reply, fault);
+    });
+    app.addHook('preHandler', async (request, reply) => {
+      if (controlled(request) || request.fault !== undefined) return;
+      const namespace = this.namespaces.of(request);
+      const fault = namespace === undefined ? undefined : this.takeFault(request, namespace);
+      if (fault) return apply(request, reply, fault);
     });
     // A body fault spoils the answer once it is written (the request itself was served, or refused by the fault).
     app.addHook('onSend', async (request, reply, payload) => {
@@ -255,6 +324,12 @@ const STATUS_CODES: Record<FaultStatus, ProblemCode> = {
   504: 'AUD-2207',
 };
 
+/** Appends an entry to a log, the oldest going beyond REQUESTS_KEPT. */
+function keep(log: LoggedRequest[], entry: LoggedRequest): void {
+  log.push(entry);
+  if (log.length > REQUESTS_KEPT) log.shift();
+}
+
 /** A body with its credential fields masked, at any depth. */
 function masked(body: unknown): unknown {
   if (Array.isArray(body)) return body.map(masked);
@@ -282,16 +357,24 @@ export interface Emulator {
   /** The outbound calls the service made (callbacks, mail …) and the faults injected into them. */
   outbound: OutboundRecorder;
   account: ReadyAccount;
-  /** Back to the initial state (or to a saved snapshot): the database, files, caches, rate limits, clock, faults, log. */
+  /** Back to the initial state (or to a saved snapshot): the database, files, caches, rate limits, clock, faults, log, namespaces. */
   reset(snapshot?: string): Promise<void>;
   saveSnapshot(name: string): Promise<void>;
   snapshots(): Promise<string[]>;
-  /** Runs every job due by the emulator's clock, until none is left; answers how many ran. */
-  runJobs(): Promise<number>;
-  /** The jobs of the queue (waiting, running, failed), oldest first. */
-  listJobs(): Promise<JobRecord[]>;
-  /** Runs the job of this id now, due or not; false when there is no such waiting job. */
-  runJob(jobId: string): Promise<boolean>;
+  /** A new namespace: an account of the ready account's manifest and seed, with a key of its own. */
+  createNamespace(): Promise<ReadyAccount>;
+  /** Runs every job due by the emulator's clock (of one namespace's account, or of all), until none is left; answers how many ran. */
+  runJobs(namespace?: string): Promise<number>;
+  /** The jobs of the queue (waiting, running, failed) of a namespace's account, or of all, oldest first. */
+  listJobs(namespace?: string): Promise<JobRecord[]>;
+  /**
+   * Runs the job of this id now, due or not; false when there is no such waiting job. `hold`: the
+   * job begins (an import or export is in_progress) and waits before it reads its account until
+   * `releaseJob`; the call answers once it waits.
+   */
+  runJob(jobId: string, options: { namespace?: string; hold?: boolean }): Promise<boolean>;
+  /** Lets a held job go on, and answers once it ended; false when no job of this id is held. */
+  releaseJob(jobId: string): Promise<boolean>;
   /** Unknown top-level fields of bodies are refused (400 naming the field) rather than ignored, unless a request's header says otherwise. */
   readonly strict: boolean;
   /** Whether jobs run by themselves shortly after they are due (automatic), or only when asked (manual). */

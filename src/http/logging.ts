@@ -7,7 +7,7 @@ import {
   type FastifyRequest,
 } from 'fastify';
 import { pino, type Bindings, type ChildLoggerOptions, type DestinationStream, type LogFn } from 'pino';
-import { createLogger as createProgramLogger, REDACTED } from '../core/log.ts';
+import { createLogger as createProgramLogger, LOG_BASE, REDACTED } from '../core/log.ts';
 import type { ProblemCode } from '../core/problems.ts';
 
 // Path parameters whose values are personal data or credentials: profile keys (email addresses and
@@ -80,7 +80,8 @@ function accountOf(request: FastifyRequest): string | undefined {
  * hand-over that cost more than the write. The request lines come in batches (`registerRequestLog`).
  */
 export function createLogger(level: string, stream?: DestinationStream): FastifyBaseLogger {
-  return createProgramLogger(level, stream ?? pino.destination({ dest: 1, sync: true }), {
+  const destination = stream ?? pino.destination({ dest: 1, sync: true });
+  const logger = createProgramLogger(level, destination, {
     // For the lines Fastify still writes with a request or an answer (a reply that failed after its
     // headers): the same redaction as the request line's.
     req: (request: FastifyRequest) => ({
@@ -90,7 +91,12 @@ export function createLogger(level: string, stream?: DestinationStream): Fastify
     }),
     res: (reply: FastifyReply) => ({ statusCode: reply.statusCode, code: problemCodes.get(reply) }),
   });
+  destinations.set(logger, destination);
+  return logger;
 }
+
+/** The stream of each logger `createLogger` made, which the request log writes its lines into. */
+const destinations = new WeakMap<FastifyBaseLogger, DestinationStream>();
 
 /** The query parameters a route declares. */
 function queryNames(request: FastifyRequest): ReadonlySet<string> {
@@ -338,12 +344,14 @@ function clientOf(request: FastifyRequest): Buffer {
  * (docs/benchmarks.md "Request log"). Every value is one the line itself chose and had redacted,
  * so those paths, which would find nothing there, are not needed.
  */
-export function registerRequestLog(app: FastifyInstance): void {
+export function registerRequestLog(app: FastifyInstance, logger: FastifyBaseLogger): void {
   // The level is the process's, set at its start: above `info` (or `silent`) there is no line to write.
   if (!(pino.levels.values[app.log.level] <= pino.levels.values.info)) return;
-  const stream = (app.log as unknown as Record<symbol, DestinationStream>)[pino.symbols.streamSym];
+  const stream = destinations.get(logger);
+  if (!stream)
+    throw new Error('The request log writes into the stream of a logger of createLogger (src/http/logging.ts)');
   // The process's bindings as pino writes them after the time: `,"pid":…,"hostname":"…"`.
-  const afterTime = (app.log as unknown as Record<symbol, string>)[pino.symbols.chindingsSym];
+  const afterTime = `,${JSON.stringify(LOG_BASE).slice(1, -1)}`;
   const head = Buffer.from(`{"level":${pino.levels.values.info},"time":`);
   const reqId = Buffer.from(`${afterTime},"reqId":`);
   // The lines are written together, BATCH_MS after the first of a batch or once it is full: a

@@ -133,7 +133,15 @@ describe('bad bytes in a file and a job that keeps failing', () => {
     const done = await finished(a, c.import_id);
     expect(done.result.status).toBe('error');
     expect(done.result.message).toMatch(/attempts/);
-    expect(await storedFiles(a.accountId)).toEqual([]);
+    // The worker removes the file after it records the import's end.
+    let files = await storedFiles(a.accountId);
+    for (
+      const until = Date.now() + 20_000;
+      files.length > 0 && Date.now() < until;
+      files = await storedFiles(a.accountId)
+    )
+      await new Promise((r) => setTimeout(r, 50));
+    expect(files).toEqual([]);
     const { rows } = await db.query(
       `select failed_at is not null as failed from jobs where account_id = $1 and kind = 'import'`,
       [a.accountId],

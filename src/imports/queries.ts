@@ -51,11 +51,17 @@ export async function findImport(
   forUpdate = false,
 ): Promise<ImportRowDb | undefined> {
   if (!/^[0-9a-f-]{36}$/i.test(importId)) return undefined;
-  const { rows } = await db.query<ImportRowDb>(
-    `select ${IMPORT_COLUMNS} from imports where account_id = $1::bigint and import_id = $2::uuid ${forUpdate ? 'for update' : ''}`,
-    [accountId, importId],
-  );
+  const { text, values } = findImportStatement(accountId, importId, forUpdate);
+  const { rows } = await db.query<ImportRowDb>(text, values);
   return rows[0];
+}
+
+/** The statement of `findImport`: one import, locked for the transaction when `forUpdate`. */
+export function findImportStatement(accountId: string, importId: string, forUpdate: boolean) {
+  return {
+    text: `select ${IMPORT_COLUMNS} from imports where account_id = $1::bigint and import_id = $2::uuid${forUpdate ? ' for update' : ''}`,
+    values: [accountId, importId],
+  };
 }
 
 /** The imports of a section, newest first. */
@@ -65,12 +71,18 @@ export async function listImportsBySection(
   sectionId: string,
   limit: number,
 ): Promise<ImportRowDb[]> {
-  const { rows } = await db.query<ImportRowDb>(
-    `select ${IMPORT_COLUMNS} from imports where account_id = $1::bigint and section_id = $2::bigint
-     order by created_at desc, import_id limit $3`,
-    [accountId, sectionId, limit],
-  );
+  const { text, values } = listImportsStatement(accountId, sectionId, limit);
+  const { rows } = await db.query<ImportRowDb>(text, values);
   return rows;
+}
+
+/** The statement of `listImportsBySection`. */
+export function listImportsStatement(accountId: string, sectionId: string, limit: number) {
+  return {
+    text: `select ${IMPORT_COLUMNS} from imports where account_id = $1::bigint and section_id = $2::bigint
+     order by created_at desc, import_id limit $3`,
+    values: [accountId, sectionId, limit],
+  };
 }
 
 /** Imports that hold a place: queued or running, or waiting for a file that may still come. */
@@ -95,13 +107,19 @@ export async function setImportStatus(
   status: string,
   message: string | null = null,
 ): Promise<void> {
+  const { text, values } = setImportStatusStatement(accountId, importId, status, message);
+  await db.query(text, values);
+}
+
+/** The statement of `setImportStatus`: a finished import (completed or error) also gets its end time. */
+export function setImportStatusStatement(accountId: string, importId: string, status: string, message: string | null) {
   // The end time is set by its own form of the statement: Citus takes no now() inside a CASE of an UPDATE.
   const finished = status === 'completed' || status === 'error' ? ', finished_at = now()' : '';
-  await db.query(
-    `update imports set status = $3, message = coalesce($4, message)${finished}
+  return {
+    text: `update imports set status = $3, message = coalesce($4, message)${finished}
      where account_id = $1::bigint and import_id = $2::uuid`,
-    [accountId, importId, status, message],
-  );
+    values: [accountId, importId, status, message],
+  };
 }
 
 /** Queues an import whose file has come, with the number of data rows the file holds. */
@@ -130,28 +148,40 @@ export async function startImportLanes(
   );
 }
 
+/** A processed batch of a lane, as `recordImportBatch` takes it. */
+export interface ImportBatch {
+  lane: number;
+  rowsDone: number;
+  found: number;
+  new: number;
+  updated: number;
+  notChanged: number;
+  failures: { line: number; reason: string }[];
+}
+
 /** Records a processed batch of a lane: counters, the rows read so far, and the failed rows. */
 export async function recordImportBatch(
   db: Queryable,
   accountId: string,
   importId: string,
-  batch: {
-    lane: number;
-    rowsDone: number;
-    found: number;
-    new: number;
-    updated: number;
-    notChanged: number;
-    failures: { line: number; reason: string }[];
-  },
+  batch: ImportBatch,
 ): Promise<void> {
-  await db.query(
-    `update imports set lanes_done[$9::int + 1] = $3, profiles_found = profiles_found + $4,
+  for (const { text, values } of recordImportBatchStatements(accountId, importId, batch)) await db.query(text, values);
+}
+
+/** The statements of `recordImportBatch`: the import's counters, then its failed rows when it has some. */
+export function recordImportBatchStatements(
+  accountId: string,
+  importId: string,
+  batch: ImportBatch,
+): { text: string; values: unknown[] }[] {
+  const counters = {
+    text: `update imports set lanes_done[$9::int + 1] = $3, profiles_found = profiles_found + $4,
        profiles_processed = profiles_processed + $5 + $6 + $7, profiles_new = profiles_new + $5,
        profiles_updated = profiles_updated + $6, profiles_not_changed = profiles_not_changed + $7,
        profiles_failed = profiles_failed + $8
      where account_id = $1::bigint and import_id = $2::uuid`,
-    [
+    values: [
       accountId,
       importId,
       batch.rowsDone,
@@ -162,14 +192,14 @@ export async function recordImportBatch(
       batch.failures.length,
       batch.lane,
     ],
-  );
-  if (batch.failures.length > 0) {
-    await db.query(
-      `insert into import_failures (account_id, import_id, line, reason)
+  };
+  if (batch.failures.length === 0) return [counters];
+  const failures = {
+    text: `insert into import_failures (account_id, import_id, line, reason)
        select $1::bigint, $2::uuid, l, r from unnest($3::int[], $4::text[]) as f(l, r) on conflict do nothing`,
-      [accountId, importId, batch.failures.map((f) => f.line), batch.failures.map((f) => f.reason)],
-    );
-  }
+    values: [accountId, importId, batch.failures.map((f) => f.line), batch.failures.map((f) => f.reason)],
+  };
+  return [counters, failures];
 }
 
 export async function listImportFailures(

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type pg from 'pg';
 import type { Clock } from '../core/clock.ts';
 import type { Metrics } from '../core/metrics.ts';
@@ -197,17 +198,17 @@ export interface JobRecord {
   failed_at: Date | null;
 }
 
-/** Jobs in `state` (every state when absent), oldest first. */
+/** Jobs in `state` (every state when absent), of one account (every account when absent), oldest first. */
 export async function listJobs(
   db: Queryable,
-  filter: { state?: JobState; kind?: string; limit: number },
+  filter: { state?: JobState; kind?: string; accountId?: string; limit: number },
 ): Promise<JobRecord[]> {
   const { rows } = await db.query<JobRecord>(
     `select account_id::text, job_id::text, kind, state, payload, attempts, last_error, created_at, run_at, failed_at
-     from (select *, ${STATE_OF} as state from jobs) j
+     from (select *, ${STATE_OF} as state from jobs where ($4::bigint is null or account_id = $4::bigint)) j
      where ($1::text is null or state = $1) and ($2::text is null or kind = $2)
      order by created_at, job_id limit $3`,
-    [filter.state ?? null, filter.kind ?? null, filter.limit],
+    [filter.state ?? null, filter.kind ?? null, filter.limit, filter.accountId ?? null],
   );
   return rows;
 }
@@ -255,6 +256,12 @@ export async function jobFigures(
  * (A library queue was the design's choice; both candidates keep a crashed worker's job locked for
  * minutes to hours, where an import must resume within seconds of a restart.)
  */
+/**
+ * The job a handler runs, for code below it that is told nothing of jobs: the emulator's record
+ * of outbound calls names the account (the namespace) a call was made for.
+ */
+export const runningJob = new AsyncLocalStorage<Job<string>>();
+
 export class Worker {
   private readonly pool: pg.Pool;
   private readonly handlers: Record<string, JobHandler<never>>;
@@ -446,7 +453,7 @@ export class Worker {
     let outcome: void | 'completed';
     try {
       // The row's payload is the one enqueue took for this kind, so it has the kind's type.
-      outcome = await this.handlers[job.kind](job as Job<never>);
+      outcome = await runningJob.run(job, () => this.handlers[job.kind](job as Job<never>));
     } catch (err) {
       // After its last attempt a job is kept, failed, for the operator; before it, it is tried
       // again later, each wait twice the one before.

@@ -36,10 +36,14 @@ export interface OutboundCall extends OutboundAttempt {
   duration_ms: number;
   /** The fault that answered (or delayed) it. */
   fault?: number;
+  /** The namespace (an account of the emulator's tests) the call was made for. */
+  namespace?: string;
 }
 
 /** A fault: the next `times` calls of `kind` (any when absent) to a target matching `target` (`*`: any characters). */
 export interface OutboundFaultSpec {
+  /** Only calls made for this namespace; any call when absent. */
+  namespace?: string;
   kind?: string;
   target?: string;
   times: number;
@@ -95,9 +99,12 @@ export class OutboundRecorder implements OutboundTap {
   private nextCall = 1;
   private nextFault = 1;
   private readonly clock: () => number;
+  private readonly namespaceOf: () => string | undefined;
 
-  constructor(clock: () => number) {
+  /** `namespaceOf`: the namespace the call under way is made for, if any. */
+  constructor(clock: () => number, namespaceOf: () => string | undefined = () => undefined) {
     this.clock = clock;
+    this.namespaceOf = namespaceOf;
   }
 
   addFault(spec: OutboundFaultSpec): OutboundFault {
@@ -106,20 +113,32 @@ export class OutboundRecorder implements OutboundTap {
     return fault;
   }
 
-  listFaults(): OutboundFault[] {
-    return this.faults.map(({ matches: _, ...fault }) => fault);
+  /** The faults of a namespace, or every fault. */
+  listFaults(namespace?: string): OutboundFault[] {
+    return this.faults
+      .filter((f) => namespace === undefined || f.namespace === namespace)
+      .map(({ matches: _, ...fault }) => fault);
   }
 
-  clearFaults(): void {
-    this.faults = [];
+  /** Removes the faults of a namespace, or every fault. */
+  clearFaults(namespace?: string): void {
+    this.faults = namespace === undefined ? [] : this.faults.filter((f) => f.namespace !== namespace);
   }
 
   /** The record, oldest first: of a kind, to targets matching a pattern, whose body's `type` is `type` (a webhook's event type), after an id, the last `limit`. */
-  list(filter: { kind?: string; target?: string; type?: string; after?: number; limit: number }): OutboundCall[] {
+  list(filter: {
+    namespace?: string;
+    kind?: string;
+    target?: string;
+    type?: string;
+    after?: number;
+    limit: number;
+  }): OutboundCall[] {
     const matches = filter.target ? globOf(filter.target) : undefined;
     return this.calls
       .filter(
         (c) =>
+          (filter.namespace === undefined || c.namespace === filter.namespace) &&
           (!filter.kind || c.kind === filter.kind) &&
           (!matches || matches.test(c.target)) &&
           (!filter.type || (c.body as { type?: unknown } | null)?.type === filter.type) &&
@@ -128,14 +147,16 @@ export class OutboundRecorder implements OutboundTap {
       .slice(-filter.limit);
   }
 
-  clear(): void {
-    this.calls = [];
+  /** Forgets a namespace's calls, or every call. */
+  clear(namespace?: string): void {
+    this.calls = namespace === undefined ? [] : this.calls.filter((c) => c.namespace !== namespace);
   }
 
-  private takeFault(attempt: OutboundAttempt): OutboundFault | undefined {
+  private takeFault(attempt: OutboundAttempt, namespace: string | undefined): OutboundFault | undefined {
     const fault = this.faults.find(
       (f) =>
         f.remaining > 0 &&
+        (f.namespace === undefined || f.namespace === namespace) &&
         (!f.kind || f.kind === attempt.kind) &&
         (!f.matches || f.matches.test(attempt.target)) &&
         (f.probability === undefined || Math.random() < f.probability),
@@ -156,7 +177,8 @@ export class OutboundRecorder implements OutboundTap {
   ): Promise<T> {
     const at = new Date(this.clock()).toISOString();
     const started = performance.now();
-    const fault = this.takeFault(attempt);
+    const namespace = this.namespaceOf();
+    const fault = this.takeFault(attempt, namespace);
     const record = (answer: OutboundAnswer) => {
       const body = JSON.stringify(attempt.body ?? null).length <= BODY_KEPT ? attempt.body : '[not kept: over 64 KB]';
       this.calls.push({
@@ -167,6 +189,7 @@ export class OutboundRecorder implements OutboundTap {
         answer,
         duration_ms: Math.round(performance.now() - started),
         ...(fault ? { fault: fault.id } : {}),
+        ...(namespace === undefined ? {} : { namespace }),
       });
       if (this.calls.length > CALLS_KEPT) this.calls.shift();
     };

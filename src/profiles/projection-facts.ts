@@ -1,7 +1,7 @@
 /**
  * What the segments' count projection (src/segments/projection.ts) reads of the profiles: the
  * canonical profiles, their section values and their event sums, whole or for some of them, and
- * the marks of the writes it has not seen (projection_marks, migration 0030, written with
+ * the marks of the writes it has not seen (projection_marks, migration 0032, written with
  * profile_changes: queries/changes.ts). Each runs in the projection's repeatable read transaction,
  * so that all of them see one snapshot.
  */

@@ -167,3 +167,76 @@ export const MergeCluster = Type.Object({
   ),
 });
 export type MergeCluster = Static<typeof MergeCluster>;
+
+export const ProfileListQuery = Type.Object(
+  {
+    limit: Type.Integer({ minimum: 1, maximum: 200, default: 50, description: 'At most this many profiles' }),
+    cursor: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 100,
+        description: "The previous page's `next_cursor`: the page after it",
+      }),
+    ),
+    keyspace: Type.Optional(Type.String({ description: 'The keyspace `key_prefix` is searched in' })),
+    key_prefix: Type.Optional(
+      Type.String({ minLength: 1, maxLength: 1000, description: 'Profiles with a key in `keyspace` that starts so' }),
+    ),
+    attribute: Type.Optional(
+      Type.String({ description: 'Profiles whose value of this attribute (its discriminator) is `value`' }),
+    ),
+    value: Type.Optional(
+      Type.String({ maxLength: 10000, description: "The attribute's value, written as text: a number, true or false" }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type ProfileListQuery = Static<typeof ProfileListQuery>;
+
+export const ProfileList = Type.Object(
+  {
+    items: Type.Array(
+      Type.Object({
+        keys: Type.Array(UniqueIdentifier, {
+          description: "The keys of the profile's merge cluster, its export key last",
+        }),
+        attributes: Type.Record(Type.String(), Type.Unknown(), {
+          description: 'The values it shows, by attribute discriminator (current versions, hidden attributes left out)',
+        }),
+        updated_at: DateTime,
+      }),
+    ),
+    next_cursor: Type.Union([Type.String(), Type.Null()], {
+      description: 'The `cursor` of the next page; null on the last one',
+    }),
+  },
+  { title: 'ProfileList' },
+);
+export type ProfileList = Static<typeof ProfileList>;
+
+export const GrowthQuery = Type.Object(
+  {
+    days: Type.Integer({
+      minimum: 1,
+      maximum: 366,
+      default: 30,
+      description: 'The last this many UTC days, today included',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const Growth = Type.Object(
+  {
+    items: Type.Array(
+      Type.Object({
+        day: Type.String({ format: 'date', description: 'A UTC day' }),
+        new_profiles: Type.Integer({ description: "The section's profiles created that day" }),
+        total_profiles: Type.Integer({ description: "The section's profiles at the end of that day" }),
+      }),
+      { description: 'One per day, oldest first' },
+    ),
+  },
+  { title: 'ProfileGrowth' },
+);
+export type Growth = Static<typeof Growth>;

@@ -44,6 +44,9 @@ export function copyCsvRows(pool: pg.Pool, statement: { text: string; values: un
     try {
       const text = `copy (${inlineValues(statement)}) to stdout (format csv)`;
       client = await pool.connect();
+      // A checked-out client whose backend ends emits 'error' (pg-pool listens on idle ones only):
+      // heard, the COPY fails and the client is discarded instead of crashing the process.
+      client.on('error', (err) => (failure ??= err));
       await client.query('begin isolation level repeatable read read only');
       await pipeline(client.query(copyTo(text)), out);
       await client.query('commit');

@@ -17,6 +17,10 @@ const MIGRATION_LOCK = 7_418_302;
  */
 export async function migrate(pool: pg.Pool): Promise<string[]> {
   const client = await pool.connect();
+  // As in withTransaction: a backend that ends while the client is checked out makes the next
+  // query fail, rather than an unheard 'error' event that ends the process.
+  let broken: Error | undefined;
+  client.on('error', (err) => (broken = err));
   const applied: string[] = [];
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK]);
@@ -44,7 +48,7 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
     if (citus && !distributed) await inTransaction(client, 'distributing the schema', () => distribute(client));
   } finally {
     await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
-    client.release();
+    client.release(broken);
   }
   return applied;
 }

@@ -352,7 +352,11 @@ describe('deliveries', () => {
 
     // The delivery job queued the sweep for when the delivery it ended leaves the retention, by the account's clock.
     const rows = async (sql: string) => (await db.query(sql, [a.accountId])).rows;
-    const queued = await rows("select run_at from jobs where account_id = $1 and kind = 'webhook-retention'");
+    // The job queues it after it records the attempts that the deliveries' listing shows.
+    const sweeps = "select run_at from jobs where account_id = $1 and kind = 'webhook-retention'";
+    let queued = await rows(sweeps);
+    for (const until = Date.now() + 20_000; queued.length === 0 && Date.now() < until; queued = await rows(sweeps))
+      await new Promise((r) => setTimeout(r, 50));
     expect(queued.map((j) => j.run_at.getTime())).toEqual([server.clock.now + 2 * DAY]);
     const attempts =
       'select endpoint_id::text, count(*)::int as n from webhook_attempts where account_id = $1 group by 1 order by 1';

@@ -2,7 +2,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { systemClock } from '../core/clock.ts';
 import { createLogger, logDestination } from '../core/log.ts';
 import { flushCompileCache } from '../core/compile-cache.ts';
-import { settleHeap, settleWhenIdle } from '../core/heap.ts';
+import { settleWhenIdle } from '../core/heap.ts';
 import { createThreadServices } from '../services.ts';
 import { createPool } from '../store/pool.ts';
 import type { ThreadData } from './thread.ts';
@@ -42,8 +42,7 @@ parentPort!.on('message', async (message) => {
   await pool.end();
   parentPort!.close();
 });
-// The start-up's garbage goes before the first job (src/core/heap.ts), and a busy spell's after it.
-settleHeap();
+// The start-up's garbage goes at the first quiet moment (src/core/heap.ts), and a busy spell's after it.
 const stopSettling = settleWhenIdle();
 parentPort!.postMessage('ready');
 flushCompileCache();

@@ -31,7 +31,7 @@ describe('the worker thread', () => {
     expect(logged).toEqual([]);
   });
 
-  it('starts a thread that ended again, a second later, until it is stopped', { timeout: 60_000 }, async () => {
+  it('starts a thread that ended again, a second later, until it is stopped', async () => {
     const logged: string[] = [];
     const entry = new URL('../../test/fixtures/short-lived-thread.ts', import.meta.url);
     const thread = await startWorkerThread(

@@ -22,6 +22,8 @@ const SEND_LANES: Lanes = { loops: 4, jobs: 8 };
  * of a second where the same heap holds the API's (and the tests') objects. `onRun` hears of each
  * job run's start, end and failure, with the rows it wrote (the thread logs them). `dueByClock`:
  * jobs are due by the services' clock rather than the database's (the emulator's clock moves).
+ * `beforeScope`: awaited as a job first reads its account (an import or an export has marked
+ * itself in_progress by then): the emulator holds a job there for a test to observe.
  */
 export async function startWorker(
   services: ThreadServices,
@@ -32,10 +34,17 @@ export async function startWorker(
     dueByClock?: boolean;
     /** Hears of a webhook endpoint paused by failures (the thread logs it: ids and a count). */
     onWebhookPaused?: WebhookDeps['paused'];
+    beforeScope?: () => Promise<void>;
   } = {},
 ): Promise<Worker> {
   const { pool, files, clock, metrics } = services;
-  const scopeOf = (accountId: string) => accountScope(services, accountId);
+  const { beforeScope } = options;
+  const scopeOf = beforeScope
+    ? async (accountId: string) => {
+        await beforeScope();
+        return accountScope(services, accountId);
+      }
+    : (accountId: string) => accountScope(services, accountId);
   const exportDeps: ExportDeps = { pool, files, clock, scopeOf };
   // An export job's deps count its file's rows, for /metrics and for the job's log line.
   const exportDepsOf = (job: Job): ExportDeps => ({

@@ -29,11 +29,11 @@ export interface ConsoleBrowser {
   open(width?: number): Promise<Page>;
 }
 
-/** Starts the file's server and browser before its tests and closes them after. */
-export function consoleBrowser(options: { worker?: boolean } = {}): ConsoleBrowser {
+/** Starts the file's server (with `env`) and browser before its tests and closes them after. */
+export function consoleBrowser(options: { worker?: boolean; env?: Record<string, string> } = {}): ConsoleBrowser {
   const state = { errors: [] as string[] } as ConsoleBrowser;
   beforeAll(async () => {
-    state.server = await TestServer.start({}, { worker: options.worker });
+    state.server = await TestServer.start(options.env, { worker: options.worker });
     state.browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   });
   const pages: Page[] = [];

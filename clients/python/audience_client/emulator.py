@@ -2,7 +2,8 @@
 
 ``Emulator.start()`` runs ``audience emulate`` in a process of its own, waits for the line it
 prints once it serves, and answers its address, the ready account and a client of the control
-API (``/_emulator/…``: reset, snapshots, clock, jobs, faults, requests, mail, limits).
+API (``/_emulator/…``: reset, snapshots, clock, jobs, faults, requests, mail, outbound calls,
+webhook deliveries, limits), with the shape of the TypeScript control client (``@audience/testing``).
 ``Emulator.stop()`` ends it and removes the temporary folder it ran in. ``Emulator.connect(url)``
 drives one started otherwise (a container). The pytest fixtures of ``audience_client.pytest_plugin``
 use both.
@@ -89,10 +90,46 @@ class Clock(_Part):
         return self._control._clock_answer(self._control.call("POST", "/clock/advance", {"seconds": seconds}))
 
 
+def _query(**values: Any) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+class Snapshots(_Part):
+    def list(self) -> list[str]:
+        """The names of the saved snapshots."""
+        return self._control.call("GET", "/snapshots")["items"]
+
+    def __call__(self) -> list[str]:
+        """The names of the saved snapshots (as ``list()``)."""
+        return self.list()
+
+
 class Jobs(_Part):
     def run(self) -> int:
         """Runs every job due (imports, exports, mail) until none is left; answers how many ran."""
         return int(self._control.call("POST", "/jobs/run")["jobs_run"])
+
+    def list(self) -> dict[str, Any]:
+        """``{"mode", "items"}``: whether jobs run by themselves, and the jobs of the queue, oldest first
+        (``job_id``, ``kind``, ``state``: waiting, running or failed, ``attempts``, ``run_at`` …)."""
+        return self._control.call("GET", "/jobs")
+
+    def run_one(self, job_id: str) -> None:
+        """Runs one waiting job now, due or not."""
+        self._control.call("POST", f"/jobs/{job_id}/run")
+
+    def hold(self, job_id: str) -> None:
+        """Begins one waiting job and holds it before it reads its account (an import or an export is
+        ``in_progress`` then) until ``release(job_id)``: a poll loop sees queued, in_progress, done."""
+        self._control.call("POST", f"/jobs/{job_id}/run", {"hold": True})
+
+    def release(self, job_id: str) -> None:
+        """Lets a held job go on; answers once it ended."""
+        self._control.call("POST", f"/jobs/{job_id}/release")
+
+    def set_mode(self, mode: str) -> None:
+        """``"manual"``: jobs wait until they are run; ``"automatic"``: they run shortly after they are due. A reset brings back the start's."""
+        self._control.call("PUT", "/jobs", {"mode": mode})
 
 
 class Faults(_Part):
@@ -133,6 +170,47 @@ class Requests(_Part):
         self._control.call("DELETE", "/requests")
 
 
+class OutboundFaults(_Part):
+    """Faults of the next outbound calls: ``add(kind="webhook", status=503)``, ``add(target="http://127.0.0.1:*", refuse=True)``."""
+
+    def add(self, *, times: int | None = None, **fault: Any) -> dict[str, Any]:
+        """Adds a fault (``kind``, ``target``, ``status``, ``refuse``, ``delay_ms``, ``probability``); answers it with its ``id``."""
+        return self._control.call("POST", "/outbound/faults", {**fault, **_query(times=times)})
+
+    def list(self) -> list[dict[str, Any]]:
+        return self._control.call("GET", "/outbound/faults")["items"]
+
+    def clear(self) -> None:
+        self._control.call("DELETE", "/outbound/faults")
+
+
+class Outbound(_Part):
+    """The calls the service made to targets outside it (callbacks, mail, webhook deliveries), oldest first, with their answers."""
+
+    def __init__(self, control: EmulatorControl):
+        super().__init__(control)
+        self.faults = OutboundFaults(control)
+
+    def list(
+        self, *, kind: str | None = None, target: str | None = None, after: int | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        query = _query(kind=kind, target=target, after=after, limit=limit)
+        return self._control.call("GET", "/outbound", query=query)["items"]
+
+    def clear(self) -> None:
+        self._control.call("DELETE", "/outbound")
+
+
+class Webhooks(_Part):
+    def list(
+        self, *, url: str | None = None, type: str | None = None, after: int | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """The webhook deliveries attempted, oldest first (``url``, ``event_id``, ``type``, ``headers``, ``body``, ``answer`` …):
+        to endpoints matching ``url`` (``*``: any characters), of an event ``type``, after an id; ``limit``: the last n."""
+        query = _query(url=url, type=type, after=after, limit=limit)
+        return self._control.call("GET", "/webhooks", query=query)["items"]
+
+
 class Mail(_Part):
     def list(self, *, to: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """The messages the ready account's transactional sends sent, newest first, decoded, with their links."""
@@ -168,6 +246,9 @@ class EmulatorControl:
         self.faults = Faults(self)
         self.requests = Requests(self)
         self.mail = Mail(self)
+        self.outbound = Outbound(self)
+        self.webhooks = Webhooks(self)
+        self.snapshots = Snapshots(self)
         self.limits = Limits(self)
 
     def call(self, method: str, path: str, body: Any = None, *, query: Mapping[str, Any] | None = None) -> Any:
@@ -198,10 +279,6 @@ class EmulatorControl:
     def snapshot(self, name: str) -> None:
         """Saves the current state (data and files) under ``name`` (``a-z``, digits, ``_``) for ``reset(name)``."""
         self.call("PUT", f"/snapshots/{name}")
-
-    def snapshots(self) -> list[str]:
-        """The names of the saved snapshots."""
-        return self.call("GET", "/snapshots")["items"]
 
     def time(self) -> float:
         """The emulator's time in seconds (as ``time.time()``), as the last clock call through this client left it."""

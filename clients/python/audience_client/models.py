@@ -11,6 +11,10 @@ __all__ = [
     "SegmentVersion",
     "Segment",
     "UniqueIdentifier",
+    "ProfileList",
+    "ProfileListItem",
+    "ProfileGrowth",
+    "ProfileGrowthItem",
     "Consent",
     "LiveSegment",
     "ImportCreated",
@@ -327,6 +331,35 @@ class UniqueIdentifier(TypedDict):
     keyspace_discriminator: str
     # The profile key in that keyspace
     profile_key: str
+
+
+class ProfileList(TypedDict):
+    items: list[ProfileListItem]
+    # The `cursor` of the next page; null on the last one
+    next_cursor: str | None
+
+
+class ProfileListItem(TypedDict):
+    # The keys of the profile's merge cluster, its export key last
+    keys: list[UniqueIdentifier]
+    # The values it shows, by attribute discriminator (current versions, hidden attributes left out)
+    attributes: dict[str, Any]
+    # RFC 3339 date-time, UTC
+    updated_at: str
+
+
+class ProfileGrowth(TypedDict):
+    # One per day, oldest first
+    items: list[ProfileGrowthItem]
+
+
+class ProfileGrowthItem(TypedDict):
+    # A UTC day
+    day: str
+    # The section's profiles created that day
+    new_profiles: int
+    # The section's profiles at the end of that day
+    total_profiles: int
 
 
 class Consent(TypedDict):

@@ -14,6 +14,10 @@ from .models import (
     SegmentVersion,
     Segment,
     UniqueIdentifier,
+    ProfileList,
+    ProfileListItem,
+    ProfileGrowth,
+    ProfileGrowthItem,
     Consent,
     LiveSegment,
     ImportCreated,
@@ -316,7 +320,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -341,7 +344,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -366,7 +368,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -391,9 +392,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 404 | `AUD-1` | Resource not found |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -465,7 +464,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -492,7 +490,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 503 | `AUD-2` | Service unavailable |
         """
         return cast(
@@ -517,7 +514,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -544,7 +540,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -571,7 +566,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -604,9 +598,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -647,9 +639,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -740,9 +730,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -835,9 +823,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -877,9 +863,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -917,9 +901,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -952,7 +934,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 429 | `AUD-1002` | Rate limit reached |
         | 503 | `AUD-2` | Service unavailable |
@@ -1044,9 +1025,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1104` | Segment not found |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -1148,9 +1127,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1104` | Segment not found |
         | 404 | `AUD-1105` | Segment version not found |
@@ -1245,7 +1222,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1292,7 +1268,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1387,9 +1362,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1433,7 +1406,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1539,9 +1511,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1589,7 +1559,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1645,9 +1614,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1695,7 +1662,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1754,9 +1720,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1807,7 +1771,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1871,7 +1834,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1930,7 +1892,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1989,9 +1950,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
@@ -2082,6 +2041,99 @@ class Operations:
             auth="api",
         )
 
+    def get_audience_sections_profiles(
+        self,
+        section_discriminator: str,
+        *,
+        limit: int | None = None,
+        cursor: str | None = None,
+        keyspace: str | None = None,
+        key_prefix: str | None = None,
+        attribute: str | None = None,
+        value: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> ProfileList:
+        """List a section's profiles.
+
+        ``GET /audience/sections/{section_discriminator}/profiles``
+
+        The service's own route (its console browses profiles with it): the canonical profiles with data in the section, most recently updated first, a page at a time (`next_cursor`), with their keys and the values they show by attribute discriminator. `keyspace` and `key_prefix` keep the profiles with a key there that starts so; `attribute` and `value` those whose value of the attribute (its current version, not hidden) equals the value, read as the attribute's type.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1003` | Request body lacks expected fields |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            section_discriminator: Section discriminator
+            limit: At most this many profiles
+            cursor: The previous page's `next_cursor`: the page after it
+            keyspace: The keyspace `key_prefix` is searched in
+            key_prefix: Profiles with a key in `keyspace` that starts so
+            attribute: Profiles whose value of this attribute (its discriminator) is `value`
+            value: The attribute's value, written as text: a number, true or false
+        """
+        return cast(
+            "ProfileList",
+            self._request(
+                "GET",
+                "/audience/sections/{section_discriminator}/profiles",
+                path={"section_discriminator": section_discriminator},
+                query={"limit": limit, "cursor": cursor, "keyspace": keyspace, "key_prefix": key_prefix, "attribute": attribute, "value": value},
+                headers=headers,
+                auth="api",
+            ),
+        )
+
+    def get_audience_sections_profiles_growth(
+        self,
+        section_discriminator: str,
+        *,
+        days: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> ProfileGrowth:
+        """A section's profiles per day.
+
+        ``GET /audience/sections/{section_discriminator}/profiles/growth``
+
+        The service's own route (its console's overview charts it): for each of the last `days` UTC days, today last, the section's profiles created that day and all of them at its end. Deleted profiles are counted on no day; a merge cluster counts once, on its canonical profile's day.
+
+        **Errors** (problem documents; `GET /errors/{code}` explains a code):
+
+        | Status | Code | Title |
+        |---|---|---|
+        | 400 | `AUD-0` | Bad request |
+        | 400 | `AUD-1012` | NUL character in text |
+        | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1107` | Section access denied |
+        | 404 | `AUD-1102` | Section not found |
+        | 429 | `AUD-1002` | Rate limit reached |
+        | 503 | `AUD-2` | Service unavailable |
+
+        Args:
+            section_discriminator: Section discriminator
+            days: The last this many UTC days, today included
+        """
+        return cast(
+            "ProfileGrowth",
+            self._request(
+                "GET",
+                "/audience/sections/{section_discriminator}/profiles/growth",
+                path={"section_discriminator": section_discriminator},
+                query={"days": days},
+                headers=headers,
+                auth="api",
+            ),
+        )
+
     def get_v2_audience_keyspaces_profiles_sections_consents(
         self,
         keyspace_discriminator: str,
@@ -2104,9 +2156,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1602` | Consent state value unsupported |
         | 400 | `AUD-1607` | Channel ID not found |
@@ -2224,7 +2274,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -2272,9 +2321,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2313,9 +2360,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2417,9 +2462,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1607` | Channel ID not found |
         | 401 | `AUD-8` | Authorization failure |
@@ -2737,9 +2780,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1711` | Segment not found |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -2827,7 +2868,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -2869,9 +2909,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -3044,9 +3082,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -3635,9 +3671,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-9` | Access denied |
         | 403 | `AUD-1107` | Section access denied |
@@ -3684,9 +3718,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1903` | Export not found |
@@ -3729,9 +3761,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 403 | `AUD-1912` | Download URL expired |
         | 403 | `AUD-1913` | Download credentials missing or invalid |
         | 404 | `AUD-1903` | Export not found |
@@ -3775,9 +3805,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -3814,9 +3842,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1901` | Export in progress |
@@ -3859,9 +3885,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1903` | Export not found |
@@ -3963,9 +3987,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -4009,9 +4031,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -4048,7 +4068,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 503 | `AUD-2` | Service unavailable |
         """
@@ -4123,9 +4142,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4161,7 +4178,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4201,7 +4217,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4321,9 +4336,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4503,9 +4516,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4586,9 +4597,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4670,11 +4679,11 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
+        | 400 | `AUD-1205` | Invalid profile key |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1` | Resource not found |
         | 404 | `AUD-1110` | Account not found |
@@ -4707,9 +4716,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -4746,7 +4753,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4792,7 +4798,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4833,7 +4838,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4878,9 +4882,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 503 | `AUD-2` | Service unavailable |
 
@@ -4912,7 +4914,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 503 | `AUD-2` | Service unavailable |
         """
@@ -4944,7 +4945,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4989,9 +4989,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -5076,9 +5074,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -5117,7 +5113,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5160,7 +5155,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5211,7 +5205,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5262,9 +5255,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-2305` | Time window ends before it starts |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
@@ -5310,9 +5301,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -5354,7 +5343,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5443,10 +5431,7 @@ class Operations:
 
         | Status | Code | Title |
         |---|---|---|
-        | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -5520,9 +5505,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -5560,7 +5543,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5602,7 +5584,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5652,7 +5633,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5702,9 +5682,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-2305` | Time window ends before it starts |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -5749,9 +5727,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -5792,7 +5768,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5887,9 +5862,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5931,9 +5904,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -5978,9 +5949,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6026,9 +5995,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6072,9 +6039,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6116,9 +6081,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6163,9 +6126,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6211,9 +6172,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6256,9 +6215,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6297,9 +6254,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6340,9 +6295,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-2004` | Trigger type unsupported |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -6384,9 +6337,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6426,9 +6377,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6467,9 +6416,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6512,9 +6459,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6560,9 +6505,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -6607,9 +6550,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1110` | Account not found |
@@ -6700,9 +6641,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 404 | `AUD-2001` | Activity not found |
@@ -6794,7 +6733,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -6886,9 +6824,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-1110` | Account not found |
         | 503 | `AUD-2` | Service unavailable |
@@ -6926,7 +6862,6 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1004` | Malformed request body |
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
@@ -6969,9 +6904,7 @@ class Operations:
         | Status | Code | Title |
         |---|---|---|
         | 400 | `AUD-0` | Bad request |
-        | 400 | `AUD-1003` | Request body lacks expected fields |
         | 400 | `AUD-1012` | NUL character in text |
-        | 400 | `AUD-1013` | Lone surrogate in text |
         | 401 | `AUD-8` | Authorization failure |
         | 404 | `AUD-2103` | Outbox message not found |
         | 503 | `AUD-2` | Service unavailable |

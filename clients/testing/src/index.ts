@@ -45,7 +45,7 @@ export interface Fault {
 }
 
 /** A fault as the emulator keeps it. */
-export type AppliedFault = Fault & { id: number; times: number; remaining: number };
+export type AppliedFault = Fault & { id: number; times: number; remaining: number; namespace?: string };
 
 /** A request the emulator received, credentials masked. */
 export interface LoggedRequest {
@@ -62,6 +62,8 @@ export interface LoggedRequest {
   status: number;
   /** The fault that applied. */
   fault?: number;
+  /** The namespace whose credentials the request carried. */
+  namespace?: string;
 }
 
 /** A call the service made to a target outside it, with its answer (docs/emulator.md "Outbound calls"). */
@@ -79,6 +81,8 @@ export interface OutboundCall {
   answer: { status?: number; body?: string; error?: string };
   duration_ms: number;
   fault?: number;
+  /** The namespace the call was made for. */
+  namespace?: string;
 }
 
 /** An attempt of a webhook delivery (docs/emulator.md "Webhook deliveries"). */
@@ -99,6 +103,7 @@ export interface WebhookDelivery {
   answer: { status?: number; body?: string; error?: string };
   duration_ms: number;
   fault?: number;
+  namespace?: string;
 }
 
 /** A fault of outbound calls: refuse the connection, wait, or answer a status in the target's place. */
@@ -116,11 +121,20 @@ export interface OutboundFault {
 }
 
 /** An outbound fault as the emulator keeps it. */
-export type AppliedOutboundFault = OutboundFault & { id: number; times: number; remaining: number };
+export type AppliedOutboundFault = OutboundFault & { id: number; times: number; remaining: number; namespace?: string };
 
 /** The codes of the control API's refusals (docs/errors.md). */
 export type EmulatorProblemCode =
-  'AUD-0' | 'AUD-1' | 'AUD-1003' | 'AUD-2201' | 'AUD-2202' | 'AUD-2203' | 'AUD-2204' | 'AUD-2205' | (string & {});
+  | 'AUD-0'
+  | 'AUD-1'
+  | 'AUD-1003'
+  | 'AUD-2201'
+  | 'AUD-2202'
+  | 'AUD-2203'
+  | 'AUD-2204'
+  | 'AUD-2205'
+  | 'AUD-2208'
+  | (string & {});
 
 /** A refusal of the control API: its problem document's code, status and detail. */
 export class EmulatorError extends Error {
@@ -207,6 +221,13 @@ export interface EmulatorControl {
     list(): Promise<{ mode: JobsMode; items: QueuedJob[] }>;
     /** Runs one waiting job now, due or not. */
     runOne(jobId: string): Promise<void>;
+    /**
+     * Begins one waiting job and holds it before it reads its account (an import or an export is
+     * `in_progress` then) until `release(jobId)`, so that a poll loop sees queued, in_progress, done.
+     */
+    hold(jobId: string): Promise<void>;
+    /** Lets a held job go on; resolves once it ended. */
+    release(jobId: string): Promise<void>;
     /** `manual`: jobs wait until they are run; `automatic`: they run shortly after they are due. A reset brings back the start's. */
     setMode(mode: JobsMode): Promise<void>;
   };
@@ -251,6 +272,31 @@ export interface EmulatorControl {
   };
 }
 
+/**
+ * The control API of one namespace: its jobs, faults, request log, mail, outbound calls, webhook
+ * deliveries and limits. The clock, the jobs' mode, snapshots and the reset are the emulator's.
+ */
+export interface NamespaceControl extends Pick<
+  EmulatorControl,
+  'faults' | 'requests' | 'mail' | 'outbound' | 'webhooks' | 'limits'
+> {
+  jobs: Omit<EmulatorControl['jobs'], 'setMode'>;
+}
+
+/**
+ * A namespace (docs/emulator.md "Namespaces"): an account of the emulator's manifest and seed
+ * made for one test, with its own key, so that test workers share one emulator. Make one per test.
+ */
+export interface Namespace {
+  /** The namespace's id: its account's. */
+  id: string;
+  baseUrl: string;
+  account: EmulatorAccount;
+  control: NamespaceControl;
+  /** Fetches an access token of the namespace's account (each call a new one). */
+  token(): Promise<string>;
+}
+
 export interface Emulator {
   /** The address of the service, as clients call it. */
   baseUrl: string;
@@ -258,6 +304,8 @@ export interface Emulator {
   control: EmulatorControl;
   /** Fetches an access token of the ready account (each call a new one). */
   token(): Promise<string>;
+  /** A new namespace for one test (`createNamespace(baseUrl)` from a process that did not start the emulator). */
+  namespace(): Promise<Namespace>;
   stop(): Promise<void>;
 }
 
@@ -338,30 +386,66 @@ export async function startEmulator(options: StartOptions = {}): Promise<Emulato
     region: ready.region,
     adminToken: ready.admin_token,
   };
-  const call = controlClient(baseUrl);
   return {
     baseUrl,
     account,
-    control: call,
-    async token() {
-      const res = await fetch(`${baseUrl}/oauth/token`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          grant_type: 'client_credentials',
-          client_id: account.clientId,
-          client_secret: account.clientSecret,
-        }),
-      });
-      if (!res.ok) throw new EmulatorError('POST /oauth/token', res.status, await res.text());
-      return ((await res.json()) as { access_token: string }).access_token;
-    },
+    control: controlClient(baseUrl),
+    token: () => tokenOf(baseUrl, account),
+    namespace: () => createNamespace(baseUrl),
     stop: () => stopProcess(child),
+  };
+}
+
+async function tokenOf(baseUrl: string, account: EmulatorAccount): Promise<string> {
+  const res = await fetch(`${baseUrl}/oauth/token`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      grant_type: 'client_credentials',
+      client_id: account.clientId,
+      client_secret: account.clientSecret,
+    }),
+  });
+  if (!res.ok) throw new EmulatorError('POST /oauth/token', res.status, await res.text());
+  return ((await res.json()) as { access_token: string }).access_token;
+}
+
+/**
+ * A new namespace of the emulator at `baseUrl`: what each test of parallel workers makes, the
+ * emulator started once (a global setup) and its address passed to the workers.
+ */
+export async function createNamespace(baseUrl: string): Promise<Namespace> {
+  const res = await fetch(`${baseUrl}/_emulator/namespaces`, { method: 'POST' });
+  const text = await res.text();
+  if (!res.ok) throw new EmulatorError('POST /_emulator/namespaces', res.status, text);
+  const made = JSON.parse(text) as Record<string, string>;
+  const account: EmulatorAccount = {
+    accountId: made.account_id,
+    clientId: made.client_id,
+    clientSecret: made.client_secret,
+    vendor: made.vendor,
+    region: made.region,
+    adminToken: made.admin_token,
+  };
+  const { faults, requests, mail, outbound, webhooks, limits, jobs } = controlOf(baseUrl, made.namespace);
+  const { setMode: _, ...namespaceJobs } = jobs;
+  return {
+    id: made.namespace,
+    baseUrl,
+    account,
+    control: { faults, requests, mail, outbound, webhooks, limits, jobs: namespaceJobs },
+    token: () => tokenOf(baseUrl, account),
   };
 }
 
 /** A client of the control API of the emulator at `baseUrl` (one started otherwise: a container). */
 export function controlClient(baseUrl: string): EmulatorControl {
+  return controlOf(baseUrl);
+}
+
+/** The control API, its calls scoped to `namespace` when given. */
+function controlOf(baseUrl: string, namespace?: string): EmulatorControl {
+  const ns = { namespace };
   const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
     const res = await fetch(`${baseUrl}/_emulator${path}`, {
       method,
@@ -383,43 +467,53 @@ export function controlClient(baseUrl: string): EmulatorControl {
       advance: (seconds) => call('POST', '/clock/advance', { seconds }),
     },
     jobs: {
-      run: async () => (await call<{ jobs_run: number }>('POST', '/jobs/run')).jobs_run,
-      list: () => call('GET', '/jobs'),
+      run: async () => (await call<{ jobs_run: number }>('POST', `/jobs/run${queryOf(ns)}`)).jobs_run,
+      list: () => call('GET', `/jobs${queryOf(ns)}`),
       runOne: async (jobId) => {
-        await call('POST', `/jobs/${encodeURIComponent(jobId)}/run`);
+        await call('POST', `/jobs/${encodeURIComponent(jobId)}/run${queryOf(ns)}`);
+      },
+      hold: async (jobId) => {
+        await call('POST', `/jobs/${encodeURIComponent(jobId)}/run${queryOf(ns)}`, { hold: true });
+      },
+      release: async (jobId) => {
+        await call('POST', `/jobs/${encodeURIComponent(jobId)}/release`);
       },
       setMode: async (mode) => {
         await call('PUT', '/jobs', { mode });
       },
     },
     faults: {
-      add: (fault) => call('POST', '/faults', fault),
-      list: async () => (await call<{ items: AppliedFault[] }>('GET', '/faults')).items,
-      clear: () => call('DELETE', '/faults'),
+      add: (fault) => call('POST', '/faults', { ...fault, ...ns }),
+      list: async () => (await call<{ items: AppliedFault[] }>('GET', `/faults${queryOf(ns)}`)).items,
+      clear: () => call('DELETE', `/faults${queryOf(ns)}`),
     },
     requests: {
-      list: async (filter = {}) => (await call<{ items: LoggedRequest[] }>('GET', `/requests${queryOf(filter)}`)).items,
-      clear: () => call('DELETE', '/requests'),
+      list: async (filter = {}) =>
+        (await call<{ items: LoggedRequest[] }>('GET', `/requests${queryOf({ ...filter, ...ns })}`)).items,
+      clear: () => call('DELETE', `/requests${queryOf(ns)}`),
     },
     mail: {
-      list: async (filter = {}) => (await call<{ items: MailMessage[] }>('GET', `/mail${queryOf(filter)}`)).items,
+      list: async (filter = {}) =>
+        (await call<{ items: MailMessage[] }>('GET', `/mail${queryOf({ ...filter, ...ns })}`)).items,
     },
     outbound: {
-      list: async (filter = {}) => (await call<{ items: OutboundCall[] }>('GET', `/outbound${queryOf(filter)}`)).items,
-      clear: () => call('DELETE', '/outbound'),
+      list: async (filter = {}) =>
+        (await call<{ items: OutboundCall[] }>('GET', `/outbound${queryOf({ ...filter, ...ns })}`)).items,
+      clear: () => call('DELETE', `/outbound${queryOf(ns)}`),
       faults: {
-        add: (fault) => call('POST', '/outbound/faults', fault),
-        list: async () => (await call<{ items: AppliedOutboundFault[] }>('GET', '/outbound/faults')).items,
-        clear: () => call('DELETE', '/outbound/faults'),
+        add: (fault) => call('POST', '/outbound/faults', { ...fault, ...ns }),
+        list: async () =>
+          (await call<{ items: AppliedOutboundFault[] }>('GET', `/outbound/faults${queryOf(ns)}`)).items,
+        clear: () => call('DELETE', `/outbound/faults${queryOf(ns)}`),
       },
     },
     webhooks: {
       list: async (filter = {}) =>
-        (await call<{ items: WebhookDelivery[] }>('GET', `/webhooks${queryOf(filter)}`)).items,
+        (await call<{ items: WebhookDelivery[] }>('GET', `/webhooks${queryOf({ ...filter, ...ns })}`)).items,
     },
     limits: {
-      get: () => call('GET', '/limits'),
-      set: (limits) => call('PATCH', '/limits', limits),
+      get: () => call('GET', `/limits${queryOf(ns)}`),
+      set: (limits) => call('PATCH', `/limits${queryOf(ns)}`, limits),
     },
   };
 }

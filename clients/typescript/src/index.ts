@@ -19,12 +19,19 @@ type PathsWith<M extends Method> = {
 type RequiredKeys<T> = { [K in keyof T]-?: {} extends Pick<T, K> ? never : K }[keyof T];
 type InitArgs<Init> =
   RequiredKeys<Init> extends never ? [(Init & { [key: string]: unknown })?] : [Init & { [key: string]: unknown }];
+/**
+ * openapi-fetch types an answer read without `parseAs` as JSON, which maps a file's Blob to its
+ * JSON-like shape; the client reads such an answer as a Blob (byContentType), and types it so.
+ */
+type AsFile<T> = T extends { size: number; arrayBuffer: unknown; stream: unknown } ? Blob : T;
 /** The success answer of an operation: errors are thrown, so `data` is always there. */
 export type Answer<P extends keyof paths, M extends Method, Init> = {
-  data: Extract<
-    FetchResponse<paths[P][M] & Record<string | number, any>, Init, `${string}/${string}`>,
-    { data: unknown }
-  >['data'];
+  data: AsFile<
+    Extract<
+      FetchResponse<paths[P][M] & Record<string | number, any>, Init, `${string}/${string}`>,
+      { data: unknown }
+    >['data']
+  >;
   response: Response;
 };
 type Call<M extends Method> = <P extends PathsWith<M>, Init extends MaybeOptionalInit<paths[P], M>>(
@@ -159,6 +166,29 @@ async function throwProblem(response: Response, request: string): Promise<Respon
   throw new AudienceProblem((await response.json()) as ProblemDocument, request);
 }
 
+type RawCall = (
+  url: string,
+  init?: { parseAs?: string; [key: string]: unknown },
+) => Promise<{ data?: unknown; response: Response }>;
+
+/**
+ * openapi-fetch reads every answer as JSON unless `parseAs` says otherwise: a file (CSV, Excel,
+ * gzip), which the document types as a Blob, would fail to parse. Without `parseAs`, JSON answers
+ * are read as JSON and any other as a Blob; with it, as it says (`stream`, `text` …).
+ */
+function byContentType(call: RawCall): RawCall {
+  return async (url, init = {}) => {
+    if (init.parseAs !== undefined) return call(url, init);
+    const answer = await call(url, { ...init, parseAs: 'stream' });
+    // No body (204, HEAD), or an answer that is not a success (no data to read).
+    if (answer.data === undefined || answer.data === null) return answer;
+    if (!/[/+]json\b/.test(answer.response.headers.get('content-type') ?? ''))
+      return { ...answer, data: await answer.response.blob() };
+    const text = await answer.response.text();
+    return { ...answer, data: text ? JSON.parse(text) : undefined };
+  };
+}
+
 /** An import's status, as `GET /audience/sections/{s}/imports/{id}` answers it. */
 export type ImportStatus = components['schemas']['ImportStatus'];
 type ImportV2Body =
@@ -263,8 +293,10 @@ export function createAudienceClient(options: AudienceClientOptions): AudienceCl
   };
   const raw = createClient<paths>({ baseUrl, fetch: send });
   raw.use(auth);
-  // openapi-fetch's calls, typed without their error branch: the middleware throws every problem.
-  const api = raw as unknown as Api;
+  // openapi-fetch's calls, typed without their error branch: the middleware throws every problem;
+  // an answer read by its content type unless a call says how.
+  const methods = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
+  const api = Object.fromEntries(methods.map((m) => [m, byContentType(raw[m] as RawCall)])) as unknown as Api;
 
   const waitUntil = async <T>(poll: () => Promise<T | undefined>, what: string, wait: WaitOptions = {}) => {
     const deadline = now() + (wait.timeoutMs ?? 600_000);

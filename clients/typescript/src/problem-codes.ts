@@ -575,6 +575,10 @@ export const PROBLEM_CODES = {
     status: 504,
     title: 'Gateway timeout',
   },
+  'AUD-2208': {
+    status: 404,
+    title: 'Emulator namespace not found',
+  },
   'AUD-2301': {
     status: 404,
     title: 'Webhook endpoint not found',

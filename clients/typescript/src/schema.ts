@@ -17,7 +17,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getHealthz'];
@@ -45,7 +44,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getReadyz'];
@@ -73,7 +71,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getErrors'];
@@ -101,9 +98,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 404 | `AUD-1` | Resource not found |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -168,7 +163,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -198,7 +192,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 503 | `AUD-2` | Service unavailable |
      */
     get: operations['getWellKnownJwksJson'];
@@ -226,7 +219,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -256,7 +248,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -286,7 +277,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -316,9 +306,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -350,9 +338,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -408,9 +394,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -466,9 +450,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -500,9 +482,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -534,9 +514,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -568,7 +546,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 429 | `AUD-1002` | Rate limit reached |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -636,9 +613,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -724,9 +699,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1104` | Segment not found |
      *     | 404 | `AUD-1105` | Segment version not found |
@@ -803,7 +776,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -847,7 +819,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -931,9 +902,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -956,7 +925,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1043,9 +1011,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1072,7 +1038,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1113,9 +1078,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1142,7 +1105,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1185,9 +1147,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1230,7 +1190,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1279,7 +1238,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1329,7 +1287,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1376,9 +1333,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
@@ -1434,6 +1389,71 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/audience/sections/{section_discriminator}/profiles': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List a section's profiles
+     * @description The service's own route (its console browses profiles with it): the canonical profiles with data in the section, most recently updated first, a page at a time (`next_cursor`), with their keys and the values they show by attribute discriminator. `keyspace` and `key_prefix` keep the profiles with a key there that starts so; `attribute` and `value` those whose value of the attribute (its current version, not hidden) equals the value, read as the attribute's type.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1003` | Request body lacks expected fields |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceSectionsProfiles'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/audience/sections/{section_discriminator}/profiles/growth': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * A section's profiles per day
+     * @description The service's own route (its console's overview charts it): for each of the last `days` UTC days, today last, the section's profiles created that day and all of them at its end. Deleted profiles are counted on no day; a merge cluster counts once, on its canonical profile's day.
+     *
+     *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
+     *
+     *     | Status | Code | Title |
+     *     |---|---|---|
+     *     | 400 | `AUD-0` | Bad request |
+     *     | 400 | `AUD-1012` | NUL character in text |
+     *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1107` | Section access denied |
+     *     | 404 | `AUD-1102` | Section not found |
+     *     | 429 | `AUD-1002` | Rate limit reached |
+     *     | 503 | `AUD-2` | Service unavailable |
+     */
+    get: operations['getAudienceSectionsProfilesGrowth'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v2/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}/consents': {
     parameters: {
       query?: never;
@@ -1450,9 +1470,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1602` | Consent state value unsupported |
      *     | 400 | `AUD-1607` | Channel ID not found |
@@ -1534,7 +1552,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -1576,9 +1593,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1611,9 +1626,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1699,9 +1712,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -1970,9 +1981,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -2016,7 +2025,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -2051,9 +2059,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -2183,9 +2189,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -2730,9 +2734,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-9` | Access denied |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -2768,9 +2770,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1903` | Export not found |
@@ -2803,9 +2803,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 403 | `AUD-1912` | Download URL expired |
      *     | 403 | `AUD-1913` | Download credentials missing or invalid |
      *     | 404 | `AUD-1903` | Export not found |
@@ -2837,9 +2835,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -2870,9 +2866,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1901` | Export in progress |
@@ -2906,9 +2900,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1903` | Export not found |
@@ -2988,9 +2980,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3023,9 +3013,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -3059,7 +3047,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3110,9 +3097,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3129,7 +3114,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3152,7 +3136,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3249,9 +3232,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3391,9 +3372,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3443,9 +3422,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3500,11 +3477,11 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
+     *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1` | Resource not found |
      *     | 404 | `AUD-1110` | Account not found |
@@ -3534,9 +3511,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3552,7 +3527,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3590,7 +3564,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3625,7 +3598,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3658,9 +3630,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3689,7 +3659,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 503 | `AUD-2` | Service unavailable |
      */
@@ -3720,7 +3689,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3756,9 +3724,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3811,9 +3777,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -3831,7 +3795,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3855,7 +3818,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3891,7 +3853,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -3926,9 +3887,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-2305` | Time window ends before it starts |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
@@ -3960,9 +3919,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -3996,7 +3953,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4069,10 +4025,7 @@ export interface paths {
      *
      *     | Status | Code | Title |
      *     |---|---|---|
-     *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -4127,9 +4080,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4148,7 +4099,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4173,7 +4123,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4210,7 +4159,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4246,9 +4194,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-2305` | Time window ends before it starts |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -4281,9 +4227,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-2301` | Webhook endpoint not found |
@@ -4318,7 +4262,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -4394,9 +4337,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4428,9 +4369,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4463,9 +4402,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4498,9 +4435,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4533,9 +4468,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4567,9 +4500,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4602,9 +4533,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4637,9 +4566,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4672,9 +4599,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4706,9 +4631,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4741,9 +4664,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-2004` | Trigger type unsupported |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -4776,9 +4697,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4811,9 +4730,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4845,9 +4762,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4880,9 +4795,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4915,9 +4828,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -4950,9 +4861,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1110` | Account not found |
@@ -5008,9 +4917,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 404 | `AUD-2001` | Activity not found |
@@ -5054,7 +4961,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5129,9 +5035,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -5148,7 +5052,6 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1004` | Malformed request body |
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
@@ -5181,9 +5084,7 @@ export interface paths {
      *     | Status | Code | Title |
      *     |---|---|---|
      *     | 400 | `AUD-0` | Bad request |
-     *     | 400 | `AUD-1003` | Request body lacks expected fields |
      *     | 400 | `AUD-1012` | NUL character in text |
-     *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-2103` | Outbox message not found |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -5245,6 +5146,39 @@ export interface components {
       keyspace_discriminator: string;
       /** @description The profile key in that keyspace */
       profile_key: string;
+    };
+    /** ProfileList */
+    ProfileList: {
+      items: {
+        /** @description The keys of the profile's merge cluster, its export key last */
+        keys: components['schemas']['UniqueIdentifier'][];
+        /** @description The values it shows, by attribute discriminator (current versions, hidden attributes left out) */
+        attributes: {
+          [key: string]: unknown;
+        };
+        /**
+         * Format: date-time
+         * @description RFC 3339 date-time, UTC
+         */
+        updated_at: string;
+      }[];
+      /** @description The `cursor` of the next page; null on the last one */
+      next_cursor: string | null;
+    };
+    /** ProfileGrowth */
+    ProfileGrowth: {
+      /** @description One per day, oldest first */
+      items: {
+        /**
+         * Format: date
+         * @description A UTC day
+         */
+        day: string;
+        /** @description The section's profiles created that day */
+        new_profiles: number;
+        /** @description The section's profiles at the end of that day */
+        total_profiles: number;
+      }[];
     };
     /** Consent */
     Consent: {
@@ -7711,6 +7645,129 @@ export interface operations {
           [name: string]: unknown;
         };
         content?: never;
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAudienceSectionsProfiles: {
+    parameters: {
+      query: {
+        /**
+         * @description At most this many profiles
+         * @example 50
+         */
+        limit: number;
+        /**
+         * @description The previous page's `next_cursor`: the page after it
+         * @example Example
+         */
+        cursor?: string;
+        /**
+         * @description The keyspace `key_prefix` is searched in
+         * @example Example
+         */
+        keyspace?: string;
+        /**
+         * @description Profiles with a key in `keyspace` that starts so
+         * @example Example
+         */
+        key_prefix?: string;
+        /**
+         * @description Profiles whose value of this attribute (its discriminator) is `value`
+         * @example Example
+         */
+        attribute?: string;
+        /**
+         * @description The attribute's value, written as text: a number, true or false
+         * @example Example
+         */
+        value?: string;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description Section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "keys": [
+           *             {
+           *               "keyspace_discriminator": "com.vendor1.integrations.keyspaces.5f2b9c1e.shop",
+           *               "profile_key": "customer-4711"
+           *             }
+           *           ],
+           *           "attributes": {
+           *             "com.vendor1.attributes.user-created.city": {}
+           *           },
+           *           "updated_at": "2026-03-01T09:30:00Z"
+           *         }
+           *       ],
+           *       "next_cursor": "Example"
+           *     }
+           */
+          'application/json': components['schemas']['ProfileList'];
+        };
+      };
+      '4XX': components['responses']['Problem'];
+      '5XX': components['responses']['Problem'];
+    };
+  };
+  getAudienceSectionsProfilesGrowth: {
+    parameters: {
+      query: {
+        /**
+         * @description The last this many UTC days, today included
+         * @example 30
+         */
+        days: number;
+      };
+      header?: never;
+      path: {
+        /**
+         * @description Section discriminator
+         * @example com.vendor1.sections.user-created.shop
+         */
+        section_discriminator: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Default Response */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          /**
+           * @example {
+           *       "items": [
+           *         {
+           *           "day": "2026-03-01",
+           *           "new_profiles": 1,
+           *           "total_profiles": 128
+           *         }
+           *       ]
+           *     }
+           */
+          'application/json': components['schemas']['ProfileGrowth'];
+        };
       };
       '4XX': components['responses']['Problem'];
       '5XX': components['responses']['Problem'];

@@ -185,6 +185,14 @@ describe('the typed client', () => {
     });
     const blob: Blob = bytes;
     expect((await blob.text()).trim().split(/\r?\n/)[0]).toBe(header);
+    // Without a parse option, the file is read as what it is (a Blob), never as JSON.
+    const { data: unparsed, response } = await audience.api.GET('/v2/audience/profiles/reports/{report_id}', {
+      params: { path: { report_id: new URL(file.url).pathname.split('/').pop()! } },
+    });
+    expect(response.headers.get('content-type')).toMatch(/^text\/csv/);
+    expect(unparsed).toBeInstanceOf(Blob);
+    const typed: Blob | undefined = unparsed; // undefined: the 202 of an export in progress
+    expect((await typed!.text()).trim().split(/\r?\n/)[0]).toBe(header);
   });
 
   it('CONS-06 takes only the values the document lists: a misspelt consent type does not compile', async () => {

@@ -14,6 +14,10 @@ import { BODY_FAULTS, CONTROL_PREFIX, FAULT_STATUSES, type Emulator } from '../e
  * test tool on a throw-away database. Left out of the OpenAPI document, which describes the service.
  */
 
+/** A namespace: an account made for one test (docs/emulator.md "Namespaces"); its id is the account's. */
+const NamespaceId = Type.String({ pattern: '^[0-9]{1,18}$', description: 'A namespace (POST /_emulator/namespaces)' });
+const InNamespace = Type.Object({ namespace: Type.Optional(NamespaceId) }, { additionalProperties: false });
+
 const Clock = Type.Object({
   now: DateTime,
   frozen: Type.Boolean({ description: 'Whether the clock stands still' }),
@@ -22,6 +26,7 @@ const Clock = Type.Object({
 
 const FaultBody = Type.Object(
   {
+    namespace: Type.Optional(NamespaceId),
     path: Type.String({ minLength: 1, maxLength: 2000, description: 'A path; * stands for any characters' }),
     method: Type.Optional(Type.Union(['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].map((m) => Type.Literal(m)))),
     times: Type.Integer({ minimum: 1, maximum: 1_000_000, default: 1 }),
@@ -38,6 +43,7 @@ const FaultBody = Type.Object(
 
 const Fault = Type.Object({
   id: Type.Integer(),
+  namespace: Type.Optional(Type.String()),
   path: Type.String(),
   method: Type.Optional(Type.String()),
   times: Type.Integer(),
@@ -61,6 +67,7 @@ const LoggedRequest = Type.Object({
   body: Type.Optional(Type.Unknown()),
   status: Type.Integer({ description: '0 for a dropped connection' }),
   fault: Type.Optional(Type.Integer()),
+  namespace: Type.Optional(Type.String({ description: 'The namespace whose credentials the request carried' })),
 });
 
 const JobsMode = Type.Union([Type.Literal('automatic'), Type.Literal('manual')], {
@@ -80,6 +87,7 @@ const JobItem = Type.Object({
 
 const OutboundFaultBody = Type.Object(
   {
+    namespace: Type.Optional(NamespaceId),
     kind: Type.Optional(
       Type.String({ pattern: '^[a-z][a-z_]{0,39}$', description: 'callback, mail (any kind when absent)' }),
     ),
@@ -97,6 +105,7 @@ const OutboundFaultBody = Type.Object(
 
 const OutboundFault = Type.Object({
   id: Type.Integer(),
+  namespace: Type.Optional(Type.String()),
   kind: Type.Optional(Type.String()),
   target: Type.Optional(Type.String()),
   times: Type.Integer(),
@@ -122,6 +131,7 @@ const OutboundCall = Type.Object({
   }),
   duration_ms: Type.Integer(),
   fault: Type.Optional(Type.Integer()),
+  namespace: Type.Optional(Type.String({ description: 'The namespace the call was made for' })),
 });
 
 const WebhookDelivery = Type.Object({
@@ -137,6 +147,7 @@ const WebhookDelivery = Type.Object({
   answer: OutboundCall.properties.answer,
   duration_ms: Type.Integer(),
   fault: Type.Optional(Type.Integer()),
+  namespace: Type.Optional(Type.String()),
 });
 
 const MailMessage = Type.Object({
@@ -152,7 +163,18 @@ const MailMessage = Type.Object({
   unsubscribe: Type.Union([Type.String(), Type.Null()]),
 });
 
+const ReadyAccount = Type.Object({
+  account_id: Type.String(),
+  client_id: Type.String(),
+  client_secret: Type.String(),
+  vendor: Type.String(),
+  region: Type.String(),
+  admin_token: Type.String(),
+});
+
 const Limits = Type.Record(Type.String(), Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]));
+
+const JobParams = Type.Object({ job_id: Type.String({ pattern: '^[0-9]{1,18}$' }) });
 
 const SnapshotParams = Type.Object({ name: Type.String({ pattern: SNAPSHOT_NAME.source }) });
 
@@ -176,6 +198,17 @@ function control<
 export function emulatorRoutes(emulator: Emulator): OperationTable {
   // Read when a request comes: the account is made while the routes are built.
   const accountId = () => emulator.account.account_id;
+  /** A namespace the query or body names, known to the emulator (404 AUD-2208 otherwise). */
+  const known = <T extends string | undefined>(namespace: T): T => {
+    if (namespace !== undefined && !emulator.traffic.namespaces.has(namespace))
+      throw new Problem(
+        'AUD-2208',
+        `There is no namespace ${namespace}: POST /_emulator/namespaces makes one, and a reset removes them all`,
+      );
+    return namespace;
+  };
+  /** The account a namespaced call acts on: the namespace's, else the ready account's. */
+  const accountOf = (namespace: string | undefined) => known(namespace) ?? accountId();
   const clockNow = (jobsRun?: number) => ({
     now: new Date(emulator.clock.read()).toISOString(),
     frozen: emulator.clock.frozen,
@@ -188,17 +221,19 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       method: 'GET',
       path: '/account',
       summary: 'The ready account: its ids, its API key and the operator token',
-      response: {
-        200: Type.Object({
-          account_id: Type.String(),
-          client_id: Type.String(),
-          client_secret: Type.String(),
-          vendor: Type.String(),
-          region: Type.String(),
-          admin_token: Type.String(),
-        }),
-      },
+      response: { 200: ReadyAccount },
       handle: async () => emulator.account,
+    }),
+    control({
+      method: 'POST',
+      path: '/namespaces',
+      summary:
+        "A namespace for one test: an account of the ready account's manifest and seed, with its own key, request log, mail, outbound calls and faults",
+      response: { 201: Type.Object({ namespace: NamespaceId, ...ReadyAccount.properties }) },
+      handle: async () => {
+        const created = await emulator.createNamespace();
+        return { namespace: created.account_id, ...created };
+      },
     }),
     control({
       method: 'POST',
@@ -276,18 +311,20 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
     control({
       method: 'POST',
       path: '/jobs/run',
-      summary: 'Run every job due now (imports, exports, mail) until none is left',
+      summary: "Run every job due now (imports, exports, mail; a namespace's only, with one) until none is left",
+      query: InNamespace,
       response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
-      handle: async () => ({ jobs_run: await emulator.runJobs() }),
+      handle: async ({ query }) => ({ jobs_run: await emulator.runJobs(known(query.namespace)) }),
     }),
     control({
       method: 'GET',
       path: '/jobs',
       summary: 'The jobs of the queue (waiting, running, failed), oldest first, and whether they run by themselves',
+      query: InNamespace,
       response: { 200: Type.Object({ mode: JobsMode, items: Type.Array(JobItem) }) },
-      handle: async () => ({
+      handle: async ({ query }) => ({
         mode: emulator.jobsMode,
-        items: (await emulator.listJobs()).map((j) => ({
+        items: (await emulator.listJobs(known(query.namespace))).map((j) => ({
           job_id: j.job_id,
           kind: j.kind,
           state: j.state,
@@ -314,22 +351,49 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
     control({
       method: 'POST',
       path: '/jobs/:job_id/run',
-      summary: 'Run one waiting job now, due or not',
-      params: Type.Object({ job_id: Type.String({ pattern: '^[0-9]{1,18}$' }) }),
-      response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
-      handle: async ({ params }) => {
-        if (await emulator.runJob(params.job_id)) return { jobs_run: 1 };
-        const job = (await emulator.listJobs()).find((j) => j.job_id === params.job_id);
+      summary: 'Run one waiting job now, due or not; with hold, the job begins (in_progress) and waits until released',
+      params: JobParams,
+      query: InNamespace,
+      // A POST without a body runs the job through.
+      preValidation: async (request) => {
+        request.body ??= {};
+      },
+      body: Type.Object(
+        {
+          hold: Type.Optional(
+            Type.Boolean({ description: 'Begin the job and hold it before it reads its account, until released' }),
+          ),
+        },
+        { additionalProperties: false },
+      ),
+      response: { 200: Type.Object({ jobs_run: Type.Integer(), held: Type.Optional(Type.Boolean()) }) },
+      handle: async ({ params, query, body }) => {
+        const namespace = known(query.namespace);
+        if (await emulator.runJob(params.job_id, { namespace, hold: body.hold }))
+          return { jobs_run: 1, ...(body.hold ? { held: true } : {}) };
+        const job = (await emulator.listJobs(namespace)).find((j) => j.job_id === params.job_id);
         if (!job) throw new Problem('AUD-2204', `There is no job ${params.job_id}: GET /_emulator/jobs lists them`);
         throw new Problem('AUD-2205', `Job ${params.job_id} is ${job.state}, not waiting: it cannot be run`);
       },
     }),
     control({
+      method: 'POST',
+      path: '/jobs/:job_id/release',
+      summary: 'Let a held job go on; answers once it ended',
+      params: JobParams,
+      response: { 200: Type.Object({ jobs_run: Type.Integer() }) },
+      handle: async ({ params }) => {
+        if (await emulator.releaseJob(params.job_id)) return { jobs_run: 1 };
+        throw new Problem('AUD-2204', `No job ${params.job_id} is held: POST /_emulator/jobs/{job_id}/run holds one`);
+      },
+    }),
+    control({
       method: 'GET',
       path: '/faults',
-      summary: 'The faults still to apply',
+      summary: "The faults still to apply (a namespace's, with one)",
+      query: InNamespace,
       response: { 200: Type.Object({ items: Type.Array(Fault) }) },
-      handle: async () => ({ items: emulator.traffic.listFaults() }),
+      handle: async ({ query }) => ({ items: emulator.traffic.listFaults(known(query.namespace)) }),
     }),
     control({
       method: 'POST',
@@ -345,15 +409,17 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
             'AUD-2202',
             'A fault that drops the connection answers nothing: give drop alone, or status or body without it',
           );
+        known(body.namespace);
         return emulator.traffic.addFault(body);
       },
     }),
     control({
       method: 'DELETE',
       path: '/faults',
-      summary: 'Remove every fault',
+      summary: "Remove every fault (a namespace's, with one)",
+      query: InNamespace,
       response: { 204: Type.Null() },
-      handle: async () => emulator.traffic.clearFaults(),
+      handle: async ({ query }) => emulator.traffic.clearFaults(known(query.namespace)),
     }),
     control({
       method: 'GET',
@@ -361,6 +427,7 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       summary: 'The requests received (the control API excepted), oldest first, credentials masked',
       query: Type.Object(
         {
+          namespace: Type.Optional(NamespaceId),
           method: Type.Optional(Type.String({ maxLength: 10 })),
           path: Type.Optional(Type.String({ maxLength: 2000, description: 'A path; * stands for any characters' })),
           since: Type.Optional(DateTime),
@@ -370,14 +437,17 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         { additionalProperties: false },
       ),
       response: { 200: Type.Object({ items: Type.Array(LoggedRequest) }) },
-      handle: async ({ query }) => ({ items: emulator.traffic.listRequests(query) }),
+      handle: async ({ query }) => ({
+        items: emulator.traffic.listRequests({ ...query, namespace: known(query.namespace) }),
+      }),
     }),
     control({
       method: 'DELETE',
       path: '/requests',
-      summary: 'Forget the requests received',
+      summary: "Forget the requests received (a namespace's, with one)",
+      query: InNamespace,
       response: { 204: Type.Null() },
-      handle: async () => emulator.traffic.clearRequests(),
+      handle: async ({ query }) => emulator.traffic.clearRequests(known(query.namespace)),
     }),
     control({
       method: 'GET',
@@ -386,6 +456,7 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         'The outbound calls the service made (callbacks, mail, webhook deliveries), oldest first, with their bodies and answers',
       query: Type.Object(
         {
+          namespace: Type.Optional(NamespaceId),
           kind: Type.Optional(Type.String({ maxLength: 40 })),
           target: Type.Optional(Type.String({ maxLength: 2000, description: 'A target; * stands for any characters' })),
           after: Type.Optional(Type.Integer({ minimum: 0, description: 'Only calls of a greater id' })),
@@ -394,7 +465,7 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
         { additionalProperties: false },
       ),
       response: { 200: Type.Object({ items: Type.Array(OutboundCall) }) },
-      handle: async ({ query }) => ({ items: emulator.outbound.list(query) }),
+      handle: async ({ query }) => ({ items: emulator.outbound.list({ ...query, namespace: known(query.namespace) }) }),
     }),
     control({
       method: 'GET',
@@ -402,6 +473,7 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       summary: 'The webhook deliveries the service attempted, oldest first, with their headers, bodies and answers',
       query: Type.Object(
         {
+          namespace: Type.Optional(NamespaceId),
           url: Type.Optional(
             Type.String({ maxLength: 2000, description: 'An endpoint URL; * stands for any characters' }),
           ),
@@ -414,8 +486,15 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       response: { 200: Type.Object({ items: Type.Array(WebhookDelivery) }) },
       handle: async ({ query }) => ({
         items: emulator.outbound
-          .list({ kind: 'webhook', target: query.url, type: query.type, after: query.after, limit: query.limit })
-          .map(({ id, at, target, headers = {}, body, answer, duration_ms, fault }) => ({
+          .list({
+            namespace: known(query.namespace),
+            kind: 'webhook',
+            target: query.url,
+            type: query.type,
+            after: query.after,
+            limit: query.limit,
+          })
+          .map(({ id, at, target, headers = {}, body, answer, duration_ms, fault, namespace }) => ({
             id,
             at,
             url: target,
@@ -427,22 +506,25 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
             answer,
             duration_ms,
             ...(fault === undefined ? {} : { fault }),
+            ...(namespace === undefined ? {} : { namespace }),
           })),
       }),
     }),
     control({
       method: 'DELETE',
       path: '/outbound',
-      summary: 'Forget the outbound calls',
+      summary: "Forget the outbound calls (a namespace's, with one)",
+      query: InNamespace,
       response: { 204: Type.Null() },
-      handle: async () => emulator.outbound.clear(),
+      handle: async ({ query }) => emulator.outbound.clear(known(query.namespace)),
     }),
     control({
       method: 'GET',
       path: '/outbound/faults',
-      summary: 'The outbound faults still to apply',
+      summary: "The outbound faults still to apply (a namespace's, with one)",
+      query: InNamespace,
       response: { 200: Type.Object({ items: Type.Array(OutboundFault) }) },
-      handle: async () => ({ items: emulator.outbound.listFaults() }),
+      handle: async ({ query }) => ({ items: emulator.outbound.listFaults(known(query.namespace)) }),
     }),
     control({
       method: 'POST',
@@ -458,15 +540,17 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
           );
         if (body.status !== undefined && body.refuse)
           throw new Problem('AUD-2202', 'An outbound fault answers a status or refuses the connection, not both');
+        known(body.namespace);
         return emulator.outbound.addFault(body);
       },
     }),
     control({
       method: 'DELETE',
       path: '/outbound/faults',
-      summary: 'Remove every outbound fault',
+      summary: "Remove every outbound fault (a namespace's, with one)",
+      query: InNamespace,
       response: { 204: Type.Null() },
-      handle: async () => emulator.outbound.clearFaults(),
+      handle: async ({ query }) => emulator.outbound.clearFaults(known(query.namespace)),
     }),
     control({
       method: 'GET',
@@ -474,6 +558,7 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       summary: "The messages the ready account's transactional sends sent, newest first, with their links",
       query: Type.Object(
         {
+          namespace: Type.Optional(NamespaceId),
           to: Type.Optional(Type.String({ maxLength: 320, description: 'Only messages to this address' })),
           limit: Type.Integer({ minimum: 1, maximum: 1000, default: 100 }),
         },
@@ -481,7 +566,7 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
       ),
       response: { 200: Type.Object({ items: Type.Array(MailMessage) }) },
       handle: async ({ db, query }) => {
-        const messages = await readOutbox(db, accountId(), query.limit);
+        const messages = await readOutbox(db, accountOf(query.namespace), query.limit);
         const to = query.to?.toLowerCase();
         return { items: to ? messages.filter((m) => m.to.some((r) => r.toLowerCase() === to)) : messages };
       },
@@ -489,22 +574,24 @@ export function emulatorRoutes(emulator: Emulator): OperationTable {
     control({
       method: 'GET',
       path: '/limits',
-      summary: "The ready account's limits (null: lifted)",
+      summary: "The ready account's limits, or a namespace's (null: lifted)",
+      query: InNamespace,
       response: { 200: Limits },
-      handle: async ({ db }) => (await accounts.getAccount(db, accountId())).limits,
+      handle: async ({ db, query }) => (await accounts.getAccount(db, accountOf(query.namespace))).limits,
     }),
     control({
       method: 'PATCH',
       path: '/limits',
-      summary: "Change limits of the ready account (null lifts one); reset brings back the emulator's",
+      summary: "Change limits of the ready account or a namespace's (null lifts one); reset brings back the emulator's",
+      query: InNamespace,
       body: Type.Partial(
         Type.Object(Object.fromEntries(LIMIT_NAMES.map((n) => [n, Type.Union([Type.Integer(), Type.Null()])]))),
         { additionalProperties: false },
       ),
       response: { 200: Limits },
       transaction: true,
-      handle: async ({ db, services, body }) =>
-        (await accounts.updateAccount(db, services.feed, accountId(), { limits: body })).limits,
+      handle: async ({ db, services, body, query }) =>
+        (await accounts.updateAccount(db, services.feed, accountOf(query.namespace), { limits: body })).limits,
     }),
   ];
   // The address the emulator prints for its control API answers what is there.

@@ -1,5 +1,6 @@
 import { activitiesFollowProfiles } from '../../activities/events.ts';
 import * as attributes from '../../profiles/attributes.ts';
+import * as browse from '../../profiles/browse.ts';
 import * as events from '../../profiles/events.ts';
 import * as profiles from '../../profiles/profiles.ts';
 import {
@@ -10,12 +11,16 @@ import {
   CreateProfileParams,
   Events,
   EventsQuery,
+  Growth,
+  GrowthQuery,
   HistoryQuery,
   KeyUpdateQuery,
   Merge,
   MergeCluster,
   MergePatch,
   NewEvents,
+  ProfileList,
+  ProfileListQuery,
   ProfileParams,
   ProfileSectionParams,
   Switch,
@@ -28,6 +33,7 @@ import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/defin
 import { ENTRY_PROBLEMS } from '../../profiles/attributes.ts';
 import { IDENTIFIER_PROBLEMS, LOCATE_PROBLEMS, READ_ONLY_PROBLEMS } from '../../profiles/locate.ts';
 import { operation, type OperationTable } from '../operation.ts';
+import { SectionParams } from '../schemas/common.ts';
 import { NoContent } from '../schemas/problem.ts';
 
 const base = '/audience/keyspaces/:keyspace_discriminator/profiles/:profile_key/sections/:section_discriminator';
@@ -358,6 +364,33 @@ export const profilesRoutes: OperationTable = {
       transaction: true,
       bodyTooLarge,
       handle: ({ db, scope, params, body }) => events.addEvents(db, scope, params, body.items),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/sections/:section_discriminator/profiles',
+      summary: "List a section's profiles",
+      description:
+        "The service's own route (its console browses profiles with it): the canonical profiles with data in the section, most recently updated first, a page at a time (`next_cursor`), with their keys and the values they show by attribute discriminator. `keyspace` and `key_prefix` keep the profiles with a key there that starts so; `attribute` and `value` those whose value of the attribute (its current version, not hidden) equals the value, read as the attribute's type.",
+      errors: [...SECTION_PROBLEMS, 'AUD-0', 'AUD-1003'],
+      params: SectionParams,
+      query: ProfileListQuery,
+      response: { 200: ProfileList },
+      scope,
+      handle: ({ db, scope, params, query }) => browse.listProfiles(db, scope, params.section_discriminator, query),
+    }),
+    operation({
+      method: 'GET',
+      path: '/audience/sections/:section_discriminator/profiles/growth',
+      summary: "A section's profiles per day",
+      description:
+        "The service's own route (its console's overview charts it): for each of the last `days` UTC days, today last, the section's profiles created that day and all of them at its end. Deleted profiles are counted on no day; a merge cluster counts once, on its canonical profile's day.",
+      errors: [...SECTION_PROBLEMS],
+      params: SectionParams,
+      query: GrowthQuery,
+      response: { 200: Growth },
+      scope,
+      handle: ({ db, scope, params, query }) =>
+        browse.profileGrowth(db, scope, params.section_discriminator, query.days),
     }),
   ],
 };

@@ -8,7 +8,7 @@ import type { Queryable } from '../../store/pool.ts';
 
 /**
  * Marks profiles as written (once each until they are taken), and leaves the transaction's marks
- * for the count projections (projection_marks, migration 0030), in one statement.
+ * for the count projections (projection_marks, migration 0032), in one statement.
  */
 export async function insertProfileChanges(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
   await db.query(

@@ -77,6 +77,13 @@ export const PAGES = [
     load: () => import('./activities.js'),
   },
   {
+    path: '/webhooks',
+    title: 'Webhooks',
+    group: 'Integrations',
+    who: 'account',
+    load: () => import('./webhooks.js'),
+  },
+  {
     path: '/transactional',
     title: 'Transactional mail',
     group: 'Activities',

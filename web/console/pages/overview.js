@@ -1,9 +1,11 @@
 // The account at a glance, per section: its profiles and how many may be contacted on each
-// channel (the interface's count by consent over the section's topics), its last imports, the
-// account's last exports and the section's last email sends, each with its state.
+// channel (the interface's count by consent over the section's topics), their growth over the last
+// 30 days, its last imports, the account's last exports and the section's last email sends, each
+// with its state.
 import { useEffect, useState } from 'preact/hooks';
 import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
+import { Chart } from '../lib/marketing.js';
 import { ErrorNote, Link, Loaded, Page, plural, Table, useApi, useSection, when } from '../lib/ui.js';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -84,6 +86,28 @@ function Reach({ section, channels }) {
     </p>`;
 }
 
+/** The section's profiles on each of the last 30 days: those created that day, and all of them. */
+function Growth({ section }) {
+  const growth = useApi(path`/audience/sections/${section}/profiles/growth` + '?days=30');
+  return html`<${Loaded} state=${growth}>
+    ${(data) => {
+      const days = data.items;
+      const added = days.reduce((n, d) => n + d.new_profiles, 0);
+      return html`<p data-testid="growth-summary">
+          ${`${plural(added, 'new profile')} in the last 30 days, ${plural(days.at(-1).total_profiles, 'profile')} now.`}
+        </p>
+        <${Chart}
+          title="Profiles per day"
+          times=${days.map((d) => `${d.day}T00:00:00Z`)}
+          series=${[
+            { label: 'All profiles at the end of the day', values: days.map((d) => d.total_profiles) },
+            { label: 'New profiles that day', values: days.map((d) => d.new_profiles) },
+          ]}
+        />`;
+    }}
+  <//>`;
+}
+
 export default function Overview() {
   const { section, picker } = useSection();
   const channels = useApi('/audience/channels');
@@ -100,6 +124,8 @@ export default function Overview() {
           <//>`
         : null
     }
+    <h2>Growth, the last 30 days</h2>
+    ${section ? html`<${Growth} key=${section} section=${section} />` : null}
     <h2>Last imports</h2>
     <${Loaded} state=${imports}>
       ${(data) =>

@@ -5,7 +5,7 @@ import { html } from '../lib/html.js';
 import { ConfirmButton, ErrorNote, Link, Loaded, Page, Table, useAction, useApi, when } from '../lib/ui.js';
 
 /** A value as text: yes or no for true and false, JSON for anything else that is not a string. */
-const text = (value) =>
+export const text = (value) =>
   typeof value === 'string' ? value : typeof value === 'boolean' ? (value ? 'yes' : 'no') : JSON.stringify(value);
 
 /** Names by version id: the definition's name, and for an older version which one it is. */

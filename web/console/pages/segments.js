@@ -1,13 +1,26 @@
 // Segments: a builder of conditions by name, the AQL it writes in an editor with highlighting and
 // the parser's errors where it puts them (AQL typed there is read back into the builder where it
 // can be), the live count as one builds or types, the stored segment's 25-point trend as a chart,
-// save as a new segment (by its name) or as a stored segment's new version.
+// save as a new segment (by its name) or as a stored segment's new version, and a stored segment
+// made live (its members kept up to date, their entries and exits sent to webhooks) or stopped.
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { parseAql, writeAql } from '../lib/aql.js';
 import { api, path } from '../lib/api.js';
 import { html } from '../lib/html.js';
-import { Chart } from '../lib/marketing.js';
-import { ErrorNote, Field, Loaded, Notice, Page, useAction, useApi, useSection } from '../lib/ui.js';
+import { Chart, useEvery } from '../lib/marketing.js';
+import {
+  ConfirmButton,
+  ErrorNote,
+  Field,
+  Loaded,
+  Notice,
+  Page,
+  plural,
+  useAction,
+  useApi,
+  useSection,
+  when,
+} from '../lib/ui.js';
 import { Group, useDefinitions } from './segment-builder.js';
 
 /** The builder's reading of a query: its tree, or why the builder cannot show it. */
@@ -65,6 +78,53 @@ function Highlighted({ text, at }) {
 function samplingPoints() {
   const now = Date.now();
   return Array.from({ length: 25 }, (_, i) => new Date(now - (24 - i) * 86_400_000).toISOString());
+}
+
+/**
+ * Whether a stored segment is live, its size and since when; make it live (in the reader's time
+ * zone, for its time windows) or stop. The size is computed by a job after the segment is made
+ * live: asked again every second until it is there.
+ */
+function Live({ segment }) {
+  const url = path`/audience/segments/${segment.discriminator}/live`;
+  const state = useApi(url);
+  const pending = state.data?.live && state.data.size === null;
+  useEvery(1000, pending, state.reload);
+  const start = useAction(async () => {
+    await api('PUT', url, { time_zone: Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC' });
+    state.reload();
+  });
+  const stop = useAction(async () => {
+    await api('DELETE', url);
+    state.reload();
+  });
+  return html`<h2>Live</h2>
+    <${Loaded} state=${state}>
+      ${(live) =>
+        live.live
+          ? html`<p data-testid="live-state">
+                ${
+                  live.size === null
+                    ? 'Live: its members are being counted…'
+                    : `Live: ${plural(live.size, 'profile')} now, kept up to date by every write.`
+                }
+                <span class="muted small">
+                  ${' Live since '}${when(live.live_since)}${live.refreshed_at ? html`, brought up to date ${when(live.refreshed_at)}` : null}${`, time windows in ${live.time_zone}.`}
+                </span>
+              </p>
+              <${ConfirmButton}
+                label="Stop keeping it live"
+                question=${`Stop keeping ${segment.name} live? Its members and their recorded entries and exits are forgotten; it is counted on demand again.`}
+                disabled=${stop.busy}
+                onConfirm=${() => stop.run()}
+              />`
+          : html`<p data-testid="live-state" class="muted">
+                Not live: it is counted when asked. Live, its members are kept up to date by every write, and each entry
+                and exit is sent to the webhooks that ask for them.
+              </p>
+              <button type="button" disabled=${start.busy} onClick=${() => start.run()}>Make it live</button>`}
+    <//>
+    <${ErrorNote} error=${start.error || stop.error} />`;
 }
 
 export default function Segments() {
@@ -262,6 +322,7 @@ export default function Segments() {
             </div>
             <${ErrorNote} error=${save.error} />
             <${Notice}>${save.done ? `Saved as version ${segment.versions.length}.` : null}<//>
+            <${Live} key=${segment.discriminator} segment=${segment} />
             <h2>Trend of ${segment.name}, the last 25 days</h2>
             ${
               trend?.error

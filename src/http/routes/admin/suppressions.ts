@@ -36,7 +36,7 @@ export const adminSuppressionsRoutes: OperationTable = {
       path: '/admin/accounts/:account_id/suppressions/:channel_discriminator/:address',
       summary: 'Lift a suppression',
       description: "Takes an address off the channel's suppressions.",
-      errors: ['AUD-1'],
+      errors: ['AUD-1', 'AUD-1205'],
       params: Type.Object({ account_id: AccountId, channel_discriminator: Type.String(), address: Type.String() }),
       response: { 204: NoContent },
       scope: 'operator-account',
