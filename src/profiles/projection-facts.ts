@@ -11,23 +11,26 @@ import type { Queryable } from '../store/pool.ts';
 /**
  * The transaction's snapshot, as text (pg_snapshot): what the projection then knows; and, when
  * `since` is given, the profiles marked by writes that `since` did not see (and this snapshot
- * does): the marks of transactions from its xmin on that are not visible in it. One statement: a
- * count waits for it.
+ * does): the marks of transactions from its xmin on that are not visible in it; `pruned`: marks
+ * `since` did not see may have been pruned (projection_prunes), so the columns are read whole.
+ * One statement: a count waits for it.
  */
 export async function snapshotAndMarks(
   db: Queryable,
   accountId: string,
   since: string | null,
-): Promise<{ snapshot: string; marked: string[] }> {
-  const { rows } = await db.query<{ snapshot: string; marked: string[] | null }>(
+): Promise<{ snapshot: string; marked: string[]; pruned: boolean }> {
+  const { rows } = await db.query<{ snapshot: string; marked: string[] | null; pruned: boolean }>(
     `select pg_current_snapshot()::text as snapshot,
+       coalesce((select pruned_below > pg_snapshot_xmin($2::pg_snapshot) from projection_prunes
+         where account_id = $1::bigint), false) as pruned,
        case when $2::pg_snapshot is not null then array(
          select distinct profile_id::text from projection_marks
          where account_id = $1::bigint and xid >= pg_snapshot_xmin($2::pg_snapshot)
            and not pg_visible_in_snapshot(xid, $2::pg_snapshot)) end as marked`,
     [accountId, since],
   );
-  return { snapshot: rows[0].snapshot, marked: rows[0].marked ?? [] };
+  return { snapshot: rows[0].snapshot, marked: rows[0].marked ?? [], pruned: rows[0].pruned ?? false };
 }
 
 /** The canonical profiles of the account (all, or those among `ids`): the projection's slots. */

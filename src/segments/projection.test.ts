@@ -6,11 +6,14 @@
  */
 import fc from 'fast-check';
 import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHOP, serverWithPool, TestServer } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { accountScope } from '../services.ts';
+import type { Worker } from '../jobs/queue.ts';
 import { createPool } from '../store/pool.ts';
+import { startWorker } from '../worker/worker.ts';
+import { PRUNE_AFTER_MS, SWEEP_MS } from './live.ts';
 import { projectedCount } from './projection.ts';
 import { countProfilesMatching } from './queries.ts';
 import { countPlan } from './segments.ts';
@@ -56,6 +59,15 @@ let db: pg.Pool;
 serverWithPool({ env: { LOG_LEVEL: 'silent' } }, (s, d) => {
   server = s;
   db = d;
+});
+/** The worker runs jobs only when a test drains them (runDue), due by the test's clock. */
+let worker: Worker;
+beforeAll(async () => {
+  worker = await startWorker(server.services, (err) => console.error('job failed', err), { dueByClock: true });
+  worker.setTakesJobs(false);
+});
+afterAll(async () => {
+  await worker?.stop();
 });
 /** Pools whose projections are read whole at each step (a new pool has none). */
 const fresh: pg.Pool[] = [];
@@ -286,5 +298,44 @@ describe('counts from a projection', () => {
     expect(await count(`(${gt} && ${url})`)).toBeUndefined();
     // More significant digits than a double orders exactly.
     expect(await count(gt.replace('.gt(1)', '.gt(1.0000000000000002)'))).toBeUndefined();
+  });
+
+  it('are pruned by the live segments job; a projection older than the pruning reads its columns whole', async () => {
+    const a = await account();
+    await apply(a, { kind: 'create', key: 0 });
+    await apply(a, { kind: 'points', key: 0, value: 60 });
+    const body = { section_discriminator: S, segment: { timezone: TZ, segment_discriminator: segmentOf('rich') } };
+    const count = async () => {
+      const scope = await accountScope(server.services, a.accountId);
+      const { predicate, expression } = countPlan(scope, body);
+      const sql = await countProfilesMatching(db, predicate, null);
+      expect(await projectedCount(server.services.pool, scope, expression, TZ)).toBe(sql);
+      return sql;
+    };
+    expect(await count()).toBe(1);
+    // A write the kept projection has not seen; its mark is then pruned before the next count.
+    await apply(a, { kind: 'points', key: 0, value: 5 });
+    const marks = async () =>
+      Number(
+        (await db.query('select count(*) as n from projection_marks where account_id = $1::bigint', [a.accountId]))
+          .rows[0].n,
+      );
+    expect(await marks()).toBeGreaterThan(0);
+    await worker.runDue();
+    // Each sweep prunes what the horizon recorded by the one before leaves behind, once that is old enough.
+    while ((await marks()) > 0) {
+      server.clock.advance(PRUNE_AFTER_MS + SWEEP_MS);
+      await worker.runDue();
+    }
+    const { rows } = await db.query<{ pruned: boolean }>(
+      `select pruned_below > '0'::xid8 as pruned from projection_prunes where account_id = $1::bigint`,
+      [a.accountId],
+    );
+    expect(rows).toEqual([{ pruned: true }]);
+    a.token = await server.token(a);
+    expect(await count()).toBe(0);
+    // No marks left: no sweep of the account waits.
+    const waiting = await db.query('select 1 from jobs where account_id = $1::bigint', [a.accountId]);
+    expect(waiting.rowCount).toBe(0);
   });
 });

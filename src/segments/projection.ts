@@ -198,15 +198,17 @@ async function build(db: pg.PoolClient, scope: AccountScope, terms: (AttributeTe
 /**
  * Brings columns up to date with the writes their snapshot did not see: each marked profile loses
  * its slot, and the canonical profiles of the marked ones that still exist are read again, in
- * every column; columns the terms need and the projection lacks are read whole.
+ * every column; columns the terms need and the projection lacks are read whole. False when marks
+ * the snapshot did not see may have been pruned since (the columns are then read whole).
  */
 async function refresh(
   db: pg.PoolClient,
   scope: AccountScope,
   p: AccountProjection,
   terms: (AttributeTerm | EventTerm)[],
-): Promise<void> {
-  const { snapshot, marked } = await q.snapshotAndMarks(db, scope.accountId, p.snapshot);
+): Promise<boolean> {
+  const { snapshot, marked, pruned } = await q.snapshotAndMarks(db, scope.accountId, p.snapshot);
+  if (pruned) return false;
   if (marked.length > 0) {
     for (const id of marked) {
       const slot = p.slotOf.get(Number(id));
@@ -225,6 +227,7 @@ async function refresh(
   for (const t of terms)
     if (!p.columns.has(keyOf(t))) await fill(db, scope.accountId, p, p.newColumn(keyOf(t), t), null);
   p.snapshot = snapshot;
+  return true;
 }
 
 /** Per slot, whether a term holds (1) or not (0); undefined when the projection cannot tell (the count is SQL's). */
@@ -377,8 +380,7 @@ async function countNow(
     await client.query('begin isolation level repeatable read read only');
     let p = kept.get(scope.accountId);
     kept.delete(scope.accountId);
-    if (p && p.defs === scope.defs) await refresh(client, scope, p, terms);
-    else p = await build(client, scope, terms);
+    if (!p || p.defs !== scope.defs || !(await refresh(client, scope, p, terms))) p = await build(client, scope, terms);
     const m = await matches(client, scope, p, expression, timeZone);
     await client.query('commit');
     kept.set(scope.accountId, p);
