@@ -779,8 +779,10 @@ async function projectionCounts(
     global.gc?.();
     const heapBefore = process.memoryUsage();
     let started = performance.now();
-    const first = await projectedCount(pool, scope, plan.expression, TIME_ZONE);
+    const rssBeforeBuild = process.memoryUsage.rss();
+    const first = await projectedCount(pool, scope, plan.expression, TIME_ZONE, { wait: true });
     const buildMs = performance.now() - started;
+    const rssAfterBuild = process.memoryUsage.rss();
     global.gc?.();
     const heapAfter = process.memoryUsage();
     const again: number[] = [];
@@ -798,7 +800,7 @@ async function projectionCounts(
       `in this process at one instant: projection ${first} = SQL ${sql}; columns read whole in ${ms(buildMs)} ms, ` +
         `then counts of ${ms(median(again))} ms median, ${ms(Math.max(...again))} ms max (20 counts); the SQL count ${ms(sqlMs)} ms; ` +
         `the columns took ${mb(heapAfter.heapUsed + heapAfter.arrayBuffers - heapBefore.heapUsed - heapBefore.arrayBuffers)} MB of heap and array buffers` +
-        `${global.gc ? '' : ' (without --expose-gc: rough)'}`,
+        `${global.gc ? '' : ' (without --expose-gc: rough)'}; this process's RSS ${mb(rssBeforeBuild)} MB before the read, ${mb(rssAfterBuild)} MB after`,
     );
     return { counted, bareBefore, bareAfter, ratio: projected / baseline, buildMs, again, sqlMs };
   } finally {

@@ -35,12 +35,17 @@ export async function snapshotAndMarks(
 
 /** The canonical profiles of the account (all, or those among `ids`): the projection's slots. */
 export async function canonicalProfiles(db: Queryable, accountId: string, ids: string[] | null): Promise<string[]> {
-  const { rows } = await db.query<{ profile_id: string }>(
-    `select profile_id from profiles where account_id = $1::bigint and canonical_id is null
+  const { rows } = await db.query<string[]>({ ...canonicalProfilesStatement(accountId, ids), rowMode: 'array' });
+  return rows.map((r) => r[0]);
+}
+
+/** The statement of canonicalProfiles, rows of [profile_id], for reading them through a cursor. */
+export function canonicalProfilesStatement(accountId: string, ids: string[] | null) {
+  return {
+    text: `select profile_id from profiles where account_id = $1::bigint and canonical_id is null
        and ($2::bigint[] is null or profile_id = any($2::bigint[]))`,
-    [accountId, ids && idArray(ids)],
-  );
-  return rows.map((r) => r.profile_id);
+    values: [accountId, ids && idArray(ids)],
+  };
 }
 
 /** Each of `ids` that still exists, with its canonical profile (itself when it is one). */
@@ -59,7 +64,7 @@ export async function canonicalOf(
 
 /**
  * The number values of an attribute version in a section, as the profiles' rows show them (their
- * cluster's on a canonical profile), as text: all rows, or those of `ids`. Other JSON types are
+ * cluster's on a canonical profile), as text, rows of [profile_id, v]: all rows, or those of `ids`. Other JSON types are
  * left out: a number condition holds for none of them.
  */
 export async function numberValues(
@@ -67,20 +72,29 @@ export async function numberValues(
   accountId: string,
   column: { sectionId: string; versionId: string },
   ids: string[] | null,
-): Promise<{ profile_id: string; v: string }[]> {
-  const { rows } = await db.query<{ profile_id: string; v: string }>(
-    `select profile_id, v #>> '{}' as v from (
+): Promise<string[][]> {
+  return (await db.query<string[]>({ ...numberValuesStatement(accountId, column, ids), rowMode: 'array' })).rows;
+}
+
+/** The statement of numberValues, rows of [profile_id, v], for reading them through a cursor. */
+export function numberValuesStatement(
+  accountId: string,
+  column: { sectionId: string; versionId: string },
+  ids: string[] | null,
+) {
+  return {
+    text: `select profile_id, v #>> '{}' as v from (
        select profile_id, coalesce(cluster_attributes, attributes) -> $3::text as v from profile_sections
        where account_id = $1::bigint and section_id = $2::bigint and ($4::bigint[] is null or profile_id = any($4::bigint[]))
      ) x where jsonb_typeof(v) = 'number'`,
-    [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
-  );
-  return rows;
+    values: [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
+  };
 }
 
 /**
  * The first and last time of an event version over each canonical profile's cluster (the sums of
- * profile_event_summaries, migration 0021), in microseconds since 1970 as text: for all
+ * profile_event_summaries, migration 0021), in microseconds since 1970 as text, rows of
+ * [canonical, first, last]: for all
  * canonical profiles, or those of `ids`.
  */
 export async function eventSpans(
@@ -88,9 +102,18 @@ export async function eventSpans(
   accountId: string,
   column: { sectionId: string; versionId: string },
   ids: string[] | null,
-): Promise<{ canonical: string; first: string; last: string }[]> {
-  const { rows } = await db.query<{ canonical: string; first: string; last: string }>(
-    `select coalesce(m.canonical_id, s.profile_id) as canonical,
+): Promise<string[][]> {
+  return (await db.query<string[]>({ ...eventSpansStatement(accountId, column, ids), rowMode: 'array' })).rows;
+}
+
+/** The statement of eventSpans, rows of [canonical, first, last], for reading them through a cursor. */
+export function eventSpansStatement(
+  accountId: string,
+  column: { sectionId: string; versionId: string },
+  ids: string[] | null,
+) {
+  return {
+    text: `select coalesce(m.canonical_id, s.profile_id) as canonical,
        (extract(epoch from min(s.first_time)) * 1000000)::bigint::text as first,
        (extract(epoch from max(s.last_time)) * 1000000)::bigint::text as last
      from profile_event_summaries s
@@ -100,9 +123,8 @@ export async function eventSpans(
          select profile_id from profiles where account_id = $1::bigint
            and (profile_id = any($4::bigint[]) or canonical_id = any($4::bigint[]))))
      group by 1`,
-    [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
-  );
-  return rows;
+    values: [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
+  };
 }
 
 /** Which of the canonical profiles `ids` have an event of the version in [start, end], over their clusters. */
