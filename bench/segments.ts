@@ -51,11 +51,14 @@ import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { loadDefinitions } from '../src/definitions/definitions.ts';
-import { countSegment, segmentTrend } from '../src/segments/segments.ts';
+import { projectedCount } from '../src/segments/projection.ts';
+import { countProfilesMatching } from '../src/segments/queries.ts';
+import { countPlan, countSegment, segmentTrend, type CountRequest } from '../src/segments/segments.ts';
 import {
   DURATION_S,
   embeddedDatabaseUrl,
   log,
+  memoryOf,
   onCleanup,
   postgresCpuMs,
   printSetting,
@@ -670,8 +673,10 @@ async function cannon(autocannon: Autocannon, connections: number, options: Reco
  */
 function capture(rows: unknown[]): { pool: pg.Pool; statements: () => Statement[] } {
   const statements: Statement[] = [];
-  const query = async (text: string, values?: unknown[]) => {
-    if (!/^(begin|commit|rollback)$/.test(text)) statements.push({ text, values: values ?? [] });
+  // A statement comes as text and values, or as one object of both (countProfilesMatching).
+  const query = async (statement: string | Statement, values?: unknown[]) => {
+    const { text, values: bound } = typeof statement === 'string' ? { text: statement, values } : statement;
+    if (!/^(begin|commit|rollback)$/.test(text)) statements.push({ text, values: bound ?? [] });
     return { rows };
   };
   const client = { query, on: () => client, removeListener: () => client, release: () => {} };
@@ -705,6 +710,102 @@ function keyLines(plan: string[]): string[] {
       ),
     )
     .map((l) => l.replace(/\s+$/, ''));
+}
+
+/**
+ * Counts from the projection (docs/aql.md "Counts from a projection"), after the SQL counts: the
+ * bare scan of the account's Shop rows (the baseline), then one segment made live (loyalty >= 1000,
+ * no moving window: the account's writes are then marked, which the projection needs) and its
+ * membership computed, then the two-term count through the API (the warm-up reads the columns
+ * whole), then the bare scan again. Then, in this process at one instant, the projection's count
+ * against the SQL count (they must be equal), the time to read the columns whole and to count from
+ * them, and what the columns take of this process's memory.
+ */
+async function projectionCounts(
+  audience: Audience,
+  db: pg.Client,
+  url: string,
+  o: { countBody: CountRequest; liveDiscriminator: string; sectionId: string; sqlCount: number },
+) {
+  const bare = {
+    what: 'Shop rows (bare scan)',
+    text: 'select count(*) from profile_sections where account_id = $1 and section_id = $2',
+    values: [audience.accountId, o.sectionId],
+  };
+  const [bareBefore] = await floors(db, audience.dataDir, [bare]);
+  const livePath = `${audience.url}/audience/segments/${encodeURIComponent(o.liveDiscriminator)}/live`;
+  const made = await request(livePath, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${audience.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ time_zone: TIME_ZONE }),
+  });
+  if (made.status !== 200) throw new Error(`making ${o.liveDiscriminator} live: ${made.status} ${made.text}`);
+  const liveStarted = performance.now();
+  for (;;) {
+    const state = await request(livePath, { headers: { authorization: `Bearer ${audience.token}` } });
+    if (state.status === 200 && JSON.parse(state.text).size !== null) break;
+    if (performance.now() - liveStarted > QUERY_TIMEOUT_MS) throw new Error('the live segment was not computed');
+    await sleep(500);
+  }
+  log(`live segment computed in ${ms(performance.now() - liveStarted)} ms`);
+  const rssBefore = audience.pid === undefined ? undefined : await memoryOf(audience.pid);
+  const counted = await repeat(
+    'count, projection',
+    `${audience.url}/audience/profiles/reports/segments/count`,
+    audience.token,
+    o.countBody,
+    audience.dataDir,
+  );
+  const rssAfter = audience.pid === undefined ? undefined : await memoryOf(audience.pid);
+  const [bareAfter] = await floors(db, audience.dataDir, [bare]);
+  const baseline = median([bareBefore.ms, bareAfter.ms]);
+  const projected = median(counted.times);
+  log(
+    `count from the projection: median ${ms(projected)} ms (${counted.times.map(ms).join(', ')}), ${(counted.body as { profile_count: number }).profile_count} profiles (SQL: ${o.sqlCount}); ` +
+      `bare scan of the Shop rows ${ms(bareBefore.ms)} ms before, ${ms(bareAfter.ms)} ms after: ratio ${(projected / baseline).toFixed(3)} (aim <= 0.5); ` +
+      `server RSS ${rssBefore ? Math.round(rssBefore.rssKb / 1024) : '?'} MB before the columns, ${rssAfter ? Math.round(rssAfter.rssKb / 1024) : '?'} MB after`,
+  );
+  // The same count in this process at one instant: the projection's and SQL's.
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  try {
+    const scope: AccountScope = {
+      accountId: audience.accountId,
+      defs: await loadDefinitions(db, audience.accountId),
+      limits: {} as AccountScope['limits'],
+      secret: '',
+      now: new Date(),
+    };
+    const plan = countPlan(scope, o.countBody);
+    global.gc?.();
+    const heapBefore = process.memoryUsage();
+    let started = performance.now();
+    const rssBeforeBuild = process.memoryUsage.rss();
+    const first = await projectedCount(pool, scope, plan.expression, TIME_ZONE, { wait: true });
+    const buildMs = performance.now() - started;
+    const rssAfterBuild = process.memoryUsage.rss();
+    global.gc?.();
+    const heapAfter = process.memoryUsage();
+    const again: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      started = performance.now();
+      await projectedCount(pool, scope, plan.expression, TIME_ZONE);
+      again.push(performance.now() - started);
+    }
+    started = performance.now();
+    const sql = await countProfilesMatching(pool, plan.predicate, null);
+    const sqlMs = performance.now() - started;
+    if (first !== sql) throw new Error(`the projection counts ${first}, SQL ${sql}, at the same instant`);
+    const mb = (b: number) => (b / 1048576).toFixed(0);
+    log(
+      `in this process at one instant: projection ${first} = SQL ${sql}; columns read whole in ${ms(buildMs)} ms, ` +
+        `then counts of ${ms(median(again))} ms median, ${ms(Math.max(...again))} ms max (20 counts); the SQL count ${ms(sqlMs)} ms; ` +
+        `the columns took ${mb(heapAfter.heapUsed + heapAfter.arrayBuffers - heapBefore.heapUsed - heapBefore.arrayBuffers)} MB of heap and array buffers` +
+        `${global.gc ? '' : ' (without --expose-gc: rough)'}; this process's RSS ${mb(rssBeforeBuild)} MB before the read, ${mb(rssAfterBuild)} MB after`,
+    );
+    return { counted, bareBefore, bareAfter, ratio: projected / baseline, buildMs, again, sqlMs };
+  } finally {
+    await pool.end();
+  }
 }
 
 await runBench(DEADLINE_MS, async (autocannon) => {
@@ -791,6 +892,15 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     },
     audience.dataDir,
   );
+  const projection = await projectionCounts(audience, db, url, {
+    countBody: {
+      section_discriminator: ids.shop.discriminator,
+      segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] },
+    },
+    liveDiscriminator: segmentDiscriminators[1],
+    sectionId: ids.shop.id,
+    sqlCount: profileCount,
+  });
   const points = Array.from({ length: POINTS }, (_, i) =>
     new Date(Math.floor(Date.now() / 1000) * 1000 - (POINTS - 1 - i) * 14 * DAY).toISOString().replace('.000Z', 'Z'),
   );

@@ -123,6 +123,20 @@ export async function profilesChanged(tx: Queryable, scope: AccountScope, profil
 }
 
 /**
+ * Prunes the marks profilesChanged leaves for the count projections (src/segments/projection.ts),
+ * in the caller's transaction (the live segments job's): those of transactions older than the
+ * horizon recorded `afterMs` or more before the scope's time go, and a new horizon is recorded.
+ * Answers how many went (null: none due yet) and how many are left.
+ */
+export function pruneProjectionMarks(
+  tx: Queryable,
+  scope: AccountScope,
+  afterMs: number,
+): Promise<{ deleted: number | null; left: number }> {
+  return q.pruneProjectionMarks(tx, scope.accountId, scope.now, afterMs);
+}
+
+/**
  * Takes up to `limit` of the profiles marked by profilesChanged, in the caller's transaction,
  * each with its cluster's canonical profile now (null: deleted since).
  */

@@ -13,7 +13,7 @@ import {
 } from '../definitions/definitions.ts';
 import type { Job } from '../jobs/queue.ts';
 import { enqueueUnlessWaiting } from '../jobs/queue.ts';
-import { takeProfileChanges } from '../profiles/profiles.ts';
+import { pruneProjectionMarks, takeProfileChanges } from '../profiles/profiles.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { recordWebhookEvents } from '../webhooks/events.ts';
@@ -30,6 +30,11 @@ import { readableExpression, storedExpression } from './segments.ts';
 
 /** How often a live segment with a moving window is evaluated whole, so that members leave (and enter) as time passes. */
 export const SWEEP_MS = 60_000;
+/**
+ * How long the count projections' marks are kept at least (src/segments/projection.ts): a
+ * projection counted less often than this reads its columns whole again.
+ */
+export const PRUNE_AFTER_MS = 10 * 60_000;
 /** The marked profiles one run of the job takes; more run it again. */
 const CHANGES_PER_RUN = 5_000;
 
@@ -130,7 +135,8 @@ function movesWithTime(expression: Expression): boolean {
  * or time zone (no webhook events for a first computation: it is the membership's start); takes
  * the marked profiles and evaluates every live segment over them (their clusters' canonical
  * profiles now), recording and sending each entry and exit; with `sweep`, evaluates whole each
- * segment with a moving window, and schedules the next sweep.
+ * segment with a moving window, and schedules the next sweep; prunes the count projections'
+ * marks (pruneProjectionMarks), and schedules a sweep while marks are left.
  */
 export async function runLiveSegments(
   deps: { pool: pg.Pool; scopeOf: (accountId: string) => Promise<AccountScope> },
@@ -172,7 +178,9 @@ export async function runLiveSegments(
       await q.markLiveSegmentRefreshed(tx, accountId, segment.id, scope.now, whole);
     }
     if (changes.length === CHANGES_PER_RUN) await refreshLiveSegments(tx, accountId);
-    if (moving)
+    // The projections' marks are pruned here too, and swept again while any are left.
+    const marks = await pruneProjectionMarks(tx, scope, PRUNE_AFTER_MS);
+    if (moving || marks.left > 0)
       await enqueueUnlessWaiting(
         tx,
         accountId,

@@ -11,6 +11,7 @@ import { Problem, type ProblemCode } from '../core/problems.ts';
 import { locateWithFacts } from '../profiles/locate.ts';
 import type { UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
+import { projectedCount } from './projection.ts';
 import * as q from './queries.ts';
 import type { Definitions } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -205,20 +206,23 @@ export function chosenQuery(defs: Definitions, segment: SegmentChoice): { expres
 
 /** Profile in segment count (POST /audience/profiles/reports/segments/count): profiles matching now, all, known or unknown. */
 export async function countSegment(
-  db: Queryable,
+  pool: pg.Pool,
   scope: AccountScope,
   body: CountRequest,
 ): Promise<{ profile_count: number; live?: LiveAnswer }> {
-  const { predicate, known } = countPlan(scope, body);
+  const { predicate, known, expression } = countPlan(scope, body);
   const discriminator = body.segment.segment_discriminator;
   const membership =
-    discriminator === undefined ? undefined : await readableMembership(db, scope, discriminator, body.segment.timezone);
+    discriminator === undefined
+      ? undefined
+      : await readableMembership(pool, scope, discriminator, body.segment.timezone);
   if (membership)
     return {
-      profile_count: await q.countMembers(db, scope.accountId, membership.segmentId, known),
+      profile_count: await q.countMembers(pool, scope.accountId, membership.segmentId, known),
       live: liveAnswer(membership),
     };
-  return { profile_count: await q.countProfilesMatching(db, predicate, known) };
+  const projected = known ? undefined : await projectedCount(pool, scope, expression, body.segment.timezone);
+  return { profile_count: projected ?? (await q.countProfilesMatching(pool, predicate, known)) };
 }
 
 /** What a count or trend read from a live segment's membership says of it (docs/aql.md "Live segments"). */
@@ -242,7 +246,11 @@ export interface CountRequest {
 export function countPlan(
   scope: AccountScope,
   body: CountRequest,
-): { predicate: q.CountPredicate; known: { keyspaceIds: string[]; wanted: boolean } | null } {
+): {
+  predicate: q.CountPredicate;
+  known: { keyspaceIds: string[]; wanted: boolean } | null;
+  expression: Expression;
+} {
   sectionOf(scope, body.section_discriminator);
   const timeZone = checkTimeZone(body.segment.timezone, 'segment.timezone');
   const expression = requireReadable(scope, chosenQuery(scope.defs, body.segment), 'segment');
@@ -263,7 +271,7 @@ export function countPlan(
     body.known_profiles === undefined || body.known_profiles === null
       ? null
       : { keyspaceIds: knownKeyspaceIds(scope.defs), wanted: body.known_profiles };
-  return { predicate: { account, text, simple, values: values.values }, known };
+  return { predicate: { account, text, simple, values: values.values }, known, expression };
 }
 
 /**

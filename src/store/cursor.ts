@@ -22,12 +22,7 @@ export async function* cursorRows(
     // than its first tenth (a cursor's default: nested loops of index probes per row, where hash
     // joins and a sort cost the email event export a third less), with room for that sort.
     if (options.whole) await client.query(`set local cursor_tuple_fraction = 1; set local work_mem = '64MB'`);
-    await client.query({ text: `declare rows no scroll cursor for ${statement.text}`, values: statement.values });
-    for (;;) {
-      const { rows } = await client.query<unknown[]>({ text: `fetch ${batch} from rows`, rowMode: 'array' });
-      yield* rows;
-      if (rows.length < batch) break;
-    }
+    for await (const rows of cursorBatches(client, statement, batch)) yield* rows;
     await client.query('commit');
     done = true;
   } finally {
@@ -36,3 +31,24 @@ export async function* cursorRows(
     release();
   }
 }
+
+/**
+ * The rows of a statement as arrays of cells, `batch` at a time, through a cursor in the caller's
+ * transaction (so in its snapshot): a result of any size passes through memory a batch at a time.
+ * Stopping early leaves the cursor open until the transaction ends.
+ */
+export async function* cursorBatches(
+  client: pg.PoolClient,
+  statement: { text: string; values: unknown[] },
+  batch: number,
+): AsyncGenerator<unknown[][]> {
+  const name = `rows_${++cursors}`;
+  await client.query({ text: `declare ${name} no scroll cursor for ${statement.text}`, values: statement.values });
+  for (;;) {
+    const { rows } = await client.query<unknown[]>({ text: `fetch ${batch} from ${name}`, rowMode: 'array' });
+    if (rows.length > 0) yield rows;
+    if (rows.length < batch) break;
+  }
+  await client.query(`close ${name}`);
+}
+let cursors = 0;

@@ -103,7 +103,7 @@ export const segmentsRoutes: OperationTable = {
       body: SegmentCount,
       response: { 200: ProfileCount },
       scope: 'account',
-      handle: ({ db, scope, body }) => segments.countSegment(db, scope, body),
+      handle: ({ services, scope, body }) => segments.countSegment(services.pool, scope, body),
     }),
     operation({
       method: 'PUT',

@@ -6,13 +6,63 @@
 import { idArray } from '../../store/arrays.ts';
 import type { Queryable } from '../../store/pool.ts';
 
-/** Marks profiles as written (once each until they are taken). */
+/**
+ * Marks profiles as written (once each until they are taken), and leaves the transaction's marks
+ * for the count projections (projection_marks, migration 0032), in one statement.
+ */
 export async function insertProfileChanges(db: Queryable, accountId: string, profileIds: string[]): Promise<void> {
   await db.query(
-    `insert into profile_changes (account_id, profile_id)
+    `with projected as (
+       insert into projection_marks (account_id, profile_id)
+       select $1::bigint, id from unnest($2::bigint[]) as id on conflict do nothing
+     )
+     insert into profile_changes (account_id, profile_id)
      select $1::bigint, id from unnest($2::bigint[]) as id on conflict do nothing`,
     [accountId, idArray(profileIds)],
   );
+}
+
+/**
+ * Prunes the account's projection marks (projection_prunes, migration 0032): when the horizon
+ * recorded by the last pruning is at least `after` old at `now`, deletes the marks of transactions
+ * before it and records the xmin of the caller's snapshot as the next one; the first time, only
+ * records. Answers how many marks were deleted (null: not yet due) and how many are left.
+ */
+export async function pruneProjectionMarks(
+  db: Queryable,
+  accountId: string,
+  now: Date,
+  afterMs: number,
+): Promise<{ deleted: number | null; left: number }> {
+  const { rows } = await db.query<{ horizon: string | null }>(
+    `with prior as (
+       select next_below from projection_prunes
+       where account_id = $1::bigint and recorded_at <= $2::timestamptz - make_interval(secs => $3::float8 / 1000)
+     ), recorded as (
+       insert into projection_prunes as p (account_id, pruned_below, next_below, recorded_at)
+       values ($1::bigint, '0'::xid8, pg_snapshot_xmin(pg_current_snapshot()), $2::timestamptz)
+       on conflict (account_id) do update set pruned_below = p.next_below,
+         next_below = excluded.next_below, recorded_at = excluded.recorded_at
+         where p.recorded_at <= $2::timestamptz - make_interval(secs => $3::float8 / 1000)
+     )
+     select (select next_below::text from prior) as horizon`,
+    [accountId, now, afterMs],
+  );
+  const horizon = rows[0].horizon;
+  let deleted: number | null = null;
+  if (horizon !== null)
+    deleted =
+      (
+        await db.query('delete from projection_marks where account_id = $1::bigint and xid < $2::xid8', [
+          accountId,
+          horizon,
+        ])
+      ).rowCount ?? 0;
+  const left = await db.query<{ n: string }>(
+    'select count(*) as n from projection_marks where account_id = $1::bigint',
+    [accountId],
+  );
+  return { deleted, left: Number(left.rows[0].n) };
 }
 
 /**

@@ -229,4 +229,6 @@ export async function deleteAccountRows(db: Queryable, accountId: string): Promi
   await db.query('delete from locked_identities where account_id = $1::bigint', [accountId]);
   await db.query('delete from profiles where account_id = $1::bigint', [accountId]);
   await db.query('delete from profile_changes where account_id = $1::bigint', [accountId]);
+  await db.query('delete from projection_marks where account_id = $1::bigint', [accountId]);
+  await db.query('delete from projection_prunes where account_id = $1::bigint', [accountId]);
 }

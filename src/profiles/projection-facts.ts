@@ -1,0 +1,146 @@
+/**
+ * What the segments' count projection (src/segments/projection.ts) reads of the profiles: the
+ * canonical profiles, their section values and their event sums, whole or for some of them, and
+ * the marks of the writes it has not seen (projection_marks, migration 0032, written with
+ * profile_changes: queries/changes.ts). Each runs in the projection's repeatable read transaction,
+ * so that all of them see one snapshot.
+ */
+import { idArray } from '../store/arrays.ts';
+import type { Queryable } from '../store/pool.ts';
+
+/**
+ * The transaction's snapshot, as text (pg_snapshot): what the projection then knows; and, when
+ * `since` is given, the profiles marked by writes that `since` did not see (and this snapshot
+ * does): the marks of transactions from its xmin on that are not visible in it; `pruned`: marks
+ * `since` did not see may have been pruned (projection_prunes), so the columns are read whole.
+ * One statement: a count waits for it.
+ */
+export async function snapshotAndMarks(
+  db: Queryable,
+  accountId: string,
+  since: string | null,
+): Promise<{ snapshot: string; marked: string[]; pruned: boolean }> {
+  const { rows } = await db.query<{ snapshot: string; marked: string[] | null; pruned: boolean }>(
+    `select pg_current_snapshot()::text as snapshot,
+       coalesce((select pruned_below > pg_snapshot_xmin($2::pg_snapshot) from projection_prunes
+         where account_id = $1::bigint), false) as pruned,
+       case when $2::pg_snapshot is not null then array(
+         select distinct profile_id::text from projection_marks
+         where account_id = $1::bigint and xid >= pg_snapshot_xmin($2::pg_snapshot)
+           and not pg_visible_in_snapshot(xid, $2::pg_snapshot)) end as marked`,
+    [accountId, since],
+  );
+  return { snapshot: rows[0].snapshot, marked: rows[0].marked ?? [], pruned: rows[0].pruned ?? false };
+}
+
+/** The canonical profiles of the account (all, or those among `ids`): the projection's slots. */
+export async function canonicalProfiles(db: Queryable, accountId: string, ids: string[] | null): Promise<string[]> {
+  const { rows } = await db.query<string[]>({ ...canonicalProfilesStatement(accountId, ids), rowMode: 'array' });
+  return rows.map((r) => r[0]);
+}
+
+/** The statement of canonicalProfiles, rows of [profile_id], for reading them through a cursor. */
+export function canonicalProfilesStatement(accountId: string, ids: string[] | null) {
+  return {
+    text: `select profile_id from profiles where account_id = $1::bigint and canonical_id is null
+       and ($2::bigint[] is null or profile_id = any($2::bigint[]))`,
+    values: [accountId, ids && idArray(ids)],
+  };
+}
+
+/** Each of `ids` that still exists, with its canonical profile (itself when it is one). */
+export async function canonicalOf(
+  db: Queryable,
+  accountId: string,
+  ids: string[],
+): Promise<{ profile_id: string; canonical: string }[]> {
+  const { rows } = await db.query<{ profile_id: string; canonical: string }>(
+    `select profile_id, coalesce(canonical_id, profile_id) as canonical from profiles
+     where account_id = $1::bigint and profile_id = any($2::bigint[])`,
+    [accountId, idArray(ids)],
+  );
+  return rows;
+}
+
+/**
+ * The number values of an attribute version in a section, as the profiles' rows show them (their
+ * cluster's on a canonical profile), as text, rows of [profile_id, v]: all rows, or those of `ids`. Other JSON types are
+ * left out: a number condition holds for none of them.
+ */
+export async function numberValues(
+  db: Queryable,
+  accountId: string,
+  column: { sectionId: string; versionId: string },
+  ids: string[] | null,
+): Promise<string[][]> {
+  return (await db.query<string[]>({ ...numberValuesStatement(accountId, column, ids), rowMode: 'array' })).rows;
+}
+
+/** The statement of numberValues, rows of [profile_id, v], for reading them through a cursor. */
+export function numberValuesStatement(
+  accountId: string,
+  column: { sectionId: string; versionId: string },
+  ids: string[] | null,
+) {
+  return {
+    text: `select profile_id, v #>> '{}' as v from (
+       select profile_id, coalesce(cluster_attributes, attributes) -> $3::text as v from profile_sections
+       where account_id = $1::bigint and section_id = $2::bigint and ($4::bigint[] is null or profile_id = any($4::bigint[]))
+     ) x where jsonb_typeof(v) = 'number'`,
+    values: [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
+  };
+}
+
+/**
+ * The first and last time of an event version over each canonical profile's cluster (the sums of
+ * profile_event_summaries, migration 0021), in microseconds since 1970 as text, rows of
+ * [canonical, first, last]: for all
+ * canonical profiles, or those of `ids`.
+ */
+export async function eventSpans(
+  db: Queryable,
+  accountId: string,
+  column: { sectionId: string; versionId: string },
+  ids: string[] | null,
+): Promise<string[][]> {
+  return (await db.query<string[]>({ ...eventSpansStatement(accountId, column, ids), rowMode: 'array' })).rows;
+}
+
+/** The statement of eventSpans, rows of [canonical, first, last], for reading them through a cursor. */
+export function eventSpansStatement(
+  accountId: string,
+  column: { sectionId: string; versionId: string },
+  ids: string[] | null,
+) {
+  return {
+    text: `select coalesce(m.canonical_id, s.profile_id) as canonical,
+       (extract(epoch from min(s.first_time)) * 1000000)::bigint::text as first,
+       (extract(epoch from max(s.last_time)) * 1000000)::bigint::text as last
+     from profile_event_summaries s
+     left join profiles m on m.account_id = s.account_id and m.profile_id = s.profile_id and m.canonical_id is not null
+     where s.account_id = $1::bigint and s.section_id = $2::bigint and s.version_id = $3::bigint
+       and ($4::bigint[] is null or s.profile_id in (
+         select profile_id from profiles where account_id = $1::bigint
+           and (profile_id = any($4::bigint[]) or canonical_id = any($4::bigint[]))))
+     group by 1`,
+    values: [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
+  };
+}
+
+/** Which of the canonical profiles `ids` have an event of the version in [start, end], over their clusters. */
+export async function withEventBetween(
+  db: Queryable,
+  accountId: string,
+  term: { sectionId: string; versionId: string; start: string; end: string },
+  ids: string[],
+): Promise<string[]> {
+  const { rows } = await db.query<{ canonical: string }>(
+    `select distinct coalesce(m.canonical_id, m.profile_id) as canonical
+     from profiles m join profile_events e on e.account_id = m.account_id and e.profile_id = m.profile_id
+     where m.account_id = $1::bigint and (m.profile_id = any($6::bigint[]) or m.canonical_id = any($6::bigint[]))
+       and e.section_id = $2::bigint and e.version_id = $3::bigint
+       and e.event_time >= $4::timestamptz and e.event_time <= $5::timestamptz`,
+    [accountId, term.sectionId, term.versionId, term.start, term.end, idArray(ids)],
+  );
+  return rows.map((r) => r.canonical);
+}

@@ -1,0 +1,361 @@
+/**
+ * Counts from a projection (docs/aql.md "Counts from a projection"): the count the projection
+ * answers equals the SQL count and the in-memory evaluator's, under random interleavings of
+ * attribute and event writes (future events among them), merges, unmerges, deletes and clock
+ * moves, in one process's columns brought up to date step by step and in columns read whole.
+ */
+import fc from 'fast-check';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SHOP, serverWithPool, TestServer } from '../../test/app.ts';
+import type { Manifest } from '../definitions/schemas.ts';
+import { accountScope } from '../services.ts';
+import type { Worker } from '../jobs/queue.ts';
+import { createPool } from '../store/pool.ts';
+import { startWorker } from '../worker/worker.ts';
+import { PRUNE_AFTER_MS, SWEEP_MS } from './live.ts';
+import { projectedCount } from './projection.ts';
+import { countProfilesMatching } from './queries.ts';
+import { countPlan } from './segments.ts';
+
+const V = 'com.vendor1';
+const S = `${V}.sections.user-created.shop`;
+const EMAIL = `${V}.keyspaces.email`;
+const POINTS = `${V}.attributes.user-created.points`;
+const PAGE_VIEW = `${V}.events.page-view`;
+const HOUR = 3_600_000;
+const KEYS = ['a@x.io', 'b@x.io', 'c@x.io', 'd@x.io', 'e@x.io'];
+const TZ = 'Europe/Berlin';
+
+const points = `section({section}).attribute({attribute:${POINTS}@2})`;
+const view = `section({section}).event({event:${PAGE_VIEW}@1})`;
+/** The counted segments: every comparison, windows that move, with and without a window, under && and ||. */
+const SEGMENTS: Record<string, string> = {
+  rich: `${points}.gt(50)`,
+  poor: `${points}.lte(20.5)`,
+  exactly: `${points}.eq(60)`,
+  other: `${points}.neq(60)`,
+  low: `${points}.lt(60)`,
+  high: `${points}.gte(60)`,
+  recent: `${view}.inLast("events.day", 0, 2)`,
+  hour: `${view}.inLast("events.hour", 0, 30)`,
+  both: `(${points}.gt(10) && ${view})`,
+  either: `(${points}.gte(100) || ${view}.inLast("events.hour", 0, 30))`,
+  bench: `(${points}.gt(50) && ${view}.inLast("events.day", 0, 2))`,
+};
+/** Counts that wait for the columns read whole rather than leave the first ones to SQL. */
+const WAIT = { wait: true };
+const segmentOf = (name: string) => `${V}.segments.user-created.${name}`;
+
+/** A live segment: the account's writes then leave marks, which the projection needs. */
+const MANIFEST: Manifest = {
+  ...SHOP,
+  segments: [
+    { name: 'marked', section: S, versions: [{ query: `${points}.gt(1000)` }] },
+    ...Object.entries(SEGMENTS).map(([name, query]) => ({ name, section: S, versions: [{ query }] })),
+  ],
+};
+
+let server: TestServer;
+let db: pg.Pool;
+serverWithPool({ env: { LOG_LEVEL: 'silent' } }, (s, d) => {
+  server = s;
+  db = d;
+});
+/** The worker runs jobs only when a test drains them (runDue), due by the test's clock. */
+let worker: Worker;
+beforeAll(async () => {
+  worker = await startWorker(server.services, (err) => console.error('job failed', err), { dueByClock: true });
+  worker.setTakesJobs(false);
+});
+afterAll(async () => {
+  await worker?.stop();
+});
+/** Pools whose projections are read whole at each step (a new pool has none). */
+const fresh: pg.Pool[] = [];
+afterAll(async () => {
+  await Promise.all(fresh.map((p) => p.end()));
+});
+
+const enc = encodeURIComponent;
+const profile = (key: string) => `/audience/keyspaces/${EMAIL}/profiles/${enc(key)}/sections/${S}`;
+const ref = (key: string) => ({ keyspace_discriminator: EMAIL, profile_key: key });
+
+interface Account {
+  accountId: string;
+  clientId: string;
+  clientSecret: string;
+  token: string;
+}
+
+async function account(): Promise<Account> {
+  const a = await server.login(MANIFEST, {
+    requests_per_second: null,
+    token_requests_per_minute: null,
+    profile_key_operations_per_second: null,
+    profile_export_requests_per_second: null,
+  });
+  const res = await call(a, 'PUT', `/audience/segments/${segmentOf('marked')}/live`, { time_zone: TZ });
+  expect(res.status, res.text).toBe(200);
+  return a;
+}
+
+async function call(a: Account, method: string, path: string, body?: unknown) {
+  const headers: Record<string, string> = method === 'PATCH' ? { 'content-type': 'application/merge-patch+json' } : {};
+  const res = await server.request(method, path, { token: a.token, body, headers });
+  expect(res.status, `${method} ${path}: ${res.text}`).toBeLessThan(500);
+  return res;
+}
+
+type Step =
+  | { kind: 'points'; key: number; value: number | null }
+  | { kind: 'event'; key: number; hoursAgo: number }
+  | { kind: 'create'; key: number }
+  | { kind: 'merge'; key: number; other: number }
+  | { kind: 'unmerge'; key: number }
+  | { kind: 'delete'; key: number }
+  | { kind: 'clock'; hours: number };
+
+const key = fc.integer({ min: 0, max: KEYS.length - 1 });
+const step: fc.Arbitrary<Step> = fc.oneof(
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('points' as const),
+      key,
+      value: fc.option(fc.constantFrom(5, 20, 20.5, 60, 60.25, 120), { nil: null }),
+    }),
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      kind: fc.constant('event' as const),
+      key,
+      // A future event puts a window between a profile's first and last event.
+      hoursAgo: fc.constantFrom(0, 20, 40, 70, -40),
+    }),
+  },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('create' as const), key }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('merge' as const), key, other: key }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('unmerge' as const), key }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('delete' as const), key }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('clock' as const), hours: fc.constantFrom(1, 10, 25, 49) }) },
+);
+
+/** Applies a step through the API; refusals (a profile that does not exist, a merge the rules refuse) are part of the game. */
+async function apply(a: Account, s: Step): Promise<void> {
+  switch (s.kind) {
+    case 'points':
+      await call(a, 'PATCH', `/v2${profile(KEYS[s.key])}/attributes`, { [POINTS]: s.value });
+      return;
+    case 'event': {
+      const versions = (await call(a, 'GET', `/audience/sections/${S}/events`)).body.items;
+      const versionId = versions.find((x: any) => x.discriminator === PAGE_VIEW).versions[0].id;
+      const posted = await call(a, 'POST', `${profile(KEYS[s.key])}/events`, {
+        items: [
+          {
+            event_time: new Date(server.clock.now - s.hoursAgo * HOUR).toISOString(),
+            version_id: versionId,
+            data: { url: 'https://x/a' },
+          },
+        ],
+      });
+      // Refused only for a profile that does not exist.
+      expect([200, 201, 202, 204, 404], posted.text).toContain(posted.status);
+      return;
+    }
+    case 'create':
+      await call(a, 'POST', `/audience/keyspaces/${EMAIL}/sections/${S}/profiles`, { profile_key: KEYS[s.key] });
+      return;
+    case 'merge':
+      await call(a, 'PUT', '/audience/profiles/merges', { profiles: [ref(KEYS[s.key]), ref(KEYS[s.other])] });
+      return;
+    case 'unmerge':
+      await call(a, 'DELETE', `/audience/profiles/merges/keyspaces/${EMAIL}/profiles/${enc(KEYS[s.key])}`);
+      return;
+    case 'delete':
+      await call(a, 'DELETE', `/audience/keyspaces/${EMAIL}/profiles/${enc(KEYS[s.key])}`);
+      return;
+    case 'clock':
+      server.clock.advance(s.hours * HOUR);
+      // Access tokens expire by the same clock.
+      a.token = await server.token(a);
+      return;
+  }
+}
+
+/** How many canonical profiles the evaluation route (the in-memory evaluator) puts in each segment. */
+async function evaluated(a: Account): Promise<Record<string, number>> {
+  const canonical: Record<string, Set<string>> = Object.fromEntries(Object.keys(SEGMENTS).map((n) => [n, new Set()]));
+  for (const k of KEYS) {
+    const res = await call(a, 'POST', `/audience/keyspaces/${EMAIL}/profiles/${enc(k)}/evaluations`, {
+      segments: Object.keys(SEGMENTS).map((n) => ({ discriminator: segmentOf(n) })),
+      time_zone: TZ,
+    });
+    if (res.status === 404) continue;
+    expect(res.status, res.text).toBe(200);
+    const { rows } = await db.query<{ canonical: string }>(
+      `select coalesce(p.canonical_id, p.profile_id) as canonical from profile_identifiers i
+       join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
+       where i.account_id = $1::bigint and i.profile_key = $2`,
+      [a.accountId, k],
+    );
+    for (const n of Object.keys(SEGMENTS))
+      if (res.body.matches.segments[segmentOf(n)]) canonical[n].add(rows[0].canonical);
+  }
+  return Object.fromEntries(Object.entries(canonical).map(([n, s]) => [n, s.size]));
+}
+
+describe('counts from a projection', () => {
+  it('equal the SQL count and the evaluator through random writes, merges, deletes and clock moves (AQL-11)', async () => {
+    let seen = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(step, { minLength: 8, maxLength: 20 }), async (steps) => {
+        const a = await account();
+        for (const k of [0, 1, 2]) await apply(a, { kind: 'create', key: k });
+        for (const s of steps) {
+          await apply(a, s);
+          const scope = await accountScope(server.services, a.accountId);
+          const expected = await evaluated(a);
+          const readWhole = createPool(db.options.connectionString!, 1);
+          fresh.push(readWhole);
+          for (const name of Object.keys(SEGMENTS)) {
+            const context = `${name} after ${JSON.stringify(s)} of ${JSON.stringify(steps)}`;
+            const body = {
+              section_discriminator: S,
+              segment: { timezone: TZ, segment_discriminator: segmentOf(name) },
+            };
+            const { predicate, expression } = countPlan(scope, body);
+            const sql = await countProfilesMatching(db, predicate, null);
+            expect(sql, context).toBe(expected[name]);
+            expect(await projectedCount(server.services.pool, scope, expression, TZ, WAIT), context).toBe(sql);
+            expect(await projectedCount(readWhole, scope, expression, TZ, WAIT), context).toBe(sql);
+            // The count route answers from the projection, the same number.
+            const res = await call(a, 'POST', '/audience/profiles/reports/segments/count', body);
+            expect(res.body.profile_count, context).toBe(sql);
+            seen += sql;
+          }
+          await readWhole.end();
+          fresh.pop();
+        }
+      }),
+      { numRuns: Number(process.env.PROJECTION_RUNS ?? 5) },
+    );
+    expect(seen).toBeGreaterThan(0);
+  }, 900_000);
+
+  it("look up the events of a window that lies between a cluster's first and last event (AQL-11)", async () => {
+    const a = await account();
+    // a: an event in the window between two outside it; b: only the two outside; c: a member with the one inside.
+    const events: [number, number[]][] = [
+      [0, [70, 10, -40]],
+      [1, [70, -40]],
+      [2, [70, -40]],
+      [3, [10]],
+    ];
+    for (const [k, hours] of events) {
+      await apply(a, { kind: 'create', key: k });
+      for (const h of hours) await apply(a, { kind: 'event', key: k, hoursAgo: h });
+    }
+    const scope = await accountScope(server.services, a.accountId);
+    const body = { section_discriminator: S, segment: { timezone: TZ, segment_discriminator: segmentOf('hour') } };
+    const { predicate, expression } = countPlan(scope, body);
+    expect(await countProfilesMatching(db, predicate, null)).toBe(2);
+    expect(await projectedCount(server.services.pool, scope, expression, TZ, WAIT)).toBe(2);
+    await apply(a, { kind: 'merge', key: 2, other: 3 });
+    const merged = await accountScope(server.services, a.accountId);
+    expect(await countProfilesMatching(db, predicate, null)).toBe(2);
+    expect(await projectedCount(server.services.pool, merged, expression, TZ, WAIT)).toBe(2);
+    expect((await evaluated(a)).hour).toBe(2);
+  });
+
+  it('leave to SQL what they cannot answer: an account without marked writes, event data, long numbers', async () => {
+    /** A count's expression of the account, and the query of its points greater than 1. */
+    const planOf = async (a: Account) => {
+      const scope = await accountScope(server.services, a.accountId);
+      const attributes = (await call(a, 'GET', `/audience/sections/${S}/attributes`)).body.items;
+      const pointsId = attributes.find((x: any) => x.discriminator === POINTS).versions.at(-1).id;
+      const sectionId = (await call(a, 'GET', '/audience/sections')).body.items.find(
+        (x: any) => x.discriminator === S,
+      ).id;
+      const events = (await call(a, 'GET', `/audience/sections/${S}/events`)).body.items;
+      const viewId = events.find((x: any) => x.discriminator === PAGE_VIEW).versions[0].id;
+      return {
+        gt: `section(${sectionId}).attribute(${pointsId}).gt(1)`,
+        url: `section(${sectionId}).event(${viewId}).eventData("url").eq("https://x/a")`,
+        count: (segment_definition: string) =>
+          projectedCount(
+            server.services.pool,
+            scope,
+            countPlan(scope, { section_discriminator: S, segment: { timezone: TZ, segment_definition } }).expression,
+            TZ,
+            WAIT,
+          ),
+      };
+    };
+    // No live segment: its writes leave no marks.
+    const unmarked = await planOf(await server.login(MANIFEST, { requests_per_second: null }));
+    expect(await unmarked.count(unmarked.gt)).toBeUndefined();
+    const { gt, url, count } = await planOf(await account());
+    expect(await count(gt)).toBe(0);
+    expect(await count(`(${gt} && ${url})`)).toBeUndefined();
+    // More significant digits than a double orders exactly.
+    expect(await count(gt.replace('.gt(1)', '.gt(1.0000000000000002)'))).toBeUndefined();
+  });
+
+  it('are pruned by the live segments job; a projection older than the pruning reads its columns whole', async () => {
+    const a = await account();
+    await apply(a, { kind: 'create', key: 0 });
+    await apply(a, { kind: 'points', key: 0, value: 60 });
+    const body = { section_discriminator: S, segment: { timezone: TZ, segment_discriminator: segmentOf('rich') } };
+    const count = async () => {
+      const scope = await accountScope(server.services, a.accountId);
+      const { predicate, expression } = countPlan(scope, body);
+      const sql = await countProfilesMatching(db, predicate, null);
+      expect(await projectedCount(server.services.pool, scope, expression, TZ, WAIT)).toBe(sql);
+      return sql;
+    };
+    expect(await count()).toBe(1);
+    // A write the kept projection has not seen; its mark is then pruned before the next count.
+    await apply(a, { kind: 'points', key: 0, value: 5 });
+    const marks = async () =>
+      Number(
+        (await db.query('select count(*) as n from projection_marks where account_id = $1::bigint', [a.accountId]))
+          .rows[0].n,
+      );
+    expect(await marks()).toBeGreaterThan(0);
+    await worker.runDue();
+    // Each sweep prunes what the horizon recorded by the one before leaves behind, once that is old enough.
+    while ((await marks()) > 0) {
+      server.clock.advance(PRUNE_AFTER_MS + SWEEP_MS);
+      await worker.runDue();
+    }
+    const { rows } = await db.query<{ pruned: boolean }>(
+      `select pruned_below > '0'::xid8 as pruned from projection_prunes where account_id = $1::bigint`,
+      [a.accountId],
+    );
+    expect(rows).toEqual([{ pruned: true }]);
+    a.token = await server.token(a);
+    expect(await count()).toBe(0);
+    // No marks left: no sweep of the account waits.
+    const waiting = await db.query('select 1 from jobs where account_id = $1::bigint', [a.accountId]);
+    expect(waiting.rowCount).toBe(0);
+  });
+
+  it('leave the counts to SQL while the columns are read whole in the background', async () => {
+    const a = await account();
+    await apply(a, { kind: 'create', key: 0 });
+    await apply(a, { kind: 'points', key: 0, value: 60 });
+    const scope = await accountScope(server.services, a.accountId);
+    const body = { section_discriminator: S, segment: { timezone: TZ, segment_discriminator: segmentOf('rich') } };
+    const { expression } = countPlan(scope, body);
+    const pool = createPool(db.options.connectionString!, 2);
+    fresh.push(pool);
+    // The first count starts the read and does not wait for it; one that waits gets its answer.
+    expect(await projectedCount(pool, scope, expression, TZ)).toBeUndefined();
+    expect(await projectedCount(pool, scope, expression, TZ, WAIT)).toBe(1);
+    expect(await projectedCount(pool, scope, expression, TZ)).toBe(1);
+    const res = await call(a, 'POST', '/audience/profiles/reports/segments/count', body);
+    expect(res.body.profile_count).toBe(1);
+  });
+});
