@@ -4,11 +4,15 @@ import { configDefaults, defineConfig } from 'vitest/config';
 // hand: about 50 s of CPU and minutes on a busy machine, so `npm run test:packages` runs it, a step
 // of .ci/run of its own, and `npm test` leaves it out.
 const packages = process.env.AUDIENCE_TEST_PACKAGES === '1' ? [] : ['test/packages.test.ts'];
+// The web console's tests (test/console/) start a server and chromium per file: about two minutes
+// of a quiet 2-core machine, a fifth of the suite. `npm run test:console` runs them, a step of
+// .ci/run of its own, and `npm test` leaves them out.
+const consoleTests = process.env.AUDIENCE_TEST_CONSOLE === '1' ? [] : ['test/console/**'];
 
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'clients/typescript/test/**/*.test.ts'],
-    exclude: [...configDefaults.exclude, ...packages],
+    exclude: [...configDefaults.exclude, ...packages, ...consoleTests],
     globalSetup: ['test/global-setup.ts', 'test/declared-problems.ts'],
     setupFiles: ['test/drop-database.ts', 'test/clean-up.ts'],
     pool: 'forks',
