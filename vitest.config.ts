@@ -19,6 +19,10 @@ export default defineConfig({
     // One process runs file after file, loading the service's modules once rather than once per
     // file: test helpers keep nothing of one file for the next (test/app.ts makes each file's database).
     isolate: false,
+    // Two such processes, each taking the next file: most files wait on PostgreSQL or on a program
+    // they started (a spawn, a restart), leaving a core idle with one. Each file has a database of
+    // its own, its ports from the system and its folders from mkdtemp (test/scratch.ts).
+    maxWorkers: 2,
     // An outer bound, not a measure: a test waits for the state it needs, and on a shared machine
     // at a load of 20–30 a property test of 2,500 requests took 37 s (30 s failed it).
     testTimeout: 120_000,
