@@ -5,7 +5,8 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
 import { stopProcess } from './app.ts';
 import { scratchFolder } from './scratch.ts';
-import { NODE, Program, ROOT, START_BOUND_MS, dataDir, program, serveProgram } from './serve-program.ts';
+import { NODE, Program, ROOT, dataDir, program, serveProgram } from './serve-program.ts';
+import { START_BOUND_MS } from './until.ts';
 
 serveProgram();
 

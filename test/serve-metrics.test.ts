@@ -2,7 +2,8 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { metric } from './app.ts';
-import { ROOT, dataDir, program, run, serveProgram, tokenFor, until } from './serve-program.ts';
+import { ROOT, dataDir, program, run, serveProgram, tokenFor } from './serve-program.ts';
+import { until } from './until.ts';
 
 serveProgram();
 

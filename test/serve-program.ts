@@ -5,6 +5,7 @@ import { beforeAll, vi } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
 import { stopProcess } from './app.ts';
 import { atFileEnd, scratchFolder } from './scratch.ts';
+import { START_BOUND_MS, until } from './until.ts';
 
 // What the tests of the real program (test/serve-*.test.ts) share: `audience serve` in a process of
 // its own, its command line, and one program per test file on a data directory of its own.
@@ -12,21 +13,6 @@ import { atFileEnd, scratchFolder } from './scratch.ts';
 export const ROOT = path.resolve(import.meta.dirname, '..');
 export const NODE = path.join(ROOT, 'node_modules', '.bin', 'node');
 export const run = promisify(execFile);
-
-/**
- * How long a start, or a state the program is to reach (a job done, a line logged), may take before
- * the test says it never came: an outer bound for a busy machine, which stretches seconds into minutes.
- */
-export const START_BOUND_MS = 180_000;
-
-/** Polls `check` until it holds; fails naming `what` when START_BOUND_MS has passed. */
-export async function until(what: string, check: () => Promise<boolean> | boolean): Promise<void> {
-  for (const deadline = Date.now() + START_BOUND_MS; Date.now() < deadline;) {
-    if (await check()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`waited in vain (${START_BOUND_MS / 1000} s) for ${what}`);
-}
 
 /** `audience serve` as `npm start` runs it, in its own process, on a data directory of its own. */
 export class Program {

@@ -3,7 +3,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { freePort, RESTART_DELAYS_MS } from '../src/store/embedded.ts';
-import { Program, START_BOUND_MS, tokenFor, until } from './serve-program.ts';
+import { Program, tokenFor } from './serve-program.ts';
+import { START_BOUND_MS, until } from './until.ts';
 import { scratchFolder } from './scratch.ts';
 
 // One program on one data directory for the whole file (one initdb): each test starts it unless it

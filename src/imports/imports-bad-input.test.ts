@@ -25,6 +25,7 @@ import {
   upload,
   v2,
 } from '../../test/imports-http.ts';
+import { STATE_BOUND_MS, readWhen } from '../../test/until.ts';
 
 /** Bad input to an import: bytes PostgreSQL cannot store, a file its import never took, a job that keeps failing. */
 
@@ -134,17 +135,24 @@ describe('bad bytes in a file and a job that keeps failing', () => {
     expect(done.result.status).toBe('error');
     expect(done.result.message).toMatch(/attempts/);
     // The worker removes the file after it records the import's end.
-    let files = await storedFiles(a.accountId);
-    for (
-      const until = Date.now() + 20_000;
-      files.length > 0 && Date.now() < until;
-      files = await storedFiles(a.accountId)
-    )
-      await new Promise((r) => setTimeout(r, 50));
+    const files = await readWhen(
+      'the file removed',
+      () => storedFiles(a.accountId),
+      (fs) => fs.length === 0,
+      STATE_BOUND_MS,
+    );
     expect(files).toEqual([]);
-    const { rows } = await db.query(
-      `select failed_at is not null as failed from jobs where account_id = $1 and kind = 'import'`,
-      [a.accountId],
+    // The queue marks the job failed once its handler has thrown, after the file's removal.
+    const rows = await readWhen(
+      'the import job failed',
+      async () =>
+        (
+          await db.query(`select failed_at is not null as failed from jobs where account_id = $1 and kind = 'import'`, [
+            a.accountId,
+          ])
+        ).rows,
+      (rs) => rs.length === 1 && rs[0].failed,
+      STATE_BOUND_MS,
     );
     expect(rows).toEqual([{ failed: true }]);
     // Its pending place is free.

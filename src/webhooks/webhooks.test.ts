@@ -2,6 +2,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
 import { CallbackReceiver, type Received } from '../../test/callbacks.ts';
+import { STATE_BOUND_MS, readWhen as readUntil } from '../../test/until.ts';
 import {
   type Account,
   createProfile,
@@ -64,14 +65,9 @@ async function arrived(url: string, done: (rs: Received[]) => boolean, timeoutMs
  * Polls `path` of the public API until `check` holds of its answer: a delivery's record is written
  * after the receiver answered, so a test that saw the request waits for the record too.
  */
-async function readWhen(a: Account, path: string, check: (e: any) => boolean, timeoutMs = 20_000): Promise<any> {
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    const e = (await ok(server.request('GET', path, { token: a.token }), 200)).body;
-    if (check(e)) return e;
-    if (Date.now() > until) throw new Error(`${path} is ${JSON.stringify(e)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+async function readWhen(a: Account, path: string, check: (e: any) => boolean): Promise<any> {
+  const read = async () => (await ok(server.request('GET', path, { token: a.token }), 200)).body;
+  return readUntil(path, read, check, STATE_BOUND_MS);
 }
 
 describe('endpoints', () => {
@@ -354,9 +350,12 @@ describe('deliveries', () => {
     const rows = async (sql: string) => (await db.query(sql, [a.accountId])).rows;
     // The job queues it after it records the attempts that the deliveries' listing shows.
     const sweeps = "select run_at from jobs where account_id = $1 and kind = 'webhook-retention'";
-    let queued = await rows(sweeps);
-    for (const until = Date.now() + 20_000; queued.length === 0 && Date.now() < until; queued = await rows(sweeps))
-      await new Promise((r) => setTimeout(r, 50));
+    const queued = await readUntil(
+      'the retention sweep queued',
+      () => rows(sweeps),
+      (js) => js.length > 0,
+      STATE_BOUND_MS,
+    );
     expect(queued.map((j) => j.run_at.getTime())).toEqual([server.clock.now + 2 * DAY]);
     const attempts =
       'select endpoint_id::text, count(*)::int as n from webhook_attempts where account_id = $1 group by 1 order by 1';
@@ -366,13 +365,15 @@ describe('deliveries', () => {
     try {
       // Due by the database's clock too, which the test clock does not move.
       await rows("update jobs set run_at = now() where account_id = $1 and kind = 'webhook-retention'");
-      for (const until = Date.now() + 20_000; ; await new Promise((r) => setTimeout(r, 50))) {
-        const left = await rows(
-          "select (select count(*) from webhook_events where account_id = $1)::int as events, (select count(*) from jobs where account_id = $1 and kind = 'webhook-retention')::int as sweeps",
-        );
-        if (left[0].events === 1 && left[0].sweeps === 0) break;
-        if (Date.now() > until) throw new Error(`left: ${JSON.stringify(left)}`);
-      }
+      await readUntil(
+        'the sweep to leave one event and no sweep',
+        () =>
+          rows(
+            "select (select count(*) from webhook_events where account_id = $1)::int as events, (select count(*) from jobs where account_id = $1 and kind = 'webhook-retention')::int as sweeps",
+          ),
+        (left) => left[0].events === 1 && left[0].sweeps === 0,
+        STATE_BOUND_MS,
+      );
     } finally {
       server.clock.advance(-3 * DAY);
     }
