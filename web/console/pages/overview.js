@@ -3,7 +3,7 @@
 // 30 days, its last imports, the account's last exports and the section's last email sends, each
 // with its state.
 import { useEffect, useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { api, send } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { Chart } from '../lib/marketing.js';
 import { ErrorNote, Link, Loaded, Page, plural, Table, useApi, useSection, when } from '../lib/ui.js';
@@ -16,7 +16,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * until ready. Counts are limited per second: one refused is asked again a second later.
  */
 function useReach(section, topics, channels) {
-  const [state, setState] = useState({});
+  const [state, setState] = useState(/** @type {{ error?: any, noTopics?: boolean, result?: any }} */ ({}));
   const [round, setRound] = useState(0);
   useEffect(() => {
     if (!topics || !channels) return;
@@ -32,7 +32,7 @@ function useReach(section, topics, channels) {
       let created;
       for (;;) {
         try {
-          created = await api('POST', '/audience/profiles/reports/consents/count', body);
+          created = await api('POST', '/audience/profiles/reports/consents/count', { body });
           break;
         } catch (error) {
           if (error.status !== 429) throw error;
@@ -41,7 +41,7 @@ function useReach(section, topics, channels) {
       }
       const poll = new URL(created.poll_url).pathname.replace('/audience/', '/v2/audience/');
       while (live) {
-        const result = await api('GET', poll);
+        const result = await send('GET', poll);
         if (result && typeof result.total_profile_count === 'number') return result;
         await sleep(300);
       }
@@ -57,7 +57,9 @@ function useReach(section, topics, channels) {
 }
 
 function Reach({ section, channels }) {
-  const topics = useApi(path`/v2/audience/sections/${section}/topics`);
+  const topics = useApi('/v2/audience/sections/{section_discriminator}/topics', {
+    params: { section_discriminator: section },
+  });
   const reach = useReach(section, topics.data?.items, channels);
   if (topics.error) return html`<${ErrorNote} error=${topics.error} retry=${topics.reload} />`;
   if (reach.error) return html`<${ErrorNote} error=${reach.error} retry=${reach.reload} />`;
@@ -88,7 +90,10 @@ function Reach({ section, channels }) {
 
 /** The section's profiles on each of the last 30 days: those created that day, and all of them. */
 function Growth({ section }) {
-  const growth = useApi(path`/audience/sections/${section}/profiles/growth` + '?days=30');
+  const growth = useApi('/audience/sections/{section_discriminator}/profiles/growth', {
+    params: { section_discriminator: section },
+    query: { days: 30 },
+  });
   return html`<${Loaded} state=${growth}>
     ${(data) => {
       const days = data.items;
@@ -110,10 +115,11 @@ function Growth({ section }) {
 
 export default function Overview() {
   const { section, picker } = useSection();
+  const of = { params: { section_discriminator: section } };
   const channels = useApi('/audience/channels');
-  const imports = useApi(section ? path`/audience/sections/${section}/imports` : null);
-  const exports = useApi('/audience/profiles/reports?limit=20');
-  const emails = useApi(section ? path`/emails/sections/${section}/activities` : null);
+  const imports = useApi(section ? '/audience/sections/{section_discriminator}/imports' : null, of);
+  const exports = useApi('/audience/profiles/reports', { query: { limit: 20 } });
+  const emails = useApi(section ? '/emails/sections/{section_discriminator}/activities' : null, of);
   return html`<${Page} title="Overview">
     ${picker}
     <h2>Profiles</h2>
