@@ -217,7 +217,7 @@ async function checkEvents(db: Queryable, scope: AccountScope, events: ActivityE
         kind: row.kind,
         section_id: row.section_id,
         ...row.details,
-      } as unknown as Checked['activity'];
+      } as Checked['activity'];
       const channel = channelOf(activity);
       if (!channel)
         throw new Problem(

@@ -1,11 +1,12 @@
 import crypto from 'node:crypto';
-import { pipeline, Readable, Transform } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import zlib from 'node:zlib';
 import { stringify as stringifyCsv } from 'csv-stringify/sync';
 import type pg from 'pg';
 import type { Clock } from '../core/clock.ts';
 import type { Definitions } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
+import { pipeWhileWriting } from '../core/streams.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { requireAllSections } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
@@ -239,16 +240,10 @@ async function writeCompressed(
   source: Readable,
   ...transforms: Transform[]
 ): Promise<void> {
-  const gzip = createExportGzip();
-  // A failing read (the database, a broken cursor or COPY) fails the gzip stream, and so the store's write, which then keeps nothing.
-  pipeline([source, ...transforms, gzip], () => {});
-  try {
-    await files.put(key, gzip);
-  } catch (err) {
-    // A failing write stops the read, which then gives its connection back.
-    source.destroy();
-    throw err;
-  }
+  // A failing read (the database, a broken cursor or COPY) fails the gzip stream, and so the
+  // store's write, which then keeps nothing; the read's error is the caller's. A failing write
+  // stops the read, which then gives its connection back.
+  await pipeWhileWriting(source, [...transforms, createExportGzip()], (gzip) => files.put(key, gzip));
 }
 
 const LF = 0x0a;

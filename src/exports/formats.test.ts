@@ -24,7 +24,7 @@ import {
   VIP,
 } from '../../test/exports.ts';
 import type { Manifest } from '../definitions/schemas.ts';
-import { ThreadSlots, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
+import { jsonFromCsv, ThreadSlots, XLSX_TYPE, xlsxFromCsv } from './formats.ts';
 
 // The Excel and JSON forms of the CSV exports (SPEC §4.7, EXP-38, EXP-39; docs/exports.md "Excel
 // and JSON forms"): through the real HTTP interface, each read back (the workbook with exceljs) and
@@ -310,6 +310,17 @@ describe('the streaming workbook writer', () => {
 
   it('fails the workbook when the stored file cannot be read', async () => {
     const out = xlsxFromCsv(Readable.from([Buffer.from('not gzip at all')]));
+    await expect(
+      (async () => {
+        for await (const _ of out) {
+          /* read to the end */
+        }
+      })(),
+    ).rejects.toThrow(/header|gzip|incorrect/i);
+  });
+
+  it('fails the JSON form when the stored file cannot be read', async () => {
+    const out = jsonFromCsv(Readable.from([Buffer.from('not gzip at all')]));
     await expect(
       (async () => {
         for await (const _ of out) {

@@ -1,6 +1,7 @@
 import { once, type EventEmitter } from 'node:events';
 import os from 'node:os';
 import { PassThrough, pipeline, Readable } from 'node:stream';
+import { pipeline as pipelined } from 'node:stream/promises';
 import type { ReadableStream as WebReadable, WritableStream as WebWritable } from 'node:stream/web';
 import { Worker as Thread } from 'node:worker_threads';
 import zlib from 'node:zlib';
@@ -28,6 +29,8 @@ const PIECE = 64 * 1024;
 /** The records of a stored (gzip-compressed) CSV file, its header row first; a failing read fails the iteration. */
 function csvRecords(stored: Readable): AsyncIterable<string[]> {
   const records = parse();
+  // Nothing to do with an error here: pipeline fails every stream with it, `records` too, whose
+  // iteration (the caller's) then throws it.
   pipeline(stored, zlib.createGunzip(), records, () => {});
   return records;
 }
@@ -181,7 +184,10 @@ export async function writeWorkbookOf(stored: Readable, out: PassThrough, sheetR
   const closed = new AbortController();
   out.once('close', () => closed.abort());
   try {
-    await writeWorkbook(csvRecords(stored), out, sheetRows, closed.signal);
+    // The first failure, the stored file's (not gzip, not CSV) or the workbook's, is the catch's.
+    await pipelined(stored, zlib.createGunzip(), parse(), (records: AsyncIterable<string[]>) =>
+      writeWorkbook(records, out, sheetRows, closed.signal),
+    );
   } catch (err) {
     if (!closed.signal.aborted) out.destroy(err as Error);
   }

@@ -1,4 +1,5 @@
-import { PassThrough, pipeline, Readable, Writable } from 'node:stream';
+import { PassThrough, Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { parentPort, workerData } from 'node:worker_threads';
 import { writeWorkbookOf, type WorkbookJob } from './formats.ts';
 
@@ -9,5 +10,9 @@ const job = workerData as WorkbookJob;
 parentPort?.once('message', () => process.exit(0));
 parentPort?.unref();
 const out = new PassThrough();
-pipeline(out, Writable.fromWeb(job.out), () => {});
-await writeWorkbookOf(Readable.fromWeb(job.stored), out, job.sheetRows);
+// A failure of the workbook (writeWorkbookOf fails `out` with it) or of its way out fails the
+// thread with it, which fails the answer (xlsxFromCsv).
+await Promise.all([
+  pipeline(out, Writable.fromWeb(job.out)),
+  writeWorkbookOf(Readable.fromWeb(job.stored), out, job.sheetRows),
+]);

@@ -40,7 +40,8 @@ import { CONTROL_PREFIX, STRICT_HEADER, type Emulator } from './emulator.ts';
 import { emulatorRoutes } from './routes/emulator.ts';
 import { adminWebhooksRoutes, webhooksRoutes } from './routes/webhooks.ts';
 
-const addFormats = addFormatsModule as unknown as (ajv: Ajv) => Ajv;
+// A CommonJS module whose default export its types name `default`: it is there too.
+const addFormats = addFormatsModule.default;
 
 /** The credential a route's 401 says was missing or wrong: the token route's (no auth of its own) are a client's. */
 function credentialOf(auth: RouteAuth | undefined): string {

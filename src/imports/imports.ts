@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { pipeline, Transform, type Readable } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { CONSENT_TYPES } from '../consents/schemas.ts';
 import {
   ALL_SECTIONS_PROBLEMS,
@@ -12,6 +12,7 @@ import {
 import type { FileStore } from '../files/store.ts';
 import type { UploadSigner } from '../files/upload-form.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
+import { pipeWhileWriting } from '../core/streams.ts';
 import { enqueue, type Job } from '../jobs/queue.ts';
 import type pg from 'pg';
 import { withTransaction, type Queryable } from '../store/pool.ts';
@@ -400,9 +401,9 @@ export async function acceptUpload(
     flush: (done) =>
       done(file.truncated ? new Problem('AUD-1808', `The file is over the limit of ${MAX_FILE_BYTES} bytes`) : null),
   });
-  // Hands the part's own errors on to `whole`, whose reader, the store, reports them.
-  pipeline(file, whole, () => {});
-  await store.put(fileKey, whole);
+  // The part's own errors, and the size limit's, fail `whole` and so the store's write, which then
+  // keeps nothing; they are the caller's.
+  await pipeWhileWriting(file, [whole], (piped) => store.put(fileKey, piped));
   await withTransaction(pool, async (tx) => {
     const locked = await q.findImport(tx, accountId, importId, true);
     if (locked?.status !== 'waiting_for_file')

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { expectProblem } from '../../test/app.ts';
+import { MAX_TERMS } from '../aql/check.ts';
 import {
   DAY,
   EMAIL,
@@ -11,7 +12,10 @@ import {
   WEB,
   account,
   iso,
+  purchase,
   seg,
+  spend,
+  tier,
   segmentsServer,
   server,
 } from '../../test/segments-http.ts';
@@ -22,6 +26,27 @@ import {
  */
 
 segmentsServer();
+
+/**
+ * Queries each refused with its code (AQL-14 to AQL-26), made of a Number attribute, a Text
+ * attribute and an event (with its version, as the query names it), of one section.
+ */
+function refusedQueries(spent: string, tiered: string, bought: string, event: string): [string, string][] {
+  return [
+    [`${spent}.eq("100")`, 'AUD-1401'],
+    [`${bought}.eventData("colour").eq("red")`, 'AUD-1402'],
+    [`${bought}.eventData("sku[]").eq("x")`, 'AUD-1403'],
+    [`${spent}.eventData("city").eq("Oslo")`, 'AUD-1704'],
+    [spent, 'AUD-1705'],
+    [`${tiered}.eq()`, 'AUD-1706'],
+    [`${bought}.event(${event})`, 'AUD-1708'],
+    [Array.from({ length: MAX_TERMS + 1 }, () => `${spent}.gt(1)`).join(' || '), 'AUD-1710'],
+    [`${spent}.gt(1) & ${spent}.gt(1)`, 'AUD-1701'],
+    ['section("store").attribute(1).eq(1)', 'AUD-1702'],
+    [`${bought}.inLast("events.year", 0, 1)`, 'AUD-1707'],
+    [`!${spent}.gt(1)`, 'AUD-1709'],
+  ];
+}
 
 describe('profile in segment count', () => {
   it('AQL-11 reading: known_profiles true counts known, false unknown (web only), null or absent all; the export key does not make a profile known', async () => {
@@ -78,6 +103,43 @@ describe('profile in segment count', () => {
     expect(await a.counted({ segment_definition: definition })).toBe(1);
     expect(await a.counted({ segment_definition: definition }, true)).toBe(1);
     expect(await a.counted({ segment_definition: definition }, false)).toBe(0);
+  });
+
+  it('AQL-14 to AQL-26: each refusal of a query, through each operation that takes one here: inline count and export, new segment, new version', async () => {
+    const a = await account();
+    const section = (await a.call('GET', '/audience/sections')).body.items.find((s: any) => s.discriminator === SEC).id;
+    const attributes = (await a.call('GET', `/audience/sections/${SEC}/attributes`)).body.items;
+    const versionOf = (discriminator: string) =>
+      attributes.find((x: any) => x.discriminator === discriminator).versions[0].id;
+    const [spent, tiered] = [
+      `section(${section}).attribute(${versionOf(SPEND)})`,
+      `section(${section}).attribute(${versionOf(TIER)})`,
+    ];
+    const bought = `section(${section}).event(${a.purchaseVersion})`;
+    const cases = refusedQueries(spent, tiered, bought, a.purchaseVersion);
+    const segment = seg('spenders');
+    for (const [query, code] of cases) {
+      const asked = [
+        await a.count({ section_discriminator: SEC, segment: { timezone: 'UTC', segment_definition: query } }),
+        await a.call('POST', '/audience/profiles/reports/segments', {
+          body: { section_discriminator: SEC, segment: { timezone: 'UTC', segment_definition: query } },
+        }),
+        await a.call('POST', '/audience/segments', { body: { name: `Refused ${code}`, query } }),
+        await a.call('POST', `/audience/segments/${segment}/versions`, { body: { query } }),
+      ];
+      for (const r of asked) expectProblem(r, 400, code);
+    }
+  });
+
+  it("AQL-12: each refusal of a query, in a manifest's segment, applied and previewed", async () => {
+    const a = await account();
+    // The manifest's placeholders name the definitions.
+    const cases = refusedQueries(spend, tier, purchase, '{event:com.vendor1.events.user-created.purchase@1}');
+    for (const [query, code] of cases) {
+      const manifest = { segments: [{ name: 'Refused', section: SEC, versions: [{ query }] }] };
+      for (const path of [`/admin/accounts/${a.accountId}/manifest`, `/admin/accounts/${a.accountId}/manifest/preview`])
+        expectProblem(await server.admin(path.endsWith('preview') ? 'POST' : 'PUT', path, manifest), 400, code);
+    }
   });
 
   it('AQL-25: an inline segment_definition is validated on arrival: 400 with the AQL error', async () => {

@@ -142,7 +142,7 @@ function Console() {
 /** The skip link moves focus to the page, not the address (the fragment is the router's). */
 function skipToMain(event) {
   event.preventDefault();
-  document.querySelector('main h1')?.focus();
+  /** @type {HTMLElement | null} */ (document.querySelector('main h1'))?.focus();
 }
 
 const root = document.getElementById('console');

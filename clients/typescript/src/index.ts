@@ -263,9 +263,11 @@ export function createAudienceClient(options: AudienceClientOptions): AudienceCl
   const tokens = createClient<paths>({ baseUrl, fetch: send });
   tokens.use({ onResponse: ({ response, request }) => throwProblem(response, `${request.method} /oauth/token`) });
   const fetchToken = async (): Promise<string> => {
-    const { data } = await (tokens as unknown as Api).POST('/oauth/token', {
+    const { data } = await tokens.POST('/oauth/token', {
       body: { grant_type: 'client_credentials', client_id: options.clientId, client_secret: options.clientSecret },
     });
+    // A refusal was thrown (throwProblem): an answer without a token is no problem document.
+    if (!data) throw new Error('POST /oauth/token: the answer has no token');
     held = { token: data.access_token, expiresAt: now() + data.expires_in * 1000 };
     return held.token;
   };

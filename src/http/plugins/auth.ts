@@ -70,7 +70,7 @@ function sameSecret(a: string, b: string): boolean {
  * the operator token for /admin; then the account's rate limits (SPEC §8).
  */
 export function registerAuth(app: FastifyInstance, services: Services): void {
-  app.decorateRequest('caller', null as unknown as Caller);
+  app.decorateRequest('caller', null, []);
   app.addHook('onRequest', async (request: FastifyRequest) => {
     // An unknown route answers 404 (or 405) whoever asks.
     const auth = request.is404 ? 'none' : (request.routeOptions.config.auth ?? 'bearer');

@@ -60,18 +60,46 @@ export async function request(url, init) {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Calls the service: JSON in and out; refusals throw an ApiError, a refused token signs out. A
- * read refused by a rate limit (a profile page reads several parts of each section, and the
- * account's limit of profile key operations per second applies to the console as to any client)
- * is asked again after the Retry-After the service gave, a few times.
+ * A route's address: its `{parameters}` replaced by their values, encoded, and the query's defined
+ * values appended.
+ * @param {string} route
+ * @param {{ params?: Record<string, unknown>, query?: Record<string, unknown> }} [options]
  */
-export async function api(method, path, body, retries = 4) {
+export function addressOf(route, options = {}) {
+  const address = route.replace(/\{(\w+)\}/g, (_, name) => encodeURIComponent(String(options.params?.[name])));
+  const query = new URLSearchParams();
+  for (const [name, value] of Object.entries(options.query ?? {}))
+    if (value !== undefined && value !== null && value !== '') query.set(name, String(value));
+  const search = query.toString();
+  return search ? `${address}?${search}` : address;
+}
+
+/**
+ * Calls the service at a route of its OpenAPI document with the parameters, query and body its
+ * operation takes (typed by lib/routes.d.ts): JSON in and out; refusals throw an ApiError.
+ * @type {import('./routes.d.ts').Call}
+ */
+export const api = (method, route, options) =>
+  /** @type {Promise<any>} */ (send(method, addressOf(route, /** @type {any} */ (options)), options?.body));
+
+/**
+ * Sends a request to an address: refusals throw an ApiError, a refused token signs out. A read
+ * refused by a rate limit (a profile page reads several parts of each section, and the account's
+ * limit of profile key operations per second applies to the console as to any client) is asked
+ * again after the Retry-After the service gave, a few times.
+ * @param {string} method
+ * @param {string} address
+ * @param {unknown} [body]
+ * @returns {Promise<any>}
+ */
+export async function send(method, address, body, retries = 4) {
   const current = session();
   if (!current) throw new ApiError(401, { detail: 'Signed out' });
   touch();
+  /** @type {Record<string, string>} */
   const headers = { authorization: `Bearer ${current.token}`, accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await request(path, {
+  const res = await request(address, {
     method,
     headers,
     body: body === undefined ? undefined : JSON.stringify(body),
@@ -80,7 +108,7 @@ export async function api(method, path, body, retries = 4) {
   });
   if (res.status === 429 && method === 'GET' && retries > 0) {
     await sleep(Number(res.headers.get('retry-after') || 1) * 1000);
-    return api(method, path, body, retries - 1);
+    return send(method, address, body, retries - 1);
   }
   const text = await res.text();
   if (res.ok && text === '') return undefined;
@@ -92,9 +120,4 @@ export async function api(method, path, body, retries = 4) {
   }
   if (!res.ok) throw new ApiError(res.status, data);
   return data;
-}
-
-/** A path with its parameters encoded: path`/admin/accounts/${id}/keys`. */
-export function path(strings, ...values) {
-  return strings.reduce((out, s, i) => out + s + (i < values.length ? encodeURIComponent(values[i]) : ''), '');
 }

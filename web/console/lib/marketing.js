@@ -2,7 +2,7 @@
 // files downloaded with the session's token, charts, and polling.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
-import { api, ApiError, foreignAnswer, parseJson, request } from './api.js';
+import { api, ApiError, foreignAnswer, parseJson, request, send } from './api.js';
 import { html } from './html.js';
 import { session } from './session.js';
 
@@ -26,7 +26,7 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * refused is asked again a second later. Counted again when the body changes, and on reload().
  */
 export function useConsentCount(body) {
-  const [state, setState] = useState({});
+  const [state, setState] = useState(/** @type {{ error?: any, result?: any }} */ ({}));
   const [round, setRound] = useState(0);
   const asked = body ? JSON.stringify(body) : '';
   useEffect(() => {
@@ -37,7 +37,7 @@ export function useConsentCount(body) {
       let created;
       for (;;) {
         try {
-          created = await api('POST', '/audience/profiles/reports/consents/count', JSON.parse(asked));
+          created = await api('POST', '/audience/profiles/reports/consents/count', { body: JSON.parse(asked) });
           break;
         } catch (error) {
           if (error.status !== 429) throw error;
@@ -46,7 +46,7 @@ export function useConsentCount(body) {
       }
       const poll = new URL(created.poll_url).pathname.replace('/audience/', '/v2/audience/');
       while (live) {
-        const result = await api('GET', poll);
+        const result = await send('GET', poll);
         if (result && typeof result.total_profile_count === 'number') return result;
         await sleep(300);
       }

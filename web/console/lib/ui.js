@@ -1,7 +1,7 @@
 // The pieces every page is made of: a page with its heading, data loaded from the service, lists
 // as tables, labelled fields, confirmations and notes. Every value is rendered as text.
 import { useCallback, useEffect, useId, useRef, useState } from 'preact/hooks';
-import { api } from './api.js';
+import { addressOf, send } from './api.js';
 import { html } from './html.js';
 
 /** A page: its heading (focused when the page opens, for keyboard and screen reader users) and content. */
@@ -20,25 +20,30 @@ export function Page({ title, actions, children }) {
   </section>`;
 }
 
-/** Loads `path` (GET) when it changes: { data, error, loading, reload }. A null path loads nothing. */
-export function useApi(path) {
-  const [state, setState] = useState({ data: undefined, error: undefined, loading: path !== null });
+/**
+ * Loads a route (GET) with its options when its address changes: { data, error, loading, reload }.
+ * A null route loads nothing.
+ * @type {import('./routes.d.ts').UseApi}
+ */
+export const useApi = (route, options) => {
+  const address = route === null ? null : addressOf(route, options);
+  const [state, setState] = useState({ data: undefined, error: undefined, loading: address !== null });
   const [round, setRound] = useState(0);
   useEffect(() => {
-    if (path === null) return setState({ data: undefined, error: undefined, loading: false });
+    if (address === null) return setState({ data: undefined, error: undefined, loading: false });
     let live = true;
     setState((s) => ({ ...s, error: undefined, loading: true }));
-    api('GET', path).then(
+    send('GET', address).then(
       (data) => live && setState({ data, error: undefined, loading: false }),
       (error) => live && setState({ data: undefined, error, loading: false }),
     );
     return () => {
       live = false;
     };
-  }, [path, round]);
+  }, [address, round]);
   const reload = useCallback(() => setRound((r) => r + 1), []);
-  return { ...state, reload };
-}
+  return { ...state, address, reload };
+};
 
 /**
  * The sections the session may read and a picker of one: the chosen one, else `initial` (a page's
@@ -154,6 +159,7 @@ export function Field({ label, hint, as = 'input', children, ...props }) {
 }
 
 /** The values of a form's named fields. */
+/** @returns {Record<string, any>} */
 export function formValues(event) {
   event.preventDefault();
   return Object.fromEntries(new FormData(event.currentTarget).entries());

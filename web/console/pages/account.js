@@ -1,6 +1,6 @@
 // One account for the operator: rename, limit overrides, delete (with confirmation).
 import { useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import {
   ConfirmButton,
@@ -18,23 +18,27 @@ import {
 import { AccountNav } from './account-nav.js';
 
 export default function Account({ params }) {
-  const url = path`/admin/accounts/${params.account_id}`;
-  const account = useApi(url);
+  const route = '/admin/accounts/{account_id}';
+  const which = { params: { account_id: params.account_id } };
+  const account = useApi(route, which);
   const [saved, setSaved] = useState('');
   const rename = useAction(async (values) => {
-    await api('PATCH', url, { name: values.name });
+    await api('PATCH', route, { ...which, body: { name: values.name } });
     setSaved('Renamed.');
     account.reload();
   });
   const setLimit = useAction(async (values) => {
     const value = values.value.trim();
     const number = value === '' ? null : Number(value);
-    await api('PATCH', url, { limits: { ...account.data.limit_overrides, [values.limit]: number } });
+    await api('PATCH', route, {
+      ...which,
+      body: { limits: { ...account.data.limit_overrides, [values.limit]: number } },
+    });
     setSaved(`Limit ${values.limit} ${number === null ? 'lifted' : `set to ${number}`}.`);
     account.reload();
   });
   const remove = useAction(async () => {
-    await api('DELETE', url);
+    await api('DELETE', route, which);
     location.hash = '#/accounts';
   });
   return html`<${Page} title=${account.data ? `Account ${account.data.name}` : 'Account'}>

@@ -6,7 +6,7 @@ import { ErrorNote, Field, formValues, Link, Loaded, Page, plural, Table, useAct
 export default function Accounts() {
   const list = useApi('/admin/accounts');
   const create = useAction(async (values) => {
-    const account = await api('POST', '/admin/accounts', { name: values.name });
+    const account = await api('POST', '/admin/accounts', { body: { name: values.name } });
     location.hash = `#/accounts/${encodeURIComponent(account.id)}`;
   });
   return html`<${Page} title="Accounts">

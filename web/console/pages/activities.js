@@ -1,10 +1,23 @@
 // Activities: a section's activities by kind; one's events over time as a chart (sent, delivered,
 // opens, clicks, bounces …), its newest events or one message's; the email event export.
 import { useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { Chart } from '../lib/marketing.js';
-import { ErrorNote, Field, Link, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
+import {
+  ErrorNote,
+  Field,
+  formValues,
+  Link,
+  Loaded,
+  Notice,
+  Page,
+  Table,
+  useAction,
+  useApi,
+  useSection,
+  when,
+} from '../lib/ui.js';
 
 const KINDS = [
   ['emails', 'Email'],
@@ -29,14 +42,24 @@ const RATES = [
 
 const percent = (rate) => `${(rate * 100).toLocaleString('en', { maximumFractionDigits: 1 })} %`;
 
+/** @param {{ kind: 'emails' | 'sms' | 'forms-and-pages', section: string, id: string }} props */
 function Activity({ kind, section, id }) {
-  const [unit, setUnit] = useState('day');
+  const [unit, setUnit] = useState(/** @type {'day' | 'hour'} */ ('day'));
   const [message, setMessage] = useState('');
-  const base = path`/${kind}/sections/${section}/activities/${id}`;
-  const timeline = useApi(`${base}/timeline?unit=${unit}&points=${unit === 'day' ? 30 : 48}`);
-  const events = useApi(`${base}/events?limit=50${message ? `&correlation_id=${encodeURIComponent(message)}` : ''}`);
-  const activity = useApi(kind === 'forms-and-pages' ? base : `${base}?include_statistics=true`);
-  const stats = activity.data?.statistics;
+  const params = { section_discriminator: section, activity_id: id };
+  const timeline = useApi(`/${kind}/sections/{section_discriminator}/activities/{activity_id}/timeline`, {
+    params,
+    query: { unit, points: unit === 'day' ? 30 : 48 },
+  });
+  const events = useApi(`/${kind}/sections/{section_discriminator}/activities/{activity_id}/events`, {
+    params,
+    query: { limit: 50, correlation_id: message || undefined },
+  });
+  const activity = useApi(`/${kind}/sections/{section_discriminator}/activities/{activity_id}`, {
+    params,
+    query: kind === 'forms-and-pages' ? {} : { include_statistics: true },
+  });
+  const stats = activity.data && 'statistics' in activity.data ? activity.data.statistics : undefined;
   return html`<section aria-labelledby="activity">
     <h2 id="activity">${activity.data?.name ?? `Activity ${id}`}</h2>
     ${
@@ -68,13 +91,7 @@ function Activity({ kind, section, id }) {
         />`;
       }}
     <//>
-    <form
-      class="row"
-      onSubmit=${(e) => {
-        e.preventDefault();
-        setMessage(new FormData(e.currentTarget).get('message').trim());
-      }}
-    >
+    <form class="row" onSubmit=${(e) => setMessage(formValues(e).message.trim())}>
       <${Field} label="A message's events: its correlation id" name="message" />
       <button type="submit">Show</button>
     </form>
@@ -104,7 +121,9 @@ function Activity({ kind, section, id }) {
 function EmailEventExport() {
   const [days, setDays] = useState('30');
   const start = useAction(() =>
-    api('POST', '/emails/reports', { start_at: new Date(Date.now() - Number(days) * 86_400_000).toISOString() }),
+    api('POST', '/emails/reports', {
+      body: { start_at: new Date(Date.now() - Number(days) * 86_400_000).toISOString() },
+    }),
   );
   return html`<section aria-labelledby="email-events">
     <h2 id="email-events">Email event export</h2>
@@ -130,9 +149,13 @@ function EmailEventExport() {
 
 export default function Activities({ query }) {
   const { section, picker } = useSection();
-  const [kind, setKind] = useState(query.kind ?? 'emails');
+  const [kind, setKind] = useState(
+    /** @type {'emails' | 'sms' | 'forms-and-pages' | 'website' | 'marketing-automation'} */ (query.kind ?? 'emails'),
+  );
   const [chosen, setChosen] = useState(undefined);
-  const list = useApi(section ? path`/${kind}/sections/${section}/activities` : null);
+  const list = useApi(section ? `/${kind}/sections/{section_discriminator}/activities` : null, {
+    params: { section_discriminator: section },
+  });
   return html`<${Page} title="Activities">
     <div class="row">
       ${picker}

@@ -22,12 +22,12 @@ function Folders({ folders }) {
 }
 
 function SectionDefinitions({ section }) {
-  const s = encodeURIComponent(section);
-  const attributes = useApi(`/audience/sections/${s}/attributes`);
-  const tags = useApi(`/audience/sections/${s}/tags`);
-  const events = useApi(`/audience/sections/${s}/events`);
-  const topics = useApi(`/v2/audience/sections/${s}/topics`);
-  const folders = useApi(`/folders/topic/sections/${s}/folders`);
+  const of = { params: { section_discriminator: section } };
+  const attributes = useApi('/audience/sections/{section_discriminator}/attributes', of);
+  const tags = useApi('/audience/sections/{section_discriminator}/tags', of);
+  const events = useApi('/audience/sections/{section_discriminator}/events', of);
+  const topics = useApi('/v2/audience/sections/{section_discriminator}/topics', of);
+  const folders = useApi('/folders/topic/sections/{section_discriminator}/folders', of);
   const named = [
     { label: 'Name', value: (d) => d.name },
     { label: 'Discriminator', value: (d) => html`<span class="mono">${d.discriminator}</span>` },

@@ -1,7 +1,7 @@
 // Exports: the account's exports with their state, downloads of the ready ones, and a new export
 // of a segment's profiles.
 import { useState } from 'preact/hooks';
-import { api, ApiError, path } from '../lib/api.js';
+import { api, ApiError, send } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { download, useConsentCount, useEvery } from '../lib/marketing.js';
 import {
@@ -25,7 +25,7 @@ function Download({ item }) {
     if (item.kind !== 'email-events')
       return download(item.poll_path, `${item.kind}-${item.export_id}.${item.result ? 'json' : 'csv'}`);
     // An email event export's file is at a URL of its status, which carries its own credential.
-    const url = new URL((await api('GET', item.poll_path)).result.file_download_url);
+    const url = new URL((await send('GET', item.poll_path)).result.file_download_url);
     return download(url.pathname + url.search, `email-events-${item.export_id}.csv.gz`, { bearer: false });
   });
   if (item.status !== 'ready') return null;
@@ -83,9 +83,10 @@ function ConsentCount({ section, segment, topics, channels }) {
  * channel (the interface's consent export); without topics, the profile in segment export.
  */
 function ExportForm({ section, segments, done }) {
-  const attributes = useApi(path`/audience/sections/${section}/attributes`);
-  const tags = useApi(path`/audience/sections/${section}/tags`);
-  const topics = useApi(path`/v2/audience/sections/${section}/topics`);
+  const of = { params: { section_discriminator: section } };
+  const attributes = useApi('/audience/sections/{section_discriminator}/attributes', of);
+  const tags = useApi('/audience/sections/{section_discriminator}/tags', of);
+  const topics = useApi('/v2/audience/sections/{section_discriminator}/topics', of);
   const channels = useApi('/audience/channels');
   const [segment, setSegment] = useState(segments[0]?.discriminator ?? '');
   const [chosen, setChosen] = useState({ attributes: [], tags: [], topics: [], channels: [] });
@@ -107,20 +108,24 @@ function ExportForm({ section, segments, done }) {
           detail: 'An export by consent needs the channel of the addresses.',
         });
       await api('POST', '/audience/profiles/reports/consents', {
-        section_discriminator: section,
-        topic_discriminators: chosen.topics,
-        channels: channels.data.items
-          .filter((c) => chosen.channels.includes(c.discriminator))
-          .map((c) => ({ field_name: c.name, channel_discriminator: c.discriminator })),
-        segments: { timezone: 'UTC', segment_discriminators: { [picked.name]: picked.discriminator } },
-        exclude_unsubscribed_profiles: true,
-        ...columns,
+        body: {
+          section_discriminator: section,
+          topic_discriminators: chosen.topics,
+          channels: channels.data.items
+            .filter((c) => chosen.channels.includes(c.discriminator))
+            .map((c) => ({ field_name: c.name, channel_discriminator: c.discriminator })),
+          segments: { timezone: 'UTC', segment_discriminators: { [picked.name]: picked.discriminator } },
+          exclude_unsubscribed_profiles: true,
+          ...columns,
+        },
       });
     } else
       await api('POST', '/audience/profiles/reports/segments', {
-        section_discriminator: section,
-        segment: { timezone: 'UTC', segment_discriminator: segment },
-        ...columns,
+        body: {
+          section_discriminator: section,
+          segment: { timezone: 'UTC', segment_discriminator: segment },
+          ...columns,
+        },
       });
     done();
     return true;

@@ -1,7 +1,7 @@
 // Imports: the section's imports with their state and progress (rows read of the file's rows),
 // each one's report of failed rows, and a new import from a CSV file.
 import { useState } from 'preact/hooks';
-import { api, ApiError, foreignAnswer, parseJson, path, request } from '../lib/api.js';
+import { api, ApiError, foreignAnswer, parseJson, request } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { useEvery } from '../lib/marketing.js';
 import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
@@ -64,7 +64,9 @@ function Progress({ item }) {
 }
 
 function Report({ section, importId }) {
-  const report = useApi(path`/audience/sections/${section}/imports/${importId}`);
+  const report = useApi('/audience/sections/{section_discriminator}/imports/{import_id}', {
+    params: { section_discriminator: section, import_id: importId },
+  });
   return html`<${Loaded} state=${report}>
     ${(data) =>
       html`<h3>Report</h3>
@@ -85,7 +87,9 @@ function Report({ section, importId }) {
 
 function NewImport({ section, done }) {
   const keyspaces = useApi('/audience/keyspaces');
-  const attributes = useApi(path`/audience/sections/${section}/attributes`);
+  const attributes = useApi('/audience/sections/{section_discriminator}/attributes', {
+    params: { section_discriminator: section },
+  });
   const [file, setFile] = useState(undefined);
   const [rows, setRows] = useState([]);
   const [fileId, setFileId] = useState('');
@@ -98,12 +102,15 @@ function NewImport({ section, done }) {
     const attribute_mappings = Object.entries(mapping)
       .filter(([column, version]) => version && column !== key.column)
       .map(([field_selector, attribute_version_id]) => ({ field_selector, attribute_version_id }));
-    const created = await api('POST', path`/v2/audience/sections/${section}/imports`, {
-      keyspace_mapping: {
-        keyspace_discriminator: key.keyspace || keyspaces.data.items[0].discriminator,
-        field_selector: key.column || columns[0],
+    const created = await api('POST', '/v2/audience/sections/{section_discriminator}/imports', {
+      params: { section_discriminator: section },
+      body: {
+        keyspace_mapping: {
+          keyspace_discriminator: key.keyspace || keyspaces.data.items[0].discriminator,
+          field_selector: key.column || columns[0],
+        },
+        attribute_mappings,
       },
-      attribute_mappings,
     });
     // The signed upload form takes the file without a token, at this service's own address.
     const form = new FormData();
@@ -239,7 +246,9 @@ function NewImport({ section, done }) {
 
 export default function Imports() {
   const { section, picker } = useSection();
-  const list = useApi(section ? path`/audience/sections/${section}/imports` : null);
+  const list = useApi(section ? '/audience/sections/{section_discriminator}/imports' : null, {
+    params: { section_discriminator: section },
+  });
   const [open, setOpen] = useState(undefined);
   useEvery(1000, !!list.data?.items.some((i) => PENDING.includes(i.status)), list.reload);
   return html`<${Page} title="Imports">

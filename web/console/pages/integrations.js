@@ -1,14 +1,15 @@
 // An account's connected integrations: each a keyspace of its own.
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { ErrorNote, Field, formValues, Loaded, Page, Table, useAction, useApi } from '../lib/ui.js';
 import { AccountNav } from './account-nav.js';
 
 export default function Integrations({ params }) {
-  const url = path`/admin/accounts/${params.account_id}/integrations`;
-  const list = useApi(url);
+  const route = '/admin/accounts/{account_id}/integrations';
+  const account = { account_id: params.account_id };
+  const list = useApi(route, { params: account });
   const connect = useAction(async (values) => {
-    await api('POST', url, { system: values.system.trim() });
+    await api('POST', route, { params: account, body: { system: values.system.trim() } });
     list.reload();
   });
   return html`<${Page} title="Integrations">

@@ -1,16 +1,18 @@
 // The job queue: jobs by kind and state, and a list by state; a failed job shows its error and
 // can be run again.
 import { useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { ErrorNote, Field, Loaded, Notice, Page, plural, Table, useAction, useApi, when } from '../lib/ui.js';
 
 export default function Jobs() {
-  const [state, setState] = useState('failed');
+  const [state, setState] = useState(/** @type {'failed' | 'running' | 'waiting' | ''} */ ('failed'));
   const figures = useApi('/admin/jobs/figures');
-  const list = useApi(`/admin/jobs?limit=1000${state ? `&state=${state}` : ''}`);
+  const list = useApi('/admin/jobs', { query: { limit: 1000, state: state || undefined } });
   const retry = useAction(async (job) => {
-    await api('POST', path`/admin/accounts/${job.account_id}/jobs/${job.job_id}/retry`);
+    await api('POST', '/admin/accounts/{account_id}/jobs/{job_id}/retry', {
+      params: { account_id: job.account_id, job_id: job.job_id },
+    });
     list.reload();
     figures.reload();
     return `Job ${job.job_id} runs again.`;

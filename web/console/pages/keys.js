@@ -1,5 +1,5 @@
 // An account's API keys: create one (its secret is shown once, here), revoke one.
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import {
   ConfirmButton,
@@ -16,22 +16,27 @@ import {
 import { AccountNav } from './account-nav.js';
 
 export default function Keys({ params }) {
-  const url = path`/admin/accounts/${params.account_id}/keys`;
-  const keys = useApi(url);
+  const account = { account_id: params.account_id };
+  const keys = useApi('/admin/accounts/{account_id}/keys', { params: account });
   const create = useAction(async (values) => {
     const sections = values.sections
       .split(/[\s,]+/)
       .map((s) => s.trim())
       .filter(Boolean);
-    const key = await api('POST', url, {
-      ...(values.name ? { name: values.name } : {}),
-      ...(sections.length > 0 ? { section_discriminators: sections } : {}),
+    const key = await api('POST', '/admin/accounts/{account_id}/keys', {
+      params: account,
+      body: {
+        ...(values.name ? { name: values.name } : {}),
+        ...(sections.length > 0 ? { section_discriminators: sections } : {}),
+      },
     });
     keys.reload();
     return key;
   });
   const revoke = useAction(async (clientId) => {
-    await api('DELETE', `${url}/${encodeURIComponent(clientId)}`);
+    await api('DELETE', '/admin/accounts/{account_id}/keys/{client_id}', {
+      params: { ...account, client_id: clientId },
+    });
     keys.reload();
   });
   const created = create.done;

@@ -1,7 +1,7 @@
 // Edit an account's definitions through its manifest: load what the account defines now, preview
 // what an apply would create, change and leave alone, then apply.
 import { useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { ErrorNote, Field, Page, useAction } from '../lib/ui.js';
 import { AccountNav } from './account-nav.js';
@@ -38,7 +38,7 @@ function Summary({ summary, title }) {
 }
 
 export default function Manifest({ params }) {
-  const url = path`/admin/accounts/${params.account_id}/manifest`;
+  const account = { account_id: params.account_id };
   const [source, setSource] = useState(EXAMPLE);
   const [previewed, setPreviewed] = useState(undefined);
   const parse = () => {
@@ -51,14 +51,22 @@ export default function Manifest({ params }) {
   // The answer of the last preview or apply, with its title.
   const [shown, setShown] = useState(undefined);
   const preview = useAction(async () => {
-    const summary = await api('POST', `${url}/preview`, parse());
+    const summary = await api('POST', '/admin/accounts/{account_id}/manifest/preview', {
+      params: account,
+      body: parse(),
+    });
     setPreviewed(source);
     setShown({ summary, title: 'An apply would leave' });
   });
-  const apply = useAction(async () => setShown({ summary: await api('PUT', url, parse()), title: 'Applied' }));
+  const apply = useAction(async () =>
+    setShown({
+      summary: await api('PUT', '/admin/accounts/{account_id}/manifest', { params: account, body: parse() }),
+      title: 'Applied',
+    }),
+  );
   // What the account defines now, as the manifest that applied back changes nothing.
   const load = useAction(async () => {
-    setSource(JSON.stringify(await api('GET', url), null, 2));
+    setSource(JSON.stringify(await api('GET', '/admin/accounts/{account_id}/manifest', { params: account }), null, 2));
     setPreviewed(undefined);
     setShown(undefined);
   });

@@ -1,13 +1,14 @@
 // The outbox of an account (mail kept instead of sent when no SMTP server is set): its messages,
 // and one shown as it would be read, in a sandboxed frame that runs no script and loads nothing.
 import { useState } from 'preact/hooks';
-import { path } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { Loaded, Page, Table, useApi, when } from '../lib/ui.js';
 import { AccountNav } from './account-nav.js';
 
 function Message({ accountId, id }) {
-  const message = useApi(path`/admin/accounts/${accountId}/outbox/${id}`);
+  const message = useApi('/admin/accounts/{account_id}/outbox/{message_id}', {
+    params: { account_id: accountId, message_id: id },
+  });
   return html`<${Loaded} state=${message}>
     ${(m) =>
       html`<section aria-labelledby="message">
@@ -40,7 +41,7 @@ function Message({ accountId, id }) {
 }
 
 export default function Outbox({ params }) {
-  const list = useApi(path`/admin/accounts/${params.account_id}/outbox`);
+  const list = useApi('/admin/accounts/{account_id}/outbox', { params: { account_id: params.account_id } });
   const [open, setOpen] = useState(undefined);
   return html`<${Page} title="Outbox">
     <${AccountNav} accountId=${params.account_id} current="/outbox" />

@@ -2,7 +2,6 @@
 // channel (the interface's count by consent over the section's topics), their growth over the last
 // 30 days, its last imports, the account's last exports and the section's last email sends, each
 // with its state.
-import { path } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { Chart, useConsentCount } from '../lib/marketing.js';
 import { ErrorNote, Link, Loaded, Page, plural, Table, useApi, useSection, when } from '../lib/ui.js';
@@ -21,11 +20,13 @@ function useReach(section, topics, channels) {
         }
       : undefined;
   const count = useConsentCount(body);
-  return topics && topics.length === 0 ? { noTopics: true } : count;
+  return { ...count, noTopics: Boolean(topics && topics.length === 0) };
 }
 
 function Reach({ section, channels }) {
-  const topics = useApi(path`/v2/audience/sections/${section}/topics`);
+  const topics = useApi('/v2/audience/sections/{section_discriminator}/topics', {
+    params: { section_discriminator: section },
+  });
   const reach = useReach(section, topics.data?.items, channels);
   if (topics.error) return html`<${ErrorNote} error=${topics.error} retry=${topics.reload} />`;
   if (reach.error) return html`<${ErrorNote} error=${reach.error} retry=${reach.reload} />`;
@@ -56,7 +57,10 @@ function Reach({ section, channels }) {
 
 /** The section's profiles on each of the last 30 days: those created that day, and all of them. */
 function Growth({ section }) {
-  const growth = useApi(path`/audience/sections/${section}/profiles/growth` + '?days=30');
+  const growth = useApi('/audience/sections/{section_discriminator}/profiles/growth', {
+    params: { section_discriminator: section },
+    query: { days: 30 },
+  });
   return html`<${Loaded} state=${growth}>
     ${(data) => {
       const days = data.items;
@@ -78,10 +82,11 @@ function Growth({ section }) {
 
 export default function Overview() {
   const { section, picker } = useSection();
+  const of = { params: { section_discriminator: section } };
   const channels = useApi('/audience/channels');
-  const imports = useApi(section ? path`/audience/sections/${section}/imports` : null);
-  const exports = useApi('/audience/profiles/reports?limit=20');
-  const emails = useApi(section ? path`/emails/sections/${section}/activities` : null);
+  const imports = useApi(section ? '/audience/sections/{section_discriminator}/imports' : null, of);
+  const exports = useApi('/audience/profiles/reports', { query: { limit: 20 } });
+  const emails = useApi(section ? '/emails/sections/{section_discriminator}/activities' : null, of);
   return html`<${Page} title="Overview">
     ${picker}
     <h2>Profiles</h2>

@@ -1,6 +1,6 @@
 // One profile: its merge cluster; per section its attributes with their history, tags, consents
 // and suppressions, and its events as a timeline; lock and delete, each confirmed.
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { ConfirmButton, ErrorNote, Link, Loaded, Page, Table, useAction, useApi, when } from '../lib/ui.js';
 
@@ -49,7 +49,9 @@ function AttributeHistory({ state, names }) {
 
 /** The profiles of the profile's merge cluster, each with its keys, each key a link to its page. */
 function MergeCluster({ keyspace, profileKey }) {
-  const cluster = useApi(path`/audience/profiles/merges/keyspaces/${keyspace}/profiles/${profileKey}`);
+  const cluster = useApi('/audience/profiles/merges/keyspaces/{keyspace_discriminator}/profiles/{profile_key}', {
+    params: { keyspace_discriminator: keyspace, profile_key: profileKey },
+  });
   const keys = (m) =>
     html`<ul class="plain">
       ${m.keys.map(
@@ -86,18 +88,20 @@ function MergeCluster({ keyspace, profileKey }) {
   </section>`;
 }
 
-function SectionData({ base, section }) {
-  const s = encodeURIComponent(section.discriminator);
-  const at = `${base}/sections/${s}`;
-  const attributes = useApi(`${at}/attributes`);
-  const history = useApi(`${at}/attributes/history`);
-  const tags = useApi(`${at}/tags`);
-  const consents = useApi(`/v2${at}/consents`);
-  const events = useApi(`${at}/events`);
-  const attributeDefs = useApi(`/audience/sections/${s}/attributes`);
-  const eventDefs = useApi(`/audience/sections/${s}/events`);
-  const tagDefs = useApi(`/audience/sections/${s}/tags`);
-  const topicDefs = useApi(`/v2/audience/sections/${s}/topics`);
+function SectionData({ profile, section }) {
+  const at = { params: { ...profile, section_discriminator: section.discriminator } };
+  const profileAt =
+    '/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/sections/{section_discriminator}';
+  const attributes = useApi(`${profileAt}/attributes`, at);
+  const history = useApi(`${profileAt}/attributes/history`, at);
+  const tags = useApi(`${profileAt}/tags`, at);
+  const consents = useApi(`/v2${profileAt}/consents`, at);
+  const events = useApi(`${profileAt}/events`, at);
+  const of = { params: { section_discriminator: section.discriminator } };
+  const attributeDefs = useApi('/audience/sections/{section_discriminator}/attributes', of);
+  const eventDefs = useApi('/audience/sections/{section_discriminator}/events', of);
+  const tagDefs = useApi('/audience/sections/{section_discriminator}/tags', of);
+  const topicDefs = useApi('/v2/audience/sections/{section_discriminator}/topics', of);
   const channelDefs = useApi('/audience/channels');
   const byDiscriminator = (state) => state.data && new Map(state.data.items.map((d) => [d.discriminator, d.name]));
   const tagNames = byDiscriminator(tagDefs);
@@ -187,14 +191,14 @@ function SectionData({ base, section }) {
 }
 
 export default function Profile({ params }) {
-  const base = path`/audience/keyspaces/${params.keyspace}/profiles/${params.key}`;
+  const profile = { keyspace_discriminator: params.keyspace, profile_key: params.key };
   const sections = useApi('/audience/sections');
   const lock = useAction(async () => {
-    await api('PUT', `${base}/locks`);
+    await api('PUT', '/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/locks', { params: profile });
     location.hash = '#/profiles';
   });
   const remove = useAction(async () => {
-    await api('DELETE', base);
+    await api('DELETE', '/audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}', { params: profile });
     location.hash = '#/profiles';
   });
   return html`<${Page}
@@ -216,7 +220,7 @@ export default function Profile({ params }) {
     <${ErrorNote} error=${lock.error || remove.error} />
     <${MergeCluster} keyspace=${params.keyspace} profileKey=${params.key} />
     <${Loaded} state=${sections}>
-      ${(data) => data.items.map((s) => html`<${SectionData} key=${s.discriminator} base=${base} section=${s} />`)}
+      ${(data) => data.items.map((s) => html`<${SectionData} key=${s.discriminator} profile=${profile} section=${s} />`)}
     <//>
   <//>`;
 }

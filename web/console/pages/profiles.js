@@ -1,7 +1,6 @@
 // Profiles: find one by any of its keys, in any keyspace; or browse a section's profiles, most
 // recently updated first, a page at a time, searched by a key's beginning and by an attribute's value.
 import { useEffect, useState } from 'preact/hooks';
-import { path } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { Field, formValues, Link, Loaded, Page, plural, Table, useApi, useSection, when } from '../lib/ui.js';
 import { text } from './profile.js';
@@ -10,19 +9,14 @@ const PAGE_SIZE = 25;
 /** At most this many attributes are shown as columns: those with a value on the page, in the section's order. */
 const COLUMNS = 4;
 
-/** The address of the list: the section's profiles after `cursor`, searched by `search`. */
-function listPath(section, search, cursor) {
-  const query = new URLSearchParams({ limit: String(PAGE_SIZE) });
-  if (search.prefix) {
-    query.set('keyspace', search.keyspace);
-    query.set('key_prefix', search.prefix);
-  }
-  if (search.attribute) {
-    query.set('attribute', search.attribute);
-    query.set('value', search.value);
-  }
-  if (cursor) query.set('cursor', cursor);
-  return `${path`/audience/sections/${section}/profiles`}?${query}`;
+/** The query of the list: the section's profiles after `cursor`, searched by `search`. */
+function listQuery(search, cursor) {
+  return {
+    limit: PAGE_SIZE,
+    ...(search.prefix ? { keyspace: search.keyspace, key_prefix: search.prefix } : {}),
+    ...(search.attribute ? { attribute: search.attribute, value: search.value } : {}),
+    cursor,
+  };
 }
 
 /** A profile's page, through one of its keys (the export key when it has no other). */
@@ -47,17 +41,22 @@ function profileLink(item, keyspaceNames, exportKeyspace) {
 
 /** The section's profiles, a page at a time, searched. */
 function Browse({ section, keyspace, keyspaces }) {
-  const attributes = useApi(path`/audience/sections/${section}/attributes`);
-  const [search, setSearch] = useState({});
+  const of = { params: { section_discriminator: section } };
+  const attributes = useApi('/audience/sections/{section_discriminator}/attributes', of);
+  const [search, setSearch] = useState(
+    /** @type {{ keyspace?: string, prefix?: string, attribute?: string, value?: string }} */ ({}),
+  );
   // The cursors of the pages before this one, and this one's (none on the first page).
   const [cursors, setCursors] = useState([]);
-  const url = listPath(section, search, cursors.at(-1));
-  const list = useApi(url);
+  const list = useApi('/audience/sections/{section_discriminator}/profiles', {
+    ...of,
+    query: listQuery(search, cursors.at(-1)),
+  });
   // The address the list shown answered: until the answer of a page or search asked since is
   // there, the one before is not shown as its answer (nor for the render that asks it).
   const [answered, setAnswered] = useState(undefined);
   useEffect(() => {
-    if (list.data) setAnswered(url);
+    if (list.data) setAnswered(list.address);
   }, [list.data]);
   const searchable = (attributes.data?.items ?? []).filter((a) => a.versions.at(-1)?.type[0] !== 'Struct');
   const names = new Map((attributes.data?.items ?? []).map((a) => [a.discriminator, a.name]));
@@ -74,7 +73,7 @@ function Browse({ section, keyspace, keyspaces }) {
     setCursors([]);
   };
   const searched = search.prefix || search.attribute;
-  const current = list.error || (!list.loading && answered === url) ? list : { reload: list.reload };
+  const current = list.error || (!list.loading && answered === list.address) ? list : { reload: list.reload };
   return html`<form class="inline" aria-label="Search the section's profiles" onSubmit=${run}>
       <${Field}
         label="Key starts with"

@@ -3,7 +3,7 @@
 // AQL (docs/aql.md) has no term for tags or consents and no negation: the builder offers what the
 // query language can say, and the exports page filters by consent.
 import { useEffect, useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { UNITS } from '../lib/aql.js';
 import { Field } from '../lib/ui.js';
@@ -18,9 +18,10 @@ export function useDefinitions() {
       const { items } = await api('GET', '/audience/sections');
       const sections = await Promise.all(
         items.map(async (s) => {
+          const of = { params: { section_discriminator: s.discriminator } };
           const [attributes, events] = await Promise.all([
-            api('GET', path`/audience/sections/${s.discriminator}/attributes`),
-            api('GET', path`/audience/sections/${s.discriminator}/events`),
+            api('GET', '/audience/sections/{section_discriminator}/attributes', of),
+            api('GET', '/audience/sections/{section_discriminator}/events', of),
           ]);
           return { ...s, attributes: attributes.items, events: events.items };
         }),

@@ -5,7 +5,7 @@
 // made live (its members kept up to date, their entries and exits sent to webhooks) or stopped.
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { parseAql, writeAql } from '../lib/aql.js';
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { Chart, useEvery } from '../lib/marketing.js';
 import {
@@ -86,16 +86,19 @@ function samplingPoints() {
  * live: asked again every second until it is there.
  */
 function Live({ segment }) {
-  const url = path`/audience/segments/${segment.discriminator}/live`;
-  const state = useApi(url);
+  const live = { params: { segment_discriminator: segment.discriminator } };
+  const state = useApi('/audience/segments/{segment_discriminator}/live', live);
   const pending = state.data?.live && state.data.size === null;
   useEvery(1000, pending, state.reload);
   const start = useAction(async () => {
-    await api('PUT', url, { time_zone: Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC' });
+    await api('PUT', '/audience/segments/{segment_discriminator}/live', {
+      ...live,
+      body: { time_zone: Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC' },
+    });
     state.reload();
   });
   const stop = useAction(async () => {
-    await api('DELETE', url);
+    await api('DELETE', '/audience/segments/{segment_discriminator}/live', live);
     state.reload();
   });
   return html`<h2>Live</h2>
@@ -134,8 +137,10 @@ export default function Segments() {
   const [chosen, setChosen] = useState('');
   const [query, setQuery] = useState('');
   // The builder's tree: read from the query when it is typed or loaded, and written to it when built.
-  const [built, setBuilt] = useState({ tree: { kind: 'all', items: [] } });
-  const [count, setCount] = useState({});
+  const [built, setBuilt] = useState(
+    /** @type {{ tree?: any, reason?: string }} */ ({ tree: { kind: 'all', items: [] } }),
+  );
+  const [count, setCount] = useState(/** @type {{ error?: any, value?: number, ms?: number, busy?: boolean }} */ ({}));
   const [trend, setTrend] = useState(undefined);
   const [round, setRound] = useState(0);
   const segment = segments.data?.items.find((s) => s.discriminator === chosen);
@@ -165,8 +170,7 @@ export default function Segments() {
     const ask = () => {
       const started = performance.now();
       return api('POST', '/audience/profiles/reports/segments/count', {
-        section_discriminator: section,
-        segment: { timezone: 'UTC', segment_definition: query },
+        body: { section_discriminator: section, segment: { timezone: 'UTC', segment_definition: query } },
       }).then(
         (r) => live && setCount({ value: r.profile_count, ms: Math.round(performance.now() - started) }),
         (error) => {
@@ -189,9 +193,9 @@ export default function Segments() {
     if (!section || !segment) return setTrend(undefined);
     let live = true;
     const points = samplingPoints();
-    api('POST', path`/audience/sections/${section}/segments/${segment.discriminator}/trend`, {
-      sampling_points: points,
-      timezone: 'UTC',
+    api('POST', '/audience/sections/{section_discriminator}/segments/{segment_discriminator}/trend', {
+      params: { section_discriminator: section, segment_discriminator: segment.discriminator },
+      body: { sampling_points: points, timezone: 'UTC' },
     }).then(
       (r) =>
         live &&
@@ -210,14 +214,17 @@ export default function Segments() {
   }, [section, segment?.discriminator, round]);
 
   const save = useAction(async () => {
-    const version = await api('POST', path`/audience/segments/${chosen}/versions`, { query });
+    const version = await api('POST', '/audience/segments/{segment_discriminator}/versions', {
+      params: { segment_discriminator: chosen },
+      body: { query },
+    });
     segments.reload();
     setRound((r) => r + 1);
     return version;
   });
   const [name, setName] = useState('');
   const create = useAction(async () => {
-    const created = await api('POST', '/audience/segments', { name: name.trim(), query });
+    const created = await api('POST', '/audience/segments', { body: { name: name.trim(), query } });
     segments.reload();
     setChosen(created.discriminator);
     setName('');

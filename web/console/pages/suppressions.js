@@ -1,18 +1,20 @@
 // An account's suppressed addresses: no message goes to them, whatever their consents.
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { ConfirmButton, ErrorNote, Field, formValues, Loaded, Page, Table, useAction, useApi } from '../lib/ui.js';
 import { AccountNav } from './account-nav.js';
 
 export default function Suppressions({ params }) {
-  const url = path`/admin/accounts/${params.account_id}/suppressions`;
-  const list = useApi(url);
+  const account = { account_id: params.account_id };
+  const list = useApi('/admin/accounts/{account_id}/suppressions', { params: account });
   const add = useAction(async (values) => {
-    await api('PUT', url, values);
+    await api('PUT', '/admin/accounts/{account_id}/suppressions', { params: account, body: values });
     list.reload();
   });
   const lift = useAction(async (s) => {
-    await api('DELETE', `${url}/${encodeURIComponent(s.channel_discriminator)}/${encodeURIComponent(s.address)}`);
+    await api('DELETE', '/admin/accounts/{account_id}/suppressions/{channel_discriminator}/{address}', {
+      params: { ...account, channel_discriminator: s.channel_discriminator, address: s.address },
+    });
     list.reload();
   });
   return html`<${Page} title="Suppressions">

@@ -1,11 +1,12 @@
 // Transactional mail: the sends of a transactional email activity, with their status and events.
 import { useState } from 'preact/hooks';
-import { path } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { Field, Loaded, Page, Table, useApi, useSection, when } from '../lib/ui.js';
 
 function Sends({ section, activity }) {
-  const sends = useApi(path`/emails/sections/${section}/activities/${activity}/transactions`);
+  const sends = useApi('/emails/sections/{section_discriminator}/activities/{activity_id}/transactions', {
+    params: { section_discriminator: section, activity_id: activity },
+  });
   return html`<${Loaded} state=${sends}>
     ${(data) =>
       html`<${Table}
@@ -33,7 +34,9 @@ function Sends({ section, activity }) {
 
 export default function Transactional() {
   const { section, picker } = useSection();
-  const activities = useApi(section ? path`/emails/sections/${section}/activities` : null);
+  const activities = useApi(section ? '/emails/sections/{section_discriminator}/activities' : null, {
+    params: { section_discriminator: section },
+  });
   const [activity, setActivity] = useState('');
   const chosen = activity || activities.data?.items[0]?.id;
   return html`<${Page} title="Transactional mail">

@@ -1,7 +1,7 @@
 // The account's webhook subscriptions (docs/webhooks.md) and, for the one chosen, its recent
 // deliveries: status, attempts, the last attempt's answer and latency, and Replay.
 import { useState } from 'preact/hooks';
-import { api, path } from '../lib/api.js';
+import { api } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { useEvery } from '../lib/marketing.js';
 import { ErrorNote, Field, Loaded, Notice, Page, plural, Table, useAction, useApi, when } from '../lib/ui.js';
@@ -18,8 +18,10 @@ function lastAttempt(d) {
 }
 
 function Deliveries({ endpoint }) {
-  const url = path`/webhooks/${endpoint.id}/deliveries`;
-  const list = useApi(`${url}?limit=25`);
+  const list = useApi('/webhooks/{webhook_id}/deliveries', {
+    params: { webhook_id: endpoint.id },
+    query: { limit: 25 },
+  });
   // While a delivery waits (one just replayed among them), the list is read again every second.
   useEvery(
     1000,
@@ -27,7 +29,9 @@ function Deliveries({ endpoint }) {
     list.reload,
   );
   const replay = useAction(async (d) => {
-    await api('POST', path`/webhooks/${endpoint.id}/deliveries/${d.event_id}/replay`);
+    await api('POST', '/webhooks/{webhook_id}/deliveries/{event_id}/replay', {
+      params: { webhook_id: endpoint.id, event_id: d.event_id },
+    });
     list.reload();
     return d;
   });
