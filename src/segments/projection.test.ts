@@ -6,7 +6,7 @@
  */
 import fc from 'fast-check';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { SHOP, serverWithPool, TestServer } from '../../test/app.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { accountScope } from '../services.ts';
@@ -206,7 +206,8 @@ async function evaluated(a: Account): Promise<Record<string, number>> {
   return Object.fromEntries(Object.entries(canonical).map(([n, s]) => [n, s.size]));
 }
 
-describe('counts from a projection', () => {
+// On Citus counts are SQL's (projectedCount answers undefined there): the segment tests cover them.
+describe.skipIf(inject('citus'))('counts from a projection', () => {
   it('equal the SQL count and the evaluator through random writes, merges, deletes and clock moves (AQL-11)', async () => {
     let seen = 0;
     await fc.assert(

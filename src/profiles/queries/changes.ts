@@ -34,19 +34,22 @@ export async function pruneProjectionMarks(
   now: Date,
   afterMs: number,
 ): Promise<{ deleted: number | null; left: number }> {
+  // The due time as a parameter: Citus refuses a function that is not immutable (timestamptz
+  // arithmetic) in the condition of an ON CONFLICT.
+  const dueBefore = new Date(now.getTime() - afterMs);
   const { rows } = await db.query<{ horizon: string | null }>(
     `with prior as (
        select next_below from projection_prunes
-       where account_id = $1::bigint and recorded_at <= $2::timestamptz - make_interval(secs => $3::float8 / 1000)
+       where account_id = $1::bigint and recorded_at <= $3::timestamptz
      ), recorded as (
        insert into projection_prunes as p (account_id, pruned_below, next_below, recorded_at)
        values ($1::bigint, '0'::xid8, pg_snapshot_xmin(pg_current_snapshot()), $2::timestamptz)
        on conflict (account_id) do update set pruned_below = p.next_below,
          next_below = excluded.next_below, recorded_at = excluded.recorded_at
-         where p.recorded_at <= $2::timestamptz - make_interval(secs => $3::float8 / 1000)
+         where p.recorded_at <= $3::timestamptz
      )
      select (select next_below::text from prior) as horizon`,
-    [accountId, now, afterMs],
+    [accountId, now, dueBefore],
   );
   const horizon = rows[0].horizon;
   let deleted: number | null = null;
