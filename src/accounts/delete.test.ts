@@ -155,8 +155,11 @@ async function populated(): Promise<Account> {
   return a;
 }
 
-/** The tables the worker changes in the background: its queue, and what the live segments job keeps. */
-const BACKGROUND_TABLES = ['jobs', 'profile_changes', 'segment_members', 'segment_member_changes'];
+/**
+ * The tables the worker changes in the background: its queue, what the live segments job keeps,
+ * and the attempts of webhook deliveries (it tries a failed one again).
+ */
+const BACKGROUND_TABLES = ['jobs', 'profile_changes', 'segment_members', 'segment_member_changes', 'webhook_attempts'];
 
 describe('DELETE /admin/accounts/{id}', () => {
   it('erases every row of the account in every table and its files, ends its tokens, and leaves another account as it was', async () => {
