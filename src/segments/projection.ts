@@ -7,6 +7,7 @@ import type { AccountScope } from '../core/scope.ts';
 import { hasLiveSegments } from '../definitions/definitions.ts';
 import { cursorBatches } from '../store/cursor.ts';
 import { hasCitus } from '../store/distribute.ts';
+import { withTransaction } from '../store/pool.ts';
 import * as q from '../profiles/projection-facts.ts';
 
 /**
@@ -408,25 +409,8 @@ function buildInBackground(pool: pg.Pool, scope: AccountScope, terms: (Attribute
 }
 
 /** Runs `work` in a read-only repeatable read transaction of a connection of its own. */
-async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  const onError = (err: Error) => {
-    broken = err;
-  };
-  client.on('error', onError);
-  try {
-    await client.query('begin isolation level repeatable read read only');
-    const result = await work(client);
-    await client.query('commit');
-    return result;
-  } catch (err) {
-    await client.query('rollback').catch(() => {});
-    throw err;
-  } finally {
-    client.removeListener('error', onError);
-    client.release(broken);
-  }
+function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  return withTransaction(pool, work, 'begin isolation level repeatable read read only');
 }
 
 async function countNow(

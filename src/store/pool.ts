@@ -65,11 +65,18 @@ export async function checkOut(pool: pg.Pool): Promise<CheckedOut> {
   };
 }
 
-/** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
-export async function withTransaction<T>(pool: pg.Pool, work: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
+/**
+ * Runs `work` in one transaction: committed when it resolves, rolled back when it throws. `begin`
+ * opens it (another isolation level, read only).
+ */
+export async function withTransaction<T>(
+  pool: pg.Pool,
+  work: (tx: pg.PoolClient) => Promise<T>,
+  begin = 'begin',
+): Promise<T> {
   const { client, release } = await checkOut(pool);
   try {
-    await client.query('begin');
+    await client.query(begin);
     const result = await work(client);
     await client.query('commit');
     return result;
