@@ -8,9 +8,9 @@
  * clock.
  */
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { expectProblem, SHOP } from '../../test/app.ts';
-import { CallbackReceiver } from '../../test/callbacks.ts';
+import { type CallbackReceiver, receiverForTests } from '../../test/callbacks.ts';
 import { builtIn, userCreated } from '../../test/names.ts';
 import {
   account as newAccount,
@@ -278,11 +278,8 @@ describe('live segments', () => {
 
 describe('live segment webhooks', () => {
   let receiver: CallbackReceiver;
-  beforeAll(async () => {
-    receiver = await CallbackReceiver.start();
-  });
-  afterAll(async () => {
-    await receiver?.close();
+  receiverForTests((r) => {
+    receiver = r;
   });
 
   it('deliver every entry and exit, signed, through writes and time passing', async () => {
