@@ -38,6 +38,7 @@ import {
 } from '../../test/segment-writes.ts';
 import { subscribe, verified } from '../../test/webhooks.ts';
 import type { Manifest } from '../definitions/schemas.ts';
+import { sendImportFile } from '../../test/imports-http.ts';
 
 const CLUB = userCreated('sections', 'club');
 const EMAIL_CH = builtIn('channels', 'email');
@@ -238,13 +239,8 @@ describe('live segments', () => {
       attribute_mappings: [{ field_selector: 'points', attribute_version_id: a.ids.points }],
     });
     expect(imported.status, imported.text).toBe(201);
-    const form = new FormData();
-    for (const [k, v] of Object.entries(imported.body.file_upload_body as Record<string, string>)) form.append(k, v);
-    form.append('file', new Blob([`email,points\n${KEYS[0]},80\n${KEYS[4]},90\n${KEYS[3]},3\n`]), 'people.csv');
-    const uploaded = await fetch(server.url + new URL(imported.body.file_upload_url).pathname, {
-      method: 'POST',
-      body: form,
-    });
+    const csv = `email,points\n${KEYS[0]},80\n${KEYS[4]},90\n${KEYS[3]},3\n`;
+    const uploaded = await sendImportFile(server.url, imported.body, csv);
     expect(uploaded.status, await uploaded.text()).toBe(204);
     await drain();
     const status = await call(a, 'GET', `/audience/sections/${S}/imports/${imported.body.import_id}`);
