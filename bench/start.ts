@@ -20,10 +20,10 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import fs from 'node:fs/promises';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
+import { freePort } from '../src/store/embedded.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const PROGRAM = path.join(ROOT, 'bin', 'audience');
@@ -59,17 +59,6 @@ function cpuOf(pid: number | 'self', children = false): number {
   // Fields 14 and 15 (utime, stime), or 16 and 17 (cutime, cstime: the children waited for).
   const at = children ? 13 : 11;
   return (Number(fields[at]) + Number(fields[at + 1])) * 10;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Runs a command to its end: its wall time and CPU time (from this process's children's times). */

@@ -400,25 +400,19 @@ function operationsCode(document: Document, models: Models): string {
         };
         return { name: p, arg: argName(p), type: models.typeOf(parameter.schema, `${base}${pascal(p)}`), parameter };
       });
-      const queryParams = parameters
-        .filter((p) => p.in === 'query')
-        .map((p) => ({
-          name: p.name as string,
-          arg: argName(p.name),
-          type: models.typeOf(p.schema, `${base}${pascal(p.name)}`),
-          // A parameter the service defaults is one a caller may leave out, whatever `required` says.
-          required: p.required === true && p.schema?.default === undefined,
-          parameter: p,
-        }));
-      const headerParams = parameters
-        .filter((p) => p.in === 'header')
-        .map((p) => ({
-          name: p.name as string,
-          arg: argName(p.name),
-          type: models.typeOf(p.schema, `${base}${pascal(p.name)}`),
-          required: p.required === true,
-          parameter: p,
-        }));
+      const paramsIn = (where: 'query' | 'header', required: (p: Schema) => boolean) =>
+        parameters
+          .filter((p) => p.in === where)
+          .map((p) => ({
+            name: p.name as string,
+            arg: argName(p.name),
+            type: models.typeOf(p.schema, `${base}${pascal(p.name)}`),
+            required: required(p),
+            parameter: p,
+          }));
+      // A query parameter the service defaults is one a caller may leave out, whatever `required` says.
+      const queryParams = paramsIn('query', (p) => p.required === true && p.schema?.default === undefined);
+      const headerParams = paramsIn('header', (p) => p.required === true);
       const requestBody: Schema | undefined = operation.requestBody;
       const bodyContent = requestBody?.content ?? {};
       const bodyMedia = Object.keys(bodyContent).find((t) => /json/.test(t)) ?? Object.keys(bodyContent)[0];

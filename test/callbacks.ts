@@ -1,5 +1,6 @@
 import { Arrivals } from './arrivals.ts';
 import http from 'node:http';
+import { afterAll, beforeAll, beforeEach } from 'vitest';
 
 /** A request the receiver got. */
 export interface Received {
@@ -70,4 +71,24 @@ export class CallbackReceiver {
     this.server.closeAllConnections();
     await new Promise((resolve) => this.server.close(resolve));
   }
+}
+
+/**
+ * The set-up of a test file (or of a describe block, called inside it) over a receiver: starts
+ * one before its tests and hands it to `ready`, empties it and has it answer 200 before each test,
+ * and closes it after the tests.
+ */
+export function receiverForTests(ready: (receiver: CallbackReceiver) => void): void {
+  let receiver: CallbackReceiver | undefined;
+  beforeAll(async () => {
+    receiver = await CallbackReceiver.start();
+    ready(receiver);
+  });
+  beforeEach(() => {
+    receiver!.received.length = 0;
+    receiver!.answer = () => ({ status: 200 });
+  });
+  afterAll(async () => {
+    await receiver?.close();
+  });
 }

@@ -5,6 +5,7 @@ import { expect } from 'vitest';
 import { SHOP, TestServer } from './app.ts';
 import { withClient } from './databases.ts';
 import { transactionalActivity } from './transactional-http.ts';
+import { sendImportFile } from './imports-http.ts';
 
 // What the tests of `audience dump` and `audience restore` share (test/dump.test.ts, and the hops
 // through PostgreSQL 15 and Citus of test/dump-hops.test.ts): a database filled through the API with
@@ -130,14 +131,11 @@ export async function fillThroughApi(server: TestServer): Promise<Filled> {
     }),
     201,
   );
-  const form = new FormData();
-  for (const [k, v] of Object.entries(created.file_upload_body)) form.append(k, v as string);
-  form.append(
-    'file',
-    new Blob(['email;first\r\ndan@example.com;Dan\r\neve@example.com;Eve\r\n'], { type: 'text/csv' }),
-    'people.csv',
+  const upload = await sendImportFile(
+    server.url,
+    created,
+    'email;first\r\ndan@example.com;Dan\r\neve@example.com;Eve\r\n',
   );
-  const upload = await fetch(server.url + new URL(created.file_upload_url).pathname, { method: 'POST', body: form });
   expect(upload.status, await upload.text()).toBe(204);
   const importPath = `/audience/sections/${S}/imports/${created.import_id}`;
   await until(server, token, importPath, (r) => r.body.result?.status === 'completed');

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startEmulator, type Emulator } from '../clients/testing/src/index.ts';
 import { atFileEnd, scratchFolder } from './scratch.ts';
+import { sendImportFile } from './imports-http.ts';
 
 // `audience emulate --manifest FILE --manual-jobs --strict` with a one-file fixture
 // (docs/emulator.md "Fixtures"): a whole account manifest, activities included, and the profiles
@@ -154,13 +155,7 @@ describe('manual jobs', () => {
       attribute_mappings: [{ field_selector: 'points', attribute_version_id: points.versions[0].id }],
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
-    const form = new FormData();
-    for (const [k, v] of Object.entries(created.body.file_upload_body as Record<string, string>)) form.append(k, v);
-    form.append('file', new Blob(['email,points\ncarl@example.com,7\n'], { type: 'text/csv' }), 'people.csv');
-    const uploaded = await fetch(emulator.baseUrl + new URL(created.body.file_upload_url).pathname, {
-      method: 'POST',
-      body: form,
-    });
+    const uploaded = await sendImportFile(emulator.baseUrl, created.body, 'email,points\ncarl@example.com,7\n');
     expect(uploaded.status).toBe(204);
     const status = () => get(token, `/audience/sections/${SHOP}/imports/${created.body.import_id}`);
     expect((await status()).body.result.status).toBe('queued');

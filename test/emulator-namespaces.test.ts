@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EmulatorError, type Emulator, type Namespace } from '../clients/testing/src/index.ts';
 import { call, EMAIL, isolatedTest, sendOrder, SHOP, startFixtureEmulator } from './emulator-workload.ts';
 import { atFileEnd } from './scratch.ts';
+import { sendImportFile } from './imports-http.ts';
 
 // Namespaces (docs/emulator.md "Namespaces"): accounts made per test on one emulator, each with its
 // own key, data, request log, mail, outbound calls and faults, so that test workers share the
@@ -123,13 +124,7 @@ describe('a held job', () => {
       attribute_mappings: [{ field_selector: 'points', attribute_version_id: points.versions.at(-1)!.id }],
     });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
-    const form = new FormData();
-    for (const [k, v] of Object.entries(created.body.file_upload_body as Record<string, string>)) form.append(k, v);
-    form.append('file', new Blob(['email,points\nheld@example.com,7\n'], { type: 'text/csv' }), 'people.csv');
-    const uploaded = await fetch(ns.baseUrl + new URL(created.body.file_upload_url).pathname, {
-      method: 'POST',
-      body: form,
-    });
+    const uploaded = await sendImportFile(ns.baseUrl, created.body, 'email,points\nheld@example.com,7\n');
     expect(uploaded.status).toBe(204);
     const status = async () =>
       (await call(ns, token, 'GET', `/audience/sections/${SHOP}/imports/${created.body.import_id}`)).body.result.status;

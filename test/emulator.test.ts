@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EmulatorError, startEmulator, type Emulator } from '../clients/testing/src/index.ts';
 import { CallbackReceiver } from './callbacks.ts';
 import { atFileEnd } from './scratch.ts';
+import { sendImportFile, type Created } from './imports-http.ts';
 
 // The emulator (docs/emulator.md) used as an integrator's test suite uses it: through
 // @audience/testing (clients/testing), which runs `audience emulate`, and plain HTTP. One emulator for the file,
@@ -176,12 +177,8 @@ async function createImport(token: string) {
   return created.body;
 }
 
-async function upload(created: { file_upload_url: string; file_upload_body: Record<string, string> }, csv: string) {
-  const form = new FormData();
-  for (const [k, v] of Object.entries(created.file_upload_body)) form.append(k, v);
-  form.append('file', new Blob([csv], { type: 'text/csv' }), 'people.csv');
-  return fetch(emulator.baseUrl + new URL(created.file_upload_url).pathname, { method: 'POST', body: form });
-}
+const upload = (created: Pick<Created, 'file_upload_url' | 'file_upload_body'>, csv: string) =>
+  sendImportFile(emulator.baseUrl, created, csv);
 
 describe('jobs', () => {
   it('IMP-05 run now: an uploaded import is completed on the next poll', async () => {

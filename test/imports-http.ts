@@ -168,19 +168,33 @@ export async function asResponse(res: globalThis.Response): Promise<Response> {
 
 export const uploadUrl = (c: Created, on: TestServer = server) => on.url + new URL(c.file_upload_url).pathname;
 
-/** The upload of ENDPOINTS.md "Imports": every form field in order, then the part `file`; no bearer token. */
-export async function upload(
-  c: Created,
+/**
+ * The upload of ENDPOINTS.md "Imports" to the service at `baseUrl` (a test server's, an
+ * emulator's): every form field in order (`fields` replacing some, `omit` leaving some out), then
+ * the part `file` (first with `fileFirst`); no bearer token.
+ */
+export function sendImportFile(
+  baseUrl: string,
+  c: Pick<Created, 'file_upload_url' | 'file_upload_body'>,
   file: string,
-  options: { fields?: Record<string, string>; omit?: string[]; fileFirst?: boolean; on?: TestServer } = {},
-): Promise<Response> {
+  options: { fields?: Record<string, string>; omit?: string[]; fileFirst?: boolean } = {},
+): Promise<globalThis.Response> {
   const form = new FormData();
   const append = () => form.append('file', new Blob([file], { type: 'text/csv' }), 'people.csv');
   if (options.fileFirst) append();
   for (const [k, v] of Object.entries({ ...c.file_upload_body, ...options.fields }))
     if (!options.omit?.includes(k)) form.append(k, v);
   if (!options.fileFirst) append();
-  return asResponse(await fetch(uploadUrl(c, options.on), { method: 'POST', body: form }));
+  return fetch(baseUrl + new URL(c.file_upload_url).pathname, { method: 'POST', body: form });
+}
+
+/** sendImportFile to this file's server (or `on`), its answer read. */
+export async function upload(
+  c: Created,
+  file: string,
+  options: { fields?: Record<string, string>; omit?: string[]; fileFirst?: boolean; on?: TestServer } = {},
+): Promise<Response> {
+  return asResponse(await sendImportFile((options.on ?? server).url, c, file, options));
 }
 
 export function status(a: Account, importId: string, section = S, on: TestServer = server): Promise<Response> {

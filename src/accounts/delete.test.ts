@@ -7,6 +7,7 @@ import { expectProblem, serverWithPool, type TestServer } from '../../test/app.t
 import { activityEvent, EMAIL } from '../../test/activities.ts';
 import { userCreated } from '../../test/names.ts';
 import { BIG, CH_EMAIL, exportHelpers, MANIFEST, NEWS, SHOP, type Account } from '../../test/exports.ts';
+import { sendImportFile } from '../../test/imports-http.ts';
 
 // Deleting an account through the operator API (DELETE /admin/accounts/{id}): every row of the
 // account in every table, found generically so that a table added later is covered, and its files.
@@ -88,17 +89,11 @@ async function populated(): Promise<Account> {
     },
   });
   expect(imported.status, imported.text).toBe(201);
-  const form = new FormData();
-  for (const [k, v] of Object.entries(imported.body.file_upload_body as Record<string, string>)) form.append(k, v);
-  form.append(
-    'file',
-    new Blob(['email,points\ndan@example.com,5\nnot-an-address,6\n'], { type: 'text/csv' }),
-    'people.csv',
+  const uploaded = await sendImportFile(
+    server.url,
+    imported.body,
+    'email,points\ndan@example.com,5\nnot-an-address,6\n',
   );
-  const uploaded = await fetch(server.url + new URL(imported.body.file_upload_url).pathname, {
-    method: 'POST',
-    body: form,
-  });
   expect(uploaded.status, await uploaded.text()).toBe(204);
   const activity = await admin('PUT', '/activities/spring', {
     kind: 'email',

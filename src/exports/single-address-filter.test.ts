@@ -1,7 +1,7 @@
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer, type Response } from '../../test/app.ts';
-import { CallbackReceiver } from '../../test/callbacks.ts';
+import { type CallbackReceiver, receiverForTests } from '../../test/callbacks.ts';
 import { EMAIL, NO_LIMITS, SHOP } from '../../test/exports.ts';
 import { SINGLE_MANIFEST as MANIFEST } from '../../test/single-exports.ts';
 
@@ -16,17 +16,8 @@ serverWithPool({ env: { CALLBACKS_ALLOW_PRIVATE: 'true' }, worker: true }, (s, d
   db = d;
 });
 
-beforeAll(async () => {
-  receiver = await CallbackReceiver.start();
-});
-
-beforeEach(() => {
-  receiver.received.length = 0;
-  receiver.answer = () => ({ status: 200 });
-});
-
-afterAll(async () => {
-  await receiver?.close();
+receiverForTests((r) => {
+  receiver = r;
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

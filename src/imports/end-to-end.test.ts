@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SHOP, TestServer } from '../../test/app.ts';
+import { sendImportFile } from '../../test/imports-http.ts';
 
 let server: TestServer;
 beforeAll(async () => {
@@ -40,14 +41,8 @@ describe('an import end to end', () => {
       },
     });
     expect(created.status, created.text).toBe(201);
-    const form = new FormData();
-    for (const [k, v] of Object.entries(created.body.file_upload_body)) form.append(k, v as string);
     const csv = '\ufeffemail;first;points;news\r\nann@x.io;Ann;"1,5";1\r\nbad-email;Bo;2;0\r\nCAT@x.io;Cat;x;1\r\n';
-    form.append('file', new Blob([csv], { type: 'text/csv' }), 'people.csv');
-    const upload = await fetch(server.url + new URL(created.body.file_upload_url).pathname, {
-      method: 'POST',
-      body: form,
-    });
+    const upload = await sendImportFile(server.url, created.body, csv);
     expect(upload.status, await upload.text()).toBe(204);
     let status: any;
     for (let i = 0; i < 100; i++) {

@@ -33,14 +33,24 @@ export async function snapshotAndMarks(
   return { snapshot: rows[0].snapshot, marked: rows[0].marked ?? [], pruned: rows[0].pruned ?? false };
 }
 
+/** A statement of this file, as it is run in one query or read through a cursor. */
+type Statement = { text: string; values: unknown[] };
+
+/** A section's attribute or event version: the column a statement reads. */
+type Column = { sectionId: string; versionId: string };
+
+/** The rows of a statement of this file as arrays of text, in one query (for some profiles: all go through a cursor). */
+export async function arrayRows(db: Queryable, statement: Statement): Promise<string[][]> {
+  return (await db.query<string[]>({ ...statement, rowMode: 'array' })).rows;
+}
+
 /** The canonical profiles of the account (all, or those among `ids`): the projection's slots. */
 export async function canonicalProfiles(db: Queryable, accountId: string, ids: string[] | null): Promise<string[]> {
-  const { rows } = await db.query<string[]>({ ...canonicalProfilesStatement(accountId, ids), rowMode: 'array' });
-  return rows.map((r) => r[0]);
+  return (await arrayRows(db, canonicalProfilesStatement(accountId, ids))).map((r) => r[0]);
 }
 
 /** The statement of canonicalProfiles, rows of [profile_id], for reading them through a cursor. */
-export function canonicalProfilesStatement(accountId: string, ids: string[] | null) {
+export function canonicalProfilesStatement(accountId: string, ids: string[] | null): Statement {
   return {
     text: `select profile_id from profiles where account_id = $1::bigint and canonical_id is null
        and ($2::bigint[] is null or profile_id = any($2::bigint[]))`,
@@ -64,24 +74,10 @@ export async function canonicalOf(
 
 /**
  * The number values of an attribute version in a section, as the profiles' rows show them (their
- * cluster's on a canonical profile), as text, rows of [profile_id, v]: all rows, or those of `ids`. Other JSON types are
- * left out: a number condition holds for none of them.
+ * cluster's on a canonical profile), as text, rows of [profile_id, v]: all rows, or those of
+ * `ids`. Other JSON types are left out: a number condition holds for none of them.
  */
-export async function numberValues(
-  db: Queryable,
-  accountId: string,
-  column: { sectionId: string; versionId: string },
-  ids: string[] | null,
-): Promise<string[][]> {
-  return (await db.query<string[]>({ ...numberValuesStatement(accountId, column, ids), rowMode: 'array' })).rows;
-}
-
-/** The statement of numberValues, rows of [profile_id, v], for reading them through a cursor. */
-export function numberValuesStatement(
-  accountId: string,
-  column: { sectionId: string; versionId: string },
-  ids: string[] | null,
-) {
+export function numberValuesStatement(accountId: string, column: Column, ids: string[] | null): Statement {
   return {
     text: `select profile_id, v #>> '{}' as v from (
        select profile_id, coalesce(cluster_attributes, attributes) -> $3::text as v from profile_sections
@@ -94,24 +90,9 @@ export function numberValuesStatement(
 /**
  * The first and last time of an event version over each canonical profile's cluster (the sums of
  * profile_event_summaries, migration 0021), in microseconds since 1970 as text, rows of
- * [canonical, first, last]: for all
- * canonical profiles, or those of `ids`.
+ * [canonical, first, last]: for all canonical profiles, or those of `ids`.
  */
-export async function eventSpans(
-  db: Queryable,
-  accountId: string,
-  column: { sectionId: string; versionId: string },
-  ids: string[] | null,
-): Promise<string[][]> {
-  return (await db.query<string[]>({ ...eventSpansStatement(accountId, column, ids), rowMode: 'array' })).rows;
-}
-
-/** The statement of eventSpans, rows of [canonical, first, last], for reading them through a cursor. */
-export function eventSpansStatement(
-  accountId: string,
-  column: { sectionId: string; versionId: string },
-  ids: string[] | null,
-) {
+export function eventSpansStatement(accountId: string, column: Column, ids: string[] | null): Statement {
   return {
     text: `select coalesce(m.canonical_id, s.profile_id) as canonical,
        (extract(epoch from min(s.first_time)) * 1000000)::bigint::text as first,

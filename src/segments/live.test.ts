@@ -8,30 +8,43 @@
  * clock.
  */
 import fc from 'fast-check';
-import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectProblem, SHOP, serverWithPool, TestServer } from '../../test/app.ts';
-import { CallbackReceiver } from '../../test/callbacks.ts';
+import { describe, expect, it } from 'vitest';
+import { expectProblem, SHOP } from '../../test/app.ts';
+import { type CallbackReceiver, receiverForTests } from '../../test/callbacks.ts';
+import { builtIn, userCreated } from '../../test/names.ts';
+import {
+  account as newAccount,
+  apply as applyWrite,
+  call,
+  db,
+  enc,
+  EMAIL,
+  evaluated as evaluatedMembers,
+  inline as withIds,
+  key,
+  KEYS,
+  points,
+  profile,
+  S,
+  segmentOf,
+  segmentWritesServer,
+  server,
+  steps,
+  TZ,
+  view,
+  worker,
+  type Account,
+  type Step as WriteStep,
+} from '../../test/segment-writes.ts';
 import { subscribe, verified } from '../../test/webhooks.ts';
 import type { Manifest } from '../definitions/schemas.ts';
-import type { Worker } from '../jobs/queue.ts';
-import { startWorker } from '../worker/worker.ts';
+import { sendImportFile } from '../../test/imports-http.ts';
 
-const V = 'com.vendor1';
-const S = `${V}.sections.user-created.shop`;
-const CLUB = `${V}.sections.user-created.club`;
-const EMAIL = `${V}.keyspaces.email`;
-const EMAIL_CH = `${V}.channels.email`;
-const WEEKLY = `${V}.topics.user-created.weekly-news`;
-const VIP = `${V}.tags.user-created.vip`;
-const POINTS = `${V}.attributes.user-created.points`;
-const PAGE_VIEW = `${V}.events.page-view`;
-const HOUR = 3_600_000;
-const KEYS = ['a@x.io', 'b@x.io', 'c@x.io', 'd@x.io', 'e@x.io'];
-const TZ = 'Europe/Berlin';
+const CLUB = userCreated('sections', 'club');
+const EMAIL_CH = builtIn('channels', 'email');
+const WEEKLY = userCreated('topics', 'weekly-news');
+const VIP = userCreated('tags', 'vip');
 
-const points = `section({section}).attribute({attribute:${POINTS}@2})`;
-const view = `section({section}).event({event:${PAGE_VIEW}@1})`;
 /** The live segments: an attribute, a moving window, both under `||` with event data, and `&&` with any event. */
 const SEGMENTS: Record<string, string> = {
   rich: `${points}.gt(50)`,
@@ -39,7 +52,6 @@ const SEGMENTS: Record<string, string> = {
   either: `(${points}.gte(100) || ${view}.eventData("url").eq("https://x/a").inLast("events.hour", 0, 30))`,
   both: `(${points}.gt(10) && ${view})`,
 };
-const segmentOf = (name: string) => `${V}.segments.user-created.${name}`;
 
 const MANIFEST: Manifest = {
   ...SHOP,
@@ -47,67 +59,12 @@ const MANIFEST: Manifest = {
   segments: Object.entries(SEGMENTS).map(([name, query]) => ({ name, section: S, versions: [{ query }] })),
 };
 
-let server: TestServer;
-let db: pg.Pool;
-let worker: Worker;
-serverWithPool({ env: { CALLBACKS_ALLOW_PRIVATE: 'true', LOG_LEVEL: 'silent' } }, (s, d) => {
-  server = s;
-  db = d;
-});
-beforeAll(async () => {
-  worker = await startWorker(server.services, (err) => console.error('job failed', err), { dueByClock: true });
-  worker.setTakesJobs(false);
-});
-afterAll(async () => {
-  await worker?.stop();
-});
+segmentWritesServer({ CALLBACKS_ALLOW_PRIVATE: 'true' });
 
-const enc = encodeURIComponent;
-const profile = (key: string) => `/audience/keyspaces/${EMAIL}/profiles/${enc(key)}/sections/${S}`;
-const ref = (key: string) => ({ keyspace_discriminator: EMAIL, profile_key: key });
-
-interface Account {
-  accountId: string;
-  clientId: string;
-  clientSecret: string;
-  token: string;
-  ids: { points: string; view: string; section: string };
-}
-
-async function account(): Promise<Account> {
-  const a = await server.login(MANIFEST, {
-    requests_per_second: null,
-    token_requests_per_minute: null,
-    profile_key_operations_per_second: null,
-    profile_export_requests_per_second: null,
-  });
-  const attributes = (await server.request('GET', `/audience/sections/${S}/attributes`, { token: a.token })).body.items;
-  const events = (await server.request('GET', `/audience/sections/${S}/events`, { token: a.token })).body.items;
-  const sections = (await server.request('GET', '/audience/sections', { token: a.token })).body.items;
-  return {
-    ...a,
-    ids: {
-      points: attributes.find((x: any) => x.discriminator === POINTS).versions.at(-1).id,
-      view: events.find((x: any) => x.discriminator === PAGE_VIEW).versions[0].id,
-      section: sections.find((x: any) => x.discriminator === S).id,
-    },
-  };
-}
+const account = () => newAccount(MANIFEST);
 
 /** A segment's query with the account's ids, as a count's segment_definition takes it (evaluated on demand). */
-function inline(a: Account, name: string): string {
-  return SEGMENTS[name]
-    .replaceAll('{section}', a.ids.section)
-    .replaceAll(`{attribute:${POINTS}@2}`, a.ids.points)
-    .replaceAll(`{event:${PAGE_VIEW}@1}`, a.ids.view);
-}
-
-async function call(a: Account, method: string, path: string, body?: unknown) {
-  const headers: Record<string, string> = method === 'PATCH' ? { 'content-type': 'application/merge-patch+json' } : {};
-  const res = await server.request(method, path, { token: a.token, body, headers });
-  expect(res.status, `${method} ${path}: ${res.text}`).toBeLessThan(500);
-  return res;
-}
+const inline = (a: Account, name: string): string => withIds(a, SEGMENTS[name]);
 
 async function makeLive(a: Account, name: string): Promise<void> {
   const res = await call(a, 'PUT', `/audience/segments/${segmentOf(name)}/live`, { time_zone: TZ });
@@ -119,26 +76,10 @@ async function makeLive(a: Account, name: string): Promise<void> {
 const drain = () => worker.runDue();
 
 type Step =
-  | { kind: 'points'; key: number; value: number | null }
-  | { kind: 'tag'; key: number; on: boolean }
-  | { kind: 'consent'; key: number; type: 'opt-in' | 'opt-out' }
-  | { kind: 'event'; key: number; url: 'a' | 'b'; hoursAgo: number }
-  | { kind: 'create'; key: number }
-  | { kind: 'merge'; key: number; other: number }
-  | { kind: 'unmerge'; key: number }
-  | { kind: 'delete'; key: number }
-  | { kind: 'clock'; hours: number };
+  WriteStep | { kind: 'tag'; key: number; on: boolean } | { kind: 'consent'; key: number; type: 'opt-in' | 'opt-out' };
 
-const key = fc.integer({ min: 0, max: KEYS.length - 1 });
 const step: fc.Arbitrary<Step> = fc.oneof(
-  {
-    weight: 4,
-    arbitrary: fc.record({
-      kind: fc.constant('points' as const),
-      key,
-      value: fc.option(fc.constantFrom(5, 20, 60, 120), { nil: null }),
-    }),
-  },
+  ...steps([5, 20, 60, 120]),
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('tag' as const), key, on: fc.boolean() }) },
   {
     weight: 1,
@@ -157,19 +98,11 @@ const step: fc.Arbitrary<Step> = fc.oneof(
       hoursAgo: fc.constantFrom(0, 20, 40, 70),
     }),
   },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('create' as const), key }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('merge' as const), key, other: key }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('unmerge' as const), key }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('delete' as const), key }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('clock' as const), hours: fc.constantFrom(1, 10, 25, 49) }) },
 );
 
-/** Applies a step through the API; refusals (a profile that does not exist, a merge the rules refuse) are part of the game. */
+/** Applies a step through the API: a tag, a consent, or one of the shared writes. */
 async function apply(a: Account, s: Step): Promise<void> {
   switch (s.kind) {
-    case 'points':
-      await call(a, 'PATCH', `/v2${profile(KEYS[s.key])}/attributes`, { [POINTS]: s.value });
-      return;
     case 'tag':
       await call(a, 'PATCH', `${profile(KEYS[s.key])}/tags`, { [VIP]: s.on });
       return;
@@ -181,58 +114,13 @@ async function apply(a: Account, s: Step): Promise<void> {
         reason: 'test',
       });
       return;
-    case 'event':
-      await call(a, 'POST', `${profile(KEYS[s.key])}/events`, {
-        items: [
-          {
-            event_time: new Date(server.clock.now - s.hoursAgo * HOUR).toISOString(),
-            version_id: a.ids.view,
-            data: { url: `https://x/${s.url}` },
-          },
-        ],
-      });
-      return;
-    case 'create':
-      await call(a, 'POST', `/audience/keyspaces/${EMAIL}/sections/${S}/profiles`, { profile_key: KEYS[s.key] });
-      return;
-    case 'merge':
-      await call(a, 'PUT', '/audience/profiles/merges', { profiles: [ref(KEYS[s.key]), ref(KEYS[s.other])] });
-      return;
-    case 'unmerge':
-      await call(a, 'DELETE', `/audience/profiles/merges/keyspaces/${EMAIL}/profiles/${enc(KEYS[s.key])}`);
-      return;
-    case 'delete':
-      await call(a, 'DELETE', `/audience/keyspaces/${EMAIL}/profiles/${enc(KEYS[s.key])}`);
-      return;
-    case 'clock':
-      server.clock.advance(s.hours * HOUR);
-      // Access tokens expire by the same clock.
-      a.token = await server.token(a);
-      return;
+    default:
+      await applyWrite(a, s);
   }
 }
 
 /** The export keys of the canonical profiles the evaluation route (the in-memory evaluator) puts in each segment. */
-async function evaluated(a: Account): Promise<Record<string, string[]>> {
-  const members: Record<string, Set<string>> = Object.fromEntries(Object.keys(SEGMENTS).map((n) => [n, new Set()]));
-  for (const k of KEYS) {
-    const res = await call(a, 'POST', `/audience/keyspaces/${EMAIL}/profiles/${enc(k)}/evaluations`, {
-      segments: Object.keys(SEGMENTS).map((n) => ({ discriminator: segmentOf(n) })),
-      time_zone: TZ,
-    });
-    if (res.status === 404) continue;
-    expect(res.status, res.text).toBe(200);
-    const { rows } = await db.query<{ export_key: string }>(
-      `select c.export_key from profile_identifiers i join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-       join profiles c on c.account_id = p.account_id and c.profile_id = coalesce(p.canonical_id, p.profile_id)
-       where i.account_id = $1::bigint and i.profile_key = $2`,
-      [a.accountId, k],
-    );
-    for (const n of Object.keys(SEGMENTS))
-      if (res.body.matches.segments[segmentOf(n)]) members[n].add(rows[0].export_key);
-  }
-  return Object.fromEntries(Object.entries(members).map(([n, s]) => [n, [...s].sort()]));
-}
+const evaluated = (a: Account) => evaluatedMembers(a, Object.keys(SEGMENTS));
 
 /** A count through the count route: of the stored (live) segment, or of its query given inline (evaluated on demand). */
 async function count(a: Account, name: string, how: 'live' | 'inline', known?: boolean) {
@@ -351,13 +239,8 @@ describe('live segments', () => {
       attribute_mappings: [{ field_selector: 'points', attribute_version_id: a.ids.points }],
     });
     expect(imported.status, imported.text).toBe(201);
-    const form = new FormData();
-    for (const [k, v] of Object.entries(imported.body.file_upload_body as Record<string, string>)) form.append(k, v);
-    form.append('file', new Blob([`email,points\n${KEYS[0]},80\n${KEYS[4]},90\n${KEYS[3]},3\n`]), 'people.csv');
-    const uploaded = await fetch(server.url + new URL(imported.body.file_upload_url).pathname, {
-      method: 'POST',
-      body: form,
-    });
+    const csv = `email,points\n${KEYS[0]},80\n${KEYS[4]},90\n${KEYS[3]},3\n`;
+    const uploaded = await sendImportFile(server.url, imported.body, csv);
     expect(uploaded.status, await uploaded.text()).toBe(204);
     await drain();
     const status = await call(a, 'GET', `/audience/sections/${S}/imports/${imported.body.import_id}`);
@@ -391,11 +274,8 @@ describe('live segments', () => {
 
 describe('live segment webhooks', () => {
   let receiver: CallbackReceiver;
-  beforeAll(async () => {
-    receiver = await CallbackReceiver.start();
-  });
-  afterAll(async () => {
-    await receiver?.close();
+  receiverForTests((r) => {
+    receiver = r;
   });
 
   it('deliver every entry and exit, signed, through writes and time passing', async () => {

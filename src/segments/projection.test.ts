@@ -6,29 +6,36 @@
  */
 import fc from 'fast-check';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { SHOP, serverWithPool, TestServer } from '../../test/app.ts';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { SHOP } from '../../test/app.ts';
+import {
+  account as newAccount,
+  apply,
+  call,
+  db,
+  evaluated as evaluatedMembers,
+  inline,
+  key,
+  points,
+  S,
+  segmentOf,
+  segmentWritesServer,
+  server,
+  steps,
+  TZ,
+  view,
+  worker,
+  type Account,
+  type Step,
+} from '../../test/segment-writes.ts';
 import type { Manifest } from '../definitions/schemas.ts';
 import { accountScope } from '../services.ts';
-import type { Worker } from '../jobs/queue.ts';
 import { createPool } from '../store/pool.ts';
-import { startWorker } from '../worker/worker.ts';
 import { PRUNE_AFTER_MS, SWEEP_MS } from './live.ts';
 import { projectedCount } from './projection.ts';
 import { countProfilesMatching } from './queries.ts';
 import { countPlan } from './segments.ts';
 
-const V = 'com.vendor1';
-const S = `${V}.sections.user-created.shop`;
-const EMAIL = `${V}.keyspaces.email`;
-const POINTS = `${V}.attributes.user-created.points`;
-const PAGE_VIEW = `${V}.events.page-view`;
-const HOUR = 3_600_000;
-const KEYS = ['a@x.io', 'b@x.io', 'c@x.io', 'd@x.io', 'e@x.io'];
-const TZ = 'Europe/Berlin';
-
-const points = `section({section}).attribute({attribute:${POINTS}@2})`;
-const view = `section({section}).event({event:${PAGE_VIEW}@1})`;
 /** The counted segments: every comparison, windows that move, with and without a window, under && and ||. */
 const SEGMENTS: Record<string, string> = {
   rich: `${points}.gt(50)`,
@@ -45,7 +52,6 @@ const SEGMENTS: Record<string, string> = {
 };
 /** Counts that wait for the columns read whole rather than leave the first ones to SQL. */
 const WAIT = { wait: true };
-const segmentOf = (name: string) => `${V}.segments.user-created.${name}`;
 
 /** A live segment: the account's writes then leave marks, which the projection needs. */
 const MANIFEST: Manifest = {
@@ -56,154 +62,35 @@ const MANIFEST: Manifest = {
   ],
 };
 
-let server: TestServer;
-let db: pg.Pool;
-serverWithPool({ env: { LOG_LEVEL: 'silent' } }, (s, d) => {
-  server = s;
-  db = d;
-});
-/** The worker runs jobs only when a test drains them (runDue), due by the test's clock. */
-let worker: Worker;
-beforeAll(async () => {
-  worker = await startWorker(server.services, (err) => console.error('job failed', err), { dueByClock: true });
-  worker.setTakesJobs(false);
-});
-afterAll(async () => {
-  await worker?.stop();
-});
+segmentWritesServer({});
 /** Pools whose projections are read whole at each step (a new pool has none). */
 const fresh: pg.Pool[] = [];
 afterAll(async () => {
   await Promise.all(fresh.map((p) => p.end()));
 });
 
-const enc = encodeURIComponent;
-const profile = (key: string) => `/audience/keyspaces/${EMAIL}/profiles/${enc(key)}/sections/${S}`;
-const ref = (key: string) => ({ keyspace_discriminator: EMAIL, profile_key: key });
-
-interface Account {
-  accountId: string;
-  clientId: string;
-  clientSecret: string;
-  token: string;
-}
-
+/** An account whose 'marked' segment is live. */
 async function account(): Promise<Account> {
-  const a = await server.login(MANIFEST, {
-    requests_per_second: null,
-    token_requests_per_minute: null,
-    profile_key_operations_per_second: null,
-    profile_export_requests_per_second: null,
-  });
+  const a = await newAccount(MANIFEST);
   const res = await call(a, 'PUT', `/audience/segments/${segmentOf('marked')}/live`, { time_zone: TZ });
   expect(res.status, res.text).toBe(200);
   return a;
 }
 
-async function call(a: Account, method: string, path: string, body?: unknown) {
-  const headers: Record<string, string> = method === 'PATCH' ? { 'content-type': 'application/merge-patch+json' } : {};
-  const res = await server.request(method, path, { token: a.token, body, headers });
-  expect(res.status, `${method} ${path}: ${res.text}`).toBeLessThan(500);
-  return res;
-}
-
-type Step =
-  | { kind: 'points'; key: number; value: number | null }
-  | { kind: 'event'; key: number; hoursAgo: number }
-  | { kind: 'create'; key: number }
-  | { kind: 'merge'; key: number; other: number }
-  | { kind: 'unmerge'; key: number }
-  | { kind: 'delete'; key: number }
-  | { kind: 'clock'; hours: number };
-
-const key = fc.integer({ min: 0, max: KEYS.length - 1 });
-const step: fc.Arbitrary<Step> = fc.oneof(
-  {
-    weight: 4,
-    arbitrary: fc.record({
-      kind: fc.constant('points' as const),
-      key,
-      value: fc.option(fc.constantFrom(5, 20, 20.5, 60, 60.25, 120), { nil: null }),
-    }),
-  },
-  {
-    weight: 4,
-    arbitrary: fc.record({
-      kind: fc.constant('event' as const),
-      key,
-      // A future event puts a window between a profile's first and last event.
-      hoursAgo: fc.constantFrom(0, 20, 40, 70, -40),
-    }),
-  },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('create' as const), key }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('merge' as const), key, other: key }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('unmerge' as const), key }) },
-  { weight: 1, arbitrary: fc.record({ kind: fc.constant('delete' as const), key }) },
-  { weight: 3, arbitrary: fc.record({ kind: fc.constant('clock' as const), hours: fc.constantFrom(1, 10, 25, 49) }) },
-);
-
-/** Applies a step through the API; refusals (a profile that does not exist, a merge the rules refuse) are part of the game. */
-async function apply(a: Account, s: Step): Promise<void> {
-  switch (s.kind) {
-    case 'points':
-      await call(a, 'PATCH', `/v2${profile(KEYS[s.key])}/attributes`, { [POINTS]: s.value });
-      return;
-    case 'event': {
-      const versions = (await call(a, 'GET', `/audience/sections/${S}/events`)).body.items;
-      const versionId = versions.find((x: any) => x.discriminator === PAGE_VIEW).versions[0].id;
-      const posted = await call(a, 'POST', `${profile(KEYS[s.key])}/events`, {
-        items: [
-          {
-            event_time: new Date(server.clock.now - s.hoursAgo * HOUR).toISOString(),
-            version_id: versionId,
-            data: { url: 'https://x/a' },
-          },
-        ],
-      });
-      // Refused only for a profile that does not exist.
-      expect([200, 201, 202, 204, 404], posted.text).toContain(posted.status);
-      return;
-    }
-    case 'create':
-      await call(a, 'POST', `/audience/keyspaces/${EMAIL}/sections/${S}/profiles`, { profile_key: KEYS[s.key] });
-      return;
-    case 'merge':
-      await call(a, 'PUT', '/audience/profiles/merges', { profiles: [ref(KEYS[s.key]), ref(KEYS[s.other])] });
-      return;
-    case 'unmerge':
-      await call(a, 'DELETE', `/audience/profiles/merges/keyspaces/${EMAIL}/profiles/${enc(KEYS[s.key])}`);
-      return;
-    case 'delete':
-      await call(a, 'DELETE', `/audience/keyspaces/${EMAIL}/profiles/${enc(KEYS[s.key])}`);
-      return;
-    case 'clock':
-      server.clock.advance(s.hours * HOUR);
-      // Access tokens expire by the same clock.
-      a.token = await server.token(a);
-      return;
-  }
-}
+const step: fc.Arbitrary<Step> = fc.oneof(...steps([5, 20, 20.5, 60, 60.25, 120]), {
+  weight: 4,
+  arbitrary: fc.record({
+    kind: fc.constant('event' as const),
+    key,
+    // A future event puts a window between a profile's first and last event.
+    hoursAgo: fc.constantFrom(0, 20, 40, 70, -40),
+  }),
+});
 
 /** How many canonical profiles the evaluation route (the in-memory evaluator) puts in each segment. */
 async function evaluated(a: Account): Promise<Record<string, number>> {
-  const canonical: Record<string, Set<string>> = Object.fromEntries(Object.keys(SEGMENTS).map((n) => [n, new Set()]));
-  for (const k of KEYS) {
-    const res = await call(a, 'POST', `/audience/keyspaces/${EMAIL}/profiles/${enc(k)}/evaluations`, {
-      segments: Object.keys(SEGMENTS).map((n) => ({ discriminator: segmentOf(n) })),
-      time_zone: TZ,
-    });
-    if (res.status === 404) continue;
-    expect(res.status, res.text).toBe(200);
-    const { rows } = await db.query<{ canonical: string }>(
-      `select coalesce(p.canonical_id, p.profile_id) as canonical from profile_identifiers i
-       join profiles p on p.account_id = i.account_id and p.profile_id = i.profile_id
-       where i.account_id = $1::bigint and i.profile_key = $2`,
-      [a.accountId, k],
-    );
-    for (const n of Object.keys(SEGMENTS))
-      if (res.body.matches.segments[segmentOf(n)]) canonical[n].add(rows[0].canonical);
-  }
-  return Object.fromEntries(Object.entries(canonical).map(([n, s]) => [n, s.size]));
+  const members = await evaluatedMembers(a, Object.keys(SEGMENTS));
+  return Object.fromEntries(Object.entries(members).map(([n, keys]) => [n, keys.length]));
 }
 
 // On Citus counts are SQL's (projectedCount answers undefined there): the segment tests cover them.
@@ -274,16 +161,9 @@ describe.skipIf(inject('citus'))('counts from a projection', () => {
     /** A count's expression of the account, and the query of its points greater than 1. */
     const planOf = async (a: Account) => {
       const scope = await accountScope(server.services, a.accountId);
-      const attributes = (await call(a, 'GET', `/audience/sections/${S}/attributes`)).body.items;
-      const pointsId = attributes.find((x: any) => x.discriminator === POINTS).versions.at(-1).id;
-      const sectionId = (await call(a, 'GET', '/audience/sections')).body.items.find(
-        (x: any) => x.discriminator === S,
-      ).id;
-      const events = (await call(a, 'GET', `/audience/sections/${S}/events`)).body.items;
-      const viewId = events.find((x: any) => x.discriminator === PAGE_VIEW).versions[0].id;
       return {
-        gt: `section(${sectionId}).attribute(${pointsId}).gt(1)`,
-        url: `section(${sectionId}).event(${viewId}).eventData("url").eq("https://x/a")`,
+        gt: inline(a, `${points}.gt(1)`),
+        url: inline(a, `${view}.eventData("url").eq("https://x/a")`),
         count: (segment_definition: string) =>
           projectedCount(
             server.services.pool,
@@ -295,7 +175,7 @@ describe.skipIf(inject('citus'))('counts from a projection', () => {
       };
     };
     // No live segment: its writes leave no marks.
-    const unmarked = await planOf(await server.login(MANIFEST, { requests_per_second: null }));
+    const unmarked = await planOf(await newAccount(MANIFEST));
     expect(await unmarked.count(unmarked.gt)).toBeUndefined();
     const { gt, url, count } = await planOf(await account());
     expect(await count(gt)).toBe(0);

@@ -174,13 +174,11 @@ async function fill(
   c: Column,
   ids: string[] | null,
 ): Promise<void> {
+  const statement =
+    c.kind === 'number' ? q.numberValuesStatement(accountId, c, ids) : q.eventSpansStatement(accountId, c, ids);
   const batches: AsyncIterable<unknown[][]> | unknown[][][] = ids
-    ? [c.kind === 'number' ? await q.numberValues(db, accountId, c, ids) : await q.eventSpans(db, accountId, c, ids)]
-    : cursorBatches(
-        db,
-        c.kind === 'number' ? q.numberValuesStatement(accountId, c, null) : q.eventSpansStatement(accountId, c, null),
-        BATCH,
-      );
+    ? [await q.arrayRows(db, statement)]
+    : cursorBatches(db, statement, BATCH);
   for await (const rows of batches)
     for (const row of rows as string[][]) {
       const slot = p.slotOf.get(Number(row[0]));

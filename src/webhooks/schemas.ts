@@ -195,15 +195,9 @@ export function payloadSchema(type: (typeof WEBHOOK_EVENT_TYPES)[number]) {
   });
 }
 
-/** An endpoint in the account manifest (docs/manifest.md "Webhooks"): matched by URL; its secret is never read back. */
-export const ManifestWebhook = Type.Object(
-  {
-    url: Url,
-    event_types: EventTypes,
-    description: Type.Optional(Description),
-    enabled: Type.Optional(Type.Boolean({ default: true })),
-    secret: Type.Optional(Secret),
-  },
-  { additionalProperties: false },
-);
-export type ManifestWebhook = Static<typeof ManifestWebhook>;
+/**
+ * An endpoint in the account manifest (docs/manifest.md "Webhooks"): the fields of a new
+ * endpoint, matched by URL; its secret is never read back.
+ */
+export const ManifestWebhook = EndpointCreate;
+export type ManifestWebhook = EndpointCreate;

@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { serverWithPool, type TestServer } from '../../test/app.ts';
-import { CallbackReceiver } from '../../test/callbacks.ts';
+import { type CallbackReceiver, receiverForTests } from '../../test/callbacks.ts';
 import { createProfile, deleteProfile, MANIFEST, ok, subscribe } from '../../test/webhooks.ts';
 
 // The address filter of outbound calls (src/outbound/, docs/security.md "Outbound calls") applies
@@ -12,11 +12,8 @@ let receiver: CallbackReceiver;
 serverWithPool({ worker: true }, (s) => {
   server = s;
 });
-beforeAll(async () => {
-  receiver = await CallbackReceiver.start();
-});
-afterAll(async () => {
-  await receiver?.close();
+receiverForTests((r) => {
+  receiver = r;
 });
 
 describe('webhook endpoints at internal addresses', () => {

@@ -1,7 +1,7 @@
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
-import { CallbackReceiver, type Received } from '../../test/callbacks.ts';
+import { type CallbackReceiver, type Received, receiverForTests } from '../../test/callbacks.ts';
 import { STATE_BOUND_MS, readWhen as readUntil } from '../../test/until.ts';
 import {
   type Account,
@@ -29,15 +29,8 @@ serverWithPool(
     db = d;
   },
 );
-beforeAll(async () => {
-  receiver = await CallbackReceiver.start();
-});
-beforeEach(() => {
-  receiver.received.length = 0;
-  receiver.answer = () => ({ status: 200 });
-});
-afterAll(async () => {
-  await receiver?.close();
+receiverForTests((r) => {
+  receiver = r;
 });
 
 const NO_LIMITS = { requests_per_second: null, token_requests_per_minute: null };

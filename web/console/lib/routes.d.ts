@@ -75,3 +75,17 @@ export type UseApi = <R extends Route<'GET'>>(
   route: R | null,
   ...options: OptionsArg<'GET', R>
 ) => Loaded<Answer<'GET', R>>;
+
+/** The GET routes whose one path parameter is a section's discriminator. */
+export type SectionRoute = {
+  [R in Route<'GET'>]: keyof PathOf<Operation<'GET', R>> extends 'section_discriminator'
+    ? [PathOf<Operation<'GET', R>>] extends [never]
+      ? never
+      : R
+    : never;
+}[Route<'GET'>];
+
+/** A section picker and a section's route loaded when the chosen section changes. */
+export type UseSectionApi = <R extends SectionRoute>(
+  route: R,
+) => { section: string | undefined; picker: unknown; state: Loaded<Answer<'GET', R>> };

@@ -63,6 +63,19 @@ export function useSection(initial) {
   return { section, picker };
 }
 
+/**
+ * A section picker (useSection) and `route` of the chosen section, loaded as useApi loads it:
+ * { section, picker, state }. The route's one parameter is {section_discriminator}; it is not read
+ * before a section is chosen.
+ * @type {import('./routes.d.ts').UseSectionApi}
+ */
+export const useSectionApi = (route) => {
+  const { section, picker } = useSection();
+  // Every SectionRoute takes these parameters; TypeScript does not resolve that for a generic route.
+  const state = useApi(section ? route : null, /** @type {any} */ ({ params: { section_discriminator: section } }));
+  return { section, picker, state };
+};
+
 /** Runs an action (a write): { run, busy, error, done }; `done` is the last result. */
 export function useAction(action) {
   const [state, setState] = useState({ busy: false, error: undefined, done: undefined });

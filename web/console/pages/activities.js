@@ -15,7 +15,7 @@ import {
   Table,
   useAction,
   useApi,
-  useSection,
+  useSectionApi,
   when,
 } from '../lib/ui.js';
 
@@ -148,14 +148,11 @@ function EmailEventExport() {
 }
 
 export default function Activities({ query }) {
-  const { section, picker } = useSection();
   const [kind, setKind] = useState(
     /** @type {'emails' | 'sms' | 'forms-and-pages' | 'website' | 'marketing-automation'} */ (query.kind ?? 'emails'),
   );
+  const { section, picker, state: list } = useSectionApi(`/${kind}/sections/{section_discriminator}/activities`);
   const [chosen, setChosen] = useState(undefined);
-  const list = useApi(section ? `/${kind}/sections/{section_discriminator}/activities` : null, {
-    params: { section_discriminator: section },
-  });
   return html`<${Page} title="Activities">
     <div class="row">
       ${picker}

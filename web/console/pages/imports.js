@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import { api, ApiError, foreignAnswer, parseJson, request } from '../lib/api.js';
 import { html } from '../lib/html.js';
 import { useEvery } from '../lib/marketing.js';
-import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, useSection, when } from '../lib/ui.js';
+import { ErrorNote, Field, Loaded, Notice, Page, Table, useAction, useApi, useSectionApi, when } from '../lib/ui.js';
 
 const PENDING = ['waiting_for_file', 'queued', 'in_progress'];
 
@@ -245,10 +245,7 @@ function NewImport({ section, done }) {
 }
 
 export default function Imports() {
-  const { section, picker } = useSection();
-  const list = useApi(section ? '/audience/sections/{section_discriminator}/imports' : null, {
-    params: { section_discriminator: section },
-  });
+  const { section, picker, state: list } = useSectionApi('/audience/sections/{section_discriminator}/imports');
   const [open, setOpen] = useState(undefined);
   useEvery(1000, !!list.data?.items.some((i) => PENDING.includes(i.status)), list.reload);
   return html`<${Page} title="Imports">

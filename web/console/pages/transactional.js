@@ -1,7 +1,7 @@
 // Transactional mail: the sends of a transactional email activity, with their status and events.
 import { useState } from 'preact/hooks';
 import { html } from '../lib/html.js';
-import { Field, Loaded, Page, Table, useApi, useSection, when } from '../lib/ui.js';
+import { Field, Loaded, Page, Table, useApi, useSectionApi, when } from '../lib/ui.js';
 
 function Sends({ section, activity }) {
   const sends = useApi('/emails/sections/{section_discriminator}/activities/{activity_id}/transactions', {
@@ -33,10 +33,7 @@ function Sends({ section, activity }) {
 }
 
 export default function Transactional() {
-  const { section, picker } = useSection();
-  const activities = useApi(section ? '/emails/sections/{section_discriminator}/activities' : null, {
-    params: { section_discriminator: section },
-  });
+  const { section, picker, state: activities } = useSectionApi('/emails/sections/{section_discriminator}/activities');
   const [activity, setActivity] = useState('');
   const chosen = activity || activities.data?.items[0]?.id;
   return html`<${Page} title="Transactional mail">
