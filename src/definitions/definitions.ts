@@ -127,6 +127,19 @@ export class DefinitionsCache {
   }
 }
 
+/**
+ * Calls `listener` with the id of each account whose definitions changed, once the change is
+ * committed, and with '*' when any may have.
+ */
+export function onDefinitionsChanged(feed: ChangeFeed, listener: (accountId: string) => void): void {
+  feed.on(TOPIC, listener, { committed: true });
+}
+
+/** The accounts that keep a live segment, at most `limit` of them, the newest first. */
+export async function accountsWithLiveSegments(db: Queryable, limit: number): Promise<string[]> {
+  return q.listAccountsWithLiveSegments(db, limit);
+}
+
 /** Tells every instance that an account's definitions changed, so that their caches reload them. */
 export async function announce(feed: ChangeFeed, tx: Queryable, accountId: string): Promise<void> {
   await feed.publish(tx, TOPIC, accountId);

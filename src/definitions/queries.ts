@@ -321,6 +321,15 @@ export async function upsertTopic(db: Queryable, accountId: string, t: Omit<Topi
   );
 }
 
+/** The accounts with a live segment (a statement across accounts: what a process reads ahead at its start). */
+export async function listAccountsWithLiveSegments(db: Queryable, limit: number): Promise<string[]> {
+  const { rows } = await db.query<{ account_id: string }>(
+    'select distinct account_id from segments where live_time_zone is not null order by account_id desc limit $1',
+    [limit],
+  );
+  return rows.map((r) => r.account_id);
+}
+
 /** Makes a segment live in a time zone, or not live (null). */
 export async function setSegmentLiveTimeZone(
   db: Queryable,

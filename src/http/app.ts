@@ -8,7 +8,8 @@ import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import FindMyWay from 'find-my-way';
 import client from 'prom-client';
 import type { MetricsJson } from '../core/metrics.ts';
-import type { Services } from '../services.ts';
+import { accountScope, type Services } from '../services.ts';
+import { readProjectionsAhead } from '../segments/live.ts';
 import { registerAuth, type RouteAuth } from './plugins/auth.ts';
 import { registerBodyParsers } from './plugins/body-parsers.ts';
 import { Problem } from '../core/problems.ts';
@@ -312,5 +313,14 @@ export async function buildApp(
   await registerOperations(app, services, trackingRoutes);
   await registerOperations(app, services, consoleRoutes());
   if (options.emulator) await registerOperations(app, services, emulatorRoutes(options.emulator));
+  // Counts are answered here: the count projections of the accounts with live segments are read ahead.
+  const stopReading = readProjectionsAhead({
+    pool: services.pool,
+    feed: services.feed,
+    scopeOf: async (accountId) =>
+      (await services.accounts.get(accountId)) ? accountScope(services, accountId) : undefined,
+    log: (msg, err) => logger.error({ err }, msg),
+  });
+  app.addHook('onClose', stopReading);
   return app;
 }

@@ -1,12 +1,14 @@
 import type pg from 'pg';
-import { termsOf, type Expression } from '../aql/ast.ts';
+import { termsOf, type AttributeTerm, type EventTerm, type Expression } from '../aql/ast.ts';
 import { compilePredicate, SqlValues } from '../aql/compile-sql.ts';
 import { checkTimeZone } from '../aql/time.ts';
 import type { SegmentDef } from '../core/definitions.ts';
 import { Problem } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import {
+  accountsWithLiveSegments,
   LIVE_SEGMENTS_JOB,
+  onDefinitionsChanged,
   refreshLiveSegments,
   requireAllSections,
   setSegmentLive,
@@ -17,6 +19,7 @@ import { pruneProjectionMarks, takeProfileChanges } from '../profiles/profiles.t
 import type { ChangeFeed } from '../store/changes.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { recordWebhookEvents } from '../webhooks/events.ts';
+import { ACCOUNTS_KEPT, projectable, projectionState, readAhead } from './projection.ts';
 import * as q from './queries.ts';
 import { readableExpression, storedExpression } from './segments.ts';
 
@@ -48,6 +51,8 @@ export interface LiveSegmentView {
   live_since: string | null;
   refreshed_at: string | null;
   evaluated_at: string | null;
+  /** Whether this process counts the account's stored segments from its projection (projectionState). */
+  projection: 'ready' | 'reading' | 'none';
 }
 
 function segmentOf(scope: AccountScope, discriminator: string): SegmentDef {
@@ -69,6 +74,7 @@ function latestExpression(scope: AccountScope, segment: SegmentDef): Expression 
  */
 export async function makeLive(
   tx: Queryable,
+  pool: pg.Pool,
   scope: AccountScope,
   feed: ChangeFeed,
   discriminator: string,
@@ -79,7 +85,7 @@ export async function makeLive(
   latestExpression(scope, segment);
   const timeZone = checkTimeZone(body.time_zone, 'time_zone');
   await setSegmentLive(tx, scope, feed, discriminator, timeZone);
-  return view(tx, scope, { ...segment, live_time_zone: timeZone });
+  return view(tx, pool, scope, { ...segment, live_time_zone: timeZone });
 }
 
 /** Makes a segment not live: its membership and recorded changes are forgotten by the job. */
@@ -95,13 +101,18 @@ export async function stopLive(
 }
 
 /** A segment's live state: whether it is live, its size and when it was brought up to date. */
-export async function liveSegment(db: Queryable, scope: AccountScope, discriminator: string): Promise<LiveSegmentView> {
+export async function liveSegment(
+  db: Queryable,
+  pool: pg.Pool,
+  scope: AccountScope,
+  discriminator: string,
+): Promise<LiveSegmentView> {
   const segment = segmentOf(scope, discriminator);
   latestExpression(scope, segment);
-  return view(db, scope, segment);
+  return view(db, pool, scope, segment);
 }
 
-async function view(db: Queryable, scope: AccountScope, segment: SegmentDef): Promise<LiveSegmentView> {
+async function view(db: Queryable, pool: pg.Pool, scope: AccountScope, segment: SegmentDef): Promise<LiveSegmentView> {
   const live = segment.live_time_zone !== null;
   const state = live ? await q.findLiveSegment(db, scope.accountId, segment.id) : undefined;
   // A state of another version or time zone is being computed again: its members are not this one's.
@@ -121,6 +132,78 @@ async function view(db: Queryable, scope: AccountScope, segment: SegmentDef): Pr
     live_since: state?.live_since.toISOString() ?? null,
     refreshed_at: current?.refreshed_at?.toISOString() ?? null,
     evaluated_at: current?.evaluated_at?.toISOString() ?? null,
+    projection: projectionState(pool, scope, projectableTerms(scope)),
+  };
+}
+
+/** The terms of the account's stored segments (their latest versions) whose counts the projection answers. */
+function projectableTerms(scope: AccountScope): (AttributeTerm | EventTerm)[] {
+  const terms: (AttributeTerm | EventTerm)[] = [];
+  for (const segment of scope.defs.segments) {
+    const latest = segment.versions.at(-1);
+    if (!latest) continue;
+    let expression: Expression;
+    try {
+      expression = storedExpression(scope.defs, latest.query);
+    } catch {
+      continue; // a query that no longer compiles: its counts are refused, not projected
+    }
+    if (projectable(expression)) terms.push(...termsOf(expression));
+  }
+  return terms;
+}
+
+/**
+ * Reads this process's count projections ahead (docs/aql.md "Counts from a projection"), so that
+ * the counts of stored segments are projected from the first one instead of SQL's until a count
+ * has started the read: at the start, of the accounts with a live segment (the newest
+ * ACCOUNTS_KEPT), and again whenever an account's definitions change (a segment made live, a
+ * segment or an attribute changed). One account at a time, each read a batch of rows at a time
+ * on one connection; `projection` of a live segment's state says when it is done. Returns what
+ * stops it (after the read under way).
+ */
+export function readProjectionsAhead(deps: {
+  pool: pg.Pool;
+  feed: ChangeFeed;
+  /** The scope of an account; undefined for one that no longer exists. */
+  scopeOf: (accountId: string) => Promise<AccountScope | undefined>;
+  log: (msg: string, err: unknown) => void;
+}): () => Promise<void> {
+  const pending = new Set<string>();
+  let running: Promise<void> | undefined;
+  let stopped = false;
+  const each = async (accountId: string) => {
+    if (accountId === '*') {
+      for (const id of await accountsWithLiveSegments(deps.pool, ACCOUNTS_KEPT)) pending.add(id);
+      return;
+    }
+    const scope = await deps.scopeOf(accountId);
+    if (scope) await readAhead(deps.pool, scope, projectableTerms(scope));
+  };
+  const drain = async () => {
+    // A Set visits what is added while it is visited, and an account added again after its visit.
+    for (const accountId of pending) {
+      pending.delete(accountId);
+      if (stopped) return;
+      await each(accountId).catch((err: unknown) => {
+        if (!stopped) deps.log('reading a count projection ahead failed', err);
+      });
+    }
+  };
+  const start = (accountId: string) => {
+    if (stopped) return;
+    pending.add(accountId);
+    running ??= drain().finally(() => {
+      running = undefined;
+      if (pending.size > 0) start(pending.values().next().value!);
+    });
+  };
+  onDefinitionsChanged(deps.feed, start);
+  start('*');
+  return async () => {
+    stopped = true;
+    pending.clear();
+    await running;
   };
 }
 

@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { SHOP } from '../../test/app.ts';
+import { SHOP, TestServer } from '../../test/app.ts';
 import {
   account as newAccount,
   apply,
@@ -31,6 +31,7 @@ import {
 import type { Manifest } from '../definitions/schemas.ts';
 import { accountScope } from '../services.ts';
 import { createPool } from '../store/pool.ts';
+import { readWhen, STATE_BOUND_MS } from '../../test/until.ts';
 import { PRUNE_AFTER_MS, SWEEP_MS } from './live.ts';
 import { projectedCount } from './projection.ts';
 import { countProfilesMatching } from './queries.ts';
@@ -238,5 +239,57 @@ describe.skipIf(inject('citus'))('counts from a projection', () => {
     expect(await projectedCount(pool, scope, expression, TZ)).toBe(1);
     const res = await call(a, 'POST', '/audience/profiles/reports/segments/count', body);
     expect(res.body.profile_count).toBe(1);
+  });
+
+  /** The live state of the segment `marked`, once its `projection` is `state`. */
+  const projectionIs = (s: TestServer, token: string, state: string) =>
+    readWhen(
+      `projection ${state}`,
+      async () => (await s.request('GET', `/audience/segments/${segmentOf('marked')}/live`, { token })).body,
+      (body) => body.projection === state,
+      STATE_BOUND_MS,
+    );
+
+  it('read the columns ahead when a segment becomes live or a stored segment changes, before any count', async () => {
+    const a = await newAccount(MANIFEST);
+    await apply(a, { kind: 'create', key: 0 });
+    await apply(a, { kind: 'points', key: 0, value: 60 });
+    // No live segment: the writes are not marked, and nothing is read.
+    await projectionIs(server, a.token, 'none');
+    expect((await call(a, 'PUT', `/audience/segments/${segmentOf('marked')}/live`, { time_zone: TZ })).status).toBe(
+      200,
+    );
+    await projectionIs(server, a.token, 'ready');
+    const count = async (name: string) => {
+      const scope = await accountScope(server.services, a.accountId);
+      const body = { section_discriminator: S, segment: { timezone: TZ, segment_discriminator: segmentOf(name) } };
+      // Without waiting: undefined if the columns were not read.
+      return projectedCount(server.services.pool, scope, countPlan(scope, body).expression, TZ);
+    };
+    expect(await count('rich')).toBe(1);
+    expect(await count('bench')).toBe(0);
+    // Another segment made live changes the definitions: the columns are read again, before any count.
+    expect((await call(a, 'PUT', `/audience/segments/${segmentOf('recent')}/live`, { time_zone: TZ })).status).toBe(
+      200,
+    );
+    await projectionIs(server, a.token, 'ready');
+    expect(await count('rich')).toBe(1);
+  });
+
+  it('read the columns of the accounts with a live segment ahead at a start', async () => {
+    const a = await account();
+    await apply(a, { kind: 'create', key: 0 });
+    await apply(a, { kind: 'points', key: 0, value: 60 });
+    // Another process on the same database: its counts of the account's segments are projected from the first.
+    const other = await TestServer.start({ LOG_LEVEL: 'silent' });
+    try {
+      // Its own token: the clock of the first server has moved.
+      await projectionIs(other, await other.token(a), 'ready');
+      const scope = await accountScope(other.services, a.accountId);
+      const body = { section_discriminator: S, segment: { timezone: TZ, segment_discriminator: segmentOf('rich') } };
+      expect(await projectedCount(other.services.pool, scope, countPlan(scope, body).expression, TZ)).toBe(1);
+    } finally {
+      await other.close();
+    }
   });
 });

@@ -35,7 +35,7 @@ import * as q from '../profiles/projection-facts.ts';
  */
 
 /** At most this many accounts' columns are kept per database, the least recently counted dropped. */
-const ACCOUNTS_KEPT = 8;
+export const ACCOUNTS_KEPT = 8;
 /** Rows read at a time when columns are read whole: memory holds a batch of rows, never all of them. */
 const BATCH = 20_000;
 /** More profiles than this in undecided event windows: the count is SQL's. */
@@ -164,6 +164,11 @@ function covered(t: AttributeTerm | EventTerm): boolean {
   if (t.kind === 'event') return t.conditions.length === 0;
   const c = t.condition;
   return c.path.length === 0 && typeof c.value === 'number' && exactDouble(String(c.value)) !== undefined;
+}
+
+/** Whether the projection can answer counts of `expression`: every term is one it holds. */
+export function projectable(expression: Expression): boolean {
+  return termsOf(expression).every(covered);
 }
 
 /** Reads a column's values: of the canonical profiles `ids`, or of all, whole, through a cursor a batch at a time. */
@@ -344,7 +349,8 @@ const UNBUILT = Symbol('unbuilt');
  * without marked writes, a term it cannot express, a value it cannot hold exactly, Citus, or
  * columns not read yet. Those are then read whole in the background (at 1,000,000 profiles, tens
  * of seconds on a loaded machine), and counts are SQL's until they are ready; with `wait`, the
- * count waits for them instead.
+ * count waits for them instead. A process that serves the API reads the columns of stored segments
+ * ahead (readProjectionsAhead, src/segments/live.ts), so that their counts need not start it.
  */
 export async function projectedCount(
   pool: pg.Pool,
@@ -354,9 +360,7 @@ export async function projectedCount(
   options: { wait?: boolean } = {},
 ): Promise<number | undefined> {
   const terms = termsOf(expression);
-  if (!hasLiveSegments(scope.defs) || !terms.every(covered)) return undefined;
-  if (!citus.has(pool)) citus.set(pool, hasCitus(pool));
-  if (await citus.get(pool)) return undefined;
+  if (!hasLiveSegments(scope.defs) || !terms.every(covered) || (await onCitus(pool))) return undefined;
   for (;;) {
     const answer = await queued(pool, scope.accountId, () => countNow(pool, scope, expression, terms, timeZone));
     if (answer !== UNBUILT) return answer;
@@ -364,6 +368,49 @@ export async function projectedCount(
     if (!options.wait) return undefined;
     await built;
   }
+}
+
+/** Whether the pool's database is a Citus cluster (asked once per pool): the projection is then off. */
+function onCitus(pool: pg.Pool): Promise<boolean> {
+  let answer = citus.get(pool);
+  if (!answer) citus.set(pool, (answer = hasCitus(pool)));
+  return answer;
+}
+
+/** Whether this process keeps the account's columns of `terms` as of the scope's definitions. */
+function holds(pool: pg.Pool, scope: AccountScope, terms: (AttributeTerm | EventTerm)[]): boolean {
+  const p = projections.get(pool)?.get(scope.accountId);
+  return !!p && p.defs === scope.defs && terms.every((t) => p.columns.has(keyOf(t)));
+}
+
+/**
+ * Reads the account's columns of `terms` (terms the projection answers) whole, unless this process
+ * keeps them as of the scope's definitions, and waits for the read: so that the counts that need
+ * them are projected from the first one. A read under way is waited for first, and one read at
+ * most is started: a scope whose definitions have changed since is not read again and again
+ * against the counts' newer one. Nothing without a live segment, or on Citus.
+ */
+export async function readAhead(pool: pg.Pool, scope: AccountScope, terms: (AttributeTerm | EventTerm)[]) {
+  if (!hasLiveSegments(scope.defs) || terms.length === 0 || (await onCitus(pool))) return;
+  await builds
+    .get(pool)
+    ?.get(scope.accountId)
+    ?.catch(() => {});
+  if (!holds(pool, scope, terms)) await buildInBackground(pool, scope, terms);
+}
+
+/**
+ * What this process's projection of the account holds for `terms`: `ready` (their columns are kept
+ * as of the scope's definitions: counts that need only them are projected), `reading` (a read
+ * whole of the account's columns is under way) or `none`.
+ */
+export function projectionState(
+  pool: pg.Pool,
+  scope: AccountScope,
+  terms: (AttributeTerm | EventTerm)[],
+): 'ready' | 'reading' | 'none' {
+  if (hasLiveSegments(scope.defs) && terms.length > 0 && holds(pool, scope, terms)) return 'ready';
+  return builds.get(pool)?.has(scope.accountId) ? 'reading' : 'none';
 }
 
 /** Runs `run` after the account's counts before it in this process: they share its columns. */

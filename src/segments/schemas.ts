@@ -109,6 +109,10 @@ export const LiveSegment = Type.Object(
     evaluated_at: Type.Union([DateTime, Type.Null()], {
       description: 'When it was last evaluated whole (time applied to a moving window)',
     }),
+    projection: Type.Union([Type.Literal('ready'), Type.Literal('reading'), Type.Literal('none')], {
+      description:
+        "Whether the process that answers counts the account's stored segments from its projection: ready (counts of those it can answer are projected), reading (its columns are being read), none (counts are SQL's)",
+    }),
   },
   { title: 'LiveSegment' },
 );

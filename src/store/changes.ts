@@ -13,6 +13,8 @@ type Listener = (id: string) => void;
  */
 export class ChangeFeed {
   private listeners = new Map<string, Listener[]>();
+  /** Those told only once the database delivers a change: after its transaction committed. */
+  private committedListeners = new Map<string, Listener[]>();
   private listening: CheckedOut | undefined;
   private closed = false;
   private readonly pool: pg.Pool;
@@ -21,11 +23,17 @@ export class ChangeFeed {
     this.pool = pool;
   }
 
-  /** Calls `listener` with the id of every changed record of `topic`, and with '*' after a lost connection. */
-  on(topic: string, listener: Listener): void {
-    const list = this.listeners.get(topic) ?? [];
+  /**
+   * Calls `listener` with the id of every changed record of `topic`, and with '*' after a lost
+   * connection: at once for a change of this process (before its transaction commits), or with
+   * `committed`, only once the database delivers it (after the commit: a listener that reads the
+   * record then reads the change).
+   */
+  on(topic: string, listener: Listener, options: { committed?: boolean } = {}): void {
+    const listeners = options.committed ? this.committedListeners : this.listeners;
+    const list = listeners.get(topic) ?? [];
     list.push(listener);
-    this.listeners.set(topic, list);
+    listeners.set(topic, list);
   }
 
   /** Announces within `tx` that record `id` of `topic` changed. */
@@ -42,7 +50,7 @@ export class ChangeFeed {
     client.on('notification', (msg) => {
       const payload = msg.payload ?? '';
       const at = payload.indexOf(':');
-      if (at > 0) this.deliver(payload.slice(0, at), payload.slice(at + 1));
+      if (at > 0) this.deliver(payload.slice(0, at), payload.slice(at + 1), true);
     });
     // The first error of the connection starts another; its later ones (of the same loss) do nothing.
     client.on('error', () => {
@@ -62,11 +70,13 @@ export class ChangeFeed {
 
   /** Drops every cache that listens: after a change the feed cannot name (the emulator's reset). */
   forgetAll(): void {
-    for (const topic of this.listeners.keys()) this.deliver(topic, '*');
+    for (const topic of new Set([...this.listeners.keys(), ...this.committedListeners.keys()]))
+      this.deliver(topic, '*', true);
   }
 
-  private deliver(topic: string, id: string): void {
+  private deliver(topic: string, id: string, committed = false): void {
     for (const listener of this.listeners.get(topic) ?? []) listener(id);
+    if (committed) for (const listener of this.committedListeners.get(topic) ?? []) listener(id);
   }
 
   async close(): Promise<void> {

@@ -389,6 +389,8 @@ class LiveSegment(TypedDict):
     refreshed_at: str | None
     # When it was last evaluated whole (time applied to a moving window)
     evaluated_at: str | None
+    # Whether the process that answers counts the account's stored segments from its projection: ready (counts of those it can answer are projected), reading (its columns are being read), none (counts are SQL's)
+    projection: Literal["ready", "reading", "none"]
 
 
 class ImportCreated(TypedDict):

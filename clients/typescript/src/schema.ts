@@ -5214,6 +5214,8 @@ export interface components {
       refreshed_at: string | (never | null);
       /** @description When it was last evaluated whole (time applied to a moving window) */
       evaluated_at: string | (never | null);
+      /** @description Whether the process that answers counts the account's stored segments from its projection: ready (counts of those it can answer are projected), reading (its columns are being read), none (counts are SQL's) */
+      projection: 'ready' | 'reading' | 'none';
     };
     /** ImportCreated */
     ImportCreated: {
@@ -8500,7 +8502,8 @@ export interface operations {
            *       "size": 128,
            *       "live_since": "2026-03-01T09:30:00Z",
            *       "refreshed_at": "2026-03-01T09:30:00Z",
-           *       "evaluated_at": "2026-03-01T09:30:00Z"
+           *       "evaluated_at": "2026-03-01T09:30:00Z",
+           *       "projection": "ready"
            *     }
            */
           'application/json': components['schemas']['LiveSegment'];
@@ -8552,7 +8555,8 @@ export interface operations {
            *       "size": 128,
            *       "live_since": "2026-03-01T09:30:00Z",
            *       "refreshed_at": "2026-03-01T09:30:00Z",
-           *       "evaluated_at": "2026-03-01T09:30:00Z"
+           *       "evaluated_at": "2026-03-01T09:30:00Z",
+           *       "projection": "ready"
            *     }
            */
           'application/json': components['schemas']['LiveSegment'];

@@ -118,7 +118,7 @@ export const segmentsRoutes: OperationTable = {
       scope: 'account',
       transaction: true,
       handle: ({ db, scope, services, params, body }) =>
-        live.makeLive(db, scope, services.feed, params.segment_discriminator, body),
+        live.makeLive(db, services.pool, scope, services.feed, params.segment_discriminator, body),
     }),
     operation({
       method: 'GET',
@@ -130,7 +130,8 @@ export const segmentsRoutes: OperationTable = {
       params: LiveParams,
       response: { 200: LiveSegment },
       scope: 'account',
-      handle: ({ db, scope, params }) => live.liveSegment(db, scope, params.segment_discriminator),
+      handle: ({ db, scope, services, params }) =>
+        live.liveSegment(db, services.pool, scope, params.segment_discriminator),
     }),
     operation({
       method: 'DELETE',
