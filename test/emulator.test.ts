@@ -2,6 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EmulatorError, startEmulator, type Emulator } from '../clients/testing/src/index.ts';
 import { CallbackReceiver } from './callbacks.ts';
 import { atFileEnd } from './scratch.ts';
+import { readWhen, STATE_BOUND_MS } from './until.ts';
 import { sendImportFile, type Created } from './imports-http.ts';
 
 // The emulator (docs/emulator.md) used as an integrator's test suite uses it: through
@@ -366,8 +367,14 @@ describe('outbound calls', () => {
     });
     expect(requested.status, JSON.stringify(requested.body)).toBe(202);
     await emulator.control.jobs.run();
+    // The verification's success queues the ready callback, which the worker sends a moment later.
+    const calls = await readWhen(
+      'both callbacks recorded',
+      () => emulator.control.outbound.list({ kind: 'callback' }),
+      (c) => c.length >= 2,
+      STATE_BOUND_MS,
+    );
     expect(target.received.map((r) => (r.body as { code: number }).code)).toEqual([100, 200]);
-    const calls = await emulator.control.outbound.list({ kind: 'callback' });
     expect(calls).toEqual([
       expect.objectContaining({
         kind: 'callback',
@@ -393,11 +400,12 @@ describe('outbound calls', () => {
     await emulator.control.clock.advance(2);
     await emulator.control.clock.advance(4);
     // The verification's success queues the ready callback, which the worker may send a moment later.
-    let calls = await emulator.control.outbound.list({ kind: 'callback' });
-    for (let i = 0; i < 400 && calls.length < 4; i++) {
-      await new Promise((r) => setTimeout(r, 25));
-      calls = await emulator.control.outbound.list({ kind: 'callback' });
-    }
+    const calls = await readWhen(
+      'four callbacks recorded',
+      () => emulator.control.outbound.list({ kind: 'callback' }),
+      (c) => c.length >= 4,
+      STATE_BOUND_MS,
+    );
     expect(calls.map((c) => [c.fault !== undefined, c.answer.status ?? null, c.answer.error !== undefined])).toEqual([
       [true, null, true],
       [true, 500, false],
@@ -581,10 +589,11 @@ describe('more faults', () => {
     expect(truncated.status).toBe(200);
     await expect(truncated.text()).rejects.toThrow();
     await emulator.control.faults.add({ path: '/audience/sections', body: 'slow', body_delay_ms: 300 });
+    // A lower bound only, which load cannot break: the body cannot come before the emulator's delay.
+    const sentAt = performance.now();
     const slow = await get();
-    const headersAt = performance.now();
     expect(JSON.parse(await slow.text())).toEqual(whole.body);
-    expect(performance.now() - headersAt).toBeGreaterThanOrEqual(250);
+    expect(performance.now() - sentAt).toBeGreaterThanOrEqual(290);
     const logged = await emulator.control.requests.list({ path: '/audience/sections' });
     expect(logged.slice(-3).map((r) => r.fault !== undefined)).toEqual([true, true, true]);
   });
