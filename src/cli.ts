@@ -151,12 +151,18 @@ const COMMANDS: Record<string, Command> = {
           `  account_id     ${running.account.account_id}\n  client_id      ${running.account.client_id}\n` +
           `  client_secret  ${running.account.client_secret}\n  control API    ${running.url}/_emulator (docs/emulator.md)`,
       );
-      await new Promise<void>((resolve) => {
-        const stop = () => void running.stop().then(resolve);
+      const code = await new Promise<number>((resolve) => {
+        const stop = () => void running.stop().then(() => resolve(0));
         process.once('SIGTERM', stop);
         process.once('SIGINT', stop);
+        // Its initial state not saved (the database gone): it cannot serve.
+        running.settled.catch(async (err: unknown) => {
+          console.error(`audience: the emulator could not save its initial state: ${(err as Error).message}`);
+          await running.stop();
+          resolve(1);
+        });
       });
-      process.exit(0);
+      process.exit(code);
     },
   },
   migrate: {

@@ -17,12 +17,13 @@ import { freePort, startEmbeddedDatabase, stopAbandonedCluster, withDatabase } f
 import { migrate } from './store/migrate.ts';
 import { createPool, withTransaction } from './store/pool.ts';
 import { restoreSnapshot, saveSnapshot, snapshotNames } from './store/snapshots.ts';
-import { listJobs, runningJob } from './jobs/queue.ts';
+import { listJobs, runningJob, type Worker } from './jobs/queue.ts';
 import { OutboundRecorder } from './outbound/recorder.ts';
 
 /**
  * The modules of the service, loaded while the database starts (other processes: the copy and
- * PostgreSQL), so that the start waits for the longer of the two rather than for both.
+ * PostgreSQL), so that the start waits for the longer of the two rather than for both. The job
+ * worker's are loaded once the emulator listens.
  */
 const loadService = () =>
   Promise.all([
@@ -32,7 +33,6 @@ const loadService = () =>
     import('./core/log.ts'),
     import('./server.ts'),
     import('./services.ts'),
-    import('./worker/worker.ts'),
   ]);
 
 /**
@@ -188,6 +188,11 @@ export interface RunningEmulator {
   account: ReadyAccount;
   /** Milliseconds from the call to serving. */
   startedMs: number;
+  /**
+   * Once the initial state is saved and the job worker runs, shortly after the start (requests
+   * wait for it); rejected when that failed, and the emulator cannot serve.
+   */
+  settled: Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -209,7 +214,9 @@ export async function startEmulator(
   const started = performance.now();
   const dataDir = fsSync.mkdtempSync(path.join(os.tmpdir(), FOLDER_PREFIX));
   const stops: (() => Promise<unknown>)[] = [() => fs.rm(dataDir, { recursive: true, force: true })];
+  let stopping = false;
   const stop = async () => {
+    stopping = true;
     for (const s of stops.splice(0).reverse()) await s().catch(() => {});
   };
   try {
@@ -245,7 +252,6 @@ export async function startEmulator(
       { logDestination },
       { createAccountWithKey, demoManifest },
       { createServices },
-      { startWorker },
     ] = await loading;
     let fixture: ReturnType<typeof readFixture> | undefined;
     try {
@@ -293,16 +299,25 @@ export async function startEmulator(
       string,
       { reached: () => void; release: () => void; released: Promise<void>; ended: Promise<boolean> }
     >();
-    const worker = await startWorker(services, (err) => logger.error({ err }, 'job failed'), {
-      dueByClock: true,
-      beforeScope: async () => {
-        const hold = holds.get(runningJob.getStore()?.jobId ?? '');
-        if (!hold) return;
-        hold.reached();
-        await hold.released;
-      },
-    });
-    stops.push(() => worker.stop());
+    const jobsMode = options.jobs ?? 'automatic';
+    // The worker runs in this thread, on the emulator's clock. It starts once the emulator listens,
+    // or before a seed is written (a seed's writes may make jobs); requests wait for it meanwhile.
+    let worker!: Worker;
+    let workerStarting: Promise<Worker> | undefined;
+    const startJobs = () =>
+      (workerStarting ??= import('./worker/worker.ts').then(async ({ startWorker }) => {
+        worker = await startWorker(services, (err) => logger.error({ err }, 'job failed'), {
+          dueByClock: true,
+          beforeScope: async () => {
+            const hold = holds.get(runningJob.getStore()?.jobId ?? '');
+            if (!hold) return;
+            hold.reached();
+            await hold.released;
+          },
+        });
+        worker.setTakesJobs(jobsMode === 'automatic');
+        return worker;
+      }));
     const releaseJob = async (jobId: string) => {
       const hold = holds.get(jobId);
       if (!hold) return false;
@@ -312,9 +327,11 @@ export async function startEmulator(
       return true;
     };
     const releaseAll = () => Promise.all([...holds.keys()].map(releaseJob));
-    stops.push(releaseAll);
-    const jobsMode = options.jobs ?? 'automatic';
-    worker.setTakesJobs(jobsMode === 'automatic');
+    // Held jobs are let go before the worker waits for its running jobs to end.
+    stops.push(async () => {
+      await releaseAll();
+      await (await workerStarting?.catch(() => undefined))?.stop();
+    });
     const files = path.join(dataDir, 'files');
     const snapshotFiles = (name: string) => path.join(dataDir, 'snapshots', name);
     const emulator: Emulator = {
@@ -397,16 +414,34 @@ export async function startEmulator(
     stops.push(() => app.close());
     account = await ready;
     if (seed) {
+      await startJobs();
       await applySeed(app, seed, account, config.vendor);
       await saveSnapshot(pool, INITIAL);
       traffic.clearRequests();
     }
+    // Requests wait until the initial state is saved and the worker runs, both done once it listens.
+    const starting = Promise.withResolvers<void>();
+    starting.promise.catch(() => {});
+    emulator.starting = starting.promise;
     await app.listen({ port, host });
-    // What the start compiled is kept for the next one (src/core/compile-cache.ts).
-    flushCompileCache();
-    if (!config.databaseUrl)
-      void sweepAbandoned().catch((err) => logger.warn({ err }, 'sweeping abandoned emulators failed'));
-    return { url: config.publicUrl, account: account!, startedMs: performance.now() - started, stop };
+    const startedMs = performance.now() - started;
+    // After the caller's ready line (its microtasks run first).
+    const settled = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+      if (!seed && !stopping) await saveSnapshot(pool, INITIAL);
+      if (!stopping) await startJobs();
+      emulator.starting = undefined;
+      starting.resolve();
+      // What the start compiled is kept for the next one (src/core/compile-cache.ts).
+      flushCompileCache();
+      if (!config.databaseUrl)
+        void sweepAbandoned().catch((err) => logger.warn({ err }, 'sweeping abandoned emulators failed'));
+    });
+    // Requests fail if it failed; a stop meanwhile ends it (its pool closed): no failure then.
+    const settledUnlessStopped = settled.catch((err: unknown) => {
+      starting.reject(err);
+      if (!stopping) throw err;
+    });
+    return { url: config.publicUrl, account: account!, startedMs, settled: settledUnlessStopped, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -55,7 +55,10 @@ export const BODY_LIMIT = 100 * 1024;
 export type App = FastifyInstance;
 
 // Bodies are validated as sent: no coercion, no silent removal of unknown keys (STYLE.md practice 4).
-// Path and query values are text and are coerced to the declared types.
+// Path and query values are text and are coerced to the declared types. The routes' schemas are
+// not checked against JSON Schema's meta-schema: they are TypeBox's, and compiling the
+// meta-schema's own validator took each Ajv instance 0.1–0.2 s of CPU at a process's first
+// request (docs/benchmarks.md "Start"); a schema Ajv cannot compile still fails its route.
 function makeAjv(coerce: boolean): Ajv {
   const ajv = new Ajv({
     coerceTypes: coerce ? 'array' : false,
@@ -63,6 +66,7 @@ function makeAjv(coerce: boolean): Ajv {
     removeAdditional: false,
     allErrors: false,
     strict: false,
+    validateSchema: false,
   });
   addFormats(ajv);
   return ajv;
@@ -84,6 +88,31 @@ function compiledOnFirstUse<F extends (data: never) => unknown>(compile: () => F
     return result;
   };
   return run as F;
+}
+
+/** Keywords that make a schema more than one type's: a union of it and null keeps its `anyOf`. */
+const COMBINATORS = ['anyOf', 'oneOf', 'allOf', 'not', 'if', '$ref'];
+
+/**
+ * An answer's schema as its serializer is built from it: a union of one type's schema and null
+ * (TypeBox's `Type.Union([T, Type.Null()])`, an `anyOf`) becomes that schema with `nullable`,
+ * which fast-json-stringify writes with a test of null; for an `anyOf` it makes an Ajv instance
+ * and compiles a validator to pick the branch, 0.1–0.2 s of CPU at a route's first answer on the
+ * project's 2-core machine (docs/benchmarks.md "Start"). The JSON written is the same.
+ */
+export function nullableForSerializer(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(nullableForSerializer);
+  if (schema === null || typeof schema !== 'object') return schema;
+  const copy: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) copy[key] = nullableForSerializer(value);
+  const { anyOf, ...rest } = copy;
+  if (!Array.isArray(anyOf) || anyOf.length !== 2) return copy;
+  const members = anyOf as Record<string, unknown>[];
+  const nullAt = members.findIndex((member) => member.type === 'null');
+  const one = members[1 - nullAt];
+  if (nullAt < 0 || typeof one.type !== 'string' || one.type === 'null') return copy;
+  if (COMBINATORS.some((keyword) => keyword in one) || 'nullable' in one) return copy;
+  return { ...rest, ...one, nullable: true };
 }
 
 /**
@@ -140,7 +169,10 @@ export async function buildApp(
       compilersFactory: {
         buildSerializer: (...factory: Parameters<ReturnType<typeof SerializerSelector>>) => {
           const build = SerializerSelector()(...factory);
-          return (route: Parameters<typeof build>[0]) => compiledOnFirstUse(() => build(route));
+          return (route: Parameters<typeof build>[0]) =>
+            compiledOnFirstUse(() =>
+              build({ ...route, schema: nullableForSerializer(route.schema) as typeof route.schema }),
+            );
         },
       },
     },
@@ -168,10 +200,18 @@ export async function buildApp(
     return options.emulator.strict;
   };
 
-  // Every route's path, to tell an unknown path (404) from a known path with another method (405).
-  const router = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 2000 });
+  // Every route's method and path, to tell an unknown path (404) from a known path with another
+  // method (405): a router of them is built at the first request that no route takes (building it
+  // took about 40 ms of a start's CPU).
+  const known: [method: 'GET', url: string][] = [];
+  let router: ReturnType<typeof FindMyWay> | undefined;
+  const routerOfKnown = () => {
+    const built = FindMyWay({ ignoreTrailingSlash: true, maxParamLength: 2000 });
+    for (const [method, url] of known) built.on(method, url, () => {});
+    return built;
+  };
   app.addHook('onRoute', (route) => {
-    for (const method of [route.method].flat()) if (method !== 'HEAD') router.on(method as 'GET', route.url, () => {});
+    for (const method of [route.method].flat()) if (method !== 'HEAD') known.push([method as 'GET', route.url]);
     route.schema = {
       ...route.schema,
       operationId: route.schema?.operationId ?? operationIdOf([route.method].flat()[0], route.url),
@@ -263,7 +303,8 @@ export async function buildApp(
   });
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0];
-    const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => router.find(m as 'GET', path));
+    router ??= routerOfKnown();
+    const allowed = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'].filter((m) => router!.find(m as 'GET', path));
     if (allowed.length > 0) {
       return sendProblem(
         reply,
@@ -281,8 +322,16 @@ export async function buildApp(
   });
   await app.register(swaggerUi, docsOptions);
 
-  // Before authentication: a fault answers as a proxy or an overloaded server would.
-  options.emulator?.traffic.register(app);
+  if (options.emulator) {
+    const { emulator } = options;
+    // A request that comes while the emulator saves its initial state waits until it is saved.
+    app.addHook('onRequest', (_request, _reply, done) => {
+      if (!emulator.starting) return done();
+      emulator.starting.then(() => done(), done);
+    });
+    // Before authentication: a fault answers as a proxy or an overloaded server would.
+    emulator.traffic.register(app);
+  }
   registerAuth(app, services);
   await registerOperations(app, services, operationsRoutes(services, options.threadMetrics, options.down));
   if (options.operationsOnly) return app;

@@ -378,4 +378,9 @@ export interface Emulator {
   readonly strict: boolean;
   /** Whether jobs run by themselves shortly after they are due (automatic), or only when asked (manual). */
   jobsMode: 'automatic' | 'manual';
+  /**
+   * While the emulator saves its initial state and starts its job worker, just after it listens:
+   * every request waits for it. Undefined once done.
+   */
+  starting?: Promise<void>;
 }
