@@ -109,23 +109,26 @@ describe('queryForAccount', () => {
     );
     const copy = shardCopyName('profile_write_attributes', group[0].shard);
     // current_query() answers the text the node ran; the call writes nothing (no patches).
-    const call = () =>
-      queryForAccount<{ text: string; n: string }>(pool, account, {
+    const call = (on: typeof pool) =>
+      queryForAccount<{ text: string; n: string }>(on, account, {
         name: 'test.copy',
         calls: 'profile_write_attributes',
         text: `select current_query() as text, (select count(*) from profile_write_attributes($1::bigint, '{}', '[]', '{}', '[]', '[]')) as n`,
         values: [account],
       });
-    const onCopy = await call();
+    const onCopy = await call(pool);
     expect(onCopy.rows[0].text).toContain(`${copy}(`);
     expect(onCopy.rows[0].n).toBe('0');
-    const dropCopy = `set citus.enable_ddl_propagation to off; drop function ${copy}`;
-    await pool.query('select run_command_on_all_nodes($1)', [dropCopy]);
+    // Without the copy, then without any copies (a node added since migrate), on a pool of its own:
+    // the account's node is kept per pool.
     try {
-      const distributed = await call();
-      expect(distributed.rows[0].text).not.toContain(copy);
-      expect(distributed.rows[0].text).toContain('profile_write_attributes(');
-      expect(distributed.rows[0].n).toBe('0');
+      for (const drop of [`drop function ${copy}`, 'drop schema account_shards cascade']) {
+        await pool.query('select run_command_on_all_nodes($1)', [`set citus.enable_ddl_propagation to off; ${drop}`]);
+        const distributed = await call(await open(1));
+        expect(distributed.rows[0].text).not.toContain(copy);
+        expect(distributed.rows[0].text).toContain('profile_write_attributes(');
+        expect(distributed.rows[0].n).toBe('0');
+      }
     } finally {
       await copyFunctionsToShards(pool);
     }

@@ -41,8 +41,11 @@ const PLACEMENTS_KEPT = 100_000;
 const ACCOUNT_ID = /^[1-9][0-9]{0,18}$/;
 /** PostgreSQL's longest identifier: DEALLOCATE names a statement by one. */
 const NAME_BYTES = 63;
-/** What a call of a function's shard copy answers where the node has no copy, or no longer holds the shard group. */
-const UNDEFINED_FUNCTION = '42883';
+/**
+ * What a call of a function's shard copy answers where the node has no copy (undefined_function;
+ * invalid_schema_name on a node that has none at all), or no longer holds the shard group.
+ */
+const NO_COPY = new Set(['42883', '3F000']);
 
 /** Runs `statement` for `accountId`: with the id in its text, prepared once per connection, on the account's node. */
 export async function queryForAccount<R extends pg.QueryResultRow>(
@@ -68,7 +71,7 @@ export async function queryForAccount<R extends pg.QueryResultRow>(
       try {
         return await prepared<R>(client, onShard);
       } catch (err) {
-        if ((err as { code?: string }).code !== UNDEFINED_FUNCTION) throw err;
+        if (!NO_COPY.has((err as { code?: string }).code ?? '')) throw err;
         nodes?.withoutCopy(accountId);
       }
     }

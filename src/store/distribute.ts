@@ -150,7 +150,7 @@ export function shardCopyName(name: string, shard: string): string {
  * take on the shard group's metadata, which a shard move or split holds while it copies the last
  * writes and moves the placement, then checks that the group's placement is on this node; if not
  * (or the copy is missing: a node added or a shard split since), the call fails with
- * undefined_function and the program calls the distributed function, which Citus routes. Made
+ * undefined_function (invalid_schema_name on a node without copies) and the program calls the distributed function, which Citus routes. Made
  * again, whole, at every migrate, one transaction per node; a node that cannot be reached then
  * keeps the copies it had. The copies are not Citus objects (made with DDL propagation off).
  */
