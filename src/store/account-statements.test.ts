@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { testDatabase } from '../../test/app.ts';
 import { queryForAccount } from './account-statements.ts';
+import { copyFunctionsToShards, shardCopyName } from './distribute.ts';
 import { createPool } from './pool.ts';
 
 /**
@@ -95,5 +96,46 @@ describe('queryForAccount', () => {
       });
       expect(rows[0].port).toBe(placed[0].port);
     }
+  });
+
+  it("on a Citus cluster, calls the by-account function's copy for the account's shard group, and the distributed function where the node has none", async () => {
+    const pool = await open(2);
+    if ((await pool.query("select 1 from pg_extension where extname = 'citus'")).rowCount === 0) return;
+    const account = '3';
+    const { rows: group } = await pool.query<{ shard: string }>(
+      `select get_shard_id_for_distribution_column(
+         (select min(logicalrelid::regclass::text) from pg_dist_partition where partmethod = 'h'), $1::bigint)::text as shard`,
+      [account],
+    );
+    const copy = shardCopyName('profile_write_attributes', group[0].shard);
+    // current_query() answers the text the node ran; the call writes nothing (no patches).
+    const call = (on: typeof pool) =>
+      queryForAccount<{ text: string; n: string }>(on, account, {
+        name: 'test.copy',
+        calls: 'profile_write_attributes',
+        text: `select current_query() as text, (select count(*) from profile_write_attributes($1::bigint, '{}', '[]', '{}', '[]', '[]')) as n`,
+        values: [account],
+      });
+    const onCopy = await call(pool);
+    expect(onCopy.rows[0].text).toContain(`${copy}(`);
+    expect(onCopy.rows[0].n).toBe('0');
+    // Without the copy, then without any copies (a node added since migrate), on a pool of its own:
+    // the account's node is kept per pool.
+    try {
+      for (const drop of [`drop function ${copy}`, 'drop schema account_shards cascade']) {
+        await pool.query('select run_command_on_all_nodes($1)', [`set citus.enable_ddl_propagation to off; ${drop}`]);
+        const distributed = await call(await open(1));
+        expect(distributed.rows[0].text).not.toContain(copy);
+        expect(distributed.rows[0].text).toContain('profile_write_attributes(');
+        expect(distributed.rows[0].n).toBe('0');
+      }
+    } finally {
+      await copyFunctionsToShards(pool);
+    }
+    const { rows: made } = await pool.query<{ success: boolean; result: string }>(
+      'select success, result from run_command_on_all_nodes($1)',
+      [`select to_regprocedure('${copy}(bigint, bigint[], jsonb, bigint[], jsonb, jsonb)') is not null`],
+    );
+    expect(made.map((m) => [m.success, m.result])).toEqual(made.map(() => [true, 't']));
   });
 });

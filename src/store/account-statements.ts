@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { shardCopyName } from './distribute.ts';
 import { checkOut, ProgramPool, type Queryable } from './pool.ts';
 
 /**
@@ -15,7 +16,10 @@ import { checkOut, ProgramPool, type Queryable } from './pool.ts';
  * STATEMENTS_PER_CONNECTION (statement, account) pairs and deallocates the one it drops. On one
  * PostgreSQL this is the same statement under another name; on Citus the coordinator knows where the
  * account's rows are, and the statement goes straight to that worker (every Citus 11+ node has the
- * metadata to run it), so the coordinator is not on the way.
+ * metadata to run it), so the coordinator is not on the way. There, a statement that calls a
+ * by-account SQL function (`calls`) calls the function's copy for the account's shard group instead
+ * (distribute.ts `copyFunctionsToShards`), whose statements name the shards as plain tables; where
+ * the node has no such copy, or the shard group has left it, the distributed function.
  */
 
 /** A named statement whose `$1` is the account id. */
@@ -23,6 +27,8 @@ export interface AccountStatement {
   name: string;
   text: string;
   values: unknown[];
+  /** The by-account SQL function the statement calls, whose copy for the account's shard group it calls on a cluster. */
+  calls?: string;
 }
 
 /** Prepared statements kept per connection; the least recently used beyond it is deallocated. */
@@ -35,6 +41,11 @@ const PLACEMENTS_KEPT = 100_000;
 const ACCOUNT_ID = /^[1-9][0-9]{0,18}$/;
 /** PostgreSQL's longest identifier: DEALLOCATE names a statement by one. */
 const NAME_BYTES = 63;
+/**
+ * What a call of a function's shard copy answers where the node has no copy (undefined_function;
+ * invalid_schema_name on a node that has none at all), or no longer holds the shard group.
+ */
+const NO_COPY = new Set(['42883', '3F000']);
 
 /** Runs `statement` for `accountId`: with the id in its text, prepared once per connection, on the account's node. */
 export async function queryForAccount<R extends pg.QueryResultRow>(
@@ -52,9 +63,18 @@ export async function queryForAccount<R extends pg.QueryResultRow>(
   };
   if (!(db instanceof pg.Pool)) return prepared<R>(db as pg.ClientBase, query);
   const nodes = await placements(db);
-  const pool = (await nodes?.poolOf(accountId)) ?? db;
-  const { client, release } = await checkOut(pool);
+  const node = (await nodes?.nodeOf(accountId)) ?? { pool: db, shard: undefined };
+  const onShard = node.shard && statement.calls ? onShardCopy(query, statement.calls, node.shard) : undefined;
+  const { client, release } = await checkOut(node.pool);
   try {
+    if (onShard) {
+      try {
+        return await prepared<R>(client, onShard);
+      } catch (err) {
+        if (!NO_COPY.has((err as { code?: string }).code ?? '')) throw err;
+        nodes?.withoutCopy(accountId);
+      }
+    }
     return await prepared<R>(client, query);
   } catch (err) {
     nodes?.forget(accountId);
@@ -62,6 +82,15 @@ export async function queryForAccount<R extends pg.QueryResultRow>(
   } finally {
     release();
   }
+}
+
+/** The statement with its call of `calls` made to the function's copy for `shard`; undefined when its name would be too long. */
+function onShardCopy(query: { name: string; text: string; values: unknown[] }, calls: string, shard: string) {
+  const name = `${query.name}/${shard}`;
+  if (Buffer.byteLength(name) > NAME_BYTES) return undefined;
+  const text = query.text.replace(new RegExp(`\\b${calls}\\(`, 'g'), `${shardCopyName(calls, shard)}(`);
+  if (text === query.text) throw new Error(`the statement ${query.name} does not call ${calls}`);
+  return { ...query, name, text };
 }
 
 /** The names each connection has prepared, least recently used first. */
@@ -104,6 +133,12 @@ function placements(pool: pg.Pool): Promise<Placements | undefined> | undefined 
   return found;
 }
 
+/** The node of an account: its pool, and the shard of the colocation table that holds the account (its shard group). */
+interface Node {
+  pool: pg.Pool;
+  shard: string | undefined;
+}
+
 /**
  * The worker of each account on a distributed database, and one pool per worker (as large as the
  * coordinator's, opened at its first statement and ended with the coordinator's pool).
@@ -111,7 +146,7 @@ function placements(pool: pg.Pool): Promise<Placements | undefined> | undefined 
 class Placements {
   readonly #coordinator: ProgramPool;
   readonly #workers = new Map<string, pg.Pool>();
-  readonly #accounts = new Map<string, { pool: Promise<pg.Pool>; until: number }>();
+  readonly #accounts = new Map<string, { node: Promise<Node>; until: number }>();
   /** Once the coordinator's pool ends, no worker pool opens again: statements go to the ended pool, which refuses them. */
   #ended = false;
 
@@ -133,16 +168,22 @@ class Placements {
     return reference.length > 0 ? new Placements(pool) : undefined;
   }
 
-  /** The pool of the node holding the account's shard: the coordinator's own when it holds it. */
-  poolOf(accountId: string): Promise<pg.Pool> {
+  /** The pool of the node holding the account's shard (the coordinator's own when it holds it), and the shard. */
+  nodeOf(accountId: string): Promise<Node> {
     const now = Date.now();
     const known = this.#accounts.get(accountId);
-    if (known && known.until > now) return known.pool;
+    if (known && known.until > now) return known.node;
     if (this.#accounts.size >= PLACEMENTS_KEPT) this.#accounts.clear();
-    const pool = this.#lookUp(accountId);
-    this.#accounts.set(accountId, { pool, until: now + PLACEMENT_TTL_MS });
-    pool.catch(() => this.forget(accountId));
-    return pool;
+    const node = this.#lookUp(accountId);
+    this.#accounts.set(accountId, { node, until: now + PLACEMENT_TTL_MS });
+    node.catch(() => this.forget(accountId));
+    return node;
+  }
+
+  /** Calls the distributed functions for the account until its node is looked up again: its node had no copy. */
+  withoutCopy(accountId: string): void {
+    const known = this.#accounts.get(accountId);
+    if (known) known.node = known.node.then((n) => ({ pool: n.pool, shard: undefined }));
   }
 
   /** Looks the account's node up again at its next statement (its statement failed there). */
@@ -150,15 +191,21 @@ class Placements {
     this.#accounts.delete(accountId);
   }
 
-  async #lookUp(accountId: string): Promise<pg.Pool> {
-    const { rows } = await this.#coordinator.query<{ groupid: number; nodename: string; nodeport: number }>(
-      `select n.groupid, n.nodename, n.nodeport from pg_dist_placement p join pg_dist_node n on n.groupid = p.groupid
+  async #lookUp(accountId: string): Promise<Node> {
+    const { rows } = await this.#coordinator.query<{
+      shardid: string;
+      groupid: number;
+      nodename: string;
+      nodeport: number;
+    }>(
+      `select p.shardid, n.groupid, n.nodename, n.nodeport from pg_dist_placement p join pg_dist_node n on n.groupid = p.groupid
        where n.noderole = 'primary' and n.isactive and p.shardid = get_shard_id_for_distribution_column(
          (select min(logicalrelid::regclass::text) from pg_dist_partition where partmethod = 'h'), $1::bigint)`,
       [accountId],
     );
     const node = rows[0];
-    if (!node || node.groupid === 0 || this.#ended) return this.#coordinator;
+    if (!node || this.#ended) return { pool: this.#coordinator, shard: undefined };
+    if (node.groupid === 0) return { pool: this.#coordinator, shard: node.shardid };
     const key = `${node.nodename}:${node.nodeport}`;
     let pool = this.#workers.get(key);
     if (!pool) {
@@ -171,7 +218,7 @@ class Placements {
       pool.on('error', () => {});
       this.#workers.set(key, pool);
     }
-    return pool;
+    return { pool, shard: node.shardid };
   }
 
   async #end(): Promise<void> {

@@ -130,3 +130,97 @@ async function colocationTable(db: Pick<pg.ClientBase, 'query'>): Promise<string
   );
   return rows[0].name ?? undefined;
 }
+
+/** The schema, on every node of a distributed database, of the by-account functions' copies for each shard group. */
+export const SHARD_COPIES_SCHEMA = 'account_shards';
+
+/** The copy of by-account function `name` for the shard group of `shard` (a shard of the colocation table). */
+export function shardCopyName(name: string, shard: string): string {
+  return `${SHARD_COPIES_SCHEMA}.${name}_${shard}`;
+}
+
+/**
+ * Makes, on every node, a copy of each PL/pgSQL function whose first argument is the account for
+ * each shard group of the account-colocated tables: the function's definition with every table it
+ * names after from, join, into, update or using replaced by that table's shard of the group (and a
+ * reference table by its shard, on every node). On a worker those are plain tables, so the copy's
+ * statements take PostgreSQL's cached plans, where the distributed function's statements go through
+ * Citus's planner and are deparsed, parsed and planned again for the local shard at every call
+ * (docs/scaling.md "Writes on the account's shard"). The copy first takes the lock Citus's writes
+ * take on the shard group's metadata, which a shard move or split holds while it copies the last
+ * writes and moves the placement, then checks that the group's placement is on this node; if not
+ * (or the copy is missing: a node added or a shard split since), the call fails with
+ * undefined_function (invalid_schema_name on a node without copies) and the program calls the distributed function, which Citus routes. Made
+ * again, whole, at every migrate, one transaction per node; a node that cannot be reached then
+ * keeps the copies it had. The copies are not Citus objects (made with DDL propagation off).
+ */
+export async function copyFunctionsToShards(db: Pick<pg.ClientBase, 'query'>): Promise<void> {
+  const table = await colocationTable(db);
+  if (!table) return;
+  const { rows: functions } = await db.query<{ name: string; definition: string }>(
+    `select p.proname as name, pg_get_functiondef(p.oid) as definition from pg_proc p join pg_language l on l.oid = p.prolang
+     where p.pronamespace = 'public'::regnamespace and p.prokind = 'f' and p.proargnames[1] = $1 and l.lanname = 'plpgsql'
+     order by p.proname`,
+    [DISTRIBUTION_COLUMN],
+  );
+  const { rows: groups } = await db.query<{ shard: string; shards: Record<string, string> }>(
+    `select f.shardid::text as shard, jsonb_object_agg(s.logicalrelid::regclass::text, shard_name(s.logicalrelid, s.shardid)) as shards
+     from pg_dist_shard f join pg_dist_partition c on c.logicalrelid = f.logicalrelid
+       join pg_dist_partition p on p.colocationid = c.colocationid
+       join pg_dist_shard s on s.logicalrelid = p.logicalrelid and s.shardminvalue = f.shardminvalue
+     where f.logicalrelid = $1::regclass
+     group by f.shardid order by f.shardid`,
+    [table],
+  );
+  const { rows: reference } = await db.query<{ name: string; shard: string }>(
+    `select s.logicalrelid::regclass::text as name, shard_name(s.logicalrelid, s.shardid) as shard
+     from pg_dist_shard s join pg_dist_partition p on p.logicalrelid = s.logicalrelid where p.partmethod = 'n'`,
+  );
+  const here = `${SHARD_COPIES_SCHEMA}.shard_group_here`;
+  const statements = [
+    'begin',
+    'set local citus.enable_ddl_propagation to off',
+    `drop schema if exists ${SHARD_COPIES_SCHEMA} cascade`,
+    `create schema ${SHARD_COPIES_SCHEMA}`,
+    // ShareLock (5) on the group's metadata, as Citus's executor takes for a write; a move holds ExclusiveLock.
+    `create function ${here}(shard bigint) returns void language plpgsql as $here$
+begin
+  perform lock_shard_metadata(5, array[shard]);
+  if not exists (select 1 from pg_dist_placement p join pg_dist_local_group l on l.groupid = p.groupid where p.shardid = shard) then
+    raise exception 'the shard group of % is not on this node', shard using errcode = 'undefined_function';
+  end if;
+end
+$here$`,
+  ];
+  for (const group of groups) {
+    const shards = new Map([...reference.map((r) => [r.name, r.shard] as const), ...Object.entries(group.shards)]);
+    for (const f of functions) statements.push(shardCopy(f.name, f.definition, group.shard, shards, here));
+  }
+  statements.push('commit');
+  await db.query(
+    'select nodeid, success, result from run_command_on_all_nodes($1, give_warning_for_connection_errors => true)',
+    [statements.join(';\n')],
+  );
+}
+
+/** The definition of function `name` as its copy for the group of `shard`, its tables named by `shards`. */
+function shardCopy(name: string, definition: string, shard: string, shards: Map<string, string>, here: string): string {
+  const head = `FUNCTION public.${name}(`;
+  const begin = /^begin$/im;
+  if (!definition.includes(head) || !begin.test(definition))
+    throw new Error(`cannot copy the function ${name} to the shards: its definition is not of the expected form`);
+  return (
+    definition
+      .replace(head, `FUNCTION ${shardCopyName(name, shard)}(`)
+      // The copy's plain statements keep their plans (the distributed function plans each call).
+      .replace(/^ SET plan_cache_mode TO .*\n/m, '')
+      .replace(begin, (b) => `${b}\n  perform ${here}(${shard});`)
+      .replace(
+        /\b(from|join|into|update|using)(\s+)([a-z_][a-z0-9_]*)\b/gi,
+        (m, word: string, space: string, table: string) => {
+          const found = shards.get(table);
+          return found ? `${word}${space}${found}` : m;
+        },
+      )
+  );
+}

@@ -2,7 +2,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
-import { distribute, hasCitus, isDistributed } from './distribute.ts';
+import { copyFunctionsToShards, distribute, hasCitus, isDistributed } from './distribute.ts';
 import { checkOut } from './pool.ts';
 
 const MIGRATIONS_DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'migrations');
@@ -14,7 +14,8 @@ const MIGRATION_LOCK = 7_418_302;
  * database with the citus extension the schema is then distributed by account (distribute.ts):
  * a database not distributed yet (new, or restored from a single node) takes every migration as
  * plain PostgreSQL and is distributed at the end, with its rows; on one already distributed, each
- * migration distributes the tables it creates in its own transaction.
+ * migration distributes the tables it creates in its own transaction. Then the by-account
+ * functions' copies for each shard group are made again on every node (distribute.ts).
  */
 export async function migrate(pool: pg.Pool): Promise<string[]> {
   const { client, release } = await checkOut(pool);
@@ -43,6 +44,7 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
       applied.push(file);
     }
     if (citus && !distributed) await inTransaction(client, 'distributing the schema', () => distribute(client));
+    if (citus) await copyFunctionsToShards(client);
   } finally {
     await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
     release();

@@ -103,6 +103,7 @@ async function patchSectionDataByKeys(db: Queryable, accountId: string, patches:
 export function patchByKeysStatement(accountId: string, patches: PatchByKey[]) {
   return {
     name: 'profiles.write-attributes',
+    calls: 'profile_write_attributes',
     text: 'select n from profile_write_attributes($1::bigint, $2::bigint[], $3::jsonb, $4::bigint[], $5::jsonb, $6::jsonb) as n',
     values: [
       accountId,
