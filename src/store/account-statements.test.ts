@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { testDatabase } from '../../test/app.ts';
 import { queryForAccount } from './account-statements.ts';
-import { copyFunctionsToShards, shardCopyName } from './distribute.ts';
+import { copyFunctionsToShards, SCHEMA_VERSION, shardCopiesSchema, shardCopyName } from './distribute.ts';
 import { createPool } from './pool.ts';
 
 /**
@@ -107,7 +107,8 @@ describe('queryForAccount', () => {
          (select min(logicalrelid::regclass::text) from pg_dist_partition where partmethod = 'h'), $1::bigint)::text as shard`,
       [account],
     );
-    const copy = shardCopyName('profile_write_attributes', group[0].shard);
+    const { rows: at } = await pool.query<{ version: string }>(`select ${SCHEMA_VERSION} as version`);
+    const copy = shardCopyName('profile_write_attributes', group[0].shard, at[0].version);
     // current_query() answers the text the node ran; the call writes nothing (no patches).
     const call = (on: typeof pool) =>
       queryForAccount<{ text: string; n: string }>(on, account, {
@@ -122,7 +123,7 @@ describe('queryForAccount', () => {
     // Without the copy, then without any copies (a node added since migrate), on a pool of its own:
     // the account's node is kept per pool.
     try {
-      for (const drop of [`drop function ${copy}`, 'drop schema account_shards cascade']) {
+      for (const drop of [`drop function ${copy}`, `drop schema ${shardCopiesSchema(at[0].version)} cascade`]) {
         await pool.query('select run_command_on_all_nodes($1)', [`set citus.enable_ddl_propagation to off; ${drop}`]);
         const distributed = await call(await open(1));
         expect(distributed.rows[0].text).not.toContain(copy);

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { shardCopyName } from './distribute.ts';
+import { SCHEMA_VERSION, shardCopyName } from './distribute.ts';
 import { checkOut, ProgramPool, type Queryable } from './pool.ts';
 
 /**
@@ -64,7 +64,7 @@ export async function queryForAccount<R extends pg.QueryResultRow>(
   if (!(db instanceof pg.Pool)) return prepared<R>(db as pg.ClientBase, query);
   const nodes = await placements(db);
   const node = (await nodes?.nodeOf(accountId)) ?? { pool: db, shard: undefined };
-  const onShard = node.shard && statement.calls ? onShardCopy(query, statement.calls, node.shard) : undefined;
+  const onShard = node.shard && statement.calls ? onShardCopy(query, statement.calls, node) : undefined;
   const { client, release } = await checkOut(node.pool);
   try {
     if (onShard) {
@@ -84,11 +84,14 @@ export async function queryForAccount<R extends pg.QueryResultRow>(
   }
 }
 
-/** The statement with its call of `calls` made to the function's copy for `shard`; undefined when its name would be too long. */
-function onShardCopy(query: { name: string; text: string; values: unknown[] }, calls: string, shard: string) {
-  const name = `${query.name}/${shard}`;
+/** The statement with its call of `calls` made to the function's copy for the node's shard; undefined when its name would be too long. */
+function onShardCopy(query: { name: string; text: string; values: unknown[] }, calls: string, node: Node) {
+  const name = `${query.name}/${node.shard}`;
   if (Buffer.byteLength(name) > NAME_BYTES) return undefined;
-  const text = query.text.replace(new RegExp(`\\b${calls}\\(`, 'g'), `${shardCopyName(calls, shard)}(`);
+  const text = query.text.replace(
+    new RegExp(`\\b${calls}\\(`, 'g'),
+    `${shardCopyName(calls, node.shard!, node.version!)}(`,
+  );
   if (text === query.text) throw new Error(`the statement ${query.name} does not call ${calls}`);
   return { ...query, name, text };
 }
@@ -133,10 +136,14 @@ function placements(pool: pg.Pool): Promise<Placements | undefined> | undefined 
   return found;
 }
 
-/** The node of an account: its pool, and the shard of the colocation table that holds the account (its shard group). */
+/**
+ * The node of an account: its pool, the shard of the colocation table that holds the account (its
+ * shard group), and the database's schema version (whose function copies the node is to have).
+ */
 interface Node {
   pool: pg.Pool;
   shard: string | undefined;
+  version?: string;
 }
 
 /**
@@ -197,15 +204,16 @@ class Placements {
       groupid: number;
       nodename: string;
       nodeport: number;
+      version: string;
     }>(
-      `select p.shardid, n.groupid, n.nodename, n.nodeport from pg_dist_placement p join pg_dist_node n on n.groupid = p.groupid
+      `select p.shardid, n.groupid, n.nodename, n.nodeport, ${SCHEMA_VERSION} as version from pg_dist_placement p join pg_dist_node n on n.groupid = p.groupid
        where n.noderole = 'primary' and n.isactive and p.shardid = get_shard_id_for_distribution_column(
          (select min(logicalrelid::regclass::text) from pg_dist_partition where partmethod = 'h'), $1::bigint)`,
       [accountId],
     );
     const node = rows[0];
     if (!node || this.#ended) return { pool: this.#coordinator, shard: undefined };
-    if (node.groupid === 0) return { pool: this.#coordinator, shard: node.shardid };
+    if (node.groupid === 0) return { pool: this.#coordinator, shard: node.shardid, version: node.version };
     const key = `${node.nodename}:${node.nodeport}`;
     let pool = this.#workers.get(key);
     if (!pool) {
@@ -218,7 +226,7 @@ class Placements {
       pool.on('error', () => {});
       this.#workers.set(key, pool);
     }
-    return { pool, shard: node.shardid };
+    return { pool, shard: node.shardid, version: node.version };
   }
 
   async #end(): Promise<void> {

@@ -131,12 +131,26 @@ async function colocationTable(db: Pick<pg.ClientBase, 'query'>): Promise<string
   return rows[0].name ?? undefined;
 }
 
-/** The schema, on every node of a distributed database, of the by-account functions' copies for each shard group. */
-export const SHARD_COPIES_SCHEMA = 'account_shards';
+/**
+ * The schema version the database is at (the number of its last migration), as SQL: the by-account
+ * functions' copies are made from that version's definitions, and named by it.
+ */
+export const SCHEMA_VERSION = `(select max(left(name, 4)) from schema_migrations)`;
 
-/** The copy of by-account function `name` for the shard group of `shard` (a shard of the colocation table). */
-export function shardCopyName(name: string, shard: string): string {
-  return `${SHARD_COPIES_SCHEMA}.${name}_${shard}`;
+/**
+ * The schema, on every node of a distributed database, of the by-account functions' copies for each
+ * shard group, made from the definitions of schema `version`. A node that could not be reached when
+ * a later migration changed a function keeps the schema of the version before: the program, which
+ * names the current one, finds no copy there and calls the distributed function.
+ */
+export function shardCopiesSchema(version: string): string {
+  if (!/^[0-9]{4}$/.test(version)) throw new Error(`not a schema version: ${version}`);
+  return `account_shards_${version}`;
+}
+
+/** The copy of by-account function `name` for the shard group of `shard` (a shard of the colocation table), of schema `version`. */
+export function shardCopyName(name: string, shard: string, version: string): string {
+  return `${shardCopiesSchema(version)}.${name}_${shard}`;
 }
 
 /**
@@ -176,12 +190,17 @@ export async function copyFunctionsToShards(db: Pick<pg.ClientBase, 'query'>): P
     `select s.logicalrelid::regclass::text as name, shard_name(s.logicalrelid, s.shardid) as shard
      from pg_dist_shard s join pg_dist_partition p on p.logicalrelid = s.logicalrelid where p.partmethod = 'n'`,
   );
-  const here = `${SHARD_COPIES_SCHEMA}.shard_group_here`;
+  const { rows: version } = await db.query<{ version: string }>(`select ${SCHEMA_VERSION} as version`);
+  const schema = shardCopiesSchema(version[0].version);
+  const here = `${schema}.shard_group_here`;
   const statements = [
     'begin',
     'set local citus.enable_ddl_propagation to off',
-    `drop schema if exists ${SHARD_COPIES_SCHEMA} cascade`,
-    `create schema ${SHARD_COPIES_SCHEMA}`,
+    // The copies of every version before, too.
+    `do $drop$ declare s name; begin
+  for s in select nspname from pg_namespace where nspname like 'account\\_shards\\_%' loop execute format('drop schema %I cascade', s); end loop;
+end $drop$`,
+    `create schema ${schema}`,
     // ShareLock (5) on the group's metadata, as Citus's executor takes for a write; a move holds ExclusiveLock.
     `create function ${here}(shard bigint) returns void language plpgsql as $here$
 begin
@@ -194,7 +213,10 @@ $here$`,
   ];
   for (const group of groups) {
     const shards = new Map([...reference.map((r) => [r.name, r.shard] as const), ...Object.entries(group.shards)]);
-    for (const f of functions) statements.push(shardCopy(f.name, f.definition, group.shard, shards, here));
+    for (const f of functions)
+      statements.push(
+        shardCopy(f.name, f.definition, { shard: group.shard, version: version[0].version, shards }, here),
+      );
   }
   statements.push('commit');
   await db.query(
@@ -203,15 +225,21 @@ $here$`,
   );
 }
 
-/** The definition of function `name` as its copy for the group of `shard`, its tables named by `shards`. */
-function shardCopy(name: string, definition: string, shard: string, shards: Map<string, string>, here: string): string {
+/** The definition of function `name` as its copy of schema `version` for the group of `shard`, its tables named by `shards`. */
+function shardCopy(
+  name: string,
+  definition: string,
+  group: { shard: string; version: string; shards: Map<string, string> },
+  here: string,
+): string {
+  const { shard, version, shards } = group;
   const head = `FUNCTION public.${name}(`;
   const begin = /^begin$/im;
   if (!definition.includes(head) || !begin.test(definition))
     throw new Error(`cannot copy the function ${name} to the shards: its definition is not of the expected form`);
   return (
     definition
-      .replace(head, `FUNCTION ${shardCopyName(name, shard)}(`)
+      .replace(head, `FUNCTION ${shardCopyName(name, shard, version)}(`)
       // The copy's plain statements keep their plans (the distributed function plans each call).
       .replace(/^ SET plan_cache_mode TO .*\n/m, '')
       .replace(begin, (b) => `${b}\n  perform ${here}(${shard});`)
