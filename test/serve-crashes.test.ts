@@ -5,10 +5,11 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
 import { stopProcess } from './app.ts';
 import { scratchFolder } from './scratch.ts';
-import { NODE, Program, ROOT, dataDir, program, serveProgram } from './serve-program.ts';
+import { NODE, Program, ROOT, detachedProgram } from './serve-program.ts';
 import { START_BOUND_MS } from './until.ts';
 
-serveProgram();
+// One program for the file: the crash test kills its process group and starts it again.
+const started = detachedProgram('audience-crash-');
 
 /**
  * Runs `audience serve` until it exits (a start that must fail): its exit code and output. One
@@ -48,24 +49,18 @@ describe('crashes, restarts and a data directory in use', () => {
   it(
     'starts again at once after kill -9 of its whole process group, five times, with every acknowledged write kept',
     async () => {
-      const dir = await scratchFolder('audience-crash-');
-      const crashing = new Program(dir, await freePort());
-      try {
-        const names: string[] = [];
+      const crashing = await started();
+      const names: string[] = [];
+      for (let round = 0; round < 5; round++) {
+        const name = `Written before crash ${round}`;
+        await crashing.cli('account', 'create', '--name', name);
+        names.push(name);
+        const exited = new Promise((resolve) => crashing.child.once('exit', resolve));
+        process.kill(-crashing.child.pid!, 'SIGKILL');
+        await exited;
         await crashing.start({ detached: true });
-        for (let round = 0; round < 5; round++) {
-          const name = `Written before crash ${round}`;
-          await crashing.cli('account', 'create', '--name', name);
-          names.push(name);
-          const exited = new Promise((resolve) => crashing.child.once('exit', resolve));
-          process.kill(-crashing.child.pid!, 'SIGKILL');
-          await exited;
-          await crashing.start({ detached: true });
-          const listed = (await crashing.cli('account', 'list')).items.map((a: { name: string }) => a.name);
-          expect(listed).toEqual(expect.arrayContaining(names));
-        }
-      } finally {
-        if (crashing.child?.exitCode === null) await crashing.stop('SIGTERM');
+        const listed = (await crashing.cli('account', 'list')).items.map((a: { name: string }) => a.name);
+        expect(listed).toEqual(expect.arrayContaining(names));
       }
       // Six starts, five of them right after the program's death, while its postmaster, signalled by
       // the kernel (setpriv --pdeathsig), shuts down or has just done so. Each start has its own
@@ -75,7 +70,8 @@ describe('crashes, restarts and a data directory in use', () => {
   );
 
   it('refuses a second program on a data directory in use, naming the owner, and leaves the first one serving', async () => {
-    const second = await failedStart(dataDir, await freePort());
+    const program = await started();
+    const second = await failedStart(program.dataDir, await freePort());
     expect(second.code).toBe(1);
     expect(second.output).toContain(`is in use by the program with pid ${program.child.pid}`);
     expect((await fetch(program.url('/readyz'))).status).toBe(200);
@@ -83,6 +79,7 @@ describe('crashes, restarts and a data directory in use', () => {
   });
 
   it('refuses a busy port before it creates anything: no database, no secret, no demo account', async () => {
+    const program = await started();
     const dir = await scratchFolder('audience-port-');
     const failed = await failedStart(dir, program.port);
     expect(failed.code).toBe(1);

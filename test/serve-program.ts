@@ -1,7 +1,7 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { beforeAll, vi } from 'vitest';
+import { afterAll, beforeAll, vi } from 'vitest';
 import { freePort } from '../src/store/embedded.ts';
 import { stopProcess } from './app.ts';
 import { atFileEnd, scratchFolder } from './scratch.ts';
@@ -144,4 +144,28 @@ export function serveProgram(): void {
     program = new Program(dataDir, await freePort());
     await program.start();
   });
+}
+
+/** Whether a program's process runs. */
+const runs = (p: Program) => p.child !== undefined && p.child.exitCode === null && p.child.signalCode === null;
+
+/**
+ * One program on one data directory for a test file whose tests kill it (one initdb), in a process
+ * group of its own as a terminal would start it: answers the function each test calls for the
+ * program, which starts it unless it runs. It is stopped when the file ends.
+ */
+export function detachedProgram(prefix: string): () => Promise<Program> {
+  let program: Program;
+  // Each test waits for states (a start, a restart after a kill) by until()'s bound: its own is above that.
+  vi.setConfig({ testTimeout: 2 * START_BOUND_MS, hookTimeout: START_BOUND_MS + 60_000 });
+  beforeAll(async () => {
+    program = new Program(await scratchFolder(prefix), await freePort());
+  });
+  afterAll(async () => {
+    if (runs(program)) await program.stop('SIGTERM');
+  });
+  return async () => {
+    if (!runs(program)) await program.start({ detached: true });
+    return program;
+  };
 }

@@ -1,32 +1,14 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { freePort, RESTART_DELAYS_MS } from '../src/store/embedded.ts';
-import { Program, tokenFor } from './serve-program.ts';
-import { START_BOUND_MS, until } from './until.ts';
-import { scratchFolder } from './scratch.ts';
+import { describe, expect, it } from 'vitest';
+import { RESTART_DELAYS_MS } from '../src/store/embedded.ts';
+import { Program, detachedProgram, tokenFor } from './serve-program.ts';
+import { until } from './until.ts';
 
 // One program on one data directory for the whole file (one initdb): each test starts it unless it
-// runs, in a process group of its own as a terminal would; the last test makes its cluster unusable.
-let program: Program;
-// Each test waits for states (a start, a restart after a kill) by until()'s bound: its own is above that.
-vi.setConfig({ testTimeout: 2 * START_BOUND_MS, hookTimeout: START_BOUND_MS + 60_000 });
-beforeAll(async () => {
-  program = new Program(await scratchFolder('audience-supervised-'), await freePort());
-});
-afterAll(async () => {
-  if (runs(program)) await program.stop('SIGTERM');
-});
-
-/** Whether a program's process runs. */
-const runs = (p: Program) => p.child !== undefined && p.child.exitCode === null && p.child.signalCode === null;
-
-/** The file's program, started unless it runs. */
-async function started(): Promise<Program> {
-  if (!runs(program)) await program.start({ detached: true });
-  return program;
-}
+// runs; the last test makes its cluster unusable.
+const started = detachedProgram('audience-supervised-');
 
 const KEYSPACE = 'com.vendor1.keyspaces.crm-id';
 const SHOP = 'com.vendor1.sections.user-created.shop';
