@@ -1,0 +1,93 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectProblem, TestServer, type Response } from './app.ts';
+import { documentedOperations, MANIFEST, SECTION, sendExample, type DocumentedOperation } from './example-account.ts';
+import { declaredIn } from './problem-codes.ts';
+
+// Declared = observed (test/declared-problems.ts), for the refusals of an operation's own that
+// one part of its request causes: each operation of /openapi.json that declares a code here is
+// sent the request its examples make (test/example-account.ts), with that part changed, and must
+// answer that code, naming what was wrong. A declared code no request can meet fails here.
+
+let server: TestServer;
+let account: { accountId: string; token: string };
+let operations: DocumentedOperation[];
+
+const EMAIL = 'com.vendor1.keyspaces.email';
+/** A keyspace of the account that is closed to the API. */
+const CLOSED = 'com.vendor1.keyspaces.sms';
+/** The key of a profile that was locked. */
+const LOCKED = 'locked@example.org';
+
+beforeAll(async () => {
+  server = await TestServer.start();
+  account = await server.login({
+    ...MANIFEST,
+    keyspaces: [{ discriminator: 'com.{vendor}1.keyspaces.sms', api_access: false }],
+  });
+  operations = await documentedOperations(server);
+  const created = await server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SECTION}/profiles`, {
+    token: account.token,
+    body: { profile_key: LOCKED },
+  });
+  expect(created.status, created.text).toBe(201);
+  const locked = await server.request('PUT', `/audience/keyspaces/${EMAIL}/profiles/${LOCKED}/locks`, {
+    token: account.token,
+  });
+  expect(locked.status, locked.text).toBe(204);
+});
+afterAll(async () => server?.close());
+
+/**
+ * Sends `change` to each operation that declares `code` and takes the path parameters `params`
+ * names; each must answer `code` with a detail that holds `names`.
+ */
+async function everyDeclaring(
+  code: string,
+  params: string[],
+  change: Parameters<typeof sendExample>[3],
+  names: string,
+): Promise<void> {
+  const ops = operations.filter(
+    (op) =>
+      declaredIn(op.description).includes(code) &&
+      params.every((name) => op.parameters?.some((p) => p.in === 'path' && p.name === name)),
+  );
+  expect(ops.length).toBeGreaterThan(0);
+  const missed: string[] = [];
+  for (const op of ops) {
+    const res: Response = await sendExample(server, op, account, change);
+    // The per-second limits are spent by the clock of the test's server.
+    server.clock.advance(2000);
+    if (res.body?.type !== `/errors/${code}` || !String(res.body?.detail).includes(names))
+      missed.push(`${op.method} ${op.path}: ${res.status} ${res.body?.type} ${res.body?.detail ?? res.text}`);
+    else expectProblem(res, res.status, code);
+  }
+  expect(missed).toEqual([]);
+}
+
+describe('the profile a path names, on every profile route: the refusals of identifierOf and locate', () => {
+  const profile = ['keyspace_discriminator', 'profile_key'];
+  const at = (keyspace: string, key: string) => ({
+    params: { keyspace_discriminator: keyspace, profile_key: key, section_discriminator: SECTION, consent_types: 'opt-in' },
+  });
+
+  it('ERR-11: a keyspace the account does not have: 404 AUD-1101', async () => {
+    await everyDeclaring('AUD-1101', profile, at('com.vendor1.keyspaces.none', 'anna@example.org'), 'none');
+  });
+
+  it('AUTH-18: a keyspace closed to the API: 403 AUD-1106', async () => {
+    await everyDeclaring('AUD-1106', profile, at(CLOSED, '+4791234567'), CLOSED);
+  });
+
+  it('a key that is no key of its keyspace: 400 AUD-1205 naming profile_key', async () => {
+    await everyDeclaring('AUD-1205', profile, at(EMAIL, 'no-address'), 'profile_key');
+  });
+
+  it('a key no profile has: 404 AUD-1201', async () => {
+    await everyDeclaring('AUD-1201', profile, at(EMAIL, 'nobody@example.org'), 'nobody@example.org');
+  });
+
+  it('the key of a locked profile: 410 AUD-1202', async () => {
+    await everyDeclaring('AUD-1202', profile, at(EMAIL, LOCKED), LOCKED);
+  });
+});
