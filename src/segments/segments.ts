@@ -17,19 +17,18 @@ import type { Definitions } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
 
 /**
+ * What a trend's stored segment can answer (trendPlan): a time zone refused, a segment not found,
+ * a section the key may not read. Not AQL's codes: a stored query was parsed and checked when it
+ * was stored, it cannot change, and the definitions it names are never removed.
+ */
+export const TREND_PROBLEMS: readonly ProblemCode[] = [...TIME_ZONE_PROBLEMS, 'AUD-1104', 'AUD-1107', 'AUD-1711'];
+
+/**
  * What a request's segment can answer, by reference or as a query (segmentQuery, chosenQuery,
  * requireReadable, compileQuery, with its time zone): a query refused, a segment or version not
  * found, a section the key may not read.
  */
-export const SEGMENT_PROBLEMS: readonly ProblemCode[] = [
-  ...AQL_PROBLEMS,
-  ...TIME_ZONE_PROBLEMS,
-  'AUD-1104',
-  'AUD-1107',
-  'AUD-1711',
-  'AUD-1713',
-  'AUD-1714',
-];
+export const SEGMENT_PROBLEMS: readonly ProblemCode[] = [...AQL_PROBLEMS, ...TREND_PROBLEMS, 'AUD-1713', 'AUD-1714'];
 
 /** Parses and checks an AQL query against the account's definitions (docs/aql.md). */
 export function compileQuery(defs: Definitions, text: string): Expression {

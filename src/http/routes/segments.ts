@@ -17,7 +17,7 @@ import { operation, type OperationTable } from '../operation.ts';
 import { NoContent } from '../schemas/problem.ts';
 import { SECTION_PROBLEMS } from '../../definitions/definitions.ts';
 import { TIME_ZONE_PROBLEMS } from '../../aql/time.ts';
-import { SEGMENT_PROBLEMS } from '../../segments/segments.ts';
+import { SEGMENT_PROBLEMS, TREND_PROBLEMS } from '../../segments/segments.ts';
 import { LOCATE_PROBLEMS } from '../../profiles/locate.ts';
 
 /** Segment evaluation, trends and counts (SPEC §4.3, §4.7) on the routes of ENDPOINTS.md. */
@@ -74,7 +74,7 @@ export const segmentsRoutes: OperationTable = {
       path: '/audience/sections/:section_discriminator/segments/:segment_discriminator/trend',
       summary: 'Count matching profiles over time',
       description: 'How many profiles of a section matched a segment at each of 1 to 25 points in time.',
-      errors: [...SECTION_PROBLEMS, ...SEGMENT_PROBLEMS],
+      errors: [...SECTION_PROBLEMS, ...TREND_PROBLEMS],
       params: TrendParams,
       body: Trend,
       response: { 200: TrendCounts },
