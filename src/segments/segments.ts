@@ -154,6 +154,13 @@ export function knownKeyspaceIds(defs: Definitions): string[] {
 }
 
 /**
+ * What evaluateProfile can answer besides locating the profile: a time zone refused, a segment or
+ * version not found, a section the key may not read. Not AQL's codes: it takes stored segments only
+ * (TREND_PROBLEMS says why their queries cannot be refused).
+ */
+export const EVALUATION_PROBLEMS: readonly ProblemCode[] = [...TIME_ZONE_PROBLEMS, 'AUD-1107', 'AUD-1711', 'AUD-1713'];
+
+/**
  * Evaluates a profile against segments (SPEC §4.3) with the in-memory evaluator: the answer maps
  * each discriminator (or `discriminator|version_id`) to whether the profile matches now.
  */
