@@ -1,4 +1,6 @@
+import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MAX_TERMS } from '../src/aql/check.ts';
 import { expectProblem, TestServer, type Response } from './app.ts';
 import { documentedOperations, MANIFEST, SECTION, sendExample, type DocumentedOperation } from './example-account.ts';
 import { declaredIn } from './problem-codes.ts';
@@ -68,7 +70,12 @@ async function everyDeclaring(
 describe('the profile a path names, on every profile route: the refusals of identifierOf and locate', () => {
   const profile = ['keyspace_discriminator', 'profile_key'];
   const at = (keyspace: string, key: string) => ({
-    params: { keyspace_discriminator: keyspace, profile_key: key, section_discriminator: SECTION, consent_types: 'opt-in' },
+    params: {
+      keyspace_discriminator: keyspace,
+      profile_key: key,
+      section_discriminator: SECTION,
+      consent_types: 'opt-in',
+    },
   });
 
   it('ERR-11: a keyspace the account does not have: 404 AUD-1101', async () => {
@@ -89,5 +96,74 @@ describe('the profile a path names, on every profile route: the refusals of iden
 
   it('the key of a locked profile: 410 AUD-1202', async () => {
     await everyDeclaring('AUD-1202', profile, at(EMAIL, LOCKED), LOCKED);
+  });
+});
+
+/** Where each operation that takes a segment's query as text takes it: its body with `query` in place. */
+const QUERY_BODIES: Record<string, (query: string, example: any) => unknown> = {
+  postAudienceSegments: (query) => ({ name: `Query ${crypto.randomUUID()}`, query }),
+  postAudienceSegmentsVersions: (query) => ({ query }),
+  postAudienceProfilesReportsSegmentsCount: (query, example) => ({
+    ...example,
+    segment: { timezone: 'UTC', segment_definition: query },
+  }),
+  postAudienceProfilesReportsSegments: (query, example) => ({
+    ...example,
+    segment: { timezone: 'UTC', segment_definition: query },
+  }),
+  putAdminAccountsManifest: (query) => ({ segments: [{ name: 'Query', section: SECTION, versions: [{ query }] }] }),
+  postAdminAccountsManifestPreview: (query) => ({
+    segments: [{ name: 'Query', section: SECTION, versions: [{ query }] }],
+  }),
+};
+
+describe('a segment query AQL refuses, on every operation that takes one as text', () => {
+  /** A query of each code of AQL's, made of the account's ids. */
+  let queries: Record<string, string>;
+
+  beforeAll(async () => {
+    const get = async (path: string) => (await server.request('GET', path, { token: account.token })).body.items;
+    const section = (await get('/audience/sections')).find((s: any) => s.discriminator === SECTION).id;
+    const city = (await get(`/audience/sections/${SECTION}/attributes`)).find((a: any) => a.name === 'City').versions[0]
+      .id;
+    const view = (await get(`/audience/sections/${SECTION}/events`)).find((e: any) => e.name === 'Page view')
+      .versions[0].id;
+    const term = `section(${section}).attribute(${city}).eq("x")`;
+    const event = `section(${section}).event(${view})`;
+    queries = {
+      'AUD-1111': `section(999999999).attribute(${city}).eq("x")`,
+      'AUD-1401': `section(${section}).attribute(${city}).eq(1)`,
+      'AUD-1402': `${event}.eventData("colour").eq("red")`,
+      'AUD-1403': `${event}.eventData("url[]").eq("x")`,
+      'AUD-1701': `${term} & ${term}`,
+      'AUD-1702': `section(shop).attribute(${city}).eq("x")`,
+      'AUD-1703': `section(${section}).attribute(city).eq("x")`,
+      'AUD-1704': `${event}.eq("x")`,
+      'AUD-1705': `section(${section}).attribute(${city})`,
+      'AUD-1706': `section(${section}).attribute(${city}).eq(Anna)`,
+      'AUD-1707': `${event}.inLast("events.year", 0, 1)`,
+      'AUD-1708': `${event}.event(${view})`,
+      'AUD-1709': 'hello world',
+      'AUD-1710': Array(MAX_TERMS + 1)
+        .fill(term)
+        .join(' || '),
+    };
+  });
+
+  it('AQL-12 … AQL-26: each refusal answers its code on every such operation', async () => {
+    const missed: string[] = [];
+    for (const [code, query] of Object.entries(queries)) {
+      const ops = operations.filter((op) => QUERY_BODIES[op.operationId] && declaredIn(op.description).includes(code));
+      for (const op of ops) {
+        const res = await sendExample(server, op, account, {
+          body: (example) => QUERY_BODIES[op.operationId](query, example),
+        });
+        server.clock.advance(2000);
+        if (res.body?.type !== `/errors/${code}` || !String(res.body?.detail).includes('AQL'))
+          missed.push(`${code} ${op.operationId}: ${res.status} ${res.body?.type} ${res.body?.detail ?? res.text}`);
+        else expectProblem(res, res.status, code);
+      }
+    }
+    expect(missed).toEqual([]);
   });
 });
