@@ -12,6 +12,7 @@ import {
 } from '../core/definitions.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
+import { AQL_PROBLEMS } from '../aql/errors.ts';
 import { SECTION_PROBLEMS, sectionOf } from '../definitions/definitions.ts';
 import { compileQuery, SEGMENT_PROBLEMS, segmentExpression } from '../segments/segments.ts';
 import type { AttributeColumn, SegmentsByNameOrQuery, TagColumn } from './schemas.ts';
@@ -35,6 +36,14 @@ export const PLAN_PROBLEMS: readonly ProblemCode[] = [
   'AUD-1924',
   'AUD-1925',
 ];
+
+/**
+ * PLAN_PROBLEMS of a kind whose request names stored segments only, never a query as text: not
+ * AQL's codes, since a stored query was parsed and checked when it was stored (TREND_PROBLEMS).
+ */
+export const STORED_SEGMENTS_PLAN_PROBLEMS: readonly ProblemCode[] = PLAN_PROBLEMS.filter(
+  (code) => !AQL_PROBLEMS.includes(code),
+);
 
 /** What several exports check the same way: their attribute and tag columns, their segments by name, the names of their columns. */
 

@@ -3122,27 +3122,12 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1218` | Tag not defined for the section |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |
@@ -3200,27 +3185,12 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1218` | Tag not defined for the section |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |
@@ -3433,28 +3403,13 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1218` | Tag not defined for the section |
         | 400 | `AUD-1220` | Event type not found |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |
@@ -3513,27 +3468,12 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1218` | Tag not defined for the section |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |

@@ -11,7 +11,7 @@ import * as exports from '../../exports/exports.ts';
 import { EXPORT_KINDS, type ExportKindName } from '../../exports/kinds.ts';
 import { listExports } from '../../exports/list.ts';
 import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/definitions.ts';
-import { PLAN_PROBLEMS } from '../../exports/plans.ts';
+import { PLAN_PROBLEMS, STORED_SEGMENTS_PLAN_PROBLEMS } from '../../exports/plans.ts';
 import {
   DownloadUrls,
   EmailReportFileParams,
@@ -114,6 +114,8 @@ export function exportsRoutes(services: Services): OperationTable {
     summary: string;
     description: string;
     errors: readonly ProblemCode[];
+    /** Whether the body may give a segment as a query (AQL's refusals); else it names stored segments only. */
+    queries?: true;
     /** The request body the reference shows, where the one made from the schema would break a rule. */
     example?: unknown;
     kind: ExportKindName;
@@ -127,7 +129,11 @@ export function exportsRoutes(services: Services): OperationTable {
       summary: route.summary,
       description: route.description,
       // Every export reaches the data of every section (exports.createExport).
-      errors: [...ALL_SECTIONS_PROBLEMS, ...PLAN_PROBLEMS, ...route.errors],
+      errors: [
+        ...ALL_SECTIONS_PROBLEMS,
+        ...(route.queries ? PLAN_PROBLEMS : STORED_SEGMENTS_PLAN_PROBLEMS),
+        ...route.errors,
+      ],
       ...(route.example === undefined ? {} : { examples: { body: route.example } }),
       body: EXPORT_KINDS[route.kind].body as TSchema,
       response: { 201: route.created },
@@ -219,6 +225,7 @@ export function exportsRoutes(services: Services): OperationTable {
           'The profiles of a segment that share an address on a channel, with their consents, as a file at the poll URL.',
         errors: [...SECTION_PROBLEMS, 'AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
         kind: 'duplicates',
+        queries: true,
         rateLimit: requests,
         created: PollUrl,
         answer: (id) => ({ poll_url: pollUrl(id) }),
@@ -248,6 +255,7 @@ export function exportsRoutes(services: Services): OperationTable {
           tags: [{ field_name: 'vip', tag_discriminator: 'com.vendor1.tags.user-created.vip' }],
         },
         kind: 'segments',
+        queries: true,
         rateLimit: requests,
         created: DownloadUrls,
         answer: (id) => ({ file_download_url: pollUrl(id), file_download_url_v2: pollUrl(id, '/v2') }),
