@@ -21,7 +21,8 @@ import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 
 /**
  * What the checks of an export's request against the definitions can answer (its section, segments
- * and filter, columns and consents), whichever kind plans it.
+ * and filter, columns and consents), for the kinds that plan with these functions (consents,
+ * duplicates, segments); the event exports declare their own (events.ts, email-events.ts).
  */
 export const PLAN_PROBLEMS: readonly ProblemCode[] = [
   ...SECTION_PROBLEMS,

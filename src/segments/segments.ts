@@ -28,7 +28,14 @@ export const TREND_PROBLEMS: readonly ProblemCode[] = [...TIME_ZONE_PROBLEMS, 'A
  * requireReadable, compileQuery, with its time zone): a query refused, a segment or version not
  * found, a section the key may not read.
  */
-export const SEGMENT_PROBLEMS: readonly ProblemCode[] = [...AQL_PROBLEMS, ...TREND_PROBLEMS, 'AUD-1713', 'AUD-1714'];
+export const SEGMENT_PROBLEMS: readonly ProblemCode[] = [
+  ...AQL_PROBLEMS,
+  ...TIME_ZONE_PROBLEMS,
+  'AUD-1107',
+  'AUD-1711',
+  'AUD-1713',
+  'AUD-1714',
+];
 
 /** Parses and checks an AQL query against the account's definitions (docs/aql.md). */
 export function compileQuery(defs: Definitions, text: string): Expression {

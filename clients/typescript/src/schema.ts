@@ -581,8 +581,6 @@ export interface paths {
      *     | 400 | `AUD-1708` | Several event expressions |
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
-     *     | 400 | `AUD-1711` | Segment not found |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 413 | `AUD-1001` | Request body too large |
@@ -666,8 +664,6 @@ export interface paths {
      *     | 400 | `AUD-1708` | Several event expressions |
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
-     *     | 400 | `AUD-1711` | Segment not found |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1104` | Segment not found |
@@ -1916,7 +1912,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -2249,7 +2244,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2306,7 +2300,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2378,7 +2371,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2449,7 +2441,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2491,24 +2482,13 @@ export interface paths {
      *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1218` | Tag not defined for the section |
      *     | 400 | `AUD-1220` | Event type not found |
-     *     | 400 | `AUD-1607` | Channel ID not found |
-     *     | 400 | `AUD-1608` | Communication type invalid for channel |
-     *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-1713` | Version ID belongs to another segment |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
-     *     | 400 | `AUD-1906` | Invalid segment filter |
-     *     | 400 | `AUD-1908` | Column name used twice |
      *     | 400 | `AUD-1910` | Event window ends before it starts |
-     *     | 400 | `AUD-1911` | Event window longer than three months |
-     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
-     *     | 400 | `AUD-1924` | No segment named |
-     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2549,23 +2529,15 @@ export interface paths {
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
      *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1218` | Tag not defined for the section |
-     *     | 400 | `AUD-1607` | Channel ID not found |
-     *     | 400 | `AUD-1608` | Communication type invalid for channel |
-     *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-1713` | Version ID belongs to another segment |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1908` | Column name used twice |
      *     | 400 | `AUD-1910` | Event window ends before it starts |
      *     | 400 | `AUD-1911` | Event window longer than three months |
-     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
-     *     | 400 | `AUD-1924` | No segment named |
-     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
