@@ -1,6 +1,8 @@
 import crypto from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_TERMS } from '../src/aql/check.ts';
+import { PROBLEMS, type ProblemCode } from '../src/core/problems.ts';
+import { MAX_JSON_DEPTH } from '../src/core/text.ts';
 import { expectProblem, TestServer, type Response } from './app.ts';
 import { documentedOperations, MANIFEST, SECTION, sendExample, type DocumentedOperation } from './example-account.ts';
 import { declaredIn } from './problem-codes.ts';
@@ -165,5 +167,97 @@ describe('a segment query AQL refuses, on every operation that takes one as text
       }
     }
     expect(missed).toEqual([]);
+  });
+});
+
+const FOLDER = 'com.vendor1.topic-folders.user-created';
+const POINTS = 'com.vendor1.attributes.user-created.loyalty-points';
+
+/** A manifest that causes each code of a manifest's own checks. */
+const MANIFESTS: Record<string, Record<string, unknown>> = {
+  'AUD-1109': {
+    segments: [
+      {
+        name: 'Loyal customers',
+        section: SECTION,
+        versions: [{ query: `section({section}).attribute({attribute:${POINTS}@1}).gt(1)` }],
+      },
+    ],
+  },
+  'AUD-1113': { sections: [{ name: 'Shop', topic_folders: [{ name: 'Ping', parent: `${FOLDER}.ping` }] }] },
+  'AUD-1114': {
+    sections: [
+      {
+        name: 'Shop',
+        topic_folders: [
+          { name: 'Ping', parent: `${FOLDER}.pong` },
+          { name: 'Pong', parent: `${FOLDER}.ping` },
+        ],
+      },
+    ],
+  },
+  'AUD-1115': {
+    segments: [
+      { name: 'No section', versions: [{ query: `section({section}).attribute({attribute:${POINTS}@1}).gt(1)` }] },
+    ],
+  },
+  'AUD-1116': { account: { limits: { widgets_per_second: 1 } } },
+  'AUD-1117': { account: { limits: { token_lifetime_seconds: 60 } } },
+  'AUD-1712': {
+    segments: [
+      {
+        name: 'Loyal customers',
+        section: SECTION,
+        versions: [{ query: `section({section}).attribute({attribute:${POINTS}@1}).gt(100)` }],
+        live: { time_zone: 'Mars/Olympus_Mons' },
+      },
+    ],
+  },
+  'AUD-2302': { webhooks: [{ url: 'gopher://x', event_types: ['profile.deleted'] }] },
+};
+
+describe('a manifest its own checks refuse, on every operation that takes one', () => {
+  it('DEF-18, DEF-19, LIM-12: each answers its code', async () => {
+    const { name } = (await server.admin('GET', `/admin/accounts/${account.accountId}`)).body;
+    /** The operator's manifest of every account names its account; the others take the manifest as it is. */
+    const named = (op: DocumentedOperation, manifest: Record<string, any>) =>
+      op.operationId === 'putAdminManifest' ? { ...manifest, account: { ...manifest.account, name } } : manifest;
+    const missed: string[] = [];
+    const takers = ['putAdminAccountsManifest', 'postAdminAccountsManifestPreview', 'putAdminManifest'];
+    for (const [code, manifest] of Object.entries(MANIFESTS)) {
+      for (const op of operations.filter(
+        (o) => takers.includes(o.operationId) && declaredIn(o.description).includes(code),
+      )) {
+        const res = await sendExample(server, op, account, { body: () => named(op, manifest) });
+        if (res.body?.type !== `/errors/${code}`)
+          missed.push(`${code} ${op.operationId}: ${res.status} ${res.body?.type} ${res.body?.detail ?? res.text}`);
+        else expectProblem(res, res.status, code);
+      }
+    }
+    expect(missed).toEqual([]);
+  });
+});
+
+// The operations left out of /openapi.json (links in messages, /metrics), which
+// test/common-problems.test.ts does not see, declare the refusals of every operation of their kind.
+describe('the refusals of every operation, on the operations left out of the reference', () => {
+  /** The code's problem document, of its status. */
+  const refused = (res: Response, code: ProblemCode) => expectProblem(res, PROBLEMS[code].status, code);
+
+  it('ERR-04: NUL in a query; a body that is no JSON, of another type, with a lone surrogate or too deep', async () => {
+    const metrics = server.services.adminToken;
+    for (const path of ['/metrics', '/mail/open/x', '/mail/click/x', '/mail/unsubscribe/x'])
+      refused(
+        await server.request('GET', `${path}?note=a%00b`, { token: path === '/metrics' ? metrics : undefined }),
+        'AUD-1012',
+      );
+    const post = (type: string, raw: string) =>
+      server.request('POST', '/mail/unsubscribe/x', { raw, headers: { 'content-type': type } });
+    refused(await post('application/json', '{"note":'), 'AUD-1004');
+    refused(await post('text/plain', 'note'), 'AUD-1005');
+    refused(await post('application/json', '{"note":"a\\ud800"}'), 'AUD-1013');
+    const deep = '['.repeat(MAX_JSON_DEPTH + 1) + ']'.repeat(MAX_JSON_DEPTH + 1);
+    refused(await post('application/json', deep), 'AUD-1014');
+    refused(await server.request('POST', '/mail/unsubscribe/x?note=a%00b'), 'AUD-1012');
   });
 });
