@@ -18,11 +18,18 @@ declare module 'vitest' {
 // does not declare (printed last), and counts the declared codes no test reached, but for those
 // below (`LIST` writes them all).
 
+/** Why AUD-1711 "segment has no version" cannot be caused where a segment is only looked up by name. */
+const NO_VERSION =
+  'a stored segment without a version: every segment is stored with its first version (POST /audience/segments, or a manifest, whose schema asks for one), so no request can cause it';
+
 /**
  * Declared codes no test of the run reaches, with the reason; by code (every operation that
  * declares it) or by `operationId code`.
  */
 export const UNREACHED: Record<string, string> = {
+  'getAudienceSegmentsLive AUD-1711': NO_VERSION,
+  'postAudienceSectionsSegmentsTrend AUD-1711': NO_VERSION,
+  'putAudienceSegmentsLive AUD-1711': NO_VERSION,
   'AUD-0':
     'test/common-problems.test.ts asks it of every operation that declares it and gets it; on those of no body and no typed query it is a path whose % starts no escape, which the router answers before the operation, so this record does not see it',
   'AUD-2':

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { Manifest } from '../src/definitions/schemas.ts';
-import { TestServer, type Response } from './app.ts';
+import { TestServer } from './app.ts';
+import { documentedOperations, MANIFEST, sendExample, type DocumentedOperation } from './example-account.ts';
 import { declaredIn } from './problem-codes.ts';
 
 // Every example of /openapi.json, sent to the service: the request body and the parameters of
@@ -8,43 +8,7 @@ import { declaredIn } from './problem-codes.ts';
 // documents, and never a refusal of the example itself: a 2xx, or a problem of a code the
 // operation declares that says the account lacks what the example names (a profile, an export),
 // never one that says the request is malformed. The account is made of what the examples name
-// (the section "Shop", its attributes, tags, topics and segments); the identifiers the service
-// chooses (attribute and event version ids, the account's id) are those of this account.
-
-const SECTION = 'com.vendor1.sections.user-created.shop';
-
-const MANIFEST: Manifest = {
-  sections: [
-    {
-      name: 'Shop',
-      ecommerce_connected: false,
-      attributes: [
-        { name: 'City', versions: [{ type: ['Text'] }] },
-        { name: 'Loyalty points', versions: [{ type: ['Number with decimal'] }] },
-        { name: 'Birthday', versions: [{ type: ['Date'] }] },
-      ],
-      tags: [{ name: 'VIP' }, { name: 'First order' }, { name: 'Newsletter reader' }],
-      events: [
-        {
-          name: 'Page view',
-          discriminator: 'com.vendor1.events.page-view',
-          versions: [{ type: ['url', 'title', 'device'].map((name) => ({ name, type: 'Text' })) }],
-        },
-      ],
-      topic_folders: [{ name: 'Newsletters' }],
-      topics: [{ name: 'Weekly newsletter', folder: 'com.vendor1.topic-folders.user-created.newsletters' }],
-    },
-  ],
-  segments: ['Loyal customers', 'Recent visitors', 'Frequent buyers'].map((name) => ({
-    name,
-    section: SECTION,
-    versions: [
-      {
-        query: 'section({section}).attribute({attribute:com.vendor1.attributes.user-created.loyalty-points@1}).gt(100)',
-      },
-    ],
-  })),
-};
+// (test/example-account.ts), and the account's id is this account's.
 
 /**
  * Answers that say the account lacks what an example names, not that the example is wrong: the
@@ -82,72 +46,27 @@ const KNOWN: Record<string, string> = {
   patchAdminAccountsByAccountId: 'the example sets every limit to 0, which refuses every later request',
 };
 
-interface Operation {
-  method: string;
-  path: string;
-  operationId: string;
-  description?: string;
-  security?: Record<string, string[]>[];
-  parameters?: { in: string; name: string; example?: unknown; required?: boolean }[];
-  requestBody?: { content: Record<string, { example?: unknown }> };
-  responses: Record<string, unknown>;
-}
-
 let server: TestServer;
 let token: string;
 let accountId: string;
-let operations: Operation[];
-/** Example values the service chooses, replaced by those of this account. */
-const replacements = new Map<string, string>();
+let operations: DocumentedOperation[];
 
 beforeAll(async () => {
   server = await TestServer.start();
   ({ token, accountId } = await server.login(MANIFEST));
-  const document = (await server.request('GET', '/openapi.json')).body as {
-    paths: Record<string, Record<string, Operation>>;
-  };
-  operations = Object.entries(document.paths).flatMap(([path, methods]) =>
-    Object.entries(methods).map(([method, op]) => ({ ...op, method: method.toUpperCase(), path })),
-  );
-  const attributes = (await server.request('GET', `/audience/sections/${SECTION}/attributes`, { token })).body;
-  void attributes;
+  operations = await documentedOperations(server);
 });
 afterAll(async () => server?.close());
 
-/** The example with this account's identifiers in place of the document's. */
-function localised(value: unknown): unknown {
-  let text = JSON.stringify(value);
-  for (const [from, to] of replacements) text = text.replaceAll(from, to);
-  return text === undefined ? undefined : JSON.parse(text);
-}
-
-async function send(op: Operation): Promise<Response> {
-  let path = op.path;
-  const query = new URLSearchParams();
-  for (const p of op.parameters ?? []) {
-    const value = p.name === 'account_id' ? accountId : localised(p.example);
-    if (value === undefined) continue;
-    if (p.in === 'path') path = path.replace(`{${p.name}}`, encodeURIComponent(String(value)));
-    if (p.in === 'query') query.set(p.name, Array.isArray(value) ? value.join(',') : String(value));
-  }
-  const json = op.requestBody?.content['application/json'];
-  const scheme = Object.keys(op.security?.[0] ?? {})[0];
-  const credential = scheme === 'operator' ? server.services.adminToken : scheme ? token : undefined;
-  return server.request(op.method, `${path}${query.size > 0 ? `?${query}` : ''}`, {
-    token: credential,
-    ...(json?.example !== undefined ? { body: localised(json.example) } : {}),
-  });
-}
-
 it('every example of /openapi.json is answered as its operation documents', async () => {
   // The operator's examples go last (they change the account), the account's deletion last of all.
-  const rank = (op: Operation) =>
+  const rank = (op: DocumentedOperation) =>
     op.operationId === 'deleteAdminAccountsByAccountId' ? 2 : op.path.startsWith('/admin') ? 1 : 0;
   const ordered = [...operations].sort((a, b) => rank(a) - rank(b));
   const refused: string[] = [];
   for (const op of ordered) {
     if (KNOWN[op.operationId]) continue;
-    const res = await send(op);
+    const res = await sendExample(server, op, { accountId, token });
     // The per-second limits are spent by the clock of the test's server.
     server.clock.advance(2000);
     const documented = [String(res.status), `${String(res.status)[0]}XX`].some((s) => s in op.responses);

@@ -3,11 +3,12 @@ import { stringify } from 'csv-stringify/sync';
 import type { Readable } from 'node:stream';
 import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, SqlValues } from '../aql/compile-sql.ts';
-import { checkTimeZone } from '../aql/time.ts';
+import { checkTimeZone, TIME_ZONE_PROBLEMS } from '../aql/time.ts';
 import { emailEventsSql } from '../activities/activities.ts';
-import { Problem } from '../core/problems.ts';
+import { ATTRIBUTE_READ_PROBLEMS } from '../core/definitions.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { requireAllSections } from '../definitions/definitions.ts';
+import { requireAllSections, SECTION_PROBLEMS } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
 import { currentVersionId } from '../profiles/locate.ts';
 import { segmentExpression } from '../segments/segments.ts';
@@ -86,6 +87,24 @@ export interface EmailEventExportPlan {
     { column: string; sectionId: string; versionId: string } | { column: string; sectionId: string; tagId: string }
   )[];
 }
+
+/**
+ * What planEmailEventExport can answer: a window refused, a stored segment or its version not
+ * found (its query was checked when stored), a time zone, a section, attribute or tag refused,
+ * mappings over too many sections, two columns of one name.
+ */
+export const EMAIL_EVENT_EXPORT_PROBLEMS: readonly ProblemCode[] = [
+  ...SECTION_PROBLEMS,
+  ...TIME_ZONE_PROBLEMS,
+  ...ATTRIBUTE_READ_PROBLEMS,
+  'AUD-1007',
+  'AUD-1218',
+  'AUD-1711',
+  'AUD-1713',
+  'AUD-1908',
+  'AUD-1910',
+  'AUD-1911',
+];
 
 /**
  * Checks an email event export request against the definitions (400 naming the field; 413 for

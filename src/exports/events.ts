@@ -1,8 +1,9 @@
 import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, SqlValues } from '../aql/compile-sql.ts';
-import { checkTimeZone } from '../aql/time.ts';
-import type { SectionDefs } from '../core/definitions.ts';
-import { Problem } from '../core/problems.ts';
+import { checkTimeZone, TIME_ZONE_PROBLEMS } from '../aql/time.ts';
+import { ATTRIBUTE_READ_PROBLEMS, type SectionDefs } from '../core/definitions.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
+import { SECTION_PROBLEMS } from '../definitions/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { clusterEventsSql } from '../profiles/events.ts';
 import { segmentExpression } from '../segments/segments.ts';
@@ -34,6 +35,22 @@ export interface EventExportPlan {
   /** The event versions and the window [from, to) (RFC 3339); null when the request has no `events`. */
   events: { versionIds: string[]; from: string; to: string } | null;
 }
+
+/**
+ * What planEventExport can answer: a stored segment or its version not found (its query was checked
+ * when stored), a time zone, a section, attribute, tag or event type refused, a window that ends
+ * before it starts.
+ */
+export const EVENT_EXPORT_PROBLEMS: readonly ProblemCode[] = [
+  ...SECTION_PROBLEMS,
+  ...TIME_ZONE_PROBLEMS,
+  ...ATTRIBUTE_READ_PROBLEMS,
+  'AUD-1218',
+  'AUD-1220',
+  'AUD-1711',
+  'AUD-1713',
+  'AUD-1910',
+];
 
 /** Checks an event export request against the definitions (400 naming the field). */
 function planEventExport(scope: AccountScope, body: EventExportBody): EventExportPlan {

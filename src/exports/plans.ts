@@ -12,6 +12,7 @@ import {
 } from '../core/definitions.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
+import { AQL_PROBLEMS } from '../aql/errors.ts';
 import { SECTION_PROBLEMS, sectionOf } from '../definitions/definitions.ts';
 import { compileQuery, SEGMENT_PROBLEMS, segmentExpression } from '../segments/segments.ts';
 import type { AttributeColumn, SegmentsByNameOrQuery, TagColumn } from './schemas.ts';
@@ -20,7 +21,8 @@ import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 
 /**
  * What the checks of an export's request against the definitions can answer (its section, segments
- * and filter, columns and consents), whichever kind plans it.
+ * and filter, columns and consents), for the kinds that plan with these functions (consents,
+ * duplicates, segments); the event exports declare their own (events.ts, email-events.ts).
  */
 export const PLAN_PROBLEMS: readonly ProblemCode[] = [
   ...SECTION_PROBLEMS,
@@ -35,6 +37,14 @@ export const PLAN_PROBLEMS: readonly ProblemCode[] = [
   'AUD-1924',
   'AUD-1925',
 ];
+
+/**
+ * PLAN_PROBLEMS of a kind whose request names stored segments only, never a query as text: not
+ * AQL's codes, since a stored query was parsed and checked when it was stored (TREND_PROBLEMS).
+ */
+export const STORED_SEGMENTS_PLAN_PROBLEMS: readonly ProblemCode[] = PLAN_PROBLEMS.filter(
+  (code) => !AQL_PROBLEMS.includes(code),
+);
 
 /** What several exports check the same way: their attribute and tag columns, their segments by name, the names of their columns. */
 

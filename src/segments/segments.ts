@@ -17,6 +17,13 @@ import type { Definitions } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
 
 /**
+ * What a trend's stored segment can answer (trendPlan): a time zone refused, a segment not found,
+ * a section the key may not read. Not AQL's codes: a stored query was parsed and checked when it
+ * was stored, it cannot change, and the definitions it names are never removed.
+ */
+export const TREND_PROBLEMS: readonly ProblemCode[] = [...TIME_ZONE_PROBLEMS, 'AUD-1104', 'AUD-1107', 'AUD-1711'];
+
+/**
  * What a request's segment can answer, by reference or as a query (segmentQuery, chosenQuery,
  * requireReadable, compileQuery, with its time zone): a query refused, a segment or version not
  * found, a section the key may not read.
@@ -24,7 +31,6 @@ import type { AccountScope } from '../core/scope.ts';
 export const SEGMENT_PROBLEMS: readonly ProblemCode[] = [
   ...AQL_PROBLEMS,
   ...TIME_ZONE_PROBLEMS,
-  'AUD-1104',
   'AUD-1107',
   'AUD-1711',
   'AUD-1713',
@@ -153,6 +159,13 @@ export function knownProfileSql(
 export function knownKeyspaceIds(defs: Definitions): string[] {
   return defs.keyspaces.filter((k) => k.kind !== 'web' && k.kind !== 'export').map((k) => k.keyspace_id);
 }
+
+/**
+ * What evaluateProfile can answer besides locating the profile: a time zone refused, a segment or
+ * version not found, a section the key may not read. Not AQL's codes: it takes stored segments only
+ * (TREND_PROBLEMS says why their queries cannot be refused).
+ */
+export const EVALUATION_PROBLEMS: readonly ProblemCode[] = [...TIME_ZONE_PROBLEMS, 'AUD-1107', 'AUD-1711', 'AUD-1713'];
 
 /**
  * Evaluates a profile against segments (SPEC §4.3) with the in-memory evaluator: the answer maps

@@ -985,8 +985,6 @@ class Operations:
         | 400 | `AUD-1708` | Several event expressions |
         | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
-        | 400 | `AUD-1711` | Segment not found |
-        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 413 | `AUD-1001` | Request body too large |
@@ -1083,8 +1081,6 @@ class Operations:
         | 400 | `AUD-1708` | Several event expressions |
         | 400 | `AUD-1709` | Unsupported expression |
         | 400 | `AUD-1710` | Generated query size limit reached |
-        | 400 | `AUD-1711` | Segment not found |
-        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1104` | Segment not found |
@@ -2566,7 +2562,7 @@ class Operations:
 
         ``POST /audience/keyspaces/{keyspace_discriminator}/profiles/{profile_key}/evaluations``
 
-        Whether the profile is in each of the named segments (stored ones, at a version, or given as a query), as `{"matches": {"segments": {…}}}`. The body is JSON or a bracket-key form.
+        Whether the profile is in each of the named segments (stored ones, at their latest version or at a version given), as `{"matches": {"segments": {…}}}`. The body is JSON or a bracket-key form.
 
         **Errors** (problem documents; `GET /errors/{code}` explains a code):
 
@@ -2578,33 +2574,14 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1205` | Invalid profile key |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |
-        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
-        | 404 | `AUD-1102` | Section not found |
-        | 404 | `AUD-1104` | Segment not found |
-        | 404 | `AUD-1105` | Segment version not found |
         | 404 | `AUD-1201` | Profile not found |
         | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1001` | Request body too large |
@@ -2653,25 +2630,8 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
-        | 400 | `AUD-1713` | Version ID belongs to another segment |
-        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
@@ -2743,7 +2703,6 @@ class Operations:
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
-        | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -3158,27 +3117,12 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1218` | Tag not defined for the section |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |
@@ -3192,7 +3136,6 @@ class Operations:
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
-        | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
         | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -3236,27 +3179,12 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1218` | Tag not defined for the section |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |
@@ -3270,7 +3198,6 @@ class Operations:
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
-        | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
         | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -3348,7 +3275,6 @@ class Operations:
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
-        | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
         | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -3425,7 +3351,6 @@ class Operations:
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
-        | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
         | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -3469,43 +3394,17 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1218` | Tag not defined for the section |
         | 400 | `AUD-1220` | Event type not found |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
-        | 400 | `AUD-1607` | Channel ID not found |
-        | 400 | `AUD-1608` | Communication type invalid for channel |
-        | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |
-        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
-        | 400 | `AUD-1906` | Invalid segment filter |
-        | 400 | `AUD-1908` | Column name used twice |
         | 400 | `AUD-1910` | Event window ends before it starts |
-        | 400 | `AUD-1911` | Event window longer than three months |
-        | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
-        | 400 | `AUD-1924` | No segment named |
-        | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
-        | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
         | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -3549,41 +3448,18 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-1111` | Target not found |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1218` | Tag not defined for the section |
-        | 400 | `AUD-1401` | Type processing error |
-        | 400 | `AUD-1402` | No such field |
-        | 400 | `AUD-1403` | Array types unsupported |
-        | 400 | `AUD-1404` | Field condition on a non-primitive type |
-        | 400 | `AUD-1607` | Channel ID not found |
-        | 400 | `AUD-1608` | Communication type invalid for channel |
-        | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1701` | AQL syntax error |
-        | 400 | `AUD-1702` | Invalid section specifier |
-        | 400 | `AUD-1703` | Invalid attribute or event specifier |
-        | 400 | `AUD-1704` | Wrong data selector |
-        | 400 | `AUD-1705` | Missing condition |
-        | 400 | `AUD-1706` | Missing string constant |
-        | 400 | `AUD-1707` | Invalid time-window syntax |
-        | 400 | `AUD-1708` | Several event expressions |
-        | 400 | `AUD-1709` | Unsupported expression |
-        | 400 | `AUD-1710` | Generated query size limit reached |
         | 400 | `AUD-1711` | Segment not found |
         | 400 | `AUD-1712` | Time zone not recognised |
         | 400 | `AUD-1713` | Version ID belongs to another segment |
-        | 400 | `AUD-1714` | Give a stored segment or a segment definition |
         | 400 | `AUD-1908` | Column name used twice |
         | 400 | `AUD-1910` | Event window ends before it starts |
         | 400 | `AUD-1911` | Event window longer than three months |
-        | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
-        | 400 | `AUD-1924` | No segment named |
-        | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
-        | 404 | `AUD-1104` | Segment not found |
         | 413 | `AUD-1001` | Request body too large |
         | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |

@@ -581,8 +581,6 @@ export interface paths {
      *     | 400 | `AUD-1708` | Several event expressions |
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
-     *     | 400 | `AUD-1711` | Segment not found |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 413 | `AUD-1001` | Request body too large |
@@ -666,8 +664,6 @@ export interface paths {
      *     | 400 | `AUD-1708` | Several event expressions |
      *     | 400 | `AUD-1709` | Unsupported expression |
      *     | 400 | `AUD-1710` | Generated query size limit reached |
-     *     | 400 | `AUD-1711` | Segment not found |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1104` | Segment not found |
@@ -1795,7 +1791,7 @@ export interface paths {
     put?: never;
     /**
      * Evaluate a profile against segments
-     * @description Whether the profile is in each of the named segments (stored ones, at a version, or given as a query), as `{"matches": {"segments": {…}}}`. The body is JSON or a bracket-key form.
+     * @description Whether the profile is in each of the named segments (stored ones, at their latest version or at a version given), as `{"matches": {"segments": {…}}}`. The body is JSON or a bracket-key form.
      *
      *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
      *
@@ -1807,33 +1803,14 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1111` | Target not found |
      *     | 400 | `AUD-1205` | Invalid profile key |
-     *     | 400 | `AUD-1401` | Type processing error |
-     *     | 400 | `AUD-1402` | No such field |
-     *     | 400 | `AUD-1403` | Array types unsupported |
-     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
-     *     | 400 | `AUD-1701` | AQL syntax error |
-     *     | 400 | `AUD-1702` | Invalid section specifier |
-     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
-     *     | 400 | `AUD-1704` | Wrong data selector |
-     *     | 400 | `AUD-1705` | Missing condition |
-     *     | 400 | `AUD-1706` | Missing string constant |
-     *     | 400 | `AUD-1707` | Invalid time-window syntax |
-     *     | 400 | `AUD-1708` | Several event expressions |
-     *     | 400 | `AUD-1709` | Unsupported expression |
-     *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-1713` | Version ID belongs to another segment |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
-     *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
-     *     | 404 | `AUD-1105` | Segment version not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1001` | Request body too large |
@@ -1871,25 +1848,8 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1111` | Target not found |
-     *     | 400 | `AUD-1401` | Type processing error |
-     *     | 400 | `AUD-1402` | No such field |
-     *     | 400 | `AUD-1403` | Array types unsupported |
-     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
-     *     | 400 | `AUD-1701` | AQL syntax error |
-     *     | 400 | `AUD-1702` | Invalid section specifier |
-     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
-     *     | 400 | `AUD-1704` | Wrong data selector |
-     *     | 400 | `AUD-1705` | Missing condition |
-     *     | 400 | `AUD-1706` | Missing string constant |
-     *     | 400 | `AUD-1707` | Invalid time-window syntax |
-     *     | 400 | `AUD-1708` | Several event expressions |
-     *     | 400 | `AUD-1709` | Unsupported expression |
-     *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
-     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -1952,7 +1912,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -2266,27 +2225,12 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1111` | Target not found |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
      *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1218` | Tag not defined for the section |
-     *     | 400 | `AUD-1401` | Type processing error |
-     *     | 400 | `AUD-1402` | No such field |
-     *     | 400 | `AUD-1403` | Array types unsupported |
-     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
-     *     | 400 | `AUD-1701` | AQL syntax error |
-     *     | 400 | `AUD-1702` | Invalid section specifier |
-     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
-     *     | 400 | `AUD-1704` | Wrong data selector |
-     *     | 400 | `AUD-1705` | Missing condition |
-     *     | 400 | `AUD-1706` | Missing string constant |
-     *     | 400 | `AUD-1707` | Invalid time-window syntax |
-     *     | 400 | `AUD-1708` | Several event expressions |
-     *     | 400 | `AUD-1709` | Unsupported expression |
-     *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-1713` | Version ID belongs to another segment |
@@ -2300,7 +2244,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2338,27 +2281,12 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1111` | Target not found |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
      *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1218` | Tag not defined for the section |
-     *     | 400 | `AUD-1401` | Type processing error |
-     *     | 400 | `AUD-1402` | No such field |
-     *     | 400 | `AUD-1403` | Array types unsupported |
-     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
-     *     | 400 | `AUD-1701` | AQL syntax error |
-     *     | 400 | `AUD-1702` | Invalid section specifier |
-     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
-     *     | 400 | `AUD-1704` | Wrong data selector |
-     *     | 400 | `AUD-1705` | Missing condition |
-     *     | 400 | `AUD-1706` | Missing string constant |
-     *     | 400 | `AUD-1707` | Invalid time-window syntax |
-     *     | 400 | `AUD-1708` | Several event expressions |
-     *     | 400 | `AUD-1709` | Unsupported expression |
-     *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-1713` | Version ID belongs to another segment |
@@ -2372,7 +2300,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2444,7 +2371,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2515,7 +2441,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2553,43 +2478,17 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1111` | Target not found |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
      *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1218` | Tag not defined for the section |
      *     | 400 | `AUD-1220` | Event type not found |
-     *     | 400 | `AUD-1401` | Type processing error |
-     *     | 400 | `AUD-1402` | No such field |
-     *     | 400 | `AUD-1403` | Array types unsupported |
-     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
-     *     | 400 | `AUD-1607` | Channel ID not found |
-     *     | 400 | `AUD-1608` | Communication type invalid for channel |
-     *     | 400 | `AUD-1610` | Topic not found |
-     *     | 400 | `AUD-1701` | AQL syntax error |
-     *     | 400 | `AUD-1702` | Invalid section specifier |
-     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
-     *     | 400 | `AUD-1704` | Wrong data selector |
-     *     | 400 | `AUD-1705` | Missing condition |
-     *     | 400 | `AUD-1706` | Missing string constant |
-     *     | 400 | `AUD-1707` | Invalid time-window syntax |
-     *     | 400 | `AUD-1708` | Several event expressions |
-     *     | 400 | `AUD-1709` | Unsupported expression |
-     *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-1713` | Version ID belongs to another segment |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
-     *     | 400 | `AUD-1906` | Invalid segment filter |
-     *     | 400 | `AUD-1908` | Column name used twice |
      *     | 400 | `AUD-1910` | Event window ends before it starts |
-     *     | 400 | `AUD-1911` | Event window longer than three months |
-     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
-     *     | 400 | `AUD-1924` | No segment named |
-     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2627,41 +2526,18 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1111` | Target not found |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
      *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1218` | Tag not defined for the section |
-     *     | 400 | `AUD-1401` | Type processing error |
-     *     | 400 | `AUD-1402` | No such field |
-     *     | 400 | `AUD-1403` | Array types unsupported |
-     *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
-     *     | 400 | `AUD-1607` | Channel ID not found |
-     *     | 400 | `AUD-1608` | Communication type invalid for channel |
-     *     | 400 | `AUD-1610` | Topic not found |
-     *     | 400 | `AUD-1701` | AQL syntax error |
-     *     | 400 | `AUD-1702` | Invalid section specifier |
-     *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
-     *     | 400 | `AUD-1704` | Wrong data selector |
-     *     | 400 | `AUD-1705` | Missing condition |
-     *     | 400 | `AUD-1706` | Missing string constant |
-     *     | 400 | `AUD-1707` | Invalid time-window syntax |
-     *     | 400 | `AUD-1708` | Several event expressions |
-     *     | 400 | `AUD-1709` | Unsupported expression |
-     *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
      *     | 400 | `AUD-1713` | Version ID belongs to another segment |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1908` | Column name used twice |
      *     | 400 | `AUD-1910` | Event window ends before it starts |
      *     | 400 | `AUD-1911` | Event window longer than three months |
-     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
-     *     | 400 | `AUD-1924` | No segment named |
-     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 404 | `AUD-1104` | Segment not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |

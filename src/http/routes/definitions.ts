@@ -205,7 +205,7 @@ export const definitionsRoutes: OperationTable = {
       summary: 'Create a segment',
       description:
         "The service's own route (its console creates segments with it): a segment with its first version, its discriminator made from its name (`-2`, `-3`… when taken); the query is checked as a count's is.",
-      errors: [...AQL_PROBLEMS, 'AUD-1107', 'AUD-1711', 'AUD-1714'],
+      errors: [...AQL_PROBLEMS, 'AUD-1107'],
       body: Type.Object(
         {
           name: Type.String({ minLength: 1, maxLength: 255, description: 'Segment name, 1 to 255 characters' }),
@@ -226,7 +226,7 @@ export const definitionsRoutes: OperationTable = {
       summary: 'Save a segment version',
       description:
         "The service's own route (its console saves segments with it); the query is checked as a count's is.",
-      errors: [...AQL_PROBLEMS, 'AUD-1104', 'AUD-1107', 'AUD-1711', 'AUD-1714'],
+      errors: [...AQL_PROBLEMS, 'AUD-1104', 'AUD-1107'],
       params: SegmentParams,
       body: Type.Object(
         { query: Type.String({ minLength: 1, description: 'The AQL query, with numeric ids' }) },

@@ -10,8 +10,10 @@ import * as emailEvents from '../../exports/email-events.ts';
 import * as exports from '../../exports/exports.ts';
 import { EXPORT_KINDS, type ExportKindName } from '../../exports/kinds.ts';
 import { listExports } from '../../exports/list.ts';
-import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/definitions.ts';
-import { PLAN_PROBLEMS } from '../../exports/plans.ts';
+import { ALL_SECTIONS_PROBLEMS } from '../../definitions/definitions.ts';
+import { EMAIL_EVENT_EXPORT_PROBLEMS } from '../../exports/email-events.ts';
+import { EVENT_EXPORT_PROBLEMS } from '../../exports/events.ts';
+import { PLAN_PROBLEMS, STORED_SEGMENTS_PLAN_PROBLEMS } from '../../exports/plans.ts';
 import {
   DownloadUrls,
   EmailReportFileParams,
@@ -127,7 +129,7 @@ export function exportsRoutes(services: Services): OperationTable {
       summary: route.summary,
       description: route.description,
       // Every export reaches the data of every section (exports.createExport).
-      errors: [...ALL_SECTIONS_PROBLEMS, ...PLAN_PROBLEMS, ...route.errors],
+      errors: [...ALL_SECTIONS_PROBLEMS, ...route.errors],
       ...(route.example === undefined ? {} : { examples: { body: route.example } }),
       body: EXPORT_KINDS[route.kind].body as TSchema,
       response: { 201: route.created },
@@ -181,8 +183,7 @@ export function exportsRoutes(services: Services): OperationTable {
         description:
           'The profiles of a segment with their consents to 1 to 100 topics on 1 or 2 channels, as a file: answers the poll URL to fetch it from when ready. One export request a second; a limited number may be pending at once.',
         errors: [
-          ...SECTION_PROBLEMS,
-          'AUD-1104',
+          ...STORED_SEGMENTS_PLAN_PROBLEMS,
           'AUD-1607',
           'AUD-1610',
           'AUD-1905',
@@ -205,7 +206,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Count profiles in segment by consent',
         description:
           'How many profiles of a segment have each consent state on the topics: answers the poll URL of the count.',
-        errors: [...SECTION_PROBLEMS, 'AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
+        errors: [...STORED_SEGMENTS_PLAN_PROBLEMS, 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
         example: byConsent,
         kind: 'consents-count',
         rateLimit: requests,
@@ -217,7 +218,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Duplicate profile in segment by consent export',
         description:
           'The profiles of a segment that share an address on a channel, with their consents, as a file at the poll URL.',
-        errors: [...SECTION_PROBLEMS, 'AUD-1104', 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
+        errors: [...PLAN_PROBLEMS, 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
         kind: 'duplicates',
         rateLimit: requests,
         created: PollUrl,
@@ -228,16 +229,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Profile in segment export (beta)',
         description:
           'The profiles of one or more segments with up to 75 attributes and 25 tags, as a file: answers the two forms of its poll URL.',
-        errors: [
-          ...SECTION_PROBLEMS,
-          'AUD-1104',
-          'AUD-1905',
-          'AUD-1906',
-          'AUD-1908',
-          'AUD-1923',
-          'AUD-1924',
-          'AUD-1925',
-        ],
+        errors: [...PLAN_PROBLEMS, 'AUD-1905', 'AUD-1906', 'AUD-1908', 'AUD-1923', 'AUD-1924', 'AUD-1925'],
         example: {
           section_discriminator: 'com.vendor1.sections.user-created.shop',
           segment: {
@@ -257,7 +249,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Profile in segment event export',
         description:
           "The events of a segment's profiles in a window, as a file at the poll URL. One event export a minute.",
-        errors: ['AUD-1104', 'AUD-1220', 'AUD-1905', 'AUD-1906', 'AUD-1910', 'AUD-1911'],
+        errors: [...EVENT_EXPORT_PROBLEMS, 'AUD-1905'],
         kind: 'events',
         rateLimit: eventRequests,
         created: FileDownloadUrl,
@@ -269,7 +261,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Email event export',
         description:
           "The email events (sent, opened, clicked, bounced …) of a window of at most three months, with attributes and tags of their profiles: answers a report id whose status (`GET /emails/reports/{report_id}`) gives the file's URL. One event export a minute.",
-        errors: ['AUD-1905', 'AUD-1910', 'AUD-1911'],
+        errors: [...EMAIL_EVENT_EXPORT_PROBLEMS, 'AUD-1905'],
         kind: 'email-events',
         rateLimit: eventRequests,
         created: ReportId,

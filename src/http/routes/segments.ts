@@ -17,7 +17,7 @@ import { operation, type OperationTable } from '../operation.ts';
 import { NoContent } from '../schemas/problem.ts';
 import { SECTION_PROBLEMS } from '../../definitions/definitions.ts';
 import { TIME_ZONE_PROBLEMS } from '../../aql/time.ts';
-import { SEGMENT_PROBLEMS } from '../../segments/segments.ts';
+import { EVALUATION_PROBLEMS, SEGMENT_PROBLEMS, TREND_PROBLEMS } from '../../segments/segments.ts';
 import { LOCATE_PROBLEMS } from '../../profiles/locate.ts';
 
 /** Segment evaluation, trends and counts (SPEC §4.3, §4.7) on the routes of ENDPOINTS.md. */
@@ -48,21 +48,8 @@ export const segmentsRoutes: OperationTable = {
         },
       },
       description:
-        'Whether the profile is in each of the named segments (stored ones, at a version, or given as a query), as `{"matches": {"segments": {…}}}`. The body is JSON or a bracket-key form.',
-      errors: [
-        ...LOCATE_PROBLEMS,
-        ...SECTION_PROBLEMS,
-        ...SEGMENT_PROBLEMS,
-        'AUD-1104',
-        'AUD-1105',
-        'AUD-1701',
-        'AUD-1702',
-        'AUD-1703',
-        'AUD-1709',
-        'AUD-1711',
-        'AUD-1713',
-        'AUD-1714',
-      ],
+        'Whether the profile is in each of the named segments (stored ones, at their latest version or at a version given), as `{"matches": {"segments": {…}}}`. The body is JSON or a bracket-key form.',
+      errors: [...LOCATE_PROBLEMS, ...EVALUATION_PROBLEMS],
       params: ProfileParams,
       body: Evaluation,
       response: { 200: Matches },
@@ -74,7 +61,7 @@ export const segmentsRoutes: OperationTable = {
       path: '/audience/sections/:section_discriminator/segments/:segment_discriminator/trend',
       summary: 'Count matching profiles over time',
       description: 'How many profiles of a section matched a segment at each of 1 to 25 points in time.',
-      errors: [...SECTION_PROBLEMS, ...SEGMENT_PROBLEMS],
+      errors: [...SECTION_PROBLEMS, ...TREND_PROBLEMS],
       params: TrendParams,
       body: Trend,
       response: { 200: TrendCounts },
