@@ -286,12 +286,14 @@ export async function startEmulator(
       withTransaction(pool, (tx) =>
         createAccountWithKey(tx, services, manifest, { keyName: 'emulator', limits: RELAXED_LIMITS }),
       );
-    // The account is made (in the database) while the application is built (in this thread).
-    const ready = newAccount().then(async (key) => {
-      // With a seed, the initial state is saved once the seed is written (below).
-      if (!seed) await saveSnapshot(pool, INITIAL);
-      return { ...key, vendor: config.vendor, region: config.region, admin_token: adminToken };
-    });
+    // The account is made (in the database) while the application is built (in this thread); the
+    // initial state is saved after the listen, or once a seed is written (below).
+    const ready = newAccount().then((key) => ({
+      ...key,
+      vendor: config.vendor,
+      region: config.region,
+      admin_token: adminToken,
+    }));
     ready.catch(() => {});
     let account: ReadyAccount | undefined;
     // Jobs a test holds (docs/emulator.md "Jobs"), by id: each waits as it first reads its account, until released.
