@@ -101,8 +101,11 @@ describe('the profile a path names, on every profile route: the refusals of iden
   });
 });
 
-/** Where each operation that takes a segment's query as text takes it: its body with `query` in place. */
-const QUERY_BODIES: Record<string, (query: string, example: any) => unknown> = {
+/**
+ * Where each operation that takes a segment's query as text takes it: its body with `query` in
+ * place (`city`, the version id of an attribute of the section, where the body needs one).
+ */
+const QUERY_BODIES: Record<string, (query: string, example: any, city: string) => unknown> = {
   postAudienceSegments: (query) => ({ name: `Query ${crypto.randomUUID()}`, query }),
   postAudienceSegmentsVersions: (query) => ({ query }),
   postAudienceProfilesReportsSegmentsCount: (query, example) => ({
@@ -113,6 +116,11 @@ const QUERY_BODIES: Record<string, (query: string, example: any) => unknown> = {
     ...example,
     segment: { timezone: 'UTC', segment_definition: query },
   }),
+  postAudienceProfilesReportsDuplicates: (query, _example, city) => ({
+    section_discriminator: SECTION,
+    find_duplicates_by_attribute_version_id: city,
+    segments: { timezone: 'UTC', segment_definitions: { Query: query } },
+  }),
   putAdminAccountsManifest: (query) => ({ segments: [{ name: 'Query', section: SECTION, versions: [{ query }] }] }),
   postAdminAccountsManifestPreview: (query) => ({
     segments: [{ name: 'Query', section: SECTION, versions: [{ query }] }],
@@ -122,12 +130,13 @@ const QUERY_BODIES: Record<string, (query: string, example: any) => unknown> = {
 describe('a segment query AQL refuses, on every operation that takes one as text', () => {
   /** A query of each code of AQL's, made of the account's ids. */
   let queries: Record<string, string>;
+  /** The version id of the attribute City. */
+  let city: string;
 
   beforeAll(async () => {
     const get = async (path: string) => (await server.request('GET', path, { token: account.token })).body.items;
     const section = (await get('/audience/sections')).find((s: any) => s.discriminator === SECTION).id;
-    const city = (await get(`/audience/sections/${SECTION}/attributes`)).find((a: any) => a.name === 'City').versions[0]
-      .id;
+    city = (await get(`/audience/sections/${SECTION}/attributes`)).find((a: any) => a.name === 'City').versions[0].id;
     const view = (await get(`/audience/sections/${SECTION}/events`)).find((e: any) => e.name === 'Page view')
       .versions[0].id;
     const term = `section(${section}).attribute(${city}).eq("x")`;
@@ -152,16 +161,23 @@ describe('a segment query AQL refuses, on every operation that takes one as text
     };
   });
 
-  it('AQL-12 … AQL-26: each refusal answers its code on every such operation', async () => {
+  it('AQL-12 … AQL-26: each refusal answers its code and where, on every such operation', async () => {
     const missed: string[] = [];
     for (const [code, query] of Object.entries(queries)) {
       const ops = operations.filter((op) => QUERY_BODIES[op.operationId] && declaredIn(op.description).includes(code));
       for (const op of ops) {
         const res = await sendExample(server, op, account, {
-          body: (example) => QUERY_BODIES[op.operationId](query, example),
+          body: (example) => QUERY_BODIES[op.operationId](query, example, city),
         });
         server.clock.advance(2000);
-        if (res.body?.type !== `/errors/${code}` || !String(res.body?.detail).includes('AQL'))
+        // Where in the query, as members of the document as well as in the detail.
+        const where = [res.body?.line, res.body?.column, res.body?.offset];
+        if (
+          res.body?.type !== `/errors/${code}` ||
+          !String(res.body?.detail).includes('AQL') ||
+          !where.every(Number.isInteger) ||
+          !String(res.body?.detail).includes(`at line ${res.body.line}, column ${res.body.column}`)
+        )
           missed.push(`${code} ${op.operationId}: ${res.status} ${res.body?.type} ${res.body?.detail ?? res.text}`);
         else expectProblem(res, res.status, code);
       }
