@@ -186,6 +186,108 @@ describe('a segment query AQL refuses, on every operation that takes one as text
   });
 });
 
+/**
+ * Sends each operation of `ids` (that declares `code`) its example with `change`; each must answer
+ * `code` with a detail that holds `names`.
+ */
+async function eachOf(
+  code: string,
+  ids: string[],
+  change: (op: DocumentedOperation) => Parameters<typeof sendExample>[3],
+  names: string,
+): Promise<void> {
+  const ops = operations.filter((op) => ids.includes(op.operationId) && declaredIn(op.description).includes(code));
+  expect(ops.map((op) => op.operationId).sort()).toEqual([...ids].sort());
+  const missed: string[] = [];
+  for (const op of ops) {
+    const res = await sendExample(server, op, account, change(op));
+    server.clock.advance(2000);
+    if (res.body?.type !== `/errors/${code}` || !String(res.body?.detail).includes(names))
+      missed.push(`${op.operationId}: ${res.status} ${res.body?.type} ${res.body?.detail ?? res.text}`);
+    else expectProblem(res, res.status, code);
+  }
+  expect(missed).toEqual([]);
+}
+
+describe('one part of a request changed, on the operations that take it', () => {
+  const NO_SECTION = 'com.vendor1.sections.user-created.none';
+
+  it('a section the account does not have, in the path, query or body: 404 AUD-1102', async () => {
+    const created = await server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SECTION}/profiles`, {
+      token: account.token,
+      body: { profile_key: 'sections@example.org' },
+    });
+    expect(created.status, created.text).toBe(201);
+    await eachOf(
+      'AUD-1102',
+      [
+        'getAdminAccountsActivities',
+        'postAdminAccountsActivities',
+        'postAudienceKeyspacesProfilesSectionsSubscriptions',
+        'postAudienceProfilesReportsConsentsCount',
+        'postAudienceProfilesReportsDuplicates',
+        'postAudienceProfilesReportsSegments',
+        'postEmailsSectionsActivitiesTransactionalTransactions',
+      ],
+      (op) => ({
+        params: {
+          section_discriminator: NO_SECTION,
+          keyspace_discriminator: EMAIL,
+          profile_key: 'sections@example.org',
+        },
+        body: op.requestBody ? (example: any) => ({ ...example, section_discriminator: NO_SECTION }) : undefined,
+      }),
+      NO_SECTION,
+    );
+  });
+
+  it('an operator manifest that names no account, or a name two accounts have: 400 AUD-1118, 409 AUD-1112', async () => {
+    await eachOf('AUD-1118', ['putAdminManifest'], () => ({ body: () => ({}) }), 'account.name');
+    const name = `Account ${crypto.randomUUID()}`;
+    for (let i = 0; i < 2; i++) {
+      const created = await server.admin('POST', '/admin/accounts', { name });
+      expect(created.status, created.text).toBe(201);
+    }
+    await eachOf('AUD-1112', ['putAdminManifest'], () => ({ body: () => ({ account: { name } }) }), name);
+  });
+
+  it('a delivery no webhook has, and a window that ends before it starts: 404 AUD-2304, 400 AUD-2305', async () => {
+    const subscribed = await server.request('POST', '/webhooks', {
+      token: account.token,
+      body: { url: 'https://example.org/hook', event_types: ['segment.entered'] },
+    });
+    expect(subscribed.status, subscribed.text).toBe(201);
+    const webhook_id = subscribed.body.id;
+    const event_id = crypto.randomUUID();
+    await eachOf(
+      'AUD-2304',
+      [
+        'getAdminAccountsWebhooksDeliveriesByEventId',
+        'getWebhooksDeliveriesByEventId',
+        'postAdminAccountsWebhooksDeliveriesReplay',
+        'postWebhooksDeliveriesReplay',
+      ],
+      () => ({ params: { webhook_id, event_id } }),
+      event_id,
+    );
+    const window = { since: '2026-11-28T12:00:00Z', until: '2026-11-28T00:00:00Z' };
+    await eachOf(
+      'AUD-2305',
+      [
+        'getAdminAccountsWebhooksDeliveries',
+        'getWebhooksDeliveries',
+        'postAdminAccountsWebhooksReplay',
+        'postWebhooksReplay',
+      ],
+      (op) => ({
+        params: { webhook_id, ...window },
+        body: op.requestBody ? (example: any) => ({ ...example, ...window }) : undefined,
+      }),
+      'until',
+    );
+  });
+});
+
 const FOLDER = 'com.vendor1.topic-folders.user-created';
 const POINTS = 'com.vendor1.attributes.user-created.loyalty-points';
 

@@ -2923,10 +2923,7 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1116` | Not a limit |
-     *     | 400 | `AUD-1117` | Limit out of range |
      *     | 401 | `AUD-8` | Authorization failure |
-     *     | 409 | `AUD-1112` | Account name not unique |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -2997,11 +2994,8 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1116` | Not a limit |
-     *     | 400 | `AUD-1117` | Limit out of range |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
-     *     | 409 | `AUD-1112` | Account name not unique |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
