@@ -103,9 +103,10 @@ describe('the profile a path names, on every profile route: the refusals of iden
 
 /**
  * Where each operation that takes a segment's query as text takes it: its body with `query` in
- * place (`city`, the version id of an attribute of the section, where the body needs one).
+ * place (`city`, the version id of an attribute of the section, and `name`, the account's, where
+ * the body needs them).
  */
-const QUERY_BODIES: Record<string, (query: string, example: any, city: string) => unknown> = {
+const QUERY_BODIES: Record<string, (query: string, example: any, city: string, name: string) => unknown> = {
   postAudienceSegments: (query) => ({ name: `Query ${crypto.randomUUID()}`, query }),
   postAudienceSegmentsVersions: (query) => ({ query }),
   postAudienceProfilesReportsSegmentsCount: (query, example) => ({
@@ -125,6 +126,10 @@ const QUERY_BODIES: Record<string, (query: string, example: any, city: string) =
   postAdminAccountsManifestPreview: (query) => ({
     segments: [{ name: 'Query', section: SECTION, versions: [{ query }] }],
   }),
+  putAdminManifest: (query, _example, _city, name) => ({
+    account: { name },
+    segments: [{ name: 'Query', section: SECTION, versions: [{ query }] }],
+  }),
 };
 
 describe('a segment query AQL refuses, on every operation that takes one as text', () => {
@@ -132,10 +137,13 @@ describe('a segment query AQL refuses, on every operation that takes one as text
   let queries: Record<string, string>;
   /** The version id of the attribute City. */
   let city: string;
+  /** The account's name, which the operator's manifest names it by. */
+  let name: string;
 
   beforeAll(async () => {
     const get = async (path: string) => (await server.request('GET', path, { token: account.token })).body.items;
     const section = (await get('/audience/sections')).find((s: any) => s.discriminator === SECTION).id;
+    name = (await server.admin('GET', `/admin/accounts/${account.accountId}`)).body.name;
     city = (await get(`/audience/sections/${SECTION}/attributes`)).find((a: any) => a.name === 'City').versions[0].id;
     const view = (await get(`/audience/sections/${SECTION}/events`)).find((e: any) => e.name === 'Page view')
       .versions[0].id;
@@ -167,7 +175,7 @@ describe('a segment query AQL refuses, on every operation that takes one as text
       const ops = operations.filter((op) => QUERY_BODIES[op.operationId] && declaredIn(op.description).includes(code));
       for (const op of ops) {
         const res = await sendExample(server, op, account, {
-          body: (example) => QUERY_BODIES[op.operationId](query, example, city),
+          body: (example) => QUERY_BODIES[op.operationId](query, example, city, name),
         });
         server.clock.advance(2000);
         // Where in the query, as members of the document as well as in the detail.
