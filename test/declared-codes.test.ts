@@ -249,6 +249,26 @@ describe('one part of a request changed, on the operations that take it', () => 
     );
   });
 
+  it('a version of a segment that is not one of its versions: 400 AUD-1713', async () => {
+    const version_id = crypto.randomUUID();
+    await eachOf(
+      'AUD-1713',
+      ['postEmailsReports'],
+      () => ({
+        body: () => ({
+          start_at: '2026-11-01T00:00:00Z',
+          end_at: '2026-11-02T00:00:00Z',
+          segment_filter: {
+            timezone: 'UTC',
+            discriminator: 'com.vendor1.segments.user-created.loyal-customers',
+            version_id,
+          },
+        }),
+      }),
+      version_id,
+    );
+  });
+
   it('an operator manifest that names no account, or a name two accounts have: 400 AUD-1118, 409 AUD-1112', async () => {
     await eachOf('AUD-1118', ['putAdminManifest'], () => ({ body: () => ({}) }), 'account.name');
     const name = `Account ${crypto.randomUUID()}`;
