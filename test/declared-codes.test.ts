@@ -101,8 +101,12 @@ describe('the profile a path names, on every profile route: the refusals of iden
   });
 });
 
-/** Where each operation that takes a segment's query as text takes it: its body with `query` in place. */
-const QUERY_BODIES: Record<string, (query: string, example: any) => unknown> = {
+/**
+ * Where each operation that takes a segment's query as text takes it: its body with `query` in
+ * place (`city`, the version id of an attribute of the section, and `name`, the account's, where
+ * the body needs them).
+ */
+const QUERY_BODIES: Record<string, (query: string, example: any, city: string, name: string) => unknown> = {
   postAudienceSegments: (query) => ({ name: `Query ${crypto.randomUUID()}`, query }),
   postAudienceSegmentsVersions: (query) => ({ query }),
   postAudienceProfilesReportsSegmentsCount: (query, example) => ({
@@ -113,8 +117,17 @@ const QUERY_BODIES: Record<string, (query: string, example: any) => unknown> = {
     ...example,
     segment: { timezone: 'UTC', segment_definition: query },
   }),
+  postAudienceProfilesReportsDuplicates: (query, _example, city) => ({
+    section_discriminator: SECTION,
+    find_duplicates_by_attribute_version_id: city,
+    segments: { timezone: 'UTC', segment_definitions: { Query: query } },
+  }),
   putAdminAccountsManifest: (query) => ({ segments: [{ name: 'Query', section: SECTION, versions: [{ query }] }] }),
   postAdminAccountsManifestPreview: (query) => ({
+    segments: [{ name: 'Query', section: SECTION, versions: [{ query }] }],
+  }),
+  putAdminManifest: (query, _example, _city, name) => ({
+    account: { name },
     segments: [{ name: 'Query', section: SECTION, versions: [{ query }] }],
   }),
 };
@@ -122,12 +135,16 @@ const QUERY_BODIES: Record<string, (query: string, example: any) => unknown> = {
 describe('a segment query AQL refuses, on every operation that takes one as text', () => {
   /** A query of each code of AQL's, made of the account's ids. */
   let queries: Record<string, string>;
+  /** The version id of the attribute City. */
+  let city: string;
+  /** The account's name, which the operator's manifest names it by. */
+  let name: string;
 
   beforeAll(async () => {
     const get = async (path: string) => (await server.request('GET', path, { token: account.token })).body.items;
     const section = (await get('/audience/sections')).find((s: any) => s.discriminator === SECTION).id;
-    const city = (await get(`/audience/sections/${SECTION}/attributes`)).find((a: any) => a.name === 'City').versions[0]
-      .id;
+    name = (await server.admin('GET', `/admin/accounts/${account.accountId}`)).body.name;
+    city = (await get(`/audience/sections/${SECTION}/attributes`)).find((a: any) => a.name === 'City').versions[0].id;
     const view = (await get(`/audience/sections/${SECTION}/events`)).find((e: any) => e.name === 'Page view')
       .versions[0].id;
     const term = `section(${section}).attribute(${city}).eq("x")`;
@@ -152,21 +169,150 @@ describe('a segment query AQL refuses, on every operation that takes one as text
     };
   });
 
-  it('AQL-12 … AQL-26: each refusal answers its code on every such operation', async () => {
+  it('AQL-12 … AQL-26: each refusal answers its code and where, on every such operation', async () => {
     const missed: string[] = [];
     for (const [code, query] of Object.entries(queries)) {
       const ops = operations.filter((op) => QUERY_BODIES[op.operationId] && declaredIn(op.description).includes(code));
       for (const op of ops) {
         const res = await sendExample(server, op, account, {
-          body: (example) => QUERY_BODIES[op.operationId](query, example),
+          body: (example) => QUERY_BODIES[op.operationId](query, example, city, name),
         });
         server.clock.advance(2000);
-        if (res.body?.type !== `/errors/${code}` || !String(res.body?.detail).includes('AQL'))
+        // Where in the query, as members of the document as well as in the detail.
+        const where = [res.body?.line, res.body?.column, res.body?.offset];
+        if (
+          res.body?.type !== `/errors/${code}` ||
+          !String(res.body?.detail).includes('AQL') ||
+          !where.every(Number.isInteger) ||
+          !String(res.body?.detail).includes(`at line ${res.body.line}, column ${res.body.column}`)
+        )
           missed.push(`${code} ${op.operationId}: ${res.status} ${res.body?.type} ${res.body?.detail ?? res.text}`);
         else expectProblem(res, res.status, code);
       }
     }
     expect(missed).toEqual([]);
+  });
+});
+
+/**
+ * Sends each operation of `ids` (that declares `code`) its example with `change`; each must answer
+ * `code` with a detail that holds `names`.
+ */
+async function eachOf(
+  code: string,
+  ids: string[],
+  change: (op: DocumentedOperation) => Parameters<typeof sendExample>[3],
+  names: string,
+): Promise<void> {
+  const ops = operations.filter((op) => ids.includes(op.operationId) && declaredIn(op.description).includes(code));
+  expect(ops.map((op) => op.operationId).sort()).toEqual([...ids].sort());
+  const missed: string[] = [];
+  for (const op of ops) {
+    const res = await sendExample(server, op, account, change(op));
+    server.clock.advance(2000);
+    if (res.body?.type !== `/errors/${code}` || !String(res.body?.detail).includes(names))
+      missed.push(`${op.operationId}: ${res.status} ${res.body?.type} ${res.body?.detail ?? res.text}`);
+    else expectProblem(res, res.status, code);
+  }
+  expect(missed).toEqual([]);
+}
+
+describe('one part of a request changed, on the operations that take it', () => {
+  const NO_SECTION = 'com.vendor1.sections.user-created.none';
+
+  it('a section the account does not have, in the path, query or body: 404 AUD-1102', async () => {
+    const created = await server.request('POST', `/audience/keyspaces/${EMAIL}/sections/${SECTION}/profiles`, {
+      token: account.token,
+      body: { profile_key: 'sections@example.org' },
+    });
+    expect(created.status, created.text).toBe(201);
+    await eachOf(
+      'AUD-1102',
+      [
+        'getAdminAccountsActivities',
+        'postAdminAccountsActivities',
+        'postAudienceKeyspacesProfilesSectionsSubscriptions',
+        'postAudienceProfilesReportsConsentsCount',
+        'postAudienceProfilesReportsDuplicates',
+        'postAudienceProfilesReportsSegments',
+        'postEmailsSectionsActivitiesTransactionalTransactions',
+      ],
+      (op) => ({
+        params: {
+          section_discriminator: NO_SECTION,
+          keyspace_discriminator: EMAIL,
+          profile_key: 'sections@example.org',
+        },
+        body: op.requestBody ? (example: any) => ({ ...example, section_discriminator: NO_SECTION }) : undefined,
+      }),
+      NO_SECTION,
+    );
+  });
+
+  it('a version of a segment that is not one of its versions: 400 AUD-1713', async () => {
+    const version_id = crypto.randomUUID();
+    await eachOf(
+      'AUD-1713',
+      ['postEmailsReports'],
+      () => ({
+        body: () => ({
+          start_at: '2026-11-01T00:00:00Z',
+          end_at: '2026-11-02T00:00:00Z',
+          segment_filter: {
+            timezone: 'UTC',
+            discriminator: 'com.vendor1.segments.user-created.loyal-customers',
+            version_id,
+          },
+        }),
+      }),
+      version_id,
+    );
+  });
+
+  it('an operator manifest that names no account, or a name two accounts have: 400 AUD-1118, 409 AUD-1112', async () => {
+    await eachOf('AUD-1118', ['putAdminManifest'], () => ({ body: () => ({}) }), 'account.name');
+    const name = `Account ${crypto.randomUUID()}`;
+    for (let i = 0; i < 2; i++) {
+      const created = await server.admin('POST', '/admin/accounts', { name });
+      expect(created.status, created.text).toBe(201);
+    }
+    await eachOf('AUD-1112', ['putAdminManifest'], () => ({ body: () => ({ account: { name } }) }), name);
+  });
+
+  it('a delivery no webhook has, and a window that ends before it starts: 404 AUD-2304, 400 AUD-2305', async () => {
+    const subscribed = await server.request('POST', '/webhooks', {
+      token: account.token,
+      body: { url: 'https://example.org/hook', event_types: ['segment.entered'] },
+    });
+    expect(subscribed.status, subscribed.text).toBe(201);
+    const webhook_id = subscribed.body.id;
+    const event_id = crypto.randomUUID();
+    await eachOf(
+      'AUD-2304',
+      [
+        'getAdminAccountsWebhooksDeliveriesByEventId',
+        'getWebhooksDeliveriesByEventId',
+        'postAdminAccountsWebhooksDeliveriesReplay',
+        'postWebhooksDeliveriesReplay',
+      ],
+      () => ({ params: { webhook_id, event_id } }),
+      event_id,
+    );
+    const window = { since: '2026-11-28T12:00:00Z', until: '2026-11-28T00:00:00Z' };
+    await eachOf(
+      'AUD-2305',
+      [
+        'getAdminAccountsWebhooksDeliveries',
+        'getWebhooksDeliveries',
+        'postAdminAccountsWebhooksReplay',
+        'postWebhooksReplay',
+      ],
+      (op) => ({
+        params: { webhook_id, ...window },
+        body: op.requestBody ? (example: any) => ({ ...example, ...window }) : undefined,
+      }),
+      'until',
+    );
   });
 });
 

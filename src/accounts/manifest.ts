@@ -67,7 +67,7 @@ export async function applyAccountManifest(
       // A transactional activity's templates are checked as when the operator API saves it, the fault named by its place in the manifest.
       const checkEmail = (input: ActivityInput) =>
         checkActivityTemplates(input).catch((err: unknown) => {
-          throw err instanceof Problem ? new Problem(err.code, `activities[${i}].${err.detail}`, err.headers) : err;
+          throw err instanceof Problem ? err.within(`activities[${i}].`) : err;
         });
       await putActivity(tx, { accountId, defs, now }, { feed, vendor, checkEmail }, id, {
         ...activity,

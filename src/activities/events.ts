@@ -50,7 +50,7 @@ function atItem<T>(item: number, field: string, check: () => T): T {
   try {
     return check();
   } catch (err) {
-    if (err instanceof Problem) throw new Problem(err.code, `items[${item}].${field}: ${err.detail}`, err.headers);
+    if (err instanceof Problem) throw err.within(`items[${item}].${field}: `);
     throw err;
   }
 }

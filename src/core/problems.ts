@@ -185,6 +185,11 @@ export class Problem extends Error {
     this.position = position;
   }
 
+  /** The same problem with `prefix` before its detail (which field or item of a request it is about), its headers and position kept. */
+  within(prefix: string): Problem {
+    return new Problem(this.code, `${prefix}${this.detail}`, this.headers, this.position);
+  }
+
   toJSON(): ProblemBody {
     return {
       type: problemType(this.code),

@@ -1,6 +1,6 @@
 import type { Expression } from '../aql/ast.ts';
 import { compilePredicate, type SqlValues } from '../aql/compile-sql.ts';
-import { checkTimeZone } from '../aql/time.ts';
+import { checkTimeZone, TIME_ZONE_PROBLEMS } from '../aql/time.ts';
 import { addressVersionId, maySendSql } from '../consents/consents.ts';
 import {
   attributeOfVersion,
@@ -13,38 +13,40 @@ import {
 import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { AQL_PROBLEMS } from '../aql/errors.ts';
-import { SECTION_PROBLEMS, sectionOf } from '../definitions/definitions.ts';
-import { compileQuery, SEGMENT_PROBLEMS, segmentExpression } from '../segments/segments.ts';
+import { sectionOf } from '../definitions/definitions.ts';
+import { compileQuery, segmentExpression } from '../segments/segments.ts';
 import type { AttributeColumn, SegmentsByNameOrQuery, TagColumn } from './schemas.ts';
 import { SECTION_ROW, type ProfileSelection } from './queries.ts';
 import { filterSql, parseFilter, type Filter } from './segment-filter.ts';
 
 /**
- * What the checks of an export's request against the definitions can answer (its section, segments
- * and filter, columns and consents), for the kinds that plan with these functions (consents,
- * duplicates, segments); the event exports declare their own (events.ts, email-events.ts).
+ * What planSegments can answer: a query refused (where the request takes queries as text), a time
+ * zone, a stored segment not found, the filter refused, neither or both forms, no segment named,
+ * an empty name. Stored segments are named without a version, so never AUD-1713.
  */
-export const PLAN_PROBLEMS: readonly ProblemCode[] = [
-  ...SECTION_PROBLEMS,
-  ...SEGMENT_PROBLEMS,
-  ...ATTRIBUTE_READ_PROBLEMS,
-  'AUD-1218',
-  'AUD-1607',
-  'AUD-1608',
-  'AUD-1610',
-  'AUD-1908',
+export const NAMED_SEGMENTS_PROBLEMS: readonly ProblemCode[] = [
+  ...AQL_PROBLEMS,
+  ...TIME_ZONE_PROBLEMS,
+  'AUD-1711',
+  'AUD-1906',
   'AUD-1923',
   'AUD-1924',
   'AUD-1925',
 ];
 
 /**
- * PLAN_PROBLEMS of a kind whose request names stored segments only, never a query as text: not
- * AQL's codes, since a stored query was parsed and checked when it was stored (TREND_PROBLEMS).
+ * NAMED_SEGMENTS_PROBLEMS of a kind whose request names stored segments only, never a query as
+ * text: not AQL's codes, since a stored query was parsed and checked when it was stored (TREND_PROBLEMS).
  */
-export const STORED_SEGMENTS_PLAN_PROBLEMS: readonly ProblemCode[] = PLAN_PROBLEMS.filter(
+export const STORED_SEGMENTS_PROBLEMS: readonly ProblemCode[] = NAMED_SEGMENTS_PROBLEMS.filter(
   (code) => !AQL_PROBLEMS.includes(code),
 );
+
+/** What the checks of a file's attribute and tag columns and their names can answer (planAttributes, planTags, requireDistinct). */
+export const COLUMN_PROBLEMS: readonly ProblemCode[] = [...ATTRIBUTE_READ_PROBLEMS, 'AUD-1218', 'AUD-1908'];
+
+/** What the checks of a request's topics and address channels can answer (planTopics, addressChannel). */
+export const CONSENT_PLAN_PROBLEMS: readonly ProblemCode[] = ['AUD-1607', 'AUD-1608', 'AUD-1610'];
 
 /** What several exports check the same way: their attribute and tag columns, their segments by name, the names of their columns. */
 
@@ -55,7 +57,7 @@ export function sectionAt(scope: AccountScope, discriminator: string, field: str
   try {
     return sectionOf(scope, discriminator);
   } catch (err) {
-    if (err instanceof Problem) throw new Problem(err.code, `${field}: ${err.detail}`);
+    if (err instanceof Problem) throw err.within(`${field}: `);
     throw err;
   }
 }
@@ -221,7 +223,7 @@ export function planSegments(scope: AccountScope, segments: SegmentsByNameOrQuer
       return { name, expression: compileQuery(scope.defs, text) };
     } catch (err) {
       // AQL's problems say where in the query; this says which query.
-      if (err instanceof Problem) throw new Problem(err.code, `segments.segment_definitions.${name}: ${err.detail}`);
+      if (err instanceof Problem) throw err.within(`segments.segment_definitions.${name}: `);
       throw err;
     }
   });

@@ -24,16 +24,15 @@ import type { AccountScope } from '../core/scope.ts';
 export const TREND_PROBLEMS: readonly ProblemCode[] = [...TIME_ZONE_PROBLEMS, 'AUD-1104', 'AUD-1107', 'AUD-1711'];
 
 /**
- * What a request's segment can answer, by reference or as a query (segmentQuery, chosenQuery,
- * requireReadable, compileQuery, with its time zone): a query refused, a segment or version not
- * found, a section the key may not read.
+ * What a request's `segment` can answer, by reference or as a query (chosenQuery, requireReadable,
+ * with its time zone): a query refused, a stored segment not found, neither or both given, a
+ * section the key may not read. It names a stored segment without a version: never AUD-1713.
  */
 export const SEGMENT_PROBLEMS: readonly ProblemCode[] = [
   ...AQL_PROBLEMS,
   ...TIME_ZONE_PROBLEMS,
   'AUD-1107',
   'AUD-1711',
-  'AUD-1713',
   'AUD-1714',
 ];
 

@@ -1907,7 +1907,6 @@ export interface paths {
      *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
-     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
      *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -2233,8 +2232,6 @@ export interface paths {
      *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
-     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1906` | Invalid segment filter |
      *     | 400 | `AUD-1907` | Give channel_discriminator or channels |
      *     | 400 | `AUD-1908` | Column name used twice |
@@ -2281,16 +2278,11 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1206` | Attribute not defined for the profile |
-     *     | 400 | `AUD-1211` | Attribute is hidden |
-     *     | 400 | `AUD-1218` | Tag not defined for the section |
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
-     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1906` | Invalid segment filter |
      *     | 400 | `AUD-1907` | Give channel_discriminator or channels |
      *     | 400 | `AUD-1908` | Column name used twice |
@@ -2360,10 +2352,7 @@ export interface paths {
      *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
-     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
-     *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
      *     | 400 | `AUD-1906` | Invalid segment filter |
-     *     | 400 | `AUD-1907` | Give channel_discriminator or channels |
      *     | 400 | `AUD-1908` | Column name used twice |
      *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
      *     | 400 | `AUD-1924` | No segment named |
@@ -2416,9 +2405,6 @@ export interface paths {
      *     | 400 | `AUD-1402` | No such field |
      *     | 400 | `AUD-1403` | Array types unsupported |
      *     | 400 | `AUD-1404` | Field condition on a non-primitive type |
-     *     | 400 | `AUD-1607` | Channel ID not found |
-     *     | 400 | `AUD-1608` | Communication type invalid for channel |
-     *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1701` | AQL syntax error |
      *     | 400 | `AUD-1702` | Invalid section specifier |
      *     | 400 | `AUD-1703` | Invalid attribute or event specifier |
@@ -2431,13 +2417,8 @@ export interface paths {
      *     | 400 | `AUD-1710` | Generated query size limit reached |
      *     | 400 | `AUD-1711` | Segment not found |
      *     | 400 | `AUD-1712` | Time zone not recognised |
-     *     | 400 | `AUD-1713` | Version ID belongs to another segment |
      *     | 400 | `AUD-1714` | Give a stored segment or a segment definition |
-     *     | 400 | `AUD-1906` | Invalid segment filter |
      *     | 400 | `AUD-1908` | Column name used twice |
-     *     | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
-     *     | 400 | `AUD-1924` | No segment named |
-     *     | 400 | `AUD-1925` | Segment name empty |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
@@ -2942,10 +2923,7 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1116` | Not a limit |
-     *     | 400 | `AUD-1117` | Limit out of range |
      *     | 401 | `AUD-8` | Authorization failure |
-     *     | 409 | `AUD-1112` | Account name not unique |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |
@@ -3016,11 +2994,8 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-1116` | Not a limit |
-     *     | 400 | `AUD-1117` | Limit out of range |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 404 | `AUD-1110` | Account not found |
-     *     | 409 | `AUD-1112` | Account name not unique |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 503 | `AUD-2` | Service unavailable |

@@ -10,10 +10,15 @@ import * as emailEvents from '../../exports/email-events.ts';
 import * as exports from '../../exports/exports.ts';
 import { EXPORT_KINDS, type ExportKindName } from '../../exports/kinds.ts';
 import { listExports } from '../../exports/list.ts';
-import { ALL_SECTIONS_PROBLEMS } from '../../definitions/definitions.ts';
+import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/definitions.ts';
 import { EMAIL_EVENT_EXPORT_PROBLEMS } from '../../exports/email-events.ts';
 import { EVENT_EXPORT_PROBLEMS } from '../../exports/events.ts';
-import { PLAN_PROBLEMS, STORED_SEGMENTS_PLAN_PROBLEMS } from '../../exports/plans.ts';
+import {
+  COLUMN_PROBLEMS,
+  CONSENT_PLAN_PROBLEMS,
+  NAMED_SEGMENTS_PROBLEMS,
+  STORED_SEGMENTS_PROBLEMS,
+} from '../../exports/plans.ts';
 import {
   DownloadUrls,
   EmailReportFileParams,
@@ -31,6 +36,7 @@ import {
   SingleExportParams,
 } from '../../exports/schemas.ts';
 import * as single from '../../exports/single.ts';
+import { SEGMENT_PROBLEMS } from '../../segments/segments.ts';
 import type { Queryable } from '../../store/pool.ts';
 import { answer, operation, type Operation, type OperationTable } from '../operation.ts';
 import { FileAnswer } from '../schemas/problem.ts';
@@ -183,13 +189,12 @@ export function exportsRoutes(services: Services): OperationTable {
         description:
           'The profiles of a segment with their consents to 1 to 100 topics on 1 or 2 channels, as a file: answers the poll URL to fetch it from when ready. One export request a second; a limited number may be pending at once.',
         errors: [
-          ...STORED_SEGMENTS_PLAN_PROBLEMS,
-          'AUD-1607',
-          'AUD-1610',
+          ...SECTION_PROBLEMS,
+          ...STORED_SEGMENTS_PROBLEMS,
+          ...CONSENT_PLAN_PROBLEMS,
+          ...COLUMN_PROBLEMS,
           'AUD-1905',
-          'AUD-1906',
           'AUD-1907',
-          'AUD-1908',
         ],
         example: {
           ...byConsent,
@@ -206,7 +211,14 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Count profiles in segment by consent',
         description:
           'How many profiles of a segment have each consent state on the topics: answers the poll URL of the count.',
-        errors: [...STORED_SEGMENTS_PLAN_PROBLEMS, 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
+        errors: [
+          ...SECTION_PROBLEMS,
+          ...STORED_SEGMENTS_PROBLEMS,
+          ...CONSENT_PLAN_PROBLEMS,
+          'AUD-1905',
+          'AUD-1907',
+          'AUD-1908',
+        ],
         example: byConsent,
         kind: 'consents-count',
         rateLimit: requests,
@@ -218,7 +230,13 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Duplicate profile in segment by consent export',
         description:
           'The profiles of a segment that share an address on a channel, with their consents, as a file at the poll URL.',
-        errors: [...PLAN_PROBLEMS, 'AUD-1607', 'AUD-1610', 'AUD-1905', 'AUD-1906', 'AUD-1907'],
+        errors: [
+          ...SECTION_PROBLEMS,
+          ...NAMED_SEGMENTS_PROBLEMS,
+          ...CONSENT_PLAN_PROBLEMS,
+          ...COLUMN_PROBLEMS,
+          'AUD-1905',
+        ],
         kind: 'duplicates',
         rateLimit: requests,
         created: PollUrl,
@@ -229,7 +247,7 @@ export function exportsRoutes(services: Services): OperationTable {
         summary: 'Profile in segment export (beta)',
         description:
           'The profiles of one or more segments with up to 75 attributes and 25 tags, as a file: answers the two forms of its poll URL.',
-        errors: [...PLAN_PROBLEMS, 'AUD-1905', 'AUD-1906', 'AUD-1908', 'AUD-1923', 'AUD-1924', 'AUD-1925'],
+        errors: [...SECTION_PROBLEMS, ...SEGMENT_PROBLEMS, ...COLUMN_PROBLEMS, 'AUD-1905'],
         example: {
           section_discriminator: 'com.vendor1.sections.user-created.shop',
           segment: {

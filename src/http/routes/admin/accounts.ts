@@ -90,7 +90,6 @@ export const adminAccountsRoutes: OperationTable = {
       summary: 'Create an account',
       description:
         'Creates an empty account in a region. Apply a manifest to give it definitions, and create an API key for its clients.',
-      errors: ['AUD-1112', 'AUD-1116', 'AUD-1117'],
       body: Type.Object(
         {
           name: AccountName,
@@ -121,7 +120,7 @@ export const adminAccountsRoutes: OperationTable = {
       path: '/admin/accounts/:account_id',
       summary: 'Change an account',
       description: 'Renames an account or replaces its limit overrides (`null` lifts a limit).',
-      errors: ['AUD-1110', 'AUD-1112', 'AUD-1116', 'AUD-1117'],
+      errors: ['AUD-1110'],
       params: AccountParams,
       body: Type.Object(
         { name: Type.Optional(AccountName), limits: Type.Optional(LimitsSchema) },
