@@ -35,11 +35,13 @@ export const NAMED_SEGMENTS_PROBLEMS: readonly ProblemCode[] = [
 ];
 
 /**
- * NAMED_SEGMENTS_PROBLEMS of a kind whose request names stored segments only, never a query as
- * text: not AQL's codes, since a stored query was parsed and checked when it was stored (TREND_PROBLEMS).
+ * NAMED_SEGMENTS_PROBLEMS of a kind whose request names stored segments only (SegmentsByName),
+ * never a query as text: not AQL's codes, since a stored query was parsed and checked when it was
+ * stored (TREND_PROBLEMS); nor AUD-1923 and AUD-1924, since that schema asks for
+ * segment_discriminators with a name at least and takes no segment_definitions.
  */
 export const STORED_SEGMENTS_PROBLEMS: readonly ProblemCode[] = NAMED_SEGMENTS_PROBLEMS.filter(
-  (code) => !AQL_PROBLEMS.includes(code),
+  (code) => !AQL_PROBLEMS.includes(code) && code !== 'AUD-1923' && code !== 'AUD-1924',
 );
 
 /** What the checks of a file's attribute and tag columns and their names can answer (planAttributes, planTags, requireDistinct). */

@@ -2,7 +2,7 @@ import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer, type Response } from '../../test/app.ts';
 import { type CallbackReceiver, type Received, receiverForTests } from '../../test/callbacks.ts';
-import { EMAIL, NO_LIMITS, SHOP, V } from '../../test/exports.ts';
+import { DAY, EMAIL, NO_LIMITS, SHOP, V } from '../../test/exports.ts';
 import { SINGLE_MANIFEST as MANIFEST } from '../../test/single-exports.ts';
 
 // The single profile export (SPEC §2.16, §4.7, §6.5; docs/exports.md "Single profile export"):
@@ -466,5 +466,21 @@ describe('single profile export', () => {
     server.clock.advance(1000);
     await requestExport(a, key);
     await callbacksDone(a);
+  });
+});
+
+// Last: it moves the clock a day on, past the life of every token issued before.
+describe('expiry', () => {
+  it('EXP-35: the file is served for a day after it was written; then 410', async () => {
+    const a = await account();
+    const path = await requestExport(a, await profile(a, EMAIL, 'mo@example.com'));
+    expect((await settled(a, path)).status).toBe(200);
+    await callbacksDone(a);
+    server.clock.advance(DAY - 1000);
+    expect((await server.request('GET', path, { token: a.token })).status).toBe(200);
+    server.clock.advance(1000);
+    // Tokens live a day too: a new one.
+    const token = await server.token(await server.createKey(a.accountId));
+    expect(expectProblem(await server.request('GET', path, { token }), 410, 'AUD-1902')).toMatch(/no longer available/);
   });
 });

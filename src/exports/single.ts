@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import zlib from 'node:zlib';
 import type { SectionDefs } from '../core/definitions.ts';
-import { Problem } from '../core/problems.ts';
+import { Problem, type ProblemCode } from '../core/problems.ts';
 import type { AccountScope } from '../core/scope.ts';
 import { listAttributes, listEvents, listTags, requireAllSections } from '../definitions/definitions.ts';
 import type { FileStore } from '../files/store.ts';
@@ -52,6 +52,20 @@ const gzip = promisify(zlib.gzip);
 export function singleExportUrl(publicUrl: string, accountId: string, exportId: string): string {
   return `${publicUrl}/audience/profiles/export-single/accounts/${accountId}/definitions/${exportId}?metadata=true`;
 }
+
+/**
+ * What requestSingleExport can answer besides refusing a key restricted to sections: an export
+ * key that is none, locates no profile or a locked one, a callback URL refused, the account's
+ * pending places taken.
+ */
+export const SINGLE_EXPORT_PROBLEMS: readonly ProblemCode[] = [
+  'AUD-1920',
+  'AUD-1921',
+  'AUD-1922',
+  'AUD-1201',
+  'AUD-1202',
+  'AUD-1905',
+];
 
 /**
  * Requests a single profile export (SPEC §4.7): needs a key granted every section (SPEC §7.3), an

@@ -3127,8 +3127,6 @@ class Operations:
         | 400 | `AUD-1906` | Invalid segment filter |
         | 400 | `AUD-1907` | Give channel_discriminator or channels |
         | 400 | `AUD-1908` | Column name used twice |
-        | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
-        | 400 | `AUD-1924` | No segment named |
         | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -3184,8 +3182,6 @@ class Operations:
         | 400 | `AUD-1906` | Invalid segment filter |
         | 400 | `AUD-1907` | Give channel_discriminator or channels |
         | 400 | `AUD-1908` | Column name used twice |
-        | 400 | `AUD-1923` | Give segment_discriminators or segment_definitions |
-        | 400 | `AUD-1924` | No segment named |
         | 400 | `AUD-1925` | Segment name empty |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
@@ -3490,11 +3486,12 @@ class Operations:
         | 400 | `AUD-1922` | Callback URL invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
-        | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1201` | Profile not found |
+        | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
+        | 429 | `AUD-1905` | Pending export limit reached |
         | 503 | `AUD-2` | Service unavailable |
 
         Args:
@@ -3621,7 +3618,6 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 403 | `AUD-1912` | Download URL expired |
         | 403 | `AUD-1913` | Download credentials missing or invalid |
-        | 404 | `AUD-1903` | Export not found |
         | 410 | `AUD-1902` | Export no longer available |
         | 503 | `AUD-2` | Service unavailable |
 

@@ -290,7 +290,7 @@ export function exportsRoutes(services: Services): OperationTable {
         path: '/audience/profiles/export-single/:export_key',
         rateLimit: requests,
         summary: 'Single profile export (beta)',
-        errors: [...ALL_SECTIONS_PROBLEMS, 'AUD-1920', 'AUD-1921', 'AUD-1922', 'AUD-1101', 'AUD-1201'],
+        errors: [...ALL_SECTIONS_PROBLEMS, ...single.SINGLE_EXPORT_PROBLEMS],
         description:
           'Answers 202 with an empty body (and the URL of the file in Location); then POSTs {"code": 100, "message": "Callback verified"} to callback_url and, once the file is written, {"code": 200, "message": <the URL of the file>}. No second callback when the first is not taken.',
         params: SingleExportParams,
@@ -351,7 +351,7 @@ export function exportsRoutes(services: Services): OperationTable {
         method: 'GET',
         path: '/files/email-events/:account_id/:report_id',
         summary: 'The file of an email event export',
-        errors: ['AUD-1902', 'AUD-1903', 'AUD-1912', 'AUD-1913'],
+        errors: ['AUD-1902', 'AUD-1912', 'AUD-1913'],
         description: `The gzip-compressed CSV at the URL of a status answer. 403 without the URL's token (or, for a header_auth URL, the ${authHeader} header of the status answer) or once the URL has expired; 410 once the file has expired.`,
         params: EmailReportFileParams,
         query: EmailReportFileQuery,
