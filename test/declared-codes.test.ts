@@ -4,7 +4,14 @@ import { MAX_TERMS } from '../src/aql/check.ts';
 import { PROBLEMS, type ProblemCode } from '../src/core/problems.ts';
 import { MAX_JSON_DEPTH } from '../src/core/text.ts';
 import { expectProblem, TestServer, type Response } from './app.ts';
-import { documentedOperations, MANIFEST, SECTION, sendExample, type DocumentedOperation } from './example-account.ts';
+import {
+  documentedOperations,
+  MANIFEST,
+  refusals,
+  SECTION,
+  sendExample,
+  type DocumentedOperation,
+} from './example-account.ts';
 import { declaredIn } from './problem-codes.ts';
 
 // Declared = observed (test/declared-problems.ts), for the refusals of an operation's own that
@@ -194,28 +201,7 @@ describe('a segment query AQL refuses, on every operation that takes one as text
   });
 });
 
-/**
- * Sends each operation of `ids` (that declares `code`) its example with `change`; each must answer
- * `code` with a detail that holds `names`.
- */
-async function eachOf(
-  code: string,
-  ids: string[],
-  change: (op: DocumentedOperation) => Parameters<typeof sendExample>[3],
-  names: string,
-): Promise<void> {
-  const ops = operations.filter((op) => ids.includes(op.operationId) && declaredIn(op.description).includes(code));
-  expect(ops.map((op) => op.operationId).sort()).toEqual([...ids].sort());
-  const missed: string[] = [];
-  for (const op of ops) {
-    const res = await sendExample(server, op, account, change(op));
-    server.clock.advance(2000);
-    if (res.body?.type !== `/errors/${code}` || !String(res.body?.detail).includes(names))
-      missed.push(`${op.operationId}: ${res.status} ${res.body?.type} ${res.body?.detail ?? res.text}`);
-    else expectProblem(res, res.status, code);
-  }
-  expect(missed).toEqual([]);
-}
+const { eachOf } = refusals(() => ({ server, account, operations }));
 
 describe('one part of a request changed, on the operations that take it', () => {
   const NO_SECTION = 'com.vendor1.sections.user-created.none';

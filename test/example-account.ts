@@ -1,10 +1,12 @@
+import { expect } from 'vitest';
 import type { Manifest } from '../src/definitions/schemas.ts';
-import type { Response, TestServer } from './app.ts';
+import { expectProblem, type Response, type TestServer } from './app.ts';
+import { declaredIn } from './problem-codes.ts';
 
 // An account made of what the examples of /openapi.json name (the section "Shop", its attributes,
 // tags, topics and segments), and each operation's request as its examples make it: the tests that
 // send the examples (test/examples.test.ts) or change one part of them to cause a refusal
-// (test/declared-codes.test.ts) share both.
+// (test/declared-codes*.test.ts) share both, and the latter the check of such a refusal.
 
 export const SECTION = 'com.vendor1.sections.user-created.shop';
 
@@ -90,4 +92,41 @@ export function sendExample(
     token: credential,
     ...(body !== undefined ? { body } : {}),
   });
+}
+
+/** Where a test of declared codes sends its requests: a server, an account of it, and the operations of its /openapi.json. */
+export interface Target {
+  server: TestServer;
+  account: { accountId: string; token: string };
+  operations: DocumentedOperation[];
+}
+
+/** The checks of declared codes by example requests, on the target a test file's set-up makes (`target` answers it once made). */
+export function refusals(target: () => Target) {
+  return {
+    /**
+     * Sends each operation of `ids` (that declares `code`) its example with `change`; each must
+     * answer `code` with a detail that holds `names`.
+     */
+    async eachOf(
+      code: string,
+      ids: string[],
+      change: (op: DocumentedOperation) => Parameters<typeof sendExample>[3],
+      names: string,
+    ): Promise<void> {
+      const { server, account, operations } = target();
+      const ops = operations.filter((op) => ids.includes(op.operationId) && declaredIn(op.description).includes(code));
+      expect(ops.map((op) => op.operationId).sort()).toEqual([...ids].sort());
+      const missed: string[] = [];
+      for (const op of ops) {
+        const res = await sendExample(server, op, account, change(op));
+        // The per-second limits are spent by the clock of the test's server.
+        server.clock.advance(2000);
+        if (res.body?.type !== `/errors/${code}` || !String(res.body?.detail).includes(names))
+          missed.push(`${op.operationId}: ${res.status} ${res.body?.type} ${res.body?.detail ?? res.text}`);
+        else expectProblem(res, res.status, code);
+      }
+      expect(missed).toEqual([]);
+    },
+  };
 }
