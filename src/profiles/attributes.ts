@@ -118,12 +118,17 @@ function planPatch(
   return plan;
 }
 
-/** An attribute by discriminator with its current version (currentVersionId); undefined without one. */
+/**
+ * An attribute by discriminator with the version a write goes to: its current one
+ * (currentVersionId), or when every version is deprecated its last, which the check refuses as
+ * deprecated (AUD-1207); undefined when the section has no such attribute.
+ */
 function currentVersionOf(
   section: SectionDefs,
   discriminator: string,
 ): { attribute: AttributeDef; version: TypeVersion } | undefined {
-  const versionId = currentVersionId(section, discriminator);
+  const attribute = section.attributes.find((a) => a.discriminator === discriminator);
+  const versionId = attribute && (currentVersionId(section, discriminator) ?? attribute.versions.at(-1)?.id);
   return versionId === undefined ? undefined : attributeOfVersion(section, versionId);
 }
 
