@@ -50,11 +50,13 @@ export const IMPORT_REQUEST_PROBLEMS: readonly ProblemCode[] = [
   'AUD-1608',
   'AUD-1609',
   'AUD-1610',
-  'AUD-1801',
   'AUD-1802',
   'AUD-1803',
   'AUD-1804',
 ];
+
+/** What a request of version 1, which takes several keyspace mappings, can answer besides: several beside channel-specific topics. */
+export const IMPORT_V1_REQUEST_PROBLEMS: readonly ProblemCode[] = [...IMPORT_REQUEST_PROBLEMS, 'AUD-1801'];
 
 /** SPEC §8: the upload window and the largest file. */
 export const UPLOAD_WINDOW_MS = 5 * 60 * 1000;

@@ -9,6 +9,7 @@ import {
   M,
   S,
   WEB,
+  accountId,
   attr,
   attributes,
   emailProfile,
@@ -164,6 +165,53 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
     );
     for (const res of answers) expectNoContent(res);
     expect(await valuesOf(key, M, issue)).toEqual([1, 2]);
+  });
+
+  /**
+   * Sends requests that each create the profile of `key` to meet where they check their new
+   * profile (its foreign key to the account, whose row the test's lock holds): both found no profile
+   * of the key, and once let go one takes the key and the other must find it taken, 409 AUD-1204.
+   */
+  async function createTogether(key: string, requests: (() => Promise<Response>)[]): Promise<void> {
+    const answers = await meet(
+      'select 1 from accounts where account_id = $1::bigint for update',
+      [accountId],
+      requests,
+    );
+    expect(answers.map((res) => res.status).sort()).toEqual([204, 409]);
+    expect(
+      expectProblem(
+        answers.find((res) => res.status === 409)!,
+        409,
+        'AUD-1204',
+      ),
+    ).toContain(key);
+  }
+
+  it('first writes of a new key, version 1: the one whose profile the other made meanwhile answers 409 AUD-1204', async () => {
+    const key = fresh('race-new');
+    const first = version(FIRSTNAME);
+    await createTogether(key, [
+      () => patchV1(EMAIL, key, { [first]: 'One' }),
+      () => patchV1(EMAIL, key, { [first]: 'Two' }),
+    ]);
+    expect(['One', 'Two']).toContain((await attributes(EMAIL, key))[first]);
+  });
+
+  it('merges that name one new key: the one whose profile the other made meanwhile answers 409 AUD-1204', async () => {
+    const key = fresh('race-merge');
+    // Each merges the new key with a profile of its own.
+    const merge = (other: string) => () =>
+      server.request('PUT', '/audience/profiles/merges', {
+        token,
+        body: {
+          profiles: [
+            { keyspace_discriminator: EMAIL, profile_key: key },
+            { keyspace_discriminator: EMAIL, profile_key: other },
+          ],
+        },
+      });
+    await createTogether(key, [merge(await emailProfile('race')), merge(await emailProfile('race'))]);
   });
 
   it('a PATCH and a DELETE of a value read before the other wrote: each replaced value once in the history (ATTR-10)', async () => {

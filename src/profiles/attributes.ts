@@ -3,10 +3,12 @@ import {
   attributeRefusal,
   attributeTypeOf,
   ATTRIBUTE_PROBLEMS,
+  ATTRIBUTE_READ_PROBLEMS,
   grants,
   requireAttribute,
   requireWrite,
   storedValue,
+  WRITE_GRANT_PROBLEMS,
   type AttributeDef,
   type KeyspaceRow,
   type SectionDefs,
@@ -56,10 +58,16 @@ interface WritePlan {
 }
 
 /**
- * What the check of an attribute write's entry can answer (`checkEntry`, and the clears): not
- * defined, hidden, deprecated, not writable through the keyspace, a value not of its type.
+ * What the check of an attribute write's entry can answer (`checkEntry`): not defined, hidden,
+ * deprecated, not writable through the keyspace, a value not of its type.
  */
 export const ENTRY_PROBLEMS: readonly ProblemCode[] = [...ATTRIBUTE_PROBLEMS, 'AUD-1209'];
+
+/**
+ * What the check of a clear's attribute can answer: not defined, hidden, not writable through the
+ * keyspace. A clear writes no value, so no type refuses it, and it may clear a deprecated version.
+ */
+export const CLEAR_PROBLEMS: readonly ProblemCode[] = [...ATTRIBUTE_READ_PROBLEMS, ...WRITE_GRANT_PROBLEMS];
 
 /** The refusal of one entry of a patch, or what it writes: the version and the value as stored. */
 function checkEntry(
@@ -110,12 +118,17 @@ function planPatch(
   return plan;
 }
 
-/** An attribute by discriminator with its current version (currentVersionId); undefined without one. */
+/**
+ * An attribute by discriminator with the version a write goes to: its current one
+ * (currentVersionId), or when every version is deprecated its last, which the check refuses as
+ * deprecated (AUD-1207); undefined when the section has no such attribute.
+ */
 function currentVersionOf(
   section: SectionDefs,
   discriminator: string,
 ): { attribute: AttributeDef; version: TypeVersion } | undefined {
-  const versionId = currentVersionId(section, discriminator);
+  const attribute = section.attributes.find((a) => a.discriminator === discriminator);
+  const versionId = attribute && (currentVersionId(section, discriminator) ?? attribute.versions.at(-1)?.id);
   return versionId === undefined ? undefined : attributeOfVersion(section, versionId);
 }
 

@@ -673,7 +673,7 @@ class Operations:
 
         ``POST /audience/sections/{section_discriminator}/tags``
 
-        Defines a tag in a section. Creating a tag that exists with the same name answers it again; a section holds a limited number of tags.
+        Defines a tag in a section. A name the section has a tag of already makes another tag, its discriminator numbered; a section holds a limited number of tags.
 
         **Errors** (problem documents; `GET /errors/{code}` explains a code):
 
@@ -689,7 +689,6 @@ class Operations:
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1102` | Section not found |
-        | 409 | `AUD-1109` | Same discriminator with a different specification |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -1302,7 +1301,7 @@ class Operations:
 
         ``PUT /audience/profiles/merges``
 
-        Merges exactly two profiles into one cluster: the first becomes canonical and answers for both keys. The body is JSON or a bracket-key form. A profile takes part in at most 500 merges; blocking attributes with different values refuse the merge.
+        Merges exactly two profiles into one cluster: the first becomes canonical and answers for both keys. A key no profile has gets one (an unknown export key answers 404); a locked profile locks the other instead. The body is JSON or a bracket-key form. A profile takes part in at most 500 merges; blocking attributes with different values refuse the merge.
 
         **Errors** (problem documents; `GET /errors/{code}` explains a code):
 
@@ -1321,9 +1320,9 @@ class Operations:
         | 403 | `AUD-1107` | Section access denied |
         | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1201` | Profile not found |
+        | 409 | `AUD-1204` | Profile already exists |
         | 409 | `AUD-1215` | Blocking attributes conflict on merge |
         | 409 | `AUD-1216` | Merge limit reached |
-        | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
         | 429 | `AUD-1002` | Rate limit reached |
@@ -1836,10 +1835,7 @@ class Operations:
         | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
-        | 400 | `AUD-1207` | Deprecated type used for update |
-        | 400 | `AUD-1209` | Value does not conform to the type |
         | 400 | `AUD-1211` | Attribute is hidden |
-        | 400 | `AUD-1212` | Key attribute cannot be cleared |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
@@ -1894,8 +1890,6 @@ class Operations:
         | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1206` | Attribute not defined for the profile |
-        | 400 | `AUD-1207` | Deprecated type used for update |
-        | 400 | `AUD-1209` | Value does not conform to the type |
         | 400 | `AUD-1211` | Attribute is hidden |
         | 400 | `AUD-1212` | Key attribute cannot be cleared |
         | 401 | `AUD-8` | Authorization failure |
@@ -2220,7 +2214,6 @@ class Operations:
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1611` | Consent request invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1106` | Keyspace not allowed |
         | 403 | `AUD-1107` | Section access denied |
@@ -2411,13 +2404,11 @@ class Operations:
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1611` | Consent request invalid |
         | 401 | `AUD-8` | Authorization failure |
         | 403 | `AUD-1107` | Section access denied |
         | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1612` | Consent list not found |
-        | 409 | `AUD-1605` | Consent transition not supported |
         | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -2513,7 +2504,6 @@ class Operations:
         | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-1601` | No address to consent |
-        | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1610` | Topic not found |
         | 400 | `AUD-1611` | Consent request invalid |
         | 401 | `AUD-8` | Authorization failure |
@@ -2525,7 +2515,6 @@ class Operations:
         | 404 | `AUD-1102` | Section not found |
         | 404 | `AUD-1201` | Profile not found |
         | 404 | `AUD-1612` | Consent list not found |
-        | 409 | `AUD-1605` | Consent transition not supported |
         | 410 | `AUD-1202` | Profile locked |
         | 413 | `AUD-1001` | Request body too large |
         | 415 | `AUD-1005` | Unsupported media type |
@@ -2988,7 +2977,6 @@ class Operations:
         | 400 | `AUD-1607` | Channel ID not found |
         | 400 | `AUD-1608` | Communication type invalid for channel |
         | 400 | `AUD-1610` | Topic not found |
-        | 400 | `AUD-1801` | Several keyspace mappings with channel-specific topics |
         | 400 | `AUD-1802` | Channel required for the topic |
         | 400 | `AUD-1803` | Conflicting consent updates for the same topic and channel |
         | 401 | `AUD-8` | Authorization failure |
@@ -4123,7 +4111,6 @@ class Operations:
         | 400 | `AUD-1116` | Not a limit |
         | 400 | `AUD-1117` | Limit out of range |
         | 400 | `AUD-1118` | Manifest names no account |
-        | 400 | `AUD-1400` | Invalid type definition |
         | 400 | `AUD-1401` | Type processing error |
         | 400 | `AUD-1402` | No such field |
         | 400 | `AUD-1403` | Array types unsupported |
@@ -4231,7 +4218,6 @@ class Operations:
         | 400 | `AUD-1115` | Segment query refers to ids without a section |
         | 400 | `AUD-1116` | Not a limit |
         | 400 | `AUD-1117` | Limit out of range |
-        | 400 | `AUD-1400` | Invalid type definition |
         | 400 | `AUD-1401` | Type processing error |
         | 400 | `AUD-1402` | No such field |
         | 400 | `AUD-1403` | Array types unsupported |
@@ -4303,7 +4289,6 @@ class Operations:
         | 400 | `AUD-1115` | Segment query refers to ids without a section |
         | 400 | `AUD-1116` | Not a limit |
         | 400 | `AUD-1117` | Limit out of range |
-        | 400 | `AUD-1400` | Invalid type definition |
         | 400 | `AUD-1401` | Type processing error |
         | 400 | `AUD-1402` | No such field |
         | 400 | `AUD-1403` | Array types unsupported |
@@ -6443,7 +6428,6 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-2004` | Trigger type unsupported |
         | 400 | `AUD-2005` | Field not of the activity kind |
         | 400 | `AUD-2006` | Activity sent before it was created |
         | 400 | `AUD-2101` | Invalid template |
@@ -6533,7 +6517,6 @@ class Operations:
         | 400 | `AUD-1012` | NUL character in text |
         | 400 | `AUD-1013` | Lone surrogate in text |
         | 400 | `AUD-1014` | Body nested too deeply |
-        | 400 | `AUD-2004` | Trigger type unsupported |
         | 400 | `AUD-2005` | Field not of the activity kind |
         | 400 | `AUD-2006` | Activity sent before it was created |
         | 400 | `AUD-2101` | Invalid template |
@@ -6628,10 +6611,11 @@ class Operations:
         | 400 | `AUD-1014` | Body nested too deeply |
         | 400 | `AUD-1205` | Invalid profile key |
         | 400 | `AUD-2003` | Activity event invalid |
-        | 400 | `AUD-2006` | Activity sent before it was created |
         | 401 | `AUD-8` | Authorization failure |
+        | 403 | `AUD-1106` | Keyspace not allowed |
+        | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+        | 404 | `AUD-1101` | Keyspace not found |
         | 404 | `AUD-1110` | Account not found |
-        | 404 | `AUD-2001` | Activity not found |
         | 413 | `AUD-1001` | Request body too large |
         | 413 | `AUD-1007` | List limit exceeded |
         | 415 | `AUD-1005` | Unsupported media type |

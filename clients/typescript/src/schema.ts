@@ -349,7 +349,7 @@ export interface paths {
     put?: never;
     /**
      * Create a tag
-     * @description Defines a tag in a section. Creating a tag that exists with the same name answers it again; a section holds a limited number of tags.
+     * @description Defines a tag in a section. A name the section has a tag of already makes another tag, its discriminator numbered; a section holds a limited number of tags.
      *
      *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
      *
@@ -365,7 +365,6 @@ export interface paths {
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1102` | Section not found |
-     *     | 409 | `AUD-1109` | Same discriminator with a different specification |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -847,7 +846,7 @@ export interface paths {
     get?: never;
     /**
      * Merge two profiles
-     * @description Merges exactly two profiles into one cluster: the first becomes canonical and answers for both keys. The body is JSON or a bracket-key form. A profile takes part in at most 500 merges; blocking attributes with different values refuse the merge.
+     * @description Merges exactly two profiles into one cluster: the first becomes canonical and answers for both keys. A key no profile has gets one (an unknown export key answers 404); a locked profile locks the other instead. The body is JSON or a bracket-key form. A profile takes part in at most 500 merges; blocking attributes with different values refuse the merge.
      *
      *     **Errors** (problem documents; `GET /errors/{code}` explains a code):
      *
@@ -866,9 +865,9 @@ export interface paths {
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1201` | Profile not found |
+     *     | 409 | `AUD-1204` | Profile already exists |
      *     | 409 | `AUD-1215` | Blocking attributes conflict on merge |
      *     | 409 | `AUD-1216` | Merge limit reached |
-     *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
      *     | 429 | `AUD-1002` | Rate limit reached |
@@ -1240,10 +1239,7 @@ export interface paths {
      *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
-     *     | 400 | `AUD-1207` | Deprecated type used for update |
-     *     | 400 | `AUD-1209` | Value does not conform to the type |
      *     | 400 | `AUD-1211` | Attribute is hidden |
-     *     | 400 | `AUD-1212` | Key attribute cannot be cleared |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -1289,8 +1285,6 @@ export interface paths {
      *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1206` | Attribute not defined for the profile |
-     *     | 400 | `AUD-1207` | Deprecated type used for update |
-     *     | 400 | `AUD-1209` | Value does not conform to the type |
      *     | 400 | `AUD-1211` | Attribute is hidden |
      *     | 400 | `AUD-1212` | Key attribute cannot be cleared |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -1505,7 +1499,6 @@ export interface paths {
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
-     *     | 400 | `AUD-1611` | Consent request invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1106` | Keyspace not allowed |
      *     | 403 | `AUD-1107` | Section access denied |
@@ -1671,13 +1664,11 @@ export interface paths {
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
-     *     | 400 | `AUD-1611` | Consent request invalid |
      *     | 401 | `AUD-8` | Authorization failure |
      *     | 403 | `AUD-1107` | Section access denied |
      *     | 403 | `AUD-1609` | Keyspace does not manage subscriptions |
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1612` | Consent list not found |
-     *     | 409 | `AUD-1605` | Consent transition not supported |
      *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -1754,7 +1745,6 @@ export interface paths {
      *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-1601` | No address to consent |
-     *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1610` | Topic not found |
      *     | 400 | `AUD-1611` | Consent request invalid |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -1766,7 +1756,6 @@ export interface paths {
      *     | 404 | `AUD-1102` | Section not found |
      *     | 404 | `AUD-1201` | Profile not found |
      *     | 404 | `AUD-1612` | Consent list not found |
-     *     | 409 | `AUD-1605` | Consent transition not supported |
      *     | 410 | `AUD-1202` | Profile locked |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 415 | `AUD-1005` | Unsupported media type |
@@ -2106,7 +2095,6 @@ export interface paths {
      *     | 400 | `AUD-1607` | Channel ID not found |
      *     | 400 | `AUD-1608` | Communication type invalid for channel |
      *     | 400 | `AUD-1610` | Topic not found |
-     *     | 400 | `AUD-1801` | Several keyspace mappings with channel-specific topics |
      *     | 400 | `AUD-1802` | Channel required for the topic |
      *     | 400 | `AUD-1803` | Conflicting consent updates for the same topic and channel |
      *     | 401 | `AUD-8` | Authorization failure |
@@ -3028,7 +3016,6 @@ export interface paths {
      *     | 400 | `AUD-1116` | Not a limit |
      *     | 400 | `AUD-1117` | Limit out of range |
      *     | 400 | `AUD-1118` | Manifest names no account |
-     *     | 400 | `AUD-1400` | Invalid type definition |
      *     | 400 | `AUD-1401` | Type processing error |
      *     | 400 | `AUD-1402` | No such field |
      *     | 400 | `AUD-1403` | Array types unsupported |
@@ -3105,7 +3092,6 @@ export interface paths {
      *     | 400 | `AUD-1115` | Segment query refers to ids without a section |
      *     | 400 | `AUD-1116` | Not a limit |
      *     | 400 | `AUD-1117` | Limit out of range |
-     *     | 400 | `AUD-1400` | Invalid type definition |
      *     | 400 | `AUD-1401` | Type processing error |
      *     | 400 | `AUD-1402` | No such field |
      *     | 400 | `AUD-1403` | Array types unsupported |
@@ -3169,7 +3155,6 @@ export interface paths {
      *     | 400 | `AUD-1115` | Segment query refers to ids without a section |
      *     | 400 | `AUD-1116` | Not a limit |
      *     | 400 | `AUD-1117` | Limit out of range |
-     *     | 400 | `AUD-1400` | Invalid type definition |
      *     | 400 | `AUD-1401` | Type processing error |
      *     | 400 | `AUD-1402` | No such field |
      *     | 400 | `AUD-1403` | Array types unsupported |
@@ -4730,7 +4715,6 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-2004` | Trigger type unsupported |
      *     | 400 | `AUD-2005` | Field not of the activity kind |
      *     | 400 | `AUD-2006` | Activity sent before it was created |
      *     | 400 | `AUD-2101` | Invalid template |
@@ -4785,7 +4769,6 @@ export interface paths {
      *     | 400 | `AUD-1012` | NUL character in text |
      *     | 400 | `AUD-1013` | Lone surrogate in text |
      *     | 400 | `AUD-1014` | Body nested too deeply |
-     *     | 400 | `AUD-2004` | Trigger type unsupported |
      *     | 400 | `AUD-2005` | Field not of the activity kind |
      *     | 400 | `AUD-2006` | Activity sent before it was created |
      *     | 400 | `AUD-2101` | Invalid template |
@@ -4850,10 +4833,11 @@ export interface paths {
      *     | 400 | `AUD-1014` | Body nested too deeply |
      *     | 400 | `AUD-1205` | Invalid profile key |
      *     | 400 | `AUD-2003` | Activity event invalid |
-     *     | 400 | `AUD-2006` | Activity sent before it was created |
      *     | 401 | `AUD-8` | Authorization failure |
+     *     | 403 | `AUD-1106` | Keyspace not allowed |
+     *     | 403 | `AUD-1203` | Keyspace not authorised to update the profile |
+     *     | 404 | `AUD-1101` | Keyspace not found |
      *     | 404 | `AUD-1110` | Account not found |
-     *     | 404 | `AUD-2001` | Activity not found |
      *     | 413 | `AUD-1001` | Request body too large |
      *     | 413 | `AUD-1007` | List limit exceeded |
      *     | 415 | `AUD-1005` | Unsupported media type |

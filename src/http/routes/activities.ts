@@ -30,7 +30,7 @@ import { answer, operation, type OperationTable } from '../operation.ts';
 import { AccountId, AccountParams, Items, SectionParams } from '../schemas/common.ts';
 import { NoContent } from '../schemas/problem.ts';
 import { SECTION_PROBLEMS } from '../../definitions/definitions.ts';
-import { KEY_PROBLEMS } from '../../profiles/keys.ts';
+import { IDENTIFIER_PROBLEMS, READ_ONLY_PROBLEMS } from '../../profiles/locate.ts';
 
 /** The public path of each kind, its name in summaries, and the shapes of its list items and single answers (SPEC §2.14, §4.8). */
 const KINDS: Record<ActivityKindName, { path: string; item: TSchema; single: TSchema; name: string }> = {
@@ -212,7 +212,7 @@ export const activitiesRoutes: OperationTable = {
       summary: 'Create an activity',
       description:
         'Creates an activity (an email, SMS, website, automation or forms activity); the service gives its id.',
-      errors: ['AUD-1102', 'AUD-2004', 'AUD-2005', 'AUD-2006', 'AUD-2101'],
+      errors: ['AUD-1102', 'AUD-2005', 'AUD-2006', 'AUD-2101'],
       params: AccountParams,
       body: ActivityInput,
       response: { 201: Activity },
@@ -228,7 +228,7 @@ export const activitiesRoutes: OperationTable = {
       tags: operator,
       summary: 'Create or change an activity',
       description: 'Creates (201) or changes (200) the activity with this id. Its kind and section cannot change.',
-      errors: ['AUD-1102', 'AUD-2002', 'AUD-2004', 'AUD-2005', 'AUD-2006', 'AUD-2101'],
+      errors: ['AUD-1102', 'AUD-2002', 'AUD-2005', 'AUD-2006', 'AUD-2101'],
       params: AdminActivityParams,
       body: ActivityInput,
       response: { 200: Activity, 201: Activity },
@@ -282,7 +282,7 @@ export const activitiesRoutes: OperationTable = {
       summary: 'Record activity events',
       description:
         'Records events of activities (sent, delivered, opened, clicked …): a JSON array, `{"items": [...]}` or JSON lines. Idempotent per activity, type and correlation id.',
-      errors: [...KEY_PROBLEMS, 'AUD-2001', 'AUD-2003', 'AUD-2006'],
+      errors: [...IDENTIFIER_PROBLEMS, ...READ_ONLY_PROBLEMS, 'AUD-2003'],
       params: AccountParams,
       body: ActivityEventBatch,
       response: { 200: IngestionResult },

@@ -95,8 +95,8 @@ export const definitionsRoutes: OperationTable = {
       path: '/audience/sections/:section_discriminator/tags',
       summary: 'Create a tag',
       description:
-        'Defines a tag in a section. Creating a tag that exists with the same name answers it again; a section holds a limited number of tags.',
-      errors: ['AUD-1102', 'AUD-1107', 'AUD-1108', 'AUD-1109'],
+        'Defines a tag in a section. A name the section has a tag of already makes another tag, its discriminator numbered; a section holds a limited number of tags.',
+      errors: ['AUD-1102', 'AUD-1107', 'AUD-1108'],
       params: SectionParams,
       body: TagName,
       response: { 201: Tag },

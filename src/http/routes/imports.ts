@@ -13,7 +13,7 @@ import { Problem } from '../../core/problems.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { SectionParams } from '../schemas/common.ts';
 import { NoContent } from '../schemas/problem.ts';
-import { IMPORT_REQUEST_PROBLEMS } from '../../imports/imports.ts';
+import { IMPORT_REQUEST_PROBLEMS, IMPORT_V1_REQUEST_PROBLEMS } from '../../imports/imports.ts';
 
 const rateLimit = 'import_requests_per_minute';
 
@@ -28,7 +28,7 @@ export const importsRoutes: OperationTable = {
       summary: 'Create an import (version 1)',
       description:
         "Requests an import of profiles from a CSV file: the mappings say which columns are keys, attributes, tags and consents. Answers the import's id and the signed form to upload the file with (`POST /files/uploads`) within 5 minutes. 10 import requests a minute; a limited number may wait for their file at once.",
-      errors: IMPORT_REQUEST_PROBLEMS,
+      errors: IMPORT_V1_REQUEST_PROBLEMS,
       params: SectionParams,
       body: ImportV1,
       response: { 201: ImportCreated },

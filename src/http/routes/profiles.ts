@@ -30,7 +30,7 @@ import {
 } from '../../profiles/schemas.ts';
 import { WRITE_GRANT_PROBLEMS } from '../../core/definitions.ts';
 import { ALL_SECTIONS_PROBLEMS, SECTION_PROBLEMS } from '../../definitions/definitions.ts';
-import { ENTRY_PROBLEMS } from '../../profiles/attributes.ts';
+import { CLEAR_PROBLEMS, ENTRY_PROBLEMS } from '../../profiles/attributes.ts';
 import { IDENTIFIER_PROBLEMS, LOCATE_PROBLEMS, READ_ONLY_PROBLEMS } from '../../profiles/locate.ts';
 import { operation, type OperationTable } from '../operation.ts';
 import { SectionParams } from '../schemas/common.ts';
@@ -96,8 +96,16 @@ export const profilesRoutes: OperationTable = {
       path: '/audience/profiles/merges',
       summary: 'Merge two profiles',
       description:
-        'Merges exactly two profiles into one cluster: the first becomes canonical and answers for both keys. The body is JSON or a bracket-key form. A profile takes part in at most 500 merges; blocking attributes with different values refuse the merge.',
-      errors: [...wholeProfile, 'AUD-1214', 'AUD-1215', 'AUD-1216'],
+        'Merges exactly two profiles into one cluster: the first becomes canonical and answers for both keys. A key no profile has gets one (an unknown export key answers 404); a locked profile locks the other instead. The body is JSON or a bracket-key form. A profile takes part in at most 500 merges; blocking attributes with different values refuse the merge.',
+      errors: [
+        ...IDENTIFIER_PROBLEMS,
+        'AUD-1201',
+        ...ALL_SECTIONS_PROBLEMS,
+        'AUD-1204',
+        'AUD-1214',
+        'AUD-1215',
+        'AUD-1216',
+      ],
       body: Merge,
       response: { 204: NoContent },
       scope,
@@ -307,7 +315,7 @@ export const profilesRoutes: OperationTable = {
       path: `${base}/attributes/:version_id`,
       summary: 'Clear an attribute version',
       description: 'Clears the value of one attribute version of a profile.',
-      errors: [...sectionWrite, ...ENTRY_PROBLEMS, 'AUD-1212'],
+      errors: [...sectionWrite, ...CLEAR_PROBLEMS],
       params: VersionParams,
       response: { 204: NoContent },
       scope,
@@ -319,7 +327,7 @@ export const profilesRoutes: OperationTable = {
       path: `/v2${base}/attributes/:attribute_discriminator`,
       summary: 'Clear every version of an attribute',
       description: 'Clears the values of every version of an attribute of a profile.',
-      errors: [...sectionWrite, ...ENTRY_PROBLEMS, 'AUD-1212'],
+      errors: [...sectionWrite, ...CLEAR_PROBLEMS, 'AUD-1212'],
       params: AttributeParams,
       response: { 204: NoContent },
       scope,

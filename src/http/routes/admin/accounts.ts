@@ -58,7 +58,6 @@ const MANIFEST_REFUSALS: ProblemCode[] = [
   'AUD-1113',
   'AUD-1114',
   'AUD-1115',
-  'AUD-1400',
   'AUD-1116',
   'AUD-1117',
   'AUD-1607',
