@@ -700,17 +700,18 @@ export async function readAhead(pool: pg.Pool, scope: AccountScope, terms: (Attr
 }
 
 /**
- * What this process's projection of the account holds for the counts of `terms`: `ready` (their
- * columns are kept as of the scope's definitions: counts that need only them are projected),
- * `reading` (a read whole of the account's columns is under way) or `none`.
+ * What this process's projection of the account holds for the counts of `terms`: `reading` (a read
+ * whole of the account's columns is under way, such as one a trend started: what is kept already
+ * answers meanwhile), else `ready` (their columns are kept as of the scope's definitions: counts
+ * that need only them are projected) or `none`.
  */
 export function projectionState(
   pool: pg.Pool,
   scope: AccountScope,
   terms: (AttributeTerm | EventTerm)[],
 ): 'ready' | 'reading' | 'none' {
-  if (hasLiveSegments(scope.defs) && terms.length > 0 && holds(pool, scope, countNeeds(terms))) return 'ready';
-  return builds.get(pool)?.has(scope.accountId) ? 'reading' : 'none';
+  if (builds.get(pool)?.has(scope.accountId)) return 'reading';
+  return hasLiveSegments(scope.defs) && terms.length > 0 && holds(pool, scope, countNeeds(terms)) ? 'ready' : 'none';
 }
 
 /** Runs `run` after the account's counts and trends before it in this process: they share its columns. */
