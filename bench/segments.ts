@@ -51,9 +51,15 @@ import { pipeline } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { loadDefinitions } from '../src/definitions/definitions.ts';
-import { projectedCount } from '../src/segments/projection.ts';
-import { countProfilesMatching } from '../src/segments/queries.ts';
-import { countPlan, countSegment, segmentTrend, type CountRequest } from '../src/segments/segments.ts';
+import { projectedCount, projectedTrend } from '../src/segments/projection.ts';
+import { countMasksByPoint, countProfilesMatching } from '../src/segments/queries.ts';
+import {
+  countPlan,
+  countSegment,
+  segmentTrend,
+  trendPlan as planTrend,
+  type CountRequest,
+} from '../src/segments/segments.ts';
 import {
   DURATION_S,
   embeddedDatabaseUrl,
@@ -98,7 +104,7 @@ const DEADLINE_MS =
   600_000 +
   PROFILES * 0.5 +
   HOLD_S * 1000 +
-  2 * (RUNS + 1) * QUERY_TIMEOUT_MS +
+  3 * (RUNS + 1) * QUERY_TIMEOUT_MS +
   EVAL_CONNECTIONS.length * (WARMUP_S + DURATION_S + 30) * 1000;
 
 /**
@@ -712,6 +718,53 @@ function keyLines(plan: string[]): string[] {
     .map((l) => l.replace(/\s+$/, ''));
 }
 
+/** The account's scope now, as a request of a key of every section would have it, for the service's functions in this process. */
+async function benchScope(db: pg.Client, accountId: string): Promise<AccountScope> {
+  return {
+    accountId,
+    defs: await loadDefinitions(db, accountId),
+    limits: {} as AccountScope['limits'],
+    secret: '',
+    now: new Date(),
+  };
+}
+
+/**
+ * A projection's first answer, whose columns `read` reads whole and waits for: its value, its time
+ * (ms) and what it left in this process's memory (heap and array buffers after gc, and the RSS
+ * before and after), as text.
+ */
+async function readMeasured<T>(read: () => Promise<T>): Promise<{ value: T; ms: number; memory: string }> {
+  global.gc?.();
+  const heapBefore = process.memoryUsage();
+  const rssBefore = process.memoryUsage.rss();
+  const started = performance.now();
+  const value = await read();
+  const elapsed = performance.now() - started;
+  const rssAfter = process.memoryUsage.rss();
+  global.gc?.();
+  const heapAfter = process.memoryUsage();
+  const mb = (b: number) => (b / 1048576).toFixed(0);
+  return {
+    value,
+    ms: elapsed,
+    memory:
+      `${mb(heapAfter.heapUsed + heapAfter.arrayBuffers - heapBefore.heapUsed - heapBefore.arrayBuffers)} MB of heap and array buffers` +
+      `${global.gc ? '' : ' (without --expose-gc: rough)'}; this process's RSS ${mb(rssBefore)} MB before the read, ${mb(rssAfter)} MB after`,
+  };
+}
+
+/** The times (ms) of `n` runs of `run`, one after the other. */
+async function timesOf(n: number, run: () => Promise<unknown>): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const started = performance.now();
+    await run();
+    times.push(performance.now() - started);
+  }
+  return times;
+}
+
 /**
  * Counts from the projection (docs/aql.md "Counts from a projection"), after the SQL counts: the
  * bare scan of the account's Shop rows (the baseline), then one segment made live (loyalty >= 1000,
@@ -780,41 +833,110 @@ async function projectionCounts(
   // The same count in this process at one instant: the projection's and SQL's.
   const pool = new pg.Pool({ connectionString: url, max: 2 });
   try {
-    const scope: AccountScope = {
-      accountId: audience.accountId,
-      defs: await loadDefinitions(db, audience.accountId),
-      limits: {} as AccountScope['limits'],
-      secret: '',
-      now: new Date(),
-    };
+    const scope = await benchScope(db, audience.accountId);
     const plan = countPlan(scope, o.countBody);
-    global.gc?.();
-    const heapBefore = process.memoryUsage();
-    let started = performance.now();
-    const rssBeforeBuild = process.memoryUsage.rss();
-    const first = await projectedCount(pool, scope, plan.expression, TIME_ZONE, { wait: true });
-    const buildMs = performance.now() - started;
-    const rssAfterBuild = process.memoryUsage.rss();
-    global.gc?.();
-    const heapAfter = process.memoryUsage();
-    const again: number[] = [];
-    for (let i = 0; i < 20; i++) {
-      started = performance.now();
-      await projectedCount(pool, scope, plan.expression, TIME_ZONE);
-      again.push(performance.now() - started);
-    }
-    started = performance.now();
+    const read = await readMeasured(() => projectedCount(pool, scope, plan.expression, TIME_ZONE, { wait: true }));
+    const again = await timesOf(20, () => projectedCount(pool, scope, plan.expression, TIME_ZONE));
+    const started = performance.now();
     const sql = await countProfilesMatching(pool, plan.predicate, null);
     const sqlMs = performance.now() - started;
-    if (first !== sql) throw new Error(`the projection counts ${first}, SQL ${sql}, at the same instant`);
-    const mb = (b: number) => (b / 1048576).toFixed(0);
+    if (read.value !== sql) throw new Error(`the projection counts ${read.value}, SQL ${sql}, at the same instant`);
     log(
-      `in this process at one instant: projection ${first} = SQL ${sql}; columns read whole in ${ms(buildMs)} ms, ` +
+      `in this process at one instant: projection ${read.value} = SQL ${sql}; columns read whole in ${ms(read.ms)} ms, ` +
         `then counts of ${ms(median(again))} ms median, ${ms(Math.max(...again))} ms max (20 counts); the SQL count ${ms(sqlMs)} ms; ` +
-        `the columns took ${mb(heapAfter.heapUsed + heapAfter.arrayBuffers - heapBefore.heapUsed - heapBefore.arrayBuffers)} MB of heap and array buffers` +
-        `${global.gc ? '' : ' (without --expose-gc: rough)'}; this process's RSS ${mb(rssBeforeBuild)} MB before the read, ${mb(rssAfterBuild)} MB after`,
+        `the columns took ${read.memory}`,
     );
-    return { counted, bareBefore, bareAfter, ratio: projected / baseline, readAhead, buildMs, again, sqlMs };
+    return { counted, bareBefore, bareAfter, ratio: projected / baseline, readAhead, buildMs: read.ms, again, sqlMs };
+  } finally {
+    await pool.end();
+  }
+}
+
+type TrendCounts = Record<string, { known: number; unknown: number }>;
+
+/**
+ * Trends from the projection (docs/aql.md "Over time (trend)"), after the counts from it (the
+ * segment made live there): the bare scan of the Shop rows (the baseline), one trend through the
+ * API (it starts the read of the trend's columns and is answered by SQL), a wait for the server's
+ * read (the live state's `projection` says `reading` until it is done), then a warm-up and the
+ * timed trends, which must answer what the SQL trend answered, then the bare scan again. Then, in
+ * this process at one instant, the projection's trend against SQL's, the time to read the trend's
+ * columns whole and to answer from them, and what they take of this process's memory.
+ */
+async function projectionTrends(
+  audience: Audience,
+  db: pg.Client,
+  url: string,
+  o: {
+    trendPath: string;
+    points: string[];
+    sqlTrend: TrendCounts;
+    sqlTrendMs: number;
+    liveDiscriminator: string;
+    sectionDiscriminator: string;
+    segmentDiscriminator: string;
+    sectionId: string;
+  },
+) {
+  const bare = {
+    what: 'Shop rows (bare scan)',
+    text: 'select count(*) from profile_sections where account_id = $1 and section_id = $2',
+    values: [audience.accountId, o.sectionId],
+  };
+  const [bareBefore] = await floors(db, audience.dataDir, [bare]);
+  const body = { sampling_points: o.points, timezone: TIME_ZONE };
+  const first = await timedPost(o.trendPath, audience.token, body, 'trend, first after the segment was made live');
+  log(`trend, first (starts the read of the trend's columns; answered by SQL): ${ms(first.ms)} ms`);
+  const livePath = `${audience.url}/audience/segments/${encodeURIComponent(o.liveDiscriminator)}/live`;
+  const started = performance.now();
+  for (;;) {
+    const state = await request(livePath, { headers: { authorization: `Bearer ${audience.token}` } });
+    if (state.status === 200 && JSON.parse(state.text).projection === 'ready') break;
+    if (performance.now() - started > 5 * QUERY_TIMEOUT_MS) throw new Error("the trend's columns were not read");
+    await sleep(500);
+  }
+  const readMs = performance.now() - started;
+  log(`the server's trend columns read ${ms(readMs)} ms after the first trend`);
+  const rssBefore = audience.pid === undefined ? undefined : await memoryOf(audience.pid);
+  const trended = await repeat('trend, projection', o.trendPath, audience.token, body, audience.dataDir);
+  const rssAfter = audience.pid === undefined ? undefined : await memoryOf(audience.pid);
+  const [bareAfter] = await floors(db, audience.dataDir, [bare]);
+  const answered = (trended.body as { matching_profile_count: TrendCounts }).matching_profile_count;
+  if (JSON.stringify(answered) !== JSON.stringify(o.sqlTrend))
+    throw new Error(`the projected trend ${JSON.stringify(answered)} is not SQL's ${JSON.stringify(o.sqlTrend)}`);
+  const baseline = median([bareBefore.ms, bareAfter.ms]);
+  const projected = median(trended.times);
+  log(
+    `trend from the projection: median ${ms(projected)} ms (${trended.times.map(ms).join(', ')}), the same counts as SQL's (median ${ms(o.sqlTrendMs)} ms: ${(o.sqlTrendMs / baseline).toFixed(1)}x the bare scan); ` +
+      `bare scan of the Shop rows ${ms(bareBefore.ms)} ms before, ${ms(bareAfter.ms)} ms after: ratio ${(projected / baseline).toFixed(3)} (aim <= 3); ` +
+      `server RSS ${rssBefore ? Math.round(rssBefore.rssKb / 1024) : '?'} MB before the timed trends, ${rssAfter ? Math.round(rssAfter.rssKb / 1024) : '?'} MB after`,
+  );
+  // The same trend in this process at one instant: the projection's (its columns read whole by a new pool) and SQL's.
+  const pool = new pg.Pool({ connectionString: url, max: 2 });
+  try {
+    const scope = await benchScope(db, audience.accountId);
+    const plan = planTrend(scope, o.sectionDiscriminator, o.segmentDiscriminator, body);
+    const read = await readMeasured(() =>
+      projectedTrend(pool, scope, plan.expression, plan.points, TIME_ZONE, { wait: true }),
+    );
+    const again = await timesOf(10, () => projectedTrend(pool, scope, plan.expression, plan.points, TIME_ZONE));
+    const started = performance.now();
+    const sql = await countMasksByPoint(pool, plan.compiled, plan.keyspaceIds);
+    const sqlMs = performance.now() - started;
+    const sqlCounts = plan.points.map((_, j) => {
+      const found = sql.find((c) => c.i === j + 1);
+      return { known: found?.known ?? 0, unknown: found?.unknown ?? 0 };
+    });
+    if (JSON.stringify(read.value) !== JSON.stringify(sqlCounts))
+      throw new Error(
+        `the projection's trend ${JSON.stringify(read.value)}, SQL's ${JSON.stringify(sqlCounts)}, at the same instant`,
+      );
+    log(
+      `in this process at one instant: the projection's trend = SQL's (${plan.points.length} points); the trend's columns read whole in ${ms(read.ms)} ms, ` +
+        `then trends of ${ms(median(again))} ms median, ${ms(Math.max(...again))} ms max (10 trends); the SQL trend ${ms(sqlMs)} ms; ` +
+        `the trend's columns took ${read.memory}`,
+    );
+    return { trended, bareBefore, bareAfter, ratio: projected / baseline, readMs, buildMs: read.ms, again, sqlMs };
   } finally {
     await pool.end();
   }
@@ -904,6 +1026,22 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     },
     audience.dataDir,
   );
+  // The SQL trend, before any segment is live (an account without one is never projected).
+  const points = Array.from({ length: POINTS }, (_, i) =>
+    new Date(Math.floor(Date.now() / 1000) * 1000 - (POINTS - 1 - i) * 14 * DAY).toISOString().replace('.000Z', 'Z'),
+  );
+  const trendPath = `${audience.url}/audience/sections/${shopPath}/segments/${encodeURIComponent(segmentDiscriminators[0])}/trend`;
+  const trended = await repeat(
+    'trend',
+    trendPath,
+    audience.token,
+    {
+      sampling_points: points,
+      timezone: TIME_ZONE,
+    },
+    audience.dataDir,
+  );
+  const trend = (trended.body as { matching_profile_count: TrendCounts }).matching_profile_count;
   const projection = await projectionCounts(audience, db, url, {
     countBody: {
       section_discriminator: ids.shop.discriminator,
@@ -913,21 +1051,16 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     sectionId: ids.shop.id,
     sqlCount: profileCount,
   });
-  const points = Array.from({ length: POINTS }, (_, i) =>
-    new Date(Math.floor(Date.now() / 1000) * 1000 - (POINTS - 1 - i) * 14 * DAY).toISOString().replace('.000Z', 'Z'),
-  );
-  const trended = await repeat(
-    'trend',
-    `${audience.url}/audience/sections/${shopPath}/segments/${encodeURIComponent(segmentDiscriminators[0])}/trend`,
-    audience.token,
-    {
-      sampling_points: points,
-      timezone: TIME_ZONE,
-    },
-    audience.dataDir,
-  );
-  const trend = (trended.body as { matching_profile_count: Record<string, { known: number; unknown: number }> })
-    .matching_profile_count;
+  const projectedTrends = await projectionTrends(audience, db, url, {
+    trendPath,
+    points,
+    sqlTrend: trend,
+    sqlTrendMs: median(trended.times),
+    liveDiscriminator: segmentDiscriminators[1],
+    sectionDiscriminator: ids.shop.discriminator,
+    segmentDiscriminator: segmentDiscriminators[0],
+    sectionId: ids.shop.id,
+  });
 
   // The evaluations: a check first that they say what the generated data says.
   const evaluation = {
@@ -1155,6 +1288,15 @@ await runBench(DEADLINE_MS, async (autocannon) => {
         ms(median(trended.cpu)),
         `< ${AIMS.trendMs} ms`,
         verdict(trendMedian < AIMS.trendMs),
+      ],
+      [
+        `trend (${POINTS} points), projection: ratio ${projectedTrends.ratio.toFixed(2)} to the bare scan`,
+        String(RUNS),
+        ms(median(projectedTrends.trended.times)),
+        ms(Math.max(...projectedTrends.trended.times)),
+        ms(median(projectedTrends.trended.cpu)),
+        'ratio <= 3',
+        verdict(projectedTrends.ratio <= 3),
       ],
     ]),
   );

@@ -214,6 +214,20 @@ const bits = (k: string, lo: string) => `((-1::bigint << ${lo}) & ~(-1::bigint <
 const ascending = (xs: number[]) => xs.every((x, i) => i === 0 || xs[i - 1] <= x);
 
 /**
+ * The instants [start, end] (ms) in which an event makes an event term hold at each sampling point
+ * of a trend (`points`, ms): its time window counted back from the point, cut off at the point
+ * (events up to it); without a window, every event up to the point. Both back ends of trends
+ * (compileMasks, the projection's trend in src/segments/projection.ts) take their windows from here.
+ */
+export function trendWindows(term: EventTerm, points: number[], timeZone: string): { start: number; end: number }[] {
+  return points.map((t) => {
+    if (!term.window) return { start: -Infinity, end: t };
+    const bounds = windowBounds(term.window, t, timeZone);
+    return { start: bounds.start, end: Math.min(bounds.end, t) };
+  });
+}
+
+/**
  * Compiles a checked query for a trend: which canonical profiles matched it at which sampling
  * points, judged by the attribute history and the events up to each point, with time windows
  * counted back from it. `points` must be in ascending order; `pointsParam` is the placeholder of the
@@ -277,11 +291,7 @@ export function compileMasks(
           and ${condition('ps.attributes', [term.versionId], term.condition, values)}`);
       return k;
     }
-    const windows = points.map((t) => {
-      if (!term.window) return { start: -Infinity, end: t };
-      const bounds = windowBounds(term.window, t, options.timeZone);
-      return { start: bounds.start, end: Math.min(bounds.end, t) };
-    });
+    const windows = trendWindows(term, points, options.timeZone);
     const starts = values.add(
       windows.map((w) => timestamp(w.start)),
       'timestamptz[]',

@@ -38,6 +38,11 @@ export function hasLiveSegments(defs: Definitions): boolean {
   return defs.segments.some((s) => s.live_time_zone !== null);
 }
 
+/** Which keyspaces make a profile known: every one but the web and export keyspaces (docs/aql.md "Known profiles"). */
+export function knownKeyspaceIds(defs: Definitions): string[] {
+  return defs.keyspaces.filter((k) => k.kind !== 'web' && k.kind !== 'export').map((k) => k.keyspace_id);
+}
+
 /** Runs the live segments job of the account (once: a waiting run serves every write before it). */
 export async function refreshLiveSegments(db: Queryable, accountId: string): Promise<void> {
   await enqueueUnlessWaiting(db, accountId, LIVE_SEGMENTS_JOB, {});

@@ -114,7 +114,7 @@ export async function createProfile(
  * Marks profiles as written for the account's live segments (docs/aql.md "Live segments"), in the
  * transaction of the write, and runs their job; nothing when the account keeps none. Every write
  * of what a segment tests calls it: section data (patchSection), events, merges, unmerges,
- * deletes and imports.
+ * deletes and imports; and a switch of identifiers, which may make a profile known or unknown.
  */
 export async function profilesChanged(tx: Queryable, scope: AccountScope, profileIds: string[]): Promise<void> {
   if (profileIds.length === 0 || !hasLiveSegments(scope.defs)) return;
@@ -404,6 +404,8 @@ export async function switchIdentifier(
   );
   if (!keptElsewhere) await q.deleteIdentifier(tx, scope.accountId, source.keyspace.keyspace_id, source.key);
   await q.insertIdentifier(tx, scope.accountId, target.keyspace.keyspace_id, target.key, owner.profile_id);
+  // Whether the profile is known may change (a trend from the projection keeps it per profile).
+  await profilesChanged(tx, scope, [located.canonicalId]);
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
- * What the segments' count projection (src/segments/projection.ts) reads of the profiles: the
- * canonical profiles, their section values and their event sums, whole or for some of them, and
+ * What the segments' projection (src/segments/projection.ts) reads of the profiles: the canonical
+ * profiles, their section values and their event sums for counts; their creation times, whether
+ * they are known, their values' spans and their events' times for trends; whole or for some of them, and
  * the marks of the writes it has not seen (projection_marks, migration 0032, written with
  * profile_changes: queries/changes.ts). Each runs in the projection's repeatable read transaction,
  * so that all of them see one snapshot.
@@ -94,16 +95,92 @@ export function numberValuesStatement(accountId: string, column: Column, ids: st
  */
 export function eventSpansStatement(accountId: string, column: Column, ids: string[] | null): Statement {
   return {
-    text: `select coalesce(m.canonical_id, s.profile_id) as canonical,
-       (extract(epoch from min(s.first_time)) * 1000000)::bigint::text as first,
-       (extract(epoch from max(s.last_time)) * 1000000)::bigint::text as last
-     from profile_event_summaries s
-     left join profiles m on m.account_id = s.account_id and m.profile_id = s.profile_id and m.canonical_id is not null
-     where s.account_id = $1::bigint and s.section_id = $2::bigint and s.version_id = $3::bigint
-       and ($4::bigint[] is null or s.profile_id in (
-         select profile_id from profiles where account_id = $1::bigint
-           and (profile_id = any($4::bigint[]) or canonical_id = any($4::bigint[]))))
+    text: `select ${canonicalOfRow('s')} as canonical,
+       ${micros('min(s.first_time)')} as first, ${micros('max(s.last_time)')} as last
+     from profile_event_summaries s ${memberJoin('s')}
+     where s.account_id = $1::bigint and s.section_id = $2::bigint and s.version_id = $3::bigint and ${ofClusters('s', '$4')}
      group by 1`,
+    values: [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
+  };
+}
+
+/** An instant as text of its microseconds since 1970 (exact: bigint). */
+const micros = (instant: string) => `(extract(epoch from ${instant}) * 1000000)::bigint::text`;
+
+/** The join of the rows `x` with their profile when it is a member of a merge cluster (canonicalOfRow). */
+const memberJoin = (x: string) =>
+  `left join profiles m on m.account_id = ${x}.account_id and m.profile_id = ${x}.profile_id and m.canonical_id is not null`;
+
+/** The canonical profile of the rows `x` (after memberJoin). */
+const canonicalOfRow = (x: string) => `coalesce(m.canonical_id, ${x}.profile_id)`;
+
+/** Whether the rows `x` are of a profile of the clusters of the canonical profiles `ids` (a bigint[] placeholder), or `ids` is null. */
+const ofClusters = (x: string, ids: string) =>
+  `(${ids}::bigint[] is null or ${x}.profile_id in (
+     select profile_id from profiles where account_id = $1::bigint
+       and (profile_id = any(${ids}::bigint[]) or canonical_id = any(${ids}::bigint[]))))`;
+
+/**
+ * The creation times of the canonical profiles (all, or those among `ids`) in microseconds since
+ * 1970 as text, rows of [profile_id, created]: from when a trend counts them.
+ */
+export function createdStatement(accountId: string, ids: string[] | null): Statement {
+  return {
+    text: `select profile_id, ${micros('created_at')} as created from profiles
+     where account_id = $1::bigint and canonical_id is null and ($2::bigint[] is null or profile_id = any($2::bigint[]))`,
+    values: [accountId, ids && idArray(ids)],
+  };
+}
+
+/**
+ * The canonical profiles (all, or those among `ids`) of which a member of the cluster has an
+ * identifier in one of the keyspaces `keyspaceIds` (those that make a profile known), rows of
+ * [canonical], once per such identifier.
+ */
+export function knownStatement(accountId: string, keyspaceIds: string[], ids: string[] | null): Statement {
+  return {
+    text: `select ${canonicalOfRow('i')} as canonical from profile_identifiers i ${memberJoin('i')}
+     where i.account_id = $1::bigint and i.keyspace_id = any($2::bigint[]) and ${ofClusters('i', '$3')}`,
+    values: [accountId, keyspaceIds, ids && idArray(ids)],
+  };
+}
+
+/**
+ * The spans of the number values of an attribute version over each canonical profile's cluster, as
+ * a trend reads them (compileMasks): each member's replaced values (attribute_history) from when
+ * they were set until they were replaced, and its current value (its own, not its cluster's) from
+ * its set time on (`until` null); rows of [canonical, from, until, v], times in microseconds since
+ * 1970 and values as text; other JSON types left out. For all canonical profiles, or those of `ids`.
+ */
+export function valueSpansStatement(accountId: string, column: Column, ids: string[] | null): Statement {
+  return {
+    text: `select ${canonicalOfRow('x')} as canonical, x.set_us, x.replaced_us, x.v from (
+       select h.account_id, h.profile_id, ${micros('h.set_at')} as set_us, ${micros('h.replaced_at')} as replaced_us,
+         h.value #>> '{}' as v
+       from attribute_history h
+       where h.account_id = $1::bigint and h.section_id = $2::bigint and h.version_id = $3::bigint
+         and jsonb_typeof(h.value) = 'number' and ${ofClusters('h', '$4')}
+       union all
+       select ps.account_id, ps.profile_id, (ps.attribute_set_at ->> $3::text)::bigint::text, null,
+         ps.attributes -> $3::text #>> '{}'
+       from profile_sections ps
+       where ps.account_id = $1::bigint and ps.section_id = $2::bigint
+         and jsonb_typeof(ps.attributes -> $3::text) = 'number' and (ps.attribute_set_at ->> $3::text) is not null
+         and ${ofClusters('ps', '$4')}
+     ) x ${memberJoin('x')}`,
+    values: [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
+  };
+}
+
+/**
+ * The times of the events of a version over each canonical profile's cluster, in microseconds since
+ * 1970 as text, rows of [canonical, time]: for all canonical profiles, or those of `ids`.
+ */
+export function eventTimesStatement(accountId: string, column: Column, ids: string[] | null): Statement {
+  return {
+    text: `select ${canonicalOfRow('e')} as canonical, ${micros('e.event_time')} as t
+     from profile_events e ${memberJoin('e')}
+     where e.account_id = $1::bigint and e.section_id = $2::bigint and e.version_id = $3::bigint and ${ofClusters('e', '$4')}`,
     values: [accountId, column.sectionId, column.versionId, ids && idArray(ids)],
   };
 }

@@ -2,7 +2,8 @@
  * Counts from a projection (docs/aql.md "Counts from a projection"): the count the projection
  * answers equals the SQL count and the in-memory evaluator's, under random interleavings of
  * attribute and event writes (future events among them), merges, unmerges, deletes and clock
- * moves, in one process's columns brought up to date step by step and in columns read whole.
+ * moves, in one process's columns brought up to date step by step and in columns read whole; and
+ * so does the trend the projection answers equal the SQL trend, at points around the moving clock.
  */
 import fc from 'fast-check';
 import pg from 'pg';
@@ -13,6 +14,10 @@ import {
   apply,
   call,
   db,
+  HOUR,
+  KEYS,
+  POINTS,
+  ref,
   evaluated as evaluatedMembers,
   inline,
   key,
@@ -33,9 +38,11 @@ import { accountScope } from '../services.ts';
 import { createPool } from '../store/pool.ts';
 import { readWhen, STATE_BOUND_MS } from '../../test/until.ts';
 import { PRUNE_AFTER_MS, SWEEP_MS } from './live.ts';
-import { projectedCount } from './projection.ts';
-import { countProfilesMatching } from './queries.ts';
-import { countPlan } from './segments.ts';
+import { projectedCount, projectedTrend } from './projection.ts';
+import { countMasksByPoint, countProfilesMatching } from './queries.ts';
+import { countPlan, trendPlan } from './segments.ts';
+import { builtIn } from '../../test/names.ts';
+import type { AccountScope } from '../core/scope.ts';
 
 /** The counted segments: every comparison, windows that move, with and without a window, under && and ||. */
 const SEGMENTS: Record<string, string> = {
@@ -88,6 +95,35 @@ const step: fc.Arbitrary<Step> = fc.oneof(...steps([5, 20, 20.5, 60, 60.25, 120]
   }),
 });
 
+/** A trend's sampling points around the clock: two days back to almost a day ahead, ascending. */
+const trendPoints = () => [-50, -30, -1, 0, 20].map((h) => new Date(server.clock.now + h * HOUR).toISOString());
+
+/**
+ * The SQL trend of a stored segment at `sampling` (ascending), per point, and the plan it ran (whose
+ * expression and points the projection takes).
+ */
+async function sqlTrend(scope: AccountScope, name: string, sampling: string[]) {
+  const plan = trendPlan(scope, S, segmentOf(name), { sampling_points: sampling, timezone: TZ });
+  const counts = await countMasksByPoint(db, plan.compiled, plan.keyspaceIds);
+  return {
+    plan,
+    counts: plan.points.map((_, j) => {
+      const found = counts.find((c) => c.i === j + 1);
+      return { known: found?.known ?? 0, unknown: found?.unknown ?? 0 };
+    }),
+  };
+}
+
+/** The trend route's answer of a stored segment at `sampling`, per point in their order. */
+async function routeTrend(a: Account, name: string, sampling: string[]) {
+  const res = await call(a, 'POST', `/audience/sections/${S}/segments/${segmentOf(name)}/trend`, {
+    sampling_points: sampling,
+    timezone: TZ,
+  });
+  expect(res.status, res.text).toBe(200);
+  return sampling.map((t) => res.body.matching_profile_count[t]);
+}
+
 /** How many canonical profiles the evaluation route (the in-memory evaluator) puts in each segment. */
 async function evaluated(a: Account): Promise<Record<string, number>> {
   const members = await evaluatedMembers(a, Object.keys(SEGMENTS));
@@ -98,6 +134,7 @@ async function evaluated(a: Account): Promise<Record<string, number>> {
 describe.skipIf(inject('citus'))('counts from a projection', () => {
   it('equal the SQL count and the evaluator through random writes, merges, deletes and clock moves (AQL-11)', async () => {
     let seen = 0;
+    let trended = 0;
     await fc.assert(
       fc.asyncProperty(fc.array(step, { minLength: 8, maxLength: 20 }), async (steps) => {
         const a = await account();
@@ -123,6 +160,14 @@ describe.skipIf(inject('citus'))('counts from a projection', () => {
             const res = await call(a, 'POST', '/audience/profiles/reports/segments/count', body);
             expect(res.body.profile_count, context).toBe(sql);
             seen += sql;
+            // The trend (the evaluator has none): the projection's, kept and read whole, and the route's are SQL's.
+            const sampling = trendPoints();
+            const trend = await sqlTrend(scope, name, sampling);
+            const { expression: e, points: at } = trend.plan;
+            expect(await projectedTrend(server.services.pool, scope, e, at, TZ, WAIT), context).toEqual(trend.counts);
+            expect(await projectedTrend(readWhole, scope, e, at, TZ, WAIT), context).toEqual(trend.counts);
+            expect(await routeTrend(a, name, sampling), context).toEqual(trend.counts);
+            trended += trend.counts.reduce((n, c) => n + c.known + c.unknown, 0);
           }
           await readWhole.end();
           fresh.pop();
@@ -131,7 +176,42 @@ describe.skipIf(inject('citus'))('counts from a projection', () => {
       { numRuns: Number(process.env.PROJECTION_RUNS ?? 5) },
     );
     expect(seen).toBeGreaterThan(0);
+    expect(trended).toBeGreaterThan(0);
   }, 900_000);
+
+  it('split a trend into known and unknown profiles as SQL does, a merge making one known (AQL-08)', async () => {
+    const a = await account();
+    const web = builtIn('keyspaces', 'web');
+    const visitor = { keyspace_discriminator: web, profile_key: 'cookie-1' };
+    await call(a, 'POST', `/audience/keyspaces/${web}/sections/${S}/profiles`, { profile_key: 'cookie-1' });
+    const patched = await call(a, 'PATCH', `/v2/audience/keyspaces/${web}/profiles/cookie-1/sections/${S}/attributes`, {
+      [POINTS]: 60,
+    });
+    expect(patched.status, patched.text).toBeLessThan(300);
+    await apply(a, { kind: 'create', key: 0 });
+    await apply(a, { kind: 'points', key: 0, value: 70 });
+    await apply(a, { kind: 'clock', hours: 1 });
+    const trendOf = async () => {
+      const scope = await accountScope(server.services, a.accountId);
+      const sampling = trendPoints();
+      const { plan, counts } = await sqlTrend(scope, 'rich', sampling);
+      expect(await projectedTrend(server.services.pool, scope, plan.expression, plan.points, TZ, WAIT)).toEqual(counts);
+      expect(await routeTrend(a, 'rich', sampling)).toEqual(counts);
+      return counts;
+    };
+    expect((await trendOf()).slice(2)).toEqual([
+      { known: 1, unknown: 1 },
+      { known: 1, unknown: 1 },
+      { known: 1, unknown: 1 },
+    ]);
+    const merged = await call(a, 'PUT', '/audience/profiles/merges', { profiles: [ref(KEYS[0]), visitor] });
+    expect(merged.status, merged.text).toBeLessThan(300);
+    expect((await trendOf()).slice(2)).toEqual([
+      { known: 1, unknown: 0 },
+      { known: 1, unknown: 0 },
+      { known: 1, unknown: 0 },
+    ]);
+  });
 
   it("look up the events of a window that lies between a cluster's first and last event (AQL-11)", async () => {
     const a = await account();

@@ -1,10 +1,10 @@
 import type pg from 'pg';
-import { termsOf, type AttributeTerm, type EventTerm, type Expression } from '../aql/ast.ts';
-import { timestamp } from '../aql/compile-sql.ts';
+import { termsOf, type AttributeTerm, type Comparator, type EventTerm, type Expression } from '../aql/ast.ts';
+import { timestamp, trendWindows } from '../aql/compile-sql.ts';
 import { windowBounds } from '../aql/time.ts';
 import type { Definitions } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
-import { hasLiveSegments } from '../definitions/definitions.ts';
+import { hasLiveSegments, knownKeyspaceIds } from '../definitions/definitions.ts';
 import { cursorBatches } from '../store/cursor.ts';
 import { hasCitus } from '../store/distribute.ts';
 import { withTransaction } from '../store/pool.ts';
@@ -32,6 +32,14 @@ import * as q from '../profiles/projection-facts.ts';
  * those profiles; a number with more than 15 significant digits, or a term of another form (text
  * and boolean conditions, event data, struct paths), or a known/unknown split, makes the whole
  * count SQL's (the caller's). On Citus the projection is off: its snapshots are the workers'.
+ *
+ * Trends of the same queries are answered from columns of their own, read by the first trend that
+ * needs them and kept up to date in the same way: per slot, the canonical profile's creation time
+ * and whether it is known, each attribute version's values over the cluster as spans of time (the
+ * replaced values of attribute_history and the current ones from their set times), and each event
+ * version's times over the cluster, sorted. A trend then tests, per point and slot, each term at
+ * that point, as compileMasks does in SQL. A value or time a double does not hold exactly makes the
+ * whole trend SQL's.
  */
 
 /** At most this many accounts' columns are kept per database, the least recently counted dropped. */
@@ -64,7 +72,68 @@ interface EventColumn {
   inexact: Set<number>;
 }
 
-type Column = NumberColumn | EventColumn;
+/**
+ * Records of a few doubles per slot, in compressed rows: a trend's spans of attribute values
+ * [from, until, value] (µs since 1970, until Infinity for a current value) or event times [µs],
+ * sorted. The rows read whole are `data`, slot i's from start[i] to end[i] (in records); a slot made
+ * or re-read since is `moved`, its records in `own` (none when absent).
+ */
+interface ListColumn {
+  kind: 'spans' | 'times';
+  sectionId: string;
+  versionId: string;
+  /** Doubles per record: 3 for spans, 1 for times. */
+  width: number;
+  start: Int32Array;
+  end: Int32Array;
+  data: Float64Array;
+  moved: Uint8Array;
+  own: Map<number, Float64Array>;
+  /** Slots with a value or a time a double does not hold exactly. */
+  inexact: Set<number>;
+}
+
+/** What a trend needs of every slot: when its canonical profile was created, and whether it is known. */
+interface ProfileColumn {
+  kind: 'profiles';
+  /** Per slot: the creation time in µs since 1970, NaN for none. */
+  created: Float64Array;
+  /** Per slot: 1 when a member of the cluster has an identifier in a keyspace that makes a profile known. */
+  known: Uint8Array;
+  /** Slots whose creation time a double does not hold to the microsecond. */
+  inexact: Set<number>;
+}
+
+type Column = NumberColumn | EventColumn | ListColumn | ProfileColumn;
+
+/** A column a count or a trend needs: its kind, and the attribute or event version (none for `profiles`). */
+interface Need {
+  kind: Column['kind'];
+  sectionId: string;
+  versionId: string;
+}
+
+/** The columns a count of the terms reads. */
+const countNeeds = (terms: (AttributeTerm | EventTerm)[]): Need[] =>
+  terms.map((t): Need => ({
+    kind: t.kind === 'attribute' ? 'number' : 'event',
+    sectionId: t.sectionId,
+    versionId: t.versionId,
+  }));
+
+/** The columns a trend of the terms reads. */
+const trendNeeds = (terms: (AttributeTerm | EventTerm)[]): Need[] => [
+  { kind: 'profiles', sectionId: '', versionId: '' },
+  ...terms.map((t): Need => ({
+    kind: t.kind === 'attribute' ? 'spans' : 'times',
+    sectionId: t.sectionId,
+    versionId: t.versionId,
+  })),
+];
+
+const keyOf = (n: Need) => `${n.kind}:${n.sectionId}:${n.versionId}`;
+
+const EMPTY = new Float64Array(0);
 
 /** One account's columns, as of `snapshot`. */
 class AccountProjection {
@@ -75,8 +144,8 @@ class AccountProjection {
   alive = new Uint8Array(1024);
   size = 0;
   readonly columns = new Map<string, Column>();
-  /** The term each column was made for, by key: what a new read whole reads again. */
-  readonly terms = new Map<string, AttributeTerm | EventTerm>();
+  /** What each column was made for, by key: what a new read whole reads again. */
+  readonly needs = new Map<string, Need>();
 
   constructor(defs: Definitions) {
     this.defs = defs;
@@ -103,44 +172,118 @@ class AccountProjection {
       b.set(a);
       return b;
     };
-    const alive = new Uint8Array(capacity);
-    alive.set(this.alive);
-    this.alive = alive;
+    const wider = <T extends Uint8Array | Int32Array>(a: T, make: (n: number) => T): T => {
+      const b = make(capacity);
+      b.set(a);
+      return b;
+    };
+    const bytes = (n: number) => new Uint8Array(n);
+    const ints = (n: number) => new Int32Array(n);
+    this.alive = wider(this.alive, bytes);
     for (const c of this.columns.values()) {
       if (c.kind === 'number') c.values = more(c.values);
-      else {
+      else if (c.kind === 'event') {
         c.first = more(c.first);
         c.last = more(c.last);
+      } else if (c.kind === 'profiles') {
+        c.created = more(c.created);
+        c.known = wider(c.known, bytes);
+      } else {
+        c.start = wider(c.start, ints);
+        c.end = wider(c.end, ints);
+        c.moved = wider(c.moved, bytes);
       }
     }
   }
 
-  newColumn(key: string, term: AttributeTerm | EventTerm): Column {
-    const empty = () => new Float64Array(this.alive.length).fill(NaN);
-    const column: Column =
-      term.kind === 'attribute'
-        ? { kind: 'number', sectionId: term.sectionId, versionId: term.versionId, values: empty(), inexact: new Set() }
-        : {
-            kind: 'event',
-            sectionId: term.sectionId,
-            versionId: term.versionId,
-            first: empty(),
-            last: empty(),
-            inexact: new Set(),
-          };
-    this.columns.set(key, column);
-    this.terms.set(key, term);
+  newColumn(need: Need): Column {
+    const n = this.alive.length;
+    const empty = () => new Float64Array(n).fill(NaN);
+    const { sectionId, versionId } = need;
+    let column: Column;
+    switch (need.kind) {
+      case 'number':
+        column = { kind: 'number', sectionId, versionId, values: empty(), inexact: new Set() };
+        break;
+      case 'event':
+        column = { kind: 'event', sectionId, versionId, first: empty(), last: empty(), inexact: new Set() };
+        break;
+      case 'profiles':
+        column = { kind: 'profiles', created: empty(), known: new Uint8Array(n), inexact: new Set() };
+        break;
+      case 'spans':
+      case 'times':
+        column = {
+          kind: need.kind,
+          sectionId,
+          versionId,
+          width: need.kind === 'spans' ? 3 : 1,
+          start: new Int32Array(n),
+          end: new Int32Array(n),
+          data: EMPTY,
+          moved: new Uint8Array(n),
+          own: new Map(),
+          inexact: new Set(),
+        };
+        break;
+    }
+    this.columns.set(keyOf(need), column);
+    this.needs.set(keyOf(need), need);
     return column;
   }
 }
 
 function clear(c: Column, slot: number): void {
   c.inexact.delete(slot);
-  if (c.kind === 'number') c.values[slot] = NaN;
-  else c.first[slot] = c.last[slot] = NaN;
+  switch (c.kind) {
+    case 'number':
+      c.values[slot] = NaN;
+      return;
+    case 'event':
+      c.first[slot] = c.last[slot] = NaN;
+      return;
+    case 'profiles':
+      c.created[slot] = NaN;
+      c.known[slot] = 0;
+      return;
+    default:
+      c.moved[slot] = 1;
+      c.own.delete(slot);
+  }
 }
 
-const keyOf = (t: AttributeTerm | EventTerm) => `${t.kind}:${t.sectionId}:${t.versionId}`;
+/** The records of a slot in a list column: `data` from `from` to `to` (doubles, not records). */
+function recordsOf(c: ListColumn, slot: number): { data: Float64Array; from: number; to: number } {
+  if (c.moved[slot]) {
+    const own = c.own.get(slot) ?? EMPTY;
+    return { data: own, from: 0, to: own.length };
+  }
+  return { data: c.data, from: c.start[slot] * c.width, to: c.end[slot] * c.width };
+}
+
+/**
+ * Makes the records of the slots re-read since the last read whole (`own`) part of `data` again, so
+ * that the map of them stays small (every slot of a busy account is marked in time).
+ */
+function compact(c: ListColumn, size: number): void {
+  let total = 0;
+  for (let i = 0; i < size; i++) {
+    const r = recordsOf(c, i);
+    total += r.to - r.from;
+  }
+  const data = new Float64Array(total);
+  let at = 0;
+  for (let i = 0; i < size; i++) {
+    const r = recordsOf(c, i);
+    data.set(r.data.subarray(r.from, r.to), at);
+    c.start[i] = at / c.width;
+    at += r.to - r.from;
+    c.end[i] = at / c.width;
+    c.moved[i] = 0;
+  }
+  c.data = data;
+  c.own.clear();
+}
 
 /** The significant digits of a decimal number's text (as PostgreSQL's numeric or JavaScript's String write it). */
 function significantDigits(text: string): number {
@@ -166,9 +309,25 @@ function covered(t: AttributeTerm | EventTerm): boolean {
   return c.path.length === 0 && typeof c.value === 'number' && exactDouble(String(c.value)) !== undefined;
 }
 
-/** Whether the projection can answer counts of `expression`: every term is one it holds. */
+/** Whether the projection can answer counts and trends of `expression`: every term is one it holds. */
 export function projectable(expression: Expression): boolean {
   return termsOf(expression).every(covered);
+}
+
+/** The rows of a statement: of some profiles in one query, or of all through a cursor, a batch at a time. */
+async function* rowsOf(
+  db: pg.PoolClient,
+  statement: { text: string; values: unknown[] },
+  ids: string[] | null,
+): AsyncIterable<string[][]> {
+  if (ids) yield await q.arrayRows(db, statement);
+  else for await (const rows of cursorBatches(db, statement, BATCH)) yield rows as string[][];
+}
+
+/** A time in µs as a double; undefined when a double does not hold it to the microsecond. */
+function exactMicros(text: string): number | undefined {
+  const x = Number(text);
+  return Math.abs(x) < EXACT_MICROS ? x : undefined;
 }
 
 /** Reads a column's values: of the canonical profiles `ids`, or of all, whole, through a cursor a batch at a time. */
@@ -179,13 +338,27 @@ async function fill(
   c: Column,
   ids: string[] | null,
 ): Promise<void> {
+  if (c.kind === 'spans' || c.kind === 'times') return fillList(db, accountId, p, c, ids);
+  if (c.kind === 'profiles') {
+    for await (const rows of rowsOf(db, q.createdStatement(accountId, ids), ids))
+      for (const row of rows) {
+        const slot = p.slotOf.get(Number(row[0]));
+        if (slot === undefined || !p.alive[slot]) continue;
+        const created = exactMicros(row[1]);
+        if (created === undefined) c.inexact.add(slot);
+        else c.created[slot] = created;
+      }
+    for await (const rows of rowsOf(db, q.knownStatement(accountId, knownKeyspaceIds(p.defs), ids), ids))
+      for (const row of rows) {
+        const slot = p.slotOf.get(Number(row[0]));
+        if (slot !== undefined && p.alive[slot]) c.known[slot] = 1;
+      }
+    return;
+  }
   const statement =
     c.kind === 'number' ? q.numberValuesStatement(accountId, c, ids) : q.eventSpansStatement(accountId, c, ids);
-  const batches: AsyncIterable<unknown[][]> | unknown[][][] = ids
-    ? [await q.arrayRows(db, statement)]
-    : cursorBatches(db, statement, BATCH);
-  for await (const rows of batches)
-    for (const row of rows as string[][]) {
+  for await (const rows of rowsOf(db, statement, ids))
+    for (const row of rows) {
       const slot = p.slotOf.get(Number(row[0]));
       if (slot === undefined || !p.alive[slot]) continue;
       if (c.kind === 'number') {
@@ -194,20 +367,100 @@ async function fill(
         else c.values[slot] = x;
         continue;
       }
+      if (c.kind !== 'event') continue;
       c.first[slot] = Number(row[1]);
       c.last[slot] = Number(row[2]);
       if (Math.abs(c.first[slot]) >= EXACT_MICROS || Math.abs(c.last[slot]) >= EXACT_MICROS) c.inexact.add(slot);
     }
 }
 
-/** Reads the account's canonical profiles and the columns the terms need, whole, as of the transaction's snapshot. */
-async function readWhole(db: pg.PoolClient, scope: AccountScope, terms: (AttributeTerm | EventTerm)[]) {
+/**
+ * Reads a list column's records: of the canonical profiles `ids` into `own` (their slots are
+ * `moved`), or of all into `data`, the records of a slot together (a counting sort by slot of the
+ * rows, which come in no order), times sorted within each slot.
+ */
+async function fillList(
+  db: pg.PoolClient,
+  accountId: string,
+  p: AccountProjection,
+  c: ListColumn,
+  ids: string[] | null,
+): Promise<void> {
+  const w = c.width;
+  const statement =
+    c.kind === 'spans' ? q.valueSpansStatement(accountId, c, ids) : q.eventTimesStatement(accountId, c, ids);
+  let slots = new Int32Array(1024);
+  let records = new Float64Array(1024 * w);
+  let n = 0;
+  const record = new Float64Array(w);
+  for await (const rows of rowsOf(db, statement, ids))
+    for (const row of rows) {
+      const slot = p.slotOf.get(Number(row[0]));
+      if (slot === undefined || !p.alive[slot]) continue;
+      const from = exactMicros(row[1]);
+      if (c.kind === 'times') record[0] = from ?? NaN;
+      else {
+        const until = row[2] === null ? Infinity : exactMicros(row[2]);
+        const value = exactDouble(row[3]);
+        if (until === undefined || value === undefined) {
+          c.inexact.add(slot);
+          continue;
+        }
+        record[0] = from ?? NaN;
+        record[1] = until;
+        record[2] = value;
+      }
+      if (from === undefined) {
+        c.inexact.add(slot);
+        continue;
+      }
+      if (n === slots.length) {
+        const more = new Int32Array(n * 2);
+        more.set(slots);
+        slots = more;
+        const wider = new Float64Array(n * 2 * w);
+        wider.set(records);
+        records = wider;
+      }
+      slots[n] = slot;
+      records.set(record, n * w);
+      n++;
+    }
+  const sortTimes = (a: Float64Array) => (c.kind === 'times' && a.length > 1 ? a.sort() : a);
+  if (ids) {
+    const bySlot = new Map<number, number[]>();
+    for (let k = 0; k < n; k++) {
+      let list = bySlot.get(slots[k]);
+      if (!list) bySlot.set(slots[k], (list = []));
+      for (let j = 0; j < w; j++) list.push(records[k * w + j]);
+    }
+    for (const [slot, list] of bySlot) c.own.set(slot, sortTimes(Float64Array.from(list)));
+    return;
+  }
+  const counts = new Int32Array(p.size + 1);
+  for (let k = 0; k < n; k++) counts[slots[k] + 1]++;
+  for (let i = 0; i < p.size; i++) counts[i + 1] += counts[i];
+  c.start.set(counts.subarray(0, p.size));
+  c.end.set(counts.subarray(0, p.size));
+  const data = new Float64Array(n * w);
+  for (let k = 0; k < n; k++) data.set(records.subarray(k * w, k * w + w), c.end[slots[k]]++ * w);
+  c.data = data;
+  c.moved.fill(0);
+  c.own.clear();
+  if (c.kind === 'times') for (let i = 0; i < p.size; i++) sortTimes(data.subarray(c.start[i], c.end[i]));
+}
+
+/** Reads the account's canonical profiles and the columns of `needs`, whole, as of the transaction's snapshot. */
+async function readWhole(db: pg.PoolClient, scope: AccountScope, needs: Need[]) {
   const p = new AccountProjection(scope.defs);
+  // Every row is read: plans for the last row, not for the first tenth (a cursor's default, which
+  // probes the profiles by index for each row of a trend's spans and times instead of hashing them).
+  await db.query('set local cursor_tuple_fraction = 1');
   p.snapshot = (await q.snapshotAndMarks(db, scope.accountId, null)).snapshot;
   for await (const rows of cursorBatches(db, q.canonicalProfilesStatement(scope.accountId, null), BATCH))
     for (const row of rows) p.slot(row[0] as string);
-  for (const t of terms)
-    if (!p.columns.has(keyOf(t))) await fill(db, scope.accountId, p, p.newColumn(keyOf(t), t), null);
+  for (const need of needs)
+    if (!p.columns.has(keyOf(need))) await fill(db, scope.accountId, p, p.newColumn(need), null);
   return p;
 }
 
@@ -234,6 +487,8 @@ async function refresh(db: pg.PoolClient, scope: AccountScope, p: AccountProject
       for (const c of p.columns.values()) clear(c, slot);
     }
     for (const c of p.columns.values()) await fill(db, scope.accountId, p, c, canonical);
+    for (const c of p.columns.values())
+      if ((c.kind === 'spans' || c.kind === 'times') && c.own.size > Math.max(4096, p.size >> 3)) compact(c, p.size);
   }
   p.snapshot = snapshot;
   return true;
@@ -249,7 +504,7 @@ async function termMatches(
 ): Promise<Uint8Array | undefined> {
   const n = p.size;
   const out = new Uint8Array(n);
-  const column = p.columns.get(keyOf(t))!;
+  const column = p.columns.get(keyOf(countNeeds([t])[0]))!;
   if (column.kind === 'number') {
     if (t.kind !== 'attribute' || column.inexact.size > 0) return undefined;
     const v = column.values;
@@ -277,7 +532,7 @@ async function termMatches(
     }
     return out;
   }
-  if (t.kind !== 'event') return undefined;
+  if (t.kind !== 'event' || column.kind !== 'event') return undefined;
   const { first, last } = column;
   if (!t.window) {
     for (let i = 0; i < n; i++) out[i] = first[i] === first[i] ? 1 : 0;
@@ -340,7 +595,7 @@ const builds = new WeakMap<pg.Pool, Map<string, Promise<void>>>();
 const queues = new WeakMap<pg.Pool, Map<string, Promise<unknown>>>();
 const citus = new WeakMap<pg.Pool, Promise<boolean>>();
 
-/** What countNow answers when the account's columns must first be read whole. */
+/** What answerNow answers when the account's columns must first be read whole. */
 const UNBUILT = Symbol('unbuilt');
 
 /**
@@ -361,10 +616,54 @@ export async function projectedCount(
 ): Promise<number | undefined> {
   const terms = termsOf(expression);
   if (!hasLiveSegments(scope.defs) || !terms.every(covered) || (await onCitus(pool))) return undefined;
+  return projected(pool, scope, countNeeds(terms), options, async (client, p) => {
+    const m = await matches(client, scope, p, expression, timeZone);
+    if (!m) return undefined;
+    let count = 0;
+    for (let i = 0; i < m.length; i++) count += m[i] & p.alive[i];
+    return count;
+  });
+}
+
+/**
+ * A trend from the projection (docs/aql.md "Over time (trend)"): for each sampling point of
+ * `points` (ms since 1970, ascending), the known and unknown canonical profiles created by then
+ * for which `expression` held then, the same numbers as the SQL trend (compileMasks,
+ * countMasksByPoint); undefined when the projection does not answer it, as projectedCount: then
+ * the caller asks SQL, and the trend's columns are read whole in the background (or waited for,
+ * with `wait`). Its columns are read by the first trend that needs them, not ahead.
+ */
+export async function projectedTrend(
+  pool: pg.Pool,
+  scope: AccountScope,
+  expression: Expression,
+  points: number[],
+  timeZone: string,
+  options: { wait?: boolean } = {},
+): Promise<{ known: number; unknown: number }[] | undefined> {
+  const terms = termsOf(expression);
+  if (!hasLiveSegments(scope.defs) || !terms.every(covered) || (await onCitus(pool))) return undefined;
+  return projected(pool, scope, trendNeeds(terms), options, async (_, p) =>
+    trendCounts(p, expression, points, timeZone),
+  );
+}
+
+/**
+ * Answers from the account's columns of `needs`, brought up to date in a repeatable read
+ * transaction that `answer` runs in too; undefined when `answer` cannot tell or the columns are
+ * not read yet (they are then read whole in the background, and waited for with `wait`).
+ */
+async function projected<T>(
+  pool: pg.Pool,
+  scope: AccountScope,
+  needs: Need[],
+  options: { wait?: boolean },
+  answer: (client: pg.PoolClient, p: AccountProjection) => Promise<T | undefined>,
+): Promise<T | undefined> {
   for (;;) {
-    const answer = await queued(pool, scope.accountId, () => countNow(pool, scope, expression, terms, timeZone));
-    if (answer !== UNBUILT) return answer;
-    const built = buildInBackground(pool, scope, terms);
+    const result = await queued(pool, scope.accountId, () => answerNow(pool, scope, needs, answer));
+    if (result !== UNBUILT) return result;
+    const built = buildInBackground(pool, scope, needs);
     if (!options.wait) return undefined;
     await built;
   }
@@ -377,10 +676,10 @@ function onCitus(pool: pg.Pool): Promise<boolean> {
   return answer;
 }
 
-/** Whether this process keeps the account's columns of `terms` as of the scope's definitions. */
-function holds(pool: pg.Pool, scope: AccountScope, terms: (AttributeTerm | EventTerm)[]): boolean {
+/** Whether this process keeps the account's columns of `needs` as of the scope's definitions. */
+function holds(pool: pg.Pool, scope: AccountScope, needs: Need[]): boolean {
   const p = projections.get(pool)?.get(scope.accountId);
-  return !!p && p.defs === scope.defs && terms.every((t) => p.columns.has(keyOf(t)));
+  return !!p && p.defs === scope.defs && needs.every((n) => p.columns.has(keyOf(n)));
 }
 
 /**
@@ -396,24 +695,26 @@ export async function readAhead(pool: pg.Pool, scope: AccountScope, terms: (Attr
     .get(pool)
     ?.get(scope.accountId)
     ?.catch(() => {});
-  if (!holds(pool, scope, terms)) await buildInBackground(pool, scope, terms);
+  const needs = countNeeds(terms);
+  if (!holds(pool, scope, needs)) await buildInBackground(pool, scope, needs);
 }
 
 /**
- * What this process's projection of the account holds for `terms`: `ready` (their columns are kept
- * as of the scope's definitions: counts that need only them are projected), `reading` (a read
- * whole of the account's columns is under way) or `none`.
+ * What this process's projection of the account holds for the counts of `terms`: `reading` (a read
+ * whole of the account's columns is under way, such as one a trend started: what is kept already
+ * answers meanwhile), else `ready` (their columns are kept as of the scope's definitions: counts
+ * that need only them are projected) or `none`.
  */
 export function projectionState(
   pool: pg.Pool,
   scope: AccountScope,
   terms: (AttributeTerm | EventTerm)[],
 ): 'ready' | 'reading' | 'none' {
-  if (hasLiveSegments(scope.defs) && terms.length > 0 && holds(pool, scope, terms)) return 'ready';
-  return builds.get(pool)?.has(scope.accountId) ? 'reading' : 'none';
+  if (builds.get(pool)?.has(scope.accountId)) return 'reading';
+  return hasLiveSegments(scope.defs) && terms.length > 0 && holds(pool, scope, countNeeds(terms)) ? 'ready' : 'none';
 }
 
-/** Runs `run` after the account's counts before it in this process: they share its columns. */
+/** Runs `run` after the account's counts and trends before it in this process: they share its columns. */
 async function queued<T>(pool: pg.Pool, accountId: string, run: () => Promise<T>): Promise<T> {
   let queue = queues.get(pool);
   if (!queue) queues.set(pool, (queue = new Map()));
@@ -428,18 +729,18 @@ async function queued<T>(pool: pg.Pool, accountId: string, run: () => Promise<T>
 }
 
 /**
- * Reads the account's columns whole (those the terms need, and those its projection had), in a
+ * Reads the account's columns whole (those of `needs`, and those its projection had), in a
  * repeatable read transaction of its own, unless such a read is under way; the projection then
  * kept is brought up to date by the next count. A failed read is forgotten (the next count tries
  * again) and answers its error to a caller that waits for it.
  */
-function buildInBackground(pool: pg.Pool, scope: AccountScope, terms: (AttributeTerm | EventTerm)[]): Promise<void> {
+function buildInBackground(pool: pg.Pool, scope: AccountScope, needs: Need[]): Promise<void> {
   let running = builds.get(pool);
   if (!running) builds.set(pool, (running = new Map()));
   const under = running.get(scope.accountId);
   if (under) return under;
   const kept = projections.get(pool)?.get(scope.accountId);
-  const wanted = [...terms, ...(kept && kept.defs === scope.defs ? kept.terms.values() : [])];
+  const wanted = [...needs, ...(kept && kept.defs === scope.defs ? kept.needs.values() : [])];
   const build = inTransaction(pool, (client) => readWhole(client, scope, wanted)).then((p) => {
     let all = projections.get(pool);
     if (!all) projections.set(pool, (all = new Map()));
@@ -458,24 +759,159 @@ function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promis
   return withTransaction(pool, work, 'begin isolation level repeatable read read only');
 }
 
-async function countNow(
+/** Brings the account's columns of `needs` up to date and answers from them (projected), or UNBUILT. */
+async function answerNow<T>(
   pool: pg.Pool,
   scope: AccountScope,
-  expression: Expression,
-  terms: (AttributeTerm | EventTerm)[],
-  timeZone: string,
-): Promise<number | typeof UNBUILT | undefined> {
+  needs: Need[],
+  answer: (client: pg.PoolClient, p: AccountProjection) => Promise<T | undefined>,
+): Promise<T | undefined | typeof UNBUILT> {
   const kept = projections.get(pool);
   const p = kept?.get(scope.accountId);
-  if (!kept || !p || p.defs !== scope.defs || !terms.every((t) => p.columns.has(keyOf(t)))) return UNBUILT;
+  if (!kept || !p || p.defs !== scope.defs || !needs.every((n) => p.columns.has(keyOf(n)))) return UNBUILT;
   kept.delete(scope.accountId);
-  const m = await inTransaction(pool, async (client) =>
-    (await refresh(client, scope, p)) ? ((await matches(client, scope, p, expression, timeZone)) ?? null) : UNBUILT,
+  const result = await inTransaction(pool, async (client) =>
+    (await refresh(client, scope, p)) ? ((await answer(client, p)) ?? null) : UNBUILT,
   );
-  if (m === UNBUILT) return UNBUILT;
+  if (result === UNBUILT) return UNBUILT;
   kept.set(scope.accountId, p);
-  if (!m) return undefined;
-  let count = 0;
-  for (let i = 0; i < m.length; i++) count += m[i] & p.alive[i];
-  return count;
+  return result ?? undefined;
+}
+
+// ---- Trends ----
+
+/** The comparisons of numbers (no NaN among the values a span holds). */
+const COMPARE: Record<Comparator, (v: number, c: number) => boolean> = {
+  eq: (v, c) => v === c,
+  neq: (v, c) => v !== c,
+  lt: (v, c) => v < c,
+  lte: (v, c) => v <= c,
+  gt: (v, c) => v > c,
+  gte: (v, c) => v >= c,
+};
+
+/** Points a mask of 32 bits holds: a trend of more is counted in parts. */
+const PART = 32;
+/** UP_TO[k]: the bits 0 … k - 1. */
+const UP_TO = Array.from({ length: PART + 1 }, (_, k) => (k === PART ? 0xffffffff : 2 ** k - 1) | 0);
+/** The bits lo … hi - 1 (none when hi <= lo). */
+const bitsBetween = (lo: number, hi: number) => (hi > lo ? UP_TO[hi] & ~UP_TO[lo] : 0);
+
+/** How many of the ascending `xs` are less than `x`. */
+function below(xs: Float64Array, x: number): number {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (xs[mid] < x) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * The trend's counts (projectedTrend) from the columns; undefined when a column holds a value or a
+ * time a double does not hold exactly. Points are taken 32 at a time, a bit each in a mask per slot.
+ */
+function trendCounts(
+  p: AccountProjection,
+  expression: Expression,
+  points: number[],
+  timeZone: string,
+): { known: number; unknown: number }[] | undefined {
+  const needs = trendNeeds(termsOf(expression));
+  if (needs.some((n) => p.columns.get(keyOf(n))!.inexact.size > 0)) return undefined;
+  const profiles = p.columns.get(keyOf(needs[0])) as ProfileColumn;
+  const known = new Float64Array(points.length);
+  const unknown = new Float64Array(points.length);
+  // An event term's windows at every point, in µs: those of compileMasks.
+  const windows = new Map<EventTerm, { start: number; end: number }[]>();
+  for (const t of termsOf(expression))
+    if (t.kind === 'event')
+      windows.set(
+        t,
+        trendWindows(t, points, timeZone).map((w) => ({ start: w.start * 1000, end: w.end * 1000 })),
+      );
+  for (let base = 0; base < points.length; base += PART) {
+    const part = Float64Array.from(points.slice(base, base + PART), (t) => t * 1000);
+    const masks = trendMasks(p, expression, part, base, windows);
+    const all = UP_TO[part.length];
+    for (let i = 0; i < p.size; i++) {
+      if (!p.alive[i] || !masks[i]) continue;
+      const created = profiles.created[i];
+      if (!(created === created)) continue;
+      // The points from the creation on (t >= created).
+      let m = masks[i] & all & ~UP_TO[below(part, created)];
+      const into = profiles.known[i] ? known : unknown;
+      while (m !== 0) {
+        into[base + 31 - Math.clz32(m & -m)]++;
+        m &= m - 1;
+      }
+    }
+  }
+  return points.map((_, j) => ({ known: known[j], unknown: unknown[j] }));
+}
+
+/**
+ * Per slot, the points of `part` (µs, ascending, at most 32; the trend's points from `base` on) at
+ * which the expression holds, as bits: && and || as & and | of its terms' masks.
+ */
+function trendMasks(
+  p: AccountProjection,
+  e: Expression,
+  part: Float64Array,
+  base: number,
+  windows: Map<EventTerm, { start: number; end: number }[]>,
+): Int32Array {
+  if (e.kind === 'and' || e.kind === 'or') {
+    let acc: Int32Array | undefined;
+    for (const t of e.terms) {
+      const m = trendMasks(p, t, part, base, windows);
+      if (!acc) acc = m;
+      else if (e.kind === 'and') for (let i = 0; i < acc.length; i++) acc[i] &= m[i];
+      else for (let i = 0; i < acc.length; i++) acc[i] |= m[i];
+    }
+    return acc!;
+  }
+  const n = p.size;
+  const out = new Int32Array(n);
+  if (e.kind === 'attribute') {
+    // A value held over [from, until) covers the points t with from <= t < until.
+    const c = p.columns.get(keyOf(trendNeeds([e])[1])) as ListColumn;
+    const test = COMPARE[e.condition.comparator];
+    const k = e.condition.value as number;
+    for (let i = 0; i < n; i++) {
+      if (!p.alive[i]) continue;
+      const { data, from, to } = recordsOf(c, i);
+      let m = 0;
+      for (let j = from; j < to; j += 3)
+        if (test(data[j + 2], k)) m |= bitsBetween(below(part, data[j]), below(part, data[j + 1]));
+      out[i] = m;
+    }
+    return out;
+  }
+  // An event at te lies in the window [start, end] of a point when start <= te <= end: the first
+  // time at or after the start, if any, must be at or before the end.
+  const t = e as EventTerm;
+  const c = p.columns.get(keyOf(trendNeeds([t])[1])) as ListColumn;
+  const ws = windows.get(t)!.slice(base, base + part.length);
+  for (let i = 0; i < n; i++) {
+    if (!p.alive[i]) continue;
+    const { data, from, to } = recordsOf(c, i);
+    if (from === to) continue;
+    let m = 0;
+    for (let k = 0; k < ws.length; k++) {
+      let lo = from;
+      let hi = to;
+      const start = ws[k].start;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (data[mid] < start) lo = mid + 1;
+        else hi = mid;
+      }
+      if (lo < to && data[lo] <= ws[k].end) m |= 1 << k;
+    }
+    out[i] = m;
+  }
+  return out;
 }

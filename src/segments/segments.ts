@@ -6,12 +6,12 @@ import { compileMasks, compilePredicate, requiredSections, SqlValues } from '../
 import { evaluate } from '../aql/evaluate.ts';
 import { parse } from '../aql/parser.ts';
 import { checkTimeZone, TIME_ZONE_PROBLEMS } from '../aql/time.ts';
-import { sectionOf } from '../definitions/definitions.ts';
+import { knownKeyspaceIds, sectionOf } from '../definitions/definitions.ts';
 import { Problem, type ProblemCode } from '../core/problems.ts';
 import { locateWithFacts } from '../profiles/locate.ts';
 import type { UniqueIdentifier } from '../profiles/schemas.ts';
 import type { Queryable } from '../store/pool.ts';
-import { projectedCount } from './projection.ts';
+import { projectedCount, projectedTrend } from './projection.ts';
 import * as q from './queries.ts';
 import type { Definitions } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -154,11 +154,6 @@ export function knownProfileSql(
   return `${target.wanted ? '' : 'not '}${q.knownPredicate(values, { account: target.account, profile: target.profile, keyspaceIds: knownKeyspaceIds(scope.defs) })}`;
 }
 
-/** Which keyspaces make a profile known: every one but the web and export keyspaces (docs/aql.md "Known profiles"). */
-export function knownKeyspaceIds(defs: Definitions): string[] {
-  return defs.keyspaces.filter((k) => k.kind !== 'web' && k.kind !== 'export').map((k) => k.keyspace_id);
-}
-
 /**
  * What evaluateProfile can answer besides locating the profile: a time zone refused, a segment or
  * version not found, a section the key may not read. Not AQL's codes: it takes stored segments only
@@ -297,18 +292,27 @@ export async function segmentTrend(
   segmentDiscriminator: string,
   body: { sampling_points: string[]; timezone: string },
 ): Promise<{ matching_profile_count: Record<string, { known: number; unknown: number }>; live?: LiveAnswer }> {
-  const { compiled, keyspaceIds, order } = trendPlan(scope, sectionDiscriminator, segmentDiscriminator, body);
+  const { compiled, keyspaceIds, order, expression, points } = trendPlan(
+    scope,
+    sectionDiscriminator,
+    segmentDiscriminator,
+    body,
+  );
   // A live segment's trend from its recorded entries and exits, for points since it went live.
   const membership = await readableMembership(pool, scope, segmentDiscriminator, body.timezone);
-  const points = order.map((i) => new Date(body.sampling_points[i]));
-  if (membership && points[0] >= membership.liveSince) {
-    const counts = await q.countMembersByPoint(pool, scope.accountId, membership.segmentId, points, keyspaceIds);
-    const result: Record<string, { known: number; unknown: number }> = {};
+  const result: Record<string, { known: number; unknown: number }> = {};
+  if (membership && points[0] >= membership.liveSince.getTime()) {
+    const dates = points.map((t) => new Date(t));
+    const counts = await q.countMembersByPoint(pool, scope.accountId, membership.segmentId, dates, keyspaceIds);
     order.forEach((i, j) => (result[body.sampling_points[i]] = counts[j]));
     return { matching_profile_count: result, live: liveAnswer(membership) };
   }
+  const projected = await projectedTrend(pool, scope, expression, points, body.timezone);
+  if (projected) {
+    order.forEach((i, j) => (result[body.sampling_points[i]] = projected[j]));
+    return { matching_profile_count: result };
+  }
   const counts = await q.countMasksByPoint(pool, compiled, keyspaceIds);
-  const result: Record<string, { known: number; unknown: number }> = {};
   order.forEach((i, j) => {
     const found = counts.find((c) => c.i === j + 1);
     result[body.sampling_points[i]] = { known: found?.known ?? 0, unknown: found?.unknown ?? 0 };
@@ -318,14 +322,15 @@ export async function segmentTrend(
 
 /**
  * What segmentTrend asks of the database (q.trendStatement shows its statement), and `order`:
- * `order[j]` is the request's index of the j-th point in ascending order.
+ * `order[j]` is the request's index of the j-th point in ascending order, `points[j]` (ms); the
+ * segment's `expression`, for the projection (projectedTrend).
  */
 export function trendPlan(
   scope: AccountScope,
   sectionDiscriminator: string,
   segmentDiscriminator: string,
   body: { sampling_points: string[]; timezone: string },
-): { compiled: q.CompiledTrend; keyspaceIds: string[]; order: number[] } {
+): { compiled: q.CompiledTrend; keyspaceIds: string[]; order: number[]; expression: Expression; points: number[] } {
   sectionOf(scope, sectionDiscriminator);
   const timeZone = checkTimeZone(body.timezone, 'timezone');
   const segment = scope.defs.segments.find((s) => s.discriminator === segmentDiscriminator);
@@ -348,5 +353,7 @@ export function trendPlan(
     compiled: { general, simple, values: values.values, accountParam, pointsParam },
     keyspaceIds: knownKeyspaceIds(scope.defs),
     order,
+    expression,
+    points,
   };
 }
