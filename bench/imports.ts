@@ -20,10 +20,20 @@
  * The small file runs first, so that the large one starts with a server that has already imported
  * once (caches, pools, JIT warm) and its peak shows any growth with the file size.
  *
+ * With BENCH_LIVE_SEGMENTS (e.g. "0,1,10"), what live segments (docs/aql.md "Live segments") cost an
+ * import, for docs/benchmarks.md "Live segments": the small file only, as a warm-up; then per round
+ * (BENCH_ROUNDS), for each number of live segments in turn (the order reversed in every other
+ * round), makes that many of bench/live.ts's segments live (and waits until the job computed them),
+ * generates a new file of BENCH_IMPORT_ROWS rows (new keys), imports it and waits until the
+ * membership caught up (no marked profile nor due run of the job left). Reported per import: its
+ * time and the time until caught up, each as a ratio of the 0-live import of the same round, the
+ * PostgreSQL CPU per row (the import's and the catch-up's), the server's peak RSS, and the load
+ * average.
+ *
  * Everything is bounded in time and cleaned up (child processes, temp dirs with the generated
  * files) on failure too. Settings from the environment: BENCH_IMPORT_ROWS (300000),
  * BENCH_IMPORT_BYTES (52000000, just under the limit of 52428800), BENCH_IMPORT_SMALL (5: the small
- * file is 1/5 of the large one; 0 skips it), BENCH_SERVER_ARGS (extra node flags for the server,
+ * file is 1/5 of the large one; 0 skips it), BENCH_LIVE_SEGMENTS and BENCH_ROUNDS (above), BENCH_SERVER_ARGS (extra node flags for the server,
  * e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" or "--max-semi-space-size=8"), and for profiling
  * BENCH_DB_SAMPLE and BENCH_HEAP_SNAPSHOT (below).
  */
@@ -39,6 +49,7 @@ import {
   memoryOf,
   onCleanup,
   request,
+  ROUNDS,
   runBench,
   sampleMemory,
   sleep,
@@ -48,6 +59,7 @@ import {
   within,
   type Audience,
 } from './harness.ts';
+import { CATCH_UP_MS, liveSettings, storeLiveSegments } from './live.ts';
 
 const ROWS = Math.max(100, Number(process.env.BENCH_IMPORT_ROWS ?? 300_000));
 const BYTES = Number(process.env.BENCH_IMPORT_BYTES ?? 52_000_000);
@@ -59,7 +71,12 @@ const AIM_RSS_MB = 300;
 /** Upload, and ingestion, of one file. */
 const UPLOAD_TIMEOUT_MS = 120_000;
 const IMPORT_TIMEOUT_MS = 300_000;
-const DEADLINE_MS = 180_000 + 2 * (UPLOAD_TIMEOUT_MS + IMPORT_TIMEOUT_MS);
+/** The numbers of live segments of the live rounds (BENCH_LIVE_SEGMENTS); none without it. */
+const LIVE = process.env.BENCH_LIVE_SEGMENTS === undefined ? undefined : liveSettings([]);
+const DEADLINE_MS =
+  180_000 +
+  2 * (UPLOAD_TIMEOUT_MS + IMPORT_TIMEOUT_MS) +
+  (LIVE ? ROUNDS * LIVE.length * (UPLOAD_TIMEOUT_MS + IMPORT_TIMEOUT_MS + 2 * CATCH_UP_MS) : 0);
 const SAMPLE_MS = 100;
 /** BENCH_DB_SAMPLE=1: also samples pg_stat_activity every 20 ms and prints what the database spent its time on. */
 const DB_SAMPLE = process.env.BENCH_DB_SAMPLE === '1';
@@ -469,6 +486,87 @@ async function check(server: Audience, setting: Setting, f: Figures, prefix: str
   }
 }
 
+/**
+ * The live rounds (BENCH_LIVE_SEGMENTS): per round, for each number of live segments, a new file of
+ * ROWS rows imported with that many live, and the wait until their membership caught up.
+ */
+async function liveRounds(server: Audience, setting: Setting, dir: string, settings: number[]): Promise<void> {
+  const pid = server.pid!;
+  const live = await storeLiveSegments(server, setting.ns);
+  const rows = [
+    [
+      'live segments',
+      'round',
+      'upload→completed s',
+      'x the 0-live import',
+      'caught up after s',
+      'x the 0-live, to caught up',
+      'PostgreSQL CPU µs per row',
+      'server CPU s',
+      'peak RSS ingest MB',
+      'RSS caught up MB',
+      'load average',
+    ],
+  ];
+  for (let round = 1; round <= ROUNDS; round++) {
+    const figures = new Map<number, { totalS: number; caughtUpS: number; row: string[] }>();
+    for (const n of round % 2 === 1 ? settings : [...settings].reverse()) {
+      await live.setLive(n);
+      const prefix = `r${round}x${n}-`;
+      const file = path.join(dir, `${prefix}.csv`);
+      const size = await writeCsv(file, prefix, ROWS, BYTES);
+      if (size >= LIMIT_BYTES) throw new Error(`${file} is ${size} bytes, over the limit`);
+      const f = await runImport(server, setting, `round ${round}, ${n} live`, file, ROWS, size);
+      await fs.rm(file);
+      const cpuBefore = await cpuMs(pid);
+      const caughtUpS = (await live.caughtUp(n)) / 1000;
+      const cpuAfter = await cpuMs(pid);
+      const rss = (await memoryOf(pid))!.rssKb;
+      await check(server, setting, f, prefix);
+      const dbCpuS = f.dbCpuS + Math.max(0, cpuAfter.descendants - cpuBefore.descendants) / 1000;
+      const serverCpuS = f.serverCpuS + (cpuAfter.own - cpuBefore.own) / 1000;
+      log(
+        `round ${round}, ${n} live: completed in ${f.totalS.toFixed(2)} s, caught up ${caughtUpS.toFixed(2)} s after (${await live.members(n)} members); load ${os.loadavg()[0].toFixed(1)}`,
+      );
+      figures.set(n, {
+        totalS: f.totalS,
+        caughtUpS,
+        row: [
+          String(n),
+          String(round),
+          f.totalS.toFixed(2),
+          '',
+          caughtUpS.toFixed(2),
+          '',
+          ((dbCpuS * 1e6) / ROWS).toFixed(0),
+          serverCpuS.toFixed(1),
+          mb(f.peakIngestKb),
+          mb(rss),
+          os.loadavg()[0].toFixed(1),
+        ],
+      });
+    }
+    const baseline = figures.get(0)!;
+    for (const n of settings) {
+      const { totalS, caughtUpS, row } = figures.get(n)!;
+      row[3] = (totalS / baseline.totalS).toFixed(2);
+      row[5] = ((totalS + caughtUpS) / (baseline.totalS + baseline.caughtUpS)).toFixed(2);
+      rows.push(row);
+    }
+  }
+  console.log(`${ROWS}-row imports with ${settings.join(', ')} live segments, ${ROUNDS} rounds:`);
+  console.log(table(rows));
+  const cpu = process.cpuUsage();
+  console.log(
+    `load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(
+        ' ',
+      )}; load generator CPU ${((cpu.user + cpu.system) / 1000).toFixed(0)} ms (the files' generation included)`,
+  );
+}
+
 const mb = (kb: number) => (Number.isFinite(kb) ? (kb / 1024).toFixed(0) : 'n/a');
 
 await runBench(DEADLINE_MS, async () => {
@@ -490,7 +588,8 @@ await runBench(DEADLINE_MS, async () => {
     ...(SMALL > 0
       ? [{ label: `1/${SMALL} file`, prefix: 's', rows: Math.round(ROWS / SMALL), bytes: Math.round(BYTES / SMALL) }]
       : []),
-    { label: 'large file', prefix: 'l', rows: ROWS, bytes: BYTES },
+    // With live rounds, their files are the large ones.
+    ...(LIVE ? [] : [{ label: 'large file', prefix: 'l', rows: ROWS, bytes: BYTES }]),
   ];
   const generated = [];
   for (const f of files) {
@@ -567,6 +666,10 @@ await runBench(DEADLINE_MS, async () => {
   console.log('');
   console.log(table(rows));
   console.log('');
+  if (LIVE) {
+    await liveRounds(server, setting, dir, LIVE);
+    return;
+  }
   const large = results.at(-1)!;
   const peakAll = Math.max(...results.map((r) => r.peakKb), large.hwmKb);
   const timeOk = large.totalS < AIM_S;

@@ -1,61 +1,58 @@
 /**
- * `npm run bench:live-segments`: what live segments (docs/aql.md "Live segments") cost the writes
- * of events, for docs/benchmarks.md "Live segments": events written per second through the event
- * route with 0, 10 and 50 live segments in the account, in one run, in alternating rounds, so that
- * the load of a shared machine weighs on each alike.
+ * `npm run bench:live-segments`: what live segments (docs/aql.md "Live segments") cost writes, for
+ * docs/benchmarks.md "Live segments": events written per second through the event route, and
+ * attribute PATCHes per second, with 0, 10 and 50 live segments in the account (or the numbers of
+ * BENCH_LIVE_SEGMENTS), in one run, in alternating rounds, so that the load of a shared machine
+ * weighs on each alike.
  *
  * 1. Starts the real server (`node src/main.js serve`: API and worker thread, embedded
  *    PostgreSQL), creates BENCH_LIVE_PROFILES profiles in the demo account's Shop section through
- *    the API, and stores 50 segments through the manifest (page views in the last 1 to 50 days,
- *    loyalty points above a bound, or both).
- * 2. Per round, for 0, 10 and 50 live segments in turn: makes that many live (and the others not),
- *    waits until the job has computed them, then BENCH_LIVE_WRITERS writers post one page view each
- *    to random profiles for BENCH_DURATION_S seconds. Reports events/s, the PostgreSQL CPU per
- *    event, the time until the membership caught up after the writes stopped (the queue drained),
- *    and each rate as a ratio of the 0-live rate of the same round. The load average and this
- *    process's CPU (the load generator's) are printed with them.
+ *    the API, and stores the 50 segments of bench/live.ts through the manifest (loyalty points
+ *    above a bound, page views in the last days, or either).
+ * 2. Per round, per write (BENCH_LIVE_WRITES: `event`, one page view posted to a random profile;
+ *    `patch`, a v2 PATCH of a random profile's loyalty points), for each number of live segments in
+ *    turn (the order reversed in every other round): makes that many live (and the others not),
+ *    waits until the job has computed them, then BENCH_LIVE_WRITERS writers write for
+ *    BENCH_DURATION_S seconds. Reports writes/s, each as a ratio of the 0-live rate of the same
+ *    round and write, the PostgreSQL CPU per write, the server's peak RSS during the writes, the
+ *    time until the membership caught up after the writes stopped (the queue drained), and the load
+ *    average; and this process's CPU (the load generator's) over the run.
  *
- * Settings: BENCH_LIVE_PROFILES (2000), BENCH_LIVE_WRITERS (8), BENCH_ROUNDS (2), BENCH_DURATION_S (10).
+ * Settings: BENCH_LIVE_PROFILES (2000), BENCH_LIVE_WRITERS (8), BENCH_LIVE_SEGMENTS (0,10,50),
+ * BENCH_LIVE_WRITES (event,patch), BENCH_ROUNDS (2), BENCH_DURATION_S (10).
  */
 import os from 'node:os';
-import pg from 'pg';
 import {
   DURATION_S,
-  embeddedDatabaseUrl,
   log,
-  onCleanup,
+  memoryOf,
   postgresCpuMs,
-  request,
   ROUNDS,
   runBench,
+  sampleMemory,
   startAudience,
   table,
 } from './harness.ts';
+import { jsonApi, liveSettings, storeLiveSegments } from './live.ts';
 
 const PROFILES = Math.max(100, Number(process.env.BENCH_LIVE_PROFILES ?? 2000));
 const WRITERS = Math.max(1, Number(process.env.BENCH_LIVE_WRITERS ?? 8));
 const V = 'com.vendor1';
 const SHOP = `${V}.sections.user-created.shop`;
 const EMAIL = `${V}.keyspaces.email`;
-const LIVE = [0, 10, 50] as const;
-const SEGMENTS = 50;
+const POINTS = `${V}.attributes.user-created.loyalty-points`;
+const LIVE = liveSettings([0, 10, 50]);
+const WRITES = (process.env.BENCH_LIVE_WRITES ?? 'event,patch').split(',').map((w) => w.trim());
+if (!WRITES.every((w) => w === 'event' || w === 'patch'))
+  throw new Error(`BENCH_LIVE_WRITES must list event and patch: ${process.env.BENCH_LIVE_WRITES}`);
 
-await runBench(900_000 + ROUNDS * LIVE.length * (DURATION_S + 60) * 1000, async () => {
+await runBench(900_000 + ROUNDS * WRITES.length * LIVE.length * (DURATION_S + 60) * 1000, async () => {
   const audience = await startAudience([
     'requests_per_second',
     'token_requests_per_minute',
     'profile_key_operations_per_second',
   ]);
-  const { url, token, adminToken, accountId } = audience;
-  const api = async (method: string, path: string, body?: unknown, bearer = token) => {
-    const res = await request(`${url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    if (res.status >= 300) throw new Error(`${method} ${path}: ${res.status} ${res.text}`);
-    return res.text ? JSON.parse(res.text) : undefined;
-  };
+  const api = jsonApi(audience);
   const key = (i: number) => `live-${i}@example.com`;
   for (let i = 0; i < PROFILES; i += 50)
     await Promise.all(
@@ -64,115 +61,98 @@ await runBench(900_000 + ROUNDS * LIVE.length * (DURATION_S + 60) * 1000, async 
       ),
     );
   log(`${PROFILES} profiles created`);
-  const view = `section({section}).event({event:${V}.events.page-view@1})`;
-  const points = `section({section}).attribute({attribute:${V}.attributes.user-created.loyalty-points@2})`;
-  const queries = Array.from({ length: SEGMENTS }, (_, i) =>
-    i % 3 === 0
-      ? `${view}.inLast("events.day", 0, ${1 + i})`
-      : i % 3 === 1
-        ? `${points}.gt(${10 * i})`
-        : `(${points}.gt(${5 * i}) || ${view}.inLast("events.hour", 0, ${i}))`,
-  );
-  await api(
-    'PUT',
-    `/admin/accounts/${accountId}/manifest`,
-    { segments: queries.map((query, i) => ({ name: `live ${i}`, section: SHOP, versions: [{ query }] })) },
-    adminToken,
-  );
-  const segment = (i: number) => `${V}.segments.user-created.live-${i}`;
+  const live = await storeLiveSegments(audience, V);
   const events = await api('GET', `/audience/sections/${SHOP}/events`);
   const versionId = events.items.find((e: { discriminator: string }) => e.discriminator.endsWith('.events.page-view'))
     .versions[0].id;
+  const profile = () =>
+    `/audience/keyspaces/${EMAIL}/profiles/${encodeURIComponent(key(Math.floor(Math.random() * PROFILES)))}/sections/${SHOP}`;
+  const write = {
+    event: () =>
+      api('POST', `${profile()}/events`, {
+        items: [{ event_time: new Date().toISOString(), version_id: versionId, data: { url: 'https://x/p' } }],
+      }),
+    // Points of 0 to 599: across the bounds of the points segments (0 to 480), so that profiles enter and leave.
+    patch: () => api('PATCH', `/v2${profile()}/attributes`, { [POINTS]: Math.floor(Math.random() * 600) }),
+  };
 
-  /** Makes the first `n` segments live and the others not, and waits until the job computed them. */
-  async function setLive(n: number): Promise<void> {
-    for (let i = 0; i < SEGMENTS; i++)
-      if (i < n) await api('PUT', `/audience/segments/${segment(i)}/live`, { time_zone: 'UTC' });
-      else await api('DELETE', `/audience/segments/${segment(i)}/live`);
-    await caughtUp(n);
+  interface Figures {
+    wps: number[];
+    ratio: number[];
+    cpuUs: number[];
+    rssMb: number[];
+    catchUpMs: number[];
+    load: number[];
   }
-  const db = new pg.Client({ connectionString: await embeddedDatabaseUrl(audience.dataDir) });
-  await db.connect();
-  onCleanup(() => db.end());
-  /** Waits until every live segment's membership is computed and the marked profiles are all taken (no run of the job waiting). */
-  async function caughtUp(n: number): Promise<number> {
-    const started = performance.now();
-    for (;;) {
-      const states = await Promise.all(
-        Array.from({ length: n }, (_, i) => api('GET', `/audience/segments/${segment(i)}/live`)),
-      );
-      const { rows } = await db.query<{ pending: number }>(
-        `select (select count(*) from profile_changes where account_id = $1::bigint)
-           + (select count(*) from jobs where account_id = $1::bigint and kind = 'live-segments' and run_at <= now()) as pending`,
-        [accountId],
-      );
-      if (states.every((s) => s.size !== null) && Number(rows[0].pending) === 0) return performance.now() - started;
-      if (performance.now() - started > 300_000) throw new Error('live segments did not catch up in 5 minutes');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-
-  const results = new Map<number, { eps: number[]; ratio: number[]; cpuUs: number[]; catchUpMs: number[] }>();
+  const results = new Map<string, Figures>();
   for (let round = 1; round <= ROUNDS; round++) {
-    let baseline = 0;
-    for (const n of round % 2 === 1 ? LIVE : [...LIVE].reverse()) {
-      await setLive(n);
-      const cpuBefore = await postgresCpuMs(audience.dataDir);
-      const started = performance.now();
-      const until = started + DURATION_S * 1000;
-      let written = 0;
-      await Promise.all(
-        Array.from({ length: WRITERS }, async () => {
-          while (performance.now() < until) {
-            const k = key(Math.floor(Math.random() * PROFILES));
-            await api(
-              'POST',
-              `/audience/keyspaces/${EMAIL}/profiles/${encodeURIComponent(k)}/sections/${SHOP}/events`,
-              {
-                items: [{ event_time: new Date().toISOString(), version_id: versionId, data: { url: 'https://x/p' } }],
-              },
-            );
-            written++;
-          }
-        }),
-      );
-      const seconds = (performance.now() - started) / 1000;
-      const cpu = (await postgresCpuMs(audience.dataDir)) - cpuBefore;
-      const catchUpMs = n === 0 ? 0 : await caughtUp(n);
-      const eps = written / seconds;
-      if (n === 0) baseline = eps;
-      const r = results.get(n) ?? { eps: [], ratio: [], cpuUs: [], catchUpMs: [] };
-      r.eps.push(eps);
-      r.cpuUs.push((cpu * 1000) / written);
-      r.catchUpMs.push(catchUpMs);
-      results.set(n, r);
-      log(
-        `round ${round}, ${n} live: ${eps.toFixed(0)} events/s, caught up ${catchUpMs.toFixed(0)} ms after; load ${os.loadavg()[0].toFixed(1)}`,
-      );
+    for (const w of WRITES) {
+      let baseline = 0;
+      for (const n of round % 2 === 1 ? LIVE : [...LIVE].reverse()) {
+        await live.setLive(n);
+        const cpuBefore = await postgresCpuMs(audience.dataDir);
+        const memory = sampleMemory(audience.pid!, 200);
+        const started = performance.now();
+        const until = started + DURATION_S * 1000;
+        let written = 0;
+        await Promise.all(
+          Array.from({ length: WRITERS }, async () => {
+            while (performance.now() < until) {
+              await write[w as keyof typeof write]();
+              written++;
+            }
+          }),
+        );
+        const seconds = (performance.now() - started) / 1000;
+        const cpu = (await postgresCpuMs(audience.dataDir)) - cpuBefore;
+        const peakKb = Math.max(memory.stop().peakKb, (await memoryOf(audience.pid!))?.rssKb ?? 0);
+        const catchUpMs = n === 0 ? 0 : await live.caughtUp(n);
+        const wps = written / seconds;
+        if (n === 0) baseline = wps;
+        const r = results.get(`${w} ${n}`) ?? { wps: [], ratio: [], cpuUs: [], rssMb: [], catchUpMs: [], load: [] };
+        r.wps.push(wps);
+        r.cpuUs.push((cpu * 1000) / written);
+        r.rssMb.push(peakKb / 1024);
+        r.catchUpMs.push(catchUpMs);
+        r.load.push(os.loadavg()[0]);
+        results.set(`${w} ${n}`, r);
+        log(
+          `round ${round}, ${w}, ${n} live: ${wps.toFixed(0)} writes/s, caught up ${catchUpMs.toFixed(0)} ms after (${await live.members(n)} members); load ${os.loadavg()[0].toFixed(1)}`,
+        );
+      }
+      for (const n of LIVE) results.get(`${w} ${n}`)!.ratio.push(results.get(`${w} ${n}`)!.wps.at(-1)! / baseline);
     }
-    for (const n of LIVE) results.get(n)!.ratio.push(results.get(n)!.eps.at(-1)! / baseline);
   }
   const cpu = process.cpuUsage();
+  const each = (xs: number[], digits = 0) => xs.map((x) => x.toFixed(digits)).join(', ');
   console.log('');
   console.log(
     table([
       [
+        'write',
         'live segments',
-        'events/s per round',
+        'writes/s per round',
         'x the 0-live rate per round',
-        'PostgreSQL CPU µs per event',
+        'PostgreSQL CPU µs per write',
+        'server peak RSS MB',
         'caught up after (ms)',
+        'load average',
       ],
-      ...LIVE.map((n) => {
-        const r = results.get(n)!;
-        return [
-          String(n),
-          r.eps.map((x) => x.toFixed(0)).join(', '),
-          r.ratio.map((x) => x.toFixed(2)).join(', '),
-          r.cpuUs.map((x) => x.toFixed(0)).join(', '),
-          r.catchUpMs.map((x) => x.toFixed(0)).join(', '),
-        ];
-      }),
+      ...WRITES.flatMap((w) =>
+        LIVE.map((n) => {
+          const r = results.get(`${w} ${n}`)!;
+          return [
+            w,
+            String(n),
+            each(r.wps),
+            each(r.ratio, 2),
+            each(r.cpuUs),
+            each(r.rssMb),
+            each(r.catchUpMs),
+            each(r.load, 1),
+          ];
+        }),
+      ),
     ]),
   );
   console.log(

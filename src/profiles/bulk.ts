@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import type { Queryable } from '../store/pool.ts';
 import { currentVersionId, identityHash } from './locate.ts';
-import { profilesChanged } from './profiles.ts';
+import { CHANGED, profilesChanged } from './profiles.ts';
 import * as q from './queries.ts';
 import type { KeyspaceRow, SectionDefs } from '../core/definitions.ts';
 import type { AccountScope } from '../core/scope.ts';
@@ -181,6 +181,7 @@ export async function importProfileRows(
     tx,
     scope,
     writes.map(([profileId]) => profileId),
+    CHANGED.data,
   );
   return rows.map((r) => outcomes.get(r.line)!);
 }

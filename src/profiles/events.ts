@@ -6,7 +6,7 @@ import type { AccountScope } from '../core/scope.ts';
 import { sectionOf } from '../definitions/definitions.ts';
 import type { Queryable } from '../store/pool.ts';
 import { locate, refuseReadOnly } from './locate.ts';
-import { profilesChanged } from './profiles.ts';
+import { CHANGED, profilesChanged } from './profiles.ts';
 import * as q from './queries.ts';
 import type { IdentifierInSection, NewEvent, StoredEvent } from './schemas.ts';
 
@@ -76,7 +76,7 @@ export async function addEvents(
   ) {
     throw new Problem('AUD-1201', `No profile with ${located.keyspace.discriminator} key "${located.key}"`);
   }
-  if (events.length > 0) await profilesChanged(tx, scope, [located.canonicalId]);
+  if (events.length > 0) await profilesChanged(tx, scope, [located.canonicalId], CHANGED.events);
 }
 
 /**
@@ -189,5 +189,5 @@ export async function appendEvents(
   for (const e of events) locked.check(tx, e.profileId);
   if (events.length === 0) return;
   await q.insertEventsBulk(tx, scope.accountId, sectionId, events, scope.now);
-  await profilesChanged(tx, scope, [...new Set(events.map((e) => e.profileId))]);
+  await profilesChanged(tx, scope, [...new Set(events.map((e) => e.profileId))], CHANGED.events);
 }

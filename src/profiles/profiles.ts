@@ -111,14 +111,29 @@ export async function createProfile(
 }
 
 /**
- * Marks profiles as written for the account's live segments (docs/aql.md "Live segments"), in the
- * transaction of the write, and runs their job; nothing when the account keeps none. Every write
- * of what a segment tests calls it: section data (patchSection), events, merges, unmerges,
- * deletes and imports; and a switch of identifiers, which may make a profile known or unknown.
+ * What a write marked by profilesChanged changed of its profiles, as bits: their section data
+ * (attributes, tags: a profile created with its data included, which has no events), their events,
+ * or both (merges, unmerges, deletes). The live segments job evaluates a segment only over the
+ * profiles whose writes can change it: a segment of attribute terms alone cannot change by an
+ * event, nor one of event terms alone by section data.
  */
-export async function profilesChanged(tx: Queryable, scope: AccountScope, profileIds: string[]): Promise<void> {
+export const CHANGED = { data: 1, events: 2, both: 3 } as const;
+
+/**
+ * Marks profiles as written for the account's live segments (docs/aql.md "Live segments"), in the
+ * transaction of the write, with what the write `changed` (CHANGED), and runs their job; nothing
+ * when the account keeps none. Every write of what a segment tests calls it: section data
+ * (patchSection), events, merges, unmerges, deletes and imports; and a switch of identifiers,
+ * which may make a profile known or unknown (a trend's split from the projection).
+ */
+export async function profilesChanged(
+  tx: Queryable,
+  scope: AccountScope,
+  profileIds: string[],
+  changed: (typeof CHANGED)[keyof typeof CHANGED],
+): Promise<void> {
   if (profileIds.length === 0 || !hasLiveSegments(scope.defs)) return;
-  await q.insertProfileChanges(tx, scope.accountId, profileIds);
+  await q.insertProfileChanges(tx, scope.accountId, profileIds, changed);
   await refreshLiveSegments(tx, scope.accountId);
 }
 
@@ -126,32 +141,29 @@ export async function profilesChanged(tx: Queryable, scope: AccountScope, profil
  * Prunes the marks profilesChanged leaves for the count projections (src/segments/projection.ts),
  * in the caller's transaction (the live segments job's): those of transactions older than the
  * horizon recorded `afterMs` or more before the scope's time go, and a new horizon is recorded.
- * Answers how many went (null: none due yet) and how many are left.
+ * Answers how many went (null: none due yet) and whether any are left.
  */
 export function pruneProjectionMarks(
   tx: Queryable,
   scope: AccountScope,
   afterMs: number,
-): Promise<{ deleted: number | null; left: number }> {
+): Promise<{ deleted: number | null; left: boolean }> {
   return q.pruneProjectionMarks(tx, scope.accountId, scope.now, afterMs);
 }
 
 /**
  * Takes up to `limit` of the profiles marked by profilesChanged, in the caller's transaction,
- * each with its cluster's canonical profile now (null: deleted since).
+ * each with its cluster's canonical profile now (null: deleted since) and what its writes changed
+ * (CHANGED's bits).
  */
-export function takeProfileChanges(
-  tx: Queryable,
-  scope: AccountScope,
-  limit: number,
-): Promise<{ profile_id: string; canonical_id: string | null }[]> {
+export function takeProfileChanges(tx: Queryable, scope: AccountScope, limit: number): Promise<q.ProfileChange[]> {
   return q.takeProfileChanges(tx, scope.accountId, limit);
 }
 
 /** A merge patch of a canonical profile's section (q.patchSectionData), marked for the live segments. */
 export async function patchSection(tx: Queryable, scope: AccountScope, write: q.SectionPatch): Promise<void> {
   await q.patchSectionData(tx, scope.accountId, write);
-  await profilesChanged(tx, scope, [write.profileId]);
+  await profilesChanged(tx, scope, [write.profileId], CHANGED.data);
 }
 
 /** Deletes a profile, its whole cluster, with all identifiers, data and events (SPEC §3.2). */
@@ -192,7 +204,7 @@ export async function deleteProfiles(
   ]);
   await follower.profilesDeleted(tx, scope, profileIds);
   await q.deleteProfiles(tx, scope.accountId, profileIds);
-  await profilesChanged(tx, scope, profileIds);
+  await profilesChanged(tx, scope, profileIds, CHANGED.both);
 }
 
 /** Locks profiles for good (SPEC §3.2): keyed hashes of their identifiers stay, the profiles go. */
@@ -301,7 +313,7 @@ export async function joinClusters(
       await q.settleSectionData(tx, scope.accountId, former, { at: scope.now, keep: 'own values' });
   await q.setCanonical(tx, scope.accountId, all, canonicalId, scope.now);
   await q.recomputeClusterData(tx, scope.accountId, canonicalId, all);
-  await profilesChanged(tx, scope, all);
+  await profilesChanged(tx, scope, all, CHANGED.both);
   return canonicalId;
 }
 
@@ -404,8 +416,9 @@ export async function switchIdentifier(
   );
   if (!keptElsewhere) await q.deleteIdentifier(tx, scope.accountId, source.keyspace.keyspace_id, source.key);
   await q.insertIdentifier(tx, scope.accountId, target.keyspace.keyspace_id, target.key, owner.profile_id);
-  // Whether the profile is known may change (a trend from the projection keeps it per profile).
-  await profilesChanged(tx, scope, [located.canonicalId]);
+  // Whether the profile is known may change (a trend from the projection keeps it per profile);
+  // no segment term tests identifiers, so the job is asked the least: as for section data.
+  await profilesChanged(tx, scope, [located.canonicalId], CHANGED.data);
 }
 
 /**
@@ -447,7 +460,7 @@ export async function unmergeProfile(
   });
   await q.setCanonical(tx, scope.accountId, [located.profileId], located.profileId, scope.now);
   if (remaining.length > 1) await q.recomputeClusterData(tx, scope.accountId, located.canonicalId, remaining);
-  await profilesChanged(tx, scope, members);
+  await profilesChanged(tx, scope, members, CHANGED.both);
 }
 
 /**

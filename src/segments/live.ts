@@ -15,7 +15,7 @@ import {
 } from '../definitions/definitions.ts';
 import type { Job } from '../jobs/queue.ts';
 import { enqueueUnlessWaiting } from '../jobs/queue.ts';
-import { pruneProjectionMarks, takeProfileChanges } from '../profiles/profiles.ts';
+import { CHANGED, pruneProjectionMarks, takeProfileChanges } from '../profiles/profiles.ts';
 import type { ChangeFeed } from '../store/changes.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { recordWebhookEvents } from '../webhooks/events.ts';
@@ -213,11 +213,21 @@ function movesWithTime(expression: Expression): boolean {
 }
 
 /**
+ * What writes can change whether a profile matches an expression, as CHANGED's bits: section data
+ * for its attribute terms, events for its event terms (the value of `&&` and `||` changes only
+ * with a term's).
+ */
+function changedBy(expression: Expression): number {
+  return termsOf(expression).reduce((bits, t) => bits | (t.kind === 'attribute' ? CHANGED.data : CHANGED.events), 0);
+}
+
+/**
  * The live segments job of an account, in one transaction that holds the account's live segments
  * locked: forgets segments no longer live; computes whole a segment made live, or of a new version
  * or time zone (no webhook events for a first computation: it is the membership's start); takes
- * the marked profiles and evaluates every live segment over them (their clusters' canonical
- * profiles now), recording and sending each entry and exit; with `sweep`, evaluates whole each
+ * the marked profiles and evaluates each live segment over those whose writes can change it
+ * (changedBy; their clusters' canonical profiles now), recording and sending each entry and exit,
+ * and records for all that they are brought up to date; with `sweep`, evaluates whole each
  * segment with a moving window, and schedules the next sweep; prunes the count projections'
  * marks (pruneProjectionMarks), and schedules a sweep while marks are left.
  */
@@ -233,9 +243,17 @@ export async function runLiveSegments(
     const gone = states.filter((st) => !live.some((s) => s.id === st.segment_id)).map((st) => st.segment_id);
     if (gone.length > 0) await q.deleteLiveSegments(tx, accountId, gone);
     const changes = await takeProfileChanges(tx, scope, CHANGES_PER_RUN);
-    const candidates = [
-      ...new Set(changes.flatMap((c) => (c.canonical_id === null ? [c.profile_id] : [c.profile_id, c.canonical_id]))),
+    /** The marked profiles whose writes changed any of `kinds`, and their clusters' canonical profiles now. */
+    const candidatesOf = (kinds: number) => [
+      ...new Set(
+        changes
+          .filter((c) => (c.kinds & kinds) !== 0)
+          .flatMap((c) => (c.canonical_id === null ? [c.profile_id] : [c.profile_id, c.canonical_id])),
+      ),
     ];
+    const refreshed: string[] = [];
+    const evaluatedWhole: string[] = [];
+    const targets: Target[] = [];
     let moving = false;
     for (const segment of live) {
       const version = segment.versions.at(-1)!;
@@ -252,18 +270,30 @@ export async function runLiveSegments(
           now: scope.now,
         });
       const whole = fresh || state.evaluated_at === null || (!!job.payload.sweep && movesWithTime(expression));
-      if (!whole && candidates.length === 0) continue;
-      await bringUpToDate(tx, scope, segment, expression, {
-        candidates: whole ? null : candidates,
+      const candidates = whole ? null : candidatesOf(changedBy(expression));
+      if (whole) evaluatedWhole.push(segment.id);
+      // Writes that cannot change the segment leave it up to date with them.
+      if (whole || changes.length > 0) refreshed.push(segment.id);
+      if (candidates?.length === 0) continue;
+      targets.push({
+        segment,
+        expression,
+        candidates,
         // A first computation is the membership's start, not entries; a new version's changes are.
         report: !(state === undefined || state.evaluated_at === null),
       });
-      await q.markLiveSegmentRefreshed(tx, accountId, segment.id, scope.now, whole);
     }
+    await bringUpToDate(tx, scope, targets);
+    if (refreshed.length > 0)
+      await q.markLiveSegmentsRefreshed(tx, accountId, {
+        segmentIds: refreshed,
+        whole: evaluatedWhole,
+        now: scope.now,
+      });
     if (changes.length === CHANGES_PER_RUN) await refreshLiveSegments(tx, accountId);
     // The projections' marks are pruned here too, and swept again while any are left.
     const marks = await pruneProjectionMarks(tx, scope, PRUNE_AFTER_MS);
-    if (moving || marks.left > 0)
+    if (moving || marks.left)
       await enqueueUnlessWaiting(
         tx,
         accountId,
@@ -274,38 +304,51 @@ export async function runLiveSegments(
   });
 }
 
-/** Applies a segment's evaluation now to its members (all, or the candidates'), recording and sending the changes. */
-async function bringUpToDate(
-  tx: Queryable,
-  scope: AccountScope,
-  segment: SegmentDef,
-  expression: Expression,
-  target: { candidates: string[] | null; report: boolean },
-): Promise<void> {
+/** A live segment to bring up to date: over its candidates (null: all profiles), reporting its changes or not. */
+interface Target {
+  segment: SegmentDef;
+  expression: Expression;
+  candidates: string[] | null;
+  report: boolean;
+}
+
+/** Applies the segments' evaluations now to their members, in one statement, recording and sending the changes. */
+async function bringUpToDate(tx: Queryable, scope: AccountScope, targets: Target[]): Promise<void> {
+  if (targets.length === 0) return;
   const values = new SqlValues();
   const account = values.add(scope.accountId, 'bigint');
-  const text = compilePredicate(
-    expression,
-    { account, now: scope.now.getTime(), timeZone: segment.live_time_zone! },
-    values,
-  );
-  const changes = await q.applyMembership(
+  const changes = await q.applyMemberships(
     tx,
-    { account, text, values: values.values },
-    { segmentId: segment.id, candidates: target.candidates, now: scope.now, report: target.report },
+    { account, values, now: scope.now },
+    targets.map((t) => ({
+      segmentId: t.segment.id,
+      text: compilePredicate(
+        t.expression,
+        { account, now: scope.now.getTime(), timeZone: t.segment.live_time_zone! },
+        values,
+      ),
+      candidates: t.candidates,
+      report: t.report,
+    })),
   );
+  const discriminators = new Map(targets.map((t) => [t.segment.id, t.segment.discriminator]));
   const at = scope.now.toISOString();
   for (const [type, entered] of [
     ['segment.entered', true],
     ['segment.exited', false],
   ] as const) {
-    await recordWebhookEvents(tx, scope.accountId, type, () =>
-      changes
-        .filter((c) => c.entered === entered)
-        .map((c) => ({
+    const these = changes.filter((c) => c.entered === entered);
+    // Without changes, not even the subscription is read.
+    if (these.length > 0)
+      await recordWebhookEvents(tx, scope.accountId, type, () =>
+        these.map((c) => ({
           orderingKey: c.profile_id,
-          data: { segment_discriminator: segment.discriminator, profile: { export_key: c.export_key }, at },
+          data: {
+            segment_discriminator: discriminators.get(c.segment_id)!,
+            profile: { export_key: c.export_key },
+            at,
+          },
         })),
-    );
+      );
   }
 }

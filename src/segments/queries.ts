@@ -218,18 +218,17 @@ export async function upsertLiveSegment(
   );
 }
 
-/** Records that a live segment was brought up to date at `now`, and, `whole`, evaluated whole then. */
-export async function markLiveSegmentRefreshed(
+/** Records that live segments were brought up to date at `now`, and those of `whole` evaluated whole then. */
+export async function markLiveSegmentsRefreshed(
   db: Queryable,
   accountId: string,
-  segmentId: string,
-  now: Date,
-  whole: boolean,
+  r: { segmentIds: string[]; whole: string[]; now: Date },
 ): Promise<void> {
   await db.query(
-    `update live_segments set refreshed_at = $3, evaluated_at = case when $4 then $3 else evaluated_at end
-     where account_id = $1::bigint and segment_id = $2::bigint`,
-    [accountId, segmentId, now, whole],
+    `update live_segments set refreshed_at = $3,
+       evaluated_at = case when segment_id = any($4::bigint[]) then $3 else evaluated_at end
+     where account_id = $1::bigint and segment_id = any($2::bigint[])`,
+    [accountId, r.segmentIds, r.now, r.whole],
   );
 }
 
@@ -241,64 +240,82 @@ export async function deleteLiveSegments(db: Queryable, accountId: string, segme
   ]);
 }
 
-/** An entry or an exit of a live segment, as applyMembership answers it. */
+/** An entry or an exit of a live segment, as applyMemberships answers it. */
 export interface MemberChange {
+  segment_id: string;
   entered: boolean;
   profile_id: string;
   export_key: string;
 }
 
+/** A live segment that applyMemberships brings up to date. */
+export interface MembershipTarget {
+  segmentId: string;
+  /** Its predicate over `p`, the canonical profiles (compilePredicate), with placeholders of the statement's values. */
+  text: string;
+  /** The canonical profiles to evaluate it over; null: every profile of the account. */
+  candidates: string[] | null;
+  /** Whether its entries and exits are answered (the initial computation of a membership reports none). */
+  report: boolean;
+}
+
 /**
- * Brings a live segment's members up to date with a compiled predicate (over `p`, the canonical
- * profiles, compilePredicate): for the canonical profiles whose ids are `candidates`, or, null,
- * for every profile of the account. Profiles that match and are not members enter, members that
- * no longer match (or are no longer canonical profiles, or are gone) exit; each entry and exit is
- * recorded at `now`. One statement, on the account's node: answers the entries and exits when
- * `report` (the initial computation of a membership reports none).
+ * Brings live segments' members up to date, each with its compiled predicate over its
+ * candidates (or every profile of the account): profiles that match and are not members enter,
+ * members that no longer match (or are no longer canonical profiles, or are gone) exit; each entry
+ * and exit is recorded at `now`. One statement for all of them, on the account's node (`account`,
+ * the account's placeholder in `values`, which the predicates' placeholders are of): answers the
+ * entries and exits of the segments that `report`, by segment and profile.
  */
-export async function applyMembership(
+export async function applyMemberships(
   db: Queryable,
-  predicate: { account: string; text: string; values: unknown[] },
-  target: { segmentId: string; candidates: string[] | null; now: Date; report: boolean },
+  shared: { account: string; values: SqlValues; now: Date },
+  targets: MembershipTarget[],
 ): Promise<MemberChange[]> {
-  const values = [...predicate.values, target.segmentId, target.candidates, target.now, target.report];
-  const n = predicate.values.length;
-  const [segment, candidates, now, report] = [
-    `$${n + 1}::bigint`,
-    `$${n + 2}::bigint[]`,
-    `$${n + 3}::timestamptz`,
-    `$${n + 4}::boolean`,
-  ];
-  const { account } = predicate;
-  const among = (column: string) => `(${candidates} is null or ${column} = any(${candidates}))`;
+  const { account, values } = shared;
+  const now = values.add(shared.now, 'timestamptz');
+  const reporting = values.add(
+    targets.filter((t) => t.report).map((t) => t.segmentId),
+    'bigint[]',
+  );
+  const branches = targets.map((t) => {
+    const segment = values.add(t.segmentId, 'bigint');
+    const candidates = t.candidates === null ? null : values.add(t.candidates, 'bigint[]');
+    const among = (column: string) => (candidates === null ? 'true' : `${column} = any(${candidates})`);
+    return {
+      matching: `select ${segment} as segment_id, p.profile_id, p.export_key from (${canonicalProfilesSql(account)}) p
+         where ${among('p.profile_id')} and ${t.text}`,
+      current: `select m.segment_id, m.profile_id, m.export_key from segment_members m
+         where m.account_id = ${account} and m.segment_id = ${segment} and ${among('m.profile_id')}`,
+    };
+  });
   const { rows } = await db.query<MemberChange>(
     `with matching as (
-       select p.profile_id, p.export_key from (${canonicalProfilesSql(account)}) p where ${among('p.profile_id')} and ${predicate.text}
+       ${branches.map((b) => b.matching).join('\n       union all ')}
      ), current as (
-       select m.profile_id, m.export_key from segment_members m
-       where m.account_id = ${account} and m.segment_id = ${segment} and ${among('m.profile_id')}
+       ${branches.map((b) => b.current).join('\n       union all ')}
      ), entered as (
        insert into segment_members (account_id, segment_id, profile_id, export_key, entered_at)
-       select ${account}, ${segment}, x.profile_id, x.export_key, ${now} from matching x
-       where not exists (select 1 from current c where c.profile_id = x.profile_id)
-       returning profile_id, export_key
+       select ${account}, x.segment_id, x.profile_id, x.export_key, ${now} from matching x
+       where not exists (select 1 from current c where c.segment_id = x.segment_id and c.profile_id = x.profile_id)
+       returning segment_id, profile_id, export_key
      ), exited as (
        delete from segment_members m using current c
-       where m.account_id = ${account} and m.segment_id = ${segment} and m.profile_id = c.profile_id
-         and not exists (select 1 from matching x where x.profile_id = c.profile_id)
-       returning m.profile_id, m.export_key
+       where m.account_id = ${account} and m.segment_id = c.segment_id and m.profile_id = c.profile_id
+         and not exists (select 1 from matching x where x.segment_id = c.segment_id and x.profile_id = c.profile_id)
+       returning m.segment_id, m.profile_id, m.export_key
      ), changes as (
-       select true as entered, profile_id, export_key from entered
-       union all select false, profile_id, export_key from exited
+       select segment_id, true as entered, profile_id, export_key from entered
+       union all select segment_id, false, profile_id, export_key from exited
      ), recorded as (
        insert into segment_member_changes (account_id, segment_id, profile_id, entered, at)
-       select ${account}, ${segment}, profile_id, entered, ${now} from changes order by profile_id, entered
+       select ${account}, segment_id, profile_id, entered, ${now} from changes order by segment_id, profile_id, entered
        returning 1
      )
-     select c.entered, c.profile_id, c.export_key from changes c
-     where ${report} and (select count(*) from recorded) >= 0
-     order by c.profile_id`,
-    values,
+     select c.segment_id, c.entered, c.profile_id, c.export_key from changes c
+     where c.segment_id = any(${reporting}) and (select count(*) from recorded) >= 0
+     order by c.segment_id, c.profile_id`,
+    values.values,
   );
   return rows;
 }
