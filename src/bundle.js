@@ -141,6 +141,13 @@ export async function buildBundle() {
       sourcemap: true,
       entryFileNames: '[name].js',
       chunkFileNames: '[name]-[hash].js',
+      // Without comments and whitespace, and in ASCII (other characters escaped): a start reads
+      // and decodes each chunk it loads into text, and text with a single character beyond ASCII
+      // is decoded and scanned as two-byte; names stay as written (no mangling, no compression),
+      // for profiles and `name`. A tenth less CPU to ready for `emulate` (docs/benchmarks.md
+      // "Start"). The packages' licences stay in their folders.
+      comments: { jsdoc: false, legal: false, annotation: false },
+      minify: { compress: false, mangle: false, codegen: { removeWhitespace: true, asciiOnly: true } },
       // A thread's entry maps its own stack traces (src/main.js does for the command line's).
       banner: (chunk) =>
         chunk.isEntry && chunk.name !== 'cli'

@@ -9,7 +9,7 @@ import { flushCompileCache } from './core/compile-cache.ts';
 import { settleWhenIdle } from './core/heap.ts';
 import * as accounts from './accounts/accounts.ts';
 import { forgetDeletedAccountsFiles } from './accounts/delete.ts';
-import { applyAccountManifest, type AccountManifest } from './accounts/manifest.ts';
+import { writeAccountManifest, type AccountManifest } from './accounts/manifest.ts';
 import type { Manifest } from './definitions/schemas.ts';
 import { buildApp, type App } from './http/app.ts';
 import { logDestination } from './core/log.ts';
@@ -68,7 +68,7 @@ export async function createAccountWithKey(
     region,
     limits: options.limits,
   });
-  await applyAccountManifest(
+  await writeAccountManifest(
     tx,
     { feed: services.feed, vendor, serverSecret: services.serverSecret },
     { accountId: created.id, manifest, now: new Date(services.clock()) },

@@ -52,16 +52,15 @@ interface SectionFolders {
  * Applies a manifest (docs/manifest.md) to an account, idempotently: items are matched by
  * discriminator and versions by position; nothing absent from the manifest is removed. A version
  * whose type or query differs from the stored one is refused, because stored data depends on it.
- * Answers what it created, changed and left alone, from the definitions before and after.
+ * What it created, changed and left alone is told by comparing `definitionItems` before and after.
  */
-export async function applyManifest(
+export async function writeManifest(
   tx: Queryable,
   feed: ChangeFeed,
   vendor: string,
   accountId: string,
   input: Manifest,
-): Promise<ManifestSummary> {
-  const before = await loadDefinitions(tx, accountId);
+): Promise<void> {
   const m = withVendor(input, vendor);
   await applyKeyspaces({ tx, accountId, vendor }, m.keyspaces ?? []);
   for (const i of m.integrations ?? []) await connectIntegration(tx, vendor, accountId, i.system);
@@ -76,11 +75,10 @@ export async function applyManifest(
   for (const s of m.sections ?? []) await applySection(ctx, s);
   await applySegments(ctx, m.segments ?? []);
   await announce(feed, tx, accountId);
-  return summarise(definitionItems(before), definitionItems(await loadDefinitions(tx, accountId)));
 }
 
 /** Each item of a definitions snapshot, named by kind and discriminator, with its stored state as JSON. */
-function definitionItems(defs: Definitions): Map<string, string> {
+export function definitionItems(defs: Definitions): Map<string, string> {
   const items = new Map<string, string>();
   const add = (name: string, item: unknown) => items.set(name, JSON.stringify(item));
   for (const k of defs.keyspaces) add(`keyspace ${k.discriminator}`, k);

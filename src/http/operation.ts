@@ -246,6 +246,7 @@ export function routeOf(op: Operation, services: Services, tags: string[]): Rout
   const success = op.response ?? {};
   const statuses = Object.keys(success).map(Number);
   const status = op.status ?? (statuses.length > 0 ? Math.min(...statuses) : 200);
+  let description: string | undefined;
   return {
     method: op.method,
     url: op.path,
@@ -266,7 +267,10 @@ export function routeOf(op: Operation, services: Services, tags: string[]): Rout
       : {}),
     schema: {
       summary: op.summary,
-      description: describeOperation(op),
+      // Written when the OpenAPI document first reads it, not at every start (src/http/app.ts).
+      get description() {
+        return (description ??= describeOperation(op));
+      },
       tags: op.tags ?? tags,
       ...(op.deprecated ? { deprecated: true } : {}),
       ...(op.hide ? { hide: true } : {}),
