@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { type Response, expectProblem, testDatabase } from '../../test/app.ts';
 import {
   EMAIL,
@@ -133,13 +133,17 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
   /** Starts the requests one after another, each once the ones before it wait, then ends the test's lock. */
   async function meet(hold: string, values: unknown[], requests: (() => Promise<Response>)[]): Promise<Response[]> {
     await db.query('begin');
-    await db.query(hold, values);
     const answers: Promise<Response>[] = [];
-    for (const request of requests) {
-      answers.push(request());
-      await waiting(answers.length);
+    try {
+      await db.query(hold, values);
+      for (const request of requests) {
+        answers.push(request());
+        await waiting(answers.length);
+      }
+    } finally {
+      // Also when a wait fails: the next test's lock must not find this one held.
+      await db.query('commit');
     }
-    await db.query('commit');
     return Promise.all(answers);
   }
   /** Every value an attribute of a profile held: those it replaced (history) and the current one, sorted. */
@@ -188,31 +192,40 @@ describe('concurrent writes of one section row keep the history exact (issue 23)
     ).toContain(key);
   }
 
-  it('first writes of a new key, version 1: the one whose profile the other made meanwhile answers 409 AUD-1204', async () => {
-    const key = fresh('race-new');
-    const first = version(FIRSTNAME);
-    await createTogether(key, [
-      () => patchV1(EMAIL, key, { [first]: 'One' }),
-      () => patchV1(EMAIL, key, { [first]: 'Two' }),
-    ]);
-    expect(['One', 'Two']).toContain((await attributes(EMAIL, key))[first]);
-  });
+  // On a Citus cluster the account's row is a reference table's, copied on every node, and these
+  // writes were never seen waiting for the test's lock of it: they cannot be made to meet there.
+  // The run on one PostgreSQL reaches the race.
+  it.skipIf(inject('citus'))(
+    'first writes of a new key, version 1: the one whose profile the other made meanwhile answers 409 AUD-1204',
+    async () => {
+      const key = fresh('race-new');
+      const first = version(FIRSTNAME);
+      await createTogether(key, [
+        () => patchV1(EMAIL, key, { [first]: 'One' }),
+        () => patchV1(EMAIL, key, { [first]: 'Two' }),
+      ]);
+      expect(['One', 'Two']).toContain((await attributes(EMAIL, key))[first]);
+    },
+  );
 
-  it('merges that name one new key: the one whose profile the other made meanwhile answers 409 AUD-1204', async () => {
-    const key = fresh('race-merge');
-    // Each merges the new key with a profile of its own.
-    const merge = (other: string) => () =>
-      server.request('PUT', '/audience/profiles/merges', {
-        token,
-        body: {
-          profiles: [
-            { keyspace_discriminator: EMAIL, profile_key: key },
-            { keyspace_discriminator: EMAIL, profile_key: other },
-          ],
-        },
-      });
-    await createTogether(key, [merge(await emailProfile('race')), merge(await emailProfile('race'))]);
-  });
+  it.skipIf(inject('citus'))(
+    'merges that name one new key: the one whose profile the other made meanwhile answers 409 AUD-1204',
+    async () => {
+      const key = fresh('race-merge');
+      // Each merges the new key with a profile of its own.
+      const merge = (other: string) => () =>
+        server.request('PUT', '/audience/profiles/merges', {
+          token,
+          body: {
+            profiles: [
+              { keyspace_discriminator: EMAIL, profile_key: key },
+              { keyspace_discriminator: EMAIL, profile_key: other },
+            ],
+          },
+        });
+      await createTogether(key, [merge(await emailProfile('race')), merge(await emailProfile('race'))]);
+    },
+  );
 
   it('a PATCH and a DELETE of a value read before the other wrote: each replaced value once in the history (ATTR-10)', async () => {
     const key = await emailProfile('race');
