@@ -360,7 +360,22 @@ describe('webhooks and suppressions', () => {
     await eachOf('AUD-2303', patch, () => ({ params: { webhook_id }, body: () => ({ url: taken }) }), taken);
   });
 
-  it('lifting the suppression of an address that is none of its channel: 400 AUD-1205', async () => {
+  it("an operator's new webhook whose URL is no http one: 400 AUD-2302", async () => {
+    await eachOf(
+      'AUD-2302',
+      ['postAdminAccountsWebhooks'],
+      () => ({ body: (example) => ({ ...(example as object), url: 'gopher://x' }) }),
+      'url',
+    );
+  });
+
+  it('lifting the suppression of an address, or evaluating its consent lists, when it is none of its channel: 400 AUD-1205', async () => {
+    await eachOf(
+      'AUD-1205',
+      ['getAudienceChannelsAddressesConsentsSectionsConsentListsEvaluations'],
+      () => ({ params: { channel_discriminator: EMAIL_CHANNEL, address: 'no-address' } }),
+      'address',
+    );
     await eachOf(
       'AUD-1205',
       ['deleteAdminAccountsSuppressionsByAddress'],
