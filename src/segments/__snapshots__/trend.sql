@@ -1,5 +1,5 @@
 -- trend
-set local enable_sort = off;
+set local enable_sort = off; set local jit = off;
 with clustered as (select exists (select m.profile_id, m.canonical_id from profiles m where m.account_id = $1::bigint and m.canonical_id is not null) as yes)
        select * from (select x.mask, x.known, count(*) as n from (
        select coalesce(bit_or(t.mask) filter (where t.term = 1), 0) & coalesce(bit_or(t.mask) filter (where t.term = 0), 0) as mask, bool_or(t.term = -1) as known
