@@ -32,6 +32,17 @@ async function processRuns(pid: number): Promise<boolean> {
   return stat !== '' && !'ZX'.includes(stat[stat.lastIndexOf(')') + 2]);
 }
 
+/** The processes whose parent is `pid`. */
+async function childrenOf(pid: number): Promise<number[]> {
+  const children: number[] = [];
+  for (const entry of await fs.readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await fs.readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) children.push(Number(entry));
+  }
+  return children;
+}
+
 /** The status of a request, 0 when it got no answer (the program not listening). */
 const statusOf = (answer: Promise<Response>) =>
   answer.then(
@@ -118,15 +129,14 @@ describe('the embedded database, supervised', () => {
         expect(await postmasterPid(program.dataDir)).not.toBe(pid);
       }
     } catch (err) {
-      // What the program logged last (its request lines aside) says why it did not come back.
-      console.log(
-        program.output
-          .split('\n')
-          .filter((l) => !l.includes('request completed'))
-          .slice(-40)
-          .join('\n'),
-      );
-      throw err;
+      // What the program logged last (its request lines aside) says why it did not come back: in
+      // the error, which a run's summary shows (where the test's output may be cut).
+      const last = program.output
+        .split('\n')
+        .filter((l) => !l.includes('request completed'))
+        .slice(-40)
+        .join('\n');
+      throw new Error(`${(err as Error).message}; what the program logged last:\n${last}`, { cause: err });
     } finally {
       writing = false;
       await Promise.all(writers);
@@ -151,6 +161,37 @@ describe('the embedded database, supervised', () => {
         `the start that came up: ${starts.join(' ')}`,
     );
   }, 600_000);
+
+  it('a process of the dead postmaster that does not go by itself (stopped) is ended by the next start, which comes up at once', async () => {
+    const program = await started();
+    const { headers } = await demoOf(program);
+    expect(await createProfile(program, headers, 'before-the-stopped-backend')).toBe(201);
+    const postmaster = (await postmasterPid(program.dataDir))!;
+    // A child of the postmaster (a backend, the checkpointer …) holds its shared memory, as one
+    // busy in a long system call does on a loaded machine: stopped, it cannot notice the death.
+    const children = await childrenOf(postmaster);
+    expect(children.length).toBeGreaterThan(0);
+    const held = children[0];
+    process.kill(held, 'SIGSTOP');
+    try {
+      const deaths = deathsSeen(program);
+      const before = program.logLines().length;
+      await killPostmaster(program);
+      await until('the program to see the kill', () => deathsSeen(program) > deaths);
+      await until('/readyz 200', async () => (await statusOf(fetch(program.url('/readyz')))) === 200);
+      expect(await createProfile(program, headers, 'after-the-stopped-backend')).toBe(201);
+      expect(await processRuns(held)).toBe(false);
+      const lines = program.logLines().slice(before);
+      expect(lines.filter((l) => l.msg === 'the embedded PostgreSQL did not start')).toEqual([]);
+      expect(lines.find((l) => l.msg === 'the embedded PostgreSQL is up again')).toMatchObject({ attempt: 1 });
+    } finally {
+      try {
+        process.kill(held, 'SIGKILL');
+      } catch {
+        // Ended by the program, as it should be.
+      }
+    }
+  });
 
   it("a job across a kill completes in the worker thread's pool, and one enqueued after the restart", async () => {
     const program = await started();

@@ -459,8 +459,9 @@ async function fillList(
 }
 
 /**
- * Records placed or slots sorted between two turns of the event loop: at 10,000,000 profiles the
- * placement of a trend's 20 million event times in one go held the process's requests for over 10 s.
+ * Records placed, slots sorted or slots of a trend gone through between two turns of the event loop:
+ * at 10,000,000 profiles the placement of a trend's 20 million event times in one go held the
+ * process's requests for over 10 s.
  */
 const STEP = 1 << 20;
 /** Lets the process answer the requests that came in meanwhile (the read whole runs beside them). */
@@ -659,9 +660,7 @@ export async function projectedTrend(
 ): Promise<{ known: number; unknown: number }[] | undefined> {
   const terms = termsOf(expression);
   if (!hasLiveSegments(scope.defs) || !terms.every(covered) || (await onCitus(pool))) return undefined;
-  return projected(pool, scope, trendNeeds(terms), options, async (_, p) =>
-    trendCounts(p, expression, points, timeZone),
-  );
+  return projected(pool, scope, trendNeeds(terms), options, (_, p) => trendCounts(p, expression, points, timeZone));
 }
 
 /**
@@ -829,12 +828,12 @@ function below(xs: Float64Array, x: number): number {
  * The trend's counts (projectedTrend) from the columns; undefined when a column holds a value or a
  * time a double does not hold exactly. Points are taken 32 at a time, a bit each in a mask per slot.
  */
-function trendCounts(
+async function trendCounts(
   p: AccountProjection,
   expression: Expression,
   points: number[],
   timeZone: string,
-): { known: number; unknown: number }[] | undefined {
+): Promise<{ known: number; unknown: number }[] | undefined> {
   const needs = trendNeeds(termsOf(expression));
   if (needs.some((n) => p.columns.get(keyOf(n))!.inexact.size > 0)) return undefined;
   const profiles = p.columns.get(keyOf(needs[0])) as ProfileColumn;
@@ -850,9 +849,10 @@ function trendCounts(
       );
   for (let base = 0; base < points.length; base += PART) {
     const part = Float64Array.from(points.slice(base, base + PART), (t) => t * 1000);
-    const masks = trendMasks(p, expression, part, base, windows);
+    const masks = await trendMasks(p, expression, part, base, windows);
     const all = UP_TO[part.length];
     for (let i = 0; i < p.size; i++) {
+      if (i % STEP === STEP - 1) await requestsServed();
       if (!p.alive[i] || !masks[i]) continue;
       const created = profiles.created[i];
       if (!(created === created)) continue;
@@ -872,17 +872,17 @@ function trendCounts(
  * Per slot, the points of `part` (µs, ascending, at most 32; the trend's points from `base` on) at
  * which the expression holds, as bits: && and || as & and | of its terms' masks.
  */
-function trendMasks(
+async function trendMasks(
   p: AccountProjection,
   e: Expression,
   part: Float64Array,
   base: number,
   windows: Map<EventTerm, { start: number; end: number }[]>,
-): Int32Array {
+): Promise<Int32Array> {
   if (e.kind === 'and' || e.kind === 'or') {
     let acc: Int32Array | undefined;
     for (const t of e.terms) {
-      const m = trendMasks(p, t, part, base, windows);
+      const m = await trendMasks(p, t, part, base, windows);
       if (!acc) acc = m;
       else if (e.kind === 'and') for (let i = 0; i < acc.length; i++) acc[i] &= m[i];
       else for (let i = 0; i < acc.length; i++) acc[i] |= m[i];
@@ -897,6 +897,7 @@ function trendMasks(
     const test = COMPARE[e.condition.comparator];
     const k = e.condition.value as number;
     for (let i = 0; i < n; i++) {
+      if (i % STEP === STEP - 1) await requestsServed();
       if (!p.alive[i]) continue;
       const { data, from, to } = recordsOf(c, i);
       let m = 0;
@@ -912,6 +913,7 @@ function trendMasks(
   const c = p.columns.get(keyOf(trendNeeds([t])[1])) as ListColumn;
   const ws = windows.get(t)!.slice(base, base + part.length);
   for (let i = 0; i < n; i++) {
+    if (i % STEP === STEP - 1) await requestsServed();
     if (!p.alive[i]) continue;
     const { data, from, to } = recordsOf(c, i);
     if (from === to) continue;

@@ -235,10 +235,14 @@ function launch(command: PostmasterCommand): Promise<ChildProcess> {
     });
     let ready = false;
     let fatal: string | undefined;
+    // The output read so far from the last line's start: a line may come in two chunks.
+    let line = '';
     child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
       if (ready) return;
-      fatal = [...chunk.matchAll(/(?:FATAL|PANIC):\s+(.*)/g)].at(-1)?.[1] ?? fatal;
-      if (!chunk.includes(READY)) return;
+      const text = line + chunk;
+      line = text.slice(text.lastIndexOf('\n') + 1);
+      fatal = [...text.matchAll(/(?:FATAL|PANIC):\s+(.*)/g)].at(-1)?.[1] ?? fatal;
+      if (!text.includes(READY)) return;
       ready = true;
       resolve(child);
     });
@@ -449,6 +453,7 @@ async function stopOrphanedServer(clusterDir: string): Promise<void> {
   // A postmaster killed with its program is a zombie until reaped, which PostgreSQL would take
   // for a live server: its lock file goes.
   if (!(await runs(pid, 'postgres'))) {
+    await endOrphanedBackends(clusterDir);
     if ((await processState(pid)) === 'Z') await fs.rm(path.join(clusterDir, 'postmaster.pid'), { force: true });
     return;
   }
@@ -456,6 +461,44 @@ async function stopOrphanedServer(clusterDir: string): Promise<void> {
   for (let i = 0; i < 600 && (await runs(pid, 'postgres')); i++) await new Promise((r) => setTimeout(r, 50));
   if (await runs(pid, 'postgres'))
     throw new Error(`PostgreSQL (pid ${pid}) still runs on ${clusterDir}; stop it and start again`);
+}
+
+/**
+ * The processes a dead postmaster leaves (backends, its checkpointer …) keep its shared memory
+ * attached until each notices the death, and PostgreSQL refuses to start while they do ("pre-existing
+ * shared memory block … is still in use"). On a loaded machine they take seconds to go, longer than
+ * the restarts wait: they are ended now (SIGKILL, as PostgreSQL's hint asks; what they had not
+ * committed was never acknowledged) and waited for. They are the processes that map the cluster's
+ * System V segment, named by its postmaster.pid (key and id); none where there is no /proc.
+ */
+async function endOrphanedBackends(clusterDir: string): Promise<void> {
+  const lines = (await fs.readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
+  const [key, id] = (lines[6] ?? '').trim().split(/\s+/).map(Number);
+  if (!(key > 0) || !(id >= 0)) return;
+  // A line of /proc/<pid>/maps: "… rw-s 00000000 00:01 <id>  /SYSV<key in hex> (deleted)".
+  const segment = new RegExp(`\\s${id}\\s+/SYSV${key.toString(16).padStart(8, '0')}\\b`);
+  const attached = async () => {
+    const pids: number[] = [];
+    for (const entry of await fs.readdir('/proc').catch(() => [])) {
+      if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+      const maps = await fs.readFile(`/proc/${entry}/maps`, 'utf8').catch(() => '');
+      if (segment.test(maps) && (await runs(Number(entry), 'postgres'))) pids.push(Number(entry));
+    }
+    return pids;
+  };
+  // Killed processes go once their system call returns (an fsync under a busy disk may take long).
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
+    const pids = await attached();
+    if (pids.length === 0) return;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // Gone meanwhile.
+      }
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 /**
