@@ -8,7 +8,8 @@ import { declaredIn } from './problem-codes.ts';
 // The refusals every operation of a kind declares (`commonErrors` in src/http/operation.ts), asked
 // of every operation of /openapi.json by a request made from its entry there: no token and a
 // wrong token (AUTH-09), text no column holds, a body that is no JSON, of another type, too deep
-// or too large (LIM-08), a body the schema refuses, an account beyond its rate (LIM-01), an unknown account on the operator's routes. Each probe runs where the operation
+// or too large (LIM-08), a body the schema refuses, an account beyond its rate (LIM-01), an unknown account on the operator's routes,
+// a section or segment of the path that the account does not have. Each probe runs where the operation
 // declares the code, and must answer it: a declared code no request can meet fails here.
 
 let server: TestServer;
@@ -191,6 +192,28 @@ describe('the refusals every operation of a kind declares, on every operation', 
     });
   });
 
+  // Where the operation has no body (those with one: their own tests, whose bodies must be valid first).
+  it('a section or a segment the account does not have, named in the path: 404 AUD-1102, AUD-1104', async () => {
+    const named = (param: string) => (op: Operation) => op.body === undefined && op.path.includes(`{${param}}`);
+    // The profile KNOWN names exists: operations that look the profile up first find it.
+    const created = await server.request(
+      'POST',
+      `/audience/keyspaces/${KNOWN.keyspace_discriminator}/sections/com.vendor1.sections.user-created.shop/profiles`,
+      { token, body: { profile_key: KNOWN.profile_key } },
+    );
+    expect(created.status, created.text).toBe(201);
+    await everyDeclaring(
+      'AUD-1102',
+      (op) => call(op, { path: pathNaming(op, 'section_discriminator', NO_SECTION), query: requiredQuery(op) }),
+      named('section_discriminator'),
+    );
+    await everyDeclaring(
+      'AUD-1104',
+      (op) => call(op, { path: pathNaming(op, 'segment_discriminator', NO_SEGMENT), query: requiredQuery(op) }),
+      named('segment_discriminator'),
+    );
+  });
+
   // Where the limited list is a field of the body's own; one deeper, the operation's own tests.
   it('LIM-09: a list of the body over its maximum: 413 AUD-1007', async () => {
     await everyDeclaring(
@@ -215,6 +238,39 @@ describe('the refusals every operation of a kind declares, on every operation', 
     );
   });
 });
+
+const NO_SECTION = 'com.vendor1.sections.user-created.nowhere';
+const NO_SEGMENT = 'com.vendor1.segments.user-created.nowhere';
+
+/** Values of the account's own for the path parameters that name them: the rest is `1`. */
+const KNOWN: Record<string, string> = {
+  keyspace_discriminator: 'com.vendor1.keyspaces.email',
+  profile_key: 'ann@example.com',
+  channel_discriminator: 'com.vendor1.channels.email',
+  address: 'ann@example.com',
+};
+
+/** The operation's path with `value` in the parameter `name`, one of KNOWN or `1` in the others. */
+function pathNaming(op: Operation, name: string, value: string): string {
+  return op.path.replace(/\{(\w+)\}/g, (_, param: string) =>
+    encodeURIComponent(param === name ? value : (KNOWN[param] ?? '1')),
+  );
+}
+
+/** The query of the operation's required parameters, each with a value its schema takes. */
+function requiredQuery(op: Operation): string {
+  const values = op.parameters
+    .filter((p) => p.in === 'query' && p.required)
+    .map((p) => {
+      const schema = p.schema as Parameter['schema'] & { minimum?: number; type?: string };
+      const value =
+        schema?.enum?.[0] ??
+        schema?.default ??
+        (schema?.type === 'integer' || schema?.type === 'number' ? Math.max(1, schema.minimum ?? 1) : '1');
+      return `${p.name}=${encodeURIComponent(String(value))}`;
+    });
+  return values.length > 0 ? `?${values.join('&')}` : '';
+}
 
 /** The lists of the body's own fields that have a maximum, by name. */
 function limitedLists(op: Operation): [string, number][] {
