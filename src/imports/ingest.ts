@@ -3,7 +3,7 @@ import type pg from 'pg';
 import { importConsents, type ImportedConsent } from '../consents/consents.ts';
 import { Problem } from '../core/problems.ts';
 import { MAX_ATTEMPTS, type Job } from '../jobs/queue.ts';
-import { importProfileRows, type ImportRow } from '../profiles/bulk.ts';
+import { importProfileRows, refreshProfileStatistics, type ImportRow } from '../profiles/bulk.ts';
 import { normaliseKey } from '../profiles/keys.ts';
 import { currentVersionId, findProfile, type Located } from '../profiles/locate.ts';
 import { joinClusters } from '../profiles/profiles.ts';
@@ -285,6 +285,9 @@ async function endImport(
   await deps.files.remove(row.file_key);
 }
 
+/** The rows of a file after which its import refreshes the profile tables' statistics (refreshProfileStatistics). */
+const STATISTICS_AFTER_ROWS = 10_000;
+
 /** Reads the import's file and writes its data rows through the lanes; answers how the import ends. */
 async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
   const { deps, plan } = run;
@@ -322,6 +325,7 @@ async function ingestFile(run: ImportRun, row: q.ImportRowDb): Promise<Ending> {
   }
   await lanes.finish();
   if (!columns) return { status: 'error', message: 'The file is empty: a header row is needed' };
+  if (lanes.rowsRead >= STATISTICS_AFTER_ROWS) await refreshProfileStatistics(deps.pool);
   return { status: 'completed' };
 }
 
@@ -372,7 +376,8 @@ interface Lane {
 class ImportLanes {
   private readonly run: ImportRun;
   private readonly lanes: Lane[];
-  private rowsRead = 0;
+  /** The file's data rows read so far (in a resumed run, those its earlier runs wrote too). */
+  rowsRead = 0;
 
   constructor(run: ImportRun, lanesDone: number[]) {
     this.run = run;
