@@ -376,8 +376,12 @@ interface Lane {
 class ImportLanes {
   private readonly run: ImportRun;
   private readonly lanes: Lane[];
+  private read = 0;
+
   /** The file's data rows read so far (in a resumed run, those its earlier runs wrote too). */
-  rowsRead = 0;
+  get rowsRead(): number {
+    return this.read;
+  }
 
   constructor(run: ImportRun, lanesDone: number[]) {
     this.run = run;
@@ -386,10 +390,10 @@ class ImportLanes {
 
   /** Takes the next data row of the file into its lane's batch, unless an earlier run wrote it; writes a full batch. */
   async add(row: Parsed | RowFailure): Promise<void> {
-    this.rowsRead++;
+    this.read++;
     // A key's rows go to one lane, and so are written in file order; a refused row to any.
-    const lane = this.lanes['reason' in row ? this.rowsRead % this.lanes.length : laneOf(row.key, this.lanes.length)];
-    if (this.rowsRead <= lane.done) return;
+    const lane = this.lanes['reason' in row ? this.read % this.lanes.length : laneOf(row.key, this.lanes.length)];
+    if (this.read <= lane.done) return;
     lane.batch.found++;
     if ('reason' in row) lane.batch.failures.push(row);
     else lane.batch.parsed.push(row);
@@ -408,7 +412,7 @@ class ImportLanes {
     const batch = lane.batch;
     lane.batch = emptyBatch();
     await lane.writing;
-    lane.writing = writeBatch(this.run, lane.index, batch, this.rowsRead);
+    lane.writing = writeBatch(this.run, lane.index, batch, this.read);
     // Awaited by the next flush or at the end; until then its failure must not count as unhandled.
     lane.writing.catch(() => {});
   }
