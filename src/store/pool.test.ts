@@ -1,3 +1,4 @@
+import net from 'node:net';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { testDatabase } from '../../test/app.ts';
@@ -26,7 +27,49 @@ describe('checkOut', () => {
       await pool.end();
     }
   });
+
+  it('hears a backend that ends in the same packet as it becomes ready, and discards the client', async () => {
+    // What a busy client reads when the postmaster dies (kill -9) as a connection starts: the new
+    // backend's ready message and its FATAL 57P01 ("unexpected postmaster exit") in one read. A
+    // listener attached after a promise's turn comes too late: the 'error' event has no listener.
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((socket) => {
+      sockets.add(socket);
+      socket.once('data', () => socket.end(Buffer.concat([authenticationOk, readyForQuery, adminShutdown])));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as net.AddressInfo;
+    const pool = createPool(`postgres://someone@127.0.0.1:${port}/db`, 1);
+    try {
+      const out = await checkOut(pool);
+      await expect(out.client.query('select 1')).rejects.toThrow();
+      out.release();
+      expect(pool.totalCount).toBe(0);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await pool.end();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
 });
+
+/** A message of PostgreSQL's protocol: its type, its length, its body. */
+function message(type: string, body: Buffer): Buffer {
+  const length = Buffer.alloc(4);
+  length.writeInt32BE(body.length + 4);
+  return Buffer.concat([Buffer.from(type), length, body]);
+}
+
+const authenticationOk = message('R', Buffer.alloc(4));
+const readyForQuery = message('Z', Buffer.from('I'));
+const adminShutdown = message(
+  'E',
+  Buffer.from(
+    ['SFATAL', 'VFATAL', 'C57P01', 'Mterminating connection due to unexpected postmaster exit']
+      .map((field) => `${field}\0`)
+      .join('') + '\0',
+  ),
+);
 
 /** Which errors of a real PostgreSQL count as the database gone (a 503 to retry, src/http/problems.ts), and which not. */
 describe('isDatabaseUnavailable', () => {

@@ -50,12 +50,19 @@ export interface CheckedOut {
  * process; with it, the client's next query fails instead and the broken client is discarded.
  */
 export async function checkOut(pool: pg.Pool): Promise<CheckedOut> {
-  const client = await pool.connect();
   let broken: Error | undefined;
   const onError = (err: Error) => {
     broken ??= err;
   };
-  client.on('error', onError);
+  // Listening from within pg-pool's callback, not after a promise's turn: the read that made the
+  // client ready can hold its end too (a dying server's FATAL), parsed before any promise settles.
+  const client = await new Promise<pg.PoolClient>((resolve, reject) =>
+    pool.connect((err, connected) => {
+      if (err || !connected) return reject(err ?? new Error('no client'));
+      connected.on('error', onError);
+      resolve(connected);
+    }),
+  );
   return {
     client,
     release: (discard) => {
