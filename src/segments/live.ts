@@ -19,7 +19,7 @@ import { CHANGED, pruneProjectionMarks, takeProfileChanges } from '../profiles/p
 import type { ChangeFeed } from '../store/changes.ts';
 import { withTransaction, type Queryable } from '../store/pool.ts';
 import { recordWebhookEvents } from '../webhooks/events.ts';
-import { ACCOUNTS_KEPT, projectable, projectionState, readAhead } from './projection.ts';
+import { ACCOUNTS_KEPT, onReadFailed, projectable, projectionState, readAhead } from './projection.ts';
 import * as q from './queries.ts';
 import { readableExpression, storedExpression } from './segments.ts';
 
@@ -159,8 +159,9 @@ function projectableTerms(scope: AccountScope): (AttributeTerm | EventTerm)[] {
  * has started the read: at the start, of the accounts with a live segment (the newest
  * ACCOUNTS_KEPT), and again whenever an account's definitions change (a segment made live, a
  * segment or an attribute changed). One account at a time, each read a batch of rows at a time
- * on one connection; `projection` of a live segment's state says when it is done. Returns what
- * stops it (after the read under way).
+ * on one connection; `projection` of a live segment's state says when it is done. Logs every
+ * read whole of the pool's projections that fails, also those that counts and trends start.
+ * Returns what stops it (after the read under way).
  */
 export function readProjectionsAhead(deps: {
   pool: pg.Pool;
@@ -199,9 +200,14 @@ export function readProjectionsAhead(deps: {
     });
   };
   onDefinitionsChanged(deps.feed, start);
+  // Reads whole started by counts and trends too, which no caller waits for.
+  const unheard = onReadFailed(deps.pool, (err) => {
+    if (!stopped) deps.log('reading a count projection failed', err);
+  });
   start('*');
   return async () => {
     stopped = true;
+    unheard();
     pending.clear();
     await running;
   };

@@ -375,4 +375,50 @@ describe.skipIf(inject('citus'))('counts from a projection', () => {
       await other.close();
     }
   });
+
+  it('log a read whole that fails in the background; the next count reads again', async () => {
+    const a = await account();
+    await apply(a, { kind: 'create', key: 0 });
+    await apply(a, { kind: 'points', key: 0, value: 60 });
+    const logged: string[] = [];
+    // The marks' table locked: the read at the other process's start waits, and its backend is ended.
+    const locker = await db.connect();
+    await locker.query('begin');
+    await locker.query('lock table projection_marks in access exclusive mode');
+    let other: TestServer | undefined;
+    try {
+      other = await TestServer.start({ LOG_LEVEL: 'error' }, { log: { write: (line) => logged.push(line) } });
+      const { rows } = await readWhen(
+        'a read waiting for the lock',
+        () =>
+          db.query<{ pid: number }>(
+            `select pid from pg_stat_activity where wait_event_type = 'Lock' and query like '%projection_marks%'`,
+          ),
+        (r) => r.rowCount! > 0,
+        STATE_BOUND_MS,
+      );
+      for (const { pid } of rows) await db.query('select pg_terminate_backend($1)', [pid]);
+      await locker.query('rollback');
+      const line = await readWhen(
+        'the failure logged',
+        async () => logged.find((l) => l.includes('reading a count projection failed')),
+        (l) => l !== undefined,
+        STATE_BOUND_MS,
+      );
+      expect(JSON.parse(line!).err.code).toBe('57P01');
+      // Counts are SQL's meanwhile; the next one that waits for the columns reads them again.
+      const body = { section_discriminator: S, segment: { timezone: TZ, segment_discriminator: segmentOf('rich') } };
+      const res = await other.request('POST', '/audience/profiles/reports/segments/count', {
+        token: await other.token(a),
+        body,
+      });
+      expect(res.body.profile_count).toBe(1);
+      const scope = await accountScope(other.services, a.accountId);
+      expect(await projectedCount(other.services.pool, scope, countPlan(scope, body).expression, TZ, WAIT)).toBe(1);
+    } finally {
+      await locker.query('rollback').catch(() => {});
+      locker.release();
+      await other?.close();
+    }
+  });
 });

@@ -611,6 +611,19 @@ const projections = new WeakMap<pg.Pool, Map<string, AccountProjection>>();
 const builds = new WeakMap<pg.Pool, Map<string, Promise<void>>>();
 const queues = new WeakMap<pg.Pool, Map<string, Promise<unknown>>>();
 const citus = new WeakMap<pg.Pool, Promise<boolean>>();
+/** Who hears of a read whole that failed, per pool (onReadFailed). */
+const readFailures = new WeakMap<pg.Pool, Set<(err: unknown) => void>>();
+
+/**
+ * Hears each read whole of the pool's projections that fails: most run in the background, where no
+ * caller waits for them (readProjectionsAhead logs them). Returns what stops hearing.
+ */
+export function onReadFailed(pool: pg.Pool, heard: (err: unknown) => void): () => void {
+  let listeners = readFailures.get(pool);
+  if (!listeners) readFailures.set(pool, (listeners = new Set()));
+  listeners.add(heard);
+  return () => listeners.delete(heard);
+}
 
 /** What answerNow answers when the account's columns must first be read whole. */
 const UNBUILT = Symbol('unbuilt');
@@ -702,7 +715,8 @@ function holds(pool: pg.Pool, scope: AccountScope, needs: Need[]): boolean {
  * keeps them as of the scope's definitions, and waits for the read: so that the counts that need
  * them are projected from the first one. A read under way is waited for first, and one read at
  * most is started: a scope whose definitions have changed since is not read again and again
- * against the counts' newer one. Nothing without a live segment, or on Citus.
+ * against the counts' newer one. Nothing without a live segment, or on Citus. A failed read is
+ * not thrown: onReadFailed's listeners hear it.
  */
 export async function readAhead(pool: pg.Pool, scope: AccountScope, terms: (AttributeTerm | EventTerm)[]) {
   if (!hasLiveSegments(scope.defs) || terms.length === 0 || (await onCitus(pool))) return;
@@ -711,7 +725,8 @@ export async function readAhead(pool: pg.Pool, scope: AccountScope, terms: (Attr
     ?.get(scope.accountId)
     ?.catch(() => {});
   const needs = countNeeds(terms);
-  if (!holds(pool, scope, needs)) await buildInBackground(pool, scope, needs);
+  // Its failure is heard by onReadFailed's listeners.
+  if (!holds(pool, scope, needs)) await buildInBackground(pool, scope, needs).catch(() => {});
 }
 
 /**
@@ -764,7 +779,9 @@ function buildInBackground(pool: pg.Pool, scope: AccountScope, needs: Need[]): P
     for (const account of all.keys()) if (all.size > ACCOUNTS_KEPT) all.delete(account);
   });
   const settled = build.finally(() => running.delete(scope.accountId));
-  settled.catch(() => {});
+  settled.catch((err: unknown) => {
+    for (const heard of readFailures.get(pool) ?? []) heard(err);
+  });
   running.set(scope.accountId, settled);
   return settled;
 }
