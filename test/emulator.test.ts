@@ -2,7 +2,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EmulatorError, startEmulator, type Emulator } from '../clients/testing/src/index.ts';
 import { CallbackReceiver } from './callbacks.ts';
 import { atFileEnd } from './scratch.ts';
-import { readWhen, STATE_BOUND_MS } from './until.ts';
+import { readWhen, STATE_BOUND_MS, until } from './until.ts';
 import { sendImportFile, type Created } from './imports-http.ts';
 
 // The emulator (docs/emulator.md) used as an integrator's test suite uses it: through
@@ -432,10 +432,12 @@ describe('outbound calls', () => {
     );
     await emulator.control.jobs.run();
     // The first attempt may be the background worker's, a moment after: wait for it, then for the retry.
-    const attempts = async (n: number) => {
-      for (let i = 0; i < 400 && (await emulator.control.webhooks.list({ type: 'profile.deleted' })).length < n; i++)
-        await new Promise((r) => setTimeout(r, 25));
-    };
+    const attempts = (n: number) =>
+      until(
+        `${n} attempts`,
+        async () => (await emulator.control.webhooks.list({ type: 'profile.deleted' })).length >= n,
+        STATE_BOUND_MS,
+      );
     await attempts(1);
     await emulator.control.clock.advance(3600);
     await attempts(2);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll } from 'vitest';
 import type { Manifest } from '../src/definitions/schemas.ts';
 import { TestServer } from './app.ts';
+import { STATE_BOUND_MS, until } from './until.ts';
 import { CallbackReceiver } from './callbacks.ts';
 
 // What the tests of API keys restricted to sections (SPEC §5.7; docs/security.md "Section restrictions")
@@ -131,8 +132,11 @@ export async function readyExport(): Promise<string> {
     body: exportBody,
   });
   const path = new URL(created.body.poll_url).pathname;
-  for (let i = 0; i < 400 && (await server.request('GET', `/v2${path}`, { token: full })).status === 202; i++)
-    await new Promise((r) => setTimeout(r, 25));
+  await until(
+    'the export ready',
+    async () => (await server.request('GET', `/v2${path}`, { token: full })).status !== 202,
+    STATE_BOUND_MS,
+  );
   return path;
 }
 
@@ -154,8 +158,11 @@ export async function readySingleExport(): Promise<string> {
   });
   const url = new URL(created.headers.get('location')!);
   const path = url.pathname + url.search;
-  for (let i = 0; i < 400 && (await server.request('GET', path, { token: full })).status === 404; i++)
-    await new Promise((r) => setTimeout(r, 25));
+  await until(
+    'the single export ready',
+    async () => (await server.request('GET', path, { token: full })).status !== 404,
+    STATE_BOUND_MS,
+  );
   return path;
 }
 

@@ -1,8 +1,9 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
+import { readWhen, STATE_BOUND_MS } from '../../test/until.ts';
 import { COMMENT, type EventAccount, eventExportHelpers, HIDDEN_VISIT } from '../../test/event-exports.ts';
-import { BIG, BLOG, exportHelpers, NO_LIMITS, pollPath, SHOP, sleep, V, v2, VIP } from '../../test/exports.ts';
+import { BIG, BLOG, exportHelpers, NO_LIMITS, pollPath, SHOP, V, v2, VIP } from '../../test/exports.ts';
 
 let server: TestServer;
 let db: pg.Pool;
@@ -197,11 +198,12 @@ describe('event export: failure, access and limits', () => {
       await changeDefinitions(a);
       return created;
     });
-    let res = await server.request('GET', pollPath(url), { token: a.token });
-    for (let i = 0; i < 200 && res.status === 404; i++) {
-      await sleep(25);
-      res = await server.request('GET', pollPath(url), { token: a.token });
-    }
+    const res = await readWhen(
+      'the export failed',
+      () => server.request('GET', pollPath(url), { token: a.token }),
+      (r) => r.status !== 404,
+      STATE_BOUND_MS,
+    );
     expect(expectProblem(res, 503, 'AUD-1904')).toMatch(
       /attributes\[0\]\.attribute_version_id: the attribute .* is hidden\); request a new export/,
     );

@@ -5,6 +5,7 @@ import { parse as parseCsv } from 'csv-parse/sync';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer } from '../../test/app.ts';
+import { readWhen, STATE_BOUND_MS, until } from '../../test/until.ts';
 import {
   type Account,
   BLOG,
@@ -18,7 +19,6 @@ import {
   NO_LIMITS,
   pollPath,
   SHOP,
-  sleep,
   V,
   v2,
 } from '../../test/exports.ts';
@@ -76,11 +76,12 @@ describe('poll URLs', () => {
   it('EXP-34 (reading: every export): a request that no longer holds when the worker takes it fails the export, and both forms answer 503 with the reason', async () => {
     const a = await account();
     const pollUrl = await exportOfGoneTopic(a, { definitionsChanged: true });
-    let res = await server.request('GET', pollPath(pollUrl), { token: a.token });
-    for (let i = 0; i < 200 && res.status === 404; i++) {
-      await sleep(25);
-      res = await server.request('GET', pollPath(pollUrl), { token: a.token });
-    }
+    const res = await readWhen(
+      'the export failed',
+      () => server.request('GET', pollPath(pollUrl), { token: a.token }),
+      (r) => r.status !== 404,
+      STATE_BOUND_MS,
+    );
     expect(expectProblem(res, 503, 'AUD-1904')).toMatch(
       /topic_discriminators\[0\]: topic "com\.vendor1\.topics\.user-created\.gone" not found/,
     );
@@ -330,8 +331,7 @@ describe('expiry', () => {
       [a.accountId],
     );
     expect(rowCount).toBe(1);
-    for (let i = 0; i < 200 && fs.existsSync(file); i++) await sleep(25);
-    expect(fs.existsSync(file)).toBe(false);
+    await until('the expired file swept', () => !fs.existsSync(file), STATE_BOUND_MS);
     expectProblem(await server.request('GET', pollPath(pollUrl), { token: a.token }), 410, 'AUD-1902');
     expectProblem(await server.request('GET', v2(pollUrl), { token: a.token }), 410, 'AUD-1902');
   });
@@ -370,11 +370,12 @@ describe('in an S3-compatible bucket', () => {
       201,
     );
     const path = new URL(created.body.poll_url).pathname;
-    let res = await onS3.request('GET', path, { token });
-    for (let i = 0; i < 400 && res.status === 404; i++) {
-      await sleep(25);
-      res = await onS3.request('GET', path, { token });
-    }
+    const res = await readWhen(
+      'the export done',
+      () => onS3.request('GET', path, { token }),
+      (r) => r.status !== 404,
+      STATE_BOUND_MS,
+    );
     expect(res.status, res.text).toBe(200);
     const [header, ...rows] = parseCsv(res.text) as string[][];
     expect(header).toEqual(['exportKey', 'Email']);

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer, type Response } from '../../test/app.ts';
+import { readWhen, STATE_BOUND_MS } from '../../test/until.ts';
 import { type CallbackReceiver, receiverForTests } from '../../test/callbacks.ts';
 import { EMAIL, NO_LIMITS, SHOP } from '../../test/exports.ts';
 import { SINGLE_MANIFEST as MANIFEST } from '../../test/single-exports.ts';
@@ -19,8 +20,6 @@ serverWithPool({ env: { CALLBACKS_ALLOW_PRIVATE: 'true' }, worker: true }, (s, d
 receiverForTests((r) => {
   receiver = r;
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function ok(res: Promise<Response>, status: number): Promise<Response> {
   const r = await res;
@@ -61,11 +60,12 @@ describe('with the address filter on (CALLBACKS_ALLOW_PRIVATE unset)', () => {
         202,
       );
       const location = new URL(res.headers.get('location')!);
-      let answer = await filtering.request('GET', location.pathname + location.search, { token });
-      for (let i = 0; i < 400 && answer.status === 404; i++) {
-        await sleep(25);
-        answer = await filtering.request('GET', location.pathname + location.search, { token });
-      }
+      const answer = await readWhen(
+        'the export failed',
+        () => filtering.request('GET', location.pathname + location.search, { token }),
+        (r) => r.status !== 404,
+        STATE_BOUND_MS,
+      );
       expect(expectProblem(answer, 503, 'AUD-1904'), host).toMatch(
         new RegExp(
           `The verification callback failed: ${shown.replaceAll('.', '\\.')}.* is a loopback address, which callbacks may not reach; no ready callback is sent`,

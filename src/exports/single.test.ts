@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { expectProblem, serverWithPool, TestServer, type Response } from '../../test/app.ts';
+import { readWhen, STATE_BOUND_MS, until } from '../../test/until.ts';
 import { type CallbackReceiver, type Received, receiverForTests } from '../../test/callbacks.ts';
 import { DAY, EMAIL, NO_LIMITS, SHOP, V } from '../../test/exports.ts';
 import { SINGLE_MANIFEST as MANIFEST } from '../../test/single-exports.ts';
@@ -23,8 +24,6 @@ serverWithPool({ env: { CALLBACKS_ALLOW_PRIVATE: 'true' }, worker: true }, (s, d
 receiverForTests((r) => {
   receiver = r;
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Account {
   accountId: string;
@@ -109,27 +108,29 @@ async function requestExport(
   return location.pathname + location.search;
 }
 
-/** The export's answer once it is no longer in progress (404 AUD-1901), polled a few seconds at most. */
-async function settled(a: Account, path: string): Promise<Response> {
-  for (let i = 0; i < 400; i++) {
-    const res = await server.request('GET', path, { token: a.token });
-    if (res.status !== 404 || res.body.type !== '/errors/AUD-1901') return res;
-    await sleep(25);
-  }
-  throw new Error(`${path} still in progress`);
+/** The export's answer once it is no longer in progress (404 AUD-1901). */
+function settled(a: Account, path: string): Promise<Response> {
+  return readWhen(
+    `${path} no longer in progress`,
+    () => server.request('GET', path, { token: a.token }),
+    (res) => res.status !== 404 || res.body.type !== '/errors/AUD-1901',
+    STATE_BOUND_MS,
+  );
 }
 
-/** Waits until the account's callback jobs are done (a few seconds at most): no callback can arrive after. */
+/** Waits until the account's callback jobs are done: no callback can arrive after. */
 async function callbacksDone(a: Account): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const { rows } = await db.query(
-      "select count(*)::int as n from jobs where account_id = $1::bigint and kind like 'export-single%' and failed_at is null",
-      [a.accountId],
-    );
-    if (rows[0].n === 0) return;
-    await sleep(25);
-  }
-  throw new Error('callback jobs still waiting');
+  await until(
+    'the callback jobs done',
+    async () =>
+      (
+        await db.query(
+          "select count(*)::int as n from jobs where account_id = $1::bigint and kind like 'export-single%' and failed_at is null",
+          [a.accountId],
+        )
+      ).rows[0].n === 0,
+    STATE_BOUND_MS,
+  );
 }
 
 /** Makes the account's waiting jobs due now: the queue's back-off is timed by the database's clock, which the test clock does not move. */
@@ -332,12 +333,16 @@ describe('single profile export', () => {
     const key = await profile(a, EMAIL, 'eli@example.com');
     receiver.answer = () => ({ status: 500 });
     const path = await requestExport(a, key);
-    let res = await server.request('GET', path, { token: a.token });
-    for (let i = 0; i < 800 && res.status === 404; i++) {
-      await dueNow(a);
-      await sleep(25);
-      res = await server.request('GET', path, { token: a.token });
-    }
+    // Each retry made due at once: the back-off is the database's clock, which the test does not move.
+    const res = await readWhen(
+      'the export failed',
+      async () => {
+        await dueNow(a);
+        return server.request('GET', path, { token: a.token });
+      },
+      (r) => r.status !== 404,
+      STATE_BOUND_MS,
+    );
     expect(expectProblem(res, 503, 'AUD-1904')).toMatch(
       /The verification callback failed: the callback URL answered 500; no ready callback is sent/,
     );
@@ -375,10 +380,14 @@ describe('single profile export', () => {
       (r.body as { code: number }).code === 200 && readies++ === 0 ? { status: 503 } : { status: 204 };
     await requestExport(a, key);
     await receiver.waitFor(2);
-    for (let i = 0; i < 400 && receiver.received.length < 3; i++) {
-      await dueNow(a);
-      await sleep(25);
-    }
+    await until(
+      'the ready callback tried again',
+      async () => {
+        await dueNow(a);
+        return receiver.received.length >= 3;
+      },
+      STATE_BOUND_MS,
+    );
     await callbacksDone(a);
     expect(bodies(receiver.received).map((b) => (b as { code: number }).code)).toEqual([100, 200, 200]);
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { serverWithPool, type TestServer } from '../../test/app.ts';
+import { readWhen, STATE_BOUND_MS } from '../../test/until.ts';
 import { type CallbackReceiver, receiverForTests } from '../../test/callbacks.ts';
 import { createProfile, deleteProfile, MANIFEST, ok, subscribe } from '../../test/webhooks.ts';
 
@@ -30,12 +31,14 @@ describe('webhook endpoints at internal addresses', () => {
     await createProfile(server, a, 'kim@example.com');
     await deleteProfile(server, a, 'kim@example.com');
     for (const [i, [, reason]] of targets.entries()) {
-      let last: any;
-      for (let n = 0; n < 400 && !last; n++) {
-        const list = await ok(server.request('GET', `/webhooks/${ids[i]}/deliveries`, { token: a.token }), 200);
-        last = list.body.items[0]?.last_attempt;
-        if (!last) await new Promise((r) => setTimeout(r, 50));
-      }
+      const last = await readWhen(
+        `the delivery to target ${i} attempted`,
+        async () =>
+          (await ok(server.request('GET', `/webhooks/${ids[i]}/deliveries`, { token: a.token }), 200)).body.items[0]
+            ?.last_attempt,
+        (attempt) => !!attempt,
+        STATE_BOUND_MS,
+      );
       expect(last).toMatchObject({ status: null, error: expect.stringMatching(reason) });
     }
     expect(receiver.received).toEqual([]);
