@@ -2,6 +2,7 @@ import zlib from 'node:zlib';
 import { parse as parseCsv } from 'csv-parse/sync';
 import type pg from 'pg';
 import { expect } from 'vitest';
+import { readWhen, STATE_BOUND_MS } from './until.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
 import type { TestServer } from './app.ts';
 import { type Account, EMAIL, exportHelpers, MANIFEST, NO_LIMITS } from './exports.ts';
@@ -21,8 +22,6 @@ export const EMAIL_EVENTS_MANIFEST: Manifest = {
     },
   ],
 };
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The email event export's helpers over the test file's own server and database. */
 export function emailEventHelpers(env: () => { server: TestServer; db: pg.Pool }) {
@@ -58,14 +57,14 @@ export function emailEventHelpers(env: () => { server: TestServer; db: pg.Pool }
     return res.body.report_id;
   }
 
-  /** Status calls until the report is no longer `requested` (a few seconds at most). */
-  async function settled(a: Account, id: string, query = ''): Promise<{ body: any; headers: Headers }> {
-    for (let i = 0; i < 400; i++) {
-      const res = await ok(env().server.request('GET', `/emails/reports/${id}${query}`, { token: a.token }), 200);
-      if (res.body.result.status !== 'requested') return res;
-      await sleep(25);
-    }
-    throw new Error(`report ${id} not settled`);
+  /** Status calls until the report is no longer `requested`. */
+  function settled(a: Account, id: string, query = ''): Promise<{ body: any; headers: Headers }> {
+    return readWhen(
+      `report ${id} settled`,
+      () => ok(env().server.request('GET', `/emails/reports/${id}${query}`, { token: a.token }), 200),
+      (res) => res.body.result.status !== 'requested',
+      STATE_BOUND_MS,
+    );
   }
 
   /** The path and query of a download URL. */

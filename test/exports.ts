@@ -2,6 +2,7 @@ import http from 'node:http';
 import { parse as parseCsv } from 'csv-parse/sync';
 import type pg from 'pg';
 import { expect } from 'vitest';
+import { readWhen, STATE_BOUND_MS } from './until.ts';
 import type { Manifest } from '../src/definitions/schemas.ts';
 import { startWorker } from '../src/worker/worker.ts';
 import type { Response, TestServer } from './app.ts';
@@ -188,15 +189,15 @@ export function exportHelpers(env: () => { server: TestServer; db: pg.Pool }) {
     return res.body.poll_url;
   }
 
-  /** Waits (a few seconds at most) until the export is ready, polling its v2 form. */
+  /** Waits until the export is ready, polling its v2 form, which answers 202 until then. */
   async function whenReady(a: Account, pollUrl: string): Promise<void> {
-    for (let i = 0; i < 400; i++) {
-      const res = await env().server.request('GET', v2(pollUrl), { token: a.token });
-      if (res.status === 200) return;
-      expect(res.status, res.text).toBe(202);
-      await sleep(25);
-    }
-    throw new Error(`export ${pollUrl} not ready`);
+    const res = await readWhen(
+      `export ${pollUrl} ready`,
+      () => env().server.request('GET', v2(pollUrl), { token: a.token }),
+      (r) => r.status !== 202,
+      STATE_BOUND_MS,
+    );
+    expect(res.status, res.text).toBe(200);
   }
 
   /** A GET with exactly the headers given (fetch adds and undoes Accept-Encoding): status, headers and the body's bytes as sent. */

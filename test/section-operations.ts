@@ -1,4 +1,5 @@
 import type { Response } from './app.ts';
+import { readWhen, STATE_BOUND_MS } from './until.ts';
 import {
   ALPHA,
   EMAIL,
@@ -575,12 +576,13 @@ function webhookOperations(): Record<string, Operation> {
         body: { url: receiver.url('/webhook'), event_types: ['export.finished'] },
       });
       await readyExport();
-      for (let i = 0; i < 200; i++) {
-        const list = await server.request('GET', `/webhooks/${created.body.id}/deliveries`, { token: full });
-        if (list.body.items?.length > 0) return { id: created.body.id, event: list.body.items[0].event_id };
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      throw new Error('no delivery of the webhook');
+      const list = await readWhen(
+        'a delivery of the webhook',
+        () => server.request('GET', `/webhooks/${created.body.id}/deliveries`, { token: full }),
+        (res) => res.body.items?.length > 0,
+        STATE_BOUND_MS,
+      );
+      return { id: created.body.id as string, event: list.body.items[0].event_id as string };
     })());
   const op = (method: string, path: string, make: (id: string, event: string) => [string, unknown?]) => ({
     access: 'every-section' as const,

@@ -18,6 +18,7 @@
 import fc from 'fast-check';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
+import { readWhen, STATE_BOUND_MS } from '../../test/until.ts';
 import { serverWithPool, TestServer } from '../../test/app.ts';
 import { exportHelpers, NO_LIMITS, pollPath, V } from '../../test/exports.ts';
 import { maySend } from '../consents/consents.ts';
@@ -323,13 +324,14 @@ const segmentOf = (name: string) => `${V}.segments.user-created.${name}`;
 /** The result of a count by consent, through HTTP: requested, then polled until ready. */
 async function consentCount(token: string, body: unknown): Promise<Record<string, number>> {
   const created = await ok(server.request('POST', '/audience/profiles/reports/consents/count', { token, body }), 201);
-  for (let i = 0; i < 400; i++) {
-    const res = await server.request('GET', pollPath(created.body.poll_url), { token });
-    if (res.status === 200) return res.body;
-    expect(res.status, res.text).toBe(404);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error('the count was not ready');
+  const res = await readWhen(
+    'the count ready',
+    () => server.request('GET', pollPath(created.body.poll_url), { token }),
+    (r) => r.status !== 404,
+    STATE_BOUND_MS,
+  );
+  expect(res.status, res.text).toBe(200);
+  return res.body;
 }
 
 describe('the count by consent, the segment count and the evaluator agree', () => {

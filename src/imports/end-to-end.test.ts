@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readWhen, STATE_BOUND_MS } from '../../test/until.ts';
 import { SHOP, TestServer } from '../../test/app.ts';
 import { sendImportFile } from '../../test/imports-http.ts';
 
@@ -44,13 +45,13 @@ describe('an import end to end', () => {
     const csv = '\ufeffemail;first;points;news\r\nann@x.io;Ann;"1,5";1\r\nbad-email;Bo;2;0\r\nCAT@x.io;Cat;x;1\r\n';
     const upload = await sendImportFile(server.url, created.body, csv);
     expect(upload.status, await upload.text()).toBe(204);
-    let status: any;
-    for (let i = 0; i < 100; i++) {
-      status = (await server.request('GET', `/audience/sections/${S}/imports/${created.body.import_id}`, { token }))
-        .body;
-      if (status.result.status === 'completed' || status.result.status === 'error') break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    const status = await readWhen(
+      'the import ended',
+      async () =>
+        (await server.request('GET', `/audience/sections/${S}/imports/${created.body.import_id}`, { token })).body,
+      (body) => body.result.status === 'completed' || body.result.status === 'error',
+      STATE_BOUND_MS,
+    );
     expect(status.result).toEqual({
       status: 'completed',
       profiles_found: 3,

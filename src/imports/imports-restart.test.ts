@@ -1,5 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readWhen, STATE_BOUND_MS } from '../../test/until.ts';
 import { metric, startWorkerProcess, stopProcess, TestServer } from '../../test/app.ts';
 import { freePort } from '../store/embedded.ts';
 import {
@@ -21,7 +22,6 @@ import {
   importsServer,
   jobsEnded,
   server,
-  sleep,
   status,
   upload,
   v2,
@@ -108,13 +108,14 @@ describe('a worker killed in the middle of an import', () => {
       ).toEqual([{ kind: 'import', payload: { import_id: c.import_id } }]);
 
       const first = await startWorker(await freePort());
-      let seen: { status: string; found: number } | undefined;
-      for (let i = 0; i < 3000; i++) {
-        seen = await progress(a, c.import_id);
-        if (seen.found > 0) break;
-        await sleep(10);
-      }
-      expect(seen!.found, output.join('')).toBeGreaterThan(0);
+      await readWhen(
+        'the first batches written',
+        () => progress(a, c.import_id),
+        (seen) => seen.found > 0,
+        STATE_BOUND_MS,
+      ).catch((err: Error) => {
+        throw new Error(`${err.message}; the worker's output: ${output.join('')}`);
+      });
       await stopProcess(first, 'SIGKILL');
       const atKill = await progress(a, c.import_id);
       // Killed in the middle: some batches committed, not all. The file's one keyspace gives two lanes.

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { readWhen, STATE_BOUND_MS } from '../../test/until.ts';
 import {
   type Account,
   BLOG,
@@ -18,7 +19,6 @@ import {
   jobsEnded,
   runImport,
   server,
-  sleep,
   status,
   storedFiles,
   upload,
@@ -62,13 +62,16 @@ describe('status of an import', () => {
         204,
       );
       const seen = new Set<string>();
-      let last: any;
-      for (let i = 0; i < 600; i++) {
-        last = (await status(a, c.import_id)).body;
-        seen.add(last.result.status);
-        if (last.result.status === 'completed' || last.result.status === 'error') break;
-        await sleep(20);
-      }
+      const last = await readWhen(
+        'the import ended',
+        async () => {
+          const body = (await status(a, c.import_id)).body;
+          seen.add(body.result.status);
+          return body;
+        },
+        (body) => body.result.status === 'completed' || body.result.status === 'error',
+        STATE_BOUND_MS,
+      );
       expect([...seen].every((s) => ['queued', 'in_progress', 'completed'].includes(s))).toBe(true);
       expect(last.import_id).toBe(c.import_id);
       expect(last.result).toEqual({

@@ -201,9 +201,7 @@ export function readProjectionsAhead(deps: {
   };
   onDefinitionsChanged(deps.feed, start);
   // Reads whole started by counts and trends too, which no caller waits for.
-  const unheard = onReadFailed(deps.pool, (err) => {
-    if (!stopped) deps.log('reading a count projection failed', err);
-  });
+  const unheard = onReadFailed(deps.pool, (err) => deps.log('reading a count projection failed', err));
   start('*');
   return async () => {
     stopped = true;
