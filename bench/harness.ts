@@ -550,6 +550,43 @@ export async function memoryOf(pid: number): Promise<Memory | undefined> {
   return { rssKb: kb('VmRSS'), hwmKb: kb('VmHWM') };
 }
 
+/**
+ * What a database server has read so far: blocks PostgreSQL took from the operating system rather
+ * than its own buffers (pg_stat_database, the database `db` is connected to), the bytes its
+ * processes read from storage (/proc/<pid>/io read_bytes: what the page cache did not hold), and
+ * the page cache's size (/proc/meminfo Cached). Differences of two readings tell where a workload's
+ * reads came from; a backend that ended meanwhile takes its bytes with it.
+ */
+export interface Reads {
+  blocksRead: number;
+  blocksHit: number;
+  storageBytes: number;
+  pageCacheKb: number;
+}
+
+export async function readsOf(dataDir: string, db: pg.Client): Promise<Reads> {
+  const postmaster = Number(
+    (await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8')).split('\n')[0],
+  );
+  const pids = [postmaster, ...(await processes()).filter(([, parent]) => parent === postmaster).map(([pid]) => pid)];
+  const bytes = await Promise.all(
+    pids.map(async (pid) => {
+      const io = await fs.readFile(`/proc/${pid}/io`, 'utf8').catch(() => '');
+      return Number(/^read_bytes:\s+(\d+)/m.exec(io)?.[1] ?? 0);
+    }),
+  );
+  const { rows } = await db.query<{ blks_read: string; blks_hit: string }>(
+    `select blks_read, blks_hit from pg_stat_database where datname = current_database()`,
+  );
+  const meminfo = await fs.readFile('/proc/meminfo', 'utf8');
+  return {
+    blocksRead: Number(rows[0].blks_read),
+    blocksHit: Number(rows[0].blks_hit),
+    storageBytes: bytes.reduce((a, b) => a + b, 0),
+    pageCacheKb: Number(/^Cached:\s+(\d+) kB/m.exec(meminfo)?.[1] ?? NaN),
+  };
+}
+
 /** Samples VmRSS of `pid` every `intervalMs` until stopped: the peak, and the peak of each phase. */
 export function sampleMemory(pid: number, intervalMs: number) {
   const peaks = new Map<string, number>();

@@ -20,7 +20,9 @@
  *    runs after one warm-up; (b) POST /audience/sections/{s}/segments/{seg}/trend of that segment
  *    with 25 sampling points (every 14 days back from now), the same way; (c) POST
  *    /audience/keyspaces/{email}/profiles/{key}/evaluations of random profiles against all 10
- *    segments with autocannon, at each of BENCH_EVAL_CONNECTIONS (1 and 10) connections.
+ *    segments with autocannon: at the first of BENCH_EVAL_CONNECTIONS once the server holds the
+ *    count's columns, and at each of them (1 and 10) once it holds the trend's too, with the blocks
+ *    PostgreSQL read meanwhile and the bytes it read from storage.
  * 4. EXPLAIN (ANALYZE, BUFFERS) of the count's and the trend's SQL, built by the service's own
  *    functions (countSegment and segmentTrend of src/segments/segments.ts, with a database that
  *    keeps the statement) and run directly on the database; the full plans are written to
@@ -66,6 +68,7 @@ import {
   log,
   memoryOf,
   onCleanup,
+  readsOf,
   postgresCpuMs,
   printSetting,
   request,
@@ -76,6 +79,7 @@ import {
   WARMUP_S,
   within,
   type Audience,
+  type Reads,
   type Result,
   type Run,
 } from './harness.ts';
@@ -655,7 +659,34 @@ async function floors(
 type Autocannon = (options: Record<string, unknown>) => Run;
 
 /** autocannon at `connections`: a warm-up, then the measured run. */
-async function cannon(autocannon: Autocannon, connections: number, options: Record<string, unknown>): Promise<Result> {
+/** A run of evaluations: what the server held then, the load generator's result, and what the database read during the timed part. */
+interface Evaluations {
+  stage: string;
+  connections: number;
+  r: Result;
+  reads: Reads;
+  serverRssKb: number;
+}
+
+const difference = (a: Reads, b: Reads): Reads => ({
+  blocksRead: b.blocksRead - a.blocksRead,
+  blocksHit: b.blocksHit - a.blocksHit,
+  storageBytes: b.storageBytes - a.storageBytes,
+  pageCacheKb: b.pageCacheKb,
+});
+
+/** Per request: blocks PostgreSQL took from the operating system and kB read from storage; then the page cache and the server's RSS. */
+const readsLine = ({ r, reads, serverRssKb }: Evaluations) => {
+  const requests = Math.max(1, r.requests.total);
+  return `per request ${(reads.blocksRead / requests).toFixed(2)} blocks from the OS, ${(reads.blocksHit / requests).toFixed(1)} from shared buffers, ${(reads.storageBytes / 1024 / requests).toFixed(1)} kB from storage; page cache ${(reads.pageCacheKb / 1024 / 1024).toFixed(1)} GB, server RSS ${(serverRssKb / 1024).toFixed(0)} MB`;
+};
+
+async function cannon(
+  autocannon: Autocannon,
+  connections: number,
+  options: Record<string, unknown>,
+  beforeTimed: () => Promise<void> = async () => {},
+): Promise<Result> {
   const run = async (duration: number) => {
     const instance = autocannon({ ...options, connections, pipelining: 1, timeout: 10, duration });
     try {
@@ -670,6 +701,7 @@ async function cannon(autocannon: Autocannon, connections: number, options: Reco
     }
   };
   if (WARMUP_S > 0) await run(WARMUP_S);
+  await beforeTimed();
   return run(DURATION_S);
 }
 
@@ -1045,26 +1077,6 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     audience.dataDir,
   );
   const trend = (trended.body as { matching_profile_count: TrendCounts }).matching_profile_count;
-  const projection = await projectionCounts(audience, db, url, {
-    countBody: {
-      section_discriminator: ids.shop.discriminator,
-      segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] },
-    },
-    liveDiscriminator: segmentDiscriminators[1],
-    sectionId: ids.shop.id,
-    sqlCount: profileCount,
-  });
-  const projectedTrends = await projectionTrends(audience, db, url, {
-    trendPath,
-    points,
-    sqlTrend: trend,
-    sqlTrendMs: median(trended.times),
-    liveDiscriminator: segmentDiscriminators[1],
-    sectionDiscriminator: ids.shop.discriminator,
-    segmentDiscriminator: segmentDiscriminators[0],
-    sectionId: ids.shop.id,
-  });
-
   // The evaluations: a check first that they say what the generated data says.
   const evaluation = {
     segments: segmentDiscriminators.map((discriminator) => ({ discriminator })),
@@ -1104,23 +1116,62 @@ await runBench(DEADLINE_MS, async (autocannon) => {
         );
     }
   }
+  // The evaluations at one connection, now with the count's columns in the server, and below, at
+  // each of EVAL_CONNECTIONS, with the trend's too: at 10,000,000 profiles the database is about
+  // the machine's memory, so what the server holds decides how much of it the page cache keeps.
+  const evaluations: Evaluations[] = [];
+  const evaluate = async (stage: string, connections: number) => {
+    let before: Reads | undefined;
+    const r = await cannon(
+      autocannon as unknown as Autocannon,
+      connections,
+      {
+        url: `${audience.url}${evaluationPath(1)}`,
+        method: 'POST',
+        headers: { authorization: `Bearer ${audience.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(evaluation),
+        requests: [
+          { method: 'POST', setupRequest: (req: object) => ({ ...req, path: evaluationPath(randomKnown()) }) },
+        ],
+      },
+      async () => {
+        before = await readsOf(audience.dataDir, db);
+      },
+    );
+    const after = await readsOf(audience.dataDir, db);
+    const serverRssKb = audience.pid === undefined ? NaN : ((await memoryOf(audience.pid))?.rssKb ?? NaN);
+    const e: Evaluations = { stage, connections, r, reads: difference(before!, after), serverRssKb };
+    log(
+      `evaluations at ${connections} connections (${stage}): ${r.requests.average.toFixed(0)} req/s, mean ${r.latency.mean.toFixed(2)} ms, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, max ${r.latency.max} ms, ${r.requests.total} requests, ${r.non2xx} non-2xx, ${r.errors} errors; ${readsLine(e)}`,
+    );
+    evaluations.push(e);
+  };
+  const projection = await projectionCounts(audience, db, url, {
+    countBody: {
+      section_discriminator: ids.shop.discriminator,
+      segment: { timezone: TIME_ZONE, segment_discriminator: segmentDiscriminators[0] },
+    },
+    liveDiscriminator: segmentDiscriminators[1],
+    sectionId: ids.shop.id,
+    sqlCount: profileCount,
+  });
+  global.gc?.();
+  await evaluate("the count's columns", EVAL_CONNECTIONS[0] ?? 1);
+  const projectedTrends = await projectionTrends(audience, db, url, {
+    trendPath,
+    points,
+    sqlTrend: trend,
+    sqlTrendMs: median(trended.times),
+    liveDiscriminator: segmentDiscriminators[1],
+    sectionDiscriminator: ids.shop.discriminator,
+    segmentDiscriminator: segmentDiscriminators[0],
+    sectionId: ids.shop.id,
+  });
+
   // The columns this process read for the trends (1.4 GB at 10,000,000 profiles) freed before the
   // load generator runs, so that their collection does not pause it mid-run.
   global.gc?.();
-  const evaluations: { connections: number; r: Result }[] = [];
-  for (const connections of EVAL_CONNECTIONS) {
-    const r = await cannon(autocannon as unknown as Autocannon, connections, {
-      url: `${audience.url}${evaluationPath(1)}`,
-      method: 'POST',
-      headers: { authorization: `Bearer ${audience.token}`, 'content-type': 'application/json' },
-      body: JSON.stringify(evaluation),
-      requests: [{ method: 'POST', setupRequest: (req: object) => ({ ...req, path: evaluationPath(randomKnown()) }) }],
-    });
-    log(
-      `evaluations at ${connections} connections: ${r.requests.average.toFixed(0)} req/s, mean ${r.latency.mean.toFixed(2)} ms, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, max ${r.latency.max} ms, ${r.requests.total} requests, ${r.non2xx} non-2xx, ${r.errors} errors`,
-    );
-    evaluations.push({ connections, r });
-  }
+  for (const connections of EVAL_CONNECTIONS) await evaluate("the count's and the trend's columns", connections);
 
   // ---- 4. The plans ----
   // The statements the service sends: its own functions, with a database that keeps them.
@@ -1326,6 +1377,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
     table([
       [
         'evaluations (10 segments)',
+        'server holds',
         'requests/s',
         'mean ms',
         'p50 ms',
@@ -1336,8 +1388,9 @@ await runBench(DEADLINE_MS, async (autocannon) => {
         'aim',
         'verdict',
       ],
-      ...evaluations.map(({ connections, r }) => [
+      ...evaluations.map(({ stage, connections, r }) => [
         `${connections} connection${connections === 1 ? '' : 's'}`,
+        stage,
         r.requests.average.toFixed(0),
         r.latency.mean.toFixed(2),
         String(r.latency.p50),
@@ -1351,6 +1404,7 @@ await runBench(DEADLINE_MS, async (autocannon) => {
       ]),
     ]),
   );
+  for (const e of evaluations) console.log(`reads, ${e.connections} connection(s), ${e.stage}: ${readsLine(e)}`);
   console.log('');
   console.log('count plan (key lines):');
   for (const l of keyLines(countPlan)) console.log(`  ${l}`);
