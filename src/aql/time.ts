@@ -37,8 +37,50 @@ function utc(y: number, mo: number, d: number, h = 0, mi = 0, s = 0, ms = 0): nu
     : Date.UTC(y, mo, d, h, mi, s, ms);
 }
 
+const HOUR = 3_600_000;
+/**
+ * A time zone's offset from UTC (ms) by hour since 1970, for the hours in which it does not change:
+ * the wall clock is then UTC's fields of the instant plus the offset, without a formatter's
+ * formatToParts per call (a window's bounds asked for several per evaluation). Cleared when full.
+ */
+const hourOffsets = new Map<string, number>();
+const HOUR_OFFSETS_KEPT = 50_000;
+
 /** The wall-clock fields of an instant in a time zone; years before 1 AD count astronomically (0 is 1 BC). */
-function wallClock(ms: number, timeZone: string): number[] {
+export function wallClock(ms: number, timeZone: string): number[] {
+  const hour = Math.floor(ms / HOUR);
+  const key = `${hour} ${timeZone}`;
+  let offset = hourOffsets.get(key);
+  if (offset === undefined) {
+    // The offsets at the hour's first and last millisecond: equal, no change of offset lies between
+    // them (a time zone changes its offset at most once in an hour, and never back within it).
+    const first = offsetAt(hour * HOUR, timeZone);
+    offset = first === offsetAt(hour * HOUR + HOUR - 1, timeZone) ? first : NaN;
+    if (hourOffsets.size >= HOUR_OFFSETS_KEPT) hourOffsets.clear();
+    hourOffsets.set(key, offset);
+  }
+  const wall = new Date(ms + offset);
+  if (Number.isNaN(wall.getTime())) return formattedWallClock(ms, timeZone);
+  return [
+    wall.getUTCFullYear(),
+    wall.getUTCMonth() + 1,
+    wall.getUTCDate(),
+    wall.getUTCHours(),
+    wall.getUTCMinutes(),
+    wall.getUTCSeconds(),
+    wall.getUTCMilliseconds(),
+  ];
+}
+
+/** How far a time zone's wall clock is ahead of UTC at an instant (ms), by its formatter; NaN beyond dates' range. */
+function offsetAt(ms: number, timeZone: string): number {
+  if (!Number.isFinite(new Date(ms).getTime())) return NaN;
+  const [y, mo, d, h, mi, s, msPart] = formattedWallClock(ms, timeZone);
+  return utc(y, mo - 1, d, h, mi, s, msPart) - ms;
+}
+
+/** wallClock by the time zone's formatter, for any instant (what wallClock's offsets are checked against). */
+export function formattedWallClock(ms: number, timeZone: string): number[] {
   let f = formatters.get(timeZone);
   if (!f) {
     f = new Intl.DateTimeFormat('en-US', {
