@@ -409,7 +409,7 @@ async function spawnProgram(
   children.push({
     child,
     name: `audience ${role}`,
-    ...(options.beside ? {} : { postmasterPidFile: path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid') }),
+    ...(options.beside ? {} : { postmasterPidFile: pidFileOf(dataDir) }),
   });
   let exitCode: number | null | undefined;
   child.once('exit', (code) => {
@@ -529,14 +529,22 @@ export async function summariseEvents(db: pg.ClientBase, accountId: string): Pro
 export async function embeddedDatabaseUrl(dataDir: string): Promise<string> {
   const password = (await fs.readFile(path.join(dataDir, 'postgres', 'password'), 'utf8')).trim();
   // postmaster.pid: pid, data directory, start time, port, …
-  const port = Number(
-    (await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8')).split('\n')[3],
-  );
+  const port = Number((await fs.readFile(pidFileOf(dataDir), 'utf8')).split('\n')[3]);
   if (!Number.isInteger(port) || port <= 0) throw new Error("no port in the embedded PostgreSQL's postmaster.pid");
   return `postgres://audience:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
 }
 
 // ---- Measuring ----
+
+/** The postmaster.pid file of the embedded PostgreSQL of a DATA_DIR. */
+function pidFileOf(dataDir: string): string {
+  return path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid');
+}
+
+/** The postmaster's pid: the first line of its postmaster.pid. */
+async function postmasterOf(pidFile: string): Promise<number> {
+  return Number((await fs.readFile(pidFile, 'utf8')).split('\n')[0]);
+}
 
 export interface Memory {
   rssKb: number;
@@ -565,9 +573,7 @@ export interface Reads {
 }
 
 export async function readsOf(dataDir: string, db: pg.Client): Promise<Reads> {
-  const postmaster = Number(
-    (await fs.readFile(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'), 'utf8')).split('\n')[0],
-  );
+  const postmaster = await postmasterOf(pidFileOf(dataDir));
   const pids = [postmaster, ...(await processes()).filter(([, parent]) => parent === postmaster).map(([pid]) => pid)];
   const bytes = await Promise.all(
     pids.map(async (pid) => {
@@ -661,12 +667,12 @@ export async function cpuMsOf(pid: number | undefined): Promise<{ own: number; d
  * cstime), so that a query's parallel workers, which exit with it, are counted.
  */
 export async function postgresCpuMs(dataDir: string): Promise<number> {
-  return postmasterCpuMs(path.join(dataDir, 'postgres', 'cluster', 'postmaster.pid'));
+  return postmasterCpuMs(pidFileOf(dataDir));
 }
 
 /** postgresCpuMs of any PostgreSQL, by the postmaster.pid file of its data directory (a node of a cluster). */
 export async function postmasterCpuMs(pidFile: string): Promise<number> {
-  const postmaster = Number((await fs.readFile(pidFile, 'utf8')).split('\n')[0]);
+  const postmaster = await postmasterOf(pidFile);
   const stat = await fs.readFile(`/proc/${postmaster}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   const own = (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10;
